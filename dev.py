@@ -1,0 +1,74 @@
+"""Set up and run gatehouse from a fresh clone with nothing but Python 3.11+.
+
+    python3 dev.py demo     # the offline demo (no Telegram token, no API key)
+    python3 dev.py test     # the test suite
+    python3 dev.py lint     # ruff and mypy
+    python3 dev.py setup    # only create .venv and install the locked dependencies
+
+Each command first makes sure `.venv` holds exactly what `requirements-dev.lock`
+pins (installed with uv, which is itself installed into the venv), so the two
+README commands work on a machine that has only Python and git.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
+PY = BIN / "python"
+LOCK = ROOT / "requirements-dev.lock"
+STAMP = VENV / ".gatehouse-lock"
+UV_VERSION = "0.13.9"  # pinned so every machine resolves the lock the same way
+
+
+def _run(*cmd: str | Path) -> None:
+    subprocess.run([str(c) for c in cmd], check=True, cwd=ROOT)
+
+
+def setup() -> None:
+    """Create .venv and sync it to the lock file; quick when nothing changed."""
+    if sys.version_info < (3, 11):
+        sys.exit(f"gatehouse needs Python 3.11 or newer; this is {sys.version.split()[0]}")
+    if not PY.exists():
+        print("creating .venv ...", flush=True)
+        venv.EnvBuilder(with_pip=True).create(VENV)
+    wanted = LOCK.read_text() + (ROOT / "pyproject.toml").read_text()
+    if STAMP.exists() and STAMP.read_text() == wanted:
+        return
+    print("installing locked dependencies ...", flush=True)
+    _run(PY, "-m", "pip", "install", "--quiet", f"uv=={UV_VERSION}")
+    env_python = f"--python={PY}"
+    _run(BIN / "uv", "pip", "sync", "--quiet", env_python, LOCK)
+    _run(BIN / "uv", "pip", "install", "--quiet", "--no-deps", env_python, "-e", ".")
+    STAMP.write_text(wanted)
+
+
+def main(argv: list[str]) -> int:
+    command, rest = (argv[0], argv[1:]) if argv else ("help", [])
+    if command in {"help", "-h", "--help"}:
+        print(__doc__)
+        return 0
+    setup()
+    if command == "setup":
+        return 0
+    if command == "test":
+        return subprocess.call([str(PY), "-m", "pytest", *rest], cwd=ROOT)
+    if command == "lint":
+        ruff = subprocess.call([str(BIN / "ruff"), "check", "."], cwd=ROOT)
+        fmt = subprocess.call([str(BIN / "ruff"), "format", "--check", "."], cwd=ROOT)
+        mypy = subprocess.call([str(BIN / "mypy")], cwd=ROOT)
+        return 1 if (ruff or fmt or mypy) else 0
+    if command == "demo":
+        return subprocess.call([str(BIN / "gatehouse"), "demo", *rest], cwd=ROOT)
+    print(f"unknown command {command!r}; valid: demo, test, lint, setup", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
