@@ -1,0 +1,45 @@
+"""Pipeline sources: one config model and one `fetch` per source type.
+
+Use `SourceConfig` as the `source:` field of a pipeline model (pydantic picks the
+model by its `type`), then call `await sources.fetch(config, state, client)`.
+Every failure comes out as `base.SourceError` with a message that holds no secret.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated
+
+import httpx
+from pydantic import Field
+
+from pipelines.sources import base, folder, http_json, imap, rss
+
+SourceConfig = Annotated[
+    rss.Config | http_json.Config | folder.Config | imap.Config, Field(discriminator="type")
+]
+
+
+async def fetch(
+    config: SourceConfig, state: Mapping[str, str], client: httpx.AsyncClient
+) -> base.Fetched:
+    """Run the source `config` describes; anything but a SourceError is turned into one."""
+    try:
+        match config:
+            case rss.Config():
+                return await rss.fetch(config, state, client)
+            case http_json.Config():
+                return await http_json.fetch(config, state, client)
+            case folder.Config():
+                return await folder.fetch(config, state, client)
+            case imap.Config():
+                return await imap.fetch(config, state, client)
+    except base.SourceError:
+        raise
+    except Exception as exc:
+        # A bug or an unforeseen library error: its text might quote a URL or a header,
+        # so only the type is shown; the chained exception keeps the detail for debugging.
+        raise base.SourceError(
+            f"{config.type} source {config.scope} failed unexpectedly: {type(exc).__name__}"
+        ) from exc
+    raise base.SourceError(f"unknown source type {config.type!r}")  # unreachable with pydantic
