@@ -1,0 +1,90 @@
+"""The duplicate gate's pure part: normalization, shingles, Jaccard, and find_duplicate."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipelines import similarity
+from pipelines.similarity import Earlier
+
+STORY = (
+    "The city council approved the new bike lane plan on Tuesday after a long debate "
+    "about parking spaces along the main street."
+)
+REWORDED = (
+    "The city council approved the new bike lane plan on Tuesday after a long debate "
+    "about parking along the main street, officials said."
+)
+OTHER_STORY = (
+    "A local bakery won the regional bread contest with a sourdough recipe passed down "
+    "through three generations of the family."
+)
+
+
+def test_normalize_folds_case_punctuation_width_and_space() -> None:
+    assert (
+        similarity.normalize("  Hello,\tWORLD!!  ｆｕｌｌ—width_x ") == "hello world full width x"
+    )
+
+
+def test_shingles() -> None:
+    assert similarity.shingles("a b c d") == frozenset({"a b c", "b c d"})
+    assert similarity.shingles("Breaking: news") == frozenset({"breaking news"})
+    assert similarity.shingles("  ... ") == frozenset()
+    with pytest.raises(ValueError, match="at least 1"):
+        similarity.shingles("a", k=0)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "expected"),
+    [
+        ({"x", "y"}, {"x", "y"}, 1.0),
+        ({"x", "y"}, {"y", "z"}, 1 / 3),
+        ({"x"}, {"y"}, 0.0),
+        (set(), set(), 0.0),
+    ],
+)
+def test_jaccard(a: set[str], b: set[str], expected: float) -> None:
+    assert similarity.jaccard(frozenset(a), frozenset(b)) == pytest.approx(expected)
+
+
+def earlier(item_id: int, text: str, *sources: str) -> Earlier:
+    return Earlier(item_id=item_id, text=text, sources=frozenset(sources))
+
+
+@pytest.mark.parametrize(
+    ("text", "sources", "expected_id"),
+    [
+        # identical after normalization, even from an unrelated source
+        (STORY.upper().replace(",", ""), {"rss:other#1"}, 1),
+        # reworded: most shingles shared
+        (REWORDED, {"rss:other#1"}, 1),
+        # same source ids (the same entry seen through two feeds), different text
+        ("Totally different wording", {"rss:a#1", "rss:b#1"}, 1),
+        # unrelated story, unrelated source
+        (OTHER_STORY, {"rss:c#3"}, None),
+        # a shared topic word is not enough
+        ("City council meets Tuesday", {"rss:c#4"}, None),
+        # one of three sources shared: 1/3 is not above the threshold
+        ("Something else", {"rss:a#1", "rss:z#9"}, None),
+        # empty text never matches empty text
+        ("", set(), None),
+    ],
+)
+def test_find_duplicate(text: str, sources: set[str], expected_id: int | None) -> None:
+    seen = [earlier(1, STORY, "rss:a#1", "rss:b#1"), earlier(2, "", "rss:q#0")]
+    found = similarity.find_duplicate(text, frozenset(sources), seen)
+    assert (found.item_id if found else None) == expected_id
+
+
+def test_find_duplicate_prefers_the_closest_match() -> None:
+    seen = [earlier(1, REWORDED, "rss:x#1"), earlier(2, STORY, "rss:y#2")]
+    found = similarity.find_duplicate(STORY, frozenset({"rss:z#3"}), seen)
+    assert found is not None and found.item_id == 2
+
+
+def test_threshold_is_exclusive() -> None:
+    # Exactly half shared: two of four sources in common, so not a duplicate.
+    seen = [earlier(1, "alpha", "s1", "s2", "s3")]
+    assert similarity.find_duplicate("beta", frozenset({"s1", "s2", "s4"}), seen) is None
+    assert similarity.THRESHOLD == 0.5
