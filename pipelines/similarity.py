@@ -55,7 +55,7 @@ def shingles(text: str, k: int = SHINGLE_WORDS) -> frozenset[str]:
 
 
 def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
-    """Shared over combined (intersection size / union size); two empty sets share nothing, so 0.0."""
+    """Intersection size over union size; two empty sets share nothing, so 0.0."""
     union = a | b
     return len(a & b) / len(union) if union else 0.0
 

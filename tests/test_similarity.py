@@ -22,9 +22,8 @@ OTHER_STORY = (
 
 
 def test_normalize_folds_case_punctuation_width_and_space() -> None:
-    assert (
-        similarity.normalize("  Hello,\tWORLD!!  ｆｕｌｌ—width_x ") == "hello world full width x"
-    )
+    messy = "  Hello,\tWORLD!!  \uff46\uff55\uff4c\uff4c\u2014width_x "  # full-width "full"
+    assert similarity.normalize(messy) == "hello world full width x"
 
 
 def test_shingles() -> None:
