@@ -177,11 +177,14 @@ def _uidvalidity(lines: list[bytes]) -> str:
 
 
 def _search_uids(lines: list[bytes]) -> list[int]:
+    """UIDs from a SEARCH answer; aioimaplib strips the "SEARCH" keyword, some servers not."""
     uids: list[int] = []
-    for line in lines:
+    for line in lines[:-1]:  # the last line is the tagged "Search completed" text
         words = bytes(line).split()
         if words[:1] == [b"SEARCH"]:
-            uids.extend(int(word) for word in words[1:] if word.isdigit())
+            words = words[1:]
+        if words and all(word.isdigit() for word in words):
+            uids.extend(int(word) for word in words)
     return uids
 
 
