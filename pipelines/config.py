@@ -1,0 +1,516 @@
+"""Pipeline definitions: one YAML file per pipeline in a directory, validated strictly.
+
+    result = config.load_dir(Path("pipelines"))
+    for pipeline in result.pipelines.values(): ...
+    print(config.format_errors(result.errors))   # "news.yaml:7: sources.0.type: ..."
+
+One bad file never stops the others. Every model forbids unknown fields, so a typo is
+an error rather than a silently ignored setting. Paths inside a file (`draft.prompt`,
+a `draft.output_schema` file) are relative to that file.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Annotated, Any, Literal, get_args, get_origin
+
+import jsonschema
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    PlainValidator,
+    PrivateAttr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from pipelines import drafting, schedule, sources
+
+_NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
+
+
+def _interval(value: object) -> timedelta:
+    if isinstance(value, timedelta):
+        return value
+    if not isinstance(value, str):
+        raise ValueError(f"invalid interval {value!r}: expected {schedule.VALID_INTERVALS}")
+    return schedule.parse_interval(value)
+
+
+def _schedule(value: object) -> schedule.Schedule:
+    if isinstance(value, schedule.Schedule):
+        return value
+    if not isinstance(value, str):
+        raise ValueError(f"invalid schedule {value!r}: expected {schedule.VALID_SCHEDULES}")
+    return schedule.parse_schedule(value)
+
+
+def _format_interval(value: timedelta) -> str:
+    return f"{int(value.total_seconds())}s"
+
+
+#: A duration written as "30s", "5m", "1h", "2d" or "1h30m".
+Interval = Annotated[timedelta, PlainValidator(_interval), PlainSerializer(_format_interval)]
+ScheduleField = Annotated[schedule.Schedule, PlainValidator(_schedule), PlainSerializer(str)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class DedupConfig(_Model):
+    """How items are remembered and how near-duplicates are gated."""
+
+    #: fetch: an item is seen once fetched; success: only once its run succeeded.
+    mark_at: Literal["fetch", "success"] = "fetch"
+    #: When the dedup store cannot answer: True drops the item, False lets it through.
+    fail_closed: bool = False
+    #: How far back the similarity gate looks; 0 turns it off.
+    duplicate_window_days: int = Field(default=14, ge=0)
+
+
+class DraftConfig(_Model):
+    """Who writes the draft: the deterministic template drafter or an LLM."""
+
+    drafter: Literal["template", "llm"] = "template"
+    #: Prompt template file, relative to the YAML file; required for llm.
+    prompt: Path | None = Field(default=None, validate_default=True)
+    max_tokens: int = Field(default=512, ge=1)
+    #: A JSON Schema the model's output must match: inline, or a .json file path.
+    output_schema: dict[str, Any] | None = None
+    model: str | None = None
+
+    _prompt_text: str | None = PrivateAttr(default=None)
+
+    @field_validator("prompt", mode="after")
+    @classmethod
+    def _check_prompt(cls, value: Path | None, info: ValidationInfo) -> Path | None:
+        if value is None:
+            if info.data.get("drafter") == "llm":
+                raise ValueError("required when drafter is llm: the path of a prompt file")
+            return None
+        resolved = (_base_dir(info) / value).resolve()
+        if not resolved.is_file():
+            raise ValueError(f"prompt file not found: {resolved}")
+        try:
+            drafting.check_template(resolved.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ValueError(f"cannot read prompt file {resolved}: {exc}") from None
+        except ValueError as exc:
+            raise ValueError(f"prompt file {resolved}: {exc}") from None
+        return resolved
+
+    @field_validator("output_schema", mode="before")
+    @classmethod
+    def _check_schema(cls, value: object, info: ValidationInfo) -> object:
+        if value is None:
+            return None
+        if isinstance(value, str):
+            value = _read_json(_base_dir(info) / value)
+        if not isinstance(value, dict):
+            raise ValueError("must be a JSON Schema mapping or the path of a .json file")
+        validator = jsonschema.validators.validator_for(value)
+        try:
+            validator.check_schema(value)
+        except jsonschema.SchemaError as exc:
+            where = ".".join(str(part) for part in exc.path)
+            raise ValueError(
+                f"invalid JSON Schema: {exc.message}" + (f" (at {where})" if where else "")
+            ) from None
+        return value
+
+    @model_validator(mode="after")
+    def _load_prompt(self) -> DraftConfig:
+        if self.prompt is not None:
+            self._prompt_text = self.prompt.read_text(encoding="utf-8")
+        return self
+
+    @property
+    def prompt_text(self) -> str | None:
+        """The prompt template as read (and checked) when the config was loaded."""
+        return self._prompt_text
+
+
+class ApprovalConfig(_Model):
+    """Who may decide on a draft, how many must agree, and how long they have."""
+
+    #: Telegram user ids allowed to decide; empty means every configured operator.
+    operators: list[int] = Field(default_factory=list)
+    quorum: int = Field(default=1, ge=1)
+    window: Interval = timedelta(hours=24)
+
+    @field_validator("quorum", mode="after")
+    @classmethod
+    def _quorum_reachable(cls, value: int, info: ValidationInfo) -> int:
+        operators = info.data.get("operators") or []
+        if operators and value > len(operators):
+            raise ValueError(
+                f"quorum {value} can never be reached by {len(operators)} listed operators"
+            )
+        return value
+
+    @field_validator("window", mode="after")
+    @classmethod
+    def _positive_window(cls, value: timedelta) -> timedelta:
+        return _positive(value)
+
+
+class WebhookDispatch(_Model):
+    """POST the approved draft as JSON to a URL. Header values may be `env:NAME`."""
+
+    type: Literal["webhook"]
+    url: str
+    headers: dict[str, str] = Field(default_factory=dict)
+    timeout: Interval = timedelta(seconds=10)
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if not re.match(r"https?://[^/\s]+", value):
+            raise ValueError("must be an http:// or https:// URL")
+        return value
+
+    @field_validator("timeout", mode="after")
+    @classmethod
+    def _positive_timeout(cls, value: timedelta) -> timedelta:
+        return _positive(value)
+
+
+class FileDispatch(_Model):
+    """Append the approved draft as one JSON line to a file."""
+
+    type: Literal["file"]
+    path: Path
+
+
+class SmtpDispatch(_Model):
+    """Send the approved draft by email; the password comes from an environment variable."""
+
+    type: Literal["smtp"]
+    host: str
+    port: int = Field(default=587, ge=1, le=65535)
+    username: str | None = None
+    #: The NAME of the environment variable holding the password, never the password.
+    password_env: str | None = None
+    from_addr: str
+    #: Recipients; empty means reply to the item's sender (e.g. an IMAP message).
+    to_addrs: list[str] = Field(default_factory=list)
+    starttls: bool = True
+
+
+class TelegramChannelDispatch(_Model):
+    """Post the approved draft to a Telegram channel or chat."""
+
+    type: Literal["telegram_channel"]
+    chat_id: int | str
+
+
+class NoneDispatch(_Model):
+    """Approval is the end of the line (useful for dry runs)."""
+
+    type: Literal["none"]
+
+
+DispatchConfig = Annotated[
+    WebhookDispatch | FileDispatch | SmtpDispatch | TelegramChannelDispatch | NoneDispatch,
+    Field(discriminator="type"),
+]
+
+# An alias, because inside Pipeline the name `sources` is the field.
+SourceList = list[sources.SourceConfig]
+
+
+class Pipeline(_Model):
+    """One pipeline: when it runs, what it reads, how it drafts, who approves, where it goes."""
+
+    name: str
+    schedule: ScheduleField
+    jitter: Interval = timedelta(0)
+    misfire_window: Interval = timedelta(hours=1)
+    sources: SourceList
+    dedup: DedupConfig = Field(default_factory=DedupConfig)
+    draft: DraftConfig = Field(default_factory=DraftConfig)
+    approval: ApprovalConfig = Field(default_factory=ApprovalConfig)
+    dispatch: DispatchConfig
+
+    @field_validator("name")
+    @classmethod
+    def _slug(cls, value: str) -> str:
+        if not _NAME_RE.fullmatch(value):
+            raise ValueError(
+                f"invalid name {value!r}: use 1 to 64 lowercase letters, digits, - and _,"
+                " starting with a letter or digit"
+            )
+        return value
+
+    @field_validator("sources", mode="after")
+    @classmethod
+    def _some_sources(cls, value: SourceList) -> SourceList:
+        if not value:
+            raise ValueError("at least one source is required")
+        return value
+
+
+@dataclass(frozen=True)
+class ConfigError:
+    """One problem in one pipeline file, with the line and field where known."""
+
+    file: Path
+    line: int | None
+    field: str | None
+    reason: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line else str(self.file)
+        return f"{where}: {self.field}: {self.reason}" if self.field else f"{where}: {self.reason}"
+
+
+@dataclass
+class LoadResult:
+    """The pipelines that loaded, keyed by name, and every error found on the way."""
+
+    pipelines: dict[str, Pipeline] = field(default_factory=dict)
+    errors: list[ConfigError] = field(default_factory=list)
+    #: The file each pipeline came from.
+    files: dict[str, Path] = field(default_factory=dict)
+
+
+def load_dir(path: Path) -> LoadResult:
+    """Load every .yaml and .yml file in `path` (sorted; not recursive)."""
+    result = LoadResult()
+    if not path.is_dir():
+        result.errors.append(ConfigError(path, None, None, "not a directory of pipeline files"))
+        return result
+    files = sorted(p for p in path.iterdir() if p.suffix in {".yaml", ".yml"} and p.is_file())
+    for file in files:
+        pipeline, errors = load_file(file)
+        result.errors.extend(errors)
+        if pipeline is None:
+            continue
+        if pipeline.name in result.pipelines:
+            first = result.files[pipeline.name]
+            reason = f"duplicate pipeline name {pipeline.name!r}: already defined in {first}"
+            line = _line_of(file.read_text(encoding="utf-8"), ("name",))
+            result.errors.append(ConfigError(file, line, "name", reason))
+            continue
+        result.pipelines[pipeline.name] = pipeline
+        result.files[pipeline.name] = file
+    return result
+
+
+def load_file(file: Path) -> tuple[Pipeline | None, list[ConfigError]]:
+    """One pipeline file: the pipeline, or None and the reasons it was rejected."""
+    try:
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        return None, [ConfigError(file, None, None, f"cannot read file: {exc}")]
+    try:
+        node, data = _parse_yaml(text)
+    except _Problem as problem:
+        return None, [ConfigError(file, problem.line, problem.field, problem.reason)]
+    try:
+        pipeline = Pipeline.model_validate(data, context={"base_dir": file.parent})
+    except ValidationError as exc:
+        return None, [_from_pydantic(file, error, node, data) for error in exc.errors()]
+    return pipeline, []
+
+
+def check(path: Path) -> list[ConfigError]:
+    """Every error in the pipeline directory `path` (empty when all is well)."""
+    return load_dir(path).errors
+
+
+def format_errors(errors: list[ConfigError]) -> str:
+    """One line per error, `file:line: field: reason`, for the terminal."""
+    return "\n".join(str(error) for error in errors)
+
+
+def _base_dir(info: ValidationInfo) -> Path:
+    context = info.context if isinstance(info.context, dict) else {}
+    base = context.get("base_dir")
+    return base if isinstance(base, Path) else Path()
+
+
+def _read_json(path: Path) -> object:
+    resolved = path.resolve()
+    try:
+        return json.loads(resolved.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ValueError(f"schema file not found: {resolved}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"cannot read schema file {resolved}: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(
+            f"schema file {resolved} is not valid JSON: {exc.msg} (line {exc.lineno})"
+        ) from None
+
+
+def _positive(value: timedelta) -> timedelta:
+    if value <= timedelta(0):
+        raise ValueError("must be longer than 0s")
+    return value
+
+
+# Mapping YAML and pydantic errors to a file's lines and an operator's words.
+
+
+class _Problem(Exception):
+    def __init__(self, line: int | None, field: str | None, reason: str) -> None:
+        super().__init__(reason)
+        self.line, self.field, self.reason = line, field, reason
+
+
+_KINDS = {"sources": "source", "dispatch": "dispatch"}
+_ALIAS_HINT = '; quote values that start with *, like schedule: "*/15 * * * *"'
+
+
+def _parse_yaml(text: str) -> tuple[yaml.Node, dict[str, Any]]:
+    """The node tree (for line numbers) and the data, or a _Problem."""
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        hint = _ALIAS_HINT if exc.context == "while scanning an alias" else ""
+        line = mark.line + 1 if mark else None
+        raise _Problem(line, None, f"invalid YAML: {exc.problem}{hint}") from None
+    except yaml.YAMLError as exc:
+        raise _Problem(None, None, f"invalid YAML: {exc}") from None
+    if node is None:
+        raise _Problem(None, None, "empty file: expected the fields of one pipeline")
+    if not isinstance(node, yaml.MappingNode) or not isinstance(data, dict):
+        raise _Problem(
+            node.start_mark.line + 1,
+            None,
+            f"expected a mapping of pipeline fields (name: ..., schedule: ...), got {node.tag}",
+        )
+    _check_duplicate_keys(node, ())
+    return node, data
+
+
+def _check_duplicate_keys(node: yaml.Node, path: tuple[str, ...]) -> None:
+    # PyYAML silently keeps the last of two equal keys; an operator would never notice.
+    if isinstance(node, yaml.MappingNode):
+        seen: set[str] = set()
+        for key, value in node.value:
+            name = str(key.value)
+            if name in seen:
+                dotted = ".".join((*path, name))
+                raise _Problem(key.start_mark.line + 1, dotted, f"duplicate key {name!r}")
+            seen.add(name)
+            _check_duplicate_keys(value, (*path, name))
+    elif isinstance(node, yaml.SequenceNode):
+        for index, child in enumerate(node.value):
+            _check_duplicate_keys(child, (*path, str(index)))
+
+
+def _from_pydantic(file: Path, error: Any, node: yaml.Node, data: object) -> ConfigError:
+    raw_loc: tuple[str | int, ...] = tuple(error["loc"])
+    loc = _without_tags(raw_loc, data)
+    if error["type"] in {"union_tag_invalid", "union_tag_not_found"}:
+        loc = (*loc, "type")
+    field = ".".join(str(part) for part in loc) or None
+    return ConfigError(file, _line_at(node, loc), field, _reason(error, raw_loc))
+
+
+def _reason(error: Any, raw_loc: tuple[str | int, ...]) -> str:
+    kind, ctx = error["type"], error.get("ctx") or {}
+    noun = _KINDS.get(str(raw_loc[0]), str(raw_loc[0])) if raw_loc else "value"
+    if kind == "missing":
+        return "required field is missing"
+    if kind == "extra_forbidden":
+        model = _model_at(raw_loc[:-1])
+        valid = f"; valid: {', '.join(model.model_fields)}" if model else ""
+        return f"unknown field {raw_loc[-1]!r}{valid}"
+    if kind == "value_error" and "error" in ctx:
+        return str(ctx["error"])
+    if kind == "union_tag_invalid":
+        tags = str(ctx.get("expected_tags", "")).replace("'", "")
+        return f"unknown {noun} type {ctx.get('tag')!r}; valid: {tags}"
+    if kind == "union_tag_not_found":
+        union = _strip(_type_at(raw_loc))
+        tags = ", ".join(_tag(member) for member in get_args(union))
+        return f"missing {noun} type; valid: {tags}"
+    return str(error["msg"])
+
+
+def _without_tags(loc: tuple[str | int, ...], data: object) -> tuple[str | int, ...]:
+    """The loc as the YAML spells it: pydantic inserts a union's tag ('rss') as a step."""
+    kept: list[str | int] = []
+    current = data
+    for part in loc:
+        if isinstance(current, dict) and part not in current and current.get("type") == part:
+            continue
+        kept.append(part)
+        if isinstance(current, dict):
+            current = current.get(part)
+        elif isinstance(current, list) and isinstance(part, int) and 0 <= part < len(current):
+            current = current[part]
+        else:
+            current = None
+    return tuple(kept)
+
+
+def _line_at(node: yaml.Node, loc: tuple[str | int, ...]) -> int:
+    """The line of the deepest key or item of `loc` that the file has (1-based)."""
+    line = node.start_mark.line + 1
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            match = next((kv for kv in node.value if str(kv[0].value) == str(part)), None)
+            if match is None:
+                break
+            line, node = match[0].start_mark.line + 1, match[1]
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int):
+            if not 0 <= part < len(node.value):
+                break
+            node = node.value[part]
+            line = node.start_mark.line + 1
+        else:
+            break
+    return line
+
+
+def _line_of(text: str, loc: tuple[str | int, ...]) -> int | None:
+    node = yaml.compose(text, Loader=yaml.SafeLoader)
+    return _line_at(node, loc) if node is not None else None
+
+
+def _type_at(loc: tuple[str | int, ...]) -> Any:
+    """The annotation pydantic validated at `loc` (tags included), or None."""
+    current: Any = Pipeline
+    for part in loc:
+        current = _strip(current)
+        if isinstance(part, int):
+            current = next(iter(get_args(current)), None)
+        elif isinstance(current, type) and issubclass(current, BaseModel):
+            found = current.model_fields.get(part)
+            current = found.annotation if found else None
+        else:
+            current = next((m for m in get_args(current) if _tag(m) == part), None)
+    return current
+
+
+def _model_at(loc: tuple[str | int, ...]) -> type[BaseModel] | None:
+    found = _strip(_type_at(loc))
+    return found if isinstance(found, type) and issubclass(found, BaseModel) else None
+
+
+def _strip(annotation: Any) -> Any:
+    while get_origin(annotation) is Annotated:
+        annotation = get_args(annotation)[0]
+    return annotation
+
+
+def _tag(model: Any) -> str:
+    if isinstance(model, type) and issubclass(model, BaseModel) and "type" in model.model_fields:
+        return str(next(iter(get_args(model.model_fields["type"].annotation)), ""))
+    return ""
