@@ -242,6 +242,28 @@ async def test_http_json_top_level_list(
     assert [item.source_id for item in fetched.items] == ["1"]
 
 
+async def test_http_json_conditional_get(
+    server: feed_server.FeedServer, client: httpx.AsyncClient
+) -> None:
+    server.set_json("/api", [{"id": 1}], etag='W/"7"')
+    config = json_config(server.url("/api"))
+    first = await http_json.fetch(config, {}, client)
+    assert first.state == {"etag": 'W/"7"'}
+    second = await http_json.fetch(config, first.state, client)
+    assert (second.items, second.state) == ([], first.state)
+
+
+async def test_http_json_non_ascii_header_value_is_a_source_error(
+    server: feed_server.FeedServer, client: httpx.AsyncClient
+) -> None:
+    server.set_json("/api", [])
+    config = json_config(server.url("/api"), headers={"X-Key": "schlüssel"})
+    with pytest.raises(base.SourceError, match="header X-Key: value must be ASCII") as caught:
+        await http_json.fetch(config, {}, client)
+    assert "schlüssel" not in str(caught.value)
+    assert server.requests_to("/api") == []
+
+
 async def test_http_json_malformed_json(
     server: feed_server.FeedServer, client: httpx.AsyncClient
 ) -> None:
@@ -340,6 +362,12 @@ async def test_folder_front_matter(tmp_path: Path) -> None:
     }
     assert item.title == "Heading"
     assert item.text == "# Heading\nBody"
+
+
+def test_folder_pattern_must_be_a_file_glob(tmp_path: Path) -> None:
+    for bad in ("", "../*.md", "sub/*.md"):
+        with pytest.raises(pydantic.ValidationError, match="file-name glob"):
+            folder.Config(type="folder", path=tmp_path, pattern=bad)
 
 
 async def test_folder_errors(tmp_path: Path) -> None:

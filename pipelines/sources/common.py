@@ -132,7 +132,8 @@ async def get(
         response = await client.get(url, headers=dict(headers), timeout=seconds)
     except httpx.TimeoutException:
         raise base.SourceError(f"GET {shown} timed out after {seconds:g} s") from None
-    except httpx.HTTPError as exc:
+    except (httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:
+        # ValueError: e.g. a header value that is not ASCII, refused before anything is sent.
         # The exception's text may repeat the full URL; its class name is enough to act on.
         raise base.SourceError(f"GET {shown} failed: {type(exc).__name__}") from None
     if response.status_code >= 400:

@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 import httpx
 import yaml
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 from pipelines.sources import base
 
@@ -36,7 +36,15 @@ class Config(BaseModel):
     path: Path
     #: Dedup scope; defaults to "folder:<path>".
     scope: str = ""
+    #: A file-name glob matched at every depth below `path`.
     pattern: str = "*.md"
+
+    @field_validator("pattern")
+    @classmethod
+    def _check_pattern(cls, value: str) -> str:
+        if not value or "/" in value or "\\" in value or value in (".", ".."):
+            raise ValueError('must be a file-name glob such as "*.md", without directories')
+        return value
 
     @model_validator(mode="after")
     def _default_scope(self) -> Config:

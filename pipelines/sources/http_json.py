@@ -58,7 +58,10 @@ async def fetch(
     """One item per element of the list at `items_path`; a 304 keeps state and yields none."""
     headers = {"Accept": "application/json"}
     for name, value in config.headers.items():
-        headers[name] = common.resolve(value, f"header {name}")
+        resolved = common.resolve(value, f"header {name}")
+        if not resolved.isascii() or "\n" in resolved or "\r" in resolved:
+            raise base.SourceError(f"header {name}: value must be ASCII on one line")
+        headers[name] = resolved
     headers |= common.conditional_headers(state)
     response = await common.get(client, config.url, headers, config.timeout_seconds)
     if response.status_code == 304:
