@@ -1,0 +1,390 @@
+"""What the local Bot API server knows: chats and their messages, queued updates, faults.
+
+One `threading.Condition` guards everything. Every change bumps `revision` and wakes all
+waiters, which is what lets getUpdates return the moment an update is queued, lets tests
+`wait_for` the bot's reply, and lets a web chat long-poll `/control/wait` for changes.
+Times are Unix seconds passed in by the caller; nothing here reads the clock.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+#: Telegram returns at most this many updates per getUpdates call.
+MAX_UPDATES = 100
+
+
+class ApiError(Exception):
+    """A Bot API error answer: HTTP status, Telegram's description, optional parameters."""
+
+    def __init__(
+        self, status: int, description: str, parameters: dict[str, Any] | None = None
+    ) -> None:
+        super().__init__(description)
+        self.status = status
+        self.description = description
+        self.parameters = parameters
+
+
+def bad_request(detail: str) -> ApiError:
+    return ApiError(400, f"Bad Request: {detail}")
+
+
+@dataclasses.dataclass(frozen=True)
+class ChatMessage:
+    """One version of a message in a chat, as the server stores it.
+
+    `reply_markup` is the markup exactly as the bot sent it (inline keyboard, force_reply,
+    ...); `version` counts from 1 and grows with each edit.
+    """
+
+    chat_id: int
+    message_id: int
+    from_bot: bool
+    sender: dict[str, Any]
+    text: str
+    entities: list[dict[str, Any]]
+    reply_markup: dict[str, Any] | None
+    reply_to_message_id: int | None
+    date: int
+    edit_date: int | None = None
+    version: int = 1
+    deleted: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Fault:
+    """An error (or a delay) the next call of a method will meet."""
+
+    status: int | None  # None: no error, only the delay
+    description: str = ""
+    retry_after: int | None = None
+    delay: float = 0.0
+
+
+@dataclasses.dataclass(frozen=True)
+class CallRecord:
+    """One Bot API request the server answered (the token is not kept here)."""
+
+    method: str
+    status: int
+    params: dict[str, Any]
+
+
+def user_object(user_id: int, first_name: str | None = None) -> dict[str, Any]:
+    return {"id": user_id, "is_bot": False, "first_name": first_name or f"User {user_id}"}
+
+
+def chat_object(chat_id: int) -> dict[str, Any]:
+    """A Chat for an id: positive ids are private chats, -100... supergroups, else groups."""
+    if chat_id > 0:
+        return {"id": chat_id, "type": "private", "first_name": f"User {chat_id}"}
+    kind = "supergroup" if str(chat_id).startswith("-100") else "group"
+    return {"id": chat_id, "type": kind, "title": f"Chat {chat_id}"}
+
+
+def update_type(update: dict[str, Any]) -> str:
+    return next(key for key in update if key != "update_id")
+
+
+class LocalApiState:
+    """The server's memory. All public methods are thread-safe."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()  # an RLock underneath: predicates may re-enter
+        self._closed = False
+        self.revision = 0
+        self._update_ids = itertools.count(1)
+        self._callback_ids = itertools.count(4_000_000_001)
+        self._updates: deque[dict[str, Any]] = deque()
+        self._allowed_updates: list[str] = []
+        self._chats: dict[int, dict[int, list[ChatMessage]]] = {}
+        self._next_message_id: dict[int, int] = {}
+        self._open_callbacks: dict[str, dict[str, Any]] = {}
+        self._callback_answers: list[dict[str, Any]] = []
+        self._faults: dict[str, deque[Fault]] = {}
+        self._calls: list[CallRecord] = []
+        self.tokens_used: list[str] = []
+        self.webhook: dict[str, Any] | None = None
+        self.commands: dict[str, list[dict[str, Any]]] = {}
+        self.chat_actions: list[dict[str, Any]] = []
+
+    # -- bookkeeping ---------------------------------------------------------
+
+    def _changed(self) -> None:
+        self.revision += 1
+        self._cond.notify_all()
+
+    def close(self) -> None:
+        """Wake every waiter for good: long polls return empty, waits stop."""
+        with self._cond:
+            self._closed = True
+            self._changed()
+
+    def record_call(
+        self, method: str, status: int, params: dict[str, Any], token: str | None
+    ) -> None:
+        with self._cond:
+            if token is not None and token not in self.tokens_used:
+                self.tokens_used.append(token)
+            self._calls.append(CallRecord(method, status, params))
+            self._changed()
+
+    def calls(self, method: str | None = None) -> list[CallRecord]:
+        with self._cond:
+            return [c for c in self._calls if method is None or c.method == method]
+
+    def add_fault(self, method: str, fault: Fault) -> None:
+        with self._cond:
+            self._faults.setdefault(method, deque()).append(fault)
+
+    def take_fault(self, method: str) -> Fault | None:
+        with self._cond:
+            queue = self._faults.get(method)
+            return queue.popleft() if queue else None
+
+    def sleep(self, seconds: float) -> None:
+        """Sleep, but wake at once when the server closes."""
+        deadline = time.monotonic() + seconds
+        with self._cond:
+            while not self._closed and (left := deadline - time.monotonic()) > 0:
+                self._cond.wait(left)
+
+    # -- updates -------------------------------------------------------------
+
+    def push_update(self, payload: dict[str, Any]) -> dict[str, Any]:
+        with self._cond:
+            update = {"update_id": next(self._update_ids), **payload}
+            self._updates.append(update)
+            self._changed()
+            return update
+
+    def drop_pending_updates(self) -> None:
+        with self._cond:
+            self._updates.clear()
+            self._changed()
+
+    def pending_update_count(self) -> int:
+        with self._cond:
+            return len(self._updates)
+
+    def take_updates(
+        self, offset: int, limit: int, timeout: float, allowed: list[str] | None
+    ) -> list[dict[str, Any]]:
+        """getUpdates: confirm below `offset`, then wait up to `timeout` for something new."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            if allowed is not None:
+                self._allowed_updates = allowed  # Telegram keeps the last list given
+            while True:
+                self._confirm(offset)
+                ready = [u for u in self._updates if u["update_id"] >= offset][:limit]
+                left = deadline - time.monotonic()
+                if ready or self._closed or left <= 0:
+                    return ready
+                self._cond.wait(left)
+
+    def _confirm(self, offset: int) -> None:
+        if offset < 0:  # keep only the last -offset updates, as Telegram does
+            while len(self._updates) > -offset:
+                self._updates.popleft()
+        while self._updates and self._updates[0]["update_id"] < offset:
+            self._updates.popleft()
+        if self._allowed_updates:
+            kept = [u for u in self._updates if update_type(u) in self._allowed_updates]
+            self._updates = deque(kept)
+
+    # -- messages ------------------------------------------------------------
+
+    def add_message(
+        self,
+        chat_id: int,
+        *,
+        from_bot: bool,
+        sender: dict[str, Any],
+        text: str,
+        entities: list[dict[str, Any]],
+        reply_markup: dict[str, Any] | None,
+        reply_to_message_id: int | None,
+        now: int,
+    ) -> ChatMessage:
+        with self._cond:
+            chat = self._chats.setdefault(chat_id, {})
+            message_id = self._next_message_id.get(chat_id, 1)
+            self._next_message_id[chat_id] = message_id + 1
+            message = ChatMessage(
+                chat_id=chat_id,
+                message_id=message_id,
+                from_bot=from_bot,
+                sender=sender,
+                text=text,
+                entities=entities,
+                reply_markup=reply_markup,
+                reply_to_message_id=reply_to_message_id,
+                date=now,
+            )
+            chat[message_id] = [message]
+            self._changed()
+            return message
+
+    def find(self, chat_id: int, message_id: int) -> ChatMessage | None:
+        """The current version of a message, or None if unknown or deleted."""
+        with self._cond:
+            versions = self._chats.get(chat_id, {}).get(message_id)
+            if not versions or versions[-1].deleted:
+                return None
+            return versions[-1]
+
+    def edit(self, chat_id: int, message_id: int, now: int, **changes: Any) -> ChatMessage:
+        """Store a new version of a bot message; Telegram's 400s for the usual mistakes."""
+        with self._cond:
+            current = self.find(chat_id, message_id)
+            if current is None:
+                raise bad_request("message to edit not found")
+            if not current.from_bot:
+                raise bad_request("message can't be edited")
+            edited = dataclasses.replace(
+                current, **changes, edit_date=now, version=current.version + 1
+            )
+            if (edited.text, edited.entities, edited.reply_markup) == (
+                current.text,
+                current.entities,
+                current.reply_markup,
+            ):
+                raise bad_request(
+                    "message is not modified: specified new message content and reply markup"
+                    " are exactly the same as a current content and reply markup of the message"
+                )
+            self._chats[chat_id][message_id].append(edited)
+            self._changed()
+            return edited
+
+    def delete(self, chat_id: int, message_id: int) -> None:
+        with self._cond:
+            current = self.find(chat_id, message_id)
+            if current is None:
+                raise bad_request("message to delete not found")
+            self._chats[chat_id][message_id].append(dataclasses.replace(current, deleted=True))
+            self._changed()
+
+    def telegram_message(self, message: ChatMessage) -> dict[str, Any]:
+        """The Message object Telegram would return for this version."""
+        result: dict[str, Any] = {
+            "message_id": message.message_id,
+            "from": message.sender,
+            "chat": chat_object(message.chat_id),
+            "date": message.date,
+            "text": message.text,
+        }
+        if message.entities:
+            result["entities"] = message.entities
+        if message.edit_date is not None:
+            result["edit_date"] = message.edit_date
+        # Only inline keyboards show on a Message; force_reply and keyboards do not.
+        if message.reply_markup and "inline_keyboard" in message.reply_markup:
+            result["reply_markup"] = message.reply_markup
+        replied = (
+            self.find(message.chat_id, message.reply_to_message_id)
+            if message.reply_to_message_id
+            else None
+        )
+        if replied is not None:
+            result["reply_to_message"] = self.telegram_message(
+                dataclasses.replace(replied, reply_to_message_id=None)
+            )
+        return result
+
+    # -- callback queries ----------------------------------------------------
+
+    def open_callback(self, query: dict[str, Any]) -> str:
+        """Give a callback_query an id and keep it until the bot answers it."""
+        with self._cond:
+            query_id = str(next(self._callback_ids))
+            self._open_callbacks[query_id] = {"id": query_id, **query}
+            return query_id
+
+    def callback_query(self, query_id: str) -> dict[str, Any]:
+        with self._cond:
+            return self._open_callbacks[query_id]
+
+    def answer_callback(self, query_id: str, answer: dict[str, Any]) -> None:
+        with self._cond:
+            if self._open_callbacks.pop(query_id, None) is None:
+                raise bad_request(
+                    "query is too old and response timeout expired or query ID is invalid"
+                )
+            self._callback_answers.append({"callback_query_id": query_id, **answer})
+            self._changed()
+
+    def callback_answers(self) -> list[dict[str, Any]]:
+        with self._cond:
+            return list(self._callback_answers)
+
+    # -- other recorded settings ----------------------------------------------
+
+    def set_webhook(self, webhook: dict[str, Any] | None) -> None:
+        with self._cond:
+            self.webhook = webhook
+            self._changed()
+
+    def set_commands(self, key: str, commands: list[dict[str, Any]]) -> None:
+        with self._cond:
+            self.commands[key] = commands
+            self._changed()
+
+    def record_chat_action(self, chat_id: int, action: str) -> None:
+        with self._cond:
+            self.chat_actions.append({"chat_id": chat_id, "action": action})
+            self._changed()
+
+    # -- views for tests and the web chat ------------------------------------
+
+    def messages(self, chat_id: int) -> list[ChatMessage]:
+        """The chat as it looks now: both sides, current versions, deleted ones left out."""
+        with self._cond:
+            chat = self._chats.get(chat_id, {})
+            return [v[-1] for _, v in sorted(chat.items()) if not v[-1].deleted]
+
+    def sent(self, chat_id: int | None = None) -> list[ChatMessage]:
+        """What the bot sent (current versions), in one chat or all chats in order."""
+        with self._cond:
+            chats = [chat_id] if chat_id is not None else sorted(self._chats)
+            return [m for c in chats for m in self.messages(c) if m.from_bot]
+
+    def history(self, chat_id: int, message_id: int) -> list[ChatMessage]:
+        """Every version of a message, the original first, a deletion last."""
+        with self._cond:
+            return list(self._chats.get(chat_id, {}).get(message_id, []))
+
+    def wait_for(self, predicate: Callable[[], T], timeout: float) -> T:
+        """Wait until `predicate()` is truthy and return it; TimeoutError after `timeout`."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while not (result := predicate()):
+                left = deadline - time.monotonic()
+                if left <= 0 or self._closed:
+                    summary = [(m.chat_id, m.message_id, m.text[:60]) for m in self.sent()]
+                    raise TimeoutError(
+                        f"condition not met within {timeout} s; the bot has sent {summary}"
+                    )
+                self._cond.wait(left)
+            return result
+
+    def wait_revision(self, after: int, timeout: float) -> int:
+        """Wait until anything changes past revision `after`; return the current revision."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self.revision <= after and not self._closed:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._cond.wait(left)
+            return self.revision
