@@ -1,0 +1,93 @@
+"""Every setting gatehouse reads, from the environment (prefix GATEHOUSE_, nesting `__`) or `.env`.
+
+    settings = settings.load()          # raises SettingsInvalid, which names fields, never values
+
+`.env.example` documents each one with its default.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic_settings import SettingsError as _SourceError
+
+ENV_PREFIX = "GATEHOUSE_"
+
+
+class SettingsInvalid(Exception):
+    """The settings are invalid; the message lists each field's variable and reason."""
+
+
+class StoreSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    #: FULL survives power loss with every commit; NORMAL may lose the last commits.
+    synchronous: Literal["FULL", "NORMAL"] = "FULL"
+    #: An idle checkpoint truncates the WAL once it passes this size.
+    wal_truncate_mb: int = Field(default=64, ge=1)
+
+
+class TelegramSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    token: SecretStr | None = None
+    #: The Bot API base; the token is appended. Point it at a self-hosted or local server.
+    base_url: str = "https://api.telegram.org/bot"
+    #: Telegram user ids allowed to operate the bot, comma-separated.
+    operators: Annotated[list[int], NoDecode] = Field(default_factory=list)
+    #: Where alerts go; default: each operator's private chat.
+    alerts_chat: int | None = None
+    mode: Literal["polling", "webhook"] = "polling"
+    webhook_url: str | None = None
+    webhook_secret: SecretStr | None = None
+    webhook_listen: str = "127.0.0.1"
+    webhook_port: int = Field(default=8443, ge=1, le=65535)
+
+    @field_validator("operators", mode="before")
+    @classmethod
+    def _split_ids(cls, value: object) -> object:
+        if isinstance(value, str):
+            parts = [part.strip() for part in value.split(",") if part.strip()]
+            for part in parts:
+                if not part.lstrip("-").isdigit():
+                    raise ValueError("must be Telegram user ids (integers) separated by commas")
+            return [int(part) for part in parts]
+        return value
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        env_nested_delimiter="__",
+        env_file=".env",
+        env_file_encoding="utf-8",
+        extra="ignore",
+    )
+
+    #: The private data directory (0700): the database, its WAL and the writer lock.
+    data_dir: Path = Path("data")
+    #: Where pipeline YAML files live.
+    pipelines_dir: Path = Path("pipelines/examples")
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    store: StoreSettings = Field(default_factory=StoreSettings)
+    telegram: TelegramSettings = Field(default_factory=TelegramSettings)
+
+
+def env_name(loc: tuple[int | str, ...]) -> str:
+    """The environment variable behind a validation error's location."""
+    return ENV_PREFIX + "__".join(str(part).upper() for part in loc)
+
+
+def load(**overrides: object) -> Settings:
+    """Read the settings; a bad value raises SettingsInvalid naming the variable, not the value."""
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        lines = [f"{env_name(err['loc'])}: {err['msg']}" for err in exc.errors(include_input=False)]
+        raise SettingsInvalid("invalid settings:\n  " + "\n  ".join(lines)) from None
+    except _SourceError as exc:
+        # pydantic-settings says which field failed to parse; the value is not in its text.
+        raise SettingsInvalid(f"invalid settings: {exc}") from None

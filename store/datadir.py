@@ -1,0 +1,102 @@
+"""The private data directory and the single-writer lock inside it.
+
+The lock is an flock on `gatehouse.lock`, a file of its own: SQLite's files are
+never opened by us, because closing any descriptor on the database, `-wal` or
+`-shm` silently drops the locks SQLite holds on them (POSIX lock semantics).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import stat
+from pathlib import Path
+
+from store import errors
+
+LOCK_NAME = "gatehouse.lock"
+DB_NAME = "gatehouse.db"
+
+
+def prepare(path: Path) -> Path:
+    """Create the data directory 0700 under umask 077, or check an existing one.
+
+    Refuses a symlink, a non-directory, a directory owned by someone else, and one
+    that the group or others can access: the store holds operator decisions and
+    spend, and its files inherit the directory's exposure.
+    """
+    # Every file gatehouse creates from here on (database, WAL, lock) is 0600.
+    os.umask(0o077)
+    try:
+        info = path.lstat()
+    except FileNotFoundError:
+        path.mkdir(mode=0o700, parents=True)
+        info = path.lstat()
+    if stat.S_ISLNK(info.st_mode):
+        raise errors.DataDirError(
+            f"data directory {path} is a symlink; point GATEHOUSE_DATA_DIR at the real directory"
+        )
+    if not stat.S_ISDIR(info.st_mode):
+        raise errors.DataDirError(f"data directory {path} exists and is not a directory")
+    if info.st_uid != os.geteuid():
+        raise errors.DataDirError(
+            f"data directory {path} belongs to uid {info.st_uid}, not to this user ({os.geteuid()})"
+        )
+    if info.st_mode & 0o077:
+        raise errors.DataDirError(
+            f"data directory {path} is accessible to group or others "
+            f"(mode {stat.S_IMODE(info.st_mode):04o}); run: chmod 700 {path}"
+        )
+    return path
+
+
+class WriterLock:
+    """An exclusive flock held for the life of the writer; the file names the holder's pid."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.path = data_dir / LOCK_NAME
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise errors.LockHeld(str(self.path), holder_pid(self.path)) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, 0)
+            os.close(fd)
+
+
+def holder_pid(lock_path: Path) -> int | None:
+    """The pid written by the process holding the lock, or None if unknown."""
+    try:
+        text = lock_path.read_text().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def is_locked(data_dir: Path) -> int | None:
+    """The pid of the running writer if one holds the lock, else None; never blocks."""
+    path = data_dir / LOCK_NAME
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return holder_pid(path) or -1
+    finally:
+        os.close(fd)
+    return None

@@ -1,0 +1,92 @@
+"""The store's exceptions: one root, and driver errors translated at the edge.
+
+Callers outside `store/` never see `sqlite3` exceptions; they catch `StoreError`
+or one of its subclasses. Each class's docstring is its default message.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+
+class StoreError(Exception):
+    """The store failed."""
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message or (self.__doc__ or "").strip())
+
+
+class DataDirError(StoreError):
+    """The data directory is unsafe or unusable."""
+
+
+class LockHeld(StoreError):
+    """Another gatehouse process holds the store."""
+
+    def __init__(self, lock_path: str, pid: int | None) -> None:
+        holder = f"process {pid}" if pid else "another process"
+        super().__init__(
+            f"the store is already open in {holder} (lock {lock_path}); "
+            "stop it first, or use a read command, which works alongside it"
+        )
+        self.pid = pid
+
+
+class PragmaMismatch(StoreError):
+    """The database's settings are not the ones gatehouse requires."""
+
+
+class MigrationError(StoreError):
+    """A schema migration failed; the database is unchanged by it."""
+
+
+class TimestampOutOfRange(StoreError, ValueError):
+    """A timestamp lies outside 1970-01-01..9999-12-31 UTC or has no timezone."""
+
+
+class NotFound(StoreError):
+    """No such row."""
+
+
+class Conflict(StoreError):
+    """The write conflicts with the current state of the row."""
+
+
+class IllegalTransition(StoreError):
+    """The state machine does not allow that transition."""
+
+
+class Busy(StoreError):
+    """The database stayed locked past busy_timeout."""
+
+
+class StorageFull(StoreError):
+    """The disk or the database's page limit is full; the transaction was rolled back."""
+
+
+class Corrupt(StoreError):
+    """The database file is damaged."""
+
+
+class ConstraintViolation(StoreError):
+    """A write broke a database constraint; nothing was written."""
+
+
+class Closed(StoreError):
+    """The store is closed."""
+
+
+def translate(exc: sqlite3.Error) -> StoreError:
+    """Map a driver error to the most specific StoreError; keep the driver's text."""
+    # The extended error code's low byte is the primary result code.
+    code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
+    text = str(exc)
+    if code == sqlite3.SQLITE_FULL:
+        return StorageFull(f"{StorageFull.__doc__} ({text})")
+    if code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+        return Busy(f"{Busy.__doc__} ({text})")
+    if code in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
+        return Corrupt(f"{Corrupt.__doc__} ({text})")
+    if isinstance(exc, sqlite3.IntegrityError):
+        return ConstraintViolation(f"{ConstraintViolation.__doc__} ({text})")
+    return StoreError(f"database error: {text}")

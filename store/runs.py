@@ -1,0 +1,152 @@
+"""The run log: one row per pipeline execution (seed 000).
+
+run_id = await runs.start_run(store, "news", "schedule", now)
+await runs.finish_run(store, run_id, "ok", runs.Counts(fetched=3, new=1), None, now)
+window = await runs.investigation_window(store, "news")
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+from store import clock, errors, sql
+from store.db import Store
+
+Q = sql.load("runs")
+
+Trigger = Literal["schedule", "manual", "replay"]
+Status = Literal["running", "ok", "error"]
+TRIGGERS: tuple[Trigger, ...] = ("schedule", "manual", "replay")
+
+
+@dataclass(frozen=True)
+class Counts:
+    fetched: int = 0
+    new: int = 0
+    drafted: int = 0
+    failed: int = 0
+
+
+@dataclass(frozen=True)
+class Run:
+    id: int
+    pipeline: str
+    trigger: Trigger
+    started_at: datetime
+    ended_at: datetime | None
+    status: Status
+    counts: Counts
+    error_text: str | None
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> Run:
+        return cls(
+            id=row["id"],
+            pipeline=row["pipeline"],
+            trigger=row["trigger"],
+            started_at=clock.from_ms(row["started_at"]),
+            ended_at=clock.maybe_from_ms(row["ended_at"]),
+            status=row["status"],
+            counts=Counts(row["fetched"], row["new"], row["drafted"], row["failed"]),
+            error_text=row["error_text"],
+        )
+
+
+@dataclass(frozen=True)
+class Window:
+    """The last green run and the first red one after it: where to start looking."""
+
+    last_ok: Run | None
+    first_error_after: Run | None
+
+
+def _rows(conn: sqlite3.Connection, query: str, params: dict[str, object]) -> list[Run]:
+    cursor = conn.execute(query, params)
+    cursor.row_factory = sqlite3.Row
+    return [Run.from_row(row) for row in cursor.fetchall()]
+
+
+def start_run_sync(conn: sqlite3.Connection, pipeline: str, trigger: Trigger, now: datetime) -> int:
+    if trigger not in TRIGGERS:
+        raise ValueError(f"unknown run trigger {trigger!r}; valid: {', '.join(TRIGGERS)}")
+    row = conn.execute(
+        Q["start_run"], {"pipeline": pipeline, "trigger": trigger, "now": clock.to_ms(now)}
+    )
+    return int(row.fetchone()[0])
+
+
+def finish_run_sync(
+    conn: sqlite3.Connection,
+    run_id: int,
+    status: Literal["ok", "error"],
+    counts: Counts,
+    error_text: str | None,
+    now: datetime,
+) -> None:
+    params = {
+        "id": run_id,
+        "status": status,
+        "now": clock.to_ms(now),
+        "fetched": counts.fetched,
+        "new": counts.new,
+        "drafted": counts.drafted,
+        "failed": counts.failed,
+        "error_text": error_text,
+    }
+    if conn.execute(Q["finish_run"], params).rowcount != 1:
+        raise errors.Conflict(f"run {run_id} is not running (already finished, or unknown)")
+
+
+async def start_run(store: Store, pipeline: str, trigger: Trigger, now: datetime) -> int:
+    return await store.write(lambda conn: start_run_sync(conn, pipeline, trigger, now))
+
+
+async def finish_run(
+    store: Store,
+    run_id: int,
+    status: Literal["ok", "error"],
+    counts: Counts,
+    error_text: str | None,
+    now: datetime,
+) -> None:
+    await store.write(lambda conn: finish_run_sync(conn, run_id, status, counts, error_text, now))
+
+
+async def close_interrupted(store: Store, now: datetime) -> int:
+    """At startup: runs a crash left 'running' become errors with the reason 'interrupted'."""
+    at = clock.to_ms(now)
+    return await store.write(
+        lambda conn: conn.execute(Q["close_interrupted"], {"now": at}).rowcount
+    )
+
+
+async def get(store: Store, run_id: int) -> Run:
+    found = await store.read(lambda conn: _rows(conn, Q["get"], {"id": run_id}))
+    if not found:
+        raise errors.NotFound(f"no run {run_id}")
+    return found[0]
+
+
+async def recent_runs(store: Store, pipeline: str, n: int = 10) -> list[Run]:
+    """A pipeline's last n runs, newest first."""
+    return await store.read(lambda conn: _rows(conn, Q["recent"], {"pipeline": pipeline, "n": n}))
+
+
+async def investigation_window(store: Store, pipeline: str) -> Window:
+    """The last ok run and the first error after it (or the first error ever)."""
+
+    def query(conn: sqlite3.Connection) -> Window:
+        ok = _rows(conn, Q["last_ok"], {"pipeline": pipeline})
+        last_ok = ok[0] if ok else None
+        after = (clock.to_ms(last_ok.started_at), last_ok.id) if last_ok else (-1, -1)
+        red = _rows(
+            conn,
+            Q["first_error_after"],
+            {"pipeline": pipeline, "after": after[0], "after_id": after[1]},
+        )
+        return Window(last_ok, red[0] if red else None)
+
+    return await store.read(query)

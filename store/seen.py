@@ -1,0 +1,114 @@
+"""Dedup memory: which item ids each (pipeline, scope) has already fetched.
+
+unseen = await seen.filter_unseen(store, "news", "feed", ids)
+new = await seen.mark_seen(store, "news", "feed", unseen, now)
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sqlite3
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime, timedelta
+
+from store import clock, sql
+from store.db import Store
+
+Q = sql.load("seen")
+
+#: Ids per statement. The ids travel as one JSON parameter, so SQLite's variable
+#: limit does not apply; the chunk bounds the statement's size and memory instead.
+CHUNK = 500
+
+#: How long a seen id is remembered by default (seed 000: "90 days is enough").
+DEFAULT_TTL = timedelta(days=90)
+
+#: Rows deleted per sweep transaction, so a sweep never holds the writer long.
+SWEEP_BATCH = 5000
+
+
+def _unique(ids: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(ids))
+
+
+def _chunks(ids: Sequence[str]) -> Iterable[Sequence[str]]:
+    for start in range(0, len(ids), CHUNK):
+        yield ids[start : start + CHUNK]
+
+
+def filter_unseen_sync(
+    conn: sqlite3.Connection, pipeline: str, scope: str, ids: Sequence[str]
+) -> list[str]:
+    out: list[str] = []
+    for chunk in _chunks(_unique(ids)):
+        params = {"pipeline": pipeline, "scope": scope, "ids": json.dumps(list(chunk))}
+        out.extend(row[0] for row in conn.execute(Q["filter_unseen"], params))
+    return out
+
+
+def mark_seen_sync(
+    conn: sqlite3.Connection, pipeline: str, scope: str, ids: Sequence[str], now: datetime
+) -> list[str]:
+    at = clock.to_ms(now)
+    unique = _unique(ids)
+    new: set[str] = set()
+    for chunk in _chunks(unique):
+        params = {"pipeline": pipeline, "scope": scope, "ids": json.dumps(list(chunk)), "now": at}
+        new.update(row[0] for row in conn.execute(Q["mark_seen"], params))
+    return [item_id for item_id in unique if item_id in new]
+
+
+async def filter_unseen(store: Store, pipeline: str, scope: str, ids: Sequence[str]) -> list[str]:
+    """The ids not seen before, in input order (each once), one query per chunk."""
+    if not ids:
+        return []
+    return await store.read(lambda conn: filter_unseen_sync(conn, pipeline, scope, ids))
+
+
+async def mark_seen(
+    store: Store, pipeline: str, scope: str, ids: Sequence[str], now: datetime
+) -> list[str]:
+    """Record ids as seen in one transaction; returns those that were new, in input order."""
+    if not ids:
+        return []
+    clock.to_ms(now)  # reject a bad time before queueing anything
+    return await store.write(lambda conn: mark_seen_sync(conn, pipeline, scope, ids, now))
+
+
+async def forget(store: Store, pipeline: str, scope: str, item_id: str) -> bool:
+    """Forget one id (for replay); True if it was remembered."""
+
+    def unit(conn: sqlite3.Connection) -> bool:
+        params = {"pipeline": pipeline, "scope": scope, "item_id": item_id}
+        return conn.execute(Q["forget"], params).rowcount > 0
+
+    return await store.write(unit)
+
+
+def _sweep_batch(conn: sqlite3.Connection, params: dict[str, object]) -> int:
+    return conn.execute(Q["sweep_batch"], params).rowcount
+
+
+async def sweep(
+    store: Store,
+    now: datetime,
+    older_than: timedelta = DEFAULT_TTL,
+    progress: Callable[[str, str, int], None] | None = None,
+) -> int:
+    """Delete ids seen before now - older_than, scope by scope in bounded batches."""
+    before = clock.to_ms(now - older_than)
+    scopes: list[tuple[str, str]] = await store.read(
+        lambda conn: conn.execute(Q["scopes"]).fetchall()
+    )
+    total = 0
+    for pipeline, scope in scopes:
+        params = {"pipeline": pipeline, "scope": scope, "before": before, "batch": SWEEP_BATCH}
+        while True:
+            deleted = await store.write(functools.partial(_sweep_batch, params=params))
+            total += deleted
+            if progress:
+                progress(pipeline, scope, total)
+            if deleted < SWEEP_BATCH:
+                break
+    return total

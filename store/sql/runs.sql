@@ -1,0 +1,37 @@
+-- name: start_run
+-- Open a run; it stays 'running' until finish_run (or the next startup) closes it.
+INSERT INTO pipeline_runs (pipeline, trigger, started_at) VALUES (:pipeline, :trigger, :now)
+RETURNING id
+
+-- name: finish_run
+-- Close a running run with its outcome and counts.
+UPDATE pipeline_runs
+   SET ended_at = :now, status = :status, fetched = :fetched, new = :new,
+       drafted = :drafted, failed = :failed, error_text = :error_text
+ WHERE id = :id AND status = 'running'
+
+-- name: close_interrupted
+-- Runs left 'running' by a crash: they end as errors, with the reason.
+UPDATE pipeline_runs
+   SET ended_at = :now, status = 'error', error_text = 'interrupted'
+ WHERE status = 'running'
+
+-- name: recent
+-- A pipeline's runs, newest first.
+SELECT * FROM pipeline_runs WHERE pipeline = :pipeline
+ ORDER BY started_at DESC, id DESC LIMIT :n
+
+-- name: last_ok
+-- The newest successful run of a pipeline.
+SELECT * FROM pipeline_runs WHERE pipeline = :pipeline AND status = 'ok'
+ ORDER BY started_at DESC, id DESC LIMIT 1
+
+-- name: first_error_after
+-- The first failed run after a moment (the start of the investigation window).
+SELECT * FROM pipeline_runs
+ WHERE pipeline = :pipeline AND status = 'error' AND (started_at, id) > (:after, :after_id)
+ ORDER BY started_at, id LIMIT 1
+
+-- name: get
+-- One run by id.
+SELECT * FROM pipeline_runs WHERE id = :id

@@ -1,0 +1,187 @@
+"""The single writer: every write is a unit run inside `BEGIN IMMEDIATE` on one lane.
+
+Callers queue before any transaction opens. Units that arrive while a commit is
+in flight share the next transaction (group commit): each runs in its own
+SAVEPOINT, so one unit's failure rolls back only its own work, and every caller
+is answered after the shared COMMIT, so nobody sees a result that could still be
+lost. One caller at a time pays one fsync per unit; 64 callers share them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sqlite3
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from store import errors
+from store.lanes import Lane
+
+T = TypeVar("T")
+Unit = Callable[[sqlite3.Connection], Any]
+
+#: Units sharing one commit at most; bounds the latency one slow unit adds to others.
+MAX_BATCH = 64
+
+
+@dataclass
+class _Pending:
+    unit: Unit
+    future: asyncio.Future[Any]
+    transactional: bool = True
+
+
+@contextlib.contextmanager
+def savepoint(conn: sqlite3.Connection, name: str = "nested") -> Iterator[None]:
+    """A nested transaction inside a unit: rolled back alone if its block raises."""
+    conn.execute(f"SAVEPOINT {name}")
+    try:
+        yield
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute(f"ROLLBACK TO {name}")
+            conn.execute(f"RELEASE {name}")
+        raise
+    conn.execute(f"RELEASE {name}")
+
+
+class Writer:
+    """Serialises write units onto the writer lane, batching those that wait."""
+
+    def __init__(self, lane: Lane) -> None:
+        self._lane = lane
+        self._queue: deque[_Pending] = deque()
+        self._wakeup = asyncio.Event()
+        self._busy = False
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._drain(), name="store-writer")
+
+    @property
+    def idle(self) -> bool:
+        return not self._busy and not self._queue
+
+    async def submit(self, unit: Unit, *, transactional: bool = True) -> Any:
+        if self._task is None or self._task.done():
+            raise errors.Closed()
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._queue.append(_Pending(unit, future, transactional))
+        self._wakeup.set()
+        return await future
+
+    async def stop(self) -> None:
+        """Finish what is queued, then stop."""
+        if self._task is None:
+            return
+        task, self._task = self._task, None
+        self._queue.append(_Pending(_stop_marker, asyncio.get_running_loop().create_future()))
+        self._wakeup.set()
+        await task
+
+    async def _drain(self) -> None:
+        while True:
+            await self._wakeup.wait()
+            self._wakeup.clear()
+            while self._queue:
+                batch = self._next_batch()
+                if batch and batch[0].unit is _stop_marker:
+                    return
+                if batch:
+                    self._busy = True
+                    try:
+                        await self._run(batch)
+                    finally:
+                        self._busy = False
+
+    def _next_batch(self) -> list[_Pending]:
+        """Waiting transactional units up to MAX_BATCH, or one non-transactional unit."""
+        batch: list[_Pending] = []
+        while self._queue and len(batch) < MAX_BATCH:
+            head = self._queue[0]
+            if head.future.cancelled():  # its caller gave up before it started
+                self._queue.popleft()
+                continue
+            if head.unit is _stop_marker or not head.transactional:
+                if not batch:
+                    batch.append(self._queue.popleft())
+                break
+            batch.append(self._queue.popleft())
+        return batch
+
+    async def _run(self, batch: list[_Pending]) -> None:
+        try:
+            if batch[0].transactional:
+                outcomes = await self._lane.run(_run_batch, [p.unit for p in batch])
+            else:
+                outcomes = [(True, await self._lane.run(batch[0].unit))]
+        except BaseException as exc:  # the commit failed: nothing in the batch was written
+            for pending in batch:
+                _settle(pending.future, False, exc)
+            if not isinstance(exc, Exception):
+                raise
+            return
+        for pending, (ok, value) in zip(batch, outcomes, strict=True):
+            _settle(pending.future, ok, value)
+
+
+def _stop_marker(conn: sqlite3.Connection) -> None:  # pragma: no cover - never run
+    raise AssertionError("the stop marker is never executed")
+
+
+def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
+    if future.done():
+        return
+    if ok:
+        future.set_result(value)
+    else:
+        future.set_exception(value)
+
+
+def _run_batch(conn: sqlite3.Connection, units: list[Unit]) -> list[tuple[bool, Any]]:
+    """Run units in one BEGIN IMMEDIATE transaction; each alone when it fails."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        if len(units) == 1:
+            outcomes = [_run_single(conn, units[0])]
+        else:
+            outcomes = [_run_in_savepoint(conn, unit) for unit in units]
+        if conn.in_transaction:
+            conn.execute("COMMIT")
+        return outcomes
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
+def _run_single(conn: sqlite3.Connection, unit: Unit) -> tuple[bool, Any]:
+    try:
+        return True, unit(conn)
+    except Exception as exc:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        return False, _translated(exc)
+
+
+def _run_in_savepoint(conn: sqlite3.Connection, unit: Unit) -> tuple[bool, Any]:
+    conn.execute("SAVEPOINT unit")
+    try:
+        result = unit(conn)
+    except Exception as exc:
+        if not conn.in_transaction:
+            # SQLite aborted the whole transaction (e.g. SQLITE_FULL): the units
+            # before this one are gone too, so the batch fails as a whole.
+            raise _translated(exc) from exc
+        conn.execute("ROLLBACK TO unit")
+        conn.execute("RELEASE unit")
+        return False, _translated(exc)
+    conn.execute("RELEASE unit")
+    return True, result
+
+
+def _translated(exc: Exception) -> Exception:
+    return errors.translate(exc) if isinstance(exc, sqlite3.Error) else exc
