@@ -320,7 +320,9 @@ def load_file(file: Path) -> tuple[Pipeline | None, list[ConfigError]]:
     try:
         pipeline = Pipeline.model_validate(data, context={"base_dir": file.parent})
     except ValidationError as exc:
-        return None, [_from_pydantic(file, error, node, data) for error in exc.errors()]
+        errors = [_from_pydantic(file, error, node, data) for error in exc.errors()]
+        # Top to bottom, the way an operator reads the file.
+        return None, sorted(errors, key=lambda error: error.line or 0)
     return pipeline, []
 
 
