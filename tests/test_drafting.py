@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hypothesis
 import pytest
+from hypothesis import strategies as st
 
 from pipelines import drafting
 from pipelines.drafting import UNTRUSTED_CLOSE, UNTRUSTED_OPEN, DraftItem
@@ -118,3 +120,23 @@ def test_check_template() -> None:
     drafting.check_template("{title} {text} {link} {pipeline} {{not a placeholder")
     with pytest.raises(ValueError, match=r"\{Title\}"):
         drafting.check_template("{Title}")
+
+
+FORBIDDEN = {chr(c) for c in range(0x20) if chr(c) not in "\n\t"} | {"\x7f", "\ufeff"}
+FORBIDDEN |= {chr(c) for c in (*range(0x200B, 0x2010), *range(0x202A, 0x202F))}
+FORBIDDEN |= {chr(c) for c in range(0x2060, 0x2065)}
+
+
+@hypothesis.given(st.text(), st.integers(min_value=10, max_value=200))
+def test_sanitize_properties(raw: str, limit: int) -> None:
+    cleaned = drafting.sanitize(raw, limit=limit)
+    assert len(cleaned) <= limit
+    assert not FORBIDDEN & set(cleaned)
+    assert drafting.sanitize(cleaned, limit=limit) == cleaned or cleaned.endswith(" […]")
+
+
+@hypothesis.given(st.text(alphabet="<>UNTRUSTED CONTENT:END\n", max_size=200))
+def test_fenced_content_never_holds_a_delimiter(content: str) -> None:
+    prompt = drafting.render_prompt("{text}", item(text=content))
+    inner = prompt.removeprefix(UNTRUSTED_OPEN + "\n").removesuffix("\n" + UNTRUSTED_CLOSE)
+    assert "<<<" not in inner and ">>>" not in inner
