@@ -6,6 +6,7 @@ import asyncio
 import email
 import email.policy
 import hashlib
+import html
 import random
 import socket
 from collections.abc import AsyncIterator, Iterator
@@ -15,10 +16,13 @@ from typing import Any
 import httpx
 import pydantic
 import pytest
+import telegram
+import telegram.request
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import AuthResult, LoginPassword
 
-from pipelines import dispatch, dispatch_file, dispatch_smtp
+from bot import localapi
+from pipelines import dispatch, dispatch_file, dispatch_smtp, dispatch_telegram
 from tests.fakes.webhook_server import Reply, WebhookServer
 
 TARGETS: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(dispatch.DispatchTarget)
@@ -501,3 +505,114 @@ async def test_smtp_server_down_is_transient(client: httpx.AsyncClient) -> None:
     )
     with pytest.raises(dispatch.TransientDispatchError, match=f"127.0.0.1:{port}"):
         await dispatch.dispatch(target, email_delivery(), client=client)
+
+
+# --- telegram_channel (against the local Bot API server) -----------------------------------
+
+TOKEN = "123456:" + "S" * 35
+CHANNEL = -1001234567
+
+
+@pytest.fixture
+async def bot_api() -> AsyncIterator[tuple[localapi.LocalBotApi, telegram.Bot]]:
+    with localapi.LocalBotApi() as api:
+        request = telegram.request.HTTPXRequest(read_timeout=1.0)
+        async with telegram.Bot(TOKEN, base_url=api.base_url, request=request) as bot:
+            yield api, bot
+
+
+def channel() -> dispatch.TelegramChannelTarget:
+    return dispatch.TelegramChannelTarget(type="telegram_channel", chat_id=CHANNEL)
+
+
+async def test_telegram_posts_escaped_text_to_the_channel(
+    bot_api: tuple[localapi.LocalBotApi, telegram.Bot], client: httpx.AsyncClient
+) -> None:
+    api, bot = bot_api
+    result = await dispatch.dispatch(channel(), make_delivery(), client=client, bot=bot)
+    (posted,) = api.sent(CHANNEL)
+    # Escaped, the draft's "<b>" arrives as text rather than as bold markup.
+    assert posted.text == "Approved <b>text</b> & more"
+    assert posted.entities == []
+    assert result.external_id == str(posted.message_id)
+
+
+async def test_telegram_splits_long_text_into_messages_that_fit(
+    bot_api: tuple[localapi.LocalBotApi, telegram.Bot], client: httpx.AsyncClient
+) -> None:
+    api, bot = bot_api
+    text = "".join(f"line {n} <&> " + "x" * 50 + "\n" for n in range(300))
+    delivery = dispatch.Delivery.build(
+        item_id=1, pipeline="news", version=1, attempt=1, text=text, title="long"
+    )
+    await dispatch.dispatch(channel(), delivery, client=client, bot=bot)
+    posted = api.sent(CHANNEL)
+    assert len(posted) > 1
+    assert_cut_from([m.text for m in posted], text)
+
+
+@pytest.mark.parametrize(
+    ("status", "error"),
+    [
+        (400, dispatch.PermanentDispatchError),
+        (403, dispatch.PermanentDispatchError),
+        (502, dispatch.TransientDispatchError),
+    ],
+)
+async def test_telegram_errors_map_to_transient_or_permanent(
+    bot_api: tuple[localapi.LocalBotApi, telegram.Bot],
+    client: httpx.AsyncClient,
+    status: int,
+    error: type[Exception],
+) -> None:
+    api, bot = bot_api
+    api.fail_next("sendMessage", status=status)
+    with pytest.raises(error, match=f"telegram chat {CHANNEL}") as caught:
+        await dispatch.dispatch(channel(), make_delivery(), client=client, bot=bot)
+    assert TOKEN not in str(caught.value) and TOKEN.split(":")[1] not in str(caught.value)
+    assert api.sent(CHANNEL) == []
+
+
+async def test_telegram_flood_control_is_transient_with_retry_after(
+    bot_api: tuple[localapi.LocalBotApi, telegram.Bot],
+    client: httpx.AsyncClient,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("PTB_TIMEDELTA", "1")  # else PTB warns on every RetryAfter
+    api, bot = bot_api
+    api.fail_next("sendMessage", status=429, retry_after=3)
+    with pytest.raises(dispatch.TransientDispatchError, match="RetryAfter") as caught:
+        await dispatch.dispatch(channel(), make_delivery(), client=client, bot=bot)
+    assert caught.value.retry_after == 3.0
+
+
+async def test_telegram_timeout_is_transient(
+    bot_api: tuple[localapi.LocalBotApi, telegram.Bot], client: httpx.AsyncClient
+) -> None:
+    api, bot = bot_api
+    api.slow_next("sendMessage", 3.0)
+    with pytest.raises(dispatch.TransientDispatchError, match="TimedOut"):
+        await dispatch.dispatch(channel(), make_delivery(), client=client, bot=bot)
+
+
+async def test_telegram_without_a_bot_is_permanent(client: httpx.AsyncClient) -> None:
+    with pytest.raises(dispatch.PermanentDispatchError, match="no bot was passed"):
+        await dispatch.dispatch(channel(), make_delivery(), client=client)
+
+
+@pytest.mark.parametrize("limit", [8, 50, 4096])
+def test_split_html_never_exceeds_the_limit_nor_cuts_an_escape(limit: int) -> None:
+    text = "short line & <tag>\n" + "&" * 9000 + "\n" + "word " * 2000
+    parts = dispatch_telegram.split_html(text, limit)
+    assert all(0 < len(part) <= limit for part in parts)
+    assert_cut_from([html.unescape(part) for part in parts], text)
+
+
+def assert_cut_from(parts: list[str], text: str) -> None:
+    """`parts` are `text` in order, losing only whitespace where a message ends or starts."""
+    position = 0
+    for part in parts:
+        found = text.index(part.strip(), position)
+        assert text[position:found].strip() == "", f"text lost before {part[:20]!r}"
+        position = found + len(part.strip())
+    assert text[position:].strip() == ""
