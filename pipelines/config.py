@@ -33,7 +33,7 @@ from pydantic import (
     model_validator,
 )
 
-from pipelines import drafting, schedule, sources
+from pipelines import dispatch, drafting, schedule, sources
 
 _NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 
@@ -164,67 +164,6 @@ class ApprovalConfig(_Model):
         return _positive(value)
 
 
-class WebhookDispatch(_Model):
-    """POST the approved draft as JSON to a URL. Header values may be `env:NAME`."""
-
-    type: Literal["webhook"]
-    url: str
-    headers: dict[str, str] = Field(default_factory=dict)
-    timeout: Interval = timedelta(seconds=10)
-
-    @field_validator("url")
-    @classmethod
-    def _http_url(cls, value: str) -> str:
-        if not re.match(r"https?://[^/\s]+", value):
-            raise ValueError("must be an http:// or https:// URL")
-        return value
-
-    @field_validator("timeout", mode="after")
-    @classmethod
-    def _positive_timeout(cls, value: timedelta) -> timedelta:
-        return _positive(value)
-
-
-class FileDispatch(_Model):
-    """Append the approved draft as one JSON line to a file."""
-
-    type: Literal["file"]
-    path: Path
-
-
-class SmtpDispatch(_Model):
-    """Send the approved draft by email; the password comes from an environment variable."""
-
-    type: Literal["smtp"]
-    host: str
-    port: int = Field(default=587, ge=1, le=65535)
-    username: str | None = None
-    #: The NAME of the environment variable holding the password, never the password.
-    password_env: str | None = None
-    from_addr: str
-    #: Recipients; empty means reply to the item's sender (e.g. an IMAP message).
-    to_addrs: list[str] = Field(default_factory=list)
-    starttls: bool = True
-
-
-class TelegramChannelDispatch(_Model):
-    """Post the approved draft to a Telegram channel or chat."""
-
-    type: Literal["telegram_channel"]
-    chat_id: int | str
-
-
-class NoneDispatch(_Model):
-    """Approval is the end of the line (useful for dry runs)."""
-
-    type: Literal["none"]
-
-
-DispatchConfig = Annotated[
-    WebhookDispatch | FileDispatch | SmtpDispatch | TelegramChannelDispatch | NoneDispatch,
-    Field(discriminator="type"),
-]
-
 # An alias, because inside Pipeline the name `sources` is the field.
 SourceList = list[sources.SourceConfig]
 
@@ -240,7 +179,8 @@ class Pipeline(_Model):
     dedup: DedupConfig = Field(default_factory=DedupConfig)
     draft: DraftConfig = Field(default_factory=DraftConfig)
     approval: ApprovalConfig = Field(default_factory=ApprovalConfig)
-    dispatch: DispatchConfig
+    #: Where an approved draft goes; the models and behaviour live in pipelines.dispatch.
+    dispatch: dispatch.DispatchTarget
 
     @field_validator("name")
     @classmethod

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines import config
+from pipelines import config, dispatch
 from pipelines.config import ConfigError
 from pipelines.sources import folder, rss
 
@@ -245,7 +245,7 @@ def test_unknown_field_is_named(
 
 def test_unknown_field_inside_a_source_and_a_dispatch(tmp_path: Path) -> None:
     text = GOOD.format(name="news").replace("    url:", "    urll: x\n    url:")
-    text = text.replace("type: none", "type: file\n  path: out.jsonl\n  mode: append")
+    text = text.replace("type: none", "type: file\n  path: out\n  mode: append")
     file = write(tmp_path, "news.yaml", text)
     result = config.load_dir(tmp_path)
     assert [(e.file, e.line, e.field) for e in result.errors] == [
@@ -350,11 +350,11 @@ def test_missing_directory(tmp_path: Path) -> None:
     )
 
 
-def test_dispatch_models(tmp_path: Path) -> None:
+def test_dispatch_block_uses_the_dispatch_targets(tmp_path: Path) -> None:
     text = GOOD.format(name="mail").replace(
         "type: none",
         "type: smtp\n  host: 127.0.0.1\n  port: 2525\n  from_addr: bot@example.org\n"
-        "  password_env: SMTP_PASSWORD",
+        "  username: bot\n  password_env: SMTP_PASSWORD",
     )
     write(tmp_path, "mail.yaml", text)
     write(
@@ -365,7 +365,7 @@ def test_dispatch_models(tmp_path: Path) -> None:
     result = config.load_dir(tmp_path)
     assert result.errors == []
     mail = result.pipelines["mail"].dispatch
-    assert isinstance(mail, config.SmtpDispatch)
+    assert isinstance(mail, dispatch.SmtpTarget)
     assert (mail.port, mail.starttls, mail.password_env) == (2525, True, "SMTP_PASSWORD")
     chan = result.pipelines["chan"].dispatch
-    assert isinstance(chan, config.TelegramChannelDispatch) and chan.chat_id == -100
+    assert isinstance(chan, dispatch.TelegramChannelTarget) and chan.chat_id == -100
