@@ -89,7 +89,8 @@ class LocalBotApi:
         if self._server is None or self._thread is None:
             return
         self._server.shutdown()
-        self.state.close()
+        self._server.closing = True
+        self.state.close()  # pending long polls answer now, then their connections close
         self._server.close_connections()
         self._server.server_close()
         self._thread.join()
@@ -277,13 +278,15 @@ class _Server(http.server.ThreadingHTTPServer):
     def __init__(self, address: tuple[str, int], handler: type[_Handler], api: LocalBotApi) -> None:
         self.api = api
         self.connections: set[socket.socket] = set()
+        self.busy: set[socket.socket] = set()  # connections in the middle of a request
         self.connections_lock = threading.Lock()
+        self.closing = False
         super().__init__(address, handler)
 
     def close_connections(self) -> None:
         """Wake handler threads blocked reading an idle keep-alive connection."""
         with self.connections_lock:
-            for connection in self.connections:
+            for connection in self.connections - self.busy:
                 with contextlib.suppress(OSError):
                     connection.shutdown(socket.SHUT_RDWR)
 
@@ -318,6 +321,15 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self._send(204 if self.server.api.cors_origin else 404, None)
 
     def _route(self) -> None:
+        with self.server.connections_lock:
+            self.server.busy.add(self.connection)
+        try:
+            self._dispatch()
+        finally:
+            with self.server.connections_lock:
+                self.server.busy.discard(self.connection)
+
+    def _dispatch(self) -> None:
         url = urllib.parse.urlsplit(self.path)
         try:
             params = self._params(url.query)
@@ -357,6 +369,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(payload)))
+            if self.server.closing:
+                self.send_header("Connection", "close")  # also sets close_connection
             if self.server.api.cors_origin and self.path.startswith("/control/"):
                 self.send_header("Access-Control-Allow-Origin", self.server.api.cors_origin)
                 self.send_header("Access-Control-Allow-Headers", "Content-Type")

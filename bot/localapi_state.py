@@ -103,6 +103,7 @@ class LocalApiState:
         self._closed = False
         self.revision = 0
         self._update_ids = itertools.count(1)
+        self._poll_generation = 0  # which getUpdates call is the live one
         self._callback_ids = itertools.count(4_000_000_001)
         self._updates: deque[dict[str, Any]] = deque()
         self._allowed_updates: list[str] = []
@@ -136,7 +137,7 @@ class LocalApiState:
             if token is not None and token not in self.tokens_used:
                 self.tokens_used.append(token)
             self._calls.append(CallRecord(method, status, params))
-            self._changed()
+            self._cond.notify_all()  # wakes wait_for; not a change a web chat need redraw
 
     def calls(self, method: str | None = None) -> list[CallRecord]:
         with self._cond:
@@ -184,7 +185,17 @@ class LocalApiState:
         with self._cond:
             if allowed is not None:
                 self._allowed_updates = allowed  # Telegram keeps the last list given
+            # A newer getUpdates ends this one with 409, as when two bot instances poll.
+            self._poll_generation += 1
+            generation = self._poll_generation
+            self._cond.notify_all()
             while True:
+                if generation != self._poll_generation:
+                    raise ApiError(
+                        409,
+                        "Conflict: terminated by other getUpdates request;"
+                        " make sure that only one bot instance is running",
+                    )
                 self._confirm(offset)
                 ready = [u for u in self._updates if u["update_id"] >= offset][:limit]
                 left = deadline - time.monotonic()

@@ -5,7 +5,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import signal
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -21,7 +25,7 @@ from telegram.ext import (
     ContextTypes,
 )
 
-from bot import localapi
+from bot import localapi, localapi_html
 
 TOKEN = "123456:local-test-token_x"
 CHAT = 4242
@@ -326,3 +330,90 @@ async def test_logs_never_show_the_token(
         await app.bot.get_me()
     assert any("/bot<token>/getMe" in r.getMessage() for r in caplog.records)
     assert all(TOKEN not in r.getMessage() for r in caplog.records)
+
+
+async def test_a_burst_of_sends_gets_consecutive_ids(api: localapi.LocalBotApi) -> None:
+    async with build_app(api) as app:
+        sent = await asyncio.gather(*(app.bot.send_message(CHAT, f"n{i}") for i in range(40)))
+    assert sorted(m.message_id for m in sent) == list(range(1, 41))
+    assert {m.text for m in api.sent(CHAT)} == {f"n{i}" for i in range(40)}
+
+
+async def test_a_second_poller_ends_the_first_with_conflict(api: localapi.LocalBotApi) -> None:
+    url = f"{api.base_url}{TOKEN}/getUpdates"
+    async with httpx.AsyncClient(timeout=40) as one, httpx.AsyncClient(timeout=40) as two:
+        first = asyncio.create_task(one.post(url, data={"timeout": "30"}))
+        await api.await_for(lambda: api.state.pending_update_count() == 0 and first.done() is False)
+        await asyncio.sleep(0.1)  # let the first poll reach the server before the second
+        second = asyncio.create_task(two.post(url, data={"timeout": "30"}))
+        ended = await asyncio.wait_for(first, 10)
+        api.inject_message(CHAT, USER, "for the live poller")
+        live = await asyncio.wait_for(second, 10)
+    assert (
+        ended.status_code == 409 and "terminated by other getUpdates" in ended.json()["description"]
+    )
+    assert [u["message"]["text"] for u in live.json()["result"]] == ["for the live poller"]
+
+
+async def test_allowed_updates_filter_update_types(api: localapi.LocalBotApi) -> None:
+    async with build_app(api) as app:
+        card = await app.bot.send_message(CHAT, "card", reply_markup=KEYBOARD)
+        api.inject_message(CHAT, USER, "chatter")
+        api.inject_callback(CHAT, USER, card.message_id, "a:1")
+        updates = await app.bot.get_updates(timeout=0, allowed_updates=["callback_query"])
+    assert [u.callback_query.data for u in updates if u.callback_query] == ["a:1"]
+    assert len(updates) == 1
+
+
+async def test_stop_ends_a_pending_long_poll() -> None:
+    api = localapi.LocalBotApi().start()
+    url = f"{api.base_url}{TOKEN}/getUpdates"
+    async with httpx.AsyncClient(timeout=40) as client:
+        poll = asyncio.create_task(client.post(url, data={"timeout": "30"}))
+        await asyncio.sleep(0.1)
+        await asyncio.to_thread(api.stop)
+        response = await asyncio.wait_for(poll, 10)
+    assert response.json() == {"ok": True, "result": []}
+    with pytest.raises(RuntimeError, match="not running"):
+        _ = api.port
+
+
+def test_html_parse_mode_entities_count_utf16() -> None:
+    text, entities = localapi_html.parse(
+        '😀 <i>é</i> <pre><code class="language-python">x &lt; 1</code></pre>'
+        '<span class="tg-spoiler">s</span><blockquote expandable>q</blockquote>'
+    )
+    assert text == "😀 é x < 1sq"
+    assert entities == [
+        {"type": "italic", "offset": 3, "length": 1},
+        {"type": "pre", "offset": 5, "length": 5, "language": "python"},
+        {"type": "spoiler", "offset": 10, "length": 1},
+        {"type": "expandable_blockquote", "offset": 11, "length": 1},
+    ]
+    for bad, reason in [
+        ("<b>open", 'end tag corresponding to start tag "b"'),
+        ("<b><i>x</b></i>", 'Unexpected end tag "b"'),
+        ("<span>x</span>", "tg-spoiler"),
+    ]:
+        with pytest.raises(localapi_html.ParseError, match=reason):
+            localapi_html.parse(bad)
+
+
+def test_runs_as_a_module(tmp_path: Path) -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "bot.localapi", "--port", "0"],
+        cwd=Path(__file__).resolve().parents[1],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        base_url = line.split()[2]
+        me = httpx.post(f"{base_url}{TOKEN}/getMe", timeout=10).json()
+        assert me["result"]["id"] == 123456 and me["result"]["is_bot"]
+    finally:
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=10) == 0
+        process.stdout.close() if process.stdout else None
