@@ -147,6 +147,7 @@ def due_action(
     missed due time is within `misfire_window` the pipeline runs once, otherwise the
     run is skipped (a stale run is worse than none). Either way the next due time is
     computed from `now`, so the missed slots are never replayed one by one.
+    A `next_due_at` of None (never scheduled) waits: the caller seeds it with first_due.
     """
     current = _utc(now, "now")
     if schedule.kind == "manual" or next_due_at is None:
