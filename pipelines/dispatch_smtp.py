@@ -39,7 +39,8 @@ def build_message(
 ) -> EmailMessage:
     """The reply as an e-mail; PermanentDispatchError if the source can't be replied to."""
     source = delivery.source
-    to = source.get("from")
+    # A Reply-To names where the sender wants replies (lists, help desks); else From.
+    to = source.get("reply_to") or source.get("from")
     if not isinstance(to, str) or "@" not in to:
         raise dispatch.PermanentDispatchError(
             f"smtp dispatch: item {delivery.item_id} has no sender address ('from') to reply to"
@@ -50,7 +51,9 @@ def build_message(
     try:
         message["From"] = target.from_addr
         message["To"] = to
-        message["Subject"] = reply_subject(subject if isinstance(subject, str) else delivery.title)
+        message["Subject"] = reply_subject(
+            subject if isinstance(subject, str) and subject.strip() else delivery.title
+        )
         message["Date"] = email.utils.format_datetime(now)
         message["Message-ID"] = message_id(delivery)
         if isinstance(original_id, str) and original_id.strip():

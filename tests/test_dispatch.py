@@ -412,6 +412,18 @@ async def test_smtp_sends_a_threaded_reply(
     assert message.get_content().rstrip() == "Approved <b>text</b> & more"
 
 
+async def test_smtp_replies_to_reply_to_when_the_sender_set_one(
+    mail_server: tuple[Recorder, Any], client: httpx.AsyncClient
+) -> None:
+    recorder, controller = mail_server
+    delivery = email_delivery(reply_to="Help desk <help@example.org>", subject="")
+    await dispatch.dispatch(smtp_target(controller), delivery, client=client)
+    (envelope,) = recorder.envelopes
+    assert envelope.rcpt_tos == ["help@example.org"]
+    message = email.message_from_bytes(envelope.content, policy=email.policy.default)
+    assert message["Subject"] == "Re: A title"  # no subject: the item's title stands in
+
+
 async def test_smtp_resend_keeps_the_message_id_and_a_replay_changes_it(
     mail_server: tuple[Recorder, Any], client: httpx.AsyncClient
 ) -> None:
