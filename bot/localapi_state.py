@@ -141,7 +141,9 @@ class LocalApiState:
 
     def calls(self, method: str | None = None) -> list[CallRecord]:
         with self._cond:
-            return [c for c in self._calls if method is None or c.method == method]
+            # Telegram's method names are case-insensitive, so is this filter.
+            wanted = method.lower() if method else None
+            return [c for c in self._calls if wanted in (None, c.method.lower())]
 
     def add_fault(self, method: str, fault: Fault) -> None:
         with self._cond:

@@ -417,3 +417,19 @@ def test_runs_as_a_module(tmp_path: Path) -> None:
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=10) == 0
         process.stdout.close() if process.stdout else None
+
+
+async def test_cors_only_for_the_configured_page_origin() -> None:
+    origin = "http://127.0.0.1:9000"
+    with localapi.LocalBotApi(cors_origin=origin) as api:
+        async with httpx.AsyncClient(timeout=10) as client:
+            preflight = await client.options(f"{api.control_url}/sent")
+            control = await client.get(f"{api.control_url}/sent")
+            bot_api = await client.get(f"{api.base_url}{TOKEN}/getMe")
+    with localapi.LocalBotApi() as closed:
+        async with httpx.AsyncClient(timeout=10) as client:
+            refused = await client.options(f"{closed.control_url}/sent")
+    assert preflight.status_code == 204
+    assert control.headers["access-control-allow-origin"] == origin
+    assert "access-control-allow-origin" not in bot_api.headers
+    assert refused.status_code == 404 and "access-control-allow-origin" not in refused.headers
