@@ -1,0 +1,196 @@
+"""The audit log: append-only, hash-chained events, one per state change.
+
+Every event's hash covers its own fields and the previous event's hash, so the
+log is one chain: an event edited or deleted behind the program's back (the
+triggers forbid both, but a raw connection can drop them) breaks the chain at
+exactly that row, and `verify_chain` names it.
+
+`append(conn, ...)` runs inside the caller's write unit, so an event always
+commits together with the state change it records.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sqlite3
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+from store import clock, sql
+from store.db import Store
+
+Q = sql.load("events")
+
+Entity = Literal["item", "claim", "budget", "pipeline"]
+GENESIS = "0" * 64
+AUTOMATIC_ACTORS = ("system", "scheduler", "sweep")
+_ACTOR = re.compile(r"^(system|scheduler|sweep|cli|operator:\d+)$")
+
+
+def operator(user_id: int) -> str:
+    """The actor string for a Telegram operator."""
+    return f"operator:{user_id}"
+
+
+def check_actor(actor: str) -> str:
+    if not _ACTOR.match(actor):
+        raise ValueError(
+            f"unknown actor {actor!r}; valid: system, scheduler, sweep, cli, operator:<telegram id>"
+        )
+    return actor
+
+
+@dataclass(frozen=True)
+class Event:
+    id: int
+    entity: Entity
+    entity_id: str
+    from_state: str | None
+    to_state: str
+    actor: str
+    attempt: int
+    reason: str | None
+    at: datetime
+    prev_hash: str
+    hash: str
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> Event:
+        return cls(
+            id=row["id"],
+            entity=row["entity"],
+            entity_id=row["entity_id"],
+            from_state=row["from_state"],
+            to_state=row["to_state"],
+            actor=row["actor"],
+            attempt=row["attempt"],
+            reason=row["reason"],
+            at=clock.from_ms(row["at"]),
+            prev_hash=row["prev_hash"],
+            hash=row["hash"],
+        )
+
+
+def compute_hash(fields: dict[str, object]) -> str:
+    """sha256 over the event's fields (id and prev_hash included), canonically encoded."""
+    names = (
+        "id",
+        "entity",
+        "entity_id",
+        "from_state",
+        "to_state",
+        "actor",
+        "attempt",
+        "reason",
+        "at",
+    )
+    body = json.dumps([fields[n] for n in names] + [fields["prev_hash"]], separators=(",", ":"))
+    return hashlib.sha256(body.encode()).hexdigest()
+
+
+def append(
+    conn: sqlite3.Connection,
+    entity: Entity,
+    entity_id: str | int,
+    from_state: str | None,
+    to_state: str,
+    actor: str,
+    now: datetime,
+    *,
+    attempt: int = 0,
+    reason: str | None = None,
+) -> int:
+    """Append one event inside the caller's transaction; returns its id."""
+    head = conn.execute(Q["head"]).fetchone()
+    last_id, prev_hash = (head[0], head[1]) if head else (0, GENESIS)
+    fields: dict[str, object] = {
+        "id": last_id + 1,
+        "entity": entity,
+        "entity_id": str(entity_id),
+        "from_state": from_state,
+        "to_state": to_state,
+        "actor": check_actor(actor),
+        "attempt": attempt,
+        "reason": reason,
+        "at": clock.to_ms(now),
+        "prev_hash": prev_hash,
+    }
+    fields["hash"] = compute_hash(fields)
+    conn.execute(Q["insert"], fields)
+    return last_id + 1
+
+
+def last_automatic_entry(
+    conn: sqlite3.Connection, entity: Entity, entity_id: str | int, to_state: str
+) -> datetime | None:
+    row = conn.execute(
+        Q["last_entry"], {"entity": entity, "entity_id": str(entity_id), "to_state": to_state}
+    ).fetchone()
+    return clock.from_ms(row[0]) if row else None
+
+
+def _events(conn: sqlite3.Connection, query: str, params: dict[str, object]) -> list[Event]:
+    cursor = conn.execute(query, params)
+    cursor.row_factory = sqlite3.Row
+    return [Event.from_row(row) for row in cursor.fetchall()]
+
+
+def for_entity_sync(conn: sqlite3.Connection, entity: Entity, entity_id: str | int) -> list[Event]:
+    return _events(conn, Q["for_entity"], {"entity": entity, "entity_id": str(entity_id)})
+
+
+async def for_entity(store: Store, entity: Entity, entity_id: str | int) -> list[Event]:
+    """An entity's events, oldest first."""
+    return await store.read(lambda conn: for_entity_sync(conn, entity, entity_id))
+
+
+@dataclass(frozen=True)
+class BrokenLink:
+    """The first event whose stored hash or link does not match the recomputed chain."""
+
+    event_id: int
+    problem: str
+
+    def __str__(self) -> str:
+        return f"event {self.event_id}: {self.problem}"
+
+
+@dataclass(frozen=True)
+class ChainReport:
+    checked: int
+    broken: BrokenLink | None
+
+    @property
+    def ok(self) -> bool:
+        return self.broken is None
+
+
+def verify_sync(conn: sqlite3.Connection, batch: int = 5000) -> ChainReport:
+    """Recompute the whole chain in id order; stop at the first broken link."""
+    expected_prev, expected_id, checked = GENESIS, 1, 0
+    while True:
+        cursor = conn.execute(Q["all_from"], {"from_id": expected_id, "batch": batch})
+        cursor.row_factory = sqlite3.Row
+        rows = cursor.fetchall()
+        for row in rows:
+            fields = dict(row)
+            problem = None
+            if fields["id"] != expected_id:
+                problem = f"event {expected_id} is missing (the next one is {fields['id']})"
+            elif fields["prev_hash"] != expected_prev:
+                problem = "its prev_hash does not match the previous event's hash"
+            elif compute_hash(fields) != fields["hash"]:
+                problem = "its contents do not match its hash (edited after it was written)"
+            if problem:
+                return ChainReport(checked, BrokenLink(fields["id"], problem))
+            expected_prev, expected_id, checked = fields["hash"], expected_id + 1, checked + 1
+        if len(rows) < batch:
+            return ChainReport(checked, None)
+
+
+async def verify_chain(store: Store) -> ChainReport:
+    """Check every event's hash and link; report the first broken one."""
+    return await store.read(verify_sync)

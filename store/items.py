@@ -1,0 +1,319 @@
+"""Items and their transitions: each change and its event commit together.
+
+    item = await items.create(store, "news", "feed", "guid-1", {"title": ...}, now)
+    item = await items.transition(store, item.id, State.DRAFTING, "system", now)
+
+`*_sync` functions run inside a caller's write unit, so rows that belong with a
+transition (a draft, a vote, an outbox row) commit in the same transaction:
+
+    def unit(conn):
+        moved = items.transition_sync(conn, item_id, State.AWAITING_APPROVAL, "system", now)
+        outbox.enqueue_sync(conn, "card", "operators", {...}, now, item_id=item_id)
+        return moved
+    await store.write(unit)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from store import clock, errors, events, machine, sql
+from store.db import Store
+from store.machine import State
+
+Q = sql.load("items")
+
+
+class Throttled(errors.Conflict):
+    """An automatic transition came too soon after the same one; try again later."""
+
+
+@dataclass(frozen=True)
+class Item:
+    id: int
+    pipeline: str
+    scope: str
+    source_id: str
+    payload: dict[str, Any]
+    content_hash: str
+    state: State
+    attempt: int
+    version: int
+    reason: str | None
+    created_at: datetime
+    last_transition_at: datetime
+    deadline: datetime | None
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> Item:
+        return cls(
+            id=row["id"],
+            pipeline=row["pipeline"],
+            scope=row["scope"],
+            source_id=row["source_id"],
+            payload=json.loads(row["payload"]),
+            content_hash=row["content_hash"],
+            state=State(row["state"]),
+            attempt=row["attempt"],
+            version=row["version"],
+            reason=row["reason"],
+            created_at=clock.from_ms(row["created_at"]),
+            last_transition_at=clock.from_ms(row["last_transition_at"]),
+            deadline=clock.maybe_from_ms(row["deadline"]),
+        )
+
+
+def content_hash(payload: dict[str, Any]) -> str:
+    """A stable hash of what was fetched: the ledger re-checks it before settling."""
+    canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _one(conn: sqlite3.Connection, query: str, params: dict[str, Any]) -> Item | None:
+    cursor = conn.execute(query, params)
+    cursor.row_factory = sqlite3.Row
+    row = cursor.fetchone()
+    return Item.from_row(row) if row else None
+
+
+def _many(conn: sqlite3.Connection, query: str, params: dict[str, Any]) -> list[Item]:
+    cursor = conn.execute(query, params)
+    cursor.row_factory = sqlite3.Row
+    return [Item.from_row(row) for row in cursor.fetchall()]
+
+
+def get_sync(conn: sqlite3.Connection, item_id: int) -> Item:
+    item = _one(conn, Q["get"], {"id": item_id})
+    if item is None:
+        raise errors.NotFound(f"no item {item_id}")
+    return item
+
+
+def create_sync(
+    conn: sqlite3.Connection,
+    pipeline: str,
+    scope: str,
+    source_id: str,
+    payload: dict[str, Any],
+    now: datetime,
+    actor: str = "system",
+) -> Item | None:
+    """Record a fetched item in state new with its event; None if it was already known."""
+    params = {
+        "pipeline": pipeline,
+        "scope": scope,
+        "source_id": source_id,
+        "payload": json.dumps(payload, ensure_ascii=False),
+        "content_hash": content_hash(payload),
+        "now": clock.to_ms(now),
+    }
+    item = _one(conn, Q["create"], params)
+    if item is not None:
+        events.append(
+            conn, "item", item.id, None, State.NEW, actor, now, attempt=1, reason="fetched"
+        )
+    return item
+
+
+def transition_sync(
+    conn: sqlite3.Connection,
+    item_id: int,
+    to: State,
+    actor: str,
+    now: datetime,
+    *,
+    reason: str | None = None,
+    expect_version: int | None = None,
+    expect_attempt: int | None = None,
+    deadline: timedelta | None = None,
+) -> Item:
+    """Move an item and write its one event; see the module docstring of store.machine.
+
+    Re-asserting the current state with the same work (version, attempt) returns
+    the row unchanged; with different work it is a Conflict. A terminal state
+    accepts repeats silently. A move not in the table raises IllegalTransition.
+    """
+    to = State(to)
+    item = get_sync(conn, item_id)
+    same_work = expect_version in (None, item.version) and expect_attempt in (None, item.attempt)
+    if item.state == to:
+        if to in machine.TERMINAL or same_work:
+            return item
+        raise errors.Conflict(
+            f"item {item_id} is already {to} with version {item.version} attempt {item.attempt}; "
+            f"this request is for version {expect_version} attempt {expect_attempt}"
+        )
+    if not machine.allowed(item.state, to):
+        valid = (
+            ", ".join(sorted(machine.TRANSITIONS[item.state])) or "none (an end state; use replay)"
+        )
+        raise errors.IllegalTransition(
+            f"item {item_id} cannot go from {item.state} to {to}; from {item.state}: {valid}"
+        )
+    if not same_work:
+        raise errors.Conflict(
+            f"item {item_id} is at version {item.version} attempt {item.attempt}; "
+            f"this request is for version {expect_version} attempt {expect_attempt}"
+        )
+    _check_floor(conn, item, to, actor, now)
+    window = deadline if deadline is not None else machine.DEADLINES.get(to)
+    params = {
+        "id": item_id,
+        "from_state": item.state,
+        "to_state": to,
+        "attempt": item.attempt,
+        "version": item.version,
+        "reason": reason,
+        "now": clock.to_ms(now),
+        "deadline": clock.to_ms(now + window) if to in machine.DEADLINES and window else None,
+    }
+    moved = _one(conn, Q["move"], params)
+    if moved is None:  # unreachable with one writer; kept as the compare-and-set guard
+        raise errors.Conflict(f"item {item_id} changed underneath this transition")
+    events.append(
+        conn, "item", item_id, item.state, to, actor, now, attempt=item.attempt, reason=reason
+    )
+    return moved
+
+
+def _check_floor(
+    conn: sqlite3.Connection, item: Item, to: State, actor: str, now: datetime
+) -> None:
+    if actor not in events.AUTOMATIC_ACTORS:
+        return
+    last = events.last_automatic_entry(conn, "item", item.id, to)
+    if last is not None and now - last < machine.FLOOR:
+        raise Throttled(
+            f"item {item.id} entered {to} automatically at {last.isoformat()}; "
+            f"automatic re-entry waits {machine.FLOOR.total_seconds():g} s"
+        )
+
+
+def replay_sync(
+    conn: sqlite3.Connection,
+    item_id: int,
+    actor: str,
+    now: datetime,
+    reason: str,
+    *,
+    force: bool = False,
+) -> Item:
+    """Bring a dropped item (or, with force, a dispatched one) back to new, attempt + 1."""
+    item = get_sync(conn, item_id)
+    if item.state not in machine.DROPPED and not (force and item.state == State.DISPATCHED):
+        hint = " (add force to send it again)" if item.state == State.DISPATCHED else ""
+        raise errors.IllegalTransition(
+            f"item {item_id} is {item.state}, not dropped; only rejected, expired, failed "
+            f"or breach items can be replayed{hint}"
+        )
+    _check_floor(conn, item, State.NEW, actor, now)
+    params = {
+        "id": item_id,
+        "from_state": item.state,
+        "attempt": item.attempt,
+        "reason": reason,
+        "now": clock.to_ms(now),
+    }
+    replayed = _one(conn, Q["replay"], params)
+    if replayed is None:
+        raise errors.Conflict(f"item {item_id} changed underneath this replay")
+    events.append(
+        conn,
+        "item",
+        item_id,
+        item.state,
+        State.NEW,
+        actor,
+        now,
+        attempt=replayed.attempt,
+        reason=reason,
+    )
+    return replayed
+
+
+def in_state_sync(
+    conn: sqlite3.Connection, state: State, pipeline: str | None = None, limit: int = 100
+) -> list[Item]:
+    return _many(conn, Q["in_state"], {"state": state, "pipeline": pipeline, "limit": limit})
+
+
+def with_deadline_sync(conn: sqlite3.Connection, limit: int) -> list[Item]:
+    return _many(conn, Q["with_deadline"], {"limit": limit})
+
+
+async def create(
+    store: Store, pipeline: str, scope: str, source_id: str, payload: dict[str, Any], now: datetime
+) -> Item | None:
+    return await store.write(
+        lambda conn: create_sync(conn, pipeline, scope, source_id, payload, now)
+    )
+
+
+async def transition(
+    store: Store,
+    item_id: int,
+    to: State,
+    actor: str,
+    now: datetime,
+    *,
+    reason: str | None = None,
+    expect_version: int | None = None,
+    expect_attempt: int | None = None,
+    deadline: timedelta | None = None,
+) -> Item:
+    """One BEGIN IMMEDIATE transaction: the compare-and-set move and exactly one event."""
+    return await store.write(
+        lambda conn: transition_sync(
+            conn,
+            item_id,
+            to,
+            actor,
+            now,
+            reason=reason,
+            expect_version=expect_version,
+            expect_attempt=expect_attempt,
+            deadline=deadline,
+        )
+    )
+
+
+async def replay(
+    store: Store, item_id: int, actor: str, now: datetime, reason: str, *, force: bool = False
+) -> Item:
+    return await store.write(
+        lambda conn: replay_sync(conn, item_id, actor, now, reason, force=force)
+    )
+
+
+async def get(store: Store, item_id: int) -> Item:
+    return await store.read(lambda conn: get_sync(conn, item_id))
+
+
+async def history(store: Store, item_id: int) -> list[events.Event]:
+    """The item's events, oldest first."""
+    await get(store, item_id)  # NotFound for an unknown item, rather than an empty list
+    return await events.for_entity(store, "item", item_id)
+
+
+async def in_state(
+    store: Store, state: State, pipeline: str | None = None, limit: int = 100
+) -> list[Item]:
+    """Items in one state, the longest-waiting first."""
+    return await store.read(lambda conn: in_state_sync(conn, state, pipeline, limit))
+
+
+async def counts(store: Store) -> dict[str, dict[str, int]]:
+    """pipeline -> state -> number of items."""
+
+    def query(conn: sqlite3.Connection) -> dict[str, dict[str, int]]:
+        out: dict[str, dict[str, int]] = {}
+        for pipeline, state, n in conn.execute(Q["count_by_state"]):
+            out.setdefault(pipeline, {})[state] = n
+        return out
+
+    return await store.read(query)

@@ -1,0 +1,105 @@
+"""The item state machine, declared once.
+
+    new ──► drafting ──► awaiting_approval ──► approved ──► dispatching ──► dispatched
+     │          │               │    │                          │
+     └──────────┴─► failed      │    └─► rejected / expired     └─► failed
+                │               │
+                └─► breach ◄────┘ (drafting, dispatching: stuck past the SLA)
+
+    dropped (rejected, expired, failed, breach) ──replay──► new (attempt + 1)
+    dispatched ──replay(force)──► new
+
+States carry `#:` comments; TRANSITIONS is the one table of allowed moves; the
+SQL CHECK on items.state is generated from STATES (`check_constraint()`), and
+tests/test_machine.py fails if the migration's text drifts from it.
+
+Refinements of the issue's list, and why:
+- awaiting_approval past its window becomes `expired` (the approval window
+  passed), not `breach`: an operator not answering is a different story from
+  work stuck inside gatehouse, and /replay should say which.
+- `approved` and `dispatching` may fail (dispatch error after retries).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from enum import StrEnum
+
+
+class State(StrEnum):
+    NEW = "new"  #: fetched and recorded; waiting for its draft
+    DRAFTING = "drafting"  #: a drafter is working on it (transient)
+    AWAITING_APPROVAL = "awaiting_approval"  #: a card waits for operators (transient)
+    APPROVED = "approved"  #: operators approved this draft version; dispatch is queued
+    DISPATCHING = "dispatching"  #: the dispatcher is delivering it (transient)
+    DISPATCHED = "dispatched"  #: delivered; terminal (replay only with force)
+    REJECTED = "rejected"  #: an operator rejected it; dropped
+    EXPIRED = "expired"  #: nobody decided within the approval window; dropped
+    FAILED = "failed"  #: drafting or dispatch failed for good; dropped
+    BREACH = "breach"  #: stuck in a transient state past its SLA; dropped
+
+
+S = State
+
+STATES: tuple[State, ...] = tuple(State)
+
+TRANSITIONS: dict[State, frozenset[State]] = {
+    S.NEW: frozenset({S.DRAFTING, S.FAILED}),
+    S.DRAFTING: frozenset({S.AWAITING_APPROVAL, S.FAILED, S.BREACH}),
+    S.AWAITING_APPROVAL: frozenset({S.APPROVED, S.REJECTED, S.EXPIRED, S.FAILED}),
+    S.APPROVED: frozenset({S.DISPATCHING, S.FAILED}),
+    S.DISPATCHING: frozenset({S.DISPATCHED, S.FAILED, S.BREACH}),
+    S.DISPATCHED: frozenset(),
+    S.REJECTED: frozenset(),
+    S.EXPIRED: frozenset(),
+    S.FAILED: frozenset(),
+    S.BREACH: frozenset(),
+}
+
+#: End states: a repeat of the same state is silently accepted; only replay leaves them.
+TERMINAL: frozenset[State] = frozenset({S.DISPATCHED, S.REJECTED, S.EXPIRED, S.FAILED, S.BREACH})
+
+#: Dropped states: what /replay brings back without force.
+DROPPED: frozenset[State] = frozenset({S.REJECTED, S.EXPIRED, S.FAILED, S.BREACH})
+
+#: Transient states and their default deadlines (awaiting_approval: per pipeline).
+DEADLINES: dict[State, timedelta] = {
+    S.DRAFTING: timedelta(minutes=15),
+    S.AWAITING_APPROVAL: timedelta(hours=24),
+    S.DISPATCHING: timedelta(minutes=15),
+}
+
+#: Where the SLA sweep moves an item whose deadline passed.
+ON_DEADLINE: dict[State, State] = {
+    S.DRAFTING: S.BREACH,
+    S.AWAITING_APPROVAL: S.EXPIRED,
+    S.DISPATCHING: S.BREACH,
+}
+
+#: Share of a deadline after which one warning alert is queued.
+WARN_AT = 0.8
+
+#: Minimum time between automatic entries into the same state by one item, so a
+#: crash loop cannot write an event storm; operator actions are not floored.
+FLOOR = timedelta(seconds=5)
+
+
+def allowed(source: State, target: State) -> bool:
+    return target in TRANSITIONS[source]
+
+
+def check_constraint(column: str = "state") -> str:
+    """The CHECK clause that the items table must carry, generated from STATES."""
+    listed = ", ".join(f"'{state.value}'" for state in STATES)
+    return f"CHECK ({column} IN ({listed}))"
+
+
+def _validate() -> None:
+    # Import-time guard: a state missing from the table is a programming error.
+    assert set(TRANSITIONS) == set(State), "every state needs a TRANSITIONS entry"
+    assert set(ON_DEADLINE) == set(DEADLINES), "every transient state needs a deadline outcome"
+    for state in TERMINAL:
+        assert not TRANSITIONS[state], f"terminal state {state} must have no outgoing moves"
+
+
+_validate()

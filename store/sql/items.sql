@@ -1,0 +1,75 @@
+-- name: create
+-- Record a newly fetched item; an item already known for its source id is left alone.
+INSERT INTO items (pipeline, scope, source_id, payload, content_hash, state, created_at, last_transition_at)
+VALUES (:pipeline, :scope, :source_id, :payload, :content_hash, 'new', :now, :now)
+    ON CONFLICT (pipeline, scope, source_id) DO NOTHING
+RETURNING *
+
+-- name: get
+-- One item by id.
+SELECT * FROM items WHERE id = :id
+
+-- name: move
+-- Compare-and-set: move an item only if it is still where the caller saw it.
+UPDATE items
+   SET state = :to_state, reason = :reason, last_transition_at = :now, deadline = :deadline
+ WHERE id = :id AND state = :from_state AND attempt = :attempt AND version = :version
+RETURNING *
+
+-- name: replay
+-- Back to new with the next attempt; the draft history is kept.
+UPDATE items
+   SET state = 'new', attempt = attempt + 1, reason = :reason, last_transition_at = :now, deadline = NULL
+ WHERE id = :id AND state = :from_state AND attempt = :attempt
+RETURNING *
+
+-- name: set_version
+-- Point the item at its newest draft version.
+UPDATE items SET version = :version WHERE id = :id AND version = :version - 1
+
+-- name: insert_draft
+-- One draft version.
+INSERT INTO drafts (item_id, version, text, content_hash, provenance, cost_micros, created_at)
+VALUES (:item_id, :version, :text, :content_hash, :provenance, :cost_micros, :now)
+
+-- name: draft
+-- One draft version of an item.
+SELECT * FROM drafts WHERE item_id = :item_id AND version = :version
+
+-- name: drafts
+-- Every draft version of an item, oldest first.
+SELECT * FROM drafts WHERE item_id = :item_id ORDER BY version
+
+-- name: vote
+-- One operator's decision on one draft version; a repeat is ignored.
+INSERT INTO votes (item_id, attempt, version, operator, decision, at)
+VALUES (:item_id, :attempt, :version, :operator, :decision, :now)
+    ON CONFLICT DO NOTHING
+
+-- name: approvals
+-- The operators who approved one draft version of one attempt.
+SELECT operator FROM votes
+ WHERE item_id = :item_id AND attempt = :attempt AND version = :version AND decision = 'approve'
+ ORDER BY at, operator
+
+-- name: in_state
+-- Items of one state (optionally one pipeline), oldest transition first.
+SELECT * FROM items
+ WHERE state = :state AND (:pipeline IS NULL OR pipeline = :pipeline)
+ ORDER BY last_transition_at, id LIMIT :limit
+
+-- name: with_deadline
+-- Items in a transient state, soonest deadline first (for the SLA sweep).
+SELECT * FROM items WHERE deadline IS NOT NULL ORDER BY deadline LIMIT :limit
+
+-- name: count_by_state
+-- How many items each pipeline has in each state.
+SELECT pipeline, state, count(*) AS n FROM items GROUP BY pipeline, state
+
+-- name: approved_since
+-- Approved or dispatched drafts of a pipeline since a moment (for the duplicate gate).
+SELECT i.id, i.source_id, d.text FROM items i
+  JOIN drafts d ON d.item_id = i.id AND d.version = i.version
+ WHERE i.pipeline = :pipeline AND i.state IN ('approved', 'dispatching', 'dispatched')
+   AND i.last_transition_at >= :since AND i.id != :exclude
+ ORDER BY i.id DESC LIMIT :limit
