@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import http.server
+import http
 import logging
 import re
 import threading
@@ -36,7 +36,8 @@ T = TypeVar("T")
 logger = logging.getLogger(__name__)
 
 _TOKEN = re.compile(r"^\d+:[A-Za-z0-9_-]+$")
-_LOOPBACK = ("127.0.0.1", "::1", "localhost")
+#: The only address the server binds: it is a fake, never reachable from another machine.
+HOST = "127.0.0.1"
 # Parameters whose values are secrets and must not be kept in the call log.
 _SECRET_PARAMS = frozenset({"secret_token"})
 
@@ -48,18 +49,15 @@ class LocalBotApi:
         self,
         token: str | None = None,
         *,
-        host: str = "127.0.0.1",
         port: int = 0,
         cors_origin: str | None = None,
     ) -> None:
         """`token`: if given, other tokens get 401. `cors_origin`: a page origin allowed to
         call `/control/...` from a browser (none by default)."""
-        if host not in _LOOPBACK:
-            raise ValueError(f"host must be a loopback address {_LOOPBACK}, got {host!r}")
         self.state = localapi_state.LocalApiState()
         self.token = token
         self.cors_origin = cors_origin
-        self._address = (host, port)
+        self._address = (HOST, port)
         self._server: localapi_http.Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -103,15 +101,15 @@ class LocalBotApi:
     @property
     def base_url(self) -> str:
         """For `ApplicationBuilder().base_url(...)`: PTB appends the token and the method."""
-        return f"http://127.0.0.1:{self.port}/bot"
+        return f"http://{HOST}:{self.port}/bot"
 
     @property
     def base_file_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/file/bot"
+        return f"http://{HOST}:{self.port}/file/bot"
 
     @property
     def control_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/control"
+        return f"http://{HOST}:{self.port}/control"
 
     # -- the user's side of the chat ------------------------------------------
 
@@ -186,7 +184,10 @@ class LocalBotApi:
         return self.state.calls(method)
 
     def wait_for(self, predicate: Callable[[], T], timeout: float = 5.0) -> T:
-        """Block until `predicate()` is truthy and return its value (TimeoutError if not)."""
+        """Block until `predicate()` is truthy and return its value (TimeoutError if not).
+
+        Blocks the calling thread: from the event loop the bot runs in, use `await_for`.
+        """
         return self.state.wait_for(predicate, timeout)
 
     # The wait runs in a worker thread that must end by itself: asyncio.timeout would only
@@ -262,13 +263,12 @@ def _error(exc: localapi_state.ApiError) -> tuple[int, Any]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bot.localapi", description=__doc__)
-    parser.add_argument("--host", default="127.0.0.1", choices=_LOOPBACK)
     parser.add_argument("--port", type=int, default=8081)
     parser.add_argument("--cors-origin", help="a page origin allowed to call /control")
     parser.add_argument("--verbose", action="store_true", help="log every request")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO)
-    api = LocalBotApi(host=args.host, port=args.port, cors_origin=args.cors_origin).start()
+    api = LocalBotApi(port=args.port, cors_origin=args.cors_origin).start()
     print(f"Bot API: {api.base_url}   control: {api.control_url}", flush=True)
     try:
         threading.Event().wait()
