@@ -103,7 +103,7 @@ class LocalApiState:
         self._closed = False
         self.revision = 0
         self._update_ids = itertools.count(1)
-        self._poll_generation = 0  # which getUpdates call is the live one
+        self.poll_generation = 0  # which getUpdates call is the live one
         self._callback_ids = itertools.count(4_000_000_001)
         self._updates: deque[dict[str, Any]] = deque()
         self._allowed_updates: list[str] = []
@@ -188,11 +188,11 @@ class LocalApiState:
             if allowed is not None:
                 self._allowed_updates = allowed  # Telegram keeps the last list given
             # A newer getUpdates ends this one with 409, as when two bot instances poll.
-            self._poll_generation += 1
-            generation = self._poll_generation
+            self.poll_generation += 1
+            generation = self.poll_generation
             self._cond.notify_all()
             while True:
-                if generation != self._poll_generation:
+                if generation != self.poll_generation:
                     raise ApiError(
                         409,
                         "Conflict: terminated by other getUpdates request;"

@@ -343,8 +343,7 @@ async def test_a_second_poller_ends_the_first_with_conflict(api: localapi.LocalB
     url = f"{api.base_url}{TOKEN}/getUpdates"
     async with httpx.AsyncClient(timeout=40) as one, httpx.AsyncClient(timeout=40) as two:
         first = asyncio.create_task(one.post(url, data={"timeout": "30"}))
-        await api.await_for(lambda: api.state.pending_update_count() == 0 and first.done() is False)
-        await asyncio.sleep(0.1)  # let the first poll reach the server before the second
+        await api.await_for(lambda: api.state.poll_generation == 1)  # the first is waiting
         second = asyncio.create_task(two.post(url, data={"timeout": "30"}))
         ended = await asyncio.wait_for(first, 10)
         api.inject_message(CHAT, USER, "for the live poller")
