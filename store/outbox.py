@@ -1,0 +1,164 @@
+"""The outbox: nothing reaches Telegram or a dispatch target without a row first.
+
+A row is written in the same transaction as the transition that causes it; a
+sender reads due rows, does the I/O, and records the result. A crash between the
+two leaves the row pending, so the work is resumed after a restart, never lost.
+
+    def unit(conn):
+        items.transition_sync(conn, ...)
+        outbox.enqueue_sync(conn, "alert", "alerts", {"text": "..."}, now, dedupe_key="...")
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from store import clock, errors, sql
+from store.db import Store
+
+Q = sql.load("outbox")
+
+Kind = Literal["card", "card_edit", "alert", "dispatch"]
+KINDS: tuple[Kind, ...] = ("card", "card_edit", "alert", "dispatch")
+#: The target of alerts; the bot resolves it to the alerts chat or each operator.
+ALERTS = "alerts"
+#: The target of approval cards; the bot resolves it to the pipeline's operators.
+OPERATORS = "operators"
+
+
+@dataclass(frozen=True)
+class Row:
+    id: int
+    kind: Kind
+    target: str
+    item_id: int | None
+    payload: dict[str, Any]
+    dedupe_key: str | None
+    state: Literal["pending", "sent", "failed"]
+    attempts: int
+    next_attempt_at: datetime
+    last_error: str | None
+    external_id: str | None
+    created_at: datetime
+    sent_at: datetime | None
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> Row:
+        return cls(
+            id=row["id"],
+            kind=row["kind"],
+            target=row["target"],
+            item_id=row["item_id"],
+            payload=json.loads(row["payload"]),
+            dedupe_key=row["dedupe_key"],
+            state=row["state"],
+            attempts=row["attempts"],
+            next_attempt_at=clock.from_ms(row["next_attempt_at"]),
+            last_error=row["last_error"],
+            external_id=row["external_id"],
+            created_at=clock.from_ms(row["created_at"]),
+            sent_at=clock.maybe_from_ms(row["sent_at"]),
+        )
+
+
+def _rows(conn: sqlite3.Connection, query: str, params: dict[str, Any]) -> list[Row]:
+    cursor = conn.execute(query, params)
+    cursor.row_factory = sqlite3.Row
+    return [Row.from_row(row) for row in cursor.fetchall()]
+
+
+def enqueue_sync(
+    conn: sqlite3.Connection,
+    kind: Kind,
+    target: str,
+    payload: dict[str, Any],
+    now: datetime,
+    *,
+    item_id: int | None = None,
+    dedupe_key: str | None = None,
+) -> int | None:
+    """Queue a row inside the caller's unit; None if dedupe_key was already queued."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown outbox kind {kind!r}; valid: {', '.join(KINDS)}")
+    params = {
+        "kind": kind,
+        "target": target,
+        "item_id": item_id,
+        "payload": json.dumps(payload, ensure_ascii=False),
+        "dedupe_key": dedupe_key,
+        "now": clock.to_ms(now),
+    }
+    row = conn.execute(Q["enqueue"], params).fetchone()
+    return int(row[0]) if row else None
+
+
+async def enqueue(
+    store: Store,
+    kind: Kind,
+    target: str,
+    payload: dict[str, Any],
+    now: datetime,
+    *,
+    item_id: int | None = None,
+    dedupe_key: str | None = None,
+) -> int | None:
+    return await store.write(
+        lambda conn: enqueue_sync(
+            conn, kind, target, payload, now, item_id=item_id, dedupe_key=dedupe_key
+        )
+    )
+
+
+async def due(
+    store: Store, now: datetime, kinds: Iterable[Kind] = KINDS, limit: int = 50
+) -> list[Row]:
+    """Pending rows whose time has come, oldest first."""
+    params = {"now": clock.to_ms(now), "kinds": json.dumps(list(kinds)), "limit": limit}
+    return await store.read(lambda conn: _rows(conn, Q["due"], params))
+
+
+async def get(store: Store, row_id: int) -> Row:
+    found = await store.read(lambda conn: _rows(conn, Q["get"], {"id": row_id}))
+    if not found:
+        raise errors.NotFound(f"no outbox row {row_id}")
+    return found[0]
+
+
+def _update(conn: sqlite3.Connection, name: str, params: dict[str, Any]) -> bool:
+    return conn.execute(Q[name], params).rowcount == 1
+
+
+async def mark_sent(store: Store, row_id: int, external_id: str | None, now: datetime) -> bool:
+    """Record success; False if the row was not pending (already recorded)."""
+    params = {"id": row_id, "external_id": external_id, "now": clock.to_ms(now)}
+    return await store.write(lambda conn: _update(conn, "mark_sent", params))
+
+
+async def mark_retry(store: Store, row_id: int, error: str, next_at: datetime) -> bool:
+    params = {"id": row_id, "error": error, "next_at": clock.to_ms(next_at)}
+    return await store.write(lambda conn: _update(conn, "mark_retry", params))
+
+
+async def mark_failed(store: Store, row_id: int, error: str) -> bool:
+    return await store.write(
+        lambda conn: _update(conn, "mark_failed", {"id": row_id, "error": error})
+    )
+
+
+def for_item_sync(conn: sqlite3.Connection, item_id: int, kind: Kind) -> list[Row]:
+    return _rows(conn, Q["for_item"], {"item_id": item_id, "kind": kind})
+
+
+async def for_item(store: Store, item_id: int, kind: Kind) -> list[Row]:
+    """An item's rows of one kind, newest first."""
+    return await store.read(lambda conn: for_item_sync(conn, item_id, kind))
+
+
+async def pending_counts(store: Store) -> dict[str, int]:
+    rows = await store.read(lambda conn: conn.execute(Q["pending_count"]).fetchall())
+    return {kind: n for kind, n in rows}
