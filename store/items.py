@@ -242,8 +242,9 @@ def in_state_sync(
     return _many(conn, Q["in_state"], {"state": state, "pipeline": pipeline, "limit": limit})
 
 
-def with_deadline_sync(conn: sqlite3.Connection, limit: int) -> list[Item]:
-    return _many(conn, Q["with_deadline"], {"limit": limit})
+def sla_due_sync(conn: sqlite3.Connection, now: datetime) -> list[Item]:
+    """Items past their deadline, or past the warning share of it."""
+    return _many(conn, Q["sla_due"], {"now": clock.to_ms(now), "warn_share": machine.WARN_AT})
 
 
 async def create(

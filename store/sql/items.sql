@@ -58,9 +58,13 @@ SELECT * FROM items
  WHERE state = :state AND (:pipeline IS NULL OR pipeline = :pipeline)
  ORDER BY last_transition_at, id LIMIT :limit
 
--- name: with_deadline
--- Items in a transient state, soonest deadline first (for the SLA sweep).
-SELECT * FROM items WHERE deadline IS NOT NULL ORDER BY deadline LIMIT :limit
+-- name: sla_due
+-- Items in a transient state past their deadline or its warning share, soonest first.
+SELECT * FROM items
+ WHERE deadline IS NOT NULL
+   AND (deadline <= :now
+        OR last_transition_at + CAST((deadline - last_transition_at) * :warn_share AS INTEGER) <= :now)
+ ORDER BY deadline, id
 
 -- name: count_by_state
 -- How many items each pipeline has in each state.

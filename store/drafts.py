@@ -1,0 +1,144 @@
+"""Draft versions of an item's text, and operator edits.
+
+An operator decision applies only to the version it was shown (invariant 4):
+every new version bumps `items.version`, so a tap on an older card is stale.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from store import clock, errors, events, items, sql
+from store.db import Store
+from store.machine import State
+
+Q = sql.load("items")
+
+
+@dataclass(frozen=True)
+class Draft:
+    item_id: int
+    version: int
+    text: str
+    content_hash: str
+    #: Who wrote it: {"drafter": "llm", "model": m, "claim": c}, or {"operator": id} for an edit.
+    provenance: dict[str, Any]
+    cost_micros: int | None
+    created_at: datetime
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> Draft:
+        return cls(
+            item_id=row["item_id"],
+            version=row["version"],
+            text=row["text"],
+            content_hash=row["content_hash"],
+            provenance=json.loads(row["provenance"]),
+            cost_micros=row["cost_micros"],
+            created_at=clock.from_ms(row["created_at"]),
+        )
+
+
+def _text_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def add_sync(
+    conn: sqlite3.Connection,
+    item_id: int,
+    text: str,
+    provenance: dict[str, Any],
+    now: datetime,
+    *,
+    cost_micros: int | None = None,
+) -> Draft:
+    """Store the next version and point the item at it (inside the caller's unit)."""
+    item = items.get_sync(conn, item_id)
+    version = item.version + 1
+    params = {
+        "item_id": item_id,
+        "version": version,
+        "text": text,
+        "content_hash": _text_hash(text),
+        "provenance": json.dumps(provenance, ensure_ascii=False),
+        "cost_micros": cost_micros,
+        "now": clock.to_ms(now),
+    }
+    conn.execute(Q["insert_draft"], params)
+    if conn.execute(Q["set_version"], {"id": item_id, "version": version}).rowcount != 1:
+        raise errors.Conflict(f"item {item_id} gained a draft version underneath this one")
+    return get_sync(conn, item_id, version)
+
+
+def edit_sync(
+    conn: sqlite3.Connection,
+    item_id: int,
+    shown_version: int,
+    text: str,
+    operator_id: int,
+    now: datetime,
+) -> Draft:
+    """An operator's replacement text becomes a new version; older cards go stale.
+
+    Recorded as an awaiting_approval -> awaiting_approval event with its actor, so
+    the history shows who changed the words the item is approved on.
+    """
+    item = items.get_sync(conn, item_id)
+    if item.state != State.AWAITING_APPROVAL:
+        raise errors.IllegalTransition(
+            f"item {item_id} is {item.state}; only drafts awaiting approval can be edited"
+        )
+    if item.version != shown_version:
+        raise errors.Conflict(
+            f"item {item_id} is at version {item.version}; the edit was for version {shown_version}"
+        )
+    if not text.strip():
+        raise ValueError("the replacement text is empty")
+    draft = add_sync(conn, item_id, text, {"operator": operator_id, "edit_of": shown_version}, now)
+    events.append(
+        conn,
+        "item",
+        item_id,
+        item.state,
+        item.state,
+        events.operator(operator_id),
+        now,
+        attempt=item.attempt,
+        reason=f"edited: version {shown_version} -> {draft.version}",
+    )
+    return draft
+
+
+def get_sync(conn: sqlite3.Connection, item_id: int, version: int) -> Draft:
+    cursor = conn.execute(Q["draft"], {"item_id": item_id, "version": version})
+    cursor.row_factory = sqlite3.Row
+    row = cursor.fetchone()
+    if row is None:
+        raise errors.NotFound(f"item {item_id} has no draft version {version}")
+    return Draft.from_row(row)
+
+
+async def get(store: Store, item_id: int, version: int) -> Draft:
+    return await store.read(lambda conn: get_sync(conn, item_id, version))
+
+
+async def all_versions(store: Store, item_id: int) -> list[Draft]:
+    def query(conn: sqlite3.Connection) -> list[Draft]:
+        cursor = conn.execute(Q["drafts"], {"item_id": item_id})
+        cursor.row_factory = sqlite3.Row
+        return [Draft.from_row(row) for row in cursor.fetchall()]
+
+    return await store.read(query)
+
+
+async def edit(
+    store: Store, item_id: int, shown_version: int, text: str, operator_id: int, now: datetime
+) -> Draft:
+    return await store.write(
+        lambda conn: edit_sync(conn, item_id, shown_version, text, operator_id, now)
+    )

@@ -1,0 +1,111 @@
+"""The SLA sweep: warn at 80% of a transient state's deadline, act once it passes.
+
+    report = await sla.sweep(store, now)
+
+Past its deadline an item in drafting or dispatching moves to breach with the
+reason "stuck in <state> since <time>"; one awaiting approval expires. Each
+warning and each breach queues one alert (deduplicated by key), so running the
+sweep again changes nothing.
+"""
+
+from __future__ import annotations
+
+import functools
+import sqlite3
+from dataclasses import dataclass
+from datetime import datetime
+
+from store import clock, items, machine, outbox
+from store.db import Store
+from store.items import Item
+
+#: Items looked at per sweep transaction, so one sweep never holds the writer long.
+BATCH = 200
+
+
+@dataclass(frozen=True)
+class SweepReport:
+    warned: tuple[int, ...]
+    moved: tuple[int, ...]
+
+
+def _since(item: Item) -> str:
+    return item.last_transition_at.strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _warn_at(item: Item) -> datetime:
+    assert item.deadline is not None
+    return item.last_transition_at + (item.deadline - item.last_transition_at) * machine.WARN_AT
+
+
+def _entry_key(item: Item) -> str:
+    # One key per stay in a state: a later stay (after a replay) warns again.
+    return f"{item.id}:{item.attempt}:{item.state}:{clock.to_ms(item.last_transition_at)}"
+
+
+def sweep_sync(conn: sqlite3.Connection, now: datetime) -> SweepReport:
+    """The whole sweep inside one unit (small stores, tests)."""
+    return _sweep_items(conn, [item.id for item in items.sla_due_sync(conn, now)], now)
+
+
+def _sweep_items(conn: sqlite3.Connection, item_ids: list[int], now: datetime) -> SweepReport:
+    warned: list[int] = []
+    moved: list[int] = []
+    for item_id in item_ids:
+        item = items.get_sync(conn, item_id)  # re-read: it may have moved since the query
+        if item.deadline is None or now < _warn_at(item):
+            continue
+        if now >= item.deadline:
+            _act(conn, item, now)
+            moved.append(item.id)
+        elif _warn(conn, item, now):
+            warned.append(item.id)
+    return SweepReport(tuple(warned), tuple(moved))
+
+
+def _warn(conn: sqlite3.Connection, item: Item, now: datetime) -> bool:
+    assert item.deadline is not None
+    left = int((item.deadline - now).total_seconds() // 60)
+    text = (
+        f"⏳ item {item.id} ({item.pipeline}) has been in {item.state} since {_since(item)}; "
+        f"its deadline passes in {left} min"
+    )
+    payload = {"text": text, "level": "warning", "item_id": item.id}
+    key = f"sla-warning:{_entry_key(item)}"
+    return (
+        outbox.enqueue_sync(
+            conn, "alert", outbox.ALERTS, payload, now, item_id=item.id, dedupe_key=key
+        )
+        is not None
+    )
+
+
+def _act(conn: sqlite3.Connection, item: Item, now: datetime) -> None:
+    target = machine.ON_DEADLINE[item.state]
+    if target == machine.State.EXPIRED:
+        reason = f"approval window passed: awaiting approval since {_since(item)}"
+    else:
+        reason = f"stuck in {item.state} since {_since(item)}"
+    key = f"sla-{target}:{_entry_key(item)}"
+    items.transition_sync(
+        conn, item.id, target, "sweep", now, reason=reason, expect_attempt=item.attempt
+    )
+    payload = {
+        "text": f"🚨 item {item.id} ({item.pipeline}): {reason}",
+        "level": "error",
+        "item_id": item.id,
+    }
+    outbox.enqueue_sync(conn, "alert", outbox.ALERTS, payload, now, item_id=item.id, dedupe_key=key)
+
+
+async def sweep(store: Store, now: datetime) -> SweepReport:
+    """Find what is due on a read connection, then act in bounded write transactions."""
+    due = await store.read(lambda conn: [item.id for item in items.sla_due_sync(conn, now)])
+    warned: list[int] = []
+    moved: list[int] = []
+    for start in range(0, len(due), BATCH):
+        chunk = due[start : start + BATCH]
+        report = await store.write(functools.partial(_sweep_items, item_ids=chunk, now=now))
+        warned += report.warned
+        moved += report.moved
+    return SweepReport(tuple(warned), tuple(moved))
