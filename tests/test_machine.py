@@ -1,0 +1,316 @@
+"""The item state machine: paired events, illegal moves, idempotency, floor, sweep, chain."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import sqlite3
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from store import db, decisions, drafts, errors, events, items, machine, migrate, outbox, sla
+from store.machine import State
+
+S = State
+
+
+async def _item(store: db.Store, now: datetime, source_id: str = "guid-1") -> items.Item:
+    created = await items.create(
+        store, "news", "feed", source_id, {"title": "T", "text": "body"}, now
+    )
+    assert created is not None
+    return created
+
+
+async def _awaiting(store: db.Store, now: datetime, source_id: str = "guid-1") -> items.Item:
+    item = await _item(store, now, source_id)
+    await items.transition(store, item.id, S.DRAFTING, "system", now)
+
+    def unit(conn: sqlite3.Connection) -> items.Item:
+        drafts.add_sync(conn, item.id, "draft text", {"drafter": "template"}, now)
+        return items.transition_sync(conn, item.id, S.AWAITING_APPROVAL, "system", now)
+
+    return await store.write(unit)
+
+
+async def _event_count(store: db.Store) -> int:
+    return await store.read(lambda c: c.execute("SELECT count(*) FROM events").fetchone()[0])
+
+
+def test_check_constraint_in_sql_matches_the_declaration() -> None:
+    migration = (migrate.MIGRATIONS_DIR / "0002_items_events_outbox.sql").read_text()
+    items_table = migration[migration.index("CREATE TABLE items") :]
+    found = re.search(r"state\s+TEXT NOT NULL (CHECK \(state IN \([^)]*\)\))", items_table)
+    assert found is not None
+    assert found.group(1) == machine.check_constraint()
+
+
+async def test_the_live_schema_rejects_an_undeclared_state(store: db.Store, now: datetime) -> None:
+    item = await _item(store, now)
+    with pytest.raises(errors.ConstraintViolation):
+        await store.write(
+            lambda c: c.execute("UPDATE items SET state = 'limbo' WHERE id = ?", (item.id,))
+        )
+
+
+async def test_a_transition_writes_exactly_one_event(store: db.Store, now: datetime) -> None:
+    item = await _item(store, now)
+    moved = await items.transition(store, item.id, S.DRAFTING, "system", now, reason="drafting")
+    assert moved.state == S.DRAFTING
+    assert moved.deadline == now + timedelta(minutes=15)
+    history = await items.history(store, item.id)
+    assert [(e.from_state, e.to_state, e.actor) for e in history] == [
+        (None, "new", "system"),
+        ("new", "drafting", "system"),
+    ]
+
+
+async def test_an_illegal_transition_raises_and_writes_nothing(
+    store: db.Store, now: datetime
+) -> None:
+    item = await _item(store, now)
+    before = await _event_count(store)
+    with pytest.raises(errors.IllegalTransition, match="from new: drafting, failed"):
+        await items.transition(store, item.id, S.DISPATCHED, "system", now)
+    assert await _event_count(store) == before
+    assert (await items.get(store, item.id)).state == S.NEW
+
+
+async def test_reasserting_the_same_work_is_a_no_op(store: db.Store, now: datetime) -> None:
+    item = await _awaiting(store, now)
+    before = await _event_count(store)
+    again = await items.transition(
+        store, item.id, S.AWAITING_APPROVAL, "system", now, expect_version=1
+    )
+    assert again.state == S.AWAITING_APPROVAL
+    assert await _event_count(store) == before
+
+
+async def test_reasserting_with_different_work_is_a_conflict(
+    store: db.Store, now: datetime
+) -> None:
+    item = await _awaiting(store, now)
+    with pytest.raises(errors.Conflict):
+        await items.transition(store, item.id, S.AWAITING_APPROVAL, "system", now, expect_version=2)
+
+
+async def test_terminal_states_accept_repeats_silently(store: db.Store, now: datetime) -> None:
+    item = await _item(store, now)
+    await items.transition(store, item.id, S.FAILED, "system", now, reason="boom")
+    before = await _event_count(store)
+    repeat = await items.transition(
+        store, item.id, S.FAILED, "system", now, reason="again", expect_attempt=7
+    )
+    assert repeat.state == S.FAILED and repeat.reason == "boom"
+    assert await _event_count(store) == before
+
+
+async def test_a_stale_version_moves_nothing(store: db.Store, now: datetime) -> None:
+    item = await _awaiting(store, now)
+    with pytest.raises(errors.Conflict):
+        await items.transition(store, item.id, S.APPROVED, "operator:1", now, expect_version=0)
+
+
+async def test_the_floor_stops_an_automatic_loop_but_not_operators(
+    store: db.Store, now: datetime
+) -> None:
+    item = await _item(store, now)
+    await items.transition(store, item.id, S.DRAFTING, "system", now)
+    await items.transition(store, item.id, S.FAILED, "system", now)
+    await items.replay(store, item.id, "operator:5", now, "try again")
+    with pytest.raises(items.Throttled):
+        await items.transition(store, item.id, S.DRAFTING, "system", now + timedelta(seconds=2))
+    assert (await items.get(store, item.id)).state == S.NEW
+    later = await items.transition(store, item.id, S.DRAFTING, "system", now + timedelta(seconds=5))
+    assert later.state == S.DRAFTING and later.attempt == 2
+    # Operators are never floored.
+    await items.transition(store, item.id, S.FAILED, "operator:5", now + timedelta(seconds=5))
+    await items.replay(store, item.id, "operator:5", now + timedelta(seconds=5), "again")
+
+
+async def test_replay_only_from_dropped_or_forced(store: db.Store, now: datetime) -> None:
+    item = await _awaiting(store, now)
+    with pytest.raises(errors.IllegalTransition, match="not dropped"):
+        await items.replay(store, item.id, "cli", now, "why not")
+    await decisions.decide(store, item.id, 1, 1, 42, "reject", now)
+    replayed = await items.replay(store, item.id, "operator:42", now, "second look")
+    assert (replayed.state, replayed.attempt) == (S.NEW, 2)
+    last = (await items.history(store, item.id))[-1]
+    assert (last.from_state, last.to_state, last.actor, last.attempt) == (
+        "rejected",
+        "new",
+        "operator:42",
+        2,
+    )
+
+
+async def test_replay_of_dispatched_needs_force(store: db.Store, now: datetime) -> None:
+    item = await _awaiting(store, now)
+    await decisions.decide(store, item.id, 1, 1, 42, "approve", now)
+    for state in (S.DISPATCHING, S.DISPATCHED):
+        await items.transition(store, item.id, state, "system", now)
+    with pytest.raises(errors.IllegalTransition, match="add force"):
+        await items.replay(store, item.id, "cli", now, "resend")
+    assert (await items.replay(store, item.id, "cli", now, "resend", force=True)).attempt == 2
+
+
+async def test_fifty_concurrent_decisions_one_winner_one_event(
+    store: db.Store, now: datetime
+) -> None:
+    item = await _awaiting(store, now)
+    before = await _event_count(store)
+    results = await asyncio.gather(
+        *(
+            decisions.decide(store, item.id, 1, 1, 1000 + n, "approve" if n % 3 else "reject", now)
+            for n in range(50)
+        )
+    )
+    winners = [r for r in results if r.outcome in ("approved", "rejected")]
+    assert len(winners) == 1
+    assert all(r.outcome == "unchanged" for r in results if r not in winners)
+    assert await _event_count(store) == before + 1
+    assert (await items.get(store, item.id)).state == winners[0].item.state
+
+
+async def test_quorum_counts_distinct_operators_and_one_reject_vetoes(
+    store: db.Store, now: datetime
+) -> None:
+    item = await _awaiting(store, now)
+    first = await decisions.decide(store, item.id, 1, 1, 1, "approve", now, quorum=2)
+    assert (first.outcome, first.approvals) == ("pending", (1,))
+    repeat = await decisions.decide(store, item.id, 1, 1, 1, "approve", now, quorum=2)
+    assert repeat.outcome == "unchanged"
+    second = await decisions.decide(store, item.id, 1, 1, 2, "approve", now, quorum=2)
+    assert (second.outcome, second.item.state) == ("approved", S.APPROVED)
+    assert second.item.reason == "approved by operator:1, operator:2"
+
+    other = await _awaiting(store, now, "guid-2")
+    await decisions.decide(store, other.id, 1, 1, 1, "approve", now, quorum=2)
+    veto = await decisions.decide(store, other.id, 1, 1, 2, "reject", now, quorum=2)
+    assert (veto.outcome, veto.item.state) == ("rejected", S.REJECTED)
+
+
+async def test_an_edit_makes_older_cards_stale(store: db.Store, now: datetime) -> None:
+    item = await _awaiting(store, now)
+    draft = await drafts.edit(store, item.id, 1, "better words", 7, now)
+    assert (draft.version, draft.provenance) == (2, {"operator": 7, "edit_of": 1})
+    with pytest.raises(errors.Conflict, match="shows version 1"):
+        await decisions.decide(store, item.id, 1, 1, 7, "approve", now)
+    decided = await decisions.decide(store, item.id, 1, 2, 7, "approve", now)
+    assert decided.outcome == "approved"
+    history = await items.history(store, item.id)
+    assert history[-2].reason == "edited: version 1 -> 2" and history[-2].actor == "operator:7"
+
+
+async def test_sla_sweep_warns_once_then_breaches_once(store: db.Store, now: datetime) -> None:
+    item = await _item(store, now)
+    await items.transition(store, item.id, S.DRAFTING, "system", now)
+    assert await sla.sweep(store, now + timedelta(minutes=11)) == sla.SweepReport((), ())
+    assert (await sla.sweep(store, now + timedelta(minutes=12))).warned == (item.id,)
+    assert await sla.sweep(store, now + timedelta(minutes=13)) == sla.SweepReport((), ())
+    report = await sla.sweep(store, now + timedelta(minutes=16))
+    assert report.moved == (item.id,)
+    breached = await items.get(store, item.id)
+    assert breached.state == S.BREACH
+    assert breached.reason == "stuck in drafting since 2026-11-30 12:00 UTC"
+    events_before = await _event_count(store)
+    assert await sla.sweep(store, now + timedelta(minutes=30)) == sla.SweepReport((), ())
+    assert await _event_count(store) == events_before
+    alerts = await outbox.due(store, now + timedelta(hours=1), ["alert"])
+    assert [a.payload["level"] for a in alerts] == ["warning", "error"]
+    assert "stuck in drafting" in alerts[1].payload["text"]
+
+
+async def test_awaiting_approval_expires_after_its_window(store: db.Store, now: datetime) -> None:
+    item = await _item(store, now)
+    await items.transition(store, item.id, S.DRAFTING, "system", now)
+
+    def unit(conn: sqlite3.Connection) -> items.Item:
+        drafts.add_sync(conn, item.id, "text", {"drafter": "template"}, now)
+        return items.transition_sync(
+            conn, item.id, S.AWAITING_APPROVAL, "system", now, deadline=timedelta(hours=2)
+        )
+
+    waiting = await store.write(unit)
+    assert waiting.deadline == now + timedelta(hours=2)
+    report = await sla.sweep(store, now + timedelta(hours=3))
+    assert report.moved == (item.id,)
+    assert (await items.get(store, item.id)).state == S.EXPIRED
+
+
+async def test_sweep_warning_not_starved_by_an_earlier_deadline(
+    store: db.Store, now: datetime
+) -> None:
+    long_wait = await _awaiting(store, now, "long")  # 24 h window, warns at 19.2 h
+    short = await _item(store, now + timedelta(hours=19, minutes=10), "short")
+    await items.transition(
+        store, short.id, S.DRAFTING, "system", now + timedelta(hours=19, minutes=10)
+    )
+    report = await sla.sweep(store, now + timedelta(hours=19, minutes=15))
+    assert report.warned == (long_wait.id,)
+
+
+async def test_events_are_append_only(store: db.Store, now: datetime) -> None:
+    await _item(store, now)
+    with pytest.raises(errors.StoreError, match="append-only"):
+        await store.write(lambda c: c.execute("UPDATE events SET reason = 'x'"))
+    with pytest.raises(errors.StoreError, match="append-only"):
+        await store.write(lambda c: c.execute("DELETE FROM events"))
+
+
+async def test_verify_chain_names_the_edited_row(
+    store: db.Store, data_dir: Path, now: datetime
+) -> None:
+    for n in range(5):
+        item = await _item(store, now, f"guid-{n}")
+        await items.transition(store, item.id, S.DRAFTING, "system", now)
+    assert (await events.verify_chain(store)).ok
+    raw = sqlite3.connect(data_dir / "gatehouse.db", isolation_level=None)
+    raw.execute("DROP TRIGGER events_no_update")
+    raw.execute("UPDATE events SET actor = 'operator:666' WHERE id = 6")
+    raw.close()
+    report = await events.verify_chain(store)
+    assert report.broken is not None
+    assert report.broken.event_id == 6
+    assert "edited" in str(report.broken)
+    assert report.checked == 5
+
+
+async def test_verify_chain_finds_a_deleted_row(
+    store: db.Store, data_dir: Path, now: datetime
+) -> None:
+    for n in range(3):
+        await _item(store, now, f"guid-{n}")
+    raw = sqlite3.connect(data_dir / "gatehouse.db", isolation_level=None)
+    raw.execute("DROP TRIGGER events_no_delete")
+    raw.execute("DELETE FROM events WHERE id = 2")
+    raw.close()
+    report = await events.verify_chain(store)
+    assert report.broken is not None and report.broken.event_id == 3
+    assert "event 2 is missing" in str(report.broken)
+
+
+async def test_bad_actor_is_refused(store: db.Store, now: datetime) -> None:
+    item = await _item(store, now)
+    with pytest.raises(ValueError, match="unknown actor"):
+        await items.transition(store, item.id, S.DRAFTING, "operator:bob", now)
+    assert (await items.get(store, item.id)).state == S.NEW
+
+
+async def test_rows_that_belong_with_a_transition_commit_with_it(
+    store: db.Store, now: datetime
+) -> None:
+    item = await _item(store, now)
+
+    def unit(conn: sqlite3.Connection) -> None:
+        items.transition_sync(conn, item.id, S.DRAFTING, "system", now)
+        outbox.enqueue_sync(conn, "alert", outbox.ALERTS, {"text": "x"}, now, item_id=item.id)
+        raise RuntimeError("crash before commit")
+
+    with pytest.raises(RuntimeError):
+        await store.write(unit)
+    assert (await items.get(store, item.id)).state == S.NEW
+    assert await outbox.for_item(store, item.id, "alert") == []
+    assert len(await items.history(store, item.id)) == 1
