@@ -90,3 +90,16 @@ def translate(exc: sqlite3.Error) -> StoreError:
     if isinstance(exc, sqlite3.IntegrityError):
         return ConstraintViolation(f"{ConstraintViolation.__doc__} ({text})")
     return StoreError(f"database error: {text}")
+
+
+class BudgetExceeded(StoreError):
+    """Not enough budget is left for this call's worst case; nothing was held."""
+
+    def __init__(self, message: str, scope: str, period: str) -> None:
+        super().__init__(message)
+        self.scope = scope
+        self.period = period
+
+
+class LeaseExpired(StoreError):
+    """The claim's lease has expired; the provider call is not authorized."""

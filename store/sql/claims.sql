@@ -1,0 +1,35 @@
+-- name: by_idem
+-- The claim created under an idempotency hash, if any.
+SELECT * FROM claims WHERE idem_hash = :idem_hash
+
+-- name: get
+-- One claim by id.
+SELECT * FROM claims WHERE id = :id
+
+-- name: item_hash
+-- The content hash of the item a claim drafts.
+SELECT content_hash FROM items WHERE id = :id
+
+-- name: insert
+-- Create a claim in its initial state.
+INSERT INTO claims (idem_hash, request_digest, pipeline, item_id, item_hash, state,
+                    provider_allowed, reserved_micros, lease_until, reason, created_at, updated_at)
+VALUES (:idem_hash, :request_digest, :pipeline, :item_id, :item_hash, :state,
+        :provider_allowed, :reserved_micros, :lease_until, :reason, :now, :now)
+RETURNING *
+
+-- name: move
+-- Compare-and-set: move a claim only if it is still in the state the caller saw.
+UPDATE claims
+   SET state = :to_state, reason = coalesce(:reason, reason), updated_at = :now,
+       started_at = CASE WHEN :to_state = 'started' THEN :now ELSE started_at END,
+       ended_at = CASE WHEN :to_state IN ('settled', 'released') THEN :now ELSE ended_at END
+ WHERE id = :id AND state = :from_state
+RETURNING *
+
+
+-- name: expired
+-- Claims whose lease ran out before they finished, oldest lease first (for recover).
+SELECT * FROM claims
+ WHERE state IN ('reserved', 'started') AND lease_until <= :now
+ ORDER BY lease_until, id LIMIT :batch
