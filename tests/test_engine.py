@@ -1,0 +1,162 @@
+"""The engine end to end against a local feed server over real sockets."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import httpx
+import pytest
+
+from pipelines import approval, config, engine
+from store import db, items, outbox, runs
+from store.machine import State
+from tests.fakes.feed_server import FeedServer
+from tests.fakes.feeds import rss
+
+PIPELINE = """
+name: {name}
+schedule: 5m
+sources:
+{sources}
+approval:
+  window: 2h
+dispatch:
+  type: none
+"""
+
+
+def write_pipeline(directory: Path, name: str, urls: list[str]) -> config.Pipeline:
+    sources = "".join(
+        f"  - type: rss\n    url: {url}\n    scope: s{n}\n" for n, url in enumerate(urls)
+    )
+    (directory / f"{name}.yaml").write_text(PIPELINE.format(name=name, sources=sources))
+    loaded = config.load_dir(directory)
+    assert not loaded.errors, config.format_errors(loaded.errors)
+    return loaded.pipelines[name]
+
+
+@pytest.fixture
+def feeds() -> Iterator[FeedServer]:
+    with FeedServer() as server:
+        yield server
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient() as http:
+        yield http
+
+
+async def test_ticks_create_each_item_once(
+    store: db.Store, feeds: FeedServer, client: httpx.AsyncClient, tmp_path: Path, now: datetime
+) -> None:
+    entries = [("a", "Alpha", "first story"), ("b", "Beta", "second story")]
+    feeds.set("/feed.xml", rss(entries))
+    pipeline = write_pipeline(tmp_path, "news", [feeds.url("/feed.xml")])
+    eng = engine.Engine(store, {"news": pipeline}, client=client)
+
+    first = await eng.tick("news", "schedule", now)
+    assert (first.counts, first.status) == (runs.Counts(fetched=2, new=2, drafted=2), "ok")
+    again = await eng.tick("news", "schedule", now + timedelta(minutes=5))
+    assert again.counts == runs.Counts(fetched=2, new=0, drafted=0)
+
+    feeds.set("/feed.xml", rss([*entries, ("c", "Gamma", "third story")]))
+    third = await eng.tick("news", "schedule", now + timedelta(minutes=10))
+    assert (third.counts.new, third.counts.drafted) == (1, 1)
+
+    waiting = await items.in_state(store, State.AWAITING_APPROVAL, "news")
+    assert sorted(i.source_id for i in waiting) == ["a", "b", "c"]
+    cards = await outbox.due(store, now + timedelta(hours=1), ["card"])
+    assert len(cards) == 3
+    card = next(c for c in cards if c.payload["title"] == "Gamma")
+    assert card.payload["text"].startswith("Gamma\n\nthird story")
+    assert card.payload["link"] == "https://example.org/c"
+    assert (card.payload["version"], card.payload["attempt"]) == (1, 1)
+    gamma = next(i for i in waiting if i.source_id == "c")
+    assert gamma.deadline == now + timedelta(minutes=10, hours=2)
+    history = await items.history(store, gamma.id)
+    assert [e.to_state for e in history] == ["new", "drafting", "awaiting_approval"]
+    recent = await runs.recent_runs(store, "news")
+    assert [r.counts.new for r in recent] == [1, 0, 2]
+
+
+async def test_a_failing_source_fails_alone(
+    store: db.Store, feeds: FeedServer, client: httpx.AsyncClient, tmp_path: Path, now: datetime
+) -> None:
+    feeds.set("/broken.xml", "oops", status=500)
+    feeds.set("/good.xml", rss([("g1", "Good", "still delivered")]))
+    pipeline = write_pipeline(tmp_path, "mixed", [feeds.url("/broken.xml"), feeds.url("/good.xml")])
+    report = await engine.Engine(store, {"mixed": pipeline}, client=client).tick(
+        "mixed", "manual", now
+    )
+    assert report.status == "error"
+    assert report.counts.new == 1
+    run = (await runs.recent_runs(store, "mixed"))[0]
+    assert run.status == "error"
+    assert run.error_text is not None and "source s0" in run.error_text and "500" in run.error_text
+    assert "s1" not in run.error_text
+    alerts = await outbox.due(store, now, ["alert"])
+    assert len(alerts) == 1 and "failed" in alerts[0].payload["text"]
+
+
+async def test_duplicate_gate_marks_the_card(
+    store: db.Store, feeds: FeedServer, client: httpx.AsyncClient, tmp_path: Path, now: datetime
+) -> None:
+    feeds.set("/feed.xml", rss([("x1", "Launch day", "The product launches on Monday at noon.")]))
+    pipeline = write_pipeline(tmp_path, "news", [feeds.url("/feed.xml")])
+    eng = engine.Engine(store, {"news": pipeline}, client=client)
+    await eng.tick("news", "schedule", now)
+    first = (await items.in_state(store, State.AWAITING_APPROVAL, "news"))[0]
+    decision = await approval.decide(store, pipeline, first.id, 1, 1, 7, "approve", now)
+    assert decision.outcome == "approved"
+
+    feeds.set("/feed.xml", rss([("x2", "Launch day", "The product launches on Monday at noon.")]))
+    await eng.tick("news", "schedule", now + timedelta(hours=1))
+    cards = [
+        c
+        for c in await outbox.due(store, now + timedelta(hours=2), ["card"])
+        if c.item_id != first.id
+    ]
+    assert len(cards) == 1
+    assert cards[0].payload["duplicate_of"] == first.id
+    # Nothing is dropped silently: the duplicate still waits for an operator.
+    assert (await items.get(store, cards[0].item_id or 0)).state == State.AWAITING_APPROVAL
+
+
+async def test_a_replayed_item_is_drafted_again(
+    store: db.Store, feeds: FeedServer, client: httpx.AsyncClient, tmp_path: Path, now: datetime
+) -> None:
+    feeds.set("/feed.xml", rss([("r1", "Redo", "body")]))
+    pipeline = write_pipeline(tmp_path, "news", [feeds.url("/feed.xml")])
+    eng = engine.Engine(store, {"news": pipeline}, client=client)
+    await eng.tick("news", "schedule", now)
+    item = (await items.in_state(store, State.AWAITING_APPROVAL, "news"))[0]
+    await approval.decide(store, pipeline, item.id, 1, 1, 7, "reject", now)
+    await items.replay(store, item.id, "operator:7", now, "try again")
+    report = await eng.tick("news", "replay", now + timedelta(minutes=1))
+    assert (report.counts.new, report.counts.drafted) == (0, 1)
+    again = await items.get(store, item.id)
+    assert (again.state, again.attempt, again.version) == (State.AWAITING_APPROVAL, 2, 2)
+
+
+async def test_approval_queues_card_edit_and_dispatch_together(
+    store: db.Store, feeds: FeedServer, client: httpx.AsyncClient, tmp_path: Path, now: datetime
+) -> None:
+    feeds.set("/feed.xml", rss([("d1", "Ship", "it")]))
+    pipeline = write_pipeline(tmp_path, "news", [feeds.url("/feed.xml")])
+    await engine.Engine(store, {"news": pipeline}, client=client).tick("news", "schedule", now)
+    item = (await items.in_state(store, State.AWAITING_APPROVAL, "news"))[0]
+    await approval.decide(store, pipeline, item.id, 1, 1, 7, "approve", now)
+    again = await approval.decide(store, pipeline, item.id, 1, 1, 7, "approve", now)
+    assert again.outcome == "unchanged"
+    edits = await outbox.for_item(store, item.id, "card_edit")
+    dispatches = await outbox.for_item(store, item.id, "dispatch")
+    assert len(edits) == 1 and edits[0].payload["status"].startswith("✅ approved by 7")
+    assert len(dispatches) == 1 and dispatches[0].payload == {
+        "item_id": item.id,
+        "attempt": 1,
+        "version": 1,
+        "pipeline": "news",
+    }

@@ -1,0 +1,162 @@
+"""The scheduler against a real store: catch-up, no overlap, pause across restarts."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import AsyncIterator, Iterator
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import httpx
+import pytest
+
+from pipelines import config, engine, scheduler
+from store import db, errors, events, runs
+from tests.fakes.feed_server import FeedServer
+from tests.fakes.feeds import rss
+
+YAML = """
+name: {name}
+schedule: "{schedule}"
+misfire_window: 1h
+sources:
+  - type: rss
+    url: {url}
+    scope: feed
+dispatch:
+  type: none
+"""
+
+
+@pytest.fixture
+def feeds() -> Iterator[FeedServer]:
+    with FeedServer() as server:
+        server.set("/feed.xml", rss([("a", "A", "a")]))
+        yield server
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient() as http:
+        yield http
+
+
+def load(
+    tmp_path: Path, feeds: FeedServer, schedule: str = "5m", name: str = "news"
+) -> dict[str, config.Pipeline]:
+    (tmp_path / f"{name}.yaml").write_text(
+        YAML.format(name=name, schedule=schedule, url=feeds.url("/feed.xml"))
+    )
+    loaded = config.load_dir(tmp_path)
+    assert not loaded.errors, config.format_errors(loaded.errors)
+    return loaded.pipelines
+
+
+def make(
+    store: db.Store, pipelines: dict[str, config.Pipeline], client: httpx.AsyncClient
+) -> scheduler.Scheduler:
+    eng = engine.Engine(store, pipelines, client=client)
+    return scheduler.Scheduler(store, eng, pipelines, rng=random.Random(1))
+
+
+async def started_runs(store: db.Store) -> list[datetime]:
+    return [r.started_at for r in reversed(await runs.recent_runs(store, "news", 100))]
+
+
+async def test_runs_when_due_and_not_before(
+    store: db.Store, feeds: FeedServer, client: httpx.AsyncClient, tmp_path: Path, now: datetime
+) -> None:
+    sched = make(store, load(tmp_path, feeds), client)
+    assert await sched.run_once(now) == ["news"]  # an interval pipeline starts right away
+    assert await sched.run_once(now + timedelta(minutes=4)) == []
+    assert await sched.run_once(now + timedelta(minutes=5)) == ["news"]
+    state = (await sched.states())["news"]
+    assert state.last_started_at == now + timedelta(minutes=5)
+    assert state.next_due_at == now + timedelta(minutes=10)
+
+
+async def test_catch_up_after_downtime_runs_once(
+    store: db.Store, feeds: FeedServer, client: httpx.AsyncClient, tmp_path: Path, now: datetime
+) -> None:
+    sched = make(store, load(tmp_path, feeds), client)
+    await sched.run_once(now)
+    # Down for 40 minutes: eight slots missed, one coalesced run, next slot from now.
+    back = now + timedelta(minutes=40)
+    assert await sched.run_once(back) == ["news"]
+    assert await sched.run_once(back + timedelta(seconds=1)) == []
+    assert await started_runs(store) == [now, back]
+    assert (await sched.states())["news"].next_due_at == back + timedelta(minutes=5)
+
+
+async def test_missed_beyond_the_misfire_window_is_skipped(
+    store: db.Store, feeds: FeedServer, client: httpx.AsyncClient, tmp_path: Path, now: datetime
+) -> None:
+    sched = make(store, load(tmp_path, feeds), client)
+    await sched.run_once(now)
+    back = now + timedelta(hours=5)
+    assert await sched.run_once(back) == []
+    assert (await sched.states())["news"].next_due_at == back + timedelta(minutes=5)
+    assert await sched.run_once(back + timedelta(minutes=5)) == ["news"]
+
+
+async def test_never_two_runs_of_one_pipeline_at_once(
+    store: db.Store, feeds: FeedServer, client: httpx.AsyncClient, tmp_path: Path, now: datetime
+) -> None:
+    feeds.set("/feed.xml", "", hang=True)  # the fetch hangs until the server stops
+    pipelines = load(tmp_path, feeds)
+    sched = make(store, pipelines, client)
+    assert await sched.run_once(now, wait=False) == ["news"]
+    await sched.trigger("news", now)
+    assert await sched.run_once(now + timedelta(minutes=10), wait=False) == []
+    assert sched.running("news")
+    assert len(await runs.recent_runs(store, "news")) == 1
+    feeds.set("/feed.xml", rss([]))
+    for task in list(sched._running.values()):
+        task.cancel()
+    await asyncio.gather(*sched._running.values(), return_exceptions=True)
+
+
+async def test_pause_survives_a_restart(
+    data_dir: Path, feeds: FeedServer, client: httpx.AsyncClient, tmp_path: Path, now: datetime
+) -> None:
+    pipelines = load(tmp_path, feeds)
+    first = await db.Store.open(db.StoreConfig(data_dir=data_dir))
+    sched = make(first, pipelines, client)
+    await sched.run_once(now)
+    assert await sched.pause("news", "operator:9", now) is True
+    assert await sched.pause("news", "operator:9", now) is False
+    await first.close()
+
+    second = await db.Store.open(db.StoreConfig(data_dir=data_dir))
+    try:
+        restarted = make(second, pipelines, client)
+        assert await restarted.run_once(now + timedelta(minutes=30)) == []
+        assert (await restarted.states())["news"].paused
+        history = await events.for_entity(second, "pipeline", "news")
+        assert [(e.from_state, e.to_state, e.actor) for e in history] == [
+            ("active", "paused", "operator:9")
+        ]
+        await restarted.resume("news", "operator:9", now + timedelta(minutes=31))
+        assert await restarted.run_once(now + timedelta(minutes=31)) == ["news"]
+    finally:
+        await second.close()
+
+
+async def test_manual_trigger_runs_a_manual_pipeline(
+    store: db.Store, feeds: FeedServer, client: httpx.AsyncClient, tmp_path: Path, now: datetime
+) -> None:
+    sched = make(store, load(tmp_path, feeds, schedule="manual"), client)
+    assert await sched.run_once(now + timedelta(days=3)) == []
+    await sched.trigger("news", now)
+    assert await sched.run_once(now) == ["news"]
+    assert (await runs.recent_runs(store, "news"))[0].trigger == "manual"
+    assert await sched.run_once(now + timedelta(minutes=1)) == []
+
+
+async def test_unknown_pipeline_names_the_known_ones(
+    store: db.Store, feeds: FeedServer, client: httpx.AsyncClient, tmp_path: Path, now: datetime
+) -> None:
+    sched = make(store, load(tmp_path, feeds), client)
+    with pytest.raises(errors.NotFound, match="known: news"):
+        await sched.trigger("newz", now)
