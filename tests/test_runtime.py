@@ -1,0 +1,52 @@
+"""The runtime starts the engine's parts together and stops them together."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime
+from pathlib import Path
+
+from pipelines import runtime
+from store import datadir, db, items, outbox, runs
+from store.machine import State
+from tests.fakes.feed_server import FeedServer
+from tests.fakes.feeds import rss
+
+
+async def test_runtime_runs_due_pipelines_and_reports_bad_files(
+    tmp_path: Path, now: datetime
+) -> None:
+    pipelines_dir = tmp_path / "pipelines"
+    pipelines_dir.mkdir()
+    with FeedServer() as feeds:
+        feeds.set("/feed.xml", rss([("a", "Alpha", "story")]))
+        (pipelines_dir / "good.yaml").write_text(
+            "name: good\nschedule: 5m\nsources:\n  - type: rss\n"
+            f"    url: {feeds.url('/feed.xml')}\ndispatch:\n  type: none\n"
+        )
+        (pipelines_dir / "bad.yaml").write_text(
+            "name: bad\nschedule: sometimes\nsources: []\ndispatch:\n  type: none\n"
+        )
+        cfg = runtime.RuntimeConfig(
+            store=db.StoreConfig(data_dir=tmp_path / "data"),
+            pipelines_dir=pipelines_dir,
+            clock=lambda: now,
+        )
+        rt = await runtime.Runtime.start(cfg)
+        try:
+            assert list(rt.pipelines) == ["good"]
+            for _ in range(100):
+                if await items.in_state(rt.store, State.AWAITING_APPROVAL, "good"):
+                    break
+                await asyncio.sleep(0.05)
+            assert len(await items.in_state(rt.store, State.AWAITING_APPROVAL, "good")) == 1
+            alerts = await outbox.due(rt.store, now, ["alert"])
+            assert any("bad.yaml" in a.payload["text"] for a in alerts)
+        finally:
+            await rt.stop()
+    assert datadir.is_locked(tmp_path / "data") is None
+    reopened = await db.Store.open(db.StoreConfig(data_dir=tmp_path / "data"), readonly=True)
+    try:
+        assert (await runs.recent_runs(reopened, "good"))[0].status == "ok"
+    finally:
+        await reopened.close()
