@@ -1,6 +1,7 @@
 """The `gatehouse` command line.
 
     gatehouse status          # open the store (migrating it) and print its state
+    gatehouse run             # start the operator bot and the engine
 
 Exit codes: 0 ok, 1 a check failed, 2 bad settings or an unusable data directory.
 """
@@ -48,6 +49,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gatehouse", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("status", help="open the store and print its state")
+    sub.add_parser("run", help="start the operator bot and the engine (same as python -m bot)")
     return parser
 
 
@@ -58,6 +60,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except settings_mod.SettingsInvalid as exc:
         print(f"gatehouse: {exc}", file=sys.stderr)
         return 2
+    if args.command == "run":
+        from bot import app  # PTB loads only for the command that needs it
+
+        return app.main(cfg)
     try:
         if args.command == "status":
             return asyncio.run(_status(cfg))

@@ -45,6 +45,13 @@ class TelegramSettings(BaseModel):
     webhook_secret: SecretStr | None = None
     webhook_listen: str = "127.0.0.1"
     webhook_port: int = Field(default=8443, ge=1, le=65535)
+    #: Commands and taps one operator may send per minute; 0 turns the limit off.
+    rate_limit_per_minute: int = Field(default=60, ge=0)
+    #: Key for the HMAC tag on buttons; unset: derived from the token (buttons survive restarts).
+    callback_secret: SecretStr | None = None
+    #: Messages per second to the Bot API overall (Telegram allows about 30); raise it
+    #: only for a local Bot API server without flood limits, as the benchmark does.
+    flood_limit_per_second: float = Field(default=30.0, gt=0)
 
     @field_validator("operators", mode="before")
     @classmethod

@@ -1,0 +1,234 @@
+"""The operator bot: python-telegram-bot and the engine in one event loop.
+
+    python -m bot            # or: gatehouse run
+
+Settings come from the environment (see bot.settings). The bot refuses to start without a
+token or operators, and in webhook mode without a webhook URL and secret token (Telegram
+sends it back in a header that PTB compares in constant time). `build()` registers every
+handler, so the whole command surface reads on one screen.
+"""
+
+from __future__ import annotations
+
+import os
+
+# Before PTB is imported anywhere: RetryAfter.retry_after becomes a timedelta, without
+# a deprecation warning on every flood-control answer.
+os.environ.setdefault("PTB_TIMEDELTA", "1")
+
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+from typing import Any, TypeAlias
+
+from telegram import BotCommand, InlineKeyboardMarkup, Update
+from telegram.ext import (
+    AIORateLimiter,
+    Application,
+    ApplicationBuilder,
+    CallbackQueryHandler,
+    CommandHandler,
+    MessageHandler,
+    TypeHandler,
+    filters,
+)
+
+from bot import auth, callbacks, handlers, logs, sender
+from bot import settings as settings_mod
+from pipelines import runtime as runtime_mod
+from store import db, errors, outbox
+
+log = logging.getLogger(__name__)
+
+#: Seconds a getUpdates long poll waits for news; stopping ends it early.
+POLL_TIMEOUT_S = 10
+#: A flood-control answer is retried once inside PTB; the sender reschedules the rest.
+RATE_LIMIT_RETRIES = 1
+#: Store errors that mean "fix the setup", answered with exit code 2.
+STARTUP_ERRORS = (
+    errors.DataDirError,
+    errors.LockHeld,
+    errors.PragmaMismatch,
+    errors.MigrationError,
+)
+ALLOWED_UPDATES = [Update.MESSAGE, Update.CALLBACK_QUERY]
+
+App: TypeAlias = Application[Any, Any, Any, Any, Any, Any]
+
+
+class StartupRefused(Exception):
+    """The settings cannot run a safe bot; the message says which and how to fix it."""
+
+
+def check(cfg: settings_mod.Settings) -> str:
+    """Refuse unsafe or incomplete Telegram settings; returns the token."""
+    tg = cfg.telegram
+    if tg.token is None or not tg.token.get_secret_value():
+        raise StartupRefused("GATEHOUSE_TELEGRAM__TOKEN is not set")
+    if not tg.operators:
+        raise StartupRefused(
+            "GATEHOUSE_TELEGRAM__OPERATORS is empty: list the Telegram user ids allowed to operate"
+        )
+    if tg.mode == "webhook":
+        if tg.webhook_secret is None or not tg.webhook_secret.get_secret_value():
+            raise StartupRefused("webhook mode requires GATEHOUSE_TELEGRAM__WEBHOOK_SECRET")
+        if not tg.webhook_url:
+            raise StartupRefused("webhook mode requires GATEHOUSE_TELEGRAM__WEBHOOK_URL")
+    return tg.token.get_secret_value()
+
+
+def callback_key(cfg: settings_mod.Settings, token: str) -> bytes:
+    secret = cfg.telegram.callback_secret
+    if secret is not None and secret.get_secret_value():
+        return secret.get_secret_value().encode()
+    return callbacks.derive_key(token)
+
+
+def build(cfg: settings_mod.Settings, token: str) -> App:
+    """The PTB application with every handler; Deps are attached by `serve`."""
+    limiter = AIORateLimiter(
+        overall_max_rate=cfg.telegram.flood_limit_per_second, max_retries=RATE_LIMIT_RETRIES
+    )
+    application: App = (
+        ApplicationBuilder().token(token).base_url(cfg.telegram.base_url).rate_limiter(limiter)
+    ).build()
+    add = application.add_handler
+    add(TypeHandler(Update, handlers.gate), group=-1)  # the operator check, before anything
+    add(CommandHandler(["help", "start"], handlers.help_))
+    add(CommandHandler("status", handlers.status))
+    add(CommandHandler("pending", handlers.pending))
+    add(CommandHandler("budget", handlers.budget))
+    add(CommandHandler(["run", "pause", "resume"], handlers.schedule_command))
+    add(CommandHandler("history", handlers.history))
+    add(CommandHandler("replay", handlers.replay))
+    add(MessageHandler(filters.COMMAND, handlers.unknown))
+    add(CallbackQueryHandler(handlers.tap))
+    add(MessageHandler(filters.REPLY & filters.TEXT & ~filters.COMMAND, handlers.edit_reply))
+    application.add_error_handler(handlers.on_error)
+    return application
+
+
+def _targets(cfg: settings_mod.Settings, runtime: runtime_mod.Runtime) -> sender.Targets:
+    operators = list(cfg.telegram.operators)
+
+    def targets(row: outbox.Row) -> list[int]:
+        if row.target == outbox.ALERTS:
+            chat = cfg.telegram.alerts_chat
+            return [chat] if chat is not None else operators
+        pipeline = runtime.pipelines.get(str(row.payload.get("pipeline")))
+        # An operator's private chat has the operator's user id.
+        return list(pipeline.approval.operators or operators) if pipeline else operators
+
+    return targets
+
+
+def _keyboard(key: bytes) -> sender.Keyboard:
+    def keyboard(row: outbox.Row) -> InlineKeyboardMarkup | None:
+        if row.item_id is None:
+            return None
+        attempt, version = int(row.payload["attempt"]), int(row.payload["version"])
+        return handlers.card_keyboard(key, row.item_id, attempt, version)
+
+    return keyboard
+
+
+async def serve(
+    cfg: settings_mod.Settings, token: str, runtime: runtime_mod.Runtime, stop: asyncio.Event
+) -> None:
+    """Run PTB, the outbox sender and (already started) engine until `stop` is set."""
+    application = build(cfg, token)
+    key = callback_key(cfg, token)
+    outbox_sender = sender.Sender(
+        runtime.store, application.bot, _targets(cfg, runtime), _keyboard(key)
+    )
+    gate = auth.Gate(cfg.telegram.operators, cfg.telegram.rate_limit_per_minute)
+    application.bot_data["deps"] = handlers.Deps(
+        runtime.store, runtime.pipelines, runtime.scheduler, gate, key, outbox_sender, runtime.now
+    )
+    async with application:
+        commands = [BotCommand(name, text[:256]) for name, text in handlers.COMMANDS]
+        await application.bot.set_my_commands(commands)
+        await application.start()
+        await _start_updates(application, cfg)
+        sending = asyncio.create_task(outbox_sender.run(stop), name="outbox-sender")
+        log.info("bot started: %d operator(s), %s mode", len(gate.operators), cfg.telegram.mode)
+        try:
+            await stop.wait()
+        finally:
+            assert application.updater is not None
+            await application.updater.stop()
+            await application.stop()
+            outbox_sender.wake()
+            await sending
+
+
+async def _start_updates(application: App, cfg: settings_mod.Settings) -> None:
+    tg = cfg.telegram
+    assert application.updater is not None
+    if tg.mode == "polling":
+        await application.updater.start_polling(
+            poll_interval=0, timeout=POLL_TIMEOUT_S, allowed_updates=ALLOWED_UPDATES
+        )
+        return
+    assert tg.webhook_secret is not None and tg.webhook_url is not None
+    await application.updater.start_webhook(
+        listen=tg.webhook_listen,
+        port=tg.webhook_port,
+        url_path="telegram",
+        webhook_url=tg.webhook_url,
+        secret_token=tg.webhook_secret.get_secret_value(),
+        allowed_updates=ALLOWED_UPDATES,
+    )
+
+
+def store_config(cfg: settings_mod.Settings) -> db.StoreConfig:
+    return db.StoreConfig(
+        data_dir=cfg.data_dir,
+        synchronous=cfg.store.synchronous,
+        wal_truncate_bytes=cfg.store.wal_truncate_mb * 1024 * 1024,
+    )
+
+
+async def run(cfg: settings_mod.Settings, token: str) -> None:
+    """Start the engine, then the bot; SIGTERM or SIGINT stops both."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    rt_config = runtime_mod.RuntimeConfig(store=store_config(cfg), pipelines_dir=cfg.pipelines_dir)
+    runtime = await runtime_mod.Runtime.start(rt_config)
+    try:
+        await serve(cfg, token, runtime, stop)
+    finally:
+        await runtime.stop()
+        log.info("bot stopped")
+
+
+def main(cfg: settings_mod.Settings | None = None) -> int:
+    """Entry point: 0 after a clean stop, 2 for bad settings or an unusable store."""
+    try:
+        cfg = cfg or settings_mod.load()
+        token = check(cfg)
+    except (settings_mod.SettingsInvalid, StartupRefused) as exc:
+        print(f"gatehouse: {exc}", file=sys.stderr)
+        return 2
+    secrets = [token] + [
+        s.get_secret_value()
+        for s in (cfg.telegram.webhook_secret, cfg.telegram.callback_secret)
+        if s is not None
+    ]
+    logs.setup(cfg.log_level, secrets)
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(run(cfg, token))
+    except (
+        errors.DataDirError,
+        errors.LockHeld,
+        errors.PragmaMismatch,
+        errors.MigrationError,
+    ) as e:
+        print(f"gatehouse: {e}", file=sys.stderr)
+        return 2
+    return 0

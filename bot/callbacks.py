@@ -1,0 +1,75 @@
+"""callback_data for inline buttons: short, versioned, tagged with an HMAC.
+
+    data = callbacks.encode(key, callbacks.Button("approve", item_id=12, attempt=1, version=3))
+    button = callbacks.decode(key, data)      # raises InvalidButton for anything forged or garbled
+
+Layout (at most 64 bytes, Telegram's limit): `1:<action>:<item>:<attempt>:<version>:<tag>`,
+where the tag is the first 12 bytes of HMAC-SHA256 over everything before it, base64url.
+The button carries no state of its own: the database decides whether the version it names
+is still the one awaiting a decision, so buttons keep working across restarts as long as
+the key stays the same (it is derived from the bot token unless set explicitly).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+from dataclasses import dataclass
+from typing import Literal
+
+#: Bump when the layout changes; older buttons are then refused with a clear answer.
+FORMAT = "1"
+#: Telegram's limit on callback_data, in bytes.
+MAX_BYTES = 64
+#: Bytes of HMAC kept: 96 bits is far beyond guessing through a rate-limited chat.
+TAG_BYTES = 12
+
+Action = Literal["approve", "reject", "edit", "replay"]
+_CODES: dict[Action, str] = {"approve": "a", "reject": "r", "edit": "e", "replay": "p"}
+_ACTIONS: dict[str, Action] = {code: action for action, code in _CODES.items()}
+
+
+class InvalidButton(ValueError):
+    """The callback_data is not a button this bot made (forged, garbled or too old)."""
+
+
+@dataclass(frozen=True)
+class Button:
+    action: Action
+    item_id: int
+    attempt: int
+    version: int
+
+
+def derive_key(token: str) -> bytes:
+    """A key for tags when none is configured: HMAC of a fixed label under the bot token."""
+    return hmac.new(token.encode(), b"gatehouse callback_data v1", hashlib.sha256).digest()
+
+
+def _tag(key: bytes, body: str) -> str:
+    digest = hmac.new(key, body.encode(), hashlib.sha256).digest()[:TAG_BYTES]
+    return base64.urlsafe_b64encode(digest).decode().rstrip("=")
+
+
+def encode(key: bytes, button: Button) -> str:
+    code = _CODES[button.action]
+    body = f"{FORMAT}:{code}:{button.item_id}:{button.attempt}:{button.version}"
+    data = f"{body}:{_tag(key, body)}"
+    if len(data.encode()) > MAX_BYTES:
+        raise ValueError(f"callback_data would be {len(data)} bytes; Telegram allows {MAX_BYTES}")
+    return data
+
+
+def decode(key: bytes, data: str) -> Button:
+    """Check the tag in constant time, then parse; any failure raises InvalidButton."""
+    body, _, tag = data.rpartition(":")
+    if not body or not hmac.compare_digest(tag.encode(), _tag(key, body).encode()):
+        raise InvalidButton("this button was not made by this bot (bad or missing tag)")
+    parts = body.split(":")
+    if len(parts) != 5 or parts[0] != FORMAT:
+        raise InvalidButton("this button comes from an older version of the bot")
+    action = _ACTIONS.get(parts[1])
+    if action is None or not all(p.isdigit() for p in parts[2:]):
+        raise InvalidButton("this button's data is malformed")
+    return Button(action, int(parts[2]), int(parts[3]), int(parts[4]))

@@ -1,0 +1,368 @@
+"""Command, button and reply handlers: parse, call the same functions the CLI calls, render.
+
+Every handler gets its collaborators from `Deps` (in `application.bot_data["deps"]`) and
+reads the clock once, at the edge. The operator check runs before any of them
+(`gate`, registered in group -1 by bot.app), so a handler only ever sees operators.
+"""
+
+from __future__ import annotations
+
+import difflib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from telegram import ForceReply, InlineKeyboardButton, InlineKeyboardMarkup, Message, Update
+from telegram.constants import ParseMode
+from telegram.ext import ApplicationHandlerStop, ContextTypes
+
+from bot import auth, callbacks, render, sender
+from pipelines import approval, config, validation
+from pipelines.scheduler import Scheduler
+from store import decisions, errors, events, items, ledger, outbox, runs
+from store.db import Store
+from store.machine import DROPPED, State
+
+log = logging.getLogger(__name__)
+Context = ContextTypes.DEFAULT_TYPE
+
+#: (command, what it does) in the order /help and setMyCommands list them.
+COMMANDS: tuple[tuple[str, str], ...] = (
+    ("status", "all pipelines, or /status <pipeline> for its runs"),
+    ("pending", "items awaiting approval, oldest first"),
+    ("budget", "spend, holds and limits, today and this month"),
+    ("run", "/run <pipeline>: run it now"),
+    ("pause", "/pause <pipeline>: stop its schedule"),
+    ("resume", "/resume <pipeline>: restart its schedule"),
+    ("history", "/history <item>: the item's events"),
+    ("replay", "/replay <item>: why it dropped, and replay it"),
+    ("help", "this list"),
+)
+
+
+@dataclass
+class Deps:
+    store: Store
+    pipelines: dict[str, config.Pipeline]
+    scheduler: Scheduler | None
+    gate: auth.Gate
+    key: bytes
+    sender: sender.Sender
+    clock: Callable[[], datetime]
+    #: ForceReply prompt (chat, message id) -> (item, version) it asks a replacement for.
+    edits: dict[tuple[int, int], tuple[int, int]] = field(default_factory=dict)
+
+
+class BadInput(Exception):
+    """A command's argument is wrong; the message says what is valid."""
+
+
+def deps(context: Context) -> Deps:
+    found: Deps = context.bot_data["deps"]
+    return found
+
+
+async def reply(update: Update, text: str, markup: InlineKeyboardMarkup | None = None) -> None:
+    message = update.effective_message
+    assert message is not None
+    parts = render.split(text)
+    for index, part in enumerate(parts):
+        last = index == len(parts) - 1
+        await message.reply_text(
+            part, parse_mode=ParseMode.HTML, reply_markup=markup if last else None, do_quote=False
+        )
+
+
+# -- the gate ---------------------------------------------------------------------------
+
+
+async def gate(update: Update, context: Context) -> None:
+    """Stop every update from a non-operator (answering a tap) or an operator over the limit."""
+    user = update.effective_user
+    verdict = deps(context).gate.check(user.id if user else None, deps(context).clock())
+    if verdict == "operator":
+        return
+    query = update.callback_query
+    if query is not None:
+        text = "Not allowed: you are not an operator." if verdict == "stranger" else "Slow down."
+        await query.answer(text, show_alert=False)
+    elif verdict == "limited" and update.effective_message is not None:
+        await update.effective_message.reply_text("Too many requests; try again in a minute.")
+    raise ApplicationHandlerStop
+
+
+# -- arguments --------------------------------------------------------------------------
+
+
+def pipeline_arg(context: Context, command: str) -> str:
+    known = sorted(deps(context).pipelines)
+    args = context.args or []
+    if len(args) != 1:
+        raise BadInput(f"usage: /{command} &lt;pipeline&gt;; pipelines: {', '.join(known)}")
+    name = args[0]
+    if name not in known:
+        close = difflib.get_close_matches(name, known, n=3)
+        hint = f" Did you mean {', '.join(close)}?" if close else ""
+        raise BadInput(
+            f"unknown pipeline {render.esc(name)!r}.{hint} Pipelines: {', '.join(known)}"
+        )
+    return name
+
+
+def item_arg(context: Context, command: str) -> int:
+    args = context.args or []
+    if len(args) != 1 or not args[0].lstrip("#").isdigit():
+        raise BadInput(f"usage: /{command} &lt;item id&gt;, for example /{command} 12")
+    return int(args[0].lstrip("#"))
+
+
+def command(
+    fn: Callable[[Update, Context, Deps, datetime], Any],
+) -> Callable[[Update, Context], Any]:
+    """Wrap a command: bad input and missing rows become a short reply, not an error."""
+
+    async def handler(update: Update, context: Context) -> None:
+        found = deps(context)
+        try:
+            await fn(update, context, found, found.clock())
+        except BadInput as exc:
+            await reply(update, str(exc))
+        except (errors.NotFound, errors.IllegalTransition, errors.Conflict) as exc:
+            await reply(update, render.esc(exc))
+
+    handler.__doc__ = fn.__doc__
+    handler.__name__ = fn.__name__
+    return handler
+
+
+# -- commands ---------------------------------------------------------------------------
+
+
+async def help_(update: Update, context: Context) -> None:
+    """List the commands."""
+    lines = [f"/{name}: {render.esc(text)}" for name, text in COMMANDS]
+    await reply(update, "<b>gatehouse</b>\n" + "\n".join(lines))
+
+
+async def unknown(update: Update, context: Context) -> None:
+    """An unknown command: say what is valid, with close matches."""
+    message = update.effective_message
+    word = (message.text or "/").split()[0][1:].split("@")[0] if message else ""
+    names = [name for name, _ in COMMANDS]
+    close = difflib.get_close_matches(word, names, n=2)
+    hint = f" Did you mean {', '.join('/' + c for c in close)}?" if close else ""
+    valid = " ".join("/" + n for n in names)
+    await reply(update, f"Unknown command /{render.esc(word)}.{hint} Valid: {valid}")
+
+
+@command
+async def status(update: Update, context: Context, d: Deps, now: datetime) -> None:
+    """Every pipeline on one screen, or one pipeline's recent runs."""
+    if context.args:
+        name = pipeline_arg(context, "status")
+        recent = await runs.recent_runs(d.store, name, 10)
+        window = await runs.investigation_window(d.store, name)
+        await reply(update, render.status_pipeline(name, recent, window, now))
+        return
+    states = await d.scheduler.states() if d.scheduler else {}
+    last = {
+        name: next(iter(await runs.recent_runs(d.store, name, 1)), None) for name in d.pipelines
+    }
+    counts = await items.counts(d.store)
+    text = render.status_overview(d.pipelines, states, last, counts, d.store.wal_bytes(), now)
+    await reply(update, text)
+
+
+@command
+async def pending(update: Update, context: Context, d: Deps, now: datetime) -> None:
+    """Items awaiting approval, oldest first, each pointing to its card in this chat."""
+    waiting = await items.in_state(d.store, State.AWAITING_APPROVAL, limit=50)
+    chat = str(update.effective_chat.id) if update.effective_chat else ""
+    cards: dict[int, int] = {}
+    for item in waiting:
+        for row in await outbox.for_item(d.store, item.id, "card"):
+            ids = sender.message_ids(row).get(chat)
+            if ids and row.payload.get("version") == item.version:
+                cards[item.id] = ids[-1]
+                break
+    await reply(update, render.pending(waiting, cards, now))
+
+
+@command
+async def budget(update: Update, context: Context, d: Deps, now: datetime) -> None:
+    """Limits, spend, holds and uncertain holds per scope, today and this month."""
+    await reply(update, render.budget(await ledger.report(d.store, now), now))
+
+
+@command
+async def history(update: Update, context: Context, d: Deps, now: datetime) -> None:
+    """One item's events, oldest first."""
+    item_id = item_arg(context, "history")
+    trail = await items.history(d.store, item_id)
+    await reply(update, render.history(await items.get(d.store, item_id), trail))
+
+
+@command
+async def replay(update: Update, context: Context, d: Deps, now: datetime) -> None:
+    """Why an item dropped, with a button that replays it."""
+    item = await items.get(d.store, item_arg(context, "replay"))
+    trail = await items.history(d.store, item.id)
+    if item.state not in DROPPED:
+        await reply(update, render.history(item, trail) + "\n\nNot dropped: nothing to replay.")
+        return
+    button = callbacks.Button("replay", item.id, item.attempt, item.version)
+    data = callbacks.encode(d.key, button)
+    markup = InlineKeyboardMarkup([[InlineKeyboardButton("🔁 Replay", callback_data=data)]])
+    await reply(update, render.replay_offer(item, trail), markup)
+
+
+async def _schedule_command(update: Update, context: Context, d: Deps, now: datetime) -> None:
+    assert update.effective_message is not None and update.effective_user is not None
+    word = (update.effective_message.text or "").split()[0][1:].split("@")[0]
+    name = pipeline_arg(context, word)
+    if d.scheduler is None:
+        raise BadInput("the scheduler is not running in this process")
+    actor = events.operator(update.effective_user.id)
+    if word == "run":
+        await d.scheduler.trigger(name, now)
+        await reply(update, f"▶️ {render.esc(name)}: run requested")
+    elif word == "pause":
+        changed = await d.scheduler.pause(name, actor, now)
+        await reply(update, f"⏸ {render.esc(name)}: {'paused' if changed else 'already paused'}")
+    else:
+        changed = await d.scheduler.resume(name, actor, now)
+        await reply(update, f"▶️ {render.esc(name)}: {'resumed' if changed else 'not paused'}")
+
+
+schedule_command = command(_schedule_command)
+
+
+# -- buttons ----------------------------------------------------------------------------
+
+
+def card_keyboard(key: bytes, item_id: int, attempt: int, version: int) -> InlineKeyboardMarkup:
+    def button(label: str, action: callbacks.Action) -> InlineKeyboardButton:
+        data = callbacks.encode(key, callbacks.Button(action, item_id, attempt, version))
+        return InlineKeyboardButton(label, callback_data=data)
+
+    return InlineKeyboardMarkup(
+        [[button("✅ Approve", "approve"), button("❌ Reject", "reject"), button("✏️ Edit", "edit")]]
+    )
+
+
+async def tap(update: Update, context: Context) -> None:
+    """A button: verify its tag, then decide, offer an edit, or replay; nothing else changes."""
+    query = update.callback_query
+    assert query is not None
+    d = deps(context)
+    now = d.clock()
+    try:
+        button = callbacks.decode(d.key, query.data or "")
+    except callbacks.InvalidButton as exc:
+        await query.answer(str(exc))
+        return
+    try:
+        item = await items.get(d.store, button.item_id)
+        pipeline = d.pipelines.get(item.pipeline)
+        if pipeline is None:
+            await query.answer(f"pipeline {item.pipeline} is no longer configured")
+        elif button.action in ("approve", "reject"):
+            await _decide(query, d, pipeline, button, now)
+        elif button.action == "edit":
+            await _ask_for_edit(query, d, item, button)
+        else:
+            await _replay(query, d, item, button, now)
+    except (errors.Conflict, errors.IllegalTransition, errors.NotFound, approval.NotAllowed) as exc:
+        await query.answer(_short(str(exc)), show_alert=True)
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= 190 else text[:187] + "..."
+
+
+async def _decide(
+    query: Any, d: Deps, pipeline: config.Pipeline, button: callbacks.Button, now: datetime
+) -> None:
+    choice: decisions.Choice = "approve" if button.action == "approve" else "reject"
+    decision = await approval.decide(
+        d.store, pipeline, button.item_id, button.attempt, button.version,
+        query.from_user.id, choice, now,
+    )  # fmt: skip
+    answers = {
+        "approved": "✅ approved",
+        "rejected": "❌ rejected",
+        "pending": f"vote recorded: {len(decision.approvals)}/{decision.quorum}",
+        "unchanged": f"nothing changed: the item is {decision.item.state}",
+    }
+    await query.answer(answers[decision.outcome])
+    if decision.outcome != "unchanged":
+        # Edit the card now rather than at the sender's next pass.
+        await d.sender.flush_item(button.item_id, now)
+
+
+async def _ask_for_edit(query: Any, d: Deps, item: items.Item, button: callbacks.Button) -> None:
+    if (item.state, item.attempt, item.version) != (
+        State.AWAITING_APPROVAL, button.attempt, button.version,
+    ):  # fmt: skip
+        await query.answer("This card is out of date: nothing to edit here.", show_alert=True)
+        return
+    await query.answer()
+    prompt: Message = await query.message.reply_text(
+        f"Send the replacement text for item {item.id} (version {item.version}) as a reply.",
+        reply_markup=ForceReply(selective=True, input_field_placeholder="replacement text"),
+    )
+    d.edits[(prompt.chat_id, prompt.message_id)] = (item.id, item.version)
+
+
+async def _replay(
+    query: Any, d: Deps, item: items.Item, button: callbacks.Button, now: datetime
+) -> None:
+    if item.attempt != button.attempt:
+        await query.answer("Already replayed: this offer is out of date.", show_alert=True)
+        return
+    actor = events.operator(query.from_user.id)
+    replayed = await items.replay(d.store, item.id, actor, now, f"replayed by {actor}")
+    await query.answer(f"replayed: attempt {replayed.attempt}")
+    await query.edit_message_reply_markup(reply_markup=None)
+    await query.message.reply_text(
+        f"🔁 item {item.id} replayed by {actor} at {render.when(now)}: attempt {replayed.attempt}"
+    )
+    if d.scheduler is not None:
+        await d.scheduler.trigger(item.pipeline, now)
+
+
+async def edit_reply(update: Update, context: Context) -> None:
+    """A reply to an Edit prompt becomes the item's new draft version and a new card."""
+    message = update.effective_message
+    assert message is not None and message.reply_to_message is not None
+    d = deps(context)
+    asked = d.edits.get((message.chat_id, message.reply_to_message.message_id))
+    if asked is None:
+        await message.reply_text("That prompt is no longer open: tap Edit on the card again.")
+        return
+    item_id, version = asked
+    item = await items.get(d.store, item_id)
+    pipeline = d.pipelines[item.pipeline]
+    assert message.from_user is not None
+    try:
+        draft = await approval.edit(
+            d.store, pipeline, item_id, version, message.text or "", message.from_user.id, d.clock()
+        )
+    except (validation.InvalidDraft, errors.Conflict, errors.IllegalTransition) as exc:
+        await message.reply_text(f"Not saved: {exc}")
+        return
+    d.edits.pop((message.chat_id, message.reply_to_message.message_id), None)
+    await message.reply_text(f"Saved as version {draft.version}; a new card follows.")
+    d.sender.wake()
+
+
+async def on_error(update: object, context: Context) -> None:
+    """Log the error with its traceback and tell the operator's chat, without details."""
+    log.error("handler failed", exc_info=context.error)
+    if isinstance(update, Update) and update.effective_chat is not None:
+        name = type(context.error).__name__
+        await context.bot.send_message(
+            update.effective_chat.id, f"⚠️ Something went wrong ({name}); it is in the log."
+        )

@@ -1,0 +1,267 @@
+"""What the bot says, as Telegram HTML: cards, decisions, /status, /pending, /budget, ...
+
+Pure functions from store rows to text; nothing here reads the clock (`now` is passed)
+or does I/O. Every fetched or generated text goes through `esc` (html.escape), so a
+feed title with `<b>` in it stays text. `split` cuts long text at line boundaries into
+messages Telegram accepts (4096 UTF-16 units).
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+from store import budgets, events, items, ledger_report, runs
+
+#: Telegram's limit on a message's text, in UTF-16 code units.
+MAX_MESSAGE = 4096
+#: Room kept free on a card's last part for the decision line added when it is edited.
+DECISION_ROOM = 300
+
+
+def esc(text: object) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def utf16_len(text: str) -> int:
+    return len(text.encode("utf-16-le")) // 2
+
+
+def split(text: str, limit: int = MAX_MESSAGE) -> list[str]:
+    """Cut `text` into parts of at most `limit` UTF-16 units, at newlines where possible.
+
+    Tags produced here never span a newline, so a cut at a line boundary keeps the
+    HTML valid; a line longer than `limit` is cut before any tag or entity it would split.
+    """
+    parts: list[str] = []
+    current = ""
+    for line in text.split("\n"):
+        candidate = f"{current}\n{line}" if current else line
+        if utf16_len(candidate) <= limit:
+            current = candidate
+            continue
+        if current:
+            parts.append(current)
+        while utf16_len(line) > limit:
+            cut = _safe_cut(line, limit)
+            parts.append(line[:cut])
+            line = line[cut:]
+        current = line
+    if current or not parts:
+        parts.append(current)
+    return parts
+
+
+def _safe_cut(line: str, limit: int) -> int:
+    cut = limit
+    while utf16_len(line[:cut]) > limit:
+        cut -= 1
+    head = line[:cut]
+    # Never end inside "<...>" or "&...;": step back to where it began.
+    for opener, closer in (("<", ">"), ("&", ";")):
+        start = head.rfind(opener)
+        if start > head.rfind(closer) and start > 0:
+            cut = min(cut, start)
+    return cut
+
+
+def when(at: datetime) -> str:
+    return at.strftime("%Y-%m-%d %H:%M UTC")
+
+
+def age(at: datetime | None, now: datetime) -> str:
+    if at is None:
+        return "never"
+    seconds = int((now - at).total_seconds())
+    if seconds < 0:
+        return "in " + _span(-seconds)
+    return _span(seconds) + " ago"
+
+
+def _span(seconds: int) -> str:
+    if seconds < 90:
+        return f"{seconds}s"
+    if seconds < 90 * 60:
+        return f"{seconds // 60}m"
+    if seconds < 48 * 3600:
+        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+    return f"{seconds // 86400}d"
+
+
+def usd(micros: int | None) -> str:
+    return "n/a" if micros is None else budgets.usd(micros)
+
+
+# -- approval cards ---------------------------------------------------------------------
+
+
+def card(item_id: int, payload: dict[str, Any]) -> str:
+    """An approval card from a `card` outbox row's payload."""
+    lines = [f"📝 <b>{esc(payload.get('pipeline', '?'))}</b> · item {item_id}"]
+    title = payload.get("title")
+    link = payload.get("link")
+    if title and link:
+        lines.append(f'<a href="{esc(link)}">{esc(title)}</a>')
+    elif title or link:
+        lines.append(esc(title or link))
+    if payload.get("duplicate_of") is not None:
+        reason = payload.get("duplicate_reason") or "similar text"
+        lines.append(f"⚠️ possible duplicate of item {esc(payload['duplicate_of'])}: {esc(reason)}")
+    lines.append("")
+    lines.extend(esc(payload.get("text", "")).split("\n"))
+    lines.append("")
+    meta = [
+        f"version {esc(payload.get('version', '?'))}",
+        f"attempt {esc(payload.get('attempt', '?'))}",
+        f"drafter {esc(payload.get('drafter', '?'))}",
+        f"cost {usd(payload.get('cost_micros'))}",
+    ]
+    lines.append("<i>" + " · ".join(meta) + "</i>")
+    if payload.get("note"):
+        lines.append(f"<i>{esc(payload['note'])}</i>")
+    return "\n".join(lines)
+
+
+def card_parts(item_id: int, payload: dict[str, Any]) -> list[str]:
+    return split(card(item_id, payload), MAX_MESSAGE - DECISION_ROOM)
+
+
+def decision_line(edit: dict[str, Any], at: datetime) -> str:
+    """The line a decided card gains, from a `card_edit` payload (its status line if any)."""
+    if edit.get("status"):
+        return esc(edit["status"])
+    who = ", ".join(str(x) for x in edit.get("decided_by") or []) or "?"
+    state = str(edit.get("state", ""))
+    if state == "rejected":
+        return f"❌ rejected by {esc(who)} at {when(at)}"
+    if state == "awaiting_approval":
+        return f"⏳ votes so far: {esc(who)}"
+    return f"✅ approved by {esc(who)} at {when(at)}"
+
+
+def decided_card(last_part: str, edit: dict[str, Any], at: datetime) -> str:
+    return f"{last_part}\n\n{decision_line(edit, at)}"
+
+
+# -- commands ---------------------------------------------------------------------------
+
+
+class PipelineState(Protocol):
+    @property
+    def paused(self) -> bool: ...
+    @property
+    def next_due_at(self) -> datetime | None: ...
+
+
+def status_overview(
+    names: Iterable[str],
+    states: Mapping[str, PipelineState],
+    last_runs: dict[str, runs.Run | None],
+    counts: dict[str, dict[str, int]],
+    wal_bytes: int,
+    now: datetime,
+) -> str:
+    lines = ["<b>gatehouse status</b>"]
+    for name in sorted(names):
+        state = states.get(name)
+        run = last_runs.get(name)
+        by_state = counts.get(name, {})
+        flags = " ⏸ paused" if state is not None and state.paused else ""
+        lines.append(f"\n<b>{esc(name)}</b>{flags}")
+        lines.append("  last run: " + (_run_summary(run, now) if run else "none yet"))
+        due = state.next_due_at if state else None
+        lines.append(f"  next due: {age(due, now) if due else 'not scheduled'}")
+        lines.append(
+            f"  awaiting approval: {by_state.get('awaiting_approval', 0)}"
+            f" · breaches: {by_state.get('breach', 0)}"
+        )
+    lines.append(f"\nstore WAL: {wal_bytes / 1024:.0f} KiB")
+    return "\n".join(lines)
+
+
+def _run_summary(run: runs.Run, now: datetime) -> str:
+    c = run.counts
+    mark = {"ok": "🟢", "error": "🔴", "running": "🔄"}.get(run.status, "")
+    text = (
+        f"{mark} {esc(run.status)} {age(run.started_at, now)} "
+        f"(fetched {c.fetched}, new {c.new}, drafted {c.drafted}, failed {c.failed})"
+    )
+    if run.error_text:
+        text += f": {esc(run.error_text[:200])}"
+    return text
+
+
+def status_pipeline(
+    name: str, recent: Sequence[runs.Run], window: runs.Window, now: datetime
+) -> str:
+    lines = [f"<b>{esc(name)}</b>: last {len(recent)} runs, newest first"]
+    lines.extend(f"  #{run.id} {run.trigger}: {_run_summary(run, now)}" for run in recent)
+    if not recent:
+        lines.append("  no runs yet")
+    if window.last_ok is not None:
+        lines.append(f"last green: #{window.last_ok.id} {age(window.last_ok.started_at, now)}")
+    if window.first_error_after is not None:
+        red = window.first_error_after
+        lines.append(f"first red after it: #{red.id} {age(red.started_at, now)}")
+    return "\n".join(lines)
+
+
+def pending(waiting: Sequence[items.Item], cards: dict[int, int], now: datetime) -> str:
+    """Items awaiting approval, oldest first; `cards` maps item id to its card in this chat."""
+    if not waiting:
+        return "Nothing is awaiting approval."
+    lines = [f"<b>{len(waiting)} awaiting approval</b>, oldest first"]
+    for item in waiting:
+        title = str(item.payload.get("title") or item.source_id)[:80]
+        where = f" → card message {cards[item.id]}" if item.id in cards else ""
+        lines.append(
+            f"• item {item.id} <b>{esc(item.pipeline)}</b> v{item.version}: {esc(title)}"
+            f" · waiting {age(item.last_transition_at, now).removesuffix(' ago')}{where}"
+        )
+    return "\n".join(lines)
+
+
+def history(item: items.Item, trail: Sequence[events.Event]) -> str:
+    lines = [f"<b>item {item.id}</b> ({esc(item.pipeline)}): {esc(item.state)}"]
+    for event in trail:
+        reason = f": {esc(event.reason)}" if event.reason else ""
+        lines.append(
+            f"  {when(event.at)} {esc(event.from_state or '·')} → {esc(event.to_state)}"
+            f" by {esc(event.actor)} (attempt {event.attempt}){reason}"
+        )
+    return "\n".join(lines)
+
+
+def replay_offer(item: items.Item, trail: Sequence[events.Event]) -> str:
+    why = item.reason or "no reason recorded"
+    return f"{history(item, trail)}\n\n<b>dropped</b>: {esc(item.state)}, {esc(why)}\nReplay it?"
+
+
+def budget(report: ledger_report.Report, now: datetime) -> str:
+    if not report.budgets:
+        lines = ["No budgets configured: LLM drafting is off; the template drafter runs."]
+    else:
+        lines = ["<b>budgets</b> (spent / held / remaining of limit)"]
+    for b in sorted(report.budgets, key=lambda b: (b.scope, b.period)):
+        lines.append(
+            f"• {esc(b.scope)} {'today' if b.period == 'day' else 'this month'}: "
+            f"{usd(b.spent_micros)} / {usd(b.held_micros)} / {usd(b.remaining_micros)}"
+            f" of {usd(b.limit_micros)} ({b.pct_used:.0f}% used)"
+        )
+    if report.uncertain:
+        lines.append(f"\n⚠️ <b>{len(report.uncertain)} uncertain holds</b> (reconcile them):")
+        for hold in report.uncertain:
+            lines.append(
+                f"• claim {hold.claim_id} {esc(hold.pipeline)} item {hold.item_id}"
+                f" ({esc(hold.item_state or '?')}): {usd(hold.reserved_micros)}"
+                f" since {age(hold.since, now)}; {esc(hold.reason or '')}"
+            )
+    else:
+        lines.append("no uncertain holds")
+    return "\n".join(lines)
+
+
+def duration(span: timedelta) -> str:
+    return _span(int(span.total_seconds()))

@@ -1,0 +1,243 @@
+"""End to end: the real bot process (`python -m bot`) against the local Bot API server
+and a local feed, with the store read from the test through a read-only connection."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot import localapi, localapi_state
+from store import db, events, items
+from store.machine import State
+from tests.fakes import feeds
+from tests.fakes.feed_server import FeedServer
+
+TOKEN = "987654:e2e-secret-token-value_ABCDEFGHIJKLMNOP"
+OPERATOR = 1001
+STRANGER = 666
+ROOT = Path(__file__).resolve().parent.parent
+
+PIPELINE = """\
+name: news
+schedule: 1h
+sources:
+  - type: rss
+    url: {url}
+    scope: e2e-news
+approval:
+  quorum: 1
+dispatch:
+  type: none
+"""
+
+
+class BotProcess:
+    """`python -m bot` in a subprocess, its stderr in a log file."""
+
+    def __init__(self, tmp: Path, api: localapi.LocalBotApi) -> None:
+        self.log = tmp / "bot.log"
+        self.env = {
+            **os.environ,
+            "PTB_TIMEDELTA": "1",
+            "GATEHOUSE_TELEGRAM__TOKEN": TOKEN,
+            "GATEHOUSE_TELEGRAM__BASE_URL": api.base_url,
+            "GATEHOUSE_TELEGRAM__OPERATORS": str(OPERATOR),
+            "GATEHOUSE_DATA_DIR": str(tmp / "data"),
+            "GATEHOUSE_PIPELINES_DIR": str(tmp / "pipelines"),
+            "GATEHOUSE_LOG_LEVEL": "DEBUG",
+        }
+        self.cwd = tmp
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> BotProcess:
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "bot"], cwd=self.cwd, env=self.env, stdout=out, stderr=out
+            )
+        return self
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=10)
+
+    def stop(self) -> int:
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+
+@pytest.fixture
+def api() -> Iterator[localapi.LocalBotApi]:
+    with localapi.LocalBotApi(token=TOKEN) as server:
+        yield server
+
+
+@pytest.fixture
+def feed() -> Iterator[FeedServer]:
+    with FeedServer() as server:
+        server.set(
+            "/feed.xml",
+            feeds.rss(
+                [
+                    ("g1", "Tom & Jerry", "Body one & more"),
+                    ("g2", "Second story", "Body two"),
+                ]
+            ),
+            "application/rss+xml",
+        )
+        yield server
+
+
+@pytest.fixture
+def bot(tmp_path: Path, api: localapi.LocalBotApi, feed: FeedServer) -> Iterator[BotProcess]:
+    (tmp_path / "pipelines").mkdir()
+    (tmp_path / "pipelines" / "news.yaml").write_text(PIPELINE.format(url=feed.url("/feed.xml")))
+    process = BotProcess(tmp_path, api).start()
+    try:
+        yield process
+    finally:
+        process.stop()
+        assert TOKEN not in process.log.read_text(), "the token reached a log line"
+
+
+def cards(api: localapi.LocalBotApi) -> list[localapi_state.ChatMessage]:
+    return [m for m in api.sent(OPERATOR) if m.reply_markup and "item" in m.text]
+
+
+def button(message: Any, label: str) -> str:
+    for row in message.reply_markup["inline_keyboard"]:
+        for key in row:
+            if label in key["text"]:
+                return str(key["callback_data"])
+    raise AssertionError(f"no {label} button on {message.text!r}")
+
+
+def item_id_of(message: Any) -> int:
+    return int(message.text.split("item ", 1)[1].split()[0])
+
+
+def tap(api: localapi.LocalBotApi, user: int, message: Any, label: str) -> dict[str, Any]:
+    """Tap a button under `message` as `user`; returns the bot's answer to the tap."""
+    return answer_to(
+        api, api.inject_callback(OPERATOR, user, message.message_id, button(message, label))
+    )
+
+
+def version_of(api: localapi.LocalBotApi, message_id: int, version: int) -> Any:
+    def edited() -> Any:
+        latest = api.history(OPERATOR, message_id)[-1]
+        return latest if latest.version == version else None
+
+    return api.wait_for(edited, timeout=10)
+
+
+def two_cards(api: localapi.LocalBotApi) -> list[Any]:
+    def both() -> list[Any]:
+        found = cards(api)
+        return found if len(found) == 2 else []
+
+    return api.wait_for(both, timeout=20)
+
+
+def answer_to(api: localapi.LocalBotApi, query_id: str) -> dict[str, Any]:
+    found = api.wait_for(
+        lambda: [a for a in api.callback_answers() if a["callback_query_id"] == query_id],
+        timeout=10,
+    )
+    return found[0]
+
+
+async def read(data_dir: Path, fn: Any) -> Any:
+    store = await db.Store.open(db.StoreConfig(data_dir=data_dir), readonly=True)
+    try:
+        return await fn(store)
+    finally:
+        await store.close()
+
+
+def command(api: localapi.LocalBotApi, text: str, user: int = OPERATOR) -> str:
+    before = len(api.sent(OPERATOR))
+    api.inject_command(OPERATOR, user, text)
+    replies = api.wait_for(lambda: api.sent(OPERATOR)[before:], timeout=10)
+    return replies[-1].text
+
+
+async def test_cards_taps_and_commands(
+    bot: BotProcess, api: localapi.LocalBotApi, tmp_path: Path
+) -> None:
+    data = tmp_path / "data"
+    first, second = two_cards(api)
+    assert "Tom & Jerry" in first.text and "Body one & more" in first.text  # escaped, shown
+    approve = button(first, "Approve")
+    item_a = item_id_of(first)
+    assert len(approve.encode()) <= 64
+
+    answer = answer_to(api, api.inject_callback(OPERATOR, OPERATOR, first.message_id, approve))
+    assert answer["text"] == "✅ approved"
+    edited = version_of(api, first.message_id, 2)
+    assert f"approved by {OPERATOR}" in edited.text and edited.reply_markup is None
+    trail = await read(data, lambda s: items.history(s, item_a))
+    approvals = [e for e in trail if e.to_state == State.APPROVED]
+    assert len(approvals) == 1 and approvals[0].actor == events.operator(OPERATOR)
+
+    # The same tap again: answered, and nothing changes.
+    again = answer_to(api, api.inject_callback(OPERATOR, OPERATOR, first.message_id, approve))
+    assert "nothing changed" in again["text"] or "version" in again["text"]
+    assert await read(data, lambda s: items.history(s, item_a)) == trail
+    assert len(api.history(OPERATOR, first.message_id)) == 2
+
+    # A stranger's tap on the other card: refused, the item still waits.
+    item_b = item_id_of(second)
+    stranger = api.inject_callback(OPERATOR, STRANGER, second.message_id, button(second, "Reject"))
+    assert "not an operator" in answer_to(api, stranger)["text"]
+    trail_b = await read(data, lambda s: items.history(s, item_b))
+    assert trail_b[-1].to_state == State.AWAITING_APPROVAL
+    # A forged tag: refused the same way.
+    forged = button(second, "Reject")[:-4] + "AAAA"
+    assert (
+        "not made by this bot"
+        in answer_to(api, api.inject_callback(OPERATOR, OPERATOR, second.message_id, forged))[
+            "text"
+        ]
+    )
+    assert await read(data, lambda s: items.history(s, item_b)) == trail_b
+
+    status = command(api, "/status")
+    assert "news" in status and "awaiting approval: 1" in status and "WAL" in status
+    assert "fetched 2, new 2" in status
+    pending = command(api, "/pending")
+    assert f"item {item_b}" in pending and f"card message {second.message_id}" in pending
+    assert f"item {item_a}" not in pending
+    assert "No budgets configured" in command(api, "/budget")
+    assert "Did you mean news" in command(api, "/status nwes")
+    assert "Did you mean /status" in command(api, "/stauts")
+    assert "usage: /replay <item id>" in command(api, "/replay twelve")
+    # A stranger's command is ignored: the next reply answers the operator's /help.
+    before = len(api.sent(OPERATOR))
+    api.inject_command(OPERATOR, STRANGER, "/status")
+    assert command(api, "/help").startswith("gatehouse")
+    assert len(api.sent(OPERATOR)) == before + 1
+
+    # Reject B, then /replay shows why it dropped and the confirm button replays it.
+    tap(api, OPERATOR, second, "Reject")
+    offer_text = command(api, f"/replay {item_b}")
+    assert f"rejected by operator:{OPERATOR}" in offer_text
+    offer = api.sent(OPERATOR)[-1]
+    confirm = tap(api, OPERATOR, offer, "Replay")
+    assert confirm["text"] == "replayed: attempt 2"
+    replayed = await read(data, lambda s: items.get(s, item_b))
+    assert replayed.attempt == 2
