@@ -193,3 +193,12 @@ CREATE TABLE source_state (
     updated_at INTEGER NOT NULL,
     PRIMARY KEY (pipeline, scope)
 );
+
+CREATE TABLE llm_outputs (
+    claim_id   INTEGER PRIMARY KEY REFERENCES claims (id),
+    text       TEXT NOT NULL,
+    model      TEXT NOT NULL,
+    request_id TEXT,
+    error      TEXT,
+    created_at INTEGER NOT NULL
+);
