@@ -241,3 +241,31 @@ async def test_cards_taps_and_commands(
     assert confirm["text"] == "replayed: attempt 2"
     replayed = await read(data, lambda s: items.get(s, item_b))
     assert replayed.attempt == 2
+
+
+async def test_a_card_pending_at_sigkill_works_after_restart(
+    bot: BotProcess, api: localapi.LocalBotApi, tmp_path: Path
+) -> None:
+    first, _ = two_cards(api)
+    bot.kill()
+    bot.start()
+    # The new process polls again; the old card's button still verifies and decides.
+    answer = tap(api, OPERATOR, first, "Approve")
+    assert answer["text"] == "✅ approved"
+    edited = version_of(api, first.message_id, 2)
+    assert f"approved by {OPERATOR}" in edited.text
+    item = await read(tmp_path / "data", lambda s: items.get(s, item_id_of(first)))
+    assert item.state != State.AWAITING_APPROVAL
+
+
+async def test_debug_logging_never_shows_the_token(
+    bot: BotProcess, api: localapi.LocalBotApi
+) -> None:
+    first, _ = two_cards(api)
+    tap(api, OPERATOR, first, "Approve")
+    command(api, "/status")
+    assert bot.stop() == 0
+    log = bot.log.read_text()
+    assert " DEBUG " in log and "getUpdates" in log  # the bot really logged at DEBUG
+    secret = TOKEN.split(":", 1)[1]
+    assert TOKEN not in log and secret not in log
