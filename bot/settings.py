@@ -14,6 +14,9 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from pydantic_settings import SettingsError as _SourceError
 
+from pipelines import providers
+from store import prices as ledger_prices
+
 ENV_PREFIX = "GATEHOUSE_"
 
 
@@ -81,6 +84,10 @@ class Settings(BaseSettings):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     store: StoreSettings = Field(default_factory=StoreSettings)
     telegram: TelegramSettings = Field(default_factory=TelegramSettings)
+    #: The LLM provider for `drafter: llm` pipelines; unset: they use the template drafter.
+    llm: providers.ProviderSettings | None = None
+    #: Model name -> price in micros per million tokens (JSON); a model without one is not used.
+    prices: dict[str, ledger_prices.Price] = Field(default_factory=dict)
 
 
 def env_name(loc: tuple[int | str, ...]) -> str:
