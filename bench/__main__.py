@@ -1,6 +1,6 @@
 """Benchmarks that print their figures; the last line of each is one JSON object.
 
-    python -m bench dedup [--rows N] [--batches B]
+python -m bench dedup [--rows N] [--batches B]
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ import sys
 
 BENCHES = {
     "dedup": "bench.dedup",
+    "bot": "bench.bot",
+    "transitions": "bench.transitions",
 }
 
 

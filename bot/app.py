@@ -86,13 +86,22 @@ def callback_key(cfg: settings_mod.Settings, token: str) -> bytes:
     return callbacks.derive_key(token)
 
 
+def file_url(base_url: str) -> str:
+    """The file download base that belongs with a Bot API base ending in /bot."""
+    return base_url.removesuffix("/bot") + "/file/bot"
+
+
 def build(cfg: settings_mod.Settings, token: str) -> App:
     """The PTB application with every handler; Deps are attached by `serve`."""
     limiter = AIORateLimiter(
         overall_max_rate=cfg.telegram.flood_limit_per_second, max_retries=RATE_LIMIT_RETRIES
     )
     application: App = (
-        ApplicationBuilder().token(token).base_url(cfg.telegram.base_url).rate_limiter(limiter)
+        ApplicationBuilder()
+        .token(token)
+        .base_url(cfg.telegram.base_url)
+        .base_file_url(file_url(cfg.telegram.base_url))
+        .rate_limiter(limiter)
     ).build()
     add = application.add_handler
     add(TypeHandler(Update, handlers.gate), group=-1)  # the operator check, before anything

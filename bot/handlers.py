@@ -7,6 +7,7 @@ reads the clock once, at the edge. The operator check runs before any of them
 
 from __future__ import annotations
 
+import asyncio
 import difflib
 import logging
 from collections.abc import Callable
@@ -296,10 +297,13 @@ async def _decide(
         "pending": f"vote recorded: {len(decision.approvals)}/{decision.quorum}",
         "unchanged": f"nothing changed: the item is {decision.item.state}",
     }
-    await query.answer(answers[decision.outcome])
-    if decision.outcome != "unchanged":
-        # Edit the card now rather than at the sender's next pass.
-        await d.sender.flush_item(button.item_id, now)
+    if decision.outcome == "unchanged":
+        await query.answer(answers[decision.outcome])
+        return
+    # Edit the card now rather than at the sender's next pass, while the tap is answered.
+    await asyncio.gather(
+        query.answer(answers[decision.outcome]), d.sender.flush_item(button.item_id, now)
+    )
 
 
 async def _ask_for_edit(query: Any, d: Deps, item: items.Item, button: callbacks.Button) -> None:
