@@ -71,7 +71,9 @@ def run_raw(path: Path, work: list[list[str]]) -> float:
     started = time.perf_counter()
     for ids in work:
         marks = ",".join("?" * len(ids))
-        query = f"SELECT item_id FROM seen_items WHERE pipeline=? AND scope=? AND item_id IN ({marks})"
+        query = (
+            f"SELECT item_id FROM seen_items WHERE pipeline=? AND scope=? AND item_id IN ({marks})"
+        )
         found = {row[0] for row in conn.execute(query, (PIPELINE, SCOPE, *ids))}
         unseen = [i for i in ids if i not in found]
         conn.execute("BEGIN IMMEDIATE")

@@ -15,6 +15,7 @@ transition (a draft, a vote, an outbox row) commit in the same transaction:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import sqlite3
@@ -39,7 +40,7 @@ class Item:
     pipeline: str
     scope: str
     source_id: str
-    payload: dict[str, Any]
+    payload_json: str
     content_hash: str
     state: State
     attempt: int
@@ -56,7 +57,7 @@ class Item:
             pipeline=row["pipeline"],
             scope=row["scope"],
             source_id=row["source_id"],
-            payload=json.loads(row["payload"]),
+            payload_json=row["payload"],
             content_hash=row["content_hash"],
             state=State(row["state"]),
             attempt=row["attempt"],
@@ -66,6 +67,12 @@ class Item:
             last_transition_at=clock.from_ms(row["last_transition_at"]),
             deadline=clock.maybe_from_ms(row["deadline"]),
         )
+
+    @functools.cached_property
+    def payload(self) -> dict[str, Any]:
+        """What was fetched (parsed on first use: most transitions never read it)."""
+        parsed: dict[str, Any] = json.loads(self.payload_json)
+        return parsed
 
 
 def content_hash(payload: dict[str, Any]) -> str:
@@ -162,6 +169,8 @@ def transition_sync(
         )
     _check_floor(conn, item, to, actor, now)
     window = deadline if deadline is not None else machine.DEADLINES.get(to)
+    at = clock.to_ms(now)
+    due = clock.to_ms(now + window) if to in machine.DEADLINES and window else None
     params = {
         "id": item_id,
         "from_state": item.state,
@@ -169,16 +178,30 @@ def transition_sync(
         "attempt": item.attempt,
         "version": item.version,
         "reason": reason,
-        "now": clock.to_ms(now),
-        "deadline": clock.to_ms(now + window) if to in machine.DEADLINES and window else None,
+        "now": at,
+        "deadline": due,
     }
-    moved = _one(conn, Q["move"], params)
-    if moved is None:  # unreachable with one writer; kept as the compare-and-set guard
+    if conn.execute(Q["move"], params).rowcount != 1:
+        # Unreachable with one writer; kept as the compare-and-set guard.
         raise errors.Conflict(f"item {item_id} changed underneath this transition")
     events.append(
         conn, "item", item_id, item.state, to, actor, now, attempt=item.attempt, reason=reason
     )
-    return moved
+    return Item(  # built directly: dataclasses.replace costs more than the UPDATE
+        item.id,
+        item.pipeline,
+        item.scope,
+        item.source_id,
+        item.payload_json,
+        item.content_hash,
+        to,
+        item.attempt,
+        item.version,
+        reason,
+        item.created_at,
+        clock.from_ms(at),
+        clock.maybe_from_ms(due),
+    )
 
 
 def _check_floor(

@@ -142,16 +142,28 @@ def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
 
 
 def _run_batch(conn: sqlite3.Connection, units: list[Unit]) -> list[tuple[bool, Any]]:
-    """Run units in one BEGIN IMMEDIATE transaction; each alone when it fails."""
+    """Run units in one BEGIN IMMEDIATE transaction; each alone when it fails.
+
+    The batch first runs without savepoints (units rarely fail, and two statements
+    per unit are a tenth of its cost); if any unit raises, everything is rolled
+    back and the batch runs again with a savepoint around each unit. Units are
+    database work only, so running one twice is safe.
+    """
+    if len(units) == 1:
+        return [_in_transaction(conn, lambda: _run_single(conn, units[0]))]
+    try:
+        return _in_transaction(conn, lambda: [(True, unit(conn)) for unit in units])
+    except Exception:
+        return _in_transaction(conn, lambda: [_run_in_savepoint(conn, unit) for unit in units])
+
+
+def _in_transaction(conn: sqlite3.Connection, work: Callable[[], T]) -> T:
     conn.execute("BEGIN IMMEDIATE")
     try:
-        if len(units) == 1:
-            outcomes = [_run_single(conn, units[0])]
-        else:
-            outcomes = [_run_in_savepoint(conn, unit) for unit in units]
+        result = work()
         if conn.in_transaction:
             conn.execute("COMMIT")
-        return outcomes
+        return result
     except BaseException:
         if conn.in_transaction:
             conn.execute("ROLLBACK")

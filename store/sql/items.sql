@@ -14,7 +14,6 @@ SELECT * FROM items WHERE id = :id
 UPDATE items
    SET state = :to_state, reason = :reason, last_transition_at = :now, deadline = :deadline
  WHERE id = :id AND state = :from_state AND attempt = :attempt AND version = :version
-RETURNING *
 
 -- name: replay
 -- Back to new with the next attempt; the draft history is kept.
