@@ -1,0 +1,133 @@
+"""Pure parts of the bot: button data, rendering, the operator gate, redaction, startup checks."""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from bot import app, auth, callbacks, logs, render
+from bot import settings as settings_mod
+
+KEY = callbacks.derive_key("123:abc")
+TOKEN = "8123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw_x"
+
+
+def test_buttons_round_trip_within_64_bytes() -> None:
+    biggest = callbacks.Button("approve", 2**63 - 1, 10**6, 10**6)
+    data = callbacks.encode(KEY, biggest)
+    assert len(data.encode()) <= 64
+    assert callbacks.decode(KEY, data) == biggest
+
+
+@pytest.mark.parametrize(
+    "tamper",
+    [
+        lambda d: d.replace(":a:", ":r:"),  # another action under the same tag
+        lambda d: d[:-1] + ("A" if d[-1] != "A" else "B"),  # a forged tag
+        lambda d: d.rpartition(":")[0],  # no tag
+        lambda d: "",
+    ],
+)
+def test_a_changed_button_is_refused(tamper: object) -> None:
+    data = callbacks.encode(KEY, callbacks.Button("approve", 12, 1, 3))
+    with pytest.raises(callbacks.InvalidButton):
+        callbacks.decode(KEY, tamper(data))  # type: ignore[operator]
+
+
+def test_a_button_made_with_another_key_is_refused() -> None:
+    data = callbacks.encode(callbacks.derive_key("999:other"), callbacks.Button("reject", 1, 1, 1))
+    with pytest.raises(callbacks.InvalidButton, match="not made by this bot"):
+        callbacks.decode(KEY, data)
+
+
+@given(st.text(alphabet=st.characters(codec="utf-8"), max_size=12000))
+def test_split_keeps_every_part_within_the_limit_and_loses_nothing(text: str) -> None:
+    parts = render.split(text, 1000)
+    assert all(render.utf16_len(part) <= 1000 for part in parts)
+    assert "".join(parts).replace("\n", "") == text.replace("\n", "")
+
+
+def test_split_never_cuts_an_entity_or_tag() -> None:
+    line = "a" * 997 + "&amp;" + "b" * 10  # a cut at 1000 would fall inside "&amp;"
+    first, second = render.split(line, 1000)
+    assert first == "a" * 997 and second.startswith("&amp;")
+
+
+def test_a_card_escapes_what_it_fetched() -> None:
+    payload = {
+        "pipeline": "news",
+        "title": "<script>",
+        "link": 'https://x.example/?a=1&b="2"',
+        "text": "a < b & c",
+        "version": 2,
+        "attempt": 1,
+        "drafter": "template",
+        "cost_micros": 1_500_000,
+        "duplicate_of": 7,
+        "duplicate_reason": "same <title>",
+    }
+    text = render.card(3, payload)
+    assert "&lt;script&gt;" in text and "a &lt; b &amp; c" in text
+    assert 'href="https://x.example/?a=1&amp;b=&quot;2&quot;"' in text
+    assert "possible duplicate of item 7: same &lt;title&gt;" in text
+    assert "cost $1.50" in text
+
+
+def test_decision_lines() -> None:
+    at = datetime(2026, 1, 2, 3, 4, tzinfo=None).astimezone()
+    assert render.decision_line({"status": "✅ approved by 5 at x"}, at) == "✅ approved by 5 at x"
+    rejected = render.decision_line({"state": "rejected", "decided_by": [5]}, at)
+    assert rejected.startswith("❌ rejected by 5")
+
+
+def test_the_gate_ignores_strangers_and_limits_each_operator() -> None:
+    now = datetime(2026, 1, 1).astimezone()
+    gate = auth.Gate([1, 2], per_minute=2)
+    assert gate.check(3, now) == "stranger" and gate.check(None, now) == "stranger"
+    assert gate.strangers == 2
+    assert [gate.check(1, now) for _ in range(3)] == ["operator", "operator", "limited"]
+    assert gate.check(2, now) == "operator"  # limits are per operator
+    assert gate.check(1, now + timedelta(minutes=1)) == "operator"
+    with pytest.raises(ValueError, match="OPERATORS"):
+        auth.Gate([], per_minute=1)
+
+
+def test_the_filter_redacts_tokens_in_messages_args_and_tracebacks(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    redactor = logs.RedactTokens([TOKEN])
+    caplog.handler.addFilter(redactor)
+    log = logging.getLogger("test.redact")
+    try:
+        log.warning("GET https://api.example/bot%s/getMe", TOKEN)
+        log.warning("url %s", "http://127.0.0.1:1/bot42:short-local-token/sendMessage")
+        try:
+            raise RuntimeError(f"failed: {TOKEN}")
+        except RuntimeError:
+            log.exception("boom")
+    finally:
+        caplog.handler.removeFilter(redactor)
+    assert TOKEN not in caplog.text and "short-local-token" not in caplog.text
+    assert caplog.text.count(logs.REDACTED) >= 3
+
+
+@pytest.mark.parametrize(
+    ("telegram", "reason"),
+    [
+        ({"token": TOKEN}, "OPERATORS is empty"),
+        ({"operators": [1]}, "TOKEN is not set"),
+        ({"token": TOKEN, "operators": [1], "mode": "webhook", "webhook_url": "https://h/x"},
+         "WEBHOOK_SECRET"),
+    ],
+)  # fmt: skip
+def test_startup_refuses_unsafe_settings(
+    telegram: dict[str, object], reason: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = settings_mod.Settings(telegram=settings_mod.TelegramSettings(**telegram))  # type: ignore[arg-type]
+    assert app.main(cfg) == 2
+    err = capsys.readouterr().err
+    assert reason in err and TOKEN not in err
