@@ -269,3 +269,27 @@ async def test_debug_logging_never_shows_the_token(
     assert " DEBUG " in log and "getUpdates" in log  # the bot really logged at DEBUG
     secret = TOKEN.split(":", 1)[1]
     assert TOKEN not in log and secret not in log
+
+
+async def test_edit_posts_a_new_card_and_the_old_one_goes_stale(
+    bot: BotProcess, api: localapi.LocalBotApi, tmp_path: Path
+) -> None:
+    first, _ = two_cards(api)
+    item_id = item_id_of(first)
+    tap(api, OPERATOR, first, "Edit")
+    prompt = api.wait_for(lambda: [m for m in api.sent(OPERATOR) if "replacement" in m.text])[0]
+    assert prompt.reply_markup and prompt.reply_markup.get("force_reply")
+    api.inject_message(OPERATOR, OPERATOR, "Better <words>", reply_to_message_id=prompt.message_id)
+    new_card = api.wait_for(lambda: [m for m in cards(api) if "Better <words>" in m.text])[0]
+    assert "version 2" in new_card.text
+    old = version_of(api, first.message_id, 2)
+    assert "edited by" in old.text and old.reply_markup is None
+    # A tap on the old card's button is refused; the new card's works.
+    stale = tap(api, OPERATOR, first, "Approve")
+    assert "version" in stale["text"]
+    assert tap(api, OPERATOR, new_card, "Approve")["text"] == "✅ approved"
+    history = command(api, f"/history {item_id}")
+    assert "edited: version 1 -&gt; 2" in history or "edited: version 1 -> 2" in history
+    assert f"approved by operator:{OPERATOR}" in history
+    runs = command(api, "/status news")
+    assert "last green" in runs and "fetched 2" in runs
