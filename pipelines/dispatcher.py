@@ -1,0 +1,222 @@
+"""The dispatch worker: carries approved drafts from the outbox to their destinations.
+
+    handled = await dispatcher.run_once(store, pipelines, client, now)   # burst mode (tests)
+    RuntimeConfig(..., workers=(dispatcher.worker,))                     # in the bot
+    RuntimeConfig(..., workers=(dispatcher.make_worker(bot),))           # with telegram_channel
+
+Each due `dispatch` row (queued by approval in the same transaction as `approved`)
+runs approved -> dispatching, ONE attempt through `pipelines.dispatch`, then
+dispatching -> dispatched with the row marked sent. A transient failure leaves the
+item dispatching and the row pending until its next try (backoff, or the
+destination's Retry-After); a permanent one, or MAX_ATTEMPTS transient ones, moves
+the item to failed with the reason and queues an alert.
+
+Every delivery carries the idempotency key of (pipeline, item, attempt, version). A
+crash between the side effect and its commit leaves the row pending and the item
+dispatching; the next run re-asserts dispatching (a no-op) and sends again with the
+same key, so the destination can drop the duplicate. A replay is a new attempt, so
+a new key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import sqlite3
+from collections.abc import Callable, Coroutine, Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+import httpx
+
+from pipelines import config, dispatch
+from store import drafts, errors, items, outbox
+from store.db import Store
+from store.items import Item
+from store.machine import State
+
+log = logging.getLogger(__name__)
+
+#: How often the worker looks for due rows (seconds); approval is a human step.
+POLL_S = 2.0
+#: Rows taken per run; the rest wait for the next one.
+BATCH = 50
+
+Worker = Callable[[Any, asyncio.Event], Coroutine[Any, Any, None]]
+
+
+async def run_once(
+    store: Store,
+    pipelines: Mapping[str, config.Pipeline],
+    client: httpx.AsyncClient,
+    now: datetime,
+    *,
+    bot: Any = None,
+    rng: random.Random | None = None,
+    env: Mapping[str, str] | None = None,
+) -> int:
+    """Work through the due dispatch rows in order; returns how many were handled."""
+    rng = rng if rng is not None else random.Random()
+    rows = await outbox.due(store, now, ["dispatch"], limit=BATCH)
+    for row in rows:
+        try:
+            await _deliver(store, pipelines, row, client, now, bot=bot, rng=rng, env=env)
+        except Exception as exc:  # a bug must not stop the others; the row retries
+            log.exception("dispatch row %s failed unexpectedly", row.id)
+            await _retry_or_fail(store, row, f"unexpected error: {exc!r}", None, now, rng)
+    return len(rows)
+
+
+async def _deliver(
+    store: Store,
+    pipelines: Mapping[str, config.Pipeline],
+    row: outbox.Row,
+    client: httpx.AsyncClient,
+    now: datetime,
+    *,
+    bot: Any,
+    rng: random.Random,
+    env: Mapping[str, str] | None,
+) -> None:
+    attempt, version = int(row.payload["attempt"]), int(row.payload["version"])
+    item = await items.get(store, int(row.payload["item_id"]))
+    if item.attempt != attempt:
+        await outbox.mark_failed(store, row.id, f"stale: item is now at attempt {item.attempt}")
+        return
+    if item.state in (State.DISPATCHED, State.FAILED, State.BREACH):
+        # The item's own commit landed before a crash stopped the row's: close the row.
+        await _close_row(store, row, item, now)
+        return
+    pipeline = pipelines.get(row.target)
+    if pipeline is None:
+        await _fail(store, row, item, f"pipeline {row.target!r} is not loaded", now)
+        return
+    try:
+        item = await items.transition(
+            store,
+            item.id,
+            State.DISPATCHING,
+            "system",
+            now,
+            expect_attempt=attempt,
+            expect_version=version,
+        )
+    except items.Throttled as exc:
+        log.info("dispatch of item %s waits: %s", item.id, exc)
+        return
+    draft = await drafts.get(store, item.id, version)
+    delivery = dispatch.Delivery.build(
+        item_id=item.id,
+        pipeline=pipeline.name,
+        version=version,
+        attempt=attempt,
+        text=draft.text,
+        title=str(item.payload.get("title", "")),
+        link=item.payload.get("link"),
+        source=item.payload.get("extra") or {},
+    )
+    try:
+        result = await dispatch.dispatch(
+            pipeline.dispatch, delivery, client=client, bot=bot, env=env
+        )
+    except dispatch.TransientDispatchError as exc:
+        await _retry_or_fail(store, row, str(exc), exc.retry_after, now, rng, item)
+        return
+    except dispatch.PermanentDispatchError as exc:
+        await _fail(store, row, item, str(exc), now)
+        return
+    await items.transition(
+        store,
+        item.id,
+        State.DISPATCHED,
+        "system",
+        now,
+        reason=result.detail,
+        expect_attempt=attempt,
+        expect_version=version,
+    )
+    await outbox.mark_sent(store, row.id, result.external_id, now)
+
+
+async def _retry_or_fail(
+    store: Store,
+    row: outbox.Row,
+    error: str,
+    retry_after: float | None,
+    now: datetime,
+    rng: random.Random,
+    item: Item | None = None,
+) -> None:
+    tries = row.attempts + 1
+    if tries >= dispatch.MAX_ATTEMPTS:
+        reason = f"gave up after {tries} attempts: {error}"
+        if item is None:
+            await outbox.mark_failed(store, row.id, reason)
+        else:
+            await _fail(store, row, item, reason, now)
+        return
+    delay = max(dispatch.retry_delay(tries, rng), retry_after or 0.0)
+    log.warning("dispatch row %s: %s; try %d in %.0f s", row.id, error, tries + 1, delay)
+    await outbox.mark_retry(store, row.id, error, now + timedelta(seconds=delay))
+
+
+async def _fail(store: Store, row: outbox.Row, item: Item, reason: str, now: datetime) -> None:
+    """The item fails with the reason and an alert (one transaction); then the row closes."""
+
+    def unit(conn: sqlite3.Connection) -> None:
+        items.transition_sync(
+            conn,
+            item.id,
+            State.FAILED,
+            "system",
+            now,
+            reason=f"dispatch: {reason}",
+            expect_attempt=item.attempt,
+        )
+        text = f"❌ item {item.id} ({item.pipeline}) was not dispatched: {reason}"
+        payload = {"text": text, "level": "error", "item_id": item.id}
+        key = f"dispatch-failed:{item.id}:{item.attempt}:{item.version}"
+        outbox.enqueue_sync(
+            conn, "alert", outbox.ALERTS, payload, now, item_id=item.id, dedupe_key=key
+        )
+
+    await store.write(unit)
+    await outbox.mark_failed(store, row.id, reason)
+
+
+async def _close_row(store: Store, row: outbox.Row, item: Item, now: datetime) -> None:
+    if item.state == State.DISPATCHED:
+        await outbox.mark_sent(store, row.id, None, now)
+    else:
+        await outbox.mark_failed(store, row.id, item.reason or f"item is {item.state}")
+
+
+def make_worker(bot: Any = None, *, poll_s: float = POLL_S) -> Worker:
+    """A RuntimeConfig worker that dispatches until stopped; `bot` serves telegram_channel."""
+
+    async def dispatcher(runtime: Any, stop: asyncio.Event) -> None:
+        rng = random.Random()
+        while not stop.is_set():
+            try:
+                await run_once(
+                    runtime.store,
+                    runtime.pipelines,
+                    runtime.client,
+                    runtime.now(),
+                    bot=bot,
+                    rng=rng,
+                )
+            except errors.Closed:
+                return
+            except Exception:
+                log.exception("dispatch run failed")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), poll_s)
+
+    return dispatcher
+
+
+#: The worker without a bot (every target but telegram_channel).
+worker = make_worker()
