@@ -13,6 +13,7 @@ import sys
 BENCHES = {
     "dedup": "bench.dedup",
     "bot": "bench.bot",
+    "tick": "bench.tick",
     "transitions": "bench.transitions",
 }
 

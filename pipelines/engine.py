@@ -169,16 +169,17 @@ class Engine:
     async def _draft_all(
         self, pipeline: config.Pipeline, waiting: list[Item], now: datetime
     ) -> tuple[int, int]:
+        drafting = await self.store.write(lambda conn: _start_drafting(conn, waiting, now))
         earlier = await self._approved_recently(pipeline, now)
         drafter = self._drafter_for(pipeline)
         gate = asyncio.Semaphore(CONCURRENCY)
 
-        async def one(item: Item) -> bool | None:
+        async def one(item: Item) -> bool:
             async with gate:
                 return await self._draft_one(pipeline, drafter, item, earlier, now)
 
-        outcomes = await asyncio.gather(*(one(item) for item in waiting))
-        return sum(o is True for o in outcomes), sum(o is False for o in outcomes)
+        outcomes = await asyncio.gather(*(one(item) for item in drafting))
+        return sum(outcomes), len(outcomes) - sum(outcomes)
 
     async def _draft_one(
         self,
@@ -187,21 +188,16 @@ class Engine:
         item: Item,
         earlier: list[similarity.Earlier],
         now: datetime,
-    ) -> bool | None:
-        """True when drafted, False when it failed, None when it must wait (floor)."""
-        try:
-            item = await items.transition(
-                self.store, item.id, State.DRAFTING, "system", now, expect_attempt=item.attempt
-            )
-        except (items.Throttled, errors.Conflict, errors.IllegalTransition) as exc:
-            log.info("item %s not drafted now: %s", item.id, exc)
-            return None
+    ) -> bool:
+        """Draft one item already in drafting; True when it reached approval."""
         try:
             result = await drafter.draft(item, now)
         except drafters.DraftFailed as exc:
             await self._fail(item, exc, now)
             return False
-        duplicate = similarity.find_duplicate(result.text, _sources(item), earlier)
+        duplicate = (
+            similarity.find_duplicate(result.text, _sources(item), earlier) if earlier else None
+        )
         await self.store.write(
             lambda conn: _to_approval(conn, pipeline, item, result, duplicate, now)
         )
@@ -280,6 +276,22 @@ def _payload(fetched: base.FetchedItem) -> dict[str, object]:
 
 def _sources(item: Item) -> frozenset[str]:
     return frozenset({item.source_id})
+
+
+def _start_drafting(conn: sqlite3.Connection, waiting: list[Item], now: datetime) -> list[Item]:
+    """Move every waiting item to drafting in one transaction; skip those that must wait."""
+    moved = []
+    for item in waiting:
+        try:
+            moved.append(
+                items.transition_sync(
+                    conn, item.id, State.DRAFTING, "system", now, expect_attempt=item.attempt
+                )
+            )
+        except (items.Throttled, errors.Conflict, errors.IllegalTransition) as exc:
+            # Checked before anything is written, so skipping leaves the unit clean.
+            log.info("item %s not drafted now: %s", item.id, exc)
+    return moved
 
 
 def _to_approval(

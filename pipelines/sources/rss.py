@@ -6,6 +6,7 @@ Last-Modified of the last answer are kept in `state`, so an unchanged feed costs
 
 from __future__ import annotations
 
+import asyncio
 import calendar
 import hashlib
 import io
@@ -49,8 +50,10 @@ async def fetch(
     response = await common.get(client, config.url, headers, config.timeout_seconds)
     if response.status_code == 304:
         return base.Fetched(items=[], state=dict(state))
-    # Parse the bytes we fetched: handing feedparser a URL would make it do its own I/O.
-    parsed = feedparser.parse(
+    # Parse the bytes we fetched (a URL would make feedparser do its own I/O), on a
+    # thread: a large feed takes long enough to stall the bot's event loop.
+    parsed = await asyncio.to_thread(
+        feedparser.parse,
         io.BytesIO(response.content),
         response_headers={"content-type": response.headers.get("content-type", "")},
     )
