@@ -1,24 +1,64 @@
-"""The `gatehouse` command line.
+"""The `gatehouse` command line: run the bot, and inspect or operate it from a terminal.
 
-    gatehouse status          # open the store (migrating it) and print its state
-    gatehouse run             # start the operator bot and the engine
+    gatehouse run                              start the operator bot and the engine
+    gatehouse check                            check settings and pipeline files (exit 1 on errors)
+    gatehouse status [pipeline]                every pipeline, or one pipeline's recent runs
+    gatehouse runs [pipeline] [--limit 10]     recent runs, with the last green / first red run
+    gatehouse pending                          items awaiting approval, oldest first
+    gatehouse history <item>                   one item's events
+    gatehouse replay <item> [--force]          replay a dropped item (force: a dispatched one)
+    gatehouse budget                           spend, holds and limits, today and this month
+    gatehouse set-budget <scope> <day|month> <usd>   set a limit (scope: global or a pipeline)
+    gatehouse run-now|pause|resume <pipeline>  run a pipeline now, stop or restart its schedule
+    gatehouse reconcile [--backfill|--prune]   file dispatch folders against the store
+    gatehouse audit verify                     check the event hash chain (exit 1 if broken)
+    gatehouse sweep [--days 90]                forget seen ids older than that
+    gatehouse backup <path>                    online backup to a new file, then verify it
 
-Exit codes: 0 ok, 1 a check failed, 2 bad settings or an unusable data directory.
+Every read command takes --json. Reads work while the bot runs (read-only connections).
+Writes while the bot runs go through its control socket (bot/control.py) as actor "cli",
+or are refused naming the bot's pid; with no bot running the command holds the store's
+writer lock itself for its duration. Progress of long operations goes to stderr.
+
+Exit codes: 0 ok, 1 a check failed (check, audit verify, reconcile differences),
+2 bad usage, bad settings, an unusable data directory, or a refused write.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
 
+from bot import cli_output, control, maintenance, views
 from bot import settings as settings_mod
-from store import datadir, db, errors, info, startup
+from pipelines import config
+from store import budgets, datadir, db, errors, info
+
+T = TypeVar("T")
+#: Store errors that mean "fix the setup" or "bad argument": exit code 2.
+USAGE_ERRORS = (
+    errors.DataDirError,
+    errors.LockHeld,
+    errors.PragmaMismatch,
+    errors.MigrationError,
+    errors.NotFound,
+    errors.IllegalTransition,
+    errors.Conflict,
+    views.Invalid,
+)
 
 
-def _store_config(cfg: settings_mod.Settings) -> db.StoreConfig:
+class Refused(Exception):
+    """A write cannot run safely now; the message says why and what to do."""
+
+
+def store_config(cfg: settings_mod.Settings) -> db.StoreConfig:
     return db.StoreConfig(
         data_dir=cfg.data_dir,
         synchronous=cfg.store.synchronous,
@@ -26,35 +66,319 @@ def _store_config(cfg: settings_mod.Settings) -> db.StoreConfig:
     )
 
 
-async def _status(cfg: settings_mod.Settings) -> int:
-    config = _store_config(cfg)
-    holder = datadir.is_locked(config.data_dir) if config.data_dir.exists() else None
-    store = await db.Store.open(config, readonly=holder is not None)
-    try:
-        if not store.readonly:
-            await startup.recover(store, datetime.now(UTC))
-        summary = await info.info(store)
-    finally:
-        await store.close()
-    print(f"store       {summary.path}")
-    print(f"schema      version {summary.schema_version}")
-    print(f"wal         {summary.wal_bytes} bytes")
-    print(f"writer      {'running as pid ' + str(holder) if holder else 'not running'}")
-    for table, count in summary.rows.items():
-        print(f"  {table:<20} {count:>10} rows")
+def writer_pid(cfg: settings_mod.Settings) -> int | None:
+    return datadir.is_locked(cfg.data_dir) if cfg.data_dir.is_dir() else None
+
+
+def pipelines(cfg: settings_mod.Settings) -> dict[str, config.Pipeline]:
+    return config.load_dir(cfg.pipelines_dir).pipelines
+
+
+def emit(args: argparse.Namespace, value: Any, text: Callable[[], str]) -> None:
+    print(json.dumps(views.plain(value), indent=2) if args.json else text())
+
+
+def progress(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+# -- reads: a read-only store, never the lock ---------------------------------------------
+
+
+def read(cfg: settings_mod.Settings, fn: Callable[[db.Store], Awaitable[T]]) -> T:
+    async def go() -> T:
+        store = await db.Store.open(store_config(cfg), readonly=True)
+        try:
+            return await fn(store)
+        finally:
+            await store.close()
+
+    return asyncio.run(go())
+
+
+def cmd_status(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
+    if args.pipeline:
+        return cmd_runs(cfg, args, now)
+    names = pipelines(cfg).keys()
+
+    async def fn(store: db.Store) -> tuple[views.Overview, info.Info]:
+        return await views.overview(store, names, now), await info.info(store)
+
+    overview, summary = read(cfg, fn)
+    pid = writer_pid(cfg)
+    value = {"overview": overview, "store": summary, "writer_pid": pid}
+    emit(args, value, lambda: cli_output.status(overview, summary, pid, now))
     return 0
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="gatehouse", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("status", help="open the store and print its state")
-    sub.add_parser("run", help="start the operator bot and the engine (same as python -m bot)")
-    return parser
+def cmd_runs(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
+    known = pipelines(cfg)
+    names = [views.check_pipeline(args.pipeline, known)] if args.pipeline else sorted(known)
+    limit = getattr(args, "limit", views.RUNS_SHOWN)
+
+    async def fn(store: db.Store) -> list[views.PipelineRuns]:
+        return [await views.pipeline_runs(store, name, limit) for name in names]
+
+    found = read(cfg, fn)
+    emit(args, found, lambda: "\n\n".join(cli_output.pipeline_runs(f, now) for f in found))
+    return 0
+
+
+def cmd_pending(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
+    waiting = read(cfg, views.pending)
+    emit(args, waiting, lambda: cli_output.pending(waiting, now))
+    return 0
+
+
+def cmd_history(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
+    found = read(cfg, lambda store: views.history(store, args.item))
+    emit(args, found, lambda: cli_output.history(found))
+    return 0
+
+
+def cmd_budget(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
+    report = read(cfg, lambda store: views.budget(store, now))
+    emit(args, report, lambda: cli_output.budget(report, now))
+    return 0
+
+
+def cmd_audit(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
+    report = read(cfg, views.audit)
+    emit(args, report, lambda: cli_output.audit(report))
+    return 0 if report.ok else 1
+
+
+def cmd_backup(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
+    shown = [-1]
+
+    def step(done: int, total: int) -> None:
+        pct = 100 * done // max(total, 1)
+        if pct != shown[0]:
+            shown[0] = pct
+            progress(f"backup: {pct}% ({done}/{total} pages)")
+
+    result = read(cfg, lambda store: maintenance.backup(store, args.path, step))
+    emit(args, result, lambda: cli_output.backup(result))
+    return 0
+
+
+def cmd_reconcile(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
+    # Only files change, never the store: safe beside the running bot.
+    known = pipelines(cfg)
+    reports = read(
+        cfg,
+        lambda store: maintenance.reconcile(
+            store, known, backfill=args.backfill, prune=args.prune, progress=progress
+        ),
+    )
+    emit(args, reports, lambda: cli_output.reconcile(reports))
+    unresolved = any(
+        set(r.ghosts) - set(r.backfilled) or len(r.orphans) > len(r.pruned) for r in reports
+    )
+    return 1 if unresolved else 0
+
+
+def cmd_check(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
+    from bot import app  # PTB loads only for the commands that need it
+
+    problems = [str(e) for e in config.check(cfg.pipelines_dir)]
+    try:
+        app.check(cfg)
+    except app.StartupRefused as exc:
+        problems.append(f"settings: {exc}")
+    if cfg.data_dir.exists():
+        try:
+            datadir.prepare(cfg.data_dir)
+        except errors.DataDirError as exc:
+            problems.append(f"settings: {exc}")
+    loaded = sorted(pipelines(cfg))
+    value = {"ok": not problems, "problems": problems, "pipelines": loaded}
+    summary = f"ok: {len(loaded)} pipeline(s): {', '.join(loaded) or 'none'}"
+    emit(args, value, lambda: "\n".join(problems) if problems else summary)
+    return 1 if problems else 0
+
+
+# -- writes: through the running bot, or as the writer when none runs --------------------------
+
+
+def write(
+    cfg: settings_mod.Settings,
+    op: str,
+    request: dict[str, Any],
+    local: Callable[[db.Store], Awaitable[Any]],
+) -> Any:
+    """Run a write exactly once: through the bot's control socket, or holding the lock."""
+    pid = writer_pid(cfg)
+    if pid is None:
+        try:
+            return asyncio.run(_as_writer(cfg, local))
+        except errors.LockHeld as exc:  # the bot started in between
+            pid = exc.pid or -1
+    try:
+        result = control.request(cfg.data_dir, op, request)
+    except control.Unavailable as exc:
+        who = f"pid {pid}" if pid > 0 else "another process"
+        raise Refused(
+            f"the store is held by {who} and its control socket does not answer ({exc}); "
+            "nothing was written. If that is the bot, wait for it to finish starting and "
+            "retry; otherwise stop that process and run the command again."
+        ) from None
+    except control.Refused as exc:
+        raise views.Invalid(str(exc)) from None
+    progress(f"done through the running bot (pid {pid})")
+    return result
+
+
+async def _as_writer(cfg: settings_mod.Settings, local: Callable[[db.Store], Awaitable[T]]) -> T:
+    store = await db.Store.open(store_config(cfg))
+    try:
+        return await local(store)
+    finally:
+        await store.close()
+
+
+def cmd_replay(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
+    request = {"item": args.item, "force": args.force}
+    result = write(
+        cfg,
+        "replay",
+        request,
+        lambda s: views.replay(s, args.item, control.ACTOR, now, force=args.force),
+    )
+    data = views.plain(result)
+    emit(args, data, lambda: f"item {data['id']} replayed: attempt {data['attempt']}, now new")
+    return 0
+
+
+def cmd_set_budget(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
+    budgets.check_scope(args.scope)
+    views.parse_usd(args.amount)  # a bad amount never reaches the bot
+    request = {"scope": args.scope, "period": args.period, "amount": args.amount}
+    result = write(
+        cfg,
+        "set-budget",
+        request,
+        lambda s: views.set_budget(s, args.scope, args.period, args.amount, control.ACTOR, now),
+    )
+    data = views.plain(result)
+    emit(args, data, lambda: cli_output.budget_set(_budget(data)))
+    return 0
+
+
+def _budget(data: dict[str, Any]) -> budgets.Budget:
+    return budgets.Budget(
+        data["scope"], data["period"], datetime.fromisoformat(data["period_start"]),
+        data["limit_micros"], data["spent_micros"], data["held_micros"],
+    )  # fmt: skip
+
+
+def cmd_schedule(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
+    action = {"run-now": "run"}.get(args.command, args.command)
+    known = pipelines(cfg)
+    views.check_pipeline(args.pipeline, known)
+    changed = write(
+        cfg,
+        action,
+        {"pipeline": args.pipeline},
+        lambda s: views.schedule(s, known, action, args.pipeline, control.ACTOR, now),
+    )
+    words = {"run": "run requested", "pause": "paused", "resume": "resumed"}
+    text = words[action] if changed else f"already {'paused' if action == 'pause' else 'active'}"
+    emit(args, {"pipeline": args.pipeline, "changed": changed}, lambda: f"{args.pipeline}: {text}")
+    return 0
+
+
+def cmd_sweep(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
+    def step(pipeline: str, scope: str, total: int) -> None:
+        progress(f"sweep: {pipeline}/{scope}: {total} deleted so far")
+
+    deleted = write(
+        cfg,
+        "sweep",
+        {"days": args.days},
+        lambda s: views.sweep(s, now, args.days, progress=step),
+    )
+    text = f"forgot {deleted} seen ids older than {args.days} days"
+    emit(args, {"deleted": deleted}, lambda: text)
+    return 0
+
+
+# -- arguments ------------------------------------------------------------------------------
+
+
+def item_id(text: str) -> int:
+    digits = text.lstrip("#")
+    if not digits.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not an item id; give a number like 12")
+    return int(digits)
+
+
+def positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
+    return int(text)
+
+
+Command = Callable[[settings_mod.Settings, argparse.Namespace, datetime], int]
+
+
+def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
+    parser = argparse.ArgumentParser(
+        prog="gatehouse",
+        description=__doc__.splitlines()[0],
+        epilog="Exit codes: 0 ok, 1 a check failed, 2 bad usage, settings or data directory.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="command")
+    table: dict[str, Command] = {}
+
+    def add(name: str, fn: Command | None, text: str) -> argparse.ArgumentParser:
+        command = sub.add_parser(name, help=text, description=text)
+        if fn is not None:
+            command.add_argument("--json", action="store_true", help="print JSON for scripts")
+            table[name] = fn
+        return command
+
+    add("run", None, "start the operator bot and the engine (same as python -m bot)")
+    add("check", cmd_check, "check settings and pipeline files; exit 1 on any error")
+    add("status", cmd_status, "every pipeline, or one pipeline's runs").add_argument(
+        "pipeline", nargs="?"
+    )
+    runs = add("runs", cmd_runs, "recent runs with the last green and first red run")
+    runs.add_argument("pipeline", nargs="?")
+    runs.add_argument("--limit", type=positive, default=views.RUNS_SHOWN)
+    add("pending", cmd_pending, "items awaiting approval, oldest first")
+    add("history", cmd_history, "one item's events").add_argument("item", type=item_id)
+    replay = add("replay", cmd_replay, "replay a dropped item as a new attempt")
+    replay.add_argument("item", type=item_id)
+    replay.add_argument("--force", action="store_true", help="also replay a dispatched item")
+    add("budget", cmd_budget, "spend, holds and limits, today and this month")
+    budget = add("set-budget", cmd_set_budget, "set a scope's day or month limit in USD")
+    budget.add_argument("scope", help="global or a pipeline name")
+    budget.add_argument("period", choices=budgets.PERIODS)
+    budget.add_argument("amount", help="USD, like 25 or 12.50")
+    for name, text in (
+        ("run-now", "run a pipeline at the scheduler's next pass"),
+        ("pause", "stop a pipeline's schedule"),
+        ("resume", "restart a pipeline's schedule"),
+    ):
+        add(name, cmd_schedule, text).add_argument("pipeline")
+    reconcile = add("reconcile", cmd_reconcile, "compare file dispatch folders with the store")
+    mode = reconcile.add_mutually_exclusive_group()
+    mode.add_argument("--backfill", action="store_true", help="rewrite missing files")
+    mode.add_argument("--prune", action="store_true", help="delete gatehouse's orphan files")
+    audit = add("audit", cmd_audit, "audit the event log")
+    audit.add_argument("action", choices=["verify"], help="verify: check the hash chain")
+    sweep = add("sweep", cmd_sweep, "forget seen ids older than --days")
+    sweep.add_argument("--days", type=positive, default=90)
+    add("backup", cmd_backup, "online backup to a new file, verified").add_argument(
+        "path", type=Path
+    )
+    return parser, table
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser, table = _parser()
+    args = parser.parse_args(argv)
     try:
         cfg = settings_mod.load()
     except settings_mod.SettingsInvalid as exc:
@@ -65,17 +389,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return app.main(cfg)
     try:
-        if args.command == "status":
-            return asyncio.run(_status(cfg))
-    except (
-        errors.DataDirError,
-        errors.LockHeld,
-        errors.PragmaMismatch,
-        errors.MigrationError,
-    ) as exc:
-        print(f"gatehouse: {exc}", file=sys.stderr)
+        return table[args.command](cfg, args, datetime.now(UTC))
+    except (*USAGE_ERRORS, ValueError, Refused, control.NoAnswer) as exc:
+        print(f"gatehouse {args.command}: {exc}", file=sys.stderr)
         return 2
-    return 2
+    except (errors.StoreError, maintenance.BackupFailed) as exc:
+        # The store itself failed (busy, corrupt, full): not the caller's usage, same code.
+        print(f"gatehouse {args.command}: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

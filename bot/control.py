@@ -1,0 +1,210 @@
+"""The running bot's control socket: how CLI write commands reach the one writer.
+
+    RuntimeConfig(..., workers=(control.serve,))      # the bot serves it beside the engine
+    result = control.request(data_dir, "set-budget",  # the CLI, while the bot runs
+                             {"scope": "global", "period": "day", "amount": "5"})
+
+A Unix socket `control.sock` in the private data directory (0700), itself 0600, and
+each peer's uid checked against ours. One JSON request line, one JSON response line:
+{"op": ..., "args": {...}} -> {"ok": true, "result": ...} or {"ok": false, "error": ...,
+"kind": ...}. Every write made through it is attributed to the actor "cli"; the
+operation runs through bot.views, the same functions the Telegram handlers call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import socket
+import struct
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from bot import views
+from store import errors
+
+log = logging.getLogger(__name__)
+
+SOCKET_NAME = "control.sock"
+ACTOR = "cli"
+#: The longest request line accepted (bytes); requests are a few short arguments.
+MAX_LINE = 64 * 1024
+#: How long the client waits for an answer (seconds); a sweep of millions of rows is slow.
+CLIENT_TIMEOUT_S = 600.0
+#: sun_path holds 108 bytes with its terminating NUL on Linux.
+MAX_SOCKET_PATH = 107
+
+Handler = Callable[[Any, dict[str, Any]], Awaitable[Any]]
+
+
+class Unavailable(Exception):
+    """Nothing answers on the control socket."""
+
+
+class NoAnswer(Exception):
+    """The request was sent but no answer came back: it may or may not have taken effect."""
+
+
+class Refused(Exception):
+    """The bot answered and refused the request; the message says why."""
+
+    def __init__(self, message: str, kind: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+def socket_path(data_dir: Path) -> Path:
+    return data_dir / SOCKET_NAME
+
+
+# -- operations -----------------------------------------------------------------------------
+
+
+async def _set_budget(rt: Any, args: dict[str, Any]) -> Any:
+    return await views.set_budget(
+        rt.store, str(args["scope"]), str(args["period"]), str(args["amount"]), ACTOR, rt.now()
+    )
+
+
+async def _replay(rt: Any, args: dict[str, Any]) -> Any:
+    return await views.replay(
+        rt.store, int(args["item"]), ACTOR, rt.now(),
+        force=bool(args.get("force")), scheduler=rt.scheduler,
+    )  # fmt: skip
+
+
+def _schedule(action: str) -> Handler:
+    async def run(rt: Any, args: dict[str, Any]) -> Any:
+        return await views.schedule(
+            rt.store, rt.pipelines, action, str(args["pipeline"]), ACTOR, rt.now(),
+            scheduler=rt.scheduler,
+        )  # fmt: skip
+
+    return run
+
+
+async def _sweep(rt: Any, args: dict[str, Any]) -> Any:
+    return await views.sweep(rt.store, rt.now(), int(args["days"]))
+
+
+async def _ping(rt: Any, args: dict[str, Any]) -> Any:
+    return {"pid": os.getpid()}
+
+
+OPS: dict[str, Handler] = {
+    "ping": _ping,
+    "set-budget": _set_budget,
+    "replay": _replay,
+    "run": _schedule("run"),
+    "pause": _schedule("pause"),
+    "resume": _schedule("resume"),
+    "sweep": _sweep,
+}
+
+
+# -- server ---------------------------------------------------------------------------------
+
+
+async def serve(runtime: Any, stop: asyncio.Event) -> None:
+    """Answer control requests until `stop` is set (a RuntimeConfig worker)."""
+    path = socket_path(runtime.store.config.data_dir)
+    if len(os.fsencode(path)) > MAX_SOCKET_PATH:
+        log.error("control socket path %s is too long for a Unix socket; CLI writes refuse", path)
+        return
+    # A socket left by a crash: this process holds the writer lock, so nobody else uses it.
+    path.unlink(missing_ok=True)
+    server = await asyncio.start_unix_server(
+        lambda r, w: _connection(runtime, r, w), path=str(path), limit=MAX_LINE
+    )
+    os.chmod(path, 0o600)
+    log.info("control socket listening at %s", path)
+    try:
+        await stop.wait()
+    finally:
+        server.close()
+        await server.wait_closed()
+        path.unlink(missing_ok=True)
+
+
+def _peer_uid(writer: asyncio.StreamWriter) -> int | None:
+    sock = writer.get_extra_info("socket")
+    if sock is None or not hasattr(socket, "SO_PEERCRED"):
+        return None
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return int(struct.unpack("3i", creds)[1])
+
+
+async def _connection(
+    runtime: Any, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+) -> None:
+    try:
+        uid = _peer_uid(writer)
+        if uid is not None and uid != os.geteuid():
+            answer = _error(f"uid {uid} may not control this bot", "forbidden")
+        else:
+            answer = await _answer(runtime, await reader.readline())
+        writer.write(json.dumps(answer).encode() + b"\n")
+        await writer.drain()
+    except (ConnectionError, asyncio.LimitOverrunError, ValueError) as exc:
+        log.warning("control connection dropped: %s", exc)
+    finally:
+        writer.close()
+
+
+def _error(message: str, kind: str) -> dict[str, Any]:
+    return {"ok": False, "error": message, "kind": kind}
+
+
+async def _answer(runtime: Any, line: bytes) -> dict[str, Any]:
+    try:
+        request = json.loads(line)
+        op, args = request["op"], request.get("args") or {}
+        handler = OPS[op]
+    except (ValueError, KeyError, TypeError):
+        return _error(f"bad request; valid ops: {', '.join(OPS)}", "invalid")
+    try:
+        result = await handler(runtime, args)
+    except views.Invalid as exc:
+        return _error(str(exc), "invalid")
+    except (errors.NotFound, errors.IllegalTransition, errors.Conflict) as exc:
+        return _error(str(exc), "refused")
+    except (KeyError, TypeError, ValueError) as exc:
+        return _error(f"bad arguments for {op}: {exc}", "invalid")
+    except errors.StoreError as exc:
+        return _error(str(exc), "store")
+    except Exception:
+        log.exception("control op %s failed", op)
+        return _error(f"{op} failed inside the bot; see its log", "internal")
+    log.info("control: %s by %s", op, ACTOR)
+    return {"ok": True, "result": views.plain(result)}
+
+
+# -- client ---------------------------------------------------------------------------------
+
+
+def request(
+    data_dir: Path, op: str, args: dict[str, Any], timeout: float = CLIENT_TIMEOUT_S
+) -> Any:
+    """Send one request to the running bot; its result, or Refused / Unavailable."""
+    path = socket_path(data_dir)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(timeout)
+        try:
+            sock.connect(str(path))
+        except OSError as exc:
+            raise Unavailable(f"nothing answers at {path} ({exc.strerror or exc})") from None
+        try:
+            sock.sendall(json.dumps({"op": op, "args": args}).encode() + b"\n")
+            with sock.makefile("rb") as stream:
+                line = stream.readline(MAX_LINE * 16)
+        except OSError as exc:
+            raise NoAnswer(f"{op}: no answer from the bot ({exc}); check its effect") from None
+    if not line:
+        raise NoAnswer(f"{op}: the bot closed {path} without an answer; check its effect")
+    answer = json.loads(line)
+    if not answer.get("ok"):
+        raise Refused(str(answer.get("error")), str(answer.get("kind")))
+    return answer.get("result")

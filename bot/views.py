@@ -1,0 +1,256 @@
+"""What the operator can ask and do, shared by the Telegram handlers and the CLI.
+
+    summary = await views.overview(store, pipelines, now)       # /status, gatehouse status
+    item = await views.replay(store, 12, "cli", now)            # /replay, gatehouse replay 12
+
+Every function returns plain dataclasses (or the store's own frozen rows); rendering
+is the caller's business (bot/render.py for Telegram HTML, bot/cli.py for a terminal
+or JSON). Writes take the actor and `now`, so each one's event says who and when.
+A bad argument raises `Invalid`, whose message says what is valid.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import enum
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Any, Literal
+
+from pipelines.scheduler import Scheduler
+from store import budgets, events, items, ledger, machine, runs, schedules, seen
+from store.db import Store
+from store.machine import State
+
+#: Items /pending and `gatehouse pending` list at most (oldest first).
+PENDING_LIMIT = 50
+#: Runs /status <pipeline> and `gatehouse runs` show by default.
+RUNS_SHOWN = 10
+#: The largest budget one command may set (USD): a typo guard, not a policy.
+MAX_BUDGET_USD = Decimal(1_000_000)
+
+ScheduleAction = Literal["run", "pause", "resume"]
+SCHEDULE_ACTIONS: tuple[ScheduleAction, ...] = ("run", "pause", "resume")
+
+
+class Invalid(ValueError):
+    """An argument is not valid; the message says what is."""
+
+
+# -- reads ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PipelineStatus:
+    name: str
+    paused: bool
+    next_due_at: datetime | None
+    last_run: runs.Run | None
+    awaiting: int
+    breaches: int
+
+
+@dataclass(frozen=True)
+class Overview:
+    at: datetime
+    pipelines: list[PipelineStatus]
+    wal_bytes: int
+
+
+async def overview(store: Store, pipelines: Collection[str], now: datetime) -> Overview:
+    """Every configured pipeline: last run, next due, paused, awaiting and breached items."""
+    states = await schedules.all_states(store)
+    counts = await items.counts(store)
+    rows = []
+    for name in sorted(pipelines):
+        state = states.get(name)
+        last = await runs.recent_runs(store, name, 1)
+        by_state = counts.get(name, {})
+        rows.append(
+            PipelineStatus(
+                name=name,
+                paused=state.paused if state else False,
+                next_due_at=state.next_due_at if state else None,
+                last_run=last[0] if last else None,
+                awaiting=by_state.get(State.AWAITING_APPROVAL, 0),
+                breaches=by_state.get(State.BREACH, 0),
+            )
+        )
+    return Overview(now, rows, store.wal_bytes())
+
+
+@dataclass(frozen=True)
+class PipelineRuns:
+    name: str
+    recent: list[runs.Run]
+    #: The last green run and the first red one after it: where to start looking.
+    window: runs.Window
+
+
+async def pipeline_runs(store: Store, name: str, n: int = RUNS_SHOWN) -> PipelineRuns:
+    """One pipeline's last n runs (newest first) and its investigation window."""
+    if n < 1:
+        raise Invalid(f"the number of runs must be at least 1, not {n}")
+    return PipelineRuns(
+        name, await runs.recent_runs(store, name, n), await runs.investigation_window(store, name)
+    )
+
+
+async def pending(store: Store, limit: int = PENDING_LIMIT) -> list[items.Item]:
+    """Items awaiting approval, the longest-waiting first."""
+    return await items.in_state(store, State.AWAITING_APPROVAL, limit=limit)
+
+
+@dataclass(frozen=True)
+class History:
+    item: items.Item
+    events: list[events.Event]
+
+    @property
+    def dropped(self) -> bool:
+        return self.item.state in machine.DROPPED
+
+
+async def history(store: Store, item_id: int) -> History:
+    """The item and its events, oldest first; NotFound for an unknown id."""
+    item = await items.get(store, item_id)
+    return History(item, await events.for_entity(store, "item", item_id))
+
+
+async def budget(store: Store, now: datetime) -> ledger.Report:
+    """Limits, spend, holds and uncertain holds, today and this month, in one snapshot."""
+    return await ledger.report(store, now)
+
+
+async def audit(store: Store) -> events.ChainReport:
+    """Recompute the event hash chain; the first broken link, if any, is named."""
+    return await events.verify_chain(store)
+
+
+# -- writes -----------------------------------------------------------------------------
+
+
+async def replay(
+    store: Store,
+    item_id: int,
+    actor: str,
+    now: datetime,
+    *,
+    force: bool = False,
+    scheduler: Scheduler | None = None,
+) -> items.Item:
+    """Bring a dropped item back to new (attempt + 1) and ask its pipeline to run.
+
+    The run request is persisted, so without a running scheduler (the CLI writing
+    directly) the bot drafts the item at its next start.
+    """
+    replayed = await items.replay(store, item_id, actor, now, f"replayed by {actor}", force=force)
+    if scheduler is not None and replayed.pipeline in scheduler.pipelines:
+        await scheduler.trigger(replayed.pipeline, now)
+    else:
+        await schedules.request_run(store, replayed.pipeline, now)
+    return replayed
+
+
+def parse_usd(amount: str) -> int:
+    """A dollar amount ("12", "12.50", "$0.25") as integer micros; Invalid otherwise."""
+    text = amount.strip().removeprefix("$").replace(",", "")
+    try:
+        value = Decimal(text)
+    except InvalidOperation:
+        raise Invalid(f"amount {amount!r} is not a number; give USD like 25 or 12.50") from None
+    if not value.is_finite() or value < 0 or value > MAX_BUDGET_USD:
+        raise Invalid(f"amount {amount!r} must be between 0 and {MAX_BUDGET_USD:,} USD")
+    micros = value * 1_000_000
+    if micros != micros.to_integral_value():
+        raise Invalid(f"amount {amount!r} has more than 6 decimal places")
+    return int(micros)
+
+
+async def set_budget(
+    store: Store, scope: str, period: str, amount_usd: str, actor: str, now: datetime
+) -> budgets.Budget:
+    """Set a scope's day or month limit (an event with the actor); returns the current row."""
+    try:
+        budgets.check_scope(scope)
+        budgets.check_period(period)
+    except ValueError as exc:
+        raise Invalid(str(exc)) from None
+    return await ledger.set_budget(store, scope, period, parse_usd(amount_usd), actor, now)
+
+
+def check_pipeline(name: str, known: Collection[str]) -> str:
+    """`name` if it is configured; Invalid with close matches and the valid names otherwise."""
+    if name in known:
+        return name
+    close = difflib.get_close_matches(name, sorted(known), n=3)
+    hint = f" Did you mean {', '.join(close)}?" if close else ""
+    valid = ", ".join(sorted(known)) or "none configured"
+    raise Invalid(f"unknown pipeline {name!r}.{hint} Pipelines: {valid}")
+
+
+async def schedule(
+    store: Store,
+    known: Collection[str],
+    action: str,
+    name: str,
+    actor: str,
+    now: datetime,
+    *,
+    scheduler: Scheduler | None = None,
+) -> bool:
+    """run / pause / resume a pipeline; False when pause or resume changed nothing."""
+    check_pipeline(name, known)
+    if action == "run":
+        if scheduler is not None:
+            await scheduler.trigger(name, now)
+        else:
+            await schedules.request_run(store, name, now)
+        return True
+    if action not in ("pause", "resume"):
+        raise Invalid(f"unknown action {action!r}; valid: {', '.join(SCHEDULE_ACTIONS)}")
+    paused = action == "pause"
+    if scheduler is not None:
+        act = scheduler.pause if paused else scheduler.resume
+        return await act(name, actor, now)
+    return await schedules.set_paused(store, name, paused, actor, now)
+
+
+async def sweep(
+    store: Store,
+    now: datetime,
+    days: int = seen.DEFAULT_TTL.days,
+    progress: Callable[[str, str, int], None] | None = None,
+) -> int:
+    """Forget seen ids older than `days` (bounded batches); returns how many were deleted."""
+    if days < 1:
+        raise Invalid(f"--days must be at least 1, not {days}")
+    return await seen.sweep(store, now, timedelta(days=days), progress=progress)
+
+
+# -- plain data for --json and the control socket ------------------------------------------
+
+
+def plain(value: Any) -> Any:
+    """Dataclasses, datetimes, enums and paths as JSON-ready values (datetimes in ISO 8601)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        out = {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        if isinstance(value, items.Item):
+            out["payload"] = value.payload
+            del out["payload_json"]
+        return out
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, Mapping):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [plain(v) for v in value]
+    return value
