@@ -35,7 +35,7 @@ from telegram.ext import (
     filters,
 )
 
-from bot import auth, callbacks, handlers, logs, sender
+from bot import auth, callbacks, control, handlers, logs, sender
 from bot import settings as settings_mod
 from pipelines import runtime as runtime_mod
 from store import db, errors, outbox
@@ -206,7 +206,9 @@ async def run(cfg: settings_mod.Settings, token: str) -> None:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    rt_config = runtime_mod.RuntimeConfig(store=store_config(cfg), pipelines_dir=cfg.pipelines_dir)
+    rt_config = runtime_mod.RuntimeConfig(
+        store=store_config(cfg), pipelines_dir=cfg.pipelines_dir, workers=(control.serve,)
+    )
     runtime = await runtime_mod.Runtime.start(rt_config)
     try:
         await serve(cfg, token, runtime, stop)
