@@ -37,6 +37,7 @@ from telegram.ext import (
 
 from bot import auth, callbacks, control, handlers, logs, sender
 from bot import settings as settings_mod
+from pipelines import dispatcher, llm_drafter
 from pipelines import runtime as runtime_mod
 from store import db, errors, outbox
 
@@ -144,10 +145,14 @@ def _keyboard(key: bytes) -> sender.Keyboard:
 
 
 async def serve(
-    cfg: settings_mod.Settings, token: str, runtime: runtime_mod.Runtime, stop: asyncio.Event
+    cfg: settings_mod.Settings,
+    token: str,
+    runtime: runtime_mod.Runtime,
+    stop: asyncio.Event,
+    application: App | None = None,
 ) -> None:
     """Run PTB, the outbox sender and (already started) engine until `stop` is set."""
-    application = build(cfg, token)
+    application = application or build(cfg, token)
     key = callback_key(cfg, token)
     outbox_sender = sender.Sender(
         runtime.store, application.bot, _targets(cfg, runtime), _keyboard(key)
@@ -206,12 +211,17 @@ async def run(cfg: settings_mod.Settings, token: str) -> None:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
+    application = build(cfg, token)
+    choose = llm_drafter.Drafters(cfg.llm, cfg.prices)
     rt_config = runtime_mod.RuntimeConfig(
-        store=store_config(cfg), pipelines_dir=cfg.pipelines_dir, workers=(control.serve,)
+        store=store_config(cfg),
+        pipelines_dir=cfg.pipelines_dir,
+        drafter_for=choose,
+        workers=(choose.worker, dispatcher.make_worker(application.bot), control.serve),
     )
     runtime = await runtime_mod.Runtime.start(rt_config)
     try:
-        await serve(cfg, token, runtime, stop)
+        await serve(cfg, token, runtime, stop, application)
     finally:
         await runtime.stop()
         log.info("bot stopped")

@@ -6,7 +6,7 @@
 For the runtime, `Drafters` picks each pipeline's drafter and owns the provider clients:
 
     choose = llm_drafter.Drafters(settings.llm, settings.prices)
-    RuntimeConfig(..., drafter_for=choose, workers=(choose.worker, ...))
+    RuntimeConfig(..., drafter_for=choose, workers=(choose.worker, ...))   # choose(store, pipeline)
 
 One draft is: begin (key = pipeline, item, attempt and prompt version) holds the worst
 case; start_provider authorizes the one call; the call; then ONE transaction keeps the
@@ -320,11 +320,8 @@ def fallback_reason(
 class Drafters:
     """`drafter_for` for RuntimeConfig: template pipelines get the template drafter; llm
     pipelines the LlmDrafter when a provider and the model's price are configured, else
-    the template drafter with a note saying why.
-
-    The runtime opens the store after its config is built, so `worker` (add it to
-    RuntimeConfig.workers) attaches the store and closes the provider clients on stop;
-    a draft that starts before that waits for it.
+    the template drafter with a note saying why. It owns one provider client per model;
+    add `worker` to RuntimeConfig.workers so they are closed on stop.
     """
 
     def __init__(
@@ -332,33 +329,30 @@ class Drafters:
         llm: providers.ProviderSettings | None,
         price_table: ledger_prices.PriceTable,
         *,
-        store: Store | None = None,
         clock: Callable[[], datetime] | None = None,
     ) -> None:
         self._llm = llm
         self._prices = dict(price_table)
         self._clock = clock
         self._clients: dict[str, providers.ProviderClient] = {}
-        self._store = store
-        self._attached = asyncio.Event()
-        if store is not None:
-            self._attached.set()
 
-    def __call__(self, pipeline: config.Pipeline) -> drafters.Drafter:
+    def __call__(self, store: Store, pipeline: config.Pipeline) -> drafters.Drafter:
         if pipeline.draft.drafter == "template":
             return drafters.TemplateDrafter(pipeline)
         why = fallback_reason(pipeline, self._llm, self._prices)
         if why is not None:
             return drafters.TemplateDrafter(pipeline, note=f"{why}: template drafter used")
-        return _Deferred(self, pipeline)
-
-    def attach(self, store: Store) -> None:
-        self._store = store
-        self._attached.set()
+        assert self._llm is not None
+        model = pipeline.draft.model or self._llm.model
+        client = self._clients.get(model)
+        if client is None:
+            client = providers.ProviderClient(self._llm.model_copy(update={"model": model}))
+            self._clients[model] = client
+        price = ledger_prices.lookup(self._prices, model)
+        return LlmDrafter(store, pipeline, client, price, clock=self._clock)
 
     async def worker(self, runtime: Any, stop: asyncio.Event) -> None:
-        """A RuntimeConfig worker: attach the runtime's store, close the clients on stop."""
-        self.attach(runtime.store)
+        """A RuntimeConfig worker: close the provider clients when the runtime stops."""
         await stop.wait()
         await self.aclose()
 
@@ -366,30 +360,3 @@ class Drafters:
         clients, self._clients = list(self._clients.values()), {}
         for client in clients:
             await client.aclose()
-
-    async def build(self, pipeline: config.Pipeline) -> LlmDrafter:
-        """The LlmDrafter for an llm pipeline (waits until a store is attached)."""
-        assert self._llm is not None
-        await self._attached.wait()
-        assert self._store is not None
-        model = pipeline.draft.model or self._llm.model
-        client = self._clients.get(model)
-        if client is None:
-            client = providers.ProviderClient(self._llm.model_copy(update={"model": model}))
-            self._clients[model] = client
-        price = ledger_prices.lookup(self._prices, model)
-        return LlmDrafter(self._store, pipeline, client, price, clock=self._clock)
-
-
-class _Deferred:
-    """An llm pipeline's drafter, built on first use (after the runtime attached its store)."""
-
-    def __init__(self, owner: Drafters, pipeline: config.Pipeline) -> None:
-        self._owner = owner
-        self._pipeline = pipeline
-        self._drafter: LlmDrafter | None = None
-
-    async def draft(self, item: Item, now: datetime) -> drafters.DraftResult:
-        if self._drafter is None:
-            self._drafter = await self._owner.build(self._pipeline)
-        return await self._drafter.draft(item, now)

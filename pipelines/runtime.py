@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import logging
 import sqlite3
@@ -43,8 +44,8 @@ class RuntimeConfig:
     store: db.StoreConfig
     pipelines_dir: Path
     clock: Callable[[], datetime] = utcnow
-    #: Builds each pipeline's drafter (the LLM drafter wires the ledger in here).
-    drafter_for: Callable[[config.Pipeline], drafters.Drafter] | None = None
+    #: Builds each pipeline's drafter from the open store (the LLM drafter needs the ledger).
+    drafter_for: Callable[[Store, config.Pipeline], drafters.Drafter] | None = None
     #: Background workers beyond the built-in ones: each runs until the stop event is set.
     workers: tuple[Callable[[Runtime, asyncio.Event], Awaitable[None]], ...] = field(default=())
 
@@ -58,7 +59,8 @@ class Runtime:
         self.loaded = loaded
         self.pipelines = loaded.pipelines
         self.client = client
-        self.engine = Engine(store, self.pipelines, client=client, drafter_for=cfg.drafter_for)
+        drafter_for = functools.partial(cfg.drafter_for, store) if cfg.drafter_for else None
+        self.engine = Engine(store, self.pipelines, client=client, drafter_for=drafter_for)
         self.scheduler = Scheduler(store, self.engine, self.pipelines)
         self.stopping = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -113,9 +115,7 @@ class Runtime:
     async def stop(self) -> None:
         """Stop the workers (they finish what they hold), then close the client and store."""
         self.stopping.set()
-        _, pending = (
-            await asyncio.wait(self._tasks, timeout=10) if self._tasks else (set(), set())
-        )
+        _, pending = await asyncio.wait(self._tasks, timeout=10) if self._tasks else (set(), set())
         for task in pending:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)

@@ -34,7 +34,8 @@ sources:
 approval:
   quorum: 1
 dispatch:
-  type: none
+  type: file
+  path: {out}
 """
 
 
@@ -105,7 +106,7 @@ def feed() -> Iterator[FeedServer]:
 @pytest.fixture
 def bot(tmp_path: Path, api: localapi.LocalBotApi, feed: FeedServer) -> Iterator[BotProcess]:
     (tmp_path / "pipelines").mkdir()
-    (tmp_path / "pipelines" / "news.yaml").write_text(PIPELINE.format(url=feed.url("/feed.xml")))
+    (tmp_path / "pipelines" / "news.yaml").write_text(PIPELINE.format(url=feed.url("/feed.xml"), out=tmp_path / "out"))
     process = BotProcess(tmp_path, api).start()
     try:
         yield process
@@ -194,10 +195,17 @@ async def test_cards_taps_and_commands(
     approvals = [e for e in trail if e.to_state == State.APPROVED]
     assert len(approvals) == 1 and approvals[0].actor == events.operator(OPERATOR)
 
+    # The dispatcher carries the approved draft out: a file in the pipeline's folder.
+    out = tmp_path / "out"
+    api.wait_for(lambda: list(out.glob(f"news-{item_a}-v1.md")), timeout=15)
+    assert "Body one & more" in (out / f"news-{item_a}-v1.md").read_text()
+    dispatched = await read(data, lambda s: items.history(s, item_a))
+    assert [e.to_state for e in dispatched[len(trail) :]] == [State.DISPATCHING, State.DISPATCHED]
+
     # The same tap again: answered, and nothing changes.
     again = answer_to(api, api.inject_callback(OPERATOR, OPERATOR, first.message_id, approve))
     assert "nothing changed" in again["text"] or "version" in again["text"]
-    assert await read(data, lambda s: items.history(s, item_a)) == trail
+    assert await read(data, lambda s: items.history(s, item_a)) == dispatched
     assert len(api.history(OPERATOR, first.message_id)) == 2
 
     # A stranger's tap on the other card: refused, the item still waits.

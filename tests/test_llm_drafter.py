@@ -346,17 +346,19 @@ async def test_drafters_picks_each_pipelines_drafter_and_says_why(
     plain = pipeline.model_copy(update={"draft": config.DraftConfig(drafter="template")}, deep=True)
     item = await items.create(store, "news", "s0", "x", {"title": "T", "text": "body"}, now)
     assert item is not None
-    unpriced = llm_drafter.Drafters(provider_settings(llm), {}, store=store)
-    result = await unpriced(pipeline).draft(item, now)
+    unpriced = llm_drafter.Drafters(provider_settings(llm), {})
+    result = await unpriced(store, pipeline).draft(item, now)
     assert result.note == "no price for model 'fake-1' in GATEHOUSE_PRICES: template drafter used"
-    unset = llm_drafter.Drafters(None, {MODEL: PRICE}, store=store)
-    assert "no LLM provider configured" in ((await unset(pipeline).draft(item, now)).note or "")
-    assert isinstance(unset(plain), drafters.TemplateDrafter)
+    unset = llm_drafter.Drafters(None, {MODEL: PRICE})
+    assert "no LLM provider configured" in (
+        (await unset(store, pipeline).draft(item, now)).note or ""
+    )
+    assert isinstance(unset(store, plain), drafters.TemplateDrafter)
 
-    wired = llm_drafter.Drafters(provider_settings(llm), {MODEL: PRICE}, store=store)
+    wired = llm_drafter.Drafters(provider_settings(llm), {MODEL: PRICE})
     try:
         await budget(store, now)
-        result = await wired(pipeline).draft(item, now)
+        result = await wired(store, pipeline).draft(item, now)
     finally:
         await wired.aclose()
     assert result.provenance["drafter"] == "llm" and llm.calls == 1
