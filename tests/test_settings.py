@@ -5,9 +5,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import typing
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel
 
 from bot import settings
 
@@ -82,3 +84,27 @@ def test_cli_exits_2_on_an_unsafe_data_dir(tmp_path: Path) -> None:
     )
     assert done.returncode == 2
     assert "chmod 700" in done.stderr
+
+
+def _variables(model: type[BaseModel], prefix: str) -> list[str]:
+    names = []
+    for name, field in model.model_fields.items():
+        annotation = field.annotation
+        nested = [
+            a
+            for a in typing.get_args(annotation) or (annotation,)
+            if isinstance(a, type) and issubclass(a, BaseModel)
+        ]
+        if nested and name != "prices":
+            names += _variables(nested[0], f"{prefix}{name.upper()}__")
+        else:
+            names.append(prefix + name.upper())
+    return names
+
+
+def test_env_example_documents_every_setting() -> None:
+    documented = (Path(__file__).resolve().parent.parent / ".env.example").read_text()
+    variables = _variables(settings.Settings, settings.ENV_PREFIX)
+    assert len(variables) > 20
+    missing = [name for name in variables if f"{name}=" not in documented]
+    assert missing == []
