@@ -49,6 +49,15 @@ def setup() -> None:
     STAMP.write_text(wanted)
 
 
+def _demo(rest: list[str]) -> int:
+    demo = subprocess.Popen([str(BIN / "gatehouse"), "demo", *rest], cwd=ROOT)
+    while True:
+        try:
+            return demo.wait()
+        except KeyboardInterrupt:
+            continue  # the demo got the same Ctrl-C and is stopping cleanly: wait for it
+
+
 def main(argv: list[str]) -> int:
     command, rest = (argv[0], argv[1:]) if argv else ("help", [])
     if command in {"help", "-h", "--help"}:
@@ -65,8 +74,7 @@ def main(argv: list[str]) -> int:
         mypy = subprocess.call([str(BIN / "mypy")], cwd=ROOT)
         return 1 if (ruff or fmt or mypy) else 0
     if command == "demo":
-        # Until the offline demo lands: open the store, migrate it, print its state.
-        return subprocess.call([str(BIN / "gatehouse"), "status", *rest], cwd=ROOT)
+        return _demo(rest)
     print(f"unknown command {command!r}; valid: demo, test, lint, setup", file=sys.stderr)
     return 2
 

@@ -1,6 +1,7 @@
 """The `gatehouse` command line: run the bot, and inspect or operate it from a terminal.
 
     gatehouse run                              start the operator bot and the engine
+    gatehouse demo [--port N] [--data-dir D]   offline demo in a browser: no token, no API key
     gatehouse check                            check settings and pipeline files (exit 1 on errors)
     gatehouse status [pipeline]                every pipeline, or one pipeline's recent runs
     gatehouse runs [pipeline] [--limit 10]     recent runs, with the last green / first red run
@@ -339,6 +340,10 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
         return command
 
     add("run", None, "start the operator bot and the engine (same as python -m bot)")
+    demo = add("demo", None, "the offline demo in a web chat: no Telegram token, no API key")
+    demo.add_argument("--port", type=int, default=0, help="the page's port (default: any free)")
+    demo.add_argument("--data-dir", type=Path, help="keep its data here (default: a temp dir)")
+    demo.add_argument("--verbose", action="store_true", help="log what the bot and engine do")
     add("check", cmd_check, "check settings and pipeline files; exit 1 on any error")
     add("status", cmd_status, "every pipeline, or one pipeline's runs").add_argument(
         "pipeline", nargs="?"
@@ -379,6 +384,10 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser, table = _parser()
     args = parser.parse_args(argv)
+    if args.command == "demo":  # its own settings: the environment's must not matter
+        from bot import demo  # PTB loads only for the commands that need it
+
+        return demo.main(port=args.port, data_dir=args.data_dir, verbose=args.verbose)
     try:
         cfg = settings_mod.load()
     except settings_mod.SettingsInvalid as exc:

@@ -1,7 +1,7 @@
 """The offline demo: gatehouse end to end with no Telegram token and no API key.
 
-    gatehouse demo                      # or: python3 dev.py demo
-    gatehouse demo --port 8080 --data-dir /tmp/my-demo
+    gatehouse demo                      # or, from a fresh clone: python3 dev.py demo
+    gatehouse demo --port 8080 --data-dir ~/gatehouse-demo
 
 Everything runs in this one process, on loopback only, on free ports:
 
@@ -19,7 +19,6 @@ stops everything cleanly.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import dataclasses
 import logging
@@ -188,38 +187,18 @@ async def _main(options: Options) -> None:
     print("gatehouse demo stopped.", flush=True)
 
 
-def parser(prog: str = "gatehouse demo") -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
-    add_arguments(p)
-    return p
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--port", type=int, default=0, help="the web page's port on 127.0.0.1 (default: any free)"
-    )
-    p.add_argument(
-        "--data-dir", type=Path, default=None, help="keep the data here (default: a fresh temp dir)"
-    )
-    p.add_argument("--verbose", action="store_true", help="log what the bot and engine do")
-
-
-def main(args: argparse.Namespace) -> int:
-    """Run the demo from parsed arguments: 0 after Ctrl-C, 2 for a bad port or data dir."""
-    if not 0 <= args.port <= 65535:
+def main(*, port: int = 0, data_dir: Path | None = None, verbose: bool = False) -> int:
+    """`gatehouse demo`: 0 after Ctrl-C, 2 for a bad port or data directory."""
+    if not 0 <= port <= 65535:
         print(
-            f"gatehouse demo: --port must be 0 (any free port) to 65535, got {args.port}",
+            f"gatehouse demo: --port must be 0 (any free port) to 65535, got {port}",
             file=sys.stderr,
         )
         return 2
-    logs.setup("INFO" if args.verbose else "WARNING", [TOKEN])
+    logs.setup("INFO" if verbose else "WARNING", [TOKEN])
     try:
-        asyncio.run(_main(Options(data_dir=args.data_dir, port=args.port)))
+        asyncio.run(_main(Options(data_dir=data_dir, port=port)))
     except (DemoError, *app.STARTUP_ERRORS) as exc:
         print(f"gatehouse demo: {exc}", file=sys.stderr)
         return 2
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(parser("python -m bot.demo").parse_args()))

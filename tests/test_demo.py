@@ -175,10 +175,10 @@ async def test_a_taken_port_is_refused_clearly(running: demo.Running, tmp_path: 
 
 
 def test_ctrl_c_stops_the_cli_cleanly(tmp_path: Path) -> None:
-    """`python -m bot.demo` prints the URL, and SIGINT ends it with exit code 0."""
+    """`gatehouse demo` prints the URL, and SIGINT ends it with exit code 0."""
     env = {**os.environ, "GATEHOUSE_TELEGRAM__TOKEN": "1:must-not-be-used"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "bot.demo", "--data-dir", str(tmp_path / "data")],
+        [sys.executable, "-m", "bot.cli", "demo", "--data-dir", str(tmp_path / "data")],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,
