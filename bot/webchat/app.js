@@ -12,8 +12,9 @@ const replying = document.getElementById("replying");
 
 let revision = 0;
 let replyTo = null; // the bot's ForceReply message an edit answers
-let seenForceReply = new Set();
-const pendingTaps = new Map(); // query id -> true until the bot answers the tap
+let scrollDown = true; // after the person acts, show the bot's answer at the bottom
+const seenForceReply = new Set();
+const pendingTaps = new Map(); // query id -> the tapped button, until the bot answers
 
 async function api(path, body) {
   const init = body === undefined ? {} : {
@@ -143,8 +144,11 @@ function render(state) {
   }
   for (const gone of known.values()) gone.remove();
   document.getElementById("empty").hidden = messages.length > 0;
-  if (added && (nearBottom || messages.length <= 1)) chat.scrollTop = chat.scrollHeight;
   followForceReply(messages);
+  if (added && (nearBottom || scrollDown)) {
+    chat.scrollTop = chat.scrollHeight;
+    scrollDown = false;
+  }
   showAnswers(state.answers);
   renderChips(state.commands);
 }
@@ -154,6 +158,7 @@ function followForceReply(messages) {
   for (const m of messages) {
     if (m.from_bot && m.reply_markup && m.reply_markup.force_reply && !seenForceReply.has(m.message_id)) {
       seenForceReply.add(m.message_id);
+      scrollDown = true;
       setReplyTo(m.message_id);
     }
   }
@@ -167,9 +172,10 @@ function setReplyTo(messageId) {
 }
 
 function showAnswers(answers) {
-  for (const [id] of pendingTaps) {
+  for (const [id, button] of pendingTaps) {
     if (id in answers) {
       pendingTaps.delete(id);
+      button.disabled = false; // a card that changed has new buttons (or none) anyway
       if (answers[id]) flash(answers[id]);
     }
   }
@@ -222,7 +228,7 @@ async function tap(messageId, data, button) {
   button.disabled = true;
   try {
     const { query_id } = await api("/api/tap", { message_id: messageId, data });
-    pendingTaps.set(query_id, true);
+    pendingTaps.set(query_id, button);
   } catch (error) {
     flash(error.message);
     button.disabled = false;
@@ -232,6 +238,7 @@ async function tap(messageId, data, button) {
 async function send(text) {
   const body = { text };
   if (replyTo !== null && !text.startsWith("/")) body.reply_to_message_id = replyTo;
+  scrollDown = true;
   try {
     await api("/api/send", body);
     if (body.reply_to_message_id !== undefined) setReplyTo(null);
