@@ -19,12 +19,12 @@ from telegram import ForceReply, InlineKeyboardButton, InlineKeyboardMarkup, Mes
 from telegram.constants import ParseMode
 from telegram.ext import ApplicationHandlerStop, ContextTypes
 
-from bot import auth, callbacks, render, sender
+from bot import auth, callbacks, render, sender, views
 from pipelines import approval, config, validation
 from pipelines.scheduler import Scheduler
-from store import decisions, errors, events, items, ledger, outbox, runs
+from store import decisions, errors, events, items, outbox
 from store.db import Store
-from store.machine import DROPPED, State
+from store.machine import State
 
 log = logging.getLogger(__name__)
 Context = ContextTypes.DEFAULT_TYPE
@@ -130,7 +130,7 @@ def command(
             await fn(update, context, found, found.clock())
         except BadInput as exc:
             await reply(update, str(exc))
-        except (errors.NotFound, errors.IllegalTransition, errors.Conflict) as exc:
+        except (errors.NotFound, errors.IllegalTransition, errors.Conflict, views.Invalid) as exc:
             await reply(update, render.esc(exc))
 
     handler.__doc__ = fn.__doc__
@@ -162,24 +162,16 @@ async def unknown(update: Update, context: Context) -> None:
 async def status(update: Update, context: Context, d: Deps, now: datetime) -> None:
     """Every pipeline on one screen, or one pipeline's recent runs."""
     if context.args:
-        name = pipeline_arg(context, "status")
-        recent = await runs.recent_runs(d.store, name, 10)
-        window = await runs.investigation_window(d.store, name)
-        await reply(update, render.status_pipeline(name, recent, window, now))
+        found = await views.pipeline_runs(d.store, pipeline_arg(context, "status"))
+        await reply(update, render.status_pipeline(found.name, found.recent, found.window, now))
         return
-    states = await d.scheduler.states() if d.scheduler else {}
-    last = {
-        name: next(iter(await runs.recent_runs(d.store, name, 1)), None) for name in d.pipelines
-    }
-    counts = await items.counts(d.store)
-    text = render.status_overview(d.pipelines, states, last, counts, d.store.wal_bytes(), now)
-    await reply(update, text)
+    await reply(update, render.status_overview(await views.overview(d.store, d.pipelines, now)))
 
 
 @command
 async def pending(update: Update, context: Context, d: Deps, now: datetime) -> None:
     """Items awaiting approval, oldest first, each pointing to its card in this chat."""
-    waiting = await items.in_state(d.store, State.AWAITING_APPROVAL, limit=50)
+    waiting = await views.pending(d.store)
     chat = str(update.effective_chat.id) if update.effective_chat else ""
     cards: dict[int, int] = {}
     for item in waiting:
@@ -194,23 +186,22 @@ async def pending(update: Update, context: Context, d: Deps, now: datetime) -> N
 @command
 async def budget(update: Update, context: Context, d: Deps, now: datetime) -> None:
     """Limits, spend, holds and uncertain holds per scope, today and this month."""
-    await reply(update, render.budget(await ledger.report(d.store, now), now))
+    await reply(update, render.budget(await views.budget(d.store, now), now))
 
 
 @command
 async def history(update: Update, context: Context, d: Deps, now: datetime) -> None:
     """One item's events, oldest first."""
-    item_id = item_arg(context, "history")
-    trail = await items.history(d.store, item_id)
-    await reply(update, render.history(await items.get(d.store, item_id), trail))
+    found = await views.history(d.store, item_arg(context, "history"))
+    await reply(update, render.history(found.item, found.events))
 
 
 @command
 async def replay(update: Update, context: Context, d: Deps, now: datetime) -> None:
     """Why an item dropped, with a button that replays it."""
-    item = await items.get(d.store, item_arg(context, "replay"))
-    trail = await items.history(d.store, item.id)
-    if item.state not in DROPPED:
+    found = await views.history(d.store, item_arg(context, "replay"))
+    item, trail = found.item, found.events
+    if not found.dropped:
         await reply(update, render.history(item, trail) + "\n\nNot dropped: nothing to replay.")
         return
     button = callbacks.Button("replay", item.id, item.attempt, item.version)
@@ -223,17 +214,15 @@ async def _schedule_command(update: Update, context: Context, d: Deps, now: date
     assert update.effective_message is not None and update.effective_user is not None
     word = (update.effective_message.text or "").split()[0][1:].split("@")[0]
     name = pipeline_arg(context, word)
-    if d.scheduler is None:
-        raise BadInput("the scheduler is not running in this process")
     actor = events.operator(update.effective_user.id)
+    changed = await views.schedule(
+        d.store, d.pipelines, word, name, actor, now, scheduler=d.scheduler
+    )
     if word == "run":
-        await d.scheduler.trigger(name, now)
         await reply(update, f"▶️ {render.esc(name)}: run requested")
     elif word == "pause":
-        changed = await d.scheduler.pause(name, actor, now)
         await reply(update, f"⏸ {render.esc(name)}: {'paused' if changed else 'already paused'}")
     else:
-        changed = await d.scheduler.resume(name, actor, now)
         await reply(update, f"▶️ {render.esc(name)}: {'resumed' if changed else 'not paused'}")
 
 
@@ -327,14 +316,12 @@ async def _replay(
         await query.answer("Already replayed: this offer is out of date.", show_alert=True)
         return
     actor = events.operator(query.from_user.id)
-    replayed = await items.replay(d.store, item.id, actor, now, f"replayed by {actor}")
+    replayed = await views.replay(d.store, item.id, actor, now, scheduler=d.scheduler)
     await query.answer(f"replayed: attempt {replayed.attempt}")
     await query.edit_message_reply_markup(reply_markup=None)
     await query.message.reply_text(
         f"🔁 item {item.id} replayed by {actor} at {render.when(now)}: attempt {replayed.attempt}"
     )
-    if d.scheduler is not None:
-        await d.scheduler.trigger(item.pipeline, now)
 
 
 async def edit_reply(update: Update, context: Context) -> None:

@@ -9,10 +9,11 @@ messages Telegram accepts (4096 UTF-16 units).
 from __future__ import annotations
 
 import html
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Any
 
+from bot import views
 from store import budgets, events, items, ledger_report, runs
 
 #: Telegram's limit on a message's text, in UTF-16 code units.
@@ -148,36 +149,17 @@ def decided_card(last_part: str, edit: dict[str, Any], at: datetime) -> str:
 # -- commands ---------------------------------------------------------------------------
 
 
-class PipelineState(Protocol):
-    @property
-    def paused(self) -> bool: ...
-    @property
-    def next_due_at(self) -> datetime | None: ...
-
-
-def status_overview(
-    names: Iterable[str],
-    states: Mapping[str, PipelineState],
-    last_runs: dict[str, runs.Run | None],
-    counts: dict[str, dict[str, int]],
-    wal_bytes: int,
-    now: datetime,
-) -> str:
+def status_overview(overview: views.Overview) -> str:
+    now = overview.at
     lines = ["<b>gatehouse status</b>"]
-    for name in sorted(names):
-        state = states.get(name)
-        run = last_runs.get(name)
-        by_state = counts.get(name, {})
-        flags = " ⏸ paused" if state is not None and state.paused else ""
-        lines.append(f"\n<b>{esc(name)}</b>{flags}")
-        lines.append("  last run: " + (_run_summary(run, now) if run else "none yet"))
-        due = state.next_due_at if state else None
+    for p in overview.pipelines:
+        flags = " ⏸ paused" if p.paused else ""
+        lines.append(f"\n<b>{esc(p.name)}</b>{flags}")
+        lines.append("  last run: " + (_run_summary(p.last_run, now) if p.last_run else "none yet"))
+        due = p.next_due_at
         lines.append(f"  next due: {age(due, now) if due else 'not scheduled'}")
-        lines.append(
-            f"  awaiting approval: {by_state.get('awaiting_approval', 0)}"
-            f" · breaches: {by_state.get('breach', 0)}"
-        )
-    lines.append(f"\nstore WAL: {wal_bytes / 1024:.0f} KiB")
+        lines.append(f"  awaiting approval: {p.awaiting} · breaches: {p.breaches}")
+    lines.append(f"\nstore WAL: {overview.wal_bytes / 1024:.0f} KiB")
     return "\n".join(lines)
 
 
