@@ -12,6 +12,7 @@ import sys
 
 BENCHES = {
     "dedup": "bench.dedup",
+    "ledger": "bench.ledger",
     "bot": "bench.bot",
     "tick": "bench.tick",
     "transitions": "bench.transitions",
