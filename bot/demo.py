@@ -30,8 +30,9 @@ from pathlib import Path
 
 import pydantic_settings
 
-from bot import app, localapi, logs, webchat
+from bot import app, control, localapi, logs, webchat
 from bot import settings as settings_mod
+from pipelines import dispatcher, llm_drafter
 from pipelines import runtime as runtime_mod
 from store import datadir
 
@@ -138,12 +139,19 @@ async def run(
             feed_url = f"http://{localapi.HOST}:{web.port}{FEED_PATH}"
             pipelines_dir, out = write_pipeline(data_dir, feed_url)
             cfg = settings(data_dir, pipelines_dir, api.base_url)
+            # As `app.run` wires production, minus the LLM provider (none is configured).
+            application = app.build(cfg, TOKEN)
+            choose = llm_drafter.Drafters(cfg.llm, cfg.prices)
             rt_config = runtime_mod.RuntimeConfig(
-                store=app.store_config(cfg), pipelines_dir=pipelines_dir
+                store=app.store_config(cfg),
+                pipelines_dir=pipelines_dir,
+                drafter_for=choose,
+                workers=(choose.worker, dispatcher.make_worker(application.bot), control.serve),
             )
             runtime = await runtime_mod.Runtime.start(rt_config)
             try:
-                bot = asyncio.create_task(app.serve(cfg, TOKEN, runtime, stop), name="demo-bot")
+                serving = app.serve(cfg, TOKEN, runtime, stop, application)
+                bot = asyncio.create_task(serving, name="demo-bot")
                 if ready is not None:
                     ready(Running(web.url, data_dir, out, api, web))
                 await bot
@@ -173,7 +181,9 @@ def _print_banner(running: Running) -> None:
         f"\n  data  {running.data_dir}"
         f"\n  posts {running.out_dir}  (approved drafts land here)\n"
         "\nCards for the bundled feed arrive in a few seconds. Tap Approve, Reject or Edit;"
-        "\ntry /status, /pending, /budget. Press Ctrl-C to stop.\n",
+        "\ntry /status, /pending, /budget. From another terminal, the CLI sees it too:"
+        f"\n  GATEHOUSE_DATA_DIR={running.data_dir} gatehouse pending"
+        "\n\nPress Ctrl-C to stop.\n",
         flush=True,
     )
 

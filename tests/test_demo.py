@@ -125,7 +125,9 @@ async def test_a_card_for_each_feed_entry_and_approve_edits_it(
     assert edited["reply_markup"] is None  # no buttons left on a decided card
     answers = (await page.chat())["answers"]
     assert answers[tapped["query_id"]] == "✅ approved"
-    # The file dispatcher (when the runtime runs one) writes into the demo's data dir.
+    # The approved draft is dispatched: a markdown file in the demo's data directory.
+    written = await page.until(lambda _: list(running.out_dir.glob("news-*-v*.md")))
+    assert len(written) == 1 and titles[0] in written[0].read_text()
     assert running.out_dir.is_relative_to(running.data_dir)
 
 
