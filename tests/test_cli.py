@@ -142,6 +142,8 @@ async def test_writes_go_through_the_running_bot(
     code, out, err = await gatehouse(data_dir, pipelines_dir, "pause", "news")
     assert code == 0 and "paused" in out, err
     assert (await runtime.scheduler.states())["news"].paused
+    code, out, err = await gatehouse(data_dir, pipelines_dir, "sweep", "--days", "30", "--json")
+    assert code == 0 and json.loads(out) == {"deleted": 0}, err
 
 
 async def test_a_writer_without_a_socket_is_refused_by_pid(
