@@ -193,8 +193,15 @@ async def _main(options: Options) -> None:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
-    await run(options, stop, _print_banner)
-    print("gatehouse demo stopped.", flush=True)
+    started: list[Running] = []
+
+    def ready(running: Running) -> None:
+        started.append(running)
+        _print_banner(running)
+
+    await run(options, stop, ready)
+    kept = f"; its data stays in {started[0].data_dir}" if started else ""
+    print(f"gatehouse demo stopped{kept}.", flush=True)
 
 
 def main(*, port: int = 0, data_dir: Path | None = None, verbose: bool = False) -> int:

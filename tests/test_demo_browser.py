@@ -106,3 +106,18 @@ async def test_typing_a_command_gets_an_answer(running: demo.Running, page: asyn
     await async_api.expect(page.locator(".msg.me .text").last).to_have_text("/status")
     reply = page.locator(".msg.bot", has_text="gatehouse status")
     await async_api.expect(reply).to_contain_text("news")
+
+
+async def test_edit_asks_for_a_reply_and_posts_the_new_draft(
+    running: demo.Running, page: async_api.Page
+) -> None:
+    await page.goto(running.url)
+    card = page.locator(".msg.bot", has_text="Library extends weekend opening hours")
+    await card.get_by_role("button", name="Edit").click()
+    # The bot asks for the text with ForceReply; the page answers it as a reply.
+    await async_api.expect(page.locator("#replying")).to_be_visible()
+    await page.locator("#text").fill("Weekend library hours: Sat 9-18, Sun 11-16.")
+    await page.locator("#send").click()
+    new_card = page.locator(".msg.bot", has_text="Weekend library hours: Sat 9-18")
+    await async_api.expect(new_card.get_by_role("button", name="Approve")).to_be_visible()
+    await async_api.expect(page.locator("#replying")).to_be_hidden()
