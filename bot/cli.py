@@ -3,6 +3,7 @@
     gatehouse run                              start the operator bot and the engine
     gatehouse demo [--port N] [--data-dir D]   offline demo in a browser: no token, no API key
     gatehouse check                            check settings and pipeline files (exit 1 on errors)
+    gatehouse health                           exit 0 while the bot runs and answers (healthcheck)
     gatehouse status [pipeline]                every pipeline, or one pipeline's recent runs
     gatehouse runs [pipeline] [--limit 10]     recent runs, with the last green / first red run
     gatehouse pending                          items awaiting approval, oldest first
@@ -199,6 +200,20 @@ def cmd_check(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetim
     return 1 if problems else 0
 
 
+def cmd_health(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
+    """Exit 0 while a gatehouse process holds the store and answers on its control socket."""
+    pid = datadir.is_locked(cfg.data_dir) if cfg.data_dir.exists() else None
+    problem = None if pid else f"no gatehouse process holds the store in {cfg.data_dir}"
+    if pid:
+        try:
+            control.request(cfg.data_dir, "ping", {}, timeout=3)
+        except (control.Unavailable, control.NoAnswer, control.Refused) as exc:
+            problem = f"process {pid} holds the store but does not answer: {exc}"
+    value = {"ok": problem is None, "pid": pid, "problem": problem}
+    emit(args, value, lambda: problem or f"ok: gatehouse runs as pid {pid}")
+    return 1 if problem else 0
+
+
 # -- writes: through the running bot, or as the writer when none runs --------------------------
 
 
@@ -345,6 +360,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
     demo.add_argument("--data-dir", type=Path, help="keep its data here (default: a temp dir)")
     demo.add_argument("--verbose", action="store_true", help="log what the bot and engine do")
     add("check", cmd_check, "check settings and pipeline files; exit 1 on any error")
+    add("health", cmd_health, "exit 0 while the bot runs and answers (for healthchecks)")
     add("status", cmd_status, "every pipeline, or one pipeline's runs").add_argument(
         "pipeline", nargs="?"
     )

@@ -144,6 +144,8 @@ async def test_writes_go_through_the_running_bot(
     assert (await runtime.scheduler.states())["news"].paused
     code, out, err = await gatehouse(data_dir, pipelines_dir, "sweep", "--days", "30", "--json")
     assert code == 0 and json.loads(out) == {"deleted": 0}, err
+    code, out, err = await gatehouse(data_dir, pipelines_dir, "health")
+    assert code == 0 and f"pid {os.getpid()}" in out, err
 
 
 async def test_a_writer_without_a_socket_is_refused_by_pid(
@@ -163,6 +165,8 @@ async def test_a_writer_without_a_socket_is_refused_by_pid(
     assert await event_count(store) == before
     assert (await ledger.report(store, now)).budgets == []
     assert (await items.get(store, item.id)).attempt == 1
+    code, out, _ = await gatehouse(data_dir, pipelines_dir, "health", "--json")
+    assert code == 1 and "does not answer" in json.loads(out)["problem"]
 
 
 async def test_without_a_bot_the_cli_is_the_writer_for_the_command(
