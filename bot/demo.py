@@ -128,6 +128,18 @@ def settings(data_dir: Path, pipelines_dir: Path, base_url: str) -> settings_mod
     return _DemoSettings(data_dir=data_dir, pipelines_dir=pipelines_dir, telegram=telegram)
 
 
+def runtime_config(cfg: settings_mod.Settings, application: app.App) -> runtime_mod.RuntimeConfig:
+    """The engine wired as `app.run` wires it in production; no LLM provider is configured,
+    so every pipeline drafts from its template."""
+    choose = llm_drafter.Drafters(cfg.llm, cfg.prices)
+    return runtime_mod.RuntimeConfig(
+        store=app.store_config(cfg),
+        pipelines_dir=cfg.pipelines_dir,
+        drafter_for=choose,
+        workers=(choose.worker, dispatcher.make_worker(application.bot), control.serve),
+    )
+
+
 async def run(
     options: Options, stop: asyncio.Event, ready: Callable[[Running], None] | None = None
 ) -> None:
@@ -139,16 +151,8 @@ async def run(
             feed_url = f"http://{localapi.HOST}:{web.port}{FEED_PATH}"
             pipelines_dir, out = write_pipeline(data_dir, feed_url)
             cfg = settings(data_dir, pipelines_dir, api.base_url)
-            # As `app.run` wires production, minus the LLM provider (none is configured).
             application = app.build(cfg, TOKEN)
-            choose = llm_drafter.Drafters(cfg.llm, cfg.prices)
-            rt_config = runtime_mod.RuntimeConfig(
-                store=app.store_config(cfg),
-                pipelines_dir=pipelines_dir,
-                drafter_for=choose,
-                workers=(choose.worker, dispatcher.make_worker(application.bot), control.serve),
-            )
-            runtime = await runtime_mod.Runtime.start(rt_config)
+            runtime = await runtime_mod.Runtime.start(runtime_config(cfg, application))
             try:
                 serving = app.serve(cfg, TOKEN, runtime, stop, application)
                 bot = asyncio.create_task(serving, name="demo-bot")
