@@ -218,6 +218,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self._call(route, params)
 
     def _body(self) -> dict[str, Any]:
+        # JSON only: another site's page cannot send it here without a CORS preflight,
+        # which this server never grants, so only the demo page itself can act.
+        if self.headers.get_content_type() != "application/json":
+            raise BadRequest("send the fields as JSON (Content-Type: application/json)")
         length = int(self.headers.get("Content-Length") or 0)
         if length > MAX_BODY:
             raise BadRequest(f"request body too large ({length} bytes; at most {MAX_BODY})")

@@ -164,8 +164,11 @@ async def test_bad_requests_say_what_is_wrong(page: Page) -> None:
     assert empty.status_code == 400 and "'text'" in empty.json()["error"]
     no_message = await page.client.post("/api/tap", json={"message_id": 99999, "data": "x"})
     assert no_message.status_code == 400 and "99999" in no_message.json()["error"]
-    not_json = await page.client.post("/api/tap", content=b"[1]")
-    assert not_json.status_code == 400 and "JSON object" in not_json.json()["error"]
+    not_object = await page.client.post("/api/tap", json=[1])
+    assert not_object.status_code == 400 and "JSON object" in not_object.json()["error"]
+    # A form post (what another site's page could send without asking) is refused.
+    form = await page.client.post("/api/send", data={"text": "/status"})
+    assert form.status_code == 400 and "application/json" in form.json()["error"]
     unknown = await page.client.get("/api/nothing")
     assert unknown.status_code == 404
 
