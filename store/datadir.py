@@ -11,6 +11,7 @@ import contextlib
 import fcntl
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 from store import errors
@@ -20,14 +21,12 @@ DB_NAME = "gatehouse.db"
 
 
 def prepare(path: Path) -> Path:
-    """Create the data directory 0700 under umask 077, or check an existing one.
+    """Create the data directory 0700, or check an existing one.
 
     Refuses a symlink, a non-directory, a directory owned by someone else, and one
     that the group or others can access: the store holds operator decisions and
     spend, and its files inherit the directory's exposure.
     """
-    # Every file gatehouse creates from here on (database, WAL, lock) is 0600.
-    os.umask(0o077)
     try:
         info = path.lstat()
     except FileNotFoundError:
@@ -75,6 +74,20 @@ class WriterLock:
             with contextlib.suppress(OSError):
                 os.ftruncate(fd, 0)
             os.close(fd)
+
+
+@contextlib.contextmanager
+def private_files() -> Iterator[None]:
+    """Files created inside the block are 0600 (umask 077), whatever the process umask.
+
+    Used around the writer's first connect: SQLite creates the database file then, and
+    gives its WAL and shared-memory files the database file's own mode.
+    """
+    previous = os.umask(0o077)
+    try:
+        yield
+    finally:
+        os.umask(previous)
 
 
 def holder_pid(lock_path: Path) -> int | None:

@@ -77,9 +77,10 @@ def check_pragmas(conn: sqlite3.Connection, required: dict[str, object]) -> None
 
 
 def _connect_writer(config: StoreConfig) -> sqlite3.Connection:
-    conn = sqlite3.connect(config.db_path, isolation_level=None, check_same_thread=True)
-    conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-    conn.execute("PRAGMA journal_mode=WAL")
+    with datadir.private_files():
+        conn = sqlite3.connect(config.db_path, isolation_level=None, check_same_thread=True)
+        conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        conn.execute("PRAGMA journal_mode=WAL")  # creates the database, WAL and shm files
     conn.execute(f"PRAGMA synchronous={config.synchronous}")
     conn.execute("PRAGMA foreign_keys=ON")
     conn.execute("PRAGMA wal_autocheckpoint=0")

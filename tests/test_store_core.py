@@ -21,11 +21,18 @@ def _mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
 
 
-async def test_creates_private_directory_and_files(store: db.Store, data_dir: Path) -> None:
-    await store.write(lambda conn: conn.execute("CREATE TABLE t (x)"))
-    assert _mode(data_dir) == 0o700
-    for name in ("gatehouse.db", "gatehouse.db-wal", "gatehouse.lock"):
-        assert _mode(data_dir / name) == 0o600, name
+async def test_creates_private_directory_and_files(data_dir: Path) -> None:
+    previous = os.umask(0o022)  # a permissive process umask must not matter
+    try:
+        store = await db.Store.open(db.StoreConfig(data_dir=data_dir))
+        await store.write(lambda conn: conn.execute("CREATE TABLE t (x)"))
+        assert os.umask(0o022) == 0o022  # and the store leaves the process umask alone
+        assert _mode(data_dir) == 0o700
+        for name in ("gatehouse.db", "gatehouse.db-wal", "gatehouse.db-shm", "gatehouse.lock"):
+            assert _mode(data_dir / name) == 0o600, name
+        await store.close()
+    finally:
+        os.umask(previous)
 
 
 async def test_second_instance_in_process_is_refused(store: db.Store, data_dir: Path) -> None:
