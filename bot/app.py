@@ -205,6 +205,17 @@ def store_config(cfg: settings_mod.Settings) -> db.StoreConfig:
     )
 
 
+def runtime_config(cfg: settings_mod.Settings, application: App) -> runtime_mod.RuntimeConfig:
+    """The engine as the bot runs it: drafters, the dispatch worker and the control socket."""
+    choose = llm_drafter.Drafters(cfg.llm, cfg.prices)
+    return runtime_mod.RuntimeConfig(
+        store=store_config(cfg),
+        pipelines_dir=cfg.pipelines_dir,
+        drafter_for=choose,
+        workers=(choose.worker, dispatcher.make_worker(application.bot), control.serve),
+    )
+
+
 async def run(cfg: settings_mod.Settings, token: str) -> None:
     """Start the engine, then the bot; SIGTERM or SIGINT stops both."""
     stop = asyncio.Event()
@@ -212,13 +223,7 @@ async def run(cfg: settings_mod.Settings, token: str) -> None:
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     application = build(cfg, token)
-    choose = llm_drafter.Drafters(cfg.llm, cfg.prices)
-    rt_config = runtime_mod.RuntimeConfig(
-        store=store_config(cfg),
-        pipelines_dir=cfg.pipelines_dir,
-        drafter_for=choose,
-        workers=(choose.worker, dispatcher.make_worker(application.bot), control.serve),
-    )
+    rt_config = runtime_config(cfg, application)
     runtime = await runtime_mod.Runtime.start(rt_config)
     try:
         await serve(cfg, token, runtime, stop, application)

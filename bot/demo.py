@@ -30,9 +30,8 @@ from pathlib import Path
 
 import pydantic_settings
 
-from bot import app, control, localapi, logs, webchat
+from bot import app, localapi, logs, webchat
 from bot import settings as settings_mod
-from pipelines import dispatcher, llm_drafter
 from pipelines import runtime as runtime_mod
 from store import datadir
 
@@ -128,18 +127,6 @@ def settings(data_dir: Path, pipelines_dir: Path, base_url: str) -> settings_mod
     return _DemoSettings(data_dir=data_dir, pipelines_dir=pipelines_dir, telegram=telegram)
 
 
-def runtime_config(cfg: settings_mod.Settings, application: app.App) -> runtime_mod.RuntimeConfig:
-    """The engine wired as `app.run` wires it in production; no LLM provider is configured,
-    so every pipeline drafts from its template."""
-    choose = llm_drafter.Drafters(cfg.llm, cfg.prices)
-    return runtime_mod.RuntimeConfig(
-        store=app.store_config(cfg),
-        pipelines_dir=cfg.pipelines_dir,
-        drafter_for=choose,
-        workers=(choose.worker, dispatcher.make_worker(application.bot), control.serve),
-    )
-
-
 async def run(
     options: Options, stop: asyncio.Event, ready: Callable[[Running], None] | None = None
 ) -> None:
@@ -152,7 +139,7 @@ async def run(
             pipelines_dir, out = write_pipeline(data_dir, feed_url)
             cfg = settings(data_dir, pipelines_dir, api.base_url)
             application = app.build(cfg, TOKEN)
-            runtime = await runtime_mod.Runtime.start(runtime_config(cfg, application))
+            runtime = await runtime_mod.Runtime.start(app.runtime_config(cfg, application))
             try:
                 serving = app.serve(cfg, TOKEN, runtime, stop, application)
                 bot = asyncio.create_task(serving, name="demo-bot")
