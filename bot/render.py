@@ -103,10 +103,14 @@ def card(item_id: int, payload: dict[str, Any]) -> str:
     lines = [f"📝 <b>{esc(payload.get('pipeline', '?'))}</b> · item {item_id}"]
     title = payload.get("title")
     link = payload.get("link")
+    if title and str(payload.get("text", "")).lstrip().startswith(title):
+        title = None  # the draft opens with it (the template drafter's shape): say it once
     if title and link:
         lines.append(f'<a href="{esc(link)}">{esc(title)}</a>')
-    elif title or link:
-        lines.append(esc(title or link))
+    elif link:
+        lines.append(f'🔗 <a href="{esc(link)}">source</a>')
+    elif title:
+        lines.append(esc(title))
     if payload.get("duplicate_of") is not None:
         reason = payload.get("duplicate_reason") or "similar text"
         lines.append(f"⚠️ possible duplicate of item {esc(payload['duplicate_of'])}: {esc(reason)}")

@@ -78,8 +78,8 @@ async def test_click_approve_and_the_card_changes(
     await page.goto(running.url)
     card = page.locator(".msg.bot", has_text="Council approves bike lanes")
     await card.wait_for()
-    # The card renders Telegram's formatting: the title is a link, the pipeline bold.
-    link = card.locator("a", has_text="Council approves bike lanes")
+    # The card renders Telegram's formatting: the source is a link, the pipeline bold.
+    link = card.locator("a", has_text="source")
     assert await link.get_attribute("href") == (
         "https://gazette.example.org/2024/05/13/main-street-bike-lanes"
     )
