@@ -106,7 +106,9 @@ def feed() -> Iterator[FeedServer]:
 @pytest.fixture
 def bot(tmp_path: Path, api: localapi.LocalBotApi, feed: FeedServer) -> Iterator[BotProcess]:
     (tmp_path / "pipelines").mkdir()
-    (tmp_path / "pipelines" / "news.yaml").write_text(PIPELINE.format(url=feed.url("/feed.xml"), out=tmp_path / "out"))
+    (tmp_path / "pipelines" / "news.yaml").write_text(
+        PIPELINE.format(url=feed.url("/feed.xml"), out=tmp_path / "out")
+    )
     process = BotProcess(tmp_path, api).start()
     try:
         yield process

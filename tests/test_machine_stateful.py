@@ -211,7 +211,8 @@ class ItemMachine(RuleBasedStateMachine):
 
 
 ItemMachine.TestCase.settings = settings(
-    max_examples=40, stateful_step_count=50,
+    max_examples=40,
+    stateful_step_count=50,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
