@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import AsyncIterator, Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -160,3 +161,31 @@ async def test_approval_queues_card_edit_and_dispatch_together(
         "version": 1,
         "pipeline": "news",
     }
+
+
+@pytest.mark.parametrize("fail_closed", [False, True])
+async def test_a_broken_dedup_table_degrades_open_unless_fail_closed(
+    store: db.Store,
+    feeds: FeedServer,
+    client: httpx.AsyncClient,
+    tmp_path: Path,
+    data_dir: Path,
+    now: datetime,
+    fail_closed: bool,
+) -> None:
+    feeds.set("/feed.xml", rss([("k1", "Kept", "one"), ("k2", "Also kept", "two")]))
+    pipeline = write_pipeline(tmp_path, "news", [feeds.url("/feed.xml")])
+    pipeline.dedup.fail_closed = fail_closed
+    # A real store failure: the dedup table is gone (as after a botched manual repair).
+    raw = sqlite3.connect(data_dir / "gatehouse.db", isolation_level=None)
+    raw.execute("DROP TABLE seen_items")
+    raw.close()
+    report = await engine.Engine(store, {"news": pipeline}, client=client).tick(
+        "news", "schedule", now
+    )
+    assert report.status == "error"
+    assert "dedup unavailable" in report.errors[0]
+    created = await items.in_state(store, State.AWAITING_APPROVAL, "news")
+    assert len(created) == (0 if fail_closed else 2)
+    alerts = await outbox.due(store, now, ["alert"])
+    assert len(alerts) == 1 and "dedup unavailable" in alerts[0].payload["text"]
