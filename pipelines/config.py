@@ -16,10 +16,9 @@ import re
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args, get_origin
+from typing import Annotated, Any, Literal
 
 import jsonschema
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -33,7 +32,9 @@ from pydantic import (
     model_validator,
 )
 
-from pipelines import dispatch, drafting, schedule, sources
+from pipelines import config_errors, dispatch, drafting, schedule, sources
+
+ConfigError = config_errors.ConfigError
 
 _NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 
@@ -200,20 +201,6 @@ class Pipeline(_Model):
         return value
 
 
-@dataclass(frozen=True)
-class ConfigError:
-    """One problem in one pipeline file, with the line and field where known."""
-
-    file: Path
-    line: int | None
-    field: str | None
-    reason: str
-
-    def __str__(self) -> str:
-        where = f"{self.file}:{self.line}" if self.line else str(self.file)
-        return f"{where}: {self.field}: {self.reason}" if self.field else f"{where}: {self.reason}"
-
-
 @dataclass
 class LoadResult:
     """The pipelines that loaded, keyed by name, and every error found on the way."""
@@ -239,7 +226,7 @@ def load_dir(path: Path) -> LoadResult:
         if pipeline.name in result.pipelines:
             first = result.files[pipeline.name]
             reason = f"duplicate pipeline name {pipeline.name!r}: already defined in {first}"
-            line = _line_of(file.read_text(encoding="utf-8"), ("name",))
+            line = config_errors.line_of(file.read_text(encoding="utf-8"), ("name",))
             result.errors.append(ConfigError(file, line, "name", reason))
             continue
         result.pipelines[pipeline.name] = pipeline
@@ -254,13 +241,15 @@ def load_file(file: Path) -> tuple[Pipeline | None, list[ConfigError]]:
     except (OSError, UnicodeDecodeError) as exc:
         return None, [ConfigError(file, None, None, f"cannot read file: {exc}")]
     try:
-        node, data = _parse_yaml(text)
-    except _Problem as problem:
+        node, data = config_errors.parse_yaml(text)
+    except config_errors.Problem as problem:
         return None, [ConfigError(file, problem.line, problem.field, problem.reason)]
     try:
         pipeline = Pipeline.model_validate(data, context={"base_dir": file.parent})
     except ValidationError as exc:
-        errors = [_from_pydantic(file, error, node, data) for error in exc.errors()]
+        errors = [
+            config_errors.from_pydantic(file, error, node, data, Pipeline) for error in exc.errors()
+        ]
         # Top to bottom, the way an operator reads the file.
         return None, sorted(errors, key=lambda error: error.line or 0)
     return pipeline, []
@@ -300,159 +289,3 @@ def _positive(value: timedelta) -> timedelta:
     if value <= timedelta(0):
         raise ValueError("must be longer than 0s")
     return value
-
-
-# Mapping YAML and pydantic errors to a file's lines and an operator's words.
-
-
-class _Problem(Exception):
-    def __init__(self, line: int | None, field: str | None, reason: str) -> None:
-        super().__init__(reason)
-        self.line, self.field, self.reason = line, field, reason
-
-
-_KINDS = {"sources": "source", "dispatch": "dispatch"}
-_ALIAS_HINT = '; quote values that start with *, like schedule: "*/15 * * * *"'
-
-
-def _parse_yaml(text: str) -> tuple[yaml.Node, dict[str, Any]]:
-    """The node tree (for line numbers) and the data, or a _Problem."""
-    try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        hint = _ALIAS_HINT if exc.context == "while scanning an alias" else ""
-        line = mark.line + 1 if mark else None
-        raise _Problem(line, None, f"invalid YAML: {exc.problem}{hint}") from None
-    except yaml.YAMLError as exc:
-        raise _Problem(None, None, f"invalid YAML: {exc}") from None
-    if node is None:
-        raise _Problem(None, None, "empty file: expected the fields of one pipeline")
-    if not isinstance(node, yaml.MappingNode) or not isinstance(data, dict):
-        raise _Problem(
-            node.start_mark.line + 1,
-            None,
-            f"expected a mapping of pipeline fields (name: ..., schedule: ...), got {node.tag}",
-        )
-    _check_duplicate_keys(node, ())
-    return node, data
-
-
-def _check_duplicate_keys(node: yaml.Node, path: tuple[str, ...]) -> None:
-    # PyYAML silently keeps the last of two equal keys; an operator would never notice.
-    if isinstance(node, yaml.MappingNode):
-        seen: set[str] = set()
-        for key, value in node.value:
-            name = str(key.value)
-            if name in seen:
-                dotted = ".".join((*path, name))
-                raise _Problem(key.start_mark.line + 1, dotted, f"duplicate key {name!r}")
-            seen.add(name)
-            _check_duplicate_keys(value, (*path, name))
-    elif isinstance(node, yaml.SequenceNode):
-        for index, child in enumerate(node.value):
-            _check_duplicate_keys(child, (*path, str(index)))
-
-
-def _from_pydantic(file: Path, error: Any, node: yaml.Node, data: object) -> ConfigError:
-    raw_loc: tuple[str | int, ...] = tuple(error["loc"])
-    loc = _without_tags(raw_loc, data)
-    if error["type"] in {"union_tag_invalid", "union_tag_not_found"}:
-        loc = (*loc, "type")
-    field = ".".join(str(part) for part in loc) or None
-    return ConfigError(file, _line_at(node, loc), field, _reason(error, raw_loc))
-
-
-def _reason(error: Any, raw_loc: tuple[str | int, ...]) -> str:
-    kind, ctx = error["type"], error.get("ctx") or {}
-    noun = _KINDS.get(str(raw_loc[0]), str(raw_loc[0])) if raw_loc else "value"
-    if kind == "missing":
-        return "required field is missing"
-    if kind == "extra_forbidden":
-        model = _model_at(raw_loc[:-1])
-        valid = f"; valid: {', '.join(model.model_fields)}" if model else ""
-        return f"unknown field {raw_loc[-1]!r}{valid}"
-    if kind == "value_error" and "error" in ctx:
-        return str(ctx["error"])
-    if kind == "union_tag_invalid":
-        tags = str(ctx.get("expected_tags", "")).replace("'", "")
-        return f"unknown {noun} type {ctx.get('tag')!r}; valid: {tags}"
-    if kind == "union_tag_not_found":
-        union = _strip(_type_at(raw_loc))
-        tags = ", ".join(_tag(member) for member in get_args(union))
-        return f"missing {noun} type; valid: {tags}"
-    return str(error["msg"])
-
-
-def _without_tags(loc: tuple[str | int, ...], data: object) -> tuple[str | int, ...]:
-    """The loc as the YAML spells it: pydantic inserts a union's tag ('rss') as a step."""
-    kept: list[str | int] = []
-    current = data
-    for part in loc:
-        if isinstance(current, dict) and part not in current and current.get("type") == part:
-            continue
-        kept.append(part)
-        if isinstance(current, dict):
-            current = current.get(part)
-        elif isinstance(current, list) and isinstance(part, int) and 0 <= part < len(current):
-            current = current[part]
-        else:
-            current = None
-    return tuple(kept)
-
-
-def _line_at(node: yaml.Node, loc: tuple[str | int, ...]) -> int:
-    """The line of the deepest key or item of `loc` that the file has (1-based)."""
-    line = node.start_mark.line + 1
-    for part in loc:
-        if isinstance(node, yaml.MappingNode):
-            match = next((kv for kv in node.value if str(kv[0].value) == str(part)), None)
-            if match is None:
-                break
-            line, node = match[0].start_mark.line + 1, match[1]
-        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int):
-            if not 0 <= part < len(node.value):
-                break
-            node = node.value[part]
-            line = node.start_mark.line + 1
-        else:
-            break
-    return line
-
-
-def _line_of(text: str, loc: tuple[str | int, ...]) -> int | None:
-    node = yaml.compose(text, Loader=yaml.SafeLoader)
-    return _line_at(node, loc) if node is not None else None
-
-
-def _type_at(loc: tuple[str | int, ...]) -> Any:
-    """The annotation pydantic validated at `loc` (tags included), or None."""
-    current: Any = Pipeline
-    for part in loc:
-        current = _strip(current)
-        if isinstance(part, int):
-            current = next(iter(get_args(current)), None)
-        elif isinstance(current, type) and issubclass(current, BaseModel):
-            found = current.model_fields.get(part)
-            current = found.annotation if found else None
-        else:
-            current = next((m for m in get_args(current) if _tag(m) == part), None)
-    return current
-
-
-def _model_at(loc: tuple[str | int, ...]) -> type[BaseModel] | None:
-    found = _strip(_type_at(loc))
-    return found if isinstance(found, type) and issubclass(found, BaseModel) else None
-
-
-def _strip(annotation: Any) -> Any:
-    while get_origin(annotation) is Annotated:
-        annotation = get_args(annotation)[0]
-    return annotation
-
-
-def _tag(model: Any) -> str:
-    if isinstance(model, type) and issubclass(model, BaseModel) and "type" in model.model_fields:
-        return str(next(iter(get_args(model.model_fields["type"].annotation)), ""))
-    return ""
