@@ -87,9 +87,20 @@ def _act(conn: sqlite3.Connection, item: Item, now: datetime) -> None:
     else:
         reason = f"stuck in {item.state} since {_since(item)}"
     key = f"sla-{target}:{_entry_key(item)}"
-    items.transition_sync(
+    moved = items.transition_sync(
         conn, item.id, target, "sweep", now, reason=reason, expect_attempt=item.attempt
     )
+    if item.state == machine.State.AWAITING_APPROVAL:
+        # Its card still shows buttons: replace them with what happened.
+        edit: dict[str, object] = {
+            "item_id": item.id,
+            "attempt": item.attempt,
+            "version": item.version,
+            "state": moved.state.value,
+            "status": f"⌛ {reason}",
+            "decided_by": [],
+        }
+        outbox.enqueue_sync(conn, "card_edit", outbox.OPERATORS, edit, now, item_id=item.id)
     payload = {
         "text": f"🚨 item {item.id} ({item.pipeline}): {reason}",
         "level": "error",

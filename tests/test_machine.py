@@ -238,6 +238,9 @@ async def test_awaiting_approval_expires_after_its_window(store: db.Store, now: 
     report = await sla.sweep(store, now + timedelta(hours=3))
     assert report.moved == (item.id,)
     assert (await items.get(store, item.id)).state == S.EXPIRED
+    (edit,) = await outbox.for_item(store, item.id, "card_edit")
+    assert edit.payload["state"] == "expired"
+    assert edit.payload["status"].startswith("⌛ approval window passed")
 
 
 async def test_sweep_warning_not_starved_by_an_earlier_deadline(
