@@ -174,6 +174,7 @@ async def main(argv: list[str]) -> None:
         ours = await gatehouse(args.taps, Path(tmp))
     theirs = await bare(args.taps)
     figures: dict[str, Any] = {
+        "bench": "bot",
         "taps": args.taps,
         **ours,
         "bare_approvals_per_s": theirs["approvals_per_s"],
