@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import shutil
 import signal
 import sys
 import tempfile
@@ -165,6 +166,13 @@ def _start_web(api: localapi.LocalBotApi, port: int) -> webchat.WebChat:
         ) from None
 
 
+def _cli() -> str:
+    """How to call the CLI from here: the venv's script, if it is not on PATH."""
+    beside = Path(sys.executable).parent / "gatehouse"
+    on_path = shutil.which("gatehouse")
+    return "gatehouse" if on_path and Path(on_path) == beside else str(beside)
+
+
 def _print_banner(running: Running) -> None:
     print(
         "\ngatehouse demo is running (no Telegram, no API key: everything is on this machine).\n"
@@ -173,7 +181,7 @@ def _print_banner(running: Running) -> None:
         f"\n  posts {running.out_dir}  (approved drafts land here)\n"
         "\nCards for the bundled feed arrive in a few seconds. Tap Approve, Reject or Edit;"
         "\ntry /status, /pending, /budget. From another terminal, the CLI sees it too:"
-        f"\n  GATEHOUSE_DATA_DIR={running.data_dir} gatehouse pending"
+        f"\n  GATEHOUSE_DATA_DIR={running.data_dir} {_cli()} pending"
         "\n\nPress Ctrl-C to stop.\n",
         flush=True,
     )
