@@ -12,6 +12,7 @@
     gatehouse budget                           spend, holds and limits, today and this month
     gatehouse set-budget <scope> <day|month> <usd>   set a limit (scope: global or a pipeline)
     gatehouse run-now|pause|resume <pipeline>  run a pipeline now, stop or restart its schedule
+    gatehouse reconcile-claim <claim> <usd> <evidence>   settle an uncertain AI spend claim
     gatehouse reconcile [--backfill|--prune]   file dispatch folders against the store
     gatehouse audit verify                     check the event hash chain (exit 1 if broken)
     gatehouse sweep [--days 90]                forget seen ids older than that
@@ -281,6 +282,24 @@ def cmd_set_budget(cfg: settings_mod.Settings, args: argparse.Namespace, now: da
     return 0
 
 
+def cmd_reconcile_claim(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
+    views.parse_usd(args.amount)
+    request = {"claim": args.claim, "amount": args.amount, "evidence": args.evidence}
+    result = write(
+        cfg,
+        "reconcile-claim",
+        request,
+        lambda s: views.reconcile_claim(
+            s, args.claim, args.amount, args.evidence, control.ACTOR, now
+        ),
+    )
+    data = views.plain(result)
+    claim = data["claim"]
+    text = f"claim {claim['id']} settled at {budgets.usd(claim['actual_micros'])}"
+    emit(args, data, lambda: text + (" (already settled so)" if data["replayed"] else ""))
+    return 0
+
+
 def _budget(data: dict[str, Any]) -> budgets.Budget:
     return budgets.Budget(
         data["scope"], data["period"], datetime.fromisoformat(data["period_start"]),
@@ -383,6 +402,10 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
         ("resume", "restart a pipeline's schedule"),
     ):
         add(name, cmd_schedule, text).add_argument("pipeline")
+    settle = add("reconcile-claim", cmd_reconcile_claim, "settle an uncertain AI spend claim")
+    settle.add_argument("claim", type=positive, help="the claim id (from /budget or its alert)")
+    settle.add_argument("amount", help="what the provider charged, in USD (0 if nothing)")
+    settle.add_argument("evidence", help="the provider's request id or invoice line")
     reconcile = add("reconcile", cmd_reconcile, "compare file dispatch folders with the store")
     mode = reconcile.add_mutually_exclusive_group()
     mode.add_argument("--backfill", action="store_true", help="rewrite missing files")

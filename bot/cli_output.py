@@ -137,7 +137,8 @@ def budget(report: ledger.Report, now: datetime) -> str:
         ]  # fmt: skip
         lines = [table(("scope", "period", "spent", "held", "remaining", "limit", "used"), rows)]
     if report.uncertain:
-        lines.append(f"\n{len(report.uncertain)} uncertain holds (reconcile them):")
+        count = len(report.uncertain)
+        lines.append(f"\n{count} uncertain holds (settle each: gatehouse reconcile-claim):")
         holds = [
             (h.claim_id, h.pipeline, h.item_id, render.usd(h.reserved_micros),
              render.age(h.since, now), h.reason or "")

@@ -86,6 +86,12 @@ def _schedule(action: str) -> Handler:
     return run
 
 
+async def _reconcile_claim(rt: Any, args: dict[str, Any]) -> Any:
+    return await views.reconcile_claim(
+        rt.store, int(args["claim"]), str(args["amount"]), str(args["evidence"]), ACTOR, rt.now()
+    )
+
+
 async def _sweep(rt: Any, args: dict[str, Any]) -> Any:
     return await views.sweep(rt.store, rt.now(), int(args["days"]))
 
@@ -102,6 +108,7 @@ OPS: dict[str, Handler] = {
     "pause": _schedule("pause"),
     "resume": _schedule("resume"),
     "sweep": _sweep,
+    "reconcile-claim": _reconcile_claim,
 }
 
 

@@ -237,7 +237,8 @@ def budget(report: ledger_report.Report, now: datetime) -> str:
             f" of {usd(b.limit_micros)} ({b.pct_used:.0f}% used)"
         )
     if report.uncertain:
-        lines.append(f"\n⚠️ <b>{len(report.uncertain)} uncertain holds</b> (reconcile them):")
+        count = len(report.uncertain)
+        lines.append(f"\n⚠️ <b>{count} uncertain holds</b> (settle: gatehouse reconcile-claim):")
         for hold in report.uncertain:
             lines.append(
                 f"• claim {hold.claim_id} {esc(hold.pipeline)} item {hold.item_id}"

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pipelines.scheduler import Scheduler
-from store import budgets, events, items, ledger, machine, runs, schedules, seen
+from store import budgets, events, items, ledger, ledger_settle, machine, runs, schedules, seen
 from store.db import Store
 from store.machine import State
 
@@ -181,6 +181,15 @@ async def set_budget(
     except ValueError as exc:
         raise Invalid(str(exc)) from None
     return await ledger.set_budget(store, scope, period, parse_usd(amount_usd), actor, now)
+
+
+async def reconcile_claim(
+    store: Store, claim_id: int, amount_usd: str, evidence: str, actor: str, now: datetime
+) -> ledger_settle.Settlement:
+    """Settle an uncertain claim at the figure the provider's evidence shows."""
+    if not evidence.strip():
+        raise Invalid("evidence is required: e.g. the provider's request id or invoice line")
+    return await ledger.reconcile(store, claim_id, parse_usd(amount_usd), evidence, actor, now)
 
 
 def check_pipeline(name: str, known: Collection[str]) -> str:

@@ -26,12 +26,12 @@ import httpx
 from pipelines import config, drafters
 from pipelines.engine import Engine
 from pipelines.scheduler import Scheduler
-from store import db, outbox, sla, startup
+from store import db, ledger, outbox, sla, startup
 from store.db import Store
 
 log = logging.getLogger(__name__)
 
-#: How often the SLA sweep runs (seconds); deadlines are minutes long.
+#: How often the SLA sweep and claim recovery run (seconds); deadlines are minutes long.
 SWEEP_EVERY_S = 30.0
 
 
@@ -104,11 +104,13 @@ class Runtime:
         self._tasks.append(asyncio.create_task(guarded(), name=name))
 
     async def _sweep_forever(self) -> None:
+        """The SLA sweep, and recovery of ledger claims whose lease expired (a crashed call)."""
         while not self.stopping.is_set():
-            try:
-                await sla.sweep(self.store, self.now())
-            except Exception:
-                log.exception("SLA sweep failed")
+            for name, job in (("SLA sweep", sla.sweep), ("claim recovery", ledger.recover)):
+                try:
+                    await job(self.store, self.now())
+                except Exception:
+                    log.exception("%s failed", name)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.stopping.wait(), SWEEP_EVERY_S)
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from store import budgets, clock, errors, events, sql
+from store import budgets, clock, errors, events, outbox, sql
 from store import ledger_machine as lm
 from store.ledger_machine import ClaimState
 from store.prices import Usage
@@ -244,7 +244,23 @@ def move_sync(
     if moved is None:  # unreachable with one writer; kept as the compare-and-set guard
         raise errors.Conflict(f"claim {claim.id} changed underneath this transition")
     events.append(conn, "claim", claim.id, claim.state, to, actor, now, reason=reason)
+    if to == ClaimState.UNCERTAIN:
+        _alert_uncertain(conn, moved, now)
     return moved
+
+
+def _alert_uncertain(conn: sqlite3.Connection, claim: Claim, now: datetime) -> None:
+    """An uncertain hold stays until an operator reconciles it: tell them, once."""
+    item = f", item {claim.item_id}" if claim.item_id is not None else ""
+    text = (
+        f"💸 claim {claim.id} ({claim.pipeline}{item}) is uncertain: {claim.reason}. "
+        f"Its hold of {budgets.usd(claim.reserved_micros)} stays until you reconcile it "
+        f"with the provider's figure: gatehouse reconcile-claim {claim.id} <usd> <evidence>"
+    )
+    payload = {"text": text, "level": "error", "item_id": claim.item_id}
+    outbox.enqueue_sync(
+        conn, "alert", outbox.ALERTS, payload, now, dedupe_key=f"claim-uncertain:{claim.id}"
+    )
 
 
 def start_provider_sync(conn: sqlite3.Connection, work_id: int, now: datetime) -> Claim:

@@ -183,6 +183,44 @@ async def test_without_a_bot_the_cli_is_the_writer_for_the_command(
         await store.close()
 
 
+async def test_reconcile_claim_settles_an_uncertain_hold_once(
+    data_dir: Path, pipelines_dir: Path, now: datetime
+) -> None:
+    store = await db.Store.open(db.StoreConfig(data_dir=data_dir))
+    try:
+        await ledger.set_budget(store, "global", "day", 1_000_000, "cli", now)
+        work = await ledger.begin(
+            store, "k", "chat", {"p": 1}, 50_000, "news", None, now, lease=timedelta(minutes=5)
+        )
+        await ledger.start_provider(store, work.id, now)
+        await ledger.fail(store, work.id, "timeout after the request was sent", now)
+    finally:
+        await store.close()
+
+    code, _, err = await gatehouse(
+        data_dir, pipelines_dir, "reconcile-claim", str(work.id), "0.02", " "
+    )
+    assert code == 2 and "evidence is required" in err
+    code, out, err = await gatehouse(
+        data_dir, pipelines_dir, "reconcile-claim", str(work.id), "0.02", "req_123"
+    )
+    assert code == 0 and f"claim {work.id} settled at $0.02" in out, err
+    code, out, err = await gatehouse(
+        data_dir, pipelines_dir, "reconcile-claim", str(work.id), "0.02", "req_123"
+    )
+    assert code == 0 and "already settled" in out, err
+    code, _, err = await gatehouse(
+        data_dir, pipelines_dir, "reconcile-claim", str(work.id), "0.05", "req_123"
+    )
+    assert code == 2, err
+    store = await db.Store.open(db.StoreConfig(data_dir=data_dir), readonly=True)
+    try:
+        (day,) = (await ledger.report(store, now)).budgets
+        assert (day.spent_micros, day.held_micros) == (20_000, 0)
+    finally:
+        await store.close()
+
+
 # -- reads beside the writer ---------------------------------------------------------------
 
 

@@ -267,8 +267,12 @@ async def test_bad_output_fails_the_item_with_the_reason_in_its_history(
     assert kept is not None and kept.error is not None and message in kept.error
     raw = kept.text
     assert raw == (reply if reply else "<html>upstream hiccup: this is not JSON {")
-    [alert] = await outbox.due(store, now, ["alert"])
+    alerts = await outbox.due(store, now, ["alert"])
+    [alert] = [a for a in alerts if "raw output" in a.payload["text"]]
     assert f"raw output: {raw}" in alert.payload["text"]
+    # An uncertain hold is announced once, with how to settle it.
+    uncertain = [a for a in alerts if "is uncertain" in a.payload["text"]]
+    assert len(uncertain) == (1 if claim_state == "uncertain" else 0)
     if schema:  # json mode was asked for, and the schema is in the system prompt
         body = llm.requests[0].body
         assert body["response_format"] == {"type": "json_object"}

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from pipelines import runtime
-from store import datadir, db, items, outbox, runs
+from store import datadir, db, items, ledger, outbox, runs
 from store.machine import State
 from tests.fakes.feed_server import FeedServer
 from tests.fakes.feeds import rss
@@ -50,3 +50,33 @@ async def test_runtime_runs_due_pipelines_and_reports_bad_files(
         assert (await runs.recent_runs(reopened, "good"))[0].status == "ok"
     finally:
         await reopened.close()
+
+
+async def test_runtime_makes_a_crashed_calls_claim_uncertain_and_says_so(
+    tmp_path: Path, now: datetime
+) -> None:
+    pipelines_dir = tmp_path / "pipelines"
+    pipelines_dir.mkdir()
+    config = db.StoreConfig(data_dir=tmp_path / "data")
+    # A previous process started a paid call and died before complete().
+    store = await db.Store.open(config)
+    await ledger.set_budget(store, "global", "day", 1_000_000, "cli", now)
+    work = await ledger.begin(
+        store, "k", "chat", {"p": 1}, 10_000, "news", None, now, lease=timedelta(minutes=1)
+    )
+    await ledger.start_provider(store, work.id, now)
+    await store.close()
+
+    later = now + timedelta(minutes=5)
+    cfg = runtime.RuntimeConfig(store=config, pipelines_dir=pipelines_dir, clock=lambda: later)
+    rt = await runtime.Runtime.start(cfg)
+    try:
+        for _ in range(100):
+            if (await ledger.get(rt.store, work.id)).state == "uncertain":
+                break
+            await asyncio.sleep(0.05)
+        assert (await ledger.get(rt.store, work.id)).state == "uncertain"
+        alerts = await outbox.due(rt.store, later, ["alert"])
+        assert any(f"claim {work.id} (news) is uncertain" in a.payload["text"] for a in alerts)
+    finally:
+        await rt.stop()
