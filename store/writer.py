@@ -70,6 +70,8 @@ class Writer:
             raise errors.Closed()
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._queue.append(_Pending(unit, future, transactional))
+        # The drain task runs after every caller that is ready now has queued too:
+        # that one loop turn is what lets concurrent units share a commit.
         self._wakeup.set()
         return await future
 
