@@ -240,9 +240,10 @@ def main(cfg: settings_mod.Settings | None = None) -> int:
     except (settings_mod.SettingsInvalid, StartupRefused) as exc:
         print(f"gatehouse: {exc}", file=sys.stderr)
         return 2
+    llm_key = cfg.llm.api_key if cfg.llm is not None else None
     secrets = [token] + [
         s.get_secret_value()
-        for s in (cfg.telegram.webhook_secret, cfg.telegram.callback_secret)
+        for s in (cfg.telegram.webhook_secret, cfg.telegram.callback_secret, llm_key)
         if s is not None
     ]
     logs.setup(cfg.log_level, secrets)
