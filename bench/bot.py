@@ -109,6 +109,7 @@ async def gatehouse(taps: int, tmp: Path) -> dict[str, float]:
                 "operators": [OPERATOR],
                 "rate_limit_per_minute": 0,
                 "flood_limit_per_second": FLOOD_LIMIT,
+                "chat_messages_per_second": FLOOD_LIMIT,
             },
         )
         config = runtime_mod.RuntimeConfig(

@@ -155,7 +155,11 @@ async def serve(
     application = application or build(cfg, token)
     key = callback_key(cfg, token)
     outbox_sender = sender.Sender(
-        runtime.store, application.bot, _targets(cfg, runtime), _keyboard(key)
+        runtime.store,
+        application.bot,
+        _targets(cfg, runtime),
+        _keyboard(key),
+        cfg.telegram.chat_messages_per_second,
     )
     gate = auth.Gate(cfg.telegram.operators, cfg.telegram.rate_limit_per_minute)
     application.bot_data["deps"] = handlers.Deps(

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from aiolimiter import AsyncLimiter
 from telegram import Bot, InlineKeyboardMarkup, LinkPreviewOptions
 from telegram import error as tg_error
 from telegram.constants import ParseMode
@@ -72,11 +73,22 @@ def not_modified(exc: tg_error.BadRequest) -> bool:
 
 
 class Sender:
-    def __init__(self, store: Store, bot: Bot, targets: Targets, keyboard: Keyboard) -> None:
+    def __init__(
+        self,
+        store: Store,
+        bot: Bot,
+        targets: Targets,
+        keyboard: Keyboard,
+        per_chat_per_second: float = 1.0,
+    ) -> None:
         self.store = store
         self.bot = bot
         self.targets = targets
         self.keyboard = keyboard
+        # PTB's AIORateLimiter paces the whole bot and group chats; private chats (every
+        # operator's) get a leaky bucket each here, from the same library it uses.
+        self._per_chat = per_chat_per_second
+        self._pace: dict[str, AsyncLimiter] = {}
         self._wake = asyncio.Event()
         self._busy: set[int] = set()
         # Chats a row already reached before an error: not sent twice while we run.
@@ -171,6 +183,7 @@ class Sender:
             ids = []
             for index, part in enumerate(parts):
                 last = index == len(parts) - 1
+                await self._pace.setdefault(str(chat), AsyncLimiter(self._per_chat, 1)).acquire()
                 message = await self.bot.send_message(
                     chat,
                     part,

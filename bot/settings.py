@@ -55,6 +55,9 @@ class TelegramSettings(BaseModel):
     #: Messages per second to the Bot API overall (Telegram allows about 30); raise it
     #: only for a local Bot API server without flood limits, as the benchmark does.
     flood_limit_per_second: float = Field(default=30.0, gt=0)
+    #: New messages per second into any one chat (Telegram asks for about 1); edits of
+    #: cards are not paced, so a tap's answer is never held back.
+    chat_messages_per_second: float = Field(default=1.0, gt=0)
 
     @field_validator("operators", mode="before")
     @classmethod
