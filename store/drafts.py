@@ -127,15 +127,6 @@ async def get(store: Store, item_id: int, version: int) -> Draft:
     return await store.read(lambda conn: get_sync(conn, item_id, version))
 
 
-async def all_versions(store: Store, item_id: int) -> list[Draft]:
-    def query(conn: sqlite3.Connection) -> list[Draft]:
-        cursor = conn.execute(Q["drafts"], {"item_id": item_id})
-        cursor.row_factory = sqlite3.Row
-        return [Draft.from_row(row) for row in cursor.fetchall()]
-
-    return await store.read(query)
-
-
 async def edit(
     store: Store, item_id: int, shown_version: int, text: str, operator_id: int, now: datetime
 ) -> Draft:

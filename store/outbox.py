@@ -157,8 +157,3 @@ def for_item_sync(conn: sqlite3.Connection, item_id: int, kind: Kind) -> list[Ro
 async def for_item(store: Store, item_id: int, kind: Kind) -> list[Row]:
     """An item's rows of one kind, newest first."""
     return await store.read(lambda conn: for_item_sync(conn, item_id, kind))
-
-
-async def pending_counts(store: Store) -> dict[str, int]:
-    rows = await store.read(lambda conn: conn.execute(Q["pending_count"]).fetchall())
-    return {kind: n for kind, n in rows}

@@ -35,10 +35,6 @@ VALUES (:item_id, :version, :text, :content_hash, :provenance, :cost_micros, :no
 -- One draft version of an item.
 SELECT * FROM drafts WHERE item_id = :item_id AND version = :version
 
--- name: drafts
--- Every draft version of an item, oldest first.
-SELECT * FROM drafts WHERE item_id = :item_id ORDER BY version
-
 -- name: vote
 -- One operator's decision on one draft version; a repeat is ignored.
 INSERT INTO votes (item_id, attempt, version, operator, decision, at)

@@ -32,7 +32,3 @@ UPDATE outbox SET state = 'failed', attempts = attempts + 1, last_error = :error
 -- name: for_item
 -- An item's outbox rows of one kind, newest first.
 SELECT * FROM outbox WHERE item_id = :item_id AND kind = :kind ORDER BY id DESC
-
--- name: pending_count
--- How many rows wait, by kind.
-SELECT kind, count(*) FROM outbox WHERE state = 'pending' GROUP BY kind
