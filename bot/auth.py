@@ -55,6 +55,3 @@ class Gate:
             return "limited"
         recent.append(now)
         return "operator"
-
-    def is_operator(self, user_id: int | None) -> bool:
-        return user_id is not None and user_id in self.operators

@@ -57,14 +57,8 @@ TRANSITIONS: dict[ClaimState, frozenset[ClaimState]] = {
     C.UNBUDGETED: frozenset(),
 }
 
-#: The states a claim is created in by begin().
-INITIAL: frozenset[ClaimState] = frozenset({C.RESERVED, C.UNBUDGETED})
-
 #: End states: repeats of the call that reached them are no-ops.
 TERMINAL: frozenset[ClaimState] = frozenset({C.SETTLED, C.RELEASED, C.UNBUDGETED})
-
-#: States whose hold is still counted in budgets.held_micros.
-HOLDING: frozenset[ClaimState] = frozenset({C.RESERVED, C.STARTED, C.UNCERTAIN})
 
 #: States with a lease that recover() enforces.
 LEASED: frozenset[ClaimState] = frozenset({C.RESERVED, C.STARTED})

@@ -43,11 +43,6 @@ def _entry_key(item: Item) -> str:
     return f"{item.id}:{item.attempt}:{item.state}:{clock.to_ms(item.last_transition_at)}"
 
 
-def sweep_sync(conn: sqlite3.Connection, now: datetime) -> SweepReport:
-    """The whole sweep inside one unit (small stores, tests)."""
-    return _sweep_items(conn, [item.id for item in items.sla_due_sync(conn, now)], now)
-
-
 def _sweep_items(conn: sqlite3.Connection, item_ids: list[int], now: datetime) -> SweepReport:
     warned: list[int] = []
     moved: list[int] = []
