@@ -113,7 +113,7 @@ async def gatehouse(taps: int, tmp: Path) -> dict[str, float]:
             },
         )
         config = runtime_mod.RuntimeConfig(
-            store=app.store_config(cfg), pipelines_dir=tmp / "pipelines"
+            store=settings_mod.store_config(cfg), pipelines_dir=tmp / "pipelines"
         )
         runtime = await runtime_mod.Runtime.start(config)
         stop = asyncio.Event()

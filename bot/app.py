@@ -39,7 +39,7 @@ from bot import auth, callbacks, control, handlers, logs, sender
 from bot import settings as settings_mod
 from pipelines import dispatcher, llm_drafter
 from pipelines import runtime as runtime_mod
-from store import db, errors, outbox
+from store import errors, outbox
 
 log = logging.getLogger(__name__)
 
@@ -201,19 +201,11 @@ async def _start_updates(application: App, cfg: settings_mod.Settings) -> None:
     )
 
 
-def store_config(cfg: settings_mod.Settings) -> db.StoreConfig:
-    return db.StoreConfig(
-        data_dir=cfg.data_dir,
-        synchronous=cfg.store.synchronous,
-        wal_truncate_bytes=cfg.store.wal_truncate_mb * 1024 * 1024,
-    )
-
-
 def runtime_config(cfg: settings_mod.Settings, application: App) -> runtime_mod.RuntimeConfig:
     """The engine as the bot runs it: drafters, the dispatch worker and the control socket."""
     choose = llm_drafter.Drafters(cfg.llm, cfg.prices)
     return runtime_mod.RuntimeConfig(
-        store=store_config(cfg),
+        store=settings_mod.store_config(cfg),
         pipelines_dir=cfg.pipelines_dir,
         drafter_for=choose,
         workers=(choose.worker, dispatcher.make_worker(application.bot), control.serve),

@@ -31,14 +31,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
-from bot import cli_output, control, maintenance, views
+from bot import cli_output, cli_writes, control, maintenance, views
 from bot import settings as settings_mod
 from pipelines import config
 from store import budgets, datadir, db, errors, info
@@ -57,32 +56,8 @@ USAGE_ERRORS = (
 )
 
 
-class Refused(Exception):
-    """A write cannot run safely now; the message says why and what to do."""
-
-
-def store_config(cfg: settings_mod.Settings) -> db.StoreConfig:
-    return db.StoreConfig(
-        data_dir=cfg.data_dir,
-        synchronous=cfg.store.synchronous,
-        wal_truncate_bytes=cfg.store.wal_truncate_mb * 1024 * 1024,
-    )
-
-
-def writer_pid(cfg: settings_mod.Settings) -> int | None:
-    return datadir.is_locked(cfg.data_dir) if cfg.data_dir.is_dir() else None
-
-
 def pipelines(cfg: settings_mod.Settings) -> dict[str, config.Pipeline]:
     return config.load_dir(cfg.pipelines_dir).pipelines
-
-
-def emit(args: argparse.Namespace, value: Any, text: Callable[[], str]) -> None:
-    print(json.dumps(views.plain(value), indent=2) if args.json else text())
-
-
-def progress(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
 
 
 # -- reads: a read-only store, never the lock ---------------------------------------------
@@ -90,7 +65,7 @@ def progress(text: str) -> None:
 
 def read(cfg: settings_mod.Settings, fn: Callable[[db.Store], Awaitable[T]]) -> T:
     async def go() -> T:
-        store = await db.Store.open(store_config(cfg), readonly=True)
+        store = await db.Store.open(settings_mod.store_config(cfg), readonly=True)
         try:
             return await fn(store)
         finally:
@@ -108,9 +83,9 @@ def cmd_status(cfg: settings_mod.Settings, args: argparse.Namespace, now: dateti
         return await views.overview(store, names, now), await info.info(store)
 
     overview, summary = read(cfg, fn)
-    pid = writer_pid(cfg)
+    pid = cli_writes.writer_pid(cfg)
     value = {"overview": overview, "store": summary, "writer_pid": pid}
-    emit(args, value, lambda: cli_output.status(overview, summary, pid, now))
+    cli_output.emit(args, value, lambda: cli_output.status(overview, summary, pid, now))
     return 0
 
 
@@ -123,31 +98,33 @@ def cmd_runs(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime
         return [await views.pipeline_runs(store, name, limit) for name in names]
 
     found = read(cfg, fn)
-    emit(args, found, lambda: "\n\n".join(cli_output.pipeline_runs(f, now) for f in found))
+    cli_output.emit(
+        args, found, lambda: "\n\n".join(cli_output.pipeline_runs(f, now) for f in found)
+    )
     return 0
 
 
 def cmd_pending(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
     waiting = read(cfg, views.pending)
-    emit(args, waiting, lambda: cli_output.pending(waiting, now))
+    cli_output.emit(args, waiting, lambda: cli_output.pending(waiting, now))
     return 0
 
 
 def cmd_history(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
     found = read(cfg, lambda store: views.history(store, args.item))
-    emit(args, found, lambda: cli_output.history(found))
+    cli_output.emit(args, found, lambda: cli_output.history(found))
     return 0
 
 
 def cmd_budget(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
     report = read(cfg, lambda store: views.budget(store, now))
-    emit(args, report, lambda: cli_output.budget(report, now))
+    cli_output.emit(args, report, lambda: cli_output.budget(report, now))
     return 0
 
 
 def cmd_audit(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
     report = read(cfg, views.audit)
-    emit(args, report, lambda: cli_output.audit(report))
+    cli_output.emit(args, report, lambda: cli_output.audit(report))
     return 0 if report.ok else 1
 
 
@@ -158,10 +135,10 @@ def cmd_backup(cfg: settings_mod.Settings, args: argparse.Namespace, now: dateti
         pct = 100 * done // max(total, 1)
         if pct != shown[0]:
             shown[0] = pct
-            progress(f"backup: {pct}% ({done}/{total} pages)")
+            cli_output.progress(f"backup: {pct}% ({done}/{total} pages)")
 
     result = read(cfg, lambda store: maintenance.backup(store, args.path, step))
-    emit(args, result, lambda: cli_output.backup(result))
+    cli_output.emit(args, result, lambda: cli_output.backup(result))
     return 0
 
 
@@ -171,10 +148,10 @@ def cmd_reconcile(cfg: settings_mod.Settings, args: argparse.Namespace, now: dat
     reports = read(
         cfg,
         lambda store: maintenance.reconcile(
-            store, known, backfill=args.backfill, prune=args.prune, progress=progress
+            store, known, backfill=args.backfill, prune=args.prune, progress=cli_output.progress
         ),
     )
-    emit(args, reports, lambda: cli_output.reconcile(reports))
+    cli_output.emit(args, reports, lambda: cli_output.reconcile(reports))
     unresolved = any(
         set(r.ghosts) - set(r.backfilled) or len(r.orphans) > len(r.pruned) for r in reports
     )
@@ -197,7 +174,7 @@ def cmd_check(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetim
     loaded = sorted(pipelines(cfg))
     value = {"ok": not problems, "problems": problems, "pipelines": loaded}
     summary = f"ok: {len(loaded)} pipeline(s): {', '.join(loaded) or 'none'}"
-    emit(args, value, lambda: "\n".join(problems) if problems else summary)
+    cli_output.emit(args, value, lambda: "\n".join(problems) if problems else summary)
     return 1 if problems else 0
 
 
@@ -211,131 +188,8 @@ def cmd_health(cfg: settings_mod.Settings, args: argparse.Namespace, now: dateti
         except (control.Unavailable, control.NoAnswer, control.Refused) as exc:
             problem = f"process {pid} holds the store but does not answer: {exc}"
     value = {"ok": problem is None, "pid": pid, "problem": problem}
-    emit(args, value, lambda: problem or f"ok: gatehouse runs as pid {pid}")
+    cli_output.emit(args, value, lambda: problem or f"ok: gatehouse runs as pid {pid}")
     return 1 if problem else 0
-
-
-# -- writes: through the running bot, or as the writer when none runs --------------------------
-
-
-def write(
-    cfg: settings_mod.Settings,
-    op: str,
-    request: dict[str, Any],
-    local: Callable[[db.Store], Awaitable[Any]],
-) -> Any:
-    """Run a write exactly once: through the bot's control socket, or holding the lock."""
-    pid = writer_pid(cfg)
-    if pid is None:
-        try:
-            return asyncio.run(_as_writer(cfg, local))
-        except errors.LockHeld as exc:  # the bot started in between
-            pid = exc.pid or -1
-    try:
-        result = control.request(cfg.data_dir, op, request)
-    except control.Unavailable as exc:
-        who = f"pid {pid}" if pid > 0 else "another process"
-        raise Refused(
-            f"the store is held by {who} and its control socket does not answer ({exc}); "
-            "nothing was written. If that is the bot, wait for it to finish starting and "
-            "retry; otherwise stop that process and run the command again."
-        ) from None
-    except control.Refused as exc:
-        raise views.Invalid(str(exc)) from None
-    progress(f"done through the running bot (pid {pid})")
-    return result
-
-
-async def _as_writer(cfg: settings_mod.Settings, local: Callable[[db.Store], Awaitable[T]]) -> T:
-    store = await db.Store.open(store_config(cfg))
-    try:
-        return await local(store)
-    finally:
-        await store.close()
-
-
-def cmd_replay(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
-    request = {"item": args.item, "force": args.force}
-    result = write(
-        cfg,
-        "replay",
-        request,
-        lambda s: views.replay(s, args.item, control.ACTOR, now, force=args.force),
-    )
-    data = views.plain(result)
-    emit(args, data, lambda: f"item {data['id']} replayed: attempt {data['attempt']}, now new")
-    return 0
-
-
-def cmd_set_budget(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
-    budgets.check_scope(args.scope)
-    views.parse_usd(args.amount)  # a bad amount never reaches the bot
-    request = {"scope": args.scope, "period": args.period, "amount": args.amount}
-    result = write(
-        cfg,
-        "set-budget",
-        request,
-        lambda s: views.set_budget(s, args.scope, args.period, args.amount, control.ACTOR, now),
-    )
-    data = views.plain(result)
-    emit(args, data, lambda: cli_output.budget_set(_budget(data)))
-    return 0
-
-
-def cmd_reconcile_claim(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
-    views.parse_usd(args.amount)
-    request = {"claim": args.claim, "amount": args.amount, "evidence": args.evidence}
-    result = write(
-        cfg,
-        "reconcile-claim",
-        request,
-        lambda s: views.reconcile_claim(
-            s, args.claim, args.amount, args.evidence, control.ACTOR, now
-        ),
-    )
-    data = views.plain(result)
-    claim = data["claim"]
-    text = f"claim {claim['id']} settled at {budgets.usd(claim['actual_micros'])}"
-    emit(args, data, lambda: text + (" (already settled so)" if data["replayed"] else ""))
-    return 0
-
-
-def _budget(data: dict[str, Any]) -> budgets.Budget:
-    return budgets.Budget(
-        data["scope"], data["period"], datetime.fromisoformat(data["period_start"]),
-        data["limit_micros"], data["spent_micros"], data["held_micros"],
-    )  # fmt: skip
-
-
-def cmd_schedule(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
-    action = {"run-now": "run"}.get(args.command, args.command)
-    known = pipelines(cfg)
-    views.check_pipeline(args.pipeline, known)
-    changed = write(
-        cfg,
-        action,
-        {"pipeline": args.pipeline},
-        lambda s: views.schedule(s, known, action, args.pipeline, control.ACTOR, now),
-    )
-    words = {"run": "run requested", "pause": "paused", "resume": "resumed"}
-    text = words[action] if changed else f"already {'paused' if action == 'pause' else 'active'}"
-    emit(args, {"pipeline": args.pipeline, "changed": changed}, lambda: f"{args.pipeline}: {text}")
-    return 0
-
-
-def cmd_sweep(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
-    def step(pipeline: str, scope: str, total: int) -> None:
-        progress(f"sweep: {pipeline}/{scope}: {total} deleted so far")
-
-    deleted = write(
-        cfg,
-        "sweep",
-        {"days": args.days},
-        lambda s: views.sweep(s, now, args.days, progress=step),
-    )
-    text = f"forgot {deleted} seen ids older than {args.days} days"
-    emit(args, {"deleted": deleted}, lambda: text)
-    return 0
 
 
 # -- arguments ------------------------------------------------------------------------------
@@ -388,11 +242,11 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
     runs.add_argument("--limit", type=positive, default=views.RUNS_SHOWN)
     add("pending", cmd_pending, "items awaiting approval, oldest first")
     add("history", cmd_history, "one item's events").add_argument("item", type=item_id)
-    replay = add("replay", cmd_replay, "replay a dropped item as a new attempt")
+    replay = add("replay", cli_writes.cmd_replay, "replay a dropped item as a new attempt")
     replay.add_argument("item", type=item_id)
     replay.add_argument("--force", action="store_true", help="also replay a dispatched item")
     add("budget", cmd_budget, "spend, holds and limits, today and this month")
-    budget = add("set-budget", cmd_set_budget, "set a scope's day or month limit in USD")
+    budget = add("set-budget", cli_writes.cmd_set_budget, "set a scope's day or month limit in USD")
     budget.add_argument("scope", help="global or a pipeline name")
     budget.add_argument("period", choices=budgets.PERIODS)
     budget.add_argument("amount", help="USD, like 25 or 12.50")
@@ -401,8 +255,10 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
         ("pause", "stop a pipeline's schedule"),
         ("resume", "restart a pipeline's schedule"),
     ):
-        add(name, cmd_schedule, text).add_argument("pipeline")
-    settle = add("reconcile-claim", cmd_reconcile_claim, "settle an uncertain AI spend claim")
+        add(name, cli_writes.cmd_schedule, text).add_argument("pipeline")
+    settle = add(
+        "reconcile-claim", cli_writes.cmd_reconcile_claim, "settle an uncertain AI spend claim"
+    )
     settle.add_argument("claim", type=positive, help="the claim id (from /budget or its alert)")
     settle.add_argument("amount", help="what the provider charged, in USD (0 if nothing)")
     settle.add_argument("evidence", help="the provider's request id or invoice line")
@@ -412,7 +268,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
     mode.add_argument("--prune", action="store_true", help="delete gatehouse's orphan files")
     audit = add("audit", cmd_audit, "audit the event log")
     audit.add_argument("action", choices=["verify"], help="verify: check the hash chain")
-    sweep = add("sweep", cmd_sweep, "forget seen ids older than --days")
+    sweep = add("sweep", cli_writes.cmd_sweep, "forget seen ids older than --days")
     sweep.add_argument("--days", type=positive, default=90)
     add("backup", cmd_backup, "online backup to a new file, verified").add_argument(
         "path", type=Path
@@ -438,7 +294,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return app.main(cfg)
     try:
         return table[args.command](cfg, args, datetime.now(UTC))
-    except (*USAGE_ERRORS, ValueError, Refused, control.NoAnswer) as exc:
+    except (*USAGE_ERRORS, ValueError, cli_writes.Refused, control.NoAnswer) as exc:
         print(f"gatehouse {args.command}: {exc}", file=sys.stderr)
         return 2
     except (errors.StoreError, maintenance.BackupFailed) as exc:

@@ -6,8 +6,12 @@ not come through here: it is `views.plain(...)` dumped as JSON.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
 from datetime import datetime
+from typing import Any
 
 from bot import maintenance, render, views
 from store import budgets, events, info, items, ledger, runs
@@ -190,3 +194,11 @@ def reconcile(reports: Sequence[maintenance.FolderReport]) -> str:
         if not r.orphans and not r.ghosts:
             lines.append("  in step with the store")
     return "\n".join(lines)
+
+
+def emit(args: argparse.Namespace, value: Any, text: Callable[[], str]) -> None:
+    print(json.dumps(views.plain(value), indent=2) if args.json else text())
+
+
+def progress(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)

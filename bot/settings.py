@@ -15,6 +15,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from pydantic_settings import SettingsError as _SourceError
 
 from pipelines import providers
+from store import db
 from store import prices as ledger_prices
 
 ENV_PREFIX = "GATEHOUSE_"
@@ -108,3 +109,12 @@ def load(**overrides: object) -> Settings:
     except _SourceError as exc:
         # pydantic-settings says which field failed to parse; the value is not in its text.
         raise SettingsInvalid(f"invalid settings: {exc}") from None
+
+
+def store_config(cfg: Settings) -> db.StoreConfig:
+    """The store's own configuration, from these settings."""
+    return db.StoreConfig(
+        data_dir=cfg.data_dir,
+        synchronous=cfg.store.synchronous,
+        wal_truncate_bytes=cfg.store.wal_truncate_mb * 1024 * 1024,
+    )
