@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 
+import httpx
 import pytest
 
 from store import db
@@ -28,3 +29,10 @@ async def store(data_dir: Path) -> AsyncIterator[db.Store]:
         yield opened
     finally:
         await opened.close()
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[httpx.AsyncClient]:
+    """An HTTP client for sources, providers and dispatchers under test."""
+    async with httpx.AsyncClient() as http:
+        yield http

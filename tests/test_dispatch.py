@@ -41,12 +41,6 @@ def make_delivery(attempt: int = 1, version: int = 2, **source: Any) -> dispatch
     )
 
 
-@pytest.fixture
-async def client() -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient() as http:
-        yield http
-
-
 # --- contract -----------------------------------------------------------------------------
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -45,12 +45,6 @@ def feeds() -> Iterator[FeedServer]:
 def hook() -> Iterator[WebhookServer]:
     with WebhookServer() as server:
         yield server
-
-
-@pytest.fixture
-async def client() -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient() as http:
-        yield http
 
 
 @pytest.fixture

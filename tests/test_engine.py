@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -42,12 +42,6 @@ def write_pipeline(directory: Path, name: str, urls: list[str]) -> config.Pipeli
 def feeds() -> Iterator[FeedServer]:
     with FeedServer() as server:
         yield server
-
-
-@pytest.fixture
-async def client() -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient() as http:
-        yield http
 
 
 async def test_ticks_create_each_item_once(

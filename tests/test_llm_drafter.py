@@ -88,12 +88,6 @@ def llm() -> Iterator[FakeLLM]:
         yield server
 
 
-@pytest.fixture
-async def client() -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient() as http:
-        yield http
-
-
 class Rig:
     """One pipeline, its engine, and the provider client the LlmDrafter uses."""
 

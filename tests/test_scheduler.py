@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -34,12 +34,6 @@ def feeds() -> Iterator[FeedServer]:
     with FeedServer() as server:
         server.set("/feed.xml", rss([("a", "A", "a")]))
         yield server
-
-
-@pytest.fixture
-async def client() -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient() as http:
-        yield http
 
 
 def load(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -51,12 +51,6 @@ def server() -> Iterator[dovecot.Dovecot]:
         pytest.skip(reason)
     with dovecot.running() as running:
         yield running
-
-
-@pytest.fixture
-async def client() -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient() as http_client:
-        yield http_client
 
 
 def config_for(server: dovecot.Dovecot, **fields: Any) -> imap.Config:

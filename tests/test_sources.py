@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -50,12 +50,6 @@ ATOM = b"""<?xml version="1.0" encoding="utf-8"?>
 def server() -> Iterator[feed_server.FeedServer]:
     with feed_server.FeedServer() as running:
         yield running
-
-
-@pytest.fixture
-async def client() -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient() as http_client:
-        yield http_client
 
 
 def rss_config(url: str, **fields: Any) -> rss.Config:
