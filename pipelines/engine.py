@@ -71,12 +71,11 @@ class Engine:
         fetched = 0
         new_items: list[Item] = []
         for source in pipeline.sources:
-            batch, error = await self._fetch(pipeline, source, now)
-            if error:
-                report.errors.append(error)
+            result = await self._fetch(pipeline, source, report)
+            if result is None:
                 continue
-            fetched += len(batch)
-            new_items += await self._record(pipeline, source.scope, batch, report, now)
+            fetched += len(result.items)
+            new_items += await self._record(pipeline, source.scope, result, report, now)
         waiting = await items.in_state(self.store, State.NEW, name, limit=10_000)
         drafted, failed = await self._draft_all(pipeline, waiting, now)
         report.created = [item.id for item in new_items]
@@ -87,84 +86,51 @@ class Engine:
         return report
 
     async def _fetch(
-        self, pipeline: config.Pipeline, source: sources.SourceConfig, now: datetime
-    ) -> tuple[list[base.FetchedItem], str | None]:
+        self, pipeline: config.Pipeline, source: sources.SourceConfig, report: TickReport
+    ) -> base.Fetched | None:
+        """The source's answer, or None (its reason in the report) when it failed."""
         state = await schedules.source_state(self.store, pipeline.name, source.scope)
         try:
-            result = await sources.fetch(source, state, self.client)
+            return await sources.fetch(source, state, self.client)
         except base.SourceError as exc:
             log.warning("pipeline %s: source %s failed: %s", pipeline.name, source.scope, exc)
-            return [], f"source {source.scope}: {exc}"
-        if result.state != state:
-            await self.store.write(
-                lambda conn: schedules.save_source_state_sync(
-                    conn, pipeline.name, source.scope, result.state, now
-                )
-            )
-        return result.items, None
+            report.errors.append(f"source {source.scope}: {exc}")
+            return None
 
     async def _record(
         self,
         pipeline: config.Pipeline,
         scope: str,
-        batch: list[base.FetchedItem],
+        result: base.Fetched,
         report: TickReport,
         now: datetime,
     ) -> list[Item]:
-        """Dedup the batch, then create an item row for each id not seen before."""
-        fresh = await self._dedup(pipeline, scope, batch, report, now)
-        if not fresh:
-            return []
+        """Dedup the batch and create an item row for each new id.
 
-        def unit(conn: sqlite3.Connection) -> list[Item]:
-            created = []
-            for fetched in fresh:
-                item = items.create_sync(
-                    conn, pipeline.name, scope, fetched.source_id, _payload(fetched), now
-                )
-                if item is not None:
-                    created.append(item)
-            if pipeline.dedup.mark_at == "success":
-                seen.mark_seen_sync(conn, pipeline.name, scope, [f.source_id for f in fresh], now)
-            return created
-
-        return await self.store.write(unit)
-
-    async def _dedup(
-        self,
-        pipeline: config.Pipeline,
-        scope: str,
-        batch: list[base.FetchedItem],
-        report: TickReport,
-        now: datetime,
-    ) -> list[base.FetchedItem]:
-        ids = [item.source_id for item in batch]
+        The dedup marks, the item rows and the source's saved state (its ETag) commit
+        together: a crash can neither lose items behind a 304 nor mark ids whose rows
+        were never written.
+        """
         try:
-            if pipeline.dedup.mark_at == "fetch":
-                # Marked the moment fetch returns (seed 000): a duplicate card costs
-                # more than a dropped item, and a dropped item can be replayed.
-                keep = set(await seen.mark_seen(self.store, pipeline.name, scope, ids, now))
-            else:
-                keep = set(await seen.filter_unseen(self.store, pipeline.name, scope, ids))
+            return await self.store.write(
+                lambda conn: _record_sync(conn, pipeline, scope, result, now, dedup=True)
+            )
         except errors.StoreError as exc:
             if pipeline.dedup.fail_closed:
                 report.errors.append(
                     f"source {scope}: dedup unavailable ({exc}); batch skipped (fail_closed)"
                 )
                 return []
-            # Degrade open: items already recorded are still unique in `items`.
+            # Degrade open (seed 000): items already recorded stay unique in `items`.
             log.warning(
                 "pipeline %s: dedup unavailable, processing the whole batch: %s", pipeline.name, exc
             )
             report.errors.append(
                 f"source {scope}: dedup unavailable ({exc}); processed the batch unfiltered"
             )
-            return batch
-        first: dict[str, base.FetchedItem] = {}
-        for item in batch:
-            if item.source_id in keep:
-                first.setdefault(item.source_id, item)
-        return list(first.values())
+            return await self.store.write(
+                lambda conn: _record_sync(conn, pipeline, scope, result, now, dedup=False)
+            )
 
     async def _draft_all(
         self, pipeline: config.Pipeline, waiting: list[Item], now: datetime
@@ -278,6 +244,37 @@ def _sources(item: Item) -> frozenset[str]:
     return frozenset({item.source_id})
 
 
+def _record_sync(
+    conn: sqlite3.Connection,
+    pipeline: config.Pipeline,
+    scope: str,
+    result: base.Fetched,
+    now: datetime,
+    *,
+    dedup: bool,
+) -> list[Item]:
+    ids = [item.source_id for item in result.items]
+    keep = set(ids)
+    if dedup and pipeline.dedup.mark_at == "fetch":
+        # Marked the moment fetch returns (seed 000): a duplicate card costs more than
+        # a dropped item, and a dropped item can be replayed.
+        keep = set(seen.mark_seen_sync(conn, pipeline.name, scope, ids, now))
+    elif dedup:  # mark_at success: marked when its draft reaches approval (_to_approval)
+        keep = set(seen.filter_unseen_sync(conn, pipeline.name, scope, ids))
+    created = []
+    for fetched in result.items:
+        if fetched.source_id not in keep:
+            continue
+        keep.discard(fetched.source_id)  # the first of repeated ids wins
+        item = items.create_sync(
+            conn, pipeline.name, scope, fetched.source_id, _payload(fetched), now
+        )
+        if item is not None:
+            created.append(item)
+    schedules.save_source_state_sync(conn, pipeline.name, scope, result.state, now)
+    return created
+
+
 def _start_drafting(conn: sqlite3.Connection, waiting: list[Item], now: datetime) -> list[Item]:
     """Move every waiting item to drafting in one transaction; skip those that must wait."""
     moved = []
@@ -316,3 +313,5 @@ def _to_approval(
         expect_attempt=item.attempt,
     )
     approval.queue_card(conn, pipeline, moved, draft, now, note=result.note, duplicate=duplicate)
+    if pipeline.dedup.mark_at == "success":
+        seen.mark_seen_sync(conn, pipeline.name, item.scope, [item.source_id], now)

@@ -10,8 +10,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from pipelines import approval, config, engine
-from store import db, items, outbox, runs
+from pipelines import approval, config, drafters, engine
+from store import db, items, outbox, runs, seen
 from store.machine import State
 from tests.fakes.feed_server import FeedServer
 from tests.fakes.feeds import rss
@@ -183,3 +183,33 @@ async def test_a_broken_dedup_table_degrades_open_unless_fail_closed(
     assert len(created) == (0 if fail_closed else 2)
     alerts = await outbox.due(store, now, ["alert"])
     assert len(alerts) == 1 and "dedup unavailable" in alerts[0].payload["text"]
+
+
+class FailOn:
+    """A drafter that fails for one source id and drafts the rest from the template."""
+
+    def __init__(self, pipeline: config.Pipeline, bad: str) -> None:
+        self.template = drafters.TemplateDrafter(pipeline)
+        self.bad = bad
+
+    async def draft(self, item: items.Item, now: datetime) -> drafters.DraftResult:
+        if item.source_id == self.bad:
+            raise drafters.DraftFailed("the model refused", reason="provider")
+        return await self.template.draft(item, now)
+
+
+async def test_mark_at_success_marks_only_what_reached_approval(
+    store: db.Store, feeds: FeedServer, client: httpx.AsyncClient, tmp_path: Path, now: datetime
+) -> None:
+    feeds.set("/feed.xml", rss([("ok1", "Fine", "drafts"), ("bad1", "Broken", "fails")]))
+    pipeline = write_pipeline(tmp_path, "news", [feeds.url("/feed.xml")])
+    pipeline.dedup.mark_at = "success"
+    eng = engine.Engine(
+        store, {"news": pipeline}, client=client, drafter_for=lambda p: FailOn(p, "bad1")
+    )
+    report = await eng.tick("news", "schedule", now)
+    assert (report.counts.drafted, report.counts.failed) == (1, 1)
+    assert await seen.filter_unseen(store, "news", "s0", ["ok1", "bad1"]) == ["bad1"]
+    # Its row exists (failed, replayable), so fetching it again creates nothing new.
+    again = await eng.tick("news", "schedule", now + timedelta(minutes=5))
+    assert again.counts.new == 0
