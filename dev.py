@@ -4,6 +4,7 @@
     python3 dev.py test     # the test suite
     python3 dev.py lint     # ruff and mypy
     python3 dev.py setup    # only create .venv and install the locked dependencies
+    python3 dev.py setup --production   # the same, without the test and lint tools (servers)
 
 Each command first makes sure `.venv` holds exactly what `requirements-dev.lock`
 pins (installed with uv, which is itself installed into the venv), so the two
@@ -23,6 +24,7 @@ VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PY = BIN / "python"
 LOCK = ROOT / "requirements-dev.lock"
+RUNTIME_LOCK = ROOT / "requirements.lock"
 STAMP = VENV / ".gatehouse-lock"
 UV_VERSION = "0.13.9"  # pinned so every machine resolves the lock the same way
 
@@ -31,20 +33,20 @@ def _run(*cmd: str | Path) -> None:
     subprocess.run([str(c) for c in cmd], check=True, cwd=ROOT)
 
 
-def setup() -> None:
+def setup(lock: Path = LOCK) -> None:
     """Create .venv and sync it to the lock file; quick when nothing changed."""
     if sys.version_info < (3, 11):
         sys.exit(f"gatehouse needs Python 3.11 or newer; this is {sys.version.split()[0]}")
     if not PY.exists():
         print("creating .venv ...", flush=True)
         venv.EnvBuilder(with_pip=True).create(VENV)
-    wanted = LOCK.read_text() + (ROOT / "pyproject.toml").read_text()
+    wanted = lock.read_text() + (ROOT / "pyproject.toml").read_text()
     if STAMP.exists() and STAMP.read_text() == wanted:
         return
     print("installing locked dependencies ...", flush=True)
     _run(PY, "-m", "pip", "install", "--quiet", f"uv=={UV_VERSION}")
     env_python = f"--python={PY}"
-    _run(BIN / "uv", "pip", "sync", "--quiet", env_python, LOCK)
+    _run(BIN / "uv", "pip", "sync", "--quiet", env_python, lock)
     _run(BIN / "uv", "pip", "install", "--quiet", "--no-deps", env_python, "-e", ".")
     STAMP.write_text(wanted)
 
@@ -62,6 +64,9 @@ def main(argv: list[str]) -> int:
     command, rest = (argv[0], argv[1:]) if argv else ("help", [])
     if command in {"help", "-h", "--help"}:
         print(__doc__)
+        return 0
+    if command == "setup" and rest == ["--production"]:
+        setup(RUNTIME_LOCK)
         return 0
     setup()
     if command == "setup":

@@ -18,7 +18,10 @@
     gatehouse sweep [--days 90]                forget seen ids older than that
     gatehouse backup <path>                    online backup to a new file, then verify it
 
-Every read command takes --json. Reads work while the bot runs (read-only connections).
+Every command takes --env-file FILE (default: .env in the working directory) and
+--data-dir DIR (over GATEHOUSE_DATA_DIR); relative paths in settings resolve from the
+working directory. Every read command takes --json.
+Reads work while the bot runs (read-only connections).
 Writes while the bot runs go through its control socket (bot/control.py) as actor "cli",
 or are refused naming the bot's pid; with no bot running the command holds the store's
 writer lock itself for its duration. Progress of long operations goes to stderr.
@@ -211,17 +214,47 @@ def positive(text: str) -> int:
 Command = Callable[[settings_mod.Settings, argparse.Namespace, datetime], int]
 
 
+def _config_options(parser: argparse.ArgumentParser, default: object) -> None:
+    parser.add_argument(
+        "--env-file",
+        type=Path,
+        default=default,
+        help="read settings from this file (default: .env in the working directory, if any)",
+    )
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=default,
+        help="the data directory (default: GATEHOUSE_DATA_DIR, else ./data)",
+    )
+
+
+def load_settings(args: argparse.Namespace) -> settings_mod.Settings:
+    """The settings: the environment, then the env file, with --data-dir over both."""
+    env_file: Path | None = args.env_file
+    if env_file is not None and not env_file.is_file():
+        raise settings_mod.SettingsInvalid(f"--env-file {env_file}: no such file")
+    overrides: dict[str, object] = {"_env_file": env_file or ".env"}
+    if args.data_dir is not None:
+        overrides["data_dir"] = args.data_dir
+    return settings_mod.load(**overrides)
+
+
 def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
     parser = argparse.ArgumentParser(
         prog="gatehouse",
         description=__doc__.splitlines()[0],
         epilog="Exit codes: 0 ok, 1 a check failed, 2 bad usage, settings or data directory.",
     )
+    _config_options(parser, default=None)
     sub = parser.add_subparsers(dest="command", required=True, metavar="command")
     table: dict[str, Command] = {}
 
     def add(name: str, fn: Command | None, text: str) -> argparse.ArgumentParser:
         command = sub.add_parser(name, help=text, description=text)
+        if name != "demo":  # the demo has its own data dir and ignores the settings
+            # Given after the command, they override the ones given before it.
+            _config_options(command, default=argparse.SUPPRESS)
         if fn is not None:
             command.add_argument("--json", action="store_true", help="print JSON for scripts")
             table[name] = fn
@@ -284,7 +317,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return demo.main(port=args.port, data_dir=args.data_dir, verbose=args.verbose)
     try:
-        cfg = settings_mod.load()
+        cfg = load_settings(args)
     except settings_mod.SettingsInvalid as exc:
         print(f"gatehouse: {exc}", file=sys.stderr)
         return 2
