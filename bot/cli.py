@@ -268,27 +268,31 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
     add("check", cmd_check, "check settings and pipeline files; exit 1 on any error")
     add("health", cmd_health, "exit 0 while the bot runs and answers (for healthchecks)")
     add("status", cmd_status, "every pipeline, or one pipeline's runs").add_argument(
-        "pipeline", nargs="?"
+        "pipeline", nargs="?", help="show this pipeline's recent runs (default: every pipeline)"
     )
     runs = add("runs", cmd_runs, "recent runs with the last green and first red run")
-    runs.add_argument("pipeline", nargs="?")
-    runs.add_argument("--limit", type=positive, default=views.RUNS_SHOWN)
+    runs.add_argument("pipeline", nargs="?", help="only this pipeline (default: all)")
+    runs.add_argument(
+        "--limit", type=positive, default=views.RUNS_SHOWN, help="runs shown (default: %(default)s)"
+    )
     add("pending", cmd_pending, "items awaiting approval, oldest first")
-    add("history", cmd_history, "one item's events").add_argument("item", type=item_id)
+    add("history", cmd_history, "one item's events").add_argument(
+        "item", type=item_id, help="the item id, as /pending and the cards show it"
+    )
     replay = add("replay", cli_writes.cmd_replay, "replay a dropped item as a new attempt")
-    replay.add_argument("item", type=item_id)
+    replay.add_argument("item", type=item_id, help="the item id, as /pending and the cards show it")
     replay.add_argument("--force", action="store_true", help="also replay a dispatched item")
     add("budget", cmd_budget, "spend, holds and limits, today and this month")
     budget = add("set-budget", cli_writes.cmd_set_budget, "set a scope's day or month limit in USD")
     budget.add_argument("scope", help="global or a pipeline name")
-    budget.add_argument("period", choices=budgets.PERIODS)
+    budget.add_argument("period", choices=budgets.PERIODS, help="the limit's period")
     budget.add_argument("amount", help="USD, like 25 or 12.50")
     for name, text in (
         ("run-now", "run a pipeline at the scheduler's next pass"),
         ("pause", "stop a pipeline's schedule"),
         ("resume", "restart a pipeline's schedule"),
     ):
-        add(name, cli_writes.cmd_schedule, text).add_argument("pipeline")
+        add(name, cli_writes.cmd_schedule, text).add_argument("pipeline", help="its name")
     settle = add(
         "reconcile-claim", cli_writes.cmd_reconcile_claim, "settle an uncertain AI spend claim"
     )
@@ -302,9 +306,11 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
     audit = add("audit", cmd_audit, "audit the event log")
     audit.add_argument("action", choices=["verify"], help="verify: check the hash chain")
     sweep = add("sweep", cli_writes.cmd_sweep, "forget seen ids older than --days")
-    sweep.add_argument("--days", type=positive, default=90)
+    sweep.add_argument(
+        "--days", type=positive, default=90, help="age in days (default: %(default)s)"
+    )
     add("backup", cmd_backup, "online backup to a new file, verified").add_argument(
-        "path", type=Path
+        "path", type=Path, help="the new file (it must not exist yet)"
     )
     return parser, table
 
