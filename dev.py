@@ -14,6 +14,7 @@ README commands work on a machine that has only Python and git.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import venv
@@ -52,12 +53,19 @@ def setup(lock: Path = LOCK) -> None:
 
 
 def _demo(rest: list[str]) -> int:
-    demo = subprocess.Popen([str(BIN / "gatehouse"), "demo", *rest], cwd=ROOT)
-    while True:
-        try:
-            return demo.wait()
-        except KeyboardInterrupt:
-            continue  # the demo got the same Ctrl-C and is stopping cleanly: wait for it
+    # Its own session: a terminal's Ctrl-C reaches this process alone, which passes
+    # it on once; SIGINT or SIGTERM sent to this pid stop the demo the same way.
+    demo = subprocess.Popen(
+        [str(BIN / "gatehouse"), "demo", *rest], cwd=ROOT, start_new_session=True
+    )
+
+    def forward(signum: int, _frame: object) -> None:
+        # The demo stops cleanly on SIGINT and SIGTERM; a closed terminal asks the same.
+        demo.send_signal(signal.SIGTERM if signum == signal.SIGHUP else signum)
+
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, forward)
+    return demo.wait()
 
 
 def main(argv: list[str]) -> int:

@@ -208,3 +208,58 @@ def test_ctrl_c_stops_the_cli_cleanly(tmp_path: Path) -> None:
     assert proc.returncode == 0, err
     assert "demo stopped" in out
     assert "Traceback" not in err
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # gone meanwhile
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_to_dev_py_stops_the_demo_with_no_orphan(
+    tmp_path: Path, signum: signal.Signals
+) -> None:
+    """`kill -INT` or `kill -TERM` sent to dev.py alone stops the demo it started."""
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "dev.py"), "demo", "--data-dir", str(tmp_path / "data")],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    children: list[int] = []
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if line.strip().startswith("open"):
+                break
+        children = _children(proc.pid)
+        assert len(children) == 1
+        assert _alive(children[0])
+        proc.send_signal(signum)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        for child in children:
+            if _alive(child):
+                os.kill(child, signal.SIGKILL)
+    assert proc.returncode == 0, err
+    assert "demo stopped" in out
+    assert not _alive(children[0])
