@@ -2,7 +2,7 @@
 
     gatehouse run                              start the operator bot and the engine
     gatehouse demo [--port N] [--data-dir D]   offline demo in a browser: no token, no API key
-    gatehouse check                            check settings and pipeline files (exit 1 on errors)
+    gatehouse check [--online]                 settings, pipeline files, secrets (exit 1 on errors)
     gatehouse health                           exit 0 while the bot runs and answers (healthcheck)
     gatehouse status [pipeline]                every pipeline, or one pipeline's recent runs
     gatehouse runs [pipeline] [--limit 10]     recent runs, with the last green / first red run
@@ -38,12 +38,15 @@ import sys
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from bot import cli_output, cli_writes, control, maintenance, views
 from bot import settings as settings_mod
 from pipelines import config
 from store import budgets, datadir, db, errors, info
+
+if TYPE_CHECKING:
+    from pipelines import preflight
 
 T = TypeVar("T")
 #: Store errors that mean "fix the setup" or "bad argument": exit code 2.
@@ -163,6 +166,7 @@ def cmd_reconcile(cfg: settings_mod.Settings, args: argparse.Namespace, now: dat
 
 def cmd_check(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
     from bot import app  # PTB loads only for the commands that need it
+    from pipelines import preflight  # mail and HTTP clients, for this command alone
 
     problems = [str(e) for e in config.check(cfg.pipelines_dir)]
     try:
@@ -174,11 +178,53 @@ def cmd_check(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetim
             datadir.prepare(cfg.data_dir)
         except errors.DataDirError as exc:
             problems.append(f"settings: {exc}")
-    loaded = sorted(pipelines(cfg))
-    value = {"ok": not problems, "problems": problems, "pipelines": loaded}
+    found = pipelines(cfg)
+    needs = _preflight_needs(cfg, found)
+    problems += [str(finding) for finding in preflight.offline(found, needs)]
+    answers = asyncio.run(_online(found, needs)) if args.online else []
+    failed = [str(answer) for answer in answers if not answer.ok]
+    loaded = sorted(found)
+    value = {
+        "ok": not (problems or failed),
+        "problems": problems + failed,
+        "pipelines": loaded,
+        "online": [{"part": str(a), "ok": a.ok} for a in answers],
+    }
     summary = f"ok: {len(loaded)} pipeline(s): {', '.join(loaded) or 'none'}"
-    cli_output.emit(args, value, lambda: "\n".join(problems) if problems else summary)
-    return 1 if problems else 0
+    checked = [f"{'ok' if a.ok else 'FAILED'}  {a}" for a in answers]
+    text = "\n".join([*checked, *problems, *([] if problems or failed else [summary])])
+    cli_output.emit(args, value, lambda: text)
+    return 1 if problems or failed else 0
+
+
+def _preflight_needs(
+    cfg: settings_mod.Settings, found: dict[str, config.Pipeline]
+) -> preflight.Needs:
+    """What the bot would run with, including the budgets already set in the store."""
+    scopes = ["global", *found]
+    limits: list[tuple[str, budgets.Period]] = []
+    if (cfg.data_dir / datadir.DB_NAME).exists():
+        limits = read(cfg, lambda s: s.read(lambda conn: budgets.configured_sync(conn, scopes)))
+    from pipelines import preflight
+
+    return preflight.Needs(
+        llm=cfg.llm,
+        prices=cfg.prices,
+        budget_scopes=frozenset(scope for scope, _ in limits),
+        telegram_base_url=cfg.telegram.base_url,
+        telegram_token=cfg.telegram.token,
+    )
+
+
+async def _online(
+    found: dict[str, config.Pipeline], needs: preflight.Needs
+) -> list[preflight.Finding]:
+    import httpx  # only the online check needs an HTTP client
+
+    from pipelines import preflight
+
+    async with httpx.AsyncClient() as client:
+        return await preflight.online(found, needs, client)
 
 
 def cmd_health(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
@@ -265,7 +311,12 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
     demo.add_argument("--port", type=int, default=0, help="the page's port (default: any free)")
     demo.add_argument("--data-dir", type=Path, help="keep its data here (default: a temp dir)")
     demo.add_argument("--verbose", action="store_true", help="log what the bot and engine do")
-    add("check", cmd_check, "check settings and pipeline files; exit 1 on any error")
+    check = add("check", cmd_check, "check settings and pipeline files; exit 1 on any error")
+    check.add_argument(
+        "--online",
+        action="store_true",
+        help="also ask Telegram, the LLM, mail servers and webhook hosts (sends nothing)",
+    )
     add("health", cmd_health, "exit 0 while the bot runs and answers (for healthchecks)")
     add("status", cmd_status, "every pipeline, or one pipeline's runs").add_argument(
         "pipeline", nargs="?", help="show this pipeline's recent runs (default: every pipeline)"

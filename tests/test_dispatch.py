@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import email
 import email.policy
 import hashlib
@@ -18,11 +17,11 @@ import pydantic
 import pytest
 import telegram
 import telegram.request
-from aiosmtpd.controller import Controller
-from aiosmtpd.smtp import AuthResult, LoginPassword
 
 from bot import localapi
 from pipelines import dispatch, dispatch_file, dispatch_smtp, dispatch_telegram
+from tests.fakes import smtp_server
+from tests.fakes.smtp_server import EphemeralController, Recorder
 from tests.fakes.webhook_server import Reply, WebhookServer
 
 TARGETS: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(dispatch.DispatchTarget)
@@ -314,54 +313,10 @@ def test_reconcile_of_a_missing_folder_has_only_ghosts(tmp_path: Path) -> None:
 # --- smtp ---------------------------------------------------------------------------------
 
 
-class Recorder:
-    """An aiosmtpd handler that keeps every envelope, or refuses recipients with `refuse`."""
-
-    def __init__(self, refuse: str | None = None) -> None:
-        self.envelopes: list[Any] = []
-        self.refuse = refuse
-
-    async def handle_RCPT(
-        self, server: Any, session: Any, envelope: Any, address: str, options: list[str]
-    ) -> str:
-        if self.refuse:
-            return self.refuse
-        envelope.rcpt_tos.append(address)
-        return "250 OK"
-
-    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
-        self.envelopes.append(envelope)
-        return "250 Message accepted"
-
-
-class EphemeralController(Controller):
-    """aiosmtpd's Controller on port 0: learn the real port before the readiness probe."""
-
-    def _trigger_server(self) -> None:
-        assert isinstance(self.server, asyncio.Server)
-        self.port = self.server.sockets[0].getsockname()[1]
-        super()._trigger_server()  # type: ignore[no-untyped-call]
-
-
-def check_login(server: Any, session: Any, envelope: Any, mechanism: str, data: Any) -> AuthResult:
-    ok = isinstance(data, LoginPassword) and (data.login, data.password) == (b"bot", b"pa55")
-    # handled=False: let aiosmtpd answer 535 itself (True means "I already replied").
-    return AuthResult(success=ok, handled=False)
-
-
 @pytest.fixture
 def mail_server() -> Iterator[tuple[Recorder, EphemeralController]]:
-    recorder = Recorder()
-    controller = EphemeralController(
-        recorder,
-        hostname="127.0.0.1",
-        port=0,
-        authenticator=check_login,
-        auth_require_tls=False,
-    )
-    controller.start()
-    yield recorder, controller
-    controller.stop()
+    with smtp_server.running() as running:
+        yield running
 
 
 def smtp_target(controller: Any, **extra: Any) -> dispatch.SmtpTarget:

@@ -9,10 +9,11 @@ Use it like this:
         ...
         assert llm.calls == 2 and llm.requests[0].headers["authorization"] == "Bearer k"
 
-Routes: POST /v1/chat/completions (also /chat/completions) and POST /v1/messages; the
-reply shape follows the route, so one server serves both kinds. Without a script the
-reply is "DRAFT: " plus the first 60 characters of the user message, with usage and an
-id. Faults, one per call, in queue order: any status code ("429", "500", "401", "529"),
+Routes: POST /v1/chat/completions (also /chat/completions), POST /v1/messages and
+GET /v1/models (a key check, neither recorded nor counted as a call); the reply
+shape follows the route, so one server serves both kinds. Without a script the reply
+is "DRAFT: " plus the first 60 characters of the user message, with usage and an id.
+Faults, one per call, in queue order: any status code ("429", "500", "401", "529"),
 "timeout" (hold the connection for `hold_s`, then close without answering),
 "malformed" (200, not JSON), "missing_usage" (200 without usage) and "drop" (close
 the socket halfway through the body).
@@ -211,6 +212,17 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._fault(shape, script, body, n)
         else:
             self._send(200, _reply(shape, body, script.text, n), _id_header(shape, n))
+
+    def do_GET(self) -> None:
+        """The models listing both providers serve at /v1/models (a key check, no call)."""
+        headers = {name.lower(): value for name, value in self.headers.items()}
+        fake = self.server.fake
+        if self.path != "/v1/models":
+            self._send(404, {"error": {"message": f"no route {self.path}"}})
+        elif fake.api_key is not None and _presented_key(fake.kind, headers) != fake.api_key:
+            self._send(401, _error_body(fake.kind, 401))
+        else:
+            self._send(200, {"data": [{"id": "fake-model", "object": "model"}]})
 
     def _fault(self, shape: str, script: _Script, request: Any, n: int) -> None:
         fault, fake = script.fault, self.server.fake
