@@ -3,6 +3,7 @@
     gatehouse run                              start the operator bot and the engine
     gatehouse demo [--port N] [--data-dir D]   offline demo in a browser: no token, no API key
     gatehouse check [--online]                 settings, pipeline files, secrets (exit 1 on errors)
+    gatehouse dry-run <pipeline> [--limit 5]   fetch and draft now; print the cards, keep nothing
     gatehouse health                           exit 0 while the bot runs and answers (healthcheck)
     gatehouse status [pipeline]                every pipeline, or one pipeline's recent runs
     gatehouse runs [pipeline] [--limit 10]     recent runs, with the last green / first red run
@@ -46,7 +47,7 @@ from pipelines import config
 from store import budgets, datadir, db, errors, info
 
 if TYPE_CHECKING:
-    from pipelines import preflight
+    from pipelines import dryrun, preflight
 
 T = TypeVar("T")
 #: Store errors that mean "fix the setup" or "bad argument": exit code 2.
@@ -227,6 +228,32 @@ async def _online(
         return await preflight.online(found, needs, client)
 
 
+def cmd_dry_run(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
+    """Fetch and draft one pipeline into a throwaway store; print the cards it would send."""
+    found = pipelines(cfg)
+    name = views.check_pipeline(args.pipeline, found)
+    report = asyncio.run(_dry_run(found[name], now))
+    shown = report.cards[: args.limit]
+    value = {
+        "pipeline": name,
+        "fetched": report.fetched,
+        "errors": report.errors,
+        "cards": [payload for _, payload in shown],
+        "not_shown": len(report.cards) - len(shown),
+    }
+    cli_output.emit(args, value, lambda: cli_output.dry_run(report, shown))
+    return 1 if report.errors else 0
+
+
+async def _dry_run(pipeline: config.Pipeline, now: datetime) -> dryrun.Report:
+    import httpx  # the engine's client, for this command alone
+
+    from pipelines import dryrun
+
+    async with httpx.AsyncClient(timeout=httpx.Timeout(30.0, connect=10.0)) as client:
+        return await dryrun.run(pipeline, client, now)
+
+
 def cmd_health(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
     """Exit 0 while a gatehouse process holds the store and answers on its control socket."""
     pid = datadir.is_locked(cfg.data_dir) if cfg.data_dir.exists() else None
@@ -316,6 +343,11 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
         "--online",
         action="store_true",
         help="also ask Telegram, the LLM, mail servers and webhook hosts (sends nothing)",
+    )
+    dry = add("dry-run", cmd_dry_run, "fetch and draft now, print the cards; nothing kept or sent")
+    dry.add_argument("pipeline", help="its name")
+    dry.add_argument(
+        "--limit", type=positive, default=5, help="cards printed at most (default: %(default)s)"
     )
     add("health", cmd_health, "exit 0 while the bot runs and answers (for healthchecks)")
     add("status", cmd_status, "every pipeline, or one pipeline's runs").add_argument(

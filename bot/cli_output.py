@@ -7,14 +7,19 @@ not come through here: it is `views.plain(...)` dumped as JSON.
 from __future__ import annotations
 
 import argparse
+import html
 import json
+import re
 import sys
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bot import maintenance, render, views
 from store import budgets, events, info, items, ledger, runs
+
+if TYPE_CHECKING:
+    from pipelines import dryrun
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
@@ -202,3 +207,19 @@ def emit(args: argparse.Namespace, value: Any, text: Callable[[], str]) -> None:
 
 def progress(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
+
+
+def dry_run(report: dryrun.Report, shown: Sequence[tuple[int, dict[str, Any]]]) -> str:
+    """The cards as plain text, as a phone would show them, with what was not shown."""
+    lines = [f"dry run of {report.pipeline}: fetched {report.fetched}, {len(report.cards)} new"]
+    lines += [f"error: {error}" for error in report.errors]
+    for item_id, payload in shown:
+        lines += ["", "─" * 40, _plain(render.card(item_id, payload))]
+    if len(report.cards) > len(shown):
+        lines += ["", f"… and {len(report.cards) - len(shown)} more (--limit)"]
+    lines += ["", "nothing was marked seen, stored or sent"]
+    return "\n".join(lines)
+
+
+def _plain(card_html: str) -> str:
+    return html.unescape(re.sub(r"<[^>]+>", "", card_html))
