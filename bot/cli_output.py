@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-from bot import maintenance, render, views
+from bot import maintenance, render, storage_alarm, views
 from store import budgets, events, info, items, ledger, runs
 
 
@@ -65,6 +65,7 @@ def status(
             f"store   {summary.path} (schema version {summary.schema_version})",
             f"wal     {overview.wal_bytes / 1024:.0f} KiB",
             f"bot     {writer}",
+            *([f"disk    {storage_alarm.describe(overview.storage)}"] if overview.storage else []),
         ]
     )
 

@@ -106,6 +106,8 @@ class Store:
         self._lock = datadir.WriterLock(config.data_dir)
         self._writer_lane = Lane("store-writer")
         self._writer = Writer(self._writer_lane)
+        #: Storage faults the writer met (disk full, I/O errors), kept in memory.
+        self.faults = self._writer.faults
         self._readers = [Lane(f"store-reader-{i}") for i in range(config.readers)]
         self._next_reader = itertools.cycle(self._readers)
         self._checkpointer: asyncio.Task[None] | None = None

@@ -11,15 +11,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import sqlite3
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from datetime import UTC, datetime
+from typing import Any, Literal, TypeVar
 
 from store import errors
 from store.lanes import Lane
 
+log = logging.getLogger(__name__)
 T = TypeVar("T")
 Unit = Callable[[sqlite3.Connection], Any]
 
@@ -32,6 +35,45 @@ class _Pending:
     unit: Unit
     future: asyncio.Future[Any]
     transactional: bool = True
+
+
+@dataclass(frozen=True)
+class StorageFault:
+    """A write the disk refused; `since` is when this run of failures began."""
+
+    kind: Literal["full", "io"]
+    detail: str
+    since: datetime
+
+
+class StorageFaults:
+    """What the writer knows of the disk under it, kept in memory: a full disk cannot
+    record its own state, so alerts and health read it from here."""
+
+    def __init__(self) -> None:
+        #: How the last write failed; None again once a write commits.
+        self.current: StorageFault | None = None
+        #: The latest fault ever met and how many so far: a watcher compares counts,
+        #: so a fault already cleared by the next commit is still seen.
+        self.last: StorageFault | None = None
+        self.count = 0
+
+    def failed(self, exc: BaseException) -> None:
+        if not isinstance(exc, errors.STORAGE_FAULTS):
+            return
+        kind: Literal["full", "io"] = "full" if isinstance(exc, errors.StorageFull) else "io"
+        if self.current is None or self.current.kind != kind:
+            log.error("the store cannot write: %s", exc)
+            since = datetime.now(UTC)
+        else:
+            since = self.current.since
+        self.current = self.last = StorageFault(kind, str(exc), since)
+        self.count += 1
+
+    def committed(self) -> None:
+        if self.current is not None:
+            log.warning("the store writes again after %s", self.current.detail)
+            self.current = None
 
 
 @contextlib.contextmanager
@@ -57,6 +99,7 @@ class Writer:
         self._wakeup = asyncio.Event()
         self._busy = False
         self._task: asyncio.Task[None] | None = None
+        self.faults = StorageFaults()
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._drain(), name="store-writer")
@@ -121,13 +164,18 @@ class Writer:
             else:
                 outcomes = [(True, await self._lane.run(batch[0].unit))]
         except BaseException as exc:  # the commit failed: nothing in the batch was written
+            self.faults.failed(exc)
             for pending in batch:
                 _settle(pending.future, False, exc)
             if not isinstance(exc, Exception):
                 raise
             return
         for pending, (ok, value) in zip(batch, outcomes, strict=True):
+            if not ok:
+                self.faults.failed(value)
             _settle(pending.future, ok, value)
+        if batch[0].transactional and any(ok for ok, _ in outcomes):
+            self.faults.committed()
 
 
 def _stop_marker(conn: sqlite3.Connection) -> None:  # pragma: no cover - never run
