@@ -5,8 +5,9 @@
 Every other alert is an outbox row, but a store that cannot write cannot queue one. This
 path needs no write: it watches the writer's in-memory record of storage faults
 (`store.faults`), sends one message per kind of fault at most once an hour, and one
-when writes succeed again. What it has sent is kept in memory only; a restart may
-repeat an alert, which is the right way round.
+when writes succeed again. While a fault lasts it probes the store with a small write
+(store.writer.probe), so recovery is noticed even when nothing else writes. What it
+has sent is kept in memory only; a restart may repeat an alert, the safe way round.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from store import writer
+from store import errors, writer
 
 log = logging.getLogger(__name__)
 
@@ -62,15 +63,17 @@ class Alarm:
 
     def due(self) -> str | None:
         """The message to send now, if any; call `sent` once it went out."""
-        fault = self._faults.current
-        if self._faults.count != self._seen:
-            fault = fault or self._faults.last
+        faults = self._faults
+        # A fault that came and went between two looks is told as well.
+        fault = faults.current or (faults.last if faults.count != self._seen else None)
         if fault is not None:
             told = self._told.get(fault.kind)
             if told is None or self._clock() - told >= REPEAT_S:
                 return alert_text(fault)
-            return None
-        return RECOVERED_TEXT if self._unresolved else None
+            self._seen = faults.count  # told within the hour: this one is a repeat
+        if faults.current is None and self._unresolved:
+            return RECOVERED_TEXT
+        return None
 
     def sent(self, text: str) -> None:
         self._seen = self._faults.count
@@ -87,8 +90,13 @@ def make_worker(send: Send) -> Callable[[Any, asyncio.Event], Awaitable[None]]:
     """The runtime worker that watches `runtime.store.faults` and sends with `send`."""
 
     async def storage_alarm(runtime: Any, stop: asyncio.Event) -> None:
-        alarm = Alarm(runtime.store.faults, time.monotonic)
+        store = runtime.store
+        alarm = Alarm(store.faults, time.monotonic)
         while not stop.is_set():
+            if store.faults.current is not None:
+                # Nothing else may write for a while: try, so that recovery is seen.
+                with contextlib.suppress(errors.StoreError):
+                    await store.write(writer.probe)
             text = alarm.due()
             if text is not None:
                 try:

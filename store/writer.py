@@ -48,10 +48,14 @@ class StorageFault:
 
 class StorageFaults:
     """What the writer knows of the disk under it, kept in memory: a full disk cannot
-    record its own state, so alerts and health read it from here."""
+    record its own state, so alerts and health read it from here.
+
+    A fault lasts until a `probe` commits: a small write that fits into free pages
+    proves nothing about room, and would make the state flicker while the disk is full.
+    """
 
     def __init__(self) -> None:
-        #: How the last write failed; None again once a write commits.
+        #: How a write last failed; None again once a probe commits.
         self.current: StorageFault | None = None
         #: The latest fault ever met and how many so far: a watcher compares counts,
         #: so a fault already cleared by the next commit is still seen.
@@ -70,10 +74,23 @@ class StorageFaults:
         self.current = self.last = StorageFault(kind, str(exc), since)
         self.count += 1
 
-    def committed(self) -> None:
+    def probed(self) -> None:
         if self.current is not None:
             log.warning("the store writes again after %s", self.current.detail)
             self.current = None
+
+
+#: What a storage probe writes: enough to need fresh pages, small beside the database.
+PROBE_BYTES = 64 * 1024
+
+
+def probe(conn: sqlite3.Connection) -> None:
+    """A unit that grows the store by PROBE_BYTES and commits: it succeeds only once the
+    disk (or page limit) has room again, and only its success ends a storage fault.
+    The table is gone at commit; its pages stay free for the next writes."""
+    conn.execute("CREATE TABLE storage_probe(filler BLOB)")
+    conn.execute("INSERT INTO storage_probe VALUES (zeroblob(?))", (PROBE_BYTES,))
+    conn.execute("DROP TABLE storage_probe")
 
 
 @contextlib.contextmanager
@@ -173,9 +190,9 @@ class Writer:
         for pending, (ok, value) in zip(batch, outcomes, strict=True):
             if not ok:
                 self.faults.failed(value)
+            elif pending.unit is probe:
+                self.faults.probed()
             _settle(pending.future, ok, value)
-        if batch[0].transactional and any(ok for ok, _ in outcomes):
-            self.faults.committed()
 
 
 def _stop_marker(conn: sqlite3.Connection) -> None:  # pragma: no cover - never run
