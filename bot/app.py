@@ -310,6 +310,9 @@ def main(cfg: settings_mod.Settings | None = None) -> int:
     except (*STARTUP_ERRORS, TokenRejected) as e:
         print(f"gatehouse: {e}", file=sys.stderr)
         return 2
+    except errors.StoreError as e:  # the store failed while starting (full, corrupt, ...)
+        print(f"gatehouse: the store failed at startup: {e}", file=sys.stderr)
+        return 2
     except Exception:
         # Through logging, so the redacting filter sees the traceback: Python's own
         # printer would show a token held in an exception's text.
