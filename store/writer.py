@@ -76,7 +76,7 @@ class StorageFaults:
 
     def probed(self) -> None:
         if self.current is not None:
-            log.warning("the store writes again after %s", self.current.detail)
+            log.warning("the store can write again (it failed with: %s)", self.current.detail)
             self.current = None
 
 
