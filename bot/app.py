@@ -24,7 +24,7 @@ import sys
 from typing import Any, TypeAlias
 
 from telegram import Bot, BotCommand, InlineKeyboardMarkup, Update
-from telegram.error import InvalidToken, NetworkError
+from telegram.error import InvalidToken, NetworkError, TelegramError
 from telegram.ext import (
     AIORateLimiter,
     Application,
@@ -223,8 +223,17 @@ def _alert_sender(cfg: settings_mod.Settings, bot: Bot) -> storage_alarm.Send:
     """Send an alert straight with the bot: the path for when the store cannot write."""
 
     async def send(text: str) -> None:
-        for chat in alert_chats(cfg):
-            await bot.send_message(chat, text)
+        # Each chat alone: one that blocked the bot must not make the others hear it twice.
+        errors_seen: list[TelegramError] = []
+        chats = alert_chats(cfg)
+        for chat in chats:
+            try:
+                await bot.send_message(chat, text)
+            except TelegramError as exc:
+                log.warning("storage alert to chat %d failed: %s", chat, exc)
+                errors_seen.append(exc)
+        if chats and len(errors_seen) == len(chats):
+            raise errors_seen[-1]  # nobody heard it: the alarm tries again
 
     return send
 

@@ -28,6 +28,8 @@ from store import db, errors, info, items, writer
 
 TOKEN = "987654:storage-secret-token-value_ABCDEFGHIJ"
 OPERATOR = 1001
+#: A second operator, whose chat has blocked the bot in the end-to-end test.
+BLOCKED = 1002
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 #: SQLite's largest page limit: "no limit" again.
 NO_LIMIT = 1073741823
@@ -241,7 +243,7 @@ async def running(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncItera
         telegram = settings_mod.TelegramSettings(
             token=TOKEN,  # type: ignore[arg-type]  # pydantic makes it a SecretStr
             base_url=api.base_url,
-            operators=[OPERATOR],
+            operators=[BLOCKED, OPERATOR],
             rate_limit_per_minute=0,
         )
         cfg = settings_mod.Settings(
@@ -276,8 +278,8 @@ async def gatehouse(r: Running, *args: str) -> tuple[int, str]:
     return proc.returncode, out.decode()
 
 
-def told(r: Running, words: str) -> list[localapi.localapi_state.ChatMessage]:
-    return [m for m in r.api.sent(OPERATOR) if words in m.text]
+def told(r: Running, words: str, chat: int = OPERATOR) -> list[localapi.localapi_state.ChatMessage]:
+    return [m for m in r.api.sent(chat) if words in m.text]
 
 
 async def outbox_rows(store: db.Store) -> list[tuple[str, str]]:
@@ -296,6 +298,8 @@ async def test_a_full_store_alerts_without_a_write_fails_health_and_recovers(
     await set_page_limit(store, None)
     outbox_before = await outbox_rows(store)
 
+    # The first operator has blocked the bot: the other still hears it, and only once.
+    running.api.fail_next("sendMessage", 403, description="Forbidden: bot was blocked by the user")
     # Real engine work meets the full store.
     with pytest.raises(errors.StorageFull):
         await running.runtime.engine.tick("news", "manual", NOW)
@@ -316,6 +320,7 @@ async def test_a_full_store_alerts_without_a_write_fails_health_and_recovers(
         await running.runtime.engine.tick("news", "manual", NOW)
     await asyncio.sleep(1)
     assert len(told(running, "gatehouse cannot write")) == 1
+    assert told(running, "gatehouse cannot write", BLOCKED) == []
 
     # Room again: the alarm's probe notices with nothing else writing.
     await set_page_limit(store, NO_LIMIT)
