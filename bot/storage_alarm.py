@@ -5,8 +5,8 @@
 Every other alert is an outbox row, but a store that cannot write cannot queue one. This
 path needs no write: it watches the writer's in-memory record of storage faults
 (`store.faults`), sends one message per kind of fault at most once an hour, and one
-when writes succeed again. While a fault lasts it probes the store with a small write
-(store.writer.probe), so recovery is noticed even when nothing else writes. What it
+when writes succeed again. While a fault lasts it measures the store's free room
+(store.writer.room), so recovery is noticed even when nothing else writes. What it
 has sent is kept in memory only; a restart may repeat an alert, the safe way round.
 """
 
@@ -94,9 +94,10 @@ def make_worker(send: Send) -> Callable[[Any, asyncio.Event], Awaitable[None]]:
         alarm = Alarm(store.faults, time.monotonic)
         while not stop.is_set():
             if store.faults.current is not None:
-                # Nothing else may write for a while: try, so that recovery is seen.
-                with contextlib.suppress(errors.StoreError):
-                    await store.write(writer.probe)
+                # Looks at free room without writing, so recovery is seen even when
+                # nothing else writes.
+                with contextlib.suppress(errors.StoreError, OSError):
+                    await store.measure_room()
             text = alarm.due()
             if text is not None:
                 try:

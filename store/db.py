@@ -149,6 +149,10 @@ class Store:
         result: T = await self._writer.submit(unit)
         return result
 
+    async def measure_room(self) -> int:
+        """Bytes the store can still grow by; ends a "storage full" fault once there is room."""
+        return await self._writer.measure_room()
+
     async def read(self, query: Callable[[sqlite3.Connection], T]) -> T:
         """Run `query(conn)` on a query_only connection."""
         return await next(self._next_reader).run(query)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import sqlite3
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -50,15 +51,16 @@ class StorageFaults:
     """What the writer knows of the disk under it, kept in memory: a full disk cannot
     record its own state, so alerts and health read it from here.
 
-    A fault lasts until a `probe` commits: a small write that fits into free pages
-    proves nothing about room, and would make the state flicker while the disk is full.
+    A "full" fault lasts until `room` finds ROOM_BYTES free: a small write that fits
+    into free pages or a reused WAL proves nothing about room, and would make the state
+    flicker while the disk stays full. An "io" fault ends with the next commit.
     """
 
     def __init__(self) -> None:
-        #: How a write last failed; None again once a probe commits.
+        #: How a write last failed; None again once the fault has ended.
         self.current: StorageFault | None = None
         #: The latest fault ever met and how many so far: a watcher compares counts,
-        #: so a fault already cleared by the next commit is still seen.
+        #: so a fault that ended between two looks is still seen.
         self.last: StorageFault | None = None
         self.count = 0
 
@@ -74,23 +76,33 @@ class StorageFaults:
         self.current = self.last = StorageFault(kind, str(exc), since)
         self.count += 1
 
-    def probed(self) -> None:
-        if self.current is not None:
-            log.warning("the store can write again (it failed with: %s)", self.current.detail)
-            self.current = None
+    def committed(self) -> None:
+        if self.current is not None and self.current.kind == "io":
+            self._ended()
+
+    def measured(self, free: int) -> None:
+        if self.current is not None and self.current.kind == "full" and free >= ROOM_BYTES:
+            self._ended()
+
+    def _ended(self) -> None:
+        assert self.current is not None
+        log.warning("the store can write again (it failed with: %s)", self.current.detail)
+        self.current = None
 
 
-#: What a storage probe writes: enough to need fresh pages, small beside the database.
-PROBE_BYTES = 64 * 1024
+#: Room the store needs before a "full" fault ends (bytes).
+ROOM_BYTES = 1024 * 1024
 
 
-def probe(conn: sqlite3.Connection) -> None:
-    """A unit that grows the store by PROBE_BYTES and commits: it succeeds only once the
-    disk (or page limit) has room again, and only its success ends a storage fault.
-    The table is gone at commit; its pages stay free for the next writes."""
-    conn.execute("CREATE TABLE storage_probe(filler BLOB)")
-    conn.execute("INSERT INTO storage_probe VALUES (zeroblob(?))", (PROBE_BYTES,))
-    conn.execute("DROP TABLE storage_probe")
+def room(conn: sqlite3.Connection) -> int:
+    """Bytes the store can still grow by: free disk space for the database's directory,
+    and what its page limit (PRAGMA max_page_count) leaves. Reads only."""
+    page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+    pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    limit = conn.execute("PRAGMA max_page_count").fetchone()[0]
+    path = conn.execute("PRAGMA database_list").fetchone()[2]
+    disk = os.statvfs(os.path.dirname(path))
+    return int(min(disk.f_bavail * disk.f_frsize, (limit - pages) * page_size))
 
 
 @contextlib.contextmanager
@@ -120,6 +132,12 @@ class Writer:
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._drain(), name="store-writer")
+
+    async def measure_room(self) -> int:
+        """The store's room now (see `room`); ends a "full" fault once there is enough."""
+        free: int = await self.submit(room, transactional=False)
+        self.faults.measured(free)
+        return free
 
     @property
     def idle(self) -> bool:
@@ -190,9 +208,9 @@ class Writer:
         for pending, (ok, value) in zip(batch, outcomes, strict=True):
             if not ok:
                 self.faults.failed(value)
-            elif pending.unit is probe:
-                self.faults.probed()
             _settle(pending.future, ok, value)
+        if batch[0].transactional and any(ok for ok, _ in outcomes):
+            self.faults.committed()
 
 
 def _stop_marker(conn: sqlite3.Connection) -> None:  # pragma: no cover - never run

@@ -86,24 +86,26 @@ async def test_a_full_store_is_recorded_in_memory_and_clears_when_room_returns(
     await set_page_limit(store, NO_LIMIT)
     created = await items.create(store, "news", "notes", "a", {"title": "A", "text": BIG}, NOW)
     assert created is not None
-    # A write that fits proves nothing about room: only a probe ends the fault.
+    # A write that fits proves nothing about room: only a measure of the room ends it.
     assert store.faults.current is not None
-    await store.write(writer.probe)
+    assert await store.measure_room() >= writer.ROOM_BYTES
     assert store.faults.current is None and store.faults.last is not None
 
 
-async def test_the_probe_fails_while_full_and_succeeds_once_room_returns(
+async def test_full_lasts_until_there_is_room_even_when_small_writes_fit(
     store: db.Store,
 ) -> None:
-    before = await rows(store)
-    await set_page_limit(store, None)
-    with pytest.raises(errors.StorageFull):
-        await store.write(writer.probe)
-    assert store.faults.current is not None
-    await set_page_limit(store, NO_LIMIT)
-    await store.write(writer.probe)
-    assert store.faults.current is None
-    assert await rows(store) == before  # the probe leaves no table and no row behind
+    for attempt in range(2):  # a second fault, after room was freed once, lasts as well
+        await set_page_limit(store, None)
+        with pytest.raises(errors.StorageFull):
+            await items.create(store, "news", "n", f"{attempt}", {"t": BIG}, NOW)
+        # Small writes still fit into free space inside the pages already there.
+        await items.create(store, "news", "n", f"small-{attempt}", {"t": "x"}, NOW)
+        assert await store.measure_room() < writer.ROOM_BYTES
+        assert store.faults.current is not None and store.faults.current.kind == "full"
+        await set_page_limit(store, NO_LIMIT)
+        assert await store.measure_room() >= writer.ROOM_BYTES
+        assert store.faults.current is None
 
 
 @pytest.fixture
@@ -134,8 +136,8 @@ async def test_an_io_error_is_recorded_and_clears_after(
     fault = store.faults.current
     assert fault is not None and fault.kind == "io" and "I/O" in fault.detail
     assert await rows(store) == before
+    # The next write that commits ends an I/O fault: the disk writes again.
     assert await items.create(store, "news", "notes", "a", {"title": "A"}, NOW) is not None
-    await store.write(writer.probe)
     assert store.faults.current is None
 
 
@@ -180,7 +182,7 @@ def test_one_alert_per_kind_an_hour_and_one_recovery_message() -> None:
     again = alarm.due()  # full again, an hour after it was told
     assert again is not None and again.startswith("🚨 storage full since ")
     alarm.sent(again)
-    faults.probed()
+    faults.measured(writer.ROOM_BYTES)
     assert alarm.due() == storage_alarm.RECOVERED_TEXT
     alarm.sent(storage_alarm.RECOVERED_TEXT)
     assert alarm.due() is None
@@ -190,7 +192,7 @@ def test_a_fault_cleared_before_the_look_is_still_told() -> None:
     faults = writer.StorageFaults()
     alarm = storage_alarm.Alarm(faults, Clock())
     faults.failed(fault())
-    faults.probed()  # room again before the alarm looked
+    faults.measured(writer.ROOM_BYTES)  # room again before the alarm looked
     text = alarm.due()
     assert text is not None and "storage full" in text
     alarm.sent(text)
@@ -202,11 +204,11 @@ def test_a_repeat_within_the_hour_that_is_gone_is_not_told_later() -> None:
     alarm = storage_alarm.Alarm(faults, clock)
     faults.failed(fault())
     alarm.sent(alarm.due() or "")
-    faults.probed()
+    faults.measured(writer.ROOM_BYTES)
     assert alarm.due() == storage_alarm.RECOVERED_TEXT
     alarm.sent(storage_alarm.RECOVERED_TEXT)
     faults.failed(fault())  # full for a moment, ten minutes later
-    faults.probed()
+    faults.measured(writer.ROOM_BYTES)
     clock.t += 600
     assert alarm.due() is None
     clock.t += storage_alarm.REPEAT_S
@@ -322,7 +324,7 @@ async def test_a_full_store_alerts_without_a_write_fails_health_and_recovers(
     assert len(told(running, "gatehouse cannot write")) == 1
     assert told(running, "gatehouse cannot write", BLOCKED) == []
 
-    # Room again: the alarm's probe notices with nothing else writing.
+    # Room again: the alarm's look at the room notices, with nothing else writing.
     await set_page_limit(store, NO_LIMIT)
     await running.api.await_for(lambda: told(running, "storage writes succeed again"), timeout=30)
     assert store.faults.current is None
