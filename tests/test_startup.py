@@ -152,6 +152,20 @@ def test_a_second_instance_is_refused_at_once(
         assert stop(first) == 0
 
 
+def test_an_unusable_data_dir_is_one_line_before_the_bot_loads(tmp_path: Path) -> None:
+    (tmp_path / "data").write_text("not a directory")
+    environ = env(tmp_path, f"http://{localapi.HOST}:{free_port()}/bot")
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "bot"], cwd=tmp_path, env=environ,
+        capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    lines = [line for line in proc.stderr.splitlines() if not line.startswith("import time:")]
+    assert lines == [f"gatehouse: data directory {tmp_path / 'data'} exists and is not a directory"]
+    # Refused before the bot, PTB or pydantic were imported.
+    assert not re.search(r"\|\s+(telegram|pydantic|bot\.app)$", proc.stderr, re.MULTILINE)
+
+
 @pytest.mark.parametrize(
     ("variables", "env_file", "expected"),
     [
