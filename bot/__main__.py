@@ -1,10 +1,11 @@
 """Start the operator bot: `python -m bot` (the same as `gatehouse run`).
 
-Settings come from the environment; see bot/settings.py and .env.example.
+Settings come from the environment; see bot/settings.py and .env.example. The writer
+lock is taken before the bot is imported, so a second instance is refused at once.
 """
 
 import sys
 
-from bot import app
+from bot import early
 
-sys.exit(app.main())
+sys.exit(early.run())

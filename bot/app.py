@@ -23,7 +23,8 @@ import signal
 import sys
 from typing import Any, TypeAlias
 
-from telegram import BotCommand, InlineKeyboardMarkup, Update
+from telegram import Bot, BotCommand, InlineKeyboardMarkup, Update
+from telegram.error import InvalidToken, NetworkError, TelegramError
 from telegram.ext import (
     AIORateLimiter,
     Application,
@@ -35,7 +36,7 @@ from telegram.ext import (
     filters,
 )
 
-from bot import auth, callbacks, control, handlers, logs, sender
+from bot import auth, callbacks, control, handlers, logs, sender, storage_alarm
 from bot import settings as settings_mod
 from pipelines import dispatcher, llm_drafter
 from pipelines import runtime as runtime_mod
@@ -55,12 +56,24 @@ STARTUP_ERRORS = (
     errors.MigrationError,
 )
 ALLOWED_UPDATES = [Update.MESSAGE, Update.CALLBACK_QUERY]
+#: Waits between getMe attempts while Telegram is unreachable: doubling from the first
+#: to the cap (seconds), so a network that comes back is noticed within the cap.
+CONNECT_FIRST_WAIT_S = 0.5
+CONNECT_MAX_WAIT_S = 30.0
 
 App: TypeAlias = Application[Any, Any, Any, Any, Any, Any]
 
 
 class StartupRefused(Exception):
     """The settings cannot run a safe bot; the message says which and how to fix it."""
+
+
+class TokenRejected(StartupRefused):
+    """the bot token was rejected by Telegram (check GATEHOUSE_TELEGRAM__TOKEN)"""
+
+    def __init__(self) -> None:
+        # A fixed text: PTB's own message for this holds the token.
+        super().__init__(self.__doc__)
 
 
 def check(cfg: settings_mod.Settings) -> str:
@@ -120,13 +133,18 @@ def build(cfg: settings_mod.Settings, token: str) -> App:
     return application
 
 
+def alert_chats(cfg: settings_mod.Settings) -> list[int]:
+    """Where alerts go: the alerts chat if one is set, else each operator's private chat."""
+    chat = cfg.telegram.alerts_chat
+    return [chat] if chat is not None else list(cfg.telegram.operators)
+
+
 def _targets(cfg: settings_mod.Settings, runtime: runtime_mod.Runtime) -> sender.Targets:
     operators = list(cfg.telegram.operators)
 
     def targets(row: outbox.Row) -> list[int]:
         if row.target == outbox.ALERTS:
-            chat = cfg.telegram.alerts_chat
-            return [chat] if chat is not None else operators
+            return alert_chats(cfg)
         pipeline = runtime.pipelines.get(str(row.payload.get("pipeline")))
         # An operator's private chat has the operator's user id.
         return list(pipeline.approval.operators or operators) if pipeline else operators
@@ -201,26 +219,78 @@ async def _start_updates(application: App, cfg: settings_mod.Settings) -> None:
     )
 
 
+def _alert_sender(cfg: settings_mod.Settings, bot: Bot) -> storage_alarm.Send:
+    """Send an alert straight with the bot: the path for when the store cannot write."""
+
+    async def send(text: str) -> None:
+        # Each chat alone: one that blocked the bot must not make the others hear it twice.
+        errors_seen: list[TelegramError] = []
+        chats = alert_chats(cfg)
+        for chat in chats:
+            try:
+                await bot.send_message(chat, text)
+            except TelegramError as exc:
+                log.warning("storage alert to chat %d failed: %s", chat, exc)
+                errors_seen.append(exc)
+        if chats and len(errors_seen) == len(chats):
+            raise errors_seen[-1]  # nobody heard it: the alarm tries again
+
+    return send
+
+
 def runtime_config(cfg: settings_mod.Settings, application: App) -> runtime_mod.RuntimeConfig:
-    """The engine as the bot runs it: drafters, the dispatch worker and the control socket."""
+    """The engine as the bot runs it: drafters, the dispatch worker, the control socket
+    and the storage alarm."""
     choose = llm_drafter.Drafters(cfg.llm, cfg.prices)
+    alarm = storage_alarm.make_worker(_alert_sender(cfg, application.bot))
     return runtime_mod.RuntimeConfig(
         store=settings_mod.store_config(cfg),
         pipelines_dir=cfg.pipelines_dir,
         drafter_for=choose,
-        workers=(choose.worker, dispatcher.make_worker(application.bot), control.serve),
+        workers=(choose.worker, dispatcher.make_worker(application.bot), control.serve, alarm),
     )
 
 
+async def connect(bot: Bot, stop: asyncio.Event) -> bool:
+    """Ask Telegram who the bot is (getMe) until it answers; False if stopped first.
+
+    A rejected token raises TokenRejected (PTB's own message holds the token). An
+    unreachable network or a Bot API server error is retried, one log line each.
+    """
+    wait, attempt = CONNECT_FIRST_WAIT_S, 1
+    while True:
+        try:
+            await bot.initialize()
+            return True
+        except InvalidToken:
+            raise TokenRejected() from None
+        except NetworkError as exc:  # also TimedOut and 5xx answers
+            log.warning(
+                "Telegram is unreachable (attempt %d: %s); trying again in %.1f s",
+                attempt, exc, wait,
+            )  # fmt: skip
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), wait)
+            return False
+        wait, attempt = min(wait * 2, CONNECT_MAX_WAIT_S), attempt + 1
+
+
 async def run(cfg: settings_mod.Settings, token: str) -> None:
-    """Start the engine, then the bot; SIGTERM or SIGINT stops both."""
+    """Reach Telegram, start the engine, then the bot; SIGTERM or SIGINT stops both."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     application = build(cfg, token)
-    rt_config = runtime_config(cfg, application)
-    runtime = await runtime_mod.Runtime.start(rt_config)
+    runtime = None
+    try:
+        if await connect(application.bot, stop):
+            runtime = await runtime_mod.Runtime.start(runtime_config(cfg, application))
+    finally:
+        if runtime is None:  # serve never runs, so nothing else closes the bot's client
+            await application.bot.shutdown()
+    if runtime is None:
+        return
     try:
         await serve(cfg, token, runtime, stop, application)
     finally:
@@ -246,12 +316,15 @@ def main(cfg: settings_mod.Settings | None = None) -> int:
     try:
         with contextlib.suppress(KeyboardInterrupt):
             asyncio.run(run(cfg, token))
-    except (
-        errors.DataDirError,
-        errors.LockHeld,
-        errors.PragmaMismatch,
-        errors.MigrationError,
-    ) as e:
+    except (*STARTUP_ERRORS, TokenRejected) as e:
         print(f"gatehouse: {e}", file=sys.stderr)
         return 2
+    except errors.StoreError as e:  # the store failed while starting (full, corrupt, ...)
+        print(f"gatehouse: the store failed at startup: {e}", file=sys.stderr)
+        return 2
+    except Exception:
+        # Through logging, so the redacting filter sees the traceback: Python's own
+        # printer would show a token held in an exception's text.
+        log.critical("gatehouse stopped on an unexpected error", exc_info=True)
+        return 1
     return 0

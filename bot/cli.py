@@ -35,16 +35,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from bot import cli_output, cli_writes, control, maintenance, views
+from bot import cli_output, cli_writes, control, maintenance, storage_alarm, views
 from bot import settings as settings_mod
 from pipelines import config
-from store import budgets, datadir, db, errors, info
+from store import budgets, datadir, db, errors, info, writer
 
 if TYPE_CHECKING:
     from pipelines import dryrun, preflight
@@ -61,6 +62,8 @@ USAGE_ERRORS = (
     errors.Conflict,
     views.Invalid,
 )
+#: How long health and status wait for the running bot's answer (seconds).
+PING_TIMEOUT_S = 3.0
 
 
 def pipelines(cfg: settings_mod.Settings) -> dict[str, config.Pipeline]:
@@ -91,6 +94,8 @@ def cmd_status(cfg: settings_mod.Settings, args: argparse.Namespace, now: dateti
 
     overview, summary = read(cfg, fn)
     pid = cli_writes.writer_pid(cfg)
+    if pid:
+        overview = dataclasses.replace(overview, storage=_bot_storage(cfg))
     value = {"overview": overview, "store": summary, "writer_pid": pid}
     cli_output.emit(args, value, lambda: cli_output.status(overview, summary, pid, now))
     return 0
@@ -254,15 +259,36 @@ async def _dry_run(pipeline: config.Pipeline, now: datetime) -> dryrun.Report:
         return await dryrun.run(pipeline, client, now)
 
 
+def _storage(answer: dict[str, object]) -> writer.StorageFault | None:
+    """The running bot's storage fault from its ping answer (kept in its memory only:
+    a full disk could not hold it in a file, let alone in the store)."""
+    found = answer.get("storage")
+    if not isinstance(found, dict):
+        return None
+    since = datetime.fromisoformat(str(found["since"]))
+    return writer.StorageFault(found["kind"], str(found["detail"]), since)
+
+
+def _bot_storage(cfg: settings_mod.Settings) -> writer.StorageFault | None:
+    try:
+        return _storage(control.request(cfg.data_dir, "ping", {}, timeout=PING_TIMEOUT_S))
+    except (control.Unavailable, control.NoAnswer, control.Refused):
+        return None  # status still shows what the store holds; health says what is wrong
+
+
 def cmd_health(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
-    """Exit 0 while a gatehouse process holds the store and answers on its control socket."""
+    """Exit 0 while a gatehouse process holds the store, answers on its control socket
+    and can write; otherwise exit 1 and say which of these fails."""
     pid = datadir.is_locked(cfg.data_dir) if cfg.data_dir.exists() else None
     problem = None if pid else f"no gatehouse process holds the store in {cfg.data_dir}"
     if pid:
         try:
-            control.request(cfg.data_dir, "ping", {}, timeout=3)
+            fault = _storage(control.request(cfg.data_dir, "ping", {}, timeout=PING_TIMEOUT_S))
         except (control.Unavailable, control.NoAnswer, control.Refused) as exc:
             problem = f"process {pid} holds the store but does not answer: {exc}"
+        else:
+            if fault is not None:
+                problem = f"process {pid} runs, but {storage_alarm.describe(fault)}"
     value = {"ok": problem is None, "pid": pid, "problem": problem}
     cli_output.emit(args, value, lambda: problem or f"ok: gatehouse runs as pid {pid}")
     return 1 if problem else 0
@@ -405,15 +431,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         from bot import demo  # PTB loads only for the commands that need it
 
         return demo.main(port=args.port, data_dir=args.data_dir, verbose=args.verbose)
+    if args.command == "run":
+        from bot import early  # the lock first, then the bot: a second run is refused at once
+
+        return early.run()
     try:
         cfg = load_settings(args)
     except settings_mod.SettingsInvalid as exc:
         print(f"gatehouse: {exc}", file=sys.stderr)
         return 2
-    if args.command == "run":
-        from bot import app  # PTB loads only for the command that needs it
-
-        return app.main(cfg)
     try:
         return table[args.command](cfg, args, datetime.now(UTC))
     except (*USAGE_ERRORS, ValueError, cli_writes.Refused, control.NoAnswer) as exc:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from bot import maintenance, render, views
+from bot import maintenance, render, storage_alarm, views
 from store import budgets, events, info, items, ledger, runs
 
 if TYPE_CHECKING:
@@ -70,6 +70,7 @@ def status(
             f"store   {summary.path} (schema version {summary.schema_version})",
             f"wal     {overview.wal_bytes / 1024:.0f} KiB",
             f"bot     {writer}",
+            *([f"disk    {storage_alarm.describe(overview.storage)}"] if overview.storage else []),
         ]
     )
 

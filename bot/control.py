@@ -97,7 +97,8 @@ async def _sweep(rt: Any, args: dict[str, Any]) -> Any:
 
 
 async def _ping(rt: Any, args: dict[str, Any]) -> Any:
-    return {"pid": os.getpid()}
+    # The storage fault lives in this process's memory only: a full disk cannot hold it.
+    return {"pid": os.getpid(), "storage": rt.store.faults.current}
 
 
 OPS: dict[str, Handler] = {

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from bot import views
+from bot import storage_alarm, views
 from store import budgets, events, items, ledger_report, runs
 
 #: Telegram's limit on a message's text, in UTF-16 code units.
@@ -164,6 +164,8 @@ def status_overview(overview: views.Overview) -> str:
         lines.append(f"  next due: {age(due, now) if due else 'not scheduled'}")
         lines.append(f"  awaiting approval: {p.awaiting} · breaches: {p.breaches}")
     lines.append(f"\nstore WAL: {overview.wal_bytes / 1024:.0f} KiB")
+    if overview.storage is not None:
+        lines.append(f"🚨 {esc(storage_alarm.describe(overview.storage))}")
     return "\n".join(lines)
 
 

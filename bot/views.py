@@ -22,7 +22,18 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pipelines.scheduler import Scheduler
-from store import budgets, events, items, ledger, ledger_settle, machine, runs, schedules, seen
+from store import (
+    budgets,
+    events,
+    items,
+    ledger,
+    ledger_settle,
+    machine,
+    runs,
+    schedules,
+    seen,
+    writer,
+)
 from store.db import Store
 from store.machine import State
 
@@ -59,6 +70,8 @@ class Overview:
     at: datetime
     pipelines: list[PipelineStatus]
     wal_bytes: int
+    #: The writer's current storage fault (disk full, I/O error); None while writes succeed.
+    storage: writer.StorageFault | None = None
 
 
 async def overview(store: Store, pipelines: Collection[str], now: datetime) -> Overview:
@@ -80,7 +93,7 @@ async def overview(store: Store, pipelines: Collection[str], now: datetime) -> O
                 breaches=by_state.get(State.BREACH, 0),
             )
         )
-    return Overview(now, rows, store.wal_bytes())
+    return Overview(now, rows, store.wal_bytes(), store.faults.current)
 
 
 @dataclass(frozen=True)

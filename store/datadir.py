@@ -19,6 +19,9 @@ from store import errors
 LOCK_NAME = "gatehouse.lock"
 DB_NAME = "gatehouse.db"
 
+#: Locks this process took early (see `claim`), by lock path, until its store adopts them.
+_claimed: dict[Path, int] = {}
+
 
 def prepare(path: Path) -> Path:
     """Create the data directory 0700, or check an existing one.
@@ -58,6 +61,10 @@ class WriterLock:
         self._fd: int | None = None
 
     def acquire(self) -> None:
+        claimed = _claimed.pop(self.path.resolve(), None)
+        if claimed is not None:
+            self._fd = claimed
+            return
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -74,6 +81,15 @@ class WriterLock:
             with contextlib.suppress(OSError):
                 os.ftruncate(fd, 0)
             os.close(fd)
+
+
+def claim(data_dir: Path) -> None:
+    """Take the writer lock now, before any slow import, so that a second instance is
+    refused at once; the store that opens this directory later adopts the lock."""
+    lock = WriterLock(prepare(data_dir))
+    lock.acquire()
+    assert lock._fd is not None
+    _claimed[lock.path.resolve()] = lock._fd
 
 
 @contextlib.contextmanager

@@ -106,6 +106,8 @@ class Store:
         self._lock = datadir.WriterLock(config.data_dir)
         self._writer_lane = Lane("store-writer")
         self._writer = Writer(self._writer_lane)
+        #: Storage faults the writer met (disk full, I/O errors), kept in memory.
+        self.faults = self._writer.faults
         self._readers = [Lane(f"store-reader-{i}") for i in range(config.readers)]
         self._next_reader = itertools.cycle(self._readers)
         self._checkpointer: asyncio.Task[None] | None = None
@@ -146,6 +148,10 @@ class Store:
             )
         result: T = await self._writer.submit(unit)
         return result
+
+    async def measure_room(self) -> int:
+        """Bytes the store can still grow by; ends a "storage full" fault once there is room."""
+        return await self._writer.measure_room()
 
     async def read(self, query: Callable[[sqlite3.Connection], T]) -> T:
         """Run `query(conn)` on a query_only connection."""

@@ -64,6 +64,15 @@ class StorageFull(StoreError):
     """The disk or the database's page limit is full; the transaction was rolled back."""
 
 
+class StorageIOError(StoreError):
+    """The disk failed to read or write the database; the transaction was rolled back."""
+
+
+#: Failures of the disk under the store rather than of the work: operators must hear of
+#: them even though the store cannot record an alert (see bot/storage_alarm.py).
+STORAGE_FAULTS = (StorageFull, StorageIOError)
+
+
 class Corrupt(StoreError):
     """The database file is damaged."""
 
@@ -85,6 +94,8 @@ def translate(exc: sqlite3.Error) -> StoreError:
         return StorageFull(f"{StorageFull.__doc__} ({text})")
     if code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
         return Busy(f"{Busy.__doc__} ({text})")
+    if code == sqlite3.SQLITE_IOERR:
+        return StorageIOError(f"{StorageIOError.__doc__} ({text})")
     if code in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
         return Corrupt(f"{Corrupt.__doc__} ({text})")
     if isinstance(exc, sqlite3.IntegrityError):

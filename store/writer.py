@@ -11,15 +11,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import os
 import sqlite3
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from datetime import UTC, datetime
+from typing import Any, Literal, TypeVar
 
 from store import errors
 from store.lanes import Lane
 
+log = logging.getLogger(__name__)
 T = TypeVar("T")
 Unit = Callable[[sqlite3.Connection], Any]
 
@@ -32,6 +36,73 @@ class _Pending:
     unit: Unit
     future: asyncio.Future[Any]
     transactional: bool = True
+
+
+@dataclass(frozen=True)
+class StorageFault:
+    """A write the disk refused; `since` is when this run of failures began."""
+
+    kind: Literal["full", "io"]
+    detail: str
+    since: datetime
+
+
+class StorageFaults:
+    """What the writer knows of the disk under it, kept in memory: a full disk cannot
+    record its own state, so alerts and health read it from here.
+
+    A "full" fault lasts until `room` finds ROOM_BYTES free: a small write that fits
+    into free pages or a reused WAL proves nothing about room, and would make the state
+    flicker while the disk stays full. An "io" fault ends with the next commit.
+    """
+
+    def __init__(self) -> None:
+        #: How a write last failed; None again once the fault has ended.
+        self.current: StorageFault | None = None
+        #: The latest fault ever met and how many so far: a watcher compares counts,
+        #: so a fault that ended between two looks is still seen.
+        self.last: StorageFault | None = None
+        self.count = 0
+
+    def failed(self, exc: BaseException) -> None:
+        if not isinstance(exc, errors.STORAGE_FAULTS):
+            return
+        kind: Literal["full", "io"] = "full" if isinstance(exc, errors.StorageFull) else "io"
+        if self.current is None or self.current.kind != kind:
+            log.error("the store cannot write: %s", exc)
+            since = datetime.now(UTC)
+        else:
+            since = self.current.since
+        self.current = self.last = StorageFault(kind, str(exc), since)
+        self.count += 1
+
+    def committed(self) -> None:
+        if self.current is not None and self.current.kind == "io":
+            self._ended()
+
+    def measured(self, free: int) -> None:
+        if self.current is not None and self.current.kind == "full" and free >= ROOM_BYTES:
+            self._ended()
+
+    def _ended(self) -> None:
+        assert self.current is not None
+        log.warning("the store can write again (it failed with: %s)", self.current.detail)
+        self.current = None
+
+
+#: Room the store needs before a "full" fault ends (bytes).
+ROOM_BYTES = 1024 * 1024
+
+
+def room(conn: sqlite3.Connection) -> int:
+    """Bytes the store can still grow by: free disk space for the database's directory,
+    and what its page limit (PRAGMA max_page_count) leaves. Reads only."""
+    page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+    pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    limit = conn.execute("PRAGMA max_page_count").fetchone()[0]
+    path = conn.execute("PRAGMA database_list").fetchone()[2]
+    disk = os.statvfs(os.path.dirname(path))
+    return int(min(disk.f_bavail * disk.f_frsize, (limit - pages) * page_size))
 
 
 @contextlib.contextmanager
@@ -57,9 +128,16 @@ class Writer:
         self._wakeup = asyncio.Event()
         self._busy = False
         self._task: asyncio.Task[None] | None = None
+        self.faults = StorageFaults()
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._drain(), name="store-writer")
+
+    async def measure_room(self) -> int:
+        """The store's room now (see `room`); ends a "full" fault once there is enough."""
+        free: int = await self.submit(room, transactional=False)
+        self.faults.measured(free)
+        return free
 
     @property
     def idle(self) -> bool:
@@ -121,13 +199,18 @@ class Writer:
             else:
                 outcomes = [(True, await self._lane.run(batch[0].unit))]
         except BaseException as exc:  # the commit failed: nothing in the batch was written
+            self.faults.failed(exc)
             for pending in batch:
                 _settle(pending.future, False, exc)
             if not isinstance(exc, Exception):
                 raise
             return
         for pending, (ok, value) in zip(batch, outcomes, strict=True):
+            if not ok:
+                self.faults.failed(value)
             _settle(pending.future, ok, value)
+        if batch[0].transactional and any(ok for ok, _ in outcomes):
+            self.faults.committed()
 
 
 def _stop_marker(conn: sqlite3.Connection) -> None:  # pragma: no cover - never run

@@ -1,0 +1,51 @@
+"""`gatehouse run` before anything slow: take the single-writer lock, then import the bot.
+
+    sys.exit(early.run())        # bot/__main__.py and `gatehouse run`
+
+Importing the bot (PTB, pydantic, the engine) takes most of a second; a second instance
+is refused before that. The data directory is found the way the settings find it
+(GATEHOUSE_DATA_DIR from the environment, then from `.env`, else `data`; a test keeps
+the two in step), and the store adopts the lock when it opens (store.datadir.claim).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from store import datadir, errors
+
+DATA_DIR_VARIABLE = "GATEHOUSE_DATA_DIR"
+DEFAULT_DATA_DIR = Path("data")
+ENV_FILE = Path(".env")
+
+
+def data_dir() -> Path:
+    """The data directory the settings will name; variable names match in any case."""
+    for key, value in os.environ.items():
+        if key.upper() == DATA_DIR_VARIABLE:
+            return Path(value)
+    if ENV_FILE.is_file():
+        import dotenv  # only when there is a file to read
+
+        for key, found in dotenv.dotenv_values(ENV_FILE).items():
+            if key.upper() == DATA_DIR_VARIABLE and found is not None:
+                return Path(found)
+    return DEFAULT_DATA_DIR
+
+
+def run() -> int:
+    """Claim the store, then start the bot: exit 2 at once if another process holds it."""
+    path = data_dir()
+    try:
+        datadir.claim(path)
+    except (errors.DataDirError, errors.LockHeld) as exc:
+        print(f"gatehouse: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"gatehouse: cannot use the data directory {path}: {exc}", file=sys.stderr)
+        return 2
+    from bot import app  # the slow part, once the store is ours
+
+    return app.main()
