@@ -21,6 +21,7 @@ import contextlib
 import logging
 import signal
 import sys
+from pathlib import Path
 from typing import Any, TypeAlias
 
 from telegram import Bot, BotCommand, InlineKeyboardMarkup, Update
@@ -298,10 +299,15 @@ async def run(cfg: settings_mod.Settings, token: str) -> None:
         log.info("bot stopped")
 
 
-def main(cfg: settings_mod.Settings | None = None) -> int:
+def main(
+    cfg: settings_mod.Settings | None = None,
+    *,
+    env_file: Path | None = None,
+    data_dir: Path | None = None,
+) -> int:
     """Entry point: 0 after a clean stop, 2 for bad settings or an unusable store."""
     try:
-        cfg = cfg or settings_mod.load()
+        cfg = cfg or settings_mod.load_for(env_file, data_dir)
         token = check(cfg)
     except (settings_mod.SettingsInvalid, StartupRefused) as exc:
         print(f"gatehouse: {exc}", file=sys.stderr)

@@ -328,17 +328,6 @@ def _config_options(parser: argparse.ArgumentParser, default: object) -> None:
     )
 
 
-def load_settings(args: argparse.Namespace) -> settings_mod.Settings:
-    """The settings: the environment, then the env file, with --data-dir over both."""
-    env_file: Path | None = args.env_file
-    if env_file is not None and not env_file.is_file():
-        raise settings_mod.SettingsInvalid(f"--env-file {env_file}: no such file")
-    overrides: dict[str, object] = {"_env_file": env_file or ".env"}
-    if args.data_dir is not None:
-        overrides["data_dir"] = args.data_dir
-    return settings_mod.load(**overrides)
-
-
 def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
     parser = argparse.ArgumentParser(
         prog="gatehouse",
@@ -434,9 +423,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "run":
         from bot import early  # the lock first, then the bot: a second run is refused at once
 
-        return early.run()
+        return early.run(args.env_file, args.data_dir)
     try:
-        cfg = load_settings(args)
+        cfg = settings_mod.load_for(args.env_file, args.data_dir)
     except settings_mod.SettingsInvalid as exc:
         print(f"gatehouse: {exc}", file=sys.stderr)
         return 2

@@ -21,23 +21,31 @@ DEFAULT_DATA_DIR = Path("data")
 ENV_FILE = Path(".env")
 
 
-def data_dir() -> Path:
+def data_dir(env_file: Path = ENV_FILE, override: Path | None = None) -> Path:
     """The data directory the settings will name; variable names match in any case."""
+    if override is not None:
+        return override
     for key, value in os.environ.items():
         if key.upper() == DATA_DIR_VARIABLE:
             return Path(value)
-    if ENV_FILE.is_file():
+    if env_file.is_file():
         import dotenv  # only when there is a file to read
 
-        for key, found in dotenv.dotenv_values(ENV_FILE).items():
+        for key, found in dotenv.dotenv_values(env_file).items():
             if key.upper() == DATA_DIR_VARIABLE and found is not None:
                 return Path(found)
     return DEFAULT_DATA_DIR
 
 
-def run() -> int:
-    """Claim the store, then start the bot: exit 2 at once if another process holds it."""
-    path = data_dir()
+def run(env_file: Path | None = None, data_dir_override: Path | None = None) -> int:
+    """Claim the store, then start the bot: exit 2 at once if another process holds it.
+
+    `env_file` and `data_dir_override` are the command line's --env-file and --data-dir.
+    """
+    if env_file is not None and not env_file.is_file():
+        print(f"gatehouse: --env-file {env_file}: no such file", file=sys.stderr)
+        return 2
+    path = data_dir(env_file or ENV_FILE, data_dir_override)
     try:
         datadir.claim(path)
     except (errors.DataDirError, errors.LockHeld) as exc:
@@ -48,4 +56,4 @@ def run() -> int:
         return 2
     from bot import app  # the slow part, once the store is ours
 
-    return app.main()
+    return app.main(env_file=env_file, data_dir=data_dir_override)

@@ -111,6 +111,17 @@ def load(**overrides: object) -> Settings:
         raise SettingsInvalid(f"invalid settings: {exc}") from None
 
 
+def load_for(env_file: Path | None = None, data_dir: Path | None = None) -> Settings:
+    """The settings a command line asked for: `env_file` instead of ./.env, and
+    `data_dir` over the environment and the file."""
+    if env_file is not None and not env_file.is_file():
+        raise SettingsInvalid(f"--env-file {env_file}: no such file")
+    overrides: dict[str, object] = {"_env_file": env_file or ".env"}
+    if data_dir is not None:
+        overrides["data_dir"] = data_dir
+    return load(**overrides)
+
+
 def store_config(cfg: Settings) -> db.StoreConfig:
     """The store's own configuration, from these settings."""
     return db.StoreConfig(

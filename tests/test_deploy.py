@@ -19,7 +19,7 @@ import pytest
 import yaml
 from dotenv import dotenv_values
 
-from bot import cli
+from bot import cli, settings
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
@@ -41,7 +41,7 @@ def _data_dir(env: dict[str, str], cwd: PurePosixPath, monkeypatch: pytest.Monke
         monkeypatch.setenv(name, value)
     monkeypatch.chdir(ROOT / "tests")  # no .env here: only `env` counts
     args = cli._parser()[0].parse_args(["status"])
-    data_dir = cli.load_settings(args).data_dir
+    data_dir = settings.load_for(args.env_file, args.data_dir).data_dir
     return str(cwd / data_dir)  # a relative path resolves from the working directory
 
 
@@ -154,3 +154,30 @@ def test_cli_finds_its_config_from_any_directory(tmp_path: Path) -> None:
     assert missing.returncode == 2
     assert missing.stderr.strip() == f"gatehouse: --env-file {tmp_path / 'nope.env'}: no such file"
     assert not (tmp_path / "nope.env").exists()
+
+
+def test_run_takes_the_lock_where_its_options_say(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`gatehouse run --env-file F --data-dir D` locks the store the settings will open."""
+    from bot import early
+
+    monkeypatch.delenv("GATEHOUSE_DATA_DIR", raising=False)
+    env_file = tmp_path / "server.env"
+    env_file.write_text("GATEHOUSE_DATA_DIR=/srv/from-file\n")
+    assert early.data_dir(env_file) == Path("/srv/from-file")
+    assert early.data_dir(env_file, tmp_path / "given") == tmp_path / "given"
+    args = cli._parser()[0].parse_args(["run", "--env-file", str(env_file)])
+    loaded = settings.load_for(args.env_file, args.data_dir)
+    assert loaded.data_dir == early.data_dir(env_file) == Path("/srv/from-file")
+    missing = subprocess.run(
+        [str(Path(sys.executable).parent / "gatehouse"), "run", "--env-file", "/nope.env"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=30,
+    )
+    assert (missing.returncode, missing.stderr) == (
+        2,
+        "gatehouse: --env-file /nope.env: no such file\n",
+    )
