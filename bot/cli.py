@@ -57,7 +57,7 @@ USAGE_ERRORS = (
 
 
 def pipelines(cfg: settings_mod.Settings) -> dict[str, config.Pipeline]:
-    return config.load_dir(cfg.pipelines_dir).pipelines
+    return config.load_dir(cfg.pipelines_dir, settings_mod.pipeline_context(cfg)).pipelines
 
 
 # -- reads: a read-only store, never the lock ---------------------------------------------
@@ -161,7 +161,7 @@ def cmd_reconcile(cfg: settings_mod.Settings, args: argparse.Namespace, now: dat
 def cmd_check(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
     from bot import app  # PTB loads only for the commands that need it
 
-    problems = [str(e) for e in config.check(cfg.pipelines_dir)]
+    problems = [str(e) for e in config.check(cfg.pipelines_dir, settings_mod.pipeline_context(cfg))]
     try:
         app.check(cfg)
     except app.StartupRefused as exc:

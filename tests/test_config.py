@@ -283,7 +283,8 @@ def test_missing_required_fields(tmp_path: Path) -> None:
             "approval:\n  operators: [1, 2]\n  quorum: 3\n",
             10,
             "approval.quorum",
-            "quorum 3 can never be reached by 2 listed operators",
+            "quorum 3 can never be reached: 2 approval.operators may approve;"
+            " use a quorum from 1 to 2",
         ),
         ("approval:\n  window: 0s\n", 9, "approval.window", "must be longer than 0s"),
         ("name: other\n", 8, "name", "duplicate key 'name'"),
