@@ -159,7 +159,7 @@ class ApprovalConfig(_Model):
 
     #: Telegram user ids allowed to decide; empty means every configured operator.
     operators: list[int] = Field(default_factory=list)
-    quorum: int = Field(default=1, ge=1)
+    quorum: int = Field(default=1, ge=1, validate_default=True)
     window: Interval = timedelta(hours=24)
 
     @field_validator("quorum", mode="after")

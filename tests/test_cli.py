@@ -368,6 +368,22 @@ async def test_check_reports_pipeline_errors_with_file_and_line(
     assert "bad.yaml:4: nope:" in out and "GATEHOUSE_TELEGRAM__TOKEN" in out
 
 
+async def test_check_prints_hostile_files_as_errors_not_tracebacks(
+    data_dir: Path, pipelines_dir: Path
+) -> None:
+    bomb = ["a0: &a0 [lol]"]
+    bomb += [f"a{n}: &a{n} [{', '.join([f'*a{n - 1}'] * 9)}]" for n in range(1, 10)]
+    (pipelines_dir / "bomb.yaml").write_text("\n".join(bomb) + "\n")
+    (pipelines_dir / "deep.yaml").write_text("name: deep\nx: " + "[" * 20_000 + "]" * 20_000)
+    code, out, err = await gatehouse(data_dir, pipelines_dir, "check", "--json")
+    assert code == 1 and "Traceback" not in out + err
+    problems = json.loads(out)["problems"]
+    assert f"{pipelines_dir / 'bomb.yaml'}:" in problems[0]
+    assert "expands to more than 20000 values through its aliases" in problems[0]
+    assert problems[1] == f"{pipelines_dir / 'deep.yaml'}:2: nested more than 64 levels deep"
+    assert json.loads(out)["pipelines"] == ["news"]
+
+
 @pytest.mark.parametrize(
     ("text", "micros"), [("25", 25_000_000), ("$12.50", 12_500_000), ("0.000001", 1), ("0", 0)]
 )
