@@ -196,10 +196,10 @@ def cmd_health(cfg: settings_mod.Settings, args: argparse.Namespace, now: dateti
 
 
 def item_id(text: str) -> int:
-    digits = text.lstrip("#")
-    if not digits.isdigit():
-        raise argparse.ArgumentTypeError(f"{text!r} is not an item id; give a number like 12")
-    return int(digits)
+    try:
+        return views.whole_number(text, "an item id")
+    except views.Invalid as exc:
+        raise argparse.ArgumentTypeError(f"{exc}; give a number like 12") from None
 
 
 def positive(text: str) -> int:
