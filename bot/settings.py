@@ -44,8 +44,8 @@ class SourceSettings(BaseModel):
 
     #: Largest answer a source accepts as sent (compressed), in bytes (10 MiB).
     max_bytes: int = Field(default=10 * 1024 * 1024, ge=1)
-    #: Largest answer a source accepts once decompressed, in bytes (20 MiB).
-    max_decompressed_bytes: int = Field(default=20 * 1024 * 1024, ge=1)
+    #: Largest answer a source accepts once decompressed, in bytes (10 MiB).
+    max_decompressed_bytes: int = Field(default=10 * 1024 * 1024, ge=1)
 
 
 class TelegramSettings(BaseModel):

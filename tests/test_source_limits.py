@@ -99,7 +99,7 @@ async def test_a_gzip_bomb_and_50_mb_items_fail_their_sources_alone_in_bounded_m
     assert len(report.errors) == 3
     bomb_error, rss_error, json_error = report.errors
     assert bomb_error.startswith("source bomb: GET ") and (
-        f"larger than max_decompressed_bytes ({20 * MiB} bytes)" in bomb_error
+        f"larger than max_decompressed_bytes ({10 * MiB} bytes)" in bomb_error
     )
     assert (
         rss_error.startswith("source huge-rss: ") and f"max_bytes ({10 * MiB} bytes)" in rss_error
@@ -121,7 +121,7 @@ async def test_per_source_caps_override_the_defaults(
     globally = rss.Config.model_validate(
         {"type": "rss", "url": feeds.url("/feed.xml")}, context=context
     )
-    assert (globally.max_bytes, globally.max_decompressed_bytes) == (2000, 20 * MiB)
+    assert (globally.max_bytes, globally.max_decompressed_bytes) == (2000, 10 * MiB)
     with pytest.raises(base.SourceError, match=r"larger than max_bytes \(2000 bytes\)"):
         await sources.fetch(globally, {}, client)
     roomy = rss.Config(type="rss", url=feeds.url("/feed.xml"), max_bytes=10_000)
