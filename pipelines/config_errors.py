@@ -72,6 +72,14 @@ class _BoundedLoader(yaml.SafeLoader):
         super().__init__(text)
         self.depth = 0
 
+    def fetch_flow_collection_start(self, token_class: Any) -> None:
+        # The scanner looks ahead over every open bracket (quadratic in their number),
+        # so flow nesting is refused here, before the composer would see it.
+        if self.flow_level >= MAX_DEPTH:
+            line = self.get_mark().line + 1
+            raise Problem(line, None, f"nested more than {MAX_DEPTH} levels deep")
+        super().fetch_flow_collection_start(token_class)
+
     def compose_node(self, parent: Any, index: Any) -> Any:
         self.depth += 1
         try:
