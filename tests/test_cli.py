@@ -384,6 +384,25 @@ async def test_check_prints_hostile_files_as_errors_not_tracebacks(
     assert json.loads(out)["pipelines"] == ["news"]
 
 
+async def test_check_refuses_a_quorum_the_operators_cannot_reach(
+    data_dir: Path, pipelines_dir: Path
+) -> None:
+    (data_dir.parent / ".env").write_text("GATEHOUSE_TELEGRAM__OPERATORS=11,12\n")
+    text = (pipelines_dir / "news.yaml").read_text()
+    (pipelines_dir / "news.yaml").write_text(
+        text + "approval:\n  quorum: 99999999999999999999999\n"
+    )
+    code, out, err = await gatehouse(data_dir, pipelines_dir, "check", "--json")
+    assert code == 1 and "Traceback" not in out + err
+    problems = json.loads(out)["problems"]
+    assert problems[0] == (
+        f"{pipelines_dir / 'news.yaml'}:10: approval.quorum: quorum 99999999999999999999999"
+        " can never be reached: 2 bot operators (GATEHOUSE_TELEGRAM__OPERATORS) may approve;"
+        " use a quorum from 1 to 2"
+    )
+    assert json.loads(out)["pipelines"] == []
+
+
 @pytest.mark.parametrize(
     ("text", "micros"), [("25", 25_000_000), ("$12.50", 12_500_000), ("0.000001", 1), ("0", 0)]
 )
