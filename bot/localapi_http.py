@@ -57,10 +57,15 @@ def check_host(host: str | None, port: int) -> None:
         )
 
 
-def check_control(name: str, method: str, body_type: str | None) -> None:
-    """Refuse a control request that is not a JSON POST, unless it only reads."""
-    if body_type is not None and body_type != "application/json":
-        raise Refused(415, f"Unsupported Media Type: /control takes a JSON body, not {body_type}")
+def check_control(name: str, method: str, content_type: str | None) -> None:
+    """Refuse a control request that is not a JSON POST, unless it is a GET that only
+    reads. `content_type`: the request's media type, None without the header. A POST
+    without a body is held to the same rule: its query string would be its parameters."""
+    if method == "POST" and content_type != "application/json":
+        shown = content_type or "no Content-Type"
+        raise Refused(
+            415, f"Unsupported Media Type: /control takes JSON (application/json), not {shown}"
+        )
     routes = localapi_control.ROUTES
     if name in routes and name not in localapi_control.READS and method != "POST":
         raise Refused(405, f"Method Not Allowed: {name} changes state; POST its parameters as JSON")
@@ -157,7 +162,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         try:
             check_host(self.headers.get("Host"), self.server.server_address[1])
             if control:
-                check_control(parts[1], self.command, self._kind())
+                check_control(parts[1], self.command, self._content_type())
             params = self._params(url.query)
         except Refused as exc:
             # The body may be unread: this connection cannot carry another request.
@@ -174,10 +179,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         else:
             self._send(404, _refusal(404, "Not Found"))
 
-    def _kind(self) -> str | None:
-        """The body's media type, None when there is no body."""
-        has_body = self.headers.get("Content-Length") not in (None, "0")
-        return self.headers.get_content_type() if has_body else None
+    def _content_type(self) -> str | None:
+        """The request's media type, None when it sends no Content-Type."""
+        return self.headers.get_content_type() if self.headers.get("Content-Type") else None
 
     def _params(self, query: str) -> dict[str, Any]:
         """Query string, then a form or JSON body, as one flat dict of parameters."""

@@ -89,14 +89,29 @@ async def test_control_changes_state_only_on_a_json_post(api: localapi.LocalBotA
             request("POST", "/control/inject_command", api.port, body=form, origin=evil,
                     content_type="application/x-www-form-urlencoded"),
             415,
-            "Unsupported Media Type: /control takes a JSON body, not "
+            "Unsupported Media Type: /control takes JSON (application/json), not "
             "application/x-www-form-urlencoded",
         ),
         (
             request("POST", "/control/inject_command", api.port, body=json.dumps(command).encode(),
                     content_type="text/plain", origin=evil),
             415,
-            "Unsupported Media Type: /control takes a JSON body, not text/plain",
+            "Unsupported Media Type: /control takes JSON (application/json), not text/plain",
+        ),
+        (
+            # An empty form whose action carries the parameters in its query string.
+            request("POST", f"/control/inject_command?chat_id={USER}&user_id={USER}&text=/run",
+                    api.port, length="0", content_type="application/x-www-form-urlencoded",
+                    origin=evil),
+            415,
+            "Unsupported Media Type: /control takes JSON (application/json), not "
+            "application/x-www-form-urlencoded",
+        ),
+        (
+            request("POST", f"/control/inject_command?chat_id={USER}&user_id={USER}&text=/run",
+                    api.port, origin=evil),
+            415,
+            "Unsupported Media Type: /control takes JSON (application/json), not no Content-Type",
         ),
         (
             request("GET", f"/control/inject_command?chat_id={USER}&user_id={USER}&text=/run",
