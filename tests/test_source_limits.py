@@ -202,3 +202,9 @@ def test_settings_carry_the_global_caps_into_pipeline_loading(tmp_path: Path) ->
     assert isinstance(source, rss.Config)
     assert (source.max_bytes, source.max_decompressed_bytes) == (1234, 99)
     assert json.loads(json.dumps(source.model_dump(mode="json")))["max_bytes"] == 1234
+    # The settings' defaults are the sources' own.
+    defaults = settings.SourceSettings()
+    assert (defaults.max_bytes, defaults.max_decompressed_bytes) == (
+        common.DEFAULT_MAX_BYTES,
+        common.DEFAULT_MAX_DECOMPRESSED_BYTES,
+    )
