@@ -203,3 +203,44 @@ async def test_another_uid_is_refused_even_when_the_socket_is_reachable(
         "kind": "forbidden",
     }
     assert await snapshot(runtime.store, item.id) == before
+
+
+async def test_refusals_from_the_operation_say_why_and_change_nothing(
+    runtime: runtime_mod.Runtime, short_dir: Path, now: datetime
+) -> None:
+    item = await items.create(runtime.store, "news", "notes", "b.md", {"title": "B"}, now)
+    assert item is not None and item.state == State.NEW  # not dropped: nothing to replay
+    before = await snapshot(runtime.store, item.id)
+    path = control.socket_path(short_dir)
+    not_dropped = await raw_exchange(
+        path, json.dumps({"op": "replay", "args": {"item": item.id}}).encode() + b"\n"
+    )
+    assert not_dropped["kind"] == "refused" and "not dropped" in not_dropped["error"]
+    missing = await raw_exchange(path, b'{"op": "replay", "args": {"item": 999}}\n')
+    assert missing["kind"] == "refused" and "999" in missing["error"]
+    no_scope = await raw_exchange(path, b'{"op": "set-budget", "args": {"period": "day"}}\n')
+    assert no_scope == {
+        "ok": False,
+        "error": "bad arguments for set-budget: 'scope'",
+        "kind": "invalid",
+    }
+    assert await snapshot(runtime.store, item.id) == before
+
+
+async def test_the_client_says_when_nothing_answers_or_no_answer_came(tmp_path: Path) -> None:
+    with pytest.raises(control.Unavailable, match="nothing answers at"):
+        await asyncio.to_thread(control.request, tmp_path, "ping", {}, 5)
+
+    async def hang_up(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readline()
+        writer.close()  # the request arrived; the answer never does
+
+    server = await asyncio.start_unix_server(hang_up, path=str(control.socket_path(tmp_path)))
+    try:
+        with pytest.raises(
+            control.NoAnswer, match=r"closed .* without an answer; check its effect"
+        ):
+            await asyncio.to_thread(control.request, tmp_path, "pause", {"pipeline": "x"}, 5)
+    finally:
+        server.close()
+        await server.wait_closed()
