@@ -16,6 +16,7 @@ BENCHES = {
     "bot": "bench.bot",
     "tick": "bench.tick",
     "transitions": "bench.transitions",
+    "hostile": "bench.hostile",
 }
 
 

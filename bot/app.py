@@ -247,6 +247,7 @@ def runtime_config(cfg: settings_mod.Settings, application: App) -> runtime_mod.
     return runtime_mod.RuntimeConfig(
         store=settings_mod.store_config(cfg),
         pipelines_dir=cfg.pipelines_dir,
+        load_context=settings_mod.pipeline_context(cfg),
         drafter_for=choose,
         workers=(choose.worker, dispatcher.make_worker(application.bot), control.serve, alarm),
     )

@@ -4,7 +4,8 @@
     verdict = gate.check(user_id, now)      # "operator", "stranger" or "limited"
 
 Strangers are counted and logged by id only, never with what they sent: their text is
-untrusted and may carry anything. The app runs the check once per update, before any
+untrusted and may carry anything (python-telegram-bot's own DEBUG dumps of updates are
+cut down to ids by `bot.logs.HideUpdates`). The app runs the check once per update, before any
 handler, so no handler can forget it.
 """
 

@@ -22,6 +22,8 @@ from typing import Literal
 FORMAT = "1"
 #: Telegram's limit on callback_data, in bytes.
 MAX_BYTES = 64
+#: The largest item id, attempt or version a button may name (SQLite's largest integer).
+MAX_NUMBER = 2**63 - 1
 #: Bytes of HMAC kept: 96 bits is far beyond guessing through a rate-limited chat.
 TAG_BYTES = 12
 
@@ -70,6 +72,16 @@ def decode(key: bytes, data: str) -> Button:
     if len(parts) != 5 or parts[0] != FORMAT:
         raise InvalidButton("this button comes from an older version of the bot")
     action = _ACTIONS.get(parts[1])
-    if action is None or not all(p.isdigit() for p in parts[2:]):
+    numbers = [_number(part) for part in parts[2:]]
+    if action is None or None in numbers:
         raise InvalidButton("this button's data is malformed")
-    return Button(action, int(parts[2]), int(parts[3]), int(parts[4]))
+    item_id, attempt, version = (n for n in numbers if n is not None)
+    return Button(action, item_id, attempt, version)
+
+
+def _number(text: str) -> int | None:
+    """1 to MAX_NUMBER in ASCII digits, else None (str.isdigit alone accepts "²")."""
+    if not (text.isascii() and text.isdigit()) or len(text) > len(str(MAX_NUMBER)):
+        return None
+    number = int(text)
+    return number if 1 <= number <= MAX_NUMBER else None

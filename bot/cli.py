@@ -67,7 +67,7 @@ PING_TIMEOUT_S = 3.0
 
 
 def pipelines(cfg: settings_mod.Settings) -> dict[str, config.Pipeline]:
-    return config.load_dir(cfg.pipelines_dir).pipelines
+    return config.load_dir(cfg.pipelines_dir, settings_mod.pipeline_context(cfg)).pipelines
 
 
 # -- reads: a read-only store, never the lock ---------------------------------------------
@@ -174,7 +174,7 @@ def cmd_check(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetim
     from bot import app  # PTB loads only for the commands that need it
     from pipelines import preflight  # mail and HTTP clients, for this command alone
 
-    problems = [str(e) for e in config.check(cfg.pipelines_dir)]
+    problems = [str(e) for e in config.check(cfg.pipelines_dir, settings_mod.pipeline_context(cfg))]
     try:
         app.check(cfg)
     except app.StartupRefused as exc:
@@ -298,10 +298,10 @@ def cmd_health(cfg: settings_mod.Settings, args: argparse.Namespace, now: dateti
 
 
 def item_id(text: str) -> int:
-    digits = text.lstrip("#")
-    if not digits.isdigit():
-        raise argparse.ArgumentTypeError(f"{text!r} is not an item id; give a number like 12")
-    return int(digits)
+    try:
+        return views.whole_number(text, "an item id")
+    except views.Invalid as exc:
+        raise argparse.ArgumentTypeError(f"{exc}; give a number like 12") from None
 
 
 def positive(text: str) -> int:

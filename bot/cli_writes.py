@@ -120,7 +120,7 @@ def _budget(data: dict[str, Any]) -> budgets.Budget:
 
 def cmd_schedule(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
     action = {"run-now": "run"}.get(args.command, args.command)
-    known = config.load_dir(cfg.pipelines_dir).pipelines
+    known = config.load_dir(cfg.pipelines_dir, settings_mod.pipeline_context(cfg)).pipelines
     views.check_pipeline(args.pipeline, known)
     changed = write(
         cfg,

@@ -14,6 +14,7 @@ operation runs through bot.views, the same functions the Telegram handlers call.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -32,6 +33,12 @@ SOCKET_NAME = "control.sock"
 ACTOR = "cli"
 #: The longest request line accepted (bytes); requests are a few short arguments.
 MAX_LINE = 64 * 1024
+#: How long a connection may take to send its request line (seconds); then it is answered
+#: with an error and closed, so idle connections never pile up.
+READ_TIMEOUT_S = 10.0
+#: After an over-long line, how much more is read and dropped (bytes) so that the client,
+#: still sending, gets to read the error instead of a reset connection.
+MAX_DISCARD = 4 * 1024 * 1024
 #: How long the client waits for an answer (seconds); a sweep of millions of rows is slow.
 CLIENT_TIMEOUT_S = 600.0
 #: sun_path holds 108 bytes with its terminating NUL on Linux.
@@ -71,7 +78,7 @@ async def _set_budget(rt: Any, args: dict[str, Any]) -> Any:
 
 async def _replay(rt: Any, args: dict[str, Any]) -> Any:
     return await views.replay(
-        rt.store, int(args["item"]), ACTOR, rt.now(),
+        rt.store, views.whole_number(args.get("item"), "item"), ACTOR, rt.now(),
         force=bool(args.get("force")), scheduler=rt.scheduler,
     )  # fmt: skip
 
@@ -88,12 +95,18 @@ def _schedule(action: str) -> Handler:
 
 async def _reconcile_claim(rt: Any, args: dict[str, Any]) -> Any:
     return await views.reconcile_claim(
-        rt.store, int(args["claim"]), str(args["amount"]), str(args["evidence"]), ACTOR, rt.now()
+        rt.store,
+        views.whole_number(args.get("claim"), "claim"),
+        str(args["amount"]),
+        str(args["evidence"]),
+        ACTOR,
+        rt.now(),
     )
 
 
 async def _sweep(rt: Any, args: dict[str, Any]) -> Any:
-    return await views.sweep(rt.store, rt.now(), int(args["days"]))
+    days = views.whole_number(args.get("days"), "days", high=views.MAX_SWEEP_DAYS)
+    return await views.sweep(rt.store, rt.now(), days)
 
 
 async def _ping(rt: Any, args: dict[str, Any]) -> Any:
@@ -150,16 +163,46 @@ async def _connection(
 ) -> None:
     try:
         uid = _peer_uid(writer)
+        # Read the line even from a stranger (bounded as any other), so the refusal reaches
+        # a client still sending instead of a reset connection.
+        line = await _request_line(reader)
         if uid is not None and uid != os.geteuid():
+            log.warning("control: refused a connection from uid %d", uid)
             answer = _error(f"uid {uid} may not control this bot", "forbidden")
         else:
-            answer = await _answer(runtime, await reader.readline())
+            answer = line if isinstance(line, dict) else await _answer(runtime, line)
         writer.write(json.dumps(answer).encode() + b"\n")
         await writer.drain()
-    except (ConnectionError, asyncio.LimitOverrunError, ValueError) as exc:
+    except ConnectionError as exc:
         log.warning("control connection dropped: %s", exc)
     finally:
         writer.close()
+
+
+async def _request_line(reader: asyncio.StreamReader) -> bytes | dict[str, Any]:
+    """The request line, or the error answer for a silent or over-long one."""
+    try:
+        async with asyncio.timeout(READ_TIMEOUT_S):
+            return await reader.readline()
+    except TimeoutError:
+        return _error(f"no request line within {READ_TIMEOUT_S:g} s", "invalid")
+    except ValueError:  # StreamReader's way of saying the line passed its limit
+        await _discard(reader)
+        return _error(
+            f"request line longer than {MAX_LINE} bytes; valid ops: {', '.join(OPS)}", "invalid"
+        )
+
+
+async def _discard(reader: asyncio.StreamReader) -> None:
+    # Bounded in bytes and time: a client that never stops sending is cut off regardless.
+    with contextlib.suppress(TimeoutError, ConnectionError):
+        async with asyncio.timeout(READ_TIMEOUT_S):
+            dropped = 0
+            while dropped < MAX_DISCARD:
+                chunk = await reader.read(64 * 1024)
+                if not chunk or b"\n" in chunk:
+                    return
+                dropped += len(chunk)
 
 
 def _error(message: str, kind: str) -> dict[str, Any]:
@@ -171,7 +214,9 @@ async def _answer(runtime: Any, line: bytes) -> dict[str, Any]:
         request = json.loads(line)
         op, args = request["op"], request.get("args") or {}
         handler = OPS[op]
-    except (ValueError, KeyError, TypeError):
+        if not isinstance(args, dict):
+            raise TypeError("args must be an object")
+    except (ValueError, KeyError, TypeError, AttributeError):
         return _error(f"bad request; valid ops: {', '.join(OPS)}", "invalid")
     try:
         result = await handler(runtime, args)

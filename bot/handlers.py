@@ -11,7 +11,7 @@ import asyncio
 import difflib
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -22,7 +22,7 @@ from telegram.ext import ApplicationHandlerStop, ContextTypes
 from bot import auth, callbacks, render, sender, views
 from pipelines import approval, config, validation
 from pipelines.scheduler import Scheduler
-from store import decisions, errors, events, items, outbox
+from store import decisions, errors, events, items, outbox, prompts
 from store.db import Store
 from store.machine import State
 
@@ -52,8 +52,6 @@ class Deps:
     key: bytes
     sender: sender.Sender
     clock: Callable[[], datetime]
-    #: ForceReply prompt (chat, message id) -> (item, version) it asks a replacement for.
-    edits: dict[tuple[int, int], tuple[int, int]] = field(default_factory=dict)
 
 
 class BadInput(Exception):
@@ -114,9 +112,13 @@ def pipeline_arg(context: Context, command: str) -> str:
 
 def item_arg(context: Context, command: str) -> int:
     args = context.args or []
-    if len(args) != 1 or not args[0].lstrip("#").isdigit():
-        raise BadInput(f"usage: /{command} &lt;item id&gt;, for example /{command} 12")
-    return int(args[0].lstrip("#"))
+    usage = f"usage: /{command} &lt;item id&gt;, for example /{command} 12"
+    if len(args) != 1:
+        raise BadInput(usage)
+    try:
+        return views.whole_number(args[0], "the item id")
+    except views.Invalid as exc:
+        raise BadInput(f"{render.esc(exc)}; {usage}") from None
 
 
 def command(
@@ -306,7 +308,9 @@ async def _ask_for_edit(query: Any, d: Deps, item: items.Item, button: callbacks
         f"Send the replacement text for item {item.id} (version {item.version}) as a reply.",
         reply_markup=ForceReply(selective=True, input_field_placeholder="replacement text"),
     )
-    d.edits[(prompt.chat_id, prompt.message_id)] = (item.id, item.version)
+    await prompts.remember(
+        d.store, prompt.chat_id, prompt.message_id, item.id, item.version, d.clock()
+    )
 
 
 async def _replay(
@@ -329,11 +333,12 @@ async def edit_reply(update: Update, context: Context) -> None:
     message = update.effective_message
     assert message is not None and message.reply_to_message is not None
     d = deps(context)
-    asked = d.edits.get((message.chat_id, message.reply_to_message.message_id))
+    prompt_id = message.reply_to_message.message_id
+    asked = await prompts.get(d.store, message.chat_id, prompt_id)
     if asked is None:
         await message.reply_text("That prompt is no longer open: tap Edit on the card again.")
         return
-    item_id, version = asked
+    item_id, version = asked.item_id, asked.version
     item = await items.get(d.store, item_id)
     pipeline = d.pipelines[item.pipeline]
     assert message.from_user is not None
@@ -344,7 +349,7 @@ async def edit_reply(update: Update, context: Context) -> None:
     except (validation.InvalidDraft, errors.Conflict, errors.IllegalTransition) as exc:
         await message.reply_text(f"Not saved: {exc}")
         return
-    d.edits.pop((message.chat_id, message.reply_to_message.message_id), None)
+    await prompts.forget(d.store, message.chat_id, prompt_id)
     await message.reply_text(f"Saved as version {draft.version}; a new card follows.")
     d.sender.wake()
 

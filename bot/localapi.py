@@ -125,6 +125,12 @@ class LocalBotApi:
         """A user writes `text` in the chat; returns the queued Update."""
         if not text:
             raise ValueError("text must be a non-empty string")
+        if len(text) > localapi_methods.MAX_TEXT:
+            # What Telegram answers, and no client can send a longer message anyway.
+            raise ValueError(
+                f"Bad Request: message is too long ({len(text)} characters;"
+                f" at most {localapi_methods.MAX_TEXT})"
+            )
         if reply_to_message_id is not None and not self.state.find(chat_id, reply_to_message_id):
             raise ValueError(f"chat {chat_id} has no message {reply_to_message_id} to reply to")
         message = self.state.add_message(

@@ -16,6 +16,10 @@ if TYPE_CHECKING:
 
 #: The longest /control/wait long poll, in seconds.
 MAX_WAIT = 60.0
+#: Routes that only read: a GET with a query string may call them. Every other route
+#: changes state and takes a JSON POST only, so a page elsewhere cannot call it with a
+#: form, an image or a link.
+READS = frozenset({"sent", "messages", "history", "callback_answers", "calls", "wait", "info"})
 
 _REQUIRED = object()
 

@@ -3,6 +3,12 @@
 Routes `/bot<token>/<method>` to `LocalBotApi.handle_bot_api` and `/control/<name>` to
 `localapi_control.handle`. Tuned as measured with PTB: TCP_NODELAY and a deep accept
 backlog, or keep-alive replies stall ~40 ms and bursts get their connections reset.
+
+It listens on loopback only, yet any web page the user opens can send requests to it,
+so: a request whose `Host` is not this server is refused (DNS rebinding), a body is read
+only with a valid `Content-Length` up to MAX_BODY, and `/control/*` changes state only on
+a JSON POST, which a page elsewhere cannot send without a CORS preflight this server
+grants only to `cors_origin` (a plain form POST is refused).
 """
 
 from __future__ import annotations
@@ -26,6 +32,59 @@ if TYPE_CHECKING:
 logger = logging.getLogger("bot.localapi")
 
 _TOKEN_IN_PATH = re.compile(r"/bot[^/\s]+")
+#: The largest request body read (bytes): a 4,096-character message with its keyboard,
+#: form-encoded, is far below it.
+MAX_BODY = 1024 * 1024
+
+
+class Refused(Exception):
+    """A request refused before it is routed: an HTTP status and Telegram-style wording."""
+
+    def __init__(self, status: int, description: str) -> None:
+        super().__init__(description)
+        self.status = status
+        self.description = description
+
+
+def check_host(host: str | None, port: int) -> None:
+    """Refuse a request not addressed to this server by name, as DNS rebinding would be."""
+    allowed = {f"{name}:{port}" for name in ("127.0.0.1", "localhost")}
+    if (host or "").strip().lower() not in allowed:
+        shown = repr((host or "")[:64])
+        raise Refused(
+            403,
+            f"Forbidden: Host {shown} is not this server; use 127.0.0.1:{port} or localhost:{port}",
+        )
+
+
+def check_control(name: str, method: str, content_type: str | None) -> None:
+    """Refuse a control request that is not a JSON POST, unless it is a GET that only
+    reads. `content_type`: the request's media type, None without the header. A POST
+    without a body is held to the same rule: its query string would be its parameters."""
+    if method == "POST" and content_type != "application/json":
+        shown = content_type or "no Content-Type"
+        raise Refused(
+            415, f"Unsupported Media Type: /control takes JSON (application/json), not {shown}"
+        )
+    routes = localapi_control.ROUTES
+    if name in routes and name not in localapi_control.READS and method != "POST":
+        raise Refused(405, f"Method Not Allowed: {name} changes state; POST its parameters as JSON")
+
+
+def content_length(headers: Any, limit: int) -> int:
+    """The body's declared length: digits only, at most `limit`; no chunked bodies."""
+    if headers.get("Transfer-Encoding"):
+        raise Refused(400, "Bad Request: Transfer-Encoding is not supported; send Content-Length")
+    values = headers.get_all("Content-Length") or []
+    if not values:
+        return 0
+    text = str(values[0]).strip()
+    if len(values) > 1 or not (text.isascii() and text.isdigit()):
+        raise Refused(400, "Bad Request: Content-Length must be one whole number of bytes")
+    length = int(text)
+    if length > limit:
+        raise Refused(413, f"Request Entity Too Large: at most {limit} bytes")
+    return length
 
 
 def redact(text: str) -> str:
@@ -98,23 +157,36 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def _dispatch(self) -> None:
         url = urllib.parse.urlsplit(self.path)
-        try:
-            params = self._params(url.query)
-        except ValueError as exc:
-            self._send(400, {"ok": False, "error_code": 400, "description": f"Bad Request: {exc}"})
-            return
         parts = url.path.strip("/").split("/")
+        control = len(parts) == 2 and parts[0] == "control"
+        try:
+            check_host(self.headers.get("Host"), self.server.server_address[1])
+            if control:
+                check_control(parts[1], self.command, self._content_type())
+            params = self._params(url.query)
+        except Refused as exc:
+            # The body may be unread: this connection cannot carry another request.
+            self.close_connection = True
+            self._send(exc.status, _refusal(exc.status, exc.description))
+            return
+        except ValueError as exc:
+            self._send(400, _refusal(400, f"Bad Request: {exc}"))
+            return
         if len(parts) == 2 and parts[0].startswith("bot"):
             self._send(*self.server.api.handle_bot_api(parts[0][3:], parts[1], params))
-        elif len(parts) == 2 and parts[0] == "control":
+        elif control:
             self._send(*localapi_control.handle(self.server.api, parts[1], params))
         else:
-            self._send(404, {"ok": False, "error_code": 404, "description": "Not Found"})
+            self._send(404, _refusal(404, "Not Found"))
+
+    def _content_type(self) -> str | None:
+        """The request's media type, None when it sends no Content-Type."""
+        return self.headers.get_content_type() if self.headers.get("Content-Type") else None
 
     def _params(self, query: str) -> dict[str, Any]:
         """Query string, then a form or JSON body, as one flat dict of parameters."""
         params: dict[str, Any] = dict(urllib.parse.parse_qsl(query, keep_blank_values=True))
-        length = int(self.headers.get("Content-Length") or 0)
+        length = content_length(self.headers, MAX_BODY)
         body = self.rfile.read(length) if length else b""
         kind = self.headers.get_content_type()
         if not body:
@@ -145,6 +217,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.wfile.write(payload)
         except OSError:  # the client went away (a cancelled long poll, a stopping server)
             self.close_connection = True
+
+
+def _refusal(status: int, description: str) -> dict[str, Any]:
+    return {"ok": False, "error_code": status, "description": description}
 
 
 def _jsonable(value: Any) -> Any:

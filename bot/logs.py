@@ -1,10 +1,13 @@
-"""Logging for the bot: a filter that redacts bot tokens, and quiet HTTP client loggers.
+"""Logging for the bot: filters that redact bot tokens and hide what users wrote, and
+quiet HTTP client loggers.
 
     logs.setup("INFO", secrets=[settings.telegram.token])   # once, at startup
 
 The token sits inside every Bot API URL (`.../bot<token>/sendMessage`), so any library
-that logs a URL or an exception about one would leak it. The filter runs on the root
-handlers, so it sees every record that reaches a log line, from any logger.
+that logs a URL or an exception about one would leak it. At DEBUG, python-telegram-bot
+logs every incoming update whole, a stranger's text included; those lines keep the
+update's id, kind and sender id only. The filters run on the root handlers, so they see
+every record that reaches a log line, from any logger.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Iterable
+from typing import Any
 
 REDACTED = "<redacted>"
 # Telegram bot tokens look like "<bot id>:<secret>"; inside URLs they follow "/bot".
@@ -47,10 +51,46 @@ class RedactTokens(logging.Filter):
         return True
 
 
+class HideUpdates(logging.Filter):
+    """Replace python-telegram-bot's dumps of incoming updates by their ids, kinds and
+    senders: an update carries whatever a stranger typed, which no log line may keep."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not record.name.startswith("telegram") or not isinstance(record.args, tuple):
+            return True
+        message = str(record.msg)
+        args = record.args
+        if message.startswith("Call to Bot API endpoint") and args[:1] == ("getUpdates",):
+            record.args = (args[0], describe_updates(args[1]), *args[2:])
+        elif "update" in message.lower() or "received data" in message.lower():
+            record.args = tuple(describe_updates(arg) for arg in args)
+        return True
+
+
+def describe_updates(value: Any) -> Any:
+    """An update (object, dict or JSON text) or a list of them, as ids, kinds and senders;
+    anything else unchanged."""
+    if isinstance(value, (list, tuple)):
+        return [describe_updates(part) for part in value]
+    if isinstance(value, (str, bytes)):
+        return f"<{len(value)} characters hidden>" if value[:1] in ("{", b"{") else value
+    data = value.to_dict() if hasattr(value, "to_dict") and hasattr(value, "update_id") else value
+    if not isinstance(data, dict) or "update_id" not in data:
+        return value
+    kinds = [key for key in data if key != "update_id"]
+    kind = kinds[0] if kinds else "empty"
+    body = data.get(kind)
+    sender = body.get("from", {}).get("id") if isinstance(body, dict) else None
+    return f"update {data['update_id']} ({kind} from {sender})"
+
+
 def install(secrets: Iterable[str] = ()) -> RedactTokens:
-    """Put the filter on every root handler and keep HTTP client loggers at WARNING."""
+    """Put the filters on every root handler and keep HTTP client loggers at WARNING."""
     redactor = RedactTokens(secrets)
+    hider = HideUpdates()
     for handler in logging.getLogger().handlers:
+        # Updates first: the redactor merges a record's arguments into its message.
+        handler.addFilter(hider)
         handler.addFilter(redactor)
     for name in NOISY_LOGGERS:
         logging.getLogger(name).setLevel(logging.WARNING)

@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -17,6 +17,9 @@ from pydantic_settings import SettingsError as _SourceError
 from pipelines import providers
 from store import db
 from store import prices as ledger_prices
+
+if TYPE_CHECKING:
+    from pipelines import config
 
 ENV_PREFIX = "GATEHOUSE_"
 
@@ -32,6 +35,17 @@ class StoreSettings(BaseModel):
     synchronous: Literal["FULL", "NORMAL"] = "FULL"
     #: An idle checkpoint truncates the WAL once it passes this size.
     wal_truncate_mb: int = Field(default=64, ge=1)
+
+
+class SourceSettings(BaseModel):
+    """Defaults for every source; a source's own `max_bytes` / `max_decompressed_bytes` win."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    #: Largest answer a source accepts as sent (compressed), in bytes (10 MiB).
+    max_bytes: int = Field(default=10 * 1024 * 1024, ge=1)
+    #: Largest answer a source accepts once decompressed, in bytes (10 MiB).
+    max_decompressed_bytes: int = Field(default=10 * 1024 * 1024, ge=1)
 
 
 class TelegramSettings(BaseModel):
@@ -88,6 +102,7 @@ class Settings(BaseSettings):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     store: StoreSettings = Field(default_factory=StoreSettings)
     telegram: TelegramSettings = Field(default_factory=TelegramSettings)
+    sources: SourceSettings = Field(default_factory=SourceSettings)
     #: The LLM provider for `drafter: llm` pipelines; unset: they use the template drafter.
     llm: providers.ProviderSettings | None = None
     #: Model name -> price in micros per million tokens (JSON); a model without one is not used.
@@ -120,6 +135,16 @@ def load_for(env_file: Path | None = None, data_dir: Path | None = None) -> Sett
     if data_dir is not None:
         overrides["data_dir"] = data_dir
     return load(**overrides)
+
+
+def pipeline_context(cfg: Settings) -> config.LoadContext:
+    """What pipeline files are checked against: the operators and the sources' byte caps."""
+    # Imported here: reading settings must stay cheap (the CLI's lock check comes first).
+    from pipelines import config
+    from pipelines.sources import common
+
+    limits = common.Limits(cfg.sources.max_bytes, cfg.sources.max_decompressed_bytes)
+    return config.LoadContext(frozenset(cfg.telegram.operators), limits)
 
 
 def store_config(cfg: Settings) -> db.StoreConfig:

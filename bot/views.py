@@ -48,8 +48,31 @@ ScheduleAction = Literal["run", "pause", "resume"]
 SCHEDULE_ACTIONS: tuple[ScheduleAction, ...] = ("run", "pause", "resume")
 
 
+#: The largest row id SQLite stores (a signed 64-bit integer); item and claim ids are below.
+MAX_ID = 2**63 - 1
+#: The longest `sweep --days` (a century): further back than any seen id can be.
+MAX_SWEEP_DAYS = 36_500
+
+
 class Invalid(ValueError):
     """An argument is not valid; the message says what is."""
+
+
+def whole_number(value: object, what: str, low: int = 1, high: int = MAX_ID) -> int:
+    """`value` (text such as "12" or "#12", or a JSON integer) as an int from `low` to
+    `high`; Invalid otherwise. Only ASCII digits count: str.isdigit() also accepts "²",
+    which int() refuses."""
+    number: int | None = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, str):
+        text = value.strip().removeprefix("#")
+        if text.isascii() and text.isdigit() and len(text) <= len(str(high)):
+            number = int(text)
+    if number is None or not low <= number <= high:
+        shown = repr(value)[:24]
+        raise Invalid(f"{what} must be a whole number from {low} to {high}, not {shown}")
+    return number
 
 
 # -- reads ------------------------------------------------------------------------------
@@ -249,8 +272,8 @@ async def sweep(
     progress: Callable[[str, str, int], None] | None = None,
 ) -> int:
     """Forget seen ids older than `days` (bounded batches); returns how many were deleted."""
-    if days < 1:
-        raise Invalid(f"--days must be at least 1, not {days}")
+    if not 1 <= days <= MAX_SWEEP_DAYS:
+        raise Invalid(f"--days must be from 1 to {MAX_SWEEP_DAYS}, not {days}")
     return await seen.sweep(store, now, timedelta(days=days), progress=progress)
 
 

@@ -32,7 +32,7 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
-from bot import localapi
+from bot import localapi, localapi_http
 
 log = logging.getLogger(__name__)
 
@@ -192,6 +192,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         log.debug("%s %s", self.address_string(), format % args)
 
     def do_GET(self) -> None:
+        if not self._host_ok():
+            return
         url = urllib.parse.urlsplit(self.path)
         chat = self.server.chat
         if url.path == "/api/chat":
@@ -204,6 +206,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._json(404, {"error": f"no such page {url.path!r}"})
 
     def do_POST(self) -> None:
+        if not self._host_ok():
+            return
         routes = {"/api/send": self.server.chat.send, "/api/tap": self.server.chat.tap}
         route = routes.get(urllib.parse.urlsplit(self.path).path)
         if route is None:
@@ -213,18 +217,30 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         try:
             params = self._body()
         except BadRequest as exc:
+            self.close_connection = True  # the body may be unread
             self._json(400, {"error": str(exc)})
             return
         self._call(route, params)
+
+    def _host_ok(self) -> bool:
+        """Answer 403 to a request for another host name (DNS rebinding), else True."""
+        try:
+            localapi_http.check_host(self.headers.get("Host"), self.server.server_address[1])
+        except localapi_http.Refused as exc:
+            self.close_connection = True
+            self._json(exc.status, {"error": exc.description})
+            return False
+        return True
 
     def _body(self) -> dict[str, Any]:
         # JSON only: another site's page cannot send it here without a CORS preflight,
         # which this server never grants, so only the demo page itself can act.
         if self.headers.get_content_type() != "application/json":
             raise BadRequest("send the fields as JSON (Content-Type: application/json)")
-        length = int(self.headers.get("Content-Length") or 0)
-        if length > MAX_BODY:
-            raise BadRequest(f"request body too large ({length} bytes; at most {MAX_BODY})")
+        try:
+            length = localapi_http.content_length(self.headers, MAX_BODY)
+        except localapi_http.Refused as exc:
+            raise BadRequest(exc.description) from None
         try:
             body = json.loads(self.rfile.read(length) or b"{}")
         except ValueError:

@@ -1,11 +1,13 @@
 """Pipeline definitions: one YAML file per pipeline in a directory, validated strictly.
 
-    result = config.load_dir(Path("pipelines"))
+    result = config.load_dir(Path("pipelines"), config.LoadContext(operators=frozenset({42})))
     for pipeline in result.pipelines.values(): ...
     print(config.format_errors(result.errors))   # "news.yaml:7: sources.0.type: ..."
 
-One bad file never stops the others. Every model forbids unknown fields, so a typo is
-an error rather than a silently ignored setting. Paths inside a file (`draft.prompt`,
+One bad file never stops the others, however hostile: a file is read up to
+config_errors.MAX_FILE_BYTES, and its YAML nesting and alias expansion are bounded.
+Every model forbids unknown fields, so a typo is an error rather than a silently
+ignored setting. Paths inside a file (`draft.prompt`,
 a `draft.output_schema` file) are relative to that file.
 """
 
@@ -33,8 +35,19 @@ from pydantic import (
 )
 
 from pipelines import config_errors, dispatch, drafting, schedule, sources
+from pipelines.sources import common
 
 ConfigError = config_errors.ConfigError
+
+
+@dataclass(frozen=True)
+class LoadContext:
+    """What a pipeline file is checked against beyond itself: the configured operators
+    (a quorum must be reachable) and the sources' default byte caps."""
+
+    operators: frozenset[int] = frozenset()
+    source_limits: common.Limits = field(default_factory=common.Limits)
+
 
 _NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 
@@ -146,16 +159,31 @@ class ApprovalConfig(_Model):
 
     #: Telegram user ids allowed to decide; empty means every configured operator.
     operators: list[int] = Field(default_factory=list)
-    quorum: int = Field(default=1, ge=1)
+    quorum: int = Field(default=1, ge=1, validate_default=True)
     window: Interval = timedelta(hours=24)
 
     @field_validator("quorum", mode="after")
     @classmethod
     def _quorum_reachable(cls, value: int, info: ValidationInfo) -> int:
-        operators = info.data.get("operators") or []
-        if operators and value > len(operators):
+        listed = set(info.data.get("operators") or [])
+        context = info.context if isinstance(info.context, dict) else {}
+        configured = set(context.get("operators") or ())
+        # Only configured operators reach the bot: a listed id outside them never votes.
+        may = listed & configured if listed and configured else listed or configured
+        if (listed or configured) and value > len(may):
+            who = (
+                "bot operators (GATEHOUSE_TELEGRAM__OPERATORS)"
+                if not listed
+                else "approval.operators that are bot operators"
+                if configured
+                else "approval.operators"
+            )
             raise ValueError(
-                f"quorum {value} can never be reached by {len(operators)} listed operators"
+                f"quorum {value} can never be reached: {len(may)} {who} may approve;"
+                f" use a quorum from 1 to {len(may)}"
+                if may
+                else "no operator may approve: none of approval.operators is a bot operator"
+                " (GATEHOUSE_TELEGRAM__OPERATORS)"
             )
         return value
 
@@ -211,7 +239,7 @@ class LoadResult:
     files: dict[str, Path] = field(default_factory=dict)
 
 
-def load_dir(path: Path) -> LoadResult:
+def load_dir(path: Path, context: LoadContext | None = None) -> LoadResult:
     """Load every .yaml and .yml file in `path` (sorted; not recursive)."""
     result = LoadResult()
     if not path.is_dir():
@@ -219,7 +247,7 @@ def load_dir(path: Path) -> LoadResult:
         return result
     files = sorted(p for p in path.iterdir() if p.suffix in {".yaml", ".yml"} and p.is_file())
     for file in files:
-        pipeline, errors = load_file(file)
+        pipeline, errors = load_file(file, context)
         result.errors.extend(errors)
         if pipeline is None:
             continue
@@ -234,18 +262,23 @@ def load_dir(path: Path) -> LoadResult:
     return result
 
 
-def load_file(file: Path) -> tuple[Pipeline | None, list[ConfigError]]:
+def load_file(
+    file: Path, context: LoadContext | None = None
+) -> tuple[Pipeline | None, list[ConfigError]]:
     """One pipeline file: the pipeline, or None and the reasons it was rejected."""
+    context = context or LoadContext()
     try:
-        text = file.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        return None, [ConfigError(file, None, None, f"cannot read file: {exc}")]
-    try:
+        text = config_errors.read(file)
         node, data = config_errors.parse_yaml(text)
     except config_errors.Problem as problem:
         return None, [ConfigError(file, problem.line, problem.field, problem.reason)]
+    checks = {
+        "base_dir": file.parent,
+        "operators": context.operators,
+        common.LIMITS_CONTEXT: context.source_limits,
+    }
     try:
-        pipeline = Pipeline.model_validate(data, context={"base_dir": file.parent})
+        pipeline = Pipeline.model_validate(data, context=checks)
     except ValidationError as exc:
         errors = [
             config_errors.from_pydantic(file, error, node, data, Pipeline) for error in exc.errors()
@@ -255,9 +288,9 @@ def load_file(file: Path) -> tuple[Pipeline | None, list[ConfigError]]:
     return pipeline, []
 
 
-def check(path: Path) -> list[ConfigError]:
+def check(path: Path, context: LoadContext | None = None) -> list[ConfigError]:
     """Every error in the pipeline directory `path` (empty when all is well)."""
-    return load_dir(path).errors
+    return load_dir(path, context).errors
 
 
 def format_errors(errors: list[ConfigError]) -> str:

@@ -1,7 +1,9 @@
 """Pipeline-file errors as an operator reads them: `file:line: field: reason`.
 
 YAML node marks give the line of any key; pydantic's error locations are mapped
-onto them, and its error kinds into words that say what is valid.
+onto them, and its error kinds into words that say what is valid. A hostile file is
+one error too: its size, nesting depth and alias expansion are bounded before anything
+walks the document.
 """
 
 from __future__ import annotations
@@ -36,15 +38,67 @@ class Problem(Exception):
         self.line, self.field, self.reason = line, field, reason
 
 
+#: The largest pipeline file read (bytes); a real one is a few KB.
+MAX_FILE_BYTES = 256 * 1024
+#: The deepest nesting of mappings and lists; a pipeline needs about 6.
+MAX_DEPTH = 64
+#: The most nodes the document may hold once every alias is expanded.
+MAX_NODES = 20_000
+
 _KINDS = {"sources": "source", "dispatch": "dispatch"}
 _ALIAS_HINT = '; quote values that start with *, like schedule: "*/15 * * * *"'
 
 
+def read(file: Path) -> str:
+    """The file's text, or a Problem if it cannot be read or is too large to be a pipeline."""
+    try:
+        with file.open("rb") as stream:
+            raw = stream.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        raise Problem(None, None, f"cannot read file: {exc.strerror or exc}") from None
+    if len(raw) > MAX_FILE_BYTES:
+        raise Problem(None, None, f"file larger than {MAX_FILE_BYTES} bytes: not a pipeline")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise Problem(None, None, f"cannot read file: not UTF-8 ({exc.reason})") from None
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """PyYAML's safe loader with the nesting depth bounded while the tree is composed
+    (its composer recurses once per level: 20,000 levels would be a RecursionError)."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.depth = 0
+
+    def fetch_flow_collection_start(self, token_class: Any) -> None:
+        # The scanner looks ahead over every open bracket (quadratic in their number),
+        # so flow nesting is refused here, before the composer would see it.
+        if self.flow_level >= MAX_DEPTH:
+            line = self.get_mark().line + 1
+            raise Problem(line, None, f"nested more than {MAX_DEPTH} levels deep")
+        super().fetch_flow_collection_start(token_class)
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        self.depth += 1
+        try:
+            if self.depth > MAX_DEPTH:
+                line = self.peek_event().start_mark.line + 1  # type: ignore[no-untyped-call]
+                raise Problem(line, None, f"nested more than {MAX_DEPTH} levels deep")
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+
 def parse_yaml(text: str) -> tuple[yaml.Node, dict[str, Any]]:
     """The node tree (for line numbers) and the data, or a Problem."""
+    loader = _BoundedLoader(text)
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        node = loader.get_single_node()
+        if node is not None:
+            _check_size(node)
+        data = loader.construct_document(node) if node is not None else None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         hint = _ALIAS_HINT if exc.context == "while scanning an alias" else ""
@@ -52,6 +106,8 @@ def parse_yaml(text: str) -> tuple[yaml.Node, dict[str, Any]]:
         raise Problem(line, None, f"invalid YAML: {exc.problem}{hint}") from None
     except yaml.YAMLError as exc:
         raise Problem(None, None, f"invalid YAML: {exc}") from None
+    finally:
+        loader.dispose()
     if node is None:
         raise Problem(None, None, "empty file: expected the fields of one pipeline")
     if not isinstance(node, yaml.MappingNode) or not isinstance(data, dict):
@@ -62,6 +118,42 @@ def parse_yaml(text: str) -> tuple[yaml.Node, dict[str, Any]]:
         )
     _check_duplicate_keys(node, ())
     return node, data
+
+
+def _check_size(root: yaml.Node) -> None:
+    """Refuse a document whose aliases expand past MAX_NODES (a "billion laughs" file).
+
+    Aliases share nodes, so each node's expanded size is counted once, children first,
+    without ever walking the expansion itself.
+    """
+    sizes: dict[int, int] = {}
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, ready = stack.pop()
+        if id(node) in sizes:
+            continue
+        children = _children(node)
+        if not ready:
+            stack.append((node, True))
+            stack.extend((child, False) for child in children if id(child) not in sizes)
+            continue
+        size = 1 + sum(sizes.get(id(child), 0) for child in children)
+        if size > MAX_NODES:
+            raise Problem(
+                node.start_mark.line + 1,
+                None,
+                f"the document expands to more than {MAX_NODES} values through its aliases"
+                " (&anchor / *alias); write the values out",
+            )
+        sizes[id(node)] = size
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
 
 
 def _check_duplicate_keys(node: yaml.Node, path: tuple[str, ...]) -> None:

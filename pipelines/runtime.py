@@ -43,6 +43,8 @@ def utcnow() -> datetime:
 class RuntimeConfig:
     store: db.StoreConfig
     pipelines_dir: Path
+    #: What pipeline files are checked against (operators for quorums, source byte caps).
+    load_context: config.LoadContext = field(default_factory=config.LoadContext)
     clock: Callable[[], datetime] = utcnow
     #: Builds each pipeline's drafter from the open store (the LLM drafter needs the ledger).
     drafter_for: Callable[[Store, config.Pipeline], drafters.Drafter] | None = None
@@ -73,7 +75,7 @@ class Runtime:
         store = await db.Store.open(cfg.store)
         try:
             await startup.recover(store, cfg.clock())
-            loaded = config.load_dir(cfg.pipelines_dir)
+            loaded = config.load_dir(cfg.pipelines_dir, cfg.load_context)
             await _report_config_errors(store, loaded, cfg.clock())
         except BaseException:
             await store.close()

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from datetime import datetime, timedelta
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from telegram import Update
 
-from bot import app, auth, callbacks, logs, render
+from bot import app, auth, callbacks, logs, render, views
 from bot import settings as settings_mod
 
 KEY = callbacks.derive_key("123:abc")
@@ -75,6 +77,92 @@ def test_a_card_escapes_what_it_fetched() -> None:
     assert 'href="https://x.example/?a=1&amp;b=&quot;2&quot;"' in text
     assert "possible duplicate of item 7: same &lt;title&gt;" in text
     assert "cost $1.50" in text
+
+
+def test_a_card_says_a_title_once_and_as_the_feed_meant_it() -> None:
+    base = {"pipeline": "news", "version": 1, "attempt": 1, "drafter": "template"}
+    # A title stored before titles were cleaned at load, and its cleaned draft.
+    old = render.card(1, base | {"title": "Zero\u200bwidth", "text": "Zerowidth\n\nbody"})
+    assert old.count("Zerowidth") == 1 and "\u200b" not in old
+    at_t = render.card(2, base | {"title": "AT&T cuts prices <again>", "text": "Prices fall"})
+    assert at_t.split("\n")[1] == "AT&amp;T cuts prices &lt;again&gt;"  # escaped once, for HTML
+
+
+def test_whole_numbers_from_text_are_ascii_digits_in_range() -> None:
+    assert views.whole_number("12", "n") == 12
+    assert views.whole_number(" #12 ", "n") == 12
+    assert views.whole_number(views.MAX_ID, "n") == views.MAX_ID
+    assert views.whole_number("7", "days", high=9) == 7
+    for bad in ("²", "١٢", "1e3", "-1", "0", "", "12a", str(10**30), 10**30, True, 1.5, None):
+        with pytest.raises(
+            views.Invalid, match=f"^n must be a whole number from 1 to {views.MAX_ID}, not "
+        ):
+            views.whole_number(bad, "n")
+    with pytest.raises(views.Invalid, match=r"^days must be a whole number from 1 to 9, not '10'$"):
+        views.whole_number("10", "days", high=9)
+
+
+def test_button_numbers_are_checked_after_the_tag() -> None:
+    key = b"k" * 32
+    good = callbacks.Button("approve", 12, 1, 3)
+    assert callbacks.decode(key, callbacks.encode(key, good)) == good
+    for bad in (
+        callbacks.Button("approve", 10**19, 1, 3),
+        callbacks.Button("approve", 12, 0, 3),
+        callbacks.Button("reject", 12, 1, 0),
+    ):
+        with pytest.raises(callbacks.InvalidButton, match=r"^this button's data is malformed$"):
+            callbacks.decode(key, callbacks.encode(key, bad))
+    body = "1:a:\u00b2:1:1"  # str.isdigit() says yes to "²"; int() does not
+    with pytest.raises(callbacks.InvalidButton, match="malformed"):
+        callbacks.decode(key, f"{body}:{callbacks._tag(key, body)}")
+
+
+def test_python_telegram_bots_update_dumps_keep_ids_only() -> None:
+    update = Update.de_json(
+        {
+            "update_id": 77,
+            "message": {
+                "message_id": 5, "date": 0, "text": "stranger secret",
+                "chat": {"id": 666, "type": "private"},
+                "from": {"id": 666, "is_bot": False, "first_name": "S"},
+            },
+        },
+        None,
+    )  # fmt: skip
+    assert update is not None
+    raw = [update.to_dict()]
+    lines: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            lines.append(self.format(record))
+
+    handler = Keep()
+    handler.addFilter(logs.HideUpdates())
+    logger = logging.getLogger("telegram.ext.Application")
+    logger.addHandler(handler)
+    old_level = logger.level
+    logger.setLevel(logging.DEBUG)
+    try:
+        logger.debug("Processing update %s", update)
+        logger.debug("Dropping pending update: %s", update)
+        logging.getLogger("telegram.Bot").addHandler(handler)
+        logging.getLogger("telegram.Bot").warning(
+            "Call to Bot API endpoint `%s` finished with return value `%s`", "getUpdates", raw
+        )
+        logger.debug("Webhook received data: %s", json.dumps(raw[0]))
+    finally:
+        logger.removeHandler(handler)
+        logging.getLogger("telegram.Bot").removeHandler(handler)
+        logger.setLevel(old_level)
+    assert lines == [
+        "Processing update update 77 (message from 666)",
+        "Dropping pending update: update 77 (message from 666)",
+        "Call to Bot API endpoint `getUpdates` finished with return value"
+        " `['update 77 (message from 666)']`",
+        f"Webhook received data: <{len(json.dumps(raw[0]))} characters hidden>",
+    ]
 
 
 def test_decision_lines() -> None:

@@ -368,6 +368,41 @@ async def test_check_reports_pipeline_errors_with_file_and_line(
     assert "bad.yaml:4: nope:" in out and "GATEHOUSE_TELEGRAM__TOKEN" in out
 
 
+async def test_check_prints_hostile_files_as_errors_not_tracebacks(
+    data_dir: Path, pipelines_dir: Path
+) -> None:
+    bomb = ["a0: &a0 [lol]"]
+    bomb += [f"a{n}: &a{n} [{', '.join([f'*a{n - 1}'] * 9)}]" for n in range(1, 10)]
+    (pipelines_dir / "bomb.yaml").write_text("\n".join(bomb) + "\n")
+    (pipelines_dir / "deep.yaml").write_text("name: deep\nx: " + "[" * 20_000 + "]" * 20_000)
+    code, out, err = await gatehouse(data_dir, pipelines_dir, "check", "--json")
+    assert code == 1 and "Traceback" not in out + err
+    problems = json.loads(out)["problems"]
+    assert f"{pipelines_dir / 'bomb.yaml'}:" in problems[0]
+    assert "expands to more than 20000 values through its aliases" in problems[0]
+    assert problems[1] == f"{pipelines_dir / 'deep.yaml'}:2: nested more than 64 levels deep"
+    assert json.loads(out)["pipelines"] == ["news"]
+
+
+async def test_check_refuses_a_quorum_the_operators_cannot_reach(
+    data_dir: Path, pipelines_dir: Path
+) -> None:
+    (data_dir.parent / ".env").write_text("GATEHOUSE_TELEGRAM__OPERATORS=11,12\n")
+    text = (pipelines_dir / "news.yaml").read_text()
+    (pipelines_dir / "news.yaml").write_text(
+        text + "approval:\n  quorum: 99999999999999999999999\n"
+    )
+    code, out, err = await gatehouse(data_dir, pipelines_dir, "check", "--json")
+    assert code == 1 and "Traceback" not in out + err
+    problems = json.loads(out)["problems"]
+    assert problems[0] == (
+        f"{pipelines_dir / 'news.yaml'}:10: approval.quorum: quorum 99999999999999999999999"
+        " can never be reached: 2 bot operators (GATEHOUSE_TELEGRAM__OPERATORS) may approve;"
+        " use a quorum from 1 to 2"
+    )
+    assert json.loads(out)["pipelines"] == []
+
+
 @pytest.mark.parametrize(
     ("text", "micros"), [("25", 25_000_000), ("$12.50", 12_500_000), ("0.000001", 1), ("0", 0)]
 )

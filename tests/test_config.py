@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines import config, dispatch
+from pipelines import config, config_errors, dispatch
 from pipelines.config import ConfigError
 from pipelines.sources import folder, rss
 
@@ -283,7 +283,8 @@ def test_missing_required_fields(tmp_path: Path) -> None:
             "approval:\n  operators: [1, 2]\n  quorum: 3\n",
             10,
             "approval.quorum",
-            "quorum 3 can never be reached by 2 listed operators",
+            "quorum 3 can never be reached: 2 approval.operators may approve;"
+            " use a quorum from 1 to 2",
         ),
         ("approval:\n  window: 0s\n", 9, "approval.window", "must be longer than 0s"),
         ("name: other\n", 8, "name", "duplicate key 'name'"),
@@ -369,3 +370,100 @@ def test_dispatch_block_uses_the_dispatch_targets(tmp_path: Path) -> None:
     assert (mail.port, mail.starttls, mail.password_env) == (2525, True, "SMTP_PASSWORD")
     chan = result.pipelines["chan"].dispatch
     assert isinstance(chan, dispatch.TelegramChannelTarget) and chan.chat_id == -100
+
+
+def alias_bomb() -> str:
+    """9 levels of 9 aliases: 9**9 (387 million) values once expanded."""
+    lines = ['a0: &a0 ["lol"]']
+    for level in range(1, 10):
+        refs = ", ".join(f"*a{level - 1}" for _ in range(9))
+        lines.append(f"a{level}: &a{level} [{refs}]")
+    return GOOD.format(name="bomb") + "\n".join(lines) + "\n"
+
+
+def test_an_alias_bomb_is_an_error_on_its_file_and_the_others_load(tmp_path: Path) -> None:
+    bomb = write(tmp_path, "bomb.yaml", alias_bomb())
+    write(tmp_path, "news.yaml", GOOD.format(name="news"))
+    result = config.load_dir(tmp_path)
+    assert list(result.pipelines) == ["news"]
+    assert len(result.errors) == 1
+    error = result.errors[0]
+    assert (error.file, error.field) == (bomb, None)
+    assert error.line is not None and 8 <= error.line <= 17  # one of the a0..a9 lines
+    assert f"expands to more than {config_errors.MAX_NODES} values" in error.reason
+    assert str(error).startswith(f"{bomb}:{error.line}: ")
+
+
+@pytest.mark.parametrize(
+    "nested",
+    [
+        "[" * 20_000 + "]" * 20_000,
+        "{a: " * 60_000,  # near the file cap: the scanner must stop early, not look ahead
+        "\n" + "- " * 100_000 + "x",
+    ],
+)
+def test_deep_nesting_is_an_error_on_its_file_and_the_others_load(
+    tmp_path: Path, nested: str
+) -> None:
+    deep = write(tmp_path, "deep.yaml", "name: deep\nextra: " + nested + "\n")
+    write(tmp_path, "news.yaml", GOOD.format(name="news"))
+    result = config.load_dir(tmp_path)
+    assert list(result.pipelines) == ["news"]
+    assert [(e.file, e.reason) for e in result.errors] == [
+        (deep, f"nested more than {config_errors.MAX_DEPTH} levels deep")
+    ]
+    assert result.errors[0].line in (2, 3)
+
+
+def test_a_file_too_large_to_be_a_pipeline_is_refused_unread(tmp_path: Path) -> None:
+    big = write(tmp_path, "big.yaml", GOOD.format(name="big") + "#" * config_errors.MAX_FILE_BYTES)
+    error = only_error(tmp_path)
+    assert (error.file, error.line) == (big, None)
+    assert error.reason == f"file larger than {config_errors.MAX_FILE_BYTES} bytes: not a pipeline"
+
+
+def test_anchors_within_bounds_still_work(tmp_path: Path) -> None:
+    text = (
+        GOOD.format(name="anchors").replace("  - type: rss\n", "  - &feed\n    type: rss\n")
+        + "approval: {operators: &ops [1, 2], quorum: 2}\n"
+    )
+    write(tmp_path, "anchors.yaml", text)
+    result = config.load_dir(tmp_path)
+    assert result.errors == [] and result.pipelines["anchors"].approval.operators == [1, 2]
+
+
+@pytest.mark.parametrize(
+    ("approval", "operators", "reason"),
+    [
+        (
+            "quorum: 99999999999999999999999",
+            {1, 2},
+            "quorum 99999999999999999999999 can never be reached: 2 bot operators"
+            " (GATEHOUSE_TELEGRAM__OPERATORS) may approve; use a quorum from 1 to 2",
+        ),
+        (
+            "operators: [1, 2, 3]\n  quorum: 3",
+            {1, 2},
+            "quorum 3 can never be reached: 2 approval.operators that are bot operators"
+            " may approve; use a quorum from 1 to 2",
+        ),
+        (
+            "operators: [7]",
+            {1, 2},
+            "no operator may approve: none of approval.operators is a bot operator"
+            " (GATEHOUSE_TELEGRAM__OPERATORS)",
+        ),
+    ],
+)
+def test_quorum_is_at_most_the_operators_who_may_approve(
+    tmp_path: Path, approval: str, operators: set[int], reason: str
+) -> None:
+    file = write(tmp_path, "q.yaml", GOOD.format(name="q") + f"approval:\n  {approval}\n")
+    context = config.LoadContext(operators=frozenset(operators))
+    result = config.load_dir(tmp_path, context)
+    assert result.pipelines == {}
+    assert [(e.file, e.field, e.reason) for e in result.errors] == [
+        (file, "approval.quorum", reason)
+    ]
+    write(tmp_path, "q.yaml", GOOD.format(name="q") + "approval:\n  quorum: 2\n")
+    assert config.load_dir(tmp_path, context).errors == []

@@ -174,3 +174,19 @@ def test_search_criteria() -> None:
         imap.Config.model_validate(
             {"type": "imap", "host": "h", "username": "u", "password": "p", "search": "FROM x"}
         )
+
+
+@pytest.mark.slow
+async def test_a_huge_message_is_read_only_up_to_max_bytes(
+    server: dovecot.Dovecot, client: httpx.AsyncClient
+) -> None:
+    attachment = b"A" * 3_000_000
+    huge = PLAIN.replace(b"fire.\r\n", b"fire.\r\n" + attachment + b"\r\n")
+    server.deliver(huge)
+    server.deliver(MULTIPART)
+    config = config_for(server, max_bytes=10_000)
+    first, second = (await imap.fetch(config, {}, client)).items
+    assert (first.source_id, first.title) == ("<first@example.org>", "Printer on fire")
+    assert first.text.startswith("The printer on floor 2 is on fire.")
+    assert len(first.text) < 10_000  # what was read, not the 3 MB behind it
+    assert (second.title, second.text) == ("Café order", "Two espressos")

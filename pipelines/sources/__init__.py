@@ -3,17 +3,26 @@
 Use `SourceConfig` as the `source:` field of a pipeline model (pydantic picks the
 model by its `type`), then call `await sources.fetch(config, state, client)`.
 Every failure comes out as `base.SourceError` with a message that holds no secret.
+Titles and texts come out cleaned (`validation.clean`) and capped at MAX_TITLE_CHARS and
+MAX_TEXT_CHARS, so a 50 MB description never becomes one item whole.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Annotated
 
 import httpx
 from pydantic import Field
 
+from pipelines import validation
 from pipelines.sources import base, folder, http_json, imap, rss
+
+#: The longest title an item keeps (characters); a card shows far fewer.
+MAX_TITLE_CHARS = 1_000
+#: The longest text an item keeps (characters); drafters read at most 20,000 of it.
+MAX_TEXT_CHARS = 50_000
 
 SourceConfig = Annotated[
     rss.Config | http_json.Config | folder.Config | imap.Config, Field(discriminator="type")
@@ -24,6 +33,20 @@ async def fetch(
     config: SourceConfig, state: Mapping[str, str], client: httpx.AsyncClient
 ) -> base.Fetched:
     """Run the source `config` describes; anything but a SourceError is turned into one."""
+    fetched = await _fetch(config, state, client)
+    return dataclasses.replace(fetched, items=[_bounded(item) for item in fetched.items])
+
+
+def _bounded(item: base.FetchedItem) -> base.FetchedItem:
+    # source_id stays as the source made it: dedup must see the same id as before.
+    title = validation.clean(item.title, MAX_TITLE_CHARS)
+    text = validation.clean(item.text, MAX_TEXT_CHARS)
+    return dataclasses.replace(item, title=title, text=text)
+
+
+async def _fetch(
+    config: SourceConfig, state: Mapping[str, str], client: httpx.AsyncClient
+) -> base.Fetched:
     try:
         match config:
             case rss.Config():

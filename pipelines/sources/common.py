@@ -1,20 +1,38 @@
-"""Helpers the sources share: plain text from HTML, `env:` secrets, HTTP GET with clear errors."""
+"""Helpers the sources share: plain text from HTML, `env:` secrets, HTTP GET with clear errors.
+
+`get` streams the answer and stops at a source's byte caps, on the wire and decompressed
+(a 300 KB gzip bomb would otherwise become 300 MB in memory): `max_bytes` and
+`max_decompressed_bytes` on a source, with defaults from the settings
+(`GATEHOUSE_SOURCES__MAX_BYTES`, `GATEHOUSE_SOURCES__MAX_DECOMPRESSED_BYTES`).
+"""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import html.parser
 import os
 import re
 import urllib.parse
+import zlib
 from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
 import httpx
+from pydantic import BaseModel, ValidationInfo, model_validator
 
 from pipelines.sources import base
 
 #: Prefix meaning "read this value from the named environment variable at fetch time".
 ENV_PREFIX = "env:"
+#: Default cap on an answer as it travels (bytes): a feed or a JSON page is rarely 1 MB.
+DEFAULT_MAX_BYTES = 10 * 1024 * 1024
+#: Default cap on an answer once decompressed (bytes); gzip alone can inflate 1000-fold.
+#: Parsing costs several times the size (feedparser: about 6x), so it stays at 10 MiB.
+DEFAULT_MAX_DECOMPRESSED_BYTES = 10 * 1024 * 1024
+#: The only encodings asked for and decoded: each is inflated here, a chunk at a time.
+_ACCEPT_ENCODING = "gzip, deflate"
 
 # Tags after which a reader expects a line break; everything else flows inline.
 _BLOCK_TAGS = frozenset(
@@ -100,6 +118,51 @@ def check_http_url(url: str) -> str:
     return url
 
 
+@dataclass(frozen=True)
+class Limits:
+    """Byte caps on one source's answer; the settings give the defaults for every source."""
+
+    max_bytes: int = DEFAULT_MAX_BYTES
+    max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES
+
+
+#: The key under which pipeline loading passes the configured defaults to the models.
+LIMITS_CONTEXT = "source_limits"
+
+
+class ByteLimits(BaseModel):
+    """A source with byte caps on its answer (a file, for a folder): it declares the fields
+    `max_bytes` and `max_decompressed_bytes` (declared last, so error messages list the
+    source's own fields first), and any left unset takes the configured default."""
+
+    @model_validator(mode="after")
+    def _default_limits(self, info: ValidationInfo) -> Any:
+        context = info.context if isinstance(info.context, dict) else {}
+        defaults = context.get(LIMITS_CONTEXT)
+        if not isinstance(defaults, Limits):
+            defaults = Limits()
+        for name in ("max_bytes", "max_decompressed_bytes"):
+            if getattr(self, name) is None:
+                setattr(self, name, getattr(defaults, name))
+        return self
+
+    @property
+    def limits(self) -> Limits:
+        return Limits(
+            getattr(self, "max_bytes", None) or DEFAULT_MAX_BYTES,
+            getattr(self, "max_decompressed_bytes", None) or DEFAULT_MAX_DECOMPRESSED_BYTES,
+        )
+
+
+@dataclass(frozen=True)
+class Response:
+    """A fetched answer, read whole within its source's caps."""
+
+    status_code: int
+    headers: httpx.Headers
+    content: bytes
+
+
 def conditional_headers(state: Mapping[str, str]) -> dict[str, str]:
     """If-None-Match / If-Modified-Since from the validators kept after the last fetch."""
     headers = {}
@@ -110,7 +173,7 @@ def conditional_headers(state: Mapping[str, str]) -> dict[str, str]:
     return headers
 
 
-def validators(response: httpx.Response) -> dict[str, str]:
+def validators(response: Response) -> dict[str, str]:
     """The ETag / Last-Modified the server sent, as the state for the next conditional GET."""
     state = {}
     if etag := response.headers.get("etag"):
@@ -121,23 +184,104 @@ def validators(response: httpx.Response) -> dict[str, str]:
 
 
 async def get(
-    client: httpx.AsyncClient, url: str, headers: Mapping[str, str], seconds: float
-) -> httpx.Response:
-    """GET `url`; a 304 is returned, every other failure becomes a SourceError naming the URL.
+    client: httpx.AsyncClient,
+    url: str,
+    headers: Mapping[str, str],
+    seconds: float,
+    limits: Limits,
+) -> Response:
+    """GET `url` within `seconds` and `limits`; a 304 is returned, every other failure
+    becomes a SourceError naming the URL.
 
     Messages carry the redacted URL and the status only, never header values.
     """
     shown = redact_url(url)
+    asked = dict(headers) | {"Accept-Encoding": _ACCEPT_ENCODING}
     try:
-        response = await client.get(url, headers=dict(headers), timeout=seconds)
-    except httpx.TimeoutException:
+        async with asyncio.timeout(seconds):
+            return await _read(client, url, asked, seconds, limits, shown)
+    except (TimeoutError, httpx.TimeoutException):
         raise base.SourceError(f"GET {shown} timed out after {seconds:g} s") from None
     except (httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:
         # ValueError: e.g. a header value that is not ASCII, refused before anything is sent.
         # The exception's text may repeat the full URL; its class name is enough to act on.
         raise base.SourceError(f"GET {shown} failed: {type(exc).__name__}") from None
-    if response.status_code >= 400:
-        raise base.SourceError(
-            f"GET {shown} answered HTTP {response.status_code} {response.reason_phrase}".rstrip()
-        )
-    return response
+
+
+async def _read(
+    client: httpx.AsyncClient,
+    url: str,
+    headers: dict[str, str],
+    seconds: float,
+    limits: Limits,
+    shown: str,
+) -> Response:
+    async with client.stream("GET", url, headers=headers, timeout=seconds) as response:
+        if response.status_code >= 400:
+            status = f"{response.status_code} {response.reason_phrase}".rstrip()
+            raise base.SourceError(f"GET {shown} answered HTTP {status}")
+        declared = response.headers.get("content-length", "")
+        if declared.isascii() and declared.isdigit() and int(declared) > limits.max_bytes:
+            raise base.SourceError(_too_large(shown, "max_bytes", limits.max_bytes))
+        body = _Body(response.headers.get("content-encoding", ""), shown, limits)
+        async for chunk in response.aiter_raw():
+            if response.num_bytes_downloaded > limits.max_bytes:
+                raise base.SourceError(_too_large(shown, "max_bytes", limits.max_bytes))
+            body.feed(chunk)
+        return Response(response.status_code, response.headers, body.finish())
+
+
+def _too_large(shown: str, setting: str, limit: int) -> str:
+    return (
+        f"GET {shown}: the answer is larger than {setting} ({limit} bytes); raise {setting}"
+        " on this source if it is expected"
+    )
+
+
+class _Body:
+    """An answer decoded a chunk at a time, never holding more than its cap plus one byte."""
+
+    def __init__(self, encoding: str, shown: str, limits: Limits) -> None:
+        self.name = encoding.strip().lower()
+        self.shown = shown
+        self.cap = limits.max_decompressed_bytes
+        self.data = bytearray()
+        self.decoder: Any = None
+        if self.name in ("gzip", "x-gzip", "deflate"):
+            # 32 + MAX_WBITS reads a gzip or a zlib header; bare deflate is retried in feed.
+            self.decoder = zlib.decompressobj(32 + zlib.MAX_WBITS)
+        elif self.name not in ("", "identity"):
+            raise base.SourceError(
+                f"GET {shown}: unsupported Content-Encoding {encoding!r}; valid: gzip, deflate"
+            )
+
+    def feed(self, chunk: bytes) -> None:
+        if self.decoder is None:
+            self._keep(chunk)
+            return
+        try:
+            out = self.decoder.decompress(chunk, self._room())
+        except zlib.error:
+            if self.name != "deflate" or self.data:
+                raise base.SourceError(
+                    f"GET {self.shown}: the {self.name} body is corrupt"
+                ) from None
+            self.decoder = zlib.decompressobj(-zlib.MAX_WBITS)
+            out = self.decoder.decompress(chunk, self._room())
+        self._keep(out)
+        # Asked for at most the room left plus one: whatever stays compressed waits here.
+        while self.decoder.unconsumed_tail:
+            self._keep(self.decoder.decompress(self.decoder.unconsumed_tail, self._room()))
+
+    def finish(self) -> bytes:
+        if self.decoder is not None:
+            self._keep(self.decoder.flush())
+        return bytes(self.data)
+
+    def _room(self) -> int:
+        return self.cap - len(self.data) + 1
+
+    def _keep(self, out: bytes) -> None:
+        if len(self.data) + len(out) > self.cap:
+            raise base.SourceError(_too_large(self.shown, "max_decompressed_bytes", self.cap))
+        self.data += out

@@ -19,15 +19,15 @@ from typing import Any, Literal
 
 import httpx
 import yaml
-from pydantic import BaseModel, ConfigDict, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from pipelines.sources import base
+from pipelines.sources import base, common
 
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)", re.DOTALL)
 _HEADING = re.compile(r"^# +(.+?)\s*#*\s*$", re.MULTILINE)
 
 
-class Config(BaseModel):
+class Config(common.ByteLimits):
     """The directory to read."""
 
     model_config = ConfigDict(extra="forbid")
@@ -38,6 +38,10 @@ class Config(BaseModel):
     scope: str = ""
     #: A file-name glob matched at every depth below `path`.
     pattern: str = "*.md"
+    #: Largest file read, in bytes; unset: the configured default.
+    max_bytes: int | None = Field(default=None, ge=1)
+    #: Unused (files are not compressed); kept so every source takes the same caps.
+    max_decompressed_bytes: int | None = Field(default=None, ge=1)
 
     @field_validator("pattern")
     @classmethod
@@ -62,23 +66,29 @@ async def fetch(
     remembering, and a per-file hash map here would only duplicate it and grow with
     the folder.
     """
-    items = await asyncio.to_thread(_read_all, config.path, config.pattern)
+    items = await asyncio.to_thread(_read_all, config.path, config.pattern, config.limits.max_bytes)
     return base.Fetched(items=items, state={})
 
 
-def _read_all(root: Path, pattern: str) -> list[base.FetchedItem]:
+def _read_all(root: Path, pattern: str, max_bytes: int) -> list[base.FetchedItem]:
     if not root.is_dir():
         raise base.SourceError(f"folder {root} does not exist or is not a directory")
     try:
         paths = sorted(p for p in root.rglob(pattern) if p.is_file())
-        return [_read_one(root, path) for path in paths]
+        return [_read_one(root, path, max_bytes) for path in paths]
     except OSError as exc:
         raise base.SourceError(f"folder {root}: cannot read: {exc.strerror or exc}") from None
 
 
-def _read_one(root: Path, path: Path) -> base.FetchedItem:
+def _read_one(root: Path, path: Path, max_bytes: int) -> base.FetchedItem:
     relative = path.relative_to(root).as_posix()
-    raw = path.read_bytes()
+    with path.open("rb") as file:
+        raw = file.read(max_bytes + 1)
+    if len(raw) > max_bytes:
+        raise base.SourceError(
+            f"folder {root}: {relative} is larger than max_bytes ({max_bytes} bytes);"
+            " raise max_bytes on this source if it is expected"
+        )
     try:
         content = raw.decode("utf-8")
     except UnicodeDecodeError:

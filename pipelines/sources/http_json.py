@@ -20,12 +20,15 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 import httpx
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from pipelines.sources import base, common
 
+#: The largest JSON element kept whole in an item's `extra` (characters).
+MAX_EXTRA_CHARS = 100_000
 
-class Config(BaseModel):
+
+class Config(common.ByteLimits):
     """Where the JSON lives and which fields make an item."""
 
     model_config = ConfigDict(extra="forbid")
@@ -42,6 +45,10 @@ class Config(BaseModel):
     text_field: str = "text"
     link_field: str | None = None
     timeout_seconds: float = Field(default=30.0, gt=0)
+    #: Largest answer accepted as sent (compressed), in bytes; unset: the configured default.
+    max_bytes: int | None = Field(default=None, ge=1)
+    #: Largest answer accepted once decompressed, in bytes; unset: the configured default.
+    max_decompressed_bytes: int | None = Field(default=None, ge=1)
 
     _check_url = field_validator("url")(common.check_http_url)
 
@@ -63,7 +70,7 @@ async def fetch(
             raise base.SourceError(f"header {name}: value must be ASCII on one line")
         headers[name] = resolved
     headers |= common.conditional_headers(state)
-    response = await common.get(client, config.url, headers, config.timeout_seconds)
+    response = await common.get(client, config.url, headers, config.timeout_seconds, config.limits)
     if response.status_code == 304:
         return base.Fetched(items=[], state=dict(state))
     shown = common.redact_url(config.url)
@@ -105,8 +112,16 @@ def _item(config: Config, element: Any, index: int, shown: str) -> base.FetchedI
         title=_as_text(_lookup(element, config.title_field)[1]),
         text=_as_text(_lookup(element, config.text_field)[1]),
         link=_as_text(link) or None,
-        extra={"item": element},
+        extra=_extra(element),
     )
+
+
+def _extra(element: Any) -> dict[str, Any]:
+    # The element rides along for dispatchers; a huge one would be stored with every item.
+    size = len(json.dumps(element, ensure_ascii=False))
+    if size > MAX_EXTRA_CHARS:
+        return {"item_omitted": f"{size} characters as JSON; at most {MAX_EXTRA_CHARS} are kept"}
+    return {"item": element}
 
 
 def _as_text(value: Any) -> str:

@@ -8,7 +8,9 @@ YAML:
       password: "env:IMAP_PASSWORD"   # an app password; "env:VAR" reads VAR at fetch time
       search: UNSEEN                  # or "SINCE 3" (days), or ALL
 Messages are fetched with BODY.PEEK[], so reading them never marks them \\Seen: whoever
-reads the mailbox keeps its flags. Each item's `extra` carries what an SMTP reply needs.
+reads the mailbox keeps its flags. Each is fetched on its own and only its first
+`max_bytes` (a huge attachment is cut, the text before it kept). Each item's `extra`
+carries what an SMTP reply needs.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from typing import Any, Literal
 
 import aioimaplib
 import httpx
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from pipelines.sources import base, common
 
@@ -38,7 +40,7 @@ _UIDVALIDITY = re.compile(rb"\[UIDVALIDITY (\d+)\]")
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 
 
-class Config(BaseModel):
+class Config(common.ByteLimits):
     """Where the mailbox is and which messages to read."""
 
     model_config = ConfigDict(extra="forbid")
@@ -57,6 +59,10 @@ class Config(BaseModel):
     timeout_seconds: float = Field(default=30.0, gt=0)
     #: Dedup scope; defaults to "imap:<username>@<host>/<mailbox>".
     scope: str = ""
+    #: The most of one message read, in bytes; unset: the configured default.
+    max_bytes: int | None = Field(default=None, ge=1)
+    #: Unused (the server sends messages as stored); kept so every source takes the same caps.
+    max_decompressed_bytes: int | None = Field(default=None, ge=1)
 
     @field_validator("search")
     @classmethod
@@ -137,22 +143,23 @@ async def _read(
         raise base.SourceError(f"imap {where}: SEARCH {' '.join(criteria)} was refused")
     # "n:*" always matches the highest UID even when it is below n, hence the filter.
     uids = sorted(uid for uid in _search_uids(found.lines) if uid > last_uid)[: config.max_messages]
-    items = [_item(raw) for raw in await _fetch_raw(imap, uids, where)]
+    raws = await _fetch_raw(imap, uids, where, config.limits.max_bytes)
+    items = [_item(raw) for raw in raws]
     new_state = {"uidvalidity": uidvalidity, "last_uid": str(max(uids, default=last_uid))}
     return base.Fetched(items=items, state=new_state)
 
 
-async def _fetch_raw(imap: Any, uids: list[int], where: str) -> list[bytes]:
-    if not uids:
-        return []
-    answer = await imap.uid("fetch", ",".join(map(str, uids)), "(BODY.PEEK[])")
-    if answer.result != "OK":
-        raise base.SourceError(f"imap {where}: FETCH was refused")
-    # A literal follows each line that ends in {size}: that literal is one raw message.
+async def _fetch_raw(imap: Any, uids: list[int], where: str, max_bytes: int) -> list[bytes]:
+    # One message per FETCH: the client buffers a whole answer, so this bounds it.
     raws: list[bytes] = []
-    for line, following in itertools.pairwise(answer.lines):
-        if _LITERAL.search(bytes(line)) and isinstance(following, bytearray):
-            raws.append(bytes(following))
+    for uid in uids:
+        answer = await imap.uid("fetch", str(uid), f"(BODY.PEEK[]<0.{max_bytes}>)")
+        if answer.result != "OK":
+            raise base.SourceError(f"imap {where}: FETCH was refused")
+        # A literal follows the line that ends in {size}: that literal is the raw message.
+        for line, following in itertools.pairwise(answer.lines):
+            if _LITERAL.search(bytes(line)) and isinstance(following, bytearray):
+                raws.append(bytes(following))
     return raws
 
 

@@ -16,12 +16,12 @@ from typing import Any, Literal
 
 import feedparser
 import httpx
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from pipelines.sources import base, common
 
 
-class Config(BaseModel):
+class Config(common.ByteLimits):
     """An RSS or Atom feed at an http(s) URL."""
 
     model_config = ConfigDict(extra="forbid")
@@ -31,6 +31,10 @@ class Config(BaseModel):
     #: Dedup scope; defaults to "rss:<url>" (a query is replaced by a hash of the URL).
     scope: str = ""
     timeout_seconds: float = Field(default=30.0, gt=0)
+    #: Largest answer accepted as sent (compressed), in bytes; unset: the configured default.
+    max_bytes: int | None = Field(default=None, ge=1)
+    #: Largest answer accepted once decompressed, in bytes; unset: the configured default.
+    max_decompressed_bytes: int | None = Field(default=None, ge=1)
 
     _check_url = field_validator("url")(common.check_http_url)
 
@@ -47,7 +51,7 @@ async def fetch(
     """The feed's entries, or none (state kept) when the server answers 304 Not Modified."""
     headers = {"Accept": "application/rss+xml, application/atom+xml, application/xml, text/xml"}
     headers |= common.conditional_headers(state)
-    response = await common.get(client, config.url, headers, config.timeout_seconds)
+    response = await common.get(client, config.url, headers, config.timeout_seconds, config.limits)
     if response.status_code == 304:
         return base.Fetched(items=[], state=dict(state))
     # Parse the bytes we fetched (a URL would make feedparser do its own I/O), on a
@@ -68,7 +72,7 @@ async def fetch(
 def _item(entry: Any, feed_title: str) -> base.FetchedItem:
     text = _text(entry)
     link = entry.get("link") or None
-    title = common.html_to_text(str(entry.get("title", ""))) or text[:80]
+    title = _plain(entry.get("title_detail"), str(entry.get("title", ""))) or text[:80]
     extra: dict[str, Any] = {"feed_title": feed_title}
     if author := entry.get("author"):
         extra["author"] = str(author)
@@ -85,8 +89,17 @@ def _item(entry: Any, feed_title: str) -> base.FetchedItem:
 def _text(entry: Any) -> str:
     # Atom <content> is usually the full body and <summary> a teaser: prefer the body.
     contents = entry.get("content") or []
-    markup = contents[0].get("value", "") if contents else entry.get("summary", "")
-    return common.html_to_text(str(markup))
+    if contents:
+        return _plain(contents[0], str(contents[0].get("value", "")))
+    return _plain(entry.get("summary_detail"), str(entry.get("summary", "")))
+
+
+def _plain(detail: Any, value: str) -> str:
+    """The text as a reader sees it. feedparser has already decoded the XML's entities:
+    plain text stays as it is, and only HTML is unescaped (once more) and stripped of tags,
+    so "AT&amp;T &amp;lt;again&amp;gt;" reads "AT&T <again>", whatever the feed's style."""
+    kind = detail.get("type", "text/html") if detail else "text/html"
+    return value.strip() if kind == "text/plain" else common.html_to_text(value)
 
 
 def _source_id(entry: Any, title: str, text: str) -> str:

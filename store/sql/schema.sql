@@ -202,3 +202,12 @@ CREATE TABLE llm_outputs (
     error      TEXT,
     created_at INTEGER NOT NULL
 );
+
+CREATE TABLE edit_prompts (
+    chat_id    INTEGER NOT NULL,
+    message_id INTEGER NOT NULL,
+    item_id    INTEGER NOT NULL REFERENCES items (id),
+    version    INTEGER NOT NULL,
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (chat_id, message_id)
+);
