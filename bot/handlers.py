@@ -31,16 +31,25 @@ Context = ContextTypes.DEFAULT_TYPE
 
 #: (command, what it does) in the order /help and setMyCommands list them.
 COMMANDS: tuple[tuple[str, str], ...] = (
-    ("status", "all pipelines, or /status <pipeline> for its runs"),
+    ("status", "every pipeline, or one pipeline's recent runs"),
     ("pending", "items awaiting approval, oldest first"),
     ("budget", "spend, holds and limits, today and this month"),
-    ("run", "/run <pipeline>: run it now"),
-    ("pause", "/pause <pipeline>: stop its schedule"),
-    ("resume", "/resume <pipeline>: restart its schedule"),
-    ("history", "/history <item>: the item's events"),
-    ("replay", "/replay <item>: why it dropped, and replay it"),
+    ("run", "run a pipeline now"),
+    ("pause", "stop a pipeline's schedule"),
+    ("resume", "restart a pipeline's schedule"),
+    ("history", "an item's events"),
+    ("replay", "why an item dropped, and replay it"),
     ("help", "this list"),
 )
+#: What each command takes, as /help shows it.
+ARGUMENTS = {
+    "status": "[pipeline]",
+    "run": "<pipeline>",
+    "pause": "<pipeline>",
+    "resume": "<pipeline>",
+    "history": "<item>",
+    "replay": "<item>",
+}
 
 
 @dataclass
@@ -145,8 +154,16 @@ def command(
 
 async def help_(update: Update, context: Context) -> None:
     """List the commands."""
-    lines = [f"/{name}: {render.esc(text)}" for name, text in COMMANDS]
-    await reply(update, "<b>gatehouse</b>\n" + "\n".join(lines))
+    await reply(update, help_text())
+
+
+def help_text() -> str:
+    lines = [
+        render.esc(f"/{name} {ARGUMENTS[name]}" if name in ARGUMENTS else f"/{name}")
+        + f" — {render.esc(text)}"
+        for name, text in COMMANDS
+    ]
+    return "<b>gatehouse</b>\n" + "\n".join(lines)
 
 
 async def unknown(update: Update, context: Context) -> None:

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from telegram import Update
 
-from bot import app, auth, callbacks, logs, render, views
+from bot import app, auth, callbacks, handlers, logs, render, views
 from bot import settings as settings_mod
 
 KEY = callbacks.derive_key("123:abc")
@@ -219,3 +219,13 @@ def test_startup_refuses_unsafe_settings(
     assert app.main(cfg) == 2
     err = capsys.readouterr().err
     assert reason in err and TOKEN not in err
+
+
+def test_help_names_each_command_once_with_its_arguments() -> None:
+    lines = handlers.help_text().splitlines()
+    assert lines[0] == "<b>gatehouse</b>"
+    assert "/run &lt;pipeline&gt; — run a pipeline now" in lines
+    assert "/status [pipeline] — every pipeline, or one pipeline&#x27;s recent runs" in lines
+    assert "/pending — items awaiting approval, oldest first" in lines
+    assert len(lines) == 1 + len(handlers.COMMANDS)
+    assert not [line for line in lines[1:] if line.count("/") != 1]  # no "/run: /run ..."
