@@ -119,7 +119,12 @@ def load(**overrides: object) -> Settings:
     try:
         return Settings(**overrides)  # type: ignore[arg-type]
     except ValidationError as exc:
-        lines = [f"{env_name(err['loc'])}: {err['msg']}" for err in exc.errors(include_input=False)]
+        from pipelines import config_errors  # the project's wording of pydantic's errors
+
+        lines = [
+            f"{env_name(err['loc'])}: {config_errors.plain(err)}"
+            for err in exc.errors(include_input=False)
+        ]
         raise SettingsInvalid("invalid settings:\n  " + "\n  ".join(lines)) from None
     except _SourceError as exc:
         # pydantic-settings says which field failed to parse; the value is not in its text.

@@ -193,8 +193,6 @@ def _reason(error: Any, raw_loc: tuple[str | int, ...], root: type[BaseModel]) -
         model = _model_at(root, raw_loc[:-1])
         valid = f"; valid: {', '.join(model.model_fields)}" if model else ""
         return f"unknown field {raw_loc[-1]!r}{valid}"
-    if kind == "value_error" and "error" in ctx:
-        return str(ctx["error"])
     if kind == "union_tag_invalid":
         tags = str(ctx.get("expected_tags", "")).replace("'", "")
         return f"unknown {noun} type {ctx.get('tag')!r}; valid: {tags}"
@@ -202,7 +200,48 @@ def _reason(error: Any, raw_loc: tuple[str | int, ...], root: type[BaseModel]) -
         union = _strip(_type_at(root, raw_loc))
         tags = ", ".join(_tag(member) for member in get_args(union))
         return f"missing {noun} type; valid: {tags}"
-    return str(error["msg"])
+    return plain(error)
+
+
+#: pydantic's error types in the project's words; `{…}` names a value from the error's ctx.
+_PLAIN = {
+    "greater_than_equal": "must be at least {ge}",
+    "greater_than": "must be more than {gt}",
+    "less_than_equal": "must be at most {le}",
+    "less_than": "must be less than {lt}",
+    "int_parsing": "must be a whole number",
+    "int_from_float": "must be a whole number",
+    "float_parsing": "must be a number",
+    "bool_parsing": "must be true or false",
+    "string_type": "must be text",
+    "string_too_short": "must be at least {min_length} character(s) long",
+    "string_too_long": "must be at most {max_length} characters long",
+    "too_short": "must have at least {min_length} item(s)",
+    "too_long": "must have at most {max_length} items",
+    "list_type": "must be a list",
+    "dict_type": "must be a mapping of names to values",
+    "model_type": "must be a mapping of names to values",
+    "literal_error": "must be one of {expected}",
+    "enum": "must be one of {expected}",
+    "url_parsing": "must be a URL such as https://example.org/feed.xml",
+    "json_invalid": "must be valid JSON",
+    "missing": "is required",
+}
+
+
+def plain(error: Any) -> str:
+    """One pydantic error in the project's words ("must be at least 1"), pydantic's own
+    message when there is no better one."""
+    ctx = error.get("ctx") or {}
+    if error.get("type") == "value_error" and "error" in ctx:
+        return str(ctx["error"])  # our own validators' words, without "Value error, "
+    wording = _PLAIN.get(str(error.get("type")))
+    if wording is None:
+        return str(error["msg"])
+    try:
+        return wording.format(**ctx)
+    except (KeyError, IndexError):
+        return str(error["msg"])
 
 
 def _without_tags(loc: tuple[str | int, ...], data: object) -> tuple[str | int, ...]:
