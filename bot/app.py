@@ -23,7 +23,8 @@ import signal
 import sys
 from typing import Any, TypeAlias
 
-from telegram import BotCommand, InlineKeyboardMarkup, Update
+from telegram import Bot, BotCommand, InlineKeyboardMarkup, Update
+from telegram import error as tg_error
 from telegram.ext import (
     AIORateLimiter,
     Application,
@@ -37,7 +38,7 @@ from telegram.ext import (
 
 from bot import auth, callbacks, control, handlers, logs, sender
 from bot import settings as settings_mod
-from pipelines import dispatcher, llm_drafter
+from pipelines import dispatcher, llm_drafter, workers
 from pipelines import runtime as runtime_mod
 from store import errors, outbox
 
@@ -47,6 +48,8 @@ log = logging.getLogger(__name__)
 POLL_TIMEOUT_S = 10
 #: A flood-control answer is retried once inside PTB; the sender reschedules the rest.
 RATE_LIMIT_RETRIES = 1
+#: The first wait before the command menu is tried again (seconds; doubles, capped).
+MENU_FIRST_RETRY_S = 2.0
 #: Store errors that mean "fix the setup", answered with exit code 2.
 STARTUP_ERRORS = (
     errors.DataDirError,
@@ -160,26 +163,46 @@ async def serve(
         _targets(cfg, runtime),
         _keyboard(key),
         cfg.telegram.chat_messages_per_second,
+        clock=runtime.now,
+        report=runtime.workers.report,
     )
     gate = auth.Gate(cfg.telegram.operators, cfg.telegram.rate_limit_per_minute)
     application.bot_data["deps"] = handlers.Deps(
-        runtime.store, runtime.pipelines, runtime.scheduler, gate, key, outbox_sender, runtime.now
-    )
+        runtime.store, runtime.pipelines, runtime.scheduler, gate, key, outbox_sender, runtime.now,
+        workers=runtime.workers,
+    )  # fmt: skip
     async with application:
-        commands = [BotCommand(name, text[:256]) for name, text in handlers.COMMANDS]
-        await application.bot.set_my_commands(commands)
+        menu = asyncio.create_task(publish_commands(application.bot, stop), name="command-menu")
         await application.start()
         await _start_updates(application, cfg)
-        sending = asyncio.create_task(outbox_sender.run(stop), name="outbox-sender")
+        sending = runtime.spawn(sender.NAME, lambda: outbox_sender.run(stop), stop)
         log.info("bot started: %d operator(s), %s mode", len(gate.operators), cfg.telegram.mode)
         try:
             await stop.wait()
         finally:
+            menu.cancel()
             assert application.updater is not None
             await application.updater.stop()
             await application.stop()
-            outbox_sender.wake()
-            await sending
+            await asyncio.gather(sending, menu, return_exceptions=True)
+
+
+async def publish_commands(bot: Bot, stop: asyncio.Event) -> bool:
+    """Set the command menu, retrying in the background: the bot works without it."""
+    commands = [BotCommand(name, text[:256]) for name, text in handlers.COMMANDS]
+    failures = 0
+    while not stop.is_set():
+        try:
+            return bool(await bot.set_my_commands(commands))
+        except (tg_error.BadRequest, tg_error.InvalidToken, tg_error.Forbidden) as exc:
+            log.error("command menu refused by Telegram, not retried: %s", exc.message)
+            return False
+        except Exception as exc:  # a 5xx, the network, an unreadable answer: try again
+            failures += 1
+            delay = workers.backoff_s(failures, MENU_FIRST_RETRY_S)
+            log.warning("command menu not set (%s); retrying in %g s", workers.describe(exc), delay)
+            await workers.wait_any((stop,), delay)
+    return False
 
 
 async def _start_updates(application: App, cfg: settings_mod.Settings) -> None:

@@ -35,7 +35,7 @@ import sys
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from bot import cli_output, cli_writes, control, maintenance, views
 from bot import settings as settings_mod
@@ -182,12 +182,19 @@ def cmd_health(cfg: settings_mod.Settings, args: argparse.Namespace, now: dateti
     """Exit 0 while a gatehouse process holds the store and answers on its control socket."""
     pid = datadir.is_locked(cfg.data_dir) if cfg.data_dir.exists() else None
     problem = None if pid else f"no gatehouse process holds the store in {cfg.data_dir}"
+    down: list[dict[str, Any]] = []
     if pid:
         try:
-            control.request(cfg.data_dir, "ping", {}, timeout=3)
+            answer = control.request(cfg.data_dir, "ping", {}, timeout=3)
         except (control.Unavailable, control.NoAnswer, control.Refused) as exc:
             problem = f"process {pid} holds the store but does not answer: {exc}"
-    value = {"ok": problem is None, "pid": pid, "problem": problem}
+        else:
+            down = [w for w in answer.get("workers", []) if w.get("status") != "running"]
+            if down:
+                problem = "workers not running: " + "; ".join(
+                    f"{w['name']} {w['status']} ({w.get('error') or 'no error'})" for w in down
+                )
+    value = {"ok": problem is None, "pid": pid, "problem": problem, "workers_down": down}
     cli_output.emit(args, value, lambda: problem or f"ok: gatehouse runs as pid {pid}")
     return 1 if problem else 0
 

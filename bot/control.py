@@ -97,7 +97,8 @@ async def _sweep(rt: Any, args: dict[str, Any]) -> Any:
 
 
 async def _ping(rt: Any, args: dict[str, Any]) -> Any:
-    return {"pid": os.getpid()}
+    """The pid, and each supervised worker's state (`gatehouse health` reads them)."""
+    return {"pid": os.getpid(), "workers": rt.workers.snapshot()}
 
 
 OPS: dict[str, Handler] = {

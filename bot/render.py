@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from bot import views
+from pipelines import workers
 from store import budgets, events, items, ledger_report, runs
 
 #: Telegram's limit on a message's text, in UTF-16 code units.
@@ -164,6 +165,19 @@ def status_overview(overview: views.Overview) -> str:
         lines.append(f"  next due: {age(due, now) if due else 'not scheduled'}")
         lines.append(f"  awaiting approval: {p.awaiting} · breaches: {p.breaches}")
     lines.append(f"\nstore WAL: {overview.wal_bytes / 1024:.0f} KiB")
+    if overview.worker_states:
+        lines.append(workers_line(overview.workers_down, len(overview.worker_states), now))
+    return "\n".join(lines)
+
+
+def workers_line(down: Sequence[workers.State], total: int, now: datetime) -> str:
+    """`workers: all 6 running`, or one line per worker that is not running."""
+    if not down:
+        return f"workers: all {total} running"
+    lines = [f"⚠️ {len(down)} of {total} workers not running:"]
+    for w in down:
+        error = f": {esc(w.error)}" if w.error else ""
+        lines.append(f"  {esc(w.name)} {w.status} since {age(w.since, now)}{error}")
     return "\n".join(lines)
 
 

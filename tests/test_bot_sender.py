@@ -35,8 +35,8 @@ async def bot(api: localapi.LocalBotApi) -> AsyncIterator[Bot]:
         yield opened
 
 
-def make_sender(store: db.Store, bot: Bot) -> sender.Sender:
-    return sender.Sender(store, bot, lambda row: CHATS, lambda row: KEYBOARD)
+def make_sender(store: db.Store, bot: Bot, now: datetime) -> sender.Sender:
+    return sender.Sender(store, bot, lambda row: CHATS, lambda row: KEYBOARD, clock=lambda: now)
 
 
 async def card_row(store: db.Store, now: datetime, text: str = "the draft <b>") -> int:
@@ -55,7 +55,7 @@ async def test_a_card_reaches_every_chat_and_records_its_messages(
     store: db.Store, bot: Bot, api: localapi.LocalBotApi, now: datetime
 ) -> None:
     row_id = await card_row(store, now, text="line\n" * 1000)  # two messages per chat
-    assert await make_sender(store, bot).send_due(now) == 1
+    assert await make_sender(store, bot, now).send_due(now) == 1
     row = await outbox.get(store, row_id)
     ids = json.loads(row.external_id or "")
     assert row.state == "sent" and sorted(ids) == ["11", "12"]
@@ -72,7 +72,7 @@ async def test_flood_control_and_server_errors_retry_later(
 ) -> None:
     row_id = await card_row(store, now)
     api.fail_next("sendMessage", status, retry_after=7)
-    the_sender = make_sender(store, bot)
+    the_sender = make_sender(store, bot, now)
     assert await the_sender.send_due(now) == 0
     row = await outbox.get(store, row_id)
     wait = timedelta(seconds=7) if status == 429 else timedelta(seconds=2)
@@ -95,7 +95,7 @@ async def test_a_card_edit_counts_not_modified_as_success(
     store: db.Store, bot: Bot, api: localapi.LocalBotApi, now: datetime
 ) -> None:
     row_id = await card_row(store, now)
-    the_sender = make_sender(store, bot)
+    the_sender = make_sender(store, bot, now)
     await the_sender.send_due(now)
     card = await outbox.get(store, row_id)
     assert card.item_id is not None
@@ -121,7 +121,7 @@ async def test_rows_pending_at_a_crash_are_sent_by_the_next_process(
     await first.close()  # the process ended before the sender ran
     second = await db.Store.open(config)
     try:
-        assert await make_sender(second, bot).send_due(now) == 1
+        assert await make_sender(second, bot, now).send_due(now) == 1
         assert (await outbox.get(second, row_id)).state == "sent"
     finally:
         await second.close()
@@ -134,7 +134,7 @@ async def test_an_alert_goes_once_with_its_message_id(
     payload = {"text": "budget <80%> used", "level": "warning"}
     row_id = await outbox.enqueue(store, "alert", outbox.ALERTS, payload, now)
     assert row_id is not None
-    the_sender = make_sender(store, bot)
+    the_sender = make_sender(store, bot, now)
     assert await the_sender.send_due(now) == 1
     assert await the_sender.send_due(now) == 0
     [message] = api.sent(11)

@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from pipelines import approval, config, dispatch, dispatcher, engine
+from pipelines import approval, config, dispatch, dispatcher, engine, workers
 from store import db, items, outbox
 from store.machine import State
 from tests.fakes.feed_server import FeedServer
@@ -229,9 +229,10 @@ async def test_the_worker_dispatches_until_stopped(
 ) -> None:
     item = await approved_item(store, pipeline, client, now)
 
-    class FakeRuntime:  # the three things the worker reads from pipelines.runtime.Runtime
+    class FakeRuntime:  # the four things the worker reads from pipelines.runtime.Runtime
         def __init__(self) -> None:
             self.store, self.pipelines, self.client = store, {"news": pipeline}, client
+            self.workers = workers.Registry(store, lambda: now)
 
         def now(self) -> datetime:
             return now
