@@ -379,3 +379,27 @@ async def test_the_sender_sleeps_until_a_row_commits(
     stop.set()
     await running
     assert draft_of(api.sent(11)[0]) == "woken"
+
+
+async def test_a_second_chat_limited_while_one_is_held_holds_every_chat(
+    store: db.Store, bot: Bot, api: localapi.LocalBotApi, now: datetime
+) -> None:
+    # Each alert goes to the chat named in its text: 11, then 12, then 13.
+    def to_chat(row: outbox.Row) -> list[int]:
+        return [int(row.payload["text"])]
+
+    the_sender = sender.Sender(store, bot, to_chat, lambda row: None, clock=lambda: now)
+    ids = [
+        await outbox.enqueue(store, "alert", outbox.ALERTS, {"text": str(chat)}, now)
+        for chat in (11, 12, 13)
+    ]
+    api.fail_next("sendMessage", 429, retry_after=5)
+    api.fail_next("sendMessage", 429, retry_after=5)
+    assert await the_sender.send_due(now) == 0
+    # Chat 13 was never limited, but two chats at once means the bot's own limit.
+    assert len(api.calls("sendMessage")) == 2 and api.sent(13) == []
+    assert await the_sender.send_due(now + timedelta(seconds=4)) == 0
+    assert await the_sender.send_due(now + timedelta(seconds=5)) == 3
+    assert [len(api.sent(chat)) for chat in (11, 12, 13)] == [1, 1, 1]
+    rows = [await outbox.get(store, row_id) for row_id in ids if row_id is not None]
+    assert [(r.state, r.attempts) for r in rows] == [("sent", 1)] * 3
