@@ -80,11 +80,12 @@ _redact = logs.RedactTokens().redact
 
 
 class Retry(Exception):
-    """The row could not be sent now; try again at `at`."""
+    """The row could not be sent now; try again at `at` (an attempt only if `counts`)."""
 
-    def __init__(self, reason: str, at: datetime) -> None:
+    def __init__(self, reason: str, at: datetime, *, counts: bool = True) -> None:
         super().__init__(reason)
         self.at = at
+        self.counts = counts
 
 
 class Flood(Exception):
@@ -190,7 +191,10 @@ class Sender:
             await self._hold(row, exc, now)
             return False
         except Retry as exc:
-            await self._retry(row, str(exc), exc.at)
+            if exc.counts:
+                await self._retry(row, str(exc), exc.at)
+            else:
+                await outbox.defer(self.store, row.id, str(exc), exc.at)
             return False
         except (tg_error.Forbidden, tg_error.BadRequest, tg_error.InvalidToken) as exc:
             log.error("outbox row %d (%s) failed for good: %s", row.id, row.kind, exc.message)
@@ -304,7 +308,8 @@ class Sender:
             log.warning("card_edit %d: item %d has no card; nothing to edit", row.id, row.item_id)
             return {}
         if card.state == "pending":
-            raise Retry("its card is not sent yet", now + CARD_NOT_SENT_WAIT)
+            # Not an attempt: the card may wait out a flood hold longer than MAX_ATTEMPTS.
+            raise Retry("its card is not sent yet", now + CARD_NOT_SENT_WAIT, counts=False)
         messages: Sent = json.loads(card.external_id or "{}")
         last_part = render.card_parts(row.item_id, card.payload)[-1]
         text = render.decided_card(last_part, row.payload, row.created_at)

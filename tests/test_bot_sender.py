@@ -403,3 +403,24 @@ async def test_a_second_chat_limited_while_one_is_held_holds_every_chat(
     assert [len(api.sent(chat)) for chat in (11, 12, 13)] == [1, 1, 1]
     rows = [await outbox.get(store, row_id) for row_id in ids if row_id is not None]
     assert [(r.state, r.attempts) for r in rows] == [("sent", 1)] * 3
+
+
+async def test_an_edit_waiting_for_its_card_is_not_worn_out_by_the_wait(
+    store: db.Store, bot: Bot, api: localapi.LocalBotApi, now: datetime
+) -> None:
+    card_id = await card_row(store, now)
+    card = await outbox.get(store, card_id)
+    edit = {"attempt": 1, "version": 1, "state": "approved", "status": "✅ approved by 11"}
+    edit_id = await outbox.enqueue(
+        store, "card_edit", outbox.OPERATORS, edit, now, item_id=card.item_id
+    )
+    assert edit_id is not None
+    the_sender = make_sender(store, bot, now)
+    for _ in range(3):  # the card meets server errors: 2 + 4 + 8 s of backoff
+        api.fail_next("sendMessage", 502)
+    for second in range(2 * sender.MAX_ATTEMPTS):  # the edit looks every second meanwhile
+        await the_sender.send_due(now + timedelta(seconds=second))
+    assert (await outbox.get(store, card_id)).state == "sent"
+    done = await outbox.get(store, edit_id)
+    assert (done.state, done.attempts) == ("sent", 1)
+    assert all("✅ approved by 11" in api.sent(chat)[0].text for chat in CHATS)
