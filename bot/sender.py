@@ -91,8 +91,11 @@ class Retry(Exception):
 class Flood(Exception):
     """Telegram's flood control: nothing more to this row's chats for `seconds`."""
 
+    #: How a flood wait's reason starts in a row's last_error (found again after a restart).
+    PREFIX = "flood control:"
+
     def __init__(self, seconds: float) -> None:
-        super().__init__(f"flood control: retry after {seconds:g} s")
+        super().__init__(f"{self.PREFIX} retry after {seconds:g} s")
         self.seconds = seconds
 
 
@@ -144,6 +147,7 @@ class Sender:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Send due rows until `stop` is set; sleeps until woken, a row is due or a hold ends."""
+        await self.restore_holds(self._clock())
         while not stop.is_set():
             self._wake.clear()  # before reading: a row committed meanwhile wakes the wait
             now = self._clock()
@@ -175,6 +179,13 @@ class Sender:
             if row.state == "pending" and row.next_attempt_at <= now:
                 done += await self.send_row(row, now)
         return done
+
+    async def restore_holds(self, now: datetime) -> None:
+        """Hold again the chats of rows an earlier process deferred for flood control,
+        so that rows queued after them do not overtake them after a restart."""
+        for row in await outbox.waiting(self.store, now, KINDS, Flood.PREFIX, limit=BATCH):
+            for chat in self.targets(row):
+                self._held[chat] = max(row.next_attempt_at, self._held.get(chat, now))
 
     def held(self, row: outbox.Row, now: datetime) -> bool:
         """Whether a flood hold keeps this row back now."""

@@ -196,6 +196,19 @@ async def defer(
     return await store.write(lambda conn: _update(conn, "defer", params))
 
 
+async def waiting(
+    store: Store, now: datetime, kinds: Iterable[Kind], prefix: str, limit: int = 50
+) -> list[Row]:
+    """Pending rows not due yet whose last error starts with `prefix` (a flood wait)."""
+    params = {
+        "now": clock.to_ms(now),
+        "kinds": json.dumps(list(kinds)),
+        "prefix": prefix,
+        "limit": limit,
+    }
+    return await store.read(lambda conn: _rows(conn, Q["waiting"], params))
+
+
 async def next_due(store: Store, kinds: Iterable[Kind]) -> datetime | None:
     """When the earliest pending row of `kinds` is due, or None if none is pending."""
     params = {"kinds": json.dumps(list(kinds))}

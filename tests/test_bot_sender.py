@@ -424,3 +424,27 @@ async def test_an_edit_waiting_for_its_card_is_not_worn_out_by_the_wait(
     done = await outbox.get(store, edit_id)
     assert (done.state, done.attempts) == ("sent", 1)
     assert all("✅ approved by 11" in api.sent(chat)[0].text for chat in CHATS)
+
+
+async def test_a_flood_wait_still_holds_its_chats_after_a_restart(
+    data_dir: Path, bot: Bot, api: localapi.LocalBotApi, now: datetime
+) -> None:
+    config = db.StoreConfig(data_dir=data_dir)
+    first = await db.Store.open(config)
+    held = await card_row(first, now, text="held")
+    api.fail_next("sendMessage", 429, retry_after=30)
+    assert await make_sender(first, bot, now).send_due(now) == 0
+    await first.close()  # the process ends while Telegram's wait runs
+    second = await db.Store.open(config)
+    try:
+        later = await card_row(second, now, text="later")
+        the_sender = make_sender(second, bot, now)
+        await the_sender.restore_holds(now + timedelta(seconds=10))
+        assert await the_sender.send_due(now + timedelta(seconds=10)) == 0  # no overtaking
+        assert await the_sender.send_due(now + timedelta(seconds=30)) == 2
+        states = [(await outbox.get(second, r)).state for r in (held, later)]
+    finally:
+        await second.close()
+    assert states == ["sent", "sent"]
+    for chat in CHATS:
+        assert [draft_of(m) for m in api.sent(chat)] == ["held", "later"]
