@@ -3,7 +3,7 @@
     gatehouse run                              start the operator bot and the engine
     gatehouse demo [--port N] [--data-dir D]   offline demo in a browser: no token, no API key
     gatehouse check                            check settings and pipeline files (exit 1 on errors)
-    gatehouse health                           exit 0 while the bot runs and answers (healthcheck)
+    gatehouse health                           exit 0 while the bot and all its workers run
     gatehouse status [pipeline]                every pipeline, or one pipeline's recent runs
     gatehouse runs [pipeline] [--limit 10]     recent runs, with the last green / first red run
     gatehouse pending                          items awaiting approval, oldest first
@@ -179,7 +179,8 @@ def cmd_check(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetim
 
 
 def cmd_health(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
-    """Exit 0 while a gatehouse process holds the store and answers on its control socket."""
+    """Exit 0 while a gatehouse process holds the store, answers on its control socket, and
+    reports every supervised worker running (the states live in that process: ping asks)."""
     pid = datadir.is_locked(cfg.data_dir) if cfg.data_dir.exists() else None
     problem = None if pid else f"no gatehouse process holds the store in {cfg.data_dir}"
     down: list[dict[str, Any]] = []
@@ -240,7 +241,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
     demo.add_argument("--data-dir", type=Path, help="keep its data here (default: a temp dir)")
     demo.add_argument("--verbose", action="store_true", help="log what the bot and engine do")
     add("check", cmd_check, "check settings and pipeline files; exit 1 on any error")
-    add("health", cmd_health, "exit 0 while the bot runs and answers (for healthchecks)")
+    add("health", cmd_health, "exit 0 while the bot runs, answers and all its workers run")
     add("status", cmd_status, "every pipeline, or one pipeline's runs").add_argument(
         "pipeline", nargs="?"
     )
