@@ -143,17 +143,22 @@ async def _deliver(
     except dispatch.PermanentDispatchError as exc:
         await _fail(store, row, item, str(exc), now)
         return
-    await items.transition(
-        store,
-        item.id,
-        State.DISPATCHED,
-        "system",
-        now,
-        reason=result.detail,
-        expect_attempt=attempt,
-        expect_version=version,
-    )
-    await outbox.mark_sent(store, row.id, result.external_id, now)
+
+    def done(conn: sqlite3.Connection) -> None:
+        # One commit for the item and its row: no window where one is recorded alone.
+        items.transition_sync(
+            conn,
+            item.id,
+            State.DISPATCHED,
+            "system",
+            now,
+            reason=result.detail,
+            expect_attempt=attempt,
+            expect_version=version,
+        )
+        outbox.mark_sent_sync(conn, row.id, result.external_id, now)
+
+    await store.write(done)
 
 
 async def _retry_or_fail(

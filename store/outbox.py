@@ -164,10 +164,17 @@ def _update(conn: sqlite3.Connection, name: str, params: dict[str, Any]) -> bool
     return conn.execute(Q[name], params).rowcount == 1
 
 
+def mark_sent_sync(
+    conn: sqlite3.Connection, row_id: int, external_id: str | None, now: datetime
+) -> bool:
+    """Record success inside the caller's unit; False if the row was not pending."""
+    params = {"id": row_id, "external_id": external_id, "now": clock.to_ms(now)}
+    return _update(conn, "mark_sent", params)
+
+
 async def mark_sent(store: Store, row_id: int, external_id: str | None, now: datetime) -> bool:
     """Record success; False if the row was not pending (already recorded)."""
-    params = {"id": row_id, "external_id": external_id, "now": clock.to_ms(now)}
-    return await store.write(lambda conn: _update(conn, "mark_sent", params))
+    return await store.write(lambda conn: mark_sent_sync(conn, row_id, external_id, now))
 
 
 async def mark_retry(
