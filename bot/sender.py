@@ -27,6 +27,7 @@ aiolimiter bucket here.
 from __future__ import annotations
 
 import asyncio
+import collections
 import json
 import logging
 from collections.abc import Callable
@@ -58,6 +59,8 @@ MAX_BACKOFF = timedelta(minutes=5)
 POLL_EVERY_S = 60.0
 #: Rows read per pass; a full batch is followed at once by the next.
 BATCH = 50
+#: Rows remembered as finished, so that a copy read before it was sent is skipped.
+RECENT_ROWS = 1024
 #: A card_edit whose card is not sent yet waits this long before looking again.
 CARD_NOT_SENT_WAIT = timedelta(seconds=1)
 #: The id recorded for a message Telegram took but whose answer could not be read
@@ -137,6 +140,9 @@ class Sender:
         self._pace: dict[str, AsyncLimiter] = {}
         self._wake = outbox.wakeup(store, KINDS)
         self._busy: set[int] = set()
+        # Rows this sender finished lately: flush_item and the loop may both have read one
+        # while it was pending, and it must not go out twice.
+        self._finished: collections.deque[int] = collections.deque(maxlen=RECENT_ROWS)
         # Chats a row already reached before an error: not sent twice while we run.
         self._progress: dict[int, Sent] = {}
         # Flood holds: chat (EVERY_CHAT: all of them) -> nothing goes there before this.
@@ -193,7 +199,7 @@ class Sender:
         return any(self._held.get(chat, now) > now for chat in chats)
 
     async def send_row(self, row: outbox.Row, now: datetime) -> bool:
-        if row.id in self._busy or self.held(row, now):
+        if row.id in self._busy or row.id in self._finished or self.held(row, now):
             return False
         self._busy.add(row.id)
         try:
@@ -223,6 +229,7 @@ class Sender:
         finally:
             self._busy.discard(row.id)
         self._progress.pop(row.id, None)
+        self._finished.append(row.id)
         return await outbox.mark_sent(self.store, row.id, json.dumps(sent), now)
 
     def _backoff(self, row: outbox.Row) -> timedelta:

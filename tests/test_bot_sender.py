@@ -448,3 +448,15 @@ async def test_a_flood_wait_still_holds_its_chats_after_a_restart(
     assert states == ["sent", "sent"]
     for chat in CHATS:
         assert [draft_of(m) for m in api.sent(chat)] == ["held", "later"]
+
+
+async def test_a_row_read_before_it_was_sent_is_not_sent_again(
+    store: db.Store, bot: Bot, api: localapi.LocalBotApi, now: datetime
+) -> None:
+    the_sender = make_sender(store, bot, now)
+    edit_id = await sent_card_and_edit(store, the_sender, now)
+    stale_copy = await outbox.get(store, edit_id)  # the loop read it; a tap flushes it first
+    assert stale_copy.item_id is not None
+    assert await the_sender.flush_item(stale_copy.item_id, now) == 1
+    assert await the_sender.send_row(stale_copy, now) is False
+    assert len(api.calls("editMessageText")) == len(CHATS)
