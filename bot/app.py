@@ -172,10 +172,10 @@ async def serve(
         workers=runtime.workers,
     )  # fmt: skip
     async with application:
-        menu = asyncio.create_task(publish_commands(application.bot, stop), name="command-menu")
         await application.start()
         await _start_updates(application, cfg)
         sending = runtime.spawn(sender.NAME, lambda: outbox_sender.run(stop), stop)
+        menu = asyncio.create_task(publish_commands(application.bot, stop), name="command-menu")
         log.info("bot started: %d operator(s), %s mode", len(gate.operators), cfg.telegram.mode)
         try:
             await stop.wait()
