@@ -204,33 +204,35 @@ class Sender:
         self._busy.add(row.id)
         try:
             sent = await self._deliver(row, now)
-        except Flood as exc:
-            await self._hold(row, exc, now)
-            return False
-        except Retry as exc:
-            if exc.counts:
-                await self._retry(row, str(exc), exc.at)
-            else:
-                await outbox.defer(self.store, row.id, str(exc), exc.at)
-            return False
-        except (tg_error.Forbidden, tg_error.BadRequest, tg_error.InvalidToken) as exc:
-            log.error("outbox row %d (%s) failed for good: %s", row.id, row.kind, exc.message)
-            await outbox.mark_failed(self.store, row.id, _redact(exc.message))
-            return False
         except errors.Closed:
             raise
-        except Exception as exc:  # a bug or an unreadable answer: this row alone waits
-            log.exception("outbox row %d (%s) failed unexpectedly", row.id, row.kind)
-            if self._report is not None:
-                await self._report(NAME, exc, f"on outbox row {row.id}")
-            reason = _redact(f"unexpected {workers.describe(exc)}")
-            await self._retry(row, reason, now + self._backoff(row))
+        except Exception as exc:
+            await self._not_sent(row, exc, now)
+            self.wake()  # the loop may sleep past the row's new time (flush_item runs beside it)
             return False
         finally:
             self._busy.discard(row.id)
         self._progress.pop(row.id, None)
         self._finished.append(row.id)
         return await outbox.mark_sent(self.store, row.id, json.dumps(sent), now)
+
+    async def _not_sent(self, row: outbox.Row, exc: Exception, now: datetime) -> None:
+        """Record why a row did not go out, and when (if ever) it is tried again."""
+        if isinstance(exc, Flood):
+            await self._hold(row, exc, now)
+        elif isinstance(exc, Retry) and exc.counts:
+            await self._retry(row, str(exc), exc.at)
+        elif isinstance(exc, Retry):
+            await outbox.defer(self.store, row.id, str(exc), exc.at)
+        elif isinstance(exc, tg_error.Forbidden | tg_error.BadRequest | tg_error.InvalidToken):
+            log.error("outbox row %d (%s) failed for good: %s", row.id, row.kind, exc.message)
+            await outbox.mark_failed(self.store, row.id, _redact(exc.message))
+        else:  # a bug or an unreadable answer: this row alone waits, then is parked
+            log.error("outbox row %d (%s) failed unexpectedly", row.id, row.kind, exc_info=exc)
+            if self._report is not None:
+                await self._report(NAME, exc, f"on outbox row {row.id}")
+            reason = _redact(f"unexpected {workers.describe(exc)}")
+            await self._retry(row, reason, now + self._backoff(row))
 
     def _backoff(self, row: outbox.Row) -> timedelta:
         return min(timedelta(seconds=2 ** (row.attempts + 1)), MAX_BACKOFF)
