@@ -14,6 +14,7 @@ operation runs through bot.views, the same functions the Telegram handlers call.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import os
@@ -23,7 +24,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from bot import views
+from bot import logs, views
 from store import errors
 
 log = logging.getLogger(__name__)
@@ -38,6 +39,8 @@ CLIENT_TIMEOUT_S = 600.0
 MAX_SOCKET_PATH = 107
 
 Handler = Callable[[Any, dict[str, Any]], Awaitable[Any]]
+#: A worker's last error may quote a URL: token-shaped text never leaves the process.
+_redact = logs.RedactTokens().redact
 
 
 class Unavailable(Exception):
@@ -98,7 +101,10 @@ async def _sweep(rt: Any, args: dict[str, Any]) -> Any:
 
 async def _ping(rt: Any, args: dict[str, Any]) -> Any:
     """The pid, and each supervised worker's state (`gatehouse health` reads them)."""
-    return {"pid": os.getpid(), "workers": rt.workers.snapshot()}
+    states = [
+        dataclasses.replace(s, error=s.error and _redact(s.error)) for s in rt.workers.snapshot()
+    ]
+    return {"pid": os.getpid(), "workers": states}
 
 
 OPS: dict[str, Handler] = {

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from bot import views
+from bot import logs, views
 from pipelines import workers
 from store import budgets, events, items, ledger_report, runs
 
@@ -170,13 +170,17 @@ def status_overview(overview: views.Overview) -> str:
     return "\n".join(lines)
 
 
+#: A worker's last error may quote a URL: token-shaped text is never shown.
+_redact = logs.RedactTokens().redact
+
+
 def workers_line(down: Sequence[workers.State], total: int, now: datetime) -> str:
     """`workers: all 6 running`, or one line per worker that is not running."""
     if not down:
         return f"workers: all {total} running"
     lines = [f"⚠️ {len(down)} of {total} workers not running:"]
     for w in down:
-        error = f": {esc(w.error)}" if w.error else ""
+        error = f": {esc(_redact(w.error))}" if w.error else ""
         lines.append(f"  {esc(w.name)} {w.status} since {age(w.since, now)}{error}")
     return "\n".join(lines)
 

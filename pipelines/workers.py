@@ -16,7 +16,6 @@ process runs is `stopped`; `gatehouse health` (through the control socket) and
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
@@ -125,8 +124,7 @@ class Registry:
                     log.exception("worker %s crashed; starting it again in %g s", name, delay)
                     self._set(name, "restarting", describe(exc))
                     await self.report(name, exc)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), delay)
+                await wait_any((stop,), delay)
                 self._set(name, "running")
         finally:
             self._set(name, "stopped")

@@ -107,9 +107,13 @@ def test_describe_shortens_long_messages() -> None:
     assert workers.describe(KeyError()) == "KeyError"
 
 
+#: An error message may quote a Bot API URL, whose path holds the bot token.
+SECRET_URL = "http://127.0.0.1/bot123456:ABCDEFGHIJKLMNOPQRSTUVWXYZabcdef12345/getMe"
+
+
 async def broken_worker(runtime: runtime_mod.Runtime, stop: asyncio.Event) -> None:
     """A worker with a bug: it crashes every time it starts."""
-    raise RuntimeError("the worker bug")
+    raise RuntimeError(f"the worker bug at {SECRET_URL}")
 
 
 async def test_health_and_status_name_a_worker_that_is_not_running(
@@ -135,14 +139,16 @@ async def test_health_and_status_name_a_worker_that_is_not_running(
         answer = json.loads(out)
         assert code == 1, err
         assert answer["problem"] == (
-            "workers not running: test_workers restarting (RuntimeError: the worker bug)"
+            "workers not running: test_workers restarting "
+            "(RuntimeError: the worker bug at http://127.0.0.1/bot<redacted>/getMe)"
         )
         assert [w["name"] for w in answer["workers_down"]] == ["test_workers"]
 
         overview = await views.overview(rt.store, rt.pipelines, now, rt.workers.snapshot())
         text = render.status_overview(overview)
         assert "⚠️ 1 of 5 workers not running:" in text
-        assert "test_workers restarting since 0s ago: RuntimeError: the worker bug" in text
+        assert "test_workers restarting since 0s ago: RuntimeError: the worker bug at" in text
+        assert "ABCDEFGHIJ" not in text and "ABCDEFGHIJ" not in out
     finally:
         await rt.stop()
 
