@@ -66,20 +66,34 @@ async def run_once(
     env: Mapping[str, str] | None = None,
     report: workers.Report | None = None,
 ) -> int:
-    """Work through the due dispatch rows in order; returns how many were handled."""
+    """Work through the due dispatch rows; returns how many were handled.
+
+    Each destination (pipeline) takes its rows in order, one at a time; destinations
+    run side by side, so a slow or hanging one holds up only its own rows.
+    """
     rng = rng if rng is not None else random.Random()
     rows = await outbox.due(store, now, ["dispatch"], limit=BATCH)
+    by_target: dict[str, list[outbox.Row]] = {}
     for row in rows:
-        try:
-            await _deliver(store, pipelines, row, client, now, bot=bot, rng=rng, env=env)
-        except errors.Closed:
-            raise
-        except Exception as exc:  # a bug must not stop the others; the row retries, then parks
-            log.exception("dispatch row %s failed unexpectedly", row.id)
-            if report is not None:
-                await report(NAME, exc, f"on dispatch row {row.id}")
-            reason = f"unexpected {workers.describe(exc)}"
-            await _retry_or_fail(store, row, reason, None, now, rng)
+        by_target.setdefault(row.target, []).append(row)
+
+    async def drain(queue: list[outbox.Row]) -> None:
+        for row in queue:
+            try:
+                await _deliver(store, pipelines, row, client, now, bot=bot, rng=rng, env=env)
+            except errors.Closed:
+                raise
+            except Exception as exc:  # a bug must not stop the others: retried, then parked
+                log.exception("dispatch row %s failed unexpectedly", row.id)
+                if report is not None:
+                    await report(NAME, exc, f"on dispatch row {row.id}")
+                reason = f"unexpected {workers.describe(exc)}"
+                await _retry_or_fail(store, row, reason, None, now, rng)
+
+    outcomes = await asyncio.gather(*map(drain, by_target.values()), return_exceptions=True)
+    for outcome in outcomes:  # every destination finished first; then a store error escapes
+        if isinstance(outcome, BaseException):
+            raise outcome
     return len(rows)
 
 

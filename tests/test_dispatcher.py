@@ -409,3 +409,30 @@ async def test_the_worker_sleeps_until_an_approval_commits(
     stop.set()
     await asyncio.wait_for(task, 5)  # stop wakes it too
     assert (await items.get(store, item.id)).state == State.DISPATCHED
+
+
+async def test_a_hanging_destination_holds_up_only_its_own_rows(
+    store: db.Store, pipeline: config.Pipeline, client: httpx.AsyncClient,
+    hook: WebhookServer, feeds: FeedServer, tmp_path: Path, now: datetime,
+) -> None:  # fmt: skip
+    folder = tmp_path / "other"
+    folder.mkdir()
+    (folder / "files.yaml").write_text(
+        f"name: files\nschedule: 5m\nsources:\n  - type: rss\n    url: {feeds.url('/feed.xml')}\n"
+        f"    scope: s1\ndispatch:\n  type: file\n  path: {tmp_path / 'out'}\n"
+    )
+    files = config.load_dir(folder).pipelines["files"]
+    both = {"news": pipeline, "files": files}
+    eng = engine.Engine(store, both, client=client)
+    for name, p in both.items():
+        await eng.tick(name, "schedule", now)
+        [item] = await items.in_state(store, State.AWAITING_APPROVAL, name)
+        await approval.decide(store, p, item.id, item.attempt, item.version, 7, "approve", now)
+    hook.script(Reply(200, b'{"id": "slow"}', delay=3))  # the webhook hangs for 3 s
+    running = asyncio.create_task(dispatcher.run_once(store, both, client, now))
+    await eventually(lambda: any((tmp_path / "out").glob("files-*.md")))
+    # The file went out while the webhook's answer is still awaited.
+    assert len(await items.in_state(store, State.DISPATCHING, "news")) == 1
+    assert not running.done() and len(hook.requests) == 1
+    assert await running == 2
+    assert [i.pipeline for i in await items.in_state(store, State.DISPATCHED)] == ["news", "files"]
