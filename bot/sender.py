@@ -158,9 +158,11 @@ class Sender:
             self._wake.clear()  # before reading: a row committed meanwhile wakes the wait
             now = self._clock()
             rows = await outbox.due(self.store, now, KINDS, limit=BATCH)
+            waiting = [row for row in rows if self._skip(row, now)]
             for row in rows:
                 await self.send_row(row, now)
-            if len(rows) < BATCH:
+            # A full batch is followed at once, unless every row in it has to wait.
+            if len(rows) < BATCH or len(waiting) == len(rows):
                 await workers.wait_any((self._wake, stop), await self._idle_s(self._clock()))
 
     async def _idle_s(self, now: datetime) -> float:
@@ -198,8 +200,12 @@ class Sender:
         chats: list[int | None] = [EVERY_CHAT, *self.targets(row)]
         return any(self._held.get(chat, now) > now for chat in chats)
 
+    def _skip(self, row: outbox.Row, now: datetime) -> bool:
+        """Being sent right now, sent already (a stale copy), or held by flood control."""
+        return row.id in self._busy or row.id in self._finished or self.held(row, now)
+
     async def send_row(self, row: outbox.Row, now: datetime) -> bool:
-        if row.id in self._busy or row.id in self._finished or self.held(row, now):
+        if self._skip(row, now):
             return False
         self._busy.add(row.id)
         try:

@@ -9,6 +9,7 @@ import logging
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup
@@ -460,3 +461,30 @@ async def test_a_row_read_before_it_was_sent_is_not_sent_again(
     assert await the_sender.flush_item(stale_copy.item_id, now) == 1
     assert await the_sender.send_row(stale_copy, now) is False
     assert len(api.calls("editMessageText")) == len(CHATS)
+
+
+async def test_a_full_batch_of_held_rows_waits_instead_of_spinning(
+    store: db.Store, bot: Bot, api: localapi.LocalBotApi, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sender, "BATCH", 2)
+    now = datetime.now(UTC)
+    first = await card_row(store, now, text="deferred by an earlier process")
+    await outbox.defer(store, first, "flood control: retry after 30 s", now + timedelta(seconds=30))
+    for n in range(2):
+        await card_row(store, now, text=f"behind it {n}")
+    passes = 0
+    real_due = outbox.due
+
+    async def counted_due(*args: Any, **kwargs: Any) -> list[outbox.Row]:
+        nonlocal passes
+        passes += 1
+        return await real_due(*args, **kwargs)
+
+    monkeypatch.setattr(outbox, "due", counted_due)
+    the_sender = sender.Sender(store, bot, lambda row: CHATS, lambda row: KEYBOARD)
+    stop = asyncio.Event()
+    running = asyncio.create_task(the_sender.run(stop))
+    await asyncio.sleep(0.5)
+    stop.set()
+    await running
+    assert passes == 1 and api.calls("sendMessage") == []
