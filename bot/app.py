@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, TypeAlias
 
 from telegram import Bot, BotCommand, InlineKeyboardMarkup, Update
-from telegram.error import InvalidToken, NetworkError, TelegramError
+from telegram import error as tg_error
 from telegram.ext import (
     AIORateLimiter,
     Application,
@@ -39,7 +39,7 @@ from telegram.ext import (
 
 from bot import auth, callbacks, control, handlers, logs, sender, storage_alarm
 from bot import settings as settings_mod
-from pipelines import dispatcher, llm_drafter
+from pipelines import dispatcher, llm_drafter, workers
 from pipelines import runtime as runtime_mod
 from store import errors, outbox
 
@@ -49,6 +49,8 @@ log = logging.getLogger(__name__)
 POLL_TIMEOUT_S = 10
 #: A flood-control answer is retried once inside PTB; the sender reschedules the rest.
 RATE_LIMIT_RETRIES = 1
+#: The first wait before the command menu is tried again (seconds; doubles, capped).
+MENU_FIRST_RETRY_S = 2.0
 #: Store errors that mean "fix the setup", answered with exit code 2.
 STARTUP_ERRORS = (
     errors.DataDirError,
@@ -60,7 +62,6 @@ ALLOWED_UPDATES = [Update.MESSAGE, Update.CALLBACK_QUERY]
 #: Waits between getMe attempts while Telegram is unreachable: doubling from the first
 #: to the cap (seconds), so a network that comes back is noticed within the cap.
 CONNECT_FIRST_WAIT_S = 0.5
-CONNECT_MAX_WAIT_S = 30.0
 
 App: TypeAlias = Application[Any, Any, Any, Any, Any, Any]
 
@@ -179,26 +180,46 @@ async def serve(
         _targets(cfg, runtime),
         _keyboard(key),
         cfg.telegram.chat_messages_per_second,
+        clock=runtime.now,
+        report=runtime.workers.report,
     )
     gate = auth.Gate(cfg.telegram.operators, cfg.telegram.rate_limit_per_minute)
     application.bot_data["deps"] = handlers.Deps(
-        runtime.store, runtime.pipelines, runtime.scheduler, gate, key, outbox_sender, runtime.now
-    )
+        runtime.store, runtime.pipelines, runtime.scheduler, gate, key, outbox_sender, runtime.now,
+        workers=runtime.workers,
+    )  # fmt: skip
     async with application:
-        commands = [BotCommand(name, text[:256]) for name, text in handlers.COMMANDS]
-        await application.bot.set_my_commands(commands)
         await application.start()
         await _start_updates(application, cfg)
-        sending = asyncio.create_task(outbox_sender.run(stop), name="outbox-sender")
+        sending = runtime.spawn(sender.NAME, lambda: outbox_sender.run(stop), stop)
+        menu = asyncio.create_task(publish_commands(application.bot, stop), name="command-menu")
         log.info("bot started: %d operator(s), %s mode", len(gate.operators), cfg.telegram.mode)
         try:
             await stop.wait()
         finally:
+            menu.cancel()
             assert application.updater is not None
             await application.updater.stop()
             await application.stop()
-            outbox_sender.wake()
-            await sending
+            await asyncio.gather(sending, menu, return_exceptions=True)
+
+
+async def publish_commands(bot: Bot, stop: asyncio.Event) -> bool:
+    """Set the command menu, retrying in the background: the bot works without it."""
+    commands = [BotCommand(name, text[:256]) for name, text in handlers.COMMANDS]
+    failures = 0
+    while not stop.is_set():
+        try:
+            return bool(await bot.set_my_commands(commands))
+        except (tg_error.BadRequest, tg_error.InvalidToken, tg_error.Forbidden) as exc:
+            log.error("command menu refused by Telegram, not retried: %s", exc.message)
+            return False
+        except Exception as exc:  # a 5xx, the network, an unreadable answer: try again
+            failures += 1
+            delay = workers.backoff_s(failures, MENU_FIRST_RETRY_S)
+            log.warning("command menu not set (%s); retrying in %g s", workers.describe(exc), delay)
+            await workers.wait_any((stop,), delay)
+    return False
 
 
 async def _start_updates(application: App, cfg: settings_mod.Settings) -> None:
@@ -225,12 +246,12 @@ def _alert_sender(cfg: settings_mod.Settings, bot: Bot) -> storage_alarm.Send:
 
     async def send(text: str) -> None:
         # Each chat alone: one that blocked the bot must not make the others hear it twice.
-        errors_seen: list[TelegramError] = []
+        errors_seen: list[tg_error.TelegramError] = []
         chats = alert_chats(cfg)
         for chat in chats:
             try:
                 await bot.send_message(chat, text)
-            except TelegramError as exc:
+            except tg_error.TelegramError as exc:
                 log.warning("storage alert to chat %d failed: %s", chat, exc)
                 errors_seen.append(exc)
         if chats and len(errors_seen) == len(chats):
@@ -259,14 +280,15 @@ async def connect(bot: Bot, stop: asyncio.Event) -> bool:
     A rejected token raises TokenRejected (PTB's own message holds the token). An
     unreachable network or a Bot API server error is retried, one log line each.
     """
-    wait, attempt = CONNECT_FIRST_WAIT_S, 1
+    attempt = 1
     while True:
+        wait = workers.backoff_s(attempt, CONNECT_FIRST_WAIT_S)
         try:
             await bot.initialize()
             return True
-        except InvalidToken:
+        except tg_error.InvalidToken:
             raise TokenRejected() from None
-        except NetworkError as exc:  # also TimedOut and 5xx answers
+        except tg_error.NetworkError as exc:  # also TimedOut and 5xx answers
             log.warning(
                 "Telegram is unreachable (attempt %d: %s); trying again in %.1f s",
                 attempt, exc, wait,
@@ -274,7 +296,7 @@ async def connect(bot: Bot, stop: asyncio.Event) -> bool:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), wait)
             return False
-        wait, attempt = min(wait * 2, CONNECT_MAX_WAIT_S), attempt + 1
+        attempt += 1
 
 
 async def run(cfg: settings_mod.Settings, token: str) -> None:

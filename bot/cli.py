@@ -4,7 +4,7 @@
     gatehouse demo [--port N] [--data-dir D]   offline demo in a browser: no token, no API key
     gatehouse check [--online]                 settings, pipeline files, secrets (exit 1 on errors)
     gatehouse dry-run <pipeline> [--limit 5]   fetch and draft now; print the cards, keep nothing
-    gatehouse health                           exit 0 while the bot runs and answers (healthcheck)
+    gatehouse health                           exit 0 while the bot and all its workers run
     gatehouse status [pipeline]                every pipeline, or one pipeline's recent runs
     gatehouse runs [pipeline] [--limit 10]     recent runs, with the last green / first red run
     gatehouse pending                          items awaiting approval, oldest first
@@ -40,7 +40,7 @@ import sys
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from bot import cli_output, cli_writes, control, maintenance, storage_alarm, views
 from bot import settings as settings_mod
@@ -277,19 +277,27 @@ def _bot_storage(cfg: settings_mod.Settings) -> writer.StorageFault | None:
 
 
 def cmd_health(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
-    """Exit 0 while a gatehouse process holds the store, answers on its control socket
-    and can write; otherwise exit 1 and say which of these fails."""
+    """Exit 0 while a gatehouse process holds the store, answers on its control socket,
+    can write, and reports every supervised worker running (the states live in that
+    process: ping asks); otherwise exit 1 and say which of these fails."""
     pid = datadir.is_locked(cfg.data_dir) if cfg.data_dir.exists() else None
     problem = None if pid else f"no gatehouse process holds the store in {cfg.data_dir}"
+    down: list[dict[str, Any]] = []
     if pid:
         try:
-            fault = _storage(control.request(cfg.data_dir, "ping", {}, timeout=PING_TIMEOUT_S))
+            answer = control.request(cfg.data_dir, "ping", {}, timeout=PING_TIMEOUT_S)
         except (control.Unavailable, control.NoAnswer, control.Refused) as exc:
             problem = f"process {pid} holds the store but does not answer: {exc}"
         else:
+            fault = _storage(answer)
+            down = [w for w in answer.get("workers", []) if w.get("status") != "running"]
             if fault is not None:
                 problem = f"process {pid} runs, but {storage_alarm.describe(fault)}"
-    value = {"ok": problem is None, "pid": pid, "problem": problem}
+            elif down:
+                problem = "workers not running: " + "; ".join(
+                    f"{w['name']} {w['status']} ({w.get('error') or 'no error'})" for w in down
+                )
+    value = {"ok": problem is None, "pid": pid, "problem": problem, "workers_down": down}
     cli_output.emit(args, value, lambda: problem or f"ok: gatehouse runs as pid {pid}")
     return 1 if problem else 0
 
@@ -364,7 +372,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
     dry.add_argument(
         "--limit", type=positive, default=5, help="cards printed at most (default: %(default)s)"
     )
-    add("health", cmd_health, "exit 0 while the bot runs and answers (for healthchecks)")
+    add("health", cmd_health, "exit 0 while the bot runs, answers and all its workers run")
     add("status", cmd_status, "every pipeline, or one pipeline's runs").add_argument(
         "pipeline", nargs="?", help="show this pipeline's recent runs (default: every pipeline)"
     )

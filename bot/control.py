@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -24,7 +25,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from bot import views
+from bot import logs, views
 from store import errors
 
 log = logging.getLogger(__name__)
@@ -45,6 +46,8 @@ CLIENT_TIMEOUT_S = 600.0
 MAX_SOCKET_PATH = 107
 
 Handler = Callable[[Any, dict[str, Any]], Awaitable[Any]]
+#: A worker's last error may quote a URL: token-shaped text never leaves the process.
+_redact = logs.RedactTokens().redact
 
 
 class Unavailable(Exception):
@@ -110,8 +113,13 @@ async def _sweep(rt: Any, args: dict[str, Any]) -> Any:
 
 
 async def _ping(rt: Any, args: dict[str, Any]) -> Any:
-    # The storage fault lives in this process's memory only: a full disk cannot hold it.
-    return {"pid": os.getpid(), "storage": rt.store.faults.current}
+    """The pid, the writer's storage fault and each supervised worker's state (what
+    `gatehouse health` and `status` read). The fault lives in this process's memory
+    only: a full disk cannot hold it."""
+    states = [
+        dataclasses.replace(s, error=s.error and _redact(s.error)) for s in rt.workers.snapshot()
+    ]
+    return {"pid": os.getpid(), "storage": rt.store.faults.current, "workers": states}
 
 
 OPS: dict[str, Handler] = {

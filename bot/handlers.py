@@ -21,6 +21,7 @@ from telegram.ext import ApplicationHandlerStop, ContextTypes
 
 from bot import auth, callbacks, render, sender, views
 from pipelines import approval, config, validation
+from pipelines import workers as workers_mod
 from pipelines.scheduler import Scheduler
 from store import decisions, errors, events, items, outbox, prompts
 from store.db import Store
@@ -61,6 +62,8 @@ class Deps:
     key: bytes
     sender: sender.Sender
     clock: Callable[[], datetime]
+    #: The process's supervised workers, for /status (None: not reported).
+    workers: workers_mod.Registry | None = None
 
 
 class BadInput(Exception):
@@ -184,7 +187,9 @@ async def status(update: Update, context: Context, d: Deps, now: datetime) -> No
         found = await views.pipeline_runs(d.store, pipeline_arg(context, "status"))
         await reply(update, render.status_pipeline(found.name, found.recent, found.window, now))
         return
-    await reply(update, render.status_overview(await views.overview(d.store, d.pipelines, now)))
+    states = d.workers.snapshot() if d.workers else []
+    overview = await views.overview(d.store, d.pipelines, now, states)
+    await reply(update, render.status_overview(overview))
 
 
 @command

@@ -223,6 +223,12 @@ class LocalBotApi:
         after = retry_after if status == 429 else None
         self.state.add_fault(method.lower(), localapi_state.Fault(status, description, after))
 
+    def answer_next(self, method: str, result: Any) -> None:
+        """The next call of `method` is answered `{"ok": true, "result": result}` and not done."""
+        self.state.add_fault(
+            method.lower(), localapi_state.Fault(None, result=result, replace_result=True)
+        )
+
     def slow_next(self, method: str, seconds: float) -> None:
         """The next call of `method` waits `seconds` before it is answered."""
         if seconds < 0:
@@ -252,6 +258,8 @@ class LocalBotApi:
             if fault.status is not None:
                 parameters = {"retry_after": fault.retry_after} if fault.retry_after else None
                 return _error(localapi_state.ApiError(fault.status, fault.description, parameters))
+            if fault.replace_result:
+                return 200, {"ok": True, "result": fault.result}
         try:
             decoded = localapi_methods.decode_params(params)
             request = localapi_methods.Request(self.state, token, decoded, int(time.time()))

@@ -64,10 +64,13 @@ class ChatMessage:
 class Fault:
     """An error (or a delay) the next call of a method will meet."""
 
-    status: int | None  # None: no error, only the delay
+    status: int | None  # None: no error, only the delay (or the `result` below)
     description: str = ""
     retry_after: int | None = None
     delay: float = 0.0
+    #: Answer {"ok": true, "result": this} without doing the call (a malformed answer).
+    result: Any = None
+    replace_result: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,6 +80,8 @@ class CallRecord:
     method: str
     status: int
     params: dict[str, Any]
+    #: time.monotonic() when it was answered.
+    at: float = dataclasses.field(default_factory=time.monotonic)
 
 
 def user_object(user_id: int, first_name: str | None = None) -> dict[str, Any]:

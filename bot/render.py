@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from bot import storage_alarm, views
-from pipelines import validation
+from bot import logs, storage_alarm, views
+from pipelines import validation, workers
 from store import budgets, events, items, ledger_report, runs
 
 #: Telegram's limit on a message's text, in UTF-16 code units.
@@ -171,6 +171,23 @@ def status_overview(overview: views.Overview) -> str:
     lines.append(f"\nstore WAL: {overview.wal_bytes / 1024:.0f} KiB")
     if overview.storage is not None:
         lines.append(f"🚨 {esc(storage_alarm.describe(overview.storage))}")
+    if overview.worker_states:
+        lines.append(workers_line(overview.workers_down, len(overview.worker_states), now))
+    return "\n".join(lines)
+
+
+#: A worker's last error may quote a URL: token-shaped text is never shown.
+_redact = logs.RedactTokens().redact
+
+
+def workers_line(down: Sequence[workers.State], total: int, now: datetime) -> str:
+    """`workers: all 6 running`, or one line per worker that is not running."""
+    if not down:
+        return f"workers: all {total} running"
+    lines = [f"⚠️ {len(down)} of {total} workers not running:"]
+    for w in down:
+        error = f": {esc(_redact(w.error))}" if w.error else ""
+        lines.append(f"  {esc(w.name)} {w.status} since {age(w.since, now)}{error}")
     return "\n".join(lines)
 
 

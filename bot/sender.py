@@ -1,21 +1,33 @@
 """The outbox sender: delivers pending card, card_edit and alert rows to Telegram.
 
-    sender = Sender(store, application.bot, targets, keyboard)
-    task = asyncio.create_task(sender.run(stop))     # wakes every second, or on sender.wake()
+    sender = Sender(store, application.bot, targets, keyboard, report=registry.report)
+    runtime.spawn("outbox-sender", lambda: sender.run(stop), stop)   # supervised worker
     await sender.flush_item(item_id, now)            # send an item's card edits right away
 
-Rows go oldest first. Each row's message ids are recorded as JSON in `external_id`
-({"<chat id>": [message ids]}); a card split into several messages lists them all, and a
-card edit finds them there. Transient errors retry with backoff (`outbox.mark_retry`),
-RetryAfter waits as long as Telegram asks (an int or a timedelta), "message is not
-modified" counts as success, and a row still pending at a crash is sent after restart.
-Pacing is PTB's AIORateLimiter's job, set up in bot.app.
+Rows go oldest first. The loop sleeps until a row commits (outbox.wakeup), the next
+retry falls due or a flood hold ends; no fixed sleep. Each row's message ids are
+recorded as JSON in `external_id` ({"<chat id>": [message ids]}); a card split into
+several messages lists them all, and a card edit finds them there. What got through
+before an error is recorded with the retry, so no part goes to a chat twice.
+
+Errors, by kind: transient ones retry with backoff (`outbox.mark_retry`) and give up
+after MAX_ATTEMPTS; Telegram refusing the request (blocked, bad request) fails the
+row at once; "message is not modified" counts as success. A flood-control answer
+(RetryAfter, an int or a timedelta) holds every chat of that row until Telegram's
+time has passed, without counting an attempt, so later rows to those chats wait and
+keep their order; a second chat limited while one is held means the bot-wide limit,
+and then every chat waits. Anything else (a bug, an answer PTB cannot read) is logged
+with its traceback at once, reported to the operators once, and retried with backoff
+until the row is parked (failed, with its reason); the rows after it go on. A sent
+message whose answer could not be read is counted as delivered (id UNREAD), never sent
+again. Pacing is PTB's AIORateLimiter's job (set up in bot.app) plus a per-chat
+aiolimiter bucket here.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import collections
 import json
 import logging
 from collections.abc import Callable
@@ -27,22 +39,35 @@ from telegram import Bot, InlineKeyboardMarkup, LinkPreviewOptions
 from telegram import error as tg_error
 from telegram.constants import ParseMode
 
-from bot import render
+from bot import logs, render
+from pipelines import workers
 from store import errors, outbox
 from store.db import Store
 
 log = logging.getLogger(__name__)
 
+#: The name the sender runs under, in logs, alerts and health.
+NAME = "outbox-sender"
 #: Kinds this sender delivers; dispatch rows belong to the engine's dispatchers.
 KINDS: tuple[outbox.Kind, ...] = ("card", "card_edit", "alert")
-#: After this many failed attempts a row is marked failed and stays for an operator to see.
+#: After this many failed attempts a row is parked (failed) and stays for an operator to see.
 MAX_ATTEMPTS = 10
 #: Backoff for transient errors: 2 ** attempts seconds, capped.
 MAX_BACKOFF = timedelta(minutes=5)
-#: How often the loop looks for due rows when nobody wakes it.
-POLL_EVERY_S = 1.0
+#: The longest the loop sleeps without a wake-up (seconds): a safety net, since every
+#: committed row wakes it and it knows when retries and holds end.
+POLL_EVERY_S = 60.0
+#: Rows read per pass; a full batch is followed at once by the next.
+BATCH = 50
+#: Rows remembered as finished, so that a copy read before it was sent is skipped.
+RECENT_ROWS = 1024
 #: A card_edit whose card is not sent yet waits this long before looking again.
 CARD_NOT_SENT_WAIT = timedelta(seconds=1)
+#: The id recorded for a message Telegram took but whose answer could not be read
+#: (Telegram's message ids start at 1).
+UNREAD = 0
+#: Hold key for "every chat" (a bot-wide flood limit).
+EVERY_CHAT = None
 
 #: Cards show the source link as a link, not as a large preview.
 NO_PREVIEW = LinkPreviewOptions(is_disabled=True)
@@ -53,13 +78,28 @@ Targets = Callable[[outbox.Row], list[int]]
 #: card row -> the buttons under its last part (None: no buttons).
 Keyboard = Callable[[outbox.Row], InlineKeyboardMarkup | None]
 
+#: Token-shaped text never reaches a row's reason (the database).
+_redact = logs.RedactTokens().redact
+
 
 class Retry(Exception):
-    """The row could not be sent now; try again at `at`."""
+    """The row could not be sent now; try again at `at` (an attempt only if `counts`)."""
 
-    def __init__(self, reason: str, at: datetime) -> None:
+    def __init__(self, reason: str, at: datetime, *, counts: bool = True) -> None:
         super().__init__(reason)
         self.at = at
+        self.counts = counts
+
+
+class Flood(Exception):
+    """Telegram's flood control: nothing more to this row's chats for `seconds`."""
+
+    #: How a flood wait's reason starts in a row's last_error (found again after a restart).
+    PREFIX = "flood control:"
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"{self.PREFIX} retry after {seconds:g} s")
+        self.seconds = seconds
 
 
 def retry_after_seconds(exc: tg_error.RetryAfter) -> float:
@@ -72,6 +112,10 @@ def not_modified(exc: tg_error.BadRequest) -> bool:
     return "message is not modified" in exc.message.lower()
 
 
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
 class Sender:
     def __init__(
         self,
@@ -80,39 +124,59 @@ class Sender:
         targets: Targets,
         keyboard: Keyboard,
         per_chat_per_second: float = 1.0,
+        *,
+        clock: Callable[[], datetime] = utcnow,
+        report: workers.Report | None = None,
     ) -> None:
         self.store = store
         self.bot = bot
         self.targets = targets
         self.keyboard = keyboard
+        self._clock = clock
+        self._report = report
         # PTB's AIORateLimiter paces the whole bot and group chats; private chats (every
         # operator's) get a leaky bucket each here, from the same library it uses.
         self._per_chat = per_chat_per_second
         self._pace: dict[str, AsyncLimiter] = {}
-        self._wake = asyncio.Event()
+        self._wake = outbox.wakeup(store, KINDS)
         self._busy: set[int] = set()
+        # Rows this sender finished lately: flush_item and the loop may both have read one
+        # while it was pending, and it must not go out twice.
+        self._finished: collections.deque[int] = collections.deque(maxlen=RECENT_ROWS)
         # Chats a row already reached before an error: not sent twice while we run.
         self._progress: dict[int, Sent] = {}
+        # Flood holds: chat (EVERY_CHAT: all of them) -> nothing goes there before this.
+        self._held: dict[int | None, datetime] = {}
 
     def wake(self) -> None:
         self._wake.set()
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Send due rows until `stop` is set; the loop is the only place that reads the clock."""
+        """Send due rows until `stop` is set; sleeps until woken, a row is due or a hold ends."""
+        await self.restore_holds(self._clock())
         while not stop.is_set():
-            try:
-                await self.send_due(datetime.now(UTC))
-            except errors.StoreError:
-                log.exception("outbox sender: store error; trying again shortly")
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(POLL_EVERY_S):
-                    await self._wake.wait()
-            self._wake.clear()
+            self._wake.clear()  # before reading: a row committed meanwhile wakes the wait
+            now = self._clock()
+            rows = await outbox.due(self.store, now, KINDS, limit=BATCH)
+            waiting = [row for row in rows if self._skip(row, now)]
+            for row in rows:
+                await self.send_row(row, now)
+            # A full batch is followed at once, unless every row in it has to wait.
+            if len(rows) < BATCH or len(waiting) == len(rows):
+                await workers.wait_any((self._wake, stop), await self._idle_s(self._clock()))
+
+    async def _idle_s(self, now: datetime) -> float:
+        """Seconds until the next retry falls due or a flood hold ends (POLL_EVERY_S at most)."""
+        ends = [t for t in self._held.values() if t > now]
+        due = await outbox.next_due(self.store, KINDS)
+        if due is not None and due > now:
+            ends.append(due)
+        return min([(t - now).total_seconds() for t in ends] + [POLL_EVERY_S])
 
     async def send_due(self, now: datetime) -> int:
         """Send every due row once, oldest first; returns how many were sent."""
         done = 0
-        for row in await outbox.due(self.store, now, KINDS):
+        for row in await outbox.due(self.store, now, KINDS, limit=BATCH):
             done += await self.send_row(row, now)
         return done
 
@@ -124,33 +188,91 @@ class Sender:
                 done += await self.send_row(row, now)
         return done
 
+    async def restore_holds(self, now: datetime) -> None:
+        """Hold again the chats of rows an earlier process deferred for flood control,
+        so that rows queued after them do not overtake them after a restart."""
+        for row in await outbox.waiting(self.store, now, KINDS, Flood.PREFIX, limit=BATCH):
+            for chat in self.targets(row):
+                self._held[chat] = max(row.next_attempt_at, self._held.get(chat, now))
+
+    def held(self, row: outbox.Row, now: datetime) -> bool:
+        """Whether a flood hold keeps this row back now."""
+        chats: list[int | None] = [EVERY_CHAT, *self.targets(row)]
+        return any(self._held.get(chat, now) > now for chat in chats)
+
+    def _skip(self, row: outbox.Row, now: datetime) -> bool:
+        """Being sent right now, sent already (a stale copy), or held by flood control."""
+        return row.id in self._busy or row.id in self._finished or self.held(row, now)
+
     async def send_row(self, row: outbox.Row, now: datetime) -> bool:
-        if row.id in self._busy:
+        if self._skip(row, now):
             return False
         self._busy.add(row.id)
         try:
             sent = await self._deliver(row, now)
-        except Retry as exc:
-            await self._retry(row, str(exc), exc.at)
-            return False
-        except (tg_error.Forbidden, tg_error.BadRequest, tg_error.InvalidToken) as exc:
-            log.error("outbox row %d (%s) failed for good: %s", row.id, row.kind, exc.message)
-            await outbox.mark_failed(self.store, row.id, exc.message)
+        except errors.Closed:
+            raise
+        except Exception as exc:
+            await self._not_sent(row, exc, now)
+            self.wake()  # the loop may sleep past the row's new time (flush_item runs beside it)
             return False
         finally:
             self._busy.discard(row.id)
         self._progress.pop(row.id, None)
+        self._finished.append(row.id)
         return await outbox.mark_sent(self.store, row.id, json.dumps(sent), now)
+
+    async def _not_sent(self, row: outbox.Row, exc: Exception, now: datetime) -> None:
+        """Record why a row did not go out, and when (if ever) it is tried again."""
+        if isinstance(exc, Flood):
+            await self._hold(row, exc, now)
+        elif isinstance(exc, Retry) and exc.counts:
+            await self._retry(row, str(exc), exc.at)
+        elif isinstance(exc, Retry):
+            await outbox.defer(self.store, row.id, str(exc), exc.at)
+        elif isinstance(exc, tg_error.Forbidden | tg_error.BadRequest | tg_error.InvalidToken):
+            log.error("outbox row %d (%s) failed for good: %s", row.id, row.kind, exc.message)
+            await outbox.mark_failed(self.store, row.id, _redact(exc.message))
+        else:  # a bug or an unreadable answer: this row alone waits, then is parked
+            log.error("outbox row %d (%s) failed unexpectedly", row.id, row.kind, exc_info=exc)
+            if self._report is not None:
+                await self._report(NAME, exc, f"on outbox row {row.id}")
+            reason = _redact(f"unexpected {workers.describe(exc)}")
+            await self._retry(row, reason, now + self._backoff(row))
+
+    def _backoff(self, row: outbox.Row) -> timedelta:
+        return min(timedelta(seconds=2 ** (row.attempts + 1)), MAX_BACKOFF)
+
+    async def _hold(self, row: outbox.Row, flood: Flood, now: datetime) -> None:
+        # The limiter may have slept inside the call: count from the answer, not the pass.
+        until = max(now, self._clock()) + timedelta(seconds=flood.seconds)
+        chats: list[int | None] = list(self.targets(row))
+        if any(chat not in chats and end > now for chat, end in self._held.items()):
+            chats = [EVERY_CHAT]  # another chat is held already: the bot's own limit
+        for chat in chats:
+            self._held[chat] = max(until, self._held.get(chat, until))
+        log.warning("outbox row %d (%s): %s; holding %s", row.id, row.kind, flood, chats)
+        await outbox.defer(self.store, row.id, str(flood), until, self._progress_json(row))
 
     async def _retry(self, row: outbox.Row, reason: str, at: datetime) -> None:
         if row.attempts + 1 >= MAX_ATTEMPTS:
             log.error(
-                "outbox row %d (%s) gave up after %d attempts", row.id, row.kind, MAX_ATTEMPTS
+                "outbox row %d (%s) parked after %d attempts: %s",
+                row.id,
+                row.kind,
+                MAX_ATTEMPTS,
+                reason,
             )
-            await outbox.mark_failed(self.store, row.id, reason)
+            await outbox.mark_failed(
+                self.store, row.id, f"parked after {MAX_ATTEMPTS} attempts: {reason}"
+            )
         else:
             log.warning("outbox row %d (%s): %s; retrying at %s", row.id, row.kind, reason, at)
-            await outbox.mark_retry(self.store, row.id, reason, at)
+            await outbox.mark_retry(self.store, row.id, reason, at, self._progress_json(row))
+
+    def _progress_json(self, row: outbox.Row) -> str | None:
+        sent = {chat: ids for chat, ids in self._progress.get(row.id, {}).items() if ids}
+        return json.dumps(sent) if sent else None
 
     async def _deliver(self, row: outbox.Row, now: datetime) -> Sent:
         try:
@@ -158,15 +280,12 @@ class Sender:
                 return await self._edit_card(row, now)
             return await self._send_messages(row)
         except tg_error.RetryAfter as exc:
-            wait = timedelta(seconds=retry_after_seconds(exc))
-            raise Retry(
-                f"flood control: retry after {wait.total_seconds():g} s", now + wait
-            ) from exc
+            raise Flood(retry_after_seconds(exc)) from exc
         except (tg_error.TimedOut, tg_error.NetworkError) as exc:
             if isinstance(exc, tg_error.BadRequest):
                 raise  # a BadRequest is a NetworkError in PTB, but it is not transient
-            backoff = min(timedelta(seconds=2 ** (row.attempts + 1)), MAX_BACKOFF)
-            raise Retry(f"{type(exc).__name__}: {exc.message}", now + backoff) from exc
+            reason = _redact(f"{type(exc).__name__}: {exc.message}")
+            raise Retry(reason, now + self._backoff(row)) from exc
 
     async def _send_messages(self, row: outbox.Row) -> Sent:
         if row.kind == "card":
@@ -176,24 +295,37 @@ class Sender:
         else:
             parts = render.split(_alert_text(row.payload))
             markup = None
-        sent = self._progress.setdefault(row.id, {})
+        # What got through before an error, in this process or (recorded) an earlier one.
+        sent = self._progress.setdefault(row.id, message_ids(row))
         for chat in self.targets(row):
-            if str(chat) in sent:
-                continue
-            ids = []
-            for index, part in enumerate(parts):
+            ids = sent.setdefault(str(chat), [])
+            for index in range(len(ids), len(parts)):
                 last = index == len(parts) - 1
                 await self._pace.setdefault(str(chat), AsyncLimiter(self._per_chat, 1)).acquire()
-                message = await self.bot.send_message(
-                    chat,
-                    part,
-                    parse_mode=ParseMode.HTML,
-                    reply_markup=markup if last else None,
-                    link_preview_options=NO_PREVIEW,
-                )
-                ids.append(message.message_id)
-            sent[str(chat)] = ids
+                ids.append(await self._send_part(row, chat, parts[index], markup if last else None))
         return sent
+
+    async def _send_part(
+        self, row: outbox.Row, chat: int, text: str, markup: InlineKeyboardMarkup | None
+    ) -> int:
+        try:
+            message = await self.bot.send_message(
+                chat,
+                text,
+                parse_mode=ParseMode.HTML,
+                reply_markup=markup,
+                link_preview_options=NO_PREVIEW,
+            )
+        except tg_error.TelegramError:
+            raise
+        except Exception as exc:
+            # Telegram took the message but PTB could not read the answer: sending it
+            # again would show it twice, so it counts as delivered, id unknown.
+            log.exception("outbox row %d: unreadable answer for chat %d", row.id, chat)
+            if self._report is not None:
+                await self._report(NAME, exc, f"reading Telegram's answer (row {row.id})")
+            return UNREAD
+        return int(message.message_id)
 
     async def _edit_card(self, row: outbox.Row, now: datetime) -> Sent:
         assert row.item_id is not None, "a card_edit row names its item"
@@ -202,7 +334,8 @@ class Sender:
             log.warning("card_edit %d: item %d has no card; nothing to edit", row.id, row.item_id)
             return {}
         if card.state == "pending":
-            raise Retry("its card is not sent yet", now + CARD_NOT_SENT_WAIT)
+            # Not an attempt: the card may wait out a flood hold longer than MAX_ATTEMPTS.
+            raise Retry("its card is not sent yet", now + CARD_NOT_SENT_WAIT, counts=False)
         messages: Sent = json.loads(card.external_id or "{}")
         last_part = render.card_parts(row.item_id, card.payload)[-1]
         text = render.decided_card(last_part, row.payload, row.created_at)
@@ -214,6 +347,9 @@ class Sender:
         markup = self.keyboard(card) if still_open else None
         edited: Sent = {}
         for chat, ids in messages.items():
+            if not ids or ids[-1] == UNREAD:
+                log.warning("card_edit %d: chat %s has no readable message id", row.id, chat)
+                continue
             try:
                 await self.bot.edit_message_text(
                     text,

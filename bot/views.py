@@ -14,13 +14,14 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import enum
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any, Literal
 
+from pipelines import workers
 from pipelines.scheduler import Scheduler
 from store import (
     budgets,
@@ -95,9 +96,20 @@ class Overview:
     wal_bytes: int
     #: The writer's current storage fault (disk full, I/O error); None while writes succeed.
     storage: writer.StorageFault | None = None
+    #: The running process's supervised workers (empty when asked from another process).
+    worker_states: Sequence[workers.State] = ()
+
+    @property
+    def workers_down(self) -> list[workers.State]:
+        return [w for w in self.worker_states if not w.running]
 
 
-async def overview(store: Store, pipelines: Collection[str], now: datetime) -> Overview:
+async def overview(
+    store: Store,
+    pipelines: Collection[str],
+    now: datetime,
+    worker_states: Sequence[workers.State] = (),
+) -> Overview:
     """Every configured pipeline: last run, next due, paused, awaiting and breached items."""
     states = await schedules.all_states(store)
     counts = await items.counts(store)
@@ -116,7 +128,7 @@ async def overview(store: Store, pipelines: Collection[str], now: datetime) -> O
                 breaches=by_state.get(State.BREACH, 0),
             )
         )
-    return Overview(now, rows, store.wal_bytes(), store.faults.current)
+    return Overview(now, rows, store.wal_bytes(), store.faults.current, worker_states)
 
 
 @dataclass(frozen=True)

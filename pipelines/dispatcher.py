@@ -16,12 +16,17 @@ crash between the side effect and its commit leaves the row pending and the item
 dispatching; the next run re-asserts dispatching (a no-op) and sends again with the
 same key, so the destination can drop the duplicate. A replay is a new attempt, so
 a new key.
+
+The worker sleeps until a dispatch row commits (outbox.wakeup) or the earliest
+pending row falls due, works through due rows back to back, and waits only as
+long as a destination asks (its Retry-After) or the row's backoff says. A row that
+raises something unexpected is retried with backoff and, past MAX_ATTEMPTS, parked
+(failed, its reason kept) while the rows after it go on; the operators are told once.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 import sqlite3
@@ -31,18 +36,21 @@ from typing import Any
 
 import httpx
 
-from pipelines import config, dispatch
-from store import drafts, errors, items, outbox
+from pipelines import config, dispatch, workers
+from store import drafts, errors, items, machine, outbox
 from store.db import Store
 from store.items import Item
 from store.machine import State
 
 log = logging.getLogger(__name__)
 
-#: How often the worker looks for due rows (seconds); approval is a human step.
-POLL_S = 2.0
-#: Rows taken per run; the rest wait for the next one.
+#: The longest the worker sleeps without a wake-up (seconds): a safety net, since
+#: every committed dispatch row wakes it and it knows when the next retry is due.
+POLL_S = 60.0
+#: Rows read per query; a full batch is followed at once by the next.
 BATCH = 50
+#: The name the worker runs under (its function's name), in logs, alerts and health.
+NAME = "dispatcher"
 
 Worker = Callable[[Any, asyncio.Event], Coroutine[Any, Any, None]]
 
@@ -56,16 +64,36 @@ async def run_once(
     bot: Any = None,
     rng: random.Random | None = None,
     env: Mapping[str, str] | None = None,
+    report: workers.Report | None = None,
 ) -> int:
-    """Work through the due dispatch rows in order; returns how many were handled."""
+    """Work through the due dispatch rows; returns how many were handled.
+
+    Each destination (pipeline) takes its rows in order, one at a time; destinations
+    run side by side, so a slow or hanging one holds up only its own rows.
+    """
     rng = rng if rng is not None else random.Random()
     rows = await outbox.due(store, now, ["dispatch"], limit=BATCH)
+    by_target: dict[str, list[outbox.Row]] = {}
     for row in rows:
-        try:
-            await _deliver(store, pipelines, row, client, now, bot=bot, rng=rng, env=env)
-        except Exception as exc:  # a bug must not stop the others; the row retries
-            log.exception("dispatch row %s failed unexpectedly", row.id)
-            await _retry_or_fail(store, row, f"unexpected error: {exc!r}", None, now, rng)
+        by_target.setdefault(row.target, []).append(row)
+
+    async def drain(queue: list[outbox.Row]) -> None:
+        for row in queue:
+            try:
+                await _deliver(store, pipelines, row, client, now, bot=bot, rng=rng, env=env)
+            except errors.Closed:
+                raise
+            except Exception as exc:  # a bug must not stop the others: retried, then parked
+                log.exception("dispatch row %s failed unexpectedly", row.id)
+                if report is not None:
+                    await report(NAME, exc, f"on dispatch row {row.id}")
+                reason = f"unexpected {workers.describe(exc)}"
+                await _retry_or_fail(store, row, reason, None, now, rng)
+
+    outcomes = await asyncio.gather(*map(drain, by_target.values()), return_exceptions=True)
+    for outcome in outcomes:  # every destination finished first; then a store error escapes
+        if isinstance(outcome, BaseException):
+            raise outcome
     return len(rows)
 
 
@@ -104,7 +132,9 @@ async def _deliver(
             expect_version=version,
         )
     except items.Throttled as exc:
+        # Not an attempt: the item re-entered dispatching moments ago (a crash loop).
         log.info("dispatch of item %s waits: %s", item.id, exc)
+        await outbox.defer(store, row.id, str(exc), now + machine.FLOOR)
         return
     draft = await drafts.get(store, item.id, version)
     delivery = dispatch.Delivery.build(
@@ -127,17 +157,22 @@ async def _deliver(
     except dispatch.PermanentDispatchError as exc:
         await _fail(store, row, item, str(exc), now)
         return
-    await items.transition(
-        store,
-        item.id,
-        State.DISPATCHED,
-        "system",
-        now,
-        reason=result.detail,
-        expect_attempt=attempt,
-        expect_version=version,
-    )
-    await outbox.mark_sent(store, row.id, result.external_id, now)
+
+    def done(conn: sqlite3.Connection) -> None:
+        # One commit for the item and its row: no window where one is recorded alone.
+        items.transition_sync(
+            conn,
+            item.id,
+            State.DISPATCHED,
+            "system",
+            now,
+            reason=result.detail,
+            expect_attempt=attempt,
+            expect_version=version,
+        )
+        outbox.mark_sent_sync(conn, row.id, result.external_id, now)
+
+    await store.write(done)
 
 
 async def _retry_or_fail(
@@ -198,24 +233,28 @@ def make_worker(bot: Any = None, *, poll_s: float = POLL_S) -> Worker:
 
     async def dispatcher(runtime: Any, stop: asyncio.Event) -> None:
         rng = random.Random()
+        woken = outbox.wakeup(runtime.store, ["dispatch"])
         while not stop.is_set():
-            try:
-                await run_once(
-                    runtime.store,
-                    runtime.pipelines,
-                    runtime.client,
-                    runtime.now(),
-                    bot=bot,
-                    rng=rng,
-                )
-            except errors.Closed:
-                return
-            except Exception:
-                log.exception("dispatch run failed")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), poll_s)
+            woken.clear()  # before reading, so a row committed meanwhile wakes the next wait
+            handled = await run_once(
+                runtime.store,
+                runtime.pipelines,
+                runtime.client,
+                runtime.now(),
+                bot=bot,
+                rng=rng,
+                report=runtime.workers.report,
+            )
+            if handled < BATCH:
+                wait = await _until_next_due(runtime.store, runtime.now(), poll_s)
+                await workers.wait_any((woken, stop), wait)
 
     return dispatcher
+
+
+async def _until_next_due(store: Store, now: datetime, longest: float) -> float:
+    due = await outbox.next_due(store, ["dispatch"])
+    return longest if due is None else min(max((due - now).total_seconds(), 0.0), longest)
 
 
 #: The worker without a bot (every target but telegram_channel).

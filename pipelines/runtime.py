@@ -2,9 +2,12 @@
 started together and stopped together in one event loop.
 
     runtime = await Runtime.start(RuntimeConfig(store=..., pipelines_dir=...))
-    ...                                   # the bot runs beside it in the same loop
+    runtime.spawn("outbox-sender", lambda: sender.run(stop), stop)   # one more worker
+    runtime.workers.not_running()         # what health and /status report
     await runtime.stop()
 
+Every long-running part runs under `runtime.workers` (pipelines.workers): a crash is
+logged, reported once and followed by a restart after a capped backoff.
 `now` comes from one clock function, so tests can drive time.
 """
 
@@ -23,16 +26,19 @@ from pathlib import Path
 
 import httpx
 
-from pipelines import config, drafters
+from pipelines import config, drafters, workers
 from pipelines.engine import Engine
 from pipelines.scheduler import Scheduler
-from store import db, ledger, outbox, sla, startup
+from store import db, errors, ledger, outbox, sla, startup
 from store.db import Store
 
 log = logging.getLogger(__name__)
 
 #: How often the SLA sweep and claim recovery run (seconds); deadlines are minutes long.
 SWEEP_EVERY_S = 30.0
+
+Worker = Callable[["Runtime", asyncio.Event], Awaitable[None]]
+Sweep = Callable[[Store, datetime], Awaitable[object]]
 
 
 def utcnow() -> datetime:
@@ -48,8 +54,10 @@ class RuntimeConfig:
     clock: Callable[[], datetime] = utcnow
     #: Builds each pipeline's drafter from the open store (the LLM drafter needs the ledger).
     drafter_for: Callable[[Store, config.Pipeline], drafters.Drafter] | None = None
+    #: The first wait before a crashed worker starts again (doubles per crash, capped).
+    first_backoff_s: float = workers.FIRST_BACKOFF_S
     #: Background workers beyond the built-in ones: each runs until the stop event is set.
-    workers: tuple[Callable[[Runtime, asyncio.Event], Awaitable[None]], ...] = field(default=())
+    workers: tuple[Worker, ...] = field(default=())
 
 
 class Runtime:
@@ -65,6 +73,7 @@ class Runtime:
         self.engine = Engine(store, self.pipelines, client=client, drafter_for=drafter_for)
         self.scheduler = Scheduler(store, self.engine, self.pipelines)
         self.stopping = asyncio.Event()
+        self.workers = workers.Registry(store, cfg.clock, first_backoff_s=cfg.first_backoff_s)
         self._tasks: list[asyncio.Task[None]] = []
 
     def now(self) -> datetime:
@@ -83,10 +92,12 @@ class Runtime:
         runtime = cls(
             cfg, store, loaded, httpx.AsyncClient(timeout=httpx.Timeout(30.0, connect=10.0))
         )
-        runtime._spawn("scheduler", runtime.scheduler.run_forever(runtime.stopping, cfg.clock))
-        runtime._spawn("sla-sweep", runtime._sweep_forever())
+        stopping = runtime.stopping
+        runtime.spawn("scheduler", lambda: runtime.scheduler.run_forever(stopping, cfg.clock))
+        for name, job in (("sla-sweep", sla.sweep), ("claim-recovery", ledger.recover)):
+            runtime.spawn(name, functools.partial(runtime._sweep_forever, name, job))
         for worker in cfg.workers:
-            runtime._spawn(getattr(worker, "__name__", "worker"), worker(runtime, runtime.stopping))
+            runtime.spawn(_name(worker, runtime.workers), _bind(worker, runtime))
         log.info(
             "engine started with %d pipeline(s): %s",
             len(runtime.pipelines),
@@ -94,25 +105,27 @@ class Runtime:
         )
         return runtime
 
-    def _spawn(self, name: str, work: Awaitable[None]) -> None:
-        async def guarded() -> None:
-            try:
-                await work
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("background task %s crashed", name)
+    def spawn(
+        self,
+        name: str,
+        factory: Callable[[], Awaitable[None]],
+        stop: asyncio.Event | None = None,
+    ) -> asyncio.Task[None]:
+        """Run a supervised worker until `stop` (default: the runtime's own stop) is set."""
+        task = self.workers.spawn(name, factory, stop or self.stopping)
+        self._tasks.append(task)
+        return task
 
-        self._tasks.append(asyncio.create_task(guarded(), name=name))
-
-    async def _sweep_forever(self) -> None:
-        """The SLA sweep, and recovery of ledger claims whose lease expired (a crashed call)."""
+    async def _sweep_forever(self, name: str, job: Sweep) -> None:
+        """Run a sweep every SWEEP_EVERY_S; a failed pass is reported and tried next time."""
         while not self.stopping.is_set():
-            for name, job in (("SLA sweep", sla.sweep), ("claim recovery", ledger.recover)):
-                try:
-                    await job(self.store, self.now())
-                except Exception:
-                    log.exception("%s failed", name)
+            try:
+                await job(self.store, self.now())
+            except errors.Closed:
+                return
+            except Exception as exc:
+                log.exception("%s failed; trying again in %g s", name, SWEEP_EVERY_S)
+                await self.workers.report(name, exc)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.stopping.wait(), SWEEP_EVERY_S)
 
@@ -125,6 +138,21 @@ class Runtime:
         await asyncio.gather(*pending, return_exceptions=True)
         await self.client.aclose()
         await self.store.close()
+
+
+def _bind(worker: Worker, runtime: Runtime) -> Callable[[], Awaitable[None]]:
+    return lambda: worker(runtime, runtime.stopping)
+
+
+def _name(worker: Worker, registry: workers.Registry) -> str:
+    """A worker's name in health and /status: its module's ("control", "dispatcher")."""
+    base = str(getattr(worker, "__module__", "worker")).rsplit(".", 1)[-1]
+    taken = {state.name for state in registry.snapshot()}
+    name, n = base, 1
+    while name in taken:
+        n += 1
+        name = f"{base}-{n}"
+    return name
 
 
 async def _report_config_errors(store: Store, loaded: config.LoadResult, now: datetime) -> None:

@@ -139,13 +139,14 @@ class Scheduler:
             )
 
     async def run_forever(self, stop: asyncio.Event, clock: Callable[[], datetime]) -> None:
-        """Pass over the schedule every POLL_S (or when woken) until `stop` is set."""
+        """Pass over the schedule every POLL_S (or when woken) until `stop` is set.
+
+        A failed pass escapes to the worker's supervisor (pipelines.workers), which logs
+        it, tells the operators once and starts this loop again after a backoff.
+        """
         while not stop.is_set():
-            try:
-                await self.run_once(clock(), wait=False)
-            except errors.StoreError as exc:
-                log.error("scheduler pass failed: %s", exc)
             self._wake.clear()
+            await self.run_once(clock(), wait=False)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), POLL_S)
         await asyncio.gather(*self._running.values(), return_exceptions=True)

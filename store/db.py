@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import itertools
 import logging
 import sqlite3
@@ -33,6 +34,22 @@ T = TypeVar("T")
 
 #: SQLite's busy wait before SQLITE_BUSY; long enough for real contention to clear.
 BUSY_TIMEOUT_MS = 5000
+
+#: What the write unit now running asked to do once it commits (see on_commit).
+_after_commit: contextvars.ContextVar[dict[object, Callable[[Store], None]]] = (
+    contextvars.ContextVar("after_commit")
+)
+
+
+def on_commit(key: object, fn: Callable[[Store], None]) -> None:
+    """Inside a write unit: call `fn(store)` on the event loop once the unit has committed.
+
+    Nothing happens if the unit rolls back. Callbacks with the same key run once.
+    Outside a unit (a bare connection in a script) there is no commit to wait for.
+    """
+    pending = _after_commit.get(None)
+    if pending is not None:
+        pending[key] = fn
 
 
 @dataclass(frozen=True)
@@ -146,7 +163,19 @@ class Store:
             raise errors.StoreError(
                 "this store was opened read-only; writes go through the running bot"
             )
-        result: T = await self._writer.submit(unit)
+        after: dict[object, Callable[[Store], None]] = {}
+
+        def run(conn: sqlite3.Connection) -> T:
+            after.clear()  # a unit may run twice when its group commit is retried
+            token = _after_commit.set(after)
+            try:
+                return unit(conn)
+            finally:
+                _after_commit.reset(token)
+
+        result: T = await self._writer.submit(run)
+        for fn in after.values():
+            fn(self)
         return result
 
     async def measure_room(self) -> int:

@@ -7,18 +7,27 @@ two leaves the row pending, so the work is resumed after a restart, never lost.
     def unit(conn):
         items.transition_sync(conn, ...)
         outbox.enqueue_sync(conn, "alert", "alerts", {"text": "..."}, now, dedupe_key="...")
+
+Workers wait on `wakeup(store, kinds)`, an asyncio.Event set once a row of those kinds
+has committed, so they need no polling loop to notice new work:
+
+    woken = outbox.wakeup(store, ["dispatch"])
+    await woken.wait(); woken.clear(); rows = await outbox.due(store, now, ["dispatch"])
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
 import sqlite3
+import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from store import clock, errors, sql
+from store import clock, db, errors, sql
 from store.db import Store
 
 Q = sql.load("outbox")
@@ -94,7 +103,29 @@ def enqueue_sync(
         "now": clock.to_ms(now),
     }
     row = conn.execute(Q["enqueue"], params).fetchone()
+    if row:
+        db.on_commit(("outbox", kind), functools.partial(_wake, kind))
     return int(row[0]) if row else None
+
+
+#: store -> kind -> the events of the workers waiting for rows of that kind.
+_waiting: weakref.WeakKeyDictionary[Store, dict[str, list[asyncio.Event]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def wakeup(store: Store, kinds: Iterable[Kind]) -> asyncio.Event:
+    """An event set each time a row of one of `kinds` is committed to this store."""
+    event = asyncio.Event()
+    by_kind = _waiting.setdefault(store, {})
+    for kind in kinds:
+        by_kind.setdefault(kind, []).append(event)
+    return event
+
+
+def _wake(kind: Kind, store: Store) -> None:
+    for event in _waiting.get(store, {}).get(kind, ()):
+        event.set()
 
 
 async def enqueue(
@@ -133,15 +164,63 @@ def _update(conn: sqlite3.Connection, name: str, params: dict[str, Any]) -> bool
     return conn.execute(Q[name], params).rowcount == 1
 
 
+def mark_sent_sync(
+    conn: sqlite3.Connection, row_id: int, external_id: str | None, now: datetime
+) -> bool:
+    """Record success inside the caller's unit; False if the row was not pending."""
+    params = {"id": row_id, "external_id": external_id, "now": clock.to_ms(now)}
+    return _update(conn, "mark_sent", params)
+
+
 async def mark_sent(store: Store, row_id: int, external_id: str | None, now: datetime) -> bool:
     """Record success; False if the row was not pending (already recorded)."""
-    params = {"id": row_id, "external_id": external_id, "now": clock.to_ms(now)}
-    return await store.write(lambda conn: _update(conn, "mark_sent", params))
+    return await store.write(lambda conn: mark_sent_sync(conn, row_id, external_id, now))
 
 
-async def mark_retry(store: Store, row_id: int, error: str, next_at: datetime) -> bool:
-    params = {"id": row_id, "error": error, "next_at": clock.to_ms(next_at)}
+async def mark_retry(
+    store: Store, row_id: int, error: str, next_at: datetime, progress: str | None = None
+) -> bool:
+    """Count a failed attempt; `progress` (if given) replaces external_id: what got through."""
+    params = {
+        "id": row_id,
+        "error": error,
+        "next_at": clock.to_ms(next_at),
+        "external_id": progress,
+    }
     return await store.write(lambda conn: _update(conn, "mark_retry", params))
+
+
+async def defer(
+    store: Store, row_id: int, reason: str, next_at: datetime, progress: str | None = None
+) -> bool:
+    """Try again at `next_at` without counting an attempt (flood control, a busy item)."""
+    params = {
+        "id": row_id,
+        "error": reason,
+        "next_at": clock.to_ms(next_at),
+        "external_id": progress,
+    }
+    return await store.write(lambda conn: _update(conn, "defer", params))
+
+
+async def waiting(
+    store: Store, now: datetime, kinds: Iterable[Kind], prefix: str, limit: int = 50
+) -> list[Row]:
+    """Pending rows not due yet whose last error starts with `prefix` (a flood wait)."""
+    params = {
+        "now": clock.to_ms(now),
+        "kinds": json.dumps(list(kinds)),
+        "prefix": prefix,
+        "limit": limit,
+    }
+    return await store.read(lambda conn: _rows(conn, Q["waiting"], params))
+
+
+async def next_due(store: Store, kinds: Iterable[Kind]) -> datetime | None:
+    """When the earliest pending row of `kinds` is due, or None if none is pending."""
+    params = {"kinds": json.dumps(list(kinds))}
+    found = await store.read(lambda conn: conn.execute(Q["next_due"], params).fetchone()[0])
+    return clock.maybe_from_ms(found)
 
 
 async def mark_failed(store: Store, row_id: int, error: str) -> bool:

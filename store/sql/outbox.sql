@@ -20,9 +20,26 @@ UPDATE outbox SET state = 'sent', sent_at = :now, external_id = :external_id, at
  WHERE id = :id AND state = 'pending'
 
 -- name: mark_retry
--- Record a transient failure and when to try again.
-UPDATE outbox SET attempts = attempts + 1, next_attempt_at = :next_at, last_error = :error
+-- Record a transient failure, when to try again, and the messages already sent (if any).
+UPDATE outbox SET attempts = attempts + 1, next_attempt_at = :next_at, last_error = :error,
+       external_id = COALESCE(:external_id, external_id)
  WHERE id = :id AND state = 'pending'
+
+-- name: defer
+-- Try later without counting an attempt (the destination asked us to wait).
+UPDATE outbox SET next_attempt_at = :next_at, last_error = :error,
+       external_id = COALESCE(:external_id, external_id)
+ WHERE id = :id AND state = 'pending'
+
+-- name: waiting
+-- Pending rows of these kinds not due yet whose last error starts with :prefix, oldest first.
+SELECT * FROM outbox WHERE state = 'pending' AND next_attempt_at > :now AND kind IN (SELECT value FROM json_each(:kinds))
+   AND last_error LIKE :prefix || '%'
+ ORDER BY id LIMIT :limit
+
+-- name: next_due
+-- When the earliest pending row of these kinds is due (NULL: none pending).
+SELECT min(next_attempt_at) FROM outbox WHERE state = 'pending' AND kind IN (SELECT value FROM json_each(:kinds))
 
 -- name: mark_failed
 -- Give up on a row.
