@@ -72,3 +72,7 @@ SELECT i.id, i.source_id, d.text FROM items i
  WHERE i.pipeline = :pipeline AND i.state IN ('approved', 'dispatching', 'dispatched')
    AND i.last_transition_at >= :since AND i.id != :exclude
  ORDER BY i.id DESC LIMIT :limit
+
+-- name: drafting_by_pipeline
+-- How many items each pipeline has in drafting (at startup: what a crash left there).
+SELECT pipeline, count(*) FROM items WHERE state = 'drafting' GROUP BY pipeline
