@@ -72,7 +72,7 @@ async def _set_budget(rt: Any, args: dict[str, Any]) -> Any:
 async def _replay(rt: Any, args: dict[str, Any]) -> Any:
     return await views.replay(
         rt.store, int(args["item"]), ACTOR, rt.now(),
-        force=bool(args.get("force")), scheduler=rt.scheduler,
+        force=bool(args.get("force")), fresh=bool(args.get("fresh")), scheduler=rt.scheduler,
     )  # fmt: skip
 
 

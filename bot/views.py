@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import enum
+import sqlite3
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -22,7 +23,18 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pipelines.scheduler import Scheduler
-from store import budgets, events, items, ledger, ledger_settle, machine, runs, schedules, seen
+from store import (
+    budgets,
+    events,
+    items,
+    ledger,
+    ledger_settle,
+    llm_outputs,
+    machine,
+    runs,
+    schedules,
+    seen,
+)
 from store.db import Store
 from store.machine import State
 
@@ -141,14 +153,25 @@ async def replay(
     now: datetime,
     *,
     force: bool = False,
+    fresh: bool = False,
     scheduler: Scheduler | None = None,
 ) -> items.Item:
     """Bring a dropped item back to new (attempt + 1) and ask its pipeline to run.
 
-    The run request is persisted, so without a running scheduler (the CLI writing
-    directly) the bot drafts the item at its next start.
+    An LLM output the provider already gave for this item and no card showed is drafted
+    again without a new provider call; `fresh` refuses it (in the same transaction), so
+    the new attempt pays for a new draft. The run request is persisted, so without a
+    running scheduler (the CLI writing directly) the bot drafts the item at its next start.
     """
-    replayed = await items.replay(store, item_id, actor, now, f"replayed by {actor}", force=force)
+    reason = f"replayed by {actor}" + (" with a fresh draft" if fresh else "")
+
+    def unit(conn: sqlite3.Connection) -> items.Item:
+        replayed = items.replay_sync(conn, item_id, actor, now, reason, force=force)
+        if fresh:
+            llm_outputs.refuse_unshown_sync(conn, item_id, f"a fresh draft was asked ({reason})")
+        return replayed
+
+    replayed = await store.write(unit)
     if scheduler is not None and replayed.pipeline in scheduler.pipelines:
         await scheduler.trigger(replayed.pipeline, now)
     else:
