@@ -1,0 +1,259 @@
+"""Resume and per-item fault isolation inside one process: real SQLite, a fake provider
+and feed on sockets. The SIGKILL versions are in tests/test_resume.py."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Iterator
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import httpx
+import pytest
+
+from bot import views
+from pipelines import config, drafters, engine, llm_drafter, providers
+from store import db, drafts, events, items, ledger, llm_outputs, outbox, runs, sla
+from store.ledger_machine import ClaimState
+from store.machine import State
+from tests.fakes.feed_server import FeedServer
+from tests.fakes.feeds import rss
+from tests.fakes.llm_server import FakeLLM
+from tests.test_llm_drafter import MODEL, PRICE, budget, provider_settings, write_pipeline
+
+ITEMS = 5
+
+
+@pytest.fixture
+def feeds() -> Iterator[FeedServer]:
+    entries = [(f"e{n}", f"Story {n}", f"What happened in story {n}.") for n in range(ITEMS)]
+    with FeedServer() as server:
+        server.set("/feed.xml", rss(entries))
+        yield server
+
+
+@pytest.fixture
+def llm() -> Iterator[FakeLLM]:
+    with FakeLLM() as server:
+        yield server
+
+
+class Rig:
+    def __init__(self, store: db.Store, pipeline: config.Pipeline, drafter: drafters.Drafter,
+                 client: httpx.AsyncClient) -> None:  # fmt: skip
+        self.store = store
+        self.drafter = drafter
+        self.engine = engine.Engine(
+            store, {pipeline.name: pipeline}, client=client, drafter_for=lambda _: drafter
+        )
+
+    async def tick(self, now: datetime) -> engine.TickReport:
+        return await self.engine.tick("news", "schedule", now)
+
+
+@pytest.fixture
+async def rig(
+    store: db.Store, tmp_path: Path, feeds: FeedServer, llm: FakeLLM, client: httpx.AsyncClient,
+    now: datetime,
+) -> AsyncIterator[Rig]:  # fmt: skip
+    pipeline = write_pipeline(tmp_path, feeds.url("/feed.xml"))
+    await budget(store, now)
+    async with providers.ProviderClient(provider_settings(llm)) as provider:
+        yield Rig(store, pipeline, llm_drafter.LlmDrafter(store, pipeline, provider, PRICE), client)
+
+
+async def claim_states(store: db.Store) -> list[str]:
+    rows = await store.read(lambda c: c.execute("SELECT state FROM claims ORDER BY id").fetchall())
+    return [row[0] for row in rows]
+
+
+async def one_item_answered_but_never_shown(
+    rig: Rig, feeds: FeedServer, now: datetime
+) -> items.Item:
+    """An item whose provider call was settled and kept, then dropped before its card
+    (as the SLA found it stuck in drafting after a crash); the feed has nothing else."""
+    feeds.set("/feed.xml", rss([]))
+    item = await items.create(rig.store, "news", "s0", "x1", {"title": "T", "text": "body"}, now)
+    assert item is not None
+    drafting = await items.transition(rig.store, item.id, State.DRAFTING, "system", now)
+    await rig.drafter.draft(drafting, now)
+    await sla.sweep(rig.store, now + timedelta(hours=1))
+    dropped = await items.get(rig.store, item.id)
+    assert dropped.state == State.BREACH
+    return dropped
+
+
+async def test_a_replay_shows_the_kept_output_without_a_new_call(
+    rig: Rig, llm: FakeLLM, feeds: FeedServer, now: datetime
+) -> None:
+    item = await one_item_answered_but_never_shown(rig, feeds, now)
+    later = now + timedelta(hours=2)
+    await views.replay(rig.store, item.id, "operator:7", later)
+    await rig.tick(later)
+    again = await items.get(rig.store, item.id)
+    assert (again.state, again.attempt, llm.calls) == (State.AWAITING_APPROVAL, 2, 1)
+    draft = await drafts.get(rig.store, item.id, 1)
+    kept = await llm_outputs.get(rig.store, draft.provenance["claim"])
+    assert kept is not None and draft.text == kept.text and kept.request_id == "req_fake_000001"
+    assert await claim_states(rig.store) == ["settled"]
+    [card] = [c for c in await outbox.due(rig.store, later, ["card"]) if c.item_id == item.id]
+    assert card.payload["text"] == kept.text and card.payload["attempt"] == 2
+
+
+async def test_a_fresh_replay_pays_for_a_new_draft(
+    rig: Rig, llm: FakeLLM, feeds: FeedServer, now: datetime
+) -> None:
+    item = await one_item_answered_but_never_shown(rig, feeds, now)
+    later = now + timedelta(hours=2)
+    await views.replay(rig.store, item.id, "operator:7", later, fresh=True)
+    trail = await items.history(rig.store, item.id)
+    assert trail[-1].reason == "replayed by operator:7 with a fresh draft"
+    await rig.tick(later)
+    assert (await items.get(rig.store, item.id)).state == State.AWAITING_APPROVAL
+    assert llm.calls == 2 and await claim_states(rig.store) == ["settled", "settled"]
+    draft = await drafts.get(rig.store, item.id, 1)
+    first = await llm_outputs.get(rig.store, draft.provenance["claim"] - 1)
+    assert (
+        first is not None and first.error is not None and "a fresh draft was asked" in first.error
+    )
+
+
+async def test_a_shown_output_is_never_shown_again_after_a_replay(
+    rig: Rig, llm: FakeLLM, now: datetime
+) -> None:
+    await rig.tick(now)
+    [item, *_] = await items.in_state(rig.store, State.AWAITING_APPROVAL, "news")
+    await items.transition(rig.store, item.id, State.REJECTED, "operator:7", now)
+    await views.replay(rig.store, item.id, "operator:7", now + timedelta(minutes=1))
+    await rig.tick(now + timedelta(minutes=1))
+    assert llm.calls == ITEMS + 1  # the rejected text is not offered again
+
+
+async def test_a_lone_surrogate_reply_fails_that_item_alone(
+    rig: Rig, llm: FakeLLM, now: datetime
+) -> None:
+    llm.queue_reply("Launch \ud800 day")  # sent as the JSON escape "\ud800"
+    report = await rig.tick(now)
+    assert (report.counts.drafted, report.counts.failed) == (ITEMS - 1, 1)
+    run = await runs.get(rig.store, report.run_id)
+    assert run.status == "ok" and run.ended_at == now  # closed, not left running
+    [failed] = await items.in_state(rig.store, State.FAILED, "news")
+    last = (await items.history(rig.store, failed.id))[-1]
+    assert last.reason == (
+        "invalid_output: the reply holds text that cannot be stored: "
+        "a lone surrogate U+D800 at character 7"
+    )
+    assert len(await items.in_state(rig.store, State.AWAITING_APPROVAL, "news")) == ITEMS - 1
+    assert await claim_states(rig.store) == ["settled"] * ITEMS  # the bad reply was paid for
+    [held] = (await ledger.report(rig.store, now)).budgets
+    assert held.held_micros == 0
+    alerts = [a.payload["text"] for a in await outbox.due(rig.store, now, ["alert"])]
+    assert any(f"item {failed.id} " in text and "Launch \ufffd day" in text for text in alerts)
+
+
+class Faulty(drafters.TemplateDrafter):
+    """The template drafter with a bug that trips on one title."""
+
+    async def draft(self, item: items.Item, now: datetime) -> drafters.DraftResult:
+        if item.payload["title"] == "Story 2":
+            raise KeyError("a bug")
+        return await super().draft(item, now)
+
+
+async def test_an_exception_in_one_item_fails_it_and_the_run_says_so(
+    store: db.Store, tmp_path: Path, feeds: FeedServer, client: httpx.AsyncClient, now: datetime
+) -> None:
+    pipeline = write_pipeline(tmp_path, feeds.url("/feed.xml"))
+    rig = Rig(store, pipeline, Faulty(pipeline), client)
+    report = await rig.tick(now)
+    [failed] = await items.in_state(store, State.FAILED, "news")
+    assert failed.reason == "internal: KeyError: 'a bug'"
+    assert len(await items.in_state(store, State.AWAITING_APPROVAL, "news")) == ITEMS - 1
+    run = await runs.get(store, report.run_id)
+    assert (run.status, run.error_text) == (
+        "error",
+        f"item {failed.id}: internal: KeyError: 'a bug'",
+    )
+
+
+async def orphan_claim(rig: Rig, now: datetime, lease: timedelta) -> tuple[items.Item, int]:
+    """An item left in drafting with the claim its draft began (as a crash leaves it)."""
+    item = await items.create(rig.store, "news", "s0", "x1", {"title": "T", "text": "b"}, now)
+    assert item is not None
+    item = await items.transition(rig.store, item.id, State.DRAFTING, "system", now)
+    version = llm_drafter.prompt_version(rig.engine.pipelines["news"].draft.prompt_text or "")
+    key = llm_drafter.claim_key("news", item.id, 1, version)
+    request = {"model": MODEL, "max_tokens": 200, "prompt_version": version}
+    work = await ledger.begin(
+        rig.store, key, llm_drafter.ENDPOINT, request, 50_000, "news", item.id, now, lease
+    )
+    return item, work.id
+
+
+async def test_a_call_that_may_have_been_charged_waits_for_an_operator(
+    rig: Rig, llm: FakeLLM, feeds: FeedServer, now: datetime
+) -> None:
+    feeds.set("/feed.xml", rss([]))
+    item, claim_id = await orphan_claim(rig, now, timedelta(minutes=5))
+    await ledger.start_provider(rig.store, claim_id, now)  # then the process died
+    for minute in (1, 2):
+        report = await rig.tick(now + timedelta(minutes=minute))
+        assert (report.counts.drafted, report.counts.failed, report.status) == (0, 0, "ok")
+    assert (await items.get(rig.store, item.id)).state == State.DRAFTING
+    assert llm.calls == 0 and await claim_states(rig.store) == ["uncertain"]
+    alerts = [
+        a.payload["text"] for a in await outbox.due(rig.store, now + timedelta(hours=1), ["alert"])
+    ]
+    told = [text for text in alerts if text.startswith(f"✋ item {item.id} (news) waits")]
+    assert len(told) == 1 and f"gatehouse reconcile-claim {claim_id} <usd> <evidence>" in told[0]
+
+    # The operator settles it; the item then fails, and a replay drafts it once more.
+    later = now + timedelta(minutes=3)
+    await ledger.reconcile(rig.store, claim_id, 1234, "invoice line 7", "operator:7", later)
+    await rig.tick(later)
+    failed = await items.get(rig.store, item.id)
+    assert failed.state == State.FAILED and failed.reason is not None
+    assert (
+        f"budget claim {claim_id} for this attempt was settled without an output" in failed.reason
+    )
+    await views.replay(rig.store, item.id, "operator:7", later)
+    await rig.tick(later + timedelta(minutes=1))
+    assert (await items.get(rig.store, item.id)).state == State.AWAITING_APPROVAL
+    assert llm.calls == 1 and await claim_states(rig.store) == ["settled", "settled"]
+
+
+async def test_a_reserved_claim_past_its_lease_is_drafted_under_the_same_key(
+    rig: Rig, llm: FakeLLM, feeds: FeedServer, now: datetime
+) -> None:
+    feeds.set("/feed.xml", rss([]))
+    item, claim_id = await orphan_claim(rig, now, timedelta(minutes=1))
+    await rig.tick(now + timedelta(minutes=10))
+    assert (await items.get(rig.store, item.id)).state == State.AWAITING_APPROVAL
+    assert llm.calls == 1 and await claim_states(rig.store) == ["settled"]
+    draft = await drafts.get(rig.store, item.id, 1)
+    assert draft.provenance["claim"] == claim_id
+
+
+async def test_a_released_claim_fails_the_item_with_what_to_do(
+    rig: Rig, llm: FakeLLM, feeds: FeedServer, now: datetime
+) -> None:
+    feeds.set("/feed.xml", rss([]))
+    item, _ = await orphan_claim(rig, now, timedelta(minutes=1))
+    later = now + timedelta(minutes=10)
+    [released] = await ledger.recover(rig.store, later)
+    assert released.state == ClaimState.RELEASED
+    await rig.tick(later)
+    failed = await items.get(rig.store, item.id)
+    assert failed.state == State.FAILED and llm.calls == 0
+    assert failed.reason is not None and "nothing was spent: replay the item" in failed.reason
+
+
+async def test_text_sqlite_cannot_hold_is_cleaned_when_an_item_is_recorded(
+    store: db.Store, now: datetime
+) -> None:
+    payload = {"title": "bad \ud800 title", "text": "fine", "extra": {"n": ["\udfff"]}}
+    item = await items.create(store, "news", "s0", "x1", payload, now)
+    assert item is not None
+    assert item.payload == {"title": "bad \ufffd title", "text": "fine", "extra": {"n": ["\ufffd"]}}
+    assert json.loads(item.payload_json) == item.payload
+    assert len(await events.for_entity(store, "item", item.id)) == 1
