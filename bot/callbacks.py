@@ -25,8 +25,14 @@ MAX_BYTES = 64
 #: Bytes of HMAC kept: 96 bits is far beyond guessing through a rate-limited chat.
 TAG_BYTES = 12
 
-Action = Literal["approve", "reject", "edit", "replay"]
-_CODES: dict[Action, str] = {"approve": "a", "reject": "r", "edit": "e", "replay": "p"}
+Action = Literal["approve", "reject", "edit", "replay", "fresh"]
+_CODES: dict[Action, str] = {
+    "approve": "a",
+    "reject": "r",
+    "edit": "e",
+    "replay": "p",
+    "fresh": "f",  # replay, paying for a new LLM draft instead of an unshown one
+}
 _ACTIONS: dict[str, Action] = {code: action for action, code in _CODES.items()}
 
 

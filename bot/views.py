@@ -179,6 +179,12 @@ async def replay(
     return replayed
 
 
+async def unshown_drafts(store: Store, item_id: int) -> list[int]:
+    """Budget claims whose LLM output for this item no card showed: a replay shows it
+    without a new provider call, unless the operator asks for a fresh draft."""
+    return await llm_outputs.unshown(store, item_id)
+
+
 def parse_usd(amount: str) -> int:
     """A dollar amount ("12", "12.50", "$0.25") as integer micros; Invalid otherwise."""
     text = amount.strip().removeprefix("$").replace(",", "")

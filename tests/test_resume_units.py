@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bot import views
+from bot import callbacks, render, views
 from pipelines import config, drafters, engine, llm_drafter, providers
 from store import db, drafts, events, items, ledger, llm_outputs, outbox, runs, sla
 from store.ledger_machine import ClaimState
@@ -19,6 +19,7 @@ from store.machine import State
 from tests.fakes.feed_server import FeedServer
 from tests.fakes.feeds import rss
 from tests.fakes.llm_server import FakeLLM
+from tests.test_cli import gatehouse
 from tests.test_llm_drafter import MODEL, PRICE, budget, provider_settings, write_pipeline
 
 ITEMS = 5
@@ -257,3 +258,28 @@ async def test_text_sqlite_cannot_hold_is_cleaned_when_an_item_is_recorded(
     assert item.payload == {"title": "bad \ufffd title", "text": "fine", "extra": {"n": ["\ufffd"]}}
     assert json.loads(item.payload_json) == item.payload
     assert len(await events.for_entity(store, "item", item.id)) == 1
+
+
+async def test_the_cli_and_the_replay_offer_ask_for_a_fresh_draft(
+    rig: Rig, feeds: FeedServer, tmp_path: Path, now: datetime
+) -> None:
+    item = await one_item_answered_but_never_shown(rig, feeds, now)
+    [claim_id] = await views.unshown_drafts(rig.store, item.id)
+    offer = render.replay_offer(item, await items.history(rig.store, item.id), [claim_id])
+    assert f"a draft no card showed (budget claim {claim_id})" in offer
+    key = b"k" * 32
+    data = callbacks.encode(key, callbacks.Button("fresh", item.id, item.attempt, item.version))
+    assert callbacks.decode(key, data).action == "fresh"
+
+    await rig.store.close()  # one writer: the CLI writes directly when no bot runs
+    data_dir = rig.store.config.data_dir
+    code, out, err = await gatehouse(data_dir, tmp_path, "replay", str(item.id), "--fresh")
+    assert code == 0, err
+    assert out.strip() == f"item {item.id} replayed: attempt 2, now new"
+    store = await db.Store.open(db.StoreConfig(data_dir=data_dir))
+    try:
+        assert await views.unshown_drafts(store, item.id) == []
+        last = (await items.history(store, item.id))[-1]
+        assert (last.actor, last.reason) == ("cli", "replayed by cli with a fresh draft")
+    finally:
+        await store.close()
