@@ -212,8 +212,9 @@ class Engine:
             return False
         except Exception as exc:  # a bug or a fault in this item alone: fail it, go on
             log.exception("pipeline %s: drafting item %s failed", pipeline.name, item.id)
-            failure = drafters.DraftFailed(f"{type(exc).__name__}: {exc}", reason="internal")
-            report.errors.append(f"item {item.id}: {failure.reason}: {failure}"[:500])
+            message = store_text.clean(f"{type(exc).__name__}: {exc}")[:500]
+            failure = drafters.DraftFailed(message, reason="internal")
+            report.errors.append(f"item {item.id}: internal: {message}")
             await self._fail(item, failure, now)
             return False
 

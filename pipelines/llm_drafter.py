@@ -11,14 +11,21 @@ For the runtime, `Drafters` picks each pipeline's drafter and owns the provider 
 One draft is: begin (key = pipeline, item, attempt and prompt version) holds the worst
 case; start_provider authorizes the one call; the call; then ONE transaction keeps the
 output (store/llm_outputs.py) and settles the claim, or leaves it uncertain when the
-cost is unknown. So a retry of the same attempt finds the output and reuses it, or
-finds a claim past the gate without an output and refuses to pay a second time.
+cost is unknown. Before any of that, a kept output of the item that no card showed
+(a crash after the answer, or a replay of a dropped item) is used with no new call.
+
+Resuming after a crash (the engine never drafts one item twice at once, so any claim
+it finds past reserve was left by a crash): reserved, even past its lease, is started
+under the same key; started becomes uncertain; uncertain with no output raises
+DraftHeld (the engine holds the item and tells the operators once); settled with no
+output or released fails the item with what to do (replay).
 
 What each provider outcome does to the claim and the item:
 
 - a reply with usage: settled at the price-table cost; the draft goes to approval, or,
-  if it fails validation (not JSON, schema violation), the item fails with reason
-  `invalid_output` and the raw output kept for the operator;
+  if it fails validation (not JSON, schema violation, text SQLite cannot hold such as
+  a lone surrogate), the item fails with reason `invalid_output` and the raw output
+  kept (cleaned) for the operator;
 - a reply without usage: uncertain (the cost is unknown until reconciled); the draft is
   still used, and the card says so;
 - ProviderNotCalled / ProviderRejected: nothing was generated, so the claim settles at
