@@ -215,10 +215,18 @@ async def set_budget(
 async def reconcile_claim(
     store: Store, claim_id: int, amount_usd: str, evidence: str, actor: str, now: datetime
 ) -> ledger_settle.Settlement:
-    """Settle an uncertain claim at the figure the provider's evidence shows."""
+    """Settle an uncertain claim at the figure the provider's evidence shows.
+
+    An item held in drafting by this claim is then failed (so it can be replayed) by
+    its pipeline's next tick, which is asked for now.
+    """
     if not evidence.strip():
         raise Invalid("evidence is required: e.g. the provider's request id or invoice line")
-    return await ledger.reconcile(store, claim_id, parse_usd(amount_usd), evidence, actor, now)
+    settled = await ledger.reconcile(store, claim_id, parse_usd(amount_usd), evidence, actor, now)
+    held = settled.claim.item_id
+    if held is not None and (await items.get(store, held)).state == State.DRAFTING:
+        await schedules.request_run(store, settled.claim.pipeline, now)
+    return settled
 
 
 def check_pipeline(name: str, known: Collection[str]) -> str:

@@ -13,7 +13,7 @@ import pytest
 
 from bot import callbacks, render, views
 from pipelines import config, drafters, engine, llm_drafter, providers
-from store import db, drafts, events, items, ledger, llm_outputs, outbox, runs, sla
+from store import db, drafts, events, items, ledger, llm_outputs, outbox, runs, schedules, sla
 from store.ledger_machine import ClaimState
 from store.machine import State
 from tests.fakes.feed_server import FeedServer
@@ -210,7 +210,8 @@ async def test_a_call_that_may_have_been_charged_waits_for_an_operator(
 
     # The operator settles it; the item then fails, and a replay drafts it once more.
     later = now + timedelta(minutes=3)
-    await ledger.reconcile(rig.store, claim_id, 1234, "invoice line 7", "operator:7", later)
+    await views.reconcile_claim(rig.store, claim_id, "0.001234", "invoice 7", "operator:7", later)
+    assert (await schedules.all_states(rig.store))["news"].run_requested_at == later
     await rig.tick(later)
     failed = await items.get(rig.store, item.id)
     assert failed.state == State.FAILED and failed.reason is not None
