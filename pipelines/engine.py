@@ -10,7 +10,8 @@ its approval card queued in the outbox in the same transaction as the last step.
 Every tick also resumes the pipeline's items left in drafting by a crash (startup asks
 for a run at once, see store/startup.py): the drafter reuses an output the provider
 already gave, drafts again under the same claim when no call was made, and holds the
-item (one alert) when a call may have been charged and left nothing. An exception in
+item (the claim's one alert says what to run) when a call may have been charged and
+left nothing. An exception in
 one item fails that item alone, with its reason, and the run ends `error`.
 """
 
@@ -205,7 +206,9 @@ class Engine:
             )
             return True
         except drafters.DraftHeld as held:
-            await self._hold(item, held, now)
+            # The claim's own alert (queued once, as it became uncertain) names the item
+            # and the reconcile-claim to run; the item waits here until then.
+            log.warning("item %s waits in drafting: %s", item.id, held)
             return None
         except drafters.DraftFailed as exc:
             await self._fail(item, exc, now)
@@ -217,24 +220,6 @@ class Engine:
             report.errors.append(f"item {item.id}: internal: {message}")
             await self._fail(item, failure, now)
             return False
-
-    async def _hold(self, item: Item, held: drafters.DraftHeld, now: datetime) -> None:
-        """Leave the item in drafting and tell the operators, once, how to release it."""
-        text = (
-            f"✋ item {item.id} ({item.pipeline}) waits in drafting: {held}. Settle the claim "
-            f"with the provider's figure: gatehouse reconcile-claim {held.claim_id} <usd> "
-            "<evidence>; the item then fails, and /replay drafts it again as a new attempt"
-        )
-        payload = {"text": text, "level": "error", "item_id": item.id}
-        key = f"draft-held:{item.id}:{item.attempt}:{held.claim_id}"
-
-        def unit(conn: sqlite3.Connection) -> None:
-            outbox.enqueue_sync(
-                conn, "alert", outbox.ALERTS, payload, now, item_id=item.id, dedupe_key=key
-            )
-
-        log.warning("item %s held in drafting: %s", item.id, held)
-        await self.store.write(unit)
 
     async def _fail(self, item: Item, exc: drafters.DraftFailed, now: datetime) -> None:
         reason = store_text.clean(f"{exc.reason}: {exc}")[:2000]

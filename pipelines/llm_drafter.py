@@ -17,7 +17,8 @@ cost is unknown. Before any of that, a kept output of the item that no card show
 Resuming after a crash (the engine never drafts one item twice at once, so any claim
 it finds past reserve was left by a crash): reserved, even past its lease, is started
 under the same key; started becomes uncertain; uncertain with no output raises
-DraftHeld (the engine holds the item and tells the operators once); settled with no
+DraftHeld (the item waits; the claim's one alert names it and reconcile-claim); settled
+with no
 output or released fails the item with what to do (replay).
 
 What each provider outcome does to the claim and the item:
@@ -144,7 +145,7 @@ class LlmDrafter:
             return await self._fallback.draft(item, now)
         if work.state != ClaimState.RESERVED:
             # This attempt already got past the gate once: never a second paid call.
-            return await self._resume(work, now)
+            return await self._resume(work, item, now)
         if now >= work.lease_until:  # reserved before a crash: nothing was authorized yet
             await self._store.write(lambda conn: claims.renew_sync(conn, work.id, now, self._lease))
         try:
@@ -307,13 +308,12 @@ class LlmDrafter:
         except errors.Conflict as conflict:  # the item changed: the claim stays uncertain
             log.warning("claim %s not settled: %s", work.id, conflict)
 
-    async def _resume(self, work: claims.Work, now: datetime) -> drafters.DraftResult:
+    async def _resume(self, work: claims.Work, item: Item, now: datetime) -> drafters.DraftResult:
         """The attempt's claim got past reserve earlier: reuse its output, or say why not."""
         if work.state == ClaimState.STARTED:
             # The engine never drafts an item twice at once, so only a crash left this
             # call unfinished: it may have been charged, so the hold stays (uncertain).
-            reason = "the process stopped during the provider call (found when resuming)"
-            await ledger.fail(self._store, work.id, reason, now)
+            await ledger.fail(self._store, work.id, held_reason(item.id), now)
         elif work.state == ClaimState.RELEASED:
             raise drafters.DraftFailed(
                 f"budget claim {work.id} was released before the provider was called (its "
@@ -362,6 +362,14 @@ class LlmDrafter:
 
     def _later(self, now: datetime) -> datetime:
         return now if self._clock is None else max(now, self._clock())
+
+
+def held_reason(item_id: int) -> str:
+    """Why a claim found started on resume is uncertain, as its one alert tells it."""
+    return (
+        f"the process stopped during its provider call; item {item_id} waits in drafting "
+        "until this claim is settled, then fails so that /replay can draft it again"
+    )
 
 
 def _unstorable(text: str) -> str | None:

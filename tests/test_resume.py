@@ -180,6 +180,14 @@ async def paid_once(store: db.Store) -> list[ledger.Claim]:
     return claims
 
 
+async def alerts_about(store: db.Store, item_id: int, at: datetime) -> list[str]:
+    return [
+        alert.payload["text"]
+        for alert in await outbox.due(store, at, ["alert"])
+        if f"item {item_id}" in alert.payload["text"]
+    ]
+
+
 async def in_state(store: db.Store, state: State) -> list[items.Item]:
     return await items.in_state(store, state, "news")
 
@@ -242,9 +250,9 @@ async def test_a_kill_during_a_call_holds_that_item_and_resumes_the_rest(
         [uncertain] = [c for c in claims if c.state == ClaimState.UNCERTAIN]
         assert uncertain.item_id == held.id
         assert [c.state for c in claims].count(ClaimState.SETTLED) == ITEMS - 1
-        alerts = [a.payload["text"] for a in await outbox.due(store, later, ["alert"])]
-        told = [text for text in alerts if text.startswith(f"✋ item {held.id} ")]
+        told = await alerts_about(store, held.id, later)
         assert len(told) == 1
+        assert f"item {held.id} waits in drafting until this claim is settled" in told[0]
         assert f"gatehouse reconcile-claim {uncertain.id} <usd> <evidence>" in told[0]
     finally:
         await store.close()
@@ -252,8 +260,7 @@ async def test_a_kill_during_a_call_holds_that_item_and_resumes_the_rest(
     # Restarting again neither calls nor tells the operators a second time.
     store = await restart(data_dir, setup, llm, later + timedelta(minutes=1))
     try:
-        alerts = [a.payload["text"] for a in await outbox.due(store, later, ["alert"])]
-        assert len([t for t in alerts if t.startswith(f"✋ item {held.id} ")]) == 1
+        assert len(await alerts_about(store, held.id, later)) == 1
         assert llm.calls == ITEMS
         assert [i.id for i in await in_state(store, State.DRAFTING)] == [held.id]
     finally:

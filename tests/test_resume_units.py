@@ -205,8 +205,9 @@ async def test_a_call_that_may_have_been_charged_waits_for_an_operator(
     alerts = [
         a.payload["text"] for a in await outbox.due(rig.store, now + timedelta(hours=1), ["alert"])
     ]
-    told = [text for text in alerts if text.startswith(f"✋ item {item.id} (news) waits")]
+    told = [text for text in alerts if f"item {item.id}" in text]
     assert len(told) == 1 and f"gatehouse reconcile-claim {claim_id} <usd> <evidence>" in told[0]
+    assert f"item {item.id} waits in drafting until this claim is settled" in told[0]
 
     # The operator settles it; the item then fails, and a replay drafts it once more.
     later = now + timedelta(minutes=3)
