@@ -11,8 +11,8 @@ Every tick also resumes the pipeline's items left in drafting by a crash (startu
 for a run at once, see store/startup.py): the drafter reuses an output the provider
 already gave, drafts again under the same claim when no call was made, and holds the
 item (the claim's one alert says what to run) when a call may have been charged and
-left nothing. An exception in
-one item fails that item alone, with its reason, and the run ends `error`.
+left nothing. An exception in one item fails that item alone, with its reason, and the
+run ends `error`.
 """
 
 from __future__ import annotations

@@ -18,8 +18,7 @@ Resuming after a crash (the engine never drafts one item twice at once, so any c
 it finds past reserve was left by a crash): reserved, even past its lease, is started
 under the same key; started becomes uncertain; uncertain with no output raises
 DraftHeld (the item waits; the claim's one alert names it and reconcile-claim); settled
-with no
-output or released fails the item with what to do (replay).
+with no output, or released, fails the item saying what to do (replay).
 
 What each provider outcome does to the claim and the item:
 
