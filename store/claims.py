@@ -297,7 +297,8 @@ def renew_sync(conn: sqlite3.Connection, work_id: int, now: datetime, lease: tim
     """Give a reserved claim a new lease, so a draft resumed after a crash may start it.
 
     Only `reserved` qualifies: no provider call was authorized yet, so the hold is
-    simply kept longer. Any other state is refused and nothing changes.
+    simply kept longer (a reserved -> reserved event says so). Any other state is
+    refused and nothing changes.
     """
     claim = get_sync(conn, work_id)
     if claim.state != ClaimState.RESERVED:
@@ -307,6 +308,8 @@ def renew_sync(conn: sqlite3.Connection, work_id: int, now: datetime, lease: tim
     params = {"id": work_id, "lease_until": clock.to_ms(now + lease), "now": clock.to_ms(now)}
     renewed = one_sync(conn, Q["renew"], params)
     assert renewed is not None  # checked reserved above, with one writer
+    reason = f"lease renewed until {renewed.lease_until.isoformat()} to resume the draft"
+    events.append(conn, "claim", work_id, claim.state, claim.state, "system", now, reason=reason)
     return renewed
 
 

@@ -13,7 +13,20 @@ import pytest
 
 from bot import callbacks, render, views
 from pipelines import config, drafters, engine, llm_drafter, providers
-from store import db, drafts, events, items, ledger, llm_outputs, outbox, runs, schedules, sla
+from store import (
+    claims,
+    db,
+    drafts,
+    errors,
+    events,
+    items,
+    ledger,
+    llm_outputs,
+    outbox,
+    runs,
+    schedules,
+    sla,
+)
 from store.ledger_machine import ClaimState
 from store.machine import State
 from tests.fakes.feed_server import FeedServer
@@ -235,6 +248,19 @@ async def test_a_reserved_claim_past_its_lease_is_drafted_under_the_same_key(
     assert llm.calls == 1 and await claim_states(rig.store) == ["settled"]
     draft = await drafts.get(rig.store, item.id, 1)
     assert draft.provenance["claim"] == claim_id
+    trail = [
+        (e.from_state, e.to_state) for e in await events.for_entity(rig.store, "claim", claim_id)
+    ]
+    assert trail == [
+        (None, "reserved"), ("reserved", "reserved"), ("reserved", "started"), ("started", "settled")
+    ]  # fmt: skip
+    # Only a reserved claim's lease renews; anything else is refused and nothing changes.
+    before = await ledger.get(rig.store, claim_id)
+    with pytest.raises(errors.IllegalTransition, match="only a reserved lease renews"):
+        await rig.store.write(
+            lambda conn: claims.renew_sync(conn, claim_id, now, timedelta(hours=1))
+        )
+    assert await ledger.get(rig.store, claim_id) == before
 
 
 async def test_a_released_claim_fails_the_item_with_what_to_do(
