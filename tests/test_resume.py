@@ -51,7 +51,7 @@ def settings_for(base_url: str) -> providers.ProviderSettings:
 
 def _kill_self_at(point: str) -> None:
     """SIGKILL this process when the KILL_AT-th item reaches `point`."""
-    if point == "none":
+    if point in ("none", "batch"):
         return
     module: Any = engine if point == "answered" else ledger
     name = "_to_approval" if point == "answered" else "start_provider"
@@ -76,7 +76,8 @@ async def _child(
         if kind == "dispatch":
             await dispatcher.run_once(store, {"news": pipeline}, client, at)
             raise SystemExit("the delivery finished; the test expected to kill this process")
-        engine.CONCURRENCY = 1  # one call at a time: the kill point names one item's state
+        if point != "batch":  # one call at a time: the kill point names one item's state
+            engine.CONCURRENCY = 1
         _kill_self_at(point)
         async with providers.ProviderClient(settings_for(url)) as provider:
             drafter = llm_drafter.LlmDrafter(store, pipeline, provider, PRICE)
@@ -263,6 +264,38 @@ async def test_a_kill_during_a_call_holds_that_item_and_resumes_the_rest(
         assert len(await alerts_about(store, held.id, later)) == 1
         assert llm.calls == ITEMS
         assert [i.id for i in await in_state(store, State.DRAFTING)] == [held.id]
+    finally:
+        await store.close()
+
+
+async def test_a_kill_at_any_moment_of_a_big_batch_never_calls_twice_for_an_item(
+    data_dir: Path, setup: Path, feeds: FeedServer, now: datetime
+) -> None:
+    batch = 40
+    feeds.set("/feed.xml", rss([(f"b{n}", f"Story {n}", f"Body {n}.") for n in range(batch)]))
+    with FakeLLM(delay_s=0.3) as llm:  # slow: up to 32 calls are in flight at once
+        child = await start_child(
+            "draft", str(data_dir), str(setup), llm.base_url, "batch", now.isoformat()
+        )
+        await until(lambda: llm.calls > 0, child)
+        await asyncio.sleep(0.35)  # the first replies are recorded, the second wave is sent
+        child.send_signal(signal.SIGKILL)
+        await killed(child)
+        store = await restart(data_dir, setup, llm, now + timedelta(minutes=1))
+    try:
+        waiting = await in_state(store, State.AWAITING_APPROVAL)
+        held = await in_state(store, State.DRAFTING)
+        assert len(waiting) + len(held) == batch and await in_state(store, State.NEW) == []
+        # At most one call per item: a claim whose call may have left (some were still
+        # queued for a connection at the kill) holds its item rather than calling again.
+        prompts = [request.body["messages"][-1]["content"] for request in llm.requests]
+        assert len(set(prompts)) == len(prompts) == llm.calls <= batch
+        assert llm.calls >= len(waiting)
+        claims = await paid_once(store)
+        assert len(claims) == batch
+        by_item = {claim.item_id: claim.state for claim in claims}
+        assert {by_item[item.id] for item in waiting} == {ClaimState.SETTLED}
+        assert {by_item[item.id] for item in held} <= {ClaimState.UNCERTAIN}
     finally:
         await store.close()
 
