@@ -18,9 +18,9 @@ SCHEDULES = sql.load("schedules")
 async def recover(store: Store, now: datetime) -> None:
     """Close the books a crash left open, and ask for the runs that resume its work.
 
-    Items a crash left in drafting are taken up by their pipeline's next tick; a run is
-    requested for each such pipeline now, so that tick starts at the scheduler's first
-    pass instead of waiting for the schedule (or for the SLA to call them stuck).
+    Items a crash left in new or drafting are taken up by their pipeline's next tick; a
+    run is requested for each such pipeline now, so that tick starts at the scheduler's
+    first pass instead of waiting for the schedule (or for the SLA to call them stuck).
     """
     interrupted = await runs.close_interrupted(store, now)
     if interrupted:
@@ -29,12 +29,11 @@ async def recover(store: Store, now: datetime) -> None:
         )
     resumed = await store.write(lambda conn: _request_resume_runs(conn, now))
     for pipeline, count in resumed.items():
-        log.warning("pipeline %s: %d item(s) left in drafting will be resumed", pipeline, count)
+        log.warning("pipeline %s: %d item(s) left undrafted will be resumed", pipeline, count)
 
 
 def _request_resume_runs(conn: sqlite3.Connection, now: datetime) -> dict[str, int]:
-    left = dict(conn.execute(Q["drafting_by_pipeline"]).fetchall())
+    left = dict(conn.execute(Q["undrafted_by_pipeline"]).fetchall())
     for pipeline in left:
-        conn.execute(SCHEDULES["ensure"], {"pipeline": pipeline, "next_due_at": None})
         conn.execute(SCHEDULES["request_run"], {"pipeline": pipeline, "now": clock.to_ms(now)})
     return left

@@ -26,7 +26,7 @@ import pytest
 from pydantic import SecretStr
 
 from pipelines import approval, config, dispatcher, engine, llm_drafter, providers, runtime
-from store import db, drafts, items, ledger, llm_outputs, outbox, runs
+from store import db, drafts, items, ledger, llm_outputs, outbox, runs, schedules
 from store.ledger_machine import ClaimState
 from store.machine import State
 from tests.fakes.feed_server import FeedServer
@@ -138,6 +138,9 @@ async def setup(data_dir: Path, tmp_path: Path, feeds: FeedServer, now: datetime
     write_pipeline(pipelines_dir, feeds.url("/feed.xml"))
     store = await db.Store.open(db.StoreConfig(data_dir=data_dir))
     await ledger.set_budget(store, "global", "month", 10_000_000, "cli", now)
+    # As the scheduler leaves it: the pipeline is known, its next run due in a day, so
+    # only startup recovery's request runs it at the restart.
+    await schedules.ensure(store, "news", now + timedelta(days=1))
     await store.close()  # one writer: the child takes the lock
     return pipelines_dir
 

@@ -26,6 +26,7 @@ from store import (
     runs,
     schedules,
     sla,
+    startup,
 )
 from store.ledger_machine import ClaimState
 from store.machine import State
@@ -314,3 +315,24 @@ async def test_the_cli_and_the_replay_offer_ask_for_a_fresh_draft(
         assert (last.actor, last.reason) == ("cli", "replayed by cli with a fresh draft")
     finally:
         await store.close()
+
+
+async def test_startup_asks_for_a_run_of_each_pipeline_a_crash_left_work_in(
+    store: db.Store, now: datetime
+) -> None:
+    for n, (pipeline, state) in enumerate(
+        [("news", State.DRAFTING), ("mail", State.NEW), ("done", State.AWAITING_APPROVAL)]
+    ):
+        await schedules.ensure(store, pipeline, now + timedelta(days=1))
+        item = await items.create(store, pipeline, "s0", f"x{n}", {"title": "T"}, now)
+        assert item is not None
+        if state != State.NEW:
+            item = await items.transition(store, item.id, State.DRAFTING, "system", now)
+        if state == State.AWAITING_APPROVAL:
+            await items.transition(store, item.id, state, "system", now)
+    later = now + timedelta(minutes=1)
+    await startup.recover(store, later)
+    requested = {
+        name: state.run_requested_at for name, state in (await schedules.all_states(store)).items()
+    }
+    assert requested == {"news": later, "mail": later, "done": None}
