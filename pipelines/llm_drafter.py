@@ -316,7 +316,7 @@ class LlmDrafter:
         elif work.state == ClaimState.RELEASED:
             raise drafters.DraftFailed(
                 f"budget claim {work.id} was released before the provider was called (its "
-                "lease ran out while gatehouse was down); nothing was spent: replay the item "
+                "lease ran out before the draft resumed); nothing was spent: replay the item "
                 "to draft it",
                 reason="provider",
             )
