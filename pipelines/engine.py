@@ -18,6 +18,7 @@ run ends `error`.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import sqlite3
 from collections.abc import Callable
@@ -104,7 +105,7 @@ class Engine:
         """The source's answer, or None (its reason in the report) when it failed."""
         state = await schedules.source_state(self.store, pipeline.name, source.scope)
         try:
-            return await sources.fetch(source, state, self.client)
+            return _storable(await sources.fetch(source, state, self.client))
         except base.SourceError as exc:
             log.warning("pipeline %s: source %s failed: %s", pipeline.name, source.scope, exc)
             report.errors.append(f"source {source.scope}: {exc}")
@@ -294,6 +295,18 @@ def _payload(fetched: base.FetchedItem) -> dict[str, object]:
         "published": fetched.published.isoformat() if fetched.published else None,
         "extra": fetched.extra,
     }
+
+
+def _storable(fetched: base.Fetched) -> base.Fetched:
+    """Source ids SQLite can hold (a JSON escape may carry a lone surrogate): cleaned
+    here, before dedup keys on them; the rest of the payload is cleaned as it is stored."""
+    if all(store_text.unstorable(item.source_id) is None for item in fetched.items):
+        return fetched
+    cleaned = [
+        dataclasses.replace(item, source_id=store_text.clean(item.source_id))
+        for item in fetched.items
+    ]
+    return dataclasses.replace(fetched, items=cleaned)
 
 
 def _sources(item: Item) -> frozenset[str]:

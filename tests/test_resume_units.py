@@ -336,3 +336,34 @@ async def test_startup_asks_for_a_run_of_each_pipeline_a_crash_left_work_in(
         name: state.run_requested_at for name, state in (await schedules.all_states(store)).items()
     }
     assert requested == {"news": later, "mail": later, "done": None}
+
+
+JSON_PIPELINE = """
+name: news
+schedule: 5m
+sources:
+  - type: http_json
+    url: {url}
+    scope: s0
+approval:
+  window: 2h
+dispatch:
+  type: none
+"""
+
+
+async def test_an_entry_with_text_sqlite_cannot_hold_is_recorded_cleaned(
+    store: db.Store, tmp_path: Path, feeds: FeedServer, client: httpx.AsyncClient, now: datetime
+) -> None:
+    entries = [{"id": "a\ud800", "title": "odd \udfff", "text": "t"}, {"id": "b", "title": "ok"}]
+    feeds.set_json("/items.json", entries)  # json.dumps sends the "\ud800" escapes
+    (tmp_path / "news.yaml").write_text(JSON_PIPELINE.format(url=feeds.url("/items.json")))
+    pipeline = config.load_dir(tmp_path).pipelines["news"]
+    report = await engine.Engine(store, {"news": pipeline}, client=client).tick(
+        "news", "schedule", now
+    )
+    assert (report.status, report.counts.new, report.counts.drafted) == ("ok", 2, 2)
+    found = await items.in_state(store, State.AWAITING_APPROVAL, "news")
+    assert sorted((i.source_id, i.payload["title"]) for i in found) == [
+        ("a\ufffd", "odd \ufffd"), ("b", "ok")
+    ]  # fmt: skip
