@@ -27,9 +27,16 @@ MAX_NUMBER = 2**63 - 1
 #: Bytes of HMAC kept: 96 bits is far beyond guessing through a rate-limited chat.
 TAG_BYTES = 12
 
-Action = Literal["approve", "reject", "edit", "replay"]
-_CODES: dict[Action, str] = {"approve": "a", "reject": "r", "edit": "e", "replay": "p"}
+Action = Literal["approve", "reject", "edit", "replay", "fresh"]
+_CODES: dict[Action, str] = {
+    "approve": "a",
+    "reject": "r",
+    "edit": "e",
+    "replay": "p",
+    "fresh": "f",  # replay, paying for a new LLM draft instead of an unshown one
+}
 _ACTIONS: dict[str, Action] = {code: action for action, code in _CODES.items()}
+_REPLAYS: frozenset[Action] = frozenset({"replay", "fresh"})
 
 
 class InvalidButton(ValueError):
@@ -72,16 +79,18 @@ def decode(key: bytes, data: str) -> Button:
     if len(parts) != 5 or parts[0] != FORMAT:
         raise InvalidButton("this button comes from an older version of the bot")
     action = _ACTIONS.get(parts[1])
-    numbers = [_number(part) for part in parts[2:]]
-    if action is None or None in numbers:
+    item_id, attempt, version = (_number(part) for part in parts[2:])
+    # A replay offer can name version 0 (an item no card has shown a draft of yet);
+    # a decision is always on a drafted version.
+    lowest = 0 if action in _REPLAYS else 1
+    if action is None or not (item_id and attempt and version is not None and version >= lowest):
         raise InvalidButton("this button's data is malformed")
-    item_id, attempt, version = (n for n in numbers if n is not None)
     return Button(action, item_id, attempt, version)
 
 
 def _number(text: str) -> int | None:
-    """1 to MAX_NUMBER in ASCII digits, else None (str.isdigit alone accepts "²")."""
+    """0 to MAX_NUMBER in ASCII digits, else None (str.isdigit alone accepts "²")."""
     if not (text.isascii() and text.isdigit()) or len(text) > len(str(MAX_NUMBER)):
         return None
     number = int(text)
-    return number if 1 <= number <= MAX_NUMBER else None
+    return number if number <= MAX_NUMBER else None

@@ -9,7 +9,7 @@
     gatehouse runs [pipeline] [--limit 10]     recent runs, with the last green / first red run
     gatehouse pending                          items awaiting approval, oldest first
     gatehouse history <item>                   one item's events
-    gatehouse replay <item> [--force]          replay a dropped item (force: a dispatched one)
+    gatehouse replay <item> [--force] [--fresh] replay a dropped item (force: a dispatched one)
     gatehouse budget                           spend, holds and limits, today and this month
     gatehouse set-budget <scope> <day|month> <usd>   set a limit (scope: global or a pipeline)
     gatehouse run-now|pause|resume <pipeline>  run a pipeline now, stop or restart its schedule
@@ -388,6 +388,11 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
     replay = add("replay", cli_writes.cmd_replay, "replay a dropped item as a new attempt")
     replay.add_argument("item", type=item_id, help="the item id, as /pending and the cards show it")
     replay.add_argument("--force", action="store_true", help="also replay a dispatched item")
+    replay.add_argument(
+        "--fresh",
+        action="store_true",
+        help="pay for a new LLM draft instead of showing one the provider already wrote",
+    )
     add("budget", cmd_budget, "spend, holds and limits, today and this month")
     budget = add("set-budget", cli_writes.cmd_set_budget, "set a scope's day or month limit in USD")
     budget.add_argument("scope", help="global or a pipeline name")

@@ -62,12 +62,14 @@ async def _as_writer(cfg: settings_mod.Settings, local: Callable[[db.Store], Awa
 
 
 def cmd_replay(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
-    request = {"item": args.item, "force": args.force}
+    request = {"item": args.item, "force": args.force, "fresh": args.fresh}
     result = write(
         cfg,
         "replay",
         request,
-        lambda s: views.replay(s, args.item, control.ACTOR, now, force=args.force),
+        lambda s: views.replay(
+            s, args.item, control.ACTOR, now, force=args.force, fresh=args.fresh
+        ),
     )
     data = views.plain(result)
     cli_output.emit(

@@ -82,7 +82,7 @@ async def _set_budget(rt: Any, args: dict[str, Any]) -> Any:
 async def _replay(rt: Any, args: dict[str, Any]) -> Any:
     return await views.replay(
         rt.store, views.whole_number(args.get("item"), "item"), ACTOR, rt.now(),
-        force=bool(args.get("force")), scheduler=rt.scheduler,
+        force=bool(args.get("force")), fresh=bool(args.get("fresh")), scheduler=rt.scheduler,
     )  # fmt: skip
 
 

@@ -228,10 +228,16 @@ async def replay(update: Update, context: Context, d: Deps, now: datetime) -> No
     if not found.dropped:
         await reply(update, render.history(item, trail) + "\n\nNot dropped: nothing to replay.")
         return
-    button = callbacks.Button("replay", item.id, item.attempt, item.version)
-    data = callbacks.encode(d.key, button)
-    markup = InlineKeyboardMarkup([[InlineKeyboardButton("🔁 Replay", callback_data=data)]])
-    await reply(update, render.replay_offer(item, trail), markup)
+    kept = await views.unshown_drafts(d.store, item.id)
+
+    def button(label: str, action: callbacks.Action) -> InlineKeyboardButton:
+        data = callbacks.encode(
+            d.key, callbacks.Button(action, item.id, item.attempt, item.version)
+        )
+        return InlineKeyboardButton(label, callback_data=data)
+
+    row = [button("🔁 Replay", "replay")] + ([button("🆕 Fresh draft", "fresh")] if kept else [])
+    await reply(update, render.replay_offer(item, trail, kept), InlineKeyboardMarkup([row]))
 
 
 async def _schedule_command(update: Update, context: Context, d: Deps, now: datetime) -> None:
@@ -342,7 +348,8 @@ async def _replay(
         await query.answer("Already replayed: this offer is out of date.", show_alert=True)
         return
     actor = events.operator(query.from_user.id)
-    replayed = await views.replay(d.store, item.id, actor, now, scheduler=d.scheduler)
+    fresh = button.action == "fresh"
+    replayed = await views.replay(d.store, item.id, actor, now, fresh=fresh, scheduler=d.scheduler)
     await query.answer(f"replayed: attempt {replayed.attempt}")
     await query.edit_message_reply_markup(reply_markup=None)
     await query.message.reply_text(

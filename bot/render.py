@@ -244,9 +244,15 @@ def history(item: items.Item, trail: Sequence[events.Event]) -> str:
     return "\n".join(lines)
 
 
-def replay_offer(item: items.Item, trail: Sequence[events.Event]) -> str:
+def replay_offer(item: items.Item, trail: Sequence[events.Event], kept: Sequence[int] = ()) -> str:
     why = item.reason or "no reason recorded"
-    return f"{history(item, trail)}\n\n<b>dropped</b>: {esc(item.state)}, {esc(why)}\nReplay it?"
+    text = f"{history(item, trail)}\n\n<b>dropped</b>: {esc(item.state)}, {esc(why)}"
+    if kept:
+        text += (
+            f"\nThe provider already wrote a draft no card showed (budget claim {kept[-1]}): "
+            "Replay shows it without a new call; Fresh draft pays for a new one."
+        )
+    return text + "\nReplay it?"
 
 
 def budget(report: ledger_report.Report, now: datetime) -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import enum
+import sqlite3
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -29,6 +30,7 @@ from store import (
     items,
     ledger,
     ledger_settle,
+    llm_outputs,
     machine,
     runs,
     schedules,
@@ -189,19 +191,36 @@ async def replay(
     now: datetime,
     *,
     force: bool = False,
+    fresh: bool = False,
     scheduler: Scheduler | None = None,
 ) -> items.Item:
     """Bring a dropped item back to new (attempt + 1) and ask its pipeline to run.
 
-    The run request is persisted, so without a running scheduler (the CLI writing
-    directly) the bot drafts the item at its next start.
+    An LLM output the provider already gave for this item and no card showed is drafted
+    again without a new provider call; `fresh` refuses it (in the same transaction), so
+    the new attempt pays for a new draft. The run request is persisted, so without a
+    running scheduler (the CLI writing directly) the bot drafts the item at its next start.
     """
-    replayed = await items.replay(store, item_id, actor, now, f"replayed by {actor}", force=force)
+    reason = f"replayed by {actor}" + (" with a fresh draft" if fresh else "")
+
+    def unit(conn: sqlite3.Connection) -> items.Item:
+        replayed = items.replay_sync(conn, item_id, actor, now, reason, force=force)
+        if fresh:
+            llm_outputs.refuse_unshown_sync(conn, item_id, f"a fresh draft was asked ({reason})")
+        return replayed
+
+    replayed = await store.write(unit)
     if scheduler is not None and replayed.pipeline in scheduler.pipelines:
         await scheduler.trigger(replayed.pipeline, now)
     else:
         await schedules.request_run(store, replayed.pipeline, now)
     return replayed
+
+
+async def unshown_drafts(store: Store, item_id: int) -> list[int]:
+    """Budget claims whose LLM output for this item no card showed: a replay shows it
+    without a new provider call, unless the operator asks for a fresh draft."""
+    return await llm_outputs.unshown(store, item_id)
 
 
 def parse_usd(amount: str) -> int:
@@ -234,10 +253,18 @@ async def set_budget(
 async def reconcile_claim(
     store: Store, claim_id: int, amount_usd: str, evidence: str, actor: str, now: datetime
 ) -> ledger_settle.Settlement:
-    """Settle an uncertain claim at the figure the provider's evidence shows."""
+    """Settle an uncertain claim at the figure the provider's evidence shows.
+
+    An item held in drafting by this claim is then failed (so it can be replayed) by
+    its pipeline's next tick, which is asked for now.
+    """
     if not evidence.strip():
         raise Invalid("evidence is required: e.g. the provider's request id or invoice line")
-    return await ledger.reconcile(store, claim_id, parse_usd(amount_usd), evidence, actor, now)
+    settled = await ledger.reconcile(store, claim_id, parse_usd(amount_usd), evidence, actor, now)
+    held = settled.claim.item_id
+    if held is not None and (await items.get(store, held)).state == State.DRAFTING:
+        await schedules.request_run(store, settled.claim.pipeline, now)
+    return settled
 
 
 def check_pipeline(name: str, known: Collection[str]) -> str:

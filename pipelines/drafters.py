@@ -31,6 +31,16 @@ class DraftFailed(Exception):
         self.raw = raw
 
 
+class DraftHeld(DraftFailed):
+    """The attempt's provider call may have happened and left no output: drafting it
+    again could pay twice, so the item waits in drafting for an operator to settle
+    budget claim `claim_id` (`gatehouse reconcile-claim`)."""
+
+    def __init__(self, message: str, *, claim_id: int) -> None:
+        super().__init__(message, reason="provider")
+        self.claim_id = claim_id
+
+
 @dataclass(frozen=True)
 class DraftResult:
     text: str

@@ -6,11 +6,19 @@
 A source that fails fails alone: its reason goes into the run record and the other
 sources still deliver. Each item's path is new -> drafting -> awaiting_approval, with
 its approval card queued in the outbox in the same transaction as the last step.
+
+Every tick also resumes the pipeline's items left in drafting by a crash (startup asks
+for a run at once, see store/startup.py): the drafter reuses an output the provider
+already gave, drafts again under the same claim when no call was made, and holds the
+item (the claim's one alert says what to run) when a call may have been charged and
+left nothing. An exception in one item fails that item alone, with its reason, and the
+run ends `error`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import sqlite3
 from collections.abc import Callable
@@ -23,6 +31,7 @@ import httpx
 from pipelines import approval, config, drafters, similarity, sources
 from pipelines.sources import base
 from store import clock, drafts, errors, items, outbox, runs, schedules, seen, sql
+from store import text as store_text
 from store.db import Store
 from store.items import Item
 from store.machine import State
@@ -63,6 +72,9 @@ class Engine:
         self.pipelines = pipelines
         self.client = client
         self._drafter_for = drafter_for or drafters.TemplateDrafter
+        #: Items a tick of this engine is drafting now; any other item in drafting was
+        #: left there by a crash (or an error) and the next tick resumes it.
+        self._in_flight: set[int] = set()
 
     async def tick(self, name: str, trigger: runs.Trigger, now: datetime) -> TickReport:
         """Run one pipeline once and record the run with its counts and errors."""
@@ -77,7 +89,9 @@ class Engine:
             fetched += len(result.items)
             new_items += await self._record(pipeline, source.scope, result, report, now)
         waiting = await items.in_state(self.store, State.NEW, name, limit=10_000)
-        drafted, failed = await self._draft_all(pipeline, waiting, now)
+        left = await items.in_state(self.store, State.DRAFTING, name, limit=10_000)
+        orphans = [item for item in left if item.id not in self._in_flight]
+        drafted, failed = await self._draft_all(pipeline, waiting, orphans, report, now)
         report.created = [item.id for item in new_items]
         report.counts = runs.Counts(
             fetched=fetched, new=len(new_items), drafted=drafted, failed=failed
@@ -91,7 +105,7 @@ class Engine:
         """The source's answer, or None (its reason in the report) when it failed."""
         state = await schedules.source_state(self.store, pipeline.name, source.scope)
         try:
-            return await sources.fetch(source, state, self.client)
+            return _storable(await sources.fetch(source, state, self.client))
         except base.SourceError as exc:
             log.warning("pipeline %s: source %s failed: %s", pipeline.name, source.scope, exc)
             report.errors.append(f"source {source.scope}: {exc}")
@@ -133,19 +147,43 @@ class Engine:
             )
 
     async def _draft_all(
-        self, pipeline: config.Pipeline, waiting: list[Item], now: datetime
+        self,
+        pipeline: config.Pipeline,
+        waiting: list[Item],
+        orphans: list[Item],
+        report: TickReport,
+        now: datetime,
     ) -> tuple[int, int]:
-        drafting = await self.store.write(lambda conn: _start_drafting(conn, waiting, now))
+        """Draft the new items and resume those a crash left in drafting.
+
+        Returns (reached approval, failed); an item held for an operator is neither.
+        """
+        started = await self.store.write(lambda conn: _start_drafting(conn, waiting, now))
+        drafting = orphans + started
+        if orphans:
+            log.info(
+                "pipeline %s: resuming %d item(s) left in drafting", pipeline.name, len(orphans)
+            )
         earlier = await self._approved_recently(pipeline, now)
         drafter = self._drafter_for(pipeline)
         gate = asyncio.Semaphore(CONCURRENCY)
 
-        async def one(item: Item) -> bool:
+        async def one(item: Item) -> bool | None:
             async with gate:
-                return await self._draft_one(pipeline, drafter, item, earlier, now)
+                return await self._draft_one(pipeline, drafter, item, earlier, report, now)
 
-        outcomes = await asyncio.gather(*(one(item) for item in drafting))
-        return sum(outcomes), len(outcomes) - sum(outcomes)
+        self._in_flight.update(item.id for item in drafting)
+        try:
+            outcomes = await asyncio.gather(
+                *(one(item) for item in drafting), return_exceptions=True
+            )
+        finally:
+            self._in_flight.difference_update(item.id for item in drafting)
+        for item, outcome in zip(drafting, outcomes, strict=True):
+            if isinstance(outcome, BaseException):  # not even failing it could be recorded
+                log.error("item %s stays in drafting for the next tick: %r", item.id, outcome)
+                report.errors.append(f"item {item.id}: not recorded ({outcome!r})"[:500])
+        return outcomes.count(True), outcomes.count(False)
 
     async def _draft_one(
         self,
@@ -153,24 +191,39 @@ class Engine:
         drafter: drafters.Drafter,
         item: Item,
         earlier: list[similarity.Earlier],
+        report: TickReport,
         now: datetime,
-    ) -> bool:
-        """Draft one item already in drafting; True when it reached approval."""
+    ) -> bool | None:
+        """Draft one item already in drafting: True when it reached approval, False when
+        it failed, None when it waits in drafting for an operator. Whatever goes wrong
+        stays with this item; the others go on."""
         try:
             result = await drafter.draft(item, now)
+            duplicate = (
+                similarity.find_duplicate(result.text, _sources(item), earlier) if earlier else None
+            )
+            await self.store.write(
+                lambda conn: _to_approval(conn, pipeline, item, result, duplicate, now)
+            )
+            return True
+        except drafters.DraftHeld as held:
+            # The claim's own alert (queued once, as it became uncertain) names the item
+            # and the reconcile-claim to run; the item waits here until then.
+            log.warning("item %s waits in drafting: %s", item.id, held)
+            return None
         except drafters.DraftFailed as exc:
             await self._fail(item, exc, now)
             return False
-        duplicate = (
-            similarity.find_duplicate(result.text, _sources(item), earlier) if earlier else None
-        )
-        await self.store.write(
-            lambda conn: _to_approval(conn, pipeline, item, result, duplicate, now)
-        )
-        return True
+        except Exception as exc:  # a bug or a fault in this item alone: fail it, go on
+            log.exception("pipeline %s: drafting item %s failed", pipeline.name, item.id)
+            message = store_text.clean(f"{type(exc).__name__}: {exc}")[:500]
+            failure = drafters.DraftFailed(message, reason="internal")
+            report.errors.append(f"item {item.id}: internal: {message}")
+            await self._fail(item, failure, now)
+            return False
 
     async def _fail(self, item: Item, exc: drafters.DraftFailed, now: datetime) -> None:
-        reason = f"{exc.reason}: {exc}"
+        reason = store_text.clean(f"{exc.reason}: {exc}")[:2000]
 
         def unit(conn: sqlite3.Connection) -> None:
             items.transition_sync(
@@ -184,14 +237,18 @@ class Engine:
             )
             text = f"❌ item {item.id} ({item.pipeline}) failed while drafting: {reason}"
             if exc.raw is not None:
-                text += f"\nraw output: {exc.raw[:1000]}"
+                text += f"\nraw output: {store_text.clean(exc.raw[:1000])}"
             payload = {"text": text, "level": "error", "item_id": item.id}
             key = f"draft-failed:{item.id}:{item.attempt}"
             outbox.enqueue_sync(
                 conn, "alert", outbox.ALERTS, payload, now, item_id=item.id, dedupe_key=key
             )
 
-        await self.store.write(unit)
+        try:
+            await self.store.write(unit)
+        except (errors.Conflict, errors.IllegalTransition) as moved:
+            # Moved meanwhile (the SLA sweep, say): nothing is left here to fail.
+            log.warning("item %s not failed: %s", item.id, moved)
 
     async def _approved_recently(
         self, pipeline: config.Pipeline, now: datetime
@@ -238,6 +295,18 @@ def _payload(fetched: base.FetchedItem) -> dict[str, object]:
         "published": fetched.published.isoformat() if fetched.published else None,
         "extra": fetched.extra,
     }
+
+
+def _storable(fetched: base.Fetched) -> base.Fetched:
+    """Source ids SQLite can hold (a JSON escape may carry a lone surrogate): cleaned
+    here, before dedup keys on them; the rest of the payload is cleaned as it is stored."""
+    if all(store_text.unstorable(item.source_id) is None for item in fetched.items):
+        return fetched
+    cleaned = [
+        dataclasses.replace(item, source_id=store_text.clean(item.source_id))
+        for item in fetched.items
+    ]
+    return dataclasses.replace(fetched, items=cleaned)
 
 
 def _sources(item: Item) -> frozenset[str]:

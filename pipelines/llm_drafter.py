@@ -11,14 +11,21 @@ For the runtime, `Drafters` picks each pipeline's drafter and owns the provider 
 One draft is: begin (key = pipeline, item, attempt and prompt version) holds the worst
 case; start_provider authorizes the one call; the call; then ONE transaction keeps the
 output (store/llm_outputs.py) and settles the claim, or leaves it uncertain when the
-cost is unknown. So a retry of the same attempt finds the output and reuses it, or
-finds a claim past the gate without an output and refuses to pay a second time.
+cost is unknown. Before any of that, a kept output of the item that no card showed
+(a crash after the answer, or a replay of a dropped item) is used with no new call.
+
+Resuming after a crash (the engine never drafts one item twice at once, so any claim
+it finds past reserve was left by a crash): reserved, even past its lease, is started
+under the same key; started becomes uncertain; uncertain with no output raises
+DraftHeld (the item waits; the claim's one alert names it and reconcile-claim); settled
+with no output, or released, fails the item saying what to do (replay).
 
 What each provider outcome does to the claim and the item:
 
 - a reply with usage: settled at the price-table cost; the draft goes to approval, or,
-  if it fails validation (not JSON, schema violation), the item fails with reason
-  `invalid_output` and the raw output kept for the operator;
+  if it fails validation (not JSON, schema violation, text SQLite cannot hold such as
+  a lone surrogate), the item fails with reason `invalid_output` and the raw output
+  kept (cleaned) for the operator;
 - a reply without usage: uncertain (the cost is unknown until reconciled); the draft is
   still used, and the card says so;
 - ProviderNotCalled / ProviderRejected: nothing was generated, so the claim settles at
@@ -33,6 +40,7 @@ What each provider outcome does to the claim and the item:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import json
 import logging
@@ -44,6 +52,7 @@ from typing import Any
 from pipelines import config, drafters, drafting, providers, validation
 from store import claims, errors, ledger, ledger_settle, llm_outputs
 from store import prices as ledger_prices
+from store import text as store_text
 from store.db import Store
 from store.items import Item
 from store.ledger_machine import ClaimState
@@ -54,6 +63,8 @@ log = logging.getLogger(__name__)
 ENDPOINT = "llm.draft"
 #: Tokens a provider adds around the messages (roles, separators); generous on purpose.
 FRAMING_TOKENS = 64
+#: Earlier attempts whose unshown output a replay may reuse (the newest claim decides).
+REUSE_LOOKBACK = 10
 #: Extra lease beyond the longest the provider client can take, for the settling write.
 LEASE_MARGIN = timedelta(minutes=1)
 NO_BUDGET_NOTE = "no budget configured: template drafter used"
@@ -122,13 +133,20 @@ class LlmDrafter:
         self._fallback = drafters.TemplateDrafter(pipeline, note=NO_BUDGET_NOTE)
 
     async def draft(self, item: Item, now: datetime) -> drafters.DraftResult:
+        """Draft one item; the engine never drafts the same item twice at once."""
         prompt = drafting.render_prompt(self._template, drafters.draft_item(item))
+        kept = await self._reusable(item)
+        if kept is not None:  # answered before (a crash, a replay) and never shown: no call
+            claim, output = kept
+            return self._result(output.text, output.model, output.request_id, claim)
         work = await self._begin(item, prompt, now)
         if not work.provider_allowed:
             return await self._fallback.draft(item, now)
         if work.state != ClaimState.RESERVED:
             # This attempt already got past the gate once: never a second paid call.
-            return await self._reuse(work)
+            return await self._resume(work, item, now)
+        if now >= work.lease_until:  # reserved before a crash: nothing was authorized yet
+            await self._store.write(lambda conn: claims.renew_sync(conn, work.id, now, self._lease))
         try:
             await ledger.start_provider(self._store, work.id, now)
         except (errors.IllegalTransition, errors.LeaseExpired) as exc:
@@ -137,12 +155,27 @@ class LlmDrafter:
             ) from None
         return await self._call(work, item, prompt, now)
 
-    async def _begin(self, item: Item, prompt: str, now: datetime) -> claims.Work:
-        request = {
+    def _request(self) -> dict[str, Any]:
+        return {
             "model": self._provider.settings.model,
             "max_tokens": self._pipeline.draft.max_tokens,
             "prompt_version": self._version,
         }
+
+    async def _reusable(self, item: Item) -> tuple[claims.Claim, llm_outputs.Output] | None:
+        """A kept output of this item's latest claim that no draft showed yet."""
+        first = max(1, item.attempt - REUSE_LOOKBACK + 1)
+        keys = [
+            claim_key(self._pipeline.name, item.id, attempt, self._version)
+            for attempt in range(item.attempt, first - 1, -1)
+        ]
+        digest = claims.request_digest(item.pipeline, item.id, self._request())
+        return await llm_outputs.reusable(
+            self._store, ENDPOINT, keys, item.id, digest, item.content_hash
+        )
+
+    async def _begin(self, item: Item, prompt: str, now: datetime) -> claims.Work:
+        request = self._request()
         worst = ledger_prices.worst_case(
             self._price, max_input_tokens(self._system, prompt), self._pipeline.draft.max_tokens
         )
@@ -183,16 +216,31 @@ class LlmDrafter:
             reason = f"the provider may have charged: {exc}"
             await ledger.fail(self._store, work.id, reason, self._later(now))
             raise drafters.DraftFailed(str(exc), reason="provider") from None
-        return await self._accept(work, item, reply, self._later(now))
+        try:
+            return await self._accept(work, item, reply, self._later(now))
+        except drafters.DraftFailed:
+            raise
+        except Exception as exc:  # a bug, or a store fault: the call was paid, keep the hold
+            log.exception("draft of item %s: the provider's reply could not be recorded", item.id)
+            reason = f"the provider answered but its reply could not be recorded: {exc!r}"
+            await ledger.fail(self._store, work.id, reason[:1000], self._later(now))
+            raise drafters.DraftFailed(reason, reason="internal") from None
 
     async def _accept(
         self, work: claims.Work, item: Item, reply: providers.Completion, now: datetime
     ) -> drafters.DraftResult:
-        try:
-            validation.validate(reply.text, self._schema)
-            error = None
-        except validation.InvalidDraft as exc:
-            error = str(exc)
+        error = _unstorable(reply.text)
+        reply = dataclasses.replace(
+            reply,
+            text=store_text.clean(reply.text),
+            model=store_text.clean(reply.model),
+            request_id=reply.request_id and store_text.clean(reply.request_id),
+        )
+        if error is None:
+            try:
+                validation.validate(reply.text, self._schema)
+            except validation.InvalidDraft as exc:
+                error = store_text.clean(str(exc))
         usage = (
             ledger_prices.Usage(reply.input_tokens, reply.output_tokens)
             if reply.input_tokens is not None and reply.output_tokens is not None
@@ -259,15 +307,34 @@ class LlmDrafter:
         except errors.Conflict as conflict:  # the item changed: the claim stays uncertain
             log.warning("claim %s not settled: %s", work.id, conflict)
 
+    async def _resume(self, work: claims.Work, item: Item, now: datetime) -> drafters.DraftResult:
+        """The attempt's claim got past reserve earlier: reuse its output, or say why not."""
+        if work.state == ClaimState.STARTED:
+            # The engine never drafts an item twice at once, so only a crash left this
+            # call unfinished: it may have been charged, so the hold stays (uncertain).
+            await ledger.fail(self._store, work.id, held_reason(item.id), now)
+        elif work.state == ClaimState.RELEASED:
+            raise drafters.DraftFailed(
+                f"budget claim {work.id} was released before the provider was called (its "
+                "lease ran out before the draft resumed); nothing was spent: replay the item "
+                "to draft it",
+                reason="provider",
+            )
+        return await self._reuse(work)
+
     async def _reuse(self, work: claims.Work) -> drafters.DraftResult:
         kept = await llm_outputs.get(self._store, work.id)
         claim = await ledger.get(self._store, work.id)
+        if kept is None and claim.state == ClaimState.UNCERTAIN:
+            raise drafters.DraftHeld(
+                f"budget claim {work.id} for this attempt is uncertain and kept no output: "
+                "the provider call may have been charged, and calling again could pay twice",
+                claim_id=work.id,
+            )
         if kept is None:
             raise drafters.DraftFailed(
-                f"budget claim {work.id} for this attempt is {claim.state} and kept no output: "
-                "an earlier provider call's outcome is unknown, and calling again could pay "
-                "twice; recover() and reconcile settle the claim; replay the item to draft "
-                "it as a new attempt",
+                f"budget claim {work.id} for this attempt was settled without an output "
+                f"({claim.evidence}): replay the item to draft it as a new attempt",
                 reason="provider",
             )
         if kept.error is not None:
@@ -294,6 +361,19 @@ class LlmDrafter:
 
     def _later(self, now: datetime) -> datetime:
         return now if self._clock is None else max(now, self._clock())
+
+
+def held_reason(item_id: int) -> str:
+    """Why a claim found started on resume is uncertain, as its one alert tells it."""
+    return (
+        f"the process stopped during its provider call; item {item_id} waits in drafting "
+        "until this claim is settled, then fails so that /replay can draft it again"
+    )
+
+
+def _unstorable(text: str) -> str | None:
+    problem = store_text.unstorable(text)
+    return None if problem is None else f"the reply holds text that cannot be stored: {problem}"
 
 
 def _evidence(model: str, request_id: str | None, reply: providers.Completion | None) -> str:

@@ -138,6 +138,11 @@ def get_sync(conn: sqlite3.Connection, claim_id: int) -> Claim:
     return claim
 
 
+def by_key_sync(conn: sqlite3.Connection, endpoint: str, key: str) -> Claim | None:
+    """The claim begun under this idempotency key, if any (nothing is written)."""
+    return one_sync(conn, Q["by_idem"], {"idem_hash": idem_hash(endpoint, key)})
+
+
 def item_hash_sync(conn: sqlite3.Connection, item_id: int) -> str:
     """The item's content hash as stored now."""
     row = conn.execute(Q["item_hash"], {"id": item_id}).fetchone()
@@ -286,6 +291,26 @@ def start_provider_sync(conn: sqlite3.Connection, work_id: int, now: datetime) -
             "the provider call is not authorized (recover() will release the hold)"
         )
     return move_sync(conn, claim, ClaimState.STARTED, "system", now, "provider call authorized")
+
+
+def renew_sync(conn: sqlite3.Connection, work_id: int, now: datetime, lease: timedelta) -> Claim:
+    """Give a reserved claim a new lease, so a draft resumed after a crash may start it.
+
+    Only `reserved` qualifies: no provider call was authorized yet, so the hold is
+    simply kept longer (a reserved -> reserved event says so). Any other state is
+    refused and nothing changes.
+    """
+    claim = get_sync(conn, work_id)
+    if claim.state != ClaimState.RESERVED:
+        raise errors.IllegalTransition(
+            f"claim {work_id} is {claim.state}; only a reserved lease renews"
+        )
+    params = {"id": work_id, "lease_until": clock.to_ms(now + lease), "now": clock.to_ms(now)}
+    renewed = one_sync(conn, Q["renew"], params)
+    assert renewed is not None  # checked reserved above, with one writer
+    reason = f"lease renewed until {renewed.lease_until.isoformat()} to resume the draft"
+    events.append(conn, "claim", work_id, claim.state, claim.state, "system", now, reason=reason)
+    return renewed
 
 
 def fail_sync(

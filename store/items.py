@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from store import clock, errors, events, machine, sql
+from store import clock, errors, events, machine, sql, text
 from store.db import Store
 from store.machine import State
 
@@ -110,12 +110,20 @@ def create_sync(
     now: datetime,
     actor: str = "system",
 ) -> Item | None:
-    """Record a fetched item in state new with its event; None if it was already known."""
+    """Record a fetched item in state new with its event; None if it was already known.
+
+    Text SQLite cannot hold (a lone surrogate from a JSON escape) is cleaned to U+FFFD,
+    so one odd entry is still recorded rather than failing its whole batch.
+    """
+    stored = json.dumps(payload, ensure_ascii=False)
+    if text.unstorable(stored):
+        payload = json.loads(text.clean(stored))
+        stored = json.dumps(payload, ensure_ascii=False)
     params = {
         "pipeline": pipeline,
         "scope": scope,
         "source_id": source_id,
-        "payload": json.dumps(payload, ensure_ascii=False),
+        "payload": stored,
         "content_hash": content_hash(payload),
         "now": clock.to_ms(now),
     }

@@ -110,9 +110,12 @@ def test_button_numbers_are_checked_after_the_tag() -> None:
         callbacks.Button("approve", 10**19, 1, 3),
         callbacks.Button("approve", 12, 0, 3),
         callbacks.Button("reject", 12, 1, 0),
+        callbacks.Button("replay", 0, 1, 0),
     ):
         with pytest.raises(callbacks.InvalidButton, match=r"^this button's data is malformed$"):
             callbacks.decode(key, callbacks.encode(key, bad))
+    offer = callbacks.Button("replay", 12, 2, 0)  # an item no card has shown a draft of
+    assert callbacks.decode(key, callbacks.encode(key, offer)) == offer
     body = "1:a:\u00b2:1:1"  # str.isdigit() says yes to "²"; int() does not
     with pytest.raises(callbacks.InvalidButton, match="malformed"):
         callbacks.decode(key, f"{body}:{callbacks._tag(key, body)}")

@@ -27,6 +27,11 @@ UPDATE claims
  WHERE id = :id AND state = :from_state
 RETURNING *
 
+-- name: renew
+-- A new lease for a claim still reserved (no provider call authorized yet).
+UPDATE claims SET lease_until = :lease_until, updated_at = :now
+ WHERE id = :id AND state = 'reserved'
+RETURNING *
 
 -- name: expired
 -- Claims whose lease ran out before they finished, oldest lease first (for recover).

@@ -72,3 +72,10 @@ SELECT i.id, i.source_id, d.text FROM items i
  WHERE i.pipeline = :pipeline AND i.state IN ('approved', 'dispatching', 'dispatched')
    AND i.last_transition_at >= :since AND i.id != :exclude
  ORDER BY i.id DESC LIMIT :limit
+
+-- name: undrafted_by_pipeline
+-- How many items each scheduled pipeline has in new or drafting (what a crash left),
+-- one index seek per pipeline.
+SELECT p.pipeline, count(i.id) FROM pipeline_state p
+  JOIN items i ON i.pipeline = p.pipeline AND i.state IN ('new', 'drafting')
+ GROUP BY p.pipeline

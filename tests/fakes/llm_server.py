@@ -69,8 +69,12 @@ class _Script:
 class FakeLLM:
     """A threaded HTTP/1.1 server on 127.0.0.1 with scripted replies and faults."""
 
-    def __init__(self, kind: str = "openai", *, api_key: str | None = None) -> None:
+    def __init__(
+        self, kind: str = "openai", *, api_key: str | None = None, delay_s: float = 0.0
+    ) -> None:
         self.kind = kind
+        #: Seconds every reply waits before it is sent (a slow model), cut short on exit.
+        self.delay_s = delay_s
         #: When set, calls without this key get a 401 as a real provider would answer.
         self.api_key = api_key
         self.requests: list[RecordedRequest] = []
@@ -165,6 +169,9 @@ class FakeLLM:
 
 class _Server(http.server.ThreadingHTTPServer):
     fake: FakeLLM
+    #: Room for a batch's concurrent calls: with the default 5, extra connects wait a
+    #: second for a SYN retry.
+    request_queue_size = 64
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
@@ -211,6 +218,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         elif script.fault is not None:
             self._fault(shape, script, body, n)
         else:
+            fake._stopping.wait(fake.delay_s)
             self._send(200, _reply(shape, body, script.text, n), _id_header(shape, n))
 
     def do_GET(self) -> None:
