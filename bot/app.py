@@ -209,6 +209,7 @@ def runtime_config(cfg: settings_mod.Settings, application: App) -> runtime_mod.
         pipelines_dir=cfg.pipelines_dir,
         drafter_for=choose,
         workers=(choose.worker, dispatcher.make_worker(application.bot), control.serve),
+        max_items_per_tick=cfg.engine.max_items_per_tick,
     )
 
 

@@ -34,6 +34,13 @@ class StoreSettings(BaseModel):
     wal_truncate_mb: int = Field(default=64, ge=1)
 
 
+class EngineSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    #: New items one run of a pipeline drafts at most; the rest go to a follow-up run.
+    max_items_per_tick: int = Field(default=10_000, ge=1)
+
+
 class TelegramSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -87,6 +94,7 @@ class Settings(BaseSettings):
     pipelines_dir: Path = Path("pipelines/examples")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     store: StoreSettings = Field(default_factory=StoreSettings)
+    engine: EngineSettings = Field(default_factory=EngineSettings)
     telegram: TelegramSettings = Field(default_factory=TelegramSettings)
     #: The LLM provider for `drafter: llm` pipelines; unset: they use the template drafter.
     llm: providers.ProviderSettings | None = None

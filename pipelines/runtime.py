@@ -23,8 +23,7 @@ from pathlib import Path
 
 import httpx
 
-from pipelines import config, drafters
-from pipelines.engine import Engine
+from pipelines import config, drafters, engine
 from pipelines.scheduler import Scheduler
 from store import db, ledger, outbox, sla, startup
 from store.db import Store
@@ -48,6 +47,8 @@ class RuntimeConfig:
     drafter_for: Callable[[Store, config.Pipeline], drafters.Drafter] | None = None
     #: Background workers beyond the built-in ones: each runs until the stop event is set.
     workers: tuple[Callable[[Runtime, asyncio.Event], Awaitable[None]], ...] = field(default=())
+    #: New items one tick drafts at most (GATEHOUSE_ENGINE__MAX_ITEMS_PER_TICK).
+    max_items_per_tick: int = engine.MAX_ITEMS_PER_TICK
 
 
 class Runtime:
@@ -60,7 +61,13 @@ class Runtime:
         self.pipelines = loaded.pipelines
         self.client = client
         drafter_for = functools.partial(cfg.drafter_for, store) if cfg.drafter_for else None
-        self.engine = Engine(store, self.pipelines, client=client, drafter_for=drafter_for)
+        self.engine = engine.Engine(
+            store,
+            self.pipelines,
+            client=client,
+            drafter_for=drafter_for,
+            max_items_per_tick=cfg.max_items_per_tick,
+        )
         self.scheduler = Scheduler(store, self.engine, self.pipelines)
         self.stopping = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
