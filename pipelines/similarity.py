@@ -128,6 +128,15 @@ class Gate:
             found.update(self._by_prefix.get(token, ()))
         return found
 
+    def _prefix(self, shingles: frozenset[str]) -> list[str]:
+        """Those of the first n - ceil(THRESHOLD * n) + 1 of n shingles that the earlier
+        drafts use, in one total order for both sides: rarest among the earlier drafts
+        first (so a shingle they never use comes before all), ties by the text itself."""
+        known = sorted(sorted(shingles & self._counts.keys()), key=self._counts.__getitem__)
+        unknown = len(shingles) - len(known)
+        keep = len(shingles) - math.ceil(THRESHOLD * len(shingles)) + 1 - unknown
+        return known[: max(keep, 0)]
+
     def _score(self, candidate: Fingerprint, sources: frozenset[str], index: int) -> float:
         other = self._prints[index]
         if candidate.normalized and candidate.normalized == other.normalized:
@@ -136,13 +145,6 @@ class Gate:
             jaccard(sources, self.earlier[index].sources),
             jaccard(candidate.shingles, other.shingles),
         )
-
-    def _prefix(self, tokens: frozenset[str]) -> list[str]:
-        # One total order for both sides: rarest among the earlier drafts first (a
-        # shingle they never use counts 0), ties by the text itself.
-        ranked = sorted(tokens, key=lambda token: (self._counts.get(token, 0), token))
-        keep = len(ranked) - math.ceil(THRESHOLD * len(ranked)) + 1
-        return ranked[:keep]
 
 
 def find_duplicate(
@@ -158,4 +160,6 @@ def _shingles(normalized: str, k: int) -> frozenset[str]:
     words = normalized.split()
     if len(words) <= k:
         return frozenset({" ".join(words)}) if words else frozenset()
-    return frozenset(" ".join(words[i : i + k]) for i in range(len(words) - k + 1))
+    # zip over k shifted copies (stopping at the shortest, the last window): the windows
+    # are built in C, not one slice at a time.
+    return frozenset(map(" ".join, zip(*(words[i:] for i in range(k)), strict=False)))
