@@ -8,12 +8,14 @@ Every failure comes out as `base.SourceError` with a message that holds no secre
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import httpx
 from pydantic import Field
 
 from pipelines.sources import base, folder, http_json, imap, rss
+
+if TYPE_CHECKING:
+    import httpx
 
 SourceConfig = Annotated[
     rss.Config | http_json.Config | folder.Config | imap.Config, Field(discriminator="type")

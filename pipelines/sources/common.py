@@ -8,10 +8,12 @@ import os
 import re
 import urllib.parse
 from collections.abc import Mapping
-
-import httpx
+from typing import TYPE_CHECKING
 
 from pipelines.sources import base
+
+if TYPE_CHECKING:
+    import httpx
 
 #: Prefix meaning "read this value from the named environment variable at fetch time".
 ENV_PREFIX = "env:"
@@ -127,6 +129,8 @@ async def get(
 
     Messages carry the redacted URL and the status only, never header values.
     """
+    import httpx  # loaded by the engine's first fetch, so the CLI starts without it
+
     shown = redact_url(url)
     try:
         response = await client.get(url, headers=dict(headers), timeout=seconds)

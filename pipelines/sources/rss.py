@@ -12,12 +12,14 @@ import hashlib
 import io
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import httpx
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from pipelines.sources import base, common
+
+if TYPE_CHECKING:
+    import httpx
 
 
 class Config(BaseModel):
