@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import random
 import sqlite3
 import tempfile
@@ -125,12 +126,11 @@ def approved_stories(count: int) -> list[tuple[str, str]]:
 
 
 def seed_history(
-    pipeline: config.Pipeline, stories: list[tuple[str, str]]
+    pipeline: config.Pipeline, stories: list[tuple[str, str]], at: datetime
 ) -> Callable[[sqlite3.Connection], None]:
     """Approved drafts, as the engine and an operator leave them, inside the window."""
 
     def unit(conn: sqlite3.Connection) -> None:
-        at = NOW - timedelta(days=1)
         for n, (title, body) in enumerate(stories):
             payload = {"title": title, "text": body, "link": f"https://example.org/old-{n}"}
             item = items.create_sync(conn, pipeline.name, "old", f"old-{n}", payload, at)
@@ -157,7 +157,7 @@ async def one_tick(
     store = await db.Store.open(db.StoreConfig(data_dir=tmp / "data"))
     try:
         if history:
-            await store.write(seed_history(pipeline, history))
+            await store.write(seed_history(pipeline, history, NOW - timedelta(days=1)))
         clock = StoreClock()
         store.write = clock.wrap(store.write)  # type: ignore[method-assign,assignment]
         store.read = clock.wrap(store.read)  # type: ignore[method-assign,assignment]
@@ -186,6 +186,7 @@ async def main(argv: list[str]) -> None:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args(argv)
     history = approved_stories(args.history)
+    gc.freeze()  # as the runtime does once started (pipelines/runtime.py)
     empty: list[dict[str, float]] = []
     full: list[dict[str, float]] = []
     with FeedServer() as feeds:
