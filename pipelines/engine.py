@@ -37,7 +37,7 @@ DUPLICATE_LOOKBACK = 500
 #: chunk holds the writer for about 10 ms and a tap's write never waits much longer;
 #: the extra commits cost one fsync per chunk.
 RECORD_CHUNK = 100
-#: Items a tick drafts when no setting says otherwise; the rest wait for the next tick.
+#: New items a tick drafts when no setting says otherwise; the rest go to a follow-up run.
 MAX_ITEMS_PER_TICK = 10_000
 
 DrafterFactory = Callable[[config.Pipeline], drafters.Drafter]
@@ -152,7 +152,7 @@ class Engine:
                         f"source {scope}: dedup unavailable ({exc}); batch skipped (fail_closed)"
                     )
                     return created
-                # Degrade open (seed 000): items already recorded stay unique in `items`.
+                # Degrade open: items already recorded stay unique in `items`.
                 log.warning(
                     "pipeline %s: dedup unavailable, processing the batch unfiltered: %s",
                     pipeline.name,
