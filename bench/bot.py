@@ -102,17 +102,22 @@ def _operators(taps: int) -> list[int]:
     return [FIRST_OPERATOR + n for n in range(count)]
 
 
-def _seed(pipeline: config.Pipeline, n: int, now: datetime) -> Callable[[sqlite3.Connection], None]:
-    """n items awaiting approval, each with its card queued, as the engine leaves them."""
+def _seed(
+    pipelines: list[config.Pipeline], n: int, now: datetime
+) -> Callable[[sqlite3.Connection], None]:
+    """n items awaiting approval in each pipeline, each with its card queued, as the
+    engine leaves them; queued in turn across the pipelines (and so across the chats)."""
 
     def unit(conn: sqlite3.Connection) -> None:
         for i in range(n):
-            item = items.create_sync(conn, pipeline.name, "bench", f"g{i}", {"title": f"t{i}"}, now)
-            assert item is not None
-            items.transition_sync(conn, item.id, State.DRAFTING, "system", now)
-            draft = drafts.add_sync(conn, item.id, f"draft {i}", {"drafter": "bench"}, now)
-            item = items.transition_sync(conn, item.id, State.AWAITING_APPROVAL, "system", now)
-            approval.queue_card(conn, pipeline, item, draft, now)
+            for pipeline in pipelines:
+                payload = {"title": f"t{i}"}
+                item = items.create_sync(conn, pipeline.name, "bench", f"g{i}", payload, now)
+                assert item is not None
+                items.transition_sync(conn, item.id, State.DRAFTING, "system", now)
+                draft = drafts.add_sync(conn, item.id, f"draft {i}", {"drafter": "bench"}, now)
+                item = items.transition_sync(conn, item.id, State.AWAITING_APPROVAL, "system", now)
+                approval.queue_card(conn, pipeline, item, draft, now)
 
     return unit
 
@@ -165,13 +170,12 @@ async def gatehouse(taps: int, feed_items: int, tmp: Path) -> dict[str, float]:
         try:
             earlier = datetime.now(UTC) - timedelta(seconds=10)  # past the automatic floor
             per_operator = -(-taps // len(operators))
-            for operator in operators:
-                pipeline = runtime.pipelines[f"bench{operator}"]
-                await runtime.store.write(_seed(pipeline, per_operator, earlier))
+            tapped = [runtime.pipelines[f"bench{operator}"] for operator in operators]
+            await runtime.store.write(_seed(tapped, per_operator, earlier))
             feed = runtime.pipelines["feed"]
             await runtime.store.write(tick_bench.seed_history(feed, HISTORY, earlier))
             wanted = per_operator * len(operators)
-            await api.await_for(lambda: len(api.sent()) >= wanted, 120)
+            await api.await_for(lambda: len(api.sent()) >= wanted, 60 + wanted)
             # Round-robin over the operators, so no one's taps come in a burst.
             by_chat = [
                 [(m.chat_id, m.message_id, _approve(m.reply_markup)) for m in api.sent(chat)]
