@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import jsonschema
-
 #: Telegram shows a card in pieces past 4096 characters; past this, nobody reads it.
 MAX_DRAFT_CHARS = 20_000
 
@@ -25,6 +23,10 @@ def validate(text: str, schema: dict[str, Any] | None) -> None:
         )
     if schema is None:
         return
+    # Loaded already when the pipeline file's schema was checked: no stall here, and
+    # a bot whose pipelines have no schema never loads it.
+    import jsonschema
+
     try:
         document = json.loads(text)
     except json.JSONDecodeError as exc:
