@@ -1,6 +1,8 @@
 """Benchmarks that print their figures; the last line of each is one JSON object.
 
 python -m bench dedup [--rows N] [--batches B]
+python -m bench startup [--runs 10]
+python -m bench tick [--items 1000] [--history 500]
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ BENCHES = {
     "dedup": "bench.dedup",
     "ledger": "bench.ledger",
     "bot": "bench.bot",
+    "startup": "bench.startup",
     "tick": "bench.tick",
     "transitions": "bench.transitions",
     "hostile": "bench.hostile",

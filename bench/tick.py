@@ -1,29 +1,50 @@
 """One pipeline tick over a feed of N new items with the template drafter.
 
-Prints items_per_s (fetch, dedup, record, draft, card, for every item) and the
-share of the tick during which at least one store call was in flight.
+    python -m bench tick [--items 1000] [--history 500] [--rounds 3]
+
+Two stores per round: an empty one, and one holding `--history` approved drafts in
+the duplicate window, so the duplicate gate compares every new draft with them.
+Texts are drawn from a vocabulary (seeded), so stories differ the way real ones do,
+and a few new items repeat an approved story so the gate also finds matches.
+
+Prints items_per_s (fetch, dedup, record, draft, card, for every item, empty store),
+history_items_per_s and history_ratio (with the approved drafts), max_loop_stall_ms
+(the longest the event loop went unanswered during the history tick, measured by a
+ticker task that sleeps 1 ms at a time) and store_share (the share of the empty tick
+during which at least one store call was in flight). Medians over the rounds.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import gc
+import random
+import sqlite3
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 from bench import common
-from pipelines import config, engine
-from store import db, items
+from pipelines import config, drafters, engine
+from store import db, drafts, items
 from store.machine import State
 from tests.fakes.feed_server import FeedServer
 from tests.fakes.feeds import rss
 
 NOW = datetime(2026, 11, 30, tzinfo=UTC)
+#: One new item in this many repeats an approved story (reworded at its end).
+REPEAT_EVERY = 50
+TICKER_S = 0.001
+FLAGGED = (
+    "SELECT count(*) FROM outbox WHERE kind = 'card'"
+    " AND json_extract(payload, '$.duplicate_of') IS NOT NULL"
+)
 
 
 class StoreClock:
@@ -49,45 +70,154 @@ class StoreClock:
         return timed
 
 
-async def main(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench tick")
-    parser.add_argument("--items", type=int, default=1000)
-    args = parser.parse_args(argv)
-    entries = [
-        (f"guid-{n}", f"Story {n}", f"Body of story number {n}. " * 20) for n in range(args.items)
-    ]
-    with tempfile.TemporaryDirectory() as tmp, FeedServer() as feeds:
-        feeds.set("/feed.xml", rss(entries))
-        pipelines_dir = Path(tmp) / "pipelines"
-        pipelines_dir.mkdir()
-        (pipelines_dir / "bench.yaml").write_text(
-            "name: bench\nschedule: 5m\nsources:\n  - type: rss\n"
-            f"    url: {feeds.url('/feed.xml')}\ndispatch:\n  type: none\n"
-        )
-        pipeline = config.load_dir(pipelines_dir).pipelines["bench"]
-        store = await db.Store.open(db.StoreConfig(data_dir=Path(tmp) / "data"))
+class LoopTicker:
+    """The longest gap between wake-ups of a task that asks to sleep TICKER_S."""
+
+    def __init__(self) -> None:
+        self.max_stall = 0.0
+        self._task: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> LoopTicker:
+        self._task = asyncio.create_task(self._run())
+        await asyncio.sleep(0)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._task is not None
+        self._task.cancel()
+        await asyncio.gather(self._task, return_exceptions=True)
+
+    async def _run(self) -> None:
+        while True:
+            started = time.perf_counter()
+            await asyncio.sleep(TICKER_S)
+            self.max_stall = max(self.max_stall, time.perf_counter() - started - TICKER_S)
+
+
+def vocabulary(rng: random.Random, size: int = 3000) -> list[str]:
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    return ["".join(rng.choices(letters, k=rng.randint(3, 9))) for _ in range(size)]
+
+
+def story(rng: random.Random, words: list[str], n: int) -> tuple[str, str]:
+    title = " ".join(rng.choices(words, k=8)).capitalize()
+    body = " ".join(rng.choices(words, k=90)) + f". Story {n}."
+    return title, body
+
+
+def feed_entries(count: int, approved: list[tuple[str, str]]) -> list[tuple[str, str, str]]:
+    rng = random.Random(1)
+    words = vocabulary(random.Random(0))
+    entries = []
+    for n in range(count):
+        if approved and n % REPEAT_EVERY == 0:
+            title, body = approved[(n // REPEAT_EVERY) % len(approved)]
+            body = body + " Updated with comment from officials."
+        else:
+            title, body = story(rng, words, n)
+        entries.append((f"guid-{n}", title, body))
+    return entries
+
+
+def approved_stories(count: int) -> list[tuple[str, str]]:
+    rng = random.Random(2)
+    words = vocabulary(random.Random(0))
+    return [story(rng, words, 100_000 + n) for n in range(count)]
+
+
+def seed_history(
+    pipeline: config.Pipeline, stories: list[tuple[str, str]], at: datetime
+) -> Callable[[sqlite3.Connection], None]:
+    """Approved drafts, as the engine and an operator leave them, inside the window."""
+
+    def unit(conn: sqlite3.Connection) -> None:
+        for n, (title, body) in enumerate(stories):
+            payload = {"title": title, "text": body, "link": f"https://example.org/old-{n}"}
+            item = items.create_sync(conn, pipeline.name, "old", f"old-{n}", payload, at)
+            assert item is not None
+            items.transition_sync(conn, item.id, State.DRAFTING, "system", at)
+            text = f"{title}\n\n{body}\n\nhttps://example.org/old-{n}"
+            drafts.add_sync(conn, item.id, text, {"drafter": "template"}, at)
+            items.transition_sync(conn, item.id, State.AWAITING_APPROVAL, "system", at)
+            items.transition_sync(conn, item.id, State.APPROVED, "operator:1", at)
+
+    return unit
+
+
+async def one_tick(
+    tmp: Path, feeds: FeedServer, path: str, history: list[tuple[str, str]], count: int
+) -> dict[str, float]:
+    pipelines_dir = tmp / "pipelines"
+    pipelines_dir.mkdir()
+    (pipelines_dir / "bench.yaml").write_text(
+        "name: bench\nschedule: 5m\nsources:\n  - type: rss\n"
+        f"    url: {feeds.url(path)}\ndispatch:\n  type: none\n"
+    )
+    pipeline = config.load_dir(pipelines_dir).pipelines["bench"]
+    store = await db.Store.open(db.StoreConfig(data_dir=tmp / "data"))
+    try:
+        if history:
+            await store.write(seed_history(pipeline, history, NOW - timedelta(days=1)))
         clock = StoreClock()
         store.write = clock.wrap(store.write)  # type: ignore[method-assign,assignment]
         store.read = clock.wrap(store.read)  # type: ignore[method-assign,assignment]
-        try:
-            async with httpx.AsyncClient() as client:
-                eng = engine.Engine(store, {"bench": pipeline}, client=client)
+        async with httpx.AsyncClient() as client:
+            eng = engine.Engine(
+                store, {"bench": pipeline}, client=client, drafter_for=drafters.TemplateDrafter
+            )
+            async with LoopTicker() as ticker:
                 started = time.perf_counter()
                 report = await eng.tick("bench", "manual", NOW)
                 elapsed = time.perf_counter() - started
-            waiting = len(
-                await items.in_state(store, State.AWAITING_APPROVAL, "bench", limit=10 * args.items)
-            )
-        finally:
-            await store.close()
-    assert report.counts.drafted == args.items == waiting, report
+        waiting = await items.in_state(store, State.AWAITING_APPROVAL, "bench", limit=10 * count)
+        flagged = await store.read(lambda conn: conn.execute(FLAGGED).fetchone()[0])
+    finally:
+        await store.close()
+    assert report.counts.drafted == count == len(waiting), report
+    # Every repeated story, and nothing else, is flagged as a possible duplicate.
+    assert flagged == (len(range(0, count, REPEAT_EVERY)) if history else 0), flagged
+    return {"elapsed": elapsed, "store_share": clock.busy / elapsed, "max_stall": ticker.max_stall}
+
+
+async def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench tick")
+    parser.add_argument("--items", type=int, default=1000)
+    parser.add_argument("--history", type=int, default=engine.DUPLICATE_LOOKBACK)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args(argv)
+    history = approved_stories(args.history)
+    gc.freeze()  # as the runtime does once started (pipelines/runtime.py)
+    empty: list[dict[str, float]] = []
+    full: list[dict[str, float]] = []
+    with FeedServer() as feeds:
+        feeds.set("/empty.xml", rss(feed_entries(args.items, [])))
+        feeds.set("/history.xml", rss(feed_entries(args.items, history)))
+        # Rounds alternate the two stores so both meet the same machine weather; round 0
+        # only warms up (first imports, page cache) and is not counted.
+        for round_no in range(args.rounds + 1):
+            with tempfile.TemporaryDirectory() as tmp:
+                plain = await one_tick(Path(tmp), feeds, "/empty.xml", [], args.items)
+            with tempfile.TemporaryDirectory() as tmp:
+                gated = await one_tick(Path(tmp), feeds, "/history.xml", history, args.items)
+            if round_no:
+                empty.append(plain)
+                full.append(gated)
+    rate = args.items / common.median([r["elapsed"] for r in empty])
+    history_rate = args.items / common.median([r["elapsed"] for r in full])
     common.report(
         {
             "bench": "tick",
             "items": args.items,
             "drafter": "template",
-            "seconds": round(elapsed, 3),
-            "items_per_s": round(args.items / elapsed),
-            "store_share": round(clock.busy / elapsed, 3),
+            "rounds": args.rounds,
+            "seconds": round(common.median([r["elapsed"] for r in empty]), 3),
+            "items_per_s": round(rate),
+            "store_share": round(common.median([r["store_share"] for r in empty]), 3),
+            "history_drafts": args.history,
+            "history_seconds": round(common.median([r["elapsed"] for r in full]), 3),
+            "history_items_per_s": round(history_rate),
+            "history_ratio": round(history_rate / rate, 3),
+            "max_loop_stall_ms": round(max(r["max_stall"] for r in full) * 1000, 1),
+            "empty_max_loop_stall_ms": round(max(r["max_stall"] for r in empty) * 1000, 1),
         }
     )

@@ -1,24 +1,33 @@
 """Transition throughput: a state change plus its event in one transaction, synchronous=FULL.
 
-Three figures in one run: the store API with one caller at a time, plain sqlite3
-doing the same UPDATE and INSERT per transaction (same pragmas), and the store API
-with 64 concurrent callers (whose transactions share commits).
+    python -m bench transitions [--count 500] [--rounds 5] [--callers 64]
+
+Four figures per round: the store API with one caller at a time; plain sqlite3 doing
+the same UPDATE and INSERT, one transaction each (same pragmas); the store API with 64
+concurrent callers, whose transactions share commits; and plain sqlite3 doing the same
+work grouped exactly as the store grouped it in that round (the group sizes are read
+from the writer), so both pay the same fsyncs. `ratio` = one caller / plain one per
+transaction; `concurrent_ratio` = 64 callers / plain grouped the same way.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, TypeVar
 
 from bench import common
-from store import clock, db, events, items, machine, sql
+from store import clock, db, events, items, machine, sql, writer
 from store.machine import State
 
 NOW = datetime(2026, 11, 30, tzinfo=UTC)
+T = TypeVar("T")
 
 
 async def create_items(store: db.Store, count: int, tag: str) -> list[int]:
@@ -47,48 +56,65 @@ async def concurrent(store: db.Store, ids: list[int], callers: int) -> float:
     return len(ids) / (time.perf_counter() - started)
 
 
-def raw(path: Path, ids: list[int]) -> float:
-    """The store's own UPDATE and event INSERT, one transaction each, in plain sqlite3."""
+def raw(path: Path, ids: list[int], groups: list[int]) -> float:
+    """The store's own UPDATE and event INSERT in plain sqlite3, `groups[i]` per transaction."""
     move, insert = sql.load("items")["move"], sql.load("events")["insert"]
     conn = common.raw_connect(path)
     at = clock.to_ms(NOW)
     deadline = clock.to_ms(NOW + machine.DEADLINES[State.DRAFTING])
     last_id, prev = conn.execute("SELECT id, hash FROM events ORDER BY id DESC LIMIT 1").fetchone()
+    pending = iter(ids)
     started = time.perf_counter()
-    for item_id in ids:
+    for size in groups:
         conn.execute("BEGIN IMMEDIATE")
-        conn.execute(
-            move,
-            {
-                "id": item_id,
+        for item_id in itertools.islice(pending, size):
+            conn.execute(
+                move,
+                {
+                    "id": item_id,
+                    "from_state": "new",
+                    "to_state": "drafting",
+                    "attempt": 1,
+                    "version": 0,
+                    "reason": None,
+                    "now": at,
+                    "deadline": deadline,
+                },
+            )
+            last_id += 1
+            event = {
+                "id": last_id,
+                "entity": "item",
+                "entity_id": str(item_id),
                 "from_state": "new",
                 "to_state": "drafting",
+                "actor": "system",
                 "attempt": 1,
-                "version": 0,
                 "reason": None,
-                "now": at,
-                "deadline": deadline,
-            },
-        )
-        last_id += 1
-        event = {
-            "id": last_id,
-            "entity": "item",
-            "entity_id": str(item_id),
-            "from_state": "new",
-            "to_state": "drafting",
-            "actor": "system",
-            "attempt": 1,
-            "reason": None,
-            "at": at,
-            "prev_hash": prev,
-        }
-        event["hash"] = prev = events.compute_hash(event)
-        conn.execute(insert, event)
+                "at": at,
+                "prev_hash": prev,
+            }
+            event["hash"] = prev = events.compute_hash(event)
+            conn.execute(insert, event)
         conn.execute("COMMIT")
-    rate = len(ids) / (time.perf_counter() - started)
+    rate = sum(groups) / (time.perf_counter() - started)
     conn.close()
     return rate
+
+
+def record_groups(store: db.Store) -> list[int]:
+    """The number of units in each transaction the store's writer runs from now on."""
+    sizes: list[int] = []
+    lane = store._writer_lane  # the bench reads the writer's grouping; nothing else does
+    run = lane.run
+
+    async def counted(fn: Callable[..., T], *args: Any) -> T:
+        if fn is writer._run_batch:
+            sizes.append(len(args[0]))
+        return await run(fn, *args)
+
+    lane.run = counted  # type: ignore[method-assign,assignment]
+    return sizes
 
 
 async def main(argv: list[str]) -> None:
@@ -99,7 +125,8 @@ async def main(argv: list[str]) -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--callers", type=int, default=64)
     args = parser.parse_args(argv)
-    seq, con, plain = [], [], []
+    seq, con, plain, grouped, group_sizes = [], [], [], [], []
+    n = args.count
     with tempfile.TemporaryDirectory() as tmp:
         config = db.StoreConfig(data_dir=Path(tmp) / "data")
         # Rounds alternate store and plain sqlite3, so both meet the same disk weather;
@@ -107,18 +134,23 @@ async def main(argv: list[str]) -> None:
         for round_no in range(args.rounds + 1):
             store = await db.Store.open(config)
             try:
-                ids = await create_items(store, args.count * 4, f"r{round_no}")
+                ids = await create_items(store, n * 6, f"r{round_no}")
                 await store.checkpoint("TRUNCATE")
-                seq_rate = await sequential(store, ids[: args.count])
-                con_rate = await concurrent(store, ids[args.count : args.count * 3], args.callers)
+                seq_rate = await sequential(store, ids[:n])
+                sizes = record_groups(store)
+                con_rate = await concurrent(store, ids[n : n * 3], args.callers)
             finally:
                 await store.close()
-            raw_rate = raw(config.db_path, ids[args.count * 3 :])
+            raw_rate = raw(config.db_path, ids[n * 3 : n * 4], [1] * n)
+            grouped_rate = raw(config.db_path, ids[n * 4 :], sizes)
             if round_no:  # round 0 warms the page cache and the WAL file
                 seq.append(seq_rate)
                 con.append(con_rate)
                 plain.append(raw_rate)
+                grouped.append(grouped_rate)
+                group_sizes += sizes
     seq_rate, con_rate, raw_rate = common.median(seq), common.median(con), common.median(plain)
+    grouped_rate = common.median(grouped)
     common.report(
         {
             "bench": "transitions",
@@ -129,6 +161,8 @@ async def main(argv: list[str]) -> None:
             "ratio": round(seq_rate / raw_rate, 3),
             "concurrent_callers": args.callers,
             "concurrent_per_s": round(con_rate),
-            "concurrent_ratio": round(con_rate / raw_rate, 3),
+            "mean_group": round(sum(group_sizes) / len(group_sizes), 1),
+            "raw_grouped_per_s": round(grouped_rate),
+            "concurrent_ratio": round(con_rate / grouped_rate, 3),
         }
     )

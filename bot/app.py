@@ -271,6 +271,7 @@ def runtime_config(cfg: settings_mod.Settings, application: App) -> runtime_mod.
         load_context=settings_mod.pipeline_context(cfg),
         drafter_for=choose,
         workers=(choose.worker, dispatcher.make_worker(application.bot), control.serve, alarm),
+        max_items_per_tick=cfg.engine.max_items_per_tick,
     )
 
 

@@ -48,6 +48,13 @@ class SourceSettings(BaseModel):
     max_decompressed_bytes: int = Field(default=10 * 1024 * 1024, ge=1)
 
 
+class EngineSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    #: New items one run of a pipeline drafts at most; the rest go to a follow-up run.
+    max_items_per_tick: int = Field(default=10_000, ge=1)
+
+
 class TelegramSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -101,6 +108,7 @@ class Settings(BaseSettings):
     pipelines_dir: Path = Path("pipelines/examples")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     store: StoreSettings = Field(default_factory=StoreSettings)
+    engine: EngineSettings = Field(default_factory=EngineSettings)
     telegram: TelegramSettings = Field(default_factory=TelegramSettings)
     sources: SourceSettings = Field(default_factory=SourceSettings)
     #: The LLM provider for `drafter: llm` pipelines; unset: they use the template drafter.

@@ -20,10 +20,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pipelines import workers
-from pipelines.scheduler import Scheduler
 from store import (
     budgets,
     events,
@@ -39,6 +38,9 @@ from store import (
 )
 from store.db import Store
 from store.machine import State
+
+if TYPE_CHECKING:  # the CLI reads views without loading the engine
+    from pipelines.scheduler import Scheduler
 
 #: Items /pending and `gatehouse pending` list at most (oldest first).
 PENDING_LIMIT = 50

@@ -20,7 +20,6 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import jsonschema
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -132,6 +131,8 @@ class DraftConfig(_Model):
             value = _read_json(_base_dir(info) / value)
         if not isinstance(value, dict):
             raise ValueError("must be a JSON Schema mapping or the path of a .json file")
+        import jsonschema  # only pipelines with an output schema pay for it
+
         validator = jsonschema.validators.validator_for(value)
         try:
             validator.check_schema(value)

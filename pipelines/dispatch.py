@@ -29,13 +29,16 @@ import hashlib
 import os
 import random
 import re
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-import httpx
 import pydantic
+
+if TYPE_CHECKING:
+    import httpx
 
 #: How many times the outbox worker tries one delivery before the item fails.
 MAX_ATTEMPTS = 6
@@ -156,8 +159,9 @@ class WebhookTarget(_Target):
     @pydantic.field_validator("url")
     @classmethod
     def _http_url(cls, url: str) -> str:
-        parsed = httpx.URL(url)
-        if parsed.scheme not in ("http", "https") or not parsed.host:
+        # urllib, not httpx: reading pipeline files (the CLI does) must not load the client.
+        parsed = urllib.parse.urlsplit(url)  # ValueError for a malformed host or port
+        if parsed.scheme not in ("http", "https") or not parsed.hostname or parsed.port == 0:
             raise ValueError("must be an http:// or https:// URL with a host")
         return url
 

@@ -38,12 +38,15 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import httpx
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from pipelines import providers_wire as wire
+
+# Imported where used: the settings import this module, and the CLI must start quickly.
+if TYPE_CHECKING:
+    import httpx
 
 log = logging.getLogger(__name__)
 
@@ -161,6 +164,8 @@ def retry_delay(
     The server's `retry-after-ms` wins, then `retry-after` (seconds or an HTTP date,
     measured from `now`); otherwise exponential backoff with full jitter.
     """
+    import httpx
+
     wanted = _retry_after(httpx.Headers(headers), now)
     if wanted is not None:
         return wanted
@@ -226,6 +231,8 @@ class ProviderClient:
         rng: random.Random | None = None,
         now: Callable[[], datetime] = _utcnow,
     ) -> None:
+        import httpx
+
         self.settings = settings
         self._timeout = httpx.Timeout(settings.timeout_s, connect=settings.connect_timeout_s)
         self._owns_client = client is None
@@ -312,6 +319,8 @@ class ProviderClient:
         return failure.error(message, **common)
 
     async def _attempt(self, request: wire.WireRequest) -> Completion | _Failure:
+        import httpx
+
         try:
             response = await self._client.post(
                 request.url, headers=request.headers, json=request.body, timeout=self._timeout

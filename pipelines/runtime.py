@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import gc
 import hashlib
 import logging
 import sqlite3
@@ -26,8 +27,7 @@ from pathlib import Path
 
 import httpx
 
-from pipelines import config, drafters, workers
-from pipelines.engine import Engine
+from pipelines import config, drafters, engine, workers
 from pipelines.scheduler import Scheduler
 from store import db, errors, ledger, outbox, sla, startup
 from store.db import Store
@@ -58,6 +58,8 @@ class RuntimeConfig:
     first_backoff_s: float = workers.FIRST_BACKOFF_S
     #: Background workers beyond the built-in ones: each runs until the stop event is set.
     workers: tuple[Worker, ...] = field(default=())
+    #: New items one tick drafts at most (GATEHOUSE_ENGINE__MAX_ITEMS_PER_TICK).
+    max_items_per_tick: int = engine.MAX_ITEMS_PER_TICK
 
 
 class Runtime:
@@ -70,7 +72,13 @@ class Runtime:
         self.pipelines = loaded.pipelines
         self.client = client
         drafter_for = functools.partial(cfg.drafter_for, store) if cfg.drafter_for else None
-        self.engine = Engine(store, self.pipelines, client=client, drafter_for=drafter_for)
+        self.engine = engine.Engine(
+            store,
+            self.pipelines,
+            client=client,
+            drafter_for=drafter_for,
+            max_items_per_tick=cfg.max_items_per_tick,
+        )
         self.scheduler = Scheduler(store, self.engine, self.pipelines)
         self.stopping = asyncio.Event()
         self.workers = workers.Registry(store, cfg.clock, first_backoff_s=cfg.first_backoff_s)
@@ -92,6 +100,10 @@ class Runtime:
         runtime = cls(
             cfg, store, loaded, httpx.AsyncClient(timeout=httpx.Timeout(30.0, connect=10.0))
         )
+        # Everything start-up allocated (modules, models, the bot) leaves the collector's
+        # reach: a full collection then scans only what came later, instead of stalling
+        # the event loop, and every tap waiting on it, for a tenth of a second or more.
+        gc.freeze()
         stopping = runtime.stopping
         runtime.spawn("scheduler", lambda: runtime.scheduler.run_forever(stopping, cfg.clock))
         for name, job in (("sla-sweep", sla.sweep), ("claim-recovery", ledger.recover)):

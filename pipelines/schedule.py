@@ -17,8 +17,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Literal
 
-from croniter import croniter
-
 ZERO = timedelta(0)
 
 VALID_SCHEDULES = "an interval like 5m or 1h, a 5-field cron expression, or manual"
@@ -76,6 +74,8 @@ def parse_schedule(text: str) -> Schedule:
     if cleaned.lower() == "manual":
         return Schedule(kind="manual", text="manual")
     if len(cleaned.split(" ")) == 5:
+        from croniter import croniter  # only cron lines need it
+
         if not croniter.is_valid(cleaned):
             raise ValueError(
                 f"invalid cron expression {cleaned!r}: a field is out of range or malformed;"
@@ -110,6 +110,8 @@ def next_run(
         base = start + schedule.interval
     else:
         assert schedule.cron is not None
+        from croniter import croniter
+
         base = croniter(schedule.cron, start).get_next(datetime).astimezone(UTC)
     return base + _jitter(jitter, rng)
 

@@ -12,8 +12,6 @@ import re
 import unicodedata
 from typing import Any
 
-import jsonschema
-
 #: What marks a cut made by `clean`.
 TRUNCATED = " […]"
 
@@ -63,6 +61,10 @@ def validate(text: str, schema: dict[str, Any] | None) -> None:
         )
     if schema is None:
         return
+    # Loaded already when the pipeline file's schema was checked: no stall here, and
+    # a bot whose pipelines have no schema never loads it.
+    import jsonschema
+
     try:
         document = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -421,3 +421,23 @@ def test_plain_makes_views_json_ready(now: datetime) -> None:
     assert json.loads(json.dumps(value)) == {
         "at": now.isoformat(), "state": "new", "path": "/x", "t": [1, 2],
     }  # fmt: skip
+
+
+def test_the_cli_and_pipeline_files_load_without_the_engine(tmp_path: Path) -> None:
+    # A new interpreter: what `gatehouse status` imports to read the settings and a
+    # pipeline file with an interval, a feed and a webhook (no cron line, no schema).
+    (tmp_path / "p.yaml").write_text(
+        "name: p\nschedule: 5m\nsources:\n  - type: rss\n    url: http://127.0.0.1:9/f.xml\n"
+        "dispatch:\n  type: webhook\n  url: http://127.0.0.1:9/hook\n"
+    )
+    code = (
+        "import sys; from pathlib import Path; import bot.cli; from pipelines import config\n"
+        f"assert config.load_dir(Path({str(tmp_path)!r})).pipelines\n"
+        "engine = ('httpx', 'feedparser', 'telegram', 'aioimaplib', 'aiosmtplib', 'croniter',"
+        " 'jsonschema', 'pipelines.engine')\n"
+        "print(sorted(name for name in engine if name in sys.modules))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert done.stdout.strip() == "[]"

@@ -10,8 +10,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from pipelines import approval, config, drafters, engine
-from store import db, items, outbox, runs, seen
+from pipelines import approval, config, drafters, engine, scheduler
+from store import db, items, outbox, runs, schedules, seen
 from store.machine import State
 from tests.fakes.feed_server import FeedServer
 from tests.fakes.feeds import rss
@@ -213,3 +213,73 @@ async def test_mark_at_success_marks_only_what_reached_approval(
     # Its row exists (failed, replayable), so fetching it again creates nothing new.
     again = await eng.tick("news", "schedule", now + timedelta(minutes=5))
     assert again.counts.new == 0
+
+
+async def test_a_batch_records_in_chunks_and_saves_the_etag_with_the_last(
+    store: db.Store,
+    feeds: FeedServer,
+    client: httpx.AsyncClient,
+    tmp_path: Path,
+    data_dir: Path,
+    now: datetime,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(engine, "RECORD_CHUNK", 2)
+    entries = [(f"e{n}", f"Story {n}", f"body {n}") for n in range(5)]
+    feeds.set("/feed.xml", rss(entries), etag='"v1"')
+    pipeline = write_pipeline(tmp_path, "news", [feeds.url("/feed.xml")])
+    pipeline.dedup.fail_closed = True
+    # A real failure inside the second chunk's transaction (e2, e3).
+    raw = sqlite3.connect(data_dir / "gatehouse.db", isolation_level=None)
+    raw.execute(
+        "CREATE TRIGGER boom BEFORE INSERT ON items WHEN NEW.source_id = 'e3' "
+        "BEGIN SELECT RAISE(ABORT, 'disk trouble'); END"
+    )
+    eng = engine.Engine(store, {"news": pipeline}, client=client)
+
+    first = await eng.tick("news", "schedule", now)
+    # The first chunk committed whole; the second rolled back whole: its marks too.
+    assert (first.counts.fetched, first.counts.new, first.counts.drafted) == (5, 2, 2)
+    assert "dedup unavailable" in first.errors[0]
+    waiting = await items.in_state(store, State.AWAITING_APPROVAL, "news")
+    assert sorted(i.source_id for i in waiting) == ["e0", "e1"]
+    ids = [f"e{n}" for n in range(5)]
+    assert await seen.filter_unseen(store, "news", "s0", ids) == ["e2", "e3", "e4"]
+    assert await schedules.source_state(store, "news", "s0") == {}  # no ETag: refetch all
+
+    raw.execute("DROP TRIGGER boom")
+    raw.close()
+    second = await eng.tick("news", "schedule", now + timedelta(minutes=5))
+    assert (second.counts.fetched, second.counts.new, second.status) == (5, 3, "ok")
+    waiting = await items.in_state(store, State.AWAITING_APPROVAL, "news")
+    assert sorted(i.source_id for i in waiting) == ids
+    assert await schedules.source_state(store, "news", "s0") != {}
+    third = await eng.tick("news", "schedule", now + timedelta(minutes=10))
+    assert (third.counts.fetched, third.counts.new) == (0, 0)  # 304: the ETag was kept
+
+
+async def test_the_tick_cap_carries_the_rest_to_a_follow_up_run(
+    store: db.Store, feeds: FeedServer, client: httpx.AsyncClient, tmp_path: Path, now: datetime
+) -> None:
+    feeds.set("/feed.xml", rss([(f"c{n}", f"Story {n}", f"body {n}") for n in range(5)]))
+    pipeline = write_pipeline(tmp_path, "news", [feeds.url("/feed.xml")])
+    eng = engine.Engine(store, {"news": pipeline}, client=client, max_items_per_tick=3)
+    sched = scheduler.Scheduler(store, eng, {"news": pipeline})
+
+    first = await eng.tick("news", "schedule", now)
+    assert (first.counts.new, first.counts.drafted) == (5, 3)
+    assert len(await items.in_state(store, State.NEW, "news")) == 2
+    assert (await schedules.all_states(store))["news"].run_requested_at == now
+
+    later = now + timedelta(seconds=1)
+    assert await sched.run_once(later) == ["news"]
+    recent = await runs.recent_runs(store, "news")
+    assert [(r.trigger, r.counts.drafted) for r in recent] == [("manual", 2), ("schedule", 3)]
+    assert len(await items.in_state(store, State.AWAITING_APPROVAL, "news")) == 5
+    assert (await schedules.all_states(store))["news"].run_requested_at is None
+    assert await sched.run_once(later + timedelta(seconds=1)) == []  # nothing left over
+
+
+def test_the_tick_cap_must_be_positive(store: db.Store, client: httpx.AsyncClient) -> None:
+    with pytest.raises(ValueError, match="at least 1"):
+        engine.Engine(store, {}, client=client, max_items_per_tick=0)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pipelines import similarity
 from pipelines.similarity import Earlier
@@ -87,3 +89,55 @@ def test_threshold_is_exclusive() -> None:
     seen = [earlier(1, "alpha", "s1", "s2", "s3")]
     assert similarity.find_duplicate("beta", frozenset({"s1", "s2", "s4"}), seen) is None
     assert similarity.THRESHOLD == 0.5
+
+
+def brute_force(text: str, sources: frozenset[str], seen: list[Earlier]) -> Earlier | None:
+    """The gate's definition, pair by pair: what the indexed Gate must always agree with."""
+    best, best_score = None, 0.0
+    for other in seen:
+        same = similarity.normalize(text) and similarity.normalize(text) == similarity.normalize(
+            other.text
+        )
+        score = (
+            1.0
+            if same
+            else max(
+                similarity.jaccard(sources, other.sources),
+                similarity.jaccard(similarity.shingles(text), similarity.shingles(other.text)),
+            )
+        )
+        if score > similarity.THRESHOLD and score > best_score:
+            best, best_score = other, score
+    return best
+
+
+# A small vocabulary so that random texts overlap often, near the threshold and across it.
+WORDS = st.sampled_from(["city", "council", "bike", "lane", "vote", "the", "a", "main", "rain"])
+TEXTS = st.lists(WORDS, max_size=12).map(" ".join)
+SOURCES = st.frozensets(st.sampled_from(["s1", "s2", "s3", "s4"]), max_size=3)
+
+
+@given(
+    seen=st.lists(st.tuples(TEXTS, SOURCES), max_size=12),
+    text=TEXTS,
+    sources=SOURCES,
+)
+@settings(max_examples=400, deadline=None)
+def test_gate_agrees_with_the_pairwise_definition(
+    seen: list[tuple[str, frozenset[str]]], text: str, sources: frozenset[str]
+) -> None:
+    earlier_items = [Earlier(n, t, s) for n, (t, s) in enumerate(seen)]
+    gate = similarity.Gate(earlier_items)
+    assert gate.find(text, sources) == brute_force(text, sources, earlier_items)
+
+
+def test_gate_scores_only_reachable_drafts_and_still_finds_the_reworded_one() -> None:
+    unrelated = [
+        earlier(n, f"{OTHER_STORY} edition {n} of {n * 7}", f"rss:u#{n}") for n in range(50)
+    ]
+    gate = similarity.Gate([*unrelated, earlier(99, STORY, "rss:a#1")])
+    found = gate.find(REWORDED, frozenset({"rss:new#1"}))
+    assert found is not None and found.item_id == 99
+    assert len(gate) == 51
+    # Only the reworded story's draft (index 50) is scored, not the fifty unrelated ones.
+    assert gate._reachable(similarity.fingerprint(REWORDED), frozenset()) == {50}

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import httpx
 from pydantic import Field
 
 from pipelines import validation
 from pipelines.sources import base, folder, http_json, imap, rss
+
+if TYPE_CHECKING:
+    import httpx
 
 #: The longest title an item keeps (characters); a card shows far fewer.
 MAX_TITLE_CHARS = 1_000

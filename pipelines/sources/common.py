@@ -17,12 +17,14 @@ import urllib.parse
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
 from pydantic import BaseModel, ValidationInfo, model_validator
 
 from pipelines.sources import base
+
+if TYPE_CHECKING:
+    import httpx
 
 #: Prefix meaning "read this value from the named environment variable at fetch time".
 ENV_PREFIX = "env:"
@@ -195,6 +197,8 @@ async def get(
 
     Messages carry the redacted URL and the status only, never header values.
     """
+    import httpx  # loaded by the engine's first fetch, so the CLI starts without it
+
     shown = redact_url(url)
     asked = dict(headers) | {"Accept-Encoding": _ACCEPT_ENCODING}
     try:

@@ -15,13 +15,15 @@ import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import httpx
 import yaml
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from pipelines.sources import base, common
+
+if TYPE_CHECKING:
+    import httpx
 
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)", re.DOTALL)
 _HEADING = re.compile(r"^# +(.+?)\s*#*\s*$", re.MULTILINE)

@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import httpx
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from pipelines.sources import base, common
+
+if TYPE_CHECKING:
+    import httpx
 
 #: The largest JSON element kept whole in an item's `extra` (characters).
 MAX_EXTRA_CHARS = 100_000

@@ -25,13 +25,14 @@ import itertools
 import re
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import aioimaplib
-import httpx
 from pydantic import ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from pipelines.sources import base, common
+
+if TYPE_CHECKING:
+    import httpx
 
 _SINCE = re.compile(r"^SINCE\s+(\d+)$", re.IGNORECASE)
 _LITERAL = re.compile(rb"\{(\d+)\}$")
@@ -99,6 +100,8 @@ async def fetch(
     """
     password = common.resolve(config.password.get_secret_value(), "imap password")
     where = f"{config.username}@{config.host}"
+    import aioimaplib  # only a running engine reads mail: the CLI starts without it
+
     imap = (aioimaplib.IMAP4_SSL if config.ssl else aioimaplib.IMAP4)(
         host=config.host, port=config.port, timeout=config.timeout_seconds
     )

@@ -12,13 +12,14 @@ import hashlib
 import io
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import feedparser
-import httpx
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from pipelines.sources import base, common
+
+if TYPE_CHECKING:
+    import httpx
 
 
 class Config(common.ByteLimits):
@@ -54,19 +55,23 @@ async def fetch(
     response = await common.get(client, config.url, headers, config.timeout_seconds, config.limits)
     if response.status_code == 304:
         return base.Fetched(items=[], state=dict(state))
-    # Parse the bytes we fetched (a URL would make feedparser do its own I/O), on a
-    # thread: a large feed takes long enough to stall the bot's event loop.
-    parsed = await asyncio.to_thread(
-        feedparser.parse,
-        io.BytesIO(response.content),
-        response_headers={"content-type": response.headers.get("content-type", "")},
-    )
+    # Parse the bytes we fetched (a URL would make feedparser do its own I/O) and turn
+    # the entries into items on a thread: a large feed takes long enough to stall the
+    # bot's event loop.
+    content_type = response.headers.get("content-type", "")
+    items = await asyncio.to_thread(_parse, config.url, response.content, content_type)
+    return base.Fetched(items=items, state=common.validators(response))
+
+
+def _parse(url: str, content: bytes, content_type: str) -> list[base.FetchedItem]:
+    import feedparser  # only a running engine needs it: the CLI starts without it
+
+    parsed = feedparser.parse(io.BytesIO(content), response_headers={"content-type": content_type})
     if parsed.bozo and not parsed.entries:
         reason = parsed.get("bozo_exception", "no entries found")
-        raise base.SourceError(f"feed {common.redact_url(config.url)} is malformed: {reason}")
+        raise base.SourceError(f"feed {common.redact_url(url)} is malformed: {reason}")
     feed_title = str(parsed.feed.get("title", ""))
-    items = [_item(entry, feed_title) for entry in parsed.entries]
-    return base.Fetched(items=items, state=common.validators(response))
+    return [_item(entry, feed_title) for entry in parsed.entries]
 
 
 def _item(entry: Any, feed_title: str) -> base.FetchedItem:
