@@ -80,6 +80,7 @@ CREATE TABLE items (
 
 CREATE INDEX items_by_state ON items (pipeline, state);
 CREATE INDEX items_by_deadline ON items (deadline) WHERE deadline IS NOT NULL;
+CREATE INDEX items_pending ON items (state, last_transition_at, id);
 
 CREATE TABLE drafts (
     item_id      INTEGER NOT NULL REFERENCES items (id),
@@ -120,6 +121,7 @@ CREATE TABLE outbox (
 
 CREATE INDEX outbox_due ON outbox (state, next_attempt_at, id);
 CREATE INDEX outbox_by_item ON outbox (item_id);
+CREATE INDEX outbox_prunable ON outbox (sent_at) WHERE state = 'sent' AND kind != 'dispatch';
 
 -- The budget ledger (migration 0003).
 CREATE TABLE budget_limits (
@@ -167,6 +169,7 @@ CREATE TABLE claims (
 
 CREATE INDEX claims_by_lease ON claims (lease_until) WHERE state IN ('reserved', 'started');
 CREATE INDEX claims_by_state ON claims (state, pipeline);
+CREATE INDEX claims_by_created ON claims (created_at, pipeline, state, actual_micros, reserved_micros);
 
 CREATE TABLE claim_holds (
     claim_id     INTEGER NOT NULL REFERENCES claims (id),
@@ -202,3 +205,5 @@ CREATE TABLE llm_outputs (
     error      TEXT,
     created_at INTEGER NOT NULL
 );
+
+CREATE INDEX llm_outputs_by_age ON llm_outputs (created_at);
