@@ -26,7 +26,7 @@ import httpx
 from pipelines import config, drafters
 from pipelines.engine import Engine
 from pipelines.scheduler import Scheduler
-from store import db, ledger, outbox, sla, startup
+from store import db, ledger, outbox, retention, sla, startup
 from store.db import Store
 
 log = logging.getLogger(__name__)
@@ -104,9 +104,14 @@ class Runtime:
         self._tasks.append(asyncio.create_task(guarded(), name=name))
 
     async def _sweep_forever(self) -> None:
-        """The SLA sweep, and recovery of ledger claims whose lease expired (a crashed call)."""
+        """The SLA sweep, recovery of ledger claims whose lease expired, and retention."""
+        jobs = (
+            ("SLA sweep", sla.sweep),
+            ("claim recovery", ledger.recover),
+            ("retention", retention.prune),
+        )
         while not self.stopping.is_set():
-            for name, job in (("SLA sweep", sla.sweep), ("claim recovery", ledger.recover)):
+            for name, job in jobs:
                 try:
                     await job(self.store, self.now())
                 except Exception:

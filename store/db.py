@@ -1,4 +1,4 @@
-"""The store: one writer, separate read connections, pragmas asserted, idle checkpoints.
+"""The store: one writer, separate read connections, pragmas asserted, a bounded WAL.
 
 Use:
 
@@ -10,6 +10,17 @@ Writes are units (`fn(conn) -> T`) run by `store.write(fn)` inside BEGIN IMMEDIA
 on the writer's thread; reads run by `store.read(fn)` on `query_only` connections
 of their own, so they never queue behind writes. `Store.open(..., readonly=True)`
 opens only read connections and takes no lock: the CLI reads while the bot runs.
+
+The WAL is kept under `wal_max_bytes` by a checkpointer on a connection of its own
+(automatic checkpoints are off: they would run inside whichever commit trips them).
+Every `checkpoint_every_s` after new commits it runs a PASSIVE checkpoint, which
+never blocks the writer. Under steady load the writer never leaves the WAL fully
+copied, so SQLite cannot start the file over and it would grow without end: once
+the WAL holds a quarter of its bound, the writer is held between two transactions
+while the checkpointer copies the last few frames (a few milliseconds, since the
+PASSIVE runs copied the rest), and the next write starts the file over.
+`journal_size_limit` trims the file back to the bound when that happens. A
+TRUNCATE (which waits for readers) runs only while the writer is held and idle.
 """
 
 from __future__ import annotations
@@ -19,8 +30,10 @@ import contextlib
 import itertools
 import logging
 import sqlite3
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Literal, TypeVar
 
@@ -33,6 +46,23 @@ T = TypeVar("T")
 
 #: SQLite's busy wait before SQLITE_BUSY; long enough for real contention to clear.
 BUSY_TIMEOUT_MS = 5000
+#: How long a TRUNCATE checkpoint waits for readers; the writer is held meanwhile.
+CHECKPOINT_BUSY_MS = 20
+#: Bytes a WAL frame adds to a page (its header).
+FRAME_HEADER = 24
+
+CheckpointMode = Literal["PASSIVE", "TRUNCATE"]
+
+
+@dataclass
+class CheckpointStats:
+    """What the checkpointer did since the store opened (benchmarks and tests read it)."""
+
+    passive: int = 0
+    #: Checkpoints run with the writer held (the WAL's last frames, or a TRUNCATE).
+    held: int = 0
+    longest_hold_s: float = 0.0
+    peak_wal_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -41,10 +71,12 @@ class StoreConfig:
     synchronous: Literal["FULL", "NORMAL"] = "FULL"
     #: Read connections; two let a slow report run beside the bot's own reads.
     readers: int = 2
-    #: How often the idle checkpointer looks at the WAL.
-    checkpoint_every_s: float = 2.0
-    #: Past this size an idle checkpoint also truncates the WAL file.
-    wal_truncate_bytes: int = 64 * 1024 * 1024
+    #: How often the checkpointer looks at the WAL (a stat; a checkpoint only after commits).
+    checkpoint_every_s: float = 0.1
+    #: The WAL file's bound; a held-writer checkpoint starts it over at a quarter of this.
+    wal_max_bytes: int = 64 * 1024 * 1024
+    #: Sent messages and stored LLM outputs older than this are pruned (store.retention).
+    retention: timedelta = timedelta(days=30)
 
     @property
     def db_path(self) -> Path:
@@ -58,6 +90,7 @@ def required_pragmas(config: StoreConfig) -> dict[str, object]:
         "foreign_keys": 1,
         "busy_timeout": BUSY_TIMEOUT_MS,
         "wal_autocheckpoint": 0,
+        "journal_size_limit": config.wal_max_bytes,
     }
 
 
@@ -84,7 +117,17 @@ def _connect_writer(config: StoreConfig) -> sqlite3.Connection:
     conn.execute(f"PRAGMA synchronous={config.synchronous}")
     conn.execute("PRAGMA foreign_keys=ON")
     conn.execute("PRAGMA wal_autocheckpoint=0")
+    conn.execute(f"PRAGMA journal_size_limit={int(config.wal_max_bytes)}")
     check_pragmas(conn, required_pragmas(config))
+    return conn
+
+
+def _connect_checkpointer(config: StoreConfig) -> sqlite3.Connection:
+    conn = sqlite3.connect(config.db_path, isolation_level=None, check_same_thread=True)
+    # A TRUNCATE waits this long for readers, while the writer is held: keep it short.
+    conn.execute(f"PRAGMA busy_timeout={CHECKPOINT_BUSY_MS}")
+    conn.execute(f"PRAGMA journal_size_limit={int(config.wal_max_bytes)}")
+    check_pragmas(conn, {"journal_mode": "wal", "busy_timeout": CHECKPOINT_BUSY_MS})
     return conn
 
 
@@ -108,7 +151,11 @@ class Store:
         self._writer = Writer(self._writer_lane)
         self._readers = [Lane(f"store-reader-{i}") for i in range(config.readers)]
         self._next_reader = itertools.cycle(self._readers)
+        self._checkpointer_lane = Lane("store-checkpointer")
+        self._checkpoint_lock = asyncio.Lock()
         self._checkpointer: asyncio.Task[None] | None = None
+        self._page_size = 4096
+        self.checkpoint_stats = CheckpointStats()
 
     @classmethod
     async def open(cls, config: StoreConfig, *, readonly: bool = False) -> Store:
@@ -132,8 +179,12 @@ class Store:
             await self._writer_lane.open(lambda: _connect_writer(self.config))
             await self._writer_lane.run(migrate.apply_pending)
             self._writer.start()
+            await self._checkpointer_lane.open(lambda: _connect_checkpointer(self.config))
+            self._page_size = await self._checkpointer_lane.run(
+                lambda conn: int(conn.execute("PRAGMA page_size").fetchone()[0])
+            )
             self._checkpointer = asyncio.create_task(
-                self._checkpoint_when_idle(), name="store-checkpoint"
+                self._checkpoint_by_size(), name="store-checkpoint"
             )
         for reader in self._readers:
             await reader.open(lambda: _connect_reader(self.config))
@@ -158,32 +209,66 @@ class Store:
         except FileNotFoundError:
             return 0
 
-    async def checkpoint(
-        self, mode: Literal["PASSIVE", "TRUNCATE"] = "PASSIVE"
-    ) -> tuple[int, int, int]:
-        """Checkpoint through the writer's queue, so it never runs inside a write."""
+    async def checkpoint(self, mode: CheckpointMode = "PASSIVE") -> tuple[int, int, int]:
+        """(busy, frames in the WAL, frames copied), from the checkpointer's connection.
 
+        A TRUNCATE holds the writer between transactions while it runs.
+        """
+        async with self._checkpoint_lock:
+            if mode == "PASSIVE":
+                return await self._checkpoint_now("PASSIVE")
+            return await self._held_checkpoint(mode)
+
+    async def _checkpoint_now(self, mode: CheckpointMode) -> tuple[int, int, int]:
         def run(conn: sqlite3.Connection) -> tuple[int, int, int]:
             row = conn.execute(f"PRAGMA wal_checkpoint({mode})").fetchone()
             return (int(row[0]), int(row[1]), int(row[2]))
 
-        result: tuple[int, int, int] = await self._writer.submit(run, transactional=False)
+        result = await self._checkpointer_lane.run(run)
+        if mode == "PASSIVE":
+            self.checkpoint_stats.passive += 1
         return result
 
-    async def _checkpoint_when_idle(self) -> None:
-        # Automatic checkpoints would run inside whichever commit trips them
-        # (tens of ms of p99 at 10M rows); this one waits for an idle writer.
+    async def _held_checkpoint(self, mode: CheckpointMode) -> tuple[int, int, int]:
+        async with self._writer.paused():
+            started = time.perf_counter()
+            try:
+                return await self._checkpoint_now(mode)
+            finally:
+                held = time.perf_counter() - started
+                stats = self.checkpoint_stats
+                stats.held += 1
+                stats.longest_hold_s = max(stats.longest_hold_s, held)
+
+    async def _checkpoint_by_size(self) -> None:
+        copied_at = -1  # the writer's batch count when the WAL was last fully copied
         while True:
             await asyncio.sleep(self.config.checkpoint_every_s)
-            if not self._writer.idle or self.wal_bytes() == 0:
-                continue
-            mode: Literal["PASSIVE", "TRUNCATE"] = (
-                "TRUNCATE" if self.wal_bytes() > self.config.wal_truncate_bytes else "PASSIVE"
-            )
+            size = self.wal_bytes()
+            stats = self.checkpoint_stats
+            stats.peak_wal_bytes = max(stats.peak_wal_bytes, size)
+            batches = self._writer.batches
+            if batches == copied_at:
+                continue  # nothing committed since the WAL was last fully copied
             try:
-                await self.checkpoint(mode)
+                async with self._checkpoint_lock:
+                    if await self._checkpoint_step(size):
+                        copied_at = batches
             except errors.StoreError as exc:
-                log.warning("idle checkpoint failed: %s", exc)
+                log.warning("checkpoint failed: %s", exc)
+
+    async def _checkpoint_step(self, size: int) -> bool:
+        """One look at the WAL; True when every frame was copied into the database."""
+        idle = self._writer.idle
+        busy, frames, copied = await self._checkpoint_now("PASSIVE")
+        if idle:
+            if size > self.config.wal_max_bytes:  # one huge transaction outgrew the bound
+                busy, frames, copied = await self._held_checkpoint("TRUNCATE")
+        elif frames * (self._page_size + FRAME_HEADER) >= self.config.wal_max_bytes // 4:
+            # The writer never leaves the WAL fully copied under steady load: hold it
+            # for the last frames, so that its next write starts the file over.
+            busy, frames, copied = await self._held_checkpoint("PASSIVE")
+        return not busy and frames == copied
 
     async def close(self) -> None:
         if self._checkpointer is not None:
@@ -192,6 +277,7 @@ class Store:
                 await self._checkpointer
             self._checkpointer = None
         await self._writer.stop()
+        await self._checkpointer_lane.close()
         for reader in self._readers:
             await reader.close()
         await self._writer_lane.close()

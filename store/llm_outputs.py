@@ -76,3 +76,8 @@ def get_sync(conn: sqlite3.Connection, claim_id: int) -> Output | None:
 
 async def get(store: Store, claim_id: int) -> Output | None:
     return await store.read(lambda conn: get_sync(conn, claim_id))
+
+
+def prune_sync(conn: sqlite3.Connection, before: datetime, batch: int) -> int:
+    """Delete up to `batch` outputs recorded before `before` whose claim is over."""
+    return conn.execute(Q["prune"], {"cutoff": clock.to_ms(before), "batch": batch}).rowcount
