@@ -16,7 +16,7 @@ The WAL is kept under `wal_max_bytes` by a checkpointer on a connection of its o
 Every `checkpoint_every_s` after new commits it runs a PASSIVE checkpoint, which
 never blocks the writer. Under steady load the writer never leaves the WAL fully
 copied, so SQLite cannot start the file over and it would grow without end: once
-the WAL holds a quarter of its bound, the writer is held between two transactions
+the WAL holds an eighth of its bound, the writer is held between two transactions
 while the checkpointer copies the last few frames (a few milliseconds, since the
 PASSIVE runs copied the rest), and the next write starts the file over.
 `journal_size_limit` trims the file back to the bound when that happens. A
@@ -73,7 +73,7 @@ class StoreConfig:
     readers: int = 2
     #: How often the checkpointer looks at the WAL (a stat; a checkpoint only after commits).
     checkpoint_every_s: float = 0.1
-    #: The WAL file's bound; a held-writer checkpoint starts it over at a quarter of this.
+    #: The WAL file's bound; a held-writer checkpoint starts it over at an eighth of this.
     wal_max_bytes: int = 64 * 1024 * 1024
     #: Sent messages and stored LLM outputs older than this are pruned (store.retention).
     retention: timedelta = timedelta(days=30)
@@ -264,7 +264,7 @@ class Store:
         if idle:
             if size > self.config.wal_max_bytes:  # one huge transaction outgrew the bound
                 busy, frames, copied = await self._held_checkpoint("TRUNCATE")
-        elif frames * (self._page_size + FRAME_HEADER) >= self.config.wal_max_bytes // 4:
+        elif frames * (self._page_size + FRAME_HEADER) >= self.config.wal_max_bytes // 8:
             # The writer never leaves the WAL fully copied under steady load: hold it
             # for the last frames, so that its next write starts the file over.
             busy, frames, copied = await self._held_checkpoint("PASSIVE")

@@ -12,6 +12,8 @@ SELECT * FROM llm_outputs WHERE claim_id = :claim_id
 -- Outputs older than the cutoff whose claim is over (settled, released or unbudgeted);
 -- an uncertain claim's output stays: it is evidence for the operator who reconciles it.
 DELETE FROM llm_outputs WHERE claim_id IN (
-    SELECT o.claim_id FROM llm_outputs o JOIN claims c ON c.id = o.claim_id
-     WHERE o.created_at < :cutoff AND c.state IN ('settled', 'released', 'unbudgeted')
+    SELECT o.claim_id FROM llm_outputs o
+     WHERE o.created_at < :cutoff
+       AND (SELECT c.state FROM claims c WHERE c.id = o.claim_id)
+           IN ('settled', 'released', 'unbudgeted')
      ORDER BY o.created_at LIMIT :batch)

@@ -121,7 +121,7 @@ CREATE TABLE outbox (
 
 CREATE INDEX outbox_due ON outbox (state, next_attempt_at, id);
 CREATE INDEX outbox_by_item ON outbox (item_id);
-CREATE INDEX outbox_prunable ON outbox (sent_at) WHERE state = 'sent' AND kind != 'dispatch';
+CREATE INDEX outbox_prunable ON outbox (state, sent_at) WHERE kind != 'dispatch';
 
 -- The budget ledger (migration 0003).
 CREATE TABLE budget_limits (

@@ -9,9 +9,9 @@ CREATE INDEX claims_by_created ON claims (created_at, pipeline, state, actual_mi
 -- Retention: provider outputs past their age, oldest first.
 CREATE INDEX llm_outputs_by_age ON llm_outputs (created_at);
 
--- Retention: sent messages (never dispatch rows, kept as the record of what went out)
--- by age; the rows it lists are the ones pruning deletes, so it stays small.
-CREATE INDEX outbox_prunable ON outbox (sent_at) WHERE state = 'sent' AND kind != 'dispatch';
+-- Retention: sent messages by age (never dispatch rows, kept as the record of what went
+-- out, so they stay out of this index and it stays as small as what awaits pruning).
+CREATE INDEX outbox_prunable ON outbox (state, sent_at) WHERE kind != 'dispatch';
 
 -- A card no longer repeats its draft's text: readers join the draft row instead.
 UPDATE outbox SET payload = json_remove(payload, '$.text') WHERE kind = 'card';
