@@ -1,6 +1,8 @@
 """Benchmarks that print their figures; the last line of each is one JSON object.
 
 python -m bench dedup [--rows N] [--batches B]
+python -m bench queries [--items N]      operator queries on a store of N items (1M)
+python -m bench lifecycle [--items N]    N items fetched, drafted, approved, dispatched
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import sys
 BENCHES = {
     "dedup": "bench.dedup",
     "ledger": "bench.ledger",
+    "lifecycle": "bench.lifecycle",
+    "queries": "bench.queries",
     "bot": "bench.bot",
     "tick": "bench.tick",
     "transitions": "bench.transitions",

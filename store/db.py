@@ -17,10 +17,10 @@ Every `checkpoint_every_s` after new commits it runs a PASSIVE checkpoint, which
 never blocks the writer. Under steady load the writer never leaves the WAL fully
 copied, so SQLite cannot start the file over and it would grow without end: once
 the WAL holds an eighth of its bound, the writer is held between two transactions
-while the checkpointer copies the last few frames (a few milliseconds, since the
-PASSIVE runs copied the rest), and the next write starts the file over.
-`journal_size_limit` trims the file back to the bound when that happens. A
-TRUNCATE (which waits for readers) runs only while the writer is held and idle.
+while a RESTART copies the last few frames (the PASSIVE runs copied the rest) and
+waits, briefly, for readers of older snapshots; the next write then starts the file
+over, and `journal_size_limit` trims it back to the bound. RESTART and TRUNCATE run
+only while the writer is held, and give up after CHECKPOINT_BUSY_MS of readers.
 """
 
 from __future__ import annotations
@@ -46,12 +46,12 @@ T = TypeVar("T")
 
 #: SQLite's busy wait before SQLITE_BUSY; long enough for real contention to clear.
 BUSY_TIMEOUT_MS = 5000
-#: How long a TRUNCATE checkpoint waits for readers; the writer is held meanwhile.
-CHECKPOINT_BUSY_MS = 20
+#: How long a RESTART or TRUNCATE waits for readers; the writer is held meanwhile.
+CHECKPOINT_BUSY_MS = 10
 #: Bytes a WAL frame adds to a page (its header).
 FRAME_HEADER = 24
 
-CheckpointMode = Literal["PASSIVE", "TRUNCATE"]
+CheckpointMode = Literal["PASSIVE", "RESTART", "TRUNCATE"]
 
 
 @dataclass
@@ -59,7 +59,7 @@ class CheckpointStats:
     """What the checkpointer did since the store opened (benchmarks and tests read it)."""
 
     passive: int = 0
-    #: Checkpoints run with the writer held (the WAL's last frames, or a TRUNCATE).
+    #: Checkpoints run with the writer held (RESTART or TRUNCATE).
     held: int = 0
     longest_hold_s: float = 0.0
     peak_wal_bytes: int = 0
@@ -72,7 +72,7 @@ class StoreConfig:
     #: Read connections; two let a slow report run beside the bot's own reads.
     readers: int = 2
     #: How often the checkpointer looks at the WAL (a stat; a checkpoint only after commits).
-    checkpoint_every_s: float = 0.1
+    checkpoint_every_s: float = 0.02
     #: The WAL file's bound; a held-writer checkpoint starts it over at an eighth of this.
     wal_max_bytes: int = 64 * 1024 * 1024
     #: Sent messages and stored LLM outputs older than this are pruned (store.retention).
@@ -212,7 +212,7 @@ class Store:
     async def checkpoint(self, mode: CheckpointMode = "PASSIVE") -> tuple[int, int, int]:
         """(busy, frames in the WAL, frames copied), from the checkpointer's connection.
 
-        A TRUNCATE holds the writer between transactions while it runs.
+        A RESTART or TRUNCATE holds the writer between transactions while it runs.
         """
         async with self._checkpoint_lock:
             if mode == "PASSIVE":
@@ -267,7 +267,7 @@ class Store:
         elif frames * (self._page_size + FRAME_HEADER) >= self.config.wal_max_bytes // 8:
             # The writer never leaves the WAL fully copied under steady load: hold it
             # for the last frames, so that its next write starts the file over.
-            busy, frames, copied = await self._held_checkpoint("PASSIVE")
+            busy, frames, copied = await self._held_checkpoint("RESTART")
         return not busy and frames == copied
 
     async def close(self) -> None:

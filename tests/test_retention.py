@@ -12,6 +12,8 @@ import sqlite3
 from datetime import datetime, timedelta
 from pathlib import Path
 
+import pytest
+
 from store import db, drafts, events, items, llm_outputs, migrate, outbox, retention
 from store.machine import State
 
@@ -134,7 +136,8 @@ async def test_a_card_row_holds_no_draft_text_and_reads_it_from_the_draft(
     assert due.payload == listed.payload == row.payload
 
 
-def test_the_migration_drops_text_that_cards_repeated(tmp_path: Path) -> None:
+def before_operator_queries(tmp_path: Path) -> tuple[sqlite3.Connection, int]:
+    """A database at the schema before this migration, and the migration's version."""
     older = tmp_path / "older"
     older.mkdir()
     every = migrate.discover()
@@ -143,6 +146,28 @@ def test_the_migration_drops_text_that_cards_repeated(tmp_path: Path) -> None:
         shutil.copy(migration.path, older / migration.path.name)
     conn = sqlite3.connect(tmp_path / "db", isolation_level=None)
     migrate.apply_pending(conn, older)
+    return conn, mine.version
+
+
+def test_the_events_rebuild_keeps_the_chain_and_its_guards(tmp_path: Path, now: datetime) -> None:
+    conn, version = before_operator_queries(tmp_path)
+    conn.execute("BEGIN")
+    for n in range(5):
+        events.append(conn, "pipeline", "news", None, f"s{n}", "system", now + n * DAY)
+    conn.execute("COMMIT")
+    before = conn.execute("SELECT * FROM events ORDER BY id").fetchall()
+    assert version in migrate.apply_pending(conn)
+    assert conn.execute("SELECT * FROM events ORDER BY id").fetchall() == before
+    report = events.verify_sync(conn)
+    assert report.ok and report.checked == 5
+    for statement in ("UPDATE events SET reason = 'x'", "DELETE FROM events"):
+        with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+            conn.execute(statement)
+    assert conn.execute("SELECT * FROM events ORDER BY id").fetchall() == before
+
+
+def test_the_migration_drops_text_that_cards_repeated(tmp_path: Path) -> None:
+    conn, version = before_operator_queries(tmp_path)
     conn.execute(
         "INSERT INTO items (id, pipeline, scope, source_id, payload, content_hash, state,"
         " created_at, last_transition_at) VALUES (1, 'p', 's', 'x', '{}', 'h', 'new', 0, 0)"
@@ -155,6 +180,6 @@ def test_the_migration_drops_text_that_cards_repeated(tmp_path: Path) -> None:
             " VALUES (?, 't', 1, ?, 0, 0)",
             (kind, payload),
         )
-    assert mine.version in migrate.apply_pending(conn)
+    assert version in migrate.apply_pending(conn)
     stored = [json.loads(p) for (p,) in conn.execute("SELECT payload FROM outbox ORDER BY id")]
     assert stored == [{"version": 1}, {"text": "an alert keeps its text"}]

@@ -46,7 +46,7 @@ CREATE TABLE events (
     reason     TEXT,
     at         INTEGER NOT NULL,
     prev_hash  TEXT NOT NULL,
-    hash       TEXT NOT NULL UNIQUE
+    hash       TEXT NOT NULL
 );
 
 CREATE INDEX events_by_entity ON events (entity, entity_id, id);
@@ -119,7 +119,7 @@ CREATE TABLE outbox (
     sent_at         INTEGER
 );
 
-CREATE INDEX outbox_due ON outbox (state, next_attempt_at, id);
+CREATE INDEX outbox_due ON outbox (id, next_attempt_at) WHERE state = 'pending';
 CREATE INDEX outbox_by_item ON outbox (item_id);
 CREATE INDEX outbox_prunable ON outbox (state, sent_at) WHERE kind != 'dispatch';
 

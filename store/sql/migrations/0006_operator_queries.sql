@@ -1,4 +1,5 @@
--- Indexes shaped for the operator's questions, and retention's own lookups.
+-- Indexes shaped for the operator's questions and retention's own lookups, and the
+-- bytes every item keeps for good cut down.
 
 -- /pending: items of one state, the longest-waiting first, read straight off the index.
 CREATE INDEX items_pending ON items (state, last_transition_at, id);
@@ -15,3 +16,49 @@ CREATE INDEX outbox_prunable ON outbox (state, sent_at) WHERE kind != 'dispatch'
 
 -- A card no longer repeats its draft's text: readers join the draft row instead.
 UPDATE outbox SET payload = json_remove(payload, '$.text') WHERE kind = 'card';
+
+-- Only pending rows wait to be sent: sent and failed ones leave the sender's index,
+-- which lists them in the order they are sent.
+DROP INDEX outbox_due;
+CREATE INDEX outbox_due ON outbox (id, next_attempt_at) WHERE state = 'pending';
+
+-- Events without UNIQUE (hash): its index cost a third of each event's bytes and
+-- guarded nothing the chain does not (ids are the primary key and order the chain;
+-- verification recomputes every hash). The table is rebuilt with the same rows.
+ALTER TABLE events RENAME TO events_old;
+
+CREATE TABLE events (
+    id         INTEGER PRIMARY KEY,
+    entity     TEXT NOT NULL CHECK (entity IN ('item', 'claim', 'budget', 'pipeline')),
+    entity_id  TEXT NOT NULL,
+    from_state TEXT,
+    to_state   TEXT NOT NULL,
+    actor      TEXT NOT NULL CHECK (
+        actor IN ('system', 'scheduler', 'sweep', 'cli')
+        OR (actor GLOB 'operator:[0-9]*' AND substr(actor, 10) NOT GLOB '*[^0-9]*')),
+    attempt    INTEGER NOT NULL DEFAULT 0,
+    reason     TEXT,
+    at         INTEGER NOT NULL,
+    prev_hash  TEXT NOT NULL,
+    hash       TEXT NOT NULL
+);
+
+INSERT INTO events (id, entity, entity_id, from_state, to_state, actor, attempt, reason, at,
+                    prev_hash, hash)
+SELECT id, entity, entity_id, from_state, to_state, actor, attempt, reason, at, prev_hash, hash
+  FROM events_old ORDER BY id;
+
+-- Dropping the old table drops its triggers first, so no append-only trigger fires.
+DROP TABLE events_old;
+
+CREATE INDEX events_by_entity ON events (entity, entity_id, id);
+
+CREATE TRIGGER events_no_update BEFORE UPDATE ON events
+BEGIN
+    SELECT RAISE(ABORT, 'events are append-only');
+END;
+
+CREATE TRIGGER events_no_delete BEFORE DELETE ON events
+BEGIN
+    SELECT RAISE(ABORT, 'events are append-only');
+END;
