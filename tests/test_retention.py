@@ -151,15 +151,34 @@ def before_operator_queries(tmp_path: Path) -> tuple[sqlite3.Connection, int]:
 
 def test_the_events_rebuild_keeps_the_chain_and_its_guards(tmp_path: Path, now: datetime) -> None:
     conn, version = before_operator_queries(tmp_path)
-    conn.execute("BEGIN")
-    for n in range(5):
-        events.append(conn, "pipeline", "news", None, f"s{n}", "system", now + n * DAY)
-    conn.execute("COMMIT")
+    prev = events.GENESIS
+    for n in range(1, 4):  # rows as written before: each stores the hash it chains to
+        fields: dict[str, object] = {
+            "id": n, "entity": "pipeline", "entity_id": "news", "from_state": None,
+            "to_state": f"s{n}", "actor": "system", "attempt": 0, "reason": None,
+            "at": n, "prev_hash": prev,
+        }  # fmt: skip
+        fields["hash"] = prev = events.compute_hash(fields)
+        conn.execute(
+            "INSERT INTO events VALUES (:id, :entity, :entity_id, :from_state, :to_state,"
+            " :actor, :attempt, :reason, :at, :prev_hash, :hash)",
+            fields,
+        )
     before = conn.execute("SELECT * FROM events ORDER BY id").fetchall()
     assert version in migrate.apply_pending(conn)
     assert conn.execute("SELECT * FROM events ORDER BY id").fetchall() == before
+    # New events store no copy of the hash they chain to; readers derive it.
+    conn.execute("BEGIN")
+    for n in range(2):
+        events.append(conn, "pipeline", "news", None, f"t{n}", "system", now + n * DAY)
+    conn.execute("COMMIT")
+    stored = conn.execute("SELECT prev_hash FROM events WHERE id > 3").fetchall()
+    assert stored == [(None,), (None,)]
+    chained = events.for_entity_sync(conn, "pipeline", "news")
+    assert [e.prev_hash for e in chained] == [events.GENESIS] + [e.hash for e in chained[:-1]]
     report = events.verify_sync(conn)
     assert report.ok and report.checked == 5
+    before = conn.execute("SELECT * FROM events ORDER BY id").fetchall()
     for statement in ("UPDATE events SET reason = 'x'", "DELETE FROM events"):
         with pytest.raises(sqlite3.IntegrityError, match="append-only"):
             conn.execute(statement)
@@ -183,3 +202,28 @@ def test_the_migration_drops_text_that_cards_repeated(tmp_path: Path) -> None:
     assert version in migrate.apply_pending(conn)
     stored = [json.loads(p) for (p,) in conn.execute("SELECT payload FROM outbox ORDER BY id")]
     assert stored == [{"version": 1}, {"text": "an alert keeps its text"}]
+
+
+async def test_a_rewritten_event_still_breaks_the_chain_at_the_next_one(
+    store: db.Store, now: datetime
+) -> None:
+    """With the previous hash derived, not stored, a forger who rehashes an edited event
+    is caught by the event after it, whose hash covered the original."""
+    for n in range(3):
+        await store.write(
+            lambda c, n=n: events.append(c, "pipeline", "news", None, f"s{n}", "system", now)
+        )
+
+    def forge(conn: sqlite3.Connection) -> None:
+        [second] = [e for e in events.for_entity_sync(conn, "pipeline", "news") if e.id == 2]
+        fields = {**second.__dict__, "to_state": "forged", "at": int(now.timestamp() * 1000)}
+        conn.execute("DROP TRIGGER events_no_update")
+        conn.execute(
+            "UPDATE events SET to_state = 'forged', hash = ? WHERE id = 2",
+            (events.compute_hash(fields),),
+        )
+
+    await store.write(forge)
+    report = await events.verify_chain(store)
+    assert report.broken is not None and report.broken.event_id == 3
+    assert "edited" in str(report.broken)

@@ -45,7 +45,9 @@ CREATE TABLE events (
     attempt    INTEGER NOT NULL DEFAULT 0,
     reason     TEXT,
     at         INTEGER NOT NULL,
-    prev_hash  TEXT NOT NULL,
+    -- NULL: the previous event's hash, derived when read (rows written before
+    -- migration 0006 store it; it is covered by `hash` either way).
+    prev_hash  TEXT,
     hash       TEXT NOT NULL
 );
 

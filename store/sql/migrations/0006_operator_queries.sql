@@ -22,9 +22,11 @@ UPDATE outbox SET payload = json_remove(payload, '$.text') WHERE kind = 'card';
 DROP INDEX outbox_due;
 CREATE INDEX outbox_due ON outbox (id, next_attempt_at) WHERE state = 'pending';
 
--- Events without UNIQUE (hash): its index cost a third of each event's bytes and
--- guarded nothing the chain does not (ids are the primary key and order the chain;
--- verification recomputes every hash). The table is rebuilt with the same rows.
+-- Events without UNIQUE (hash), and new events without a copy of the previous event's
+-- hash (readers derive it from the event before; every hash still covers it). The
+-- index cost a third of each event's bytes and the copy another fifth, and neither
+-- guarded anything the chain does not: ids are the primary key and order the chain,
+-- and verification recomputes every hash. The table is rebuilt with the same rows.
 ALTER TABLE events RENAME TO events_old;
 
 CREATE TABLE events (
@@ -39,7 +41,7 @@ CREATE TABLE events (
     attempt    INTEGER NOT NULL DEFAULT 0,
     reason     TEXT,
     at         INTEGER NOT NULL,
-    prev_hash  TEXT NOT NULL,
+    prev_hash  TEXT,
     hash       TEXT NOT NULL
 );
 
