@@ -140,7 +140,7 @@ def _events(conn: sqlite3.Connection, query: str, params: dict[str, object]) -> 
 
 
 def for_entity_sync(conn: sqlite3.Connection, entity: Entity, entity_id: str | int) -> list[Event]:
-    params = {"entity": entity, "entity_id": str(entity_id), "genesis": GENESIS}
+    params: dict[str, object] = {"entity": entity, "entity_id": str(entity_id), "genesis": GENESIS}
     return _events(conn, Q["for_entity"], params)
 
 
