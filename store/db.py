@@ -16,11 +16,11 @@ The WAL is kept under `wal_max_bytes` by a checkpointer on a connection of its o
 Every `checkpoint_every_s` after new commits it runs a PASSIVE checkpoint, which
 never blocks the writer. Under steady load the writer never leaves the WAL fully
 copied, so SQLite cannot start the file over and it would grow without end: once
-the WAL holds an eighth of its bound, the writer is held between two transactions
-while a RESTART copies the last few frames (the PASSIVE runs copied the rest) and
-waits, briefly, for readers of older snapshots; the next write then starts the file
-over, and `journal_size_limit` trims it back to the bound. RESTART and TRUNCATE run
-only while the writer is held, and give up after CHECKPOINT_BUSY_MS of readers.
+the WAL holds an eighth of its bound, a RESTART runs from the writer's queue, between
+two of its transactions: it copies the last few frames (the PASSIVE runs copied the
+rest) and waits, briefly, for readers of older snapshots; the next write then starts
+the file over, and `journal_size_limit` trims it back to the bound. RESTART and
+TRUNCATE run only there, and give up after CHECKPOINT_BUSY_MS of readers.
 """
 
 from __future__ import annotations
@@ -123,7 +123,9 @@ def _connect_writer(config: StoreConfig) -> sqlite3.Connection:
 
 
 def _connect_checkpointer(config: StoreConfig) -> sqlite3.Connection:
-    conn = sqlite3.connect(config.db_path, isolation_level=None, check_same_thread=True)
+    # Used from two threads, never at once: its own lane's (PASSIVE) and the writer's
+    # (RESTART, TRUNCATE), serialised by Store._checkpoint_lock.
+    conn = sqlite3.connect(config.db_path, isolation_level=None, check_same_thread=False)
     # A TRUNCATE waits this long for readers, while the writer is held: keep it short.
     conn.execute(f"PRAGMA busy_timeout={CHECKPOINT_BUSY_MS}")
     conn.execute(f"PRAGMA journal_size_limit={int(config.wal_max_bytes)}")
@@ -140,6 +142,15 @@ def _connect_reader(config: StoreConfig) -> sqlite3.Connection:
     return conn
 
 
+def _checkpoint(conn: sqlite3.Connection, mode: CheckpointMode) -> tuple[int, int, int]:
+    row = conn.execute(f"PRAGMA wal_checkpoint({mode})").fetchone()
+    return (int(row[0]), int(row[1]), int(row[2]))
+
+
+def _data_version(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("PRAGMA data_version").fetchone()[0])
+
+
 class Store:
     """The open store. Create with `await Store.open(config)`; close with `await close()`."""
 
@@ -152,6 +163,7 @@ class Store:
         self._readers = [Lane(f"store-reader-{i}") for i in range(config.readers)]
         self._next_reader = itertools.cycle(self._readers)
         self._checkpointer_lane = Lane("store-checkpointer")
+        self._checkpoint_conn: sqlite3.Connection | None = None
         self._checkpoint_lock = asyncio.Lock()
         self._checkpointer: asyncio.Task[None] | None = None
         self._page_size = 4096
@@ -179,7 +191,9 @@ class Store:
             await self._writer_lane.open(lambda: _connect_writer(self.config))
             await self._writer_lane.run(migrate.apply_pending)
             self._writer.start()
-            await self._checkpointer_lane.open(lambda: _connect_checkpointer(self.config))
+            conn = await asyncio.to_thread(_connect_checkpointer, self.config)
+            self._checkpoint_conn = conn
+            await self._checkpointer_lane.open(lambda: conn)
             self._page_size = await self._checkpointer_lane.run(
                 lambda conn: int(conn.execute("PRAGMA page_size").fetchone()[0])
             )
@@ -210,64 +224,65 @@ class Store:
             return 0
 
     async def checkpoint(self, mode: CheckpointMode = "PASSIVE") -> tuple[int, int, int]:
-        """(busy, frames in the WAL, frames copied), from the checkpointer's connection.
+        """(busy, frames in the WAL, frames copied), on the checkpointer's connection.
 
-        A RESTART or TRUNCATE holds the writer between transactions while it runs.
+        A PASSIVE runs on the checkpointer's own thread beside the writer. A RESTART or
+        TRUNCATE runs from the writer's queue, between two of its transactions, so the
+        writer is held for exactly the checkpoint's own time and no longer.
         """
         async with self._checkpoint_lock:
             if mode == "PASSIVE":
-                return await self._checkpoint_now("PASSIVE")
+                self.checkpoint_stats.passive += 1
+                return await self._checkpointer_lane.run(_checkpoint, mode)
             return await self._held_checkpoint(mode)
 
-    async def _checkpoint_now(self, mode: CheckpointMode) -> tuple[int, int, int]:
-        def run(conn: sqlite3.Connection) -> tuple[int, int, int]:
-            row = conn.execute(f"PRAGMA wal_checkpoint({mode})").fetchone()
-            return (int(row[0]), int(row[1]), int(row[2]))
-
-        result = await self._checkpointer_lane.run(run)
-        if mode == "PASSIVE":
-            self.checkpoint_stats.passive += 1
-        return result
-
     async def _held_checkpoint(self, mode: CheckpointMode) -> tuple[int, int, int]:
-        async with self._writer.paused():
+        conn = self._checkpoint_conn
+        assert conn is not None, "the checkpointer opens with the writer"
+
+        def held(_writer: sqlite3.Connection) -> tuple[tuple[int, int, int], float]:
+            # The writer's thread, between transactions, on the checkpointer's
+            # connection; the lock in `checkpoint` keeps its own thread off it meanwhile.
             started = time.perf_counter()
-            try:
-                return await self._checkpoint_now(mode)
-            finally:
-                held = time.perf_counter() - started
-                stats = self.checkpoint_stats
-                stats.held += 1
-                stats.longest_hold_s = max(stats.longest_hold_s, held)
+            result = _checkpoint(conn, mode)
+            return result, time.perf_counter() - started
+
+        result, seconds = await self._writer.submit(held, transactional=False)
+        stats = self.checkpoint_stats
+        stats.held += 1
+        stats.longest_hold_s = max(stats.longest_hold_s, seconds)
+        return result  # type: ignore[no-any-return]
 
     async def _checkpoint_by_size(self) -> None:
-        copied_at = -1  # the writer's batch count when the WAL was last fully copied
+        copied_version = None  # data_version when the WAL was last fully copied
         while True:
             await asyncio.sleep(self.config.checkpoint_every_s)
             size = self.wal_bytes()
             stats = self.checkpoint_stats
             stats.peak_wal_bytes = max(stats.peak_wal_bytes, size)
-            batches = self._writer.batches
-            if batches == copied_at:
-                continue  # nothing committed since the WAL was last fully copied
             try:
+                # Changes when another connection (the writer) commits: anything new?
                 async with self._checkpoint_lock:
-                    if await self._checkpoint_step(size):
-                        copied_at = batches
+                    version = await self._checkpointer_lane.run(_data_version)
+                if version == copied_version:
+                    continue
+                if await self._checkpoint_step(size):
+                    copied_version = version
             except errors.StoreError as exc:
                 log.warning("checkpoint failed: %s", exc)
 
     async def _checkpoint_step(self, size: int) -> bool:
         """One look at the WAL; True when every frame was copied into the database."""
         idle = self._writer.idle
-        busy, frames, copied = await self._checkpoint_now("PASSIVE")
+        busy, frames, copied = await self.checkpoint("PASSIVE")
         if idle:
             if size > self.config.wal_max_bytes:  # one huge transaction outgrew the bound
-                busy, frames, copied = await self._held_checkpoint("TRUNCATE")
+                busy, frames, copied = await self.checkpoint("TRUNCATE")
         elif frames * (self._page_size + FRAME_HEADER) >= self.config.wal_max_bytes // 8:
-            # The writer never leaves the WAL fully copied under steady load: hold it
-            # for the last frames, so that its next write starts the file over.
-            busy, frames, copied = await self._held_checkpoint("RESTART")
+            # The writer never leaves the WAL fully copied under steady load: between two
+            # of its transactions, copy the last frames and wait (briefly) for readers,
+            # so that its next write starts the file over.
+            busy, frames, copied = await self.checkpoint("RESTART")
         return not busy and frames == copied
 
     async def close(self) -> None:

@@ -5,10 +5,6 @@ in flight share the next transaction (group commit): each runs in its own
 SAVEPOINT, so one unit's failure rolls back only its own work, and every caller
 is answered after the shared COMMIT, so nobody sees a result that could still be
 lost. One caller at a time pays one fsync per unit; 64 callers share them.
-
-`async with writer.paused():` holds the writer between two transactions (units keep
-queueing and share the next commit): the checkpointer copies a WAL's last frames
-there, so the next write can start the WAL file over instead of growing it.
 """
 
 from __future__ import annotations
@@ -17,7 +13,7 @@ import asyncio
 import contextlib
 import sqlite3
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -61,14 +57,6 @@ class Writer:
         self._wakeup = asyncio.Event()
         self._busy = False
         self._task: asyncio.Task[None] | None = None
-        # Set while the writer may start a batch; cleared by `paused`.
-        self._open = asyncio.Event()
-        self._open.set()
-        # Set while no batch runs: `paused` waits for it before handing over.
-        self._between = asyncio.Event()
-        self._between.set()
-        #: Batches committed or run so far: the checkpointer's "anything new?" test.
-        self.batches = 0
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._drain(), name="store-writer")
@@ -76,16 +64,6 @@ class Writer:
     @property
     def idle(self) -> bool:
         return not self._busy and not self._queue
-
-    @contextlib.asynccontextmanager
-    async def paused(self) -> AsyncIterator[None]:
-        """Hold the writer between two transactions for the block's duration."""
-        self._open.clear()
-        try:
-            await self._between.wait()
-            yield
-        finally:
-            self._open.set()
 
     async def submit(self, unit: Unit, *, transactional: bool = True) -> Any:
         if self._task is None or self._task.done():
@@ -111,19 +89,15 @@ class Writer:
             await self._wakeup.wait()
             self._wakeup.clear()
             while self._queue:
-                await self._open.wait()
                 batch = self._next_batch()
                 if batch and batch[0].unit is _stop_marker:
                     return
                 if batch:
                     self._busy = True
-                    self._between.clear()
                     try:
                         await self._run(batch)
                     finally:
                         self._busy = False
-                        self._between.set()
-                        self.batches += 1
 
     def _next_batch(self) -> list[_Pending]:
         """Waiting transactional units up to MAX_BATCH, or one non-transactional unit."""
