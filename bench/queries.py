@@ -96,8 +96,9 @@ def cache_dir(items: int) -> Path:
 async def build(target: Path, items: int) -> float:
     """Fill a new store at `target` (built beside it, then renamed: never half a store)."""
     started = time.perf_counter()
+    for stale in target.parent.glob(target.name.rsplit("-", 1)[0] + "-*"):
+        shutil.rmtree(stale, ignore_errors=True)  # built for an older schema, or half built
     building = target.with_name(target.name + ".building")
-    shutil.rmtree(building, ignore_errors=True)
     store = await db.Store.open(db.StoreConfig(data_dir=building))  # the schema, by migrations
     await store.close()
     conn = sqlite3.connect(building / "gatehouse.db", isolation_level=None)
