@@ -71,7 +71,8 @@ class StoreConfig:
     synchronous: Literal["FULL", "NORMAL"] = "FULL"
     #: Read connections; two let a slow report run beside the bot's own reads.
     readers: int = 2
-    #: How often the checkpointer looks at the WAL (a stat; a checkpoint only after commits).
+    #: How often the checkpointer looks at the WAL (a stat and PRAGMA data_version; it
+    #: checkpoints only after new commits).
     checkpoint_every_s: float = 0.02
     #: The WAL file's bound; a held-writer checkpoint starts it over at an eighth of this.
     wal_max_bytes: int = 64 * 1024 * 1024
@@ -128,8 +129,19 @@ def _connect_checkpointer(config: StoreConfig) -> sqlite3.Connection:
     conn = sqlite3.connect(config.db_path, isolation_level=None, check_same_thread=False)
     # A TRUNCATE waits this long for readers, while the writer is held: keep it short.
     conn.execute(f"PRAGMA busy_timeout={CHECKPOINT_BUSY_MS}")
+    # A checkpoint syncs the database file as this connection's setting says.
+    conn.execute(f"PRAGMA synchronous={config.synchronous}")
     conn.execute(f"PRAGMA journal_size_limit={int(config.wal_max_bytes)}")
-    check_pragmas(conn, {"journal_mode": "wal", "busy_timeout": CHECKPOINT_BUSY_MS})
+    required = required_pragmas(config)
+    check_pragmas(
+        conn,
+        {
+            "journal_mode": "wal",
+            "busy_timeout": CHECKPOINT_BUSY_MS,
+            "synchronous": required["synchronous"],
+            "journal_size_limit": config.wal_max_bytes,
+        },
+    )
     return conn
 
 
