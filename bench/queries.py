@@ -4,11 +4,12 @@
 
 Builds (once, then keeps under ~/.cache/gatehouse-bench) a store of N items (default
 1,000,000), 4 events per item, N/10 budget claims, runs and budgets, filled by plain
-SQL in one transaction; the copy is rebuilt when the schema changes. Then times the
-functions the bot and the CLI call, on a read-only store as `gatehouse status` opens
-it: /status (views.overview), /pending (views.pending), /budget (views.budget),
-/history (views.history of a random item) and `gatehouse status` (views.overview and
-info.info). Prints p50 and p99 per question; the last line is one JSON object.
+SQL in one transaction; the copy is rebuilt when the schema (or this filling)
+changes. Then times the functions the bot and the CLI call, on a read-only store as
+`gatehouse status` opens it: /status (views.overview), /pending (views.pending),
+/budget (views.budget), /history (views.history of a random item) and `gatehouse
+status` (views.overview and info.info). Prints p50 and p99 per question; the last
+line is one JSON object.
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ SPAN = timedelta(days=365)
 PIPELINES = [f"p{n}" for n in range(5)]
 #: Items still awaiting approval: the newest ones, as in a working installation.
 AWAITING = 1000
+#: Bumped when what `build` writes changes, so kept stores are built again.
+BUILD_VERSION = 2
 
 ITEMS = """
 WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < :n)
@@ -74,7 +77,7 @@ WITH RECURSIVE n(j) AS (SELECT 1 UNION ALL SELECT j + 1 FROM n WHERE j < :claims
 INSERT INTO claims (id, idem_hash, request_digest, pipeline, item_id, state, provider_allowed,
                     reserved_micros, actual_micros, lease_until, usage, created_at,
                     started_at, ended_at, updated_at)
-SELECT j, printf('%064x', j), 'digest', 'p' || (j * 10 % 5), j * 10,
+SELECT j, printf('%064x', j), 'digest', 'p' || (j % 5), j * 10,
        CASE WHEN j % 10000 = 7 THEN 'uncertain' ELSE 'settled' END, 1, 2000,
        CASE WHEN j % 10000 = 7 THEN NULL ELSE 800 + j % 400 END, 0,
        '{"input_tokens": 900, "output_tokens": 300}',
@@ -87,7 +90,7 @@ def cache_dir(items: int) -> Path:
     """Where the built store is kept; its name changes with the schema."""
     schema = sql.SQL_DIR.joinpath("schema.sql").read_bytes()
     names = ",".join(m.path.name for m in migrate.discover()).encode()
-    key = hashlib.sha256(schema + names).hexdigest()[:12]
+    key = hashlib.sha256(schema + names + bytes([BUILD_VERSION])).hexdigest()[:12]
     root = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "gatehouse-bench"
     root.mkdir(mode=0o700, parents=True, exist_ok=True)
     return root / f"queries-{items}-{key}"
