@@ -47,12 +47,18 @@ async def test_sent_messages_of_ended_items_go_and_the_record_stays(
 ) -> None:
     old = await ended_item(store, now - 40 * DAY, "old")
     recent = await ended_item(store, now - 5 * DAY, "recent")
-    # A live item's card stays however old: its card edit still has to find it.
+    # A live item's card stays however old: its card edit still has to find it. So does
+    # the old card of an item that ended within the age (its ending edit may be pending).
     live = await items.create(store, "news", "s", "live", {}, now - 40 * DAY)
     assert live is not None
-    card = await outbox.enqueue(store, "card", "operators", {}, now - 40 * DAY, item_id=live.id)
-    assert card is not None
-    await outbox.mark_sent(store, card, "{}", now - 40 * DAY)
+    late = await items.create(store, "news", "s", "late", {}, now - 40 * DAY)
+    assert late is not None
+    await items.transition(store, late.id, State.DRAFTING, "system", now - 40 * DAY)
+    await items.transition(store, late.id, State.FAILED, "system", now - 2 * DAY)
+    for item_id in (live.id, late.id):
+        card = await outbox.enqueue(store, "card", "operators", {}, now - 40 * DAY, item_id=item_id)
+        assert card is not None
+        await outbox.mark_sent(store, card, "{}", now - 40 * DAY)
     # An old alert without an item goes; a failed and a pending one stay.
     for key in ("sent", "failed", "pending"):
         row = await outbox.enqueue(store, "alert", "alerts", {"text": key}, now - 40 * DAY)
@@ -72,6 +78,7 @@ async def test_sent_messages_of_ended_items_go_and_the_record_stays(
         (recent.id, "card_edit", "sent"),
         (recent.id, "dispatch", "sent"),
         (live.id, "card", "sent"),
+        (late.id, "card", "sent"),
         (None, "alert", "failed"),
         (None, "alert", "pending"),
     ]

@@ -44,10 +44,13 @@ SELECT o.*, d.text AS draft_text FROM outbox o
  WHERE o.item_id = :item_id AND o.kind = :kind ORDER BY o.id DESC
 
 -- name: prune_sent
--- Sent messages older than the cutoff whose item (if any) has ended; dispatch rows are
--- kept (they record what went out, and reconcile compares dispatch folders with them).
+-- Sent messages older than the cutoff whose item (if any) ended before it too (a card
+-- edit that ends an item still finds its card); dispatch rows are kept (they record
+-- what went out, and reconcile compares dispatch folders with them).
 DELETE FROM outbox WHERE id IN (
     SELECT o.id FROM outbox o LEFT JOIN items i ON i.id = o.item_id
      WHERE o.state = 'sent' AND o.kind != 'dispatch' AND o.sent_at < :cutoff
-       AND (o.item_id IS NULL OR i.state IN (SELECT value FROM json_each(:ended)))
+       AND (o.item_id IS NULL
+            OR (i.state IN (SELECT value FROM json_each(:ended))
+                AND i.last_transition_at < :cutoff))
      ORDER BY o.sent_at LIMIT :batch)
