@@ -161,6 +161,9 @@ class Lifecycle:
         pipelines = {"bench": self.pipeline}
         while self.dispatched < self.total:
             done = await dispatcher.run_once(self.store, pipelines, client, self.now())
+            step = max(1, self.total // 10)
+            if (self.dispatched + done) // step > self.dispatched // step:
+                print(f"  {self.dispatched + done:,} dispatched", flush=True)
             self.dispatched += done
             if not done:
                 await asyncio.sleep(0.01)
