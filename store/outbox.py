@@ -124,8 +124,15 @@ async def due(
     store: Store, now: datetime, kinds: Iterable[Kind] = KINDS, limit: int = 50
 ) -> list[Row]:
     """Pending rows whose time has come, oldest first."""
-    params = {"now": clock.to_ms(now), "kinds": json.dumps(list(kinds)), "limit": limit}
-    return await store.read(lambda conn: _rows(conn, Q["due"], params))
+
+    def query(conn: sqlite3.Connection) -> list[Row]:
+        found = []
+        for kind in dict.fromkeys(kinds):
+            params = {"now": clock.to_ms(now), "kind": kind, "limit": limit}
+            found += _rows(conn, Q["due"], params)
+        return sorted(found, key=lambda row: row.id)[:limit]
+
+    return await store.read(query)
 
 
 async def get(store: Store, row_id: int) -> Row:

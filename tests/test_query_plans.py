@@ -171,3 +171,21 @@ async def test_outbox_due_and_retention(store: db.Store, now: datetime) -> None:
     # Retention walks its own small indexes, never every sent dispatch row.
     assert "outbox_prunable (state=? AND sent_at<?)" in plans
     assert "llm_outputs_by_age (created_at<?)" in plans
+
+
+async def test_due_reads_each_kind_alone_and_merges_them_oldest_first(
+    store: db.Store, now: datetime
+) -> None:
+    later = now + timedelta(hours=1)
+    ids = []
+    for kind, at in (
+        ("dispatch", now), ("alert", now), ("dispatch", later), ("card_edit", now),
+        ("alert", now), ("dispatch", now),
+    ):  # fmt: skip
+        row = await outbox.enqueue(store, kind, "t", {"n": len(ids)}, at)
+        assert row is not None
+        ids.append(row)
+    due = await outbox.due(store, now, ("alert", "card_edit", "dispatch"), limit=4)
+    assert [r.id for r in due] == [ids[0], ids[1], ids[3], ids[4]]
+    sender = await outbox.due(store, now, ("card", "card_edit", "alert"))
+    assert [r.id for r in sender] == [ids[1], ids[3], ids[4]]

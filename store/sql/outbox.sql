@@ -6,12 +6,12 @@ VALUES (:kind, :target, :item_id, :payload, :dedupe_key, :now, :now)
 RETURNING id
 
 -- name: due
--- Pending rows whose time has come, oldest first (a card with its draft's text).
+-- Pending rows of one kind whose time has come, oldest first (a card with its draft's
+-- text): one range of outbox_due, so a backlog of another kind is never read.
 SELECT o.*, d.text AS draft_text FROM outbox o
   LEFT JOIN drafts d
     ON o.kind = 'card' AND d.item_id = o.item_id AND d.version = o.payload ->> '$.version'
- WHERE o.state = 'pending' AND o.next_attempt_at <= :now
-   AND o.kind IN (SELECT value FROM json_each(:kinds))
+ WHERE o.state = 'pending' AND o.kind = :kind AND o.next_attempt_at <= :now
  ORDER BY o.id LIMIT :limit
 
 -- name: get

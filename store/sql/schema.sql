@@ -121,7 +121,7 @@ CREATE TABLE outbox (
     sent_at         INTEGER
 );
 
-CREATE INDEX outbox_due ON outbox (id, next_attempt_at) WHERE state = 'pending';
+CREATE INDEX outbox_due ON outbox (kind, id, next_attempt_at) WHERE state = 'pending';
 CREATE INDEX outbox_by_item ON outbox (item_id);
 CREATE INDEX outbox_prunable ON outbox (state, sent_at) WHERE kind != 'dispatch';
 

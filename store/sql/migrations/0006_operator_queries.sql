@@ -17,10 +17,11 @@ CREATE INDEX outbox_prunable ON outbox (state, sent_at) WHERE kind != 'dispatch'
 -- A card no longer repeats its draft's text: readers join the draft row instead.
 UPDATE outbox SET payload = json_remove(payload, '$.text') WHERE kind = 'card';
 
--- Only pending rows wait to be sent: sent and failed ones leave the sender's index,
--- which lists them in the order they are sent.
+-- Only pending rows wait to be sent: sent and failed ones leave the index that lists
+-- them, kind by kind in the order they are sent (a dispatch backlog never slows the
+-- Telegram sender's look, nor the other way round).
 DROP INDEX outbox_due;
-CREATE INDEX outbox_due ON outbox (id, next_attempt_at) WHERE state = 'pending';
+CREATE INDEX outbox_due ON outbox (kind, id, next_attempt_at) WHERE state = 'pending';
 
 -- Events without UNIQUE (hash), and new events without a copy of the previous event's
 -- hash (readers derive it from the event before; every hash still covers it). The
