@@ -3,6 +3,8 @@
 python -m bench dedup [--rows N] [--batches B]
 python -m bench startup [--runs 10]
 python -m bench tick [--items 1000] [--history 500]
+python -m bench queries [--items N]      operator queries on a store of N items (1M)
+python -m bench lifecycle [--items N]    N items fetched, drafted, approved, dispatched
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import sys
 BENCHES = {
     "dedup": "bench.dedup",
     "ledger": "bench.ledger",
+    "lifecycle": "bench.lifecycle",
+    "queries": "bench.queries",
     "bot": "bench.bot",
     "startup": "bench.startup",
     "tick": "bench.tick",

@@ -19,6 +19,7 @@ import json
 import logging
 import re
 import socket
+import sys
 import threading
 import urllib.parse
 from typing import TYPE_CHECKING, Any
@@ -92,7 +93,16 @@ def redact(text: str) -> str:
     return _TOKEN_IN_PATH.sub("/bot<token>", text)
 
 
-class Server(http.server.ThreadingHTTPServer):
+class QuietServer(http.server.ThreadingHTTPServer):
+    """A threading HTTP server that does not print a traceback when a client goes away."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return  # a closed tab, a killed bot, a stop mid-reply: nothing to report
+        super().handle_error(request, client_address)
+
+
+class Server(QuietServer):
     # Bursts of keep-alive connections overflow the default backlog of 5 and get reset.
     request_queue_size = 128
     daemon_threads = True

@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal
 
@@ -33,8 +34,11 @@ class StoreSettings(BaseModel):
 
     #: FULL survives power loss with every commit; NORMAL may lose the last commits.
     synchronous: Literal["FULL", "NORMAL"] = "FULL"
-    #: An idle checkpoint truncates the WAL once it passes this size.
-    wal_truncate_mb: int = Field(default=64, ge=1)
+    #: The WAL file's bound under steady load, in MiB (checkpoints start it over well before).
+    wal_max_mb: int = Field(default=64, ge=1, le=4096)
+    #: Sent messages and stored LLM outputs older than this many days are pruned
+    #: (events, drafts, items and dispatch records are kept).
+    retention_days: int = Field(default=30, ge=1, le=3650)
 
 
 class SourceSettings(BaseModel):
@@ -165,5 +169,6 @@ def store_config(cfg: Settings) -> db.StoreConfig:
     return db.StoreConfig(
         data_dir=cfg.data_dir,
         synchronous=cfg.store.synchronous,
-        wal_truncate_bytes=cfg.store.wal_truncate_mb * 1024 * 1024,
+        wal_max_bytes=cfg.store.wal_max_mb * 1024 * 1024,
+        retention=timedelta(days=cfg.store.retention_days),
     )

@@ -116,7 +116,7 @@ async def overview(
 ) -> Overview:
     """Every configured pipeline: last run, next due, paused, awaiting and breached items."""
     states = await schedules.all_states(store)
-    counts = await items.counts(store)
+    counts = await items.counts(store, pipelines, (State.AWAITING_APPROVAL, State.BREACH))
     rows = []
     for name in sorted(pipelines):
         state = states.get(name)

@@ -176,7 +176,7 @@ def _float(params: dict[str, Any], name: str, default: float) -> float:
         raise BadRequest(f"field {name!r} must be a number of seconds") from None
 
 
-class _Server(http.server.ThreadingHTTPServer):
+class _Server(localapi_http.QuietServer):
     daemon_threads = True  # a long poll must not hold up shutdown
 
     def __init__(self, address: tuple[str, int], handler: type[_Handler], chat: WebChat) -> None:

@@ -38,7 +38,7 @@ def queue_card(
         "pipeline": pipeline.name,
         "title": item.payload.get("title", ""),
         "link": item.payload.get("link"),
-        "text": draft.text,
+        # No "text": readers of the card join its draft row (store.outbox).
         "attempt": item.attempt,
         "version": draft.version,
         "drafter": draft.provenance.get(

@@ -29,7 +29,7 @@ import httpx
 
 from pipelines import config, drafters, engine, workers
 from pipelines.scheduler import Scheduler
-from store import db, errors, ledger, outbox, sla, startup
+from store import db, errors, ledger, outbox, retention, sla, startup
 from store.db import Store
 
 log = logging.getLogger(__name__)
@@ -106,7 +106,12 @@ class Runtime:
         gc.freeze()
         stopping = runtime.stopping
         runtime.spawn("scheduler", lambda: runtime.scheduler.run_forever(stopping, cfg.clock))
-        for name, job in (("sla-sweep", sla.sweep), ("claim-recovery", ledger.recover)):
+        sweeps = (
+            ("sla-sweep", sla.sweep),
+            ("claim-recovery", ledger.recover),
+            ("retention", retention.prune),
+        )
+        for name, job in sweeps:
             runtime.spawn(name, functools.partial(runtime._sweep_forever, name, job))
         for worker in cfg.workers:
             runtime.spawn(_name(worker, runtime.workers), _bind(worker, runtime))

@@ -3,7 +3,8 @@
 Every event's hash covers its own fields and the previous event's hash, so the
 log is one chain: an event edited or deleted behind the program's back (the
 triggers forbid both, but a raw connection can drop them) breaks the chain at
-exactly that row, and `verify_chain` names it.
+exactly that row, and `verify_chain` names it. The previous hash is not stored a
+second time: readers derive it from the event before (the event's own hash covers it).
 
 `append(conn, ...)` runs inside the caller's write unit, so an event always
 commits together with the state change it records.
@@ -139,7 +140,8 @@ def _events(conn: sqlite3.Connection, query: str, params: dict[str, object]) -> 
 
 
 def for_entity_sync(conn: sqlite3.Connection, entity: Entity, entity_id: str | int) -> list[Event]:
-    return _events(conn, Q["for_entity"], {"entity": entity, "entity_id": str(entity_id)})
+    params: dict[str, object] = {"entity": entity, "entity_id": str(entity_id), "genesis": GENESIS}
+    return _events(conn, Q["for_entity"], params)
 
 
 async def for_entity(store: Store, entity: Entity, entity_id: str | int) -> list[Event]:
@@ -172,7 +174,8 @@ def verify_sync(conn: sqlite3.Connection, batch: int = 5000) -> ChainReport:
     """Recompute the whole chain in id order; stop at the first broken link."""
     expected_prev, expected_id, checked = GENESIS, 1, 0
     while True:
-        cursor = conn.execute(Q["all_from"], {"from_id": expected_id, "batch": batch})
+        params = {"from_id": expected_id, "batch": batch, "genesis": GENESIS}
+        cursor = conn.execute(Q["all_from"], params)
         cursor.row_factory = sqlite3.Row
         rows = cursor.fetchall()
         for row in rows:

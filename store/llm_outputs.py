@@ -151,3 +151,8 @@ async def reusable(
     return await store.read(
         lambda conn: reusable_sync(conn, endpoint, keys, item_id, request_digest, item_hash)
     )
+
+
+def prune_sync(conn: sqlite3.Connection, before: datetime, batch: int) -> int:
+    """Delete up to `batch` outputs recorded before `before` whose claim is over."""
+    return conn.execute(Q["prune"], {"cutoff": clock.to_ms(before), "batch": batch}).rowcount

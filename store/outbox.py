@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from store import clock, db, errors, sql
+from store import clock, db, errors, machine, sql
 from store.db import Store
 
 Q = sql.load("outbox")
@@ -38,6 +38,8 @@ KINDS: tuple[Kind, ...] = ("card", "card_edit", "alert", "dispatch")
 ALERTS = "alerts"
 #: The target of approval cards; the bot resolves it to the pipeline's operators.
 OPERATORS = "operators"
+#: Item states after which an item's sent messages are no longer needed.
+_ENDED = json.dumps(sorted(machine.TERMINAL))
 
 
 @dataclass(frozen=True)
@@ -58,12 +60,16 @@ class Row:
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> Row:
+        payload = json.loads(row["payload"])
+        if row["draft_text"] is not None:
+            # A card row does not repeat its draft: the query joins the draft's text.
+            payload["text"] = row["draft_text"]
         return cls(
             id=row["id"],
             kind=row["kind"],
             target=row["target"],
             item_id=row["item_id"],
-            payload=json.loads(row["payload"]),
+            payload=payload,
             dedupe_key=row["dedupe_key"],
             state=row["state"],
             attempts=row["attempts"],
@@ -149,8 +155,15 @@ async def due(
     store: Store, now: datetime, kinds: Iterable[Kind] = KINDS, limit: int = 50
 ) -> list[Row]:
     """Pending rows whose time has come, oldest first."""
-    params = {"now": clock.to_ms(now), "kinds": json.dumps(list(kinds)), "limit": limit}
-    return await store.read(lambda conn: _rows(conn, Q["due"], params))
+
+    def query(conn: sqlite3.Connection) -> list[Row]:
+        found = []
+        for kind in dict.fromkeys(kinds):
+            params = {"now": clock.to_ms(now), "kind": kind, "limit": limit}
+            found += _rows(conn, Q["due"], params)
+        return sorted(found, key=lambda row: row.id)[:limit]
+
+    return await store.read(query)
 
 
 async def get(store: Store, row_id: int) -> Row:
@@ -236,3 +249,9 @@ def for_item_sync(conn: sqlite3.Connection, item_id: int, kind: Kind) -> list[Ro
 async def for_item(store: Store, item_id: int, kind: Kind) -> list[Row]:
     """An item's rows of one kind, newest first."""
     return await store.read(lambda conn: for_item_sync(conn, item_id, kind))
+
+
+def prune_sent_sync(conn: sqlite3.Connection, before: datetime, batch: int) -> int:
+    """Delete up to `batch` messages sent before `before` whose item has ended."""
+    params = {"cutoff": clock.to_ms(before), "batch": batch, "ended": _ENDED}
+    return conn.execute(Q["prune_sent"], params).rowcount

@@ -199,7 +199,7 @@ async def test_checkpoint_truncates_the_wal(store: db.Store) -> None:
 
 
 async def test_idle_checkpointer_runs_by_itself(data_dir: Path) -> None:
-    config = db.StoreConfig(data_dir=data_dir, checkpoint_every_s=0.05, wal_truncate_bytes=1)
+    config = db.StoreConfig(data_dir=data_dir, checkpoint_every_s=0.05, wal_max_bytes=1)
     opened = await db.Store.open(config)
     try:
         await opened.write(lambda conn: conn.execute("CREATE TABLE t (x)"))

@@ -32,3 +32,13 @@ UPDATE llm_outputs SET error = :error
    AND NOT EXISTS (SELECT 1 FROM drafts d
                     WHERE d.item_id = :item_id
                       AND json_extract(d.provenance, '$.claim') = llm_outputs.claim_id)
+
+-- name: prune
+-- Outputs older than the cutoff whose claim is over (settled, released or unbudgeted);
+-- an uncertain claim's output stays: it is evidence for the operator who reconciles it.
+DELETE FROM llm_outputs WHERE claim_id IN (
+    SELECT o.claim_id FROM llm_outputs o
+     WHERE o.created_at < :cutoff
+       AND (SELECT c.state FROM claims c WHERE c.id = o.claim_id)
+           IN ('settled', 'released', 'unbudgeted')
+     ORDER BY o.created_at LIMIT :batch)

@@ -6,13 +6,20 @@ VALUES (:kind, :target, :item_id, :payload, :dedupe_key, :now, :now)
 RETURNING id
 
 -- name: due
--- Pending rows whose time has come, oldest first.
-SELECT * FROM outbox WHERE state = 'pending' AND next_attempt_at <= :now AND kind IN (SELECT value FROM json_each(:kinds))
- ORDER BY id LIMIT :limit
+-- Pending rows of one kind whose time has come, oldest first (a card with its draft's
+-- text): one range of outbox_due, so a backlog of another kind is never read.
+SELECT o.*, d.text AS draft_text FROM outbox o
+  LEFT JOIN drafts d
+    ON o.kind = 'card' AND d.item_id = o.item_id AND d.version = o.payload ->> '$.version'
+ WHERE o.state = 'pending' AND o.kind = :kind AND o.next_attempt_at <= :now
+ ORDER BY o.id LIMIT :limit
 
 -- name: get
--- One row.
-SELECT * FROM outbox WHERE id = :id
+-- One row (a card with its draft's text).
+SELECT o.*, d.text AS draft_text FROM outbox o
+  LEFT JOIN drafts d
+    ON o.kind = 'card' AND d.item_id = o.item_id AND d.version = o.payload ->> '$.version'
+ WHERE o.id = :id
 
 -- name: mark_sent
 -- Record success and the external id (e.g. the Telegram message id).
@@ -32,10 +39,15 @@ UPDATE outbox SET next_attempt_at = :next_at, last_error = :error,
  WHERE id = :id AND state = 'pending'
 
 -- name: waiting
--- Pending rows of these kinds not due yet whose last error starts with :prefix, oldest first.
-SELECT * FROM outbox WHERE state = 'pending' AND next_attempt_at > :now AND kind IN (SELECT value FROM json_each(:kinds))
-   AND last_error LIKE :prefix || '%'
- ORDER BY id LIMIT :limit
+-- Pending rows of these kinds not due yet whose last error starts with :prefix, oldest
+-- first (a card with its draft's text).
+SELECT o.*, d.text AS draft_text FROM outbox o
+  LEFT JOIN drafts d
+    ON o.kind = 'card' AND d.item_id = o.item_id AND d.version = o.payload ->> '$.version'
+ WHERE o.state = 'pending' AND o.next_attempt_at > :now
+   AND o.kind IN (SELECT value FROM json_each(:kinds))
+   AND o.last_error LIKE :prefix || '%'
+ ORDER BY o.id LIMIT :limit
 
 -- name: next_due
 -- When the earliest pending row of these kinds is due (NULL: none pending).
@@ -47,5 +59,20 @@ UPDATE outbox SET state = 'failed', attempts = attempts + 1, last_error = :error
  WHERE id = :id AND state = 'pending'
 
 -- name: for_item
--- An item's outbox rows of one kind, newest first.
-SELECT * FROM outbox WHERE item_id = :item_id AND kind = :kind ORDER BY id DESC
+-- An item's outbox rows of one kind, newest first (cards with their draft's text).
+SELECT o.*, d.text AS draft_text FROM outbox o
+  LEFT JOIN drafts d
+    ON o.kind = 'card' AND d.item_id = o.item_id AND d.version = o.payload ->> '$.version'
+ WHERE o.item_id = :item_id AND o.kind = :kind ORDER BY o.id DESC
+
+-- name: prune_sent
+-- Sent messages older than the cutoff whose item (if any) ended before it too (a card
+-- edit that ends an item still finds its card); dispatch rows are kept (they record
+-- what went out, and reconcile compares dispatch folders with them).
+DELETE FROM outbox WHERE id IN (
+    SELECT o.id FROM outbox o LEFT JOIN items i ON i.id = o.item_id
+     WHERE o.state = 'sent' AND o.kind != 'dispatch' AND o.sent_at < :cutoff
+       AND (o.item_id IS NULL
+            OR (i.state IN (SELECT value FROM json_each(:ended))
+                AND i.last_transition_at < :cutoff))
+     ORDER BY o.sent_at LIMIT :batch)

@@ -45,8 +45,10 @@ CREATE TABLE events (
     attempt    INTEGER NOT NULL DEFAULT 0,
     reason     TEXT,
     at         INTEGER NOT NULL,
-    prev_hash  TEXT NOT NULL,
-    hash       TEXT NOT NULL UNIQUE
+    -- NULL: the previous event's hash, derived when read (rows written before
+    -- migration 0006 store it; it is covered by `hash` either way).
+    prev_hash  TEXT,
+    hash       TEXT NOT NULL
 );
 
 CREATE INDEX events_by_entity ON events (entity, entity_id, id);
@@ -80,6 +82,7 @@ CREATE TABLE items (
 
 CREATE INDEX items_by_state ON items (pipeline, state);
 CREATE INDEX items_by_deadline ON items (deadline) WHERE deadline IS NOT NULL;
+CREATE INDEX items_pending ON items (state, last_transition_at, id);
 
 CREATE TABLE drafts (
     item_id      INTEGER NOT NULL REFERENCES items (id),
@@ -118,8 +121,9 @@ CREATE TABLE outbox (
     sent_at         INTEGER
 );
 
-CREATE INDEX outbox_due ON outbox (state, next_attempt_at, id);
+CREATE INDEX outbox_due ON outbox (kind, id, next_attempt_at) WHERE state = 'pending';
 CREATE INDEX outbox_by_item ON outbox (item_id);
+CREATE INDEX outbox_prunable ON outbox (state, sent_at) WHERE kind != 'dispatch';
 
 -- The budget ledger (migration 0003).
 CREATE TABLE budget_limits (
@@ -167,6 +171,7 @@ CREATE TABLE claims (
 
 CREATE INDEX claims_by_lease ON claims (lease_until) WHERE state IN ('reserved', 'started');
 CREATE INDEX claims_by_state ON claims (state, pipeline);
+CREATE INDEX claims_by_created ON claims (created_at, pipeline, state, actual_micros, reserved_micros);
 
 CREATE TABLE claim_holds (
     claim_id     INTEGER NOT NULL REFERENCES claims (id),
@@ -211,3 +216,5 @@ CREATE TABLE edit_prompts (
     created_at INTEGER NOT NULL,
     PRIMARY KEY (chat_id, message_id)
 );
+
+CREATE INDEX llm_outputs_by_age ON llm_outputs (created_at);

@@ -1,0 +1,50 @@
+"""Retention: what is worth keeping only for a while is pruned after `StoreConfig.retention`.
+
+    pruned = await retention.prune(store, now)     # the runtime's sweep calls this
+
+Pruned: sent messages (cards, card edits, alerts) once their item has ended, and
+stored LLM outputs once their claim is over. Kept for good: events (the audit
+chain), items, drafts, votes, claims and dispatch rows (the record of what went
+out, which `gatehouse reconcile` compares dispatch folders with). Each batch is
+its own short write, so a tap never waits behind a long delete; a SIGKILL
+between batches leaves only rows the next sweep prunes.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+from store import llm_outputs, outbox
+from store.db import Store
+
+#: Rows one write deletes at most (a few milliseconds of the writer's time).
+BATCH = 500
+
+_Pruner = Callable[[sqlite3.Connection, datetime, int], int]
+
+
+@dataclass(frozen=True)
+class Pruned:
+    messages: int
+    llm_outputs: int
+
+
+async def _prune_all(store: Store, pruner: _Pruner, before: datetime, batch: int) -> int:
+    total = 0
+    while True:
+        deleted = await store.write(lambda conn: pruner(conn, before, batch))
+        total += deleted
+        if deleted < batch:
+            return total
+
+
+async def prune(store: Store, now: datetime, batch: int = BATCH) -> Pruned:
+    """Delete what has outlived the store's retention age, `batch` rows per write."""
+    before = now - store.config.retention
+    return Pruned(
+        messages=await _prune_all(store, outbox.prune_sent_sync, before, batch),
+        llm_outputs=await _prune_all(store, llm_outputs.prune_sync, before, batch),
+    )
