@@ -14,6 +14,7 @@ BENCHES = {
     "dedup": "bench.dedup",
     "ledger": "bench.ledger",
     "bot": "bench.bot",
+    "crash": "bench.crash",
     "tick": "bench.tick",
     "transitions": "bench.transitions",
 }
