@@ -27,6 +27,12 @@ dispatching (orphaned), provider calls and claims at most one per item attempt a
 claim settled at most once (double_paid), no webhook idempotency key sent with two
 different bodies, and cards sent twice (cards_repeated, reported, not a violation).
 Violations are distinct findings; orphaned items and double payments count among them.
+
+A kill during a provider call leaves its claim `started` until the lease ends (about a
+minute here); only then does the bot's recovery sweep make it uncertain. By default the
+bench waits that out and, as an operator would, settles each uncertain claim with
+`gatehouse reconcile-claim`. With --no-wait-leases it does not wait: such items count
+as orphaned, and `held` says how many of them were still inside their lease.
 """
 
 from __future__ import annotations
@@ -37,25 +43,19 @@ import collections
 import json
 import os
 import random
-import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from bench import common, crash_checks
-from bot import localapi
+from bench import common, crash_checks, crash_parts
 from pipelines import runtime
-from tests.fakes import feeds
 from tests.fakes.feed_server import FeedServer
 from tests.fakes.llm_server import FakeLLM, RecordedRequest
 from tests.fakes.webhook_server import Recorded, WebhookServer
 
-TOKEN = "515151:crash-bench-token-not-secret_abcdefgh"  # noqa: S105 (a fake)
-OPERATOR = 4242
 MODEL = "fake-crash"
 POINTS = ("random", "reserve", "answered", "card", "dispatch")
 #: New feed entries per round, so every round has drafting, cards and dispatches to cut.
@@ -88,147 +88,6 @@ dispatch:
   url: {hook}
 """
 PROMPT = "Write a short post.\n{title}\n{text}\n"
-ROOT = Path(__file__).resolve().parent.parent
-
-
-class Killer:
-    """Kills the bot from a fake server's handler thread when the armed point is reached."""
-
-    def __init__(self) -> None:
-        self.fired = threading.Event()
-        self._lock = threading.Lock()
-        self._armed: str | None = None
-        self._pid: int | None = None
-
-    def arm(self, point: str, pid: int) -> None:
-        with self._lock:
-            self._armed, self._pid = point, pid
-            self.fired.clear()
-
-    def disarm(self) -> None:
-        with self._lock:
-            self._armed = self._pid = None
-
-    def hit(self, point: str) -> None:
-        with self._lock:
-            if self._armed != point or self._pid is None:
-                return
-            os.kill(self._pid, signal.SIGKILL)
-            self._armed = self._pid = None
-            self.fired.set()
-
-
-class ObservedBotApi(localapi.LocalBotApi):
-    """The local Bot API server, telling the killer when it has accepted a card."""
-
-    def __init__(self, killer: Killer) -> None:
-        super().__init__(token=TOKEN)
-        self.killer = killer
-
-    def handle_bot_api(self, token: str, method: str, params: dict[str, Any]) -> tuple[int, Any]:
-        answer = super().handle_bot_api(token, method, params)
-        is_card = "callback_data" in str(params.get("reply_markup", ""))
-        if method.lower() == "sendmessage" and answer[0] == 200 and is_card:
-            self.killer.hit("card")  # stored here, the answer not yet sent back
-        return answer
-
-
-class Operator(threading.Thread):
-    """Taps Approve once on every card the bot sends, as soon as it shows up."""
-
-    def __init__(self, api: localapi.LocalBotApi) -> None:
-        super().__init__(name="crash-operator", daemon=True)
-        self.api = api
-        self.stop = threading.Event()
-        self.tapped: set[int] = set()
-
-    def run(self) -> None:
-        while not self.stop.wait(0.05):
-            for message in self.api.sent(OPERATOR):
-                data = _approve_button(message.reply_markup)
-                if data is not None and message.message_id not in self.tapped:
-                    self.tapped.add(message.message_id)
-                    self.api.inject_callback(OPERATOR, OPERATOR, message.message_id, data)
-
-
-def _approve_button(markup: dict[str, Any] | None) -> str | None:
-    for row in (markup or {}).get("inline_keyboard", []):
-        for key in row:
-            if "Approve" in key.get("text", "") and "callback_data" in key:
-                return str(key["callback_data"])
-    return None
-
-
-class BotProcess:
-    """`python -m bot` with the bench's settings; output appended to one log file."""
-
-    def __init__(self, tmp: Path, env: dict[str, str]) -> None:
-        self.tmp = tmp
-        self.log = tmp / "bot.log"
-        self.env = env
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.starts = 0
-
-    @property
-    def pid(self) -> int:
-        assert self.proc is not None
-        return self.proc.pid
-
-    def start(self) -> None:
-        self.starts += 1
-        with self.log.open("ab") as out:
-            out.write(f"\n=== start {self.starts} ===\n".encode())
-            out.flush()
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "bot"], cwd=ROOT, env=self.env, stdout=out, stderr=out
-            )
-
-    def kill(self) -> None:
-        assert self.proc is not None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(timeout=30)
-
-    def exited_alone(self) -> int | None:
-        """The exit code if the bot ended without being killed, else None."""
-        assert self.proc is not None
-        code = self.proc.poll()
-        return None if code is None or code == -signal.SIGKILL else code
-
-    def stop(self) -> int:
-        assert self.proc is not None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        return self.proc.returncode
-
-    def tail(self, lines: int = 15) -> str:
-        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
-
-
-class Feed:
-    """The feed the pipeline polls; each entry's title carries its tag (crash-00001)."""
-
-    def __init__(self, server: FeedServer) -> None:
-        self.server = server
-        self.entries: list[tuple[str, str, str]] = []
-
-    @property
-    def url(self) -> str:
-        return self.server.url("/feed.xml")
-
-    def add(self, n: int) -> None:
-        for _ in range(n):
-            tag = f"crash-{len(self.entries) + 1:05d}"
-            self.entries.append((tag, f"Story {tag}", f"What happened in {tag}, in brief."))
-        self.server.set("/feed.xml", feeds.rss(self.entries), "application/rss+xml")
-
-    def tags(self) -> list[str]:
-        return [tag for tag, _, _ in self.entries]
 
 
 class Run:
@@ -236,13 +95,13 @@ class Run:
 
     def __init__(self, tmp: Path, rng: random.Random, servers: dict[str, Any]) -> None:
         self.tmp, self.rng = tmp, rng
-        self.api: ObservedBotApi = servers["api"]
+        self.api: crash_parts.ObservedBotApi = servers["api"]
         self.llm: FakeLLM = servers["llm"]
         self.hook: WebhookServer = servers["hook"]
-        self.feed = Feed(servers["feed"])
-        self.killer: Killer = servers["killer"]
+        self.feed = crash_parts.Feed(servers["feed"])
+        self.killer: crash_parts.Killer = servers["killer"]
         self.data = tmp / "data"
-        self.bot = BotProcess(tmp, self._env())
+        self.bot = crash_parts.BotProcess(tmp, self._env())
         self.violations: dict[str, None] = {}  # ordered, each finding once
         self.fired: collections.Counter[str] = collections.Counter()
         self.missed: collections.Counter[str] = collections.Counter()
@@ -264,9 +123,9 @@ class Run:
             "GATEHOUSE_DATA_DIR": str(self.data),
             "GATEHOUSE_PIPELINES_DIR": str(self.tmp / "pipelines"),
             "GATEHOUSE_LOG_LEVEL": "INFO",
-            "GATEHOUSE_TELEGRAM__TOKEN": TOKEN,
+            "GATEHOUSE_TELEGRAM__TOKEN": crash_parts.TOKEN,
             "GATEHOUSE_TELEGRAM__BASE_URL": self.api.base_url,
-            "GATEHOUSE_TELEGRAM__OPERATORS": str(OPERATOR),
+            "GATEHOUSE_TELEGRAM__OPERATORS": str(crash_parts.OPERATOR),
             "GATEHOUSE_TELEGRAM__RATE_LIMIT_PER_MINUTE": "0",
             # The local server has no flood limit; Telegram's pacing would only slow the run.
             "GATEHOUSE_TELEGRAM__FLOOD_LIMIT_PER_SECOND": "1000",
@@ -288,7 +147,7 @@ class Run:
         """`gatehouse <args>` against this run's data directory."""
         return subprocess.run(
             [sys.executable, "-m", "bot.cli", *args],
-            cwd=ROOT,
+            cwd=crash_parts.ROOT,
             env=self.bot.env,
             capture_output=True,
             text=True,
@@ -362,8 +221,8 @@ class Run:
         print(f"waiting {ends - time.time():.0f} s for {len(leases)} held claim(s) to be recovered")
         while time.time() < ends:
             await asyncio.sleep(1)
-            if not crash_checks.held(await crash_checks.snapshot(self.data), _now_ms() + 10**9):
-                break  # every held claim has left `started`
+            if not crash_checks.held(await crash_checks.snapshot(self.data), 0):
+                break  # no drafting item's claim is `started` any more
         for claim in (await crash_checks.snapshot(self.data)).claims:
             if claim.state == "uncertain":
                 # The fake bills nothing for a call whose caller was killed.
@@ -380,8 +239,7 @@ class Run:
         snap = await crash_checks.snapshot(self.data)
         self.found(crash_checks.missing_entries(snap, self.feed.tags()))
         self.held = crash_checks.held(snap, _now_ms())
-        stuck = crash_checks.orphans(snap, _now_ms())
-        self.stuck = {item: why for item, why in stuck.items() if item not in self.held}
+        self.stuck = crash_checks.orphans(snap, _now_ms())
         self.found([f"item {item} orphaned: {why}" for item, why in self.stuck.items()])
         self.paid = crash_checks.double_paid(snap, self._calls())
         self.found(self.paid)
@@ -401,6 +259,7 @@ class Run:
         keys = collections.Counter(r.headers.get("idempotency-key") for r in posts)
         causes = collections.Counter(why.split(" (")[0] for why in self.stuck.values())
         complete = sum(self._calls().values())
+        cards = self.api.sent(crash_parts.OPERATOR)
         return {
             "bench": "crash",
             "kills": kills,
@@ -408,7 +267,7 @@ class Run:
             "orphaned": len(self.stuck),
             "held": len(self.held),
             "double_paid": len(self.paid),
-            "cards_repeated": crash_checks.repeated_cards(m.text for m in self.api.sent(OPERATOR)),
+            "cards_repeated": crash_checks.repeated_cards(m.text for m in cards),
             "items": self.items,
             "entries": len(self.feed.entries),
             "provider_calls": complete,
@@ -427,10 +286,10 @@ def _now_ms() -> int:
 
 
 async def bench(kills: int, seed: int, tmp: Path, *, wait_leases: bool) -> dict[str, Any]:
-    killer = Killer()
+    killer = crash_parts.Killer()
     started = time.monotonic()
     with (
-        ObservedBotApi(killer) as api,
+        crash_parts.ObservedBotApi(killer) as api,
         FakeLLM() as llm,
         WebhookServer() as hook,
         FeedServer() as feed,
@@ -442,7 +301,7 @@ async def bench(kills: int, seed: int, tmp: Path, *, wait_leases: bool) -> dict[
             random.Random(seed),
             {"api": api, "llm": llm, "hook": hook, "feed": feed, "killer": killer},
         )
-        operator = Operator(api)
+        operator = crash_parts.Operator(api)
         operator.start()
         try:
             await run.kills(kills)
@@ -467,7 +326,8 @@ async def main(argv: list[str]) -> None:
         "--no-wait-leases",
         dest="wait_leases",
         action="store_false",
-        help="report claims still inside their lease as held instead of waiting them out",
+        help="do not wait out the leases of claims a kill left started (faster; such items"
+        " are counted as orphaned and as held)",
     )
     args = parser.parse_args(argv)
     if args.kills < 1:
