@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import common, crash_checks, crash_parts
+from bot import control
 from pipelines import runtime
 from tests.fakes.feed_server import FeedServer
 from tests.fakes.llm_server import FakeLLM, RecordedRequest
@@ -225,10 +226,13 @@ class Run:
                 break  # no drafting item's claim is `started` any more
         for claim in (await crash_checks.snapshot(self.data)).claims:
             if claim.state == "uncertain":
-                # The fake bills nothing for a call whose caller was killed.
-                done = self.cli("reconcile-claim", str(claim.id), "0", "fake LLM request log")
-                if done.returncode != 0:
-                    self.found([f"reconcile-claim {claim.id} failed: {done.stdout}{done.stderr}"])
+                # What `gatehouse reconcile-claim` sends the running bot; the fake bills
+                # nothing for a call whose caller was killed.
+                args = {"claim": claim.id, "amount": "0", "evidence": "fake LLM request log"}
+                try:
+                    await asyncio.to_thread(control.request, self.data, "reconcile-claim", args)
+                except (control.Refused, control.Unavailable, control.NoAnswer) as exc:
+                    self.found([f"reconcile-claim {claim.id} failed: {exc}"])
         await self._until_quiet()
 
     async def final_checks(self) -> None:
@@ -243,7 +247,10 @@ class Run:
         self.found([f"item {item} orphaned: {why}" for item, why in self.stuck.items()])
         self.paid = crash_checks.double_paid(snap, self._calls())
         self.found(self.paid)
-        keyed = [(r.headers.get("idempotency-key"), r.body) for r in self._posts()]
+        keyed = [
+            (r.headers.get("idempotency-key"), r.body, int(r.headers.get("content-length", 0)))
+            for r in self._posts()
+        ]
         self.found(crash_checks.conflicting_keys(keyed))
         self.items = len(snap.items)
 
@@ -254,8 +261,9 @@ class Run:
     def _posts(self) -> list[Recorded]:
         return list(self.hook.requests)
 
-    def figures(self, kills: int, seconds: float) -> dict[str, Any]:
+    def figures(self, kills: int, operator: crash_parts.Operator, seconds: float) -> dict[str, Any]:
         posts = self._posts()
+        cut = sum(len(r.body) < int(r.headers.get("content-length", 0)) for r in posts)
         keys = collections.Counter(r.headers.get("idempotency-key") for r in posts)
         causes = collections.Counter(why.split(" (")[0] for why in self.stuck.values())
         complete = sum(self._calls().values())
@@ -274,6 +282,9 @@ class Run:
             "provider_requests_cut": self.llm.calls - complete,
             "webhook_posts": len(posts),
             "webhook_resent": sum(n - 1 for n in keys.values()),
+            "webhook_posts_cut": cut,
+            "taps": len(operator.queries),
+            "taps_unanswered": operator.unanswered(),
             "points": dict(sorted(self.fired.items())),
             "points_missed": dict(sorted(self.missed.items())),
             "orphaned_by_cause": dict(causes.most_common()),
@@ -314,7 +325,7 @@ async def bench(kills: int, seed: int, tmp: Path, *, wait_leases: bool) -> dict[
         await run.final_checks()
         for finding in run.violations:
             print(f"violation: {finding}")
-        return run.figures(kills, time.monotonic() - started)
+        return run.figures(kills, operator, time.monotonic() - started)
 
 
 async def main(argv: list[str]) -> None:

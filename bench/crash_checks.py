@@ -208,20 +208,25 @@ def provider_calls(bodies: Iterable[Any]) -> collections.Counter[str]:
     return counted
 
 
-def conflicting_keys(requests: Iterable[tuple[str | None, bytes]]) -> list[str]:
-    """Webhook idempotency keys sent with two different bodies (or sent without a key)."""
+def conflicting_keys(requests: Iterable[tuple[str | None, bytes, int]]) -> list[str]:
+    """Webhook idempotency keys sent with two different bodies (or sent without a key).
+
+    Each request is (key, body, declared Content-Length). A body shorter than declared
+    was cut by a kill in transit; no receiver acts on it, so it is not a second body.
+    """
     bodies: dict[str, set[bytes]] = collections.defaultdict(set)
     found = []
-    for key, body in requests:
+    for key, body, declared in requests:
+        if len(body) < declared:
+            continue
         if not key:
             found.append("a webhook request without an Idempotency-Key")
         else:
             bodies[key].add(body)
-    found += [
-        f"idempotency key {k} sent with {len(b)} different bodies"
-        for k, b in bodies.items()
-        if len(b) > 1
-    ]
+    for key, seen in bodies.items():
+        if len(seen) > 1:
+            sizes = sorted(len(body) for body in seen)
+            found.append(f"idempotency key {key} sent with {len(seen)} different bodies {sizes}")
     return found
 
 

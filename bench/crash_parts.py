@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -80,21 +81,40 @@ def _quiet_if_gone(handle_error: Callable[[Any, Any], None]) -> Callable[[Any, A
 
 
 class Operator(threading.Thread):
-    """Taps Approve once on every card the bot sends, as soon as it shows up."""
+    """Taps Approve on every card the bot sends, as soon as it shows up, and taps again
+    when a tap got no answer within RETAP_S (the bot died before answering it), as a
+    person facing a spinning button would."""
+
+    RETAP_S = 3.0
 
     def __init__(self, api: localapi.LocalBotApi) -> None:
         super().__init__(name="crash-operator", daemon=True)
         self.api = api
         self.stop = threading.Event()
-        self.tapped: set[int] = set()
+        #: message id -> (callback query id of the last tap, when it was made)
+        self.taps: dict[int, tuple[str, float]] = {}
+        self.queries: list[str] = []
 
     def run(self) -> None:
         while not self.stop.wait(0.05):
+            answered = {a["callback_query_id"] for a in self.api.callback_answers()}
             for message in self.api.sent(OPERATOR):
                 data = _approve_button(message.reply_markup)
-                if data is not None and message.message_id not in self.tapped:
-                    self.tapped.add(message.message_id)
-                    self.api.inject_callback(OPERATOR, OPERATOR, message.message_id, data)
+                last = self.taps.get(message.message_id)
+                if data is None or (last and (last[0] in answered or _recent(last[1]))):
+                    continue
+                query = self.api.inject_callback(OPERATOR, OPERATOR, message.message_id, data)
+                self.taps[message.message_id] = (query, time.monotonic())
+                self.queries.append(query)
+
+    def unanswered(self) -> int:
+        """Taps the bot never answered: lost with a killed process, or answered by none."""
+        answered = {a["callback_query_id"] for a in self.api.callback_answers()}
+        return sum(query not in answered for query in self.queries)
+
+
+def _recent(at: float) -> bool:
+    return time.monotonic() - at < Operator.RETAP_S
 
 
 def _approve_button(markup: dict[str, Any] | None) -> str | None:

@@ -195,11 +195,14 @@ async def test_provider_calls_and_claims_beyond_the_attempt_are_double_paid(
 
 
 def test_a_webhook_key_with_two_bodies_is_a_violation() -> None:
-    assert crash_checks.conflicting_keys([("k1", b"a"), ("k1", b"a"), ("k2", b"b")]) == []
-    assert crash_checks.conflicting_keys([("k1", b"a"), ("k1", b"b")]) == [
-        "idempotency key k1 sent with 2 different bodies"
+    same = [("k1", b"ab", 2), ("k1", b"ab", 2), ("k2", b"cd", 2)]
+    assert crash_checks.conflicting_keys(same) == []
+    cut = [("k1", b"ab", 2), ("k1", b"a", 2)]  # a body cut short by a kill in transit
+    assert crash_checks.conflicting_keys(cut) == []
+    assert crash_checks.conflicting_keys([("k1", b"ab", 2), ("k1", b"abc", 3)]) == [
+        "idempotency key k1 sent with 2 different bodies [2, 3]"
     ]
-    assert crash_checks.conflicting_keys([(None, b"a")]) == [
+    assert crash_checks.conflicting_keys([(None, b"a", 1)]) == [
         "a webhook request without an Idempotency-Key"
     ]
 
