@@ -68,7 +68,7 @@ POINT_WAIT_S = 10.0
 #: After the last kill: give up waiting for the work to settle after this long ...
 SETTLE_MAX_S = 60.0
 #: ... or once nothing has moved for this long (the dispatcher polls every 2 s).
-QUIET_S = 6.0
+QUIET_S = 4.0
 #: States an item may rest in once the operator has approved every card.
 RESTING = frozenset({"dispatched", "failed", "rejected", "expired", "breach"})
 PIPELINE = """\
@@ -139,7 +139,7 @@ class Run:
             "GATEHOUSE_LLM__MAX_RETRIES": "0",
             # Short timeouts keep a claim's lease (and so the wait for held ones) short.
             "GATEHOUSE_LLM__TIMEOUT_S": "5",
-            "GATEHOUSE_LLM__CONNECT_TIMEOUT_S": "1",
+            "GATEHOUSE_LLM__CONNECT_TIMEOUT_S": "3",
             "GATEHOUSE_LLM__MAX_RETRY_WAIT_S": "0",
             "GATEHOUSE_PRICES": json.dumps({MODEL: price}),
         }
@@ -166,11 +166,18 @@ class Run:
             raise SystemExit(f"could not set the budget: {budget.stderr}")
         plan = [POINTS[i % len(POINTS)] for i in range(n)]
         self.rng.shuffle(plan)
-        for point in plan:
+        for number, point in enumerate(plan, 1):
+            started = time.monotonic()
             self.bot.start()
             self.feed.add(ENTRIES_PER_KILL)
             await self._kill_at(point)
+            killed = time.monotonic()
             self.found(await crash_checks.at_rest(self.data))
+            print(
+                f"kill {number}/{n} at {point}: {killed - started:.1f} s after the start,"
+                f" checked in {time.monotonic() - killed:.1f} s",
+                flush=True,
+            )
 
     async def _kill_at(self, point: str) -> None:
         if point == "random":
@@ -284,6 +291,7 @@ class Run:
             "webhook_resent": sum(n - 1 for n in keys.values()),
             "webhook_posts_cut": cut,
             "taps": len(operator.queries),
+            "taps_repeated": len(operator.queries) - len(operator.taps),
             "taps_unanswered": operator.unanswered(),
             "points": dict(sorted(self.fired.items())),
             "points_missed": dict(sorted(self.missed.items())),
