@@ -118,8 +118,10 @@ class Run:
             PIPELINE.format(feed=self.feed.url, hook=self.hook.url)
         )
         price = {"input_micros_per_mtok": 1_000_000, "output_micros_per_mtok": 2_000_000}
+        # Settings of the shell (a real token, webhook mode) must not reach this bot.
+        inherited = {k: v for k, v in os.environ.items() if not k.startswith("GATEHOUSE_")}
         return {
-            **os.environ,
+            **inherited,
             "PTB_TIMEDELTA": "1",
             "GATEHOUSE_DATA_DIR": str(self.data),
             "GATEHOUSE_PIPELINES_DIR": str(self.tmp / "pipelines"),

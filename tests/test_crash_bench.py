@@ -14,11 +14,14 @@ import sys
 from datetime import datetime, timedelta
 from pathlib import Path
 
+import httpx
 import pytest
 
 from bench import crash_checks
 from store import db, events, items, ledger, seen
 from store.machine import State
+from tests.fakes.llm_server import FakeLLM
+from tests.fakes.webhook_server import WebhookServer
 
 ROOT = Path(__file__).resolve().parent.parent
 KILLS = 20
@@ -193,6 +196,18 @@ async def test_provider_calls_and_claims_beyond_the_attempt_are_double_paid(
         "feed entry crash-00002 has no item"
     ]
 
+    store = await db.Store.open(db.StoreConfig(data_dir=data_dir))
+    try:
+        await ledger.set_budget(store, "global", "month", 10_000_000, "cli", now)
+        for key in ("news:1:1:v1", "news:1:1:v2"):  # two claims for one attempt
+            await ledger.begin(
+                store, key, "llm.draft", {}, 1000, "news", item_id, now, timedelta(minutes=1)
+            )
+    finally:
+        await store.close()
+    snap = await crash_checks.snapshot(data_dir)
+    assert crash_checks.double_paid(snap, once) == [f"item {item_id}: claim 2 for 1 attempt(s)"]
+
 
 def test_a_webhook_key_with_two_bodies_is_a_violation() -> None:
     same = [("k1", b"ab", 2), ("k1", b"ab", 2), ("k2", b"cd", 2)]
@@ -213,3 +228,20 @@ def test_cards_sent_twice_for_one_version_are_counted() -> None:
     other = card.replace("version 1", "version 2")
     assert crash_checks.repeated_cards([card, other, "an alert"]) == 0
     assert crash_checks.repeated_cards([card, edited, other]) == 1
+
+
+async def test_the_fakes_report_each_request_before_answering_it(
+    client: httpx.AsyncClient,
+) -> None:
+    seen: list[tuple[str, str]] = []
+    with FakeLLM() as llm, WebhookServer() as hook:
+        llm.observe = lambda phase, request: seen.append((phase, request.path))
+        hook.observe = lambda request: seen.append(("webhook", request.headers["x-n"]))
+        body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+        await client.post(llm.base_url + "/chat/completions", json=body)
+        await client.post(hook.url, content=b"{}", headers={"x-n": "1"})
+    assert seen == [
+        ("request", "/v1/chat/completions"),
+        ("answered", "/v1/chat/completions"),
+        ("webhook", "1"),
+    ]
