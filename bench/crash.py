@@ -197,7 +197,13 @@ class Run:
 
     async def settle(self, wait_leases: bool) -> None:
         """Run the bot until its work rests; with wait_leases, also until held claims end."""
+        greeted = len(self.api.calls("getMe"))
         self.bot.start()
+        # Quiet means nothing moves while the bot runs: a slow start is not quiet.
+        try:
+            await self.api.await_for(lambda: len(self.api.calls("getMe")) > greeted, SETTLE_MAX_S)
+        except TimeoutError:
+            self.found([f"the bot did not reach Telegram within {SETTLE_MAX_S:g} s of a start"])
         await self._until_quiet()
         if wait_leases:
             await self._wait_out_leases()
