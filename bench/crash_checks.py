@@ -149,11 +149,15 @@ def _latest_claims(snap: Snapshot) -> dict[int, Claim]:
 
 
 def orphans(snap: Snapshot, now_ms: int) -> dict[int, str]:
-    """Items still in drafting or dispatching, each with what its claim or row says."""
+    """Items still in drafting or dispatching, each with what its claim or row says, and
+    items the SLA sweep moved to breach (only drafting and dispatching breach: the fake
+    services answer at once, so a breach here is work a crash left behind)."""
     latest = _latest_claims(snap)
     found = {}
     for item in snap.items:
-        if item.state == "dispatching":
+        if item.state == "breach":
+            found[item.id] = "breach (left in drafting or dispatching until its SLA)"
+        elif item.state == "dispatching":
             found[item.id] = f"dispatching (dispatch row: {snap.dispatch_rows.get(item.id)})"
         elif item.state == "drafting":
             found[item.id] = "drafting, " + _claim_story(latest.get(item.id), now_ms)

@@ -177,6 +177,11 @@ async def test_items_left_in_drafting_are_orphans_with_their_claim_story(
     assert crash_checks.orphans(snap, lease_end)[item_id] == (
         "drafting, claim started, lease expired (the call may have reached the provider)"
     )
+    await _write(data_dir, lambda c: items.transition_sync(c, item_id, State.BREACH, "sweep", now))
+    snap = await crash_checks.snapshot(data_dir)
+    assert crash_checks.orphans(snap, lease_end) == {
+        item_id: "breach (left in drafting or dispatching until its SLA)"
+    }
 
 
 async def test_provider_calls_and_claims_beyond_the_attempt_are_double_paid(
