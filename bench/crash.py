@@ -16,17 +16,18 @@ handler so the kill lands before the bot can react:
                before the bot reads the answer, so the card may be sent again
     dispatch   the webhook receiver got a POST; killed before it answers
 
-A scripted operator taps Approve on every card as it appears (taps made while the bot is
-down wait in the Bot API server's update queue). After each kill, on the database as the
-crash left it: PRAGMA integrity_check, the event hash chain (what `gatehouse audit
-verify` checks), every entry marked seen has an item, no claim settled twice. Then the
-bot restarts. After the last kill the bot runs until the work settles (or nothing moves
-for a while), stops, and the whole run is checked (bench/crash_checks.py): the CLI's
-`gatehouse audit verify`, every feed entry has an item, nothing left in drafting or
-dispatching (orphaned; an item the SLA sweep moved to breach counts too, as every fake
-answers at once), provider calls and claims at most one per item attempt and every claim
-settled at most once (double_paid), no webhook idempotency key sent with two different
-bodies, and cards sent twice (cards_repeated, reported, not a violation).
+A scripted operator taps Approve on every card as it appears, and again when a tap gets
+no answer (taps made while the bot is down wait in the Bot API server's update queue).
+After each kill, on the database as the crash left it: PRAGMA integrity_check, the event
+hash chain (what `gatehouse audit verify` checks), every entry marked seen has an item,
+no claim settled twice. Then the bot restarts. After the last kill the bot runs until
+the work settles (or nothing moves for a while), stops, and the whole run is checked
+(bench/crash_checks.py): the CLI's `gatehouse audit verify`, every feed entry has an
+item, nothing left in drafting or dispatching (orphaned; an item the SLA sweep moved to
+breach counts too, as every fake answers at once), provider calls and claims at most one
+per item attempt and every claim settled at most once (double_paid), no webhook
+idempotency key sent with two different bodies, and cards sent twice (cards_repeated,
+reported, not a violation).
 Violations are distinct findings; orphaned items and double payments count among them.
 
 A kill during a provider call leaves its claim `started` until the lease ends (about a
