@@ -21,6 +21,7 @@ BENCHES = {
     "queries": "bench.queries",
     "bot": "bench.bot",
     "startup": "bench.startup",
+    "crash": "bench.crash",
     "tick": "bench.tick",
     "transitions": "bench.transitions",
     "hostile": "bench.hostile",

@@ -20,6 +20,7 @@ from __future__ import annotations
 import email.utils
 import http.server
 import json
+import sys
 import threading
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -49,6 +50,13 @@ class Request:
     body: bytes
 
 
+class _Server(http.server.ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away (timed out, or was killed) is not the server's error."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
 class FeedServer:
     """A context manager serving configurable routes on 127.0.0.1; see the module docstring."""
 
@@ -57,7 +65,7 @@ class FeedServer:
         self._routes: dict[str, Route] = {}
         self._lock = threading.Lock()
         self._stopping = threading.Event()
-        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        self._server = _Server(("127.0.0.1", 0), _handler_for(self))
         self._server.daemon_threads = True
         # A short poll interval keeps shutdown (and so each test's teardown) quick.
         self._thread = threading.Thread(

@@ -9,6 +9,10 @@ Use it like this:
         ...
         assert llm.calls == 2 and llm.requests[0].headers["authorization"] == "Bearer k"
 
+`observe`, when set, is called from the server thread with ("request", request) after a
+request is recorded and before it is answered, and with ("answered", request) once a
+200 reply is written: the crash bench kills the bot at those moments.
+
 Routes: POST /v1/chat/completions (also /chat/completions), POST /v1/messages and
 GET /v1/models (a key check, neither recorded nor counted as a call); the reply
 shape follows the route, so one server serves both kinds. Without a script the reply
@@ -26,7 +30,9 @@ import contextlib
 import http.server
 import json
 import socket
+import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,6 +84,7 @@ class FakeLLM:
         #: When set, calls without this key get a 401 as a real provider would answer.
         self.api_key = api_key
         self.requests: list[RecordedRequest] = []
+        self.observe: Callable[[str, RecordedRequest], None] | None = None
         self._script: collections.deque[_Script] = collections.deque()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -173,6 +180,11 @@ class _Server(http.server.ThreadingHTTPServer):
     #: second for a SYN retry.
     request_queue_size = 64
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A caller that went away (timed out, or was killed) is not the fake's error."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
 
 class _Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
@@ -201,7 +213,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             body = raw.decode("utf-8", "replace")
         headers = {name.lower(): value for name, value in self.headers.items()}
         fake = self.server.fake
-        script, n = fake._record(RecordedRequest("POST", self.path, headers, body))
+        request = RecordedRequest("POST", self.path, headers, body)
+        script, n = fake._record(request)
+        if fake.observe is not None:
+            fake.observe("request", request)
         shape = (
             "openai"
             if self.path in _OPENAI_PATHS
@@ -220,6 +235,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         else:
             fake._stopping.wait(fake.delay_s)
             self._send(200, _reply(shape, body, script.text, n), _id_header(shape, n))
+            self.wfile.flush()
+            if fake.observe is not None:
+                fake.observe("answered", request)
 
     def do_GET(self) -> None:
         """The models listing both providers serve at /v1/models (a key check, no call)."""

@@ -7,7 +7,9 @@
 
 Each request is recorded (method, path, headers, body) before it is answered.
 Replies are taken from the script in order; once it runs out, every request
-gets 200 with `{"id": "<n>"}`. A reply with `delay` waits that long before
+gets 200 with `{"id": "<n>"}`. `observe`, when set, is called from the server thread
+with each request once it is recorded and before it is answered (the crash bench kills
+the sender there). A reply with `delay` waits that long before
 answering (to trip a client timeout); closing the server cuts the wait short.
 """
 
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -54,7 +57,10 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length", "0"))
         body = self.rfile.read(length)
         headers = {name.lower(): value for name, value in self.headers.items()}
-        reply = self.server.owner.record(Recorded("POST", self.path, headers, body))
+        request = Recorded("POST", self.path, headers, body)
+        reply = self.server.owner.record(request)
+        if self.server.owner.observe is not None:
+            self.server.owner.observe(request)
         if reply.delay and self.server.owner.closing.wait(reply.delay):
             return
         self.send_response(reply.status)
@@ -85,6 +91,7 @@ class WebhookServer:
 
     def __init__(self) -> None:
         self.requests: list[Recorded] = []
+        self.observe: Callable[[Recorded], None] | None = None
         self.closing = threading.Event()
         self._script: list[Reply] = []
         self._lock = threading.Lock()
