@@ -233,14 +233,13 @@ class Run:
         operator does with an uncertain claim: settle it with the provider's figure."""
         snap = await crash_checks.snapshot(self.data)
         leases = crash_checks.held(snap, _now_ms())
-        if not leases:
-            return
-        ends = max(leases.values()) / 1000 + runtime.SWEEP_EVERY_S + 5
-        print(f"waiting {ends - time.time():.0f} s for {len(leases)} held claim(s) to be recovered")
-        while time.time() < ends:
-            await asyncio.sleep(1)
-            if not crash_checks.held(await crash_checks.snapshot(self.data), 0):
-                break  # no drafting item's claim is `started` any more
+        if leases:  # rare: a restart makes a crashed call's claim uncertain at once
+            ends = max(leases.values()) / 1000 + runtime.SWEEP_EVERY_S + 5
+            print(f"waiting {ends - time.time():.0f} s for {len(leases)} held claim(s)")
+            while time.time() < ends:
+                await asyncio.sleep(1)
+                if not crash_checks.held(await crash_checks.snapshot(self.data), 0):
+                    break  # no drafting item's claim is `started` any more
         for claim in (await crash_checks.snapshot(self.data)).claims:
             if claim.state == "uncertain":
                 # What `gatehouse reconcile-claim` sends the running bot; the fake bills

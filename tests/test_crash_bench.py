@@ -27,20 +27,13 @@ ROOT = Path(__file__).resolve().parent.parent
 KILLS = 20
 
 
-class Orphaned(AssertionError):
-    """Items were left in drafting or dispatching once the run settled."""
-
-
 @pytest.mark.crash
 @pytest.mark.timeout(300)
-@pytest.mark.xfail(
-    strict=True,
-    raises=Orphaned,
-    reason="items caught in drafting by a kill stay there until their SLA (no resume yet)",
-)
 def test_twenty_kills_break_nothing(tmp_path: Path) -> None:
+    """The real bot killed 20 times: nothing orphaned, paid twice or broken. The scripted
+    operator settles each claim a kill left uncertain, as its alert asks."""
     done = subprocess.run(
-        [sys.executable, "-m", "bench", "crash", "--kills", str(KILLS), "--no-wait-leases"],
+        [sys.executable, "-m", "bench", "crash", "--kills", str(KILLS)],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -65,10 +58,9 @@ def test_twenty_kills_break_nothing(tmp_path: Path) -> None:
         assert report["cards_repeated"] >= 1, done.stdout
     if report["points"].get("dispatch"):
         assert report["webhook_resent"] >= 1, done.stdout
-    assert report["double_paid"] == 0, done.stdout
-    assert report["violations"] == report["orphaned"], done.stdout  # nothing else broke
-    if report["orphaned"]:
-        raise Orphaned(f"{report['orphaned_by_cause']}\n{done.stdout[-3000:]}")
+    assert (report["violations"], report["orphaned"], report["double_paid"]) == (0, 0, 0), (
+        done.stdout[-3000:]
+    )
 
 
 # -- each check, provoked ----------------------------------------------------------------
