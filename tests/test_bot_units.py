@@ -38,6 +38,70 @@ def test_a_changed_button_is_refused(tamper: object) -> None:
         callbacks.decode(KEY, tamper(data))  # type: ignore[operator]
 
 
+FIELDS = st.sampled_from(["format", "action", "item_id", "attempt", "version"])
+BUTTONS = st.builds(
+    callbacks.Button,
+    st.sampled_from(["approve", "reject", "edit", "replay"]),
+    st.integers(0, 2**40),
+    st.integers(0, 10**6),
+    st.integers(0, 10**6),
+)
+
+
+@given(button=BUTTONS, field=FIELDS, other=st.integers(0, 2**40))
+def test_every_field_is_covered_by_the_tag(
+    button: callbacks.Button, field: str, other: int
+) -> None:
+    """Change any one field and keep the tag: the button must be refused as forged."""
+    data = callbacks.encode(KEY, button)
+    parts = data.split(":")
+    index = ["format", "action", "item_id", "attempt", "version"].index(field)
+    if field == "action":
+        codes = [c for c in "arep" if c != parts[1]]
+        parts[1] = codes[other % len(codes)]
+    else:
+        parts[index] = str(other + 1 if str(other) == parts[index] else other)
+    with pytest.raises(callbacks.InvalidButton, match="not made by this bot"):
+        callbacks.decode(KEY, ":".join(parts))
+
+
+@given(button=BUTTONS)
+def test_every_button_round_trips_exactly(button: callbacks.Button) -> None:
+    data = callbacks.encode(KEY, button)
+    code = {"approve": "a", "reject": "r", "edit": "e", "replay": "p"}[button.action]
+    body = f"1:{code}:{button.item_id}:{button.attempt}:{button.version}"
+    assert data == f"{body}:{callbacks._tag(KEY, body)}"
+    assert callbacks.decode(KEY, data) == button
+
+
+def test_the_tag_is_a_known_answer() -> None:
+    data = callbacks.encode(KEY, callbacks.Button("replay", 12, 1, 3))
+    assert data == "1:p:12:1:3:" + callbacks._tag(KEY, "1:p:12:1:3")
+    assert len(data.rpartition(":")[2]) == 16  # 12 bytes, base64url without padding
+    assert callbacks.derive_key("123:abc").hex()[:16] == KEY.hex()[:16]
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ("2:a:12:1:3", "older version of the bot"),
+        ("1:a:12:1", "older version of the bot"),
+        ("1:a:12:1:3:4", "older version of the bot"),
+        ("1:x:12:1:3", "malformed"),
+        ("1:a:-1:1:3", "malformed"),
+        ("1:a:12:1:v3", "malformed"),
+    ],
+)
+def test_well_tagged_but_unknown_layouts_are_refused(body: str, message: str) -> None:
+    with pytest.raises(callbacks.InvalidButton, match=message):
+        callbacks.decode(KEY, f"{body}:{callbacks._tag(KEY, body)}")
+
+
+def test_a_button_past_64_bytes_is_refused_when_made() -> None:
+    with pytest.raises(ValueError, match="Telegram allows 64"):
+        callbacks.encode(KEY, callbacks.Button("approve", 10**20, 10**10, 10**10))
+
+
 def test_a_button_made_with_another_key_is_refused() -> None:
     data = callbacks.encode(callbacks.derive_key("999:other"), callbacks.Button("reject", 1, 1, 1))
     with pytest.raises(callbacks.InvalidButton, match="not made by this bot"):
