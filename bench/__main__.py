@@ -1,6 +1,7 @@
 """Benchmarks that print their figures; the last line of each is one JSON object.
 
 python -m bench dedup [--rows N] [--batches B]
+python -m bench mutants [--only GROUP ...]   # mutation testing; minutes, not part of CI
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ BENCHES = {
     "bot": "bench.bot",
     "tick": "bench.tick",
     "transitions": "bench.transitions",
+    "mutants": "bench.mutants",
 }
 
 
