@@ -252,3 +252,25 @@ async def test_a_second_writer_settling_a_claim_it_read_before_the_first_is_refu
         700,
         "req-1",
     )
+
+
+async def test_an_appended_event_reads_back_field_for_field(store: db.Store, now: datetime) -> None:
+    def unit(conn: sqlite3.Connection) -> tuple[int, int]:
+        first = events.append(conn, "budget", "global/day", None, "limit:5", "cli", now)
+        second = events.append(
+            conn, "claim", 9, "started", "settled", "system", now, attempt=3, reason="paid"
+        )
+        return first, second
+
+    assert await store.write(unit) == (1, 2)
+    (budget,) = await events.for_entity(store, "budget", "global/day")
+    (claim,) = await events.for_entity(store, "claim", 9)
+    assert budget == events.Event(
+        1, "budget", "global/day", None, "limit:5", "cli", 0, None, now, events.GENESIS, budget.hash
+    )
+    assert claim == events.Event(
+        2, "claim", "9", "started", "settled", "system", 3, "paid", now, budget.hash, claim.hash
+    )
+    fields = {k: v for k, v in vars(claim).items() if k != "hash"}
+    fields["at"] = int(now.timestamp() * 1000)
+    assert claim.hash == events.compute_hash(fields)
