@@ -1,0 +1,235 @@
+"""What decisions, drafts and item queries return, field for field, and what a refusal says.
+
+The machine tests pin the moves; these pin the values a caller reads back (the decision's
+item, votes and quorum; a draft's every field; the lists behind /pending and /status), so a
+mutation that returns the wrong row or drops a field fails here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import sqlite3
+from datetime import datetime, timedelta
+
+import pytest
+
+from store import db, decisions, drafts, errors, items, outbox
+from store.machine import State
+from tests import snapshot
+
+S = State
+
+
+async def _awaiting(store: db.Store, now: datetime, source_id: str = "guid") -> items.Item:
+    item = await items.create(store, "news", "feed", source_id, {"title": source_id}, now)
+    assert item is not None
+    await items.transition(store, item.id, S.DRAFTING, "system", now)
+
+    def unit(conn: sqlite3.Connection) -> items.Item:
+        drafts.add_sync(conn, item.id, "draft text", {"drafter": "template"}, now, cost_micros=42)
+        return items.transition_sync(conn, item.id, S.AWAITING_APPROVAL, "system", now)
+
+    return await store.write(unit)
+
+
+# --- decisions --------------------------------------------------------------------------------
+
+
+async def test_one_approval_is_enough_by_default(store: db.Store, now: datetime) -> None:
+    item = await _awaiting(store, now)
+    decided = await decisions.decide(store, item.id, 1, 1, 7, "approve", now)
+    current = await items.get(store, item.id)
+    assert decided == decisions.Decision(current, "approved", (7,), 1)
+    assert current.reason == "approved by operator:7"
+
+
+async def test_a_reject_says_who_and_carries_the_votes(store: db.Store, now: datetime) -> None:
+    item = await _awaiting(store, now)
+    first = await decisions.decide(store, item.id, 1, 1, 7, "approve", now, quorum=2)
+    assert first == decisions.Decision(await items.get(store, item.id), "pending", (7,), 2)
+    rejected = await decisions.decide(store, item.id, 1, 1, 8, "reject", now, quorum=2)
+    current = await items.get(store, item.id)
+    assert rejected == decisions.Decision(current, "rejected", (7,), 2)
+    assert (current.state, current.reason) == (S.REJECTED, "rejected by operator:8")
+    last = (await items.history(store, item.id))[-1]
+    assert (last.to_state, last.actor, last.reason) == (S.REJECTED, "operator:8", current.reason)
+
+
+async def test_a_decision_on_a_decided_item_is_unchanged_and_says_so(
+    store: db.Store, now: datetime
+) -> None:
+    item = await _awaiting(store, now)
+    await decisions.decide(store, item.id, 1, 1, 7, "approve", now, quorum=2)
+    await decisions.decide(store, item.id, 1, 1, 8, "approve", now, quorum=2)
+    before = await snapshot.tables(store)
+    late = await decisions.decide(store, item.id, 1, 1, 9, "reject", now, quorum=2)
+    repeat = await decisions.decide(store, item.id, 1, 1, 7, "approve", now, quorum=2)
+    current = await items.get(store, item.id)
+    assert late == decisions.Decision(current, "unchanged", (7, 8), 2)
+    assert repeat == late
+    assert await snapshot.tables(store) == before
+
+
+async def test_a_repeat_vote_while_waiting_is_unchanged(store: db.Store, now: datetime) -> None:
+    item = await _awaiting(store, now)
+    await decisions.decide(store, item.id, 1, 1, 7, "approve", now, quorum=3)
+    before = await snapshot.tables(store)
+    repeat = await decisions.decide(store, item.id, 1, 1, 7, "approve", now, quorum=3)
+    assert repeat == decisions.Decision(await items.get(store, item.id), "unchanged", (7,), 3)
+    assert await snapshot.tables(store) == before
+
+
+async def test_an_unknown_choice_is_refused_and_writes_nothing(
+    store: db.Store, now: datetime
+) -> None:
+    item = await _awaiting(store, now)
+    before = await snapshot.tables(store)
+    with pytest.raises(
+        ValueError, match=re.escape("unknown decision 'maybe'; valid: approve, reject")
+    ):
+        await decisions.decide(store, item.id, 1, 1, 7, "maybe", now)  # type: ignore[arg-type]
+    assert await snapshot.tables(store) == before
+
+
+async def test_the_hook_runs_in_the_deciding_unit_with_the_moved_item(
+    store: db.Store, now: datetime
+) -> None:
+    item = await _awaiting(store, now)
+    seen: list[items.Item] = []
+
+    def on_decided(conn: sqlite3.Connection, moved: items.Item) -> None:
+        seen.append(moved)
+        outbox.enqueue_sync(conn, "alert", outbox.ALERTS, {"text": moved.state}, now)
+
+    decided = await decisions.decide(store, item.id, 1, 1, 7, "approve", now, on_decided=on_decided)
+    assert seen == [decided.item] and decided.item.state == S.APPROVED
+    (alert,) = await outbox.due(store, now, ["alert"])
+    assert alert.payload == {"text": "approved"}
+
+
+# --- drafts -----------------------------------------------------------------------------------
+
+
+async def test_a_draft_reads_back_field_for_field(store: db.Store, now: datetime) -> None:
+    item = await _awaiting(store, now)
+    draft = await drafts.get(store, item.id, 1)
+    assert draft == drafts.Draft(
+        item_id=item.id,
+        version=1,
+        text="draft text",
+        content_hash=hashlib.sha256(b"draft text").hexdigest(),
+        provenance={"drafter": "template"},
+        cost_micros=42,
+        created_at=now,
+    )
+    with pytest.raises(errors.NotFound, match=f"^item {item.id} has no draft version 2$"):
+        await drafts.get(store, item.id, 2)
+
+
+async def test_an_edit_is_a_same_state_event_by_the_operator(
+    store: db.Store, now: datetime
+) -> None:
+    item = await _awaiting(store, now)
+    later = now + timedelta(minutes=3)
+    edited = await drafts.edit(store, item.id, 1, "better words", 7, later)
+    assert edited == drafts.Draft(
+        item.id, 2, "better words", edited.content_hash, {"operator": 7, "edit_of": 1}, None, later
+    )
+    last = (await items.history(store, item.id))[-1]
+    assert (last.from_state, last.to_state, last.actor, last.attempt, last.reason, last.at) == (
+        S.AWAITING_APPROVAL,
+        S.AWAITING_APPROVAL,
+        "operator:7",
+        1,
+        "edited: version 1 -> 2",
+        later,
+    )
+    assert (await items.get(store, item.id)).version == 2
+
+
+async def test_an_empty_edit_says_so_exactly(store: db.Store, now: datetime) -> None:
+    item = await _awaiting(store, now)
+    before = await snapshot.tables(store)
+    with pytest.raises(ValueError, match=r"^the replacement text is empty$"):
+        await drafts.edit(store, item.id, 1, " ", 7, now)
+    assert await snapshot.tables(store) == before
+
+
+# --- replay -----------------------------------------------------------------------------------
+
+
+async def test_a_replay_records_its_reason_and_actor(store: db.Store, now: datetime) -> None:
+    item = await _awaiting(store, now)
+    await decisions.decide(store, item.id, 1, 1, 7, "reject", now)
+    replayed = await items.replay(store, item.id, "operator:7", now, "second look")
+    last = (await items.history(store, item.id))[-1]
+    assert (last.from_state, last.to_state, last.actor, last.attempt, last.reason) == (
+        S.REJECTED,
+        S.NEW,
+        "operator:7",
+        2,
+        "second look",
+    )
+    assert (replayed.state, replayed.attempt, replayed.reason) == (S.NEW, 2, "second look")
+
+
+async def test_replay_refusals_say_exactly_why(store: db.Store, now: datetime) -> None:
+    waiting = await _awaiting(store, now, "waiting")
+    sent = await _awaiting(store, now, "sent")
+    await decisions.decide(store, sent.id, 1, 1, 7, "approve", now)
+    for state in (S.DISPATCHING, S.DISPATCHED):
+        await items.transition(store, sent.id, state, "system", now)
+    before = await snapshot.tables(store)
+    tail = "only rejected, expired, failed or breach items can be replayed"
+    with pytest.raises(errors.IllegalTransition) as refused:
+        await items.replay(store, waiting.id, "cli", now, "why")
+    assert str(refused.value) == f"item {waiting.id} is awaiting_approval, not dropped; {tail}"
+    with pytest.raises(errors.IllegalTransition) as refused:
+        await items.replay(store, sent.id, "cli", now, "why")
+    assert str(refused.value) == (
+        f"item {sent.id} is dispatched, not dropped; {tail} (add force to send it again)"
+    )
+    assert await snapshot.tables(store) == before
+
+
+async def test_an_automatic_replay_right_after_an_automatic_entry_is_floored(
+    store: db.Store, now: datetime
+) -> None:
+    item = await items.create(store, "news", "feed", "guid", {"t": 1}, now)
+    assert item is not None
+    await items.transition(store, item.id, S.FAILED, "system", now)
+    before = await snapshot.tables(store)
+    with pytest.raises(items.Throttled, match="entered new automatically"):
+        await items.replay(store, item.id, "scheduler", now + timedelta(seconds=1), "loop")
+    assert await snapshot.tables(store) == before
+    # An operator is never floored.
+    replayed = await items.replay(store, item.id, "operator:7", now, "by hand")
+    assert replayed.attempt == 2
+
+
+# --- the lists behind /pending and /status ----------------------------------------------------
+
+
+async def test_in_state_filters_by_pipeline_orders_oldest_first_and_limits(
+    store: db.Store, now: datetime
+) -> None:
+    def unit(conn: sqlite3.Connection) -> None:
+        for n in range(102):
+            made = items.create_sync(conn, "news", "feed", f"n{n}", {"n": n}, now)
+            assert made is not None
+            at = now + timedelta(seconds=102 - n)  # the last created moved first
+            items.transition_sync(conn, made.id, S.DRAFTING, "system", at)
+        other = items.create_sync(conn, "other", "feed", "o", {"n": 0}, now)
+        assert other is not None
+        items.transition_sync(conn, other.id, S.DRAFTING, "system", now)
+
+    await store.write(unit)
+    drafting = await items.in_state(store, S.DRAFTING, "news")
+    assert len(drafting) == 100
+    assert [i.source_id for i in drafting[:2]] == ["n101", "n100"]
+    assert {i.pipeline for i in drafting} == {"news"}
+    everywhere = await items.in_state(store, S.DRAFTING, limit=3)
+    assert [i.source_id for i in everywhere] == ["o", "n101", "n100"]
+    assert await items.in_state(store, S.NEW) == []
+    assert await items.counts(store) == {"news": {"drafting": 102}, "other": {"drafting": 1}}
