@@ -52,7 +52,7 @@ GROUPS = {
     "chain": Group(("store/events.py",), ("tests/test_invariants.py", "tests/test_machine.py")),
     "items": Group(
         ("store/items.py", "store/decisions.py", "store/drafts.py"),
-        ("tests/test_invariants.py", "tests/test_machine.py"),
+        ("tests/test_invariants.py", "tests/test_item_contracts.py", "tests/test_machine.py"),
     ),
     "ledger": Group(
         ("store/ledger_settle.py",), ("tests/test_invariants.py", "tests/test_ledger.py")
