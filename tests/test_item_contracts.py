@@ -233,3 +233,89 @@ async def test_in_state_filters_by_pipeline_orders_oldest_first_and_limits(
     assert [i.source_id for i in everywhere] == ["o", "n101", "n100"]
     assert await items.in_state(store, S.NEW) == []
     assert await items.counts(store) == {"news": {"drafting": 102}, "other": {"drafting": 1}}
+
+
+# --- items and transitions ------------------------------------------------------------------
+
+
+async def test_an_item_reads_back_field_for_field(store: db.Store, now: datetime) -> None:
+    made = await items.create(store, "news", "city", "guid-9", {"title": "T", "n": 1}, now)
+    assert made is not None
+    assert await items.get(store, made.id) == items.Item(
+        id=made.id,
+        pipeline="news",
+        scope="city",
+        source_id="guid-9",
+        payload_json=made.payload_json,
+        content_hash=items.content_hash({"title": "T", "n": 1}),
+        state=S.NEW,
+        attempt=1,
+        version=0,
+        reason=None,
+        created_at=now,
+        last_transition_at=now,
+        deadline=None,
+    )
+    assert made.payload == {"title": "T", "n": 1}
+    before = await snapshot.tables(store)
+    with pytest.raises(errors.NotFound, match=r"^no item 999$"):
+        await items.get(store, 999)
+    assert await snapshot.tables(store) == before
+
+
+async def test_a_transition_returns_the_row_as_stored_and_records_its_reason(
+    store: db.Store, now: datetime
+) -> None:
+    made = await items.create(store, "news", "city", "guid-9", {"title": "T"}, now)
+    assert made is not None
+    later = now + timedelta(minutes=2)
+    moved = await items.transition(
+        store, made.id, S.DRAFTING, "scheduler", later, reason="tick", deadline=timedelta(hours=1)
+    )
+    assert moved == await items.get(store, made.id)
+    assert (moved.reason, moved.last_transition_at, moved.deadline) == (
+        "tick",
+        later,
+        later + timedelta(hours=1),
+    )
+    last = (await items.history(store, made.id))[-1]
+    assert (last.reason, last.actor, last.at) == ("tick", "scheduler", later)
+    # A state without a deadline gets none, whatever the caller passed.
+    failed = await items.transition(
+        store, made.id, S.FAILED, "system", later, deadline=timedelta(hours=1)
+    )
+    assert failed.deadline is None and (await items.get(store, made.id)).deadline is None
+
+
+async def test_transition_refusals_say_exactly_why(store: db.Store, now: datetime) -> None:
+    made = await items.create(store, "news", "city", "guid-9", {"title": "T"}, now)
+    assert made is not None
+    await items.transition(store, made.id, S.DRAFTING, "system", now)
+    before = await snapshot.tables(store)
+    with pytest.raises(errors.Conflict) as refused:
+        await items.transition(store, made.id, S.FAILED, "system", now, expect_attempt=5)
+    assert str(refused.value) == (
+        f"item {made.id} is at version 0 attempt 1; this request is for version None attempt 5"
+    )
+    assert await snapshot.tables(store) == before
+
+    await items.transition(store, made.id, S.FAILED, "system", now)
+    await items.replay(store, made.id, "operator:1", now, "again")
+    before = await snapshot.tables(store)
+    with pytest.raises(items.Throttled) as floored:
+        await items.transition(store, made.id, S.DRAFTING, "sweep", now + timedelta(seconds=1))
+    assert str(floored.value) == (
+        f"item {made.id} entered drafting automatically at {now.isoformat()}; "
+        "automatic re-entry waits 5 s"
+    )
+    assert await snapshot.tables(store) == before
+
+    await items.transition(store, made.id, S.FAILED, "operator:1", now)
+    before = await snapshot.tables(store)
+    with pytest.raises(errors.IllegalTransition) as illegal:
+        await items.transition(store, made.id, S.DRAFTING, "system", now)
+    assert str(illegal.value) == (
+        f"item {made.id} cannot go from failed to drafting; "
+        "from failed: none (an end state; use replay)"
+    )
+    assert await snapshot.tables(store) == before
