@@ -3,6 +3,7 @@
     python -m bench mutants                      # every group below, then the SQL step
     python -m bench mutants --only chain ledger  # some groups
     python -m bench mutants --show               # also print the diff of each survivor
+    python -m bench mutants --work /tmp/mutants  # keep the copies: a second run is incremental
 
 The tool is mutmut 3, chosen over cosmic-ray after trying both here (Python 3.11,
 three top-level packages, pytest-asyncio): mutmut copies the sources into a
@@ -88,6 +89,7 @@ def equivalents() -> dict[str, str]:
 
 
 def _scratch(into: Path) -> Path:
+    into.mkdir(parents=True, exist_ok=True)
     for name in COPIED:
         source = ROOT / name
         if source.is_dir():
@@ -111,19 +113,14 @@ def _configure(project: Path, group: Group) -> None:
         config.write("\n".join(lines) + "\n")
 
 
-def run_group(name: str, group: Group, work: Path, children: int, show: bool) -> dict[str, str]:
-    project = _scratch(work / name)
-    _configure(project, group)
-    log = project / "mutmut.log"
-    with log.open("wb") as out:
-        code = subprocess.call(
-            [str(MUTMUT), "run", "--max-children", str(children)],
-            cwd=project,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
+def _mutmut(project: Path, *args: str) -> None:
+    with (project / "mutmut.log").open("ab") as out:
+        code = subprocess.call([str(MUTMUT), *args], cwd=project, stdout=out, stderr=out)
     if code != 0:
-        raise SystemExit(f"mutmut failed on group {name} (exit {code}); see {log}")
+        raise SystemExit(f"mutmut {args[0]} failed in {project} (exit {code}); see mutmut.log")
+
+
+def _outcomes(project: Path) -> dict[str, str]:
     listed = subprocess.run(
         [str(MUTMUT), "results", "--all", "true"],
         cwd=project,
@@ -131,7 +128,30 @@ def run_group(name: str, group: Group, work: Path, children: int, show: bool) ->
         text=True,
         check=True,
     ).stdout
-    outcomes = dict(re.findall(r"^\s*(\S+): (.+)$", listed, flags=re.MULTILINE))
+    return dict(re.findall(r"^\s*(\S+): (.+)$", listed, flags=re.MULTILINE))
+
+
+def run_group(name: str, group: Group, work: Path, children: int, show: bool) -> dict[str, str]:
+    """Mutate the group's modules and run its tests against each mutant.
+
+    A kept work folder (--work) makes a second run incremental: mutmut re-tests the
+    functions whose source changed, and the survivors are tried again against the
+    current tests (new tests can only kill more).
+    """
+    project = work / name
+    again = (project / "mutants").is_dir()
+    if again:
+        for sub in ("tests", "bot", "store", "pipelines"):
+            shutil.rmtree(project / sub)
+    else:
+        project.mkdir(parents=True)
+    _scratch(project)
+    _configure(project, group)
+    _mutmut(project, "run", "--max-children", str(children))
+    survivors = [m for m, status in _outcomes(project).items() if status in SURVIVED]
+    if again and survivors:
+        _mutmut(project, "run", "--max-children", str(children), *survivors)
+    outcomes = _outcomes(project)
     if show:
         for mutant, status in sorted(outcomes.items()):
             if status in SURVIVED:
@@ -142,6 +162,7 @@ def run_group(name: str, group: Group, work: Path, children: int, show: bool) ->
 
 
 def run_sql(work: Path) -> dict[str, str]:
+    shutil.rmtree(work / "sql", ignore_errors=True)
     project = _scratch(work / "sql")
     query = project / SQL_FILE
     original = query.read_text()
@@ -191,21 +212,27 @@ async def main(argv: list[str]) -> None:
     parser.add_argument("--only", nargs="*", choices=[*GROUPS, "sql"], default=[*GROUPS, "sql"])
     parser.add_argument("--children", type=int, default=1, help="mutants run at once")
     parser.add_argument("--show", action="store_true", help="print each survivor's diff")
+    parser.add_argument("--work", type=Path, help="keep the scratch copies here, to rerun fast")
     args = parser.parse_args(argv)
 
-    def run_all() -> dict[str, str]:
+    def run_in(work: Path) -> dict[str, str]:
         outcomes: dict[str, str] = {}
-        with tempfile.TemporaryDirectory(prefix="gatehouse-mutants-") as tmp:
-            for name in args.only:
-                found = (
-                    run_sql(Path(tmp))
-                    if name == "sql"
-                    else run_group(name, GROUPS[name], Path(tmp), args.children, args.show)
-                )
-                killed = sum(status in KILLED for status in found.values())
-                print(f"{name}: {killed} of {len(found)} killed", flush=True)
-                outcomes.update(found)
+        for name in args.only:
+            found = (
+                run_sql(work)
+                if name == "sql"
+                else run_group(name, GROUPS[name], work, args.children, args.show)
+            )
+            killed = sum(status in KILLED for status in found.values())
+            print(f"{name}: {killed} of {len(found)} killed", flush=True)
+            outcomes.update(found)
         return outcomes
+
+    def run_all() -> dict[str, str]:
+        if args.work:
+            return run_in(args.work.resolve())
+        with tempfile.TemporaryDirectory(prefix="gatehouse-mutants-") as tmp:
+            return run_in(Path(tmp))
 
     outcomes = await asyncio.to_thread(run_all)
     print(json.dumps(summarise(outcomes)))

@@ -155,7 +155,7 @@ def two_cards(api: localapi.LocalBotApi) -> list[Any]:
         found = cards(api)
         return found if len(found) == 2 else []
 
-    return api.wait_for(both, timeout=20)
+    return api.wait_for(both, timeout=60)  # a bound, not a speed: a loaded machine is slow
 
 
 def answer_to(api: localapi.LocalBotApi, query_id: str) -> dict[str, Any]:
