@@ -56,13 +56,14 @@ GROUPS = {
         ("tests/test_invariants.py", "tests/test_item_contracts.py", "tests/test_machine.py"),
     ),
     "ledger": Group(
-        ("store/ledger_settle.py",), ("tests/test_invariants.py", "tests/test_ledger.py")
+        ("store/ledger_settle.py",),
+        ("tests/test_invariants.py", "tests/test_ledger_settle.py", "tests/test_ledger.py"),
     ),
 }
 
 #: The settle query's guards and assignments, each broken in turn (mutmut leaves SQL alone).
 SQL_FILE = "store/sql/ledger_settle.sql"
-SQL_TESTS = ("tests/test_invariants.py", "tests/test_ledger.py")
+SQL_TESTS = ("tests/test_invariants.py", "tests/test_ledger_settle.py", "tests/test_ledger.py")
 SQL_MUTANTS = {
     "sql.settle.no_state_guard": (" AND state = :from_state", ""),
     "sql.settle.no_id_guard": ("WHERE id = :id AND ", "WHERE "),
