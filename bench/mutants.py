@@ -38,7 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 EQUIVALENT = Path(__file__).with_name("mutants_equivalent.txt")
 MUTMUT = Path(sys.executable).with_name("mutmut")
-COPIED = ("bot", "store", "pipelines", "tests", "pyproject.toml")
+COPIED = ("bot", "store", "pipelines", "tests")
 
 
 @dataclass(frozen=True)
@@ -99,7 +99,20 @@ def _scratch(into: Path) -> Path:
             )
         else:
             shutil.copy2(source, into / name)
+    (into / "pyproject.toml").write_text(_pytest_settings())
     return into
+
+
+def _pytest_settings() -> str:
+    """pytest's section of the real pyproject.toml, alone.
+
+    mutmut starts over when pyproject.toml changes at all; keeping the rest of the real
+    one out (dependencies, lint and coverage settings) keeps a kept --work incremental.
+    """
+    real = (ROOT / "pyproject.toml").read_text()
+    start = real.index("[tool.pytest.ini_options]")
+    end = real.find("\n[", start)
+    return real[start:] if end < 0 else real[start : end + 1]
 
 
 def _configure(project: Path, group: Group) -> None:
