@@ -85,6 +85,13 @@ def test_the_tag_is_a_known_answer() -> None:
     assert data == "1:p:12:1:3:" + callbacks._tag(KEY, "1:p:12:1:3")
 
 
+def test_the_key_derived_from_a_token_is_stable() -> None:
+    """Buttons must keep verifying after an upgrade: the derivation is a known answer."""
+    assert callbacks.derive_key("123:abc").hex() == (
+        "63ff3a8c7e7dc7fa65dc82c85219caf9768d652fcb91b5aba97658b3c1a76a00"
+    )
+
+
 def test_a_button_of_exactly_64_bytes_is_made() -> None:
     button = callbacks.Button("approve", 10**18 + 1, 10**10, 10**10)
     assert len(callbacks.encode(KEY, button).encode()) == 64
