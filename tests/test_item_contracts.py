@@ -238,6 +238,14 @@ async def test_in_state_filters_by_pipeline_orders_oldest_first_and_limits(
 # --- items and transitions ------------------------------------------------------------------
 
 
+def test_the_content_hash_is_a_known_answer_independent_of_key_order() -> None:
+    """Claims and the duplicate gate compare it across runs: it must never drift."""
+    payload = {"b": 1, "a": "café", "c": [1, 2]}
+    known = "1a16154cf488b159ad184986fc8b0ef0fd24e078dad57b70f451696f2de21c96"
+    assert items.content_hash(payload) == known
+    assert items.content_hash(dict(reversed(payload.items()))) == known
+
+
 async def test_an_item_reads_back_field_for_field(store: db.Store, now: datetime) -> None:
     made = await items.create(store, "news", "city", "guid-9", {"title": "T", "n": 1}, now)
     assert made is not None
@@ -257,6 +265,10 @@ async def test_an_item_reads_back_field_for_field(store: db.Store, now: datetime
         deadline=None,
     )
     assert made.payload == {"title": "T", "n": 1}
+    (created,) = await items.history(store, made.id)
+    assert (created.from_state, created.to_state, created.reason) == (None, "new", "fetched")
+    cafe = await items.create(store, "news", "city", "guid-10", {"title": "café"}, now)
+    assert cafe is not None and cafe.payload_json == '{"title": "café"}'  # stored readable
     before = await snapshot.tables(store)
     with pytest.raises(errors.NotFound, match=r"^no item 999$"):
         await items.get(store, 999)
