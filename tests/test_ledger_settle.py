@@ -194,3 +194,51 @@ async def test_reconcile_value_for_value(store: db.Store, now: datetime) -> None
         f"claim {other.id} is reserved; only an uncertain claim can be reconciled"
     )
     assert await snapshot.tables(store) == before
+
+
+async def test_a_negative_figure_is_refused_by_name(store: db.Store, now: datetime) -> None:
+    work = await _started(store, now)
+    before = await snapshot.tables(store)
+    message = "actual_micros must be a whole number of micros >= 0, got -1"
+    for settle in (
+        ledger.complete(store, work.id, USAGE, -1, "req", None, now),
+        ledger.reconcile(store, work.id, -1, "invoice", "cli", now),
+    ):
+        with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+            await settle
+    assert await snapshot.tables(store) == before
+
+
+async def test_a_changed_stored_item_is_named_and_the_claim_returned_uncertain(
+    store: db.Store, now: datetime
+) -> None:
+    item = await items.create(store, "news", "feed", "g", {"title": "a"}, now)
+    assert item is not None
+    work = await _started(store, now, item.id)
+    await store.write(
+        lambda c: c.execute("UPDATE items SET content_hash = 'x' WHERE id = ?", (item.id,))
+    )
+    result = await store.write(
+        lambda c: ledger_settle.complete_sync(
+            c, work.id, USAGE, 700, "req-1", item.content_hash, now
+        )
+    )
+    message = (
+        f"item {item.id}'s content hash now stored (x) is not the one the claim began with "
+        f"({item.content_hash}); the hold stays until an operator reconciles it"
+    )
+    assert result == ledger_settle.Settlement(
+        await ledger.get(store, work.id), content_changed=message
+    )
+    assert result.claim.state == ClaimState.UNCERTAIN
+
+
+async def test_a_free_call_settles_at_zero_without_an_overrun(
+    store: db.Store, now: datetime
+) -> None:
+    await ledger.set_budget(store, "global", "day", 10_000, "cli", now)
+    work = await ledger.begin(store, "free", "chat", {"p": 1}, 0, "news", None, now, LEASE)
+    await ledger.start_provider(store, work.id, now)
+    first = await ledger.complete(store, work.id, USAGE, 0, "req-0", None, now)
+    again = await ledger.complete(store, work.id, USAGE, 0, "req-0", None, now)
+    assert (first.overrun_micros, again.overrun_micros, again.replayed) == (0, 0, True)
