@@ -242,3 +242,20 @@ async def test_a_free_call_settles_at_zero_without_an_overrun(
     first = await ledger.complete(store, work.id, USAGE, 0, "req-0", None, now)
     again = await ledger.complete(store, work.id, USAGE, 0, "req-0", None, now)
     assert (first.overrun_micros, again.overrun_micros, again.replayed) == (0, 0, True)
+
+
+async def test_settling_one_claim_leaves_the_others_started(store: db.Store, now: datetime) -> None:
+    first = await _started(store, now)
+    other = await ledger.begin(store, "k2", "chat", {"p": 2}, 500, "news", None, now, LEASE)
+    await ledger.start_provider(store, other.id, now)
+    await ledger.complete(store, first.id, USAGE, 700, "req-1", None, now)
+    untouched = await ledger.get(store, other.id)
+    assert (untouched.state, untouched.actual_micros, untouched.evidence) == (
+        ClaimState.STARTED,
+        None,
+        None,
+    )
+    assert [e.to_state for e in await events.for_entity(store, "claim", other.id)] == [
+        "reserved",
+        "started",
+    ]
