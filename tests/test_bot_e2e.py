@@ -327,27 +327,3 @@ async def test_edit_posts_a_new_card_and_the_old_one_goes_stale(
     assert f"approved by operator:{OPERATOR}" in history
     runs = command(api, "/status news")
     assert "last green" in runs and "fetched 2" in runs
-
-
-async def test_pipeline_commands_and_their_refusals(
-    bot: BotProcess, api: localapi.LocalBotApi, tmp_path: Path
-) -> None:
-    first, _ = two_cards(api)
-    assert command(api, "/pause news") == "⏸ news: paused"
-    assert command(api, "/pause news") == "⏸ news: already paused"
-    assert command(api, "/resume news") == "▶️ news: resumed"
-    assert command(api, "/resume news") == "▶️ news: not paused"
-    assert command(api, "/run news") == "▶️ news: run requested"
-    assert command(api, "/pause") == "usage: /pause <pipeline>; pipelines: news"
-    assert command(api, "/pause nwes") == (
-        "unknown pipeline 'nwes'. Did you mean news? Pipelines: news"
-    )
-    item_id = item_id_of(first)
-    offer = command(api, f"/replay {item_id}")
-    assert offer.endswith("Not dropped: nothing to replay.")
-    assert command(api, "/history 999") == "no item 999"
-    trail = await read(tmp_path / "data", lambda s: events.for_entity(s, "pipeline", "news"))
-    assert [(e.to_state, e.actor) for e in trail] == [
-        ("paused", events.operator(OPERATOR)),
-        ("active", events.operator(OPERATOR)),
-    ]
