@@ -5,6 +5,7 @@ python -m bench startup [--runs 10]
 python -m bench tick [--items 1000] [--history 500]
 python -m bench queries [--items N]      operator queries on a store of N items (1M)
 python -m bench lifecycle [--items N]    N items fetched, drafted, approved, dispatched
+python -m bench mutants [--only GROUP ...]   # mutation testing; minutes, not part of CI
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ BENCHES = {
     "tick": "bench.tick",
     "transitions": "bench.transitions",
     "hostile": "bench.hostile",
+    "mutants": "bench.mutants",
 }
 
 

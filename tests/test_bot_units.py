@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from datetime import datetime, timedelta
 
 import pytest
@@ -38,6 +39,90 @@ def test_a_changed_button_is_refused(tamper: object) -> None:
     data = callbacks.encode(KEY, callbacks.Button("approve", 12, 1, 3))
     with pytest.raises(callbacks.InvalidButton):
         callbacks.decode(KEY, tamper(data))  # type: ignore[operator]
+
+
+FORGED = "this button was not made by this bot (bad or missing tag)"
+FIELDS = st.sampled_from(["format", "action", "item_id", "attempt", "version"])
+BUTTONS = st.builds(
+    callbacks.Button,
+    st.sampled_from(["approve", "reject", "edit", "replay"]),
+    st.integers(0, 2**40),
+    st.integers(0, 10**6),
+    st.integers(0, 10**6),
+)
+
+
+@given(button=BUTTONS, field=FIELDS, other=st.integers(0, 2**40))
+def test_every_field_is_covered_by_the_tag(
+    button: callbacks.Button, field: str, other: int
+) -> None:
+    """Change any one field and keep the tag: the button must be refused as forged."""
+    data = callbacks.encode(KEY, button)
+    parts = data.split(":")
+    index = ["format", "action", "item_id", "attempt", "version"].index(field)
+    if field == "action":
+        codes = [c for c in "arep" if c != parts[1]]
+        parts[1] = codes[other % len(codes)]
+    else:
+        parts[index] = str(other + 1 if str(other) == parts[index] else other)
+    with pytest.raises(callbacks.InvalidButton, match=f"^{re.escape(FORGED)}$"):
+        callbacks.decode(KEY, ":".join(parts))
+
+
+@given(button=BUTTONS)
+def test_every_button_round_trips_exactly(button: callbacks.Button) -> None:
+    data = callbacks.encode(KEY, button)
+    code = {"approve": "a", "reject": "r", "edit": "e", "replay": "p"}[button.action]
+    body = f"1:{code}:{button.item_id}:{button.attempt}:{button.version}"
+    assert data == f"{body}:{callbacks._tag(KEY, body)}"
+    assert callbacks.decode(KEY, data) == button
+
+
+def test_the_tag_is_a_known_answer() -> None:
+    # HMAC-SHA256 under the derived key, first 12 bytes, base64url: 16 characters, no padding.
+    assert callbacks.encode(KEY, callbacks.Button("approve", 44, 1, 1)) == (
+        "1:a:44:1:1:le5mSv0JT4YZrIUX"
+    )
+    data = callbacks.encode(KEY, callbacks.Button("replay", 12, 1, 3))
+    assert data == "1:p:12:1:3:" + callbacks._tag(KEY, "1:p:12:1:3")
+
+
+def test_the_key_derived_from_a_token_is_stable() -> None:
+    """Buttons must keep verifying after an upgrade: the derivation is a known answer."""
+    assert callbacks.derive_key("123:abc").hex() == (
+        "63ff3a8c7e7dc7fa65dc82c85219caf9768d652fcb91b5aba97658b3c1a76a00"
+    )
+
+
+def test_a_button_of_exactly_64_bytes_is_made() -> None:
+    button = callbacks.Button("approve", 10**18 + 1, 10**10, 10**10)
+    assert len(callbacks.encode(KEY, button).encode()) == 64
+    assert callbacks.decode(KEY, callbacks.encode(KEY, button)) == button
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ("2:a:12:1:3", "older version of the bot"),
+        ("1:a:12:1", "older version of the bot"),
+        ("1:a:12:1:3:4", "older version of the bot"),
+        ("1:x:12:1:3", "malformed"),
+        ("1:a:-1:1:3", "malformed"),
+        ("1:a:12:1:v3", "malformed"),
+    ],
+)
+def test_well_tagged_but_unknown_layouts_are_refused(body: str, message: str) -> None:
+    full = {
+        "older version of the bot": "this button comes from an older version of the bot",
+        "malformed": "this button's data is malformed",
+    }[message]
+    with pytest.raises(callbacks.InvalidButton, match=f"^{re.escape(full)}$"):
+        callbacks.decode(KEY, f"{body}:{callbacks._tag(KEY, body)}")
+
+
+def test_a_button_past_64_bytes_is_refused_when_made() -> None:
+    with pytest.raises(ValueError, match="Telegram allows 64"):
+        callbacks.encode(KEY, callbacks.Button("approve", 10**20, 10**10, 10**10))
 
 
 def test_a_button_made_with_another_key_is_refused() -> None:
@@ -175,16 +260,47 @@ def test_decision_lines() -> None:
     assert rejected.startswith("❌ rejected by 5")
 
 
-def test_the_gate_ignores_strangers_and_limits_each_operator() -> None:
+def test_the_gate_ignores_strangers_and_limits_each_operator(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     now = datetime(2026, 1, 1).astimezone()
     gate = auth.Gate([1, 2], per_minute=2)
-    assert gate.check(3, now) == "stranger" and gate.check(None, now) == "stranger"
-    assert gate.strangers == 2
-    assert [gate.check(1, now) for _ in range(3)] == ["operator", "operator", "limited"]
+    assert (gate.strangers, gate.limited) == (0, 0)
+    with caplog.at_level(logging.INFO, logger="bot.auth"):
+        assert gate.check(3, now) == "stranger" and gate.check(None, now) == "stranger"
+        assert [gate.check(1, now) for _ in range(4)] == [
+            "operator",
+            "operator",
+            "limited",
+            "limited",
+        ]
+    assert (gate.strangers, gate.limited) == (2, 2)
+    # The stranger's id is what an operator looks for in the log to add someone.
+    assert caplog.messages == [
+        "ignored an update from non-operator 3 (1 so far)",
+        "ignored an update from non-operator None (2 so far)",
+        "operator 1 is over 2 actions per minute",
+        "operator 1 is over 2 actions per minute",
+    ]
     assert gate.check(2, now) == "operator"  # limits are per operator
     assert gate.check(1, now + timedelta(minutes=1)) == "operator"
-    with pytest.raises(ValueError, match="OPERATORS"):
+    with pytest.raises(
+        ValueError, match=r"^no operators configured: set GATEHOUSE_TELEGRAM__OPERATORS$"
+    ):
         auth.Gate([], per_minute=1)
+
+
+@pytest.mark.parametrize(("per_minute", "allowed"), [(0, 5), (-1, 5), (1, 1), (3, 3)])
+def test_the_rate_limit_allows_exactly_per_minute_and_zero_means_no_limit(
+    per_minute: int, allowed: int
+) -> None:
+    now = datetime(2026, 1, 1).astimezone()
+    gate = auth.Gate([1], per_minute=per_minute)
+    verdicts = [gate.check(1, now + timedelta(seconds=n)) for n in range(5)]
+    assert verdicts == ["operator"] * allowed + ["limited"] * (5 - allowed)
+    # The window slides: a minute after the first action, one more is allowed.
+    later = gate.check(1, now + timedelta(minutes=1))
+    assert later == "operator"
 
 
 def test_the_filter_redacts_tokens_in_messages_args_and_tracebacks(

@@ -23,6 +23,7 @@ from pipelines import dispatch_file
 from pipelines import runtime as runtime_mod
 from store import datadir, db, drafts, events, info, items, ledger, outbox
 from store.machine import State
+from tests import snapshot
 
 PIPELINE = """\
 name: news
@@ -73,9 +74,13 @@ async def dropped_item(store: db.Store, now: datetime) -> items.Item:
     return await items.transition(store, item.id, State.FAILED, "system", now, reason="boom")
 
 
-async def event_count(store: db.Store) -> int:
-    summary = await info.info(store)
-    return summary.rows["events"]
+async def tables_at(data_dir: Path) -> snapshot.Tables:
+    """Every table, read by a read-only store opened for the purpose."""
+    store = await db.Store.open(db.StoreConfig(data_dir=data_dir), readonly=True)
+    try:
+        return await snapshot.tables(store)
+    finally:
+        await store.close()
 
 
 @pytest.fixture
@@ -132,12 +137,12 @@ async def test_writes_go_through_the_running_bot(
     assert (await items.get(runtime.store, item.id)).state == State.AWAITING_APPROVAL
 
     # Refusals from the bot come back as a clear message and exit 2; nothing changes.
-    before = await event_count(runtime.store)
+    before = await snapshot.tables(runtime.store)
     code, _, err = await gatehouse(data_dir, pipelines_dir, "replay", str(item.id))
     assert code == 2 and "not dropped" in err and "awaiting_approval" in err
     code, _, err = await gatehouse(data_dir, pipelines_dir, "pause", "nwes")
     assert code == 2 and "Did you mean news" in err
-    assert await event_count(runtime.store) == before
+    assert await snapshot.tables(runtime.store) == before
 
     code, out, err = await gatehouse(data_dir, pipelines_dir, "pause", "news")
     assert code == 0 and "paused" in out, err
@@ -153,7 +158,7 @@ async def test_a_writer_without_a_socket_is_refused_by_pid(
 ) -> None:
     # A plain writer (no control socket) holds the lock in this process.
     item = await dropped_item(store, now)
-    before = await event_count(store)
+    before = await snapshot.tables(store)
     for args in (
         ("set-budget", "global", "month", "20"),
         ("replay", str(item.id)),
@@ -162,7 +167,7 @@ async def test_a_writer_without_a_socket_is_refused_by_pid(
         code, out, err = await gatehouse(data_dir, pipelines_dir, *args)
         assert code == 2, (args, out, err)
         assert f"pid {os.getpid()}" in err and "nothing was written" in err
-    assert await event_count(store) == before
+    assert await snapshot.tables(store) == before
     assert (await ledger.report(store, now)).budgets == []
     assert (await items.get(store, item.id)).attempt == 1
     code, out, _ = await gatehouse(data_dir, pipelines_dir, "health", "--json")
@@ -194,6 +199,7 @@ async def test_reconcile_claim_settles_an_uncertain_hold_once(
         )
         await ledger.start_provider(store, work.id, now)
         await ledger.fail(store, work.id, "timeout after the request was sent", now)
+        uncertain = await snapshot.tables(store)
     finally:
         await store.close()
 
@@ -201,6 +207,7 @@ async def test_reconcile_claim_settles_an_uncertain_hold_once(
         data_dir, pipelines_dir, "reconcile-claim", str(work.id), "0.02", " "
     )
     assert code == 2 and "evidence is required" in err
+    assert await tables_at(data_dir) == uncertain
     code, out, err = await gatehouse(
         data_dir, pipelines_dir, "reconcile-claim", str(work.id), "0.02", "req_123"
     )
@@ -209,10 +216,12 @@ async def test_reconcile_claim_settles_an_uncertain_hold_once(
         data_dir, pipelines_dir, "reconcile-claim", str(work.id), "0.02", "req_123"
     )
     assert code == 0 and "already settled" in out, err
+    settled = await tables_at(data_dir)
     code, _, err = await gatehouse(
         data_dir, pipelines_dir, "reconcile-claim", str(work.id), "0.05", "req_123"
     )
-    assert code == 2, err
+    assert code == 2 and "already settled at 20000 micros; reconcile says 50000" in err
+    assert await tables_at(data_dir) == settled
     store = await db.Store.open(db.StoreConfig(data_dir=data_dir), readonly=True)
     try:
         (day,) = (await ledger.report(store, now)).budgets
@@ -242,9 +251,16 @@ async def test_reads_work_while_the_writer_holds_the_store(
     assert code == 0 and json.loads(out)["budgets"][0]["limit_micros"] == 1_000_000
     code, out, _ = await gatehouse(data_dir, pipelines_dir, "status")
     assert code == 0 and f"running as pid {os.getpid()}" in out
-    for args in (("pending",), ("runs", "news"), ("audit", "verify")):
+    expected = {
+        ("pending",): "Nothing is awaiting approval.\n",
+        ("runs", "news"): "news: last 0 runs, newest first\n  no runs yet\n",
+        ("audit", "verify"): "ok: 3 events, the hash chain is intact\n",
+    }
+    before = await snapshot.tables(store)
+    for args, shown in expected.items():
         code, out, err = await gatehouse(data_dir, pipelines_dir, *args)
-        assert code == 0, (args, err)
+        assert (code, out) == (0, shown), (args, err)
+    assert await snapshot.tables(store) == before  # reads write nothing
 
 
 # -- audit, backup, reconcile ---------------------------------------------------------------
@@ -354,9 +370,11 @@ async def test_bad_arguments_say_what_is_valid(
         (("sweep", "--days", "0"), "at least 1"),
         (("audit", "check"), "choose from 'verify'"),
     ]
+    before = await snapshot.tables(store)
     for args, expected in cases:
         code, _, err = await gatehouse(data_dir, pipelines_dir, *args)
         assert code == 2 and expected in err, (args, err)
+    assert await snapshot.tables(store) == before
 
 
 async def test_check_reports_pipeline_errors_with_file_and_line(

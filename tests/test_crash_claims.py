@@ -20,6 +20,7 @@ from pydantic import SecretStr
 from pipelines import config, llm_drafter, providers
 from store import db, errors, items, ledger
 from store.ledger_machine import ClaimState
+from tests import snapshot
 from tests.fakes.llm_server import FakeLLM
 from tests.test_llm_drafter import MODEL, PRICE, write_pipeline
 
@@ -110,8 +111,10 @@ async def _check_recovery(store: db.Store, now: datetime) -> None:
     first = await ledger.reconcile(store, claim_id, 1234, "invoice line 7", "operator:7", later)
     again = await ledger.reconcile(store, claim_id, 1234, "invoice line 7", "operator:7", later)
     assert (first.replayed, again.replayed) == (False, True)
+    unchanged = await snapshot.tables(store)
     with pytest.raises(errors.Conflict):
         await ledger.reconcile(store, claim_id, 999, "another figure", "operator:7", later)
+    assert await snapshot.tables(store) == unchanged
     [budget] = (await ledger.report(store, later)).budgets
     assert (budget.spent_micros, budget.held_micros) == (1234, 0)
     assert (await ledger.get(store, claim_id)).state == ClaimState.SETTLED

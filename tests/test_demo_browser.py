@@ -14,6 +14,7 @@ from playwright import async_api
 
 from bot import demo
 from tests import test_demo
+from tests.fakes import real
 
 CHROMIUM = Path("/usr/bin/chromium")
 # No GPU, no sandbox (containers), and nothing that would reach out to the network.
@@ -30,13 +31,13 @@ CHROMIUM_ARGS = [
 #: Milliseconds Playwright waits for the page: generous, only a hung demo takes this long.
 PATIENCE_MS = 30_000
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        not CHROMIUM.exists(),
-        reason="needs Debian's chromium at /usr/bin/chromium: apt-get install -y chromium",
-    ),
-]
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(autouse=True)
+def chromium() -> None:
+    missing = "needs Debian's chromium at /usr/bin/chromium: apt-get install -y chromium"
+    real.require(None if CHROMIUM.exists() else missing)
 
 
 @pytest.fixture

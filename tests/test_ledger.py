@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import sqlite3
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -14,20 +13,11 @@ import pytest
 from store import budgets, db, errors, events, items, ledger, ledger_machine, prices, sql
 from store.ledger_machine import ClaimState
 from store.prices import Usage
+from tests import snapshot
 
 OP = events.operator(42)
 LEASE = timedelta(minutes=10)
 USAGE = Usage(800, 200)
-LEDGER_TABLES = ("budget_limits", "budgets", "claims", "claim_holds", "events", "outbox")
-
-
-async def dump(store: db.Store) -> dict[str, list[tuple[Any, ...]]]:
-    """Every row of every ledger table, the events and the outbox, in a stable order."""
-
-    def query(conn: sqlite3.Connection) -> dict[str, list[tuple[Any, ...]]]:
-        return {t: sorted(conn.execute(f"SELECT * FROM {t}").fetchall()) for t in LEDGER_TABLES}
-
-    return await store.read(query)
 
 
 async def budget_row(store: db.Store, scope: str, period: str, now: datetime) -> budgets.Budget:
@@ -93,10 +83,12 @@ async def test_the_database_refuses_an_undeclared_claim_state(
 ) -> None:
     await ledger.set_budget(store, "global", "day", 10_000, OP, now)
     work = await begin(store, now)
+    unchanged = await snapshot.tables(store)
     with pytest.raises(errors.ConstraintViolation):
         await store.write(
             lambda c: c.execute("UPDATE claims SET state = 'completed' WHERE id = ?", (work.id,))
         )
+    assert await snapshot.tables(store) == unchanged
 
 
 # --- prices -------------------------------------------------------------------------------
@@ -147,8 +139,10 @@ async def test_set_budget_is_an_event_with_its_actor(store: db.Store, now: datet
         (None, "limit:5000000", OP),
         ("limit:5000000", "limit:7000000", "cli"),
     ]
+    unchanged = await snapshot.tables(store)
     with pytest.raises(ValueError, match="unknown budget period 'week'; valid: day, month"):
         await ledger.set_budget(store, "news", "week", 1, OP, now)
+    assert await snapshot.tables(store) == unchanged
     with pytest.raises(ValueError, match="unknown actor"):
         await ledger.set_budget(store, "news", "day", 1, "mallory", now)
 
@@ -158,10 +152,10 @@ async def test_a_limit_below_what_is_spent_and_held_is_refused(
 ) -> None:
     await ledger.set_budget(store, "global", "day", 10_000, OP, now)
     await begin(store, now, worst=4_000)
-    before = await dump(store)
+    before = await snapshot.tables(store)
     with pytest.raises(errors.Conflict, match="must be at least 4000 micros"):
         await ledger.set_budget(store, "global", "day", 3_999, OP, now)
-    assert await dump(store) == before
+    assert await snapshot.tables(store) == before
     assert (await ledger.set_budget(store, "global", "day", 4_000, OP, now)).remaining_micros == 0
 
 
@@ -178,8 +172,10 @@ async def test_no_budget_anywhere_creates_work_without_the_provider(
         0,
         False,
     )
+    unchanged = await snapshot.tables(store)
     with pytest.raises(errors.IllegalTransition, match="deterministic drafter"):
         await ledger.start_provider(store, work.id, now)
+    assert await snapshot.tables(store) == unchanged
     assert await claim_events(store, work.id) == [(None, "unbudgeted")]
 
 
@@ -214,16 +210,18 @@ async def test_a_replay_returns_the_same_work_and_writes_nothing(
 ) -> None:
     await ledger.set_budget(store, "global", "day", 10_000, OP, now)
     work = await begin(store, now)
-    before = await dump(store)
+    before = await snapshot.tables(store)
     again = await begin(store, now + timedelta(seconds=5))
     assert (again.id, again.replayed, again.state) == (work.id, True, ClaimState.RESERVED)
-    assert await dump(store) == before
+    assert await snapshot.tables(store) == before
     await ledger.start_provider(store, work.id, now)
     await ledger.complete(store, work.id, USAGE, 700, "req-1", None, now)
     done = await begin(store, now)
     assert (done.id, done.state, done.replayed) == (work.id, ClaimState.SETTLED, True)
+    unchanged = await snapshot.tables(store)
     with pytest.raises(errors.IllegalTransition):  # a replay can never authorize a second call
         await ledger.start_provider(store, done.id, now)
+    assert await snapshot.tables(store) == unchanged
     elsewhere = await ledger.begin(
         store, "k1", "other.endpoint", {"prompt": "k1"}, 10, "news", None, now, LEASE
     )
@@ -237,12 +235,12 @@ async def test_key_reuse_for_another_request_is_a_conflict_that_changes_nothing(
     await ledger.set_budget(store, "news", "month", 10_000, OP, now)
     work = await begin(store, now)
     await ledger.start_provider(store, work.id, now)
-    before = await dump(store)
+    before = await snapshot.tables(store)
     with pytest.raises(errors.Conflict, match="used for a different request"):
         await begin(store, now, request={"prompt": "something else"})
     with pytest.raises(errors.Conflict):
         await begin(store, now, pipeline="digest", request={"prompt": "k1"})
-    assert await dump(store) == before
+    assert await snapshot.tables(store) == before
 
 
 async def test_not_enough_budget_names_the_scope_and_holds_nothing(
@@ -251,29 +249,33 @@ async def test_not_enough_budget_names_the_scope_and_holds_nothing(
     await ledger.set_budget(store, "global", "day", 10_000, OP, now)
     await ledger.set_budget(store, "news", "month", 1_500, OP, now)
     await begin(store, now, key="a", worst=1_000)
-    before = await dump(store)
+    before = await snapshot.tables(store)
     with pytest.raises(errors.BudgetExceeded, match=r"news/month .* has 500 micros left") as caught:
         await begin(store, now, key="b", worst=501)
     assert (caught.value.scope, caught.value.period) == ("news", "month")
-    assert await dump(store) == before
+    assert await snapshot.tables(store) == before
     assert (await begin(store, now, key="c", worst=500)).state == ClaimState.RESERVED
 
 
 async def test_bad_arguments_are_refused_before_anything_is_written(
     store: db.Store, now: datetime
 ) -> None:
-    before = await dump(store)
+    before = await snapshot.tables(store)
     with pytest.raises(ValueError, match="worst_case_micros must be a whole number"):
         await begin(store, now, worst=-1)
+    unchanged = await snapshot.tables(store)
     with pytest.raises(ValueError, match="not a pipeline name"):
         await begin(store, now, pipeline="global")
+    assert await snapshot.tables(store) == unchanged
     with pytest.raises(ValueError, match="plain JSON data"):
         await begin(store, now, request={"when": now})
+    unchanged = await snapshot.tables(store)
     with pytest.raises(ValueError, match="lease must be positive"):
         await begin(store, now, lease=timedelta(0))
+    assert await snapshot.tables(store) == unchanged
     with pytest.raises(errors.NotFound, match="no item 99"):
         await begin(store, now, item_id=99)
-    assert await dump(store) == before
+    assert await snapshot.tables(store) == before
 
 
 # --- start, complete, fail -----------------------------------------------------------------
@@ -282,14 +284,16 @@ async def test_bad_arguments_are_refused_before_anything_is_written(
 async def test_start_provider_is_the_one_gate(store: db.Store, now: datetime) -> None:
     await ledger.set_budget(store, "global", "day", 10_000, OP, now)
     work = await begin(store, now)
-    before = await dump(store)
+    before = await snapshot.tables(store)
     with pytest.raises(errors.LeaseExpired, match="lease expired"):
         await ledger.start_provider(store, work.id, now + LEASE)
-    assert await dump(store) == before
+    assert await snapshot.tables(store) == before
     started = await ledger.start_provider(store, work.id, now + LEASE - timedelta(milliseconds=1))
     assert started.state == ClaimState.STARTED
+    unchanged = await snapshot.tables(store)
     with pytest.raises(errors.IllegalTransition, match="only authorizes a reserved claim, once"):
         await ledger.start_provider(store, work.id, now)
+    assert await snapshot.tables(store) == unchanged
     with pytest.raises(errors.NotFound):
         await ledger.start_provider(store, 999, now)
 
@@ -298,8 +302,10 @@ async def test_complete_settles_exactly_once(store: db.Store, now: datetime) -> 
     await ledger.set_budget(store, "global", "day", 10_000, OP, now)
     await ledger.set_budget(store, "news", "month", 10_000, OP, now)
     work = await begin(store, now, worst=1_000)
+    unchanged = await snapshot.tables(store)
     with pytest.raises(errors.IllegalTransition, match="start_provider was never called"):
         await ledger.complete(store, work.id, USAGE, 700, "req-1", None, now)
+    assert await snapshot.tables(store) == unchanged
     await ledger.start_provider(store, work.id, now)
     result = await ledger.complete(store, work.id, USAGE, 700, "req-1", None, now)
     assert (result.claim.state, result.claim.actual_micros, result.replayed) == (
@@ -311,16 +317,17 @@ async def test_complete_settles_exactly_once(store: db.Store, now: datetime) -> 
     for scope, period in (("global", "day"), ("news", "month")):
         row = await budget_row(store, scope, period, now)
         assert (row.spent_micros, row.held_micros, row.remaining_micros) == (700, 0, 9_300)
-    settled = await dump(store)
+    settled = await snapshot.tables(store)
     again = await ledger.complete(
         store, work.id, USAGE, 700, "req-1", None, now + timedelta(minutes=1)
     )
-    assert again.replayed and await dump(store) == settled
+    assert again.replayed and await snapshot.tables(store) == settled
     with pytest.raises(errors.Conflict, match="already settled at 700"):
         await ledger.complete(store, work.id, USAGE, 701, "req-1", None, now)
+    unchanged = await snapshot.tables(store)
     with pytest.raises(errors.Conflict, match="cannot fail"):
         await ledger.fail(store, work.id, "late error", now)
-    assert await dump(store) == settled
+    assert await snapshot.tables(store) == settled
     assert await claim_events(store, work.id) == [
         (None, "reserved"),
         ("reserved", "started"),
@@ -355,10 +362,10 @@ async def test_fail_before_start_releases_and_after_start_keeps_the_hold(
     assert (await ledger.fail(store, late.id, "timeout", now)).state == ClaimState.UNCERTAIN
     row = await budget_row(store, "global", "day", now)
     assert (row.spent_micros, row.held_micros) == (0, 2_000)
-    repeat = await dump(store)
+    repeat = await snapshot.tables(store)
     await ledger.fail(store, early.id, "again", now)
     await ledger.fail(store, late.id, "again", now)
-    assert await dump(store) == repeat
+    assert await snapshot.tables(store) == repeat
     with pytest.raises(errors.IllegalTransition, match="reconcile"):
         await ledger.complete(store, late.id, USAGE, 10, "req", None, now)
 
@@ -369,6 +376,7 @@ async def test_a_changed_item_makes_the_claim_uncertain(store: db.Store, now: da
     assert item is not None
     work = await begin(store, now, item_id=item.id)
     await ledger.start_provider(store, work.id, now)
+    # Refused, but not a no-op: the move to uncertain commits, holding the money.
     with pytest.raises(errors.Conflict, match="not the one the claim began with"):
         await ledger.complete(store, work.id, USAGE, 500, "req-1", "another-hash", now)
     claim = await ledger.get(store, work.id)
@@ -386,6 +394,7 @@ async def test_a_changed_item_makes_the_claim_uncertain(store: db.Store, now: da
     )
     with pytest.raises(errors.Conflict, match="now stored"):
         await ledger.complete(store, other.id, USAGE, 500, "req-2", item.content_hash, now)
+    assert (await ledger.get(store, other.id)).state == ClaimState.UNCERTAIN
 
 
 # --- recover and reconcile -----------------------------------------------------------------
@@ -419,12 +428,16 @@ async def test_reconcile_needs_evidence_and_an_uncertain_claim(
 ) -> None:
     await ledger.set_budget(store, "global", "day", 10_000, OP, now)
     work = await begin(store, now, worst=1_000)
+    unchanged = await snapshot.tables(store)
     with pytest.raises(errors.IllegalTransition, match="only an uncertain claim"):
         await ledger.reconcile(store, work.id, 0, "dashboard", OP, now)
+    assert await snapshot.tables(store) == unchanged
     await ledger.start_provider(store, work.id, now)
     await ledger.fail(store, work.id, "connection reset", now)
+    unchanged = await snapshot.tables(store)
     with pytest.raises(ValueError, match="evidence must be a non-empty text"):
         await ledger.reconcile(store, work.id, 0, " ", OP, now)
+    assert await snapshot.tables(store) == unchanged
     result = await ledger.reconcile(
         store, work.id, 900, "provider dashboard: req-9 cost $0.0009", OP, now
     )
@@ -432,8 +445,10 @@ async def test_reconcile_needs_evidence_and_an_uncertain_claim(
     row = await budget_row(store, "global", "day", now)
     assert (row.spent_micros, row.held_micros) == (900, 0)
     assert (await ledger.reconcile(store, work.id, 900, "again", OP, now)).replayed
+    unchanged = await snapshot.tables(store)
     with pytest.raises(errors.Conflict, match="already settled at 900"):
         await ledger.reconcile(store, work.id, 901, "other figure", OP, now)
+    assert await snapshot.tables(store) == unchanged
     last = (await events.for_entity(store, "claim", work.id))[-1]
     assert (last.from_state, last.to_state, last.actor) == ("uncertain", "settled", OP)
     assert (await events.verify_chain(store)).ok

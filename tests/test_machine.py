@@ -12,6 +12,7 @@ import pytest
 
 from store import db, decisions, drafts, errors, events, items, machine, migrate, outbox, sla
 from store.machine import State
+from tests import snapshot
 
 S = State
 
@@ -49,10 +50,12 @@ def test_check_constraint_in_sql_matches_the_declaration() -> None:
 
 async def test_the_live_schema_rejects_an_undeclared_state(store: db.Store, now: datetime) -> None:
     item = await _item(store, now)
+    unchanged = await snapshot.tables(store)
     with pytest.raises(errors.ConstraintViolation):
         await store.write(
             lambda c: c.execute("UPDATE items SET state = 'limbo' WHERE id = ?", (item.id,))
         )
+    assert await snapshot.tables(store) == unchanged
 
 
 async def test_a_transition_writes_exactly_one_event(store: db.Store, now: datetime) -> None:
@@ -71,46 +74,50 @@ async def test_an_illegal_transition_raises_and_writes_nothing(
     store: db.Store, now: datetime
 ) -> None:
     item = await _item(store, now)
-    before = await _event_count(store)
+    unchanged = await snapshot.tables(store)
     with pytest.raises(errors.IllegalTransition, match="from new: drafting, failed"):
         await items.transition(store, item.id, S.DISPATCHED, "system", now)
-    assert await _event_count(store) == before
+    assert await snapshot.tables(store) == unchanged
     assert (await items.get(store, item.id)).state == S.NEW
 
 
 async def test_reasserting_the_same_work_is_a_no_op(store: db.Store, now: datetime) -> None:
     item = await _awaiting(store, now)
-    before = await _event_count(store)
+    before = await snapshot.tables(store)
     again = await items.transition(
         store, item.id, S.AWAITING_APPROVAL, "system", now, expect_version=1
     )
     assert again.state == S.AWAITING_APPROVAL
-    assert await _event_count(store) == before
+    assert await snapshot.tables(store) == before
 
 
 async def test_reasserting_with_different_work_is_a_conflict(
     store: db.Store, now: datetime
 ) -> None:
     item = await _awaiting(store, now)
-    with pytest.raises(errors.Conflict):
+    before = await snapshot.tables(store)
+    with pytest.raises(errors.Conflict, match="already awaiting_approval with version 1"):
         await items.transition(store, item.id, S.AWAITING_APPROVAL, "system", now, expect_version=2)
+    assert await snapshot.tables(store) == before
 
 
 async def test_terminal_states_accept_repeats_silently(store: db.Store, now: datetime) -> None:
     item = await _item(store, now)
     await items.transition(store, item.id, S.FAILED, "system", now, reason="boom")
-    before = await _event_count(store)
+    before = await snapshot.tables(store)
     repeat = await items.transition(
         store, item.id, S.FAILED, "system", now, reason="again", expect_attempt=7
     )
     assert repeat.state == S.FAILED and repeat.reason == "boom"
-    assert await _event_count(store) == before
+    assert await snapshot.tables(store) == before
 
 
 async def test_a_stale_version_moves_nothing(store: db.Store, now: datetime) -> None:
     item = await _awaiting(store, now)
-    with pytest.raises(errors.Conflict):
+    before = await snapshot.tables(store)
+    with pytest.raises(errors.Conflict, match="is at version 1 attempt 1; this request is for ver"):
         await items.transition(store, item.id, S.APPROVED, "operator:1", now, expect_version=0)
+    assert await snapshot.tables(store) == before
 
 
 async def test_the_floor_stops_an_automatic_loop_but_not_operators(
@@ -120,8 +127,10 @@ async def test_the_floor_stops_an_automatic_loop_but_not_operators(
     await items.transition(store, item.id, S.DRAFTING, "system", now)
     await items.transition(store, item.id, S.FAILED, "system", now)
     await items.replay(store, item.id, "operator:5", now, "try again")
+    unchanged = await snapshot.tables(store)
     with pytest.raises(items.Throttled):
         await items.transition(store, item.id, S.DRAFTING, "system", now + timedelta(seconds=2))
+    assert await snapshot.tables(store) == unchanged
     assert (await items.get(store, item.id)).state == S.NEW
     later = await items.transition(store, item.id, S.DRAFTING, "system", now + timedelta(seconds=5))
     assert later.state == S.DRAFTING and later.attempt == 2
@@ -132,8 +141,10 @@ async def test_the_floor_stops_an_automatic_loop_but_not_operators(
 
 async def test_replay_only_from_dropped_or_forced(store: db.Store, now: datetime) -> None:
     item = await _awaiting(store, now)
+    unchanged = await snapshot.tables(store)
     with pytest.raises(errors.IllegalTransition, match="not dropped"):
         await items.replay(store, item.id, "cli", now, "why not")
+    assert await snapshot.tables(store) == unchanged
     await decisions.decide(store, item.id, 1, 1, 42, "reject", now)
     replayed = await items.replay(store, item.id, "operator:42", now, "second look")
     assert (replayed.state, replayed.attempt) == (S.NEW, 2)
@@ -151,8 +162,10 @@ async def test_replay_of_dispatched_needs_force(store: db.Store, now: datetime) 
     await decisions.decide(store, item.id, 1, 1, 42, "approve", now)
     for state in (S.DISPATCHING, S.DISPATCHED):
         await items.transition(store, item.id, state, "system", now)
+    unchanged = await snapshot.tables(store)
     with pytest.raises(errors.IllegalTransition, match="add force"):
         await items.replay(store, item.id, "cli", now, "resend")
+    assert await snapshot.tables(store) == unchanged
     assert (await items.replay(store, item.id, "cli", now, "resend", force=True)).attempt == 2
 
 
@@ -196,8 +209,10 @@ async def test_an_edit_makes_older_cards_stale(store: db.Store, now: datetime) -
     item = await _awaiting(store, now)
     draft = await drafts.edit(store, item.id, 1, "better words", 7, now)
     assert (draft.version, draft.provenance) == (2, {"operator": 7, "edit_of": 1})
+    unchanged = await snapshot.tables(store)
     with pytest.raises(errors.Conflict, match="shows version 1"):
         await decisions.decide(store, item.id, 1, 1, 7, "approve", now)
+    assert await snapshot.tables(store) == unchanged
     decided = await decisions.decide(store, item.id, 1, 2, 7, "approve", now)
     assert decided.outcome == "approved"
     history = await items.history(store, item.id)
@@ -215,9 +230,9 @@ async def test_sla_sweep_warns_once_then_breaches_once(store: db.Store, now: dat
     breached = await items.get(store, item.id)
     assert breached.state == S.BREACH
     assert breached.reason == "stuck in drafting since 2026-11-30 12:00 UTC"
-    events_before = await _event_count(store)
+    unchanged = await snapshot.tables(store)
     assert await sla.sweep(store, now + timedelta(minutes=30)) == sla.SweepReport((), ())
-    assert await _event_count(store) == events_before
+    assert await snapshot.tables(store) == unchanged
     alerts = await outbox.due(store, now + timedelta(hours=1), ["alert"])
     assert [a.payload["level"] for a in alerts] == ["warning", "error"]
     assert "stuck in drafting" in alerts[1].payload["text"]
@@ -257,10 +272,13 @@ async def test_sweep_warning_not_starved_by_an_earlier_deadline(
 
 async def test_events_are_append_only(store: db.Store, now: datetime) -> None:
     await _item(store, now)
+    unchanged = await snapshot.tables(store)
     with pytest.raises(errors.StoreError, match="append-only"):
         await store.write(lambda c: c.execute("UPDATE events SET reason = 'x'"))
+    assert await snapshot.tables(store) == unchanged
     with pytest.raises(errors.StoreError, match="append-only"):
         await store.write(lambda c: c.execute("DELETE FROM events"))
+    assert await snapshot.tables(store) == unchanged
 
 
 async def test_verify_chain_names_the_edited_row(
@@ -297,8 +315,10 @@ async def test_verify_chain_finds_a_deleted_row(
 
 async def test_bad_actor_is_refused(store: db.Store, now: datetime) -> None:
     item = await _item(store, now)
+    unchanged = await snapshot.tables(store)
     with pytest.raises(ValueError, match="unknown actor"):
         await items.transition(store, item.id, S.DRAFTING, "operator:bob", now)
+    assert await snapshot.tables(store) == unchanged
     assert (await items.get(store, item.id)).state == S.NEW
 
 
@@ -312,8 +332,10 @@ async def test_rows_that_belong_with_a_transition_commit_with_it(
         outbox.enqueue_sync(conn, "alert", outbox.ALERTS, {"text": "x"}, now, item_id=item.id)
         raise RuntimeError("crash before commit")
 
+    unchanged = await snapshot.tables(store)
     with pytest.raises(RuntimeError):
         await store.write(unit)
+    assert await snapshot.tables(store) == unchanged
     assert (await items.get(store, item.id)).state == S.NEW
     assert await outbox.for_item(store, item.id, "alert") == []
     assert len(await items.history(store, item.id)) == 1

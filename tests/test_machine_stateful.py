@@ -8,7 +8,6 @@ events link from/to into exactly its history; the hash chain verifies.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import shutil
 import sqlite3
@@ -23,6 +22,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from store import db, decisions, drafts, errors, events, items, machine, sla
 from store.machine import State
+from tests import snapshot
 
 ACTORS = st.sampled_from(["system", "scheduler", "sweep", "cli", "operator:1", "operator:2"])
 
@@ -54,6 +54,9 @@ class ItemMachine(RuleBasedStateMachine):
             return {row[0]: (row[1], row[2], row[3]) for row in rows}
 
         return dict(self.run(self.store.read(query)))
+
+    def _tables(self) -> snapshot.Tables:
+        return dict(self.run(snapshot.tables(self.store)))
 
     def _account(self, edits: int = 0) -> None:
         """Count the state changes the last step made, against the previous snapshot."""
@@ -93,6 +96,7 @@ class ItemMachine(RuleBasedStateMachine):
         # Mostly moves the table allows, sometimes any state (which must raise and write nothing).
         allowed = sorted(machine.TRANSITIONS[State(current[0])])
         to = data.draw(st.sampled_from(allowed * 3 + list(State)))
+        before = self._tables()
         try:
             if to == State.AWAITING_APPROVAL and current[0] == State.DRAFTING:
 
@@ -105,8 +109,15 @@ class ItemMachine(RuleBasedStateMachine):
                 self.run(self.store.write(unit))
             else:
                 self.run(items.transition(self.store, item_id, to, actor, self.now))
-        except (errors.IllegalTransition, items.Throttled):
-            pass
+        except errors.IllegalTransition:
+            # Refused only when the table forbids the move, and then nothing was written.
+            assert to != current[0] and to not in machine.TRANSITIONS[State(current[0])]
+            assert self._tables() == before
+        except items.Throttled:
+            assert actor in events.AUTOMATIC_ACTORS and to != current[0]
+            assert self._tables() == before
+        else:
+            assert to == current[0] or to in machine.TRANSITIONS[State(current[0])]
         self._account()
 
     @precondition(lambda self: self.ids)
@@ -114,8 +125,18 @@ class ItemMachine(RuleBasedStateMachine):
     def replay(self, data: st.DataObject, force: bool, actor: str) -> None:
         ended = [i for i in self.ids if State(self.seen[i][0]) in machine.TERMINAL]
         item_id = data.draw(st.sampled_from(ended or self.ids))
-        with contextlib.suppress(errors.IllegalTransition, items.Throttled):
+        state = State(self.seen[item_id][0])
+        replayable = state in machine.DROPPED or (force and state == State.DISPATCHED)
+        before = self._tables()
+        try:
             self.run(items.replay(self.store, item_id, actor, self.now, "replay", force=force))
+        except errors.IllegalTransition:
+            assert not replayable and self._tables() == before
+        except items.Throttled:
+            assert replayable and actor in events.AUTOMATIC_ACTORS
+            assert self._tables() == before
+        else:
+            assert replayable
         self._account()
 
     @rule(minutes=st.integers(0, 60 * 30))
@@ -166,11 +187,13 @@ class ItemMachine(RuleBasedStateMachine):
         item_id = data.draw(st.sampled_from(self.ids))
         state, _, version = self.seen[item_id]
         edits = 0
+        before = self._tables()
         try:
             self.run(drafts.edit(self.store, item_id, version, "edited", 3, self.now))
             edits = 1
         except (errors.IllegalTransition, errors.Conflict):
             assert state != State.AWAITING_APPROVAL
+            assert self._tables() == before
         self._account(edits)
 
     @rule()

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from datetime import datetime, timedelta
 from pathlib import Path
 
+import pytest
+
 from pipelines import runtime
-from store import datadir, db, items, ledger, outbox, runs
+from store import datadir, db, errors, items, ledger, outbox, runs
 from store.machine import State
 from tests.fakes.feed_server import FeedServer
 from tests.fakes.feeds import rss
@@ -80,3 +83,59 @@ async def test_runtime_makes_a_crashed_calls_claim_uncertain_and_says_so(
         assert any(f"claim {work.id} (news) is uncertain" in a.payload["text"] for a in alerts)
     finally:
         await rt.stop()
+
+
+async def test_a_failed_start_releases_the_store(tmp_path: Path, now: datetime) -> None:
+    """Startup recovery meets a broken store: start raises, and the writer lock is free again."""
+    config = db.StoreConfig(data_dir=tmp_path / "data")
+    (tmp_path / "pipelines").mkdir()
+    store = await db.Store.open(config)
+    await store.close()
+    raw = sqlite3.connect(tmp_path / "data" / "gatehouse.db", isolation_level=None)
+    raw.execute("ALTER TABLE pipeline_runs RENAME TO pipeline_runs_moved")
+    raw.close()
+    cfg = runtime.RuntimeConfig(store=config, pipelines_dir=tmp_path / "pipelines")
+    with pytest.raises(errors.StoreError, match="no such table: pipeline_runs"):
+        await runtime.Runtime.start(cfg)
+    assert datadir.is_locked(tmp_path / "data") is None
+    raw = sqlite3.connect(tmp_path / "data" / "gatehouse.db", isolation_level=None)
+    raw.execute("ALTER TABLE pipeline_runs_moved RENAME TO pipeline_runs")
+    raw.close()
+    started = await runtime.Runtime.start(cfg)  # the next start finds the store free
+    await started.stop()
+
+
+async def test_a_crashing_worker_and_a_failing_sweep_are_logged_and_the_rest_runs_on(
+    tmp_path: Path, now: datetime, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(runtime, "SWEEP_EVERY_S", 0.02)
+    (tmp_path / "pipelines").mkdir()
+    survived: list[str] = []
+
+    async def crashing(rt: runtime.Runtime, stopping: asyncio.Event) -> None:
+        raise RuntimeError("worker broke")
+
+    async def steady(rt: runtime.Runtime, stopping: asyncio.Event) -> None:
+        await stopping.wait()
+        survived.append("steady")
+
+    cfg = runtime.RuntimeConfig(
+        store=db.StoreConfig(data_dir=tmp_path / "data"),
+        pipelines_dir=tmp_path / "pipelines",
+        clock=lambda: now,
+        workers=(crashing, steady),
+    )
+    rt = await runtime.Runtime.start(cfg)
+    try:
+        # Claims vanish behind the program's back: claim recovery fails on every pass.
+        await rt.store.write(lambda c: c.execute("ALTER TABLE claims RENAME TO claims_moved"))
+        for _ in range(200):
+            if "claim recovery failed" in caplog.messages:
+                break
+            await asyncio.sleep(0.02)
+        await rt.store.write(lambda c: c.execute("ALTER TABLE claims_moved RENAME TO claims"))
+    finally:
+        await rt.stop()
+    assert "background task crashing crashed" in caplog.messages
+    assert "claim recovery failed" in caplog.messages
+    assert survived == ["steady"]

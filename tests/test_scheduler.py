@@ -13,6 +13,7 @@ import pytest
 
 from pipelines import config, engine, scheduler
 from store import db, errors, events, runs
+from tests import snapshot
 from tests.fakes.feed_server import FeedServer
 from tests.fakes.feeds import rss
 
@@ -152,5 +153,7 @@ async def test_unknown_pipeline_names_the_known_ones(
     store: db.Store, feeds: FeedServer, client: httpx.AsyncClient, tmp_path: Path, now: datetime
 ) -> None:
     sched = make(store, load(tmp_path, feeds), client)
+    unchanged = await snapshot.tables(store)
     with pytest.raises(errors.NotFound, match="known: news"):
         await sched.trigger("newz", now)
+    assert await snapshot.tables(store) == unchanged

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from store import clock, db, errors, runs, seen, startup
+from tests import snapshot
 
 
 async def test_filter_unseen_keeps_order_beyond_the_variable_limit(
@@ -77,8 +78,10 @@ async def test_sweep_deletes_only_old_rows(
 async def test_out_of_range_timestamps_are_rejected_and_nothing_is_written(
     store: db.Store, bad: datetime
 ) -> None:
+    unchanged = await snapshot.tables(store)
     with pytest.raises(errors.TimestampOutOfRange):
         await seen.mark_seen(store, "p", "s", ["x"], bad)
+    assert await snapshot.tables(store) == unchanged
     with pytest.raises(errors.TimestampOutOfRange):
         await runs.start_run(store, "p", "schedule", bad)
 
@@ -105,8 +108,10 @@ async def test_bad_time_midway_rolls_back_the_whole_unit(store: db.Store, now: d
             datetime(10000 - 1, 12, 31, 23, tzinfo=timezone(timedelta(hours=-2))),
         )
 
+    unchanged = await snapshot.tables(store)
     with pytest.raises(errors.TimestampOutOfRange):
         await store.write(unit)
+    assert await snapshot.tables(store) == unchanged
     assert await seen.filter_unseen(store, "p", "s", ["a", "b"]) == ["a", "b"]
     assert (await runs.get(store, run_id)).status == "running"
 
@@ -138,8 +143,10 @@ async def test_runs_newest_first_with_counts(store: db.Store, now: datetime) -> 
 async def test_finishing_twice_is_a_conflict(store: db.Store, now: datetime) -> None:
     run_id = await runs.start_run(store, "news", "schedule", now)
     await runs.finish_run(store, run_id, "ok", runs.Counts(), None, now)
+    unchanged = await snapshot.tables(store)
     with pytest.raises(errors.Conflict):
         await runs.finish_run(store, run_id, "error", runs.Counts(), "late", now)
+    assert await snapshot.tables(store) == unchanged
 
 
 async def test_investigation_window(store: db.Store, now: datetime) -> None:
@@ -183,5 +190,7 @@ async def test_runs_left_running_by_a_crash_become_interrupted(
 
 
 async def test_unknown_trigger_is_refused(store: db.Store, now: datetime) -> None:
+    unchanged = await snapshot.tables(store)
     with pytest.raises(ValueError, match="valid: schedule, manual, replay"):
         await runs.start_run(store, "news", "cron", now)  # type: ignore[arg-type]
+    assert await snapshot.tables(store) == unchanged

@@ -13,7 +13,7 @@ import pydantic
 import pytest
 
 from pipelines.sources import base, imap
-from tests.fakes import dovecot
+from tests.fakes import dovecot, real
 
 PLAIN = (
     b"From: Ada <ada@example.org>\r\n"
@@ -47,8 +47,7 @@ NO_ID = b"From: c@example.org\r\nSubject: no id\r\n\r\nbody\r\n"
 
 @pytest.fixture
 def server() -> Iterator[dovecot.Dovecot]:
-    if reason := dovecot.skip_reason():
-        pytest.skip(reason)
+    real.require(dovecot.skip_reason())
     with dovecot.running() as running:
         yield running
 

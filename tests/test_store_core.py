@@ -230,3 +230,89 @@ async def test_closed_store_refuses_work(data_dir: Path) -> None:
     await opened.close()
     with pytest.raises(errors.Closed):
         await opened.write(lambda conn: None)
+
+
+def _inserting(value: int) -> Callable[[sqlite3.Connection], None]:
+    def unit(conn: sqlite3.Connection) -> None:
+        conn.execute("INSERT INTO t VALUES (?)", (value,))
+
+    return unit
+
+
+async def _values(store: db.Store) -> list[int]:
+    return await store.read(lambda c: [r[0] for r in c.execute("SELECT x FROM t ORDER BY x")])
+
+
+async def test_a_failed_group_commit_fails_every_caller_in_it_and_writes_nothing(
+    store: db.Store,
+) -> None:
+    """Disk full inside a shared transaction: SQLite drops all of it, so every unit fails."""
+    await store.write(lambda conn: conn.execute("CREATE TABLE t (x)"))
+    pages = await store.write(lambda conn: conn.execute("PRAGMA page_count").fetchone()[0])
+
+    def fill(conn: sqlite3.Connection) -> None:
+        conn.execute(f"PRAGMA max_page_count={pages + 2}")
+        conn.execute("INSERT INTO t VALUES (zeroblob(1000000))")
+
+    results = await asyncio.gather(
+        store.write(_inserting(1)), store.write(fill), store.write(_inserting(2)),
+        return_exceptions=True,
+    )  # fmt: skip
+    assert [type(r) for r in results] == [errors.StorageFull] * 3
+    assert results[0] is results[1] is results[2]  # one failure, told to every caller
+    await store.write(lambda conn: conn.execute("PRAGMA max_page_count=1073741823"))
+    assert await _values(store) == []
+    await store.write(_inserting(3))  # the writer carries on
+    assert await _values(store) == [3]
+
+
+Unit = Callable[[sqlite3.Connection], None]
+
+
+def _blocking(value: int, started: threading.Event, release: threading.Event) -> Unit:
+    def unit(conn: sqlite3.Connection) -> None:
+        conn.execute("INSERT INTO t VALUES (?)", (value,))
+        started.set()
+        assert release.wait(10), "the test never released the unit"
+
+    return unit
+
+
+async def _until(flag: threading.Event) -> None:
+    for _ in range(500):
+        if flag.is_set():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the unit never started")
+
+
+async def test_a_caller_cancelled_while_its_unit_runs_still_gets_it_committed(
+    store: db.Store,
+) -> None:
+    """The unit is already inside the transaction: it commits, and nobody is told."""
+    await store.write(lambda conn: conn.execute("CREATE TABLE t (x)"))
+    started, release = threading.Event(), threading.Event()
+    caller = asyncio.create_task(store.write(_blocking(1, started, release)))
+    await _until(started)
+    caller.cancel()
+    release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await caller
+    await store.write(_inserting(2))  # queued behind the cancelled one's commit
+    assert await _values(store) == [1, 2]
+
+
+async def test_a_caller_cancelled_while_queued_never_runs(store: db.Store) -> None:
+    await store.write(lambda conn: conn.execute("CREATE TABLE t (x)"))
+    started, release = threading.Event(), threading.Event()
+    first = asyncio.create_task(store.write(_blocking(1, started, release)))
+    await _until(started)
+    queued = asyncio.create_task(store.write(_inserting(2)))
+    await asyncio.sleep(0.05)  # it is in the writer's queue, behind the running unit
+    queued.cancel()
+    release.set()
+    await first
+    with pytest.raises(asyncio.CancelledError):
+        await queued
+    await store.write(_inserting(3))
+    assert await _values(store) == [1, 3]

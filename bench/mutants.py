@@ -1,0 +1,251 @@
+"""Mutation testing of the invariant modules: does each one-line break fail a test?
+
+    python -m bench mutants                      # every group below, then the SQL step
+    python -m bench mutants --only chain ledger  # some groups
+    python -m bench mutants --show               # also print the diff of each survivor
+    python -m bench mutants --work /tmp/mutants  # keep the copies: a second run is incremental
+
+The tool is mutmut 3, chosen over cosmic-ray 8.7 after running both here on
+bot/callbacks.py (Python 3.11, three top-level packages, pytest-asyncio). mutmut
+copies the sources into a `mutants/` folder, switches mutants at run time, forks each
+one from a process that has already imported everything, and runs only the tests that
+executed the mutated function: 82 mutants in 12 s. cosmic-ray starts a new pytest per
+mutant: 9 of its 50 in 90 s on the same (loaded) machine; and it rewrites the module in
+place, so a run stopped by a timeout left a mutant behind in the source file.
+Neither mutates SQL, so the SQL step below applies a short list of hand-written
+mutations to the settle query and runs the ledger tests against each.
+
+Each group runs in its own scratch copy of the project (never in the working tree),
+restricted to the test files named with it. Survivors that cannot be killed because
+they change nothing observable are listed with the reason in
+bench/mutants_equivalent.txt; the summary counts them apart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+EQUIVALENT = Path(__file__).with_name("mutants_equivalent.txt")
+MUTMUT = Path(sys.executable).with_name("mutmut")
+COPIED = ("bot", "store", "pipelines", "tests")
+
+
+@dataclass(frozen=True)
+class Group:
+    modules: tuple[str, ...]
+    #: The only test files run against these mutants: the ones written for these invariants.
+    tests: tuple[str, ...]
+
+
+GROUPS = {
+    "bot": Group(("bot/callbacks.py", "bot/auth.py"), ("tests/test_bot_units.py",)),
+    "chain": Group(("store/events.py",), ("tests/test_invariants.py", "tests/test_machine.py")),
+    "items": Group(
+        ("store/items.py", "store/decisions.py", "store/drafts.py"),
+        ("tests/test_invariants.py", "tests/test_item_contracts.py", "tests/test_machine.py"),
+    ),
+    "ledger": Group(
+        ("store/ledger_settle.py",),
+        ("tests/test_invariants.py", "tests/test_ledger_settle.py", "tests/test_ledger.py"),
+    ),
+}
+
+#: The settle query's guards and assignments, each broken in turn (mutmut leaves SQL alone).
+SQL_FILE = "store/sql/ledger_settle.sql"
+SQL_TESTS = ("tests/test_invariants.py", "tests/test_ledger_settle.py", "tests/test_ledger.py")
+SQL_MUTANTS = {
+    "sql.settle.no_state_guard": (" AND state = :from_state", ""),
+    "sql.settle.no_id_guard": ("WHERE id = :id AND ", "WHERE "),
+    "sql.settle.state_not_settled": ("SET state = 'settled'", "SET state = 'started'"),
+    "sql.settle.no_actual": ("actual_micros = :actual_micros", "actual_micros = NULL"),
+    "sql.settle.no_evidence": ("evidence = :evidence", "evidence = NULL"),
+    "sql.settle.no_usage": ("usage = :usage", "usage = NULL"),
+    "sql.settle.reason_kept": ("coalesce(:reason, reason)", "reason"),
+    "sql.settle.no_ended_at": ("ended_at = :now", "ended_at = NULL"),
+}
+
+KILLED = {"killed", "timeout", "segfault", "caught by type check"}
+SURVIVED = {"survived", "no tests", "suspicious"}
+
+
+def equivalents() -> dict[str, str]:
+    """Mutant name -> why it cannot be told apart from the original."""
+    found = {}
+    for line in EQUIVALENT.read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            name, _, why = line.partition(" ")
+            found[name] = why.strip()
+    return found
+
+
+def _scratch(into: Path) -> Path:
+    into.mkdir(parents=True, exist_ok=True)
+    for name in COPIED:
+        source = ROOT / name
+        if source.is_dir():
+            shutil.copytree(
+                source, into / name, ignore=shutil.ignore_patterns("__pycache__", ".hypothesis")
+            )
+        else:
+            shutil.copy2(source, into / name)
+    (into / "pyproject.toml").write_text(_pytest_settings())
+    return into
+
+
+def _pytest_settings() -> str:
+    """pytest's section of the real pyproject.toml, alone.
+
+    mutmut starts over when pyproject.toml changes at all; keeping the rest of the real
+    one out (dependencies, lint and coverage settings) keeps a kept --work incremental.
+    """
+    real = (ROOT / "pyproject.toml").read_text()
+    start = real.index("[tool.pytest.ini_options]")
+    end = real.find("\n[", start)
+    return real[start:] if end < 0 else real[start : end + 1]
+
+
+def _configure(project: Path, group: Group) -> None:
+    settings = {
+        "source_paths": ["store", "bot", "pipelines"],
+        "only_mutate": list(group.modules),
+        "pytest_add_cli_args_test_selection": list(group.tests),
+        "pytest_add_cli_args": ["-p", "no:cacheprovider", "-q"],
+    }
+    lines = ["", "[tool.mutmut]"] + [f"{k} = {json.dumps(v)}" for k, v in settings.items()]
+    with (project / "pyproject.toml").open("a") as config:
+        config.write("\n".join(lines) + "\n")
+
+
+def _mutmut(project: Path, *args: str) -> None:
+    with (project / "mutmut.log").open("ab") as out:
+        code = subprocess.call([str(MUTMUT), *args], cwd=project, stdout=out, stderr=out)
+    if code != 0:
+        raise SystemExit(f"mutmut {args[0]} failed in {project} (exit {code}); see mutmut.log")
+
+
+def _outcomes(project: Path) -> dict[str, str]:
+    listed = subprocess.run(
+        [str(MUTMUT), "results", "--all", "true"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return dict(re.findall(r"^\s*(\S+): (.+)$", listed, flags=re.MULTILINE))
+
+
+def run_group(name: str, group: Group, work: Path, children: int, show: bool) -> dict[str, str]:
+    """Mutate the group's modules and run its tests against each mutant.
+
+    A kept work folder (--work) makes a second run incremental: mutmut re-tests the
+    functions whose source changed, and the survivors are tried again against the
+    current tests (new tests can only kill more).
+    """
+    project = work / name
+    again = (project / "mutants").is_dir()
+    if again:
+        for sub in ("tests", "bot", "store", "pipelines"):
+            shutil.rmtree(project / sub)
+    else:
+        project.mkdir(parents=True)
+    _scratch(project)
+    _configure(project, group)
+    _mutmut(project, "run", "--max-children", str(children))
+    survivors = [m for m, status in _outcomes(project).items() if status in SURVIVED]
+    if again and survivors:
+        _mutmut(project, "run", "--max-children", str(children), *survivors)
+    outcomes = _outcomes(project)
+    if show:
+        for mutant, status in sorted(outcomes.items()):
+            if status in SURVIVED:
+                print(subprocess.run(
+                    [str(MUTMUT), "show", mutant], cwd=project, capture_output=True, text=True
+                ).stdout)  # fmt: skip
+    return outcomes
+
+
+def run_sql(work: Path) -> dict[str, str]:
+    shutil.rmtree(work / "sql", ignore_errors=True)
+    project = _scratch(work / "sql")
+    query = project / SQL_FILE
+    original = query.read_text()
+    outcomes = {}
+    for name, (old, new) in SQL_MUTANTS.items():
+        if original.count(old) != 1:
+            raise SystemExit(f"{name}: {old!r} is no longer in {SQL_FILE}; update SQL_MUTANTS")
+        query.write_text(original.replace(old, new))
+        code = subprocess.call(
+            [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *SQL_TESTS],
+            cwd=project,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        outcomes[name] = "killed" if code == 1 else "survived" if code == 0 else f"error {code}"
+    query.write_text(original)
+    return outcomes
+
+
+def summarise(outcomes: dict[str, str]) -> dict[str, object]:
+    explained = equivalents()
+    killed = sum(status in KILLED for status in outcomes.values())
+    survivors = sorted(m for m, status in outcomes.items() if status in SURVIVED)
+    unknown = sorted(m for m, status in outcomes.items() if status not in KILLED | SURVIVED)
+    for mutant in survivors:
+        why = explained.get(mutant)
+        print(f"  survived {mutant}: {why or 'UNEXPLAINED'}")
+    for mutant in unknown:
+        print(f"  not run  {mutant}: {outcomes[mutant]}")
+    unexplained = [m for m in survivors if m not in explained]
+    equivalent = len(survivors) - len(unexplained)
+    print(
+        f"  mutants {len(outcomes)}, killed {killed}, survived {len(survivors)} "
+        f"({equivalent} equivalent, {len(unexplained)} unexplained)"
+    )
+    total = killed + len(survivors)
+    return {
+        "bench": "mutants",
+        "killed": killed,
+        "survived": len(survivors),
+        "score": round(killed / total, 4) if total else 0.0,
+    }
+
+
+async def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench mutants")
+    parser.add_argument("--only", nargs="*", choices=[*GROUPS, "sql"], default=[*GROUPS, "sql"])
+    parser.add_argument("--children", type=int, default=1, help="mutants run at once")
+    parser.add_argument("--show", action="store_true", help="print each survivor's diff")
+    parser.add_argument("--work", type=Path, help="keep the scratch copies here, to rerun fast")
+    args = parser.parse_args(argv)
+
+    def run_in(work: Path) -> dict[str, str]:
+        outcomes: dict[str, str] = {}
+        for name in args.only:
+            found = (
+                run_sql(work)
+                if name == "sql"
+                else run_group(name, GROUPS[name], work, args.children, args.show)
+            )
+            killed = sum(status in KILLED for status in found.values())
+            print(f"{name}: {killed} of {len(found)} killed", flush=True)
+            outcomes.update(found)
+        return outcomes
+
+    def run_all() -> dict[str, str]:
+        if args.work:
+            return run_in(args.work.resolve())
+        with tempfile.TemporaryDirectory(prefix="gatehouse-mutants-") as tmp:
+            return run_in(Path(tmp))
+
+    outcomes = await asyncio.to_thread(run_all)
+    print(json.dumps(summarise(outcomes)))

@@ -1,0 +1,38 @@
+"""Every row of every table in the store, for asserting that a refusal changed nothing.
+
+    before = await snapshot.tables(store)
+    with pytest.raises(errors.Conflict):
+        await drafts.edit(store, item_id, 1, "late words", 7, now)
+    assert await snapshot.tables(store) == before
+
+State, events, outbox, votes, drafts and ledger rows are all compared, so a refusal
+that wrote anything anywhere fails the test with the table that changed.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from store import db
+
+Tables = dict[str, list[tuple[Any, ...]]]
+
+
+def tables_sync(conn: sqlite3.Connection) -> Tables:
+    names = [
+        row[0]
+        for row in conn.execute(
+            "SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
+            "ORDER BY name"
+        )
+    ]
+    # Rows sorted by value, not rowid: WITHOUT ROWID tables have none.
+    return {
+        name: sorted(conn.execute(f'SELECT * FROM "{name}"').fetchall(), key=repr) for name in names
+    }
+
+
+async def tables(store: db.Store) -> Tables:
+    """All tables of the store, read through a reader connection."""
+    return await store.read(tables_sync)

@@ -1,0 +1,333 @@
+"""What decisions, drafts and item queries return, field for field, and what a refusal says.
+
+The machine tests pin the moves; these pin the values a caller reads back (the decision's
+item, votes and quorum; a draft's every field; the lists behind /pending and /status), so a
+mutation that returns the wrong row or drops a field fails here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import sqlite3
+from datetime import datetime, timedelta
+
+import pytest
+
+from store import db, decisions, drafts, errors, items, outbox
+from store.machine import State
+from tests import snapshot
+
+S = State
+
+
+async def _awaiting(store: db.Store, now: datetime, source_id: str = "guid") -> items.Item:
+    item = await items.create(store, "news", "feed", source_id, {"title": source_id}, now)
+    assert item is not None
+    await items.transition(store, item.id, S.DRAFTING, "system", now)
+
+    def unit(conn: sqlite3.Connection) -> items.Item:
+        drafts.add_sync(conn, item.id, "draft text", {"drafter": "template"}, now, cost_micros=42)
+        return items.transition_sync(conn, item.id, S.AWAITING_APPROVAL, "system", now)
+
+    return await store.write(unit)
+
+
+# --- decisions --------------------------------------------------------------------------------
+
+
+async def test_one_approval_is_enough_by_default(store: db.Store, now: datetime) -> None:
+    item = await _awaiting(store, now)
+    decided = await decisions.decide(store, item.id, 1, 1, 7, "approve", now)
+    current = await items.get(store, item.id)
+    assert decided == decisions.Decision(current, "approved", (7,), 1)
+    assert current.reason == "approved by operator:7"
+
+
+async def test_a_reject_says_who_and_carries_the_votes(store: db.Store, now: datetime) -> None:
+    item = await _awaiting(store, now)
+    first = await decisions.decide(store, item.id, 1, 1, 7, "approve", now, quorum=2)
+    assert first == decisions.Decision(await items.get(store, item.id), "pending", (7,), 2)
+    rejected = await decisions.decide(store, item.id, 1, 1, 8, "reject", now, quorum=2)
+    current = await items.get(store, item.id)
+    assert rejected == decisions.Decision(current, "rejected", (7,), 2)
+    assert (current.state, current.reason) == (S.REJECTED, "rejected by operator:8")
+    last = (await items.history(store, item.id))[-1]
+    assert (last.to_state, last.actor, last.reason) == (S.REJECTED, "operator:8", current.reason)
+
+
+async def test_a_decision_on_a_decided_item_is_unchanged_and_says_so(
+    store: db.Store, now: datetime
+) -> None:
+    item = await _awaiting(store, now)
+    await decisions.decide(store, item.id, 1, 1, 7, "approve", now, quorum=2)
+    await decisions.decide(store, item.id, 1, 1, 8, "approve", now, quorum=2)
+    before = await snapshot.tables(store)
+    late = await decisions.decide(store, item.id, 1, 1, 9, "reject", now, quorum=2)
+    repeat = await decisions.decide(store, item.id, 1, 1, 7, "approve", now, quorum=2)
+    current = await items.get(store, item.id)
+    assert late == decisions.Decision(current, "unchanged", (7, 8), 2)
+    assert repeat == late
+    assert await snapshot.tables(store) == before
+
+
+async def test_a_repeat_vote_while_waiting_is_unchanged(store: db.Store, now: datetime) -> None:
+    item = await _awaiting(store, now)
+    await decisions.decide(store, item.id, 1, 1, 7, "approve", now, quorum=3)
+    before = await snapshot.tables(store)
+    repeat = await decisions.decide(store, item.id, 1, 1, 7, "approve", now, quorum=3)
+    assert repeat == decisions.Decision(await items.get(store, item.id), "unchanged", (7,), 3)
+    assert await snapshot.tables(store) == before
+
+
+async def test_an_unknown_choice_is_refused_and_writes_nothing(
+    store: db.Store, now: datetime
+) -> None:
+    item = await _awaiting(store, now)
+    before = await snapshot.tables(store)
+    with pytest.raises(
+        ValueError, match=re.escape("unknown decision 'maybe'; valid: approve, reject")
+    ):
+        await decisions.decide(store, item.id, 1, 1, 7, "maybe", now)  # type: ignore[arg-type]
+    assert await snapshot.tables(store) == before
+
+
+async def test_the_hook_runs_in_the_deciding_unit_with_the_moved_item(
+    store: db.Store, now: datetime
+) -> None:
+    item = await _awaiting(store, now)
+    seen: list[items.Item] = []
+
+    def on_decided(conn: sqlite3.Connection, moved: items.Item) -> None:
+        seen.append(moved)
+        outbox.enqueue_sync(conn, "alert", outbox.ALERTS, {"text": moved.state}, now)
+
+    decided = await decisions.decide(store, item.id, 1, 1, 7, "approve", now, on_decided=on_decided)
+    assert seen == [decided.item] and decided.item.state == S.APPROVED
+    (alert,) = await outbox.due(store, now, ["alert"])
+    assert alert.payload == {"text": "approved"}
+
+
+# --- drafts -----------------------------------------------------------------------------------
+
+
+async def test_a_draft_reads_back_field_for_field(store: db.Store, now: datetime) -> None:
+    item = await _awaiting(store, now)
+    draft = await drafts.get(store, item.id, 1)
+    assert draft == drafts.Draft(
+        item_id=item.id,
+        version=1,
+        text="draft text",
+        content_hash=hashlib.sha256(b"draft text").hexdigest(),
+        provenance={"drafter": "template"},
+        cost_micros=42,
+        created_at=now,
+    )
+    with pytest.raises(errors.NotFound, match=f"^item {item.id} has no draft version 2$"):
+        await drafts.get(store, item.id, 2)
+
+
+async def test_an_edit_is_a_same_state_event_by_the_operator(
+    store: db.Store, now: datetime
+) -> None:
+    item = await _awaiting(store, now)
+    later = now + timedelta(minutes=3)
+    edited = await drafts.edit(store, item.id, 1, "better words", 7, later)
+    assert edited == drafts.Draft(
+        item.id, 2, "better words", edited.content_hash, {"operator": 7, "edit_of": 1}, None, later
+    )
+    last = (await items.history(store, item.id))[-1]
+    assert (last.from_state, last.to_state, last.actor, last.attempt, last.reason, last.at) == (
+        S.AWAITING_APPROVAL,
+        S.AWAITING_APPROVAL,
+        "operator:7",
+        1,
+        "edited: version 1 -> 2",
+        later,
+    )
+    assert (await items.get(store, item.id)).version == 2
+
+
+async def test_an_empty_edit_says_so_exactly(store: db.Store, now: datetime) -> None:
+    item = await _awaiting(store, now)
+    before = await snapshot.tables(store)
+    with pytest.raises(ValueError, match=r"^the replacement text is empty$"):
+        await drafts.edit(store, item.id, 1, " ", 7, now)
+    assert await snapshot.tables(store) == before
+
+
+# --- replay -----------------------------------------------------------------------------------
+
+
+async def test_a_replay_records_its_reason_and_actor(store: db.Store, now: datetime) -> None:
+    item = await _awaiting(store, now)
+    await decisions.decide(store, item.id, 1, 1, 7, "reject", now)
+    replayed = await items.replay(store, item.id, "operator:7", now, "second look")
+    last = (await items.history(store, item.id))[-1]
+    assert (last.from_state, last.to_state, last.actor, last.attempt, last.reason) == (
+        S.REJECTED,
+        S.NEW,
+        "operator:7",
+        2,
+        "second look",
+    )
+    assert (replayed.state, replayed.attempt, replayed.reason) == (S.NEW, 2, "second look")
+
+
+async def test_replay_refusals_say_exactly_why(store: db.Store, now: datetime) -> None:
+    waiting = await _awaiting(store, now, "waiting")
+    sent = await _awaiting(store, now, "sent")
+    await decisions.decide(store, sent.id, 1, 1, 7, "approve", now)
+    for state in (S.DISPATCHING, S.DISPATCHED):
+        await items.transition(store, sent.id, state, "system", now)
+    before = await snapshot.tables(store)
+    tail = "only rejected, expired, failed or breach items can be replayed"
+    with pytest.raises(errors.IllegalTransition) as refused:
+        await items.replay(store, waiting.id, "cli", now, "why")
+    assert str(refused.value) == f"item {waiting.id} is awaiting_approval, not dropped; {tail}"
+    with pytest.raises(errors.IllegalTransition) as refused:
+        await items.replay(store, sent.id, "cli", now, "why")
+    assert str(refused.value) == (
+        f"item {sent.id} is dispatched, not dropped; {tail} (add force to send it again)"
+    )
+    assert await snapshot.tables(store) == before
+
+
+async def test_an_automatic_replay_right_after_an_automatic_entry_is_floored(
+    store: db.Store, now: datetime
+) -> None:
+    item = await items.create(store, "news", "feed", "guid", {"t": 1}, now)
+    assert item is not None
+    await items.transition(store, item.id, S.FAILED, "system", now)
+    before = await snapshot.tables(store)
+    with pytest.raises(items.Throttled, match="entered new automatically"):
+        await items.replay(store, item.id, "scheduler", now + timedelta(seconds=1), "loop")
+    assert await snapshot.tables(store) == before
+    # An operator is never floored.
+    replayed = await items.replay(store, item.id, "operator:7", now, "by hand")
+    assert replayed.attempt == 2
+
+
+# --- the lists behind /pending and /status ----------------------------------------------------
+
+
+async def test_in_state_filters_by_pipeline_orders_oldest_first_and_limits(
+    store: db.Store, now: datetime
+) -> None:
+    def unit(conn: sqlite3.Connection) -> None:
+        for n in range(102):
+            made = items.create_sync(conn, "news", "feed", f"n{n}", {"n": n}, now)
+            assert made is not None
+            at = now + timedelta(seconds=102 - n)  # the last created moved first
+            items.transition_sync(conn, made.id, S.DRAFTING, "system", at)
+        other = items.create_sync(conn, "other", "feed", "o", {"n": 0}, now)
+        assert other is not None
+        items.transition_sync(conn, other.id, S.DRAFTING, "system", now)
+
+    await store.write(unit)
+    drafting = await items.in_state(store, S.DRAFTING, "news")
+    assert len(drafting) == 100
+    assert [i.source_id for i in drafting[:2]] == ["n101", "n100"]
+    assert {i.pipeline for i in drafting} == {"news"}
+    everywhere = await items.in_state(store, S.DRAFTING, limit=3)
+    assert [i.source_id for i in everywhere] == ["o", "n101", "n100"]
+    assert await items.in_state(store, S.NEW) == []
+    assert await items.counts(store) == {"news": {"drafting": 102}, "other": {"drafting": 1}}
+
+
+# --- items and transitions ------------------------------------------------------------------
+
+
+def test_the_content_hash_is_a_known_answer_independent_of_key_order() -> None:
+    """Claims and the duplicate gate compare it across runs: it must never drift."""
+    payload = {"b": 1, "a": "café", "c": [1, 2]}
+    known = "1a16154cf488b159ad184986fc8b0ef0fd24e078dad57b70f451696f2de21c96"
+    assert items.content_hash(payload) == known
+    assert items.content_hash(dict(reversed(payload.items()))) == known
+
+
+async def test_an_item_reads_back_field_for_field(store: db.Store, now: datetime) -> None:
+    made = await items.create(store, "news", "city", "guid-9", {"title": "T", "n": 1}, now)
+    assert made is not None
+    assert await items.get(store, made.id) == items.Item(
+        id=made.id,
+        pipeline="news",
+        scope="city",
+        source_id="guid-9",
+        payload_json=made.payload_json,
+        content_hash=items.content_hash({"title": "T", "n": 1}),
+        state=S.NEW,
+        attempt=1,
+        version=0,
+        reason=None,
+        created_at=now,
+        last_transition_at=now,
+        deadline=None,
+    )
+    assert made.payload == {"title": "T", "n": 1}
+    (created,) = await items.history(store, made.id)
+    assert (created.from_state, created.to_state, created.reason) == (None, "new", "fetched")
+    cafe = await items.create(store, "news", "city", "guid-10", {"title": "café"}, now)
+    assert cafe is not None and cafe.payload_json == '{"title": "café"}'  # stored readable
+    before = await snapshot.tables(store)
+    with pytest.raises(errors.NotFound, match=r"^no item 999$"):
+        await items.get(store, 999)
+    assert await snapshot.tables(store) == before
+
+
+async def test_a_transition_returns_the_row_as_stored_and_records_its_reason(
+    store: db.Store, now: datetime
+) -> None:
+    made = await items.create(store, "news", "city", "guid-9", {"title": "T"}, now)
+    assert made is not None
+    later = now + timedelta(minutes=2)
+    moved = await items.transition(
+        store, made.id, S.DRAFTING, "scheduler", later, reason="tick", deadline=timedelta(hours=1)
+    )
+    assert moved == await items.get(store, made.id)
+    assert (moved.reason, moved.last_transition_at, moved.deadline) == (
+        "tick",
+        later,
+        later + timedelta(hours=1),
+    )
+    last = (await items.history(store, made.id))[-1]
+    assert (last.reason, last.actor, last.at) == ("tick", "scheduler", later)
+    # A state without a deadline gets none, whatever the caller passed.
+    failed = await items.transition(
+        store, made.id, S.FAILED, "system", later, deadline=timedelta(hours=1)
+    )
+    assert failed.deadline is None and (await items.get(store, made.id)).deadline is None
+
+
+async def test_transition_refusals_say_exactly_why(store: db.Store, now: datetime) -> None:
+    made = await items.create(store, "news", "city", "guid-9", {"title": "T"}, now)
+    assert made is not None
+    await items.transition(store, made.id, S.DRAFTING, "system", now)
+    before = await snapshot.tables(store)
+    with pytest.raises(errors.Conflict) as refused:
+        await items.transition(store, made.id, S.FAILED, "system", now, expect_attempt=5)
+    assert str(refused.value) == (
+        f"item {made.id} is at version 0 attempt 1; this request is for version None attempt 5"
+    )
+    assert await snapshot.tables(store) == before
+
+    await items.transition(store, made.id, S.FAILED, "system", now)
+    await items.replay(store, made.id, "operator:1", now, "again")
+    before = await snapshot.tables(store)
+    with pytest.raises(items.Throttled) as floored:
+        await items.transition(store, made.id, S.DRAFTING, "sweep", now + timedelta(seconds=1))
+    assert str(floored.value) == (
+        f"item {made.id} entered drafting automatically at {now.isoformat()}; "
+        "automatic re-entry waits 5 s"
+    )
+    assert await snapshot.tables(store) == before
+
+    await items.transition(store, made.id, S.FAILED, "operator:1", now)
+    before = await snapshot.tables(store)
+    with pytest.raises(errors.IllegalTransition) as illegal:
+        await items.transition(store, made.id, S.DRAFTING, "system", now)
+    assert str(illegal.value) == (
+        f"item {made.id} cannot go from failed to drafting; "
+        "from failed: none (an end state; use replay)"
+    )
+    assert await snapshot.tables(store) == before
