@@ -24,6 +24,7 @@ import asyncio
 import http
 import logging
 import re
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -282,12 +283,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--verbose", action="store_true", help="log every request")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO)
+    # Ctrl-C and SIGTERM are taken by sigwait below, never as an exception in the middle
+    # of start-up or of a server thread: blocked before any thread starts, so all inherit it.
+    stop_signals = {signal.SIGINT, signal.SIGTERM}
+    signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)
     api = LocalBotApi(port=args.port, cors_origin=args.cors_origin).start()
-    print(f"Bot API: {api.base_url}   control: {api.control_url}", flush=True)
     try:
-        threading.Event().wait()
-    except KeyboardInterrupt:
-        pass
+        print(f"Bot API: {api.base_url}   control: {api.control_url}", flush=True)
+        signal.sigwait(stop_signals)
     finally:
         api.stop()
 

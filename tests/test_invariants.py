@@ -64,13 +64,17 @@ async def _chain(store: db.Store, now: datetime, count: int) -> None:
 
 
 def _rewrite(data_dir: Path, event_id: int, *, fix_next_link: bool) -> None:
-    """Edit one event behind the program's back, as someone covering their tracks would."""
+    """Edit one event behind the program's back, as someone covering their tracks would:
+    its hash recomputed over the edit and the hash it chains to, and, with
+    `fix_next_link`, the next event pointed at the forged hash."""
     raw = sqlite3.connect(data_dir / "gatehouse.db", isolation_level=None)
     raw.row_factory = sqlite3.Row
     try:
         raw.execute("DROP TRIGGER events_no_update")
         row = dict(raw.execute("SELECT * FROM events WHERE id = ?", (event_id,)).fetchone())
+        previous = raw.execute("SELECT hash FROM events WHERE id = ?", (event_id - 1,)).fetchone()
         row["actor"] = "operator:666"
+        row["prev_hash"] = previous[0] if previous else events.GENESIS
         forged = events.compute_hash(row)
         raw.execute(
             "UPDATE events SET actor = ?, hash = ? WHERE id = ?", (row["actor"], forged, event_id)
@@ -81,16 +85,34 @@ def _rewrite(data_dir: Path, event_id: int, *, fix_next_link: bool) -> None:
         raw.close()
 
 
+def _relink(data_dir: Path, event_id: int, prev_hash: str) -> None:
+    """Point one event at another predecessor and recompute its hash to match: only the
+    link check can tell."""
+    raw = sqlite3.connect(data_dir / "gatehouse.db", isolation_level=None)
+    raw.row_factory = sqlite3.Row
+    try:
+        raw.execute("DROP TRIGGER events_no_update")
+        row = dict(raw.execute("SELECT * FROM events WHERE id = ?", (event_id,)).fetchone())
+        row["prev_hash"] = prev_hash
+        raw.execute(
+            "UPDATE events SET prev_hash = ?, hash = ? WHERE id = ?",
+            (prev_hash, events.compute_hash(row), event_id),
+        )
+    finally:
+        raw.close()
+
+
+EDITED = "its contents do not match its hash (edited after it was written)"
+
+
 async def test_a_rewritten_event_with_its_own_hash_recomputed_breaks_the_next_link(
     store: db.Store, data_dir: Path, now: datetime
 ) -> None:
+    """Event N forged with a consistent hash: N+1's hash covers N's real hash, so N+1 breaks."""
     await _chain(store, now, 5)
     assert await events.verify_chain(store) == events.ChainReport(5, None)
     _rewrite(data_dir, 3, fix_next_link=False)
-    report = await events.verify_chain(store)
-    assert report == events.ChainReport(
-        3, events.BrokenLink(4, "its prev_hash does not match the previous event's hash")
-    )
+    assert await events.verify_chain(store) == events.ChainReport(3, events.BrokenLink(4, EDITED))
 
 
 async def test_fixing_the_next_link_too_breaks_that_event_s_own_hash(
@@ -99,10 +121,17 @@ async def test_fixing_the_next_link_too_breaks_that_event_s_own_hash(
     """prev_hash is inside each hash: relinking event N+1 changes what its hash must be."""
     await _chain(store, now, 5)
     _rewrite(data_dir, 3, fix_next_link=True)
-    report = await events.verify_chain(store)
-    assert report == events.ChainReport(
-        3,
-        events.BrokenLink(4, "its contents do not match its hash (edited after it was written)"),
+    assert await events.verify_chain(store) == events.ChainReport(3, events.BrokenLink(4, EDITED))
+
+
+async def test_an_event_pointed_at_another_predecessor_breaks_the_link(
+    store: db.Store, data_dir: Path, now: datetime
+) -> None:
+    """An event whose own hash is consistent but whose link is not: the link check names it."""
+    await _chain(store, now, 5)
+    _relink(data_dir, 4, "0" * 64)
+    assert await events.verify_chain(store) == events.ChainReport(
+        3, events.BrokenLink(4, "its prev_hash does not match the previous event's hash")
     )
 
 

@@ -232,7 +232,12 @@ async def test_in_state_filters_by_pipeline_orders_oldest_first_and_limits(
     everywhere = await items.in_state(store, S.DRAFTING, limit=3)
     assert [i.source_id for i in everywhere] == ["o", "n101", "n100"]
     assert await items.in_state(store, S.NEW) == []
-    assert await items.counts(store) == {"news": {"drafting": 102}, "other": {"drafting": 1}}
+    counted = await items.counts(store, ["news", "other", "idle"], [S.DRAFTING, S.NEW])
+    assert counted == {
+        "news": {S.DRAFTING: 102, S.NEW: 0},
+        "other": {S.DRAFTING: 1, S.NEW: 0},
+        "idle": {S.DRAFTING: 0, S.NEW: 0},
+    }
 
 
 # --- items and transitions ------------------------------------------------------------------

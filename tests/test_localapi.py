@@ -414,8 +414,15 @@ def test_runs_as_a_module(tmp_path: Path) -> None:
         assert me["result"]["id"] == 123456 and me["result"]["is_bot"]
     finally:
         process.send_signal(signal.SIGINT)
-        assert process.wait(timeout=10) == 0
-        process.stdout.close() if process.stdout else None
+        try:
+            code = process.wait(timeout=10)
+        finally:
+            if process.poll() is None:
+                process.kill()  # never leave it behind for the tests that follow
+                process.wait()
+            if process.stdout:
+                process.stdout.close()
+    assert code == 0
 
 
 async def test_cors_only_for_the_configured_page_origin() -> None:

@@ -56,7 +56,7 @@ async def test_argument_refusals_write_nothing(store: db.Store, now: datetime) -
     before = await snapshot.tables(store)
     refusals = [
         (views.pipeline_runs(store, "news", 0), "the number of runs must be at least 1, not 0"),
-        (views.sweep(store, now, days=0), "--days must be at least 1, not 0"),
+        (views.sweep(store, now, days=0), "--days must be from 1 to 36500, not 0"),
         (views.set_budget(store, "global", "week", "5", "cli", now), "week"),
         (views.set_budget(store, "global", "day", "lots", "cli", now), "lots"),
         (views.reconcile_claim(store, 1, "0.01", "  ", "cli", now), "evidence is required"),
