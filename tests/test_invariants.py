@@ -7,9 +7,11 @@ second writer races the first, and every automatic actor's move writes its one e
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import sqlite3
+from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -63,43 +65,46 @@ async def _chain(store: db.Store, now: datetime, count: int) -> None:
         await items.create(store, "news", "feed", f"guid-{n}", {"n": n}, now)
 
 
-def _rewrite(data_dir: Path, event_id: int, *, fix_next_link: bool) -> None:
-    """Edit one event behind the program's back, as someone covering their tracks would:
-    its hash recomputed over the edit and the hash it chains to, and, with
-    `fix_next_link`, the next event pointed at the forged hash."""
+@contextlib.contextmanager
+def _behind_the_back(data_dir: Path) -> Iterator[sqlite3.Connection]:
+    """A raw connection with the append-only trigger dropped, as a forger would have."""
     raw = sqlite3.connect(data_dir / "gatehouse.db", isolation_level=None)
     raw.row_factory = sqlite3.Row
     try:
         raw.execute("DROP TRIGGER events_no_update")
-        row = dict(raw.execute("SELECT * FROM events WHERE id = ?", (event_id,)).fetchone())
-        previous = raw.execute("SELECT hash FROM events WHERE id = ?", (event_id - 1,)).fetchone()
-        row["actor"] = "operator:666"
-        row["prev_hash"] = previous[0] if previous else events.GENESIS
-        forged = events.compute_hash(row)
-        raw.execute(
-            "UPDATE events SET actor = ?, hash = ? WHERE id = ?", (row["actor"], forged, event_id)
-        )
-        if fix_next_link:
-            raw.execute("UPDATE events SET prev_hash = ? WHERE id = ?", (forged, event_id + 1))
+        yield raw
     finally:
         raw.close()
+
+
+def _forge(raw: sqlite3.Connection, event_id: int, **changes: object) -> str:
+    """Change an event's fields and give it the hash they call for; returns that hash.
+    Its link is the previous event's hash unless `prev_hash` is among the changes."""
+    row = dict(raw.execute("SELECT * FROM events WHERE id = ?", (event_id,)).fetchone())
+    previous = raw.execute("SELECT hash FROM events WHERE id = ?", (event_id - 1,)).fetchone()
+    row |= {"prev_hash": previous[0] if previous else events.GENESIS} | changes
+    row["hash"] = events.compute_hash(row)
+    names = [*changes, "hash"]
+    assignments = ", ".join(f"{name} = :{name}" for name in names)
+    raw.execute(f"UPDATE events SET {assignments} WHERE id = :id", row)
+    return str(row["hash"])
+
+
+def _rewrite(data_dir: Path, event_id: int, *, fix_next_link: bool) -> None:
+    """Edit one event behind the program's back, as someone covering their tracks would:
+    its hash recomputed over the edit and the hash it chains to, and, with
+    `fix_next_link`, the next event pointed at the forged hash."""
+    with _behind_the_back(data_dir) as raw:
+        forged = _forge(raw, event_id, actor="operator:666")
+        if fix_next_link:
+            raw.execute("UPDATE events SET prev_hash = ? WHERE id = ?", (forged, event_id + 1))
 
 
 def _relink(data_dir: Path, event_id: int, prev_hash: str) -> None:
     """Point one event at another predecessor and recompute its hash to match: only the
     link check can tell."""
-    raw = sqlite3.connect(data_dir / "gatehouse.db", isolation_level=None)
-    raw.row_factory = sqlite3.Row
-    try:
-        raw.execute("DROP TRIGGER events_no_update")
-        row = dict(raw.execute("SELECT * FROM events WHERE id = ?", (event_id,)).fetchone())
-        row["prev_hash"] = prev_hash
-        raw.execute(
-            "UPDATE events SET prev_hash = ?, hash = ? WHERE id = ?",
-            (prev_hash, events.compute_hash(row), event_id),
-        )
-    finally:
-        raw.close()
+    with _behind_the_back(data_dir) as raw:
+        _forge(raw, event_id, prev_hash=prev_hash)
 
 
 EDITED = "its contents do not match its hash (edited after it was written)"
