@@ -195,6 +195,7 @@ def test_button_numbers_are_checked_after_the_tag() -> None:
     assert callbacks.decode(key, callbacks.encode(key, good)) == good
     for bad in (
         callbacks.Button("approve", 10**19, 1, 3),
+        callbacks.Button("approve", 2**63, 1, 3),  # 19 digits, one past SQLite's largest
         callbacks.Button("approve", 12, 0, 3),
         callbacks.Button("reject", 12, 1, 0),
         callbacks.Button("replay", 0, 1, 0),

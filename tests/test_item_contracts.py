@@ -336,3 +336,16 @@ async def test_transition_refusals_say_exactly_why(store: db.Store, now: datetim
         "from failed: none (an end state; use replay)"
     )
     assert await snapshot.tables(store) == before
+
+
+async def test_a_lone_surrogate_in_a_payload_is_stored_as_a_replacement_character(
+    store: db.Store, now: datetime
+) -> None:
+    """SQLite cannot hold a lone surrogate: the item is still recorded, cleaned, readable."""
+    made = await items.create(store, "news", "feed", "odd", {"title": "bad \ud800 t", "n": 1}, now)
+    assert made is not None
+    cleaned = {"title": "bad \ufffd t", "n": 1}
+    assert made.payload == cleaned
+    assert made.payload_json == '{"title": "bad \ufffd t", "n": 1}'  # the character itself
+    assert made.content_hash == items.content_hash(cleaned)
+    assert (await items.get(store, made.id)).payload == cleaned
