@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import shlex
 import shutil
 import signal
 import sys
@@ -79,6 +80,8 @@ class Running:
     url: str
     data_dir: Path
     out_dir: Path
+    #: The settings file the CLI reads to see this demo (`gatehouse --env-file ...`).
+    env_file: Path
     api: localapi.LocalBotApi
     web: webchat.WebChat
 
@@ -118,6 +121,22 @@ def write_pipeline(data_dir: Path, feed_url: str) -> tuple[Path, Path]:
     return pipelines_dir, out
 
 
+def write_env_file(data_dir: Path, pipelines_dir: Path) -> Path:
+    """The settings the CLI needs to see this demo, so the banner's command works as
+    printed from any directory (the CLI reads them with --env-file)."""
+    env_file = data_dir / "demo.env"
+    env_file.write_text(
+        "# Written by `gatehouse demo`: what the CLI needs to find it.\n"
+        f"GATEHOUSE_DATA_DIR={data_dir}\nGATEHOUSE_PIPELINES_DIR={pipelines_dir}\n"
+    )
+    return env_file
+
+
+def cli_command(running: Running, command: str) -> str:
+    """A CLI command that reads this demo's store and pipelines, from any directory."""
+    return f"{shlex.quote(_cli())} --env-file {shlex.quote(str(running.env_file))} {command}"
+
+
 def settings(data_dir: Path, pipelines_dir: Path, base_url: str) -> settings_mod.Settings:
     telegram = settings_mod.TelegramSettings(
         token=TOKEN,  # type: ignore[arg-type]  # pydantic makes it a SecretStr
@@ -138,6 +157,7 @@ async def run(
         try:
             feed_url = f"http://{localapi.HOST}:{web.port}{FEED_PATH}"
             pipelines_dir, out = write_pipeline(data_dir, feed_url)
+            env_file = write_env_file(data_dir, pipelines_dir)
             cfg = settings(data_dir, pipelines_dir, api.base_url)
             application = app.build(cfg, TOKEN)
             runtime = await runtime_mod.Runtime.start(app.runtime_config(cfg, application))
@@ -145,7 +165,7 @@ async def run(
                 serving = app.serve(cfg, TOKEN, runtime, stop, application)
                 bot = asyncio.create_task(serving, name="demo-bot")
                 if ready is not None:
-                    ready(Running(web.url, data_dir, out, api, web))
+                    ready(Running(web.url, data_dir, out, env_file, api, web))
                 await bot
             finally:
                 await runtime.stop()
@@ -181,7 +201,7 @@ def _print_banner(running: Running) -> None:
         f"\n  posts {running.out_dir}  (approved drafts land here)\n"
         "\nCards for the bundled feed arrive in a few seconds. Tap Approve, Reject or Edit;"
         "\ntry /status, /pending, /budget. From another terminal, the CLI sees it too:"
-        f"\n  GATEHOUSE_DATA_DIR={running.data_dir} {_cli()} pending"
+        f"\n  {cli_command(running, 'status')}"
         "\n\nPress Ctrl-C to stop.\n",
         flush=True,
     )

@@ -4,8 +4,10 @@ every entry of the bundled feed, Approve edits the card in place, /status answer
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -171,6 +173,29 @@ async def test_bad_requests_say_what_is_wrong(page: Page) -> None:
     assert form.status_code == 400 and "application/json" in form.json()["error"]
     unknown = await page.client.get("/api/nothing")
     assert unknown.status_code == 404
+
+
+async def test_the_banners_cli_command_works_as_printed_from_anywhere(
+    running: demo.Running,
+) -> None:
+    """Run from `/` with no gatehouse settings in the environment, it sees the demo's
+    store and exactly its pipelines."""
+    command = demo.cli_command(running, "status --json")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GATEHOUSE_")}
+    done = await asyncio.to_thread(
+        subprocess.run,
+        shlex.split(command),
+        cwd="/",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    status = json.loads(done.stdout)
+    assert [p["name"] for p in status["overview"]["pipelines"]] == ["news"]
+    assert status["store"]["path"] == str(running.data_dir / "gatehouse.db")
 
 
 async def test_a_taken_port_is_refused_clearly(running: demo.Running, tmp_path: Path) -> None:
