@@ -23,7 +23,7 @@ from pipelines import dispatch_file
 from pipelines import runtime as runtime_mod
 from store import datadir, db, drafts, events, info, items, ledger, outbox
 from store.machine import State
-from tests import snapshot
+from tests import running, snapshot
 
 PIPELINE = """\
 name: news
@@ -85,21 +85,8 @@ async def tables_at(data_dir: Path) -> snapshot.Tables:
 
 @pytest.fixture
 async def runtime(data_dir: Path, pipelines_dir: Path) -> AsyncIterator[runtime_mod.Runtime]:
-    cfg = runtime_mod.RuntimeConfig(
-        store=db.StoreConfig(data_dir=data_dir),
-        pipelines_dir=pipelines_dir,
-        workers=(control.serve,),
-    )
-    started = await runtime_mod.Runtime.start(cfg)
-    sock = control.socket_path(data_dir)
-    for _ in range(200):  # the worker binds on its first turn of the loop
-        if sock.exists():
-            break
-        await asyncio.sleep(0.01)
-    try:
+    async with running.with_control(data_dir, pipelines_dir) as started:
         yield started
-    finally:
-        await started.stop()
 
 
 # -- writes while the bot runs --------------------------------------------------------------

@@ -21,6 +21,7 @@ from bot import control, views
 from pipelines import runtime as runtime_mod
 from store import db, events, info, items
 from store.machine import State
+from tests import running
 
 PIPELINE = """\
 name: news
@@ -50,21 +51,8 @@ async def runtime(short_dir: Path, tmp_path: Path) -> AsyncIterator[runtime_mod.
     pipelines = tmp_path / "pipelines"
     pipelines.mkdir()
     (pipelines / "news.yaml").write_text(PIPELINE.format(notes=tmp_path / "notes"))
-    cfg = runtime_mod.RuntimeConfig(
-        store=db.StoreConfig(data_dir=short_dir),
-        pipelines_dir=pipelines,
-        workers=(control.serve,),
-    )
-    started = await runtime_mod.Runtime.start(cfg)
-    sock = control.socket_path(short_dir)
-    for _ in range(200):  # the worker binds on its first turn of the loop
-        if sock.exists():
-            break
-        await asyncio.sleep(0.01)
-    try:
+    async with running.with_control(short_dir, pipelines) as started:
         yield started
-    finally:
-        await started.stop()
 
 
 async def snapshot(store: db.Store, item_id: int) -> tuple[Any, ...]:
