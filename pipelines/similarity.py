@@ -147,13 +147,6 @@ class Gate:
         )
 
 
-def find_duplicate(
-    candidate_text: str, candidate_sources: frozenset[str], earlier: Iterable[Earlier]
-) -> Earlier | None:
-    """One candidate against `earlier`; build a `Gate` once to check many."""
-    return Gate(earlier).find(candidate_text, candidate_sources)
-
-
 def _shingles(normalized: str, k: int) -> frozenset[str]:
     if k < 1:
         raise ValueError(f"shingle size must be at least 1, got {k}")

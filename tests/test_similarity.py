@@ -1,4 +1,4 @@
-"""The duplicate gate's pure part: normalization, shingles, Jaccard, and find_duplicate."""
+"""The duplicate gate's pure part: normalization, shingles, Jaccard, and the gate."""
 
 from __future__ import annotations
 
@@ -74,20 +74,20 @@ def earlier(item_id: int, text: str, *sources: str) -> Earlier:
 )
 def test_find_duplicate(text: str, sources: set[str], expected_id: int | None) -> None:
     seen = [earlier(1, STORY, "rss:a#1", "rss:b#1"), earlier(2, "", "rss:q#0")]
-    found = similarity.find_duplicate(text, frozenset(sources), seen)
+    found = similarity.Gate(seen).find(text, frozenset(sources))
     assert (found.item_id if found else None) == expected_id
 
 
 def test_find_duplicate_prefers_the_closest_match() -> None:
     seen = [earlier(1, REWORDED, "rss:x#1"), earlier(2, STORY, "rss:y#2")]
-    found = similarity.find_duplicate(STORY, frozenset({"rss:z#3"}), seen)
+    found = similarity.Gate(seen).find(STORY, frozenset({"rss:z#3"}))
     assert found is not None and found.item_id == 2
 
 
 def test_threshold_is_exclusive() -> None:
     # Exactly half shared: two of four sources in common, so not a duplicate.
     seen = [earlier(1, "alpha", "s1", "s2", "s3")]
-    assert similarity.find_duplicate("beta", frozenset({"s1", "s2", "s4"}), seen) is None
+    assert similarity.Gate(seen).find("beta", frozenset({"s1", "s2", "s4"})) is None
     assert similarity.THRESHOLD == 0.5
 
 
