@@ -24,7 +24,7 @@ import sqlite3
 import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from store import clock, db, errors, machine, sql
@@ -164,6 +164,45 @@ async def due(
         return sorted(found, key=lambda row: row.id)[:limit]
 
     return await store.read(query)
+
+
+def claim_due_sync(
+    conn: sqlite3.Connection,
+    worker: str,
+    now: datetime,
+    kinds: Iterable[Kind],
+    lease: timedelta,
+    limit: int,
+) -> list[Row]:
+    """Take due rows no live claim holds, for `worker` until now + lease, oldest first."""
+    params: dict[str, Any] = {
+        "worker": worker,
+        "now": clock.to_ms(now),
+        "until": clock.to_ms(now + lease),
+        "limit": limit,
+    }
+    taken: list[int] = []
+    for kind in dict.fromkeys(kinds):
+        if len(taken) < limit:
+            params.update(kind=kind, limit=limit - len(taken))
+            taken += [int(row[0]) for row in conn.execute(Q["claim_due"], params).fetchall()]
+    return [found for row_id in sorted(taken) for found in _rows(conn, Q["get"], {"id": row_id})]
+
+
+async def claim_due(
+    store: Store,
+    worker: str,
+    now: datetime,
+    kinds: Iterable[Kind],
+    lease: timedelta,
+    limit: int = 50,
+) -> list[Row]:
+    """Take due rows for `worker`: no other worker takes them until the lease lapses.
+
+    Recording a row's outcome (mark_sent, mark_retry, defer, mark_failed) ends the
+    claim; a worker that dies holding rows leaves them to whoever claims after it.
+    """
+    return await store.write(lambda conn: claim_due_sync(conn, worker, now, kinds, lease, limit))
 
 
 async def get(store: Store, row_id: int) -> Row:
