@@ -86,10 +86,18 @@ class Engine:
         self._in_flight: set[int] = set()
         self.max_items_per_tick = max_items_per_tick
 
-    async def tick(self, name: str, trigger: runs.Trigger, now: datetime) -> TickReport:
-        """Run one pipeline once and record the run with its counts and errors."""
+    async def tick(
+        self, name: str, trigger: runs.Trigger, now: datetime, *, run_id: int | None = None
+    ) -> TickReport:
+        """Run one pipeline once and record the run with its counts and errors.
+
+        `run_id` is a run the caller opened (the scheduler, with its claim); without
+        one the tick opens its own, and Conflict says the pipeline is running already.
+        """
         pipeline = self.pipelines[name]
-        report = TickReport(await runs.start_run(self.store, name, trigger, now), name)
+        if run_id is None:
+            run_id = await runs.start_run(self.store, name, trigger, now)
+        report = TickReport(run_id, name)
         fetched = 0
         new_items: list[Item] = []
         for source in pipeline.sources:
