@@ -38,11 +38,11 @@ import asyncio
 import dataclasses
 import sys
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from bot import cli_output, cli_writes, control, maintenance, storage_alarm, views
+from bot import cli_output, cli_writes, cluster, control, maintenance, storage_alarm, views
 from bot import settings as settings_mod
 from pipelines import config
 from store import budgets, datadir, db, errors, info, writer
@@ -89,15 +89,22 @@ def cmd_status(cfg: settings_mod.Settings, args: argparse.Namespace, now: dateti
         return cmd_runs(cfg, args, now)
     names = pipelines(cfg).keys()
 
-    async def fn(store: db.Store) -> tuple[views.Overview, info.Info]:
-        return await views.overview(store, names, now), await info.info(store)
+    ttl = timedelta(seconds=cfg.cluster.lease_ttl_s)
 
-    overview, summary = read(cfg, fn)
+    async def fn(store: db.Store) -> tuple[views.Overview, info.Info, cluster.Cluster]:
+        found = await cluster.read(store, now, ttl)
+        return await views.overview(store, names, now), await info.info(store), found
+
+    overview, summary, workers = read(cfg, fn)
     pid = cli_writes.writer_pid(cfg)
     if pid:
         overview = dataclasses.replace(overview, storage=_bot_storage(cfg))
-    value = {"overview": overview, "store": summary, "writer_pid": pid}
-    cli_output.emit(args, value, lambda: cli_output.status(overview, summary, pid, now))
+    value = {"overview": overview, "store": summary, "writer_pid": pid, "cluster": workers}
+
+    def text() -> str:
+        return "\n".join([cli_output.status(overview, summary, pid, now), *cluster.lines(workers)])
+
+    cli_output.emit(args, value, text)
     return 0
 
 

@@ -12,15 +12,15 @@ import difflib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from telegram import ForceReply, InlineKeyboardButton, InlineKeyboardMarkup, Message, Update
 from telegram.constants import ParseMode
 from telegram.ext import ApplicationHandlerStop, ContextTypes
 
-from bot import auth, callbacks, render, sender, views
-from pipelines import approval, config, validation
+from bot import auth, callbacks, cluster, render, sender, views
+from pipelines import approval, config, leader, validation
 from pipelines import workers as workers_mod
 from pipelines.scheduler import Scheduler
 from store import decisions, errors, events, items, outbox, prompts
@@ -64,6 +64,8 @@ class Deps:
     clock: Callable[[], datetime]
     #: The process's supervised workers, for /status (None: not reported).
     workers: workers_mod.Registry | None = None
+    #: The leader's lease TTL: a worker silent for longer is shown as such.
+    lease_ttl: timedelta = timedelta(seconds=leader.TTL_S)
 
 
 class BadInput(Exception):
@@ -189,7 +191,10 @@ async def status(update: Update, context: Context, d: Deps, now: datetime) -> No
         return
     states = d.workers.snapshot() if d.workers else []
     overview = await views.overview(d.store, d.pipelines, now, states)
-    await reply(update, render.status_overview(overview))
+    workers_now = cluster.lines(await cluster.read(d.store, now, d.lease_ttl))
+    await reply(
+        update, "\n".join([render.status_overview(overview), *map(render.esc, workers_now)])
+    )
 
 
 @command

@@ -21,7 +21,8 @@ with its traceback at once, reported to the operators once, and retried with bac
 until the row is parked (failed, with its reason); the rows after it go on. A sent
 message whose answer could not be read is counted as delivered (id UNREAD), never sent
 again. Pacing is PTB's AIORateLimiter's job (set up in bot.app) plus a per-chat
-aiolimiter bucket here.
+aiolimiter bucket here. Among several workers only the leader sends (`may_send`): a
+tap handled elsewhere leaves its card edits to the leader's loop.
 """
 
 from __future__ import annotations
@@ -127,8 +128,11 @@ class Sender:
         *,
         clock: Callable[[], datetime] = utcnow,
         report: workers.Report | None = None,
+        may_send: Callable[[], bool] = lambda: True,
     ) -> None:
         self.store = store
+        #: Whether this worker may send now: only the leader does (pipelines.leader).
+        self._may_send = may_send
         self.bot = bot
         self.targets = targets
         self.keyboard = keyboard
@@ -205,7 +209,7 @@ class Sender:
         return row.id in self._busy or row.id in self._finished or self.held(row, now)
 
     async def send_row(self, row: outbox.Row, now: datetime) -> bool:
-        if self._skip(row, now):
+        if self._skip(row, now) or not self._may_send():
             return False
         self._busy.add(row.id)
         try:

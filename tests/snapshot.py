@@ -18,6 +18,10 @@ from store import db
 
 Tables = dict[str, list[tuple[Any, ...]]]
 
+#: Liveness, not state: heartbeats, the leader's lease and handled update ids change
+#: while a worker merely runs (or reads an update it then refuses).
+LIVENESS = ("workers", "leases", "handled_updates")
+
 
 def tables_sync(conn: sqlite3.Connection) -> Tables:
     names = [
@@ -29,7 +33,9 @@ def tables_sync(conn: sqlite3.Connection) -> Tables:
     ]
     # Rows sorted by value, not rowid: WITHOUT ROWID tables have none.
     return {
-        name: sorted(conn.execute(f'SELECT * FROM "{name}"').fetchall(), key=repr) for name in names
+        name: sorted(conn.execute(f'SELECT * FROM "{name}"').fetchall(), key=repr)
+        for name in names
+        if name not in LIVENESS
     }
 
 

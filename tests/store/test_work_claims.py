@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from store import db, errors, heartbeats, outbox, runs, schedules, startup, updates
+from store import db, errors, heartbeats, outbox, retention, runs, schedules, startup, updates
 
 LEASE = timedelta(seconds=30)
 
@@ -150,3 +150,14 @@ async def test_an_update_is_handled_once(store: db.Store, now: datetime) -> None
     assert not await updates.first_time(store, 41, now + timedelta(seconds=1))
     firsts = await asyncio.gather(*(updates.first_time(store, 42, now) for _ in range(8)))
     assert firsts.count(True) == 1
+
+
+async def test_handled_update_ids_are_pruned_once_telegram_cannot_resend_them(
+    store: db.Store, now: datetime
+) -> None:
+    await updates.first_time(store, 1, now)
+    await updates.first_time(store, 2, now + updates.KEEP)
+    pruned = await retention.prune(store, now + updates.KEEP + timedelta(seconds=1))
+    assert pruned.updates == 1
+    assert await updates.first_time(store, 1, now + updates.KEEP)
+    assert not await updates.first_time(store, 2, now + updates.KEEP)
