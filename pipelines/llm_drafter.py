@@ -44,13 +44,12 @@ import dataclasses
 import hashlib
 import json
 import logging
-import sqlite3
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
 from pipelines import config, drafters, drafting, providers, validation
-from store import claims, errors, ledger, ledger_settle, llm_outputs
+from store import backend, claims, errors, ledger, ledger_settle, llm_outputs
 from store import prices as ledger_prices
 from store import text as store_text
 from store.db import Store
@@ -268,7 +267,7 @@ class LlmDrafter:
         """Keep the output and settle (usage known) or mark uncertain: one transaction."""
         evidence = _evidence(model, request_id, reply)
 
-        def unit(conn: sqlite3.Connection) -> tuple[claims.Claim, str | None]:
+        def unit(conn: backend.Conn) -> tuple[claims.Claim, str | None]:
             llm_outputs.save_sync(conn, work.id, text, model, request_id, error, now)
             if usage is None:
                 reason = f"charged, but the usage is unknown ({evidence}); reconcile with the bill"

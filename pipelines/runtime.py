@@ -24,7 +24,6 @@ import functools
 import gc
 import hashlib
 import logging
-import sqlite3
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -34,7 +33,7 @@ import httpx
 
 from pipelines import config, drafters, engine, leader, workers
 from pipelines.scheduler import Scheduler
-from store import db, errors, heartbeats, ledger, outbox, retention, sla, startup
+from store import backend, db, errors, heartbeats, ledger, outbox, retention, sla, startup
 from store.db import Store
 
 log = logging.getLogger(__name__)
@@ -209,7 +208,7 @@ class Runtime:
 def exclusive(store: Store) -> bool:
     """Whether this process alone can open the store (SQLite's writer lock): then no
     other worker can be alive, and this one leads and recovers without waiting."""
-    return True
+    return store.dialect == "sqlite"
 
 
 def _bind(worker: Worker, runtime: Runtime) -> Callable[[], Awaitable[None]]:
@@ -236,7 +235,7 @@ async def _report_config_errors(store: Store, loaded: config.LoadResult, now: da
     text = "⚠️ pipeline files rejected at startup:\n" + config.format_errors(loaded.errors)
     key = "config-errors:" + hashlib.sha256(text.encode()).hexdigest()[:16]
 
-    def unit(conn: sqlite3.Connection) -> None:
+    def unit(conn: backend.Conn) -> None:
         outbox.enqueue_sync(
             conn, "alert", outbox.ALERTS, {"text": text, "level": "error"}, now, dedupe_key=key
         )

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal, get_args
 
-from store import clock, errors, events, outbox, sql
+from store import backend, clock, errors, events, outbox, sql
 
 Q = sql.load("budgets")
 
@@ -77,7 +77,7 @@ class Budget:
     held_micros: int
 
     @classmethod
-    def from_row(cls, row: sqlite3.Row) -> Budget:
+    def from_row(cls, row: backend.Row) -> Budget:
         return cls(
             scope=row["scope"],
             period=row["period"],
@@ -114,7 +114,7 @@ class Hold:
     micros: int
 
     @classmethod
-    def from_row(cls, row: sqlite3.Row) -> Hold:
+    def from_row(cls, row: backend.Row) -> Hold:
         return cls(row["scope"], row["period"], clock.from_ms(row["period_start"]), row["micros"])
 
     def key(self) -> dict[str, Any]:
@@ -125,19 +125,19 @@ class Hold:
         }
 
 
-def _rows(conn: sqlite3.Connection, query: str, params: dict[str, Any]) -> list[sqlite3.Row]:
+def _rows(conn: backend.Conn, query: str, params: dict[str, Any]) -> list[backend.Row]:
     cursor = conn.execute(query, params)
     cursor.row_factory = sqlite3.Row
     return cursor.fetchall()
 
 
-def _row(conn: sqlite3.Connection, scope: str, period: str, start_ms: int) -> Budget | None:
+def _row(conn: backend.Conn, scope: str, period: str, start_ms: int) -> Budget | None:
     found = _rows(conn, Q["get_row"], {"scope": scope, "period": period, "period_start": start_ms})
     return Budget.from_row(found[0]) if found else None
 
 
 def set_budget_sync(
-    conn: sqlite3.Connection,
+    conn: backend.Conn,
     scope: str,
     period: str,
     limit_micros: int,
@@ -181,7 +181,7 @@ def set_budget_sync(
     return current
 
 
-def configured_sync(conn: sqlite3.Connection, scopes: list[str]) -> list[tuple[str, Period]]:
+def configured_sync(conn: backend.Conn, scopes: list[str]) -> list[tuple[str, Period]]:
     """The (scope, period) pairs among `scopes` that have a limit configured."""
     return [
         (row["scope"], row["period"])
@@ -190,7 +190,7 @@ def configured_sync(conn: sqlite3.Connection, scopes: list[str]) -> list[tuple[s
 
 
 def hold_sync(
-    conn: sqlite3.Connection,
+    conn: backend.Conn,
     claim_id: int,
     pairs: list[tuple[str, Period]],
     micros: int,
@@ -220,11 +220,11 @@ def hold_sync(
     return holds
 
 
-def holds_sync(conn: sqlite3.Connection, claim_id: int) -> list[Hold]:
+def holds_sync(conn: backend.Conn, claim_id: int) -> list[Hold]:
     return [Hold.from_row(row) for row in _rows(conn, Q["claim_holds"], {"claim_id": claim_id})]
 
 
-def release_sync(conn: sqlite3.Connection, claim_id: int) -> list[Hold]:
+def release_sync(conn: backend.Conn, claim_id: int) -> list[Hold]:
     """Give every hold of a claim back to its budget row."""
     holds = holds_sync(conn, claim_id)
     for hold in holds:
@@ -233,7 +233,7 @@ def release_sync(conn: sqlite3.Connection, claim_id: int) -> list[Hold]:
 
 
 def settle_sync(
-    conn: sqlite3.Connection, claim_id: int, actual_micros: int, now: datetime
+    conn: backend.Conn, claim_id: int, actual_micros: int, now: datetime
 ) -> list[Budget]:
     """held -= reserved and spent += actual in every row the claim held against.
 
@@ -249,9 +249,7 @@ def settle_sync(
     return after
 
 
-def _alert_thresholds(
-    conn: sqlite3.Connection, row: Budget, spent_before: int, now: datetime
-) -> None:
+def _alert_thresholds(conn: backend.Conn, row: Budget, spent_before: int, now: datetime) -> None:
     for pct in THRESHOLDS_PCT:
         line = row.limit_micros * pct  # compare spent * 100 >= line: integers only
         if not spent_before * 100 < line <= row.spent_micros * 100:
@@ -268,7 +266,7 @@ def _alert_thresholds(
 
 
 def alert_overrun(
-    conn: sqlite3.Connection, claim_id: int, reserved: int, actual: int, now: datetime
+    conn: backend.Conn, claim_id: int, reserved: int, actual: int, now: datetime
 ) -> None:
     """A provider charged more than the worst case held: spend is the truth; say so."""
     text = (
@@ -285,7 +283,7 @@ def alert_overrun(
     )
 
 
-def current_sync(conn: sqlite3.Connection, now: datetime) -> list[Budget]:
+def current_sync(conn: backend.Conn, now: datetime) -> list[Budget]:
     params = {
         "day_start": clock.to_ms(period_start("day", now)),
         "month_start": clock.to_ms(period_start("month", now)),

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from store import budgets, clock, errors, events, outbox, sql
+from store import backend, budgets, clock, errors, events, outbox, sql
 from store import ledger_machine as lm
 from store.ledger_machine import ClaimState
 from store.prices import Usage
@@ -49,7 +49,7 @@ class Claim:
     request_digest: str
 
     @classmethod
-    def from_row(cls, row: sqlite3.Row) -> Claim:
+    def from_row(cls, row: backend.Row) -> Claim:
         usage = json.loads(row["usage"]) if row["usage"] else None
         return cls(
             id=row["id"],
@@ -123,7 +123,7 @@ def check_micros(name: str, value: int) -> int:
     return value
 
 
-def one_sync(conn: sqlite3.Connection, query: str, params: dict[str, Any]) -> Claim | None:
+def one_sync(conn: backend.Conn, query: str, params: dict[str, Any]) -> Claim | None:
     """Run a query that returns at most one claims row."""
     cursor = conn.execute(query, params)
     cursor.row_factory = sqlite3.Row
@@ -131,19 +131,19 @@ def one_sync(conn: sqlite3.Connection, query: str, params: dict[str, Any]) -> Cl
     return Claim.from_row(row) if row else None
 
 
-def get_sync(conn: sqlite3.Connection, claim_id: int) -> Claim:
+def get_sync(conn: backend.Conn, claim_id: int) -> Claim:
     claim = one_sync(conn, Q["get"], {"id": claim_id})
     if claim is None:
         raise errors.NotFound(f"no budget claim {claim_id}")
     return claim
 
 
-def by_key_sync(conn: sqlite3.Connection, endpoint: str, key: str) -> Claim | None:
+def by_key_sync(conn: backend.Conn, endpoint: str, key: str) -> Claim | None:
     """The claim begun under this idempotency key, if any (nothing is written)."""
     return one_sync(conn, Q["by_idem"], {"idem_hash": idem_hash(endpoint, key)})
 
 
-def item_hash_sync(conn: sqlite3.Connection, item_id: int) -> str:
+def item_hash_sync(conn: backend.Conn, item_id: int) -> str:
     """The item's content hash as stored now."""
     row = conn.execute(Q["item_hash"], {"id": item_id}).fetchone()
     if row is None:
@@ -152,7 +152,7 @@ def item_hash_sync(conn: sqlite3.Connection, item_id: int) -> str:
 
 
 def begin_sync(
-    conn: sqlite3.Connection,
+    conn: backend.Conn,
     key: str,
     endpoint: str,
     request: dict[str, Any],
@@ -192,7 +192,7 @@ def begin_sync(
 
 
 def _create(
-    conn: sqlite3.Connection,
+    conn: backend.Conn,
     idem: str,
     digest: str,
     worst: int,
@@ -230,7 +230,7 @@ def _create(
 
 
 def move_sync(
-    conn: sqlite3.Connection,
+    conn: backend.Conn,
     claim: Claim,
     to: ClaimState,
     actor: str,
@@ -254,7 +254,7 @@ def move_sync(
     return moved
 
 
-def _alert_uncertain(conn: sqlite3.Connection, claim: Claim, now: datetime) -> None:
+def _alert_uncertain(conn: backend.Conn, claim: Claim, now: datetime) -> None:
     """An uncertain hold stays until an operator reconciles it: tell them, once."""
     item = f", item {claim.item_id}" if claim.item_id is not None else ""
     text = (
@@ -268,7 +268,7 @@ def _alert_uncertain(conn: sqlite3.Connection, claim: Claim, now: datetime) -> N
     )
 
 
-def start_provider_sync(conn: sqlite3.Connection, work_id: int, now: datetime) -> Claim:
+def start_provider_sync(conn: backend.Conn, work_id: int, now: datetime) -> Claim:
     """The one gate: reserved -> started, only while the lease holds.
 
     A second call raises (it must not authorize a second provider call); so does
@@ -293,7 +293,7 @@ def start_provider_sync(conn: sqlite3.Connection, work_id: int, now: datetime) -
     return move_sync(conn, claim, ClaimState.STARTED, "system", now, "provider call authorized")
 
 
-def renew_sync(conn: sqlite3.Connection, work_id: int, now: datetime, lease: timedelta) -> Claim:
+def renew_sync(conn: backend.Conn, work_id: int, now: datetime, lease: timedelta) -> Claim:
     """Give a reserved claim a new lease, so a draft resumed after a crash may start it.
 
     Only `reserved` qualifies: no provider call was authorized yet, so the hold is
@@ -314,7 +314,7 @@ def renew_sync(conn: sqlite3.Connection, work_id: int, now: datetime, lease: tim
 
 
 def fail_sync(
-    conn: sqlite3.Connection, work_id: int, reason: str, now: datetime, actor: str = "system"
+    conn: backend.Conn, work_id: int, reason: str, now: datetime, actor: str = "system"
 ) -> Claim:
     """Before start_provider the hold is released; after it the claim becomes uncertain.
 
@@ -332,7 +332,7 @@ def fail_sync(
     return move_sync(conn, claim, target, actor, now, reason or "failed")
 
 
-def recover_sync(conn: sqlite3.Connection, now: datetime, batch: int) -> list[Claim]:
+def recover_sync(conn: backend.Conn, now: datetime, batch: int) -> list[Claim]:
     """Fail up to `batch` claims whose lease expired, as fail() would; uncertain ones stay."""
     if batch < 1:
         raise ValueError(f"batch must be at least 1, got {batch}")

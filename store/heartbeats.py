@@ -13,11 +13,10 @@ from __future__ import annotations
 import os
 import secrets
 import socket
-import sqlite3
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from store import clock, sql
+from store import backend, clock, sql
 from store.db import Store
 
 Q = sql.load("heartbeats")
@@ -53,7 +52,7 @@ class Worker:
         return self.stopped_at is None and now - self.heartbeat_at <= ttl
 
 
-def beat_sync(conn: sqlite3.Connection, me: Me, now: datetime, run_lease: timedelta) -> None:
+def beat_sync(conn: backend.Conn, me: Me, now: datetime, run_lease: timedelta) -> None:
     at = clock.to_ms(now)
     conn.execute(Q["beat"], {"id": me.id, "host": me.host, "pid": me.pid, "now": at})
     conn.execute(Q["renew_runs"], {"id": me.id, "until": clock.to_ms(now + run_lease)})
@@ -68,7 +67,7 @@ async def stopped(store: Store, worker_id: str, now: datetime) -> None:
     await store.write(lambda conn: conn.execute(Q["stopped"], params))
 
 
-def recent_sync(conn: sqlite3.Connection, now: datetime) -> list[Worker]:
+def recent_sync(conn: backend.Conn, now: datetime) -> list[Worker]:
     rows = conn.execute(Q["all"], {"since": clock.to_ms(now - FORGET_AFTER)}).fetchall()
     return [
         Worker(
@@ -88,5 +87,5 @@ async def recent(store: Store, now: datetime) -> list[Worker]:
     return await store.read(lambda conn: recent_sync(conn, now))
 
 
-def prune_sync(conn: sqlite3.Connection, now: datetime) -> int:
+def prune_sync(conn: backend.Conn, now: datetime) -> int:
     return int(conn.execute(Q["prune"], {"before": clock.to_ms(now - FORGET_AFTER)}).rowcount)

@@ -14,11 +14,10 @@ store keep their clocks in sync (NTP) to well within the lease's safety margin.
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from store import clock, sql
+from store import backend, clock, sql
 from store.db import Store
 
 Q = sql.load("leases")
@@ -37,7 +36,7 @@ class Lease:
 
 
 def acquire_sync(
-    conn: sqlite3.Connection,
+    conn: backend.Conn,
     name: str,
     holder: str,
     term: int | None,
@@ -90,7 +89,7 @@ async def release(store: Store, name: str, holder: str, term: int, now: datetime
     await store.write(lambda conn: conn.execute(Q["release"], params))
 
 
-def get_sync(conn: sqlite3.Connection, name: str) -> Lease | None:
+def get_sync(conn: backend.Conn, name: str) -> Lease | None:
     row = conn.execute(Q["get"], {"name": name}).fetchone()
     if row is None:
         return None

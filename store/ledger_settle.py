@@ -14,11 +14,10 @@ truth and is spent; `overrun_micros` says so and an error alert is queued.
 from __future__ import annotations
 
 import json
-import sqlite3
 from dataclasses import dataclass
 from datetime import datetime
 
-from store import budgets, claims, clock, errors, events, sql
+from store import backend, budgets, claims, clock, errors, events, sql
 from store.ledger_machine import ClaimState
 from store.prices import Usage
 
@@ -52,7 +51,7 @@ def _check_evidence(evidence: str) -> str:
 
 
 def complete_sync(
-    conn: sqlite3.Connection,
+    conn: backend.Conn,
     work_id: int,
     usage: Usage,
     actual_micros: int,
@@ -96,9 +95,7 @@ def complete_sync(
     return _settle(conn, claim, actual_micros, evidence, usage, "system", now)
 
 
-def _content_change(
-    conn: sqlite3.Connection, claim: claims.Claim, passed: str | None
-) -> str | None:
+def _content_change(conn: backend.Conn, claim: claims.Claim, passed: str | None) -> str | None:
     if claim.item_id is None:
         return None
     stored = claims.item_hash_sync(conn, claim.item_id)
@@ -116,7 +113,7 @@ def _overrun(claim: claims.Claim) -> int:
 
 
 def _settle(
-    conn: sqlite3.Connection,
+    conn: backend.Conn,
     claim: claims.Claim,
     actual: int,
     evidence: str,
@@ -150,7 +147,7 @@ def _settle(
 
 
 def reconcile_sync(
-    conn: sqlite3.Connection,
+    conn: backend.Conn,
     work_id: int,
     actual_micros: int,
     evidence: str,

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
-from store import clock, errors, sql
+from store import backend, clock, errors, sql
 from store.db import Store
 
 Q = sql.load("runs")
@@ -42,7 +42,7 @@ class Run:
     error_text: str | None
 
     @classmethod
-    def from_row(cls, row: sqlite3.Row) -> Run:
+    def from_row(cls, row: backend.Row) -> Run:
         return cls(
             id=row["id"],
             pipeline=row["pipeline"],
@@ -63,7 +63,7 @@ class Window:
     first_error_after: Run | None
 
 
-def _rows(conn: sqlite3.Connection, query: str, params: dict[str, object]) -> list[Run]:
+def _rows(conn: backend.Conn, query: str, params: dict[str, object]) -> list[Run]:
     cursor = conn.execute(query, params)
     cursor.row_factory = sqlite3.Row
     return [Run.from_row(row) for row in cursor.fetchall()]
@@ -76,7 +76,7 @@ DEFAULT_LEASE = timedelta(hours=1)
 
 
 def start_run_sync(
-    conn: sqlite3.Connection,
+    conn: backend.Conn,
     pipeline: str,
     trigger: Trigger,
     now: datetime,
@@ -100,12 +100,12 @@ def start_run_sync(
     return int(row[0])
 
 
-def running_sync(conn: sqlite3.Connection, pipeline: str) -> bool:
+def running_sync(conn: backend.Conn, pipeline: str) -> bool:
     return conn.execute(Q["running"], {"pipeline": pipeline}).fetchone() is not None
 
 
 def finish_run_sync(
-    conn: sqlite3.Connection,
+    conn: backend.Conn,
     run_id: int,
     status: Literal["ok", "error"],
     counts: Counts,
@@ -159,7 +159,7 @@ async def close_interrupted(store: Store, now: datetime) -> int:
     )
 
 
-def close_lapsed_sync(conn: sqlite3.Connection, now: datetime) -> list[str]:
+def close_lapsed_sync(conn: backend.Conn, now: datetime) -> list[str]:
     """Runs whose worker died (their lease lapsed) become errors; their pipelines."""
     rows = conn.execute(Q["close_lapsed"], {"now": clock.to_ms(now)}).fetchall()
     return sorted({str(row[0]) for row in rows})
@@ -180,7 +180,7 @@ async def recent_runs(store: Store, pipeline: str, n: int = 10) -> list[Run]:
 async def investigation_window(store: Store, pipeline: str) -> Window:
     """The last ok run and the first error after it (or the first error ever)."""
 
-    def query(conn: sqlite3.Connection) -> Window:
+    def query(conn: backend.Conn) -> Window:
         ok = _rows(conn, Q["last_ok"], {"pipeline": pipeline})
         last_ok = ok[0] if ok else None
         after = (clock.to_ms(last_ok.started_at), last_ok.id) if last_ok else (-1, -1)

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import logging
-import sqlite3
 from datetime import datetime
 
-from store import clock, heartbeats, runs, sql
+from store import backend, clock, heartbeats, outbox, runs, sql
 from store.db import Store
 
 log = logging.getLogger(__name__)
@@ -21,11 +20,13 @@ async def recover(store: Store, now: datetime, *, exclusive: bool = True) -> Non
     Items a crash left in new or drafting are taken up by their pipeline's next tick; a
     run is requested for each such pipeline now, so that tick starts at the scheduler's
     first pass instead of waiting for the schedule (or for the SLA to call them stuck).
-    On a store other workers share (not `exclusive`), only runs whose worker stopped
-    renewing them are closed: the others belong to live workers.
+    On a store only this process opens (`exclusive`), every open run is closed and every
+    dispatch claim freed: their holders died. On a store other workers share, only runs
+    whose worker stopped renewing them are closed, and claims lapse with their leases.
     """
     if exclusive:
         interrupted = await runs.close_interrupted(store, now)
+        await store.write(outbox.release_claims_sync)
     else:
         interrupted = len(await store.write(lambda conn: runs.close_lapsed_sync(conn, now)))
     if interrupted:
@@ -42,7 +43,7 @@ async def recover_lapsed(store: Store, now: datetime) -> list[str]:
     are asked to run again so the items those runs held are drafted; workers not heard
     from for a day are forgotten. Returns the pipelines whose runs were closed."""
 
-    def unit(conn: sqlite3.Connection) -> list[str]:
+    def unit(conn: backend.Conn) -> list[str]:
         closed = runs.close_lapsed_sync(conn, now)
         if closed:
             _request_resume_runs(conn, now, closed)
@@ -56,7 +57,7 @@ async def recover_lapsed(store: Store, now: datetime) -> list[str]:
 
 
 def _request_resume_runs(
-    conn: sqlite3.Connection, now: datetime, only: list[str] | None = None
+    conn: backend.Conn, now: datetime, only: list[str] | None = None
 ) -> dict[str, int]:
     left = dict(conn.execute(Q["undrafted_by_pipeline"]).fetchall())
     if only is not None:

@@ -11,10 +11,9 @@ in between loses that one tap (the operator taps again) rather than acting twice
 
 from __future__ import annotations
 
-import sqlite3
 from datetime import datetime, timedelta
 
-from store import clock, sql
+from store import backend, clock, sql
 from store.db import Store
 
 Q = sql.load("updates")
@@ -23,7 +22,7 @@ Q = sql.load("updates")
 KEEP = timedelta(days=2)
 
 
-def first_time_sync(conn: sqlite3.Connection, update_id: int, now: datetime) -> bool:
+def first_time_sync(conn: backend.Conn, update_id: int, now: datetime) -> bool:
     params = {"update_id": update_id, "now": clock.to_ms(now)}
     return conn.execute(Q["first_time"], params).fetchone() is not None
 
@@ -33,6 +32,6 @@ async def first_time(store: Store, update_id: int, now: datetime) -> bool:
     return await store.write(lambda conn: first_time_sync(conn, update_id, now))
 
 
-def prune_sync(conn: sqlite3.Connection, now: datetime, batch: int) -> int:
+def prune_sync(conn: backend.Conn, now: datetime, batch: int) -> int:
     params = {"before": clock.to_ms(now - KEEP), "batch": batch}
     return int(conn.execute(Q["prune"], params).rowcount)

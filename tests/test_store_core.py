@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from store import datadir, db, errors
+from store import datadir, db, errors, sqlite_store
 
 
 def _mode(path: Path) -> int:
@@ -91,9 +91,9 @@ async def test_group_or_world_accessible_data_dir_is_refused(tmp_path: Path, mod
 def test_pragma_mismatch_is_refused(tmp_path: Path) -> None:
     conn = sqlite3.connect(tmp_path / "raw.db")
     conn.execute("PRAGMA synchronous=OFF")
-    required = db.required_pragmas(db.StoreConfig(data_dir=tmp_path))
+    required = sqlite_store.required_pragmas(db.StoreConfig(data_dir=tmp_path))
     with pytest.raises(errors.PragmaMismatch) as caught:
-        db.check_pragmas(conn, required)
+        sqlite_store.check_pragmas(conn, required)
     message = str(caught.value)
     assert "journal_mode is 'delete', expected 'wal'" in message
     assert "synchronous is 0, expected 2" in message

@@ -90,3 +90,7 @@ DELETE FROM outbox WHERE id IN (
             OR (i.state IN (SELECT value FROM json_each(:ended))
                 AND i.last_transition_at < :cutoff))
      ORDER BY o.sent_at LIMIT :batch)
+
+-- name: release_claims
+-- Free every claim: at the start of the one process a store admits, whose holders died.
+UPDATE outbox SET claimed_by = NULL, lease_until = NULL WHERE claimed_by IS NOT NULL
