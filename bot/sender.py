@@ -175,7 +175,8 @@ class Sender:
         due = await outbox.next_due(self.store, KINDS)
         if due is not None and due > now:
             ends.append(due)
-        return min([(t - now).total_seconds() for t in ends] + [POLL_EVERY_S])
+        longest = outbox.longest_wait(self.store, POLL_EVERY_S)
+        return min([(t - now).total_seconds() for t in ends] + [longest])
 
     async def send_due(self, now: datetime) -> int:
         """Send every due row once, oldest first; returns how many were sent."""

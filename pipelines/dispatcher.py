@@ -255,7 +255,8 @@ def make_worker(bot: Any = None, *, poll_s: float = POLL_S) -> Worker:
                 lease=runtime.config.dispatch_lease,
             )
             if handled < BATCH:
-                wait = await _until_next_due(runtime.store, runtime.now(), poll_s)
+                longest = outbox.longest_wait(runtime.store, poll_s)
+                wait = await _until_next_due(runtime.store, runtime.now(), longest)
                 await workers.wait_any((woken, stop), wait)
 
     return dispatcher

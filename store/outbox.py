@@ -129,6 +129,16 @@ def wakeup(store: Store, kinds: Iterable[Kind]) -> asyncio.Event:
     return event
 
 
+#: The longest a worker on a shared store waits without looking for rows other workers
+#: queued (seconds): their commits wake only their own process's waiters.
+SHARED_POLL_S = 1.0
+
+
+def longest_wait(store: Store, seconds: float) -> float:
+    """`seconds`, or less on a store other processes write to as well."""
+    return seconds if store.dialect == "sqlite" else min(seconds, SHARED_POLL_S)
+
+
 def _wake(kind: Kind, store: Store) -> None:
     for event in _waiting.get(store, {}).get(kind, ()):
         event.set()
