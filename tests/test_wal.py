@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from store import db, errors
+from store import db, errors, sqlite_store
 
 BOUND = 4 * 1024 * 1024
 
