@@ -196,28 +196,39 @@ def hold_sync(
     micros: int,
     now: datetime,
 ) -> list[Hold]:
-    """Hold `micros` in the current instance of every pair, or raise and hold nothing."""
-    rows = []
+    """Hold `micros` in the current instance of every pair, or raise and hold nothing.
+
+    Each row is held by a conditional UPDATE, in the order given (configured_sync's,
+    the same for every writer, so two never wait on each other's rows). When one row
+    has too little left, the holds already taken go back before raising.
+    """
+    holds: list[Hold] = []
     for scope, period in pairs:
         start_ms = clock.to_ms(period_start(period, now))
         key = {"scope": scope, "period": period, "period_start": start_ms}
         conn.execute(Q["ensure_row"], key)
-        row = _row(conn, scope, period, start_ms)
-        assert row is not None  # the pair is configured, so ensure_row opened it
-        if micros > row.remaining_micros:
-            raise errors.BudgetExceeded(
-                f"budget {row.label} has {max(0, row.remaining_micros)} micros left "
-                f"(limit {row.limit_micros}, spent {row.spent_micros}, held {row.held_micros}); "
-                f"this call needs up to {micros}",
-                scope,
-                period,
-            )
-        rows.append(row)
-    holds = [Hold(row.scope, row.period, row.period_start, micros) for row in rows]
+        if not _rows(conn, Q["add_hold"], {**key, "micros": micros}):
+            for hold in holds:  # the rows before this one: give them back
+                conn.execute(Q["release_hold"], {**hold.key(), "micros": micros})
+            raise _exceeded(conn, scope, period, start_ms, micros)
+        holds.append(Hold(scope, period, clock.from_ms(start_ms), micros))
     for hold in holds:
-        conn.execute(Q["add_hold"], {**hold.key(), "micros": micros})
         conn.execute(Q["insert_claim_hold"], {**hold.key(), "micros": micros, "claim_id": claim_id})
     return holds
+
+
+def _exceeded(
+    conn: backend.Conn, scope: str, period: Period, start_ms: int, micros: int
+) -> errors.BudgetExceeded:
+    row = _row(conn, scope, period, start_ms)
+    assert row is not None  # the pair is configured, so ensure_row opened it
+    return errors.BudgetExceeded(
+        f"budget {row.label} has {max(0, row.remaining_micros)} micros left "
+        f"(limit {row.limit_micros}, spent {row.spent_micros}, held {row.held_micros}); "
+        f"this call needs up to {micros}",
+        scope,
+        period,
+    )
 
 
 def holds_sync(conn: backend.Conn, claim_id: int) -> list[Hold]:

@@ -138,6 +138,15 @@ def get_sync(conn: backend.Conn, claim_id: int) -> Claim:
     return claim
 
 
+def lock_sync(conn: backend.Conn, claim_id: int) -> Claim:
+    """The claim, its row locked until the unit ends (see items.lock_sync): a second
+    settlement waits for the first and then reads it settled."""
+    claim = one_sync(conn, Q["lock"], {"id": claim_id})
+    if claim is None:
+        raise errors.NotFound(f"no budget claim {claim_id}")
+    return claim
+
+
 def by_key_sync(conn: backend.Conn, endpoint: str, key: str) -> Claim | None:
     """The claim begun under this idempotency key, if any (nothing is written)."""
     return one_sync(conn, Q["by_idem"], {"idem_hash": idem_hash(endpoint, key)})
@@ -177,18 +186,20 @@ def begin_sync(
         raise ValueError(f"the lease must be positive, got {lease}")
     idem, digest = idem_hash(endpoint, key), request_digest(pipeline, item_id, request)
     existing = one_sync(conn, Q["by_idem"], {"idem_hash": idem})
-    if existing is not None:
-        if existing.request_digest != digest:
-            raise errors.Conflict(
-                f"idempotency key {key!r} on {endpoint} was used for a different request "
-                f"(claim {existing.id}); use a new key for a new request"
-            )
-        return Work.of(existing, replayed=True)
-    with savepoint(conn, "begin_claim"):  # a BudgetExceeded leaves nothing behind
-        return Work.of(
-            _create(conn, idem, digest, worst_case_micros, pipeline, item_id, now, lease),
-            replayed=False,
+    if existing is None:
+        with savepoint(conn, "begin_claim"):  # a BudgetExceeded leaves nothing behind
+            created = _create(conn, idem, digest, worst_case_micros, pipeline, item_id, now, lease)
+        if created is not None:
+            return Work.of(created, replayed=False)
+        # Another writer began this key between the look above and the insert.
+        existing = one_sync(conn, Q["by_idem"], {"idem_hash": idem})
+        assert existing is not None, "the insert met this key's row"
+    if existing.request_digest != digest:
+        raise errors.Conflict(
+            f"idempotency key {key!r} on {endpoint} was used for a different request "
+            f"(claim {existing.id}); use a new key for a new request"
         )
+    return Work.of(existing, replayed=True)
 
 
 def _create(
@@ -200,7 +211,8 @@ def _create(
     item_id: int | None,
     now: datetime,
     lease: timedelta,
-) -> Claim:
+) -> Claim | None:
+    """The new claim with its holds and event; None if the key's row exists already."""
     item_hash = None if item_id is None else item_hash_sync(conn, item_id)
     pairs = budgets.configured_sync(conn, [pipeline, budgets.GLOBAL])
     state = ClaimState.RESERVED if pairs else ClaimState.UNBUDGETED
@@ -223,7 +235,8 @@ def _create(
         "now": clock.to_ms(now),
     }
     claim = one_sync(conn, Q["insert"], params)
-    assert claim is not None  # INSERT ... RETURNING always returns the row
+    if claim is None:
+        return None
     budgets.hold_sync(conn, claim.id, pairs, claim.reserved_micros, now)
     events.append(conn, "claim", claim.id, None, state, "system", now, reason=reason)
     return claim
@@ -274,7 +287,7 @@ def start_provider_sync(conn: backend.Conn, work_id: int, now: datetime) -> Clai
     A second call raises (it must not authorize a second provider call); so does
     an expired lease or a claim that never had a budget. Refusals change nothing.
     """
-    claim = get_sync(conn, work_id)
+    claim = lock_sync(conn, work_id)
     if not claim.provider_allowed:
         raise errors.IllegalTransition(
             f"claim {work_id} has no budget configured; the provider is not allowed "
@@ -300,7 +313,7 @@ def renew_sync(conn: backend.Conn, work_id: int, now: datetime, lease: timedelta
     simply kept longer (a reserved -> reserved event says so). Any other state is
     refused and nothing changes.
     """
-    claim = get_sync(conn, work_id)
+    claim = lock_sync(conn, work_id)
     if claim.state != ClaimState.RESERVED:
         raise errors.IllegalTransition(
             f"claim {work_id} is {claim.state}; only a reserved lease renews"
@@ -321,7 +334,7 @@ def fail_sync(
     Failing an uncertain, released or unbudgeted claim again changes nothing; a
     settled claim cannot fail (Conflict).
     """
-    claim = get_sync(conn, work_id)
+    claim = lock_sync(conn, work_id)
     target = lm.ON_FAIL.get(claim.state)
     if target is None:
         if claim.state == ClaimState.SETTLED:

@@ -48,7 +48,7 @@ def decide_sync(
     """Record one operator's decision; `on_decided` runs in the same unit when it moves the item."""
     if choice not in ("approve", "reject"):
         raise ValueError(f"unknown decision {choice!r}; valid: approve, reject")
-    item = items.get_sync(conn, item_id)
+    item = items.lock_sync(conn, item_id)
     if (item.attempt, item.version) != (attempt, version):
         raise errors.Conflict(
             f"this card shows version {version} of attempt {attempt}; item {item_id} is now at "

@@ -58,7 +58,7 @@ def add_sync(
     cost_micros: int | None = None,
 ) -> Draft:
     """Store the next version and point the item at it (inside the caller's unit)."""
-    item = items.get_sync(conn, item_id)
+    item = items.lock_sync(conn, item_id)
     version = item.version + 1
     params = {
         "item_id": item_id,
@@ -88,7 +88,7 @@ def edit_sync(
     Recorded as an awaiting_approval -> awaiting_approval event with its actor, so
     the history shows who changed the words the item is approved on.
     """
-    item = items.get_sync(conn, item_id)
+    item = items.lock_sync(conn, item_id)
     if item.state != State.AWAITING_APPROVAL:
         raise errors.IllegalTransition(
             f"item {item_id} is {item.state}; only drafts awaiting approval can be edited"

@@ -102,6 +102,16 @@ def get_sync(conn: backend.Conn, item_id: int) -> Item:
     return item
 
 
+def lock_sync(conn: backend.Conn, item_id: int) -> Item:
+    """The item, its row locked until the unit ends: read it so before deciding what to
+    write. With several writers (PostgreSQL) a second decision on the item waits here
+    and then sees the first one's votes and state; SQLite's one writer holds every row."""
+    item = _one(conn, Q["lock"], {"id": item_id})
+    if item is None:
+        raise errors.NotFound(f"no item {item_id}")
+    return item
+
+
 def create_sync(
     conn: backend.Conn,
     pipeline: str,
@@ -155,7 +165,7 @@ def transition_sync(
     accepts repeats silently. A move not in the table raises IllegalTransition.
     """
     to = State(to)
-    item = get_sync(conn, item_id)
+    item = lock_sync(conn, item_id)
     same_work = expect_version in (None, item.version) and expect_attempt in (None, item.attempt)
     if item.state == to:
         if to in machine.TERMINAL or same_work:
@@ -234,7 +244,7 @@ def replay_sync(
     force: bool = False,
 ) -> Item:
     """Bring a dropped item (or, with force, a dispatched one) back to new, attempt + 1."""
-    item = get_sync(conn, item_id)
+    item = lock_sync(conn, item_id)
     if item.state not in machine.DROPPED and not (force and item.state == State.DISPATCHED):
         hint = " (add force to send it again)" if item.state == State.DISPATCHED else ""
         raise errors.IllegalTransition(

@@ -68,7 +68,7 @@ def complete_sync(
     claims.check_micros("actual_micros", actual_micros)
     _check_evidence(evidence)
     usage = Usage(*usage)
-    claim = claims.get_sync(conn, work_id)
+    claim = claims.lock_sync(conn, work_id)
     if claim.state == ClaimState.SETTLED:
         same = (claim.actual_micros, claim.evidence, claim.usage) == (
             actual_micros,
@@ -162,7 +162,7 @@ def reconcile_sync(
     claims.check_micros("actual_micros", actual_micros)
     _check_evidence(evidence)
     events.check_actor(actor)
-    claim = claims.get_sync(conn, work_id)
+    claim = claims.lock_sync(conn, work_id)
     if claim.state == ClaimState.SETTLED:
         if claim.actual_micros == actual_micros:
             return Settlement(claim, replayed=True, overrun_micros=_overrun(claim))

@@ -258,6 +258,11 @@ class PgStore(db.Store):
 
     async def _write(self, unit: Callable[[backend.Conn], T]) -> T:
         lane = await self._free.get()
+        # Shielded: a caller who stops waiting leaves the unit to finish (or roll back)
+        # on its lane, which returns to the pool only then.
+        return await asyncio.shield(asyncio.ensure_future(self._run_on(lane, unit)))
+
+    async def _run_on(self, lane: Lane[Conn], unit: Callable[[backend.Conn], T]) -> T:
         try:
             for attempt in range(1, ATTEMPTS + 1):
                 try:

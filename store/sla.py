@@ -46,7 +46,7 @@ def _sweep_items(conn: backend.Conn, item_ids: list[int], now: datetime) -> Swee
     warned: list[int] = []
     moved: list[int] = []
     for item_id in item_ids:
-        item = items.get_sync(conn, item_id)  # re-read: it may have moved since the query
+        item = items.lock_sync(conn, item_id)  # re-read: it may have moved since the query
         if item.deadline is None or now < _warn_at(item):
             continue
         if now >= item.deadline:

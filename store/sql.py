@@ -78,10 +78,9 @@ def _postgres_overrides(noun: str) -> Queries:
     return parse(path.read_text(encoding="utf-8"), str(path))
 
 
-#: A `--` comment (its apostrophes open no string), a quoted string or identifier, a
-#: `::` cast, a `:name` or `?` parameter, or a `%` (psycopg's own placeholder sign,
-#: doubled to stay a literal, in strings and comments too: psycopg reads the whole
-#: text for placeholders).
+#: A comment, a quoted string or identifier, a `::` cast, a `:name` or `?` parameter, or a `%`
+#: (psycopg's own placeholder sign, doubled to stay a literal, in strings too: psycopg
+#: reads the whole text for placeholders).
 _TOKEN = re.compile(
     r"--[^\n]*|'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|::|:([A-Za-z_][A-Za-z0-9_]*)|\?|%"
 )

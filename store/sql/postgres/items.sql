@@ -14,3 +14,8 @@ SELECT * FROM items
            + CAST(trunc((deadline - last_transition_at) * CAST(:warn_share AS double precision)) AS bigint)
            <= :now)
  ORDER BY deadline, id
+
+-- name: lock
+-- One item by id, its row locked until the transaction ends: a second decision on it
+-- waits, then reads what the first one wrote.
+SELECT * FROM items WHERE id = :id FOR UPDATE
