@@ -170,4 +170,8 @@ class Scheduler:
             await self.run_once(clock(), wait=False)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), POLL_S)
+        await self.idle()
+
+    async def idle(self) -> None:
+        """Wait for the runs this scheduler started to finish."""
         await asyncio.gather(*self._running.values(), return_exceptions=True)
