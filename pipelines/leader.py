@@ -68,6 +68,8 @@ class Leadership:
         self._stop: asyncio.Event | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._expiry: asyncio.TimerHandle | None = None
+        #: Set by stand_down: this worker leads no more in this process's life.
+        self._closed = False
 
     @property
     def renew_every_s(self) -> float:
@@ -99,6 +101,8 @@ class Leadership:
     async def step(self) -> bool:
         """Elect or renew once; True while leading. A store error keeps the trust
         already earned (the timer still ends it in time)."""
+        if self._closed:
+            return False
         asked = self._monotonic()
         try:
             term = await leases.acquire(
@@ -149,7 +153,8 @@ class Leadership:
         self._trusted_until = float("-inf")
 
     async def stand_down(self) -> None:
-        """Stop the duties (they finish what they hold), then give the lease up."""
+        """Stop the duties (they finish what they hold), then give the lease up for good."""
+        self._closed = True
         term = self.term
         self._lose("standing down")
         if self._expiry is not None:

@@ -82,3 +82,11 @@ async def test_trust_is_three_quarters_of_the_ttl_from_before_the_renewal(
     assert 5.0 < a.trust_left_s() <= 6.0
     await a.stand_down()
     assert not a.trusted() and a.trust_left_s() == 0.0
+
+
+async def test_a_worker_that_stood_down_never_leads_again(store: db.Store) -> None:
+    a = worker(store, "a", timedelta(seconds=6))
+    assert await a.step()
+    await a.stand_down()
+    assert not await a.step() and not a.leading
+    assert (await leases.get(store, leader.LEASE)) is not None
