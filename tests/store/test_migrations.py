@@ -10,7 +10,9 @@ import pytest
 
 from store import errors, migrate, sql
 
-STORE_DIR = Path(migrate.__file__).parent
+ROOT = Path(migrate.__file__).resolve().parents[1]
+#: Every package whose modules may load named SQL.
+PACKAGES = ("store", "pipelines", "bot")
 
 
 def _normalized_schema(conn: sqlite3.Connection) -> list[tuple[str, str, str]]:
@@ -74,7 +76,8 @@ def test_every_sql_file_parses_and_every_used_name_exists() -> None:
     used = re.compile(r'\bQ\["([a-z_0-9]+)"\]')
     loaded = re.compile(r'^Q = sql\.load\("([a-z_]+)"\)', re.MULTILINE)
     checked = 0
-    for module in STORE_DIR.glob("*.py"):
+    modules = [path for package in PACKAGES for path in (ROOT / package).rglob("*.py")]
+    for module in modules:
         text = module.read_text()
         match = loaded.search(text)
         if not match:
@@ -82,7 +85,7 @@ def test_every_sql_file_parses_and_every_used_name_exists() -> None:
         queries = sql.load(match.group(1))
         for name in used.findall(text):
             assert name in queries, (
-                f"{module.name} uses Q[{name!r}], missing from {match.group(1)}.sql"
+                f"{module.relative_to(ROOT)} uses Q[{name!r}], missing from {match.group(1)}.sql"
             )
             checked += 1
     assert checked > 10
