@@ -11,10 +11,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from pipelines.dispatch import file as dispatch_file
-from pipelines.dispatch import smtp as dispatch_smtp
-from pipelines.dispatch import telegram as dispatch_telegram
-from pipelines.dispatch import webhook as dispatch_webhook
 from pipelines.dispatch.base import (
     MAX_ATTEMPTS,
     RETRY_BASE_SECONDS,
@@ -75,6 +71,13 @@ async def dispatch(
     `bot` is a python-telegram-bot `Bot` (needed only by telegram_channel);
     `env` replaces os.environ for "env:" lookups (tests).
     """
+    # The kinds load their clients (httpx, aiosmtplib, telegram); reading pipeline
+    # files needs only the target models, and the CLI must start quickly.
+    from pipelines.dispatch import file as dispatch_file
+    from pipelines.dispatch import smtp as dispatch_smtp
+    from pipelines.dispatch import telegram as dispatch_telegram
+    from pipelines.dispatch import webhook as dispatch_webhook
+
     match target:
         case WebhookTarget():
             return await dispatch_webhook.send(target, delivery, client=client, env=env)
