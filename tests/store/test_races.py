@@ -19,19 +19,8 @@ from typing import Any, TypeVar
 
 import pytest
 
-from store import (
-    backend,
-    budgets,
-    claims,
-    db,
-    decisions,
-    drafts,
-    errors,
-    events,
-    items,
-    ledger,
-    seen,
-)
+from store import backend, db, decisions, drafts, errors, events, items, ledger, seen
+from store.ledger import budgets, claims
 from store.machine import State
 
 T = TypeVar("T")
