@@ -263,6 +263,12 @@ class PgStore(db.Store):
         self._next_reader = 0
 
     @property
+    def location(self) -> str:
+        info = psycopg.conninfo.conninfo_to_dict(self._url)
+        host, port, name = info.get("host", "localhost"), info.get("port", 5432), info.get("dbname")
+        return f"postgresql://{host}:{port}/{name}"
+
+    @property
     def _url(self) -> str:
         assert self.config.database_url, "PgStore opens only with a database URL"
         return self.config.database_url

@@ -38,21 +38,23 @@ def pg_run_database() -> Iterator[pg_databases.Server]:
 
 @pytest.fixture
 def fresh_store_config(
-    request: pytest.FixtureRequest, dialect: str, tmp_path: Path
+    request: pytest.FixtureRequest, dialect: str, data_dir: Path
 ) -> Callable[[], db.StoreConfig]:
     """An empty store's config on every call (a test opening many stores, one per
-    Hypothesis example, say): a new data directory, or the run's database emptied."""
+    Hypothesis example, say): a new data directory (the first: `data_dir`), or the
+    run's database emptied."""
     server: pg_databases.Server | None = None
     if dialect == "postgres":
         server = request.getfixturevalue("pg_run_database")
     made = itertools.count()
 
     def fresh() -> db.StoreConfig:
-        data_dir = tmp_path / f"data-{next(made)}"
+        n = next(made)
+        directory = data_dir.with_name(f"{data_dir.name}-{n}") if n else data_dir
         if server is None:
-            return db.StoreConfig(data_dir=data_dir)
+            return db.StoreConfig(data_dir=directory)
         server.empty_tables()
-        return db.StoreConfig(data_dir=data_dir, database_url=server.run_url)
+        return db.StoreConfig(data_dir=directory, database_url=server.run_url)
 
     return fresh
 
