@@ -10,7 +10,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from pipelines import config, similarity, validation
+from pipelines import config
+from pipelines.text import similarity, validation
 from store import backend, decisions, drafts, errors, items, outbox
 from store.db import Store
 from store.drafts import Draft

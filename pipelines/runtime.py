@@ -31,7 +31,8 @@ from pathlib import Path
 
 import httpx
 
-from pipelines import config, drafters, engine, leader, workers
+from pipelines import config, engine, leader, workers
+from pipelines.drafting import base as drafters
 from pipelines.scheduler import Scheduler
 from store import backend, db, errors, heartbeats, ledger, outbox, retention, sla, startup
 from store.db import Store

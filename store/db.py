@@ -155,6 +155,11 @@ class Store:
         """Bytes the store can still grow by; ends a "storage full" fault once there is room."""
         raise NotImplementedError
 
+    @property
+    def location(self) -> str:
+        """Where the store lives, for operators (never with a password)."""
+        return str(self.config.db_path)
+
     def wal_bytes(self) -> int:
         """The write-ahead log's size on this machine (0 where the server keeps it)."""
         return 0
