@@ -38,7 +38,8 @@ import httpx
 import psycopg
 
 from bench import common
-from pipelines import approval, config, dispatcher, engine, scheduler
+from pipelines import approval, config, engine, scheduler
+from pipelines.dispatch import dispatcher
 from store import db, events, items, schedules
 from store.machine import State
 from tests import pg_databases

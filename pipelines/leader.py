@@ -144,9 +144,9 @@ class Leadership:
         task.add_done_callback(lambda _: self._registry.standby(name))
         self._tasks = [t for t in self._tasks if not t.done()] + [task]
 
-    def _lose(self, why: str) -> None:
+    def _lose(self, why: str, level: int = logging.WARNING) -> None:
         if self._stop is not None:
-            log.warning("no longer leading (term %s): %s", self.term, why)
+            log.log(level, "no longer leading (term %s): %s", self.term, why)
             self._stop.set()
         self._stop = None
         self.term = None
@@ -156,7 +156,7 @@ class Leadership:
         """Stop the duties (they finish what they hold), then give the lease up for good."""
         self._closed = True
         term = self.term
-        self._lose("standing down")
+        self._lose("standing down", logging.INFO)
         if self._expiry is not None:
             self._expiry.cancel()
         if self._tasks:

@@ -180,7 +180,8 @@ class Runtime:
             await workers.wait_any((stop,), every_s)
 
     async def _beat(self) -> None:
-        await heartbeats.beat(self.store, self.me, self.now(), self.run_lease)
+        run_ids = self.scheduler.run_ids()
+        await heartbeats.beat(self.store, self.me, self.now(), self.run_lease, run_ids)
 
     async def _heartbeat_forever(self) -> None:
         """Say this worker is alive and renew (or seek) the leader's lease, every quarter

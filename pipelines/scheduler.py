@@ -53,11 +53,16 @@ class Scheduler:
         self.worker = worker
         self.run_lease = run_lease
         self._running: dict[str, asyncio.Task[object]] = {}
+        self._run_ids: dict[str, int] = {}
         self._wake = asyncio.Event()
 
     def running(self, name: str) -> bool:
         task = self._running.get(name)
         return task is not None and not task.done()
+
+    def run_ids(self) -> list[int]:
+        """The runs this scheduler is running now (their leases are renewed)."""
+        return [run_id for name, run_id in self._run_ids.items() if self.running(name)]
 
     async def run_once(self, now: datetime, *, wait: bool = True) -> list[str]:
         """Start every pipeline that is due now; with wait, until their ticks finish."""
@@ -69,6 +74,7 @@ class Scheduler:
             claimed = await self._decide(pipeline, states.get(name), now)
             if claimed is not None:
                 trigger, run_id = claimed
+                self._run_ids[name] = run_id
                 self._running[name] = asyncio.create_task(
                     self._tick(name, trigger, now, run_id), name=f"tick-{name}"
                 )

@@ -4,8 +4,9 @@
     found = await heartbeats.recent(store, now)            # for /status and `status`
     await heartbeats.stopped(store, me.id, now)            # at a clean stop
 
-A beat also renews the lease of every run its worker is running, so a run stays its
-worker's while the worker lives, and lapses (runs.close_lapsed) once it does not.
+A beat also renews the lease of each run its worker is running, so a run stays its
+worker's while the worker lives and runs it, and lapses (runs.close_lapsed) once the
+worker dies, or once a run that crashed could not even be closed.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import os
 import secrets
 import socket
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -52,14 +54,22 @@ class Worker:
         return self.stopped_at is None and now - self.heartbeat_at <= ttl
 
 
-def beat_sync(conn: backend.Conn, me: Me, now: datetime, run_lease: timedelta) -> None:
+def beat_sync(
+    conn: backend.Conn, me: Me, now: datetime, run_lease: timedelta, run_ids: Iterable[int]
+) -> None:
     at = clock.to_ms(now)
     conn.execute(Q["beat"], {"id": me.id, "host": me.host, "pid": me.pid, "now": at})
-    conn.execute(Q["renew_runs"], {"id": me.id, "until": clock.to_ms(now + run_lease)})
+    until = clock.to_ms(now + run_lease)
+    for run_id in run_ids:
+        conn.execute(Q["renew_run"], {"id": me.id, "run": run_id, "until": until})
 
 
-async def beat(store: Store, me: Me, now: datetime, run_lease: timedelta) -> None:
-    await store.write(lambda conn: beat_sync(conn, me, now, run_lease))
+async def beat(
+    store: Store, me: Me, now: datetime, run_lease: timedelta, run_ids: Iterable[int] = ()
+) -> None:
+    """Say `me` is alive, and keep the runs it is running (`run_ids`) its own."""
+    ids = list(run_ids)
+    await store.write(lambda conn: beat_sync(conn, me, now, run_lease, ids))
 
 
 async def stopped(store: Store, worker_id: str, now: datetime) -> None:

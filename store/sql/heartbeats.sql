@@ -3,9 +3,10 @@
 INSERT INTO workers (id, host, pid, started_at, heartbeat_at) VALUES (:id, :host, :pid, :now, :now)
     ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at, stopped_at = NULL
 
--- name: renew_runs
--- The worker's running runs stay its own for another lease.
-UPDATE pipeline_runs SET lease_until = :until WHERE worker = :id AND status = 'running'
+-- name: renew_run
+-- A run the worker is running stays its own for another lease.
+UPDATE pipeline_runs SET lease_until = :until
+ WHERE id = :run AND worker = :id AND status = 'running'
 
 -- name: stopped
 -- A worker stopped cleanly.

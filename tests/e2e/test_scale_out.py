@@ -23,7 +23,8 @@ from typing import Any, TypeVar
 import psycopg
 import pytest
 
-from bot import localapi, localapi_state
+from bot.demo.botapi import server as localapi
+from bot.demo.botapi import state as localapi_state
 from tests import pg_databases
 from tests.fakes import feeds
 from tests.fakes.feed_server import FeedServer

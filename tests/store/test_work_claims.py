@@ -113,7 +113,7 @@ async def test_a_run_whose_worker_died_is_closed_when_its_lease_lapses(
     kept = await runs.start_run(store, "news", "schedule", now, worker=alive.id, lease=LEASE)
     left = await runs.start_run(store, "digest", "schedule", now, worker=dead.id, lease=LEASE)
     later = now + LEASE - timedelta(seconds=1)
-    await heartbeats.beat(store, alive, later, LEASE)  # renews the live worker's run
+    await heartbeats.beat(store, alive, later, LEASE, [kept])  # renews the run it runs
     assert await startup.recover_lapsed(store, later) == []
     closed = await startup.recover_lapsed(store, now + LEASE + timedelta(seconds=1))
     assert closed == ["digest"]
@@ -161,3 +161,17 @@ async def test_handled_update_ids_are_pruned_once_telegram_cannot_resend_them(
     assert pruned.updates == 1
     assert await updates.first_time(store, 1, now + updates.KEEP)
     assert not await updates.first_time(store, 2, now + updates.KEEP)
+
+
+async def test_a_beat_renews_only_the_runs_its_worker_still_runs(
+    store: db.Store, now: datetime
+) -> None:
+    me = heartbeats.Me("me", "h", 1)
+    live = await runs.start_run(store, "news", "schedule", now, worker=me.id, lease=LEASE)
+    # A run whose tick crashed and could not even be closed: the worker no longer names it.
+    stuck = await runs.start_run(store, "digest", "schedule", now, worker=me.id, lease=LEASE)
+    later = now + LEASE - timedelta(seconds=1)
+    await heartbeats.beat(store, me, later, LEASE, [live])
+    assert await startup.recover_lapsed(store, now + LEASE + timedelta(seconds=1)) == ["digest"]
+    assert (await runs.get(store, stuck)).status == "error"
+    assert (await runs.get(store, live)).status == "running"
