@@ -46,6 +46,8 @@ class Report:
     #: Events whose hash and link were checked on arrival.
     events_checked: int
     schema_version: int
+    #: The target, without its password.
+    location: str
 
 
 def _sqlite_tables(conn: sqlite3.Connection) -> dict[str, list[str]]:
@@ -185,6 +187,7 @@ async def copy(source: db.StoreConfig, url: str, progress: Progress = lambda _: 
         version = await target.read(
             lambda conn: _version(iter(conn.execute("SELECT version FROM schema_migrations")))
         )
+        location = target.location
     finally:
         await target.close()
     short = {t: (before.get(t), n) for t, n in after.items() if before.get(t) != n}
@@ -192,4 +195,4 @@ async def copy(source: db.StoreConfig, url: str, progress: Progress = lambda _: 
         raise errors.StoreError(f"row counts differ after the copy (source, target): {short}")
     if not chain.ok:
         raise errors.StoreError(f"the audit chain did not arrive intact: {chain.broken}")
-    return Report(copied, chain.checked, version)
+    return Report(copied, chain.checked, version, location)

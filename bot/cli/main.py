@@ -18,6 +18,7 @@
     gatehouse audit verify                     check the event hash chain (exit 1 if broken)
     gatehouse sweep [--days 90]                forget seen ids older than that
     gatehouse backup <path>                    online backup to a new file, then verify it
+    gatehouse migrate-to-postgres              copy the SQLite store into GATEHOUSE_DATABASE_URL, verified
 
 Every command takes --env-file FILE (default: .env in the working directory) and
 --data-dir DIR (over GATEHOUSE_DATA_DIR); relative paths in settings resolve from the
@@ -45,6 +46,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from bot import cluster, control, maintenance, storage_alarm
 from bot import settings as settings_mod
 from bot.cli import output as cli_output
+from bot.cli import to_postgres
 from bot.cli import writes as cli_writes
 from pipelines import config
 from pipelines import operations as views
@@ -434,6 +436,11 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
     add("backup", cmd_backup, "online backup to a new file, verified").add_argument(
         "path", type=Path, help="the new file (it must not exist yet)"
     )
+    add(
+        "migrate-to-postgres",
+        to_postgres.cmd,
+        "copy the SQLite store into the empty database GATEHOUSE_DATABASE_URL names",
+    )
     return parser, table
 
 
@@ -455,7 +462,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return table[args.command](cfg, args, datetime.now(UTC))
-    except (*USAGE_ERRORS, ValueError, cli_writes.Refused, control.NoAnswer) as exc:
+    except (
+        *USAGE_ERRORS,
+        ValueError,
+        cli_writes.Refused,
+        control.NoAnswer,
+        to_postgres.Refused,
+    ) as exc:
         print(f"gatehouse {args.command}: {exc}", file=sys.stderr)
         return 2
     except (errors.StoreError, maintenance.BackupFailed) as exc:
