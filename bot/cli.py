@@ -42,7 +42,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from bot import cli_output, cli_writes, control, maintenance, storage_alarm, views
+from bot import cli_output, cli_tokens, cli_writes, control, maintenance, storage_alarm, views
 from bot import settings as settings_mod
 from pipelines import config
 from store import budgets, datadir, db, errors, info, writer
@@ -420,6 +420,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
     sweep.add_argument(
         "--days", type=positive, default=90, help="age in days (default: %(default)s)"
     )
+    cli_tokens.add_parser(add)
     add("backup", cmd_backup, "online backup to a new file, verified").add_argument(
         "path", type=Path, help="the new file (it must not exist yet)"
     )

@@ -28,7 +28,7 @@ from typing import Literal
 
 import httpx
 
-from pipelines import approval, config, drafters, similarity, sources
+from pipelines import approval, config, drafters, logfields, similarity, sources
 from pipelines.sources import base
 from store import clock, drafts, errors, items, outbox, runs, schedules, seen, sql
 from store import text as store_text
@@ -90,6 +90,13 @@ class Engine:
         """Run one pipeline once and record the run with its counts and errors."""
         pipeline = self.pipelines[name]
         report = TickReport(await runs.start_run(self.store, name, trigger, now), name)
+        with logfields.bound(pipeline=name, run=report.run_id):
+            return await self._run(pipeline, report, now)
+
+    async def _run(
+        self, pipeline: config.Pipeline, report: TickReport, now: datetime
+    ) -> TickReport:
+        name = pipeline.name
         fetched = 0
         new_items: list[Item] = []
         for source in pipeline.sources:
@@ -189,7 +196,7 @@ class Engine:
         dedup: bool,
     ) -> list[Item]:
         return await self.store.write(
-            lambda conn: _record_sync(conn, pipeline, scope, chunk, state, now, dedup=dedup)
+            lambda conn: record_sync(conn, pipeline, scope, chunk, state, now, dedup=dedup)
         )
 
     async def _draft_all(
@@ -216,7 +223,8 @@ class Engine:
 
         async def one(item: Item) -> bool | None:
             async with gate:
-                return await self._draft_one(pipeline, drafter, item, earlier, report, now)
+                with logfields.bound(item=item.id, attempt=item.attempt):
+                    return await self._draft_one(pipeline, drafter, item, earlier, report, now)
 
         self._in_flight.update(item.id for item in drafting)
         try:
@@ -363,7 +371,7 @@ def _sources(item: Item) -> frozenset[str]:
     return frozenset({item.source_id})
 
 
-def _record_sync(
+def record_sync(
     conn: sqlite3.Connection,
     pipeline: config.Pipeline,
     scope: str,
