@@ -19,7 +19,7 @@ from telegram import ForceReply, InlineKeyboardButton, InlineKeyboardMarkup, Mes
 from telegram.constants import ParseMode
 from telegram.ext import ApplicationHandlerStop, ContextTypes
 
-from bot import auth, callbacks, render, sender, views
+from bot import auth, callbacks, metrics, render, sender, views
 from pipelines import approval, config, validation
 from pipelines import workers as workers_mod
 from pipelines.scheduler import Scheduler
@@ -323,6 +323,7 @@ async def _decide(
     await asyncio.gather(
         query.answer(answers[decision.outcome]), d.sender.flush_item(button.item_id, now)
     )
+    await metrics.decided(d.store, pipeline.name, decision, now)
 
 
 async def _ask_for_edit(query: Any, d: Deps, item: items.Item, button: callbacks.Button) -> None:

@@ -40,7 +40,7 @@ from telegram import error as tg_error
 from telegram.constants import ParseMode
 
 from bot import logs, render
-from pipelines import workers
+from pipelines import logfields, workers
 from store import errors, outbox
 from store.db import Store
 
@@ -205,6 +205,10 @@ class Sender:
         return row.id in self._busy or row.id in self._finished or self.held(row, now)
 
     async def send_row(self, row: outbox.Row, now: datetime) -> bool:
+        with logfields.bound(outbox=row.id, item=row.item_id):
+            return await self._send_row(row, now)
+
+    async def _send_row(self, row: outbox.Row, now: datetime) -> bool:
         if self._skip(row, now):
             return False
         self._busy.add(row.id)
@@ -220,6 +224,7 @@ class Sender:
             self._busy.discard(row.id)
         self._progress.pop(row.id, None)
         self._finished.append(row.id)
+        log.debug("outbox row %d (%s) delivered", row.id, row.kind)
         return await outbox.mark_sent(self.store, row.id, json.dumps(sent), now)
 
     async def _not_sent(self, row: outbox.Row, exc: Exception, now: datetime) -> None:

@@ -36,7 +36,7 @@ from typing import Any
 
 import httpx
 
-from pipelines import config, dispatch, workers
+from pipelines import config, dispatch, logfields, workers
 from store import drafts, errors, items, machine, outbox
 from store.db import Store
 from store.items import Item
@@ -79,16 +79,17 @@ async def run_once(
 
     async def drain(queue: list[outbox.Row]) -> None:
         for row in queue:
-            try:
-                await _deliver(store, pipelines, row, client, now, bot=bot, rng=rng, env=env)
-            except errors.Closed:
-                raise
-            except Exception as exc:  # a bug must not stop the others: retried, then parked
-                log.exception("dispatch row %s failed unexpectedly", row.id)
-                if report is not None:
-                    await report(NAME, exc, f"on dispatch row {row.id}")
-                reason = f"unexpected {workers.describe(exc)}"
-                await _retry_or_fail(store, row, reason, None, now, rng)
+            with logfields.bound(outbox=row.id, item=row.item_id):
+                try:
+                    await _deliver(store, pipelines, row, client, now, bot=bot, rng=rng, env=env)
+                except errors.Closed:
+                    raise
+                except Exception as exc:  # a bug must not stop the others: retried, then parked
+                    log.exception("dispatch row %s failed unexpectedly", row.id)
+                    if report is not None:
+                        await report(NAME, exc, f"on dispatch row {row.id}")
+                    reason = f"unexpected {workers.describe(exc)}"
+                    await _retry_or_fail(store, row, reason, None, now, rng)
 
     outcomes = await asyncio.gather(*map(drain, by_target.values()), return_exceptions=True)
     for outcome in outcomes:  # every destination finished first; then a store error escapes

@@ -262,6 +262,7 @@ class Engine:
             await self.store.write(
                 lambda conn: _to_approval(conn, pipeline, item, result, duplicate, now)
             )
+            log.debug("item %s drafted; its card is queued", item.id)
             return True
         except drafters.DraftHeld as held:
             # The claim's own alert (queued once, as it became uncertain) names the item
@@ -325,6 +326,12 @@ class Engine:
     async def _finish(self, report: TickReport, now: datetime) -> None:
         status: Literal["ok", "error"] = "error" if report.errors else "ok"
         error_text = "; ".join(report.errors) or None
+        counts = report.counts
+        log.info(
+            "run %d of %s ended %s: fetched %d, new %d, drafted %d, failed %d",
+            report.run_id, report.pipeline, status,
+            counts.fetched, counts.new, counts.drafted, counts.failed,
+        )  # fmt: skip
 
         def unit(conn: sqlite3.Connection) -> None:
             runs.finish_run_sync(conn, report.run_id, status, report.counts, error_text, now)

@@ -1,0 +1,106 @@
+"""Aggregate figures for the metrics endpoint and the charts: counts by state, sums of
+runs, pending outbox rows, spend per day. Every query is an index walk or a bounded range.
+
+    snap = await figures.snapshot(store, now)        # what /metrics reports
+    days = await figures.spend_by_day(store, since)  # /budget chart
+    week = await figures.week(store, since)          # /status chart
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from store import budgets, clock, machine, sql
+from store.db import Store
+
+Q = sql.load("figures")
+
+#: Events read at most for approval times (the newest ones): bounds a chart's query.
+APPROVAL_LOOKBACK_EVENTS = 200_000
+
+
+@dataclass(frozen=True)
+class RunTotals:
+    runs: int
+    fetched: int
+    new: int
+    drafted: int
+    failed: int
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    #: (pipeline, state) -> items
+    items: dict[tuple[str, str], int]
+    #: (pipeline, status) -> finished runs and their summed counts
+    runs: dict[tuple[str, str], RunTotals]
+    #: kind -> (pending rows, seconds the oldest has waited)
+    outbox: dict[str, tuple[int, float]]
+    #: (state, pipeline) -> claims
+    claims: dict[tuple[str, str], int]
+    #: state -> items past their SLA warning, not yet past the deadline
+    sla_warned: dict[str, int]
+    budgets: list[budgets.Budget] = field(default_factory=list)
+
+
+def snapshot_sync(conn: sqlite3.Connection, now: datetime) -> Snapshot:
+    at = clock.to_ms(now)
+    runs = {
+        (row[0], row[1]): RunTotals(*(int(n or 0) for n in row[2:]))
+        for row in conn.execute(Q["runs_by_outcome"])
+    }
+    outbox = {
+        row[0]: (int(row[1]), max(0.0, (at - int(row[2])) / 1000))
+        for row in conn.execute(Q["outbox_pending"])
+    }
+    warned = conn.execute(Q["sla_warned"], {"now": at, "warn_share": machine.WARN_AT})
+    return Snapshot(
+        items={(row[0], row[1]): int(row[2]) for row in conn.execute(Q["items_by_state"])},
+        runs=runs,
+        outbox=outbox,
+        claims={(row[0], row[1]): int(row[2]) for row in conn.execute(Q["claims_by_state"])},
+        sla_warned={row[0]: int(row[1]) for row in warned},
+        budgets=budgets.current_sync(conn, now),
+    )
+
+
+async def snapshot(store: Store, now: datetime) -> Snapshot:
+    return await store.read(lambda conn: snapshot_sync(conn, now))
+
+
+@dataclass(frozen=True)
+class DaySpend:
+    scope: str
+    day: datetime
+    spent_micros: int
+    limit_micros: int
+
+
+async def spend_by_day(store: Store, since: datetime) -> list[DaySpend]:
+    """Each scope's day budgets from `since` on, oldest first (days nothing was held
+    in have no row)."""
+    params = {"since": clock.to_ms(since)}
+    rows = await store.read(lambda conn: conn.execute(Q["spend_by_day"], params).fetchall())
+    return [DaySpend(row[0], clock.from_ms(row[1]), int(row[2]), int(row[3])) for row in rows]
+
+
+@dataclass(frozen=True)
+class Week:
+    #: (UTC day number, status) -> runs started that day
+    runs: dict[tuple[int, str], int]
+    #: (UTC day number, seconds an approved or rejected item waited)
+    waits: list[tuple[int, float]]
+
+
+def week_sync(conn: sqlite3.Connection, since: datetime) -> Week:
+    at = clock.to_ms(since)
+    runs = {(int(r[0]), r[1]): int(r[2]) for r in conn.execute(Q["runs_by_day"], {"since": at})}
+    first_id = int(conn.execute(Q["last_event"]).fetchone()[0]) - APPROVAL_LOOKBACK_EVENTS
+    waits = conn.execute(Q["approval_waits"], {"since": at, "first_id": first_id})
+    return Week(runs, [(int(r[0]), int(r[1]) / 1000) for r in waits])
+
+
+async def week(store: Store, since: datetime) -> Week:
+    return await store.read(lambda conn: week_sync(conn, since))

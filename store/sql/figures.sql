@@ -1,0 +1,49 @@
+-- name: items_by_state
+-- Items per pipeline and state: an index-only walk of items_by_state.
+SELECT pipeline, state, count(*) FROM items GROUP BY pipeline, state
+
+-- name: runs_by_outcome
+-- Finished runs per pipeline and status, with their item counts summed.
+SELECT pipeline, status, count(*), sum(fetched), sum(new), sum(drafted), sum(failed)
+  FROM pipeline_runs WHERE status != 'running' GROUP BY pipeline, status
+
+-- name: outbox_pending
+-- Rows waiting to be sent per kind, and when the oldest was queued (read off outbox_due).
+SELECT kind, count(*), min(created_at) FROM outbox WHERE state = 'pending' GROUP BY kind
+
+-- name: claims_by_state
+-- Claims per state and pipeline: an index-only walk of claims_by_state.
+SELECT state, pipeline, count(*) FROM claims GROUP BY state, pipeline
+
+-- name: sla_warned
+-- Items past the warning share of their deadline but not yet past it, per state.
+SELECT state, count(*) FROM items
+ WHERE deadline IS NOT NULL AND deadline > :now
+   AND last_transition_at + CAST((deadline - last_transition_at) * :warn_share AS INTEGER) <= :now
+ GROUP BY state
+
+-- name: spend_by_day
+-- Each scope's day budgets since a day: spent and limit, oldest first.
+SELECT scope, period_start, spent_micros, limit_micros FROM budgets
+ WHERE period = 'day' AND period_start >= :since ORDER BY scope, period_start
+
+-- name: runs_by_day
+-- Runs started since a moment, per UTC day and status.
+SELECT started_at / 86400000 AS day, status, count(*) FROM pipeline_runs
+ WHERE started_at >= :since GROUP BY day, status ORDER BY day
+
+-- name: approval_waits
+-- How long each decision since a moment waited, from entering awaiting_approval to
+-- approved or rejected (milliseconds), with its UTC day. Only events after :first_id
+-- are read (a range of the primary key), so the cost is bounded however long the log.
+SELECT d.at / 86400000 AS day, d.at - w.at AS waited_ms
+  FROM events d
+  JOIN events w ON w.id = (SELECT max(e.id) FROM events e
+                            WHERE e.entity = 'item' AND e.entity_id = d.entity_id
+                              AND e.id < d.id AND e.to_state = 'awaiting_approval')
+ WHERE d.id > :first_id AND d.at >= :since AND d.entity = 'item'
+   AND d.from_state = 'awaiting_approval' AND d.to_state IN ('approved', 'rejected')
+
+-- name: last_event
+-- The newest event's id.
+SELECT coalesce(max(id), 0) FROM events
