@@ -19,7 +19,7 @@ from telegram import ForceReply, InlineKeyboardButton, InlineKeyboardMarkup, Mes
 from telegram.constants import ParseMode
 from telegram.ext import ApplicationHandlerStop, ContextTypes
 
-from bot import auth, callbacks, metrics, render, sender, views
+from bot import auth, callbacks, charts, metrics, render, sender, views
 from pipelines import approval, config, validation
 from pipelines import workers as workers_mod
 from pipelines.scheduler import Scheduler
@@ -44,7 +44,8 @@ COMMANDS: tuple[tuple[str, str], ...] = (
 )
 #: What each command takes, as /help shows it.
 ARGUMENTS = {
-    "status": "[pipeline]",
+    "status": "[pipeline | chart]",
+    "budget": "[chart]",
     "run": "<pipeline>",
     "pause": "<pipeline>",
     "resume": "<pipeline>",
@@ -182,7 +183,10 @@ async def unknown(update: Update, context: Context) -> None:
 
 @command
 async def status(update: Update, context: Context, d: Deps, now: datetime) -> None:
-    """Every pipeline on one screen, or one pipeline's recent runs."""
+    """Every pipeline on one screen, one pipeline's recent runs, or a chart of the week."""
+    if context.args == ["chart"]:
+        await charts.reply_status(update, d.store, now)
+        return
     if context.args:
         found = await views.pipeline_runs(d.store, pipeline_arg(context, "status"))
         await reply(update, render.status_pipeline(found.name, found.recent, found.window, now))
@@ -209,7 +213,10 @@ async def pending(update: Update, context: Context, d: Deps, now: datetime) -> N
 
 @command
 async def budget(update: Update, context: Context, d: Deps, now: datetime) -> None:
-    """Limits, spend, holds and uncertain holds per scope, today and this month."""
+    """Limits, spend, holds and uncertain holds per scope, today and this month; or a chart."""
+    if context.args == ["chart"]:
+        await charts.reply_budget(update, d.store, now)
+        return
     await reply(update, render.budget(await views.budget(d.store, now), now))
 
 
