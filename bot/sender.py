@@ -28,9 +28,10 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -114,6 +115,20 @@ def not_modified(exc: tg_error.BadRequest) -> bool:
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+SendRow = Callable[[Any, outbox.Row, datetime], Awaitable[bool]]
+
+
+def _tagged(send: SendRow) -> SendRow:
+    """Log lines written while a row is sent carry its outbox id and item."""
+
+    @functools.wraps(send)
+    async def tagged(sender: Any, row: outbox.Row, now: datetime) -> bool:
+        with logfields.bound(outbox=row.id, item=row.item_id):
+            return await send(sender, row, now)
+
+    return tagged
 
 
 class Sender:
@@ -204,11 +219,8 @@ class Sender:
         """Being sent right now, sent already (a stale copy), or held by flood control."""
         return row.id in self._busy or row.id in self._finished or self.held(row, now)
 
+    @_tagged
     async def send_row(self, row: outbox.Row, now: datetime) -> bool:
-        with logfields.bound(outbox=row.id, item=row.item_id):
-            return await self._send_row(row, now)
-
-    async def _send_row(self, row: outbox.Row, now: datetime) -> bool:
         if self._skip(row, now):
             return False
         self._busy.add(row.id)

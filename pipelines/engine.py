@@ -90,13 +90,7 @@ class Engine:
         """Run one pipeline once and record the run with its counts and errors."""
         pipeline = self.pipelines[name]
         report = TickReport(await runs.start_run(self.store, name, trigger, now), name)
-        with logfields.bound(pipeline=name, run=report.run_id):
-            return await self._run(pipeline, report, now)
-
-    async def _run(
-        self, pipeline: config.Pipeline, report: TickReport, now: datetime
-    ) -> TickReport:
-        name = pipeline.name
+        logfields.tag(pipeline=name, run=report.run_id)  # each run is a task of its own
         fetched = 0
         new_items: list[Item] = []
         for source in pipeline.sources:
