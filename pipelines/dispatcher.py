@@ -79,17 +79,16 @@ async def run_once(
 
     async def drain(queue: list[outbox.Row]) -> None:
         for row in queue:
-            with logfields.bound(outbox=row.id, item=row.item_id):
-                try:
-                    await _deliver(store, pipelines, row, client, now, bot=bot, rng=rng, env=env)
-                except errors.Closed:
-                    raise
-                except Exception as exc:  # a bug must not stop the others: retried, then parked
-                    log.exception("dispatch row %s failed unexpectedly", row.id)
-                    if report is not None:
-                        await report(NAME, exc, f"on dispatch row {row.id}")
-                    reason = f"unexpected {workers.describe(exc)}"
-                    await _retry_or_fail(store, row, reason, None, now, rng)
+            try:
+                await _deliver(store, pipelines, row, client, now, bot=bot, rng=rng, env=env)
+            except errors.Closed:
+                raise
+            except Exception as exc:  # a bug must not stop the others: retried, then parked
+                log.exception("dispatch row %s failed unexpectedly", row.id)
+                if report is not None:
+                    await report(NAME, exc, f"on dispatch row {row.id}")
+                reason = f"unexpected {workers.describe(exc)}"
+                await _retry_or_fail(store, row, reason, None, now, rng)
 
     outcomes = await asyncio.gather(*map(drain, by_target.values()), return_exceptions=True)
     for outcome in outcomes:  # every destination finished first; then a store error escapes
@@ -109,6 +108,7 @@ async def _deliver(
     rng: random.Random,
     env: Mapping[str, str] | None,
 ) -> None:
+    logfields.tag(outbox=row.id, item=row.item_id)  # for this destination's task, row by row
     attempt, version = int(row.payload["attempt"]), int(row.payload["version"])
     item = await items.get(store, int(row.payload["item_id"]))
     if item.attempt != attempt:
