@@ -109,16 +109,22 @@ class Trigger(JsonHandler):
         self.body_parts: list[bytes] = []
         self.received = 0
         self.refused: Refused | None = None
+        self.token: tokens.Token | None = None
 
-    def prepare(self) -> None:
+    async def prepare(self) -> None:
+        """Headers only, before any of the body is read: a stranger's body never is."""
         try:
             if listen.too_many_headers(self):
                 raise Refused(431, f"at most {listen.MAX_HEADERS} headers")
+            async with asyncio.timeout(REQUEST_TIMEOUT_S):
+                self.token = await self.caller()
             length = self.request.headers.get("Content-Length")
             if length is not None and (not length.isdigit() or int(length) > MAX_BODY_BYTES):
                 raise Refused(413, f"the body may be at most {MAX_BODY_BYTES} bytes")
         except Refused as exc:
             self.refuse(exc)
+        except (TimeoutError, errors.StoreError):
+            self.refuse(Refused(503, "the store did not answer in time; retry"))
 
     def data_received(self, chunk: bytes) -> None:
         self.received += len(chunk)
@@ -132,9 +138,10 @@ class Trigger(JsonHandler):
         try:
             if self.refused is not None:
                 raise self.refused
+            assert self.token is not None, "prepare() authenticated the caller"
             async with asyncio.timeout(REQUEST_TIMEOUT_S):
-                caller = await self.caller()
-                answer = await self.handle(caller, name, self.json_body(), self.idempotency_key())
+                body, key = self.json_body(), self.idempotency_key()
+                answer = await self.handle(self.token, name, body, key)
             self.answer(answer.status, answer.body)
         except Refused as exc:
             self.refuse(exc)
