@@ -32,9 +32,9 @@ Context = ContextTypes.DEFAULT_TYPE
 
 #: (command, what it does) in the order /help and setMyCommands list them.
 COMMANDS: tuple[tuple[str, str], ...] = (
-    ("status", "every pipeline, or one pipeline's recent runs"),
+    ("status", "every pipeline, one pipeline's recent runs, or a chart of the week"),
     ("pending", "items awaiting approval, oldest first"),
-    ("budget", "spend, holds and limits, today and this month"),
+    ("budget", "spend, holds and limits, today and this month, or a 30-day chart"),
     ("run", "run a pipeline now"),
     ("pause", "stop a pipeline's schedule"),
     ("resume", "restart a pipeline's schedule"),

@@ -217,7 +217,7 @@ class _Scrape:
 
 async def render(runtime: Any) -> bytes:
     """The exposition text for one scrape."""
-    snap = await figures.snapshot(runtime.store, runtime.now())
+    snap = await figures.snapshot(runtime.store, sorted(runtime.pipelines), runtime.now())
     found = list(families(snap, runtime.store.wal_bytes(), runtime.workers.snapshot()))
     return bytes(exposition.generate_latest(_Scrape(found)))
 

@@ -1,6 +1,6 @@
--- name: items_by_state
--- Items per pipeline and state: an index-only walk of items_by_state.
-SELECT pipeline, state, count(*) FROM items GROUP BY pipeline, state
+-- name: items_in_state
+-- One pipeline's items in one state: a range of items_by_state, never the table.
+SELECT count(*) FROM items WHERE pipeline = :pipeline AND state = :state
 
 -- name: runs_by_outcome
 -- Finished runs per pipeline and status, with their item counts summed.
@@ -11,16 +11,16 @@ SELECT pipeline, status, count(*), sum(fetched), sum(new), sum(drafted), sum(fai
 -- Rows waiting to be sent per kind, and when the oldest was queued (read off outbox_due).
 SELECT kind, count(*), min(created_at) FROM outbox WHERE state = 'pending' GROUP BY kind
 
--- name: claims_by_state
--- Claims per state and pipeline: an index-only walk of claims_by_state.
-SELECT state, pipeline, count(*) FROM claims GROUP BY state, pipeline
+-- name: claims_in_state
+-- One pipeline's claims in one state: a range of claims_by_state.
+SELECT count(*) FROM claims WHERE state = :state AND pipeline = :pipeline
 
 -- name: sla_warned
--- Items past the warning share of their deadline but not yet past it, per state.
-SELECT state, count(*) FROM items
+-- The state of each item past the warning share of its deadline but not yet past it:
+-- a range of items_by_deadline (items with a future deadline: those still in flight).
+SELECT state FROM items
  WHERE deadline IS NOT NULL AND deadline > :now
    AND last_transition_at + CAST((deadline - last_transition_at) * :warn_share AS INTEGER) <= :now
- GROUP BY state
 
 -- name: spend_by_day
 -- Each scope's day budgets since a day: spent and limit, oldest first.
