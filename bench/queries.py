@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import common
-from bot import views
+from pipelines import operations as views
 from store import clock, db, figures, info, migrate, sql
 
 #: The newest moment in the built store: items and claims spread over the year before.

@@ -19,8 +19,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, HttpUrl
 
-from pipelines import config, engine, validation
+from pipelines import config, engine
 from pipelines.sources import MAX_TEXT_CHARS, MAX_TITLE_CHARS, base
+from pipelines.text import validation
 from store import clock, errors, schedules, tokens
 from store.db import Store
 

@@ -14,8 +14,10 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from store import budgets, clock, ledger_machine, machine, sql
+from store import clock, machine, sql
 from store.db import Store
+from store.ledger import budgets
+from store.ledger import machine as ledger_machine
 
 Q = sql.load("figures")
 

@@ -13,7 +13,8 @@ from prometheus_client import exposition, parser
 
 from bot import metrics
 from pipelines import workers
-from store import budgets, figures
+from store import figures
+from store.ledger import budgets
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "deploy" / "grafana-dashboard.json"
 

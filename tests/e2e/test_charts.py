@@ -11,8 +11,9 @@ from typing import Any
 import httpx
 from PIL import Image
 
-from bot import charts, localapi
-from tests.test_bot_e2e import OPERATOR, TOKEN, BotProcess, tap, two_cards, version_of
+from bot import charts
+from bot.demo.botapi import server as localapi
+from tests.e2e.test_bot_e2e import OPERATOR, TOKEN, BotProcess, tap, two_cards, version_of
 
 
 def photo_reply(api: localapi.LocalBotApi, command: str) -> Any:

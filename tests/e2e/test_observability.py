@@ -19,11 +19,10 @@ import httpx
 import pytest
 from prometheus_client import parser
 
-from bot import localapi
+from bot.demo.botapi import server as localapi
 from store import db
 from tests.bot.test_api import free_port
-from tests.fakes.feed_server import FeedServer
-from tests.test_bot_e2e import (
+from tests.e2e.test_bot_e2e import (
     OPERATOR,
     PIPELINE,
     TOKEN,
@@ -33,6 +32,7 @@ from tests.test_bot_e2e import (
     two_cards,
     version_of,
 )
+from tests.fakes.feed_server import FeedServer
 
 
 class Observed(BotProcess):

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from bot import views
-from store import budgets, db, figures, items, runs
+from pipelines import operations as views
+from store import db, figures, items, runs
+from store.ledger import budgets
 from store.machine import State
-from tests.test_query_plans import assert_no_full_scan, awaiting_item
-from tests.test_query_plans import store as store  # one reader, traced
+from tests.store.test_query_plans import assert_no_full_scan, awaiting_item
+from tests.store.test_query_plans import store as store  # one reader, traced
 
 
 async def test_snapshot_counts_by_state_without_scanning(store: db.Store, now: datetime) -> None:
