@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -25,6 +26,8 @@ log = logging.getLogger(__name__)
 
 #: Open connections at most per listener; one more is closed before it is read.
 MAX_CONNECTIONS = 64
+#: Refused connections are logged at most once per this many seconds.
+REFUSAL_LOG_EVERY_S = 60.0
 #: Bytes of request line and headers at most.
 MAX_HEADER_BYTES = 16 * 1024
 #: Headers at most (checked by the handlers, answered 431).
@@ -42,9 +45,14 @@ Worker = Callable[[Any, asyncio.Event], Awaitable[None]]
 class BoundedServer(httpserver.HTTPServer):
     """Tornado's HTTP server with a cap on open connections."""
 
+    _warned_at = -REFUSAL_LOG_EVERY_S
+
     def handle_stream(self, stream: iostream.IOStream, address: tuple[Any, ...]) -> None:
         if len(self._connections) >= MAX_CONNECTIONS:
-            log.warning("refused a connection: %d already open", MAX_CONNECTIONS)
+            now = time.monotonic()
+            if now - self._warned_at >= REFUSAL_LOG_EVERY_S:  # one line, not one per refusal
+                log.warning("refusing connections: %d already open", MAX_CONNECTIONS)
+                self._warned_at = now
             stream.close()
             return
         super().handle_stream(stream, address)

@@ -120,9 +120,24 @@ class Week:
 def week_sync(conn: sqlite3.Connection, since: datetime) -> Week:
     at = clock.to_ms(since)
     runs = {(int(r[0]), r[1]): int(r[2]) for r in conn.execute(Q["runs_by_day"], {"since": at})}
-    first_id = int(conn.execute(Q["last_event"]).fetchone()[0]) - APPROVAL_LOOKBACK_EVENTS
+    last = int(conn.execute(Q["last_event"]).fetchone()[0])
+    first_id = max(last - APPROVAL_LOOKBACK_EVENTS, _first_event_at(conn, at, last) - 1)
     waits = conn.execute(Q["approval_waits"], {"since": at, "first_id": first_id})
     return Week(runs, [(int(r[0]), int(r[1]) / 1000) for r in waits])
+
+
+def _first_event_at(conn: sqlite3.Connection, at: int, last: int) -> int:
+    """The first event id written at or after `at`, by bisection over ids (events are
+    appended in time order): a few primary-key lookups instead of a pass over the log."""
+    low, high = 1, last + 1
+    while low < high:
+        middle = (low + high) // 2
+        row = conn.execute(Q["event_time"], {"id": middle}).fetchone()
+        if row is None or int(row[1]) >= at:
+            high = middle
+        else:
+            low = int(row[0]) + 1
+    return low
 
 
 async def week(store: Store, since: datetime) -> Week:

@@ -41,9 +41,14 @@ SELECT d.at / 86400000 AS day, d.at - w.at AS waited_ms
   JOIN events w ON w.id = (SELECT max(e.id) FROM events e
                             WHERE e.entity = 'item' AND e.entity_id = d.entity_id
                               AND e.id < d.id AND e.to_state = 'awaiting_approval')
- WHERE d.id > :first_id AND d.at >= :since AND d.entity = 'item'
+ WHERE d.id > :first_id AND d.at >= :since
+   -- Only items are ever awaiting_approval; naming no entity keeps the plan on the id range.
    AND d.from_state = 'awaiting_approval' AND d.to_state IN ('approved', 'rejected')
 
 -- name: last_event
 -- The newest event's id.
 SELECT coalesce(max(id), 0) FROM events
+
+-- name: event_time
+-- When the first event from an id on was written (a primary key lookup).
+SELECT id, at FROM events WHERE id >= :id ORDER BY id LIMIT 1

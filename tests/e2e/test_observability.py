@@ -19,6 +19,7 @@ import httpx
 import pytest
 from prometheus_client import parser
 
+from bot import metrics
 from bot.demo.botapi import server as localapi
 from store import db
 from tests.bot.test_api import free_port
@@ -131,6 +132,8 @@ def test_metrics_trigger_and_json_logs_end_to_end(
         if "running" not in stored["runs"] and not stored["pending"]:
             break
         time.sleep(0.2)
+    time.sleep(metrics.MIN_READ_INTERVAL_S)  # the next scrape reads the store again
+    found = scrape(observed.metrics)
     for state in ("awaiting_approval", "dispatched"):
         assert (
             value(found, "gatehouse_items", pipeline="news", state=state) == stored["items"][state]
