@@ -192,6 +192,14 @@ async def test_bad_bodies_get_a_clear_4xx(
     assert await item_rows(trigger.runtime) == []
 
 
+async def test_a_lone_surrogate_is_refused_before_the_store(trigger: Api) -> None:
+    # A JSON escape can name half a surrogate pair, which SQLite cannot hold.
+    body = b'{"id": "x\\ud800", "title": "T"}'
+    answer = await trigger.post("/v1/pipelines/news/items", content=body, headers=JSON)
+    assert answer.status_code == 422 and answer.json()["error"].startswith("id: ")
+    assert await item_rows(trigger.runtime) == []
+
+
 async def test_bad_headers_are_refused(trigger: Api) -> None:
     bad_key = await trigger.post("/v1/pipelines/news/items", ITEM, key="a key with spaces")
     assert bad_key.status_code == 400 and "Idempotency-Key" in bad_key.json()["error"]
