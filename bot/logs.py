@@ -132,4 +132,5 @@ def setup(level: str, secrets: Iterable[str] = (), *, json_lines: bool = False) 
     if json_lines:
         for handler in logging.getLogger().handlers:
             handler.setFormatter(JsonLines())
+        logging.captureWarnings(True)  # a library's warning is a JSON line too, not raw text
     return install(secrets)
