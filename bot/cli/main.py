@@ -18,6 +18,7 @@
     gatehouse audit verify                     check the event hash chain (exit 1 if broken)
     gatehouse sweep [--days 90]                forget seen ids older than that
     gatehouse backup <path>                    online backup to a new file, then verify it
+    gatehouse token create|list|revoke [name]  HTTP trigger tokens (shown once, kept as hashes)
 
 Every command takes --env-file FILE (default: .env in the working directory) and
 --data-dir DIR (over GATEHOUSE_DATA_DIR); relative paths in settings resolve from the
