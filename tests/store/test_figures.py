@@ -63,3 +63,13 @@ async def test_sla_warnings_count_items_past_most_of_their_deadline(
     past = await figures.snapshot(store, ["news"], now + timedelta(minutes=11))
     assert (early.sla_warned, late.sla_warned) == ({}, {"awaiting_approval": 1})
     assert past.sla_warned == {}  # past the deadline: the sweep's business now
+
+
+async def test_spend_by_day_lists_day_budgets_since_a_day(store: db.Store, now: datetime) -> None:
+    await views.set_budget(store, "global", "day", "3", "cli", now)
+    await views.set_budget(store, "global", "month", "50", "cli", now)
+    days = await figures.spend_by_day(store, now - timedelta(days=30))
+    assert [(d.scope, d.day.date(), d.spent_micros, d.limit_micros) for d in days] == [
+        ("global", now.date(), 0, 3_000_000)
+    ]
+    assert await figures.spend_by_day(store, now + timedelta(days=1)) == []
