@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import http
 import json
 import logging
 import re
@@ -87,7 +88,8 @@ class JsonHandler(web.RequestHandler):
         self.answer(exc.status, {"error": exc.message})
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
-        self.finish(json.dumps({"error": self._reason}))
+        """Tornado's own refusals (a wrong method, a malformed request) in the same shape."""
+        self.finish(json.dumps({"error": http.HTTPStatus(status_code).phrase}))
 
 
 class NotFoundHandler(JsonHandler):

@@ -64,7 +64,7 @@ def _pipeline(pipelines: dict[str, config.Pipeline], name: str) -> config.Pipeli
     found = pipelines.get(name)
     if found is None:
         known = ", ".join(sorted(pipelines)) or "none"
-        raise errors.NotFound(f"no pipeline {name!r}; known: {known}")
+        raise errors.NotFound(f"no pipeline {name[:64]!r}; known: {known}")
     return found
 
 

@@ -238,3 +238,12 @@ async def test_answers_match_the_served_openapi_description(trigger: Api) -> Non
     async with httpx.AsyncClient() as client:
         lost = await client.get(trigger.base + "/v2/anything")
     assert lost.status_code == 404 and "openapi.json" in lost.json()["error"]
+
+
+async def test_wrong_methods_and_long_names_get_short_json_answers(trigger: Api) -> None:
+    headers = {"Authorization": f"Bearer {trigger.token}"}
+    async with httpx.AsyncClient(base_url=trigger.base, headers=headers) as client:
+        wrong = await client.get("/v1/pipelines/news/runs")
+        long_name = await client.post("/v1/pipelines/" + "n" * 5000 + "/runs")
+    assert (wrong.status_code, wrong.json()) == (405, {"error": "Method Not Allowed"})
+    assert long_name.status_code == 404 and len(long_name.json()["error"]) < 200
