@@ -2,7 +2,7 @@
 
     runtime_config(..., workers=(..., metrics.worker("127.0.0.1:9464")))
     metrics.observe_store(store)            # write latency, once the store is open
-    metrics.telegram_error(exc)             # counted by CountingLimiter for every Bot API call
+    metrics.telegram_error(exc)             # CountingLimiter counts each failed Bot API call
 
 Two kinds of figures. What the store holds (items by state, runs and their counts,
 outbox depth, spend and holds, claims, SLA warnings, the WAL) is read at each scrape
