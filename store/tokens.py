@@ -16,7 +16,6 @@ import hashlib
 import json
 import re
 import secrets
-import sqlite3
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -76,14 +75,15 @@ def create_sync(conn: backend.Conn, name: str, token_hash: str, now: datetime) -
     check_name(name)
     if not re.fullmatch(r"[0-9a-f]{64}", token_hash):
         raise ValueError("a token is stored as its SHA-256 in hex (64 characters)")
-    try:
-        row = conn.execute(
-            Q["create"], {"name": name, "hash": token_hash, "now": clock.to_ms(now)}
-        ).fetchone()
-    except sqlite3.IntegrityError:
+    # ON CONFLICT, not a caught driver error: on PostgreSQL a failed statement ends
+    # the whole transaction.
+    row = conn.execute(
+        Q["create"], {"name": name, "hash": token_hash, "now": clock.to_ms(now)}
+    ).fetchone()
+    if row is None:
         raise errors.Conflict(
             f"a live token is already named {name!r}; revoke it first or choose another name"
-        ) from None
+        )
     return Token.from_row(row)
 
 
