@@ -39,7 +39,7 @@ from telegram.ext import (
 
 from bot import auth, callbacks, control, handlers, logs, sender, storage_alarm
 from bot import settings as settings_mod
-from pipelines import dispatcher, llm_drafter, workers
+from pipelines import audit_witness, dispatcher, llm_drafter, workers
 from pipelines import runtime as runtime_mod
 from store import errors, outbox
 
@@ -270,7 +270,13 @@ def runtime_config(cfg: settings_mod.Settings, application: App) -> runtime_mod.
         pipelines_dir=cfg.pipelines_dir,
         load_context=settings_mod.pipeline_context(cfg),
         drafter_for=choose,
-        workers=(choose.worker, dispatcher.make_worker(application.bot), control.serve, alarm),
+        workers=(
+            choose.worker,
+            dispatcher.make_worker(application.bot),
+            control.serve,
+            alarm,
+            audit_witness.worker,
+        ),
         max_items_per_tick=cfg.engine.max_items_per_tick,
     )
 

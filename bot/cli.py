@@ -16,6 +16,8 @@
     gatehouse reconcile-claim <claim> <usd> <evidence>   settle an uncertain AI spend claim
     gatehouse reconcile [--backfill|--prune]   file dispatch folders against the store
     gatehouse audit verify                     check the event hash chain (exit 1 if broken)
+    gatehouse audit export|key                 export events with hashes; print the signing key
+    gatehouse audit verify --export F --public-key K   check an export offline
     gatehouse sweep [--days 90]                forget seen ids older than that
     gatehouse backup <path>                    online backup to a new file, then verify it
 
@@ -42,7 +44,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from bot import cli_output, cli_writes, control, maintenance, storage_alarm, views
+from bot import cli_audit, cli_output, cli_writes, control, maintenance, storage_alarm, views
 from bot import settings as settings_mod
 from pipelines import config
 from store import budgets, datadir, db, errors, info, writer
@@ -135,9 +137,7 @@ def cmd_budget(cfg: settings_mod.Settings, args: argparse.Namespace, now: dateti
 
 
 def cmd_audit(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
-    report = read(cfg, views.audit)
-    cli_output.emit(args, report, lambda: cli_output.audit(report))
-    return 0 if report.ok else 1
+    return cli_audit.run(cfg, args, read)
 
 
 def cmd_backup(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
@@ -414,8 +414,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
     mode = reconcile.add_mutually_exclusive_group()
     mode.add_argument("--backfill", action="store_true", help="rewrite missing files")
     mode.add_argument("--prune", action="store_true", help="delete gatehouse's orphan files")
-    audit = add("audit", cmd_audit, "audit the event log")
-    audit.add_argument("action", choices=["verify"], help="verify: check the hash chain")
+    cli_audit.add_arguments(add("audit", cmd_audit, "verify, export or check the event log"))
     sweep = add("sweep", cli_writes.cmd_sweep, "forget seen ids older than --days")
     sweep.add_argument(
         "--days", type=positive, default=90, help="age in days (default: %(default)s)"

@@ -379,6 +379,8 @@ async def _card_for(store: Store, item_id: int, edit: dict[str, Any]) -> outbox.
 def _alert_text(payload: dict[str, object]) -> str:
     mark = "🚨" if payload.get("level") == "error" else "⚠️"
     text = render.esc(payload.get("text", ""))
+    if payload.get("level") == "info":  # news, not a warning (the day's signed audit head)
+        return text
     return text if text[:1] in ("⏳", "🚨", "⚠") else f"{mark} {text}"
 
 
