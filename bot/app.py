@@ -37,9 +37,9 @@ from telegram.ext import (
     filters,
 )
 
-from bot import auth, callbacks, control, handlers, logs, sender, storage_alarm
+from bot import auth, callbacks, card_actions, control, handlers, logs, sender, storage_alarm
 from bot import settings as settings_mod
-from pipelines import audit_witness, dispatcher, llm_drafter, workers
+from pipelines import audit_witness, card_trail, dispatcher, llm_drafter, workers
 from pipelines import runtime as runtime_mod
 from store import errors, outbox
 
@@ -147,6 +147,8 @@ def _targets(cfg: settings_mod.Settings, runtime: runtime_mod.Runtime) -> sender
     def targets(row: outbox.Row) -> list[int]:
         if row.target == outbox.ALERTS:
             return alert_chats(cfg)
+        if row.target.startswith(card_trail.CHAT_TARGET):  # a fresh card for one chat
+            return [int(row.target.removeprefix(card_trail.CHAT_TARGET))]
         pipeline = runtime.pipelines.get(str(row.payload.get("pipeline")))
         # An operator's private chat has the operator's user id.
         return list(pipeline.approval.operators or operators) if pipeline else operators
@@ -159,6 +161,8 @@ def _keyboard(key: bytes) -> sender.Keyboard:
         if row.item_id is None:
             return None
         attempt, version = int(row.payload["attempt"]), int(row.payload["version"])
+        if row.payload.get("buttons") == card_trail.RETRY_BUTTONS:
+            return card_actions.retry_keyboard(key, row.item_id, attempt, version)
         return handlers.card_keyboard(key, row.item_id, attempt, version)
 
     return keyboard

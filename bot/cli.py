@@ -5,7 +5,7 @@
     gatehouse check [--online]                 settings, pipeline files, secrets (exit 1 on errors)
     gatehouse dry-run <pipeline> [--limit 5]   fetch and draft now; print the cards, keep nothing
     gatehouse health                           exit 0 while the bot and all its workers run
-    gatehouse status [pipeline]                every pipeline, or one pipeline's recent runs
+    gatehouse status [pipeline] [--verbose]    every pipeline, or one pipeline's recent runs
     gatehouse runs [pipeline] [--limit 10]     recent runs, with the last green / first red run
     gatehouse pending                          items awaiting approval, oldest first
     gatehouse history <item>                   one item's events
@@ -99,7 +99,8 @@ def cmd_status(cfg: settings_mod.Settings, args: argparse.Namespace, now: dateti
     if pid:
         overview = dataclasses.replace(overview, storage=_bot_storage(cfg))
     value = {"overview": overview, "store": summary, "writer_pid": pid}
-    cli_output.emit(args, value, lambda: cli_output.status(overview, summary, pid, now))
+    verbose = getattr(args, "verbose", False)
+    cli_output.emit(args, value, lambda: cli_output.status(overview, summary, pid, now, verbose))
     return 0
 
 
@@ -373,9 +374,11 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
         "--limit", type=positive, default=5, help="cards printed at most (default: %(default)s)"
     )
     add("health", cmd_health, "exit 0 while the bot runs, answers and all its workers run")
-    add("status", cmd_status, "every pipeline, or one pipeline's runs").add_argument(
+    status = add("status", cmd_status, "every pipeline, or one pipeline's runs")
+    status.add_argument(
         "pipeline", nargs="?", help="show this pipeline's recent runs (default: every pipeline)"
     )
+    status.add_argument("--verbose", action="store_true", help="also the store's WAL size")
     runs = add("runs", cmd_runs, "recent runs with the last green and first red run")
     runs.add_argument("pipeline", nargs="?", help="only this pipeline (default: all)")
     runs.add_argument(

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from bot import maintenance, render, storage_alarm, views
+from bot import maintenance, render, storage_alarm, views, wording
 from store import budgets, events, info, items, ledger, runs
 
 if TYPE_CHECKING:
@@ -48,14 +48,22 @@ def _run_cell(run: runs.Run | None, now: datetime) -> str:
 
 
 def status(
-    overview: views.Overview, summary: info.Info, writer_pid: int | None, now: datetime
+    overview: views.Overview,
+    summary: info.Info,
+    writer_pid: int | None,
+    now: datetime,
+    verbose: bool = False,
 ) -> str:
     rows = [
         (
             p.name,
             "paused" if p.paused else "active",
             _run_cell(p.last_run, now),
-            render.age(p.next_due_at, now) if p.next_due_at else "not scheduled",
+            ""
+            if p.paused
+            else render.age(p.next_due_at, now)
+            if p.next_due_at
+            else "not scheduled",
             p.awaiting,
             p.breaches,
         )
@@ -68,7 +76,7 @@ def status(
             body if rows else "no pipelines configured",
             "",
             f"store   {summary.path} (schema version {summary.schema_version})",
-            f"wal     {overview.wal_bytes / 1024:.0f} KiB",
+            *([f"wal     {overview.wal_bytes / 1024:.0f} KiB"] if verbose else []),
             f"bot     {writer}",
             *([f"disk    {storage_alarm.describe(overview.storage)}"] if overview.storage else []),
         ]
@@ -147,8 +155,8 @@ def budget(report: ledger.Report, now: datetime) -> str:
         ]  # fmt: skip
         lines = [table(("scope", "period", "spent", "held", "remaining", "limit", "used"), rows)]
     if report.uncertain:
-        count = len(report.uncertain)
-        lines.append(f"\n{count} uncertain holds (settle each: gatehouse reconcile-claim):")
+        count = wording.plural(len(report.uncertain), "uncertain hold")
+        lines.append(f"\n{count} (settle each: gatehouse reconcile-claim):")
         holds = [
             (h.claim_id, h.pipeline, h.item_id, render.usd(h.reserved_micros),
              render.age(h.since, now), h.reason or "")
