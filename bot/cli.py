@@ -44,7 +44,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from bot import cli_audit, cli_output, cli_writes, control, maintenance, storage_alarm, views
+from bot import (
+    cli_audit,
+    cli_output,
+    cli_writes,
+    control,
+    maintenance,
+    people,
+    storage_alarm,
+    views,
+)
 from bot import settings as settings_mod
 from pipelines import config
 from store import budgets, datadir, db, errors, info, writer
@@ -126,8 +135,15 @@ def cmd_pending(cfg: settings_mod.Settings, args: argparse.Namespace, now: datet
 
 
 def cmd_history(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
-    found = read(cfg, lambda store: views.history(store, args.item))
-    cli_output.emit(args, found, lambda: cli_output.history(found))
+    async def fn(store: db.Store) -> tuple[views.History, dict[int, str]]:
+        found = await views.history(store, args.item)
+        said = " ".join(f"{e.actor} {e.reason or ''}" for e in found.events) + str(
+            found.item.reason
+        )
+        return found, await people.labels(store, people.ids_in(said))
+
+    found, names = read(cfg, fn)
+    cli_output.emit(args, found, lambda: cli_output.history(found, names))
     return 0
 
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from bot import maintenance, render, storage_alarm, views, wording
+from bot import maintenance, people, render, storage_alarm, views, wording
 from store import budgets, events, info, items, ledger, runs
 
 if TYPE_CHECKING:
@@ -128,20 +128,23 @@ def pending(waiting: Sequence[items.Item], now: datetime) -> str:
     return table(("item", "pipeline", "version", "waiting", "title"), rows)
 
 
-def history(found: views.History) -> str:
+def history(found: views.History, names: dict[int, str] | None = None) -> str:
+    """An item's events; `names` (user id to label) names the operators who acted."""
     item = found.item
     head = f"item {item.id} ({item.pipeline}): {item.state}, attempt {item.attempt}"
-    rows = [_event_row(e) for e in found.events]
+    rows = [_event_row(e, names or {}) for e in found.events]
     text = head + "\n" + table(("event", "at", "from", "to", "by", "attempt", "reason"), rows)
     if found.dropped:
-        text += f"\n\ndropped: {item.state}, {item.reason or 'no reason recorded'}"
+        why = people.replace(item.reason or "no reason recorded", names or {})
+        text += f"\n\ndropped: {item.state}, {why}"
         text += f"\nreplay it with: gatehouse replay {item.id}"
     return text
 
 
-def _event_row(e: events.Event) -> tuple[object, ...]:
-    return (e.id, render.when(e.at), e.from_state or "·", e.to_state, e.actor, e.attempt,
-            (e.reason or "")[:70])  # fmt: skip
+def _event_row(e: events.Event, names: dict[int, str]) -> tuple[object, ...]:
+    actor, reason = people.replace(e.actor, names), people.replace(e.reason or "", names)
+    return (e.id, render.when(e.at), e.from_state or "·", e.to_state, actor, e.attempt,
+            reason[:70])  # fmt: skip
 
 
 def budget(report: ledger.Report, now: datetime) -> str:

@@ -56,18 +56,24 @@ async def labels(store: Store, ids: Iterable[int]) -> dict[int, str]:
     return {user_id: label(user_id, found.get(user_id)) for user_id in wanted}
 
 
-async def humanize(store: Store, text: str, *, as_html: bool = False) -> str:
-    """`text` with every "operator:<id>" replaced by the person's label (escaped for HTML)."""
-    ids = {int(m) for m in TOKEN.findall(text)}
-    if not ids:
-        return text
-    shown = await labels(store, ids)
+def ids_in(text: str) -> set[int]:
+    return {int(m) for m in TOKEN.findall(text)}
+
+
+def replace(text: str, shown: dict[int, str], *, as_html: bool = False) -> str:
+    """`text` with each "operator:<id>" in `shown` replaced by its label."""
 
     def name(match: re.Match[str]) -> str:
-        found = shown[int(match.group(1))]
+        found = shown.get(int(match.group(1)), f"operator {match.group(1)}")
         return html.escape(found, quote=False) if as_html else found
 
     return TOKEN.sub(name, text)
+
+
+async def humanize(store: Store, text: str, *, as_html: bool = False) -> str:
+    """`text` with every "operator:<id>" replaced by the person's label (escaped for HTML)."""
+    ids = ids_in(text)
+    return replace(text, await labels(store, ids), as_html=as_html) if ids else text
 
 
 async def card_payload(store: Store, payload: dict[str, Any]) -> dict[str, Any]:
