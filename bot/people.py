@@ -12,14 +12,17 @@ remembers what this process last stored for each user.
 from __future__ import annotations
 
 import html
+import logging
 import re
 import weakref
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from store import people
+from store import errors, people
 from store.db import Store
+
+log = logging.getLogger(__name__)
 
 #: How the store and events name an operator ("operator:1001").
 TOKEN = re.compile(r"\boperator:(\d{1,19})\b")
@@ -46,7 +49,11 @@ async def note(store: Store, user: Any, now: datetime) -> None:
     known = _stored.setdefault(store, {})
     if known.get(user.id) == names:
         return
-    await people.remember(store, user.id, names[0], names[1], now)
+    try:
+        await people.remember(store, user.id, names[0], names[1], now)
+    except errors.StoreError as exc:  # a full disk must not stop /status from answering
+        log.warning("could not keep the names of user %d: %s", user.id, exc)
+        return
     known[user.id] = names
 
 
