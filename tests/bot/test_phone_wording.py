@@ -8,9 +8,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from bot import render, views, wording
+from bot import cli_output, render, views, wording
 from pipelines import workers
-from store import events, items, runs
+from store import events, info, items, runs
 from store.machine import State
 
 NOW = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
@@ -81,3 +81,12 @@ def test_history_says_who_once() -> None:
                           "rejected by operator:7", NOW, "0", "1")]  # fmt: skip
     text = render.history(item, trail)
     assert text.count("operator:7") == 1 and "rejected by operator:7 (attempt 1)" in text
+
+
+def test_the_wal_size_is_for_gatehouse_status_verbose_only() -> None:
+    overview = views.Overview(NOW, [status("news", paused=True)], wal_bytes=358 * 1024)
+    summary = info.Info("data/gatehouse.db", 9, 358 * 1024, 0, 0, {})
+    plain = cli_output.status(overview, summary, None, NOW)
+    verbose = cli_output.status(overview, summary, None, NOW, verbose=True)
+    assert "wal" not in plain and "wal     358 KiB" in verbose
+    assert "in 14m" not in plain  # paused: no next run
