@@ -55,15 +55,21 @@ def _edit(
     outbox.enqueue_sync(conn, "card_edit", outbox.OPERATORS, payload, now, item_id=item.id)
 
 
-def sent_line(detail: str) -> str:
+def sent_line(detail: str, external_id: str | None = None) -> str:
+    """ "📤 sent: webhook host answered 200 · id abc", "📤 sent to ana@example.org via ..."."""
     if detail == "no dispatch target":
         return "🏁 done: this pipeline sends nothing"
-    return f"📤 sent: {detail}"
+    line = f"📤 {detail}" if detail.startswith("sent ") else f"📤 sent: {detail}"
+    if external_id and external_id not in detail:
+        line += f" · id {external_id}"  # the receiver's id for it, or the mail's Message-ID
+    return line
 
 
-def dispatched_sync(conn: sqlite3.Connection, item: Item, detail: str, now: datetime) -> None:
+def dispatched_sync(
+    conn: sqlite3.Connection, item: Item, detail: str, now: datetime, external_id: str | None
+) -> None:
     """The card says where the draft went."""
-    _edit(conn, item, State.DISPATCHED, sent_line(detail), now)
+    _edit(conn, item, State.DISPATCHED, sent_line(detail, external_id), now)
 
 
 def failed_sync(conn: sqlite3.Connection, item: Item, reason: str, now: datetime) -> None:

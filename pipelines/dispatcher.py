@@ -171,7 +171,7 @@ async def _deliver(
             expect_version=version,
         )
         outbox.mark_sent_sync(conn, row.id, result.external_id, now)
-        card_trail.dispatched_sync(conn, item, result.detail, now)
+        card_trail.dispatched_sync(conn, item, result.detail, now, result.external_id)
 
     await store.write(done)
 

@@ -84,3 +84,15 @@ async def test_a_fresh_card_goes_to_one_chat_while_the_item_waits(
     await items.transition(store, item.id, State.EXPIRED, "sweep", now)
     with pytest.raises(errors.Conflict, match="nothing waits"):
         await card_trail.show_again(store, item.id, 1001, now)
+
+
+def test_the_sent_line_says_where_and_the_receivers_id() -> None:
+    line = card_trail.sent_line
+    assert line("webhook h:1 answered 200", "abc") == "📤 sent: webhook h:1 answered 200 · id abc"
+    assert (
+        line("wrote /out/news-1-v1.md", "/out/news-1-v1.md") == "📤 sent: wrote /out/news-1-v1.md"
+    )
+    assert line("sent to ana@example.org via smtp:25", "<gh-1@x>") == (
+        "📤 sent to ana@example.org via smtp:25 · id <gh-1@x>"
+    )
+    assert line("no dispatch target") == "🏁 done: this pipeline sends nothing"
