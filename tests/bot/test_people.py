@@ -6,7 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from bot import cli_output, people, views
+from bot import people
+from bot.cli import output as cli_output
+from pipelines import operations as views
 from store import db, items
 from store import people as people_store
 from store.machine import State

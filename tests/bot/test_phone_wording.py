@@ -8,7 +8,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from bot import cli_output, render, views, wording
+from bot import render, wording
+from bot.cli import output as cli_output
+from pipelines import operations as views
 from pipelines import workers
 from store import events, info, items, runs
 from store.machine import State

@@ -2,7 +2,7 @@
 /budget and a card after dispatch are screenshotted, and no line of any reply runs past
 its bubble (nor a bubble or a button past the screen).
 
-Uses Debian's chromium through Playwright, as tests/test_demo_browser.py does.
+Uses Debian's chromium through Playwright, as tests/e2e/test_demo_browser.py does.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from playwright import async_api
 
-from bot import demo
-from tests import test_demo
-from tests import test_demo_browser as browser
+from bot.demo import run as demo
+from tests.e2e import test_demo
+from tests.e2e import test_demo_browser as browser
 from tests.fakes import real
 
 PHONE: async_api.ViewportSize = {"width": 390, "height": 844}

@@ -20,11 +20,11 @@ from typing import Any
 
 import pytest
 
-from bot import localapi
+from bot.demo.botapi import server as localapi
 from pipelines import dispatch
 from store import items
 from store.machine import State
-from tests import test_bot_e2e as e2e
+from tests.e2e import test_bot_e2e as e2e
 from tests.fakes import feeds
 from tests.fakes.feed_server import FeedServer
 from tests.fakes.webhook_server import Reply, WebhookServer

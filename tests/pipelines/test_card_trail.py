@@ -10,11 +10,12 @@ from datetime import datetime, timedelta
 import httpx
 import pytest
 
-from pipelines import card_trail, config, dispatch, dispatcher, engine
+from pipelines import card_trail, config, dispatch, engine
+from pipelines.dispatch import dispatcher
 from store import db, errors, events, items, outbox
 from store.machine import State
-from tests import test_dispatcher
 from tests.fakes.webhook_server import Reply, WebhookServer
+from tests.pipelines import test_dispatcher
 
 # The dispatcher tests' fixtures: a feed, a webhook receiver, a webhook pipeline.
 feeds, hook, pipeline = test_dispatcher.feeds, test_dispatcher.hook, test_dispatcher.pipeline
