@@ -39,8 +39,9 @@ from telegram.ext import (
 
 from bot import auth, callbacks, card_actions, control, handlers, logs, sender, storage_alarm
 from bot import settings as settings_mod
-from pipelines import audit_witness, card_trail, workers
+from pipelines import card_trail, workers
 from pipelines import runtime as runtime_mod
+from pipelines.audit import witness as audit_witness
 from pipelines.dispatch import dispatcher
 from pipelines.drafting import llm as llm_drafter
 from store import errors, outbox

@@ -19,8 +19,9 @@ from typing import Any, TextIO
 
 from bot import settings as settings_mod
 from bot.cli import output as cli_output
-from pipelines import audit_export, audit_keys
 from pipelines import operations as views
+from pipelines.audit import export as audit_export
+from pipelines.audit import keys as audit_keys
 from store import datadir
 
 ACTIONS = ("verify", "export", "key")

@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
-from pipelines import audit_export, audit_keys, audit_witness
+from pipelines.audit import export as audit_export
+from pipelines.audit import keys as audit_keys
+from pipelines.audit import witness as audit_witness
 from store import checkpoints, db, items, outbox
 from store.machine import State
 

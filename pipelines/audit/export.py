@@ -25,7 +25,7 @@ from typing import Any, Literal, TextIO
 
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
-from pipelines import audit_keys
+from pipelines.audit import keys as audit_keys
 from store import checkpoints, clock, events
 from store.db import Store
 

@@ -2,7 +2,7 @@
 head to the operators' chat: a witness outside this machine, so rewriting history would
 mean rewriting the chat too.
 
-    RuntimeConfig(..., workers=(audit_witness.worker, ...))
+    RuntimeConfig(..., workers=(witness.worker, ...))
 
 The key is the data directory's (pipelines.audit_keys). Each pass signs the head if it
 moved since the last checkpoint; the first pass of each UTC day also queues one message
@@ -17,7 +17,8 @@ import sqlite3
 from datetime import datetime
 from typing import Any
 
-from pipelines import audit_keys, workers
+from pipelines import workers
+from pipelines.audit import keys as audit_keys
 from store import checkpoints, outbox
 from store.db import Store
 
