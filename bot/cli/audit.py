@@ -68,8 +68,13 @@ def run(cfg: settings_mod.Settings, args: argparse.Namespace, read: Read) -> int
 
 
 def _export(cfg: settings_mod.Settings, args: argparse.Namespace, read: Read) -> int:
-    with _output(args.out) as out:
-        count = read(cfg, lambda store: audit_export.write(store, out, args.format, args.since))
+    try:
+        with _output(args.out) as out:
+            count = read(cfg, lambda s: audit_export.write(s, out, args.format, args.since))
+    except FileExistsError:
+        raise views.Invalid(f"{args.out} exists already; give a new file for the export") from None
+    except OSError as exc:
+        raise views.Invalid(f"cannot write {args.out}: {exc.strerror or exc}") from None
     cli_output.progress(f"exported {count} events" + (f" to {args.out}" if args.out else ""))
     return 0
 
@@ -86,19 +91,25 @@ def _output(path: Path | None) -> Iterator[TextIO]:
 def _verify_export(args: argparse.Namespace) -> int:
     if not args.public_key:
         raise views.Invalid("verify --export needs --public-key (from `gatehouse audit key`)")
-    text = args.public_key
-    if not text.strip().startswith((audit_keys.PUBLIC_PREFIX, "-----BEGIN")):
-        text = Path(text).read_text(encoding="utf-8", errors="replace")[
-            : audit_keys.MAX_PUBLIC_TEXT
-        ]
     try:
-        public = audit_keys.parse_public(text)
+        public = audit_keys.parse_public(_key_text(args.public_key))
+        # An invalid byte is kept as U+FFFD: the row's hash then names it.
+        with args.export.open(encoding="utf-8", errors="replace", newline="") as lines:
+            report = audit_export.verify(audit_export.lines_of(lines), public)
     except audit_keys.BadKey as exc:
         raise views.Invalid(str(exc)) from None
-    with args.export.open(encoding="utf-8", newline="") as lines:
-        report = audit_export.verify(audit_export.lines_of(lines), public)
+    except OSError as exc:
+        raise views.Invalid(f"cannot read {exc.filename}: {exc.strerror or exc}") from None
     cli_output.emit(args, report, lambda: verify_text(report))
     return 0 if report.ok else 1
+
+
+def _key_text(given: str) -> str:
+    """The key itself, or the first bytes of the file it names."""
+    if given.strip().startswith((audit_keys.PUBLIC_PREFIX, "-----BEGIN")):
+        return given
+    with open(given, encoding="utf-8", errors="replace") as file:
+        return file.read(audit_keys.MAX_PUBLIC_TEXT)
 
 
 def verify_text(report: audit_export.Report) -> str:
