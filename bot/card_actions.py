@@ -108,6 +108,10 @@ async def reply_about(
 async def show(query: Any, d: Any, item: items.Item, now: datetime) -> None:
     """Point to the item's card with a reply to it, or queue a fresh card when it is gone."""
     chat_id = query.message.chat_id
+    rows = await outbox.for_item(d.store, item.id, "card")
+    if any(row.state == "pending" for row in rows):
+        await query.answer("Its card is still being sent: it arrives in a moment.")
+        return
     found = await card_message(d.store, item, chat_id)
     if found is not None:
         text = f"⬆️ item {item.id} ({item.pipeline}): {wording.state(item.state)}"

@@ -10,6 +10,7 @@ verifies offline and fails once a row is edited, removed or the tail is cut.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -22,7 +23,7 @@ import pytest
 
 from bot.demo.botapi import server as localapi
 from pipelines import dispatch
-from store import items
+from store import items, outbox
 from store.machine import State
 from tests.e2e import test_bot_e2e as e2e
 from tests.fakes import feeds
@@ -132,6 +133,16 @@ async def test_a_permanent_failure_shows_the_error_and_retry_sends_with_the_same
         assert "not failed at dispatch" in again["text"] and len(hook.requests) == 2
 
 
+async def cards_delivered(tmp: Path, item_id: int) -> None:
+    """Wait until the item's card reached every operator's chat (a bound, not a speed)."""
+    for _ in range(PATIENCE * 10):
+        rows = await e2e.read(tmp / "data", lambda s: outbox.for_item(s, item_id, "card"))
+        if rows and all(row.state == "sent" for row in rows):
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"item {item_id}'s card was not delivered")
+
+
 async def test_show_card_quotes_the_card_or_sends_a_fresh_one_when_it_is_gone(
     tmp_path: Path, api: localapi.LocalBotApi, feed: FeedServer, stop_after: list[Any]
 ) -> None:
@@ -139,6 +150,7 @@ async def test_show_card_quotes_the_card_or_sends_a_fresh_one_when_it_is_gone(
     stop_after.append(start(tmp_path, api, pipeline))
     _, second = e2e.two_cards(api)
     item_id = e2e.item_id_of(second)
+    await cards_delivered(tmp_path, item_id)
     e2e.command(api, "/pending")
     listing = api.sent(OPERATOR)[-1]
     shown = e2e.tap(api, OPERATOR, listing, f"item {item_id}")
