@@ -16,8 +16,9 @@ import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
-from store import clock, sql
+from store import clock, events, sql
 from store.db import Store
 
 Q = sql.load("checkpoints")
@@ -93,6 +94,19 @@ async def latest(store: Store) -> Checkpoint | None:
     return await store.read(latest_sync)
 
 
-def since_sync(conn: sqlite3.Connection, event_id: int) -> list[Checkpoint]:
+async def since(store: Store, event_id: int) -> list[Checkpoint]:
     """Checkpoints naming event `event_id` or a later one, oldest first."""
-    return _many(conn, Q["since"], {"event_id": event_id})
+    return await store.read(lambda conn: _many(conn, Q["since"], {"event_id": event_id}))
+
+
+async def events_from(store: Store, from_id: int, batch: int) -> list[dict[str, Any]]:
+    """Up to `batch` events from `from_id` on, as exported: every stored field and the
+    hash each chains to."""
+    params = {"from_id": from_id, "batch": batch, "genesis": events.GENESIS}
+
+    def query(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+        cursor = conn.execute(Q["events_from"], params)
+        cursor.row_factory = sqlite3.Row
+        return [dict(row) for row in cursor.fetchall()]
+
+    return await store.read(query)

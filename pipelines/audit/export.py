@@ -14,10 +14,8 @@ lost its tail. In CSV an empty cell is an empty text and `\\N` a missing value.
 from __future__ import annotations
 
 import csv
-import functools
 import itertools
 import json
-import sqlite3
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -48,14 +46,6 @@ _INTS = ("id", "attempt", "at", "event_id", "signed_at")
 # -- writing ---------------------------------------------------------------------------
 
 
-def _event_batch(conn: sqlite3.Connection, from_id: int) -> list[dict[str, Any]]:
-    cursor = conn.execute(
-        events.Q["all_from"], {"from_id": from_id, "batch": BATCH, "genesis": events.GENESIS}
-    )
-    cursor.row_factory = sqlite3.Row
-    return [dict(row) for row in cursor.fetchall()]
-
-
 async def write(
     store: Store, out: TextIO, fmt: Format = "jsonl", since: datetime | None = None
 ) -> int:
@@ -67,7 +57,7 @@ async def write(
     since_ms = clock.to_ms(since) if since is not None else None
     next_id, first_id, written = 1, None, 0
     while True:
-        rows = await store.read(functools.partial(_event_batch, from_id=next_id))
+        rows = await checkpoints.events_from(store, next_id, BATCH)
         for row in rows:
             if since_ms is not None and row["at"] < since_ms and first_id is None:
                 continue
@@ -78,8 +68,7 @@ async def write(
             break
         next_id = rows[-1]["id"] + 1
     if first_id is not None:
-        found = await store.read(lambda conn: checkpoints.since_sync(conn, first_id))
-        for cp in found:
+        for cp in await checkpoints.since(store, first_id):
             signed = clock.to_ms(cp.signed_at)
             emit({"record": "checkpoint", "event_id": cp.event_id, "hash": cp.hash,
                   "signed_at": signed, "key_id": cp.key_id, "signature": cp.signature,
