@@ -1,5 +1,5 @@
 """The demo on a phone-sized screen (390 by 844) in headless Chromium: /status, /pending,
-/budget and a card after dispatch are screenshotted, and no line of any reply runs past
+/budget, /history, /help and a card after dispatch are screenshotted, and no line of any reply runs past
 its bubble (nor a bubble or a button past the screen).
 
 Uses Debian's chromium through Playwright, as tests/e2e/test_demo_browser.py does.
@@ -109,6 +109,8 @@ async def test_every_reply_fits_a_phone_screen(
     await async_api.expect(shots["pending"].get_by_role("button").first).to_contain_text("item")
     shots["budget"] = await ask(page, "/budget", "of $5.00 today")
     await async_api.expect(shots["budget"]).to_contain_text("░")
+    shots["history"] = await ask(page, "/history 1", "item 1 (news)")
+    shots["help"] = await ask(page, "/help", "/replay")
     for name, reply in shots.items():
         await reply.scroll_into_view_if_needed()
         await reply.screenshot(path=str(tmp_path / f"{name}.png"))
