@@ -1,6 +1,6 @@
 """The demo on a phone-sized screen (390 by 844) in headless Chromium: /status, /pending,
-/budget, /history, /help and a card after dispatch are screenshotted, and no line of any reply runs past
-its bubble (nor a bubble or a button past the screen).
+/budget, /history, /help and a card after dispatch are screenshotted, and no line of any
+reply runs past its bubble (nor a bubble or a button past the screen).
 
 Uses Debian's chromium through Playwright, as tests/e2e/test_demo_browser.py does.
 """
