@@ -29,7 +29,6 @@ from typing import Any, TypeAlias
 from telegram import Bot, BotCommand, InlineKeyboardMarkup, Update
 from telegram import error as tg_error
 from telegram.ext import (
-    AIORateLimiter,
     Application,
     ApplicationBuilder,
     CallbackQueryHandler,
@@ -39,10 +38,23 @@ from telegram.ext import (
     filters,
 )
 
-from bot import auth, callbacks, control, handlers, logs, polling, sender, storage_alarm
+from bot import (
+    api,
+    auth,
+    callbacks,
+    card_actions,
+    control,
+    handlers,
+    logs,
+    metrics,
+    polling,
+    sender,
+    storage_alarm,
+)
 from bot import settings as settings_mod
+from pipelines import card_trail, workers
 from pipelines import runtime as runtime_mod
-from pipelines import workers
+from pipelines.audit import witness as audit_witness
 from pipelines.dispatch import dispatcher
 from pipelines.drafting import llm as llm_drafter
 from store import errors, outbox
@@ -111,7 +123,7 @@ def file_url(base_url: str) -> str:
 
 def build(cfg: settings_mod.Settings, token: str) -> App:
     """The PTB application with every handler; Deps are attached by `serve`."""
-    limiter = AIORateLimiter(
+    limiter = metrics.CountingLimiter(
         overall_max_rate=cfg.telegram.flood_limit_per_second, max_retries=RATE_LIMIT_RETRIES
     )
     application: App = (
@@ -150,6 +162,8 @@ def _targets(cfg: settings_mod.Settings, runtime: runtime_mod.Runtime) -> sender
     def targets(row: outbox.Row) -> list[int]:
         if row.target == outbox.ALERTS:
             return alert_chats(cfg)
+        if row.target.startswith(card_trail.CHAT_TARGET):  # a fresh card for one chat
+            return [int(row.target.removeprefix(card_trail.CHAT_TARGET))]
         pipeline = runtime.pipelines.get(str(row.payload.get("pipeline")))
         # An operator's private chat has the operator's user id.
         return list(pipeline.approval.operators or operators) if pipeline else operators
@@ -162,6 +176,8 @@ def _keyboard(key: bytes) -> sender.Keyboard:
         if row.item_id is None:
             return None
         attempt, version = int(row.payload["attempt"]), int(row.payload["version"])
+        if row.payload.get("buttons") == card_trail.RETRY_BUTTONS:
+            return card_actions.retry_keyboard(key, row.item_id, attempt, version)
         return handlers.card_keyboard(key, row.item_id, attempt, version)
 
     return keyboard
@@ -197,6 +213,7 @@ async def serve(
         await _start_updates(application, cfg, runtime)
         # The leader alone sends cards and alerts (per-chat pacing lives with it).
         runtime.lead(sender.NAME, outbox_sender.run)
+        metrics.set_leader(runtime.leader.trusted)
         menu = asyncio.create_task(publish_commands(application.bot, stop), name="command-menu")
         log.info("bot started: %d operator(s), %s mode", len(gate.operators), cfg.telegram.mode)
         try:
@@ -281,11 +298,28 @@ def runtime_config(cfg: settings_mod.Settings, application: App) -> runtime_mod.
         pipelines_dir=cfg.pipelines_dir,
         load_context=settings_mod.pipeline_context(cfg),
         drafter_for=choose,
-        workers=(choose.worker, dispatcher.make_worker(application.bot), control.serve, alarm),
+        workers=(
+            choose.worker,
+            dispatcher.make_worker(application.bot),
+            control.serve,
+            alarm,
+            *listeners(cfg),
+            audit_witness.worker,
+        ),
         max_items_per_tick=cfg.engine.max_items_per_tick,
         lease_ttl=timedelta(seconds=cfg.cluster.lease_ttl_s),
         dispatch_lease=timedelta(seconds=cfg.cluster.dispatch_lease_s),
     )
+
+
+def listeners(cfg: settings_mod.Settings) -> list[runtime_mod.Worker]:
+    """The opt-in HTTP listeners: Prometheus metrics and the HTTP trigger."""
+    found = []
+    if cfg.metrics.listen:
+        found.append(metrics.worker(cfg.metrics.listen))
+    if cfg.api.listen:
+        found.append(api.worker(cfg.api.listen))
+    return found
 
 
 async def connect(bot: Bot, stop: asyncio.Event) -> bool:
@@ -355,7 +389,7 @@ def main(
         for s in (cfg.telegram.webhook_secret, cfg.telegram.callback_secret, llm_key)
         if s is not None
     ]
-    logs.setup(cfg.log_level, secrets)
+    logs.setup(cfg.log_level, secrets, json_lines=cfg.log_format == "json")
     try:
         with contextlib.suppress(KeyboardInterrupt):
             asyncio.run(run(cfg, token))

@@ -37,7 +37,7 @@ from typing import Any
 
 import httpx
 
-from pipelines import config, dispatch, workers
+from pipelines import card_trail, config, dispatch, logfields, workers
 from store import backend, drafts, errors, items, machine, outbox, runs
 from store.db import Store
 from store.items import Item
@@ -115,6 +115,7 @@ async def _deliver(
     rng: random.Random,
     env: Mapping[str, str] | None,
 ) -> None:
+    logfields.tag(outbox=row.id, item=row.item_id)  # for this destination's task, row by row
     attempt, version = int(row.payload["attempt"]), int(row.payload["version"])
     item = await items.get(store, int(row.payload["item_id"]))
     if item.attempt != attempt:
@@ -178,6 +179,7 @@ async def _deliver(
             expect_version=version,
         )
         outbox.mark_sent_sync(conn, row.id, result.external_id, now)
+        card_trail.dispatched_sync(conn, item, result.detail, now, result.external_id)
 
     await store.write(done)
 
@@ -223,6 +225,7 @@ async def _fail(store: Store, row: outbox.Row, item: Item, reason: str, now: dat
         outbox.enqueue_sync(
             conn, "alert", outbox.ALERTS, payload, now, item_id=item.id, dedupe_key=key
         )
+        card_trail.failed_sync(conn, item, reason, now)
 
     await store.write(unit)
     await outbox.mark_failed(store, row.id, reason)

@@ -225,6 +225,56 @@ CREATE TABLE edit_prompts (
 
 CREATE INDEX llm_outputs_by_age ON llm_outputs (created_at);
 
+CREATE TABLE api_tokens (
+    id         INTEGER PRIMARY KEY AUTOINCREMENT,
+    name       TEXT NOT NULL,
+    hash       TEXT NOT NULL UNIQUE,
+    created_at INTEGER NOT NULL,
+    revoked_at INTEGER
+);
+
+CREATE UNIQUE INDEX api_tokens_live_name ON api_tokens (name) WHERE revoked_at IS NULL;
+
+CREATE TABLE api_requests (
+    token_id     INTEGER NOT NULL REFERENCES api_tokens (id),
+    idem_key     TEXT NOT NULL,
+    request_hash TEXT NOT NULL,
+    status       INTEGER NOT NULL,
+    answer       TEXT NOT NULL CHECK (json_valid(answer)),
+    created_at   INTEGER NOT NULL,
+    PRIMARY KEY (token_id, idem_key)
+) WITHOUT ROWID;
+
+CREATE INDEX api_requests_by_age ON api_requests (created_at);
+-- Operators' names and signed chain heads (migration 0009).
+CREATE TABLE people (
+    user_id    INTEGER PRIMARY KEY,
+    first_name TEXT,
+    username   TEXT,
+    updated_at INTEGER NOT NULL
+);
+
+CREATE TABLE audit_checkpoints (
+    id        INTEGER PRIMARY KEY AUTOINCREMENT,
+    event_id  INTEGER NOT NULL,
+    hash      TEXT NOT NULL,
+    signed_at INTEGER NOT NULL,
+    key_id    TEXT NOT NULL,
+    signature TEXT NOT NULL
+);
+
+CREATE INDEX audit_checkpoints_by_event ON audit_checkpoints (event_id);
+
+CREATE TRIGGER audit_checkpoints_no_update BEFORE UPDATE ON audit_checkpoints
+BEGIN
+    SELECT RAISE(ABORT, 'checkpoints are append-only');
+END;
+
+CREATE TRIGGER audit_checkpoints_no_delete BEFORE DELETE ON audit_checkpoints
+BEGIN
+    SELECT RAISE(ABORT, 'checkpoints are append-only');
+END;
+
 -- Workers, the leader's lease and handled Telegram updates (migration 0011).
 CREATE TABLE workers (
     id           TEXT PRIMARY KEY,

@@ -196,3 +196,40 @@ async def test_a_connection_the_server_dropped_is_opened_again(
         assert await seen.filter_unseen(store, "news", "feed", ["a", "d"]) == ["d"]
     finally:
         await store.close()
+
+
+def _numbered(text: str) -> str:
+    """A query with each `%(name)s` as `$n` (one number per name), for PREPARE."""
+    numbers: dict[str, int] = {}
+
+    def number(match: re.Match[str]) -> str:
+        return f"${numbers.setdefault(match.group(1), len(numbers) + 1)}"
+
+    return re.sub(r"%\((\w+)\)s", number, text).replace("%%", "%")
+
+
+def test_every_query_prepares_on_postgres(pg_run_database: pg_databases.Server) -> None:
+    """PostgreSQL plans each statement as the store sends it: a function SQLite has and
+    PostgreSQL lacks, or a parameter whose type nothing fixes (`:x IS NULL`), fails here
+    for every query at once, not only for those a test happens to run."""
+    failed = []
+    with psycopg.connect(pg_run_database.run_url) as conn:
+        for path in sorted(sql.SQL_DIR.glob("*.sql")):
+            if path.name == "schema.sql":
+                continue
+            for name, query in sql.load(path.stem).items():
+                try:
+                    conn.execute(f"PREPARE q AS {_numbered(sql.postgres(query))}".encode())
+                    conn.execute("DEALLOCATE q")
+                except psycopg.Error as exc:
+                    conn.rollback()
+                    failed.append(f"{path.stem}.{name}: {str(exc).splitlines()[0]}")
+        conn.rollback()
+    assert failed == []
+
+
+async def test_a_server_that_does_not_answer_is_a_store_error(tmp_path: Path) -> None:
+    url = "postgresql://gatehouse:hunter2@127.0.0.1:1/gh"
+    with pytest.raises(errors.StoreError, match="database error: connection failed") as caught:
+        await db.Store.open(db.StoreConfig(data_dir=tmp_path, database_url=url))
+    assert "hunter2" not in str(caught.value)
