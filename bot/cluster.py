@@ -49,7 +49,7 @@ async def read(store: Store, now: datetime, ttl: timedelta) -> Cluster:
 
 
 def lines(found: Cluster) -> list[str]:
-    """`leader: <id> (term n)` then one line per worker: state and last heartbeat."""
+    """How many workers are alive, `leader: <id> (term n)`, then one line per worker."""
     now, lease, leader = found.at, found.lease, found.leader
     alive = sum(found.state(w) == "alive" for w in found.workers)
     if lease is not None and leader is not None:
@@ -57,7 +57,7 @@ def lines(found: Cluster) -> list[str]:
         head = f"leader: {leader} (term {lease.term}, lease renewed, {left}s left)"
     else:
         head = "leader: none right now (the next worker to renew takes the lease)"
-    out = [f"workers: {alive} alive of {len(found.workers)} heard from in a day", head]
+    out = [f"cluster: {alive} of {len(found.workers)} workers alive (heard from in a day)", head]
     for worker in found.workers[:SHOWN]:
         mark = " ★ leader" if worker.id == leader else ""
         beat = render.age(worker.heartbeat_at, now)

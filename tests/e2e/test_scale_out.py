@@ -210,7 +210,7 @@ def run_the_flow(
     before = len(api.sent(OPERATOR))
     api.inject_command(OPERATOR, OPERATOR, "/status")
     reply = wait_for(
-        lambda: [m for m in api.sent(OPERATOR)[before:] if "gatehouse status" in m.text],
+        lambda: [m for m in api.sent(OPERATOR)[before:] if "leader: " in m.text],
         30,
         "a new leader's answer",
     )[0]
@@ -218,7 +218,9 @@ def run_the_flow(
     second = leader_pid(url)
     assert second in pids and second != first
     assert answered_s < 10, f"a new leader answered only after {answered_s:.1f} s"
-    assert f"workers: {WORKERS - 1} alive" in reply.text or f"workers: {WORKERS}" in reply.text
+    assert f"cluster: {WORKERS - 1} of {WORKERS} workers alive" in reply.text, reply.text
+    named = reply.text.split("leader: ", 1)[1].split()[0]  # host:pid:tag
+    assert named.split(":")[1] == str(second), reply.text
 
     tapped: set[int] = set()
 
