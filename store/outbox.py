@@ -111,6 +111,7 @@ def enqueue_sync(
     row = conn.execute(Q["enqueue"], params).fetchone()
     if row:
         db.on_commit(("outbox", kind), functools.partial(_wake, kind))
+        conn.execute(Q["notify"], {"kind": kind})
     return int(row[0]) if row else None
 
 
@@ -130,13 +131,20 @@ def wakeup(store: Store, kinds: Iterable[Kind]) -> asyncio.Event:
 
 
 #: The longest a worker on a shared store waits without looking for rows other workers
-#: queued (seconds): their commits wake only their own process's waiters.
-SHARED_POLL_S = 1.0
+#: queued (seconds): their NOTIFY wakes it sooner (store.listen); this is the fallback
+#: for a notification lost with a dropped connection.
+SHARED_POLL_S = 5.0
 
 
 def longest_wait(store: Store, seconds: float) -> float:
     """`seconds`, or less on a store other processes write to as well."""
     return seconds if store.dialect == "sqlite" else min(seconds, SHARED_POLL_S)
+
+
+def woken(store: Store, kind: str) -> None:
+    """A row of `kind` was committed elsewhere (another worker): wake this store's waiters."""
+    if kind in KINDS:
+        _wake(kind, store)
 
 
 def _wake(kind: Kind, store: Store) -> None:
