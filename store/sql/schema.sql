@@ -28,7 +28,7 @@ CREATE TABLE pipeline_runs (
     drafted    INTEGER NOT NULL DEFAULT 0,
     failed     INTEGER NOT NULL DEFAULT 0,
     error_text TEXT,
-    -- The worker running it and until when its lease holds (migration 0011).
+    -- The worker running it and until when its lease holds (migration 0010).
     worker      TEXT,
     lease_until INTEGER,
     CHECK ((status = 'running') = (ended_at IS NULL))
@@ -275,7 +275,7 @@ BEGIN
     SELECT RAISE(ABORT, 'checkpoints are append-only');
 END;
 
--- Workers, the leader's lease and handled Telegram updates (migration 0011).
+-- Workers, the leader's lease and handled Telegram updates (migration 0010).
 CREATE TABLE workers (
     id           TEXT PRIMARY KEY,
     host         TEXT NOT NULL,

@@ -48,7 +48,7 @@ CREATE TABLE pipeline_runs (
     drafted    BIGINT NOT NULL DEFAULT 0,
     failed     BIGINT NOT NULL DEFAULT 0,
     error_text TEXT,
-    -- The worker running it and until when its lease holds (migration 0011).
+    -- The worker running it and until when its lease holds (migration 0010).
     worker      TEXT,
     lease_until BIGINT,
     CHECK ((status = 'running') = (ended_at IS NULL))
@@ -300,7 +300,7 @@ CREATE TRIGGER audit_checkpoints_no_update BEFORE UPDATE ON audit_checkpoints
 CREATE TRIGGER audit_checkpoints_no_delete BEFORE DELETE ON audit_checkpoints
     FOR EACH ROW EXECUTE FUNCTION checkpoints_append_only();
 
--- Workers, the leader's lease and handled Telegram updates (migration 0011).
+-- Workers, the leader's lease and handled Telegram updates (migration 0010).
 CREATE TABLE workers (
     id           TEXT PRIMARY KEY,
     host         TEXT NOT NULL,
