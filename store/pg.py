@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import psycopg
 from psycopg import pq
 
-from store import backend, db, errors, events, migrate, sql, writer
+from store import backend, db, errors, events, migrate, notify, sql, writer
 from store.lanes import Lane
 
 if TYPE_CHECKING:
@@ -261,6 +261,8 @@ class PgStore(db.Store):
             Lane(f"store-pg-reader-{i}", translate) for i in range(config.readers)
         ]
         self._next_reader = 0
+        self._listener: notify.Listener | None = None
+        self._listening: dict[str, list[asyncio.Event]] = {}
 
     @property
     def location(self) -> str:
@@ -312,6 +314,20 @@ class PgStore(db.Store):
         self._next_reader += 1
         return await lane.run(_read, query)
 
+    def listen(self, channel: str) -> asyncio.Event:
+        """An event set when any process (this one too) commits a notification on
+        `channel`; one LISTENing connection serves every channel of this store."""
+        event = asyncio.Event()
+        self._listening.setdefault(notify.check_channel(channel), []).append(event)
+        if self._listener is None:
+            self._listener = notify.Listener(self._url, self._woken)
+        self._listener.add(channel)
+        return event
+
+    def _woken(self, channel: str) -> None:
+        for event in self._listening.get(channel, ()):
+            event.set()
+
     async def measure_room(self) -> int:
         """The server's disk is not visible from here: a "full" fault ends at the next
         commit instead, so this reports room only while there is no such fault."""
@@ -319,6 +335,9 @@ class PgStore(db.Store):
         return 0 if full else writer.ROOM_BYTES
 
     async def close(self) -> None:
+        if self._listener is not None:
+            await self._listener.close()
+            self._listener = None
         for lane in [*self._writers, *self._readers]:
             with contextlib.suppress(errors.StoreError):
                 await lane.close()
