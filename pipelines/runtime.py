@@ -34,7 +34,7 @@ import httpx
 from pipelines import config, engine, leader, workers
 from pipelines.drafting import base as drafters
 from pipelines.scheduler import Scheduler
-from store import backend, db, errors, heartbeats, ledger, listen, outbox, retention, sla, startup
+from store import backend, db, errors, heartbeats, ledger, outbox, retention, sla, startup
 from store.db import Store
 
 log = logging.getLogger(__name__)
@@ -132,8 +132,6 @@ class Runtime:
         await runtime._beat()
         await runtime.leader.step()
         runtime.spawn("heartbeat", runtime._heartbeat_forever)
-        if not exclusive(store):
-            runtime.spawn("outbox-listener", lambda: listen.run(store, stopping))
         runtime.spawn("scheduler", lambda: runtime.scheduler.run_forever(stopping, cfg.clock))
         sweeps = (
             ("sla-sweep", sla.sweep, SWEEP_EVERY_S),

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from store import backend, clock, db, errors, machine, sql
+from store import backend, clock, db, errors, machine, notify, sql
 from store.db import Store
 
 Q = sql.load("outbox")
@@ -111,10 +111,12 @@ def enqueue_sync(
     row = conn.execute(Q["enqueue"], params).fetchone()
     if row:
         db.on_commit(("outbox", kind), functools.partial(_wake, kind))
-        conn.execute(Q["notify"], {"kind": kind})
+        notify.send_sync(conn, CHANNEL)
     return int(row[0]) if row else None
 
 
+#: The notification channel of queued rows, for workers in other processes.
+CHANNEL = "outbox"
 #: store -> kind -> the events of the workers waiting for rows of that kind.
 _waiting: weakref.WeakKeyDictionary[Store, dict[str, list[asyncio.Event]]] = (
     weakref.WeakKeyDictionary()
@@ -122,8 +124,9 @@ _waiting: weakref.WeakKeyDictionary[Store, dict[str, list[asyncio.Event]]] = (
 
 
 def wakeup(store: Store, kinds: Iterable[Kind]) -> asyncio.Event:
-    """An event set each time a row of one of `kinds` is committed to this store."""
-    event = asyncio.Event()
+    """An event set each time a row of one of `kinds` is committed to this store: by
+    this process, or (any kind) by another worker sharing it."""
+    event = store.listen(CHANNEL)
     by_kind = _waiting.setdefault(store, {})
     for kind in kinds:
         by_kind.setdefault(kind, []).append(event)
@@ -131,20 +134,14 @@ def wakeup(store: Store, kinds: Iterable[Kind]) -> asyncio.Event:
 
 
 #: The longest a worker on a shared store waits without looking for rows other workers
-#: queued (seconds): their NOTIFY wakes it sooner (store.listen); this is the fallback
-#: for a notification lost with a dropped connection.
+#: queued (seconds): their notification wakes it sooner (store.notify); this is the
+#: fallback should one be lost.
 SHARED_POLL_S = 5.0
 
 
 def longest_wait(store: Store, seconds: float) -> float:
     """`seconds`, or less on a store other processes write to as well."""
     return seconds if store.dialect == "sqlite" else min(seconds, SHARED_POLL_S)
-
-
-def woken(store: Store, kind: str) -> None:
-    """A row of `kind` was committed elsewhere (another worker): wake this store's waiters."""
-    if kind in KINDS:
-        _wake(kind, store)
 
 
 def _wake(kind: Kind, store: Store) -> None:

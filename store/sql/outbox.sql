@@ -94,8 +94,3 @@ DELETE FROM outbox WHERE id IN (
 -- name: release_claims
 -- Free every claim: at the start of the one process a store admits, whose holders died.
 UPDATE outbox SET claimed_by = NULL, lease_until = NULL WHERE claimed_by IS NOT NULL
-
--- name: notify
--- Tell the other workers that a row of :kind was queued (PostgreSQL: NOTIFY, delivered
--- when the unit commits; a store no other process shares has nobody to tell).
-SELECT :kind WHERE 0

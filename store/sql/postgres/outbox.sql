@@ -65,8 +65,3 @@ UPDATE outbox SET claimed_by = :worker, lease_until = :until
          ORDER BY id LIMIT :limit
            FOR UPDATE SKIP LOCKED)
 RETURNING id
-
--- name: notify
--- Tell the other workers that a row of :kind was queued; delivered at commit, never on
--- rollback (store.listen wakes their waiters).
-SELECT pg_notify('gatehouse_outbox', CAST(:kind AS text))
