@@ -240,6 +240,23 @@ def _migrating(conn: Conn, migration: migrate.Migration) -> Iterator[set[int]]:
         raise
 
 
+#: True where the database orders text by code point, as SQLite does ('B' 66 < 'Z' 90
+#: < '_' 95 < 'a' 97); a language's collation puts '_' first and 'a' before 'B'.
+_CODE_POINT_ORDER = "SELECT 'B' < 'Z' AND 'Z' < '_' AND '_' < 'a'"
+
+
+def _check_collation(conn: Conn) -> bool:
+    """Lists sorted by name (scopes, pipelines) follow the database's collation: say so
+    when it is not SQLite's code point order, which whoever created the database chose."""
+    by_code_point = bool(conn.execute(_CODE_POINT_ORDER).fetchone()[0])
+    if not by_code_point:
+        log.warning(
+            "the database does not sort text by code point as SQLite does: names may list "
+            "in another order (create it with LOCALE 'C.UTF-8' to match)"
+        )
+    return by_code_point
+
+
 def _retryable(exc: errors.StoreError) -> bool:
     return exc.sqlstate in ("40001", "40P01")  # serialization_failure, deadlock_detected
 
@@ -282,6 +299,7 @@ class PgStore(db.Store):
             self._free.put_nowait(lane)
         if self._writers:
             await self._writers[0].run(apply_migrations)
+            await self._writers[0].run(_check_collation)
         for lane in self._readers:
             await lane.open(lambda: connect(url, reader=True))
 

@@ -142,7 +142,7 @@ async def test_a_limit_lowered_while_a_hold_commits_never_falls_below_use(
         await store.write(_beginning(n, 300, now))
     meeting = Meeting(2)
 
-    def lowering(conn: backend.Conn) -> object:
+    def lowering(conn: backend.Conn) -> budgets.Budget:
         return budgets.set_budget_sync(conn, "global", "day", 920, "cli", now)
 
     results = await asyncio.gather(
