@@ -111,25 +111,29 @@ def enqueue_sync(
     row = conn.execute(Q["enqueue"], params).fetchone()
     if row:
         db.on_commit(("outbox", kind), functools.partial(_wake, kind))
-        notify.send_sync(conn, CHANNEL)
+        notify.send_sync(conn, channel(kind))
     return int(row[0]) if row else None
 
 
-#: The notification channel of queued rows, for workers in other processes.
-CHANNEL = "outbox"
 #: store -> kind -> the events of the workers waiting for rows of that kind.
 _waiting: weakref.WeakKeyDictionary[Store, dict[str, list[asyncio.Event]]] = (
     weakref.WeakKeyDictionary()
 )
 
 
+def channel(kind: Kind) -> str:
+    """The notification channel of queued rows of `kind`, for workers in other processes."""
+    return f"outbox_{kind}"
+
+
 def wakeup(store: Store, kinds: Iterable[Kind]) -> asyncio.Event:
     """An event set each time a row of one of `kinds` is committed to this store: by
     this process, or (any kind) by another worker sharing it."""
-    event = store.listen(CHANNEL)
+    event = asyncio.Event()
     by_kind = _waiting.setdefault(store, {})
     for kind in kinds:
         by_kind.setdefault(kind, []).append(event)
+        store.listen(channel(kind), event)
     return event
 
 
