@@ -37,7 +37,17 @@ from telegram.ext import (
     filters,
 )
 
-from bot import auth, callbacks, control, handlers, logs, sender, storage_alarm
+from bot import (
+    auth,
+    callbacks,
+    control,
+    handlers,
+    logs,
+    review_handlers,
+    review_keyboards,
+    sender,
+    storage_alarm,
+)
 from bot import settings as settings_mod
 from pipelines import dispatcher, llm_drafter, workers
 from pipelines import runtime as runtime_mod
@@ -129,8 +139,9 @@ def build(cfg: settings_mod.Settings, token: str) -> App:
     add(CommandHandler("history", handlers.history))
     add(CommandHandler("replay", handlers.replay))
     add(MessageHandler(filters.COMMAND, handlers.unknown))
+    add(CallbackQueryHandler(review_handlers.tap, pattern=review_handlers.PATTERN))
     add(CallbackQueryHandler(handlers.tap))
-    add(MessageHandler(filters.REPLY & filters.TEXT & ~filters.COMMAND, handlers.edit_reply))
+    add(MessageHandler(filters.REPLY & filters.TEXT & ~filters.COMMAND, review_handlers.reply))
     application.add_error_handler(handlers.on_error)
     return application
 
@@ -154,9 +165,16 @@ def _targets(cfg: settings_mod.Settings, runtime: runtime_mod.Runtime) -> sender
     return targets
 
 
-def _keyboard(key: bytes) -> sender.Keyboard:
+def _keyboard(key: bytes, runtime: runtime_mod.Runtime) -> sender.Keyboard:
     def keyboard(row: outbox.Row) -> InlineKeyboardMarkup | None:
-        if row.item_id is None:
+        if row.kind == "card_edit":
+            pipeline = runtime.pipelines.get(str(row.payload.get("pipeline")))
+            return review_keyboards.decided_keyboard(key, row.payload, pipeline)
+        if row.kind == "alert" and row.payload.get("offer"):
+            return review_keyboards.listed_keyboard(
+                key, int(row.payload["offer"]), int(row.payload["count"])
+            )
+        if row.kind != "card" or row.item_id is None:
             return None
         attempt, version = int(row.payload["attempt"]), int(row.payload["version"])
         return handlers.card_keyboard(key, row.item_id, attempt, version)
@@ -178,7 +196,7 @@ async def serve(
         runtime.store,
         application.bot,
         _targets(cfg, runtime),
-        _keyboard(key),
+        _keyboard(key, runtime),
         cfg.telegram.chat_messages_per_second,
         clock=runtime.now,
         report=runtime.workers.report,

@@ -19,8 +19,8 @@ from telegram import ForceReply, InlineKeyboardButton, InlineKeyboardMarkup, Mes
 from telegram.constants import ParseMode
 from telegram.ext import ApplicationHandlerStop, ContextTypes
 
-from bot import auth, callbacks, render, sender, views
-from pipelines import approval, config, validation
+from bot import auth, callbacks, render, review_keyboards, sender, views
+from pipelines import approval, config, review, validation
 from pipelines import workers as workers_mod
 from pipelines.scheduler import Scheduler
 from store import decisions, errors, events, items, outbox, prompts
@@ -33,7 +33,7 @@ Context = ContextTypes.DEFAULT_TYPE
 #: (command, what it does) in the order /help and setMyCommands list them.
 COMMANDS: tuple[tuple[str, str], ...] = (
     ("status", "every pipeline, or one pipeline's recent runs"),
-    ("pending", "items awaiting approval, oldest first"),
+    ("pending", "items awaiting approval, oldest first, to decide on together"),
     ("budget", "spend, holds and limits, today and this month"),
     ("run", "run a pipeline now"),
     ("pause", "stop a pipeline's schedule"),
@@ -45,6 +45,7 @@ COMMANDS: tuple[tuple[str, str], ...] = (
 #: What each command takes, as /help shows it.
 ARGUMENTS = {
     "status": "[pipeline]",
+    "pending": "[pipeline]",
     "run": "<pipeline>",
     "pause": "<pipeline>",
     "resume": "<pipeline>",
@@ -194,8 +195,11 @@ async def status(update: Update, context: Context, d: Deps, now: datetime) -> No
 
 @command
 async def pending(update: Update, context: Context, d: Deps, now: datetime) -> None:
-    """Items awaiting approval, oldest first, each pointing to its card in this chat."""
-    waiting = await views.pending(d.store)
+    """Items awaiting approval (of one pipeline, if named), oldest first, each pointing to
+    its card in this chat, with buttons that decide on exactly the versions listed."""
+    name = pipeline_arg(context, "pending") if context.args else None
+    listed = await review.offer(d.store, name, now)
+    waiting = listed.items
     chat = str(update.effective_chat.id) if update.effective_chat else ""
     cards: dict[int, int] = {}
     for item in waiting:
@@ -204,7 +208,9 @@ async def pending(update: Update, context: Context, d: Deps, now: datetime) -> N
             if ids and row.payload.get("version") == item.version:
                 cards[item.id] = ids[-1]
                 break
-    await reply(update, render.pending(waiting, cards, now))
+    count = len(waiting)
+    markup = review_keyboards.listed_keyboard(d.key, listed.offer.id, count) if count else None
+    await reply(update, render.pending(waiting, cards, now), markup)
 
 
 @command

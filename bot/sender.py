@@ -294,7 +294,7 @@ class Sender:
             markup = self.keyboard(row)
         else:
             parts = render.split(_alert_text(row.payload))
-            markup = None
+            markup = self.keyboard(row)  # a digest's list carries its buttons
         # What got through before an error, in this process or (recorded) an earlier one.
         sent = self._progress.setdefault(row.id, message_ids(row))
         for chat in self.targets(row):
@@ -344,7 +344,8 @@ class Sender:
         still_open = row.payload.get("state") == "awaiting_approval" and not row.payload.get(
             "status", ""
         ).startswith("✏️")
-        markup = self.keyboard(card) if still_open else None
+        # A decided card's own buttons (Undo, Redraft) come from the edit.
+        markup = self.keyboard(card) if still_open else self.keyboard(row)
         edited: Sent = {}
         for chat, ids in messages.items():
             if not ids or ids[-1] == UNREAD:

@@ -22,7 +22,7 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pipelines import workers
+from pipelines import review, workers
 from store import (
     budgets,
     events,
@@ -212,10 +212,7 @@ async def replay(
         return replayed
 
     replayed = await store.write(unit)
-    if scheduler is not None and replayed.pipeline in scheduler.pipelines:
-        await scheduler.trigger(replayed.pipeline, now)
-    else:
-        await schedules.request_run(store, replayed.pipeline, now)
+    await review.ask_run(store, replayed.pipeline, now, scheduler)
     return replayed
 
 
