@@ -49,7 +49,7 @@ from bot import (
     storage_alarm,
 )
 from bot import settings as settings_mod
-from pipelines import dispatcher, llm_drafter, workers
+from pipelines import dispatcher, llm_drafter, nudges, workers
 from pipelines import runtime as runtime_mod
 from store import errors, outbox
 
@@ -158,6 +158,8 @@ def _targets(cfg: settings_mod.Settings, runtime: runtime_mod.Runtime) -> sender
     def targets(row: outbox.Row) -> list[int]:
         if row.target == outbox.ALERTS:
             return alert_chats(cfg)
+        if row.payload.get("chats"):  # an escalation's card: the people brought in
+            return [int(chat) for chat in row.payload["chats"]]
         pipeline = runtime.pipelines.get(str(row.payload.get("pipeline")))
         # An operator's private chat has the operator's user id.
         return list(pipeline.approval.operators or operators) if pipeline else operators
@@ -288,7 +290,13 @@ def runtime_config(cfg: settings_mod.Settings, application: App) -> runtime_mod.
         pipelines_dir=cfg.pipelines_dir,
         load_context=settings_mod.pipeline_context(cfg),
         drafter_for=choose,
-        workers=(choose.worker, dispatcher.make_worker(application.bot), control.serve, alarm),
+        workers=(
+            choose.worker,
+            dispatcher.make_worker(application.bot),
+            control.serve,
+            alarm,
+            nudges.worker,
+        ),
         max_items_per_tick=cfg.engine.max_items_per_tick,
     )
 

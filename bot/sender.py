@@ -35,7 +35,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from aiolimiter import AsyncLimiter
-from telegram import Bot, InlineKeyboardMarkup, LinkPreviewOptions
+from telegram import Bot, InlineKeyboardMarkup, LinkPreviewOptions, ReplyParameters
 from telegram import error as tg_error
 from telegram.constants import ParseMode
 
@@ -295,6 +295,7 @@ class Sender:
         else:
             parts = render.split(_alert_text(row.payload))
             markup = self.keyboard(row)  # a digest's list carries its buttons
+        replies = await _replies_to(self.store, row) if row.kind == "alert" else {}
         # What got through before an error, in this process or (recorded) an earlier one.
         sent = self._progress.setdefault(row.id, message_ids(row))
         for chat in self.targets(row):
@@ -302,12 +303,17 @@ class Sender:
             for index in range(len(ids), len(parts)):
                 last = index == len(parts) - 1
                 await self._pace.setdefault(str(chat), AsyncLimiter(self._per_chat, 1)).acquire()
-                ids.append(await self._send_part(row, chat, parts[index], markup if last else None))
+                reply_to = replies.get(str(chat)) if index == 0 else None
+                part = parts[index]
+                ids.append(
+                    await self._send_part(row, chat, part, markup if last else None, reply_to)
+                )
         return sent
 
     async def _send_part(
-        self, row: outbox.Row, chat: int, text: str, markup: InlineKeyboardMarkup | None
-    ) -> int:
+        self, row: outbox.Row, chat: int, text: str, markup: InlineKeyboardMarkup | None,
+        reply_to: int | None = None,
+    ) -> int:  # fmt: skip
         try:
             message = await self.bot.send_message(
                 chat,
@@ -315,6 +321,11 @@ class Sender:
                 parse_mode=ParseMode.HTML,
                 reply_markup=markup,
                 link_preview_options=NO_PREVIEW,
+                reply_parameters=(
+                    ReplyParameters(reply_to, allow_sending_without_reply=True)
+                    if reply_to
+                    else None
+                ),
             )
         except tg_error.TelegramError:
             raise
@@ -329,14 +340,18 @@ class Sender:
 
     async def _edit_card(self, row: outbox.Row, now: datetime) -> Sent:
         assert row.item_id is not None, "a card_edit row names its item"
-        card = await _card_for(self.store, row.item_id, row.payload)
-        if card is None:
+        copies = await _cards_for(self.store, row.item_id, row.payload)
+        if not copies:
             log.warning("card_edit %d: item %d has no card; nothing to edit", row.id, row.item_id)
             return {}
-        if card.state == "pending":
+        if any(copy.state == "pending" for copy in copies):
             # Not an attempt: the card may wait out a flood hold longer than MAX_ATTEMPTS.
             raise Retry("its card is not sent yet", now + CARD_NOT_SENT_WAIT, counts=False)
-        messages: Sent = json.loads(card.external_id or "{}")
+        card = copies[0]
+        # Every copy of the card (an escalation sends one to more chats) shows the decision.
+        messages: Sent = {}
+        for copy in copies:
+            messages.update(message_ids(copy))
         last_part = render.card_parts(row.item_id, card.payload)[-1]
         text = render.decided_card(last_part, row.payload, row.created_at)
         # Quorum progress keeps the buttons; a decision, or an edit that replaced
@@ -367,20 +382,32 @@ class Sender:
         return edited
 
 
-async def _card_for(store: Store, item_id: int, edit: dict[str, Any]) -> outbox.Row | None:
-    """The card showing the version the edit is about (else the newest one)."""
+async def _cards_for(store: Store, item_id: int, edit: dict[str, Any]) -> list[outbox.Row]:
+    """The cards showing the version the edit is about (else the newest one)."""
     cards = [c for c in await outbox.for_item(store, item_id, "card") if c.state != "failed"]
-    for card in cards:
-        shown = (card.payload.get("attempt"), card.payload.get("version"))
-        if shown == (edit.get("attempt"), edit.get("version")):
-            return card
-    return cards[0] if cards else None
+    wanted = (edit.get("attempt"), edit.get("version"))
+    shown = [c for c in cards if (c.payload.get("attempt"), c.payload.get("version")) == wanted]
+    return shown or cards[:1]
+
+
+async def _replies_to(store: Store, row: outbox.Row) -> dict[str, int]:
+    """chat -> the message of the card an alert answers (a reminder is a reply to it)."""
+    if row.item_id is None or row.payload.get("reply_to_version") is None:
+        return {}
+    edit = {"attempt": row.payload.get("attempt"), "version": row.payload["reply_to_version"]}
+    found: dict[str, int] = {}
+    for card in await _cards_for(store, row.item_id, edit):
+        for chat, ids in message_ids(card).items():
+            if ids and ids[-1] != UNREAD:
+                found.setdefault(chat, ids[-1])
+    return found
 
 
 def _alert_text(payload: dict[str, object]) -> str:
     mark = "🚨" if payload.get("level") == "error" else "⚠️"
     text = render.esc(payload.get("text", ""))
-    return text if text[:1] in ("⏳", "🚨", "⚠") else f"{mark} {text}"
+    plain = text[:1] in ("⏳", "🚨", "⚠") or payload.get("level") == "info"
+    return text if plain else f"{mark} {text}"
 
 
 def message_ids(row: outbox.Row) -> Sent:

@@ -8,6 +8,7 @@ holding the vote or the new draft, the transition it causes, and the outbox rows
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -32,8 +33,10 @@ def queue_card(
     *,
     note: str | None = None,
     duplicate: similarity.Earlier | None = None,
+    chats: Sequence[int] = (),
 ) -> int | None:
-    """Queue the approval card for one draft version (at most once per version)."""
+    """Queue the approval card for one draft version (at most once per version); with
+    `chats`, a copy for those chats alone (an escalation)."""
     payload: dict[str, Any] = {
         "pipeline": pipeline.name,
         "title": item.payload.get("title", ""),
@@ -51,6 +54,9 @@ def queue_card(
         "duplicate_reason": "similar to an item approved recently" if duplicate else None,
     }
     key = f"card:{item.id}:{item.attempt}:{draft.version}"
+    if chats:
+        payload["chats"] = list(chats)
+        key += ":" + ",".join(map(str, chats))
     return outbox.enqueue_sync(
         conn, "card", outbox.OPERATORS, payload, now, item_id=item.id, dedupe_key=key
     )

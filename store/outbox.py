@@ -178,6 +178,13 @@ async def get(store: Store, row_id: int) -> Row:
     return found[0]
 
 
+async def queued(store: Store, dedupe_key: str) -> bool:
+    """Whether a row was ever queued under `dedupe_key` (and not called off)."""
+    return await store.read(
+        lambda conn: conn.execute(Q["by_key"], {"dedupe_key": dedupe_key}).fetchone() is not None
+    )
+
+
 def cancel_sync(conn: sqlite3.Connection, dedupe_key: str, error: str) -> bool:
     """Call off the pending row queued under `dedupe_key`; False if none is pending."""
     return _update(conn, "cancel", {"dedupe_key": dedupe_key, "error": error})

@@ -81,3 +81,7 @@ DELETE FROM outbox WHERE id IN (
 -- Call off a pending row (an undone approval's dispatch); its key is freed for a new row.
 UPDATE outbox SET state = 'failed', last_error = :error, dedupe_key = NULL
  WHERE dedupe_key = :dedupe_key AND state = 'pending'
+
+-- name: by_key
+-- The row queued under a dedupe key, if any.
+SELECT id FROM outbox WHERE dedupe_key = :dedupe_key
