@@ -38,9 +38,7 @@ StartBot = Callable[..., e2e.BotProcess]
 
 
 @pytest.fixture
-def start_bot(
-    tmp_path: Path, api: localapi.LocalBotApi, feed: FeedServer
-) -> Iterator[StartBot]:
+def start_bot(tmp_path: Path, api: localapi.LocalBotApi, feed: FeedServer) -> Iterator[StartBot]:
     """Start `python -m bot` with the given `approval:` lines and operators."""
     started: list[e2e.BotProcess] = []
 
