@@ -85,7 +85,7 @@ async def running(
             draft=draft,
             operator=OPERATOR,
             approval=approval,
-        )  # fmt: skip
+        )
     )
     clock = Clock()
     with localapi.LocalBotApi(token=TOKEN) as api:
