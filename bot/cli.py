@@ -42,7 +42,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from bot import cli_output, cli_writes, control, maintenance, storage_alarm, views
+from bot import cli_decisions, cli_output, cli_writes, control, maintenance, storage_alarm, views
 from bot import settings as settings_mod
 from pipelines import config
 from store import budgets, datadir, db, errors, info, writer
@@ -393,6 +393,8 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
         action="store_true",
         help="pay for a new LLM draft instead of showing one the provider already wrote",
     )
+    for action, text in cli_decisions.HELP.items():
+        cli_decisions.add_arguments(add(action, cli_decisions.cmd_decide, text), action, item_id)
     add("budget", cmd_budget, "spend, holds and limits, today and this month")
     budget = add("set-budget", cli_writes.cmd_set_budget, "set a scope's day or month limit in USD")
     budget.add_argument("scope", help="global or a pipeline name")

@@ -181,16 +181,18 @@ async def edit(
         )
         draft = drafts.edit_sync(conn, item_id, shown_version, text, operator_id, now, actor)
         item = items.get_sync(conn, item_id)
+        who = actor.removeprefix("operator:") if actor else str(operator_id)
         old = {
             "item_id": item_id,
             "attempt": item.attempt,
             "version": shown_version,
             "state": State.AWAITING_APPROVAL.value,
-            "status": f"✏️ edited by {operator_id}: see version {draft.version} below",
+            "status": f"✏️ edited by {who}: see version {draft.version} below",
             "decided_by": [],
         }
         outbox.enqueue_sync(conn, "card_edit", outbox.OPERATORS, old, now, item_id=item_id)
-        queue_card(conn, pipeline, item, draft, now, note=f"edited by operator {operator_id}")
+        note = f"edited by {actor}" if actor else f"edited by operator {operator_id}"
+        queue_card(conn, pipeline, item, draft, now, note=note)
         return draft
 
     return await store.write(unit)

@@ -16,7 +16,7 @@ import sqlite3
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from pipelines import approval, config, validation
 from store import decisions, errors, followups, items, llm_outputs, outbox, schedules
@@ -137,6 +137,44 @@ async def ask_run(
         await scheduler.trigger(name, now)
     else:
         await schedules.request_run(store, name, now)
+
+
+# -- from a terminal ---------------------------------------------------------------------
+
+TerminalAction = Literal["approve", "reject", "edit", "redraft"]
+TERMINAL_ACTIONS: tuple[TerminalAction, ...] = ("approve", "reject", "edit", "redraft")
+
+
+async def at_terminal(
+    store: Store, pipelines: Mapping[str, config.Pipeline], action: str, item_id: int,
+    actor: str, now: datetime, *, version: int | None = None, text: str = "",
+    scheduler: Scheduler | None = None,
+) -> Item:  # fmt: skip
+    """approve / reject / edit / redraft from the CLI, voting as decisions.TERMINAL with
+    `actor` (the Unix user) in the events. `version` is the one the operator read
+    (default: the current one); `text` is the reason, the new text or the note."""
+    item = await items.get(store, item_id)
+    pipeline = pipelines.get(item.pipeline)
+    if pipeline is None:
+        raise Refused(f"pipeline {item.pipeline} is not loaded")
+    shown = item.version if version is None else version
+    voter = decisions.TERMINAL
+    if action == "edit":
+        await approval.edit(store, pipeline, item_id, shown, text, voter, now, actor=actor)
+        return await items.get(store, item_id)
+    if action == "redraft":
+        return await redraft(store, pipeline, item_id, item.attempt, text, actor, now,
+                             scheduler=scheduler)  # fmt: skip
+    if action not in ("approve", "reject"):
+        raise Refused(f"unknown action {action!r}; valid: {', '.join(TERMINAL_ACTIONS)}")
+    reason = operator_text(text, "reason") if text.strip() else None
+    decision = await approval.decide(
+        store, pipeline, item_id, item.attempt, shown, voter,
+        "approve" if action == "approve" else "reject", now, reason=reason, actor=actor,
+    )  # fmt: skip
+    if decision.outcome == "unchanged":
+        raise Refused(f"nothing changed: item {item_id} is {decision.item.state}")
+    return decision.item
 
 
 # -- decisions on a listed set ----------------------------------------------------------
