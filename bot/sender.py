@@ -75,7 +75,8 @@ NO_PREVIEW = LinkPreviewOptions(is_disabled=True)
 Sent = dict[str, list[int]]
 #: row -> the chats it goes to (cards and alerts).
 Targets = Callable[[outbox.Row], list[int]]
-#: card row -> the buttons under its last part (None: no buttons).
+#: row -> the buttons under its last part (None: no buttons): a card's own, a decided
+#: card's from its edit (Undo, Redraft), a digest's.
 Keyboard = Callable[[outbox.Row], InlineKeyboardMarkup | None]
 
 #: Token-shaped text never reaches a row's reason (the database).

@@ -348,6 +348,9 @@ def test_help_names_each_command_once_with_its_arguments() -> None:
     assert lines[0] == "<b>gatehouse</b>"
     assert "/run &lt;pipeline&gt; — run a pipeline now" in lines
     assert "/status [pipeline] — every pipeline, or one pipeline&#x27;s recent runs" in lines
-    assert "/pending — items awaiting approval, oldest first" in lines
+    assert (
+        "/pending [pipeline] — items awaiting approval, oldest first, to decide on together"
+        in lines
+    )
     assert len(lines) == 1 + len(handlers.COMMANDS)
     assert not [line for line in lines[1:] if line.count("/") != 1]  # no "/run: /run ..."
