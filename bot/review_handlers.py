@@ -174,9 +174,9 @@ async def reply(update: Update, context: Context) -> None:
             await review.reject(d.store, pipeline, *ids, user, message.text or "", now)
             answer = f"❌ item {item.id} rejected: {message.text or ''}"
         else:
-            actor = events.operator(user)
+            note, actor = message.text or "", events.operator(user)
             new = await review.redraft(
-                d.store, pipeline, asked.item_id, asked.attempt, message.text or "", actor, now,
+                d.store, pipeline, asked.item_id, asked.attempt, note, user, actor, now,
                 scheduler=d.scheduler,
             )  # fmt: skip
             answer = (

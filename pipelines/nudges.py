@@ -59,6 +59,8 @@ async def sweep(store: Store, pipelines: Mapping[str, config.Pipeline], now: dat
         rules = pipeline.approval
         if rules.remind_after is not None or rules.escalate_after is not None:
             waiting = await items.in_state(store, State.AWAITING_APPROVAL, pipeline.name, BATCH)
+            # Read first, so a pass writes only for what is due and not yet sent.
+            sent_before = await followups.nudges_of(store, [item.id for item in waiting])
             for item in waiting:
                 since = now - item.last_transition_at
                 kinds: tuple[tuple[followups.NudgeKind, timedelta | None, list[int]], ...] = (
@@ -67,6 +69,7 @@ async def sweep(store: Store, pipelines: Mapping[str, config.Pipeline], now: dat
                 )
                 for kind, after, sent in kinds:
                     due = after is not None and since >= after
+                    due = due and (item.id, item.attempt, kind) not in sent_before
                     if due and await _send(store, pipeline, item, kind, now):
                         sent.append(item.id)
         if rules.digest is not None and await _digest(store, pipeline, now):

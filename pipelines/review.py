@@ -3,9 +3,9 @@ and decisions on a listed set of items. Telegram and the CLI call these alike.
 
     await review.reject(store, pipeline, item_id, attempt, version, 1001, "off-topic", now)
     await review.undo(store, pipeline, item_id, attempt, version, 1001, now)
-    await review.redraft(store, pipeline, item_id, "shorter, no jargon", actor, now, scheduler)
-    offer, listed = await followups.offer(store, pipelines, "news", now)   # /pending's buttons
-    result = await review.decide_listed(store, pipelines, offer.id, 1001, "approve", now)
+    await review.redraft(store, pipeline, item_id, 1, "shorter", 1001, actor, now, scheduler=s)
+    listed = await review.offer(store, "news", now)         # what /pending lists, bound
+    result = await review.decide_listed(store, pipelines, listed.offer.id, 1001, "approve", now)
 
 Each change is one unit with its event and the outbox rows that must follow it.
 """
@@ -91,8 +91,8 @@ async def undo(
 
 
 async def redraft(
-    store: Store, pipeline: config.Pipeline, item_id: int, attempt: int, note: str, actor: str,
-    now: datetime, *, scheduler: Scheduler | None = None,
+    store: Store, pipeline: config.Pipeline, item_id: int, attempt: int, note: str,
+    operator_id: int, actor: str, now: datetime, *, scheduler: Scheduler | None = None,
 ) -> Item:  # fmt: skip
     """Draft a rejected or expired item again (a new attempt, through the ledger), with
     the reviewer's note given to the LLM drafter as an instruction."""
@@ -101,6 +101,7 @@ async def redraft(
     text = operator_text(note, "note")
 
     def unit(conn: sqlite3.Connection) -> Item:
+        approval.check_operator(pipeline, operator_id, conn, (item_id, attempt))
         item = items.get_sync(conn, item_id)
         if item.attempt != attempt or item.state not in REDRAFTABLE:
             raise Refused(
@@ -163,8 +164,9 @@ async def at_terminal(
         await approval.edit(store, pipeline, item_id, shown, text, voter, now, actor=actor)
         return await items.get(store, item_id)
     if action == "redraft":
-        return await redraft(store, pipeline, item_id, item.attempt, text, actor, now,
-                             scheduler=scheduler)  # fmt: skip
+        return await redraft(
+            store, pipeline, item_id, item.attempt, text, voter, actor, now, scheduler=scheduler
+        )
     if action not in ("approve", "reject"):
         raise Refused(f"unknown action {action!r}; valid: {', '.join(TERMINAL_ACTIONS)}")
     reason = operator_text(text, "reason") if text.strip() else None

@@ -115,6 +115,7 @@ async def offer(
     store: Store, pipeline: str | None, listed: list[tuple[int, int, int]], now: datetime
 ) -> Offer:
     def unit(conn: sqlite3.Connection) -> Offer:
+        conn.execute(Q["forget_old_offers"], {"before": clock.to_ms(now - OFFER_LIFE)})
         params = {"pipeline": pipeline, "items": json.dumps(listed), "now": clock.to_ms(now)}
         offer_id = int(conn.execute(Q["offer"], params).fetchone()[0])
         return Offer(offer_id, pipeline, tuple(listed), now, None)
@@ -163,3 +164,13 @@ def nudged_sync(conn: sqlite3.Connection, item_id: int, attempt: int, kind: Nudg
 
 async def escalated(store: Store, item_id: int, attempt: int) -> bool:
     return await store.read(lambda conn: nudged_sync(conn, item_id, attempt, "escalate"))
+
+
+async def nudges_of(store: Store, item_ids: list[int]) -> set[tuple[int, int, str]]:
+    """(item id, attempt, kind) of the reminders and escalations sent for these items."""
+
+    def query(conn: sqlite3.Connection) -> set[tuple[int, int, str]]:
+        rows = conn.execute(Q["nudges_of"], {"ids": json.dumps(item_ids)})
+        return {(int(i), int(a), str(k)) for i, a, k in rows}
+
+    return await store.read(query)

@@ -32,6 +32,10 @@ SELECT note FROM redraft_notes WHERE item_id = :item_id AND attempt = :attempt
 INSERT INTO bulk_offers (pipeline, items, created_at) VALUES (:pipeline, :items, :now)
 RETURNING id
 
+-- name: forget_old_offers
+-- Drop lists past their life; nobody can act on them any more.
+DELETE FROM bulk_offers WHERE created_at < :before
+
 -- name: get_offer
 -- One bulk offer.
 SELECT * FROM bulk_offers WHERE id = :id
@@ -48,3 +52,8 @@ INSERT INTO approval_nudges (item_id, attempt, kind, at) VALUES (:item_id, :atte
 -- name: nudged
 -- Whether an item's attempt has had a reminder or an escalation.
 SELECT 1 FROM approval_nudges WHERE item_id = :item_id AND attempt = :attempt AND kind = :kind
+
+-- name: nudges_of
+-- The reminders and escalations already sent for some items (ids as a JSON array).
+SELECT item_id, attempt, kind FROM approval_nudges
+ WHERE item_id IN (SELECT value FROM json_each(:ids))

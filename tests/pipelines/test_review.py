@@ -175,17 +175,24 @@ async def test_a_redraft_is_a_new_attempt_carrying_the_note(store: db.Store, now
     llm = p.model_copy(update={"draft": p.draft.model_copy(update={"drafter": "llm"})})
     item = await awaiting(store, now)
     with pytest.raises(review.Refused, match="only a rejected or expired draft"):
-        await review.redraft(store, llm, item.id, 1, "shorter", "operator:11", now)
+        await review.redraft(store, llm, item.id, 1, "shorter", ALICE, "operator:11", now)
     await review.reject(store, p, item.id, 1, 1, ALICE, "too long", now)
     with pytest.raises(review.Refused, match="drafts from a template"):
-        await review.redraft(store, p, item.id, 1, "shorter", "operator:11", now)
+        await review.redraft(store, p, item.id, 1, "shorter", ALICE, "operator:11", now)
     later = now + timedelta(minutes=1)
     again = await review.redraft(
-        store, llm, item.id, 1, "Shorter,\x00 please", "operator:11", later
+        store, llm, item.id, 1, "Shorter,\x00 please", ALICE, "operator:11", later
     )
     assert (again.state, again.attempt) == (S.NEW, 2)
     assert await followups.note(store, item.id, 2) == "Shorter, please"
     assert await followups.note(store, item.id, 1) is None
+    # Only the pipeline's approvers may ask for one.
+    strict = llm.model_copy(update={"approval": pipeline(operators=[BOB]).approval})
+    await review.reject(
+        store, p, (other := await awaiting(store, now, "g2")).id, 1, 1, BOB, "no", now
+    )
+    with pytest.raises(approval.NotAllowed):
+        await review.redraft(store, strict, other.id, 1, "again", ALICE, "operator:11", later)
 
 
 # -- reminders, escalation, digests --------------------------------------------------------
