@@ -23,7 +23,7 @@ from bot import auth, callbacks, render, review_keyboards, sender, views
 from pipelines import approval, config, review, validation
 from pipelines import workers as workers_mod
 from pipelines.scheduler import Scheduler
-from store import decisions, errors, events, items, outbox, prompts
+from store import errors, events, items, outbox, prompts
 from store.db import Store
 from store.machine import State
 
@@ -294,7 +294,7 @@ async def tap(update: Update, context: Context) -> None:
         pipeline = d.pipelines.get(item.pipeline)
         if pipeline is None:
             await query.answer(f"pipeline {item.pipeline} is no longer configured")
-        elif button.action in ("approve", "reject"):
+        elif button.action == "approve":  # Reject's reasons: bot.review_handlers
             await _decide(query, d, pipeline, button, now)
         elif button.action == "edit":
             await _ask_for_edit(query, d, item, button)
@@ -311,10 +311,9 @@ def _short(text: str) -> str:
 async def _decide(
     query: Any, d: Deps, pipeline: config.Pipeline, button: callbacks.Button, now: datetime
 ) -> None:
-    choice: decisions.Choice = "approve" if button.action == "approve" else "reject"
     decision = await approval.decide(
         d.store, pipeline, button.item_id, button.attempt, button.version,
-        query.from_user.id, choice, now,
+        query.from_user.id, "approve", now,
     )  # fmt: skip
     answers = {
         "approved": "✅ approved",
