@@ -49,8 +49,10 @@ from bot import (
     storage_alarm,
 )
 from bot import settings as settings_mod
-from pipelines import dispatcher, llm_drafter, nudges, workers
+from pipelines import nudges, workers
 from pipelines import runtime as runtime_mod
+from pipelines.dispatch import dispatcher
+from pipelines.drafting import llm as llm_drafter
 from store import errors, outbox
 
 log = logging.getLogger(__name__)

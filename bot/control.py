@@ -9,7 +9,8 @@ each peer's uid checked against ours. One JSON request line, one JSON response l
 {"op": ..., "args": {...}} -> {"ok": true, "result": ...} or {"ok": false, "error": ...,
 "kind": ...}. Every write made through it is attributed to the actor "cli", and a
 decision (approve, reject, edit, redraft) to the Unix user of the peer ("cli:<user>");
-the operation runs through the same functions the Telegram handlers call.
+the operation runs through pipelines.operations, the same functions the Telegram
+handlers call.
 """
 
 from __future__ import annotations
@@ -28,8 +29,10 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from bot import logs, views
-from pipelines import approval, review, validation
+from bot import logs
+from pipelines import approval, review
+from pipelines import operations as views
+from pipelines.text import validation
 from store import errors, events
 
 log = logging.getLogger(__name__)

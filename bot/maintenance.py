@@ -18,8 +18,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bot import views
-from pipelines import config, dispatch, dispatch_file
+from pipelines import config, dispatch
+from pipelines import operations as views
+from pipelines.dispatch import file as dispatch_file
 from store import drafts, items
 from store.db import Store
 

@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from pipelines import config, similarity, validation
+from pipelines import config
+from pipelines.text import similarity, validation
 from store import decisions, drafts, errors, followups, items, outbox
 from store.db import Store
 from store.drafts import Draft

@@ -22,7 +22,8 @@ from typing import Any
 
 import httpx
 
-from pipelines import config, drafters
+from pipelines import config
+from pipelines.drafting import base as drafters
 from pipelines.engine import Engine
 from store import db, outbox
 

@@ -18,10 +18,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Literal
 
-from pipelines import approval, config, validation
-from store import decisions, errors, followups, items, llm_outputs, outbox, schedules
+from pipelines import approval, config
+from pipelines.text import validation
+from store import decisions, errors, followups, items, outbox, schedules
 from store.db import Store
 from store.items import Item
+from store.ledger import outputs as llm_outputs
 from store.machine import State
 
 if TYPE_CHECKING:

@@ -15,14 +15,15 @@ from typing import Any
 
 import pytest
 
-from bot import app, localapi
+from bot import app
 from bot import settings as settings_mod
+from bot.demo.botapi import server as localapi
 from pipelines import nudges
 from pipelines import runtime as runtime_mod
 from store import db, events, items, ledger
-from store import prices as ledger_prices
+from store.ledger import prices as ledger_prices
 from store.machine import State
-from tests import test_bot_e2e as e2e
+from tests.e2e import test_bot_e2e as e2e
 from tests.fakes import feeds
 from tests.fakes.feed_server import FeedServer
 from tests.fakes.llm_server import FakeLLM

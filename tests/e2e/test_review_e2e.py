@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from bot import localapi
+from bot.demo.botapi import server as localapi
 from store import events, items
 from store.machine import State
 from tests import snapshot
-from tests import test_bot_e2e as e2e
+from tests.e2e import test_bot_e2e as e2e
 from tests.fakes.feed_server import FeedServer
 
 OPERATOR, SECOND = e2e.OPERATOR, 1002

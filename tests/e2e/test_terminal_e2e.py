@@ -13,7 +13,7 @@ from typing import Any
 
 from store import events, items
 from store.machine import State
-from tests import test_bot_e2e as e2e
+from tests.e2e import test_bot_e2e as e2e
 from tests.e2e import test_nudges_e2e as live
 from tests.fakes.feed_server import FeedServer
 
