@@ -30,8 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from bot import logs
-from pipelines import approval, review
+from pipelines import approval
 from pipelines import operations as views
+from pipelines.operations import review
 from pipelines.text import validation
 from store import errors, events
 

@@ -20,9 +20,10 @@ from telegram.constants import ParseMode
 from telegram.ext import ApplicationHandlerStop, ContextTypes
 
 from bot import auth, callbacks, render, review_keyboards, sender
-from pipelines import approval, config, review
+from pipelines import approval, config
 from pipelines import operations as views
 from pipelines import workers as workers_mod
+from pipelines.operations import review
 from pipelines.scheduler import Scheduler
 from pipelines.text import validation
 from store import errors, events, items, outbox, prompts

@@ -16,7 +16,8 @@ from telegram import ForceReply, Update
 from telegram.ext import ContextTypes
 
 from bot import callbacks, handlers, review_keyboards
-from pipelines import approval, config, review
+from pipelines import approval, config
+from pipelines.operations import review
 from store import decisions, errors, events, followups, items
 from store.machine import State
 

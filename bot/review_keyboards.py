@@ -12,7 +12,8 @@ from typing import Any
 from telegram import InlineKeyboardButton, InlineKeyboardMarkup
 
 from bot import callbacks
-from pipelines import config, review
+from pipelines import config
+from pipelines.operations import review
 
 
 def _button(key: bytes, label: str, action: callbacks.Action, *ids: int) -> InlineKeyboardButton:

@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from pipelines import approval, config, review, workers
+from pipelines import approval, config, workers
+from pipelines.operations import review
 from store import drafts, events, followups, items, outbox
 from store.db import Store
 from store.machine import State

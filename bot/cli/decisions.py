@@ -19,8 +19,9 @@ from bot import control
 from bot import settings as settings_mod
 from bot.cli import output as cli_output
 from bot.cli import writes as cli_writes
-from pipelines import config, review
+from pipelines import config
 from pipelines import operations as views
+from pipelines.operations import review
 from store import events
 
 #: What each command does, as `gatehouse --help` lists it.

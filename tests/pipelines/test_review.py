@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from pipelines import approval, config, nudges, review
+from pipelines import approval, config, nudges
+from pipelines.operations import review
 from store import db, decisions, drafts, errors, events, followups, items, outbox
 from store.machine import State
 from tests import snapshot
