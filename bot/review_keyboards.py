@@ -55,16 +55,21 @@ def listed_keyboard(key: bytes, offer_id: int, count: int) -> InlineKeyboardMark
     return InlineKeyboardMarkup(
         [
             [
-                _button(key, f"✅ Approve all {count}", "all_approve", offer_id, 1, count),
-                _button(key, f"❌ Reject all {count}", "all_reject", offer_id, 1, count),
+                _button(key, f"✅ Approve {_all(count)}", "all_approve", offer_id, 1, count),
+                _button(key, f"❌ Reject {_all(count)}", "all_reject", offer_id, 1, count),
             ]
         ]
     )
 
 
+def _all(count: int) -> str:
+    return f"all {count}" if count > 1 else "it"
+
+
 def confirm_keyboard(key: bytes, offer_id: int, count: int, choice: str) -> InlineKeyboardMarkup:
     action: callbacks.Action = "yes_approve" if choice == "approve" else "yes_reject"
-    label = f"{'✅ Yes, approve' if choice == 'approve' else '❌ Yes, reject'} {count}"
+    verb = "✅ Yes, approve" if choice == "approve" else "❌ Yes, reject"
+    label = f"{verb} {_all(count).removeprefix('all ')}"
     ids = (offer_id, 1, count)
     return InlineKeyboardMarkup(
         [[_button(key, label, action, *ids), _button(key, "Cancel", "cancel", *ids)]]

@@ -66,3 +66,12 @@ def test_a_decided_card_shows_undo_while_it_lasts_and_redraft_for_an_llm_draft()
     approved = timed | {"state": "approved"}
     assert labels(review_keyboards.decided_keyboard(KEY, approved, llm)) == ["↩️ Undo"]
     assert review_keyboards.decided_keyboard(KEY, edit | {"state": "new"}, llm) is None
+
+
+def test_a_list_of_one_says_it_and_the_confirmation_names_the_count() -> None:
+    assert labels(review_keyboards.listed_keyboard(KEY, 7, 1)) == ["✅ Approve it", "❌ Reject it"]
+    assert labels(review_keyboards.listed_keyboard(KEY, 7, 3))[0] == "✅ Approve all 3"
+    confirm = review_keyboards.confirm_keyboard(KEY, 7, 3, "reject")
+    assert labels(confirm) == ["❌ Yes, reject 3", "Cancel"]
+    yes = callbacks.decode(KEY, str(confirm.inline_keyboard[0][0].callback_data))
+    assert (yes.action, yes.item_id, yes.version) == ("yes_reject", 7, 3)
