@@ -63,6 +63,26 @@ def queue_card(
     )
 
 
+def edit_card_sync(
+    conn: sqlite3.Connection, pipeline: config.Pipeline, item: Item, version: int, status: str,
+    now: datetime, *, decided_by: Sequence[int] = (), undo_until: datetime | None = None,
+    state: State | None = None,
+) -> None:  # fmt: skip
+    """Queue the edit of the card showing `version` of the item's attempt: its status line
+    and, from the item's `state` (and `undo_until`), which buttons it keeps."""
+    payload = {
+        "item_id": item.id,
+        "attempt": item.attempt,
+        "version": version,
+        "state": (state or item.state).value,
+        "status": status,
+        "decided_by": list(decided_by),
+        "undo_until": undo_until.isoformat() if undo_until else None,
+        "pipeline": pipeline.name,
+    }
+    outbox.enqueue_sync(conn, "card_edit", outbox.OPERATORS, payload, now, item_id=item.id)
+
+
 def _status_line(
     decision: decisions.Decision, who: str, reason: str | None, undo_until: datetime | None,
     now: datetime,
@@ -135,17 +155,11 @@ async def decide(
         window = pipeline.approval.undo_window
         until = now + window if window and decision.outcome != "pending" else None
         who = _who(decision, operator_id, actor)
-        payload = {
-            "item_id": item_id,
-            "attempt": attempt,
-            "version": version,
-            "state": decision.item.state.value,
-            "status": _status_line(decision, who, reason, until, now),
-            "decided_by": list(decision.approvals) if choice == "approve" else [operator_id],
-            "undo_until": until.isoformat() if until else None,
-            "pipeline": pipeline.name,
-        }
-        outbox.enqueue_sync(conn, "card_edit", outbox.OPERATORS, payload, now, item_id=item_id)
+        edit_card_sync(
+            conn, pipeline, decision.item, version, _status_line(decision, who, reason, until, now),
+            now, decided_by=decision.approvals if choice == "approve" else (operator_id,),
+            undo_until=until,
+        )  # fmt: skip
         if decision.outcome == "approved":
             dispatch = {
                 "item_id": item_id,
@@ -183,15 +197,8 @@ async def edit(
         draft = drafts.edit_sync(conn, item_id, shown_version, text, operator_id, now, actor)
         item = items.get_sync(conn, item_id)
         who = actor.removeprefix("operator:") if actor else str(operator_id)
-        old = {
-            "item_id": item_id,
-            "attempt": item.attempt,
-            "version": shown_version,
-            "state": State.AWAITING_APPROVAL.value,
-            "status": f"✏️ edited by {who}: see version {draft.version} below",
-            "decided_by": [],
-        }
-        outbox.enqueue_sync(conn, "card_edit", outbox.OPERATORS, old, now, item_id=item_id)
+        status = f"✏️ edited by {who}: see version {draft.version} below"
+        edit_card_sync(conn, pipeline, item, shown_version, status, now)
         note = f"edited by {actor}" if actor else f"edited by operator {operator_id}"
         queue_card(conn, pipeline, item, draft, now, note=note)
         return draft

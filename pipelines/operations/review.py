@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pipelines import approval, config
 from pipelines.text import validation
-from store import decisions, errors, followups, items, outbox, schedules
+from store import decisions, errors, followups, items, schedules
 from store.db import Store
 from store.items import Item
 from store.ledger import outputs as llm_outputs
@@ -76,17 +76,9 @@ async def undo(
             window=window, deadline=pipeline.approval.window, actor=actor,
         )  # fmt: skip
         who = (actor or str(operator_id)).removeprefix("operator:")
-        edit: dict[str, object] = {
-            "item_id": item_id,
-            "attempt": attempt,
-            "version": version,
-            "state": moved.state.value,
-            "pipeline": pipeline.name,
-            "status": f"↩️ undone by {who} at {now.strftime('%H:%M:%S UTC')}: "
-            "awaiting a decision again",
-            "decided_by": [],
-        }
-        outbox.enqueue_sync(conn, "card_edit", outbox.OPERATORS, edit, now, item_id=item_id)
+        at = now.strftime("%H:%M:%S UTC")
+        status = f"↩️ undone by {who} at {at}: awaiting a decision again"
+        approval.edit_card_sync(conn, pipeline, moved, version, status, now)
         return moved
 
     return await store.write(unit)
@@ -114,16 +106,11 @@ async def redraft(
         followups.keep_note_sync(conn, item_id, replayed.attempt, text, actor, now)
         # The note must reach a model: an answer kept from before would skip the call.
         llm_outputs.refuse_unshown_sync(conn, item_id, "a redraft with a note was asked")
-        edit: dict[str, object] = {
-            "item_id": item_id,
-            "attempt": attempt,
-            "version": item.version,
-            "state": replayed.state.value,  # no buttons: the old card's work is done
-            "pipeline": pipeline.name,
-            "status": f"🔄 redraft asked by {actor.removeprefix('operator:')}: {text}",
-            "decided_by": [],
-        }
-        outbox.enqueue_sync(conn, "card_edit", outbox.OPERATORS, edit, now, item_id=item_id)
+        # The old card names its attempt; the item's state (new) leaves it no buttons.
+        status = f"🔄 redraft asked by {actor.removeprefix('operator:')}: {text}"
+        approval.edit_card_sync(
+            conn, pipeline, item, item.version, status, now, state=replayed.state
+        )
         return replayed
 
     replayed = await store.write(unit)
