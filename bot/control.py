@@ -34,7 +34,7 @@ from pipelines import approval
 from pipelines import operations as views
 from pipelines.operations import review
 from pipelines.text import validation
-from store import errors, events
+from store import errors, events, tokens
 
 log = logging.getLogger(__name__)
 
@@ -145,6 +145,15 @@ async def _ping(rt: Any, args: dict[str, Any]) -> Any:
     return {"pid": os.getpid(), "storage": rt.store.faults.current, "workers": states}
 
 
+async def _token_create(rt: Any, args: dict[str, Any]) -> Any:
+    """Only the token's hash comes here: the CLI made the token and keeps it."""
+    return await tokens.create(rt.store, str(args["name"]), str(args["hash"]), rt.now())
+
+
+async def _token_revoke(rt: Any, args: dict[str, Any]) -> Any:
+    return await tokens.revoke(rt.store, str(args["name"]), rt.now())
+
+
 OPS: dict[str, Handler] = {
     "ping": _ping,
     "set-budget": _set_budget,
@@ -154,6 +163,8 @@ OPS: dict[str, Handler] = {
     "resume": _schedule("resume"),
     "sweep": _sweep,
     "reconcile-claim": _reconcile_claim,
+    "token-create": _token_create,
+    "token-revoke": _token_revoke,
     **{action: _decision(action) for action in review.TERMINAL_ACTIONS},
 }
 
