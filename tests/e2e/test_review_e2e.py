@@ -57,11 +57,6 @@ def start_bot(tmp_path: Path, api: localapi.LocalBotApi, feed: FeedServer) -> It
         assert e2e.TOKEN not in process.log.read_text(), "the token reached a log line"
 
 
-# The e2e module's fixtures, under the names this module's tests ask for.
-api = e2e.api
-feed = e2e.feed
-
-
 async def trail(tmp_path: Path, item_id: int) -> list[events.Event]:
     found: list[events.Event] = await e2e.read(
         tmp_path / "data", lambda s: items.history(s, item_id)
