@@ -18,6 +18,7 @@ in one unit with the message they queue; a digest once per slot (its outbox key)
 from __future__ import annotations
 
 import asyncio
+import logging
 import sqlite3
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -26,9 +27,11 @@ from typing import Any
 
 from pipelines import approval, config, workers
 from pipelines.operations import review
-from store import drafts, events, followups, items, outbox
+from store import drafts, errors, events, followups, items, outbox
 from store.db import Store
 from store.machine import State
+
+log = logging.getLogger(__name__)
 
 #: How often the bot looks for reminders, escalations and digests due (seconds).
 CHECK_EVERY_S = 30.0
@@ -54,28 +57,42 @@ def waited(span: timedelta) -> str:
 
 
 async def sweep(store: Store, pipelines: Mapping[str, config.Pipeline], now: datetime) -> Report:
-    """Send what is due now; a second pass at the same moment sends nothing."""
+    """Send what is due now; a second pass at the same moment sends nothing.
+
+    A pipeline whose pass fails is logged and skipped: the others still get theirs.
+    """
     report = Report()
     for pipeline in pipelines.values():
-        rules = pipeline.approval
-        if rules.remind_after is not None or rules.escalate_after is not None:
-            waiting = await items.in_state(store, State.AWAITING_APPROVAL, pipeline.name, BATCH)
-            # Read first, so a pass writes only for what is due and not yet sent.
-            sent_before = await followups.nudges_of(store, [item.id for item in waiting])
-            for item in waiting:
-                since = now - item.last_transition_at
-                kinds: tuple[tuple[followups.NudgeKind, timedelta | None, list[int]], ...] = (
-                    ("remind", rules.remind_after, report.reminded),
-                    ("escalate", rules.escalate_after, report.escalated),
-                )
-                for kind, after, sent in kinds:
-                    due = after is not None and since >= after
-                    due = due and (item.id, item.attempt, kind) not in sent_before
-                    if due and await _send(store, pipeline, item, kind, now):
-                        sent.append(item.id)
-        if rules.digest is not None and await _digest(store, pipeline, now):
-            report.digests.append(pipeline.name)
+        try:
+            await _pipeline(store, pipeline, now, report)
+        except errors.Closed:
+            raise
+        except Exception:
+            log.exception(
+                "reminders and digests of %s failed; trying again next pass", pipeline.name
+            )
     return report
+
+
+async def _pipeline(store: Store, pipeline: config.Pipeline, now: datetime, report: Report) -> None:
+    rules = pipeline.approval
+    if rules.remind_after is not None or rules.escalate_after is not None:
+        # The longest-waiting first: they are the ones a reminder is for.
+        waiting = await items.in_state(store, State.AWAITING_APPROVAL, pipeline.name, BATCH)
+        # Read first, so a pass writes only for what is due and not yet sent.
+        sent_before = await followups.nudges_of(store, [item.id for item in waiting])
+        kinds: tuple[tuple[followups.NudgeKind, timedelta | None, list[int]], ...] = (
+            ("remind", rules.remind_after, report.reminded),
+            ("escalate", rules.escalate_after, report.escalated),
+        )
+        for item in waiting:
+            for kind, after, sent in kinds:
+                due = after is not None and now - item.last_transition_at >= after
+                due = due and (item.id, item.attempt, kind) not in sent_before
+                if due and await _send(store, pipeline, item, kind, now):
+                    sent.append(item.id)
+    if rules.digest is not None and await _digest(store, pipeline, now):
+        report.digests.append(pipeline.name)
 
 
 async def _send(

@@ -262,3 +262,18 @@ def test_escalation_must_name_bot_operators() -> None:
     data["approval"] |= {"escalate_after": "1h", "escalate_to": [99]}
     with pytest.raises(ValueError, match="99 not among the bot operators"):
         config.Pipeline.model_validate(data, context={"operators": frozenset({1, 2})})
+
+
+async def test_a_pipeline_whose_pass_fails_does_not_stop_the_others(
+    store: db.Store, now: datetime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    broken = pipeline(digest="0 9 * * *").model_copy(update={"name": "broken"})
+    news = pipeline(remind_after="1h")
+    item = await awaiting(store, now)
+
+    async def fails(*args: object) -> bool:
+        raise RuntimeError("a digest that cannot be built")
+
+    monkeypatch.setattr(nudges, "_digest", fails)
+    report = await nudges.sweep(store, {"broken": broken, "news": news}, now + timedelta(hours=2))
+    assert report.reminded == [item.id]
