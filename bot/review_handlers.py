@@ -12,10 +12,11 @@ import logging
 from datetime import datetime
 from typing import Any
 
-from telegram import ForceReply, Update
+from telegram import ForceReply, InlineKeyboardMarkup, Update
+from telegram import error as tg_error
 from telegram.ext import ContextTypes
 
-from bot import callbacks, handlers, review_keyboards
+from bot import callbacks, handlers, review_keyboards, sender
 from pipelines import approval, config
 from pipelines.operations import review
 from store import decisions, errors, events, followups, items
@@ -57,6 +58,16 @@ async def tap(update: Update, context: Context) -> None:
         await query.answer(_short(str(exc)), show_alert=True)
 
 
+async def _buttons(query: Any, markup: InlineKeyboardMarkup | None) -> None:
+    """Replace the buttons under the tapped message; the same buttons again (a double
+    tap) is no error."""
+    try:
+        await query.edit_message_reply_markup(markup)
+    except tg_error.BadRequest as exc:
+        if not sender.not_modified(exc):
+            raise
+
+
 def _short(text: str) -> str:
     return text if len(text) <= 190 else text[:187] + "..."
 
@@ -72,12 +83,10 @@ async def _on_item(
         await query.answer("This card is out of date: nothing to reject here.", show_alert=True)
     elif button.action == "reject":
         await query.answer()
-        await query.edit_message_reply_markup(
-            review_keyboards.reasons_keyboard(d.key, pipeline, *ids)
-        )
+        await _buttons(query, review_keyboards.reasons_keyboard(d.key, pipeline, *ids))
     elif button.action == "back":
         await query.answer()
-        await query.edit_message_reply_markup(handlers.card_keyboard(d.key, *ids))
+        await _buttons(query, handlers.card_keyboard(d.key, *ids))
     elif button.action == "other":
         await _ask(query, d, "reject", ids, f"Why reject item {item.id}? Reply with the reason.")
     elif button.action == "why":
@@ -119,15 +128,11 @@ async def _listed(query: Any, d: handlers.Deps, button: callbacks.Button, now: d
         asked = "approve" if button.action == "all_approve" else "reject"
         await followups.get_offer(d.store, offer_id, now)  # refused at once if stale
         await query.answer()
-        await query.edit_message_reply_markup(
-            review_keyboards.confirm_keyboard(d.key, offer_id, count, asked)
-        )
+        await _buttons(query, review_keyboards.confirm_keyboard(d.key, offer_id, count, asked))
         return
     if button.action == "cancel":
         await query.answer("nothing decided")
-        await query.edit_message_reply_markup(
-            review_keyboards.listed_keyboard(d.key, offer_id, count)
-        )
+        await _buttons(query, review_keyboards.listed_keyboard(d.key, offer_id, count))
         return
     choice: decisions.Choice = "approve" if button.action == "yes_approve" else "reject"
     actor = events.operator(query.from_user.id)
@@ -135,7 +140,7 @@ async def _listed(query: Any, d: handlers.Deps, button: callbacks.Button, now: d
         d.store, d.pipelines, offer_id, query.from_user.id, choice, now, actor=actor
     )
     await query.answer(f"{len(result.decided)} of {count} {choice}d")
-    await query.edit_message_reply_markup(None)
+    await _buttons(query, None)
     for item_id in result.decided:
         await d.sender.flush_item(item_id, now)
     await query.message.reply_text(listed_summary(result, count))

@@ -99,6 +99,8 @@ async def test_reject_with_a_preset_and_a_typed_reason(
     reasons = e2e.version_of(api, first.message_id, 2)
     labels = [b["text"] for row in reasons.reply_markup["inline_keyboard"] for b in row]
     assert labels == ["❌ off-topic", "❌ too long", "✍️ other…", "← back"]
+    # A double tap on Reject shows the same reasons again: no error reaches the chat.
+    e2e.tap(api, OPERATOR, first, "Reject")
     assert e2e.tap(api, OPERATOR, reasons, "too long")["text"] == "❌ rejected"
     decided = latest(api, first, "rejected by")
     assert decided.text.endswith(": too long") and decided.reply_markup is None
@@ -122,6 +124,7 @@ async def test_reject_with_a_preset_and_a_typed_reason(
     assert "Wrong &lt;b&gt;date&lt;/b&gt;" in e2e.command(api, f"/replay {item_b}") or (
         "Wrong <b>date</b>" in e2e.command(api, f"/replay {item_b}")
     )
+    assert not [m for m in api.sent(OPERATOR) if "Something went wrong" in m.text]
     # A second reply to the same prompt changes nothing.
     before = await e2e.read(tmp_path / "data", snapshot.tables)
     api.inject_message(OPERATOR, OPERATOR, "again", asked.message_id)
