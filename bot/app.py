@@ -40,6 +40,7 @@ from bot import (
     api,
     auth,
     callbacks,
+    card_actions,
     control,
     handlers,
     logs,
@@ -50,8 +51,9 @@ from bot import (
     storage_alarm,
 )
 from bot import settings as settings_mod
-from pipelines import nudges, workers
+from pipelines import card_trail, nudges, workers
 from pipelines import runtime as runtime_mod
+from pipelines.audit import witness as audit_witness
 from pipelines.dispatch import dispatcher
 from pipelines.drafting import llm as llm_drafter
 from store import errors, outbox
@@ -163,6 +165,8 @@ def _targets(cfg: settings_mod.Settings, runtime: runtime_mod.Runtime) -> sender
             return alert_chats(cfg)
         if row.payload.get("chats"):  # an escalation's card: the people brought in
             return [int(chat) for chat in row.payload["chats"]]
+        if row.target.startswith(card_trail.CHAT_TARGET):  # a fresh card for one chat
+            return [int(row.target.removeprefix(card_trail.CHAT_TARGET))]
         pipeline = runtime.pipelines.get(str(row.payload.get("pipeline")))
         # An operator's private chat has the operator's user id.
         return list(pipeline.approval.operators or operators) if pipeline else operators
@@ -172,16 +176,18 @@ def _targets(cfg: settings_mod.Settings, runtime: runtime_mod.Runtime) -> sender
 
 def _keyboard(key: bytes, runtime: runtime_mod.Runtime) -> sender.Keyboard:
     def keyboard(row: outbox.Row) -> InlineKeyboardMarkup | None:
-        if row.kind == "card_edit":
-            pipeline = runtime.pipelines.get(str(row.payload.get("pipeline")))
-            return review_keyboards.decided_keyboard(key, row.payload, pipeline)
-        if row.kind == "alert" and row.payload.get("offer"):
-            return review_keyboards.listed_keyboard(
-                key, int(row.payload["offer"]), int(row.payload["count"])
-            )
-        if row.kind != "card" or row.item_id is None:
+        if row.kind == "alert" and row.payload.get("offer"):  # a digest's list
+            count = int(row.payload["count"])
+            return review_keyboards.listed_keyboard(key, int(row.payload["offer"]), count)
+        if row.item_id is None or row.kind not in ("card", "card_edit"):
             return None
         attempt, version = int(row.payload["attempt"]), int(row.payload["version"])
+        if row.payload.get("buttons") == card_trail.RETRY_BUTTONS:
+            return card_actions.retry_keyboard(key, row.item_id, attempt, version)
+        if row.kind == "card_edit":  # a decided card: Undo while it lasts, Redraft
+            pipeline = runtime.pipelines.get(str(row.payload.get("pipeline")))
+            edit = {**row.payload, "item_id": row.item_id}
+            return review_keyboards.decided_keyboard(key, edit, pipeline)
         return handlers.card_keyboard(key, row.item_id, attempt, version)
 
     return keyboard
@@ -300,6 +306,7 @@ def runtime_config(cfg: settings_mod.Settings, application: App) -> runtime_mod.
             alarm,
             nudges.worker,
             *listeners(cfg),
+            audit_witness.worker,
         ),
         max_items_per_tick=cfg.engine.max_items_per_tick,
     )

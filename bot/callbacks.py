@@ -29,8 +29,8 @@ MAX_NUMBER = 2**63 - 1
 TAG_BYTES = 12
 
 Action = Literal[
-    "approve", "reject", "edit", "replay", "fresh", "why", "other", "back", "undo", "redraft",
-    "all_approve", "all_reject", "yes_approve", "yes_reject", "cancel",
+    "approve", "reject", "edit", "replay", "fresh", "retry", "show", "why", "other", "back",
+    "undo", "redraft", "all_approve", "all_reject", "yes_approve", "yes_reject", "cancel",
 ]  # fmt: skip
 _CODES: dict[Action, str] = {
     "approve": "a",
@@ -38,6 +38,8 @@ _CODES: dict[Action, str] = {
     "edit": "e",
     "replay": "p",
     "fresh": "f",  # replay, paying for a new LLM draft instead of an unshown one
+    "retry": "t",  # dispatch again after a permanent failure, with the same key
+    "show": "s",  # point to the item's card, or send a fresh one
     "why": "w",  # reject with the preset reason numbered by `arg`
     "other": "o",  # reject with a typed reason
     "back": "b",  # the card's own buttons again

@@ -14,7 +14,7 @@ from typing import Any
 
 from pipelines import config
 from pipelines.text import similarity, validation
-from store import decisions, drafts, errors, followups, items, outbox
+from store import decisions, drafts, errors, events, followups, items, outbox
 from store.db import Store
 from store.drafts import Draft
 from store.items import Item
@@ -116,12 +116,13 @@ def check_operator(
 
 
 def _who(decision: decisions.Decision, operator_id: int, actor: str | None) -> str:
+    """Who decided, as actors ("operator:1001", "cli:ana"): the bot shows names for them."""
     if decision.outcome == "approved":
-        names = [
+        named = [
             actor if o == operator_id and actor else decisions.voter(o) for o in decision.approvals
         ]
-        return ", ".join(n.removeprefix("operator:") for n in names)
-    return (actor or str(operator_id)).removeprefix("operator:")
+        return ", ".join(named)
+    return actor or events.operator(operator_id)
 
 
 async def decide(
@@ -189,6 +190,7 @@ async def edit(
 ) -> Draft:
     """An operator's replacement text: validated like any draft, then a new card."""
     validation.validate(text, pipeline.draft.output_schema)
+    actor = events.operator(operator_id)
 
     def unit(conn: sqlite3.Connection) -> Draft:
         check_operator(
@@ -196,11 +198,10 @@ async def edit(
         )
         draft = drafts.edit_sync(conn, item_id, shown_version, text, operator_id, now, actor)
         item = items.get_sync(conn, item_id)
-        who = actor.removeprefix("operator:") if actor else str(operator_id)
+        who = actor or events.operator(operator_id)
         status = f"✏️ edited by {who}: see version {draft.version} below"
         edit_card_sync(conn, pipeline, item, shown_version, status, now)
-        note = f"edited by {actor}" if actor else f"edited by operator {operator_id}"
-        queue_card(conn, pipeline, item, draft, now, note=note)
+        queue_card(conn, pipeline, item, draft, now, note=f"edited by {who}")
         return draft
 
     return await store.write(unit)

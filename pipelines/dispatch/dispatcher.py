@@ -36,7 +36,7 @@ from typing import Any
 
 import httpx
 
-from pipelines import config, dispatch, logfields, workers
+from pipelines import card_trail, config, dispatch, logfields, workers
 from store import drafts, errors, items, machine, outbox
 from store.db import Store
 from store.items import Item
@@ -176,6 +176,7 @@ async def _deliver(
             expect_version=version,
         )
         outbox.mark_sent_sync(conn, row.id, result.external_id, now)
+        card_trail.dispatched_sync(conn, item, result.detail, now, result.external_id)
 
     await store.write(done)
 
@@ -221,6 +222,7 @@ async def _fail(store: Store, row: outbox.Row, item: Item, reason: str, now: dat
         outbox.enqueue_sync(
             conn, "alert", outbox.ALERTS, payload, now, item_id=item.id, dedupe_key=key
         )
+        card_trail.failed_sync(conn, item, reason, now)
 
     await store.write(unit)
     await outbox.mark_failed(store, row.id, reason)

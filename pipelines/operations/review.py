@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pipelines import approval, config
 from pipelines.text import validation
-from store import decisions, errors, followups, items, schedules
+from store import decisions, errors, events, followups, items, schedules
 from store.db import Store
 from store.items import Item
 from store.ledger import outputs as llm_outputs
@@ -75,7 +75,7 @@ async def undo(
             conn, item_id, attempt, version, operator_id, now,
             window=window, deadline=pipeline.approval.window, actor=actor,
         )  # fmt: skip
-        who = (actor or str(operator_id)).removeprefix("operator:")
+        who = actor or events.operator(operator_id)
         at = now.strftime("%H:%M:%S UTC")
         status = f"↩️ undone by {who} at {at}: awaiting a decision again"
         approval.edit_card_sync(conn, pipeline, moved, version, status, now)
@@ -107,7 +107,7 @@ async def redraft(
         # The note must reach a model: an answer kept from before would skip the call.
         llm_outputs.refuse_unshown_sync(conn, item_id, "a redraft with a note was asked")
         # The old card names its attempt; the item's state (new) leaves it no buttons.
-        status = f"🔄 redraft asked by {actor.removeprefix('operator:')}: {text}"
+        status = f"🔄 redraft asked by {actor}: {text}"
         approval.edit_card_sync(
             conn, pipeline, item, item.version, status, now, state=replayed.state
         )
