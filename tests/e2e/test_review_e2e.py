@@ -200,7 +200,7 @@ async def test_approve_all_while_one_item_changes_version_underneath(
     first, second = e2e.two_cards(api)
     item_a, item_b = e2e.item_id_of(first), e2e.item_id_of(second)
     listing = e2e.command(api, "/pending news")
-    assert f"item {item_a}" in listing and f"item {item_b}" in listing
+    assert f"• {item_a} news v1" in listing and f"• {item_b} news v1" in listing
     listed = api.sent(OPERATOR)[-1]
     e2e.tap(api, OPERATOR, listed, "Approve all 2")
     confirm = e2e.version_of(api, listed.message_id, 2)  # behind a confirmation
@@ -208,7 +208,7 @@ async def test_approve_all_while_one_item_changes_version_underneath(
 
     # Item A gets a new version after it was listed.
     e2e.tap(api, OPERATOR, first, "Edit")
-    edit = prompt(api, "replacement")
+    edit = prompt(api, "tap the draft to copy it")
     api.inject_message(OPERATOR, OPERATOR, "A better draft", reply_to_message_id=edit.message_id)
     prompt(api, "Saved as version 2")
 
@@ -232,7 +232,7 @@ async def test_separate_editor_refused_under_quorum_two(
     first, _ = e2e.two_cards(api)
     item_a = e2e.item_id_of(first)
     e2e.tap(api, OPERATOR, first, "Edit")
-    edit = prompt(api, "replacement")
+    edit = prompt(api, "tap the draft to copy it")
     api.inject_message(OPERATOR, OPERATOR, "My own words", reply_to_message_id=edit.message_id)
     mine = api.wait_for(lambda: [m for m in e2e.cards(api) if "My own words" in m.text])[0]
 

@@ -59,7 +59,7 @@ async def test_a_reason_goes_into_the_event_and_onto_the_card(
     assert moved.reason == f"rejected by {events.operator(ALICE)}: off-topic"
     edit = (await outbox.for_item(store, item.id, "card_edit"))[0].payload
     assert (
-        edit["status"].startswith(f"❌ rejected by {ALICE} at ")
+        edit["status"].startswith(f"❌ rejected by operator:{ALICE} at ")
         and ": off-topic\n" in edit["status"]
     )
     with pytest.raises(review.Refused, match="reason is empty"):
