@@ -184,6 +184,8 @@ class Measured:
     events_per_s: float
     #: The workers' CPU time over the wall time: how many cores they kept busy.
     worker_cores: float
+    #: The same for a PostgreSQL server on this machine (0 when it runs elsewhere).
+    server_cores: float
     #: PostgreSQL only, sampled: the share of time some transaction waited for the
     #: chain's advisory lock, and how many waited on average.
     chain_waited: float = 0.0
@@ -208,7 +210,7 @@ async def measure(
         for ready in readies:
             if not await asyncio.to_thread(ready.wait, 60):
                 raise RuntimeError("a worker did not start within 60 s")
-        cpu_before = _children_cpu_s()
+        cpu_before, server_before = _children_cpu_s(), _server_cpu_s()
         started = time.perf_counter()
         start.set()
         sampling = threading.Event()
@@ -225,8 +227,9 @@ async def measure(
             if proc.is_alive():
                 proc.kill()
     cores = (_children_cpu_s() - cpu_before) / elapsed
+    server = (_server_cpu_s() - server_before) / elapsed
     written = await check(store_cfg, names, total)
-    return Measured(total / elapsed, written / elapsed, cores, waited, waiters)
+    return Measured(total / elapsed, written / elapsed, cores, server, waited, waiters)
 
 
 #: What a transaction waiting for the chain's advisory lock shows in pg_stat_activity.
@@ -252,6 +255,23 @@ def _sample_waits(store_cfg: db.StoreConfig, done: threading.Event) -> tuple[flo
     return sum(1 for n in samples if n) / len(samples), sum(samples) / len(samples)
 
 
+def _server_cpu_s() -> float:
+    """CPU seconds of the postgres processes on this machine (Linux /proc; 0 elsewhere)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:  # the process ended meanwhile
+            continue
+        name, rest = text[text.index("(") + 1 : text.rindex(")")], text[text.rindex(")") + 2 :]
+        if name.startswith("postgres"):
+            fields = rest.split()
+            # utime, stime, and those of its reaped children (backends that ended)
+            total += sum(int(field) for field in fields[11:15])
+    return total / tick
+
+
 def _children_cpu_s() -> float:
     """CPU seconds (user and system) of the worker processes that have ended."""
     used = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -263,6 +283,8 @@ def _line(found: Measured) -> str:
         f"{found.items_per_s:,.0f} items/s, {found.events_per_s:,.0f} audit events/s,"
         f" workers busy on {found.worker_cores:.2f} cores"
     )
+    if found.server_cores:
+        line += f", the server on {found.server_cores:.2f}"
     if found.chain_waited:
         line += (
             f"; a transaction waited for the chain lock {found.chain_waited:.0%} of the time"
