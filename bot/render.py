@@ -23,6 +23,8 @@ MAX_MESSAGE = 4096
 TITLE_SHOWN = 1_000
 #: Room kept free on a card's last part for the decision line added when it is edited.
 DECISION_ROOM = 300
+#: Cells in a budget's bar in /budget: narrow enough for a phone.
+BAR_CELLS = 20
 
 
 def esc(text: object) -> str:
@@ -259,13 +261,14 @@ def budget(report: ledger_report.Report, now: datetime) -> str:
     if not report.budgets:
         lines = ["No budgets configured: LLM drafting is off; the template drafter runs."]
     else:
-        lines = ["<b>budgets</b> (spent / held / remaining of limit)"]
+        lines = ["<b>budgets</b> (spent / held / remaining of limit; bar: █ spent ▒ held)"]
     for b in sorted(report.budgets, key=lambda b: (b.scope, b.period)):
         lines.append(
             f"• {esc(b.scope)} {'today' if b.period == 'day' else 'this month'}: "
             f"{usd(b.spent_micros)} / {usd(b.held_micros)} / {usd(b.remaining_micros)}"
             f" of {usd(b.limit_micros)} ({b.pct_used:.0f}% used)"
         )
+        lines.append(f"  <code>{bar(b.spent_micros, b.held_micros, b.limit_micros)}</code>")
     if report.uncertain:
         count = len(report.uncertain)
         lines.append(f"\n⚠️ <b>{count} uncertain holds</b> (settle: gatehouse reconcile-claim):")
@@ -278,6 +281,16 @@ def budget(report: ledger_report.Report, now: datetime) -> str:
     else:
         lines.append("no uncertain holds")
     return "\n".join(lines)
+
+
+def bar(spent: int, held: int, limit: int, cells: int = BAR_CELLS) -> str:
+    """Spent and held as shares of the limit: █ spent, ▒ held, ░ what is left. Shares
+    round up, so any spend or hold shows."""
+    if limit <= 0:
+        return "█" * cells if spent or held else "░" * cells
+    used = min(cells, -(-cells * spent // limit))
+    booked = max(used, min(cells, -(-cells * (spent + held) // limit)))
+    return "█" * used + "▒" * (booked - used) + "░" * (cells - booked)
 
 
 def duration(span: timedelta) -> str:

@@ -66,6 +66,26 @@ def _status_line(decision: decisions.Decision, operator_id: int, choice: str, no
     return f"⏳ {len(decision.approvals)}/{decision.quorum} approvals"
 
 
+def queue_dispatched_edit(
+    conn: sqlite3.Connection, item: Item, destination: str, now: datetime
+) -> None:
+    """The approved card's last line becomes where the post went, inside the unit that
+    records the item dispatched."""
+    who = ", ".join(str(o) for o in decisions.approvals_sync(conn, item)) or "?"
+    edit = {
+        "item_id": item.id,
+        "attempt": item.attempt,
+        "version": item.version,
+        "state": item.state.value,
+        "status": f"✅ approved by {who} · 📤 dispatched at {now:%H:%M} UTC: {destination}",
+        "decided_by": [],
+    }
+    key = f"dispatched:{item.id}:{item.attempt}:{item.version}"
+    outbox.enqueue_sync(
+        conn, "card_edit", outbox.OPERATORS, edit, now, item_id=item.id, dedupe_key=key
+    )
+
+
 def check_operator(pipeline: config.Pipeline, operator_id: int) -> None:
     allowed = pipeline.approval.operators
     if allowed and operator_id not in allowed:

@@ -36,7 +36,7 @@ from typing import Any
 
 import httpx
 
-from pipelines import config, dispatch, workers
+from pipelines import approval, config, dispatch, workers
 from store import drafts, errors, items, machine, outbox
 from store.db import Store
 from store.items import Item
@@ -160,7 +160,7 @@ async def _deliver(
 
     def done(conn: sqlite3.Connection) -> None:
         # One commit for the item and its row: no window where one is recorded alone.
-        items.transition_sync(
+        sent = items.transition_sync(
             conn,
             item.id,
             State.DISPATCHED,
@@ -171,6 +171,7 @@ async def _deliver(
             expect_version=version,
         )
         outbox.mark_sent_sync(conn, row.id, result.external_id, now)
+        approval.queue_dispatched_edit(conn, sent, result.detail, now)
 
     await store.write(done)
 

@@ -57,9 +57,11 @@ async def world(store: db.Store) -> AsyncIterator[db.Store]:
 async def test_budget_with_an_uncertain_hold(world: db.Store) -> None:
     report = await views.budget(world, NOW)
     assert render.budget(report, NOW) == (
-        "<b>budgets</b> (spent / held / remaining of limit)\n"
+        "<b>budgets</b> (spent / held / remaining of limit; bar: █ spent ▒ held)\n"
         "• global today: $0.00 / $0.05 / $9.95 of $10.00 (0% used)\n"
+        "  <code>░░░░░░░░░░░░░░░░░░░░</code>\n"
         "• news this month: $0.00 / $0.05 / $1.95 of $2.00 (0% used)\n"
+        "  <code>▒░░░░░░░░░░░░░░░░░░░</code>\n"
         "\n⚠️ <b>1 uncertain holds</b> (settle: gatehouse reconcile-claim):\n"
         "• claim 1 news item 1 (awaiting_approval): $0.05 since 60m ago; timeout after sending"
     )
@@ -71,6 +73,15 @@ async def test_budget_with_an_uncertain_hold(world: db.Store) -> None:
         "claim  pipeline  item  reserved  since    reason\n"
         "    1  news         1  $0.05     60m ago  timeout after sending"
     )
+
+
+def test_the_budget_bar_shows_spent_and_held_shares_of_the_limit() -> None:
+    assert render.bar(25, 25, 100, cells=8) == "██▒▒░░░░"
+    assert render.bar(0, 0, 100, cells=4) == "░░░░"
+    assert render.bar(1, 1, 1000, cells=4) == "█▒░░"  # any spend or hold shows
+    # An overrun fills the bar and never grows it; a zero limit with spend is full.
+    assert render.bar(150, 10, 100, cells=4) == "████"
+    assert render.bar(1, 0, 0, cells=4) == "████"
 
 
 async def test_runs_with_the_last_green_and_the_first_red(world: db.Store) -> None:
