@@ -59,7 +59,7 @@ async def test_budget_with_an_uncertain_hold(world: db.Store) -> None:
     assert render.budget(report, NOW) == (
         "<b>budgets</b> (spent / held / remaining of limit; bar: █ spent ▒ held)\n"
         "• global today: $0.00 / $0.05 / $9.95 of $10.00 (0% used)\n"
-        "  <code>░░░░░░░░░░░░░░░░░░░░</code>\n"
+        "  <code>▒░░░░░░░░░░░░░░░░░░░</code>\n"
         "• news this month: $0.00 / $0.05 / $1.95 of $2.00 (0% used)\n"
         "  <code>▒░░░░░░░░░░░░░░░░░░░</code>\n"
         "\n⚠️ <b>1 uncertain holds</b> (settle: gatehouse reconcile-claim):\n"
