@@ -289,7 +289,7 @@ def bar(spent: int, held: int, limit: int, cells: int = BAR_CELLS) -> str:
     if limit <= 0:
         return "█" * cells if spent or held else "░" * cells
     used = min(cells, -(-cells * spent // limit))
-    booked = max(used, min(cells, -(-cells * (spent + held) // limit)))
+    booked = min(cells, used - (-cells * held // limit))
     return "█" * used + "▒" * (booked - used) + "░" * (cells - booked)
 
 
