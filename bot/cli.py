@@ -42,7 +42,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from bot import cli_output, cli_writes, control, maintenance, storage_alarm, views
+from bot import cli_output, cli_writes, control, maintenance, storage_alarm, views, webchat
 from bot import settings as settings_mod
 from pipelines import config
 from store import budgets, datadir, db, errors, info, writer
@@ -358,8 +358,18 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
 
     add("run", None, "start the operator bot and the engine (same as python -m bot)")
     demo = add("demo", None, "the offline demo in a web chat: no Telegram token, no API key")
-    demo.add_argument("--port", type=int, default=0, help="the page's port (default: any free)")
-    demo.add_argument("--data-dir", type=Path, help="keep its data here (default: a temp dir)")
+    demo.add_argument(
+        "--port",
+        type=int,
+        default=webchat.DEFAULT_PORT,
+        help="the page's port on 127.0.0.1; 0 picks a free one (default: %(default)s)",
+    )
+    demo.add_argument(
+        "--data-dir",
+        type=Path,
+        help="keep its data here, and resume from it next time "
+        "(default: a temporary directory, removed when the demo stops)",
+    )
     demo.add_argument("--verbose", action="store_true", help="log what the bot and engine do")
     check = add("check", cmd_check, "check settings and pipeline files; exit 1 on any error")
     check.add_argument(

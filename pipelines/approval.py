@@ -72,7 +72,7 @@ def queue_dispatched_edit(
     """The approved card's last line becomes where the post went, inside the unit that
     records the item dispatched."""
     who = ", ".join(str(o) for o in decisions.approvals_sync(conn, item)) or "?"
-    edit = {
+    edit: dict[str, Any] = {
         "item_id": item.id,
         "attempt": item.attempt,
         "version": item.version,
@@ -170,5 +170,35 @@ async def edit(
         outbox.enqueue_sync(conn, "card_edit", outbox.OPERATORS, old, now, item_id=item_id)
         queue_card(conn, pipeline, item, draft, now, note=f"edited by operator {operator_id}")
         return draft
+
+    return await store.write(unit)
+
+
+#: Open cards sent again at most, oldest first (a resend is for a chat that lost them).
+RESEND_LIMIT = 100
+
+
+async def resend_open_cards(store: Store, now: datetime) -> list[int]:
+    """Queue each awaiting item's newest card again, as a new message, for a chat that
+    lost the old one; its decision then edits the new copy. Returns the items resent."""
+
+    def unit(conn: sqlite3.Connection) -> list[int]:
+        resent = []
+        for item in items.in_state_sync(conn, State.AWAITING_APPROVAL, limit=RESEND_LIMIT):
+            cards = outbox.for_item_sync(conn, item.id, "card")
+            if not cards:
+                continue
+            newest = cards[0]
+            if newest.state != "sent":
+                continue  # still on its way (or given up on, with an alert): not lost
+            # The card row does not repeat its draft: readers join the draft's text.
+            payload = {k: v for k, v in newest.payload.items() if k != "text"}
+            key = f"card:{item.id}:{item.attempt}:{payload.get('version')}:again:{newest.id}"
+            queued = outbox.enqueue_sync(
+                conn, "card", outbox.OPERATORS, payload, now, item_id=item.id, dedupe_key=key
+            )
+            if queued is not None:
+                resent.append(item.id)
+        return resent
 
     return await store.write(unit)
