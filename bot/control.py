@@ -122,8 +122,24 @@ async def _ping(rt: Any, args: dict[str, Any]) -> Any:
     return {"pid": os.getpid(), "storage": rt.store.faults.current, "workers": states}
 
 
+async def _pipelines(rt: Any, args: dict[str, Any]) -> Any:
+    """The pipelines this bot has loaded: what CLI reads list and CLI writes accept."""
+    return {"names": sorted(rt.pipelines)}
+
+
+async def _reconcile(rt: Any, args: dict[str, Any]) -> Any:
+    """File dispatch folders against the store, with the bot's own pipelines and paths."""
+    from bot import maintenance  # file dispatch and drafts: only this op needs them
+
+    return await maintenance.reconcile(
+        rt.store, rt.pipelines, backfill=bool(args.get("backfill")), prune=bool(args.get("prune"))
+    )
+
+
 OPS: dict[str, Handler] = {
     "ping": _ping,
+    "pipelines": _pipelines,
+    "reconcile": _reconcile,
     "set-budget": _set_budget,
     "replay": _replay,
     "run": _schedule("run"),
