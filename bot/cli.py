@@ -3,7 +3,7 @@
     gatehouse run                              start the operator bot and the engine
     gatehouse demo [--port N] [--data-dir D]   offline demo in a browser: no token, no API key
     gatehouse check [--online]                 settings, pipeline files, secrets (exit 1 on errors)
-    gatehouse dry-run <pipeline> [--limit 5]   fetch and draft now; print the cards, keep nothing
+    gatehouse dry-run <pipeline> [--limit 5] [--llm]   fetch and draft now; print the cards
     gatehouse health                           exit 0 while the bot and all its workers run
     gatehouse status [pipeline]                every pipeline, or one pipeline's recent runs
     gatehouse runs [pipeline] [--limit 10]     recent runs, with the last green / first red run
@@ -259,7 +259,8 @@ def cmd_dry_run(cfg: settings_mod.Settings, args: argparse.Namespace, now: datet
     """Fetch and draft one pipeline into a throwaway store; print the cards it would send."""
     found = pipelines(cfg)
     name = views.check_pipeline(args.pipeline, found)
-    report = asyncio.run(_dry_run(found[name], now))
+    llm = _dry_run_llm(cfg, name, now) if args.llm else None
+    report = asyncio.run(_dry_run(found[name], now, llm))
     shown = report.cards[: args.limit]
     value = {
         "pipeline": name,
@@ -267,18 +268,44 @@ def cmd_dry_run(cfg: settings_mod.Settings, args: argparse.Namespace, now: datet
         "errors": report.errors,
         "cards": [payload for _, payload in shown],
         "not_shown": len(report.cards) - len(shown),
+        "failed": [{"item": item, "reason": reason} for item, reason in report.failed],
+        "llm": None
+        if report.spend is None
+        else {
+            "drafts": report.llm_drafts,
+            "spent_micros": report.spent_micros,
+            "uncertain_micros": report.uncertain_micros,
+        },
     }
     cli_output.emit(args, value, lambda: cli_output.dry_run(report, shown))
-    return 1 if report.errors else 0
+    return 1 if report.errors or report.failed else 0
 
 
-async def _dry_run(pipeline: config.Pipeline, now: datetime) -> dryrun.Report:
+def _dry_run_llm(cfg: settings_mod.Settings, name: str, now: datetime) -> dryrun.Llm:
+    """The provider and prices of these settings, and what the store's budgets for this
+    pipeline and global have left (none: the drafts fall back to the template)."""
+    from pipelines import dryrun
+
+    left: list[tuple[str, str, int]] = []
+    if (cfg.data_dir / datadir.DB_NAME).exists():
+        report = read(cfg, lambda store: views.budget(store, now))
+        left = [
+            (b.scope, b.period, b.remaining_micros)
+            for b in report.budgets
+            if b.scope in ("global", name)
+        ]
+    return dryrun.Llm(cfg.llm, cfg.prices, left)
+
+
+async def _dry_run(
+    pipeline: config.Pipeline, now: datetime, llm: dryrun.Llm | None
+) -> dryrun.Report:
     import httpx  # the engine's client, for this command alone
 
     from pipelines import dryrun
 
     async with httpx.AsyncClient(timeout=httpx.Timeout(30.0, connect=10.0)) as client:
-        return await dryrun.run(pipeline, client, now)
+        return await dryrun.run(pipeline, client, now, llm)
 
 
 def _storage(answer: dict[str, object]) -> writer.StorageFault | None:
@@ -403,6 +430,12 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
     dry.add_argument("pipeline", help="its name")
     dry.add_argument(
         "--limit", type=positive, default=5, help="cards printed at most (default: %(default)s)"
+    )
+    dry.add_argument(
+        "--llm",
+        action="store_true",
+        help="draft LLM pipelines with their provider, through the budget ledger: this "
+        "costs money, at most what the budgets have left (default: the template, free)",
     )
     add("health", cmd_health, "exit 0 while the bot runs, answers and all its workers run")
     add("status", cmd_status, "every pipeline, or one pipeline's runs").add_argument(

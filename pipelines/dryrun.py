@@ -1,20 +1,27 @@
 """Try a pipeline before it goes live: the real engine, run against a throwaway store.
 
-    report = await dryrun.run(pipeline, client, now)
+    report = await dryrun.run(pipeline, client, now)                 # template drafts
+    report = await dryrun.run(pipeline, client, now, llm=dryrun.Llm(settings, prices, left))
     for item_id, payload in report.cards[:5]:
         print(render.card(item_id, payload))
 
 The engine fetches, dedups, records and drafts exactly as a scheduled run would, but
 into a temporary store that is deleted afterwards: the pipeline's own store marks
 nothing seen and records no run, and no card, mail or webhook leaves the machine (no
-bot and no dispatcher run). Drafts come from the template drafter; an LLM pipeline is
-drafted with its template fallback, so a dry run never spends money. The duplicate
-gate sees no earlier approvals, so no card is marked as a possible duplicate.
+bot and no dispatcher run). The duplicate gate sees no earlier approvals, so no card is
+marked as a possible duplicate.
+
+Without `llm`, drafts come from the template drafter and an LLM pipeline is drafted with
+its template fallback, so nothing is spent. With `llm`, an LLM pipeline calls its provider
+through the budget ledger like any other run (holds, settlement, uncertain holds): the
+throwaway ledger's limits are what the real budgets have left (`Llm.left`), so a dry run
+never spends past them, and the report says what the calls cost.
 """
 
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -22,11 +29,24 @@ from typing import Any
 
 import httpx
 
-from pipelines import config, drafters
+from pipelines import config, drafters, llm_drafter, providers
 from pipelines.engine import Engine
-from store import db, outbox
+from store import db, items, ledger, outbox
+from store import prices as ledger_prices
+from store.db import Store
+from store.machine import State
 
-LLM_NOTE = "dry run: drafted with the template; the LLM is not called"
+LLM_NOTE = "dry run: drafted with the template; the LLM is not called (add --llm to call it)"
+
+
+@dataclass(frozen=True)
+class Llm:
+    """What a dry run drafts LLM pipelines with."""
+
+    settings: providers.ProviderSettings | None
+    prices: ledger_prices.PriceTable
+    #: (scope, period, micros) the real budgets have left: the throwaway ledger's limits.
+    left: Sequence[tuple[str, str, int]]
 
 
 @dataclass(frozen=True)
@@ -36,20 +56,47 @@ class Report:
     errors: list[str]
     #: (item id in the throwaway store, the card's payload), in the order drafted.
     cards: list[tuple[int, dict[str, Any]]]
+    #: (item id, reason) of items whose draft failed: a budget refusal, a provider error.
+    failed: list[tuple[int, str]]
+    #: What LLM drafting cost (settled) and held as uncertain (a provider that reported
+    #: no usage): None when the LLM was not called.
+    spend: ledger.Report | None = None
+
+    @property
+    def llm_drafts(self) -> int:
+        return sum(1 for _, payload in self.cards if payload.get("drafter") == "llm")
+
+    @property
+    def spent_micros(self) -> int:
+        return sum(p.spent_micros for p in self.spend.pipelines) if self.spend else 0
+
+    @property
+    def uncertain_micros(self) -> int:
+        return sum(h.reserved_micros for h in self.spend.uncertain) if self.spend else 0
 
 
-def _drafter(pipeline: config.Pipeline) -> drafters.Drafter:
+def _template(pipeline: config.Pipeline) -> drafters.Drafter:
     note = LLM_NOTE if pipeline.draft.drafter == "llm" else None
     return drafters.TemplateDrafter(pipeline, note=note)
 
 
-async def run(pipeline: config.Pipeline, client: httpx.AsyncClient, now: datetime) -> Report:
+async def run(
+    pipeline: config.Pipeline, client: httpx.AsyncClient, now: datetime, llm: Llm | None = None
+) -> Report:
     with tempfile.TemporaryDirectory(prefix="gatehouse-dry-run-") as scratch:
         # NORMAL: nothing here must survive a power cut, so skip the fsyncs.
         cfg = db.StoreConfig(data_dir=Path(scratch) / "data", synchronous="NORMAL")
         store = await db.Store.open(cfg)
+        choose = None if llm is None else llm_drafter.Drafters(llm.settings, llm.prices)
         try:
-            engine = Engine(store, {pipeline.name: pipeline}, client=client, drafter_for=_drafter)
+            if llm is not None:
+                await _limits(store, llm.left, now)
+            engine = Engine(
+                store,
+                {pipeline.name: pipeline},
+                client=client,
+                drafter_for=_template if choose is None else lambda p: choose(store, p),
+            )
             tick = await engine.tick(pipeline.name, "manual", now)
             cards = [
                 (row.item_id, row.payload)
@@ -57,6 +104,16 @@ async def run(pipeline: config.Pipeline, client: httpx.AsyncClient, now: datetim
                 for row in await outbox.for_item(store, item_id, "card")
                 if row.item_id is not None
             ]
+            dropped = await items.in_state(store, State.FAILED, pipeline.name)
+            failed = [(item.id, item.reason or "no reason recorded") for item in dropped]
+            spend = None if llm is None else await ledger.report(store, now)
         finally:
+            if choose is not None:
+                await choose.aclose()
             await store.close()
-    return Report(pipeline.name, tick.counts.fetched, tick.errors, cards)
+    return Report(pipeline.name, tick.counts.fetched, tick.errors, cards, failed, spend)
+
+
+async def _limits(store: Store, left: Sequence[tuple[str, str, int]], now: datetime) -> None:
+    for scope, period, micros in left:
+        await ledger.set_budget(store, scope, period, max(micros, 0), "system", now)
