@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import dataclasses
 import sys
 from collections.abc import Awaitable, Callable, Sequence
@@ -171,12 +172,13 @@ def cmd_backup(cfg: settings_mod.Settings, args: argparse.Namespace, now: dateti
 def cmd_reconcile(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
     # Only files change, never the store. While the bot runs it compares its own
     # pipelines and paths (through the control socket); otherwise the files here.
+    answer = None
     if cli_writes.writer_pid(cfg):
         request = {"backfill": args.backfill, "prune": args.prune}
-        reports = [
-            maintenance.FolderReport.from_plain(found)
-            for found in cli_writes.through_bot(cfg, "reconcile", request)
-        ]
+        with contextlib.suppress(control.Unavailable):  # not a bot: the files here
+            answer = control.request(cfg.data_dir, "reconcile", request)
+    if answer is not None:
+        reports = [maintenance.FolderReport.from_plain(found) for found in answer]
     else:
         known = pipelines(cfg)
         reports = read(
@@ -368,6 +370,7 @@ def positive(text: str) -> int:
 
 
 Command = Callable[[settings_mod.Settings, argparse.Namespace, datetime], int]
+PIPELINE_HELP = "the pipeline's name, as `gatehouse status` lists it"
 
 
 def _config_options(parser: argparse.ArgumentParser, default: object) -> None:
@@ -375,13 +378,16 @@ def _config_options(parser: argparse.ArgumentParser, default: object) -> None:
         "--env-file",
         type=Path,
         default=default,
+        metavar="FILE",
         help="read settings from this file (default: .env in the working directory, if any)",
     )
     parser.add_argument(
         "--data-dir",
         type=Path,
         default=default,
-        help="the data directory (default: GATEHOUSE_DATA_DIR, else ./data)",
+        metavar="DIR",
+        help="the data directory, relative to the working directory "
+        "(default: GATEHOUSE_DATA_DIR from the environment or the settings file, else data)",
     )
 
 
@@ -392,7 +398,12 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
         epilog="Exit codes: 0 ok, 1 a check failed, 2 bad usage, settings or data directory.",
     )
     _config_options(parser, default=None)
-    sub = parser.add_subparsers(dest="command", required=True, metavar="command")
+    sub = parser.add_subparsers(
+        dest="command",
+        required=True,
+        metavar="command",
+        help="what to do; `gatehouse COMMAND --help` says more",
+    )
     table: dict[str, Command] = {}
 
     def add(name: str, fn: Command | None, text: str) -> argparse.ArgumentParser:
@@ -401,7 +412,9 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
             # Given after the command, they override the ones given before it.
             _config_options(command, default=argparse.SUPPRESS)
         if fn is not None:
-            command.add_argument("--json", action="store_true", help="print JSON for scripts")
+            command.add_argument(
+                "--json", action="store_true", help="print JSON for scripts instead of text"
+            )
             table[name] = fn
         return command
 
@@ -411,11 +424,13 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
         "--port",
         type=int,
         default=webchat.DEFAULT_PORT,
+        metavar="N",
         help="the page's port on 127.0.0.1; 0 picks a free one (default: %(default)s)",
     )
     demo.add_argument(
         "--data-dir",
         type=Path,
+        metavar="DIR",
         help="keep its data here, and resume from it next time "
         "(default: a temporary directory, removed when the demo stops)",
     )
@@ -427,9 +442,13 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
         help="also ask Telegram, the LLM, mail servers and webhook hosts (sends nothing)",
     )
     dry = add("dry-run", cmd_dry_run, "fetch and draft now, print the cards; nothing kept or sent")
-    dry.add_argument("pipeline", help="its name")
+    dry.add_argument("pipeline", help=PIPELINE_HELP)
     dry.add_argument(
-        "--limit", type=positive, default=5, help="cards printed at most (default: %(default)s)"
+        "--limit",
+        type=positive,
+        default=5,
+        metavar="N",
+        help="cards printed at most (default: %(default)s)",
     )
     dry.add_argument(
         "--llm",
@@ -444,7 +463,11 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
     runs = add("runs", cmd_runs, "recent runs with the last green and first red run")
     runs.add_argument("pipeline", nargs="?", help="only this pipeline (default: all)")
     runs.add_argument(
-        "--limit", type=positive, default=views.RUNS_SHOWN, help="runs shown (default: %(default)s)"
+        "--limit",
+        type=positive,
+        default=views.RUNS_SHOWN,
+        metavar="N",
+        help="runs shown (default: %(default)s)",
     )
     add("pending", cmd_pending, "items awaiting approval, oldest first")
     add("history", cmd_history, "one item's events").add_argument(
@@ -468,7 +491,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
         ("pause", "stop a pipeline's schedule"),
         ("resume", "restart a pipeline's schedule"),
     ):
-        add(name, cli_writes.cmd_schedule, text).add_argument("pipeline", help="its name")
+        add(name, cli_writes.cmd_schedule, text).add_argument("pipeline", help=PIPELINE_HELP)
     settle = add(
         "reconcile-claim", cli_writes.cmd_reconcile_claim, "settle an uncertain AI spend claim"
     )
@@ -483,7 +506,11 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
     audit.add_argument("action", choices=["verify"], help="verify: check the hash chain")
     sweep = add("sweep", cli_writes.cmd_sweep, "forget seen ids older than --days")
     sweep.add_argument(
-        "--days", type=positive, default=90, help="age in days (default: %(default)s)"
+        "--days",
+        type=positive,
+        default=90,
+        metavar="N",
+        help="forget seen ids older than this many days (default: %(default)s)",
     )
     add("backup", cmd_backup, "online backup to a new file, verified").add_argument(
         "path", type=Path, help="the new file (it must not exist yet)"

@@ -38,14 +38,6 @@ def write(
             return asyncio.run(_as_writer(cfg, local))
         except errors.LockHeld as exc:  # the bot started in between
             pid = exc.pid or -1
-    return through_bot(cfg, op, request, pid)
-
-
-def through_bot(
-    cfg: settings_mod.Settings, op: str, request: dict[str, Any], pid: int | None = None
-) -> Any:
-    """Ask the running bot to do `op`; Refused when it does not answer."""
-    pid = pid or writer_pid(cfg) or -1
     try:
         result = control.request(cfg.data_dir, op, request)
     except control.Unavailable as exc:

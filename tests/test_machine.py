@@ -163,7 +163,7 @@ async def test_replay_of_dispatched_needs_force(store: db.Store, now: datetime) 
     for state in (S.DISPATCHING, S.DISPATCHED):
         await items.transition(store, item.id, state, "system", now)
     unchanged = await snapshot.tables(store)
-    with pytest.raises(errors.IllegalTransition, match="add force"):
+    with pytest.raises(errors.IllegalTransition, match=r"gatehouse replay \d+ --force"):
         await items.replay(store, item.id, "cli", now, "resend")
     assert await snapshot.tables(store) == unchanged
     assert (await items.replay(store, item.id, "cli", now, "resend", force=True)).attempt == 2
