@@ -212,12 +212,16 @@ async def test_cards_taps_and_commands(
     # The dispatcher wakes on the approval's commit, so it may have begun before `trail`.
     after = [e.to_state for e in dispatched][-3:]
     assert after == [State.APPROVED, State.DISPATCHING, State.DISPATCHED]
+    # The card then says where the post went.
+    posted = version_of(api, first.message_id, 3)
+    assert f"approved by {OPERATOR} · 📤 dispatched at " in posted.text
+    assert posted.text.endswith(f"wrote {out / f'news-{item_a}-v1.md'}")
 
     # The same tap again: answered, and nothing changes.
     again = answer_to(api, api.inject_callback(OPERATOR, OPERATOR, first.message_id, approve))
     assert again["text"] == "nothing changed: the item is dispatched"
     assert await read(data, lambda s: items.history(s, item_a)) == dispatched
-    assert len(api.history(OPERATOR, first.message_id)) == 2
+    assert len(api.history(OPERATOR, first.message_id)) == 3
 
     # A stranger's tap on the other card: refused, the item still waits.
     item_b = item_id_of(second)
