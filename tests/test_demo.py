@@ -302,6 +302,14 @@ async def test_the_banners_cli_command_works_as_printed_from_anywhere(
     assert status["store"]["path"] == str(running.data_dir / "gatehouse.db")
 
 
+async def test_without_a_data_dir_the_demo_removes_its_temporary_one() -> None:
+    running, stop, task = await start_demo(demo.Options(port=0))
+    assert running.temporary and (running.data_dir / "gatehouse.db").exists()
+    stop.set()
+    await task
+    assert not running.data_dir.exists()
+
+
 async def test_a_taken_port_is_refused_clearly(running: demo.Running, tmp_path: Path) -> None:
     options = demo.Options(data_dir=tmp_path / "other", port=running.web.port)
     with pytest.raises(demo.DemoError, match=r"choose another --port"):
