@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from bot import cli_output, cli_writes, control, maintenance, storage_alarm, views, webchat
 from bot import settings as settings_mod
 from pipelines import config
-from store import budgets, datadir, db, errors, info, writer
+from store import budgets, datadir, db, errors, info, ledger, ledger_settle, writer
 
 if TYPE_CHECKING:
     from pipelines import dryrun, preflight
@@ -263,6 +263,7 @@ def cmd_dry_run(cfg: settings_mod.Settings, args: argparse.Namespace, now: datet
     name = views.check_pipeline(args.pipeline, found)
     llm = _dry_run_llm(cfg, name, now) if args.llm else None
     report = asyncio.run(_dry_run(found[name], now, llm))
+    counted = _count_spend(cfg, report, now) if report.spent_micros else None
     shown = report.cards[: args.limit]
     value = {
         "pipeline": name,
@@ -277,10 +278,41 @@ def cmd_dry_run(cfg: settings_mod.Settings, args: argparse.Namespace, now: datet
             "drafts": report.llm_drafts,
             "spent_micros": report.spent_micros,
             "uncertain_micros": report.uncertain_micros,
+            "counted": counted,
         },
     }
-    cli_output.emit(args, value, lambda: cli_output.dry_run(report, shown))
-    return 1 if report.errors or report.failed else 0
+    cli_output.emit(args, value, lambda: cli_output.dry_run(report, shown, counted))
+    not_counted = counted is not None and counted["claim"] is None
+    return 1 if report.errors or report.failed or not_counted else 0
+
+
+def _count_spend(
+    cfg: settings_mod.Settings, report: dryrun.Report, now: datetime
+) -> dict[str, Any]:
+    """Count the dry run's LLM spend against the store's budgets (the provider billed it):
+    {"claim": id} or {"claim": None, "problem": why not}."""
+    requests = ", ".join(report.request_ids) or "none reported"
+    evidence = f"dry run of {report.pipeline}: {report.llm_drafts} draft(s); requests {requests}"
+    evidence = evidence[: ledger_settle.MAX_EVIDENCE]
+    key = f"dry-run:{report.pipeline}:{now.isoformat()}"
+    request = {
+        "pipeline": report.pipeline, "key": key, "micros": report.spent_micros,
+        "input_tokens": report.usage[0], "output_tokens": report.usage[1], "evidence": evidence,
+    }  # fmt: skip
+
+    def local(store: db.Store) -> Awaitable[ledger.Claim | None]:
+        return ledger.charge(
+            store, key, control.DRY_RUN_ENDPOINT, report.pipeline, report.usage,
+            report.spent_micros, evidence, now,
+        )  # fmt: skip
+
+    try:
+        found = views.plain(cli_writes.write(cfg, "record-spend", request, local))
+    except (views.Invalid, errors.BudgetExceeded, cli_writes.Refused) as exc:
+        return {"claim": None, "problem": str(exc)}
+    if not found:
+        return {"claim": None, "problem": "no budget covers this pipeline any more"}
+    return {"claim": found["id"]}
 
 
 def _dry_run_llm(cfg: settings_mod.Settings, name: str, now: datetime) -> dryrun.Llm:

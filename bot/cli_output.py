@@ -210,7 +210,11 @@ def progress(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-def dry_run(report: dryrun.Report, shown: Sequence[tuple[int, dict[str, Any]]]) -> str:
+def dry_run(
+    report: dryrun.Report,
+    shown: Sequence[tuple[int, dict[str, Any]]],
+    counted: dict[str, Any] | None = None,
+) -> str:
     """The cards as plain text, as a phone would show them, with what was not shown."""
     lines = [f"dry run of {report.pipeline}: fetched {report.fetched}, {len(report.cards)} new"]
     lines += [f"error: {error}" for error in report.errors]
@@ -222,6 +226,10 @@ def dry_run(report: dryrun.Report, shown: Sequence[tuple[int, dict[str, Any]]]) 
     if report.spend is not None:
         lines += ["", f"LLM: {report.llm_drafts} draft(s) through the budget ledger, cost "
                       f"{budgets.usd(report.spent_micros)}"]  # fmt: skip
+        if counted is not None and counted["claim"] is not None:
+            lines.append(f"     counted against the store's budgets as claim {counted['claim']}")
+        elif counted is not None:
+            lines.append(f"     NOT counted against the store's budgets: {counted['problem']}")
         if report.uncertain_micros:
             lines.append(
                 f"     and {budgets.usd(report.uncertain_micros)} held as uncertain: "

@@ -26,12 +26,14 @@ from pathlib import Path
 from typing import Any
 
 from bot import logs, views
-from store import errors
+from store import errors, ledger, prices
 
 log = logging.getLogger(__name__)
 
 SOCKET_NAME = "control.sock"
 ACTOR = "cli"
+#: The ledger endpoint of spend a dry run recorded after the fact.
+DRY_RUN_ENDPOINT = "llm.dry-run"
 #: The longest request line accepted (bytes); requests are a few short arguments.
 MAX_LINE = 64 * 1024
 #: How long a connection may take to send its request line (seconds); then it is answered
@@ -136,10 +138,24 @@ async def _reconcile(rt: Any, args: dict[str, Any]) -> Any:
     )
 
 
+async def _record_spend(rt: Any, args: dict[str, Any]) -> Any:
+    """A dry run's LLM spend, counted against this bot's budgets (`gatehouse dry-run --llm`)."""
+    usage = prices.Usage(
+        views.whole_number(args.get("input_tokens"), "input_tokens", low=0),
+        views.whole_number(args.get("output_tokens"), "output_tokens", low=0),
+    )
+    micros = views.whole_number(args.get("micros"), "micros", low=0)
+    return await ledger.charge(
+        rt.store, str(args["key"]), DRY_RUN_ENDPOINT, str(args["pipeline"]), usage, micros,
+        str(args["evidence"]), rt.now(),
+    )  # fmt: skip
+
+
 OPS: dict[str, Handler] = {
     "ping": _ping,
     "pipelines": _pipelines,
     "reconcile": _reconcile,
+    "record-spend": _record_spend,
     "set-budget": _set_budget,
     "replay": _replay,
     "run": _schedule("run"),

@@ -15,7 +15,8 @@ Without `llm`, drafts come from the template drafter and an LLM pipeline is draf
 its template fallback, so nothing is spent. With `llm`, an LLM pipeline calls its provider
 through the budget ledger like any other run (holds, settlement, uncertain holds): the
 throwaway ledger's limits are what the real budgets have left (`Llm.left`), so a dry run
-never spends past them, and the report says what the calls cost.
+never spends past them, and the report says what the calls cost (the caller then counts
+it against the real budgets: `store.ledger.charge`).
 """
 
 from __future__ import annotations
@@ -31,11 +32,12 @@ import httpx
 
 from pipelines import config, drafters, llm_drafter, providers
 from pipelines.engine import Engine
-from store import db, items, ledger, outbox
+from store import db, drafts, items, ledger, outbox
 from store import prices as ledger_prices
 from store.db import Store
 from store.machine import State
 
+NO_USAGE = ledger_prices.Usage(0, 0)
 LLM_NOTE = "dry run: drafted with the template; the LLM is not called (add --llm to call it)"
 
 
@@ -61,6 +63,9 @@ class Report:
     #: What LLM drafting cost (settled) and held as uncertain (a provider that reported
     #: no usage): None when the LLM was not called.
     spend: ledger.Report | None = None
+    #: Tokens and provider request ids of the LLM drafts on the cards.
+    usage: ledger_prices.Usage = NO_USAGE
+    request_ids: tuple[str, ...] = ()
 
     @property
     def llm_drafts(self) -> int:
@@ -107,11 +112,35 @@ async def run(
             dropped = await items.in_state(store, State.FAILED, pipeline.name)
             failed = [(item.id, item.reason or "no reason recorded") for item in dropped]
             spend = None if llm is None else await ledger.report(store, now)
+            usage, request_ids = await _drafted(store, cards)
         finally:
             if choose is not None:
                 await choose.aclose()
             await store.close()
-    return Report(pipeline.name, tick.counts.fetched, tick.errors, cards, failed, spend)
+    return Report(
+        pipeline.name, tick.counts.fetched, tick.errors, cards, failed, spend, usage, request_ids
+    )
+
+
+async def _drafted(
+    store: Store, cards: list[tuple[int, dict[str, Any]]]
+) -> tuple[ledger_prices.Usage, tuple[str, ...]]:
+    """The tokens and request ids behind the cards' LLM drafts (from their claims)."""
+    tokens_in = tokens_out = 0
+    request_ids = []
+    for item_id, payload in cards:
+        if payload.get("drafter") != "llm":
+            continue
+        draft = await drafts.get(store, item_id, int(payload["version"]))
+        claim_id = draft.provenance.get("claim")
+        if claim_id is None:
+            continue
+        claim = await ledger.get(store, int(claim_id))
+        if claim.usage is not None:
+            tokens_in, tokens_out = tokens_in + claim.usage[0], tokens_out + claim.usage[1]
+        if draft.provenance.get("request_id"):
+            request_ids.append(str(draft.provenance["request_id"]))
+    return ledger_prices.Usage(tokens_in, tokens_out), tuple(request_ids)
 
 
 async def _limits(store: Store, left: Sequence[tuple[str, str, int]], now: datetime) -> None:

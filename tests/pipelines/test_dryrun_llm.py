@@ -3,16 +3,21 @@ real budgets have left, with their cost in the report; the real store is left al
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sqlite3
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
+from store import ledger
+from tests import running
 from tests.fakes.feed_server import FeedServer
 from tests.fakes.feeds import rss
 from tests.fakes.llm_server import FakeLLM
@@ -93,16 +98,32 @@ def test_llm_drafts_are_paid_through_the_ledger_and_the_report_says_what_they_co
     assert [card["drafter"] for card in report["cards"]] == ["llm", "llm"]
     costs = [card["cost_micros"] for card in report["cards"]]
     assert all(cost > 0 for cost in costs)
-    assert report["llm"] == {"drafts": 2, "spent_micros": sum(costs), "uncertain_micros": 0}
+    assert report["llm"]["drafts"] == 2 and report["llm"]["uncertain_micros"] == 0
+    assert report["llm"]["spent_micros"] == sum(costs)
+
+    # The provider billed the drafts: their cost counts against the store's budgets.
+    assert report["llm"]["counted"] == {"claim": 1}
+    budget = json.loads(gatehouse(tmp_path, feed, llm, "budget", "--json").stdout)
+    assert [b["spent_micros"] for b in budget["budgets"]] == [sum(costs)]
 
     text = gatehouse(tmp_path, feed, llm, "dry-run", "news", "--llm")
     assert text.returncode == 0, text.stderr
     assert "LLM: 2 draft(s) through the budget ledger, cost $0.00" in text.stdout
+    assert "counted against the store's budgets as claim 2" in text.stdout
     assert llm.calls == 4
-    # The real store holds the budget and nothing else: no claim, item or output.
+    # The real store holds the budget and the spend, nothing else: no item or output.
     assert counts(tmp_path / "data" / "gatehouse.db") == {
-        "claims": 0, "items": 0, "llm_outputs": 0, "seen_items": 0
+        "claims": 2, "items": 0, "llm_outputs": 0, "seen_items": 0
     }  # fmt: skip
+    conn = sqlite3.connect(f"file:{tmp_path / 'data' / 'gatehouse.db'}?mode=ro", uri=True)
+    try:
+        claim = conn.execute(
+            "SELECT state, item_id, actual_micros, evidence FROM claims WHERE id = 1"
+        ).fetchone()
+    finally:
+        conn.close()
+    assert claim[:3] == ("settled", None, sum(costs))
+    assert claim[3].startswith("dry run of news: 2 draft(s); requests req_fake_")
 
 
 def test_without_llm_or_without_a_budget_nothing_is_spent(
@@ -120,7 +141,9 @@ def test_without_llm_or_without_a_budget_nothing_is_spent(
     unbudgeted = gatehouse(tmp_path, feed, llm, "dry-run", "news", "--llm", "--json")
     assert unbudgeted.returncode == 0, unbudgeted.stderr
     report = json.loads(unbudgeted.stdout)
-    assert report["llm"] == {"drafts": 0, "spent_micros": 0, "uncertain_micros": 0}
+    assert report["llm"] == {
+        "drafts": 0, "spent_micros": 0, "uncertain_micros": 0, "counted": None
+    }  # fmt: skip
     assert {card["note"] for card in report["cards"]} == {
         "no budget configured: template drafter used"
     }
@@ -140,3 +163,25 @@ def test_a_dry_run_never_spends_past_what_the_budget_has_left(
     assert done.returncode == 1
     assert len(report["failed"]) == 2
     assert all(f["reason"].startswith("budget: budget exceeded") for f in report["failed"])
+
+
+async def test_while_the_bot_runs_the_spend_is_counted_through_its_control_socket(
+    tmp_path: Path, servers: tuple[FeedServer, FakeLLM]
+) -> None:
+    feed, llm = servers
+    (tmp_path / "empty").mkdir()
+    with tempfile.TemporaryDirectory(prefix="gh-", dir="/tmp") as name:
+        data_dir = Path(name) / "data"
+        data_dir.mkdir(mode=0o700)
+        async with running.with_control(data_dir, tmp_path / "empty") as bot:
+            now = datetime.now(UTC)
+            await ledger.set_budget(bot.store, "global", "day", 1_000_000, "cli", now)
+            done = await asyncio.to_thread(
+                gatehouse, tmp_path, feed, llm, "--data-dir", str(data_dir), "dry-run", "news",
+                "--llm", "--json",
+            )  # fmt: skip
+            assert done.returncode == 0, done.stderr
+            report = json.loads(done.stdout)
+            assert report["llm"]["counted"] == {"claim": 1}
+            spent = await ledger.report(bot.store, datetime.now(UTC))
+            assert [b.spent_micros for b in spent.budgets] == [report["llm"]["spent_micros"]]
