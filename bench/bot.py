@@ -38,8 +38,9 @@ from telegram.ext import AIORateLimiter, ApplicationBuilder, CallbackQueryHandle
 
 from bench import common
 from bench import tick as tick_bench
-from bot import app, localapi
+from bot import app
 from bot import settings as settings_mod
+from bot.demo.botapi import server as localapi
 from pipelines import approval, config, engine
 from pipelines import runtime as runtime_mod
 from store import drafts, items

@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from bench import common
-from store import clock, datadir, db, events, items, ledger, prices, sql
+from store import clock, datadir, db, events, items, ledger, sql
+from store.ledger import prices
 
 PIPELINE, ENDPOINT = "bench", "drafts.create"
 SCOPES = (PIPELINE, "global")

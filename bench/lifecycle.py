@@ -36,7 +36,9 @@ from typing import Any
 import httpx
 
 from bench import common
-from pipelines import approval, config, dispatcher, drafters
+from pipelines import approval, config
+from pipelines.dispatch import dispatcher
+from pipelines.drafting import base as drafters
 from store import db, drafts, events, items, outbox, retention, seen
 from store.machine import State
 

@@ -48,21 +48,35 @@ class Group:
 
 
 GROUPS = {
-    "bot": Group(("bot/callbacks.py", "bot/auth.py"), ("tests/test_bot_units.py",)),
-    "chain": Group(("store/events.py",), ("tests/test_invariants.py", "tests/test_machine.py")),
+    "bot": Group(("bot/callbacks.py", "bot/auth.py"), ("tests/bot/test_bot_units.py",)),
+    "chain": Group(
+        ("store/events.py",), ("tests/store/test_invariants.py", "tests/store/test_machine.py")
+    ),
     "items": Group(
         ("store/items.py", "store/decisions.py", "store/drafts.py"),
-        ("tests/test_invariants.py", "tests/test_item_contracts.py", "tests/test_machine.py"),
+        (
+            "tests/store/test_invariants.py",
+            "tests/store/test_item_contracts.py",
+            "tests/store/test_machine.py",
+        ),
     ),
     "ledger": Group(
-        ("store/ledger_settle.py",),
-        ("tests/test_invariants.py", "tests/test_ledger_settle.py", "tests/test_ledger.py"),
+        ("store/ledger/settle.py",),
+        (
+            "tests/store/test_invariants.py",
+            "tests/store/test_ledger_settle.py",
+            "tests/store/test_ledger.py",
+        ),
     ),
 }
 
 #: The settle query's guards and assignments, each broken in turn (mutmut leaves SQL alone).
 SQL_FILE = "store/sql/ledger_settle.sql"
-SQL_TESTS = ("tests/test_invariants.py", "tests/test_ledger_settle.py", "tests/test_ledger.py")
+SQL_TESTS = (
+    "tests/store/test_invariants.py",
+    "tests/store/test_ledger_settle.py",
+    "tests/store/test_ledger.py",
+)
 SQL_MUTANTS = {
     "sql.settle.no_state_guard": (" AND state = :from_state", ""),
     "sql.settle.no_id_guard": ("WHERE id = :id AND ", "WHERE "),

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import common
-from bot import views
+from pipelines import operations as views
 from store import clock, db, info, migrate, sql
 
 #: The newest moment in the built store: items and claims spread over the year before.

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import common
-from bot import localapi
+from bot.demo.botapi import server as localapi
 
 ROOT = Path(__file__).resolve().parent.parent
 GATEHOUSE = str(Path(sys.executable).parent / "gatehouse")

@@ -31,7 +31,8 @@ from typing import Any
 import httpx
 
 from bench import common
-from pipelines import config, drafters, engine
+from pipelines import config, engine
+from pipelines.drafting import base as drafters
 from store import db, drafts, items
 from store.machine import State
 from tests.fakes.feed_server import FeedServer

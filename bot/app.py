@@ -39,8 +39,10 @@ from telegram.ext import (
 
 from bot import auth, callbacks, control, handlers, logs, sender, storage_alarm
 from bot import settings as settings_mod
-from pipelines import dispatcher, llm_drafter, workers
 from pipelines import runtime as runtime_mod
+from pipelines import workers
+from pipelines.dispatch import dispatcher
+from pipelines.drafting import llm as llm_drafter
 from store import errors, outbox
 
 log = logging.getLogger(__name__)

@@ -8,7 +8,7 @@ A Unix socket `control.sock` in the private data directory (0700), itself 0600, 
 each peer's uid checked against ours. One JSON request line, one JSON response line:
 {"op": ..., "args": {...}} -> {"ok": true, "result": ...} or {"ok": false, "error": ...,
 "kind": ...}. Every write made through it is attributed to the actor "cli"; the
-operation runs through bot.views, the same functions the Telegram handlers call.
+operation runs through pipelines.operations, the same functions the Telegram handlers call.
 """
 
 from __future__ import annotations
@@ -25,8 +25,10 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from bot import logs, views
-from store import errors, ledger, prices
+from bot import logs
+from pipelines import operations as views
+from store import errors, ledger
+from store.ledger import prices
 
 log = logging.getLogger(__name__)
 

@@ -19,10 +19,12 @@ from telegram import ForceReply, InlineKeyboardButton, InlineKeyboardMarkup, Mes
 from telegram.constants import ParseMode
 from telegram.ext import ApplicationHandlerStop, ContextTypes
 
-from bot import auth, callbacks, render, sender, views
-from pipelines import approval, config, validation
+from bot import auth, callbacks, render, sender
+from pipelines import approval, config
+from pipelines import operations as views
 from pipelines import workers as workers_mod
 from pipelines.scheduler import Scheduler
+from pipelines.text import validation
 from store import decisions, errors, events, items, outbox, prompts
 from store.db import Store
 from store.machine import State

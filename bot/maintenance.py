@@ -19,8 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bot import views
-from pipelines import config, dispatch, dispatch_file
+from pipelines import config, dispatch
+from pipelines import operations as views
+from pipelines.dispatch import file as dispatch_file
 from store import drafts, items
 from store.db import Store
 

@@ -13,9 +13,13 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from bot import logs, storage_alarm, views
-from pipelines import validation, workers
-from store import budgets, events, items, ledger_report, runs
+from bot import logs, storage_alarm
+from pipelines import operations as views
+from pipelines import workers
+from pipelines.text import validation
+from store import events, items, runs
+from store.ledger import budgets
+from store.ledger import reporting as ledger_report
 
 #: Telegram's limit on a message's text, in UTF-16 code units.
 MAX_MESSAGE = 4096

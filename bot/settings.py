@@ -15,9 +15,9 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from pydantic_settings import SettingsError as _SourceError
 
-from pipelines import providers
+from pipelines.providers import client as providers
 from store import db
-from store import prices as ledger_prices
+from store.ledger import prices as ledger_prices
 
 if TYPE_CHECKING:
     from pipelines import config

@@ -11,7 +11,8 @@ import sqlite3
 from datetime import datetime
 from typing import Any
 
-from pipelines import config, similarity, validation
+from pipelines import config
+from pipelines.text import similarity, validation
 from store import decisions, drafts, errors, items, outbox
 from store.db import Store
 from store.drafts import Draft

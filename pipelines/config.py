@@ -33,7 +33,8 @@ from pydantic import (
     model_validator,
 )
 
-from pipelines import config_errors, dispatch, drafting, schedule, sources
+from pipelines import config_errors, dispatch, schedule, sources
+from pipelines.drafting import prompt as drafting
 from pipelines.sources import common
 
 ConfigError = config_errors.ConfigError

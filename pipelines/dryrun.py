@@ -30,11 +30,14 @@ from typing import Any
 
 import httpx
 
-from pipelines import config, drafters, llm_drafter, providers
+from pipelines import config
+from pipelines.drafting import base as drafters
+from pipelines.drafting import llm as llm_drafter
 from pipelines.engine import Engine
+from pipelines.providers import client as providers
 from store import db, drafts, items, ledger, outbox
-from store import prices as ledger_prices
 from store.db import Store
+from store.ledger import prices as ledger_prices
 from store.machine import State
 
 NO_USAGE = ledger_prices.Usage(0, 0)

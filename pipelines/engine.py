@@ -28,8 +28,10 @@ from typing import Literal
 
 import httpx
 
-from pipelines import approval, config, drafters, similarity, sources
+from pipelines import approval, config, sources
+from pipelines.drafting import base as drafters
 from pipelines.sources import base
+from pipelines.text import similarity
 from store import clock, drafts, errors, items, outbox, runs, schedules, seen, sql
 from store import text as store_text
 from store.db import Store

@@ -24,9 +24,11 @@ import aiosmtplib
 import httpx
 from pydantic import BaseModel, SecretStr
 
-from pipelines import config, dispatch, llm_drafter, providers
+from pipelines import config, dispatch
+from pipelines.drafting import llm as llm_drafter
+from pipelines.providers import client as providers
 from pipelines.sources import imap
-from store import prices as ledger_prices
+from store.ledger import prices as ledger_prices
 
 #: Seconds each online check may take before it counts as unreachable.
 ONLINE_TIMEOUT_S = 10.0

@@ -27,7 +27,8 @@ from pathlib import Path
 
 import httpx
 
-from pipelines import config, drafters, engine, workers
+from pipelines import config, engine, workers
+from pipelines.drafting import base as drafters
 from pipelines.scheduler import Scheduler
 from store import db, errors, ledger, outbox, retention, sla, startup
 from store.db import Store

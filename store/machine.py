@@ -11,7 +11,7 @@
 
 States carry `#:` comments; TRANSITIONS is the one table of allowed moves; the
 SQL CHECK on items.state is generated from STATES (`check_constraint()`), and
-tests/test_machine.py fails if the migration's text drifts from it.
+tests/store/test_machine.py fails if the migration's text drifts from it.
 
 Refinements of the issue's list, and why:
 - awaiting_approval past its window becomes `expired` (the approval window

@@ -17,8 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from store import llm_outputs, outbox
+from store import outbox
 from store.db import Store
+from store.ledger import outputs as llm_outputs
 
 #: Rows one write deletes at most (a few milliseconds of the writer's time).
 BATCH = 500

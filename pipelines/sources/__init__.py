@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Annotated
 
 from pydantic import Field
 
-from pipelines import validation
 from pipelines.sources import base, folder, http_json, imap, rss
+from pipelines.text import validation
 
 if TYPE_CHECKING:
     import httpx

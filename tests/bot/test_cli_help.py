@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from bot import cli
+from bot.cli import main as cli
 
 
 def _commands() -> dict[str, argparse.ArgumentParser]:

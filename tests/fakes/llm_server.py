@@ -16,7 +16,7 @@ request is recorded and before it is answered, and with ("answered", request) on
 Routes: POST /v1/chat/completions (also /chat/completions), POST /v1/messages and
 GET /v1/models (a key check, neither recorded nor counted as a call); the reply
 shape follows the route, so one server serves both kinds (bodies built as the
-demo's own LLM builds them, `bot.demo_llm`). Without a script the reply
+demo's own LLM builds them, `bot.demo.llm`). Without a script the reply
 is "DRAFT: " plus the first 60 characters of the user message, with usage and an id.
 Faults, one per call, in queue order: any status code ("429", "500", "401", "529"),
 "timeout" (hold the connection for `hold_s`, then close without answering),
@@ -37,7 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot import demo_llm
+from bot.demo import llm as demo_llm
 
 #: How long "timeout" holds a connection unless told otherwise; tests set a shorter read timeout.
 DEFAULT_HOLD_S = 5.0

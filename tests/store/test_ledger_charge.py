@@ -8,8 +8,8 @@ from datetime import datetime
 import pytest
 
 from store import db, errors, ledger
-from store.ledger_machine import ClaimState
-from store.prices import Usage
+from store.ledger.machine import ClaimState
+from store.ledger.prices import Usage
 from tests import snapshot
 
 

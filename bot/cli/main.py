@@ -1,0 +1,587 @@
+"""The `gatehouse` command line: run the bot, and inspect or operate it from a terminal.
+
+    gatehouse run                              start the operator bot and the engine
+    gatehouse demo [--port N] [--data-dir D]   offline demo in a browser: no token, no API key
+    gatehouse check [--online]                 settings, pipeline files, secrets (exit 1 on errors)
+    gatehouse dry-run <pipeline> [--limit 5] [--llm]   fetch and draft now; print the cards
+    gatehouse health                           exit 0 while the bot and all its workers run
+    gatehouse status [pipeline]                every pipeline, or one pipeline's recent runs
+    gatehouse runs [pipeline] [--limit 10]     recent runs, with the last green / first red run
+    gatehouse pending                          items awaiting approval, oldest first
+    gatehouse history <item>                   one item's events
+    gatehouse replay <item> [--force] [--fresh] replay a dropped item (force: a dispatched one)
+    gatehouse budget                           spend, holds and limits, today and this month
+    gatehouse set-budget <scope> <day|month> <usd>   set a limit (scope: global or a pipeline)
+    gatehouse run-now|pause|resume <pipeline>  run a pipeline now, stop or restart its schedule
+    gatehouse reconcile-claim <claim> <usd> <evidence>   settle an uncertain AI spend claim
+    gatehouse reconcile [--backfill|--prune]   file dispatch folders against the store
+    gatehouse audit verify                     check the event hash chain (exit 1 if broken)
+    gatehouse sweep [--days 90]                forget seen ids older than that
+    gatehouse backup <path>                    online backup to a new file, then verify it
+
+Every command takes --env-file FILE (default: .env in the working directory) and
+--data-dir DIR (over GATEHOUSE_DATA_DIR); relative paths in settings resolve from the
+working directory. Every read command takes --json.
+Reads work while the bot runs (read-only connections).
+Writes while the bot runs go through its control socket (bot/control.py) as actor "cli",
+or are refused naming the bot's pid; with no bot running the command holds the store's
+writer lock itself for its duration. Progress of long operations goes to stderr.
+
+Exit codes: 0 ok, 1 a check failed (check, audit verify, reconcile differences),
+2 bad usage, bad settings, an unusable data directory, or a refused write.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import dataclasses
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from bot import control, maintenance, storage_alarm
+from bot import settings as settings_mod
+from bot.cli import output as cli_output
+from bot.cli import writes as cli_writes
+from bot.demo import webchat
+from pipelines import config
+from pipelines import operations as views
+from store import datadir, db, errors, info, ledger, writer
+from store.ledger import budgets
+from store.ledger import settle as ledger_settle
+
+if TYPE_CHECKING:
+    from pipelines import dryrun, preflight
+
+T = TypeVar("T")
+#: Store errors that mean "fix the setup" or "bad argument": exit code 2.
+USAGE_ERRORS = (
+    errors.DataDirError,
+    errors.LockHeld,
+    errors.PragmaMismatch,
+    errors.MigrationError,
+    errors.NotFound,
+    errors.IllegalTransition,
+    errors.Conflict,
+    views.Invalid,
+)
+#: How long health and status wait for the running bot's answer (seconds).
+PING_TIMEOUT_S = 3.0
+
+
+def pipelines(cfg: settings_mod.Settings) -> dict[str, config.Pipeline]:
+    """The pipeline files as they are on disk (what `check` and `dry-run` try)."""
+    return config.load_dir(cfg.pipelines_dir, settings_mod.pipeline_context(cfg)).pipelines
+
+
+def pipeline_names(cfg: settings_mod.Settings) -> list[str]:
+    """The pipelines the running bot has loaded, asked over its control socket, so the
+    CLI never disagrees with it; with no bot running, the files."""
+    if cli_writes.writer_pid(cfg):
+        try:
+            answer = control.request(cfg.data_dir, "pipelines", {}, timeout=PING_TIMEOUT_S)
+        except (control.Unavailable, control.NoAnswer, control.Refused):
+            pass  # still starting: the files say what it will load
+        else:
+            return [str(name) for name in answer["names"]]
+    return sorted(pipelines(cfg))
+
+
+# -- reads: a read-only store, never the lock ---------------------------------------------
+
+
+def read(cfg: settings_mod.Settings, fn: Callable[[db.Store], Awaitable[T]]) -> T:
+    async def go() -> T:
+        store = await db.Store.open(settings_mod.store_config(cfg), readonly=True)
+        try:
+            return await fn(store)
+        finally:
+            await store.close()
+
+    return asyncio.run(go())
+
+
+def cmd_status(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
+    if args.pipeline:
+        return cmd_runs(cfg, args, now)
+    names = pipeline_names(cfg)
+
+    async def fn(store: db.Store) -> tuple[views.Overview, info.Info]:
+        return await views.overview(store, names, now), await info.info(store)
+
+    overview, summary = read(cfg, fn)
+    pid = cli_writes.writer_pid(cfg)
+    if pid:
+        overview = dataclasses.replace(overview, storage=_bot_storage(cfg))
+    value = {"overview": overview, "store": summary, "writer_pid": pid}
+    cli_output.emit(args, value, lambda: cli_output.status(overview, summary, pid, now))
+    return 0
+
+
+def cmd_runs(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
+    known = pipeline_names(cfg)
+    names = [views.check_pipeline(args.pipeline, known)] if args.pipeline else known
+    limit = getattr(args, "limit", views.RUNS_SHOWN)
+
+    async def fn(store: db.Store) -> list[views.PipelineRuns]:
+        return [await views.pipeline_runs(store, name, limit) for name in names]
+
+    found = read(cfg, fn)
+    cli_output.emit(
+        args, found, lambda: "\n\n".join(cli_output.pipeline_runs(f, now) for f in found)
+    )
+    return 0
+
+
+def cmd_pending(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
+    waiting = read(cfg, views.pending)
+    cli_output.emit(args, waiting, lambda: cli_output.pending(waiting, now))
+    return 0
+
+
+def cmd_history(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
+    found = read(cfg, lambda store: views.history(store, args.item))
+    cli_output.emit(args, found, lambda: cli_output.history(found))
+    return 0
+
+
+def cmd_budget(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
+    report = read(cfg, lambda store: views.budget(store, now))
+    cli_output.emit(args, report, lambda: cli_output.budget(report, now))
+    return 0
+
+
+def cmd_audit(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
+    report = read(cfg, views.audit)
+    cli_output.emit(args, report, lambda: cli_output.audit(report))
+    return 0 if report.ok else 1
+
+
+def cmd_backup(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
+    shown = [-1]
+
+    def step(done: int, total: int) -> None:
+        pct = 100 * done // max(total, 1)
+        if pct != shown[0]:
+            shown[0] = pct
+            cli_output.progress(f"backup: {pct}% ({done}/{total} pages)")
+
+    result = read(cfg, lambda store: maintenance.backup(store, args.path, step))
+    cli_output.emit(args, result, lambda: cli_output.backup(result))
+    return 0
+
+
+def cmd_reconcile(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
+    # Only files change, never the store. While the bot runs it compares its own
+    # pipelines and paths (through the control socket); otherwise the files here.
+    answer = None
+    if cli_writes.writer_pid(cfg):
+        request = {"backfill": args.backfill, "prune": args.prune}
+        with contextlib.suppress(control.Unavailable):  # not a bot: the files here
+            answer = control.request(cfg.data_dir, "reconcile", request)
+    if answer is not None:
+        reports = [maintenance.FolderReport.from_plain(found) for found in answer]
+    else:
+        known = pipelines(cfg)
+        reports = read(
+            cfg,
+            lambda store: maintenance.reconcile(
+                store, known, backfill=args.backfill, prune=args.prune, progress=cli_output.progress
+            ),
+        )
+    cli_output.emit(args, reports, lambda: cli_output.reconcile(reports))
+    unresolved = any(
+        set(r.ghosts) - set(r.backfilled) or len(r.orphans) > len(r.pruned) for r in reports
+    )
+    return 1 if unresolved else 0
+
+
+def cmd_check(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
+    from bot import app  # PTB loads only for the commands that need it
+    from pipelines import preflight  # mail and HTTP clients, for this command alone
+
+    problems = [str(e) for e in config.check(cfg.pipelines_dir, settings_mod.pipeline_context(cfg))]
+    try:
+        app.check(cfg)
+    except app.StartupRefused as exc:
+        problems.append(f"settings: {exc}")
+    if cfg.data_dir.exists():
+        try:
+            datadir.prepare(cfg.data_dir)
+        except errors.DataDirError as exc:
+            problems.append(f"settings: {exc}")
+    found = pipelines(cfg)
+    needs = _preflight_needs(cfg, found)
+    problems += [str(finding) for finding in preflight.offline(found, needs)]
+    answers = asyncio.run(_online(found, needs)) if args.online else []
+    failed = [str(answer) for answer in answers if not answer.ok]
+    loaded = sorted(found)
+    value = {
+        "ok": not (problems or failed),
+        "problems": problems + failed,
+        "pipelines": loaded,
+        "online": [{"part": str(a), "ok": a.ok} for a in answers],
+    }
+    summary = f"ok: {len(loaded)} pipeline(s): {', '.join(loaded) or 'none'}"
+    checked = [f"{'ok' if a.ok else 'FAILED'}  {a}" for a in answers]
+    text = "\n".join([*checked, *problems, *([] if problems or failed else [summary])])
+    cli_output.emit(args, value, lambda: text)
+    return 1 if problems or failed else 0
+
+
+def _preflight_needs(
+    cfg: settings_mod.Settings, found: dict[str, config.Pipeline]
+) -> preflight.Needs:
+    """What the bot would run with, including the budgets already set in the store."""
+    scopes = ["global", *found]
+    limits: list[tuple[str, budgets.Period]] = []
+    if (cfg.data_dir / datadir.DB_NAME).exists():
+        limits = read(cfg, lambda s: s.read(lambda conn: budgets.configured_sync(conn, scopes)))
+    from pipelines import preflight
+
+    return preflight.Needs(
+        llm=cfg.llm,
+        prices=cfg.prices,
+        budget_scopes=frozenset(scope for scope, _ in limits),
+        telegram_base_url=cfg.telegram.base_url,
+        telegram_token=cfg.telegram.token,
+    )
+
+
+async def _online(
+    found: dict[str, config.Pipeline], needs: preflight.Needs
+) -> list[preflight.Finding]:
+    import httpx  # only the online check needs an HTTP client
+
+    from pipelines import preflight
+
+    async with httpx.AsyncClient() as client:
+        return await preflight.online(found, needs, client)
+
+
+def cmd_dry_run(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
+    """Fetch and draft one pipeline into a throwaway store; print the cards it would send."""
+    found = pipelines(cfg)
+    name = views.check_pipeline(args.pipeline, found)
+    llm = _dry_run_llm(cfg, name, now) if args.llm else None
+    report = asyncio.run(_dry_run(found[name], now, llm))
+    counted = _count_spend(cfg, report, now) if report.spent_micros else None
+    shown = report.cards[: args.limit]
+    value = {
+        "pipeline": name,
+        "fetched": report.fetched,
+        "errors": report.errors,
+        "cards": [payload for _, payload in shown],
+        "not_shown": len(report.cards) - len(shown),
+        "failed": [{"item": item, "reason": reason} for item, reason in report.failed],
+        "llm": None
+        if report.spend is None
+        else {
+            "drafts": report.llm_drafts,
+            "spent_micros": report.spent_micros,
+            "uncertain_micros": report.uncertain_micros,
+            "counted": counted,
+        },
+    }
+    cli_output.emit(args, value, lambda: cli_output.dry_run(report, shown, counted))
+    not_counted = counted is not None and counted["claim"] is None
+    return 1 if report.errors or report.failed or not_counted else 0
+
+
+def _count_spend(
+    cfg: settings_mod.Settings, report: dryrun.Report, now: datetime
+) -> dict[str, Any]:
+    """Count the dry run's LLM spend against the store's budgets (the provider billed it):
+    {"claim": id} or {"claim": None, "problem": why not}."""
+    requests = ", ".join(report.request_ids) or "none reported"
+    evidence = f"dry run of {report.pipeline}: {report.llm_drafts} draft(s); requests {requests}"
+    evidence = evidence[: ledger_settle.MAX_EVIDENCE]
+    key = f"dry-run:{report.pipeline}:{now.isoformat()}"
+    request = {
+        "pipeline": report.pipeline, "key": key, "micros": report.spent_micros,
+        "input_tokens": report.usage[0], "output_tokens": report.usage[1], "evidence": evidence,
+    }  # fmt: skip
+
+    def local(store: db.Store) -> Awaitable[ledger.Claim | None]:
+        return ledger.charge(
+            store, key, control.DRY_RUN_ENDPOINT, report.pipeline, report.usage,
+            report.spent_micros, evidence, now,
+        )  # fmt: skip
+
+    try:
+        found = views.plain(cli_writes.write(cfg, "record-spend", request, local))
+    except (views.Invalid, errors.BudgetExceeded, cli_writes.Refused) as exc:
+        return {"claim": None, "problem": str(exc)}
+    if not found:
+        return {"claim": None, "problem": "no budget covers this pipeline any more"}
+    return {"claim": found["id"]}
+
+
+def _dry_run_llm(cfg: settings_mod.Settings, name: str, now: datetime) -> dryrun.Llm:
+    """The provider and prices of these settings, and what the store's budgets for this
+    pipeline and global have left (none: the drafts fall back to the template)."""
+    from pipelines import dryrun
+
+    left: list[tuple[str, str, int]] = []
+    if (cfg.data_dir / datadir.DB_NAME).exists():
+        report = read(cfg, lambda store: views.budget(store, now))
+        left = [
+            (b.scope, b.period, b.remaining_micros)
+            for b in report.budgets
+            if b.scope in ("global", name)
+        ]
+    return dryrun.Llm(cfg.llm, cfg.prices, left)
+
+
+async def _dry_run(
+    pipeline: config.Pipeline, now: datetime, llm: dryrun.Llm | None
+) -> dryrun.Report:
+    import httpx  # the engine's client, for this command alone
+
+    from pipelines import dryrun
+
+    async with httpx.AsyncClient(timeout=httpx.Timeout(30.0, connect=10.0)) as client:
+        return await dryrun.run(pipeline, client, now, llm)
+
+
+def _storage(answer: dict[str, object]) -> writer.StorageFault | None:
+    """The running bot's storage fault from its ping answer (kept in its memory only:
+    a full disk could not hold it in a file, let alone in the store)."""
+    found = answer.get("storage")
+    if not isinstance(found, dict):
+        return None
+    since = datetime.fromisoformat(str(found["since"]))
+    return writer.StorageFault(found["kind"], str(found["detail"]), since)
+
+
+def _bot_storage(cfg: settings_mod.Settings) -> writer.StorageFault | None:
+    try:
+        return _storage(control.request(cfg.data_dir, "ping", {}, timeout=PING_TIMEOUT_S))
+    except (control.Unavailable, control.NoAnswer, control.Refused):
+        return None  # status still shows what the store holds; health says what is wrong
+
+
+def cmd_health(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
+    """Exit 0 while a gatehouse process holds the store, answers on its control socket,
+    can write, and reports every supervised worker running (the states live in that
+    process: ping asks); otherwise exit 1 and say which of these fails."""
+    pid = datadir.is_locked(cfg.data_dir) if cfg.data_dir.exists() else None
+    problem = None if pid else f"no gatehouse process holds the store in {cfg.data_dir}"
+    down: list[dict[str, Any]] = []
+    if pid:
+        try:
+            answer = control.request(cfg.data_dir, "ping", {}, timeout=PING_TIMEOUT_S)
+        except (control.Unavailable, control.NoAnswer, control.Refused) as exc:
+            problem = f"process {pid} holds the store but does not answer: {exc}"
+        else:
+            fault = _storage(answer)
+            down = [w for w in answer.get("workers", []) if w.get("status") != "running"]
+            if fault is not None:
+                problem = f"process {pid} runs, but {storage_alarm.describe(fault)}"
+            elif down:
+                problem = "workers not running: " + "; ".join(
+                    f"{w['name']} {w['status']} ({w.get('error') or 'no error'})" for w in down
+                )
+    value = {"ok": problem is None, "pid": pid, "problem": problem, "workers_down": down}
+    cli_output.emit(args, value, lambda: problem or f"ok: gatehouse runs as pid {pid}")
+    return 1 if problem else 0
+
+
+# -- arguments ------------------------------------------------------------------------------
+
+
+def item_id(text: str) -> int:
+    try:
+        return views.whole_number(text, "an item id")
+    except views.Invalid as exc:
+        raise argparse.ArgumentTypeError(f"{exc}; give a number like 12") from None
+
+
+def positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
+    return int(text)
+
+
+Command = Callable[[settings_mod.Settings, argparse.Namespace, datetime], int]
+PIPELINE_HELP = "the pipeline's name, as `gatehouse status` lists it"
+
+
+def _config_options(parser: argparse.ArgumentParser, default: object) -> None:
+    parser.add_argument(
+        "--env-file",
+        type=Path,
+        default=default,
+        metavar="FILE",
+        help="read settings from this file (default: .env in the working directory, if any)",
+    )
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=default,
+        metavar="DIR",
+        help="the data directory, relative to the working directory "
+        "(default: GATEHOUSE_DATA_DIR from the environment or the settings file, else data)",
+    )
+
+
+def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
+    parser = argparse.ArgumentParser(
+        prog="gatehouse",
+        description=__doc__.splitlines()[0],
+        epilog="Exit codes: 0 ok, 1 a check failed, 2 bad usage, settings or data directory.",
+    )
+    _config_options(parser, default=None)
+    sub = parser.add_subparsers(
+        dest="command",
+        required=True,
+        metavar="command",
+        help="what to do; `gatehouse COMMAND --help` says more",
+    )
+    table: dict[str, Command] = {}
+
+    def add(name: str, fn: Command | None, text: str) -> argparse.ArgumentParser:
+        command = sub.add_parser(name, help=text, description=text)
+        if name != "demo":  # the demo has its own data dir and ignores the settings
+            # Given after the command, they override the ones given before it.
+            _config_options(command, default=argparse.SUPPRESS)
+        if fn is not None:
+            command.add_argument(
+                "--json", action="store_true", help="print JSON for scripts instead of text"
+            )
+            table[name] = fn
+        return command
+
+    add("run", None, "start the operator bot and the engine (same as python -m bot)")
+    demo = add("demo", None, "the offline demo in a web chat: no Telegram token, no API key")
+    demo.add_argument(
+        "--port",
+        type=int,
+        default=webchat.DEFAULT_PORT,
+        metavar="N",
+        help="the page's port on 127.0.0.1; 0 picks a free one (default: %(default)s)",
+    )
+    demo.add_argument(
+        "--data-dir",
+        type=Path,
+        metavar="DIR",
+        help="keep its data here, and resume from it next time "
+        "(default: a temporary directory, removed when the demo stops)",
+    )
+    demo.add_argument("--verbose", action="store_true", help="log what the bot and engine do")
+    check = add("check", cmd_check, "check settings and pipeline files; exit 1 on any error")
+    check.add_argument(
+        "--online",
+        action="store_true",
+        help="also ask Telegram, the LLM, mail servers and webhook hosts (sends nothing)",
+    )
+    dry = add("dry-run", cmd_dry_run, "fetch and draft now, print the cards; nothing kept or sent")
+    dry.add_argument("pipeline", help=PIPELINE_HELP)
+    dry.add_argument(
+        "--limit",
+        type=positive,
+        default=5,
+        metavar="N",
+        help="cards printed at most (default: %(default)s)",
+    )
+    dry.add_argument(
+        "--llm",
+        action="store_true",
+        help="draft LLM pipelines with their provider, through the budget ledger: this "
+        "costs money, at most what the budgets have left (default: the template, free)",
+    )
+    add("health", cmd_health, "exit 0 while the bot runs, answers and all its workers run")
+    add("status", cmd_status, "every pipeline, or one pipeline's runs").add_argument(
+        "pipeline", nargs="?", help="show this pipeline's recent runs (default: every pipeline)"
+    )
+    runs = add("runs", cmd_runs, "recent runs with the last green and first red run")
+    runs.add_argument("pipeline", nargs="?", help="only this pipeline (default: all)")
+    runs.add_argument(
+        "--limit",
+        type=positive,
+        default=views.RUNS_SHOWN,
+        metavar="N",
+        help="runs shown (default: %(default)s)",
+    )
+    add("pending", cmd_pending, "items awaiting approval, oldest first")
+    add("history", cmd_history, "one item's events").add_argument(
+        "item", type=item_id, help="the item id, as /pending and the cards show it"
+    )
+    replay = add("replay", cli_writes.cmd_replay, "replay a dropped item as a new attempt")
+    replay.add_argument("item", type=item_id, help="the item id, as /pending and the cards show it")
+    replay.add_argument("--force", action="store_true", help="also replay a dispatched item")
+    replay.add_argument(
+        "--fresh",
+        action="store_true",
+        help="pay for a new LLM draft instead of showing one the provider already wrote",
+    )
+    add("budget", cmd_budget, "spend, holds and limits, today and this month")
+    budget = add("set-budget", cli_writes.cmd_set_budget, "set a scope's day or month limit in USD")
+    budget.add_argument("scope", help="global or a pipeline name")
+    budget.add_argument("period", choices=budgets.PERIODS, help="the limit's period")
+    budget.add_argument("amount", help="USD, like 25 or 12.50")
+    for name, text in (
+        ("run-now", "run a pipeline at the scheduler's next pass"),
+        ("pause", "stop a pipeline's schedule"),
+        ("resume", "restart a pipeline's schedule"),
+    ):
+        add(name, cli_writes.cmd_schedule, text).add_argument("pipeline", help=PIPELINE_HELP)
+    settle = add(
+        "reconcile-claim", cli_writes.cmd_reconcile_claim, "settle an uncertain AI spend claim"
+    )
+    settle.add_argument("claim", type=positive, help="the claim id (from /budget or its alert)")
+    settle.add_argument("amount", help="what the provider charged, in USD (0 if nothing)")
+    settle.add_argument("evidence", help="the provider's request id or invoice line")
+    reconcile = add("reconcile", cmd_reconcile, "compare file dispatch folders with the store")
+    mode = reconcile.add_mutually_exclusive_group()
+    mode.add_argument("--backfill", action="store_true", help="rewrite missing files")
+    mode.add_argument("--prune", action="store_true", help="delete gatehouse's orphan files")
+    audit = add("audit", cmd_audit, "audit the event log")
+    audit.add_argument("action", choices=["verify"], help="verify: check the hash chain")
+    sweep = add("sweep", cli_writes.cmd_sweep, "forget seen ids older than --days")
+    sweep.add_argument(
+        "--days",
+        type=positive,
+        default=90,
+        metavar="N",
+        help="forget seen ids older than this many days (default: %(default)s)",
+    )
+    add("backup", cmd_backup, "online backup to a new file, verified").add_argument(
+        "path", type=Path, help="the new file (it must not exist yet)"
+    )
+    return parser, table
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser, table = _parser()
+    args = parser.parse_args(argv)
+    if args.command == "demo":  # its own settings: the environment's must not matter
+        from bot.demo import run as demo  # PTB loads only for the commands that need it
+
+        return demo.main(port=args.port, data_dir=args.data_dir, verbose=args.verbose)
+    if args.command == "run":
+        from bot import early  # the lock first, then the bot: a second run is refused at once
+
+        return early.run(args.env_file, args.data_dir)
+    try:
+        cfg = settings_mod.load_for(args.env_file, args.data_dir)
+    except settings_mod.SettingsInvalid as exc:
+        print(f"gatehouse: {exc}", file=sys.stderr)
+        return 2
+    try:
+        return table[args.command](cfg, args, datetime.now(UTC))
+    except (*USAGE_ERRORS, ValueError, cli_writes.Refused, control.NoAnswer) as exc:
+        print(f"gatehouse {args.command}: {exc}", file=sys.stderr)
+        return 2
+    except (errors.StoreError, maintenance.BackupFailed) as exc:
+        # The store itself failed (busy, corrupt, full): not the caller's usage, same code.
+        print(f"gatehouse {args.command}: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,245 @@
+"""What the CLI prints: pipelines.operations results as aligned plain-text tables for a terminal.
+
+Pure functions from view dataclasses to text; `now` is passed in. `--json` output does
+not come through here: it is `views.plain(...)` dumped as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import json
+import re
+import sys
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from bot import maintenance, render, storage_alarm
+from pipelines import operations as views
+from store import events, info, items, ledger, runs
+from store.ledger import budgets
+
+if TYPE_CHECKING:
+    from pipelines import dryrun
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """Columns padded to their widest cell; numbers right-aligned."""
+    cells = [[str(h) for h in headers]] + [["" if c is None else str(c) for c in r] for r in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    numeric = [all(_is_number(r[i]) for r in rows) and bool(rows) for i in range(len(headers))]
+    lines = []
+    for row in cells:
+        parts = [
+            cell.rjust(width) if num else cell.ljust(width)
+            for cell, width, num in zip(row, widths, numeric, strict=True)
+        ]
+        lines.append("  ".join(parts).rstrip())
+    return "\n".join(lines)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _run_cell(run: runs.Run | None, now: datetime) -> str:
+    if run is None:
+        return "none yet"
+    return f"#{run.id} {run.status} {render.age(run.started_at, now)}"
+
+
+def status(
+    overview: views.Overview, summary: info.Info, writer_pid: int | None, now: datetime
+) -> str:
+    rows = [
+        (
+            p.name,
+            "paused" if p.paused else "active",
+            _run_cell(p.last_run, now),
+            render.age(p.next_due_at, now) if p.next_due_at else "not scheduled",
+            p.awaiting,
+            p.breaches,
+        )
+        for p in overview.pipelines
+    ]
+    body = table(("pipeline", "state", "last run", "next due", "awaiting", "breaches"), rows)
+    writer = f"running as pid {writer_pid}" if writer_pid else "not running"
+    return "\n".join(
+        [
+            body if rows else "no pipelines configured",
+            "",
+            f"store   {summary.path} (schema version {summary.schema_version})",
+            f"wal     {overview.wal_bytes / 1024:.0f} KiB",
+            f"bot     {writer}",
+            *([f"disk    {storage_alarm.describe(overview.storage)}"] if overview.storage else []),
+        ]
+    )
+
+
+def pipeline_runs(found: views.PipelineRuns, now: datetime) -> str:
+    rows = [
+        (
+            f"#{r.id}",
+            r.trigger,
+            r.status,
+            render.when(r.started_at),
+            render.duration(r.ended_at - r.started_at) if r.ended_at else "",
+            r.counts.fetched,
+            r.counts.new,
+            r.counts.drafted,
+            r.counts.failed,
+            (r.error_text or "")[:60],
+        )
+        for r in found.recent
+    ]
+    head = ("run", "trigger", "status", "started", "took", "fetched", "new", "drafted", "failed")
+    lines = [f"{found.name}: last {len(rows)} runs, newest first"]
+    lines.append(table((*head, "error"), rows) if rows else "  no runs yet")
+    window = found.window
+    if window.last_ok is not None:
+        green = window.last_ok
+        lines.append(f"last green: #{green.id} {render.age(green.started_at, now)}")
+    if window.first_error_after is not None:
+        red = window.first_error_after
+        lines.append(f"first red after it: #{red.id} {render.age(red.started_at, now)}")
+    return "\n".join(lines)
+
+
+def pending(waiting: Sequence[items.Item], now: datetime) -> str:
+    if not waiting:
+        return "Nothing is awaiting approval."
+    rows = [
+        (
+            item.id,
+            item.pipeline,
+            f"v{item.version}",
+            render.age(item.last_transition_at, now).removesuffix(" ago"),
+            str(item.payload.get("title") or item.source_id)[:60],
+        )
+        for item in waiting
+    ]
+    return table(("item", "pipeline", "version", "waiting", "title"), rows)
+
+
+def history(found: views.History) -> str:
+    item = found.item
+    head = f"item {item.id} ({item.pipeline}): {item.state}, attempt {item.attempt}"
+    rows = [_event_row(e) for e in found.events]
+    text = head + "\n" + table(("event", "at", "from", "to", "by", "attempt", "reason"), rows)
+    if found.dropped:
+        text += f"\n\ndropped: {item.state}, {item.reason or 'no reason recorded'}"
+        text += f"\nreplay it with: gatehouse replay {item.id}"
+    return text
+
+
+def _event_row(e: events.Event) -> tuple[object, ...]:
+    return (e.id, render.when(e.at), e.from_state or "·", e.to_state, e.actor, e.attempt,
+            (e.reason or "")[:70])  # fmt: skip
+
+
+def budget(report: ledger.Report, now: datetime) -> str:
+    if not report.budgets:
+        lines = ["No budgets configured: LLM drafting is off; the template drafter runs."]
+    else:
+        rows = [
+            (b.scope, b.period, render.usd(b.spent_micros), render.usd(b.held_micros),
+             render.usd(b.remaining_micros), render.usd(b.limit_micros), f"{b.pct_used:.0f}%")
+            for b in sorted(report.budgets, key=lambda b: (b.scope, b.period))
+        ]  # fmt: skip
+        lines = [table(("scope", "period", "spent", "held", "remaining", "limit", "used"), rows)]
+    if report.uncertain:
+        count = len(report.uncertain)
+        lines.append(f"\n{count} uncertain holds (settle each: gatehouse reconcile-claim):")
+        holds = [
+            (h.claim_id, h.pipeline, h.item_id, render.usd(h.reserved_micros),
+             render.age(h.since, now), h.reason or "")
+            for h in report.uncertain
+        ]  # fmt: skip
+        lines.append(table(("claim", "pipeline", "item", "reserved", "since", "reason"), holds))
+    else:
+        lines.append("no uncertain holds")
+    return "\n".join(lines)
+
+
+def budget_set(b: budgets.Budget) -> str:
+    return (
+        f"budget {b.scope}/{b.period} set to {render.usd(b.limit_micros)} "
+        f"(spent {render.usd(b.spent_micros)}, held {render.usd(b.held_micros)} this period)"
+    )
+
+
+def audit(report: events.ChainReport) -> str:
+    if report.broken is None:
+        return f"ok: {report.checked} events, the hash chain is intact"
+    return (
+        f"BROKEN at {report.broken} "
+        f"({report.checked} events before it verified; nothing after it was checked)"
+    )
+
+
+def backup(result: maintenance.BackupResult) -> str:
+    total = sum(result.rows.values())
+    return (
+        f"backup written to {result.path}: {result.size_bytes / 1024:.0f} KiB, "
+        f"{result.pages} pages, {total} rows in {len(result.rows)} tables; "
+        f"integrity_check {result.integrity}, row counts match"
+    )
+
+
+def reconcile(reports: Sequence[maintenance.FolderReport]) -> str:
+    if not reports:
+        return "no pipeline dispatches to files: nothing to reconcile"
+    lines = []
+    for r in reports:
+        lines.append(f"{r.folder} ({', '.join(r.pipelines)}): {r.expected} files expected")
+        for o in r.orphans:
+            done = "pruned" if o.name in r.pruned else ("not gatehouse's" if o.name in r.foreign
+                                                         else "orphan")  # fmt: skip
+            lines.append(f"  orphan  {o.name}  item {o.item_id or '?'}  [{done}]")
+        for g in r.ghosts:
+            lines.append(f"  ghost   {g}  [{'backfilled' if g in r.backfilled else 'missing'}]")
+        if not r.orphans and not r.ghosts:
+            lines.append("  in step with the store")
+    return "\n".join(lines)
+
+
+def emit(args: argparse.Namespace, value: Any, text: Callable[[], str]) -> None:
+    print(json.dumps(views.plain(value), indent=2) if args.json else text())
+
+
+def progress(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def dry_run(
+    report: dryrun.Report,
+    shown: Sequence[tuple[int, dict[str, Any]]],
+    counted: dict[str, Any] | None = None,
+) -> str:
+    """The cards as plain text, as a phone would show them, with what was not shown."""
+    lines = [f"dry run of {report.pipeline}: fetched {report.fetched}, {len(report.cards)} new"]
+    lines += [f"error: {error}" for error in report.errors]
+    lines += [f"failed: item {item}: {reason}" for item, reason in report.failed]
+    for item_id, payload in shown:
+        lines += ["", "─" * 40, _plain(render.card(item_id, payload))]
+    if len(report.cards) > len(shown):
+        lines += ["", f"… and {len(report.cards) - len(shown)} more (--limit)"]
+    if report.spend is not None:
+        lines += ["", f"LLM: {report.llm_drafts} draft(s) through the budget ledger, cost "
+                      f"{budgets.usd(report.spent_micros)}"]  # fmt: skip
+        if counted is not None and counted["claim"] is not None:
+            lines.append(f"     counted against the store's budgets as claim {counted['claim']}")
+        elif counted is not None:
+            lines.append(f"     NOT counted against the store's budgets: {counted['problem']}")
+        if report.uncertain_micros:
+            lines.append(
+                f"     and {budgets.usd(report.uncertain_micros)} held as uncertain: "
+                "the provider reported no usage (see its bill)"
+            )
+    lines += ["", "nothing was marked seen, stored or sent"]
+    return "\n".join(lines)
+
+
+def _plain(card_html: str) -> str:
+    return html.unescape(re.sub(r"<[^>]+>", "", card_html))

@@ -1,0 +1,365 @@
+"""LLM provider clients: one `complete()` call with an honest account of what it may cost.
+
+Use it like this:
+
+    settings = providers.ProviderSettings(kind="openai", api_key=key, model="gpt-4o-mini")
+    async with providers.ProviderClient(settings) as client:
+        completion = await client.complete(system, prompt, max_tokens=800)
+
+The budget ledger holds the worst case before the call and settles after, so every
+outcome says whether the provider may have charged for it:
+
+- `Completion`: the reply and its token usage. Either count is None when the
+  provider did not report it; the cost is then unknown and must be settled as
+  uncertain. `uncertain_attempts` counts earlier attempts that got a 5xx after
+  sending (providers do not bill those in practice, but nothing proves it).
+- `ProviderNotCalled` and its subclass `ProviderRejected`: no generation ran and
+  nothing was charged; the hold can be released.
+- `ProviderUncertain`: the request reached the provider and may have been charged.
+- `ProviderBadOutput`: the provider answered 2xx with an unusable body; it was
+  charged. `raw_text` holds the body for the operator.
+
+Retries: connect failures, 408, 409, 429 and 5xx, with exponential backoff and full
+jitter, honouring `retry-after-ms` and `retry-after`, bounded by `max_retries` and by
+`max_retry_wait_s` of total waiting. A read timeout or a connection dropped
+mid-response is not retried: the generation may still run and be billed, and a
+second call could spend past the one hold the ledger took.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import logging
+import math
+import random
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from typing import TYPE_CHECKING, Any
+
+from pipelines.providers import wire
+from pipelines.providers.settings import DEFAULT_BASE_URLS as DEFAULT_BASE_URLS
+from pipelines.providers.settings import ProviderSettings as ProviderSettings
+
+# Imported where used: the settings import this module, and the CLI must start quickly.
+if TYPE_CHECKING:
+    import httpx
+
+log = logging.getLogger(__name__)
+
+#: First backoff ceiling in seconds; doubles per retry (0.5, 1, 2, 4, 8).
+BACKOFF_BASE_S = 0.5
+#: Backoff ceiling; a provider that wants longer says so in retry-after.
+BACKOFF_CAP_S = 8.0
+#: Sent but refused before generation: a timeout waiting for the body, a conflict, a rate limit.
+RETRYABLE_NOT_CHARGED = frozenset({408, 409, 429})
+
+
+@dataclass(frozen=True)
+class Completion:
+    """A provider's reply; token counts are None when the provider did not report them."""
+
+    text: str
+    input_tokens: int | None
+    output_tokens: int | None
+    model: str
+    request_id: str | None
+    #: The parsed body, kept as evidence for the ledger and the operator.
+    raw: dict[str, Any]
+    #: Attempts made, this one included.
+    attempts: int = 1
+    #: Earlier attempts that got a 5xx after sending and may have been charged.
+    uncertain_attempts: int = 0
+
+    @property
+    def usage_known(self) -> bool:
+        """True when both token counts were reported, so the cost can be computed."""
+        return self.input_tokens is not None and self.output_tokens is not None
+
+
+class ProviderError(Exception):
+    """The provider call failed."""
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        status: int | None = None,
+        attempts: int = 1,
+        request_id: str | None = None,
+    ) -> None:
+        self.message = message or (self.__doc__ or "").strip()
+        self.status = status
+        self.attempts = attempts
+        self.request_id = request_id
+        super().__init__(self.message)
+
+
+class ProviderNotCalled(ProviderError):
+    """The provider ran no generation and charged nothing, so the hold can be released."""
+
+
+class ProviderRejected(ProviderNotCalled):
+    """The provider refused the request with a definitive 4xx before generating anything."""
+
+
+class ProviderUncertain(ProviderError):
+    """The request reached the provider and may have been charged."""
+
+
+class ProviderBadOutput(ProviderError):
+    """The provider answered 2xx, and so charged, but the body could not be used."""
+
+    def __init__(self, message: str | None = None, *, raw_text: str = "", **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.raw_text = raw_text
+
+
+def retry_delay(
+    attempt: int, headers: Mapping[str, str], rng: random.Random, *, now: datetime
+) -> float:
+    """Seconds to wait before retry number `attempt` (1 for the first retry).
+
+    The server's `retry-after-ms` wins, then `retry-after` (seconds or an HTTP date,
+    measured from `now`); otherwise exponential backoff with full jitter.
+    """
+    import httpx
+
+    wanted = _retry_after(httpx.Headers(headers), now)
+    if wanted is not None:
+        return wanted
+    ceiling = min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2 ** max(attempt - 1, 0))
+    return rng.uniform(0, ceiling)
+
+
+def _retry_after(headers: httpx.Headers, now: datetime) -> float | None:
+    millis = _non_negative(headers.get("retry-after-ms"))
+    if millis is not None:
+        return millis / 1000
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    seconds = _non_negative(value)
+    if seconds is not None:
+        return seconds
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None  # unreadable: fall back to backoff rather than guess
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)  # RFC 9110 dates are GMT
+    return max(0.0, (when - now).total_seconds())
+
+
+def _non_negative(value: str | None) -> float | None:
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        return None
+    return number if math.isfinite(number) and number >= 0 else None
+
+
+@dataclass(frozen=True)
+class _Failure:
+    """One attempt that did not produce a Completion, and what to raise if it is the last."""
+
+    reason: str
+    error: type[ProviderError]
+    retryable: bool
+    status: int | None = None
+    headers: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    request_id: str | None = None
+    raw_text: str = ""
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class ProviderClient:
+    """Calls one provider and model; see the module docstring for what each outcome means."""
+
+    def __init__(
+        self,
+        settings: ProviderSettings,
+        client: httpx.AsyncClient | None = None,
+        *,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        rng: random.Random | None = None,
+        now: Callable[[], datetime] = _utcnow,
+    ) -> None:
+        import httpx
+
+        self.settings = settings
+        self._timeout = httpx.Timeout(settings.timeout_s, connect=settings.connect_timeout_s)
+        self._owns_client = client is None
+        self._client = client if client is not None else httpx.AsyncClient(timeout=self._timeout)
+        self._sleep = sleep
+        self._rng = rng if rng is not None else random.Random()
+        self._now = now
+        self._host = httpx.URL(settings.base_url).host
+
+    async def __aenter__(self) -> ProviderClient:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the HTTP client if this object created it."""
+        if self._owns_client:
+            await self._client.aclose()
+
+    async def complete(
+        self, system: str, prompt: str, *, max_tokens: int, json_output: bool = False
+    ) -> Completion:
+        """Ask the model once (retrying only where that cannot double the charge)."""
+        if max_tokens < 1:
+            raise ValueError(f"max_tokens must be a positive integer, got {max_tokens}")
+        request = wire.build_request(
+            self.settings, system, prompt, max_tokens=max_tokens, json_output=json_output
+        )
+        waited = 0.0
+        uncertain = 0
+        attempt = 0
+        while True:
+            attempt += 1
+            outcome = await self._attempt(request)
+            if isinstance(outcome, Completion):
+                return dataclasses.replace(outcome, attempts=attempt, uncertain_attempts=uncertain)
+            stop, delay = self._stop_or_delay(outcome, attempt, waited)
+            if stop is not None:
+                raise self._error(outcome, stop, attempt, uncertain)
+            if outcome.error is ProviderUncertain:
+                uncertain += 1
+            log.warning("%s; retry %d in %.2fs", self._describe(outcome.reason), attempt, delay)
+            await self._sleep(delay)
+            waited += delay
+
+    def _stop_or_delay(
+        self, failure: _Failure, attempt: int, waited: float
+    ) -> tuple[str | None, float]:
+        """Why to stop now, or None and how long to wait before the next attempt."""
+        if not failure.retryable:
+            return "", 0.0
+        if attempt > self.settings.max_retries:
+            return f"gave up after {attempt} attempts", 0.0
+        delay = retry_delay(attempt, failure.headers, self._rng, now=self._now())
+        budget = self.settings.max_retry_wait_s
+        if waited + delay > budget:
+            return (
+                f"gave up after {attempt} attempts: waiting {delay:.2f}s more "
+                f"would pass the {budget:g}s retry budget",
+                0.0,
+            )
+        return None, delay
+
+    def _error(self, failure: _Failure, stop: str, attempts: int, uncertain: int) -> ProviderError:
+        """The error to raise; one attempt that may have been charged makes the call uncertain."""
+        parts = [failure.reason]
+        if stop:
+            parts.append(stop)
+        if uncertain:
+            parts.append(
+                f"{uncertain} earlier attempt(s) got a 5xx after sending and may have been charged"
+            )
+        message = self._describe("; ".join(parts))
+        common: dict[str, Any] = {
+            "status": failure.status,
+            "attempts": attempts,
+            "request_id": failure.request_id,
+        }
+        if failure.error is ProviderBadOutput:
+            return ProviderBadOutput(message, raw_text=failure.raw_text, **common)
+        if uncertain:
+            return ProviderUncertain(message, **common)
+        return failure.error(message, **common)
+
+    async def _attempt(self, request: wire.WireRequest) -> Completion | _Failure:
+        import httpx
+
+        try:
+            response = await self._client.post(
+                request.url, headers=request.headers, json=request.body, timeout=self._timeout
+            )
+        except (
+            httpx.ConnectError,
+            httpx.ConnectTimeout,
+            httpx.PoolTimeout,
+            httpx.ProxyError,
+        ) as exc:
+            # Nothing left this process: the connection never opened.
+            return _Failure(
+                f"could not connect to {self._host}: {self._exc_text(exc)}", ProviderNotCalled, True
+            )
+        except httpx.UnsupportedProtocol as exc:
+            return _Failure(
+                f"cannot call {self._host}: {self._exc_text(exc)}", ProviderNotCalled, False
+            )
+        except httpx.TimeoutException:
+            return _Failure(
+                f"no reply from {self._host} within {self.settings.timeout_s:g}s after sending",
+                ProviderUncertain,
+                False,
+            )
+        except httpx.RequestError as exc:
+            return _Failure(
+                f"connection to {self._host} failed after sending: {self._exc_text(exc)}",
+                ProviderUncertain,
+                False,
+            )
+        return self._judge(response)
+
+    def _judge(self, response: httpx.Response) -> Completion | _Failure:
+        status = response.status_code
+        request_id = response.headers.get("x-request-id") or response.headers.get("request-id")
+        if 200 <= status < 300:
+            return self._parse(response.text, request_id, status)
+        reason = f"HTTP {status} from {self._host}: {self._scrub(wire.error_detail(response.text))}"
+        if status in RETRYABLE_NOT_CHARGED:
+            error: type[ProviderError] = ProviderNotCalled
+        elif status >= 500:
+            error = ProviderUncertain
+        else:
+            return _Failure(reason, ProviderRejected, False, status, response.headers, request_id)
+        return _Failure(reason, error, True, status, response.headers, request_id)
+
+    def _parse(self, text: str, request_id: str | None, status: int) -> Completion | _Failure:
+        try:
+            body = json.loads(text)
+            reply = wire.parse_reply(self.settings.kind, body, self.settings.model)
+        except ValueError as exc:  # json.JSONDecodeError is a ValueError
+            what = "not JSON" if isinstance(exc, json.JSONDecodeError) else self._scrub(str(exc))
+            raw = self._scrub(text)
+            return _Failure(
+                f"HTTP {status} from {self._host} but the body is unusable: {what}",
+                ProviderBadOutput,
+                False,
+                status,
+                request_id=request_id,
+                raw_text=raw,
+            )
+        return Completion(
+            text=reply.text,
+            input_tokens=reply.input_tokens,
+            output_tokens=reply.output_tokens,
+            model=reply.model,
+            request_id=request_id or reply.body_id,
+            raw=body,
+        )
+
+    def _describe(self, reason: str) -> str:
+        return f"{self.settings.kind} {self.settings.model}: {reason}"
+
+    def _exc_text(self, exc: Exception) -> str:
+        # httpx messages carry no headers, but a base_url may embed a credential; scrub anyway.
+        return self._scrub(str(exc) or type(exc).__name__)
+
+    def _scrub(self, text: str) -> str:
+        key = self.settings.api_key.get_secret_value()
+        return text.replace(key, "***") if key else text

@@ -1,0 +1,46 @@
+"""Which provider and model to call, and how: the `llm` settings of gatehouse."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+
+#: The providers' own API hosts; any OpenAI-compatible server can stand in via base_url.
+DEFAULT_BASE_URLS = {
+    "openai": "https://api.openai.com/v1",
+    "anthropic": "https://api.anthropic.com",
+}
+
+
+class ProviderSettings(BaseModel):
+    """How to reach one provider and model; the key is a SecretStr and never printed."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["openai", "anthropic"]
+    #: Empty or absent: the default for `kind`.
+    base_url: str = ""
+    api_key: SecretStr
+    model: str = Field(min_length=1)
+    timeout_s: float = Field(default=60, gt=0)
+    connect_timeout_s: float = Field(default=10, gt=0)
+    max_retries: int = Field(default=4, ge=0)
+    max_retry_wait_s: float = Field(default=60, ge=0)
+    anthropic_version: str = "2023-06-01"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_base_url(cls, data: Any) -> Any:
+        if isinstance(data, dict) and not data.get("base_url"):
+            default = DEFAULT_BASE_URLS.get(str(data.get("kind")))
+            if default is not None:
+                return {**data, "base_url": default}
+        return data
+
+    @field_validator("base_url")
+    @classmethod
+    def _check_base_url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://, e.g. https://api.openai.com/v1")
+        return value.rstrip("/")

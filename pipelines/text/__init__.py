@@ -1,0 +1,1 @@
+"""Text checks: `similarity` (the duplicate gate) and `validation` (a draft's output)."""

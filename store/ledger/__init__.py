@@ -1,0 +1,172 @@
+"""The budget ledger: reserve the worst case, authorize one provider call, settle once.
+
+    await ledger.set_budget(store, "global", "month", 50_000_000, events.operator(42), now)
+    worst = prices.worst_case(price, max_input_tokens=8_000, max_tokens=1_024)
+    work = await ledger.begin(store, key, "drafts.create", request, worst, "news", item.id,
+                              now, lease=timedelta(minutes=10))
+    if work.provider_allowed and work.state == ClaimState.RESERVED:
+        await ledger.start_provider(store, work.id, now)     # the one gate
+        ... call the provider (never inside the store) ...
+        await ledger.complete(store, work.id, usage, prices.cost(usage, price),
+                              request_id, item.content_hash, later)
+    # on an error:   await ledger.fail(store, work.id, "timeout", later)
+    # periodically:  await ledger.recover(store, now, batch=100)
+    # an operator:   await ledger.reconcile(store, work.id, 1234, "invoice line 7", actor, now)
+    report = await ledger.report(store, now)                  # what /budget shows
+
+Money is integer micros (1 USD = 1_000_000). The parts, each under its own noun:
+store/ledger/prices.py (what a call costs), store/ledger/budgets.py (limits, period rows,
+threshold alerts), store/ledger/claims.py (begin, start_provider, fail, recover),
+store/ledger/settle.py (complete, reconcile), store/ledger/machine.py (the claim
+states and why), store/ledger/reporting.py (the /budget queries). Each function
+here is one write unit (one BEGIN IMMEDIATE transaction) or one read.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import datetime, timedelta
+from typing import Any
+
+from store import errors
+from store.db import Store
+from store.ledger import budgets, claims
+from store.ledger import reporting as ledger_report
+from store.ledger import settle as ledger_settle
+from store.ledger.machine import ClaimState
+from store.ledger.prices import Usage
+
+Budget = budgets.Budget
+Claim = claims.Claim
+Work = claims.Work
+Settlement = ledger_settle.Settlement
+Report = ledger_report.Report
+
+
+async def set_budget(
+    store: Store, scope: str, period: str, limit_micros: int, actor: str, now: datetime
+) -> Budget:
+    """Configure a scope's day or month limit (an event with its actor); returns today's row."""
+    return await store.write(
+        lambda conn: budgets.set_budget_sync(conn, scope, period, limit_micros, actor, now)
+    )
+
+
+async def begin(
+    store: Store,
+    key: str,
+    endpoint: str,
+    request: dict[str, Any],
+    worst_case_micros: int,
+    pipeline: str,
+    item_id: int | None,
+    now: datetime,
+    lease: timedelta,
+) -> Work:
+    """Find or create the one work for this key; hold the worst case in every budget.
+
+    Same key and request: the same work (`replayed`). Same key, other request:
+    Conflict. No budget for the pipeline nor global: work with provider_allowed
+    false. Not enough left anywhere: BudgetExceeded naming the scope and period.
+    """
+    return await store.write(
+        lambda conn: claims.begin_sync(
+            conn, key, endpoint, request, worst_case_micros, pipeline, item_id, now, lease
+        )
+    )
+
+
+async def start_provider(store: Store, work_id: int, now: datetime) -> Claim:
+    """Authorize the provider call; only a committed 'started' authorizes it."""
+    return await store.write(lambda conn: claims.start_provider_sync(conn, work_id, now))
+
+
+async def complete(
+    store: Store,
+    work_id: int,
+    usage: Usage,
+    actual_micros: int,
+    evidence: str,
+    item_content_hash: str | None,
+    now: datetime,
+) -> Settlement:
+    """Settle once; raises Conflict (after committing 'uncertain') if the item changed."""
+    result = await store.write(
+        lambda conn: ledger_settle.complete_sync(
+            conn, work_id, usage, actual_micros, evidence, item_content_hash, now
+        )
+    )
+    if result.content_changed:
+        raise errors.Conflict(result.content_changed)
+    return result
+
+
+async def fail(store: Store, work_id: int, reason: str, now: datetime) -> Claim:
+    """Before start_provider: hold released. After it: uncertain (it may have been charged)."""
+    return await store.write(lambda conn: claims.fail_sync(conn, work_id, reason, now))
+
+
+async def recover(store: Store, now: datetime, batch: int = 100) -> list[Claim]:
+    """Fail one bounded batch of expired leases; call again while it returns `batch` claims."""
+    return await store.write(lambda conn: claims.recover_sync(conn, now, batch))
+
+
+async def reconcile(
+    store: Store, work_id: int, actual_micros: int, evidence: str, actor: str, now: datetime
+) -> Settlement:
+    """Settle an uncertain claim with the figure its evidence shows (an operator action)."""
+    return await store.write(
+        lambda conn: ledger_settle.reconcile_sync(
+            conn, work_id, actual_micros, evidence, actor, now
+        )
+    )
+
+
+#: The lease of a charge: it is reserved, started and settled in the same unit.
+CHARGE_LEASE = timedelta(minutes=1)
+
+
+async def charge(
+    store: Store,
+    key: str,
+    endpoint: str,
+    pipeline: str,
+    usage: Usage,
+    micros: int,
+    evidence: str,
+    now: datetime,
+) -> Claim | None:
+    """Count spend made elsewhere (a dry run's drafts, paid through a throwaway ledger)
+    against this store's budgets: one claim without an item, held, started and settled
+    in one unit. None when no budget covers the pipeline; BudgetExceeded (and nothing
+    written) when it no longer fits. The same key again is the same claim."""
+
+    def unit(conn: sqlite3.Connection) -> Claim | None:
+        request = {"micros": micros, "usage": list(usage)}
+        work = claims.begin_sync(
+            conn, key, endpoint, request, micros, pipeline, None, now, CHARGE_LEASE
+        )
+        if not work.provider_allowed:
+            return None
+        if work.state == ClaimState.RESERVED:
+            claims.start_provider_sync(conn, work.id, now)
+        return ledger_settle.complete_sync(conn, work.id, usage, micros, evidence, None, now).claim
+
+    return await store.write(unit)
+
+
+async def get(store: Store, work_id: int) -> Claim:
+    return await store.read(lambda conn: claims.get_sync(conn, work_id))
+
+
+async def report(store: Store, now: datetime, uncertain_limit: int = 50) -> Report:
+    """Everything /budget shows, read in one snapshot."""
+
+    def query(conn: sqlite3.Connection) -> Report:
+        conn.execute("BEGIN")  # one read transaction, so the three parts agree
+        try:
+            return ledger_report.report_sync(conn, now, uncertain_limit)
+        finally:
+            conn.execute("COMMIT")
+
+    return await store.read(query)

@@ -1,0 +1,293 @@
+"""Budgets: configured limits and one row per scope per period instance, in micros.
+
+    budgets.set_budget_sync(conn, "global", "day", 5_000_000, events.operator(42), now)
+    rows = budgets.current_sync(conn, now)   # inside units; callers use store/ledger/__init__.py
+
+A scope is "global" or a pipeline's name; a period is a UTC day or a UTC month.
+`budget_limits` holds what the operator configured; `budgets` holds one row per
+(scope, period, period_start) with its limit, spent and held micros, opened
+lazily by the first claim of that period with the limit configured then.
+
+A claim holds against the period instances current at begin() and settles into
+those same rows, even if it completes after midnight: the money is counted in
+the period that authorized it. The ledger keeps spent + held <= limit for every
+row; only a provider that charges more than the worst case (a pricing bug) can
+push spent past it, and that is recorded as the truth and raised as an alert.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal, get_args
+
+from store import clock, errors, events, outbox, sql
+
+Q = sql.load("budgets")
+
+Period = Literal["day", "month"]
+PERIODS: tuple[Period, ...] = get_args(Period)
+GLOBAL = "global"
+
+#: Shares of a limit whose crossing (by spend) queues one alert per period instance.
+THRESHOLDS_PCT: tuple[int, ...] = (50, 80, 100)
+
+_SCOPE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$")
+
+
+def check_scope(scope: str) -> str:
+    if not isinstance(scope, str) or not _SCOPE.match(scope):
+        raise ValueError(
+            f"invalid budget scope {scope!r}; valid: 'global' or a pipeline name "
+            "(letters, digits, _ . : -, at most 100 characters)"
+        )
+    return scope
+
+
+def check_period(period: str) -> Period:
+    if period not in PERIODS:
+        raise ValueError(f"unknown budget period {period!r}; valid: {', '.join(PERIODS)}")
+    return period
+
+
+def period_start(period: Period, now: datetime) -> datetime:
+    """The UTC boundary where the period instance containing `now` began."""
+    utc = now.astimezone(UTC)
+    day = utc.replace(hour=0, minute=0, second=0, microsecond=0)
+    return day if period == "day" else day.replace(day=1)
+
+
+def usd(micros: int) -> str:
+    """Micros as dollars for people to read (never for arithmetic)."""
+    return f"${micros / 1_000_000:,.2f}"
+
+
+@dataclass(frozen=True)
+class Budget:
+    """One period instance of one scope's budget."""
+
+    scope: str
+    period: Period
+    period_start: datetime
+    limit_micros: int
+    spent_micros: int
+    held_micros: int
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> Budget:
+        return cls(
+            scope=row["scope"],
+            period=row["period"],
+            period_start=clock.from_ms(row["period_start"]),
+            limit_micros=row["limit_micros"],
+            spent_micros=row["spent_micros"],
+            held_micros=row["held_micros"],
+        )
+
+    @property
+    def remaining_micros(self) -> int:
+        """limit - spent - held; negative only after a provider overran its worst case."""
+        return self.limit_micros - self.spent_micros - self.held_micros
+
+    @property
+    def pct_used(self) -> float:
+        """Spent as a percentage of the limit (a zero limit with spend counts as 100)."""
+        if self.limit_micros == 0:
+            return 100.0 if self.spent_micros else 0.0
+        return 100.0 * self.spent_micros / self.limit_micros
+
+    @property
+    def label(self) -> str:
+        return f"{self.scope}/{self.period} from {self.period_start:%Y-%m-%d}"
+
+
+@dataclass(frozen=True)
+class Hold:
+    """What one claim holds (or held) against one budget row."""
+
+    scope: str
+    period: Period
+    period_start: datetime
+    micros: int
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> Hold:
+        return cls(row["scope"], row["period"], clock.from_ms(row["period_start"]), row["micros"])
+
+    def key(self) -> dict[str, Any]:
+        return {
+            "scope": self.scope,
+            "period": self.period,
+            "period_start": clock.to_ms(self.period_start),
+        }
+
+
+def _rows(conn: sqlite3.Connection, query: str, params: dict[str, Any]) -> list[sqlite3.Row]:
+    cursor = conn.execute(query, params)
+    cursor.row_factory = sqlite3.Row
+    return cursor.fetchall()
+
+
+def _row(conn: sqlite3.Connection, scope: str, period: str, start_ms: int) -> Budget | None:
+    found = _rows(conn, Q["get_row"], {"scope": scope, "period": period, "period_start": start_ms})
+    return Budget.from_row(found[0]) if found else None
+
+
+def set_budget_sync(
+    conn: sqlite3.Connection,
+    scope: str,
+    period: str,
+    limit_micros: int,
+    actor: str,
+    now: datetime,
+) -> Budget:
+    """Configure a limit (an operator action: one 'budget' event with its actor).
+
+    The limit applies to the period instance already open and to every later one.
+    A limit below what this period already spent or holds is refused: it would
+    break spent + held <= limit; setting exactly that figure stops new calls.
+    """
+    scope, kind = check_scope(scope), check_period(period)
+    if isinstance(limit_micros, bool) or not isinstance(limit_micros, int) or limit_micros < 0:
+        raise ValueError(f"limit_micros must be a whole number >= 0, got {limit_micros!r}")
+    start_ms = clock.to_ms(period_start(kind, now))
+    row = _row(conn, scope, kind, start_ms)
+    if row is not None and limit_micros < row.spent_micros + row.held_micros:
+        raise errors.Conflict(
+            f"{row.label} already has {row.spent_micros} micros spent and {row.held_micros} "
+            f"held; the limit must be at least {row.spent_micros + row.held_micros} micros"
+        )
+    before = _rows(conn, Q["get_limit"], {"scope": scope, "period": kind})
+    old = before[0]["limit_micros"] if before else None
+    params = {"scope": scope, "period": kind, "limit_micros": limit_micros}
+    conn.execute(Q["upsert_limit"], {**params, "actor": actor, "now": clock.to_ms(now)})
+    conn.execute(Q["ensure_row"], {**params, "period_start": start_ms})
+    conn.execute(Q["set_row_limit"], {**params, "period_start": start_ms})
+    events.append(
+        conn,
+        "budget",
+        f"{scope}/{kind}",
+        None if old is None else f"limit:{old}",
+        f"limit:{limit_micros}",
+        actor,
+        now,
+        reason=f"{kind} limit {usd(limit_micros)} ({limit_micros} micros)",
+    )
+    current = _row(conn, scope, kind, start_ms)
+    assert current is not None  # ensure_row just opened it
+    return current
+
+
+def configured_sync(conn: sqlite3.Connection, scopes: list[str]) -> list[tuple[str, Period]]:
+    """The (scope, period) pairs among `scopes` that have a limit configured."""
+    return [
+        (row["scope"], row["period"])
+        for row in _rows(conn, Q["limits_for"], {"scopes": json.dumps(scopes)})
+    ]
+
+
+def hold_sync(
+    conn: sqlite3.Connection,
+    claim_id: int,
+    pairs: list[tuple[str, Period]],
+    micros: int,
+    now: datetime,
+) -> list[Hold]:
+    """Hold `micros` in the current instance of every pair, or raise and hold nothing."""
+    rows = []
+    for scope, period in pairs:
+        start_ms = clock.to_ms(period_start(period, now))
+        key = {"scope": scope, "period": period, "period_start": start_ms}
+        conn.execute(Q["ensure_row"], key)
+        row = _row(conn, scope, period, start_ms)
+        assert row is not None  # the pair is configured, so ensure_row opened it
+        if micros > row.remaining_micros:
+            raise errors.BudgetExceeded(
+                f"budget {row.label} has {max(0, row.remaining_micros)} micros left "
+                f"(limit {row.limit_micros}, spent {row.spent_micros}, held {row.held_micros}); "
+                f"this call needs up to {micros}",
+                scope,
+                period,
+            )
+        rows.append(row)
+    holds = [Hold(row.scope, row.period, row.period_start, micros) for row in rows]
+    for hold in holds:
+        conn.execute(Q["add_hold"], {**hold.key(), "micros": micros})
+        conn.execute(Q["insert_claim_hold"], {**hold.key(), "micros": micros, "claim_id": claim_id})
+    return holds
+
+
+def holds_sync(conn: sqlite3.Connection, claim_id: int) -> list[Hold]:
+    return [Hold.from_row(row) for row in _rows(conn, Q["claim_holds"], {"claim_id": claim_id})]
+
+
+def release_sync(conn: sqlite3.Connection, claim_id: int) -> list[Hold]:
+    """Give every hold of a claim back to its budget row."""
+    holds = holds_sync(conn, claim_id)
+    for hold in holds:
+        conn.execute(Q["release_hold"], {**hold.key(), "micros": hold.micros})
+    return holds
+
+
+def settle_sync(
+    conn: sqlite3.Connection, claim_id: int, actual_micros: int, now: datetime
+) -> list[Budget]:
+    """held -= reserved and spent += actual in every row the claim held against.
+
+    Thresholds crossed by this spend queue their alerts in the same transaction.
+    """
+    after = []
+    for hold in holds_sync(conn, claim_id):
+        params = {**hold.key(), "micros": hold.micros, "actual": actual_micros}
+        found = _rows(conn, Q["settle_hold"], params)
+        row = Budget.from_row(found[0])
+        _alert_thresholds(conn, row, row.spent_micros - actual_micros, now)
+        after.append(row)
+    return after
+
+
+def _alert_thresholds(
+    conn: sqlite3.Connection, row: Budget, spent_before: int, now: datetime
+) -> None:
+    for pct in THRESHOLDS_PCT:
+        line = row.limit_micros * pct  # compare spent * 100 >= line: integers only
+        if not spent_before * 100 < line <= row.spent_micros * 100:
+            continue
+        level = "error" if pct >= 100 else "warning"
+        text = (
+            f"Budget {row.label}: {pct}% reached — spent {usd(row.spent_micros)} "
+            f"of {usd(row.limit_micros)} ({usd(row.held_micros)} held)"
+        )
+        key = f"budget:{row.scope}:{row.period}:{clock.to_ms(row.period_start)}:{pct}"
+        outbox.enqueue_sync(
+            conn, "alert", outbox.ALERTS, {"text": text, "level": level}, now, dedupe_key=key
+        )
+
+
+def alert_overrun(
+    conn: sqlite3.Connection, claim_id: int, reserved: int, actual: int, now: datetime
+) -> None:
+    """A provider charged more than the worst case held: spend is the truth; say so."""
+    text = (
+        f"Claim {claim_id} cost {usd(actual)} ({actual} micros), more than the "
+        f"{reserved} micros held for its worst case: check the price table and max_tokens"
+    )
+    outbox.enqueue_sync(
+        conn,
+        "alert",
+        outbox.ALERTS,
+        {"text": text, "level": "error"},
+        now,
+        dedupe_key=f"claim-overrun:{claim_id}",
+    )
+
+
+def current_sync(conn: sqlite3.Connection, now: datetime) -> list[Budget]:
+    params = {
+        "day_start": clock.to_ms(period_start("day", now)),
+        "month_start": clock.to_ms(period_start("month", now)),
+    }
+    return [Budget.from_row(row) for row in _rows(conn, Q["current"], params)]

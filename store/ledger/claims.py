@@ -1,0 +1,347 @@
+"""Budget claims: the rows, begin (reserve), start_provider (the gate), fail, recover.
+
+Callers use the async API in store/ledger/__init__.py; these `*_sync` functions run inside
+a write unit. Settling (complete, reconcile) lives in store/ledger/settle.py.
+
+Providers do not deduplicate retried generations, so this is the only place that
+can. The idempotency key is hashed with the endpoint; a replay of begin() with
+the same key and request returns the same work (never a new id), and the same
+key with a different request is a Conflict. A key is spent once: after its work
+was released or settled, a retry needs a new key. Every transition writes one
+'claim' event in the same transaction. The states: store/ledger/machine.py.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from store import clock, errors, events, outbox, sql
+from store.ledger import budgets
+from store.ledger import machine as lm
+from store.ledger.machine import ClaimState
+from store.ledger.prices import Usage
+from store.writer import savepoint
+
+Q = sql.load("claims")
+
+
+@dataclass(frozen=True)
+class Claim:
+    id: int
+    pipeline: str
+    item_id: int | None
+    item_hash: str | None
+    state: ClaimState
+    provider_allowed: bool
+    reserved_micros: int
+    actual_micros: int | None
+    lease_until: datetime
+    evidence: str | None
+    usage: Usage | None
+    reason: str | None
+    created_at: datetime
+    started_at: datetime | None
+    ended_at: datetime | None
+    request_digest: str
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> Claim:
+        usage = json.loads(row["usage"]) if row["usage"] else None
+        return cls(
+            id=row["id"],
+            pipeline=row["pipeline"],
+            item_id=row["item_id"],
+            item_hash=row["item_hash"],
+            state=ClaimState(row["state"]),
+            provider_allowed=bool(row["provider_allowed"]),
+            reserved_micros=row["reserved_micros"],
+            actual_micros=row["actual_micros"],
+            lease_until=clock.from_ms(row["lease_until"]),
+            evidence=row["evidence"],
+            usage=Usage(usage["input_tokens"], usage["output_tokens"]) if usage else None,
+            reason=row["reason"],
+            created_at=clock.from_ms(row["created_at"]),
+            started_at=clock.maybe_from_ms(row["started_at"]),
+            ended_at=clock.maybe_from_ms(row["ended_at"]),
+            request_digest=row["request_digest"],
+        )
+
+
+@dataclass(frozen=True)
+class Work:
+    """What begin() hands back: the one work id for this key, and what it may do."""
+
+    id: int
+    state: ClaimState
+    provider_allowed: bool
+    lease_until: datetime
+    reserved_micros: int
+    #: True when this key already had work: nothing was written by this call.
+    replayed: bool
+
+    @classmethod
+    def of(cls, claim: Claim, replayed: bool) -> Work:
+        return cls(
+            claim.id,
+            claim.state,
+            claim.provider_allowed,
+            claim.lease_until,
+            claim.reserved_micros,
+            replayed,
+        )
+
+
+def idem_hash(endpoint: str, key: str) -> str:
+    """sha256("<endpoint>\\x00<key>"): the same key on two endpoints is two keys."""
+    return hashlib.sha256(f"{endpoint}\x00{key}".encode()).hexdigest()
+
+
+def request_digest(pipeline: str, item_id: int | None, request: dict[str, Any]) -> str:
+    """sha256 of the canonical JSON of what is asked (pipeline and item included)."""
+    try:
+        canonical = json.dumps(
+            {"pipeline": pipeline, "item_id": item_id, "request": request},
+            sort_keys=True,
+            separators=(",", ":"),
+            ensure_ascii=False,
+            allow_nan=False,
+        )
+    except (TypeError, ValueError) as exc:
+        raise ValueError(
+            f"the request must be plain JSON data (dict, list, str, number): {exc}"
+        ) from exc
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def check_micros(name: str, value: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{name} must be a whole number of micros >= 0, got {value!r}")
+    return value
+
+
+def one_sync(conn: sqlite3.Connection, query: str, params: dict[str, Any]) -> Claim | None:
+    """Run a query that returns at most one claims row."""
+    cursor = conn.execute(query, params)
+    cursor.row_factory = sqlite3.Row
+    row = cursor.fetchone()
+    return Claim.from_row(row) if row else None
+
+
+def get_sync(conn: sqlite3.Connection, claim_id: int) -> Claim:
+    claim = one_sync(conn, Q["get"], {"id": claim_id})
+    if claim is None:
+        raise errors.NotFound(f"no budget claim {claim_id}")
+    return claim
+
+
+def by_key_sync(conn: sqlite3.Connection, endpoint: str, key: str) -> Claim | None:
+    """The claim begun under this idempotency key, if any (nothing is written)."""
+    return one_sync(conn, Q["by_idem"], {"idem_hash": idem_hash(endpoint, key)})
+
+
+def item_hash_sync(conn: sqlite3.Connection, item_id: int) -> str:
+    """The item's content hash as stored now."""
+    row = conn.execute(Q["item_hash"], {"id": item_id}).fetchone()
+    if row is None:
+        raise errors.NotFound(f"no item {item_id} for a budget claim")
+    return str(row[0])
+
+
+def begin_sync(
+    conn: sqlite3.Connection,
+    key: str,
+    endpoint: str,
+    request: dict[str, Any],
+    worst_case_micros: int,
+    pipeline: str,
+    item_id: int | None,
+    now: datetime,
+    lease: timedelta,
+) -> Work:
+    """Find or create the work for an idempotency key; see the module docstring.
+
+    Holds go to every (scope, period) with a configured limit among the pipeline
+    and global, in the current UTC day and month. Only when neither scope has
+    any limit is the work created unbudgeted (provider_allowed false).
+    """
+    if not key or not endpoint:
+        raise ValueError("an idempotency key and an endpoint are both required")
+    if budgets.check_scope(pipeline) == budgets.GLOBAL:
+        raise ValueError("'global' is the budget scope of all pipelines, not a pipeline name")
+    check_micros("worst_case_micros", worst_case_micros)
+    if lease <= timedelta(0):
+        raise ValueError(f"the lease must be positive, got {lease}")
+    idem, digest = idem_hash(endpoint, key), request_digest(pipeline, item_id, request)
+    existing = one_sync(conn, Q["by_idem"], {"idem_hash": idem})
+    if existing is not None:
+        if existing.request_digest != digest:
+            raise errors.Conflict(
+                f"idempotency key {key!r} on {endpoint} was used for a different request "
+                f"(claim {existing.id}); use a new key for a new request"
+            )
+        return Work.of(existing, replayed=True)
+    with savepoint(conn, "begin_claim"):  # a BudgetExceeded leaves nothing behind
+        return Work.of(
+            _create(conn, idem, digest, worst_case_micros, pipeline, item_id, now, lease),
+            replayed=False,
+        )
+
+
+def _create(
+    conn: sqlite3.Connection,
+    idem: str,
+    digest: str,
+    worst: int,
+    pipeline: str,
+    item_id: int | None,
+    now: datetime,
+    lease: timedelta,
+) -> Claim:
+    item_hash = None if item_id is None else item_hash_sync(conn, item_id)
+    pairs = budgets.configured_sync(conn, [pipeline, budgets.GLOBAL])
+    state = ClaimState.RESERVED if pairs else ClaimState.UNBUDGETED
+    reason = (
+        f"holds {worst} micros in " + ", ".join(f"{s}/{p}" for s, p in pairs)
+        if pairs
+        else f"no budget configured for {pipeline!r} or global: provider not allowed"
+    )
+    params = {
+        "idem_hash": idem,
+        "request_digest": digest,
+        "pipeline": pipeline,
+        "item_id": item_id,
+        "item_hash": item_hash,
+        "state": state,
+        "provider_allowed": int(bool(pairs)),
+        "reserved_micros": worst if pairs else 0,
+        "lease_until": clock.to_ms(now + lease),
+        "reason": reason,
+        "now": clock.to_ms(now),
+    }
+    claim = one_sync(conn, Q["insert"], params)
+    assert claim is not None  # INSERT ... RETURNING always returns the row
+    budgets.hold_sync(conn, claim.id, pairs, claim.reserved_micros, now)
+    events.append(conn, "claim", claim.id, None, state, "system", now, reason=reason)
+    return claim
+
+
+def move_sync(
+    conn: sqlite3.Connection,
+    claim: Claim,
+    to: ClaimState,
+    actor: str,
+    now: datetime,
+    reason: str | None,
+) -> Claim:
+    assert lm.allowed(claim.state, to), f"{claim.state} -> {to} is not in TRANSITIONS"
+    params = {
+        "id": claim.id,
+        "from_state": claim.state,
+        "to_state": to,
+        "reason": reason,
+        "now": clock.to_ms(now),
+    }
+    moved = one_sync(conn, Q["move"], params)
+    if moved is None:  # unreachable with one writer; kept as the compare-and-set guard
+        raise errors.Conflict(f"claim {claim.id} changed underneath this transition")
+    events.append(conn, "claim", claim.id, claim.state, to, actor, now, reason=reason)
+    if to == ClaimState.UNCERTAIN:
+        _alert_uncertain(conn, moved, now)
+    return moved
+
+
+def _alert_uncertain(conn: sqlite3.Connection, claim: Claim, now: datetime) -> None:
+    """An uncertain hold stays until an operator reconciles it: tell them, once."""
+    item = f", item {claim.item_id}" if claim.item_id is not None else ""
+    text = (
+        f"💸 claim {claim.id} ({claim.pipeline}{item}) is uncertain: {claim.reason}. "
+        f"Its hold of {budgets.usd(claim.reserved_micros)} stays until you reconcile it "
+        f"with the provider's figure: gatehouse reconcile-claim {claim.id} <usd> <evidence>"
+    )
+    payload = {"text": text, "level": "error", "item_id": claim.item_id}
+    outbox.enqueue_sync(
+        conn, "alert", outbox.ALERTS, payload, now, dedupe_key=f"claim-uncertain:{claim.id}"
+    )
+
+
+def start_provider_sync(conn: sqlite3.Connection, work_id: int, now: datetime) -> Claim:
+    """The one gate: reserved -> started, only while the lease holds.
+
+    A second call raises (it must not authorize a second provider call); so does
+    an expired lease or a claim that never had a budget. Refusals change nothing.
+    """
+    claim = get_sync(conn, work_id)
+    if not claim.provider_allowed:
+        raise errors.IllegalTransition(
+            f"claim {work_id} has no budget configured; the provider is not allowed "
+            "(use the deterministic drafter)"
+        )
+    if claim.state != ClaimState.RESERVED:
+        raise errors.IllegalTransition(
+            f"claim {work_id} is {claim.state}; start_provider only authorizes a reserved "
+            "claim, once"
+        )
+    if now >= claim.lease_until:
+        raise errors.LeaseExpired(
+            f"claim {work_id}'s lease expired at {claim.lease_until.isoformat()}; "
+            "the provider call is not authorized (recover() will release the hold)"
+        )
+    return move_sync(conn, claim, ClaimState.STARTED, "system", now, "provider call authorized")
+
+
+def renew_sync(conn: sqlite3.Connection, work_id: int, now: datetime, lease: timedelta) -> Claim:
+    """Give a reserved claim a new lease, so a draft resumed after a crash may start it.
+
+    Only `reserved` qualifies: no provider call was authorized yet, so the hold is
+    simply kept longer (a reserved -> reserved event says so). Any other state is
+    refused and nothing changes.
+    """
+    claim = get_sync(conn, work_id)
+    if claim.state != ClaimState.RESERVED:
+        raise errors.IllegalTransition(
+            f"claim {work_id} is {claim.state}; only a reserved lease renews"
+        )
+    params = {"id": work_id, "lease_until": clock.to_ms(now + lease), "now": clock.to_ms(now)}
+    renewed = one_sync(conn, Q["renew"], params)
+    assert renewed is not None  # checked reserved above, with one writer
+    reason = f"lease renewed until {renewed.lease_until.isoformat()} to resume the draft"
+    events.append(conn, "claim", work_id, claim.state, claim.state, "system", now, reason=reason)
+    return renewed
+
+
+def fail_sync(
+    conn: sqlite3.Connection, work_id: int, reason: str, now: datetime, actor: str = "system"
+) -> Claim:
+    """Before start_provider the hold is released; after it the claim becomes uncertain.
+
+    Failing an uncertain, released or unbudgeted claim again changes nothing; a
+    settled claim cannot fail (Conflict).
+    """
+    claim = get_sync(conn, work_id)
+    target = lm.ON_FAIL.get(claim.state)
+    if target is None:
+        if claim.state == ClaimState.SETTLED:
+            raise errors.Conflict(f"claim {work_id} is already settled; it cannot fail")
+        return claim
+    if target == ClaimState.RELEASED:
+        budgets.release_sync(conn, claim.id)
+    return move_sync(conn, claim, target, actor, now, reason or "failed")
+
+
+def recover_sync(conn: sqlite3.Connection, now: datetime, batch: int) -> list[Claim]:
+    """Fail up to `batch` claims whose lease expired, as fail() would; uncertain ones stay."""
+    if batch < 1:
+        raise ValueError(f"batch must be at least 1, got {batch}")
+    cursor = conn.execute(Q["expired"], {"now": clock.to_ms(now), "batch": batch})
+    cursor.row_factory = sqlite3.Row
+    expired = [Claim.from_row(row) for row in cursor.fetchall()]
+    reason = "lease expired at {}"
+    return [
+        fail_sync(conn, c.id, reason.format(c.lease_until.isoformat()), now, "sweep")
+        for c in expired
+    ]

@@ -1,0 +1,159 @@
+"""What a paid LLM call produced, kept with its budget claim.
+
+    def unit(conn):
+        llm_outputs.save_sync(conn, claim.id, text, model, request_id, None, now)
+        ledger_settle.complete_sync(conn, claim.id, usage, cost, evidence, item_hash, now)
+    await store.write(unit)
+    kept = await llm_outputs.get(store, claim.id)     # None: the call left nothing
+    found = await llm_outputs.reusable(store, ENDPOINT, keys, item_id, digest, item_hash)
+
+The output is saved in the same transaction that settles (or marks uncertain) the
+claim, so a retry of the same attempt finds either both or neither: it reuses the
+text instead of paying for a second call. `error` holds the validation message of
+an output that was refused; the text stays for the operator to read.
+
+An output the provider answered with but no draft ever showed (a crash between the
+answer and the card, say) is reused by a later draft of the same item, in the same
+attempt or after a replay, unless it was refused: an operator asking for a fresh draft
+refuses it (`refuse_unshown_sync`).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from store import clock, sql
+from store import text as store_text
+from store.db import Store
+from store.ledger import claims
+from store.ledger.machine import ClaimState
+
+Q = sql.load("llm_outputs")
+
+
+@dataclass(frozen=True)
+class Output:
+    claim_id: int
+    text: str
+    model: str
+    request_id: str | None
+    #: Why the output was refused (validation or an unusable body); None when it was used.
+    error: str | None
+    created_at: datetime
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> Output:
+        return cls(
+            claim_id=row["claim_id"],
+            text=row["text"],
+            model=row["model"],
+            request_id=row["request_id"],
+            error=row["error"],
+            created_at=clock.from_ms(row["created_at"]),
+        )
+
+
+def save_sync(
+    conn: sqlite3.Connection,
+    claim_id: int,
+    text: str,
+    model: str,
+    request_id: str | None,
+    error: str | None,
+    now: datetime,
+) -> None:
+    """Record a claim's output inside the caller's unit; an existing record is kept.
+
+    Provider text that SQLite cannot hold is cleaned here, so the settlement in the
+    same unit always commits; the caller decides whether such an output is refused.
+    """
+    params = {
+        "claim_id": claim_id,
+        "text": store_text.clean(text),
+        "model": store_text.clean(model),
+        "request_id": None if request_id is None else store_text.clean(request_id),
+        "error": None if error is None else store_text.clean(error),
+        "now": clock.to_ms(now),
+    }
+    conn.execute(Q["save"], params)
+
+
+def get_sync(conn: sqlite3.Connection, claim_id: int) -> Output | None:
+    cursor = conn.execute(Q["get"], {"claim_id": claim_id})
+    cursor.row_factory = sqlite3.Row
+    row = cursor.fetchone()
+    return Output.from_row(row) if row else None
+
+
+async def get(store: Store, claim_id: int) -> Output | None:
+    return await store.read(lambda conn: get_sync(conn, claim_id))
+
+
+def reusable_sync(
+    conn: sqlite3.Connection,
+    endpoint: str,
+    keys: Sequence[str],
+    item_id: int,
+    request_digest: str,
+    item_hash: str,
+) -> tuple[claims.Claim, Output] | None:
+    """The output a draft may show instead of calling the provider, with its claim.
+
+    `keys` are the item's claim keys, newest attempt first; the newest claim found
+    decides. Its output is reusable when the provider answered (settled, or uncertain
+    for want of usage), nobody refused it, no draft of the item shows it yet, and it
+    answered the same request (model, limits, prompt) about the same content.
+    """
+    for key in keys:
+        claim = claims.by_key_sync(conn, endpoint, key)
+        if claim is None:
+            continue  # that attempt drafted without a claim (a reused output, a template)
+        kept = get_sync(conn, claim.id)
+        usable = (
+            kept is not None
+            and kept.error is None
+            and claim.state in (ClaimState.SETTLED, ClaimState.UNCERTAIN)
+            and (claim.request_digest, claim.item_hash) == (request_digest, item_hash)
+            and not shown_sync(conn, item_id, claim.id)
+        )
+        return (claim, kept) if usable and kept is not None else None
+    return None
+
+
+def shown_sync(conn: sqlite3.Connection, item_id: int, claim_id: int) -> bool:
+    """Whether a draft version of the item was made from this claim's output."""
+    params = {"item_id": item_id, "claim_id": claim_id}
+    return conn.execute(Q["shown"], params).fetchone() is not None
+
+
+async def unshown(store: Store, item_id: int) -> list[int]:
+    """Claims of the item whose kept, usable output no draft shows (what a replay reuses)."""
+    return await store.read(
+        lambda conn: [row[0] for row in conn.execute(Q["unshown"], {"item_id": item_id})]
+    )
+
+
+def refuse_unshown_sync(conn: sqlite3.Connection, item_id: int, reason: str) -> int:
+    """Refuse the item's kept outputs that no draft shows; returns how many."""
+    return conn.execute(Q["refuse_unshown"], {"item_id": item_id, "error": reason}).rowcount
+
+
+async def reusable(
+    store: Store,
+    endpoint: str,
+    keys: Sequence[str],
+    item_id: int,
+    request_digest: str,
+    item_hash: str,
+) -> tuple[claims.Claim, Output] | None:
+    return await store.read(
+        lambda conn: reusable_sync(conn, endpoint, keys, item_id, request_digest, item_hash)
+    )
+
+
+def prune_sync(conn: sqlite3.Connection, before: datetime, batch: int) -> int:
+    """Delete up to `batch` outputs recorded before `before` whose claim is over."""
+    return conn.execute(Q["prune"], {"cutoff": clock.to_ms(before), "batch": batch}).rowcount

@@ -1,0 +1,89 @@
+"""The queries behind /budget: budgets, uncertain holds, spend by pipeline.
+
+Read through `ledger.report(store, now)`; these run inside one read transaction.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from datetime import datetime
+
+from store import clock, sql
+from store.ledger import budgets
+
+Q = sql.load("ledger_report")
+
+
+@dataclass(frozen=True)
+class UncertainHold:
+    """A hold whose provider call may have been charged: reconcile it with evidence."""
+
+    claim_id: int
+    pipeline: str
+    item_id: int | None
+    item_state: str | None
+    reserved_micros: int
+    reason: str | None
+    started_at: datetime | None
+    since: datetime
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> UncertainHold:
+        return cls(
+            claim_id=row["id"],
+            pipeline=row["pipeline"],
+            item_id=row["item_id"],
+            item_state=row["item_state"],
+            reserved_micros=row["reserved_micros"],
+            reason=row["reason"],
+            started_at=clock.maybe_from_ms(row["started_at"]),
+            since=clock.from_ms(row["updated_at"]),
+        )
+
+
+@dataclass(frozen=True)
+class PipelineSpend:
+    pipeline: str
+    spent_micros: int
+    held_micros: int
+    claims: int
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> PipelineSpend:
+        return cls(row["pipeline"], row["spent_micros"], row["held_micros"], row["claims"])
+
+
+@dataclass(frozen=True)
+class Report:
+    budgets: list[budgets.Budget]
+    uncertain: list[UncertainHold]
+    #: Ranked by spend in the current UTC month (claims counted where they began).
+    pipelines: list[PipelineSpend]
+
+
+def _rows(conn: sqlite3.Connection, query: str, params: dict[str, object]) -> list[sqlite3.Row]:
+    cursor = conn.execute(query, params)
+    cursor.row_factory = sqlite3.Row
+    return cursor.fetchall()
+
+
+def uncertain_sync(conn: sqlite3.Connection, limit: int = 50) -> list[UncertainHold]:
+    return [UncertainHold.from_row(row) for row in _rows(conn, Q["uncertain"], {"limit": limit})]
+
+
+def pipelines_by_spend_sync(
+    conn: sqlite3.Connection, now: datetime, period: budgets.Period = "month"
+) -> list[PipelineSpend]:
+    since = clock.to_ms(budgets.period_start(budgets.check_period(period), now))
+    return [
+        PipelineSpend.from_row(r) for r in _rows(conn, Q["pipelines_by_spend"], {"since": since})
+    ]
+
+
+def report_sync(conn: sqlite3.Connection, now: datetime, uncertain_limit: int = 50) -> Report:
+    return Report(
+        budgets.current_sync(conn, now),
+        uncertain_sync(conn, uncertain_limit),
+        pipelines_by_spend_sync(conn, now),
+    )

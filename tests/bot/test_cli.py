@@ -1,0 +1,449 @@
+"""The `gatehouse` CLI as a subprocess against real SQLite files: reads beside a writer,
+writes through the running bot's control socket (or refused naming the writer's pid),
+audit verify on a tampered chain, backup, reconcile, and argument errors."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sqlite3
+import stat
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot import control
+from pipelines import operations as views
+from pipelines import runtime as runtime_mod
+from pipelines.dispatch import file as dispatch_file
+from store import datadir, db, drafts, events, info, items, ledger, outbox
+from store.machine import State
+from tests import running, snapshot
+
+PIPELINE = """\
+name: news
+schedule: 1h
+sources:
+  - type: folder
+    path: {notes}
+dispatch:
+  type: file
+  path: {out}
+"""
+
+
+@pytest.fixture
+def pipelines_dir(tmp_path: Path) -> Path:
+    (tmp_path / "notes").mkdir()
+    folder = tmp_path / "pipelines"
+    folder.mkdir()
+    text = PIPELINE.format(notes=tmp_path / "notes", out=tmp_path / "out")
+    (folder / "news.yaml").write_text(text)
+    return folder
+
+
+def env(data_dir: Path, pipelines_dir: Path) -> dict[str, str]:
+    return {
+        **{k: v for k, v in os.environ.items() if not k.startswith("GATEHOUSE_")},
+        "GATEHOUSE_DATA_DIR": str(data_dir),
+        "GATEHOUSE_PIPELINES_DIR": str(pipelines_dir),
+    }
+
+
+async def gatehouse(data_dir: Path, pipelines_dir: Path, *args: str) -> tuple[int, str, str]:
+    """Run the CLI in a subprocess without blocking this loop (a runtime may serve in it)."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bot.cli", *args,
+        cwd=data_dir.parent, env=env(data_dir, pipelines_dir),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await proc.communicate()
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+async def dropped_item(store: db.Store, now: datetime) -> items.Item:
+    source_id = f"{now:%H%M}.md"  # one item per minute of `now`
+    item = await items.create(store, "news", "notes", source_id, {"title": "A note"}, now)
+    assert item is not None
+    return await items.transition(store, item.id, State.FAILED, "system", now, reason="boom")
+
+
+async def tables_at(data_dir: Path) -> snapshot.Tables:
+    """Every table, read by a read-only store opened for the purpose."""
+    store = await db.Store.open(db.StoreConfig(data_dir=data_dir), readonly=True)
+    try:
+        return await snapshot.tables(store)
+    finally:
+        await store.close()
+
+
+@pytest.fixture
+async def runtime(data_dir: Path, pipelines_dir: Path) -> AsyncIterator[runtime_mod.Runtime]:
+    async with running.with_control(data_dir, pipelines_dir) as started:
+        yield started
+
+
+# -- writes while the bot runs --------------------------------------------------------------
+
+
+async def test_writes_go_through_the_running_bot(
+    runtime: runtime_mod.Runtime, data_dir: Path, pipelines_dir: Path, now: datetime
+) -> None:
+    sock = control.socket_path(data_dir)
+    assert stat.S_IMODE(sock.stat().st_mode) == 0o600
+    assert datadir.is_locked(data_dir) == os.getpid()  # this process is the one writer
+    item = await dropped_item(runtime.store, now - timedelta(minutes=5))
+
+    code, out, err = await gatehouse(data_dir, pipelines_dir, "set-budget", "global", "day", "7.5")
+    assert code == 0, err
+    assert f"pid {os.getpid()}" in err and "$7.50" in out
+    report = await ledger.report(runtime.store, datetime.now(UTC))
+    assert [(b.scope, b.period, b.limit_micros) for b in report.budgets] == [
+        ("global", "day", 7_500_000)
+    ]
+    (set_by,) = await events.for_entity(runtime.store, "budget", "global/day")
+    assert (set_by.actor, set_by.to_state) == ("cli", "limit:7500000")
+
+    code, out, err = await gatehouse(data_dir, pipelines_dir, "replay", str(item.id), "--json")
+    assert code == 0, err
+    assert json.loads(out)["attempt"] == 2
+    trail = await items.history(runtime.store, item.id)
+    replays = [e for e in trail if e.to_state == State.NEW and e.attempt == 2]
+    assert [e.actor for e in replays] == ["cli"]
+    # The replay asked the running scheduler for a run: the bot drafts it again.
+    for _ in range(500):
+        if (await items.get(runtime.store, item.id)).state == State.AWAITING_APPROVAL:
+            break
+        await asyncio.sleep(0.01)
+    assert (await items.get(runtime.store, item.id)).state == State.AWAITING_APPROVAL
+
+    # Refusals from the bot come back as a clear message and exit 2; nothing changes.
+    before = await snapshot.tables(runtime.store)
+    code, _, err = await gatehouse(data_dir, pipelines_dir, "replay", str(item.id))
+    assert code == 2 and "not dropped" in err and "awaiting_approval" in err
+    code, _, err = await gatehouse(data_dir, pipelines_dir, "pause", "nwes")
+    assert code == 2 and "Did you mean news" in err
+    assert await snapshot.tables(runtime.store) == before
+
+    code, out, err = await gatehouse(data_dir, pipelines_dir, "pause", "news")
+    assert code == 0 and "paused" in out, err
+    assert (await runtime.scheduler.states())["news"].paused
+    code, out, err = await gatehouse(data_dir, pipelines_dir, "sweep", "--days", "30", "--json")
+    assert code == 0 and json.loads(out) == {"deleted": 0}, err
+    code, out, err = await gatehouse(data_dir, pipelines_dir, "health")
+    assert code == 0 and f"pid {os.getpid()}" in out, err
+
+
+async def test_a_writer_without_a_socket_is_refused_by_pid(
+    store: db.Store, data_dir: Path, pipelines_dir: Path, now: datetime
+) -> None:
+    # A plain writer (no control socket) holds the lock in this process.
+    item = await dropped_item(store, now)
+    before = await snapshot.tables(store)
+    for args in (
+        ("set-budget", "global", "month", "20"),
+        ("replay", str(item.id)),
+        ("sweep", "--days", "1"),
+    ):
+        code, out, err = await gatehouse(data_dir, pipelines_dir, *args)
+        assert code == 2, (args, out, err)
+        assert f"pid {os.getpid()}" in err and "nothing was written" in err
+    assert await snapshot.tables(store) == before
+    assert (await ledger.report(store, now)).budgets == []
+    assert (await items.get(store, item.id)).attempt == 1
+    code, out, _ = await gatehouse(data_dir, pipelines_dir, "health", "--json")
+    assert code == 1 and "does not answer" in json.loads(out)["problem"]
+
+
+async def test_without_a_bot_the_cli_is_the_writer_for_the_command(
+    data_dir: Path, pipelines_dir: Path, now: datetime
+) -> None:
+    code, out, err = await gatehouse(data_dir, pipelines_dir, "set-budget", "news", "month", "3")
+    assert code == 0 and "news/month set to $3.00" in out, err
+    assert datadir.is_locked(data_dir) is None  # released when the command ended
+    store = await db.Store.open(db.StoreConfig(data_dir=data_dir), readonly=True)
+    try:
+        (budget,) = (await ledger.report(store, now)).budgets
+        assert (budget.scope, budget.limit_micros) == ("news", 3_000_000)
+    finally:
+        await store.close()
+
+
+async def test_reconcile_claim_settles_an_uncertain_hold_once(
+    data_dir: Path, pipelines_dir: Path, now: datetime
+) -> None:
+    store = await db.Store.open(db.StoreConfig(data_dir=data_dir))
+    try:
+        await ledger.set_budget(store, "global", "day", 1_000_000, "cli", now)
+        work = await ledger.begin(
+            store, "k", "chat", {"p": 1}, 50_000, "news", None, now, lease=timedelta(minutes=5)
+        )
+        await ledger.start_provider(store, work.id, now)
+        await ledger.fail(store, work.id, "timeout after the request was sent", now)
+        uncertain = await snapshot.tables(store)
+    finally:
+        await store.close()
+
+    code, _, err = await gatehouse(
+        data_dir, pipelines_dir, "reconcile-claim", str(work.id), "0.02", " "
+    )
+    assert code == 2 and "evidence is required" in err
+    assert await tables_at(data_dir) == uncertain
+    code, out, err = await gatehouse(
+        data_dir, pipelines_dir, "reconcile-claim", str(work.id), "0.02", "req_123"
+    )
+    assert code == 0 and f"claim {work.id} settled at $0.02" in out, err
+    code, out, err = await gatehouse(
+        data_dir, pipelines_dir, "reconcile-claim", str(work.id), "0.02", "req_123"
+    )
+    assert code == 0 and "already settled" in out, err
+    settled = await tables_at(data_dir)
+    code, _, err = await gatehouse(
+        data_dir, pipelines_dir, "reconcile-claim", str(work.id), "0.05", "req_123"
+    )
+    assert code == 2 and "already settled at 20000 micros; reconcile says 50000" in err
+    assert await tables_at(data_dir) == settled
+    store = await db.Store.open(db.StoreConfig(data_dir=data_dir), readonly=True)
+    try:
+        (day,) = (await ledger.report(store, now)).budgets
+        assert (day.spent_micros, day.held_micros) == (20_000, 0)
+    finally:
+        await store.close()
+
+
+# -- reads beside the writer ---------------------------------------------------------------
+
+
+async def test_reads_work_while_the_writer_holds_the_store(
+    store: db.Store, data_dir: Path, pipelines_dir: Path, now: datetime
+) -> None:
+    item = await dropped_item(store, now)
+    await ledger.set_budget(store, "global", "day", 1_000_000, "cli", now)
+
+    code, out, err = await gatehouse(data_dir, pipelines_dir, "status", "--json")
+    assert code == 0, err
+    status = json.loads(out)
+    assert status["writer_pid"] == os.getpid()
+    assert [p["name"] for p in status["overview"]["pipelines"]] == ["news"]
+
+    code, out, _ = await gatehouse(data_dir, pipelines_dir, "history", str(item.id))
+    assert code == 0 and "failed" in out and "gatehouse replay" in out
+    code, out, _ = await gatehouse(data_dir, pipelines_dir, "budget", "--json")
+    assert code == 0 and json.loads(out)["budgets"][0]["limit_micros"] == 1_000_000
+    code, out, _ = await gatehouse(data_dir, pipelines_dir, "status")
+    assert code == 0 and f"running as pid {os.getpid()}" in out
+    expected = {
+        ("pending",): "Nothing is awaiting approval.\n",
+        ("runs", "news"): "news: last 0 runs, newest first\n  no runs yet\n",
+        ("audit", "verify"): "ok: 3 events, the hash chain is intact\n",
+    }
+    before = await snapshot.tables(store)
+    for args, shown in expected.items():
+        code, out, err = await gatehouse(data_dir, pipelines_dir, *args)
+        assert (code, out) == (0, shown), (args, err)
+    assert await snapshot.tables(store) == before  # reads write nothing
+
+
+# -- audit, backup, reconcile ---------------------------------------------------------------
+
+
+def tamper(db_path: Path, event_id: int) -> None:
+    conn = sqlite3.connect(db_path)
+    try:
+        conn.execute("DROP TRIGGER events_no_update")
+        conn.execute("UPDATE events SET reason = 'nothing happened' WHERE id = ?", (event_id,))
+        conn.commit()
+    finally:
+        conn.close()
+
+
+async def test_audit_verify_names_an_event_edited_behind_the_programs_back(
+    data_dir: Path, pipelines_dir: Path, now: datetime
+) -> None:
+    store = await db.Store.open(db.StoreConfig(data_dir=data_dir))
+    try:
+        for minute in range(3):
+            await dropped_item(store, now + timedelta(minutes=minute))
+    finally:
+        await store.close()
+    code, out, _ = await gatehouse(data_dir, pipelines_dir, "audit", "verify")
+    assert code == 0 and "ok: 6 events" in out
+
+    tamper(data_dir / datadir.DB_NAME, 4)
+    code, out, _ = await gatehouse(data_dir, pipelines_dir, "audit", "verify")
+    assert code == 1 and "event 4" in out and "edited" in out
+    code, out, _ = await gatehouse(data_dir, pipelines_dir, "audit", "verify", "--json")
+    assert code == 1 and json.loads(out)["broken"]["event_id"] == 4
+
+
+async def test_backup_is_online_verified_and_never_overwrites(
+    store: db.Store, data_dir: Path, pipelines_dir: Path, tmp_path: Path, now: datetime
+) -> None:
+    for minute in range(20):
+        await dropped_item(store, now + timedelta(minutes=minute))
+    target = tmp_path / "backup.db"
+    code, out, err = await gatehouse(data_dir, pipelines_dir, "backup", str(target))
+    assert code == 0, err
+    assert "backup: 100%" in err and "row counts match" in out
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+    conn = sqlite3.connect(target)
+    try:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        copied = conn.execute("SELECT count(*) FROM items").fetchone()[0]
+        chain = events.verify_sync(conn)
+    finally:
+        conn.close()
+    assert copied == 20 and chain.ok and chain.checked == (await info.info(store)).rows["events"]
+
+    size = target.stat().st_size
+    code, _, err = await gatehouse(data_dir, pipelines_dir, "backup", str(target))
+    assert code == 2 and "already exists" in err
+    assert target.stat().st_size == size
+
+
+async def test_reconcile_finds_orphans_and_ghosts_and_fixes_them(
+    store: db.Store, data_dir: Path, pipelines_dir: Path, tmp_path: Path, now: datetime
+) -> None:
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    item = await items.create(store, "news", "notes", "b.md", {"title": "B"}, now)
+    assert item is not None
+
+    def dispatched(conn: sqlite3.Connection) -> None:
+        drafts.add_sync(conn, item.id, "approved text", {"drafter": "template"}, now)
+        payload = {"item_id": item.id, "attempt": 1, "version": 1, "pipeline": "news"}
+        row = outbox.enqueue_sync(conn, "dispatch", "news", payload, now, item_id=item.id)
+        conn.execute("UPDATE outbox SET state = 'sent' WHERE id = ?", (row,))
+
+    await store.write(dispatched)
+    (out_dir / "news-99-v1.md").write_text("---\nitem: 99\nidempotency_key: gh-abc\n---\n\nold\n")
+    (out_dir / "notes.md").write_text("someone else's file\n")
+
+    code, out, _ = await gatehouse(data_dir, pipelines_dir, "reconcile", "--json")
+    assert code == 1
+    (report,) = json.loads(out)
+    assert report["ghosts"] == [dispatch_file.file_name("news", item.id, 1)]
+    assert sorted(o["name"] for o in report["orphans"]) == ["news-99-v1.md", "notes.md"]
+
+    code, _, err = await gatehouse(data_dir, pipelines_dir, "reconcile", "--backfill")
+    assert "backfilled" in err
+    written = (out_dir / dispatch_file.file_name("news", item.id, 1)).read_text()
+    assert "approved text" in written and "idempotency_key: gh-" in written
+    code, out, _ = await gatehouse(data_dir, pipelines_dir, "reconcile", "--prune")
+    assert not (out_dir / "news-99-v1.md").exists()
+    assert (out_dir / "notes.md").exists() and "not gatehouse's" in out
+    assert code == 1  # the foreign file is still there, and still reported
+
+
+# -- arguments and units --------------------------------------------------------------------
+
+
+async def test_bad_arguments_say_what_is_valid(
+    data_dir: Path, pipelines_dir: Path, store: db.Store
+) -> None:
+    cases: list[tuple[tuple[str, ...], str]] = [
+        (("set-budget", "global", "week", "5"), "choose from 'day', 'month'"),
+        (("set-budget", "global", "day", "lots"), "give USD like 25"),
+        (("set-budget", "bad scope!", "day", "5"), "valid: 'global' or a pipeline name"),
+        (("history", "twelve"), "give a number like 12"),
+        (("history", "12345"), "no item 12345"),
+        (("runs", "nwes"), "Did you mean news"),
+        (("sweep", "--days", "0"), "at least 1"),
+        (("audit", "check"), "choose from 'verify'"),
+    ]
+    before = await snapshot.tables(store)
+    for args, expected in cases:
+        code, _, err = await gatehouse(data_dir, pipelines_dir, *args)
+        assert code == 2 and expected in err, (args, err)
+    assert await snapshot.tables(store) == before
+
+
+async def test_check_reports_pipeline_errors_with_file_and_line(
+    data_dir: Path, pipelines_dir: Path
+) -> None:
+    (pipelines_dir / "bad.yaml").write_text("name: bad\nschedule: 1h\nsources: []\nnope: 1\n")
+    code, out, _ = await gatehouse(data_dir, pipelines_dir, "check")
+    assert code == 1
+    assert "bad.yaml:4: nope:" in out and "GATEHOUSE_TELEGRAM__TOKEN" in out
+
+
+async def test_check_prints_hostile_files_as_errors_not_tracebacks(
+    data_dir: Path, pipelines_dir: Path
+) -> None:
+    bomb = ["a0: &a0 [lol]"]
+    bomb += [f"a{n}: &a{n} [{', '.join([f'*a{n - 1}'] * 9)}]" for n in range(1, 10)]
+    (pipelines_dir / "bomb.yaml").write_text("\n".join(bomb) + "\n")
+    (pipelines_dir / "deep.yaml").write_text("name: deep\nx: " + "[" * 20_000 + "]" * 20_000)
+    code, out, err = await gatehouse(data_dir, pipelines_dir, "check", "--json")
+    assert code == 1 and "Traceback" not in out + err
+    problems = json.loads(out)["problems"]
+    assert f"{pipelines_dir / 'bomb.yaml'}:" in problems[0]
+    assert "expands to more than 20000 values through its aliases" in problems[0]
+    assert problems[1] == f"{pipelines_dir / 'deep.yaml'}:2: nested more than 64 levels deep"
+    assert json.loads(out)["pipelines"] == ["news"]
+
+
+async def test_check_refuses_a_quorum_the_operators_cannot_reach(
+    data_dir: Path, pipelines_dir: Path
+) -> None:
+    (data_dir.parent / ".env").write_text("GATEHOUSE_TELEGRAM__OPERATORS=11,12\n")
+    text = (pipelines_dir / "news.yaml").read_text()
+    (pipelines_dir / "news.yaml").write_text(
+        text + "approval:\n  quorum: 99999999999999999999999\n"
+    )
+    code, out, err = await gatehouse(data_dir, pipelines_dir, "check", "--json")
+    assert code == 1 and "Traceback" not in out + err
+    problems = json.loads(out)["problems"]
+    assert problems[0] == (
+        f"{pipelines_dir / 'news.yaml'}:10: approval.quorum: quorum 99999999999999999999999"
+        " can never be reached: 2 bot operators (GATEHOUSE_TELEGRAM__OPERATORS) may approve;"
+        " use a quorum from 1 to 2"
+    )
+    assert json.loads(out)["pipelines"] == []
+
+
+@pytest.mark.parametrize(
+    ("text", "micros"), [("25", 25_000_000), ("$12.50", 12_500_000), ("0.000001", 1), ("0", 0)]
+)
+def test_parse_usd(text: str, micros: int) -> None:
+    assert views.parse_usd(text) == micros
+
+
+@pytest.mark.parametrize("text", ["-1", "1e400", "nan", "1.0000001", "2000000"])
+def test_parse_usd_refuses(text: str) -> None:
+    with pytest.raises(views.Invalid):
+        views.parse_usd(text)
+
+
+def test_plain_makes_views_json_ready(now: datetime) -> None:
+    value: Any = views.plain({"at": now, "state": State.NEW, "path": Path("/x"), "t": (1, 2)})
+    assert json.loads(json.dumps(value)) == {
+        "at": now.isoformat(), "state": "new", "path": "/x", "t": [1, 2],
+    }  # fmt: skip
+
+
+def test_the_cli_and_pipeline_files_load_without_the_engine(tmp_path: Path) -> None:
+    # A new interpreter: what `gatehouse status` imports to read the settings and a
+    # pipeline file with an interval, a feed and a webhook (no cron line, no schema).
+    (tmp_path / "p.yaml").write_text(
+        "name: p\nschedule: 5m\nsources:\n  - type: rss\n    url: http://127.0.0.1:9/f.xml\n"
+        "dispatch:\n  type: webhook\n  url: http://127.0.0.1:9/hook\n"
+    )
+    code = (
+        "import sys; from pathlib import Path; import bot.cli.main; from pipelines import config\n"
+        f"assert config.load_dir(Path({str(tmp_path)!r})).pipelines\n"
+        "engine = ('httpx', 'feedparser', 'telegram', 'aioimaplib', 'aiosmtplib', 'croniter',"
+        " 'jsonschema', 'pipelines.engine')\n"
+        "print(sorted(name for name in engine if name in sys.modules))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert done.stdout.strip() == "[]"

@@ -1,0 +1,151 @@
+"""What the operator reads: Telegram (HTML) and CLI (plain tables) views of one real store.
+
+One store holds an item awaiting approval, two budgets, an uncertain hold and a green
+then a red run; each rendering is compared with the exact text an operator sees.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from bot import render
+from bot.cli import output as cli_output
+from pipelines import operations as views
+from store import db, drafts, items, ledger, runs
+from store.machine import State
+
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+AGO = {n: NOW - timedelta(hours=n) for n in (1, 2, 3, 5)}
+
+
+@pytest.fixture
+async def world(store: db.Store) -> AsyncIterator[db.Store]:
+    item = await items.create(store, "news", "feed", "guid-1", {"title": "Tom & <Jerry>"}, AGO[3])
+    assert item is not None
+    await items.transition(store, item.id, State.DRAFTING, "system", AGO[3])
+
+    def unit(conn: sqlite3.Connection) -> None:
+        drafts.add_sync(conn, item.id, "text", {"drafter": "template"}, AGO[2])
+        items.transition_sync(conn, item.id, State.AWAITING_APPROVAL, "system", AGO[2])
+
+    await store.write(unit)
+    await ledger.set_budget(store, "global", "day", 10_000_000, "cli", NOW)
+    await ledger.set_budget(store, "news", "month", 2_000_000, "cli", NOW)
+    work = await ledger.begin(
+        store, "k", "chat", {"p": 1}, 50_000, "news", item.id, AGO[1], timedelta(minutes=5)
+    )
+    await ledger.start_provider(store, work.id, AGO[1])
+    await ledger.fail(store, work.id, "timeout after sending", AGO[1])
+    ok = await runs.start_run(store, "news", "schedule", AGO[5])
+    await runs.finish_run(
+        store, ok, "ok", runs.Counts(3, 2, 2, 0), None, AGO[5] + timedelta(seconds=4)
+    )
+    bad = await runs.start_run(store, "news", "manual", NOW - timedelta(minutes=30))
+    await runs.finish_run(
+        store,
+        bad,
+        "error",
+        runs.Counts(),
+        "feed answered 503 <Unavailable>",
+        NOW - timedelta(minutes=29),
+    )
+    yield store
+
+
+async def test_budget_with_an_uncertain_hold(world: db.Store) -> None:
+    report = await views.budget(world, NOW)
+    assert render.budget(report, NOW) == (
+        "<b>budgets</b> (spent / held / remaining of limit; bar: █ spent ▒ held)\n"
+        "• global today: $0.00 / $0.05 / $9.95 of $10.00 (0% used)\n"
+        "  <code>▒░░░░░░░░░░░░░░░░░░░</code>\n"
+        "• news this month: $0.00 / $0.05 / $1.95 of $2.00 (0% used)\n"
+        "  <code>▒░░░░░░░░░░░░░░░░░░░</code>\n"
+        "\n⚠️ <b>1 uncertain holds</b> (settle: gatehouse reconcile-claim):\n"
+        "• claim 1 news item 1 (awaiting_approval): $0.05 since 60m ago; timeout after sending"
+    )
+    assert cli_output.budget(report, NOW) == (
+        "scope   period  spent  held   remaining  limit   used\n"
+        "global  day     $0.00  $0.05  $9.95      $10.00  0%\n"
+        "news    month   $0.00  $0.05  $1.95      $2.00   0%\n"
+        "\n1 uncertain holds (settle each: gatehouse reconcile-claim):\n"
+        "claim  pipeline  item  reserved  since    reason\n"
+        "    1  news         1  $0.05     60m ago  timeout after sending"
+    )
+
+
+def test_the_budget_bar_shows_spent_and_held_shares_of_the_limit() -> None:
+    assert render.bar(25, 25, 100, cells=8) == "██▒▒░░░░"
+    assert render.bar(0, 0, 100, cells=4) == "░░░░"
+    assert render.bar(1, 1, 1000, cells=4) == "█▒░░"  # any spend or hold shows
+    # An overrun fills the bar and never grows it; a zero limit with spend is full.
+    assert render.bar(150, 10, 100, cells=4) == "████"
+    assert render.bar(1, 0, 0, cells=4) == "████"
+
+
+async def test_runs_with_the_last_green_and_the_first_red(world: db.Store) -> None:
+    found = await views.pipeline_runs(world, "news")
+    assert render.status_pipeline("news", found.recent, found.window, NOW) == (
+        "<b>news</b>: last 2 runs, newest first\n"
+        "  #2 manual: 🔴 error 30m ago (fetched 0, new 0, drafted 0, failed 0): "
+        "feed answered 503 &lt;Unavailable&gt;\n"
+        "  #1 schedule: 🟢 ok 5h00m ago (fetched 3, new 2, drafted 2, failed 0)\n"
+        "last green: #1 5h00m ago\n"
+        "first red after it: #2 30m ago"
+    )
+    assert cli_output.pipeline_runs(found, NOW) == (
+        "news: last 2 runs, newest first\n"
+        "run  trigger   status  started               took  fetched  new  drafted  failed"
+        "  error\n"
+        "#2   manual    error   2026-11-30 11:30 UTC  60s         0    0        0       0"
+        "  feed answered 503 <Unavailable>\n"
+        "#1   schedule  ok      2026-11-30 07:00 UTC  4s          3    2        2       0\n"
+        "last green: #1 5h00m ago\n"
+        "first red after it: #2 30m ago"
+    )
+    overview = render.status_overview(await views.overview(world, ["news"], NOW))
+    assert overview.startswith(
+        "<b>gatehouse status</b>\n\n<b>news</b>\n"
+        "  last run: 🔴 error 30m ago (fetched 0, new 0, drafted 0, failed 0): "
+        "feed answered 503 &lt;Unavailable&gt;\n"
+        "  next due: not scheduled\n"
+        "  awaiting approval: 1 · breaches: 0\n\nstore WAL: "
+    )
+
+
+async def test_pending_and_history(world: db.Store) -> None:
+    waiting = await views.pending(world)
+    assert render.pending(waiting, {1: 77}, NOW) == (
+        "<b>1 awaiting approval</b>, oldest first\n"
+        "• item 1 <b>news</b> v1: Tom &amp; &lt;Jerry&gt; · waiting 2h00m → card message 77"
+    )
+    assert cli_output.pending(waiting, NOW) == (
+        "item  pipeline  version  waiting  title\n   1  news      v1       2h00m    Tom & <Jerry>"
+    )
+    found = await views.history(world, 1)
+    assert render.history(found.item, found.events) == (
+        "<b>item 1</b> (news): awaiting_approval\n"
+        "  2026-11-30 09:00 UTC · → new by system (attempt 1): fetched\n"
+        "  2026-11-30 09:00 UTC new → drafting by system (attempt 1)\n"
+        "  2026-11-30 10:00 UTC drafting → awaiting_approval by system (attempt 1)"
+    )
+    assert cli_output.history(found) == (
+        "item 1 (news): awaiting_approval, attempt 1\n"
+        "event  at                    from      to                 by      attempt  reason\n"
+        "    1  2026-11-30 09:00 UTC  ·         new                system        1  fetched\n"
+        "    2  2026-11-30 09:00 UTC  new       drafting           system        1\n"
+        "    3  2026-11-30 10:00 UTC  drafting  awaiting_approval  system        1"
+    )
+
+
+@pytest.mark.parametrize(
+    ("seconds", "shown"),
+    [(0, "0s ago"), (89, "89s ago"), (90, "1m ago"), (5399, "89m ago"), (5400, "1h30m ago"),
+     (48 * 3600 - 1, "47h59m ago"), (48 * 3600, "2d ago"), (-120, "in 2m")],
+)  # fmt: skip
+def test_ages_read_naturally(seconds: int, shown: str) -> None:
+    assert render.age(NOW - timedelta(seconds=seconds), NOW) == shown
+    assert render.age(None, NOW) == "never"

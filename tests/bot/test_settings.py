@@ -1,0 +1,111 @@
+"""Settings: bad values are reported by variable name and reason, never by value."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import typing
+from pathlib import Path
+
+import pytest
+from pydantic import BaseModel
+
+from bot import settings
+
+
+def test_defaults_and_nesting(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("GATEHOUSE_TELEGRAM__OPERATORS", "11, 22")
+    monkeypatch.setenv("GATEHOUSE_TELEGRAM__TOKEN", "123:secret-token")
+    monkeypatch.setenv("GATEHOUSE_STORE__SYNCHRONOUS", "NORMAL")
+    loaded = settings.load()
+    assert loaded.telegram.operators == [11, 22]
+    assert loaded.store.synchronous == "NORMAL"
+    assert loaded.data_dir == Path("data")
+    assert "secret-token" not in repr(loaded)
+
+
+def test_dotenv_file_is_read(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".env").write_text("GATEHOUSE_DATA_DIR=/srv/gatehouse\n")
+    assert settings.load().data_dir == Path("/srv/gatehouse")
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "reason"),
+    [
+        ("GATEHOUSE_STORE__SYNCHRONOUS", "s3cr3t-VALUE", "must be one of 'FULL' or 'NORMAL'"),
+        ("GATEHOUSE_TELEGRAM__OPERATORS", "12,s3cr3t-VALUE", "must be Telegram user ids"),
+        ("GATEHOUSE_TELEGRAM__WEBHOOK_PORT", "s3cr3t-VALUE", "must be a whole number"),
+        ("GATEHOUSE_TELEGRAM__WEBHOOK_PORT", "-1", "must be at least 1"),
+    ],
+)
+def test_bad_setting_names_the_path_not_the_value(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, name: str, value: str, reason: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(name, value)
+    with pytest.raises(settings.SettingsInvalid) as caught:
+        settings.load()
+    message = str(caught.value)
+    assert f"{name}: {reason}" in message.splitlines()[1]
+    assert "Input should" not in message  # pydantic's wording is translated
+    assert "s3cr3t-VALUE" not in message
+
+
+def test_cli_exits_2_on_a_bad_setting(tmp_path: Path) -> None:
+    env = {**os.environ, "GATEHOUSE_STORE__SYNCHRONOUS": "s3cr3t-VALUE"}
+    done = subprocess.run(
+        [sys.executable, "-m", "bot.cli", "status"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 2
+    assert "GATEHOUSE_STORE__SYNCHRONOUS" in done.stderr
+    assert "s3cr3t-VALUE" not in done.stderr + done.stdout
+    assert not (tmp_path / "data").exists()
+
+
+def test_cli_exits_2_on_an_unsafe_data_dir(tmp_path: Path) -> None:
+    loose = tmp_path / "loose"
+    loose.mkdir(mode=0o755)
+    loose.chmod(0o755)
+    env = {**os.environ, "GATEHOUSE_DATA_DIR": str(loose)}
+    done = subprocess.run(
+        [sys.executable, "-m", "bot.cli", "status"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 2
+    assert "chmod 700" in done.stderr
+
+
+def _variables(model: type[BaseModel], prefix: str) -> list[str]:
+    names = []
+    for name, field in model.model_fields.items():
+        annotation = field.annotation
+        nested = [
+            a
+            for a in typing.get_args(annotation) or (annotation,)
+            if isinstance(a, type) and issubclass(a, BaseModel)
+        ]
+        if nested and name != "prices":
+            names += _variables(nested[0], f"{prefix}{name.upper()}__")
+        else:
+            names.append(prefix + name.upper())
+    return names
+
+
+def test_env_example_documents_every_setting() -> None:
+    documented = (Path(__file__).resolve().parents[2] / ".env.example").read_text()
+    variables = _variables(settings.Settings, settings.ENV_PREFIX)
+    assert len(variables) > 20
+    missing = [name for name in variables if f"{name}=" not in documented]
+    assert missing == []

@@ -1,0 +1,458 @@
+"""The dispatch worker: approved drafts out to a local webhook over real sockets, real SQLite."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import httpx
+import pytest
+
+from pipelines import approval, config, dispatch, engine, workers
+from pipelines.dispatch import dispatcher
+from pipelines.dispatch import webhook as dispatch_webhook
+from store import db, items, machine, outbox
+from store.machine import State
+from tests.fakes.feed_server import FeedServer
+from tests.fakes.feeds import rss
+from tests.fakes.webhook_server import Reply, WebhookServer
+
+PIPELINE = """
+name: news
+schedule: 5m
+sources:
+  - type: rss
+    url: {feed}
+    scope: s0
+approval:
+  window: 2h
+dispatch:
+  type: webhook
+  url: {hook}
+  timeout: 5
+"""
+
+
+@pytest.fixture
+def feeds() -> Iterator[FeedServer]:
+    with FeedServer() as server:
+        server.set("/feed.xml", rss([("a1", "Launch", "The product launches on Monday.")]))
+        yield server
+
+
+@pytest.fixture
+def hook() -> Iterator[WebhookServer]:
+    with WebhookServer() as server:
+        yield server
+
+
+@pytest.fixture
+def pipeline(tmp_path: Path, feeds: FeedServer, hook: WebhookServer) -> config.Pipeline:
+    (tmp_path / "news.yaml").write_text(PIPELINE.format(feed=feeds.url("/feed.xml"), hook=hook.url))
+    loaded = config.load_dir(tmp_path)
+    assert not loaded.errors, config.format_errors(loaded.errors)
+    return loaded.pipelines["news"]
+
+
+async def approved_item(
+    store: db.Store, pipeline: config.Pipeline, client: httpx.AsyncClient, now: datetime
+) -> items.Item:
+    """Fetch, draft (template drafter) and approve one item; returns it approved."""
+    eng = engine.Engine(store, {"news": pipeline}, client=client)
+    await eng.tick("news", "schedule", now)
+    [item] = await items.in_state(store, State.AWAITING_APPROVAL, "news")
+    decision = await approval.decide(
+        store, pipeline, item.id, item.attempt, item.version, 7, "approve", now
+    )
+    assert decision.outcome == "approved"
+    return decision.item
+
+
+#: How many 10 ms looks a test takes before it gives up waiting (pytest-timeout is the backstop).
+POLLS = 3000
+
+
+async def eventually(check: Callable[[], bool]) -> None:
+    for _ in range(POLLS):
+        if check():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the condition never held")
+
+
+async def run(
+    store: db.Store, pipeline: config.Pipeline, client: httpx.AsyncClient, now: datetime
+) -> int:
+    return await dispatcher.run_once(store, {"news": pipeline}, client, now, rng=random.Random(1))
+
+
+async def test_an_approved_draft_is_dispatched_once_with_its_key(
+    store: db.Store,
+    pipeline: config.Pipeline,
+    client: httpx.AsyncClient,
+    hook: WebhookServer,
+    now: datetime,
+) -> None:
+    item = await approved_item(store, pipeline, client, now)
+    assert await run(store, pipeline, client, now) == 1
+    [sent] = hook.requests
+    assert sent.headers["idempotency-key"] == dispatch.idempotency_key("news", item.id, 1, 1)
+    assert sent.json()["text"].startswith("Launch\n\nThe product launches on Monday.")
+    done = await items.get(store, item.id)
+    assert done.state == State.DISPATCHED
+    history = [e.to_state for e in await items.history(store, item.id)]
+    assert history[-3:] == ["approved", "dispatching", "dispatched"]
+    [row] = await outbox.for_item(store, item.id, "dispatch")
+    assert (row.state, row.external_id) == ("sent", "1")
+    assert await run(store, pipeline, client, now + timedelta(hours=1)) == 0
+    assert len(hook.requests) == 1
+
+
+async def test_the_card_says_where_the_post_went_in_the_dispatching_unit(
+    store: db.Store,
+    pipeline: config.Pipeline,
+    client: httpx.AsyncClient,
+    hook: WebhookServer,
+    now: datetime,
+) -> None:
+    item = await approved_item(store, pipeline, client, now)
+    await run(store, pipeline, client, now)
+    newest, approved = await outbox.for_item(store, item.id, "card_edit")
+    assert approved.payload["status"].startswith("✅ approved by 7")
+    assert newest.payload["state"] == "dispatched"
+    assert newest.payload["status"] == (
+        f"✅ approved by 7 · 📤 dispatched at {now:%H:%M} UTC: "
+        f"webhook {dispatch_webhook.endpoint(hook.url)} answered 200"
+    )
+
+
+async def test_a_forced_replay_is_a_new_attempt_with_a_new_key(
+    store: db.Store,
+    pipeline: config.Pipeline,
+    client: httpx.AsyncClient,
+    hook: WebhookServer,
+    now: datetime,
+) -> None:
+    item = await approved_item(store, pipeline, client, now)
+    await run(store, pipeline, client, now)
+    await items.replay(
+        store, item.id, "operator:7", now + timedelta(minutes=1), "again", force=True
+    )
+    again = await approved_item(store, pipeline, client, now + timedelta(minutes=2))
+    assert (again.attempt, again.version) == (2, 2)
+    await run(store, pipeline, client, now + timedelta(minutes=3))
+    first, second = (r.headers["idempotency-key"] for r in hook.requests)
+    assert first != second
+    assert second == dispatch.idempotency_key("news", item.id, 2, 2)
+    assert (await items.get(store, item.id)).state == State.DISPATCHED
+
+
+async def test_a_dispatch_retried_after_a_crash_sends_the_same_key(
+    data_dir: Path,
+    pipeline: config.Pipeline,
+    client: httpx.AsyncClient,
+    hook: WebhookServer,
+    now: datetime,
+) -> None:
+    store = await db.Store.open(db.StoreConfig(data_dir=data_dir))
+    item = await approved_item(store, pipeline, client, now)
+    # The webhook takes the delivery but the process dies before it records the answer.
+    hook.script(Reply(200, b'{"id": "late"}', delay=30))
+    crashed = asyncio.create_task(run(store, pipeline, client, now))
+    await eventually(lambda: bool(hook.requests))
+    crashed.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await crashed
+    await store.close()
+
+    store = await db.Store.open(db.StoreConfig(data_dir=data_dir))
+    try:
+        assert (await items.get(store, item.id)).state == State.DISPATCHING
+        assert await run(store, pipeline, client, now + timedelta(minutes=1)) == 1
+        first, second = (r.headers["idempotency-key"] for r in hook.requests)
+        assert first == second == dispatch.idempotency_key("news", item.id, 1, 1)
+        history = [e.to_state for e in await items.history(store, item.id)]
+        assert history.count("dispatching") == 1 and history[-1] == "dispatched"
+    finally:
+        await store.close()
+
+
+async def test_a_transient_failure_is_retried_later_with_the_same_key(
+    store: db.Store,
+    pipeline: config.Pipeline,
+    client: httpx.AsyncClient,
+    hook: WebhookServer,
+    now: datetime,
+) -> None:
+    item = await approved_item(store, pipeline, client, now)
+    hook.script(Reply(503, b"busy", {"Retry-After": "900"}))
+    await run(store, pipeline, client, now)
+    assert (await items.get(store, item.id)).state == State.DISPATCHING
+    [row] = await outbox.for_item(store, item.id, "dispatch")
+    assert row.state == "pending" and row.attempts == 1
+    assert row.next_attempt_at >= now + timedelta(seconds=900)
+    assert row.last_error is not None and "503" in row.last_error
+    assert await run(store, pipeline, client, now + timedelta(minutes=5)) == 0  # not due yet
+    await run(store, pipeline, client, now + timedelta(minutes=20))
+    assert (await items.get(store, item.id)).state == State.DISPATCHED
+    first, second = (r.headers["idempotency-key"] for r in hook.requests)
+    assert first == second
+
+
+async def test_a_refusal_fails_the_item_with_the_reason_and_an_alert(
+    store: db.Store,
+    pipeline: config.Pipeline,
+    client: httpx.AsyncClient,
+    hook: WebhookServer,
+    now: datetime,
+) -> None:
+    item = await approved_item(store, pipeline, client, now)
+    hook.script(Reply(422, b"missing field"))
+    await run(store, pipeline, client, now)
+    failed = await items.get(store, item.id)
+    assert failed.state == State.FAILED
+    last = (await items.history(store, item.id))[-1]
+    assert last.reason is not None and "422" in last.reason and last.reason.startswith("dispatch:")
+    [alert] = await outbox.due(store, now, ["alert"])
+    assert "was not dispatched" in alert.payload["text"] and "422" in alert.payload["text"]
+    [row] = await outbox.for_item(store, item.id, "dispatch")
+    assert row.state == "failed" and len(hook.requests) == 1
+
+
+async def test_transient_failures_give_up_after_max_attempts(
+    store: db.Store,
+    pipeline: config.Pipeline,
+    client: httpx.AsyncClient,
+    hook: WebhookServer,
+    now: datetime,
+) -> None:
+    item = await approved_item(store, pipeline, client, now)
+    hook.script(*[Reply(500) for _ in range(dispatch.MAX_ATTEMPTS)])
+    for n in range(dispatch.MAX_ATTEMPTS + 2):
+        await run(store, pipeline, client, now + timedelta(hours=n))
+    assert len(hook.requests) == dispatch.MAX_ATTEMPTS
+    failed = await items.get(store, item.id)
+    assert failed.state == State.FAILED and failed.reason is not None
+    assert f"gave up after {dispatch.MAX_ATTEMPTS} attempts" in failed.reason
+    assert len(await outbox.due(store, now + timedelta(days=1), ["alert"])) == 1
+
+
+async def test_the_worker_dispatches_until_stopped(
+    store: db.Store,
+    pipeline: config.Pipeline,
+    client: httpx.AsyncClient,
+    hook: WebhookServer,
+    now: datetime,
+) -> None:
+    item = await approved_item(store, pipeline, client, now)
+
+    class FakeRuntime:  # the four things the worker reads from pipelines.runtime.Runtime
+        def __init__(self) -> None:
+            self.store, self.pipelines, self.client = store, {"news": pipeline}, client
+            self.workers = workers.Registry(store, lambda: now)
+
+        def now(self) -> datetime:
+            return now
+
+    stop = asyncio.Event()
+    task = asyncio.create_task(dispatcher.make_worker(poll_s=0.01)(FakeRuntime(), stop))
+    for _ in range(POLLS):
+        if (await items.get(store, item.id)).state == State.DISPATCHED:
+            break
+        await asyncio.sleep(0.01)
+    stop.set()
+    await task
+    assert (await items.get(store, item.id)).state == State.DISPATCHED
+    assert len(hook.requests) == 1
+
+
+# -- recovery paths: rows that outlived their item's state, and rows that keep failing --------
+
+
+async def dispatch_row(store: db.Store, item: items.Item, now: datetime, **payload: int) -> int:
+    """A dispatch row as a crash or an older process may have left it."""
+    body = {"item_id": item.id, "attempt": item.attempt, "version": item.version, **payload}
+    row_id = await outbox.enqueue(store, "dispatch", "news", body, now, item_id=item.id)
+    assert row_id is not None
+    return row_id
+
+
+async def test_a_row_for_an_older_attempt_is_closed_as_stale_without_sending(
+    store: db.Store, pipeline: config.Pipeline, client: httpx.AsyncClient,
+    hook: WebhookServer, now: datetime,
+) -> None:  # fmt: skip
+    item = await approved_item(store, pipeline, client, now)
+    [queued] = await outbox.for_item(store, item.id, "dispatch")
+    await outbox.mark_sent(store, queued.id, None, now)  # only the stale row is left
+    stale = await dispatch_row(store, item, now, attempt=item.attempt - 1)
+    events_before = len(await items.history(store, item.id))
+    assert await run(store, pipeline, client, now) == 1
+    row = await outbox.get(store, stale)
+    assert (row.state, row.last_error) == (
+        "failed",
+        f"stale: item is now at attempt {item.attempt}",
+    )
+    assert (await items.get(store, item.id)).state == State.APPROVED
+    assert len(await items.history(store, item.id)) == events_before and hook.requests == []
+
+
+async def test_a_row_whose_item_was_already_dispatched_is_closed_as_sent(
+    store: db.Store, pipeline: config.Pipeline, client: httpx.AsyncClient,
+    hook: WebhookServer, now: datetime,
+) -> None:  # fmt: skip
+    item = await approved_item(store, pipeline, client, now)
+    assert await run(store, pipeline, client, now) == 1
+    # The item's commit landed; a crash kept the row's: here, a second pending row.
+    leftover = await dispatch_row(store, item, now)
+    events_before = len(await items.history(store, item.id))
+    assert await run(store, pipeline, client, now) == 1
+    assert (await outbox.get(store, leftover)).state == "sent"
+    assert len(hook.requests) == 1 and len(await items.history(store, item.id)) == events_before
+
+
+async def test_a_row_whose_item_failed_meanwhile_is_closed_with_the_items_reason(
+    store: db.Store, pipeline: config.Pipeline, client: httpx.AsyncClient,
+    hook: WebhookServer, now: datetime,
+) -> None:  # fmt: skip
+    item = await approved_item(store, pipeline, client, now)
+    hook.script(Reply(503, b"busy"))
+    await run(store, pipeline, client, now)
+    await items.transition(store, item.id, State.BREACH, "sweep", now, reason="stuck past SLA")
+    [row] = await outbox.for_item(store, item.id, "dispatch")
+    assert await run(store, pipeline, client, now + timedelta(hours=1)) == 1
+    closed = await outbox.get(store, row.id)
+    assert (closed.state, closed.last_error) == ("failed", "stuck past SLA")
+    assert len(hook.requests) == 1 and (await items.get(store, item.id)).state == State.BREACH
+
+
+async def test_a_row_for_a_pipeline_no_longer_loaded_fails_its_item_with_an_alert(
+    store: db.Store, pipeline: config.Pipeline, client: httpx.AsyncClient,
+    hook: WebhookServer, now: datetime,
+) -> None:  # fmt: skip
+    item = await approved_item(store, pipeline, client, now)
+    assert await dispatcher.run_once(store, {}, client, now) == 1
+    failed = await items.get(store, item.id)
+    assert failed.state == State.FAILED
+    assert failed.reason == "dispatch: pipeline 'news' is not loaded"
+    [row] = await outbox.for_item(store, item.id, "dispatch")
+    assert (row.state, row.last_error) == ("failed", "pipeline 'news' is not loaded")
+    [alert] = await outbox.due(store, now, ["alert"])
+    assert alert.payload["text"] == (
+        f"❌ item {item.id} (news) was not dispatched: pipeline 'news' is not loaded"
+    )
+    assert hook.requests == []
+
+
+async def test_an_item_back_in_dispatching_too_soon_waits_without_using_an_attempt(
+    store: db.Store, pipeline: config.Pipeline, client: httpx.AsyncClient,
+    hook: WebhookServer, now: datetime,
+) -> None:  # fmt: skip
+    item = await approved_item(store, pipeline, client, now)
+    hook.script(Reply(503, b"busy"))
+    first = now + timedelta(seconds=6)  # drafting may be entered again from now + 5 s
+    await run(store, pipeline, client, first)  # attempt 1 enters dispatching
+    await items.transition(store, item.id, State.FAILED, "system", first, reason="gave up")
+    second = first + timedelta(seconds=1)
+    await items.replay(store, item.id, "operator:7", second, "again")
+    again = await approved_item(store, pipeline, client, second)
+    row, old = await outbox.for_item(store, item.id, "dispatch")  # newest first
+    soon = second + timedelta(seconds=1)
+    assert await run(store, pipeline, client, soon) == 1
+    waiting = await outbox.get(store, row.id)
+    assert (waiting.state, waiting.attempts) == ("pending", 0)
+    assert waiting.next_attempt_at == soon + machine.FLOOR
+    assert (await items.get(store, item.id)).state == State.APPROVED and len(hook.requests) == 1
+    # Then it goes; attempt 1's row, due again too, is closed as stale.
+    assert await run(store, pipeline, client, soon + machine.FLOOR) == 2
+    assert (await items.get(store, again.id)).state == State.DISPATCHED
+    assert (await outbox.get(store, old.id)).state == "failed" and len(hook.requests) == 2
+
+
+async def test_a_row_that_keeps_failing_unexpectedly_is_parked_and_the_rest_go_on(
+    store: db.Store, pipeline: config.Pipeline, client: httpx.AsyncClient,
+    hook: WebhookServer, now: datetime,
+) -> None:  # fmt: skip
+    item = await approved_item(store, pipeline, client, now)
+    # A row written by a bug: its payload lacks the version.
+    broken = await outbox.enqueue(
+        store, "dispatch", "news", {"item_id": item.id, "attempt": 1}, now, item_id=item.id
+    )
+    assert broken is not None
+    registry = workers.Registry(store, lambda: now)
+    at = now
+    for _ in range(dispatch.MAX_ATTEMPTS):
+        await dispatcher.run_once(
+            store, {"news": pipeline}, client, at, rng=random.Random(1), report=registry.report
+        )
+        at = max(at, (await outbox.get(store, broken)).next_attempt_at)
+    parked = await outbox.get(store, broken)
+    assert (parked.state, parked.attempts) == ("failed", dispatch.MAX_ATTEMPTS)
+    assert parked.last_error == (
+        f"gave up after {dispatch.MAX_ATTEMPTS} attempts: unexpected KeyError: 'version'"
+    )
+    # The good row went out on the first pass; the operators were told once.
+    assert (await items.get(store, item.id)).state == State.DISPATCHED and len(hook.requests) == 1
+    faults = [
+        a for a in await outbox.due(store, at, ["alert"])
+        if (a.dedupe_key or "").startswith("worker-fault:dispatcher:KeyError")
+    ]  # fmt: skip
+    assert [a.payload["text"] for a in faults] == [
+        f"⚠️ dispatcher: unexpected KeyError on dispatch row {broken}. "
+        "It keeps going; details in the log."
+    ]
+
+
+async def test_the_worker_sleeps_until_an_approval_commits(
+    store: db.Store, pipeline: config.Pipeline, client: httpx.AsyncClient,
+    hook: WebhookServer, now: datetime,
+) -> None:  # fmt: skip
+    eng = engine.Engine(store, {"news": pipeline}, client=client)
+    await eng.tick("news", "schedule", now)
+    [item] = await items.in_state(store, State.AWAITING_APPROVAL, "news")
+
+    class FakeRuntime:
+        def __init__(self) -> None:
+            self.store, self.pipelines, self.client = store, {"news": pipeline}, client
+            self.workers = workers.Registry(store, lambda: now)
+
+        def now(self) -> datetime:
+            return now
+
+    stop = asyncio.Event()
+    task = asyncio.create_task(dispatcher.make_worker(poll_s=3600)(FakeRuntime(), stop))
+    await asyncio.sleep(0.2)  # it found nothing and sleeps: an hour, unless woken
+    await approval.decide(store, pipeline, item.id, item.attempt, item.version, 7, "approve", now)
+    await eventually(lambda: bool(hook.requests))
+    stop.set()
+    await asyncio.wait_for(task, 5)  # stop wakes it too
+    assert (await items.get(store, item.id)).state == State.DISPATCHED
+
+
+async def test_a_hanging_destination_holds_up_only_its_own_rows(
+    store: db.Store, pipeline: config.Pipeline, client: httpx.AsyncClient,
+    hook: WebhookServer, feeds: FeedServer, tmp_path: Path, now: datetime,
+) -> None:  # fmt: skip
+    folder = tmp_path / "other"
+    folder.mkdir()
+    (folder / "files.yaml").write_text(
+        f"name: files\nschedule: 5m\nsources:\n  - type: rss\n    url: {feeds.url('/feed.xml')}\n"
+        f"    scope: s1\ndispatch:\n  type: file\n  path: {tmp_path / 'out'}\n"
+    )
+    files = config.load_dir(folder).pipelines["files"]
+    both = {"news": pipeline, "files": files}
+    eng = engine.Engine(store, both, client=client)
+    for name, p in both.items():
+        await eng.tick(name, "schedule", now)
+        [item] = await items.in_state(store, State.AWAITING_APPROVAL, name)
+        await approval.decide(store, p, item.id, item.attempt, item.version, 7, "approve", now)
+    hook.script(Reply(200, b'{"id": "slow"}', delay=3))  # the webhook hangs for 3 s
+    running = asyncio.create_task(dispatcher.run_once(store, both, client, now))
+    await eventually(lambda: any((tmp_path / "out").glob("files-*.md")))
+    # The file went out while the webhook's answer is still awaited.
+    assert len(await items.in_state(store, State.DISPATCHING, "news")) == 1
+    assert not running.done() and len(hook.requests) == 1
+    assert await running == 2
+    assert [i.pipeline for i in await items.in_state(store, State.DISPATCHED)] == ["news", "files"]

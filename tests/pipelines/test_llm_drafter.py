@@ -1,0 +1,366 @@
+"""The LLM drafter through the budget ledger: real SQLite, a fake provider and feed on sockets."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Iterator
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from pydantic import SecretStr
+
+from pipelines import approval, config, engine
+from pipelines.drafting import base as drafters
+from pipelines.drafting import llm as llm_drafter
+from pipelines.providers import client as providers
+from store import db, drafts, events, items, ledger, outbox
+from store.ledger import outputs as llm_outputs
+from store.ledger import prices as ledger_prices
+from store.ledger.machine import ClaimState
+from store.machine import State
+from tests.fakes.feed_server import FeedServer
+from tests.fakes.feeds import rss
+from tests.fakes.llm_server import FakeLLM
+
+#: 1 micro per input token, 2 per output token: costs are easy to check by hand.
+PRICE = ledger_prices.Price(input_micros_per_mtok=1_000_000, output_micros_per_mtok=2_000_000)
+MODEL = "fake-1"
+SCHEMA = '{"type": "object", "required": ["title"], "properties": {"title": {"type": "string"}}}'
+
+PIPELINE = """
+name: {name}
+schedule: 5m
+sources:
+  - type: rss
+    url: {url}
+    scope: s0
+draft:
+  drafter: llm
+  prompt: prompt.txt
+  max_tokens: 200
+{schema}
+approval:
+  window: 2h
+dispatch:
+  type: none
+"""
+
+
+def write_pipeline(
+    directory: Path, url: str, *, name: str = "news", schema: str | None = None
+) -> config.Pipeline:
+    (directory / "prompt.txt").write_text("Write a post for {pipeline}.\n{title}\n{text}\n")
+    block = f"  output_schema: {schema}" if schema else ""
+    (directory / f"{name}.yaml").write_text(PIPELINE.format(name=name, url=url, schema=block))
+    loaded = config.load_dir(directory)
+    assert not loaded.errors, config.format_errors(loaded.errors)
+    return loaded.pipelines[name]
+
+
+def provider_settings(llm: FakeLLM, **overrides: Any) -> providers.ProviderSettings:
+    values: dict[str, Any] = {
+        "kind": llm.kind,
+        "base_url": llm.base_url,
+        "api_key": SecretStr("test-key"),
+        "model": MODEL,
+        "timeout_s": 5,
+        "max_retries": 2,
+        "max_retry_wait_s": 5,
+    }
+    return providers.ProviderSettings(**(values | overrides))
+
+
+async def claim_rows(store: db.Store) -> list[tuple[int, str]]:
+    return await store.read(
+        lambda conn: conn.execute("SELECT id, state FROM claims ORDER BY id").fetchall()
+    )
+
+
+@pytest.fixture
+def feeds() -> Iterator[FeedServer]:
+    with FeedServer() as server:
+        server.set("/feed.xml", rss([("a1", "Launch", "The product launches on Monday.")]))
+        yield server
+
+
+@pytest.fixture
+def llm() -> Iterator[FakeLLM]:
+    with FakeLLM() as server:
+        yield server
+
+
+class Rig:
+    """One pipeline, its engine, and the provider client the LlmDrafter uses."""
+
+    def __init__(
+        self,
+        store: db.Store,
+        pipeline: config.Pipeline,
+        provider: providers.ProviderClient,
+        client: httpx.AsyncClient,
+    ) -> None:
+        self.store = store
+        self.pipeline = pipeline
+        self.drafter = llm_drafter.LlmDrafter(store, pipeline, provider, PRICE)
+        self.engine = engine.Engine(
+            store, {pipeline.name: pipeline}, client=client, drafter_for=lambda _: self.drafter
+        )
+
+    async def tick(self, now: datetime) -> items.Item:
+        await self.engine.tick(self.pipeline.name, "schedule", now)
+        found = await self.store.read(
+            lambda conn: (
+                items.in_state_sync(conn, State.FAILED, None, 10)
+                + items.in_state_sync(conn, State.AWAITING_APPROVAL, None, 10)
+            )
+        )
+        assert len(found) == 1
+        return found[0]
+
+
+@pytest.fixture
+async def rig_for(
+    store: db.Store, tmp_path: Path, feeds: FeedServer, llm: FakeLLM, client: httpx.AsyncClient
+) -> AsyncIterator[Any]:
+    opened: list[providers.ProviderClient] = []
+
+    def build(schema: str | None = None, **overrides: Any) -> Rig:
+        pipeline = write_pipeline(tmp_path, feeds.url("/feed.xml"), schema=schema)
+        provider = providers.ProviderClient(provider_settings(llm, **overrides))
+        opened.append(provider)
+        return Rig(store, pipeline, provider, client)
+
+    yield build
+    for provider in opened:
+        await provider.aclose()
+
+
+async def budget(store: db.Store, now: datetime, limit: int = 10_000_000) -> None:
+    await ledger.set_budget(store, "global", "day", limit, "cli", now)
+
+
+async def test_a_draft_is_paid_once_and_settled_at_its_cost(
+    store: db.Store, rig_for: Any, llm: FakeLLM, now: datetime
+) -> None:
+    rig = rig_for()
+    await budget(store, now)
+    item = await rig.tick(now)
+    assert item.state == State.AWAITING_APPROVAL and llm.calls == 1
+    draft = await drafts.get(store, item.id, 1)
+    assert draft.text.startswith("DRAFT: ")
+    claim = await ledger.get(store, draft.provenance["claim"])
+    assert claim.state == ClaimState.SETTLED and claim.usage is not None
+    assert claim.actual_micros == claim.usage.input_tokens + 2 * claim.usage.output_tokens
+    assert draft.cost_micros == claim.actual_micros
+    assert claim.evidence == "request req_fake_000001"
+    [row] = (await ledger.report(store, now)).budgets
+    assert (row.spent_micros, row.held_micros) == (claim.actual_micros, 0)
+    # The prompt fences the fetched text, and the key is in a header, not the URL.
+    sent = llm.requests[0]
+    assert "UNTRUSTED CONTENT" in sent.body["messages"][-1]["content"]
+    assert sent.headers["authorization"] == "Bearer test-key"
+
+    # A retry of the same attempt (say, after a crash before the card was queued)
+    # reuses the kept output: no second call, no second charge.
+    again = await rig.drafter.draft(await items.get(store, item.id), now + timedelta(minutes=1))
+    assert (again.text, again.cost_micros, llm.calls) == (draft.text, claim.actual_micros, 1)
+    assert await claim_rows(store) == [(claim.id, "settled")]
+
+
+async def test_a_timeout_after_start_leaves_the_claim_uncertain(
+    store: db.Store, rig_for: Any, llm: FakeLLM, now: datetime
+) -> None:
+    rig = rig_for(timeout_s=0.3)
+    await budget(store, now)
+    llm.queue_fault("timeout", hold_s=5)
+    item = await rig.tick(now)
+    assert item.state == State.FAILED and item.reason is not None
+    assert item.reason.startswith("provider: ") and "no reply" in item.reason
+    [(claim_id, state)] = await claim_rows(store)
+    assert state == ClaimState.UNCERTAIN
+    claim = await ledger.get(store, claim_id)
+    report = await ledger.report(store, now)
+    assert report.budgets[0].held_micros == claim.reserved_micros > 0  # never released
+    assert [u.claim_id for u in report.uncertain] == [claim_id]
+    # The same attempt again must not call (and maybe pay) a second time.
+    with pytest.raises(drafters.DraftFailed, match="could pay twice") as failed:
+        await rig.drafter.draft(item, now + timedelta(minutes=1))
+    assert failed.value.reason == "provider" and llm.calls == 1
+
+
+async def test_a_429_then_success_is_one_settled_claim(
+    store: db.Store, rig_for: Any, llm: FakeLLM, now: datetime
+) -> None:
+    rig = rig_for()
+    await budget(store, now)
+    llm.queue_fault("429", retry_after=0)
+    item = await rig.tick(now)
+    assert item.state == State.AWAITING_APPROVAL and llm.calls == 2
+    [(claim_id, state)] = await claim_rows(store)
+    assert state == ClaimState.SETTLED
+    claim = await ledger.get(store, claim_id)
+    assert claim.evidence == "request req_fake_000002"
+    [row] = (await ledger.report(store, now)).budgets
+    assert (row.spent_micros, row.held_micros) == (claim.actual_micros, 0)
+
+
+async def test_a_refused_call_releases_the_hold(
+    store: db.Store, tmp_path: Path, feeds: FeedServer, client: httpx.AsyncClient, now: datetime
+) -> None:
+    with FakeLLM(api_key="the-right-key") as llm:
+        pipeline = write_pipeline(tmp_path, feeds.url("/feed.xml"))
+        async with providers.ProviderClient(provider_settings(llm)) as provider:
+            rig = Rig(store, pipeline, provider, client)
+            await budget(store, now)
+            item = await rig.tick(now)
+    assert item.state == State.FAILED and item.reason is not None
+    assert "HTTP 401" in item.reason and "test-key" not in item.reason
+    [(claim_id, state)] = await claim_rows(store)
+    claim = await ledger.get(store, claim_id)
+    assert (state, claim.actual_micros) == (ClaimState.SETTLED, 0)
+    [row] = (await ledger.report(store, now)).budgets
+    assert (row.spent_micros, row.held_micros) == (0, 0)
+
+
+@pytest.mark.parametrize(
+    ("fault", "reply", "schema", "claim_state", "message"),
+    [
+        ("malformed", None, None, ClaimState.UNCERTAIN, "body is unusable: not JSON"),
+        (None, "Here you go: {title: oops", SCHEMA, ClaimState.SETTLED, "not valid JSON"),
+        (None, '{"title": 5}', SCHEMA, ClaimState.SETTLED, "at title: 5 is not of type"),
+        (None, '{"headline": "x"}', SCHEMA, ClaimState.SETTLED, "'title' is a required"),
+    ],
+)
+async def test_bad_output_fails_the_item_with_the_reason_in_its_history(
+    store: db.Store,
+    rig_for: Any,
+    llm: FakeLLM,
+    now: datetime,
+    fault: str | None,
+    reply: str | None,
+    schema: str | None,
+    claim_state: ClaimState,
+    message: str,
+) -> None:
+    rig = rig_for(schema=schema)
+    await budget(store, now)
+    if fault:
+        llm.queue_fault(fault)
+    else:
+        assert reply is not None
+        llm.queue_reply(reply)
+    item = await rig.tick(now)
+    assert item.state == State.FAILED
+    last = (await items.history(store, item.id))[-1]
+    assert last.to_state == State.FAILED
+    assert last.reason is not None and last.reason.startswith("invalid_output: ")
+    assert message in last.reason
+    # The call was paid for (or may have been): the claim is not released.
+    [(claim_id, state)] = await claim_rows(store)
+    assert state == claim_state
+    kept = await llm_outputs.get(store, claim_id)
+    assert kept is not None and kept.error is not None and message in kept.error
+    raw = kept.text
+    assert raw == (reply if reply else "<html>upstream hiccup: this is not JSON {")
+    alerts = await outbox.due(store, now, ["alert"])
+    [alert] = [a for a in alerts if "raw output" in a.payload["text"]]
+    assert f"raw output: {raw}" in alert.payload["text"]
+    # An uncertain hold is announced once, with how to settle it.
+    uncertain = [a for a in alerts if "is uncertain" in a.payload["text"]]
+    assert len(uncertain) == (1 if claim_state == "uncertain" else 0)
+    if schema:  # json mode was asked for, and the schema is in the system prompt
+        body = llm.requests[0].body
+        assert body["response_format"] == {"type": "json_object"}
+        assert '"required": ["title"]' in body["messages"][0]["content"]
+
+
+async def test_valid_json_output_goes_to_approval(
+    store: db.Store, rig_for: Any, llm: FakeLLM, now: datetime
+) -> None:
+    rig = rig_for(schema=SCHEMA)
+    await budget(store, now)
+    llm.queue_reply('{"title": "Launch on Monday"}')
+    item = await rig.tick(now)
+    assert item.state == State.AWAITING_APPROVAL
+    assert json.loads((await drafts.get(store, item.id, 1)).text) == {"title": "Launch on Monday"}
+
+
+async def test_missing_usage_keeps_the_draft_and_the_claim_uncertain(
+    store: db.Store, rig_for: Any, llm: FakeLLM, now: datetime
+) -> None:
+    rig = rig_for()
+    await budget(store, now)
+    llm.queue_fault("missing_usage")
+    item = await rig.tick(now)
+    assert item.state == State.AWAITING_APPROVAL
+    [(claim_id, state)] = await claim_rows(store)
+    assert state == ClaimState.UNCERTAIN
+    [card] = await outbox.due(store, now, ["card"])
+    assert card.payload["cost_micros"] is None
+    assert f"budget claim {claim_id}" in card.payload["note"]
+
+
+async def test_without_a_budget_the_template_drafter_is_used(
+    store: db.Store, rig_for: Any, llm: FakeLLM, now: datetime
+) -> None:
+    rig = rig_for()
+    item = await rig.tick(now)
+    assert item.state == State.AWAITING_APPROVAL and llm.calls == 0
+    [card] = await outbox.due(store, now, ["card"])
+    assert card.payload["note"] == "no budget configured: template drafter used"
+    assert card.payload["drafter"] == "template"
+
+
+async def test_budget_exceeded_fails_the_item_and_alerts(
+    store: db.Store, rig_for: Any, llm: FakeLLM, now: datetime
+) -> None:
+    rig = rig_for()
+    await budget(store, now, limit=100)
+    item = await rig.tick(now)
+    assert item.state == State.FAILED and llm.calls == 0
+    assert item.reason is not None and item.reason.startswith("budget: budget exceeded")
+    [alert] = await outbox.due(store, now, ["alert"])
+    assert "budget" in alert.payload["text"] and str(item.id) in alert.payload["text"]
+    assert await claim_rows(store) == []  # nothing held, nothing left behind
+
+
+async def test_a_replay_is_a_new_attempt_with_a_new_claim(
+    store: db.Store, rig_for: Any, llm: FakeLLM, now: datetime
+) -> None:
+    rig = rig_for()
+    await budget(store, now)
+    item = await rig.tick(now)
+    await approval.decide(store, rig.pipeline, item.id, 1, 1, 7, "reject", now)
+    await items.replay(store, item.id, events.operator(7), now, "try again")
+    await rig.engine.tick("news", "replay", now + timedelta(minutes=1))
+    again = await items.get(store, item.id)
+    assert (again.state, again.attempt, llm.calls) == (State.AWAITING_APPROVAL, 2, 2)
+    assert [state for _, state in await claim_rows(store)] == ["settled", "settled"]
+
+
+async def test_drafters_picks_each_pipelines_drafter_and_says_why(
+    store: db.Store, tmp_path: Path, feeds: FeedServer, llm: FakeLLM, now: datetime
+) -> None:
+    pipeline = write_pipeline(tmp_path, feeds.url("/feed.xml"))
+    plain = pipeline.model_copy(update={"draft": config.DraftConfig(drafter="template")}, deep=True)
+    item = await items.create(store, "news", "s0", "x", {"title": "T", "text": "body"}, now)
+    assert item is not None
+    unpriced = llm_drafter.Drafters(provider_settings(llm), {})
+    result = await unpriced(store, pipeline).draft(item, now)
+    assert result.note == "no price for model 'fake-1' in GATEHOUSE_PRICES: template drafter used"
+    unset = llm_drafter.Drafters(None, {MODEL: PRICE})
+    assert "no LLM provider configured" in (
+        (await unset(store, pipeline).draft(item, now)).note or ""
+    )
+    assert isinstance(unset(store, plain), drafters.TemplateDrafter)
+
+    wired = llm_drafter.Drafters(provider_settings(llm), {MODEL: PRICE})
+    try:
+        await budget(store, now)
+        result = await wired(store, pipeline).draft(item, now)
+    finally:
+        await wired.aclose()
+    assert result.provenance["drafter"] == "llm" and llm.calls == 1
