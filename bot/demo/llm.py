@@ -182,10 +182,18 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             if self.path in _ANTHROPIC_PATHS
             else None
         )
-        length = int(self.headers.get("content-length") or 0)
+        try:
+            length = int(self.headers.get("content-length") or 0)
+        except ValueError:
+            length = -1
         if shape is None or not 0 < length <= MAX_BODY:
             self.close_connection = True
-            self._send(400 if shape else 404, {"error": {"message": "no such request"}})
+            problem = (
+                f"send a JSON body of 1 to {MAX_BODY} bytes with its Content-Length"
+                if shape
+                else f"no route {self.path}; POST /v1/chat/completions or /v1/messages"
+            )
+            self._send(400 if shape else 404, {"error": {"message": problem}})
             return
         if not self._key_ok():
             self._send(401, {"error": {"message": "invalid API key"}})
