@@ -35,7 +35,7 @@ PRICES = {
         input_micros_per_mtok=2_000_000, output_micros_per_mtok=200_000_000
     )
 }
-#: The day's budget for every pipeline together, in USD. A draft holds about $0.019
+#: The day's budget for every pipeline together, in USD. A draft holds about $0.018
 #: (its worst case) and costs about $0.011: the feed's five drafts fit side by side, and
 #: once settled they pass 50 %, so the threshold alert fires.
 BUDGET_USD = "0.10"

@@ -8,10 +8,15 @@ from pathlib import Path
 import httpx
 import pytest
 
+from bot.demo import content, resume
 from bot.demo import llm as demo_llm
-from bot.demo import resume
 from bot.demo.botapi import server as localapi
+from pipelines import config
+from pipelines.drafting import llm as llm_drafter
 from pipelines.drafting import prompt
+from pipelines.sources import rss
+from store import machine
+from store.ledger import budgets, prices
 
 
 @pytest.fixture
@@ -103,3 +108,42 @@ def test_no_saved_chat_is_a_first_run(tmp_path: Path) -> None:
     with localapi.LocalBotApi() as api:
         assert resume.restore_chat(api, tmp_path) == 0
     assert not (tmp_path / resume.CHAT_FILE).exists()
+
+
+def test_the_demo_is_set_up_to_show_an_sla_warning_and_a_budget_alert_in_its_first_minute(
+    tmp_path: Path,
+) -> None:
+    """What the first minute shows follows from the demo's settings, not from luck: the
+    urgent window warns at 80 % well inside the minute, and the news drafts' holds fit
+    the budget side by side while their settled cost passes its first alert."""
+    files = content.write(tmp_path, "http://127.0.0.1:1/")
+    loaded = config.load_dir(files.pipelines_dir, config.LoadContext(frozenset(content.OPERATORS)))
+    assert not loaded.errors, config.format_errors(loaded.errors)
+    window = loaded.pipelines["urgent"].approval.window
+    assert window.total_seconds() * machine.WARN_AT + content.SWEEP_EVERY_S < 45
+    assert loaded.pipelines["team"].approval.quorum == len(content.OPERATORS) == 2
+
+    news = loaded.pipelines["news"]
+    price = content.PRICES[demo_llm.MODEL]
+    limit = int(float(content.BUDGET_USD) * 1_000_000)
+    prompts = [prompt.render_prompt(news.draft.prompt_text or "", item) for item in _items()]
+    assert len(prompts) == 5
+    # Every draft holds its worst case at once (they are drafted side by side) ...
+    worst = [
+        prices.worst_case(
+            price, llm_drafter.max_input_tokens(llm_drafter.SYSTEM, text), news.draft.max_tokens
+        )
+        for text in prompts
+    ]
+    assert sum(worst) <= limit
+    # ... and settles at least what its post's tokens cost: together past the first alert.
+    posts = [demo_llm.write_post(text)[: news.draft.max_tokens * 4] for text in prompts]
+    spent = sum(prices.cost(prices.Usage(0, demo_llm.tokens(post)), price) for post in posts)
+    assert spent * 100 >= limit * budgets.THRESHOLDS_PCT[0]
+
+
+def _items() -> list[prompt.DraftItem]:
+    """The bundled feed's items as the rss source reads them."""
+    feed = content.FEEDS["/feeds/demo.xml"]
+    fetched = rss._parse(str(feed), feed.read_bytes(), "application/rss+xml")
+    return [prompt.DraftItem.from_fetched(item, "news") for item in fetched]
