@@ -200,6 +200,8 @@ class Store:
         self._checkpointer: asyncio.Task[None] | None = None
         self._page_size = 4096
         self.checkpoint_stats = CheckpointStats()
+        #: Called with each committed write's seconds, queueing included (metrics).
+        self.write_observer: Callable[[float], None] | None = None
 
     @classmethod
     async def open(cls, config: StoreConfig, *, readonly: bool = False) -> Store:
@@ -251,7 +253,10 @@ class Store:
             finally:
                 _after_commit.reset(token)
 
+        started = time.perf_counter()
         result: T = await self._writer.submit(run)
+        if self.write_observer is not None:
+            self.write_observer(time.perf_counter() - started)
         for fn in after.values():
             fn(self)
         return result

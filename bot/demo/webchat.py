@@ -13,6 +13,7 @@ operator. It talks only to this server, same origin, through a small JSON API:
     GET  /api/chat?as=ID                  {revision, user_id, operators, messages, answers,
                                            commands}
     GET  /api/wait?after=REV&timeout=S    {revision}: long-polls until the chat changes
+    GET  /api/photo?message_id=N&as=ID    the picture of a photo message (a chart)
     POST /api/send {text, reply_to_message_id?, as?}   a command ("/status") or a message
     POST /api/tap  {message_id, data, as?}             a button tap; answers {query_id}
 
@@ -221,6 +222,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._call(chat.chat, dict(urllib.parse.parse_qsl(url.query)))
         elif url.path == "/api/wait":
             self._call(chat.wait, dict(urllib.parse.parse_qsl(url.query)))
+        elif url.path == "/api/photo":
+            self._photo(dict(urllib.parse.parse_qsl(url.query)))
         elif url.path in chat.files:
             self._file(chat.files[url.path])
         else:
@@ -275,6 +278,19 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._json(200, route(params))
         except ValueError as exc:  # BadRequest, and the local server's checks (no such message)
             self._json(400, {"error": str(exc)})
+
+    def _photo(self, params: dict[str, Any]) -> None:
+        """The picture of a photo message in the chat (a chart), as the bot sent it."""
+        chat = self.server.chat
+        try:
+            found = chat.api.photo(chat.operator(params), _int(params, "message_id"))
+        except BadRequest as exc:
+            self._json(400, {"error": str(exc)})
+            return
+        if found is None:
+            self._json(404, {"error": "no photo with that message_id in this chat"})
+            return
+        self._send(200, "image/png", found)
 
     def _file(self, static: StaticFile) -> None:
         body = static.path.read_bytes()

@@ -36,7 +36,7 @@ from typing import Any
 
 import httpx
 
-from pipelines import approval, config, dispatch, workers
+from pipelines import approval, config, dispatch, logfields, workers
 from store import drafts, errors, items, machine, outbox
 from store.db import Store
 from store.items import Item
@@ -108,6 +108,7 @@ async def _deliver(
     rng: random.Random,
     env: Mapping[str, str] | None,
 ) -> None:
+    logfields.tag(outbox=row.id, item=row.item_id)  # for this destination's task, row by row
     attempt, version = int(row.payload["attempt"]), int(row.payload["version"])
     item = await items.get(store, int(row.payload["item_id"]))
     if item.attempt != attempt:
