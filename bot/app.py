@@ -36,10 +36,22 @@ from telegram.ext import (
     filters,
 )
 
-from bot import api, auth, callbacks, control, handlers, logs, metrics, sender, storage_alarm
+from bot import (
+    api,
+    auth,
+    callbacks,
+    card_actions,
+    control,
+    handlers,
+    logs,
+    metrics,
+    sender,
+    storage_alarm,
+)
 from bot import settings as settings_mod
+from pipelines import card_trail, workers
 from pipelines import runtime as runtime_mod
-from pipelines import workers
+from pipelines.audit import witness as audit_witness
 from pipelines.dispatch import dispatcher
 from pipelines.drafting import llm as llm_drafter
 from store import errors, outbox
@@ -148,6 +160,8 @@ def _targets(cfg: settings_mod.Settings, runtime: runtime_mod.Runtime) -> sender
     def targets(row: outbox.Row) -> list[int]:
         if row.target == outbox.ALERTS:
             return alert_chats(cfg)
+        if row.target.startswith(card_trail.CHAT_TARGET):  # a fresh card for one chat
+            return [int(row.target.removeprefix(card_trail.CHAT_TARGET))]
         pipeline = runtime.pipelines.get(str(row.payload.get("pipeline")))
         # An operator's private chat has the operator's user id.
         return list(pipeline.approval.operators or operators) if pipeline else operators
@@ -160,6 +174,8 @@ def _keyboard(key: bytes) -> sender.Keyboard:
         if row.item_id is None:
             return None
         attempt, version = int(row.payload["attempt"]), int(row.payload["version"])
+        if row.payload.get("buttons") == card_trail.RETRY_BUTTONS:
+            return card_actions.retry_keyboard(key, row.item_id, attempt, version)
         return handlers.card_keyboard(key, row.item_id, attempt, version)
 
     return keyboard
@@ -277,6 +293,7 @@ def runtime_config(cfg: settings_mod.Settings, application: App) -> runtime_mod.
             control.serve,
             alarm,
             *listeners(cfg),
+            audit_witness.worker,
         ),
         max_items_per_tick=cfg.engine.max_items_per_tick,
     )

@@ -13,7 +13,7 @@ from typing import Any
 
 from pipelines import config
 from pipelines.text import similarity, validation
-from store import decisions, drafts, errors, items, outbox
+from store import decisions, drafts, errors, events, items, outbox
 from store.db import Store
 from store.drafts import Draft
 from store.items import Item
@@ -60,31 +60,11 @@ def queue_card(
 def _status_line(decision: decisions.Decision, operator_id: int, choice: str, now: datetime) -> str:
     at = now.strftime("%Y-%m-%d %H:%M UTC")
     if decision.outcome == "approved":
-        who = ", ".join(str(o) for o in decision.approvals)
+        who = ", ".join(events.operator(o) for o in decision.approvals)
         return f"✅ approved by {who} at {at}"
     if decision.outcome == "rejected":
-        return f"❌ rejected by {operator_id} at {at}"
+        return f"❌ rejected by {events.operator(operator_id)} at {at}"
     return f"⏳ {len(decision.approvals)}/{decision.quorum} approvals"
-
-
-def queue_dispatched_edit(
-    conn: sqlite3.Connection, item: Item, destination: str, now: datetime
-) -> None:
-    """The approved card's last line becomes where the post went, inside the unit that
-    records the item dispatched."""
-    who = ", ".join(str(o) for o in decisions.approvals_sync(conn, item)) or "?"
-    edit: dict[str, Any] = {
-        "item_id": item.id,
-        "attempt": item.attempt,
-        "version": item.version,
-        "state": item.state.value,
-        "status": f"✅ approved by {who} · 📤 dispatched at {now:%H:%M} UTC: {destination}",
-        "decided_by": [],
-    }
-    key = f"dispatched:{item.id}:{item.attempt}:{item.version}"
-    outbox.enqueue_sync(
-        conn, "card_edit", outbox.OPERATORS, edit, now, item_id=item.id, dedupe_key=key
-    )
 
 
 def check_operator(pipeline: config.Pipeline, operator_id: int) -> None:
@@ -156,6 +136,7 @@ async def edit(
     """An operator's replacement text: validated like any draft, then a new card."""
     check_operator(pipeline, operator_id)
     validation.validate(text, pipeline.draft.output_schema)
+    actor = events.operator(operator_id)
 
     def unit(conn: sqlite3.Connection) -> Draft:
         draft = drafts.edit_sync(conn, item_id, shown_version, text, operator_id, now)
@@ -165,41 +146,11 @@ async def edit(
             "attempt": item.attempt,
             "version": shown_version,
             "state": State.AWAITING_APPROVAL.value,
-            "status": f"✏️ edited by {operator_id}: see version {draft.version} below",
+            "status": f"✏️ edited by {actor}: see version {draft.version} below",
             "decided_by": [],
         }
         outbox.enqueue_sync(conn, "card_edit", outbox.OPERATORS, old, now, item_id=item_id)
-        queue_card(conn, pipeline, item, draft, now, note=f"edited by operator {operator_id}")
+        queue_card(conn, pipeline, item, draft, now, note=f"edited by {actor}")
         return draft
-
-    return await store.write(unit)
-
-
-#: Open cards sent again at most, oldest first (a resend is for a chat that lost them).
-RESEND_LIMIT = 100
-
-
-async def resend_open_cards(store: Store, now: datetime) -> list[int]:
-    """Queue each awaiting item's newest card again, as a new message, for a chat that
-    lost the old one; its decision then edits the new copy. Returns the items resent."""
-
-    def unit(conn: sqlite3.Connection) -> list[int]:
-        resent = []
-        for item in items.in_state_sync(conn, State.AWAITING_APPROVAL, limit=RESEND_LIMIT):
-            cards = outbox.for_item_sync(conn, item.id, "card")
-            if not cards:
-                continue
-            newest = cards[0]
-            if newest.state != "sent":
-                continue  # still on its way (or given up on, with an alert): not lost
-            # The card row does not repeat its draft: readers join the draft's text.
-            payload = {k: v for k, v in newest.payload.items() if k != "text"}
-            key = f"card:{item.id}:{item.attempt}:{payload.get('version')}:again:{newest.id}"
-            queued = outbox.enqueue_sync(
-                conn, "card", outbox.OPERATORS, payload, now, item_id=item.id, dedupe_key=key
-            )
-            if queued is not None:
-                resent.append(item.id)
-        return resent
 
     return await store.write(unit)

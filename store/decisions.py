@@ -56,7 +56,7 @@ def decide_sync(
             f"version {item.version} of attempt {item.attempt}"
         )
     if item.state != State.AWAITING_APPROVAL:
-        return Decision(item, "unchanged", approvals_sync(conn, item), quorum)
+        return Decision(item, "unchanged", _approvals(conn, item), quorum)
     params = {
         "item_id": item_id,
         "attempt": attempt,
@@ -66,8 +66,8 @@ def decide_sync(
         "now": clock.to_ms(now),
     }
     if conn.execute(Q["vote"], params).rowcount == 0:  # this operator already voted on it
-        return Decision(item, "unchanged", approvals_sync(conn, item), quorum)
-    approvals = approvals_sync(conn, item)
+        return Decision(item, "unchanged", _approvals(conn, item), quorum)
+    approvals = _approvals(conn, item)
     actor = events.operator(operator_id)
     if choice == "reject":
         moved = items.transition_sync(
@@ -97,7 +97,7 @@ def decide_sync(
     return Decision(moved, "rejected" if choice == "reject" else "approved", approvals, quorum)
 
 
-def approvals_sync(conn: sqlite3.Connection, item: Item) -> tuple[int, ...]:
+def _approvals(conn: sqlite3.Connection, item: Item) -> tuple[int, ...]:
     params = {"item_id": item.id, "attempt": item.attempt, "version": item.version}
     return tuple(row[0] for row in conn.execute(Q["approvals"], params))
 

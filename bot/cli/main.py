@@ -5,7 +5,7 @@
     gatehouse check [--online]                 settings, pipeline files, secrets (exit 1 on errors)
     gatehouse dry-run <pipeline> [--limit 5] [--llm]   fetch and draft now; print the cards
     gatehouse health                           exit 0 while the bot and all its workers run
-    gatehouse status [pipeline]                every pipeline, or one pipeline's recent runs
+    gatehouse status [pipeline] [--verbose]    every pipeline, or one pipeline's recent runs
     gatehouse runs [pipeline] [--limit 10]     recent runs, with the last green / first red run
     gatehouse pending                          items awaiting approval, oldest first
     gatehouse history <item>                   one item's events
@@ -16,6 +16,8 @@
     gatehouse reconcile-claim <claim> <usd> <evidence>   settle an uncertain AI spend claim
     gatehouse reconcile [--backfill|--prune]   file dispatch folders against the store
     gatehouse audit verify                     check the event hash chain (exit 1 if broken)
+    gatehouse audit export|key                 export events with hashes; print the signing key
+    gatehouse audit verify --export F --public-key K   check an export offline
     gatehouse sweep [--days 90]                forget seen ids older than that
     gatehouse backup <path>                    online backup to a new file, then verify it
     gatehouse token create|list|revoke [name]  HTTP trigger tokens (shown once, kept as hashes)
@@ -44,8 +46,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from bot import control, maintenance, storage_alarm
+from bot import control, maintenance, people, storage_alarm
 from bot import settings as settings_mod
+from bot.cli import audit as cli_audit
 from bot.cli import output as cli_output
 from bot.cli import tokens as cli_tokens
 from bot.cli import writes as cli_writes
@@ -120,7 +123,8 @@ def cmd_status(cfg: settings_mod.Settings, args: argparse.Namespace, now: dateti
     if pid:
         overview = dataclasses.replace(overview, storage=_bot_storage(cfg))
     value = {"overview": overview, "store": summary, "writer_pid": pid}
-    cli_output.emit(args, value, lambda: cli_output.status(overview, summary, pid, now))
+    verbose = getattr(args, "verbose", False)
+    cli_output.emit(args, value, lambda: cli_output.status(overview, summary, pid, now, verbose))
     return 0
 
 
@@ -146,8 +150,15 @@ def cmd_pending(cfg: settings_mod.Settings, args: argparse.Namespace, now: datet
 
 
 def cmd_history(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
-    found = read(cfg, lambda store: views.history(store, args.item))
-    cli_output.emit(args, found, lambda: cli_output.history(found))
+    async def fn(store: db.Store) -> tuple[views.History, dict[int, str]]:
+        found = await views.history(store, args.item)
+        said = " ".join(f"{e.actor} {e.reason or ''}" for e in found.events) + str(
+            found.item.reason
+        )
+        return found, await people.labels(store, people.ids_in(said))
+
+    found, names = read(cfg, fn)
+    cli_output.emit(args, found, lambda: cli_output.history(found, names))
     return 0
 
 
@@ -158,9 +169,7 @@ def cmd_budget(cfg: settings_mod.Settings, args: argparse.Namespace, now: dateti
 
 
 def cmd_audit(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
-    report = read(cfg, views.audit)
-    cli_output.emit(args, report, lambda: cli_output.audit(report))
-    return 0 if report.ok else 1
+    return cli_audit.run(cfg, args, read)
 
 
 def cmd_backup(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
@@ -497,9 +506,11 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
         "costs money, at most what the budgets have left (default: the template, free)",
     )
     add("health", cmd_health, "exit 0 while the bot runs, answers and all its workers run")
-    add("status", cmd_status, "every pipeline, or one pipeline's runs").add_argument(
+    status = add("status", cmd_status, "every pipeline, or one pipeline's runs")
+    status.add_argument(
         "pipeline", nargs="?", help="show this pipeline's recent runs (default: every pipeline)"
     )
+    status.add_argument("--verbose", action="store_true", help="also the store's WAL size")
     runs = add("runs", cmd_runs, "recent runs with the last green and first red run")
     runs.add_argument("pipeline", nargs="?", help="only this pipeline (default: all)")
     runs.add_argument(
@@ -542,8 +553,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
     mode = reconcile.add_mutually_exclusive_group()
     mode.add_argument("--backfill", action="store_true", help="rewrite missing files")
     mode.add_argument("--prune", action="store_true", help="delete gatehouse's orphan files")
-    audit = add("audit", cmd_audit, "audit the event log")
-    audit.add_argument("action", choices=["verify"], help="verify: check the hash chain")
+    cli_audit.add_arguments(add("audit", cmd_audit, "verify, export or check the event log"))
     sweep = add("sweep", cli_writes.cmd_sweep, "forget seen ids older than --days")
     sweep.add_argument(
         "--days",

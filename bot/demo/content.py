@@ -29,6 +29,8 @@ FEEDS = {
 NOTES = EXAMPLES / "notes"
 #: The demo's operators: the page speaks as either one.
 OPERATORS = (1001, 1002)
+#: Their first names and usernames, shown wherever the bot says who acted.
+NAMES = {1001: ("Alex", "alex"), 1002: ("Sam", "sam")}
 #: The demo model's price: dear on purpose, so five drafts cross a budget alert.
 PRICES = {
     "demo-model": ledger_prices.Price(

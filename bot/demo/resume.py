@@ -1,7 +1,7 @@
 """Resuming the demo from its data directory: the conversation so far, and the open cards.
 
     restored = demo_resume.restore_chat(api, data_dir)   # before the bot starts
-    await approval.resend_open_cards(store, now)        # then the cards still waiting
+    await card_trail.resend_open(store, now)        # then the cards still waiting
     saver = demo_resume.Saver(api, data_dir).start()     # keeps demo-chat.json current
     saver.stop()                                         # and writes it a last time
 

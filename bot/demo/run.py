@@ -44,7 +44,7 @@ from bot.demo import content, webchat
 from bot.demo import llm as demo_llm
 from bot.demo import resume as demo_resume
 from bot.demo.botapi import server as localapi
-from pipelines import approval
+from pipelines import card_trail
 from pipelines import operations as views
 from pipelines import runtime as runtime_mod
 from store import datadir, db
@@ -160,7 +160,7 @@ async def prepare_store(cfg: settings_mod.Settings, now: datetime) -> tuple[int,
         limits = await store.read(lambda conn: budgets.configured_sync(conn, ["global"]))
         if not limits:
             await views.set_budget(store, "global", "day", content.BUDGET_USD, ACTOR, now)
-        return tuple(await approval.resend_open_cards(store, now))
+        return tuple(await card_trail.resend_open(store, now))
     finally:
         await store.close()
 
@@ -175,6 +175,8 @@ async def run(
             demo_llm.DemoLLM(delay_s=content.LLM_DELAY_S) as llm,
             localapi.LocalBotApi(token=TOKEN) as api,
         ):
+            for operator, (first_name, username) in content.NAMES.items():
+                api.name_user(operator, first_name, username)  # as Telegram accounts carry them
             restored = demo_resume.restore_chat(api, data_dir)
             web = _start_web(api, options.port)
             saver = demo_resume.Saver(api, data_dir).start()

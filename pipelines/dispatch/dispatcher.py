@@ -36,7 +36,7 @@ from typing import Any
 
 import httpx
 
-from pipelines import approval, config, dispatch, logfields, workers
+from pipelines import card_trail, config, dispatch, logfields, workers
 from store import drafts, errors, items, machine, outbox
 from store.db import Store
 from store.items import Item
@@ -161,7 +161,7 @@ async def _deliver(
 
     def done(conn: sqlite3.Connection) -> None:
         # One commit for the item and its row: no window where one is recorded alone.
-        sent = items.transition_sync(
+        items.transition_sync(
             conn,
             item.id,
             State.DISPATCHED,
@@ -172,7 +172,7 @@ async def _deliver(
             expect_version=version,
         )
         outbox.mark_sent_sync(conn, row.id, result.external_id, now)
-        approval.queue_dispatched_edit(conn, sent, result.detail, now)
+        card_trail.dispatched_sync(conn, item, result.detail, now, result.external_id)
 
     await store.write(done)
 
@@ -218,6 +218,7 @@ async def _fail(store: Store, row: outbox.Row, item: Item, reason: str, now: dat
         outbox.enqueue_sync(
             conn, "alert", outbox.ALERTS, payload, now, item_id=item.id, dedupe_key=key
         )
+        card_trail.failed_sync(conn, item, reason, now)
 
     await store.write(unit)
     await outbox.mark_failed(store, row.id, reason)

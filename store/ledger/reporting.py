@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from store import clock, sql
+from store.db import Store
 from store.ledger import budgets
 
 Q = sql.load("ledger_report")
@@ -70,6 +71,11 @@ def _rows(conn: sqlite3.Connection, query: str, params: dict[str, object]) -> li
 
 def uncertain_sync(conn: sqlite3.Connection, limit: int = 50) -> list[UncertainHold]:
     return [UncertainHold.from_row(row) for row in _rows(conn, Q["uncertain"], {"limit": limit})]
+
+
+async def uncertain(store: Store, limit: int = 50) -> list[UncertainHold]:
+    """Holds waiting for an operator's settlement, at most `limit`."""
+    return await store.read(lambda conn: uncertain_sync(conn, limit))
 
 
 def pipelines_by_spend_sync(

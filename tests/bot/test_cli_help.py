@@ -1,5 +1,5 @@
-"""Every argument of every CLI command says what it is, and an option with a value says
-its default."""
+"""Every argument of every CLI command says what it is, and an option whose value applies
+when it is not given says that value."""
 
 from __future__ import annotations
 
@@ -23,7 +23,9 @@ def test_every_argument_has_help_and_every_valued_option_its_default() -> None:
             where = f"{name} {'/'.join(action.option_strings) or action.dest}"
             if not action.help or action.help == argparse.SUPPRESS:
                 missing.append(where)
-            takes_value = action.option_strings and action.nargs != 0
+            # An option with a value that applies when it is not given must say that value.
+            has_default = action.default not in (None, argparse.SUPPRESS)
+            takes_value = action.option_strings and action.nargs != 0 and has_default
             if takes_value and "default" not in (action.help or ""):
                 no_default.append(where)
     assert missing == []

@@ -94,7 +94,7 @@ async def test_click_approve_and_the_card_changes(
 
     await card.get_by_role("button", name="Approve").click()
 
-    await async_api.expect(card).to_contain_text(f"approved by {demo.OPERATOR}")
+    await async_api.expect(card).to_contain_text("approved by Alex (@alex)")
     await async_api.expect(card.locator(".keyboard")).to_have_count(0)
     await async_api.expect(card.locator(".meta")).to_contain_text("edited")
     await async_api.expect(page.locator("#toast")).to_contain_text("approved")
@@ -110,7 +110,7 @@ async def test_typing_a_command_gets_an_answer(running: demo.Running, page: asyn
     await page.locator("#text").fill("/status")
     await page.locator("#text").press("Enter")
     await async_api.expect(page.locator(".msg.me .text").last).to_have_text("/status")
-    reply = page.locator(".msg.bot", has_text="gatehouse status")
+    reply = page.locator(".msg.bot", has_text="gatehouse ·")
     await async_api.expect(reply).to_contain_text("news")
 
 
@@ -159,15 +159,15 @@ async def test_the_first_minute_shows_costs_the_budget_an_alert_an_sla_warning_a
 
         card = by_id(page, await costly.first.get_attribute("data-message-id"))
         await card.get_by_role("button", name="Approve").click()
-        await async_api.expect(card).to_contain_text(f"approved by {demo.OPERATOR}")
-        await async_api.expect(card).to_contain_text("📤 dispatched")
+        await async_api.expect(card).to_contain_text("approved by Alex (@alex)")
+        await async_api.expect(card).to_contain_text("📤 sent")
         await async_api.expect(card).to_contain_text(f"wrote {running.out_dir / 'news'}/news-")
 
         await page.locator("#text").fill("/budget")
         await page.locator("#text").press("Enter")
-        budget = page.locator(".msg.bot", has_text="spent / held / remaining")
-        await async_api.expect(budget).to_contain_text(re.compile(r"global today: \$0\.\d\d /"))
-        await async_api.expect(budget.locator("code")).to_contain_text("██████████")
+        budget = page.locator(".msg.bot", has_text="budgets")
+        await async_api.expect(budget).to_contain_text(re.compile(r"global ▓▓▓[▓░]{2} \d+% of"))
+        await async_api.expect(budget).to_contain_text(re.compile(r"\$0\.\d\d spent"))
 
         # The urgent pipeline's 40-second window: warned at 80 %, well inside the minute.
         warning = page.locator(".msg.bot", has_text="⏳ item")
@@ -191,8 +191,8 @@ async def test_switching_to_the_second_operator_completes_a_quorum_of_two(
     await async_api.expect(page.locator("#operator")).to_have_text("1002")
     theirs = page.locator(".msg.bot", has_text="📝 team · item")
     await theirs.get_by_role("button", name="Approve").click()
-    await async_api.expect(theirs).to_contain_text(f"approved by {demo.OPERATOR}, 1002")
-    await async_api.expect(theirs).to_contain_text("📤 dispatched")
+    await async_api.expect(theirs).to_contain_text("approved by Alex (@alex), Sam (@sam)")
+    await async_api.expect(theirs).to_contain_text("📤 sent")
     # The address keeps who the page speaks as.
     await page.reload()
     await async_api.expect(page.locator("#operator")).to_have_text("1002")
@@ -214,7 +214,7 @@ async def test_reloading_never_restores_a_stale_reply_mode(
     await async_api.expect(page.locator("#replying")).to_be_visible()
     await page.reload()
     # The prompts are drawn in the same pass that decides the reply mode.
-    prompts = page.locator(".msg.bot", has_text="Send the replacement text")
+    prompts = page.locator(".msg.bot", has_text="send it as a reply to this message")
     await async_api.expect(prompts).to_have_count(2)
     await async_api.expect(page.locator("#replying")).to_be_hidden()
     await page.locator("#text").fill("/pending")
@@ -248,7 +248,7 @@ async def test_a_restart_with_its_data_dir_resends_the_open_cards(
             ).to_be_visible()
         resent = news.nth(5)
         await resent.get_by_role("button", name="Approve").click()
-        await async_api.expect(resent).to_contain_text("📤 dispatched")
+        await async_api.expect(resent).to_contain_text("📤 sent")
     finally:
         stop.set()
         await task

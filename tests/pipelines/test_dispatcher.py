@@ -13,7 +13,6 @@ import pytest
 
 from pipelines import approval, config, dispatch, engine, workers
 from pipelines.dispatch import dispatcher
-from pipelines.dispatch import webhook as dispatch_webhook
 from store import db, items, machine, outbox
 from store.machine import State
 from tests.fakes.feed_server import FeedServer
@@ -109,24 +108,6 @@ async def test_an_approved_draft_is_dispatched_once_with_its_key(
     assert (row.state, row.external_id) == ("sent", "1")
     assert await run(store, pipeline, client, now + timedelta(hours=1)) == 0
     assert len(hook.requests) == 1
-
-
-async def test_the_card_says_where_the_post_went_in_the_dispatching_unit(
-    store: db.Store,
-    pipeline: config.Pipeline,
-    client: httpx.AsyncClient,
-    hook: WebhookServer,
-    now: datetime,
-) -> None:
-    item = await approved_item(store, pipeline, client, now)
-    await run(store, pipeline, client, now)
-    newest, approved = await outbox.for_item(store, item.id, "card_edit")
-    assert approved.payload["status"].startswith("✅ approved by 7")
-    assert newest.payload["state"] == "dispatched"
-    assert newest.payload["status"] == (
-        f"✅ approved by 7 · 📤 dispatched at {now:%H:%M} UTC: "
-        f"webhook {dispatch_webhook.endpoint(hook.url)} answered 200"
-    )
 
 
 async def test_a_forced_replay_is_a_new_attempt_with_a_new_key(

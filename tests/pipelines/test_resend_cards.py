@@ -1,5 +1,5 @@
-"""Open cards sent again, for a chat that lost them: a new card row per awaiting item whose
-card was sent, and the item's next decision edits that new card."""
+"""Open cards sent again, for chats that lost them: a new card row per awaiting item whose
+card was sent, and the item's next decision edits the new copy as well."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from bot import sender
-from pipelines import approval, engine
+from pipelines import approval, card_trail, engine
 from store import db, items, outbox
 from store.machine import State
 from tests.fakes.feed_server import FeedServer
@@ -36,9 +36,9 @@ async def test_each_awaiting_items_sent_card_is_queued_again_once(
     await outbox.mark_sent(store, card.id, '{"1001": [7]}', now)
 
     later = now + timedelta(minutes=1)
-    assert await approval.resend_open_cards(store, later) == [sent.id]
+    assert await card_trail.resend_open(store, later) == [sent.id]
     # Once per sent card: asking again queues nothing more; a card not sent yet is not lost.
-    assert await approval.resend_open_cards(store, later) == []
+    assert await card_trail.resend_open(store, later) == []
     again, first = await outbox.for_item(store, sent.id, "card")
     assert (again.state, again.external_id, first.id) == ("pending", None, card.id)
     assert again.payload == first.payload
@@ -46,6 +46,6 @@ async def test_each_awaiting_items_sent_card_is_queued_again_once(
 
     await approval.decide(store, pipeline, sent.id, 1, 1, 1001, "approve", later)
     [edit] = await outbox.for_item(store, sent.id, "card_edit")
-    # The sender edits the card an edit names, newest first: the copy sent again.
-    edited = await sender._card_for(store, sent.id, edit.payload)
-    assert edited is not None and edited.id == again.id
+    # The sender edits every copy of the version an edit names: the new one too.
+    edited = await sender._cards_for(store, sent.id, edit.payload)
+    assert {card.id for card in edited} == {first.id, again.id}
