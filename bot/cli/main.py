@@ -47,20 +47,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from bot import control, maintenance, people, storage_alarm
+from bot import demo as demo_package
 from bot import settings as settings_mod
 from bot.cli import audit as cli_audit
+from bot.cli import dry_run as cli_dry_run
 from bot.cli import output as cli_output
 from bot.cli import tokens as cli_tokens
 from bot.cli import writes as cli_writes
-from bot.demo import webchat
 from pipelines import config
 from pipelines import operations as views
-from store import datadir, db, errors, info, ledger, writer
+from store import datadir, db, errors, info, writer
 from store.ledger import budgets
-from store.ledger import settle as ledger_settle
 
 if TYPE_CHECKING:
-    from pipelines import dryrun, preflight
+    from pipelines import preflight
 
 T = TypeVar("T")
 #: Store errors that mean "fix the setup" or "bad argument": exit code 2.
@@ -275,88 +275,7 @@ async def _online(
 
 
 def cmd_dry_run(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
-    """Fetch and draft one pipeline into a throwaway store; print the cards it would send."""
-    found = pipelines(cfg)
-    name = views.check_pipeline(args.pipeline, found)
-    llm = _dry_run_llm(cfg, name, now) if args.llm else None
-    report = asyncio.run(_dry_run(found[name], now, llm))
-    counted = _count_spend(cfg, report, now) if report.spent_micros else None
-    shown = report.cards[: args.limit]
-    value = {
-        "pipeline": name,
-        "fetched": report.fetched,
-        "errors": report.errors,
-        "cards": [payload for _, payload in shown],
-        "not_shown": len(report.cards) - len(shown),
-        "failed": [{"item": item, "reason": reason} for item, reason in report.failed],
-        "llm": None
-        if report.spend is None
-        else {
-            "drafts": report.llm_drafts,
-            "spent_micros": report.spent_micros,
-            "uncertain_micros": report.uncertain_micros,
-            "counted": counted,
-        },
-    }
-    cli_output.emit(args, value, lambda: cli_output.dry_run(report, shown, counted))
-    not_counted = counted is not None and counted["claim"] is None
-    return 1 if report.errors or report.failed or not_counted else 0
-
-
-def _count_spend(
-    cfg: settings_mod.Settings, report: dryrun.Report, now: datetime
-) -> dict[str, Any]:
-    """Count the dry run's LLM spend against the store's budgets (the provider billed it):
-    {"claim": id} or {"claim": None, "problem": why not}."""
-    requests = ", ".join(report.request_ids) or "none reported"
-    evidence = f"dry run of {report.pipeline}: {report.llm_drafts} draft(s); requests {requests}"
-    evidence = evidence[: ledger_settle.MAX_EVIDENCE]
-    key = f"dry-run:{report.pipeline}:{now.isoformat()}"
-    request = {
-        "pipeline": report.pipeline, "key": key, "micros": report.spent_micros,
-        "input_tokens": report.usage[0], "output_tokens": report.usage[1], "evidence": evidence,
-    }  # fmt: skip
-
-    def local(store: db.Store) -> Awaitable[ledger.Claim | None]:
-        return ledger.charge(
-            store, key, control.DRY_RUN_ENDPOINT, report.pipeline, report.usage,
-            report.spent_micros, evidence, now,
-        )  # fmt: skip
-
-    try:
-        found = views.plain(cli_writes.write(cfg, "record-spend", request, local))
-    except (views.Invalid, errors.BudgetExceeded, cli_writes.Refused) as exc:
-        return {"claim": None, "problem": str(exc)}
-    if not found:
-        return {"claim": None, "problem": "no budget covers this pipeline any more"}
-    return {"claim": found["id"]}
-
-
-def _dry_run_llm(cfg: settings_mod.Settings, name: str, now: datetime) -> dryrun.Llm:
-    """The provider and prices of these settings, and what the store's budgets for this
-    pipeline and global have left (none: the drafts fall back to the template)."""
-    from pipelines import dryrun
-
-    left: list[tuple[str, str, int]] = []
-    if (cfg.data_dir / datadir.DB_NAME).exists():
-        report = read(cfg, lambda store: views.budget(store, now))
-        left = [
-            (b.scope, b.period, b.remaining_micros)
-            for b in report.budgets
-            if b.scope in ("global", name)
-        ]
-    return dryrun.Llm(cfg.llm, cfg.prices, left)
-
-
-async def _dry_run(
-    pipeline: config.Pipeline, now: datetime, llm: dryrun.Llm | None
-) -> dryrun.Report:
-    import httpx  # the engine's client, for this command alone
-
-    from pipelines import dryrun
-
-    async with httpx.AsyncClient(timeout=httpx.Timeout(30.0, connect=10.0)) as client:
-        return await dryrun.run(pipeline, client, now, llm)
+    return cli_dry_run.run(cfg, args, now, pipelines(cfg), read)
 
 
 def _storage(answer: dict[str, object]) -> writer.StorageFault | None:
@@ -472,7 +391,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
     demo.add_argument(
         "--port",
         type=int,
-        default=webchat.DEFAULT_PORT,
+        default=demo_package.DEFAULT_PORT,
         metavar="N",
         help="the page's port on 127.0.0.1; 0 picks a free one (default: %(default)s)",
     )
@@ -490,20 +409,9 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
         action="store_true",
         help="also ask Telegram, the LLM, mail servers and webhook hosts (sends nothing)",
     )
-    dry = add("dry-run", cmd_dry_run, "fetch and draft now, print the cards; nothing kept or sent")
-    dry.add_argument("pipeline", help=PIPELINE_HELP)
-    dry.add_argument(
-        "--limit",
-        type=positive,
-        default=5,
-        metavar="N",
-        help="cards printed at most (default: %(default)s)",
-    )
-    dry.add_argument(
-        "--llm",
-        action="store_true",
-        help="draft LLM pipelines with their provider, through the budget ledger: this "
-        "costs money, at most what the budgets have left (default: the template, free)",
+    cli_dry_run.add_arguments(
+        add("dry-run", cmd_dry_run, "fetch and draft now, print the cards; nothing kept or sent"),
+        positive,
     )
     add("health", cmd_health, "exit 0 while the bot runs, answers and all its workers run")
     status = add("status", cmd_status, "every pipeline, or one pipeline's runs")

@@ -47,8 +47,6 @@ STATIC_TYPES = {
     ".js": "text/javascript; charset=utf-8",
     ".css": "text/css; charset=utf-8",
 }
-#: The demo page's port unless --port says otherwise (0 picks a free one).
-DEFAULT_PORT = 8780
 #: The longest /api/wait the page may ask for (seconds); it asks again after.
 MAX_WAIT_S = 25.0
 #: A request body larger than this is refused (a chat message is at most 4096 chars).
