@@ -45,11 +45,13 @@ from bot import (
     handlers,
     logs,
     metrics,
+    review_handlers,
+    review_keyboards,
     sender,
     storage_alarm,
 )
 from bot import settings as settings_mod
-from pipelines import card_trail, workers
+from pipelines import card_trail, nudges, workers
 from pipelines import runtime as runtime_mod
 from pipelines.audit import witness as audit_witness
 from pipelines.dispatch import dispatcher
@@ -142,8 +144,9 @@ def build(cfg: settings_mod.Settings, token: str) -> App:
     add(CommandHandler("history", handlers.history))
     add(CommandHandler("replay", handlers.replay))
     add(MessageHandler(filters.COMMAND, handlers.unknown))
+    add(CallbackQueryHandler(review_handlers.tap, pattern=review_handlers.PATTERN))
     add(CallbackQueryHandler(handlers.tap))
-    add(MessageHandler(filters.REPLY & filters.TEXT & ~filters.COMMAND, handlers.edit_reply))
+    add(MessageHandler(filters.REPLY & filters.TEXT & ~filters.COMMAND, review_handlers.reply))
     application.add_error_handler(handlers.on_error)
     return application
 
@@ -160,6 +163,8 @@ def _targets(cfg: settings_mod.Settings, runtime: runtime_mod.Runtime) -> sender
     def targets(row: outbox.Row) -> list[int]:
         if row.target == outbox.ALERTS:
             return alert_chats(cfg)
+        if row.payload.get("chats"):  # an escalation's card: the people brought in
+            return [int(chat) for chat in row.payload["chats"]]
         if row.target.startswith(card_trail.CHAT_TARGET):  # a fresh card for one chat
             return [int(row.target.removeprefix(card_trail.CHAT_TARGET))]
         pipeline = runtime.pipelines.get(str(row.payload.get("pipeline")))
@@ -169,13 +174,20 @@ def _targets(cfg: settings_mod.Settings, runtime: runtime_mod.Runtime) -> sender
     return targets
 
 
-def _keyboard(key: bytes) -> sender.Keyboard:
+def _keyboard(key: bytes, runtime: runtime_mod.Runtime) -> sender.Keyboard:
     def keyboard(row: outbox.Row) -> InlineKeyboardMarkup | None:
-        if row.item_id is None:
+        if row.kind == "alert" and row.payload.get("offer"):  # a digest's list
+            count = int(row.payload["count"])
+            return review_keyboards.listed_keyboard(key, int(row.payload["offer"]), count)
+        if row.item_id is None or row.kind not in ("card", "card_edit"):
             return None
         attempt, version = int(row.payload["attempt"]), int(row.payload["version"])
         if row.payload.get("buttons") == card_trail.RETRY_BUTTONS:
             return card_actions.retry_keyboard(key, row.item_id, attempt, version)
+        if row.kind == "card_edit":  # a decided card: Undo while it lasts, Redraft
+            pipeline = runtime.pipelines.get(str(row.payload.get("pipeline")))
+            edit = {**row.payload, "item_id": row.item_id}
+            return review_keyboards.decided_keyboard(key, edit, pipeline)
         return handlers.card_keyboard(key, row.item_id, attempt, version)
 
     return keyboard
@@ -195,7 +207,7 @@ async def serve(
         runtime.store,
         application.bot,
         _targets(cfg, runtime),
-        _keyboard(key),
+        _keyboard(key, runtime),
         cfg.telegram.chat_messages_per_second,
         clock=runtime.now,
         report=runtime.workers.report,
@@ -292,6 +304,7 @@ def runtime_config(cfg: settings_mod.Settings, application: App) -> runtime_mod.
             dispatcher.make_worker(application.bot),
             control.serve,
             alarm,
+            nudges.worker,
             *listeners(cfg),
             audit_witness.worker,
         ),

@@ -94,6 +94,7 @@ def _act(conn: sqlite3.Connection, item: Item, now: datetime) -> None:
             "version": item.version,
             "state": moved.state.value,
             "status": f"⌛ {reason}",
+            "pipeline": item.pipeline,
             "decided_by": [],
         }
         outbox.enqueue_sync(conn, "card_edit", outbox.OPERATORS, edit, now, item_id=item.id)

@@ -47,13 +47,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from bot import control, maintenance, people, storage_alarm
-from bot import demo as demo_package
 from bot import settings as settings_mod
 from bot.cli import audit as cli_audit
+from bot.cli import decisions as cli_decisions
 from bot.cli import dry_run as cli_dry_run
 from bot.cli import output as cli_output
 from bot.cli import tokens as cli_tokens
 from bot.cli import writes as cli_writes
+from bot.demo import content as demo_content
 from pipelines import config
 from pipelines import operations as views
 from store import datadir, db, errors, info, writer
@@ -391,7 +392,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
     demo.add_argument(
         "--port",
         type=int,
-        default=demo_package.DEFAULT_PORT,
+        default=demo_content.DEFAULT_PORT,
         metavar="N",
         help="the page's port on 127.0.0.1; 0 picks a free one (default: %(default)s)",
     )
@@ -440,6 +441,8 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
         action="store_true",
         help="pay for a new LLM draft instead of showing one the provider already wrote",
     )
+    for action, text in cli_decisions.HELP.items():
+        cli_decisions.add_arguments(add(action, cli_decisions.cmd_decide, text), action, item_id)
     add("budget", cmd_budget, "spend, holds and limits, today and this month")
     budget = add("set-budget", cli_writes.cmd_set_budget, "set a scope's day or month limit in USD")
     budget.add_argument("scope", help="global or a pipeline name")

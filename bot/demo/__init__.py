@@ -4,7 +4,3 @@
 local Bot API server that stands in for Telegram, `llm` a priced stand-in LLM, `content`
 the pipelines it runs, and `resume` what a restart with the same data directory keeps.
 """
-
-#: The demo page's port unless --port says otherwise (0 picks a free one). Here, not in
-#: `webchat`, so the CLI's help reads it without loading the servers.
-DEFAULT_PORT = 8780

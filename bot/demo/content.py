@@ -16,7 +16,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.demo import llm as demo_llm
 from pipelines.providers import client as providers
 from store.ledger import prices as ledger_prices
 
@@ -27,15 +26,19 @@ FEEDS = {
     "/feeds/urgent.xml": EXAMPLES / "feeds" / "urgent.xml",
 }
 NOTES = EXAMPLES / "notes"
+#: The demo page's port unless --port says otherwise (0 picks a free one).
+DEFAULT_PORT = 8780
+#: The demo LLM's model and the key the demo's settings present to it (a made-up key
+#: for a local stand-in, checked as a provider would).
+MODEL = "demo-model"
+API_KEY = "demo-key-not-secret"
 #: The demo's operators: the page speaks as either one.
 OPERATORS = (1001, 1002)
 #: Their first names and usernames, shown wherever the bot says who acted.
 NAMES = {1001: ("Alex", "alex"), 1002: ("Sam", "sam")}
 #: The demo model's price: dear on purpose, so five drafts cross a budget alert.
 PRICES = {
-    "demo-model": ledger_prices.Price(
-        input_micros_per_mtok=2_000_000, output_micros_per_mtok=200_000_000
-    )
+    MODEL: ledger_prices.Price(input_micros_per_mtok=2_000_000, output_micros_per_mtok=200_000_000)
 }
 #: The day's budget for every pipeline together, in USD. A draft holds about $0.018
 #: (its worst case) and costs about $0.011: the feed's five drafts fit side by side, and
@@ -140,6 +143,6 @@ def llm(base_url: str) -> providers.ProviderSettings:
     return providers.ProviderSettings(
         kind="openai",
         base_url=base_url,
-        api_key=demo_llm.API_KEY,  # type: ignore[arg-type]  # pydantic makes it a SecretStr
-        model=demo_llm.MODEL,
+        api_key=API_KEY,  # type: ignore[arg-type]  # pydantic makes it a SecretStr
+        model=MODEL,
     )

@@ -20,11 +20,12 @@ import re
 import threading
 from typing import Any
 
+from bot.demo import content
 from pipelines.drafting import prompt as drafting
 
-#: The key the demo's settings present; the server checks it as a provider would.
-API_KEY = "demo-key-not-secret"  # a made-up key for a local fake
-MODEL = "demo-model"
+#: The key the demo's settings present, checked as a provider would, and the model.
+API_KEY = content.API_KEY
+MODEL = content.MODEL
 #: A fixed creation time keeps replies deterministic.
 CREATED = 1_700_000_000
 #: The largest request body read (bytes); a demo prompt is a few KiB.

@@ -39,7 +39,6 @@ from pathlib import Path
 import pydantic_settings
 
 from bot import app, logs
-from bot import demo as demo_package
 from bot import settings as settings_mod
 from bot.demo import content, webchat
 from bot.demo import llm as demo_llm
@@ -68,7 +67,7 @@ class Options:
     #: Where the store, the pipeline files and dispatched posts go; None: a temp dir.
     data_dir: Path | None = None
     #: The web page's port on 127.0.0.1; 0 picks a free one.
-    port: int = demo_package.DEFAULT_PORT
+    port: int = content.DEFAULT_PORT
 
 
 @dataclasses.dataclass(frozen=True)
@@ -291,7 +290,7 @@ async def _main(options: Options) -> None:
 
 
 def main(
-    *, port: int = demo_package.DEFAULT_PORT, data_dir: Path | None = None, verbose: bool = False
+    *, port: int = content.DEFAULT_PORT, data_dir: Path | None = None, verbose: bool = False
 ) -> int:
     """`gatehouse demo`: 0 after Ctrl-C, 2 for a bad port or data directory."""
     if not 0 <= port <= 65535:

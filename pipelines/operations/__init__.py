@@ -7,6 +7,10 @@ Every function returns plain dataclasses (or the store's own frozen rows); rende
 is the caller's business (bot/render.py for Telegram HTML, bot/cli/main.py for a terminal
 or JSON). Writes take the actor and `now`, so each one's event says who and when.
 A bad argument raises `Invalid`, whose message says what is valid.
+
+Families of actions live in submodules: `operations.review` holds the decisions beyond
+one tap (a reject's reason, undo, redraft, decisions on a listed set, and the
+terminal's approve / reject / edit / redraft).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from pipelines import workers
+from pipelines.operations import review
 from store import events, items, ledger, machine, runs, schedules, seen, writer
 from store.db import Store
 from store.ledger import budgets
@@ -211,10 +216,7 @@ async def replay(
         return replayed
 
     replayed = await store.write(unit)
-    if scheduler is not None and replayed.pipeline in scheduler.pipelines:
-        await scheduler.trigger(replayed.pipeline, now)
-    else:
-        await schedules.request_run(store, replayed.pipeline, now)
+    await review.ask_run(store, replayed.pipeline, now, scheduler)
     return replayed
 
 
