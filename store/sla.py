@@ -60,10 +60,11 @@ def _sweep_items(conn: sqlite3.Connection, item_ids: list[int], now: datetime) -
 
 def _warn(conn: sqlite3.Connection, item: Item, now: datetime) -> bool:
     assert item.deadline is not None
-    left = int((item.deadline - now).total_seconds() // 60)
+    seconds = int((item.deadline - now).total_seconds())
+    left = f"{seconds // 60} min" if seconds >= 60 else f"{seconds} s"
     text = (
         f"⏳ item {item.id} ({item.pipeline}) has been in {item.state} since {_since(item)}; "
-        f"its deadline passes in {left} min"
+        f"its deadline passes in {left}"
     )
     payload = {"text": text, "level": "warning", "item_id": item.id}
     key = f"sla-warning:{_entry_key(item)}"
