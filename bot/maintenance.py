@@ -17,6 +17,7 @@ import sqlite3
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pipelines import config, dispatch
 from pipelines import operations as views
@@ -135,6 +136,12 @@ class FolderReport:
     pruned: list[str] = field(default_factory=list)
     #: Orphans without gatehouse's front matter: never pruned, someone else wrote them.
     foreign: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_plain(cls, found: dict[str, Any]) -> FolderReport:
+        """A report as `views.plain` sent it (the running bot's answer to reconcile)."""
+        orphans = [dispatch_file.OrphanFile(**orphan) for orphan in found["orphans"]]
+        return cls(**{**found, "folder": Path(found["folder"]), "orphans": orphans})
 
 
 @dataclass(frozen=True)

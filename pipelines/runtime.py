@@ -72,6 +72,8 @@ class RuntimeConfig:
     lease_ttl: timedelta = timedelta(seconds=leader.TTL_S)
     #: How long a worker holds the dispatch rows it claimed before others may take them.
     dispatch_lease: timedelta = timedelta(seconds=DISPATCH_LEASE_S)
+    #: Seconds between passes of the SLA sweep, claim recovery and retention.
+    sweep_every_s: float = SWEEP_EVERY_S
 
 
 class Runtime:
@@ -134,9 +136,9 @@ class Runtime:
         runtime.spawn("heartbeat", runtime._heartbeat_forever)
         runtime.spawn("scheduler", lambda: runtime.scheduler.run_forever(stopping, cfg.clock))
         sweeps = (
-            ("sla-sweep", sla.sweep, SWEEP_EVERY_S),
-            ("claim-recovery", ledger.recover, SWEEP_EVERY_S),
-            ("retention", retention.prune, SWEEP_EVERY_S),
+            ("sla-sweep", sla.sweep, cfg.sweep_every_s),
+            ("claim-recovery", ledger.recover, cfg.sweep_every_s),
+            ("retention", retention.prune, cfg.sweep_every_s),
             ("run-recovery", startup.recover_lapsed, cfg.lease_ttl.total_seconds()),
         )
         for name, job, every in sweeps:

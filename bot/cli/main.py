@@ -3,7 +3,7 @@
     gatehouse run                              start the operator bot and the engine
     gatehouse demo [--port N] [--data-dir D]   offline demo in a browser: no token, no API key
     gatehouse check [--online]                 settings, pipeline files, secrets (exit 1 on errors)
-    gatehouse dry-run <pipeline> [--limit 5]   fetch and draft now; print the cards, keep nothing
+    gatehouse dry-run <pipeline> [--limit 5] [--llm]   fetch and draft now; print the cards
     gatehouse health                           exit 0 while the bot and all its workers run
     gatehouse status [pipeline] [--verbose]    every pipeline, or one pipeline's recent runs
     gatehouse runs [pipeline] [--limit 10]     recent runs, with the last green / first red run
@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import dataclasses
 import sys
 from collections.abc import Awaitable, Callable, Sequence
@@ -50,17 +51,19 @@ from bot import cluster, control, maintenance, people, storage_alarm
 from bot import settings as settings_mod
 from bot.cli import audit as cli_audit
 from bot.cli import decisions as cli_decisions
+from bot.cli import dry_run as cli_dry_run
 from bot.cli import output as cli_output
 from bot.cli import to_postgres
 from bot.cli import tokens as cli_tokens
 from bot.cli import writes as cli_writes
+from bot.demo import content as demo_content
 from pipelines import config
 from pipelines import operations as views
 from store import datadir, db, errors, info, writer
 from store.ledger import budgets
 
 if TYPE_CHECKING:
-    from pipelines import dryrun, preflight
+    from pipelines import preflight
 
 T = TypeVar("T")
 #: Store errors that mean "fix the setup" or "bad argument": exit code 2.
@@ -79,7 +82,21 @@ PING_TIMEOUT_S = 3.0
 
 
 def pipelines(cfg: settings_mod.Settings) -> dict[str, config.Pipeline]:
+    """The pipeline files as they are on disk (what `check` and `dry-run` try)."""
     return config.load_dir(cfg.pipelines_dir, settings_mod.pipeline_context(cfg)).pipelines
+
+
+def pipeline_names(cfg: settings_mod.Settings) -> list[str]:
+    """The pipelines the running bot has loaded, asked over its control socket, so the
+    CLI never disagrees with it; with no bot running, the files."""
+    if cli_writes.writer_pid(cfg):
+        try:
+            answer = control.request(cfg.data_dir, "pipelines", {}, timeout=PING_TIMEOUT_S)
+        except (control.Unavailable, control.NoAnswer, control.Refused):
+            pass  # still starting: the files say what it will load
+        else:
+            return [str(name) for name in answer["names"]]
+    return sorted(pipelines(cfg))
 
 
 # -- reads: a read-only store, never the lock ---------------------------------------------
@@ -99,7 +116,7 @@ def read(cfg: settings_mod.Settings, fn: Callable[[db.Store], Awaitable[T]]) -> 
 def cmd_status(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
     if args.pipeline:
         return cmd_runs(cfg, args, now)
-    names = pipelines(cfg).keys()
+    names = pipeline_names(cfg)
 
     ttl = timedelta(seconds=cfg.cluster.lease_ttl_s)
 
@@ -123,8 +140,8 @@ def cmd_status(cfg: settings_mod.Settings, args: argparse.Namespace, now: dateti
 
 
 def cmd_runs(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
-    known = pipelines(cfg)
-    names = [views.check_pipeline(args.pipeline, known)] if args.pipeline else sorted(known)
+    known = pipeline_names(cfg)
+    names = [views.check_pipeline(args.pipeline, known)] if args.pipeline else known
     limit = getattr(args, "limit", views.RUNS_SHOWN)
 
     async def fn(store: db.Store) -> list[views.PipelineRuns]:
@@ -181,14 +198,23 @@ def cmd_backup(cfg: settings_mod.Settings, args: argparse.Namespace, now: dateti
 
 
 def cmd_reconcile(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
-    # Only files change, never the store: safe beside the running bot.
-    known = pipelines(cfg)
-    reports = read(
-        cfg,
-        lambda store: maintenance.reconcile(
-            store, known, backfill=args.backfill, prune=args.prune, progress=cli_output.progress
-        ),
-    )
+    # Only files change, never the store. While the bot runs it compares its own
+    # pipelines and paths (through the control socket); otherwise the files here.
+    answer = None
+    if cli_writes.writer_pid(cfg):
+        request = {"backfill": args.backfill, "prune": args.prune}
+        with contextlib.suppress(control.Unavailable):  # not a bot: the files here
+            answer = control.request(cfg.data_dir, "reconcile", request)
+    if answer is not None:
+        reports = [maintenance.FolderReport.from_plain(found) for found in answer]
+    else:
+        known = pipelines(cfg)
+        reports = read(
+            cfg,
+            lambda store: maintenance.reconcile(
+                store, known, backfill=args.backfill, prune=args.prune, progress=cli_output.progress
+            ),
+        )
     cli_output.emit(args, reports, lambda: cli_output.reconcile(reports))
     unresolved = any(
         set(r.ghosts) - set(r.backfilled) or len(r.orphans) > len(r.pruned) for r in reports
@@ -260,29 +286,7 @@ async def _online(
 
 
 def cmd_dry_run(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
-    """Fetch and draft one pipeline into a throwaway store; print the cards it would send."""
-    found = pipelines(cfg)
-    name = views.check_pipeline(args.pipeline, found)
-    report = asyncio.run(_dry_run(found[name], now))
-    shown = report.cards[: args.limit]
-    value = {
-        "pipeline": name,
-        "fetched": report.fetched,
-        "errors": report.errors,
-        "cards": [payload for _, payload in shown],
-        "not_shown": len(report.cards) - len(shown),
-    }
-    cli_output.emit(args, value, lambda: cli_output.dry_run(report, shown))
-    return 1 if report.errors else 0
-
-
-async def _dry_run(pipeline: config.Pipeline, now: datetime) -> dryrun.Report:
-    import httpx  # the engine's client, for this command alone
-
-    from pipelines import dryrun
-
-    async with httpx.AsyncClient(timeout=httpx.Timeout(30.0, connect=10.0)) as client:
-        return await dryrun.run(pipeline, client, now)
+    return cli_dry_run.run(cfg, args, now, pipelines(cfg), read)
 
 
 def _storage(answer: dict[str, object]) -> writer.StorageFault | None:
@@ -345,6 +349,7 @@ def positive(text: str) -> int:
 
 
 Command = Callable[[settings_mod.Settings, argparse.Namespace, datetime], int]
+PIPELINE_HELP = "the pipeline's name, as `gatehouse status` lists it"
 
 
 def _config_options(parser: argparse.ArgumentParser, default: object) -> None:
@@ -352,13 +357,16 @@ def _config_options(parser: argparse.ArgumentParser, default: object) -> None:
         "--env-file",
         type=Path,
         default=default,
+        metavar="FILE",
         help="read settings from this file (default: .env in the working directory, if any)",
     )
     parser.add_argument(
         "--data-dir",
         type=Path,
         default=default,
-        help="the data directory (default: GATEHOUSE_DATA_DIR, else ./data)",
+        metavar="DIR",
+        help="the data directory, relative to the working directory "
+        "(default: GATEHOUSE_DATA_DIR from the environment or the settings file, else data)",
     )
 
 
@@ -369,7 +377,12 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
         epilog="Exit codes: 0 ok, 1 a check failed, 2 bad usage, settings or data directory.",
     )
     _config_options(parser, default=None)
-    sub = parser.add_subparsers(dest="command", required=True, metavar="command")
+    sub = parser.add_subparsers(
+        dest="command",
+        required=True,
+        metavar="command",
+        help="what to do; `gatehouse COMMAND --help` says more",
+    )
     table: dict[str, Command] = {}
 
     def add(name: str, fn: Command | None, text: str) -> argparse.ArgumentParser:
@@ -378,14 +391,28 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
             # Given after the command, they override the ones given before it.
             _config_options(command, default=argparse.SUPPRESS)
         if fn is not None:
-            command.add_argument("--json", action="store_true", help="print JSON for scripts")
+            command.add_argument(
+                "--json", action="store_true", help="print JSON for scripts instead of text"
+            )
             table[name] = fn
         return command
 
     add("run", None, "start the operator bot and the engine (same as python -m bot)")
     demo = add("demo", None, "the offline demo in a web chat: no Telegram token, no API key")
-    demo.add_argument("--port", type=int, default=0, help="the page's port (default: any free)")
-    demo.add_argument("--data-dir", type=Path, help="keep its data here (default: a temp dir)")
+    demo.add_argument(
+        "--port",
+        type=int,
+        default=demo_content.DEFAULT_PORT,
+        metavar="N",
+        help="the page's port on 127.0.0.1; 0 picks a free one (default: %(default)s)",
+    )
+    demo.add_argument(
+        "--data-dir",
+        type=Path,
+        metavar="DIR",
+        help="keep its data here, and resume from it next time "
+        "(default: a temporary directory, removed when the demo stops)",
+    )
     demo.add_argument("--verbose", action="store_true", help="log what the bot and engine do")
     check = add("check", cmd_check, "check settings and pipeline files; exit 1 on any error")
     check.add_argument(
@@ -393,10 +420,9 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
         action="store_true",
         help="also ask Telegram, the LLM, mail servers and webhook hosts (sends nothing)",
     )
-    dry = add("dry-run", cmd_dry_run, "fetch and draft now, print the cards; nothing kept or sent")
-    dry.add_argument("pipeline", help="its name")
-    dry.add_argument(
-        "--limit", type=positive, default=5, help="cards printed at most (default: %(default)s)"
+    cli_dry_run.add_arguments(
+        add("dry-run", cmd_dry_run, "fetch and draft now, print the cards; nothing kept or sent"),
+        positive,
     )
     add("health", cmd_health, "exit 0 while the bot runs, answers and all its workers run")
     status = add("status", cmd_status, "every pipeline, or one pipeline's runs")
@@ -407,7 +433,11 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
     runs = add("runs", cmd_runs, "recent runs with the last green and first red run")
     runs.add_argument("pipeline", nargs="?", help="only this pipeline (default: all)")
     runs.add_argument(
-        "--limit", type=positive, default=views.RUNS_SHOWN, help="runs shown (default: %(default)s)"
+        "--limit",
+        type=positive,
+        default=views.RUNS_SHOWN,
+        metavar="N",
+        help="runs shown (default: %(default)s)",
     )
     add("pending", cmd_pending, "items awaiting approval, oldest first")
     add("history", cmd_history, "one item's events").add_argument(
@@ -433,7 +463,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
         ("pause", "stop a pipeline's schedule"),
         ("resume", "restart a pipeline's schedule"),
     ):
-        add(name, cli_writes.cmd_schedule, text).add_argument("pipeline", help="its name")
+        add(name, cli_writes.cmd_schedule, text).add_argument("pipeline", help=PIPELINE_HELP)
     settle = add(
         "reconcile-claim", cli_writes.cmd_reconcile_claim, "settle an uncertain AI spend claim"
     )
@@ -447,7 +477,11 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
     cli_audit.add_arguments(add("audit", cmd_audit, "verify, export or check the event log"))
     sweep = add("sweep", cli_writes.cmd_sweep, "forget seen ids older than --days")
     sweep.add_argument(
-        "--days", type=positive, default=90, help="age in days (default: %(default)s)"
+        "--days",
+        type=positive,
+        default=90,
+        metavar="N",
+        help="forget seen ids older than this many days (default: %(default)s)",
     )
     cli_tokens.add_parser(add)
     add("backup", cmd_backup, "online backup to a new file, verified").add_argument(
