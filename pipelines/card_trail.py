@@ -135,7 +135,7 @@ async def resend_open(store: Store, now: datetime) -> list[int]:
     """Queue each awaiting item's newest card again, as a new message, for a chat that
     lost the old one; its decision then edits the new copy. Returns the items resent."""
 
-    def unit(conn: sqlite3.Connection) -> list[int]:
+    def unit(conn: backend.Conn) -> list[int]:
         resent = []
         for item in items.in_state_sync(conn, State.AWAITING_APPROVAL, limit=RESEND_LIMIT):
             cards = outbox.for_item_sync(conn, item.id, "card")

@@ -140,7 +140,7 @@ async def charge(
     in one unit. None when no budget covers the pipeline; BudgetExceeded (and nothing
     written) when it no longer fits. The same key again is the same claim."""
 
-    def unit(conn: sqlite3.Connection) -> Claim | None:
+    def unit(conn: backend.Conn) -> Claim | None:
         request = {"micros": micros, "usage": list(usage)}
         work = claims.begin_sync(
             conn, key, endpoint, request, micros, pipeline, None, now, CHARGE_LEASE
