@@ -7,14 +7,13 @@ holding the vote or the new draft, the transition it causes, and the outbox rows
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 from pipelines import config
 from pipelines.text import similarity, validation
-from store import decisions, drafts, errors, events, followups, items, outbox
+from store import backend, decisions, drafts, errors, events, followups, items, outbox
 from store.db import Store
 from store.drafts import Draft
 from store.items import Item
@@ -26,7 +25,7 @@ class NotAllowed(errors.StoreError):
 
 
 def queue_card(
-    conn: sqlite3.Connection,
+    conn: backend.Conn,
     pipeline: config.Pipeline,
     item: Item,
     draft: Draft,
@@ -64,7 +63,7 @@ def queue_card(
 
 
 def edit_card_sync(
-    conn: sqlite3.Connection, pipeline: config.Pipeline, item: Item, version: int, status: str,
+    conn: backend.Conn, pipeline: config.Pipeline, item: Item, version: int, status: str,
     now: datetime, *, decided_by: Sequence[int] = (), undo_until: datetime | None = None,
     state: State | None = None,
 ) -> None:  # fmt: skip
@@ -101,7 +100,7 @@ def _status_line(
 
 
 def check_operator(
-    pipeline: config.Pipeline, operator_id: int, conn: sqlite3.Connection | None = None,
+    pipeline: config.Pipeline, operator_id: int, conn: backend.Conn | None = None,
     item: tuple[int, int] | None = None,
 ) -> None:  # fmt: skip
     """NotAllowed unless the operator approves this pipeline, or was brought in by the
@@ -144,7 +143,7 @@ async def decide(
     until when; `reason` goes with a reject into its event and onto the card.
     """
 
-    def unit(conn: sqlite3.Connection) -> decisions.Decision:
+    def unit(conn: backend.Conn) -> decisions.Decision:
         check_operator(pipeline, operator_id, conn, (item_id, attempt))
         decision = decisions.decide_sync(
             conn, item_id, attempt, version, operator_id, choice, now,
@@ -192,7 +191,7 @@ async def edit(
     validation.validate(text, pipeline.draft.output_schema)
     actor = events.operator(operator_id)
 
-    def unit(conn: sqlite3.Connection) -> Draft:
+    def unit(conn: backend.Conn) -> Draft:
         check_operator(
             pipeline, operator_id, conn, (item_id, items.get_sync(conn, item_id).attempt)
         )

@@ -15,12 +15,11 @@ Status lines name people as `operator:<id>`; the bot shows their names when it s
 
 from __future__ import annotations
 
-import sqlite3
 from datetime import datetime
 from typing import Any
 
 from pipelines import approval, config
-from store import errors, events, items, outbox, redispatch
+from store import backend, errors, events, items, outbox, redispatch
 from store.db import Store
 from store.items import Item
 from store.machine import State
@@ -33,7 +32,7 @@ RETRY_BUTTONS = "retry"
 RESEND_LIMIT = 100
 
 
-def _previous_status(conn: sqlite3.Connection, item: Item) -> str:
+def _previous_status(conn: backend.Conn, item: Item) -> str:
     """The newest status line the card showed for this version (who approved it)."""
     for row in outbox.for_item_sync(conn, item.id, "card_edit"):
         shown = (row.payload.get("attempt"), row.payload.get("version"))
@@ -43,7 +42,7 @@ def _previous_status(conn: sqlite3.Connection, item: Item) -> str:
 
 
 def _edit(
-    conn: sqlite3.Connection, item: Item, state: State, line: str, now: datetime, **extra: Any
+    conn: backend.Conn, item: Item, state: State, line: str, now: datetime, **extra: Any
 ) -> None:
     before = _previous_status(conn, item)
     payload = {
@@ -69,13 +68,13 @@ def sent_line(detail: str, external_id: str | None = None) -> str:
 
 
 def dispatched_sync(
-    conn: sqlite3.Connection, item: Item, detail: str, now: datetime, external_id: str | None
+    conn: backend.Conn, item: Item, detail: str, now: datetime, external_id: str | None
 ) -> None:
     """The card says where the draft went."""
     _edit(conn, item, State.DISPATCHED, sent_line(detail, external_id), now)
 
 
-def failed_sync(conn: sqlite3.Connection, item: Item, reason: str, now: datetime) -> None:
+def failed_sync(conn: backend.Conn, item: Item, reason: str, now: datetime) -> None:
     """The card shows the error, with a Retry button."""
     _edit(conn, item, State.FAILED, f"⚠️ not sent: {reason}", now, buttons=RETRY_BUTTONS)
 
@@ -93,7 +92,7 @@ async def retry(
     approval.check_operator(pipeline, operator_id)
     actor = events.operator(operator_id)
 
-    def unit(conn: sqlite3.Connection) -> Item:
+    def unit(conn: backend.Conn) -> Item:
         item = redispatch.retry_sync(conn, item_id, attempt, version, actor, now)
         tries = len(outbox.for_item_sync(conn, item_id, "dispatch"))
         payload = {"item_id": item_id, "attempt": attempt, "version": version,
@@ -111,7 +110,7 @@ async def retry(
 async def show_again(store: Store, item_id: int, chat_id: int, now: datetime) -> int | None:
     """Queue a fresh copy of the item's card for one chat; None if it no longer waits."""
 
-    def unit(conn: sqlite3.Connection) -> int | None:
+    def unit(conn: backend.Conn) -> int | None:
         item = items.get_sync(conn, item_id)
         if item.state != State.AWAITING_APPROVAL:
             raise errors.Conflict(f"item {item_id} is {item.state}: nothing waits for a decision")
@@ -136,7 +135,7 @@ async def resend_open(store: Store, now: datetime) -> list[int]:
     """Queue each awaiting item's newest card again, as a new message, for a chat that
     lost the old one; its decision then edits the new copy. Returns the items resent."""
 
-    def unit(conn: sqlite3.Connection) -> list[int]:
+    def unit(conn: backend.Conn) -> list[int]:
         resent = []
         for item in items.in_state_sync(conn, State.AWAITING_APPROVAL, limit=RESEND_LIMIT):
             cards = outbox.for_item_sync(conn, item.id, "card")

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import sqlite3
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -27,7 +26,7 @@ from typing import Any
 
 from pipelines import approval, config, workers
 from pipelines.operations import review
-from store import drafts, errors, events, followups, items, outbox
+from store import backend, drafts, errors, events, followups, items, outbox
 from store.db import Store
 from store.machine import State
 
@@ -103,10 +102,10 @@ async def _send(
 
 
 def _nudge(
-    conn: sqlite3.Connection, pipeline: config.Pipeline, item_id: int, attempt: int,
+    conn: backend.Conn, pipeline: config.Pipeline, item_id: int, attempt: int,
     kind: followups.NudgeKind, now: datetime,
 ) -> bool:  # fmt: skip
-    item = items.get_sync(conn, item_id)  # re-read: it may have been decided meanwhile
+    item = items.lock_sync(conn, item_id)  # re-read: it may have been decided meanwhile
     if item.state != State.AWAITING_APPROVAL or item.attempt != attempt:
         return False
     if not followups.nudge_sync(conn, item_id, attempt, kind, now):
@@ -175,7 +174,7 @@ async def _digest(store: Store, pipeline: config.Pipeline, now: datetime) -> boo
         "count": len(listed.items),
     }
 
-    def unit(conn: sqlite3.Connection) -> bool:
+    def unit(conn: backend.Conn) -> bool:
         queued = outbox.enqueue_sync(conn, "alert", outbox.OPERATORS, payload, now, dedupe_key=key)
         return queued is not None
 

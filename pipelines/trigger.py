@@ -13,7 +13,6 @@ with another request is a conflict. The HTTP side lives in bot/api.py.
 
 from __future__ import annotations
 
-import sqlite3
 from datetime import datetime
 from typing import Any
 
@@ -22,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, HttpUrl
 from pipelines import config, engine
 from pipelines.sources import MAX_TEXT_CHARS, MAX_TITLE_CHARS, base
 from pipelines.text import validation
-from store import clock, errors, schedules, tokens
+from store import backend, clock, errors, schedules, tokens
 from store.db import Store
 
 #: The dedup scope of every handed-over item.
@@ -78,7 +77,7 @@ async def _once(
 ) -> tokens.Answer:
     """Run `work(conn) -> (status, body)` in one unit with its idempotency record."""
 
-    def unit(conn: sqlite3.Connection) -> tokens.Answer:
+    def unit(conn: backend.Conn) -> tokens.Answer:
         if key is not None:
             first = tokens.remembered_sync(conn, caller.id, key)
             if first is not None:
@@ -109,7 +108,7 @@ async def request_run(
     """Ask for a run of `name` at the scheduler's next pass (about a second)."""
     _pipeline(pipelines, name)
 
-    def work(conn: sqlite3.Connection) -> tuple[int, dict[str, Any]]:
+    def work(conn: backend.Conn) -> tuple[int, dict[str, Any]]:
         schedules.request_run_sync(conn, name, now)
         return 202, {"pipeline": name, "run": "requested", "requested_at": _iso(now)}
 
@@ -131,7 +130,7 @@ async def hand_over(
     pipeline = _pipeline(pipelines, name)
     fetched = item.fetched(caller.name)
 
-    def work(conn: sqlite3.Connection) -> tuple[int, dict[str, Any]]:
+    def work(conn: backend.Conn) -> tuple[int, dict[str, Any]]:
         created = engine.record_sync(conn, pipeline, SCOPE, [fetched], None, now, dedup=True)
         if not created:
             return 200, {"pipeline": name, "id": item.id, "item": None, "duplicate": True}

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from store import clock, events, sql
+from store import backend, clock, events, sql
 from store.db import Store
 
 Q = sql.load("checkpoints")
@@ -43,7 +43,7 @@ class Checkpoint:
     signature: str
 
     @classmethod
-    def from_row(cls, row: sqlite3.Row) -> Checkpoint:
+    def from_row(cls, row: backend.Row) -> Checkpoint:
         return cls(
             id=row["id"],
             event_id=row["event_id"],
@@ -54,18 +54,18 @@ class Checkpoint:
         )
 
 
-def _many(conn: sqlite3.Connection, query: str, params: dict[str, object]) -> list[Checkpoint]:
+def _many(conn: backend.Conn, query: str, params: dict[str, object]) -> list[Checkpoint]:
     cursor = conn.execute(query, params)
     cursor.row_factory = sqlite3.Row
     return [Checkpoint.from_row(row) for row in cursor.fetchall()]
 
 
-def latest_sync(conn: sqlite3.Connection) -> Checkpoint | None:
+def latest_sync(conn: backend.Conn) -> Checkpoint | None:
     found = _many(conn, Q["latest"], {})
     return found[0] if found else None
 
 
-def sign_head_sync(conn: sqlite3.Connection, signer: Signer, now: datetime) -> Checkpoint | None:
+def sign_head_sync(conn: backend.Conn, signer: Signer, now: datetime) -> Checkpoint | None:
     """Sign the newest event unless the newest checkpoint already names it; None: no events."""
     head = conn.execute(Q["head"]).fetchone()
     if head is None:
@@ -104,7 +104,7 @@ async def events_from(store: Store, from_id: int, batch: int) -> list[dict[str, 
     hash each chains to."""
     params = {"from_id": from_id, "batch": batch, "genesis": events.GENESIS}
 
-    def query(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+    def query(conn: backend.Conn) -> list[dict[str, Any]]:
         cursor = conn.execute(Q["events_from"], params)
         cursor.row_factory = sqlite3.Row
         return [dict(row) for row in cursor.fetchall()]

@@ -13,13 +13,12 @@ bot's own Unix user); their events name that user.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
-from store import clock, drafts, errors, events, items, machine, outbox, sql
+from store import backend, clock, drafts, errors, events, items, machine, outbox, sql
 from store.db import Store
 from store.items import Item
 from store.machine import State
@@ -60,7 +59,7 @@ class Decision:
 
 
 def decide_sync(
-    conn: sqlite3.Connection,
+    conn: backend.Conn,
     item_id: int,
     attempt: int,
     version: int,
@@ -69,7 +68,7 @@ def decide_sync(
     now: datetime,
     *,
     quorum: int = 1,
-    on_decided: Callable[[sqlite3.Connection, Item], None] | None = None,
+    on_decided: Callable[[backend.Conn, Item], None] | None = None,
     reason: str | None = None,
     actor: str | None = None,
     separate_editor: bool = False,
@@ -82,7 +81,7 @@ def decide_sync(
     """
     if choice not in ("approve", "reject"):
         raise ValueError(f"unknown decision {choice!r}; valid: approve, reject")
-    item = items.get_sync(conn, item_id)
+    item = items.lock_sync(conn, item_id)
     if (item.attempt, item.version) != (attempt, version):
         raise errors.Conflict(
             f"this card shows version {version} of attempt {attempt}; item {item_id} is now at "
@@ -127,7 +126,7 @@ def decide_sync(
     return Decision(moved, "rejected" if choice == "reject" else "approved", approvals, quorum)
 
 
-def _check_four_eyes(conn: sqlite3.Connection, item: Item, operator_id: int) -> None:
+def _check_four_eyes(conn: backend.Conn, item: Item, operator_id: int) -> None:
     author = drafts.get_sync(conn, item.id, item.version).provenance.get("operator")
     if author == operator_id:
         raise WroteThisVersion(
@@ -137,7 +136,7 @@ def _check_four_eyes(conn: sqlite3.Connection, item: Item, operator_id: int) -> 
 
 
 def undo_sync(
-    conn: sqlite3.Connection,
+    conn: backend.Conn,
     item_id: int,
     attempt: int,
     version: int,
@@ -153,7 +152,7 @@ def undo_sync(
     The item is awaiting approval again (a fresh `deadline`), its votes on the version
     are forgotten and an approval's held-back dispatch row is called off.
     """
-    item = items.get_sync(conn, item_id)
+    item = items.lock_sync(conn, item_id)
     if (item.attempt, item.version) != (attempt, version):
         raise errors.Conflict(
             f"this card shows version {version} of attempt {attempt}; item {item_id} is now at "
@@ -180,7 +179,7 @@ def undo_sync(
 
 
 def _move_back(
-    conn: sqlite3.Connection, item: Item, actor: str, now: datetime, deadline: timedelta
+    conn: backend.Conn, item: Item, actor: str, now: datetime, deadline: timedelta
 ) -> Item:
     reason = f"{item.state} undone by {actor}"
     params = {
@@ -202,7 +201,7 @@ def _move_back(
     return items.get_sync(conn, item.id)
 
 
-def _approvals(conn: sqlite3.Connection, item: Item) -> tuple[int, ...]:
+def _approvals(conn: backend.Conn, item: Item) -> tuple[int, ...]:
     params = {"item_id": item.id, "attempt": item.attempt, "version": item.version}
     return tuple(row[0] for row in conn.execute(Q["approvals"], params))
 
@@ -217,7 +216,7 @@ async def decide(
     now: datetime,
     *,
     quorum: int = 1,
-    on_decided: Callable[[sqlite3.Connection, Item], None] | None = None,
+    on_decided: Callable[[backend.Conn, Item], None] | None = None,
     reason: str | None = None,
 ) -> Decision:
     return await store.write(

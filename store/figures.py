@@ -9,12 +9,11 @@ runs, pending outbox rows, spend per day. Every query on a big table is an index
 from __future__ import annotations
 
 import collections
-import sqlite3
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from store import clock, machine, sql
+from store import backend, clock, machine, sql
 from store.db import Store
 from store.ledger import budgets
 from store.ledger import machine as ledger_machine
@@ -50,7 +49,7 @@ class Snapshot:
 
 
 def _per_state(
-    conn: sqlite3.Connection, query: str, pipelines: Collection[str], states: Iterable[str]
+    conn: backend.Conn, query: str, pipelines: Collection[str], states: Iterable[str]
 ) -> dict[tuple[str, str], int]:
     """(pipeline, state) -> rows, one index range each: the cost grows with the rows
     counted, never with the rest of the table."""
@@ -62,7 +61,7 @@ def _per_state(
     return found
 
 
-def snapshot_sync(conn: sqlite3.Connection, pipelines: Collection[str], now: datetime) -> Snapshot:
+def snapshot_sync(conn: backend.Conn, pipelines: Collection[str], now: datetime) -> Snapshot:
     """The figures of `pipelines` (the configured ones: label values stay bounded)."""
     at = clock.to_ms(now)
     runs = {
@@ -117,7 +116,7 @@ class Week:
     waits: list[tuple[int, float]]
 
 
-def week_sync(conn: sqlite3.Connection, since: datetime) -> Week:
+def week_sync(conn: backend.Conn, since: datetime) -> Week:
     at = clock.to_ms(since)
     runs = {(int(r[0]), r[1]): int(r[2]) for r in conn.execute(Q["runs_by_day"], {"since": at})}
     last = int(conn.execute(Q["last_event"]).fetchone()[0])
@@ -126,7 +125,7 @@ def week_sync(conn: sqlite3.Connection, since: datetime) -> Week:
     return Week(runs, [(int(r[0]), int(r[1]) / 1000) for r in waits])
 
 
-def _first_event_at(conn: sqlite3.Connection, at: int, last: int) -> int:
+def _first_event_at(conn: backend.Conn, at: int, last: int) -> int:
     """The first event id written at or after `at`, by bisection over ids (events are
     appended in time order): a few primary-key lookups instead of a pass over the log."""
     low, high = 1, last + 1

@@ -12,12 +12,11 @@ applies to those versions only, as a card's buttons apply to the card's version.
 from __future__ import annotations
 
 import json
-import sqlite3
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
-from store import clock, errors, sql
+from store import backend, clock, errors, sql
 from store.db import Store
 
 Q = sql.load("followups")
@@ -51,7 +50,7 @@ class Offer:
 
 
 def ask_sync(
-    conn: sqlite3.Connection,
+    conn: backend.Conn,
     chat_id: int,
     message_id: int,
     kind: AskKind,
@@ -83,19 +82,19 @@ async def ask(
 
 
 async def asked(store: Store, chat_id: int, message_id: int) -> Asked | None:
-    def query(conn: sqlite3.Connection) -> Asked | None:
+    def query(conn: backend.Conn) -> Asked | None:
         row = conn.execute(Q["asked"], {"chat_id": chat_id, "message_id": message_id}).fetchone()
         return Asked(row[2], row[3], row[4], row[5]) if row else None
 
     return await store.read(query)
 
 
-def answered_sync(conn: sqlite3.Connection, chat_id: int, message_id: int) -> None:
+def answered_sync(conn: backend.Conn, chat_id: int, message_id: int) -> None:
     conn.execute(Q["answered"], {"chat_id": chat_id, "message_id": message_id})
 
 
 def keep_note_sync(
-    conn: sqlite3.Connection, item_id: int, attempt: int, note: str, actor: str, now: datetime
+    conn: backend.Conn, item_id: int, attempt: int, note: str, actor: str, now: datetime
 ) -> None:
     params = {"item_id": item_id, "attempt": attempt, "note": note[:MAX_NOTE]}
     conn.execute(Q["keep_note"], {**params, "actor": actor, "now": clock.to_ms(now)})
@@ -104,7 +103,7 @@ def keep_note_sync(
 async def note(store: Store, item_id: int, attempt: int) -> str | None:
     """The reviewer's note for this attempt's draft, if a redraft asked for one."""
 
-    def query(conn: sqlite3.Connection) -> str | None:
+    def query(conn: backend.Conn) -> str | None:
         row = conn.execute(Q["note"], {"item_id": item_id, "attempt": attempt}).fetchone()
         return str(row[0]) if row else None
 
@@ -114,7 +113,7 @@ async def note(store: Store, item_id: int, attempt: int) -> str | None:
 async def offer(
     store: Store, pipeline: str | None, listed: list[tuple[int, int, int]], now: datetime
 ) -> Offer:
-    def unit(conn: sqlite3.Connection) -> Offer:
+    def unit(conn: backend.Conn) -> Offer:
         conn.execute(Q["forget_old_offers"], {"before": clock.to_ms(now - OFFER_LIFE)})
         params = {"pipeline": pipeline, "items": json.dumps(listed), "now": clock.to_ms(now)}
         offer_id = int(conn.execute(Q["offer"], params).fetchone()[0])
@@ -126,7 +125,7 @@ async def offer(
 async def get_offer(store: Store, offer_id: int, now: datetime) -> Offer:
     """An offer that can still be acted on; NotFound or Conflict otherwise."""
 
-    def query(conn: sqlite3.Connection) -> Offer | None:
+    def query(conn: backend.Conn) -> Offer | None:
         row = conn.execute(Q["get_offer"], {"id": offer_id}).fetchone()
         if row is None:
             return None
@@ -143,21 +142,21 @@ async def get_offer(store: Store, offer_id: int, now: datetime) -> Offer:
     return found
 
 
-def close_offer_sync(conn: sqlite3.Connection, offer_id: int, now: datetime) -> None:
+def close_offer_sync(conn: backend.Conn, offer_id: int, now: datetime) -> None:
     """Mark the offer decided; Conflict if another decision took it first."""
     if conn.execute(Q["close_offer"], {"id": offer_id, "now": clock.to_ms(now)}).rowcount != 1:
         raise errors.Conflict("this list was decided already; send /pending for a fresh one")
 
 
 def nudge_sync(
-    conn: sqlite3.Connection, item_id: int, attempt: int, kind: NudgeKind, now: datetime
+    conn: backend.Conn, item_id: int, attempt: int, kind: NudgeKind, now: datetime
 ) -> bool:
     """Record a reminder or an escalation; False if this attempt had one already."""
     params = {"item_id": item_id, "attempt": attempt, "kind": kind, "now": clock.to_ms(now)}
     return conn.execute(Q["nudge"], params).rowcount == 1
 
 
-def nudged_sync(conn: sqlite3.Connection, item_id: int, attempt: int, kind: NudgeKind) -> bool:
+def nudged_sync(conn: backend.Conn, item_id: int, attempt: int, kind: NudgeKind) -> bool:
     params = {"item_id": item_id, "attempt": attempt, "kind": kind}
     return conn.execute(Q["nudged"], params).fetchone() is not None
 
@@ -169,7 +168,7 @@ async def escalated(store: Store, item_id: int, attempt: int) -> bool:
 async def nudges_of(store: Store, item_ids: list[int]) -> set[tuple[int, int, str]]:
     """(item id, attempt, kind) of the reminders and escalations sent for these items."""
 
-    def query(conn: sqlite3.Connection) -> set[tuple[int, int, str]]:
+    def query(conn: backend.Conn) -> set[tuple[int, int, str]]:
         rows = conn.execute(Q["nudges_of"], {"ids": json.dumps(item_ids)})
         return {(int(i), int(a), str(k)) for i, a, k in rows}
 

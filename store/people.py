@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from store import clock, sql
+from store import backend, clock, sql
 from store.db import Store
 
 Q = sql.load("people")
@@ -30,7 +30,7 @@ class Person:
     username: str | None
 
     @classmethod
-    def from_row(cls, row: sqlite3.Row) -> Person:
+    def from_row(cls, row: backend.Row) -> Person:
         return cls(row["user_id"], row["first_name"], row["username"])
 
 
@@ -39,7 +39,7 @@ def _clip(name: str | None) -> str | None:
 
 
 def remember_sync(
-    conn: sqlite3.Connection,
+    conn: backend.Conn,
     user_id: int,
     first_name: str | None,
     username: str | None,
@@ -60,7 +60,7 @@ async def remember(
     await store.write(lambda conn: remember_sync(conn, user_id, first_name, username, now))
 
 
-def many_sync(conn: sqlite3.Connection, ids: Iterable[int]) -> dict[int, Person]:
+def many_sync(conn: backend.Conn, ids: Iterable[int]) -> dict[int, Person]:
     cursor = conn.execute(Q["many"], {"ids": json.dumps(sorted(set(ids)))})
     cursor.row_factory = sqlite3.Row
     return {row["user_id"]: Person.from_row(row) for row in cursor.fetchall()}

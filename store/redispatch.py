@@ -14,7 +14,7 @@ from __future__ import annotations
 import sqlite3
 from datetime import datetime
 
-from store import clock, errors, events, items, sql
+from store import backend, clock, errors, events, items, sql
 from store.machine import State
 
 Q = sql.load("redispatch")
@@ -22,7 +22,7 @@ Q = sql.load("redispatch")
 DISPATCH_FAILURE = "dispatch:"
 
 
-def failed_at_dispatch_sync(conn: sqlite3.Connection, item_id: int) -> bool:
+def failed_at_dispatch_sync(conn: backend.Conn, item_id: int) -> bool:
     row = conn.execute(Q["last_event"], {"entity_id": str(item_id)}).fetchone()
     return (
         row is not None
@@ -33,7 +33,7 @@ def failed_at_dispatch_sync(conn: sqlite3.Connection, item_id: int) -> bool:
 
 
 def retry_sync(
-    conn: sqlite3.Connection, item_id: int, attempt: int, version: int, actor: str, now: datetime
+    conn: backend.Conn, item_id: int, attempt: int, version: int, actor: str, now: datetime
 ) -> items.Item:
     """failed (at dispatch) -> approved, same attempt and version; Conflict otherwise."""
     item = items.get_sync(conn, item_id)

@@ -16,12 +16,11 @@ import hashlib
 import json
 import re
 import secrets
-import sqlite3
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from store import clock, errors, sql
+from store import backend, clock, errors, sql
 from store.db import Store
 
 Q = sql.load("tokens")
@@ -72,18 +71,19 @@ def check_name(name: str) -> str:
     return name
 
 
-def create_sync(conn: sqlite3.Connection, name: str, token_hash: str, now: datetime) -> Token:
+def create_sync(conn: backend.Conn, name: str, token_hash: str, now: datetime) -> Token:
     check_name(name)
     if not re.fullmatch(r"[0-9a-f]{64}", token_hash):
         raise ValueError("a token is stored as its SHA-256 in hex (64 characters)")
-    try:
-        row = conn.execute(
-            Q["create"], {"name": name, "hash": token_hash, "now": clock.to_ms(now)}
-        ).fetchone()
-    except sqlite3.IntegrityError:
+    # ON CONFLICT, not a caught driver error: on PostgreSQL a failed statement ends
+    # the whole transaction.
+    row = conn.execute(
+        Q["create"], {"name": name, "hash": token_hash, "now": clock.to_ms(now)}
+    ).fetchone()
+    if row is None:
         raise errors.Conflict(
             f"a live token is already named {name!r}; revoke it first or choose another name"
-        ) from None
+        )
     return Token.from_row(row)
 
 
@@ -92,7 +92,7 @@ async def create(store: Store, name: str, token_hash: str, now: datetime) -> Tok
 
 
 async def revoke(store: Store, name: str, now: datetime) -> Token:
-    def unit(conn: sqlite3.Connection) -> Token:
+    def unit(conn: backend.Conn) -> Token:
         row = conn.execute(Q["revoke"], {"name": name, "now": clock.to_ms(now)}).fetchone()
         if row is None:
             raise errors.NotFound(f"no live token named {name!r}; see gatehouse token list")
@@ -113,13 +113,13 @@ async def authenticate(store: Store, token: str) -> Token | None:
     return None if row is None else Token.from_row(row)
 
 
-def remembered_sync(conn: sqlite3.Connection, token_id: int, key: str) -> Answer | None:
+def remembered_sync(conn: backend.Conn, token_id: int, key: str) -> Answer | None:
     row = conn.execute(Q["remembered"], {"token_id": token_id, "idem_key": key}).fetchone()
     return None if row is None else Answer(row[0], row[1], json.loads(row[2]))
 
 
 def remember_sync(
-    conn: sqlite3.Connection, token_id: int, key: str, answer: Answer, now: datetime
+    conn: backend.Conn, token_id: int, key: str, answer: Answer, now: datetime
 ) -> None:
     """Keep the first answer to `key`, and forget answers past KEEP_ANSWERS."""
     conn.execute(Q["forget_before"], {"before": clock.to_ms(now - KEEP_ANSWERS)})

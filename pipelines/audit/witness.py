@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import sqlite3
 from datetime import datetime
 from typing import Any
 
 from pipelines import workers
 from pipelines.audit import keys as audit_keys
-from store import checkpoints, outbox
+from store import backend, checkpoints, outbox
 from store.db import Store
 
 log = logging.getLogger(__name__)
@@ -42,7 +41,7 @@ async def sign(
     """Sign the head (unless already signed) and, with `post`, queue the day's message."""
     public = audit_keys.public_text(key)
 
-    def unit(conn: sqlite3.Connection) -> checkpoints.Checkpoint | None:
+    def unit(conn: backend.Conn) -> checkpoints.Checkpoint | None:
         cp = checkpoints.sign_head_sync(conn, audit_keys.signer(key), now)
         if cp is not None and post:
             payload = {"text": head_text(cp, public), "level": "info"}

@@ -12,7 +12,6 @@ Each change is one unit with its event and the outbox rows that must follow it.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -20,7 +19,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pipelines import approval, config
 from pipelines.text import validation
-from store import decisions, errors, events, followups, items, schedules
+from store import backend, decisions, errors, events, followups, items, schedules
 from store.db import Store
 from store.items import Item
 from store.ledger import outputs as llm_outputs
@@ -70,7 +69,7 @@ async def undo(
     if not window:
         raise Refused(f"undo is off for {pipeline.name} (approval.undo_window: 0s)")
 
-    def unit(conn: sqlite3.Connection) -> Item:
+    def unit(conn: backend.Conn) -> Item:
         moved = decisions.undo_sync(
             conn, item_id, attempt, version, operator_id, now,
             window=window, deadline=pipeline.approval.window, actor=actor,
@@ -94,9 +93,9 @@ async def redraft(
         raise Refused(f"{pipeline.name} drafts from a template: a note cannot change it")
     text = operator_text(note, "note")
 
-    def unit(conn: sqlite3.Connection) -> Item:
+    def unit(conn: backend.Conn) -> Item:
         approval.check_operator(pipeline, operator_id, conn, (item_id, attempt))
-        item = items.get_sync(conn, item_id)
+        item = items.lock_sync(conn, item_id)
         if item.attempt != attempt or item.state not in REDRAFTABLE:
             raise Refused(
                 f"item {item_id} is {item.state} at attempt {item.attempt}: only a rejected "

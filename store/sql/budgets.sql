@@ -27,14 +27,20 @@ SELECT scope, period, :period_start, limit_micros FROM budget_limits
 SELECT * FROM budgets WHERE scope = :scope AND period = :period AND period_start = :period_start
 
 -- name: set_row_limit
--- Apply a new limit to the period instance already open.
+-- Apply a new limit to the period instance already open, only if what it spent and
+-- holds still fits (a hold committed since the caller looked may no longer).
 UPDATE budgets SET limit_micros = :limit_micros
  WHERE scope = :scope AND period = :period AND period_start = :period_start
+   AND spent_micros + held_micros <= :limit_micros
+RETURNING *
 
 -- name: add_hold
--- Hold micros against a budget row.
+-- Hold micros against a budget row, only if spent + held stays within the limit: the
+-- check and the change are one statement, so writers at once never grant past it.
 UPDATE budgets SET held_micros = held_micros + :micros
  WHERE scope = :scope AND period = :period AND period_start = :period_start
+   AND spent_micros + held_micros + :micros <= limit_micros
+RETURNING *
 
 -- name: insert_claim_hold
 -- Record which budget row a claim holds against, and how much.

@@ -1,6 +1,7 @@
 -- name: create
--- A new live token under a name; fails on the live-name index if one exists.
+-- A new live token under a name; nothing when a live token has the name already.
 INSERT INTO api_tokens (name, hash, created_at) VALUES (:name, :hash, :now)
+    ON CONFLICT DO NOTHING
 RETURNING id, name, created_at, revoked_at
 
 -- name: revoke
