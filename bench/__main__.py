@@ -6,6 +6,7 @@ python -m bench memory [--runs 3]        idle memory, with and without metrics a
 python -m bench tick [--items 1000] [--history 500]
 python -m bench queries [--items N]      operator queries on a store of N items (1M)
 python -m bench lifecycle [--items N]    N items fetched, drafted, approved, dispatched
+python -m bench scale [--items N]        the same with 1, 2, 4 workers on PostgreSQL
 python -m bench mutants [--only GROUP ...]   # mutation testing; minutes, not part of CI
 """
 
@@ -21,6 +22,7 @@ BENCHES = {
     "ledger": "bench.ledger",
     "lifecycle": "bench.lifecycle",
     "queries": "bench.queries",
+    "scale": "bench.scale",
     "bot": "bench.bot",
     "startup": "bench.startup",
     "memory": "bench.memory",

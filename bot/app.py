@@ -18,9 +18,11 @@ os.environ.setdefault("PTB_TIMEDELTA", "1")
 
 import asyncio
 import contextlib
+import functools
 import logging
 import signal
 import sys
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeAlias
 
@@ -45,6 +47,7 @@ from bot import (
     handlers,
     logs,
     metrics,
+    polling,
     review_handlers,
     review_keyboards,
     sender,
@@ -60,8 +63,6 @@ from store import errors, outbox
 
 log = logging.getLogger(__name__)
 
-#: Seconds a getUpdates long poll waits for news; stopping ends it early.
-POLL_TIMEOUT_S = 10
 #: A flood-control answer is retried once inside PTB; the sender reschedules the rest.
 RATE_LIMIT_RETRIES = 1
 #: The first wait before the command menu is tried again (seconds; doubles, capped).
@@ -135,6 +136,7 @@ def build(cfg: settings_mod.Settings, token: str) -> App:
         .rate_limiter(limiter)
     ).build()
     add = application.add_handler
+    add(TypeHandler(Update, polling.once), group=-2)  # an update another worker handled
     add(TypeHandler(Update, handlers.gate), group=-1)  # the operator check, before anything
     add(CommandHandler(["help", "start"], handlers.help_))
     add(CommandHandler("status", handlers.status))
@@ -211,26 +213,32 @@ async def serve(
         cfg.telegram.chat_messages_per_second,
         clock=runtime.now,
         report=runtime.workers.report,
+        may_send=runtime.leader.trusted,
     )
     gate = auth.Gate(cfg.telegram.operators, cfg.telegram.rate_limit_per_minute)
     application.bot_data["deps"] = handlers.Deps(
         runtime.store, runtime.pipelines, runtime.scheduler, gate, key, outbox_sender, runtime.now,
-        workers=runtime.workers,
+        workers=runtime.workers, lease_ttl=runtime.config.lease_ttl,
     )  # fmt: skip
     async with application:
         await application.start()
-        await _start_updates(application, cfg)
-        sending = runtime.spawn(sender.NAME, lambda: outbox_sender.run(stop), stop)
+        await _start_updates(application, cfg, runtime)
+        # The leader alone sends cards and alerts (per-chat pacing lives with it).
+        runtime.lead(sender.NAME, outbox_sender.run)
+        metrics.set_leader(runtime.leader.trusted)
         menu = asyncio.create_task(publish_commands(application.bot, stop), name="command-menu")
         log.info("bot started: %d operator(s), %s mode", len(gate.operators), cfg.telegram.mode)
         try:
             await stop.wait()
         finally:
             menu.cancel()
+            # Leader duties use the bot: they end before it does, and the lease goes.
+            await runtime.leader.stand_down()
             assert application.updater is not None
-            await application.updater.stop()
+            if application.updater.running:
+                await application.updater.stop()
             await application.stop()
-            await asyncio.gather(sending, menu, return_exceptions=True)
+            await asyncio.gather(menu, return_exceptions=True)
 
 
 async def publish_commands(bot: Bot, stop: asyncio.Event) -> bool:
@@ -251,13 +259,16 @@ async def publish_commands(bot: Bot, stop: asyncio.Event) -> bool:
     return False
 
 
-async def _start_updates(application: App, cfg: settings_mod.Settings) -> None:
+async def _start_updates(
+    application: App, cfg: settings_mod.Settings, runtime: runtime_mod.Runtime
+) -> None:
+    """Polling: the leader alone polls (Telegram allows one poller). Webhook: every
+    worker takes the updates sent to it."""
     tg = cfg.telegram
     assert application.updater is not None
     if tg.mode == "polling":
-        await application.updater.start_polling(
-            poll_interval=0, timeout=POLL_TIMEOUT_S, allowed_updates=ALLOWED_UPDATES
-        )
+        poll = functools.partial(polling.poll, application, runtime.leader, ALLOWED_UPDATES)
+        runtime.lead(polling.NAME, poll)
         return
     assert tg.webhook_secret is not None and tg.webhook_url is not None
     await application.updater.start_webhook(
@@ -309,6 +320,8 @@ def runtime_config(cfg: settings_mod.Settings, application: App) -> runtime_mod.
             audit_witness.worker,
         ),
         max_items_per_tick=cfg.engine.max_items_per_tick,
+        lease_ttl=timedelta(seconds=cfg.cluster.lease_ttl_s),
+        dispatch_lease=timedelta(seconds=cfg.cluster.dispatch_lease_s),
     )
 
 

@@ -12,7 +12,7 @@ import difflib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from telegram import ForceReply, InlineKeyboardButton, InlineKeyboardMarkup, Message, Update
@@ -24,13 +24,14 @@ from bot import (
     callbacks,
     card_actions,
     charts,
+    cluster,
     metrics,
     people,
     render,
     review_keyboards,
     sender,
 )
-from pipelines import approval, config
+from pipelines import approval, config, leader
 from pipelines import operations as views
 from pipelines import workers as workers_mod
 from pipelines.operations import review
@@ -79,6 +80,8 @@ class Deps:
     clock: Callable[[], datetime]
     #: The process's supervised workers, for /status (None: not reported).
     workers: workers_mod.Registry | None = None
+    #: The leader's lease TTL: a worker silent for longer is shown as such.
+    lease_ttl: timedelta = timedelta(seconds=leader.TTL_S)
 
 
 class BadInput(Exception):
@@ -208,7 +211,10 @@ async def status(update: Update, context: Context, d: Deps, now: datetime) -> No
         return
     states = d.workers.snapshot() if d.workers else []
     overview = await views.overview(d.store, d.pipelines, now, states)
-    await reply(update, render.status_overview(overview))
+    workers_now = cluster.lines(await cluster.read(d.store, now, d.lease_ttl))
+    await reply(
+        update, "\n".join([render.status_overview(overview), *map(render.esc, workers_now)])
+    )
 
 
 @command

@@ -21,7 +21,8 @@ with its traceback at once, reported to the operators once, and retried with bac
 until the row is parked (failed, with its reason); the rows after it go on. A sent
 message whose answer could not be read is counted as delivered (id UNREAD), never sent
 again. Pacing is PTB's AIORateLimiter's job (set up in bot.app) plus a per-chat
-aiolimiter bucket here.
+aiolimiter bucket here. Among several workers only the leader sends (`may_send`): a
+tap handled elsewhere leaves its card edits to the leader's loop.
 """
 
 from __future__ import annotations
@@ -148,8 +149,11 @@ class Sender:
         *,
         clock: Callable[[], datetime] = utcnow,
         report: workers.Report | None = None,
+        may_send: Callable[[], bool] = lambda: True,
     ) -> None:
         self.store = store
+        #: Whether this worker may send now: only the leader does (pipelines.leader).
+        self._may_send = may_send
         self.bot = bot
         self.targets = targets
         self.keyboard = keyboard
@@ -192,7 +196,8 @@ class Sender:
         due = await outbox.next_due(self.store, KINDS)
         if due is not None and due > now:
             ends.append(due)
-        return min([(t - now).total_seconds() for t in ends] + [POLL_EVERY_S])
+        longest = outbox.longest_wait(self.store, POLL_EVERY_S)
+        return min([(t - now).total_seconds() for t in ends] + [longest])
 
     async def send_due(self, now: datetime) -> int:
         """Send every due row once, oldest first; returns how many were sent."""
@@ -227,7 +232,7 @@ class Sender:
 
     @_tagged
     async def send_row(self, row: outbox.Row, now: datetime) -> bool:
-        if self._skip(row, now):
+        if self._skip(row, now) or not self._may_send():
             return False
         self._busy.add(row.id)
         try:

@@ -59,6 +59,19 @@ class EngineSettings(BaseModel):
     max_items_per_tick: int = Field(default=10_000, ge=1)
 
 
+class ClusterSettings(BaseModel):
+    """Several workers on one PostgreSQL store (on SQLite the one process always leads)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    #: The leader's lease in seconds: a new leader takes over about this long after the
+    #: old one died; workers renew it and beat every quarter of it.
+    lease_ttl_s: float = Field(default=6.0, ge=2.0, le=120.0)
+    #: How long a worker keeps the dispatch rows it took, in seconds: longer than one
+    #: batch takes to deliver; a worker that dies holding rows delays them this long.
+    dispatch_lease_s: float = Field(default=300.0, ge=10.0, le=3600.0)
+
+
 class TelegramSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -147,6 +160,7 @@ class Settings(BaseSettings):
     api: ListenSettings = Field(default_factory=ListenSettings)
     store: StoreSettings = Field(default_factory=StoreSettings)
     engine: EngineSettings = Field(default_factory=EngineSettings)
+    cluster: ClusterSettings = Field(default_factory=ClusterSettings)
     telegram: TelegramSettings = Field(default_factory=TelegramSettings)
     sources: SourceSettings = Field(default_factory=SourceSettings)
     #: The LLM provider for `drafter: llm` pipelines; unset: they use the template drafter.

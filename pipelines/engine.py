@@ -87,11 +87,37 @@ class Engine:
         self._in_flight: set[int] = set()
         self.max_items_per_tick = max_items_per_tick
 
-    async def tick(self, name: str, trigger: runs.Trigger, now: datetime) -> TickReport:
-        """Run one pipeline once and record the run with its counts and errors."""
-        pipeline = self.pipelines[name]
-        report = TickReport(await runs.start_run(self.store, name, trigger, now), name)
+    async def tick(
+        self, name: str, trigger: runs.Trigger, now: datetime, *, run_id: int | None = None
+    ) -> TickReport:
+        """Run one pipeline once and record the run with its counts and errors.
+
+        `run_id` is a run the caller opened (the scheduler, with its claim); without
+        one the tick opens its own, and Conflict says the pipeline is running already.
+        """
+        if run_id is None:
+            run_id = await runs.start_run(self.store, name, trigger, now)
+        report = TickReport(run_id, name)
         logfields.tag(pipeline=name, run=report.run_id)  # each run is a task of its own
+        try:
+            await self._run(report, now)
+        except Exception as exc:
+            await self._abandon(report, exc, now)
+            raise
+        return report
+
+    async def _abandon(self, report: TickReport, exc: Exception, now: datetime) -> None:
+        """Close a run that crashed, so the pipeline's next run can start; if the store
+        cannot take even that, the run's lease lapses and the sweep closes it."""
+        text = store_text.clean(f"crashed: {type(exc).__name__}: {exc}")[:500]
+        try:
+            await runs.finish_run(self.store, report.run_id, "error", report.counts, text, now)
+        except errors.StoreError as also:
+            log.warning("run %s stays open until its lease lapses: %s", report.run_id, also)
+
+    async def _run(self, report: TickReport, now: datetime) -> None:
+        name = report.pipeline
+        pipeline = self.pipelines[name]
         fetched = 0
         new_items: list[Item] = []
         for source in pipeline.sources:
@@ -109,7 +135,6 @@ class Engine:
             fetched=fetched, new=len(new_items), drafted=drafted, failed=failed
         )
         await self._finish(report, now)
-        return report
 
     async def _fetch(
         self, pipeline: config.Pipeline, source: sources.SourceConfig, report: TickReport

@@ -9,6 +9,11 @@ started together and stopped together in one event loop.
 Every long-running part runs under `runtime.workers` (pipelines.workers): a crash is
 logged, reported once and followed by a restart after a capped backoff.
 `now` comes from one clock function, so tests can drive time.
+
+Several runtimes may share one store (PostgreSQL), each a worker with a heartbeat.
+Any worker runs the scheduler (a run is claimed by one) and dispatches (rows are
+claimed with a lease); the sweeps, and what the bot adds with `runtime.lead(...)`,
+run only on the leader (pipelines.leader). On SQLite the one process always leads.
 """
 
 from __future__ import annotations
@@ -21,21 +26,24 @@ import hashlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
 
-from pipelines import config, engine, workers
+from pipelines import config, engine, leader, workers
 from pipelines.drafting import base as drafters
 from pipelines.scheduler import Scheduler
-from store import backend, db, errors, ledger, outbox, retention, sla, startup
+from store import backend, db, errors, heartbeats, ledger, outbox, retention, sla, startup
 from store.db import Store
 
 log = logging.getLogger(__name__)
 
 #: How often the SLA sweep and claim recovery run (seconds); deadlines are minutes long.
 SWEEP_EVERY_S = 30.0
+#: How long claimed dispatch rows stay a worker's (seconds): longer than a batch takes
+#: to deliver, and what a worker that dies holding rows delays them by at most.
+DISPATCH_LEASE_S = 300.0
 
 Worker = Callable[["Runtime", asyncio.Event], Awaitable[None]]
 Sweep = Callable[[Store, datetime], Awaitable[object]]
@@ -60,6 +68,10 @@ class RuntimeConfig:
     workers: tuple[Worker, ...] = field(default=())
     #: New items one tick drafts at most (GATEHOUSE_ENGINE__MAX_ITEMS_PER_TICK).
     max_items_per_tick: int = engine.MAX_ITEMS_PER_TICK
+    #: The leader's lease; heartbeats and renewals come every quarter of it.
+    lease_ttl: timedelta = timedelta(seconds=leader.TTL_S)
+    #: How long a worker holds the dispatch rows it claimed before others may take them.
+    dispatch_lease: timedelta = timedelta(seconds=DISPATCH_LEASE_S)
     #: Seconds between passes of the SLA sweep, claim recovery and retention.
     sweep_every_s: float = SWEEP_EVERY_S
 
@@ -81,10 +93,22 @@ class Runtime:
             drafter_for=drafter_for,
             max_items_per_tick=cfg.max_items_per_tick,
         )
-        self.scheduler = Scheduler(store, self.engine, self.pipelines)
+        #: This process as one of the workers sharing the store.
+        self.me = heartbeats.Me.here()
+        self.scheduler = Scheduler(
+            store, self.engine, self.pipelines, worker=self.me.id, run_lease=self.run_lease
+        )
         self.stopping = asyncio.Event()
         self.workers = workers.Registry(store, cfg.clock, first_backoff_s=cfg.first_backoff_s)
+        self.leader = leader.Leadership(
+            store, self.me.id, cfg.lease_ttl, cfg.clock, self.workers, exclusive=exclusive(store)
+        )
         self._tasks: list[asyncio.Task[None]] = []
+
+    @property
+    def run_lease(self) -> timedelta:
+        """A run's lease, renewed by every heartbeat: two leader TTLs."""
+        return self.config.lease_ttl * 2
 
     def now(self) -> datetime:
         return self.config.clock()
@@ -93,7 +117,7 @@ class Runtime:
     async def start(cls, cfg: RuntimeConfig) -> Runtime:
         store = await db.Store.open(cfg.store)
         try:
-            await startup.recover(store, cfg.clock())
+            await startup.recover(store, cfg.clock(), exclusive=exclusive(store))
             loaded = config.load_dir(cfg.pipelines_dir, cfg.load_context)
             await _report_config_errors(store, loaded, cfg.clock())
         except BaseException:
@@ -107,14 +131,18 @@ class Runtime:
         # the event loop, and every tap waiting on it, for a tenth of a second or more.
         gc.freeze()
         stopping = runtime.stopping
+        await runtime._beat()
+        await runtime.leader.step()
+        runtime.spawn("heartbeat", runtime._heartbeat_forever)
         runtime.spawn("scheduler", lambda: runtime.scheduler.run_forever(stopping, cfg.clock))
         sweeps = (
-            ("sla-sweep", sla.sweep),
-            ("claim-recovery", ledger.recover),
-            ("retention", retention.prune),
+            ("sla-sweep", sla.sweep, cfg.sweep_every_s),
+            ("claim-recovery", ledger.recover, cfg.sweep_every_s),
+            ("retention", retention.prune, cfg.sweep_every_s),
+            ("run-recovery", startup.recover_lapsed, cfg.lease_ttl.total_seconds()),
         )
-        for name, job in sweeps:
-            runtime.spawn(name, functools.partial(runtime._sweep_forever, name, job))
+        for name, job, every in sweeps:
+            runtime.lead(name, functools.partial(runtime._sweep_forever, name, job, every))
         for worker in cfg.workers:
             runtime.spawn(_name(worker, runtime.workers), _bind(worker, runtime))
         log.info(
@@ -135,29 +163,56 @@ class Runtime:
         self._tasks.append(task)
         return task
 
-    async def _sweep_forever(self, name: str, job: Sweep) -> None:
-        """Run a sweep every `sweep_every_s`; a failed pass is reported and tried next time."""
-        every = self.config.sweep_every_s
-        while not self.stopping.is_set():
+    def lead(self, name: str, duty: leader.Duty) -> None:
+        """Run `duty(stop)` as the worker `name` whenever this worker is the leader."""
+        self.leader.lead(name, duty)
+
+    async def _sweep_forever(
+        self, name: str, job: Sweep, every_s: float, stop: asyncio.Event
+    ) -> None:
+        """Run a sweep every `every_s`; a failed pass is reported and tried next time."""
+        while not stop.is_set():
             try:
                 await job(self.store, self.now())
             except errors.Closed:
                 return
             except Exception as exc:
-                log.exception("%s failed; trying again in %g s", name, every)
+                log.exception("%s failed; trying again in %g s", name, every_s)
                 await self.workers.report(name, exc)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.stopping.wait(), every)
+            await workers.wait_any((stop,), every_s)
+
+    async def _beat(self) -> None:
+        run_ids = self.scheduler.run_ids()
+        await heartbeats.beat(self.store, self.me, self.now(), self.run_lease, run_ids)
+
+    async def _heartbeat_forever(self) -> None:
+        """Say this worker is alive and renew (or seek) the leader's lease, every quarter
+        of its TTL. A failed beat escapes to the supervisor, which reports it."""
+        while not self.stopping.is_set():
+            await workers.wait_any((self.stopping,), self.leader.renew_every_s)
+            if self.stopping.is_set():
+                return
+            await self._beat()
+            await self.leader.step()
 
     async def stop(self) -> None:
         """Stop the workers (they finish what they hold), then close the client and store."""
         self.stopping.set()
+        await self.leader.stand_down()
+        with contextlib.suppress(errors.StoreError):
+            await heartbeats.stopped(self.store, self.me.id, self.now())
         _, pending = await asyncio.wait(self._tasks, timeout=10) if self._tasks else (set(), set())
         for task in pending:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
         await self.client.aclose()
         await self.store.close()
+
+
+def exclusive(store: Store) -> bool:
+    """Whether this process alone can open the store (SQLite's writer lock): then no
+    other worker can be alive, and this one leads and recovers without waiting."""
+    return store.dialect == "sqlite"
 
 
 def _bind(worker: Worker, runtime: Runtime) -> Callable[[], Awaitable[None]]:

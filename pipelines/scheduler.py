@@ -7,6 +7,10 @@
 Due times, pauses and manual requests live in the store (store/schedules.py), so a
 restart neither forgets a pause nor replays every slot it missed: after downtime an
 overdue pipeline runs once if it is still within its misfire window (schedule.due_action).
+
+Several workers may share the store: a run starts by compare-and-set on the pipeline's
+schedule row together with the run's own row (one running run per pipeline, held by
+this worker's lease), so exactly one worker starts each due run.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import contextlib
 import logging
 import random
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from pipelines import config, schedule
 from pipelines.engine import Engine
@@ -38,17 +42,27 @@ class Scheduler:
         pipelines: dict[str, config.Pipeline],
         *,
         rng: random.Random | None = None,
+        worker: str = runs.NOBODY,
+        run_lease: timedelta = runs.DEFAULT_LEASE,
     ) -> None:
         self.store = store
         self.engine = engine
         self.pipelines = pipelines
         self._rng = rng or random.Random()
+        #: Who holds the runs this scheduler starts, and for how long unless renewed.
+        self.worker = worker
+        self.run_lease = run_lease
         self._running: dict[str, asyncio.Task[object]] = {}
+        self._run_ids: dict[str, int] = {}
         self._wake = asyncio.Event()
 
     def running(self, name: str) -> bool:
         task = self._running.get(name)
         return task is not None and not task.done()
+
+    def run_ids(self) -> list[int]:
+        """The runs this scheduler is running now (their leases are renewed)."""
+        return [run_id for name, run_id in self._run_ids.items() if self.running(name)]
 
     async def run_once(self, now: datetime, *, wait: bool = True) -> list[str]:
         """Start every pipeline that is due now; with wait, until their ticks finish."""
@@ -57,10 +71,12 @@ class Scheduler:
         for name, pipeline in self.pipelines.items():
             if self.running(name):
                 continue  # never two runs of one pipeline at once
-            trigger = await self._decide(pipeline, states.get(name), now)
-            if trigger is not None:
+            claimed = await self._decide(pipeline, states.get(name), now)
+            if claimed is not None:
+                trigger, run_id = claimed
+                self._run_ids[name] = run_id
                 self._running[name] = asyncio.create_task(
-                    self._tick(name, trigger, now), name=f"tick-{name}"
+                    self._tick(name, trigger, now, run_id), name=f"tick-{name}"
                 )
                 started.append(name)
         if wait:
@@ -69,8 +85,8 @@ class Scheduler:
 
     async def _decide(
         self, pipeline: config.Pipeline, state: PipelineState | None, now: datetime
-    ) -> runs.Trigger | None:
-        """The trigger to run with now, or None; persists the next due time."""
+    ) -> tuple[runs.Trigger, int] | None:
+        """The run started now (trigger, run id), or None; persists the next due time."""
         jitter, rng = pipeline.jitter, self._rng
         if state is None:
             first = schedule.first_due(pipeline.schedule, now, jitter=jitter, rng=rng)
@@ -83,8 +99,7 @@ class Scheduler:
                 schedule.next_run(pipeline.schedule, now, jitter=jitter, rng=rng)
                 or state.next_due_at
             )
-            await schedules.set_due(self.store, pipeline.name, following, started_at=now)
-            return "manual"
+            return await self._claim(state, following, "manual", now)
         decision = schedule.due_action(
             pipeline.schedule,
             state.next_due_at,
@@ -94,8 +109,7 @@ class Scheduler:
             rng=rng,
         )
         if decision.action == schedule.Action.RUN:
-            await schedules.set_due(self.store, pipeline.name, decision.next_due_at, started_at=now)
-            return "schedule"
+            return await self._claim(state, decision.next_due_at, "schedule", now)
         if decision.action == schedule.Action.SKIP_MISSED:
             log.warning(
                 "pipeline %s missed its run due %s (outside the misfire window)",
@@ -107,9 +121,22 @@ class Scheduler:
             await schedules.set_due(self.store, pipeline.name, decision.next_due_at)
         return None
 
-    async def _tick(self, name: str, trigger: runs.Trigger, now: datetime) -> None:
+    async def _claim(
+        self,
+        seen: PipelineState,
+        next_due_at: datetime | None,
+        trigger: runs.Trigger,
+        now: datetime,
+    ) -> tuple[runs.Trigger, int] | None:
+        """Start the run unless another worker did first (or the pipeline runs already)."""
+        run_id = await schedules.claim_run(
+            self.store, seen, next_due_at, trigger, now, worker=self.worker, lease=self.run_lease
+        )
+        return None if run_id is None else (trigger, run_id)
+
+    async def _tick(self, name: str, trigger: runs.Trigger, now: datetime, run_id: int) -> None:
         try:
-            await self.engine.tick(name, trigger, now)
+            await self.engine.tick(name, trigger, now, run_id=run_id)
         except Exception:
             log.exception("pipeline %s: the run crashed", name)
 
@@ -149,4 +176,8 @@ class Scheduler:
             await self.run_once(clock(), wait=False)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), POLL_S)
+        await self.idle()
+
+    async def idle(self) -> None:
+        """Wait for the runs this scheduler started to finish."""
         await asyncio.gather(*self._running.values(), return_exceptions=True)

@@ -36,7 +36,8 @@ HEALTHY_AFTER_S = 300.0
 #: The longest exception text kept in a state or a row's reason (characters).
 MAX_ERROR_CHARS = 300
 
-Status = Literal["running", "restarting", "stopped"]
+#: standby: a leader-only worker in a worker that does not lead (pipelines.leader).
+Status = Literal["running", "restarting", "stopped", "standby"]
 #: Registry.report's shape: (worker, exception, where) -> tells the operators once.
 Report = Callable[[str, BaseException, str], Awaitable[None]]
 
@@ -98,7 +99,12 @@ class Registry:
         return [self._states[name] for name in sorted(self._states)]
 
     def not_running(self) -> list[State]:
-        return [state for state in self.snapshot() if not state.running]
+        """Workers that should run and do not (a worker on standby is where it should be)."""
+        return [s for s in self.snapshot() if not s.running and s.status != "standby"]
+
+    def standby(self, name: str) -> None:
+        """Mark `name` as waiting for this worker to lead."""
+        self._set(name, "standby")
 
     def spawn(
         self, name: str, factory: Callable[[], Awaitable[None]], stop: asyncio.Event

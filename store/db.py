@@ -167,12 +167,13 @@ class Store:
         """Where the store lives, for operators (never with a password)."""
         return str(self.config.db_path)
 
-    def listen(self, channel: str) -> asyncio.Event:
-        """An event set when another process sharing the store commits a notification on
-        `channel` (`notify.send_sync`). SQLite has no other process: nothing sets it, and
-        this process's own commits wake it through `on_commit`."""
+    def listen(self, channel: str, event: asyncio.Event | None = None) -> asyncio.Event:
+        """An event (`event`, else a new one) set when another process sharing the store
+        commits a notification on `channel` (`notify.send_sync`); one event may listen on
+        several channels. SQLite has no other process: nothing sets it, and this
+        process's own commits wake it through `on_commit`."""
         notify.check_channel(channel)
-        return asyncio.Event()
+        return event or asyncio.Event()
 
     def wal_bytes(self) -> int:
         """The write-ahead log's size on this machine (0 where the server keeps it)."""

@@ -24,10 +24,10 @@ import sqlite3
 import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from store import backend, clock, db, errors, machine, sql
+from store import backend, clock, db, errors, machine, notify, sql
 from store.db import Store
 
 Q = sql.load("outbox")
@@ -116,6 +116,7 @@ def enqueue_sync(
     row = conn.execute(Q["enqueue"], params).fetchone()
     if row:
         db.on_commit(("outbox", kind), functools.partial(_wake, kind))
+        notify.send_sync(conn, channel(kind))
     return int(row[0]) if row else None
 
 
@@ -125,13 +126,31 @@ _waiting: weakref.WeakKeyDictionary[Store, dict[str, list[asyncio.Event]]] = (
 )
 
 
+def channel(kind: Kind) -> str:
+    """The notification channel of queued rows of `kind`, for workers in other processes."""
+    return f"outbox_{kind}"
+
+
 def wakeup(store: Store, kinds: Iterable[Kind]) -> asyncio.Event:
-    """An event set each time a row of one of `kinds` is committed to this store."""
+    """An event set each time a row of one of `kinds` is committed to this store: by
+    this process, or (any kind) by another worker sharing it."""
     event = asyncio.Event()
     by_kind = _waiting.setdefault(store, {})
     for kind in kinds:
         by_kind.setdefault(kind, []).append(event)
+        store.listen(channel(kind), event)
     return event
+
+
+#: The longest a worker on a shared store waits without looking for rows other workers
+#: queued (seconds): their notification wakes it sooner (store.notify); this is the
+#: fallback should one be lost.
+SHARED_POLL_S = 5.0
+
+
+def longest_wait(store: Store, seconds: float) -> float:
+    """`seconds`, or less on a store other processes write to as well."""
+    return seconds if store.dialect == "sqlite" else min(seconds, SHARED_POLL_S)
 
 
 def _wake(kind: Kind, store: Store) -> None:
@@ -169,6 +188,50 @@ async def due(
         return sorted(found, key=lambda row: row.id)[:limit]
 
     return await store.read(query)
+
+
+def claim_due_sync(
+    conn: backend.Conn,
+    worker: str,
+    now: datetime,
+    kinds: Iterable[Kind],
+    lease: timedelta,
+    limit: int,
+) -> list[Row]:
+    """Take due rows no live claim holds, for `worker` until now + lease, oldest first."""
+    params: dict[str, Any] = {
+        "worker": worker,
+        "now": clock.to_ms(now),
+        "until": clock.to_ms(now + lease),
+        "limit": limit,
+    }
+    taken: list[int] = []
+    for kind in dict.fromkeys(kinds):
+        if len(taken) < limit:
+            params.update(kind=kind, limit=limit - len(taken))
+            taken += [int(row[0]) for row in conn.execute(Q["claim_due"], params).fetchall()]
+    return [found for row_id in sorted(taken) for found in _rows(conn, Q["get"], {"id": row_id})]
+
+
+async def claim_due(
+    store: Store,
+    worker: str,
+    now: datetime,
+    kinds: Iterable[Kind],
+    lease: timedelta,
+    limit: int = 50,
+) -> list[Row]:
+    """Take due rows for `worker`: no other worker takes them until the lease lapses.
+
+    Recording a row's outcome (mark_sent, mark_retry, defer, mark_failed) ends the
+    claim; a worker that dies holding rows leaves them to whoever claims after it.
+    """
+    return await store.write(lambda conn: claim_due_sync(conn, worker, now, kinds, lease, limit))
+
+
+def release_claims_sync(conn: backend.Conn) -> int:
+    """Free every claim (at the start of a store only one process opens: its holders died)."""
+    return int(conn.execute(Q["release_claims"]).rowcount)
 
 
 async def get(store: Store, row_id: int) -> Row:

@@ -332,10 +332,10 @@ class PgStore(db.Store):
         self._next_reader += 1
         return await lane.run(_read, query)
 
-    def listen(self, channel: str) -> asyncio.Event:
-        """An event set when any process (this one too) commits a notification on
-        `channel`; one LISTENing connection serves every channel of this store."""
-        event = asyncio.Event()
+    def listen(self, channel: str, event: asyncio.Event | None = None) -> asyncio.Event:
+        """An event (`event`, else a new one) set when any process (this one too) commits
+        a notification on `channel`; one LISTENing connection serves every channel."""
+        event = event or asyncio.Event()
         self._listening.setdefault(notify.check_channel(channel), []).append(event)
         if self._listener is None:
             self._listener = notify.Listener(self._url, self._woken)

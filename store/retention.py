@@ -2,8 +2,9 @@
 
     pruned = await retention.prune(store, now)     # the runtime's sweep calls this
 
-Pruned: sent messages (cards, card edits, alerts) once their item has ended, and
-stored LLM outputs once their claim is over. Kept for good: events (the audit
+Pruned: sent messages (cards, card edits, alerts) once their item has ended,
+stored LLM outputs once their claim is over, and handled Telegram update ids after
+`updates.KEEP` (Telegram no longer sends them again by then). Kept for good: events (the audit
 chain), items, drafts, votes, claims and dispatch rows (the record of what went
 out, which `gatehouse reconcile` compares dispatch folders with). Each batch is
 its own short write, so a tap never waits behind a long delete; a SIGKILL
@@ -16,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from store import backend, outbox
+from store import backend, outbox, updates
 from store.db import Store
 from store.ledger import outputs as llm_outputs
 
@@ -30,6 +31,8 @@ _Pruner = Callable[[backend.Conn, datetime, int], int]
 class Pruned:
     messages: int
     llm_outputs: int
+    #: Telegram update ids handled long enough ago that Telegram cannot send them again.
+    updates: int = 0
 
 
 async def _prune_all(store: Store, pruner: _Pruner, before: datetime, batch: int) -> int:
@@ -47,4 +50,5 @@ async def prune(store: Store, now: datetime, batch: int = BATCH) -> Pruned:
     return Pruned(
         messages=await _prune_all(store, outbox.prune_sent_sync, before, batch),
         llm_outputs=await _prune_all(store, llm_outputs.prune_sync, before, batch),
+        updates=await _prune_all(store, updates.prune_sync, now, batch),
     )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Literal
 
 from store import backend, clock, errors, sql
@@ -69,13 +69,39 @@ def _rows(conn: backend.Conn, query: str, params: dict[str, object]) -> list[Run
     return [Run.from_row(row) for row in cursor.fetchall()]
 
 
-def start_run_sync(conn: backend.Conn, pipeline: str, trigger: Trigger, now: datetime) -> int:
+#: Who holds a run started without a worker (a script, a test): until the next start.
+NOBODY = "local"
+#: A run's lease when no worker renews it; long enough for any tick to finish.
+DEFAULT_LEASE = timedelta(hours=1)
+
+
+def start_run_sync(
+    conn: backend.Conn,
+    pipeline: str,
+    trigger: Trigger,
+    now: datetime,
+    *,
+    worker: str = NOBODY,
+    lease: timedelta = DEFAULT_LEASE,
+) -> int:
+    """Open a run held by `worker` for `lease`; Conflict if the pipeline is running."""
     if trigger not in TRIGGERS:
         raise ValueError(f"unknown run trigger {trigger!r}; valid: {', '.join(TRIGGERS)}")
-    row = conn.execute(
-        Q["start_run"], {"pipeline": pipeline, "trigger": trigger, "now": clock.to_ms(now)}
-    )
-    return int(row.fetchone()[0])
+    params = {
+        "pipeline": pipeline,
+        "trigger": trigger,
+        "now": clock.to_ms(now),
+        "worker": worker,
+        "until": clock.to_ms(now + lease),
+    }
+    row = conn.execute(Q["start_run"], params).fetchone()
+    if row is None:
+        raise errors.Conflict(f"pipeline {pipeline!r} is running already")
+    return int(row[0])
+
+
+def running_sync(conn: backend.Conn, pipeline: str) -> bool:
+    return conn.execute(Q["running"], {"pipeline": pipeline}).fetchone() is not None
 
 
 def finish_run_sync(
@@ -100,8 +126,18 @@ def finish_run_sync(
         raise errors.Conflict(f"run {run_id} is not running (already finished, or unknown)")
 
 
-async def start_run(store: Store, pipeline: str, trigger: Trigger, now: datetime) -> int:
-    return await store.write(lambda conn: start_run_sync(conn, pipeline, trigger, now))
+async def start_run(
+    store: Store,
+    pipeline: str,
+    trigger: Trigger,
+    now: datetime,
+    *,
+    worker: str = NOBODY,
+    lease: timedelta = DEFAULT_LEASE,
+) -> int:
+    return await store.write(
+        lambda conn: start_run_sync(conn, pipeline, trigger, now, worker=worker, lease=lease)
+    )
 
 
 async def finish_run(
@@ -121,6 +157,12 @@ async def close_interrupted(store: Store, now: datetime) -> int:
     return await store.write(
         lambda conn: conn.execute(Q["close_interrupted"], {"now": at}).rowcount
     )
+
+
+def close_lapsed_sync(conn: backend.Conn, now: datetime) -> list[str]:
+    """Runs whose worker died (their lease lapsed) become errors; their pipelines."""
+    rows = conn.execute(Q["close_lapsed"], {"now": clock.to_ms(now)}).fetchall()
+    return sorted({str(row[0]) for row in rows})
 
 
 async def get(store: Store, run_id: int) -> Run:

@@ -9,9 +9,9 @@ from __future__ import annotations
 import json
 import sqlite3
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
-from store import backend, clock, errors, events, sql
+from store import backend, clock, errors, events, runs, sql
 from store.db import Store
 
 Q = sql.load("schedules")
@@ -61,6 +61,51 @@ async def set_due(
     """Record the next due time; with started_at, also the start (which clears a manual request)."""
     params = {"pipeline": pipeline, "next_due_at": _ms(next_due_at), "started_at": _ms(started_at)}
     await store.write(lambda conn: conn.execute(Q["set_due"], params))
+
+
+def claim_run_sync(
+    conn: backend.Conn,
+    seen: PipelineState,
+    next_due_at: datetime | None,
+    trigger: runs.Trigger,
+    now: datetime,
+    *,
+    worker: str,
+    lease: timedelta,
+) -> int | None:
+    """Start the run the scheduler found due in `seen`, held by `worker`; its id, or None
+    when the pipeline is running already or another worker started this run first."""
+    pipeline = seen.pipeline
+    if runs.running_sync(conn, pipeline):
+        return None
+    params = {
+        "pipeline": pipeline,
+        "next_due_at": _ms(next_due_at),
+        "now": clock.to_ms(now),
+        "seen_due": _ms(seen.next_due_at),
+        "seen_requested": _ms(seen.run_requested_at),
+    }
+    if conn.execute(Q["claim"], params).rowcount != 1:
+        return None
+    return runs.start_run_sync(conn, pipeline, trigger, now, worker=worker, lease=lease)
+
+
+async def claim_run(
+    store: Store,
+    seen: PipelineState,
+    next_due_at: datetime | None,
+    trigger: runs.Trigger,
+    now: datetime,
+    *,
+    worker: str,
+    lease: timedelta,
+) -> int | None:
+    """Compare-and-set on the pipeline's row, then open the run, in one unit."""
+    return await store.write(
+        lambda conn: claim_run_sync(
+            conn, seen, next_due_at, trigger, now, worker=worker, lease=lease
+        )
+    )
 
 
 async def set_paused(store: Store, pipeline: str, paused: bool, actor: str, now: datetime) -> bool:

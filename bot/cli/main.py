@@ -21,6 +21,7 @@
     gatehouse sweep [--days 90]                forget seen ids older than that
     gatehouse backup <path>                    online backup to a new file, then verify it
     gatehouse token create|list|revoke [name]  HTTP trigger tokens (shown once, kept as hashes)
+    gatehouse migrate-to-postgres              copy SQLite into GATEHOUSE_DATABASE_URL, verified
 
 Every command takes --env-file FILE (default: .env in the working directory) and
 --data-dir DIR (over GATEHOUSE_DATA_DIR); relative paths in settings resolve from the
@@ -42,16 +43,17 @@ import contextlib
 import dataclasses
 import sys
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from bot import control, maintenance, people, storage_alarm
+from bot import cluster, control, maintenance, people, storage_alarm
 from bot import settings as settings_mod
 from bot.cli import audit as cli_audit
 from bot.cli import decisions as cli_decisions
 from bot.cli import dry_run as cli_dry_run
 from bot.cli import output as cli_output
+from bot.cli import to_postgres
 from bot.cli import tokens as cli_tokens
 from bot.cli import writes as cli_writes
 from bot.demo import content as demo_content
@@ -116,16 +118,24 @@ def cmd_status(cfg: settings_mod.Settings, args: argparse.Namespace, now: dateti
         return cmd_runs(cfg, args, now)
     names = pipeline_names(cfg)
 
-    async def fn(store: db.Store) -> tuple[views.Overview, info.Info]:
-        return await views.overview(store, names, now), await info.info(store)
+    ttl = timedelta(seconds=cfg.cluster.lease_ttl_s)
 
-    overview, summary = read(cfg, fn)
+    async def fn(store: db.Store) -> tuple[views.Overview, info.Info, cluster.Cluster]:
+        found = await cluster.read(store, now, ttl)
+        return await views.overview(store, names, now), await info.info(store), found
+
+    overview, summary, workers = read(cfg, fn)
     pid = cli_writes.writer_pid(cfg)
     if pid:
         overview = dataclasses.replace(overview, storage=_bot_storage(cfg))
-    value = {"overview": overview, "store": summary, "writer_pid": pid}
+    value = {"overview": overview, "store": summary, "writer_pid": pid, "cluster": workers}
     verbose = getattr(args, "verbose", False)
-    cli_output.emit(args, value, lambda: cli_output.status(overview, summary, pid, now, verbose))
+
+    def text() -> str:
+        status = cli_output.status(overview, summary, pid, now, verbose)
+        return "\n".join([status, *cluster.lines(workers)])
+
+    cli_output.emit(args, value, text)
     return 0
 
 
@@ -477,6 +487,11 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
     add("backup", cmd_backup, "online backup to a new file, verified").add_argument(
         "path", type=Path, help="the new file (it must not exist yet)"
     )
+    add(
+        "migrate-to-postgres",
+        to_postgres.cmd,
+        "copy the SQLite store into the empty database GATEHOUSE_DATABASE_URL names",
+    )
     return parser, table
 
 
@@ -498,7 +513,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return table[args.command](cfg, args, datetime.now(UTC))
-    except (*USAGE_ERRORS, ValueError, cli_writes.Refused, control.NoAnswer) as exc:
+    except (
+        *USAGE_ERRORS,
+        ValueError,
+        cli_writes.Refused,
+        control.NoAnswer,
+        to_postgres.Refused,
+    ) as exc:
         print(f"gatehouse {args.command}: {exc}", file=sys.stderr)
         return 2
     except (errors.StoreError, maintenance.BackupFailed) as exc:

@@ -17,9 +17,11 @@ dispatching; the next run re-asserts dispatching (a no-op) and sends again with 
 same key, so the destination can drop the duplicate. A replay is a new attempt, so
 a new key.
 
-The worker sleeps until a dispatch row commits (outbox.wakeup) or the earliest
-pending row falls due, works through due rows back to back, and waits only as
-long as a destination asks (its Retry-After) or the row's backoff says. A row that
+Rows are claimed with a lease (outbox.claim_due), so workers sharing a store never
+take the same row at once. The worker sleeps until a dispatch row commits
+(outbox.wakeup) or the earliest pending row falls due, works through due rows back
+to back, and waits only as long as a destination asks (its Retry-After) or the
+row's backoff says. A row that
 raises something unexpected is retried with backoff and, past MAX_ATTEMPTS, parked
 (failed, its reason kept) while the rows after it go on; the operators are told once.
 """
@@ -36,7 +38,7 @@ from typing import Any
 import httpx
 
 from pipelines import card_trail, config, dispatch, logfields, workers
-from store import backend, drafts, errors, items, machine, outbox
+from store import backend, drafts, errors, items, machine, outbox, runs
 from store.db import Store
 from store.items import Item
 from store.machine import State
@@ -50,6 +52,8 @@ POLL_S = 60.0
 BATCH = 50
 #: The name the worker runs under (its function's name), in logs, alerts and health.
 NAME = "dispatcher"
+#: How long claimed rows stay this worker's when the runtime does not say.
+LEASE = timedelta(minutes=5)
 
 Worker = Callable[[Any, asyncio.Event], Coroutine[Any, Any, None]]
 
@@ -64,14 +68,18 @@ async def run_once(
     rng: random.Random | None = None,
     env: Mapping[str, str] | None = None,
     report: workers.Report | None = None,
+    worker: str = runs.NOBODY,
+    lease: timedelta = LEASE,
 ) -> int:
-    """Work through the due dispatch rows; returns how many were handled.
+    """Claim the due dispatch rows for `worker` and work through them; returns how many.
 
     Each destination (pipeline) takes its rows in order, one at a time; destinations
-    run side by side, so a slow or hanging one holds up only its own rows.
+    run side by side, so a slow or hanging one holds up only its own rows. Workers
+    sharing the store claim disjoint rows; the rows of a worker that dies are taken
+    again once their lease lapses.
     """
     rng = rng if rng is not None else random.Random()
-    rows = await outbox.due(store, now, ["dispatch"], limit=BATCH)
+    rows = await outbox.claim_due(store, worker, now, ["dispatch"], lease, limit=BATCH)
     by_target: dict[str, list[outbox.Row]] = {}
     for row in rows:
         by_target.setdefault(row.target, []).append(row)
@@ -250,9 +258,12 @@ def make_worker(bot: Any = None, *, poll_s: float = POLL_S) -> Worker:
                 bot=bot,
                 rng=rng,
                 report=runtime.workers.report,
+                worker=runtime.me.id,
+                lease=runtime.config.dispatch_lease,
             )
             if handled < BATCH:
-                wait = await _until_next_due(runtime.store, runtime.now(), poll_s)
+                longest = outbox.longest_wait(runtime.store, poll_s)
+                wait = await _until_next_due(runtime.store, runtime.now(), longest)
                 await workers.wait_any((woken, stop), wait)
 
     return dispatcher

@@ -14,6 +14,18 @@ SELECT o.*, d.text AS draft_text FROM outbox o
  WHERE o.state = 'pending' AND o.kind = :kind AND o.next_attempt_at <= :now
  ORDER BY o.id LIMIT :limit
 
+-- name: claim_due
+-- Take up to :limit pending rows of one kind whose time has come and that no live claim
+-- holds, for :worker until :until. (PostgreSQL's version skips rows another worker is
+-- taking at the same moment, instead of waiting for them.)
+UPDATE outbox SET claimed_by = :worker, lease_until = :until
+ WHERE id IN (
+        SELECT id FROM outbox
+         WHERE state = 'pending' AND kind = :kind AND next_attempt_at <= :now
+           AND (lease_until IS NULL OR lease_until < :now)
+         ORDER BY id LIMIT :limit)
+RETURNING id
+
 -- name: get
 -- One row (a card with its draft's text).
 SELECT o.*, d.text AS draft_text FROM outbox o
@@ -23,19 +35,20 @@ SELECT o.*, d.text AS draft_text FROM outbox o
 
 -- name: mark_sent
 -- Record success and the external id (e.g. the Telegram message id).
-UPDATE outbox SET state = 'sent', sent_at = :now, external_id = :external_id, attempts = attempts + 1, last_error = NULL
+UPDATE outbox SET state = 'sent', sent_at = :now, external_id = :external_id, attempts = attempts + 1, last_error = NULL,
+       claimed_by = NULL, lease_until = NULL
  WHERE id = :id AND state = 'pending'
 
 -- name: mark_retry
 -- Record a transient failure, when to try again, and the messages already sent (if any).
 UPDATE outbox SET attempts = attempts + 1, next_attempt_at = :next_at, last_error = :error,
-       external_id = COALESCE(:external_id, external_id)
+       external_id = COALESCE(:external_id, external_id), claimed_by = NULL, lease_until = NULL
  WHERE id = :id AND state = 'pending'
 
 -- name: defer
 -- Try later without counting an attempt (the destination asked us to wait).
 UPDATE outbox SET next_attempt_at = :next_at, last_error = :error,
-       external_id = COALESCE(:external_id, external_id)
+       external_id = COALESCE(:external_id, external_id), claimed_by = NULL, lease_until = NULL
  WHERE id = :id AND state = 'pending'
 
 -- name: waiting
@@ -55,7 +68,8 @@ SELECT min(next_attempt_at) FROM outbox WHERE state = 'pending' AND kind IN (SEL
 
 -- name: mark_failed
 -- Give up on a row.
-UPDATE outbox SET state = 'failed', attempts = attempts + 1, last_error = :error
+UPDATE outbox SET state = 'failed', attempts = attempts + 1, last_error = :error,
+       claimed_by = NULL, lease_until = NULL
  WHERE id = :id AND state = 'pending'
 
 -- name: for_item
@@ -85,3 +99,7 @@ UPDATE outbox SET state = 'failed', last_error = :error, dedupe_key = NULL
 -- name: by_key
 -- The row queued under a dedupe key, if any.
 SELECT id FROM outbox WHERE dedupe_key = :dedupe_key
+
+-- name: release_claims
+-- Free every claim: at the start of the one process a store admits, whose holders died.
+UPDATE outbox SET claimed_by = NULL, lease_until = NULL WHERE claimed_by IS NOT NULL

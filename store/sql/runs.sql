@@ -1,7 +1,14 @@
 -- name: start_run
--- Open a run; it stays 'running' until finish_run (or the next startup) closes it.
-INSERT INTO pipeline_runs (pipeline, trigger, started_at) VALUES (:pipeline, :trigger, :now)
+-- Open a run held by :worker until :until; it stays 'running' until finish_run closes it
+-- (or its lease lapses). Nothing is opened while the pipeline has a running run.
+INSERT INTO pipeline_runs (pipeline, trigger, started_at, worker, lease_until)
+VALUES (:pipeline, :trigger, :now, :worker, :until)
+    ON CONFLICT (pipeline) WHERE status = 'running' DO NOTHING
 RETURNING id
+
+-- name: running
+-- The pipeline's running run, if any.
+SELECT id FROM pipeline_runs WHERE pipeline = :pipeline AND status = 'running'
 
 -- name: finish_run
 -- Close a running run with its outcome and counts.
@@ -15,6 +22,13 @@ UPDATE pipeline_runs
 UPDATE pipeline_runs
    SET ended_at = :now, status = 'error', error_text = 'interrupted'
  WHERE status = 'running'
+
+-- name: close_lapsed
+-- Runs whose worker stopped renewing their lease (it died): they end as errors.
+UPDATE pipeline_runs
+   SET ended_at = :now, status = 'error', error_text = 'interrupted: its worker stopped'
+ WHERE status = 'running' AND (lease_until IS NULL OR lease_until < :now)
+RETURNING pipeline
 
 -- name: recent
 -- A pipeline's runs, newest first.

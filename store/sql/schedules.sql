@@ -31,3 +31,12 @@ SELECT state FROM source_state WHERE pipeline = :pipeline AND scope = :scope
 -- Replace a source's saved state.
 INSERT INTO source_state (pipeline, scope, state, updated_at) VALUES (:pipeline, :scope, :state, :now)
     ON CONFLICT (pipeline, scope) DO UPDATE SET state = excluded.state, updated_at = excluded.updated_at
+
+-- name: claim
+-- Start a due run: record the start and the next due time, only if the row is as the
+-- scheduler read it (another worker that started the same run changed it first).
+UPDATE pipeline_state
+   SET next_due_at = :next_due_at, last_started_at = :now, run_requested_at = NULL
+ WHERE pipeline = :pipeline AND paused = 0
+   AND next_due_at IS NOT DISTINCT FROM :seen_due
+   AND run_requested_at IS NOT DISTINCT FROM :seen_requested

@@ -28,10 +28,14 @@ CREATE TABLE pipeline_runs (
     drafted    INTEGER NOT NULL DEFAULT 0,
     failed     INTEGER NOT NULL DEFAULT 0,
     error_text TEXT,
+    -- The worker running it and until when its lease holds (migration 0011).
+    worker      TEXT,
+    lease_until INTEGER,
     CHECK ((status = 'running') = (ended_at IS NULL))
 );
 
 CREATE INDEX pipeline_runs_recent ON pipeline_runs (pipeline, started_at DESC);
+CREATE UNIQUE INDEX pipeline_runs_one_running ON pipeline_runs (pipeline) WHERE status = 'running';
 
 CREATE TABLE events (
     id         INTEGER PRIMARY KEY,
@@ -120,7 +124,9 @@ CREATE TABLE outbox (
     last_error      TEXT,
     external_id     TEXT,
     created_at      INTEGER NOT NULL,
-    sent_at         INTEGER
+    sent_at         INTEGER,
+    claimed_by      TEXT,
+    lease_until     INTEGER
 );
 
 CREATE INDEX outbox_due ON outbox (kind, id, next_attempt_at) WHERE state = 'pending';
@@ -312,3 +318,28 @@ CREATE TABLE approval_nudges (
     at         INTEGER NOT NULL,
     PRIMARY KEY (item_id, attempt, kind)
 );
+
+-- Workers, the leader's lease and handled Telegram updates (migration 0011).
+CREATE TABLE workers (
+    id           TEXT PRIMARY KEY,
+    host         TEXT NOT NULL,
+    pid          INTEGER NOT NULL,
+    started_at   INTEGER NOT NULL,
+    heartbeat_at INTEGER NOT NULL,
+    stopped_at   INTEGER
+);
+
+CREATE TABLE leases (
+    name        TEXT PRIMARY KEY,
+    holder      TEXT NOT NULL,
+    term        INTEGER NOT NULL CHECK (term >= 1),
+    acquired_at INTEGER NOT NULL,
+    expires_at  INTEGER NOT NULL
+);
+
+CREATE TABLE handled_updates (
+    update_id  INTEGER PRIMARY KEY,
+    handled_at INTEGER NOT NULL
+);
+
+CREATE INDEX handled_updates_by_age ON handled_updates (handled_at);

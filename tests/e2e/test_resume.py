@@ -29,7 +29,7 @@ from pipelines import approval, config, engine, runtime
 from pipelines.dispatch import dispatcher
 from pipelines.drafting import llm as llm_drafter
 from pipelines.providers import client as providers
-from store import db, drafts, items, ledger, outbox, runs, schedules
+from store import db, drafts, items, ledger, outbox, runs, schedules, startup
 from store.ledger import outputs as llm_outputs
 from store.ledger.machine import ClaimState
 from store.machine import State
@@ -356,6 +356,7 @@ async def test_a_kill_while_dispatching_resumes_with_the_same_key(
             assert (await items.get(store, first.id)).state == State.DISPATCHING
             async with httpx.AsyncClient() as client:
                 later = now + timedelta(minutes=1)
+                await startup.recover(store, later)  # as a restart does: frees the dead claim
                 await dispatcher.run_once(store, {"news": pipeline}, client, later)
             assert (await items.get(store, first.id)).state == State.DISPATCHED
             sent, again = hook.requests

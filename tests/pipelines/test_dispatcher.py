@@ -11,9 +11,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from pipelines import approval, config, dispatch, engine, workers
+from pipelines import approval, config, dispatch, engine, runtime, workers
 from pipelines.dispatch import dispatcher
-from store import db, items, machine, outbox
+from store import db, heartbeats, items, machine, outbox, startup
 from store.machine import State
 from tests.fakes.feed_server import FeedServer
 from tests.fakes.feeds import rss
@@ -153,6 +153,7 @@ async def test_a_dispatch_retried_after_a_crash_sends_the_same_key(
     store = await db.Store.open(db.StoreConfig(data_dir=data_dir))
     try:
         assert (await items.get(store, item.id)).state == State.DISPATCHING
+        await startup.recover(store, now + timedelta(minutes=1))  # frees the dead claim
         assert await run(store, pipeline, client, now + timedelta(minutes=1)) == 1
         first, second = (r.headers["idempotency-key"] for r in hook.requests)
         assert first == second == dispatch.idempotency_key("news", item.id, 1, 1)
@@ -222,6 +223,26 @@ async def test_transient_failures_give_up_after_max_attempts(
     assert len(await outbox.due(store, now + timedelta(days=1), ["alert"])) == 1
 
 
+class FakeRuntime:
+    """The things the dispatch worker reads from pipelines.runtime.Runtime."""
+
+    def __init__(
+        self,
+        store: db.Store,
+        pipeline: config.Pipeline,
+        client: httpx.AsyncClient,
+        now: datetime,
+    ) -> None:
+        self.store, self.pipelines, self.client = store, {"news": pipeline}, client
+        self.workers = workers.Registry(store, lambda: now)
+        self.me = heartbeats.Me.here()
+        self.config = runtime.RuntimeConfig(db.StoreConfig(store.config.data_dir), Path())
+        self._now = now
+
+    def now(self) -> datetime:
+        return self._now
+
+
 async def test_the_worker_dispatches_until_stopped(
     store: db.Store,
     pipeline: config.Pipeline,
@@ -231,16 +252,9 @@ async def test_the_worker_dispatches_until_stopped(
 ) -> None:
     item = await approved_item(store, pipeline, client, now)
 
-    class FakeRuntime:  # the four things the worker reads from pipelines.runtime.Runtime
-        def __init__(self) -> None:
-            self.store, self.pipelines, self.client = store, {"news": pipeline}, client
-            self.workers = workers.Registry(store, lambda: now)
-
-        def now(self) -> datetime:
-            return now
-
     stop = asyncio.Event()
-    task = asyncio.create_task(dispatcher.make_worker(poll_s=0.01)(FakeRuntime(), stop))
+    fake = FakeRuntime(store, pipeline, client, now)
+    task = asyncio.create_task(dispatcher.make_worker(poll_s=0.01)(fake, stop))
     for _ in range(POLLS):
         if (await items.get(store, item.id)).state == State.DISPATCHED:
             break
@@ -395,16 +409,9 @@ async def test_the_worker_sleeps_until_an_approval_commits(
     await eng.tick("news", "schedule", now)
     [item] = await items.in_state(store, State.AWAITING_APPROVAL, "news")
 
-    class FakeRuntime:
-        def __init__(self) -> None:
-            self.store, self.pipelines, self.client = store, {"news": pipeline}, client
-            self.workers = workers.Registry(store, lambda: now)
-
-        def now(self) -> datetime:
-            return now
-
     stop = asyncio.Event()
-    task = asyncio.create_task(dispatcher.make_worker(poll_s=3600)(FakeRuntime(), stop))
+    fake = FakeRuntime(store, pipeline, client, now)
+    task = asyncio.create_task(dispatcher.make_worker(poll_s=3600)(fake, stop))
     await asyncio.sleep(0.2)  # it found nothing and sleeps: an hour, unless woken
     await approval.decide(store, pipeline, item.id, item.attempt, item.version, 7, "approve", now)
     await eventually(lambda: bool(hook.requests))

@@ -147,7 +147,7 @@ async def test_health_and_status_name_a_worker_that_is_not_running(
 
         overview = await views.overview(rt.store, rt.pipelines, now, rt.workers.snapshot())
         text = render.status_overview(overview)
-        assert "⚠️ 1 of 6 workers not running:" in text
+        assert "⚠️ 1 of 8 workers not running:" in text
         assert "test_workers restarting since 0s ago: RuntimeError: the worker bug at" in text
         assert "ABCDEFGHIJ" not in text and "ABCDEFGHIJ" not in out
     finally:
@@ -171,8 +171,16 @@ async def test_health_is_ok_while_every_worker_runs(
         code, out, err = await gatehouse(data_dir, pipelines_dir, "health", "--json")
         assert code == 0 and json.loads(out)["workers_down"] == [], (out, err)
         names = [s.name for s in rt.workers.snapshot()]
-        assert names == ["claim-recovery", "control", "retention", "scheduler", "sla-sweep"]
+        assert names == [
+            "claim-recovery",
+            "control",
+            "heartbeat",
+            "retention",
+            "run-recovery",
+            "scheduler",
+            "sla-sweep",
+        ]
         overview = await views.overview(rt.store, rt.pipelines, now, rt.workers.snapshot())
-        assert render.status_overview(overview).endswith("workers: all 5 running")
+        assert render.status_overview(overview).endswith("workers: all 7 running")
     finally:
         await rt.stop()

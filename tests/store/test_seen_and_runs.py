@@ -170,7 +170,7 @@ async def test_runs_left_running_by_a_crash_become_interrupted(
 ) -> None:
     first = await db.Store.open(store_config)
     crashed = await runs.start_run(first, "news", "schedule", now)
-    finished = await runs.start_run(first, "news", "schedule", now)
+    finished = await runs.start_run(first, "digest", "schedule", now)
     await runs.finish_run(first, finished, "ok", runs.Counts(), None, now)
     await first.close()  # the process "dies" with a run still open
 

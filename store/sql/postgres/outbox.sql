@@ -52,3 +52,16 @@ DELETE FROM outbox WHERE id IN (
             OR (i.state IN (SELECT value FROM json_array_elements_text(CAST(:ended AS json)))
                 AND i.last_transition_at < :cutoff))
      ORDER BY o.sent_at LIMIT :batch)
+
+-- name: claim_due
+-- Take up to :limit pending rows of one kind whose time has come and that no live claim
+-- holds, for :worker until :until; rows another worker is taking at this moment are
+-- skipped, not waited for.
+UPDATE outbox SET claimed_by = :worker, lease_until = :until
+ WHERE id IN (
+        SELECT id FROM outbox
+         WHERE state = 'pending' AND kind = :kind AND next_attempt_at <= :now
+           AND (lease_until IS NULL OR lease_until < :now)
+         ORDER BY id LIMIT :limit
+           FOR UPDATE SKIP LOCKED)
+RETURNING id

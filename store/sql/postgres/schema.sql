@@ -48,10 +48,14 @@ CREATE TABLE pipeline_runs (
     drafted    BIGINT NOT NULL DEFAULT 0,
     failed     BIGINT NOT NULL DEFAULT 0,
     error_text TEXT,
+    -- The worker running it and until when its lease holds (migration 0011).
+    worker      TEXT,
+    lease_until BIGINT,
     CHECK ((status = 'running') = (ended_at IS NULL))
 );
 
 CREATE INDEX pipeline_runs_recent ON pipeline_runs (pipeline, started_at DESC);
+CREATE UNIQUE INDEX pipeline_runs_one_running ON pipeline_runs (pipeline) WHERE status = 'running';
 
 CREATE TABLE events (
     id         BIGINT PRIMARY KEY,
@@ -135,7 +139,9 @@ CREATE TABLE outbox (
     last_error      TEXT,
     external_id     TEXT,
     created_at      BIGINT NOT NULL,
-    sent_at         BIGINT
+    sent_at         BIGINT,
+    claimed_by      TEXT,
+    lease_until     BIGINT
 );
 
 CREATE INDEX outbox_due ON outbox (kind, id, next_attempt_at) WHERE state = 'pending';
@@ -336,3 +342,28 @@ CREATE TABLE approval_nudges (
     at         BIGINT NOT NULL,
     PRIMARY KEY (item_id, attempt, kind)
 );
+
+-- Workers, the leader's lease and handled Telegram updates (migration 0011).
+CREATE TABLE workers (
+    id           TEXT PRIMARY KEY,
+    host         TEXT NOT NULL,
+    pid          BIGINT NOT NULL,
+    started_at   BIGINT NOT NULL,
+    heartbeat_at BIGINT NOT NULL,
+    stopped_at   BIGINT
+);
+
+CREATE TABLE leases (
+    name        TEXT PRIMARY KEY,
+    holder      TEXT NOT NULL,
+    term        BIGINT NOT NULL CHECK (term >= 1),
+    acquired_at BIGINT NOT NULL,
+    expires_at  BIGINT NOT NULL
+);
+
+CREATE TABLE handled_updates (
+    update_id  BIGINT PRIMARY KEY,
+    handled_at BIGINT NOT NULL
+);
+
+CREATE INDEX handled_updates_by_age ON handled_updates (handled_at);

@@ -1,0 +1,348 @@
+"""Items per second through fetch, template draft, approval and dispatch, with 1, 2 and 4
+worker processes sharing one PostgreSQL database, and the same work on SQLite.
+
+    python -m bench scale [--items 2000] [--pipelines 8]
+
+Each worker is its own process running the project's own parts as a `gatehouse run`
+worker does: the scheduler claims a pipeline's run (compare-and-set on its schedule
+row, one running run per pipeline) and the engine fetches the pipeline's feed from a
+local feed server over a socket, records the items and drafts them with the template
+drafter; the worker approves its share of the waiting items (`approval.decide`, as
+an operator's tap does) and dispatches with `dispatcher.run_once`, which claims rows
+with a lease (`FOR UPDATE SKIP LOCKED` on PostgreSQL) to a `none` target. The clock
+runs from the moment every worker is ready until the last item is dispatched.
+
+SQLite takes the same work in one process (one process holds an SQLite store). The
+ratios are items/s with 2 and 4 workers over items/s with one. With no PostgreSQL
+server reachable (GATEHOUSE_TEST_DATABASE_URL, else the local one) it says why and
+skips; the last line is one JSON object either way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing
+import os
+import resource
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from multiprocessing.synchronize import Event
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+
+from bench import common
+from pipelines import approval, config, engine, scheduler
+from pipelines.dispatch import dispatcher
+from store import db, events, items, schedules
+from store.machine import State
+from tests import pg_databases
+from tests.fakes.feed_server import FeedServer
+from tests.fakes.feeds import rss
+
+OPERATOR = 1001
+#: Approvals in flight at once in one worker.
+CONCURRENCY = 32
+#: The longest one measurement may take (seconds): a stuck worker fails the bench.
+TIMEOUT_S = 600.0
+#: How long claimed dispatch rows stay a worker's.
+LEASE = timedelta(seconds=60)
+
+PIPELINE = """\
+name: {name}
+schedule: manual
+sources:
+  - type: rss
+    url: {url}
+    scope: feed
+dedup:
+  duplicate_window_days: 0
+dispatch:
+  type: none
+"""
+
+
+def write_pipelines(folder: Path, feed: FeedServer, count: int, per_pipeline: int) -> list[str]:
+    """`count` pipelines, each with its own feed of `per_pipeline` entries."""
+    folder.mkdir()
+    names = []
+    for p in range(count):
+        name = f"p{p}"
+        entries = [
+            (f"{name}-{n}", f"Story {n} of {name}", f"Body {n}: " + "words " * 40)
+            for n in range(per_pipeline)
+        ]
+        feed.set(f"/{name}.xml", rss(entries), "application/rss+xml")
+        (folder / f"{name}.yaml").write_text(
+            PIPELINE.format(name=name, url=feed.url(f"/{name}.xml"))
+        )
+        names.append(name)
+    return names
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Worker:
+    """One worker process's loop: claim runs, approve its share, dispatch."""
+
+    def __init__(self, store: db.Store, folder: Path, index: int, workers: int) -> None:
+        self.store = store
+        self.pipelines = config.load_dir(folder).pipelines
+        self.index, self.workers = index, workers
+        self.me = f"bench-{index}"
+
+    async def run(self, total: int) -> None:
+        async with httpx.AsyncClient() as client:
+            eng = engine.Engine(self.store, self.pipelines, client=client)
+            sched = scheduler.Scheduler(self.store, eng, self.pipelines, worker=self.me)
+            while await self.dispatched() < total:
+                now = utcnow()
+                await sched.run_once(now, wait=False)
+                approved = await self.approve(now)
+                handled = await dispatcher.run_once(
+                    self.store, self.pipelines, client, now, worker=self.me, lease=LEASE
+                )
+                if not approved and not handled:
+                    await asyncio.sleep(0.01)
+            await sched.idle()  # the last runs record their counts
+
+    async def approve(self, now: datetime) -> int:
+        """Approve this worker's share of the waiting items (an operator's taps)."""
+        waiting = await items.in_state(self.store, State.AWAITING_APPROVAL, limit=500)
+        mine = [item for item in waiting if item.id % self.workers == self.index]
+        gate = asyncio.Semaphore(CONCURRENCY)
+
+        async def one(item: items.Item) -> None:
+            async with gate:
+                pipeline = self.pipelines[item.pipeline]
+                await approval.decide(
+                    self.store, pipeline, item.id, item.attempt, item.version, OPERATOR,
+                    "approve", now,
+                )  # fmt: skip
+
+        await asyncio.gather(*map(one, mine))
+        return len(mine)
+
+    async def dispatched(self) -> int:
+        found = await items.counts(self.store, self.pipelines, [State.DISPATCHED])
+        return sum(by_state.get(State.DISPATCHED, 0) for by_state in found.values())
+
+
+def child(store_cfg: db.StoreConfig, folder: Path, index: int, workers: int, total: int,
+          ready: Event, start: Event) -> None:  # fmt: skip
+    """A worker process: open the store, say ready, wait for the start, work until done."""
+
+    async def go() -> None:
+        store = await db.Store.open(store_cfg)
+        try:
+            worker = Worker(store, folder, index, workers)
+            ready.set()
+            await asyncio.to_thread(start.wait)
+            await worker.run(total)
+        finally:
+            await store.close()
+
+    asyncio.run(go())
+
+
+async def prepare(store_cfg: db.StoreConfig, names: list[str]) -> None:
+    """Create (migrate) the store and ask each pipeline for one run."""
+    store = await db.Store.open(store_cfg)
+    try:
+        for name in names:
+            await schedules.request_run(store, name, utcnow())
+    finally:
+        await store.close()
+
+
+async def check(store_cfg: db.StoreConfig, names: list[str], total: int) -> int:
+    """Every item dispatched and the audit chain intact; returns the events written."""
+    store = await db.Store.open(store_cfg, readonly=True)
+    try:
+        found = await items.counts(store, names, [State.DISPATCHED])
+        chain = await store.read(events.verify_sync)
+    finally:
+        await store.close()
+    dispatched = sum(by_state.get(State.DISPATCHED, 0) for by_state in found.values())
+    assert dispatched == total, (dispatched, total)
+    assert chain.ok, chain
+    return int(chain.checked)
+
+
+@dataclass(frozen=True)
+class Measured:
+    items_per_s: float
+    #: Audit events per second: each unit's are appended under the chain's lock.
+    events_per_s: float
+    #: The workers' CPU time over the wall time: how many cores they kept busy.
+    worker_cores: float
+    #: The same for a PostgreSQL server on this machine (0 when it runs elsewhere).
+    server_cores: float
+    #: PostgreSQL only, sampled: the share of time some transaction waited for the
+    #: chain's advisory lock, and how many waited on average.
+    chain_waited: float = 0.0
+    chain_waiters: float = 0.0
+
+
+async def measure(
+    store_cfg: db.StoreConfig, folder: Path, names: list[str], workers: int, total: int
+) -> Measured:
+    """Items and audit events per second with `workers` processes on this store."""
+    await prepare(store_cfg, names)
+    spawn = multiprocessing.get_context("spawn")
+    start = spawn.Event()
+    readies = [spawn.Event() for _ in range(workers)]
+    procs = [
+        spawn.Process(target=child, args=(store_cfg, folder, i, workers, total, readies[i], start))
+        for i in range(workers)
+    ]
+    for proc in procs:
+        proc.start()
+    try:
+        for ready in readies:
+            if not await asyncio.to_thread(ready.wait, 60):
+                raise RuntimeError("a worker did not start within 60 s")
+        cpu_before, server_before = _children_cpu_s(), _server_cpu_s()
+        started = time.perf_counter()
+        start.set()
+        sampling = threading.Event()
+        sampler = asyncio.create_task(asyncio.to_thread(_sample_waits, store_cfg, sampling))
+        for proc in procs:
+            await asyncio.to_thread(proc.join, TIMEOUT_S)
+            if proc.exitcode != 0:
+                raise RuntimeError(f"a worker ended with exit code {proc.exitcode}")
+        elapsed = time.perf_counter() - started
+        sampling.set()
+        waited, waiters = await sampler
+    finally:
+        for proc in procs:
+            if proc.is_alive():
+                proc.kill()
+    cores = (_children_cpu_s() - cpu_before) / elapsed
+    server = (_server_cpu_s() - server_before) / elapsed
+    written = await check(store_cfg, names, total)
+    return Measured(total / elapsed, written / elapsed, cores, server, waited, waiters)
+
+
+#: What a transaction waiting for the chain's advisory lock shows in pg_stat_activity.
+_WAITING = (
+    "SELECT count(*) FROM pg_stat_activity"
+    " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+    " AND wait_event = 'advisory'"
+)
+
+
+def _sample_waits(store_cfg: db.StoreConfig, done: threading.Event) -> tuple[float, float]:
+    """Every 20 ms until `done`: how many transactions wait for the chain's lock."""
+    if store_cfg.database_url is None:
+        return 0.0, 0.0
+    samples: list[int] = []
+    with psycopg.connect(store_cfg.database_url, autocommit=True) as conn:
+        while not done.is_set():
+            row = conn.execute(_WAITING).fetchone()
+            samples.append(int(row[0]) if row else 0)
+            time.sleep(0.02)
+    if not samples:
+        return 0.0, 0.0
+    return sum(1 for n in samples if n) / len(samples), sum(samples) / len(samples)
+
+
+def _server_cpu_s() -> float:
+    """CPU seconds of the postgres processes on this machine (Linux /proc; 0 elsewhere)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:  # the process ended meanwhile
+            continue
+        name, rest = text[text.index("(") + 1 : text.rindex(")")], text[text.rindex(")") + 2 :]
+        if name.startswith("postgres"):
+            fields = rest.split()
+            # utime, stime, and those of its reaped children (backends that ended)
+            total += sum(int(field) for field in fields[11:15])
+    return total / tick
+
+
+def _children_cpu_s() -> float:
+    """CPU seconds (user and system) of the worker processes that have ended."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def _line(found: Measured) -> str:
+    line = (
+        f"{found.items_per_s:,.0f} items/s, {found.events_per_s:,.0f} audit events/s,"
+        f" workers busy on {found.worker_cores:.2f} cores"
+    )
+    if found.server_cores:
+        line += f", the server on {found.server_cores:.2f}"
+    if found.chain_waited:
+        line += (
+            f"; a transaction waited for the chain lock {found.chain_waited:.0%} of the time"
+            f" ({found.chain_waiters:.1f} waiting on average)"
+        )
+    return line
+
+
+def commit_ms(url: str, rounds: int = 200) -> float:
+    """One one-row INSERT committed, alone: the server's own cost of a durable commit."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE commit_probe (x integer)")
+        started = time.perf_counter()
+        for _ in range(rounds):
+            with conn.transaction():
+                conn.execute("INSERT INTO commit_probe VALUES (1)")
+        return (time.perf_counter() - started) / rounds * 1000
+
+
+async def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench scale")
+    parser.add_argument("--items", type=int, default=2000)
+    parser.add_argument("--pipelines", type=int, default=8)
+    args = parser.parse_args(argv)
+    server = pg_databases.Server.find()
+    if server.unreachable:
+        print(f"skipped: no PostgreSQL server ({server.unreachable})")
+        common.report({"bench": "scale", "skipped": server.unreachable})
+        return
+    per_pipeline = args.items // args.pipelines
+    total = per_pipeline * args.pipelines
+    with tempfile.TemporaryDirectory() as tmp, FeedServer() as feed:
+        folder = Path(tmp) / "pipelines"
+        names = write_pipelines(folder, feed, args.pipelines, per_pipeline)
+        sqlite_cfg = db.StoreConfig(data_dir=Path(tmp) / "sqlite")
+        sqlite = await measure(sqlite_cfg, folder, names, 1, total)
+        print(f"  sqlite, 1 worker: {_line(sqlite)}", flush=True)
+        pg_rates: dict[str, float] = {}
+        for workers in (1, 2, 4):
+            name = f"gh_pgscale_bench_{workers}_{os.getpid()}"
+            server.drop(name)
+            try:
+                url = server.create(name)
+                if workers == 1:
+                    print(f"  postgres: one durable commit alone takes {commit_ms(url):.2f} ms")
+                cfg = db.StoreConfig(data_dir=Path(tmp) / f"pg{workers}", database_url=url)
+                found = await measure(cfg, folder, names, workers, total)
+            finally:
+                server.drop(name)
+            pg_rates[str(workers)] = found.items_per_s
+            print(f"  postgres, {workers} worker(s): {_line(found)}", flush=True)
+    load = ", ".join(f"{n:.1f}" for n in os.getloadavg())
+    print(f"  {total} items over {args.pipelines} pipelines; {os.cpu_count()} CPUs, load {load}")
+    figures: dict[str, Any] = {
+        "bench": "scale",
+        "sqlite_items_per_s": round(sqlite.items_per_s),
+        "pg_items_per_s": {k: round(v) for k, v in pg_rates.items()},
+        "ratio_2": round(pg_rates["2"] / pg_rates["1"], 2),
+        "ratio_4": round(pg_rates["4"] / pg_rates["1"], 2),
+    }
+    common.report(figures)

@@ -1,0 +1,93 @@
+"""Telegram updates among several workers: only the leader polls, and no update is
+acted on twice.
+
+    runtime.lead(polling.NAME, functools.partial(polling.poll, application, runtime.leader))
+    add(TypeHandler(Update, polling.once), group=-2)      # before every other handler
+
+Telegram answers a second getUpdates caller with 409, so exactly one worker may poll:
+the leader (pipelines.leader). A long poll never outlives the leader's trust: each one
+waits at most the trust left minus SLACK_S, so a leader that stops renewing has ended
+its last poll before another worker can take the lease. Updates go to PTB's own
+queue; `once` records each update id before any handler acts on it, so a new leader
+that reads again the updates its predecessor had not confirmed skips them, and in
+webhook mode (every worker takes updates) a redelivered update is skipped as well.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from telegram import Update
+from telegram import error as tg_error
+from telegram.ext import Application, ApplicationHandlerStop
+
+from bot import handlers
+from pipelines import leader, workers
+from store import updates
+
+log = logging.getLogger(__name__)
+
+#: The name the poller runs under, in logs, alerts and health.
+NAME = "telegram-poll"
+#: The longest getUpdates long poll (seconds).
+POLL_TIMEOUT_S = 10
+#: A poll ends at least this long before the leader's trust does (seconds): room for
+#: the answer to travel back.
+SLACK_S = 1.0
+#: How often a leader whose trust is nearly spent looks again for its renewal (seconds).
+RECHECK_S = 0.1
+#: The first wait after a failed poll (seconds); doubles per failure, capped.
+FIRST_RETRY_S = 0.5
+
+App = Application[Any, Any, Any, Any, Any, Any]
+
+
+def poll_timeout(trust_left_s: float, longest: int = POLL_TIMEOUT_S) -> int | None:
+    """The long poll to ask for with this much trust left; None: do not poll now."""
+    timeout = min(longest, int(trust_left_s - SLACK_S))
+    return timeout if timeout >= 1 else None
+
+
+async def poll(
+    application: App,
+    leadership: leader.Leadership,
+    allowed_updates: Sequence[str],
+    stop: asyncio.Event,
+) -> None:
+    """Fetch updates for PTB to handle while this worker leads, until `stop` is set."""
+    offset: int | None = None
+    failures = 0
+    while not stop.is_set():
+        timeout = poll_timeout(leadership.trust_left_s())
+        if timeout is None:
+            await workers.wait_any((stop,), RECHECK_S)
+            continue
+        try:
+            found = await application.bot.get_updates(
+                offset=offset, timeout=timeout, allowed_updates=list(allowed_updates)
+            )
+        except tg_error.InvalidToken:
+            raise
+        except tg_error.TelegramError as exc:  # 409 from another poller, the network, a 5xx
+            failures += 1
+            delay = workers.backoff_s(failures, FIRST_RETRY_S)
+            log.warning("getUpdates failed (%s); polling again in %g s", exc, delay)
+            await workers.wait_any((stop,), delay)
+            continue
+        failures = 0
+        for update in found:
+            if stop.is_set():
+                break  # no longer the leader: the next one reads the rest again
+            offset = update.update_id + 1
+            await application.update_queue.put(update)
+
+
+async def once(update: Update, context: handlers.Context) -> None:
+    """Stop an update that this or another worker has handled already."""
+    d = handlers.deps(context)
+    if not await updates.first_time(d.store, update.update_id, d.clock()):
+        log.info("update %d was handled already; skipped", update.update_id)
+        raise ApplicationHandlerStop

@@ -1,0 +1,97 @@
+"""Only the leader talks to Telegram: its long polls end before its trust does, a
+sender on a worker that does not lead sends nothing (the leader's will), and an
+update read again (by a new leader, or delivered twice) is acted on once."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import AsyncIterator, Iterator
+from datetime import datetime
+from typing import Any
+
+import pytest
+from telegram import Bot, Update
+from telegram.ext import ApplicationBuilder, TypeHandler
+
+from bot import auth, handlers, polling, sender
+from bot.demo.botapi import server as localapi
+from store import db, items, outbox
+
+TOKEN = "555222:polling-test-token_abcdefghijklmnopqrs"
+SOURCE_IDS = itertools.count(1)
+
+
+@pytest.mark.parametrize(
+    ("trust_left_s", "timeout"),
+    [(0.0, None), (1.9, None), (2.0, 1), (4.5, 3), (11.0, 10), (60.0, polling.POLL_TIMEOUT_S)],
+)
+def test_a_long_poll_ends_a_second_before_the_trust_does(
+    trust_left_s: float, timeout: int | None
+) -> None:
+    assert polling.poll_timeout(trust_left_s) == timeout
+
+
+@pytest.fixture
+def api() -> Iterator[localapi.LocalBotApi]:
+    with localapi.LocalBotApi(token=TOKEN) as server:
+        yield server
+
+
+@pytest.fixture
+async def bot(api: localapi.LocalBotApi) -> AsyncIterator[Bot]:
+    async with Bot(TOKEN, base_url=api.base_url) as opened:
+        yield opened
+
+
+async def test_a_worker_that_does_not_lead_sends_no_card(
+    store: db.Store, bot: Bot, api: localapi.LocalBotApi, now: datetime
+) -> None:
+    item = await items.create(store, "news", "s", f"g{next(SOURCE_IDS)}", {"title": "T"}, now)
+    assert item is not None
+    payload = {"pipeline": "news", "title": "T", "link": None, "text": "draft"}
+    row_id = await outbox.enqueue(
+        store, "card", outbox.OPERATORS, {**payload, "attempt": 1, "version": 1}, now,
+        item_id=item.id,
+    )  # fmt: skip
+    leading = False
+
+    follower = sender.Sender(
+        store, bot, lambda row: [11], lambda row: None, clock=lambda: now,
+        may_send=lambda: leading,
+    )  # fmt: skip
+    assert await follower.send_due(now) == 0
+    assert (await outbox.get(store, row_id)).state == "pending" and api.sent(11) == []
+    leading = True
+    assert await follower.send_due(now) == 1
+    assert (await outbox.get(store, row_id)).state == "sent" and len(api.sent(11)) == 1
+
+
+async def test_an_update_read_again_is_acted_on_once(
+    store: db.Store, bot: Bot, api: localapi.LocalBotApi, now: datetime
+) -> None:
+    application = ApplicationBuilder().bot(bot).updater(None).build()
+    acted: list[int] = []
+
+    async def act(update: Update, context: Any) -> None:
+        acted.append(update.update_id)
+
+    application.add_handler(TypeHandler(Update, polling.once), group=-2)
+    application.add_handler(TypeHandler(Update, act))
+    outbox_sender = sender.Sender(store, bot, lambda row: [], lambda row: None)
+    gate = auth.Gate([1001], 0)
+    application.bot_data["deps"] = handlers.Deps(
+        store, {}, None, gate, b"key", outbox_sender, lambda: now
+    )
+    message = {
+        "message_id": 1,
+        "date": 0,
+        "chat": {"id": 1001, "type": "private"},
+        "from": {"id": 1001, "is_bot": False, "first_name": "O"},
+        "text": "/status",
+    }
+    update = Update.de_json({"update_id": 41, "message": message}, bot)
+    async with application:
+        await application.process_update(update)
+        # A new leader reads the updates its predecessor had not confirmed.
+        await application.process_update(update)
+    assert acted == [41]

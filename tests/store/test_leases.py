@@ -1,0 +1,78 @@
+"""The leader's lease: one holder per term, renewed only by its holder, taken once lapsed."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime, timedelta
+
+from store import db, leases
+
+TTL = timedelta(seconds=6)
+
+
+async def test_the_first_worker_is_elected_and_the_second_waits(
+    store: db.Store, now: datetime
+) -> None:
+    assert await leases.acquire(store, "leader", "a", None, now, TTL) == 1
+    assert await leases.acquire(store, "leader", "b", None, now + timedelta(seconds=5), TTL) is None
+    lease = await leases.get(store, "leader")
+    assert lease is not None and (lease.holder, lease.term) == ("a", 1)
+    assert lease.expires_at == now + TTL
+
+
+async def test_only_the_holder_renews_in_its_term_and_before_it_lapses(
+    store: db.Store, now: datetime
+) -> None:
+    await leases.acquire(store, "leader", "a", None, now, TTL)
+    assert await leases.acquire(store, "leader", "a", 1, now + timedelta(seconds=2), TTL) == 1
+    # Another worker naming a's term is still not a.
+    assert await leases.acquire(store, "leader", "b", 1, now + timedelta(seconds=3), TTL) is None
+    lease = await leases.get(store, "leader")
+    assert lease is not None and lease.expires_at == now + timedelta(seconds=2) + TTL
+
+
+async def test_a_lapsed_lease_goes_to_the_next_worker_in_a_new_term(
+    store: db.Store, now: datetime
+) -> None:
+    await leases.acquire(store, "leader", "a", None, now, TTL)
+    later = now + TTL + timedelta(milliseconds=1)
+    assert await leases.acquire(store, "leader", "b", None, later, TTL) == 2
+    # The old holder's renewal in its own term finds the lease gone.
+    assert await leases.acquire(store, "leader", "a", 1, later, TTL) is None
+    lease = await leases.get(store, "leader")
+    assert lease is not None and (lease.holder, lease.term) == ("b", 2)
+
+
+async def test_a_released_lease_is_taken_at_once(store: db.Store, now: datetime) -> None:
+    await leases.acquire(store, "leader", "a", None, now, TTL)
+    await leases.release(store, "leader", "a", 1, now + timedelta(seconds=1))
+    assert await leases.acquire(store, "leader", "b", None, now + timedelta(seconds=1), TTL) == 2
+
+
+async def test_a_release_in_an_old_term_changes_nothing(store: db.Store, now: datetime) -> None:
+    await leases.acquire(store, "leader", "a", None, now, TTL)
+    later = now + TTL * 2
+    await leases.acquire(store, "leader", "b", None, later, TTL)
+    await leases.release(store, "leader", "a", 1, later)
+    assert await leases.acquire(store, "leader", "c", None, later, TTL) is None
+
+
+async def test_steal_takes_a_live_lease_for_a_store_one_process_holds(
+    store: db.Store, now: datetime
+) -> None:
+    await leases.acquire(store, "leader", "crashed", None, now, TTL)
+    assert await leases.acquire(store, "leader", "me", None, now, TTL, steal=True) == 2
+
+
+async def test_workers_racing_for_the_lease_elect_exactly_one(
+    store: db.Store, now: datetime
+) -> None:
+    won = await asyncio.gather(
+        *(leases.acquire(store, "leader", f"w{i}", None, now, TTL) for i in range(16))
+    )
+    assert sorted(term for term in won if term is not None) == [1]
+    later = now + TTL * 2
+    won = await asyncio.gather(
+        *(leases.acquire(store, "leader", f"w{i}", None, later, TTL) for i in range(16))
+    )
+    assert sorted(term for term in won if term is not None) == [2]
