@@ -39,8 +39,8 @@ from telegram.ext import (
 
 from bot import auth, callbacks, control, handlers, logs, sender, storage_alarm
 from bot import settings as settings_mod
+from pipelines import retry, workers
 from pipelines import runtime as runtime_mod
-from pipelines import workers
 from pipelines.dispatch import dispatcher
 from pipelines.drafting import llm as llm_drafter
 from store import errors, outbox
@@ -218,7 +218,7 @@ async def publish_commands(bot: Bot, stop: asyncio.Event) -> bool:
             return False
         except Exception as exc:  # a 5xx, the network, an unreadable answer: try again
             failures += 1
-            delay = workers.backoff_s(failures, MENU_FIRST_RETRY_S)
+            delay = retry.backoff_s(failures, MENU_FIRST_RETRY_S, workers.MAX_BACKOFF_S)
             log.warning("command menu not set (%s); retrying in %g s", workers.describe(exc), delay)
             await workers.wait_any((stop,), delay)
     return False
@@ -285,7 +285,7 @@ async def connect(bot: Bot, stop: asyncio.Event) -> bool:
     """
     attempt = 1
     while True:
-        wait = workers.backoff_s(attempt, CONNECT_FIRST_WAIT_S)
+        wait = retry.backoff_s(attempt, CONNECT_FIRST_WAIT_S, workers.MAX_BACKOFF_S)
         try:
             await bot.initialize()
             return True

@@ -40,7 +40,7 @@ from telegram import error as tg_error
 from telegram.constants import ParseMode
 
 from bot import logs, render
-from pipelines import workers
+from pipelines import retry, workers
 from store import errors, outbox
 from store.db import Store
 
@@ -52,8 +52,10 @@ NAME = "outbox-sender"
 KINDS: tuple[outbox.Kind, ...] = ("card", "card_edit", "alert")
 #: After this many failed attempts a row is parked (failed) and stays for an operator to see.
 MAX_ATTEMPTS = 10
-#: Backoff for transient errors: 2 ** attempts seconds, capped.
-MAX_BACKOFF = timedelta(minutes=5)
+#: Backoff for transient errors (seconds): the first retry waits this long, each next one twice.
+FIRST_RETRY_S = 2.0
+#: The longest backoff between two tries of a row (seconds).
+MAX_BACKOFF_S = 300.0
 #: The longest the loop sleeps without a wake-up (seconds): a safety net, since every
 #: committed row wakes it and it knows when retries and holds end.
 POLL_EVERY_S = 60.0
@@ -100,12 +102,6 @@ class Flood(Exception):
     def __init__(self, seconds: float) -> None:
         super().__init__(f"{self.PREFIX} retry after {seconds:g} s")
         self.seconds = seconds
-
-
-def retry_after_seconds(exc: tg_error.RetryAfter) -> float:
-    """RetryAfter.retry_after is an int or a timedelta, depending on PTB's settings."""
-    value = exc.retry_after
-    return value.total_seconds() if isinstance(value, timedelta) else float(value)
 
 
 def not_modified(exc: tg_error.BadRequest) -> bool:
@@ -241,7 +237,7 @@ class Sender:
             await self._retry(row, reason, now + self._backoff(row))
 
     def _backoff(self, row: outbox.Row) -> timedelta:
-        return min(timedelta(seconds=2 ** (row.attempts + 1)), MAX_BACKOFF)
+        return timedelta(seconds=retry.backoff_s(row.attempts + 1, FIRST_RETRY_S, MAX_BACKOFF_S))
 
     async def _hold(self, row: outbox.Row, flood: Flood, now: datetime) -> None:
         # The limiter may have slept inside the call: count from the answer, not the pass.
@@ -280,7 +276,7 @@ class Sender:
                 return await self._edit_card(row, now)
             return await self._send_messages(row)
         except tg_error.RetryAfter as exc:
-            raise Flood(retry_after_seconds(exc)) from exc
+            raise Flood(retry.seconds(exc.retry_after)) from exc
         except (tg_error.TimedOut, tg_error.NetworkError) as exc:
             if isinstance(exc, tg_error.BadRequest):
                 raise  # a BadRequest is a NetworkError in PTB, but it is not transient

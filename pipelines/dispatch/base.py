@@ -38,6 +38,8 @@ from typing import Annotated, Any, Literal
 
 import pydantic
 
+from pipelines import retry
+
 #: How many times the outbox worker tries one delivery before the item fails.
 MAX_ATTEMPTS = 6
 #: The first retry waits about this long (seconds); each next one doubles it.
@@ -97,7 +99,7 @@ def retry_delay(attempt: int, rng: random.Random) -> float:
     """
     if attempt < 1:
         raise ValueError(f"attempt must be 1 or more, got {attempt}")
-    ceiling = min(RETRY_CAP_SECONDS, RETRY_BASE_SECONDS * 2.0 ** min(attempt - 1, 32))
+    ceiling = retry.backoff_s(attempt, RETRY_BASE_SECONDS, RETRY_CAP_SECONDS)
     return ceiling / 2 + rng.uniform(0, ceiling / 2)
 
 

@@ -16,12 +16,12 @@ import html
 import re
 import warnings
 from collections.abc import Iterator
-from datetime import timedelta
 from typing import Any
 
 from telegram import error as tg_error
 from telegram import warnings as tg_warnings
 
+from pipelines import retry
 from pipelines.dispatch import base as dispatch
 
 #: Telegram's limit for one message's text, counted after entity parsing; we
@@ -125,4 +125,4 @@ def _seconds(error: tg_error.RetryAfter) -> float:
         # Reading it as an int warns about the coming switch to timedelta.
         warnings.simplefilter("ignore", tg_warnings.PTBDeprecationWarning)
         value = error.retry_after
-    return value.total_seconds() if isinstance(value, timedelta) else float(value)
+    return retry.seconds(value)

@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx
 
+from pipelines import retry
 from pipelines.dispatch import base as dispatch
 
 # Statuses that mean "not now" rather than "never": timeout, a concurrent
@@ -96,7 +97,9 @@ def _result(
     if snippet:
         problem += f": {snippet}"
     if status >= 500 or status in _TRANSIENT_4XX:
-        raise dispatch.TransientDispatchError(problem, retry_after=_retry_after(response))
+        # An HTTP-date Retry-After is ignored (no clock here): the row's backoff covers it.
+        wait = retry.retry_after_s(response.headers, None)
+        raise dispatch.TransientDispatchError(problem, retry_after=wait)
     if 300 <= status < 400:
         problem += " (redirects are not followed: configure the final URL)"
     raise dispatch.PermanentDispatchError(problem)
@@ -111,12 +114,6 @@ def _response_id(response: httpx.Response) -> str | None:
     if isinstance(body, dict) and body.get("id") is not None:
         return str(body["id"])
     return None
-
-
-def _retry_after(response: httpx.Response) -> float | None:
-    """Retry-After in seconds; the HTTP-date form is ignored (the backoff covers it)."""
-    value = response.headers.get("retry-after", "").strip()
-    return float(value) if value.isdigit() else None
 
 
 def _scrub(text: str, headers: Mapping[str, str]) -> str:

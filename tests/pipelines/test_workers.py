@@ -14,8 +14,8 @@ import pytest
 
 from bot import control, render
 from pipelines import operations as views
+from pipelines import retry, workers
 from pipelines import runtime as runtime_mod
-from pipelines import workers
 from store import db, outbox
 from tests.bot.test_cli import gatehouse
 
@@ -98,8 +98,10 @@ async def test_a_report_that_cannot_be_stored_is_logged_and_tried_again(
 
 
 def test_backoff_doubles_and_is_capped() -> None:
-    assert [workers.backoff_s(n) for n in (1, 2, 3, 4)] == [1.0, 2.0, 4.0, 8.0]
-    assert workers.backoff_s(50) == workers.MAX_BACKOFF_S
+    first, cap = workers.FIRST_BACKOFF_S, workers.MAX_BACKOFF_S
+    assert [retry.backoff_s(n, first, cap) for n in (1, 2, 3, 4)] == [1.0, 2.0, 4.0, 8.0]
+    assert retry.backoff_s(50, first, cap) == cap
+    assert retry.backoff_s(10**6, first, cap) == cap  # no overflow far past the cap
 
 
 def test_describe_shortens_long_messages() -> None:
