@@ -24,6 +24,7 @@ from pipelines import approval, config
 from pipelines import operations as views
 from pipelines import workers as workers_mod
 from pipelines.scheduler import Scheduler
+from pipelines.text import telegram as telegram_text
 from pipelines.text import validation
 from store import decisions, errors, events, items, outbox, prompts
 from store.db import Store
@@ -80,7 +81,7 @@ def deps(context: Context) -> Deps:
 async def reply(update: Update, text: str, markup: InlineKeyboardMarkup | None = None) -> None:
     message = update.effective_message
     assert message is not None
-    parts = render.split(text)
+    parts = telegram_text.split(text)
     for index, part in enumerate(parts):
         last = index == len(parts) - 1
         await message.reply_text(

@@ -41,6 +41,7 @@ from telegram.constants import ParseMode
 
 from bot import logs, render
 from pipelines import retry, workers
+from pipelines.text import telegram as telegram_text
 from store import errors, outbox
 from store.db import Store
 
@@ -289,7 +290,7 @@ class Sender:
             parts = render.card_parts(row.item_id, row.payload)
             markup = self.keyboard(row)
         else:
-            parts = render.split(_alert_text(row.payload))
+            parts = telegram_text.split(_alert_text(row.payload))
             markup = None
         # What got through before an error, in this process or (recorded) an earlier one.
         sent = self._progress.setdefault(row.id, message_ids(row))

@@ -15,6 +15,7 @@ from telegram import Update
 from bot import app, auth, callbacks, handlers, logs, render
 from bot import settings as settings_mod
 from pipelines import operations as views
+from pipelines.text import telegram as telegram_text
 
 KEY = callbacks.derive_key("123:abc")
 TOKEN = "8123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw_x"
@@ -132,19 +133,6 @@ def test_a_button_made_with_another_key_is_refused() -> None:
     data = callbacks.encode(callbacks.derive_key("999:other"), callbacks.Button("reject", 1, 1, 1))
     with pytest.raises(callbacks.InvalidButton, match="not made by this bot"):
         callbacks.decode(KEY, data)
-
-
-@given(st.text(alphabet=st.characters(codec="utf-8"), max_size=12000))
-def test_split_keeps_every_part_within_the_limit_and_loses_nothing(text: str) -> None:
-    parts = render.split(text, 1000)
-    assert all(render.utf16_len(part) <= 1000 for part in parts)
-    assert "".join(parts).replace("\n", "") == text.replace("\n", "")
-
-
-def test_split_never_cuts_an_entity_or_tag() -> None:
-    line = "a" * 997 + "&amp;" + "b" * 10  # a cut at 1000 would fall inside "&amp;"
-    first, second = render.split(line, 1000)
-    assert first == "a" * 997 and second.startswith("&amp;")
 
 
 def test_a_card_escapes_what_it_fetched() -> None:
@@ -323,7 +311,7 @@ def test_the_filter_redacts_tokens_in_messages_args_and_tracebacks(
     finally:
         caplog.handler.removeFilter(redactor)
     assert TOKEN not in caplog.text and "short-local-token" not in caplog.text
-    assert caplog.text.count(logs.REDACTED) >= 3
+    assert caplog.text.count(telegram_text.REDACTED) >= 3
 
 
 @pytest.mark.parametrize(

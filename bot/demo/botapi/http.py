@@ -17,7 +17,6 @@ import contextlib
 import http.server
 import json
 import logging
-import re
 import socket
 import sys
 import threading
@@ -25,6 +24,7 @@ import urllib.parse
 from typing import TYPE_CHECKING, Any
 
 from bot.demo.botapi import control as localapi_control
+from pipelines.text import telegram as telegram_text
 
 if TYPE_CHECKING:
     from bot.demo.botapi.server import LocalBotApi
@@ -32,7 +32,6 @@ if TYPE_CHECKING:
 # One logger for the whole server, so one level setting shows (or hides) its requests.
 logger = logging.getLogger("bot.demo.botapi.server")
 
-_TOKEN_IN_PATH = re.compile(r"/bot[^/\s]+")
 #: The largest request body read (bytes): a 4,096-character message with its keyboard,
 #: form-encoded, is far below it.
 MAX_BODY = 1024 * 1024
@@ -90,7 +89,7 @@ def content_length(headers: Any, limit: int) -> int:
 
 def redact(text: str) -> str:
     """Hide the bot token that sits inside every Bot API path."""
-    return _TOKEN_IN_PATH.sub("/bot<token>", text)
+    return telegram_text.redact(text)
 
 
 class QuietServer(http.server.ThreadingHTTPServer):
