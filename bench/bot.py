@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import sqlite3
 import tempfile
 import time
 from collections.abc import Callable
@@ -43,7 +42,7 @@ from bot import settings as settings_mod
 from bot.demo.botapi import server as localapi
 from pipelines import approval, config, engine
 from pipelines import runtime as runtime_mod
-from store import drafts, items
+from store import backend, drafts, items
 from store.machine import State
 from tests.fakes.feed_server import FeedServer
 from tests.fakes.feeds import rss
@@ -105,11 +104,11 @@ def _operators(taps: int) -> list[int]:
 
 def _seed(
     pipelines: list[config.Pipeline], n: int, now: datetime
-) -> Callable[[sqlite3.Connection], None]:
+) -> Callable[[backend.Conn], None]:
     """n items awaiting approval in each pipeline, each with its card queued, as the
     engine leaves them; queued in turn across the pipelines (and so across the chats)."""
 
-    def unit(conn: sqlite3.Connection) -> None:
+    def unit(conn: backend.Conn) -> None:
         for i in range(n):
             for pipeline in pipelines:
                 payload = {"title": f"t{i}"}

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import common
-from store import clock, datadir, db, events, items, ledger, sql
+from store import backend, clock, datadir, db, events, items, ledger, sql
 from store.ledger import prices
 
 PIPELINE, ENDPOINT = "bench", "drafts.create"
@@ -67,7 +67,7 @@ async def run_store(
         await store.close()
 
 
-def _event(conn: sqlite3.Connection, claim_id: int, old: str | None, new: str, reason: str) -> None:
+def _event(conn: backend.Conn, claim_id: int, old: str | None, new: str, reason: str) -> None:
     q = sql.load("events")
     last_id, prev = conn.execute(q["head"]).fetchone() or (0, events.GENESIS)
     fields: dict[str, Any] = {
@@ -86,7 +86,7 @@ def _event(conn: sqlite3.Connection, claim_id: int, old: str | None, new: str, r
     conn.execute(q["insert"], fields)
 
 
-def raw_begin(conn: sqlite3.Connection, key: str, item_id: int, day_ms: int, now_ms: int) -> int:
+def raw_begin(conn: backend.Conn, key: str, item_id: int, day_ms: int, now_ms: int) -> int:
     """The statements begin() runs, without the store around them."""
     cq, bq = sql.load("claims"), sql.load("budgets")
     idem = hashlib.sha256(f"{ENDPOINT}\x00{key}".encode()).hexdigest()
@@ -121,7 +121,7 @@ def raw_begin(conn: sqlite3.Connection, key: str, item_id: int, day_ms: int, now
     return claim_id
 
 
-def raw_start(conn: sqlite3.Connection, claim_id: int, now_ms: int) -> None:
+def raw_start(conn: backend.Conn, claim_id: int, now_ms: int) -> None:
     cq = sql.load("claims")
     conn.execute(cq["get"], {"id": claim_id}).fetchone()
     move = {"id": claim_id, "from_state": "reserved", "to_state": "started", "reason": "go"}
@@ -129,7 +129,7 @@ def raw_start(conn: sqlite3.Connection, claim_id: int, now_ms: int) -> None:
     _event(conn, claim_id, "reserved", "started", "go")
 
 
-def raw_complete(conn: sqlite3.Connection, claim_id: int, item_id: int, now_ms: int) -> None:
+def raw_complete(conn: backend.Conn, claim_id: int, item_id: int, now_ms: int) -> None:
     cq, bq, sq = sql.load("claims"), sql.load("budgets"), sql.load("ledger_settle")
     conn.execute(cq["get"], {"id": claim_id}).fetchone()
     conn.execute(cq["item_hash"], {"id": item_id}).fetchone()  # the content check
@@ -181,7 +181,7 @@ async def setup(data_dir: Path, count: int) -> list[items.Item]:
         for scope in SCOPES:
             await ledger.set_budget(store, scope, "day", 10**15, "cli", NOW)
 
-        def unit(conn: sqlite3.Connection) -> list[items.Item]:
+        def unit(conn: backend.Conn) -> list[items.Item]:
             made = [
                 items.create_sync(conn, PIPELINE, "s", f"i{n}", {"title": f"story {n}"}, NOW)
                 for n in range(count)

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
-import sqlite3
 import tempfile
 import time
 from datetime import UTC, datetime, timedelta
@@ -39,7 +38,7 @@ from bench import common
 from pipelines import approval, config
 from pipelines.dispatch import dispatcher
 from pipelines.drafting import base as drafters
-from store import db, drafts, events, items, outbox, retention, seen
+from store import backend, db, drafts, events, items, outbox, retention, seen
 from store.machine import State
 
 #: Items recorded per fetch transaction (a tick's chunk).
@@ -104,7 +103,7 @@ class Lifecycle:
             await asyncio.gather(*(draft(item) for item in created))
         self.fetched_all.set()
 
-    def record(self, conn: sqlite3.Connection, *, ids: list[str]) -> list[items.Item]:
+    def record(self, conn: backend.Conn, *, ids: list[str]) -> list[items.Item]:
         now = self.now()
         fresh = seen.mark_seen_sync(conn, "bench", "feed", ids, now)
         created = []
@@ -118,7 +117,7 @@ class Lifecycle:
     async def draft_one(self, item: items.Item) -> None:
         result = await self.drafter.draft(item, self.now())
 
-        def unit(conn: sqlite3.Connection) -> None:
+        def unit(conn: backend.Conn) -> None:
             now = self.now()
             draft = drafts.add_sync(conn, item.id, result.text, result.provenance, now)
             moved = items.transition_sync(
@@ -180,7 +179,7 @@ class Lifecycle:
             await asyncio.sleep(0.01)
 
 
-def bytes_in_use(conn: sqlite3.Connection) -> tuple[int, dict[str, int]]:
+def bytes_in_use(conn: backend.Conn) -> tuple[int, dict[str, int]]:
     """Bytes of pages in use (free pages excluded), and per table with its indexes."""
     page_size = conn.execute("PRAGMA page_size").fetchone()[0]
     pages = conn.execute("PRAGMA page_count").fetchone()[0]

@@ -28,7 +28,7 @@ from typing import Any
 
 from bench import common
 from pipelines import operations as views
-from store import clock, db, info, migrate, sql
+from store import backend, clock, db, info, migrate, sql
 
 #: The newest moment in the built store: items and claims spread over the year before.
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -126,7 +126,7 @@ async def build(target: Path, items: int) -> float:
     return time.perf_counter() - started
 
 
-def _small_tables(conn: sqlite3.Connection, t0: int, step: int) -> None:
+def _small_tables(conn: backend.Conn, t0: int, step: int) -> None:
     now = clock.to_ms(NOW)
     for scope, period, limit in (("global", "day", 5_000_000), ("global", "month", 100_000_000)):
         conn.execute(

@@ -20,7 +20,6 @@ import argparse
 import asyncio
 import gc
 import random
-import sqlite3
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -33,7 +32,7 @@ import httpx
 from bench import common
 from pipelines import config, engine
 from pipelines.drafting import base as drafters
-from store import db, drafts, items
+from store import backend, db, drafts, items
 from store.machine import State
 from tests.fakes.feed_server import FeedServer
 from tests.fakes.feeds import rss
@@ -128,10 +127,10 @@ def approved_stories(count: int) -> list[tuple[str, str]]:
 
 def seed_history(
     pipeline: config.Pipeline, stories: list[tuple[str, str]], at: datetime
-) -> Callable[[sqlite3.Connection], None]:
+) -> Callable[[backend.Conn], None]:
     """Approved drafts, as the engine and an operator leave them, inside the window."""
 
-    def unit(conn: sqlite3.Connection) -> None:
+    def unit(conn: backend.Conn) -> None:
         for n, (title, body) in enumerate(stories):
             payload = {"title": title, "text": body, "link": f"https://example.org/old-{n}"}
             item = items.create_sync(conn, pipeline.name, "old", f"old-{n}", payload, at)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from bench import common
-from store import clock, db, events, items, machine, sql, writer
+from store import clock, db, events, items, machine, sql, sqlite_store, writer
 from store.machine import State
 
 NOW = datetime(2026, 11, 30, tzinfo=UTC)
@@ -105,6 +105,7 @@ def raw(path: Path, ids: list[int], groups: list[int]) -> float:
 def record_groups(store: db.Store) -> list[int]:
     """The number of units in each transaction the store's writer runs from now on."""
     sizes: list[int] = []
+    assert isinstance(store, sqlite_store.SqliteStore), "the writer's grouping is SQLite's"
     lane = store._writer_lane  # the bench reads the writer's grouping; nothing else does
     run = lane.run
 

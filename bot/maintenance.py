@@ -21,7 +21,7 @@ from pathlib import Path
 from pipelines import config, dispatch
 from pipelines import operations as views
 from pipelines.dispatch import file as dispatch_file
-from store import drafts, items
+from store import backend, drafts, items
 from store.db import Store
 
 #: Pages copied per backup step; between steps the progress callback reports.
@@ -100,12 +100,15 @@ def _copy(source: sqlite3.Connection, path: Path, progress: BackupProgress | Non
 
 async def backup(store: Store, path: Path, progress: BackupProgress | None = None) -> BackupResult:
     """Copy the store to a new file at `path`, then check the copy (integrity, row counts)."""
+    if store.dialect != "sqlite":
+        raise BackupFailed(
+            "this store lives in PostgreSQL: back it up with pg_dump (see the README)"
+        )
     return await store.read(lambda conn: _backup_sync(conn, path.absolute(), progress))
 
 
-def _backup_sync(
-    conn: sqlite3.Connection, path: Path, progress: BackupProgress | None
-) -> BackupResult:
+def _backup_sync(conn: backend.Conn, path: Path, progress: BackupProgress | None) -> BackupResult:
+    assert isinstance(conn, sqlite3.Connection), "backup() checked the dialect"
     _create_new(path)
     try:
         return _copy(conn, path, progress)
@@ -150,7 +153,7 @@ _DISPATCH_ROWS = (
 )
 
 
-def _dispatch_rows(conn: sqlite3.Connection) -> list[_Row]:
+def _dispatch_rows(conn: backend.Conn) -> list[_Row]:
     out = []
     for target, payload, state in conn.execute(_DISPATCH_ROWS):
         data = json.loads(payload)

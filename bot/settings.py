@@ -108,6 +108,9 @@ class Settings(BaseSettings):
 
     #: The private data directory (0700): the database, its WAL and the writer lock.
     data_dir: Path = Path("data")
+    #: `postgresql://user:password@host/db`: keep the store in PostgreSQL (several
+    #: workers may share it); unset, the store is SQLite in the data directory.
+    database_url: SecretStr | None = None
     #: Where pipeline YAML files live.
     pipelines_dir: Path = Path("pipelines/examples")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
@@ -119,6 +122,17 @@ class Settings(BaseSettings):
     llm: providers.ProviderSettings | None = None
     #: Model name -> price in micros per million tokens (JSON); a model without one is not used.
     prices: dict[str, ledger_prices.Price] = Field(default_factory=dict)
+
+    @field_validator("database_url")
+    @classmethod
+    def _postgres_url(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and not value.get_secret_value().startswith(POSTGRES_SCHEMES):
+            raise ValueError("must be a postgresql:// URL (or unset, for SQLite in data_dir)")
+        return value
+
+
+#: The URL schemes libpq accepts for PostgreSQL.
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
 
 def env_name(loc: tuple[int | str, ...]) -> str:
@@ -171,4 +185,5 @@ def store_config(cfg: Settings) -> db.StoreConfig:
         synchronous=cfg.store.synchronous,
         wal_max_bytes=cfg.store.wal_max_mb * 1024 * 1024,
         retention=timedelta(days=cfg.store.retention_days),
+        database_url=cfg.database_url.get_secret_value() if cfg.database_url else None,
     )

@@ -7,13 +7,12 @@ holding the vote or the new draft, the transition it causes, and the outbox rows
 
 from __future__ import annotations
 
-import sqlite3
 from datetime import datetime
 from typing import Any
 
 from pipelines import config
 from pipelines.text import similarity, validation
-from store import decisions, drafts, errors, items, outbox
+from store import backend, decisions, drafts, errors, items, outbox
 from store.db import Store
 from store.drafts import Draft
 from store.items import Item
@@ -25,7 +24,7 @@ class NotAllowed(errors.StoreError):
 
 
 def queue_card(
-    conn: sqlite3.Connection,
+    conn: backend.Conn,
     pipeline: config.Pipeline,
     item: Item,
     draft: Draft,
@@ -86,7 +85,7 @@ async def decide(
     """Record one operator's decision on the version their card showed."""
     check_operator(pipeline, operator_id)
 
-    def unit(conn: sqlite3.Connection) -> decisions.Decision:
+    def unit(conn: backend.Conn) -> decisions.Decision:
         decision = decisions.decide_sync(
             conn,
             item_id,
@@ -137,7 +136,7 @@ async def edit(
     check_operator(pipeline, operator_id)
     validation.validate(text, pipeline.draft.output_schema)
 
-    def unit(conn: sqlite3.Connection) -> Draft:
+    def unit(conn: backend.Conn) -> Draft:
         draft = drafts.edit_sync(conn, item_id, shown_version, text, operator_id, now)
         item = items.get_sync(conn, item_id)
         old = {

@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -32,7 +31,7 @@ from pipelines import approval, config, sources
 from pipelines.drafting import base as drafters
 from pipelines.sources import base
 from pipelines.text import similarity
-from store import clock, drafts, errors, items, outbox, runs, schedules, seen, sql
+from store import backend, clock, drafts, errors, items, outbox, runs, schedules, seen, sql
 from store import text as store_text
 from store.db import Store
 from store.items import Item
@@ -276,7 +275,7 @@ class Engine:
     async def _fail(self, item: Item, exc: drafters.DraftFailed, now: datetime) -> None:
         reason = store_text.clean(f"{exc.reason}: {exc}")[:2000]
 
-        def unit(conn: sqlite3.Connection) -> None:
+        def unit(conn: backend.Conn) -> None:
             items.transition_sync(
                 conn,
                 item.id,
@@ -320,7 +319,7 @@ class Engine:
         status: Literal["ok", "error"] = "error" if report.errors else "ok"
         error_text = "; ".join(report.errors) or None
 
-        def unit(conn: sqlite3.Connection) -> None:
+        def unit(conn: backend.Conn) -> None:
             runs.finish_run_sync(conn, report.run_id, status, report.counts, error_text, now)
             if error_text:
                 payload = {
@@ -366,7 +365,7 @@ def _sources(item: Item) -> frozenset[str]:
 
 
 def _record_sync(
-    conn: sqlite3.Connection,
+    conn: backend.Conn,
     pipeline: config.Pipeline,
     scope: str,
     chunk: list[base.FetchedItem],
@@ -399,7 +398,7 @@ def _record_sync(
     return created
 
 
-def _start_drafting(conn: sqlite3.Connection, waiting: list[Item], now: datetime) -> list[Item]:
+def _start_drafting(conn: backend.Conn, waiting: list[Item], now: datetime) -> list[Item]:
     """Move every waiting item to drafting in one transaction; skip those that must wait."""
     moved = []
     for item in waiting:
@@ -416,7 +415,7 @@ def _start_drafting(conn: sqlite3.Connection, waiting: list[Item], now: datetime
 
 
 def _to_approval(
-    conn: sqlite3.Connection,
+    conn: backend.Conn,
     pipeline: config.Pipeline,
     item: Item,
     result: drafters.DraftResult,

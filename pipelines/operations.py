@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import enum
-import sqlite3
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -23,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from pipelines import workers
-from store import events, items, ledger, machine, runs, schedules, seen, writer
+from store import backend, events, items, ledger, machine, runs, schedules, seen, writer
 from store.db import Store
 from store.ledger import budgets
 from store.ledger import outputs as llm_outputs
@@ -196,7 +195,7 @@ async def replay(
     """
     reason = f"replayed by {actor}" + (" with a fresh draft" if fresh else "")
 
-    def unit(conn: sqlite3.Connection) -> items.Item:
+    def unit(conn: backend.Conn) -> items.Item:
         replayed = items.replay_sync(conn, item_id, actor, now, reason, force=force)
         if fresh:
             llm_outputs.refuse_unshown_sync(conn, item_id, f"a fresh draft was asked ({reason})")

@@ -19,7 +19,6 @@ import functools
 import gc
 import hashlib
 import logging
-import sqlite3
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -30,7 +29,7 @@ import httpx
 from pipelines import config, engine, workers
 from pipelines.drafting import base as drafters
 from pipelines.scheduler import Scheduler
-from store import db, errors, ledger, outbox, retention, sla, startup
+from store import backend, db, errors, ledger, outbox, retention, sla, startup
 from store.db import Store
 
 log = logging.getLogger(__name__)
@@ -182,7 +181,7 @@ async def _report_config_errors(store: Store, loaded: config.LoadResult, now: da
     text = "⚠️ pipeline files rejected at startup:\n" + config.format_errors(loaded.errors)
     key = "config-errors:" + hashlib.sha256(text.encode()).hexdigest()[:16]
 
-    def unit(conn: sqlite3.Connection) -> None:
+    def unit(conn: backend.Conn) -> None:
         outbox.enqueue_sync(
             conn, "alert", outbox.ALERTS, {"text": text, "level": "error"}, now, dedupe_key=key
         )

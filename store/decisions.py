@@ -7,13 +7,12 @@ commit together, so fifty simultaneous taps produce exactly one transition.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from store import clock, errors, events, items, sql
+from store import backend, clock, errors, events, items, sql
 from store.db import Store
 from store.items import Item
 from store.machine import State
@@ -35,7 +34,7 @@ class Decision:
 
 
 def decide_sync(
-    conn: sqlite3.Connection,
+    conn: backend.Conn,
     item_id: int,
     attempt: int,
     version: int,
@@ -44,12 +43,12 @@ def decide_sync(
     now: datetime,
     *,
     quorum: int = 1,
-    on_decided: Callable[[sqlite3.Connection, Item], None] | None = None,
+    on_decided: Callable[[backend.Conn, Item], None] | None = None,
 ) -> Decision:
     """Record one operator's decision; `on_decided` runs in the same unit when it moves the item."""
     if choice not in ("approve", "reject"):
         raise ValueError(f"unknown decision {choice!r}; valid: approve, reject")
-    item = items.get_sync(conn, item_id)
+    item = items.lock_sync(conn, item_id)
     if (item.attempt, item.version) != (attempt, version):
         raise errors.Conflict(
             f"this card shows version {version} of attempt {attempt}; item {item_id} is now at "
@@ -97,7 +96,7 @@ def decide_sync(
     return Decision(moved, "rejected" if choice == "reject" else "approved", approvals, quorum)
 
 
-def _approvals(conn: sqlite3.Connection, item: Item) -> tuple[int, ...]:
+def _approvals(conn: backend.Conn, item: Item) -> tuple[int, ...]:
     params = {"item_id": item.id, "attempt": item.attempt, "version": item.version}
     return tuple(row[0] for row in conn.execute(Q["approvals"], params))
 
@@ -112,7 +111,7 @@ async def decide(
     now: datetime,
     *,
     quorum: int = 1,
-    on_decided: Callable[[sqlite3.Connection, Item], None] | None = None,
+    on_decided: Callable[[backend.Conn, Item], None] | None = None,
 ) -> Decision:
     return await store.write(
         lambda conn: decide_sync(

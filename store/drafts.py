@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from store import clock, errors, events, items, sql
+from store import backend, clock, errors, events, items, sql
 from store.db import Store
 from store.machine import State
 
@@ -32,7 +32,7 @@ class Draft:
     created_at: datetime
 
     @classmethod
-    def from_row(cls, row: sqlite3.Row) -> Draft:
+    def from_row(cls, row: backend.Row) -> Draft:
         return cls(
             item_id=row["item_id"],
             version=row["version"],
@@ -49,7 +49,7 @@ def _text_hash(text: str) -> str:
 
 
 def add_sync(
-    conn: sqlite3.Connection,
+    conn: backend.Conn,
     item_id: int,
     text: str,
     provenance: dict[str, Any],
@@ -58,7 +58,7 @@ def add_sync(
     cost_micros: int | None = None,
 ) -> Draft:
     """Store the next version and point the item at it (inside the caller's unit)."""
-    item = items.get_sync(conn, item_id)
+    item = items.lock_sync(conn, item_id)
     version = item.version + 1
     params = {
         "item_id": item_id,
@@ -76,7 +76,7 @@ def add_sync(
 
 
 def edit_sync(
-    conn: sqlite3.Connection,
+    conn: backend.Conn,
     item_id: int,
     shown_version: int,
     text: str,
@@ -88,7 +88,7 @@ def edit_sync(
     Recorded as an awaiting_approval -> awaiting_approval event with its actor, so
     the history shows who changed the words the item is approved on.
     """
-    item = items.get_sync(conn, item_id)
+    item = items.lock_sync(conn, item_id)
     if item.state != State.AWAITING_APPROVAL:
         raise errors.IllegalTransition(
             f"item {item_id} is {item.state}; only drafts awaiting approval can be edited"
@@ -114,7 +114,7 @@ def edit_sync(
     return draft
 
 
-def get_sync(conn: sqlite3.Connection, item_id: int, version: int) -> Draft:
+def get_sync(conn: backend.Conn, item_id: int, version: int) -> Draft:
     cursor = conn.execute(Q["draft"], {"item_id": item_id, "version": version})
     cursor.row_factory = sqlite3.Row
     row = cursor.fetchone()

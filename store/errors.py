@@ -12,6 +12,9 @@ import sqlite3
 class StoreError(Exception):
     """The store failed."""
 
+    #: PostgreSQL's error class when the server raised it (a retry reads it).
+    sqlstate: str | None = None
+
     def __init__(self, message: str | None = None) -> None:
         super().__init__(message or (self.__doc__ or "").strip())
 
@@ -100,6 +103,36 @@ def translate(exc: sqlite3.Error) -> StoreError:
         return Corrupt(f"{Corrupt.__doc__} ({text})")
     if isinstance(exc, sqlite3.IntegrityError):
         return ConstraintViolation(f"{ConstraintViolation.__doc__} ({text})")
+    return StoreError(f"database error: {text}")
+
+
+#: PostgreSQL's error classes (SQLSTATE) as the store's; the first match wins.
+_POSTGRES_STATES: tuple[tuple[str, type[StoreError]], ...] = (
+    ("53100", StorageFull),  # disk_full
+    ("58030", StorageIOError),  # io_error
+    ("40", Busy),  # serialization_failure, deadlock_detected: the unit may run again
+    ("55P03", Busy),  # lock_not_available
+    ("57014", Busy),  # query_canceled (statement_timeout)
+    ("XX001", Corrupt),  # data_corrupted
+    ("XX002", Corrupt),  # index_corrupted
+    ("23", ConstraintViolation),  # integrity_constraint_violation and its kinds
+)
+
+
+def translate_postgres(exc: Exception) -> StoreError | None:
+    """Map a psycopg error to the most specific StoreError (None: not a driver error).
+
+    Reads only the SQLSTATE and the server's text, so psycopg need not be imported.
+    """
+    if not type(exc).__module__.startswith("psycopg"):
+        return None
+    state = getattr(exc, "sqlstate", None) or ""
+    text = str(exc).strip()
+    for prefix, kind in _POSTGRES_STATES:
+        if state.startswith(prefix):
+            error = kind(f"{kind.__doc__} ({text})")
+            error.sqlstate = state
+            return error
     return StoreError(f"database error: {text}")
 
 

@@ -18,9 +18,9 @@ import re
 import sqlite3
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import Literal, cast
 
-from store import clock, sql
+from store import backend, clock, sql
 from store.db import Store
 
 Q = sql.load("events")
@@ -59,7 +59,7 @@ class Event:
     hash: str
 
     @classmethod
-    def from_row(cls, row: sqlite3.Row) -> Event:
+    def from_row(cls, row: backend.Row) -> Event:
         return cls(
             id=row["id"],
             entity=row["entity"],
@@ -93,7 +93,7 @@ def compute_hash(fields: dict[str, object]) -> str:
 
 
 def append(
-    conn: sqlite3.Connection,
+    conn: backend.Conn,
     entity: Entity,
     entity_id: str | int,
     from_state: str | None,
@@ -103,12 +103,14 @@ def append(
     *,
     attempt: int = 0,
     reason: str | None = None,
-) -> int:
-    """Append one event inside the caller's transaction; returns its id."""
-    head = conn.execute(Q["head"]).fetchone()
-    last_id, prev_hash = (head[0], head[1]) if head else (0, GENESIS)
+) -> None:
+    """Append one event inside the caller's transaction.
+
+    On PostgreSQL the connection collects the unit's events (`pending_events`) and
+    links them at commit under one lock (`link`): several writers share the chain,
+    and holding its head from here to the commit would serialise every unit behind it.
+    """
     fields: dict[str, object] = {
-        "id": last_id + 1,
         "entity": entity,
         "entity_id": str(entity_id),
         "from_state": from_state,
@@ -117,29 +119,49 @@ def append(
         "attempt": attempt,
         "reason": reason,
         "at": clock.to_ms(now),
-        "prev_hash": prev_hash,
     }
-    fields["hash"] = compute_hash(fields)
-    conn.execute(Q["insert"], fields)
-    return last_id + 1
+    pending: list[dict[str, object]] | None = getattr(conn, "pending_events", None)
+    if pending is not None:
+        pending.append(fields)
+    else:
+        link(conn, [fields])
+
+
+def link(conn: backend.Conn, batch: list[dict[str, object]]) -> None:
+    """Chain events onto the head, in order: each gets the next id and its hash."""
+    head = conn.execute(Q["head"]).fetchone()
+    last_id, prev_hash = (head[0], head[1]) if head else (0, GENESIS)
+    for event in batch:
+        last_id += 1
+        fields = {**event, "id": last_id, "prev_hash": prev_hash}
+        fields["hash"] = prev_hash = compute_hash(fields)
+        conn.execute(Q["insert"], fields)
 
 
 def last_automatic_entry(
-    conn: sqlite3.Connection, entity: Entity, entity_id: str | int, to_state: str
+    conn: backend.Conn, entity: Entity, entity_id: str | int, to_state: str
 ) -> datetime | None:
+    pending: list[dict[str, object]] = getattr(conn, "pending_events", [])
+    for event in reversed(pending):  # this unit's own, not linked yet (PostgreSQL)
+        if (event["entity"], event["entity_id"], event["to_state"]) == (
+            entity,
+            str(entity_id),
+            to_state,
+        ) and event["actor"] in AUTOMATIC_ACTORS:
+            return clock.from_ms(cast(int, event["at"]))
     row = conn.execute(
         Q["last_entry"], {"entity": entity, "entity_id": str(entity_id), "to_state": to_state}
     ).fetchone()
     return clock.from_ms(row[0]) if row else None
 
 
-def _events(conn: sqlite3.Connection, query: str, params: dict[str, object]) -> list[Event]:
+def _events(conn: backend.Conn, query: str, params: dict[str, object]) -> list[Event]:
     cursor = conn.execute(query, params)
     cursor.row_factory = sqlite3.Row
     return [Event.from_row(row) for row in cursor.fetchall()]
 
 
-def for_entity_sync(conn: sqlite3.Connection, entity: Entity, entity_id: str | int) -> list[Event]:
+def for_entity_sync(conn: backend.Conn, entity: Entity, entity_id: str | int) -> list[Event]:
     params: dict[str, object] = {"entity": entity, "entity_id": str(entity_id), "genesis": GENESIS}
     return _events(conn, Q["for_entity"], params)
 
@@ -170,7 +192,7 @@ class ChainReport:
         return self.broken is None
 
 
-def verify_sync(conn: sqlite3.Connection, batch: int = 5000) -> ChainReport:
+def verify_sync(conn: backend.Conn, batch: int = 5000) -> ChainReport:
     """Recompute the whole chain in id order; stop at the first broken link."""
     expected_prev, expected_id, checked = GENESIS, 1, 0
     while True:

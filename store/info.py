@@ -7,9 +7,9 @@ whole database).
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
 
+from store import backend
 from store.db import Store
 
 #: Tables rows are never deleted from, keyed by an id that grows by one per row: the
@@ -29,7 +29,7 @@ class Info:
     rows: dict[str, int]
 
 
-def info_sync(conn: sqlite3.Connection) -> tuple[int, int, int, dict[str, int]]:
+def info_sync(conn: backend.Conn) -> tuple[int, int, int, dict[str, int]]:
     version = conn.execute("SELECT coalesce(max(version), 0) FROM schema_migrations").fetchone()
     page_size = conn.execute("PRAGMA page_size").fetchone()[0]
     pages = conn.execute("PRAGMA page_count").fetchone()[0]

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from store import clock, errors, events, machine, sql, text
+from store import backend, clock, errors, events, machine, sql, text
 from store.db import Store
 from store.machine import State
 
@@ -52,7 +52,7 @@ class Item:
     deadline: datetime | None
 
     @classmethod
-    def from_row(cls, row: sqlite3.Row) -> Item:
+    def from_row(cls, row: backend.Row) -> Item:
         return cls(
             id=row["id"],
             pipeline=row["pipeline"],
@@ -82,28 +82,38 @@ def content_hash(payload: dict[str, Any]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def _one(conn: sqlite3.Connection, query: str, params: dict[str, Any]) -> Item | None:
+def _one(conn: backend.Conn, query: str, params: dict[str, Any]) -> Item | None:
     cursor = conn.execute(query, params)
     cursor.row_factory = sqlite3.Row
     row = cursor.fetchone()
     return Item.from_row(row) if row else None
 
 
-def _many(conn: sqlite3.Connection, query: str, params: dict[str, Any]) -> list[Item]:
+def _many(conn: backend.Conn, query: str, params: dict[str, Any]) -> list[Item]:
     cursor = conn.execute(query, params)
     cursor.row_factory = sqlite3.Row
     return [Item.from_row(row) for row in cursor.fetchall()]
 
 
-def get_sync(conn: sqlite3.Connection, item_id: int) -> Item:
+def get_sync(conn: backend.Conn, item_id: int) -> Item:
     item = _one(conn, Q["get"], {"id": item_id})
     if item is None:
         raise errors.NotFound(f"no item {item_id}")
     return item
 
 
+def lock_sync(conn: backend.Conn, item_id: int) -> Item:
+    """The item, its row locked until the unit ends: read it so before deciding what to
+    write. With several writers (PostgreSQL) a second decision on the item waits here
+    and then sees the first one's votes and state; SQLite's one writer holds every row."""
+    item = _one(conn, Q["lock"], {"id": item_id})
+    if item is None:
+        raise errors.NotFound(f"no item {item_id}")
+    return item
+
+
 def create_sync(
-    conn: sqlite3.Connection,
+    conn: backend.Conn,
     pipeline: str,
     scope: str,
     source_id: str,
@@ -137,7 +147,7 @@ def create_sync(
 
 
 def transition_sync(
-    conn: sqlite3.Connection,
+    conn: backend.Conn,
     item_id: int,
     to: State,
     actor: str,
@@ -155,7 +165,7 @@ def transition_sync(
     accepts repeats silently. A move not in the table raises IllegalTransition.
     """
     to = State(to)
-    item = get_sync(conn, item_id)
+    item = lock_sync(conn, item_id)
     same_work = expect_version in (None, item.version) and expect_attempt in (None, item.attempt)
     if item.state == to:
         if to in machine.TERMINAL or same_work:
@@ -213,9 +223,7 @@ def transition_sync(
     )
 
 
-def _check_floor(
-    conn: sqlite3.Connection, item: Item, to: State, actor: str, now: datetime
-) -> None:
+def _check_floor(conn: backend.Conn, item: Item, to: State, actor: str, now: datetime) -> None:
     if actor not in events.AUTOMATIC_ACTORS:
         return
     last = events.last_automatic_entry(conn, "item", item.id, to)
@@ -227,7 +235,7 @@ def _check_floor(
 
 
 def replay_sync(
-    conn: sqlite3.Connection,
+    conn: backend.Conn,
     item_id: int,
     actor: str,
     now: datetime,
@@ -236,7 +244,7 @@ def replay_sync(
     force: bool = False,
 ) -> Item:
     """Bring a dropped item (or, with force, a dispatched one) back to new, attempt + 1."""
-    item = get_sync(conn, item_id)
+    item = lock_sync(conn, item_id)
     if item.state not in machine.DROPPED and not (force and item.state == State.DISPATCHED):
         hint = " (add force to send it again)" if item.state == State.DISPATCHED else ""
         raise errors.IllegalTransition(
@@ -269,12 +277,12 @@ def replay_sync(
 
 
 def in_state_sync(
-    conn: sqlite3.Connection, state: State, pipeline: str | None = None, limit: int = 100
+    conn: backend.Conn, state: State, pipeline: str | None = None, limit: int = 100
 ) -> list[Item]:
     return _many(conn, Q["in_state"], {"state": state, "pipeline": pipeline, "limit": limit})
 
 
-def sla_due_sync(conn: sqlite3.Connection, now: datetime) -> list[Item]:
+def sla_due_sync(conn: backend.Conn, now: datetime) -> list[Item]:
     """Items past their deadline, or past the warning share of it."""
     return _many(conn, Q["sla_due"], {"now": clock.to_ms(now), "warn_share": machine.WARN_AT})
 
@@ -349,7 +357,7 @@ async def counts(
     """
     names, wanted = list(pipelines), [State(s) for s in states]
 
-    def query(conn: sqlite3.Connection) -> dict[str, dict[State, int]]:
+    def query(conn: backend.Conn) -> dict[str, dict[State, int]]:
         return {
             name: {
                 state: conn.execute(

@@ -1,4 +1,4 @@
-"""One sqlite3 connection owned by one thread, fed work in order.
+"""One database connection owned by one thread, fed work in order.
 
 This is aiosqlite's model (one connection, one thread, one ordered queue) with
 one difference that matters for speed: a caller hands over a whole unit of work
@@ -16,25 +16,44 @@ import queue
 import sqlite3
 import threading
 from collections.abc import Callable
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar
 
 from store import errors
 
 T = TypeVar("T")
 P = ParamSpec("P")
 
+
+class _Connection(Protocol):
+    def close(self) -> None: ...
+
+
+C = TypeVar("C", bound=_Connection)
+
 _Job = tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]", Callable[[], Any]]
 
 
-class Lane:
-    """A connection and the single thread that owns it."""
+def _translate_sqlite(exc: Exception) -> errors.StoreError | None:
+    return errors.translate(exc) if isinstance(exc, sqlite3.Error) else None
 
-    def __init__(self, name: str) -> None:
+
+class Lane(Generic[C]):
+    """A connection and the single thread that owns it.
+
+    `translate` maps the driver's exceptions to the store's (None: not the driver's).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        translate: Callable[[Exception], errors.StoreError | None] = _translate_sqlite,
+    ) -> None:
         self.name = name
+        self._translate = translate
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
         self._thread.start()
-        self._conn: sqlite3.Connection | None = None
+        self._conn: C | None = None
 
     def _serve(self) -> None:
         while (job := self._jobs.get()) is not None:
@@ -46,7 +65,7 @@ class Lane:
             else:
                 _deliver(loop, future, result, None)
 
-    async def open(self, connect: Callable[[], sqlite3.Connection]) -> None:
+    async def open(self, connect: Callable[[], C]) -> None:
         """Create the connection on the lane's own thread (sqlite3 binds it there)."""
 
         def opener() -> None:
@@ -54,9 +73,7 @@ class Lane:
 
         await self._submit(opener)
 
-    async def run(
-        self, fn: Callable[Concatenate[sqlite3.Connection, P], T], *args: P.args, **kw: P.kwargs
-    ) -> T:
+    async def run(self, fn: Callable[Concatenate[C, P], T], *args: P.args, **kw: P.kwargs) -> T:
         """Run `fn(conn, *args)` on the lane's thread; driver errors become StoreError."""
 
         def call() -> T:
@@ -64,8 +81,11 @@ class Lane:
                 raise errors.Closed()
             try:
                 return fn(self._conn, *args, **kw)
-            except sqlite3.Error as exc:
-                raise errors.translate(exc) from exc
+            except Exception as exc:
+                translated = self._translate(exc)
+                if translated is None:
+                    raise
+                raise translated from exc
 
         return await self._submit(call)
 

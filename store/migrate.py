@@ -19,7 +19,7 @@ from store import errors, sql
 MIGRATIONS_DIR = sql.SQL_DIR / "migrations"
 _NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 
-_BOOKKEEPING = """
+BOOKKEEPING = """
 CREATE TABLE IF NOT EXISTS schema_migrations (
     version    INTEGER PRIMARY KEY,
     name       TEXT NOT NULL,
@@ -51,7 +51,7 @@ def discover(directory: Path = MIGRATIONS_DIR) -> list[Migration]:
 
 
 def applied_versions(conn: sqlite3.Connection) -> set[int]:
-    conn.execute(_BOOKKEEPING)
+    conn.execute(BOOKKEEPING)
     return {row[0] for row in conn.execute("SELECT version FROM schema_migrations")}
 
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from store import clock, db, errors, machine, sql
+from store import backend, clock, db, errors, machine, sql
 from store.db import Store
 
 Q = sql.load("outbox")
@@ -59,7 +59,7 @@ class Row:
     sent_at: datetime | None
 
     @classmethod
-    def from_row(cls, row: sqlite3.Row) -> Row:
+    def from_row(cls, row: backend.Row) -> Row:
         payload = json.loads(row["payload"])
         if row["draft_text"] is not None:
             # A card row does not repeat its draft: the query joins the draft's text.
@@ -81,14 +81,14 @@ class Row:
         )
 
 
-def _rows(conn: sqlite3.Connection, query: str, params: dict[str, Any]) -> list[Row]:
+def _rows(conn: backend.Conn, query: str, params: dict[str, Any]) -> list[Row]:
     cursor = conn.execute(query, params)
     cursor.row_factory = sqlite3.Row
     return [Row.from_row(row) for row in cursor.fetchall()]
 
 
 def enqueue_sync(
-    conn: sqlite3.Connection,
+    conn: backend.Conn,
     kind: Kind,
     target: str,
     payload: dict[str, Any],
@@ -156,7 +156,7 @@ async def due(
 ) -> list[Row]:
     """Pending rows whose time has come, oldest first."""
 
-    def query(conn: sqlite3.Connection) -> list[Row]:
+    def query(conn: backend.Conn) -> list[Row]:
         found = []
         for kind in dict.fromkeys(kinds):
             params = {"now": clock.to_ms(now), "kind": kind, "limit": limit}
@@ -173,13 +173,11 @@ async def get(store: Store, row_id: int) -> Row:
     return found[0]
 
 
-def _update(conn: sqlite3.Connection, name: str, params: dict[str, Any]) -> bool:
+def _update(conn: backend.Conn, name: str, params: dict[str, Any]) -> bool:
     return conn.execute(Q[name], params).rowcount == 1
 
 
-def mark_sent_sync(
-    conn: sqlite3.Connection, row_id: int, external_id: str | None, now: datetime
-) -> bool:
+def mark_sent_sync(conn: backend.Conn, row_id: int, external_id: str | None, now: datetime) -> bool:
     """Record success inside the caller's unit; False if the row was not pending."""
     params = {"id": row_id, "external_id": external_id, "now": clock.to_ms(now)}
     return _update(conn, "mark_sent", params)
@@ -242,7 +240,7 @@ async def mark_failed(store: Store, row_id: int, error: str) -> bool:
     )
 
 
-def for_item_sync(conn: sqlite3.Connection, item_id: int, kind: Kind) -> list[Row]:
+def for_item_sync(conn: backend.Conn, item_id: int, kind: Kind) -> list[Row]:
     return _rows(conn, Q["for_item"], {"item_id": item_id, "kind": kind})
 
 
@@ -251,7 +249,7 @@ async def for_item(store: Store, item_id: int, kind: Kind) -> list[Row]:
     return await store.read(lambda conn: for_item_sync(conn, item_id, kind))
 
 
-def prune_sent_sync(conn: sqlite3.Connection, before: datetime, batch: int) -> int:
+def prune_sent_sync(conn: backend.Conn, before: datetime, batch: int) -> int:
     """Delete up to `batch` messages sent before `before` whose item has ended."""
     params = {"cutoff": clock.to_ms(before), "batch": batch, "ended": _ENDED}
     return conn.execute(Q["prune_sent"], params).rowcount

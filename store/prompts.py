@@ -15,7 +15,7 @@ import sqlite3
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from store import clock, sql
+from store import backend, clock, sql
 from store.db import Store
 
 Q = sql.load("prompts")
@@ -32,7 +32,7 @@ class Prompt:
     created_at: datetime
 
     @classmethod
-    def from_row(cls, row: sqlite3.Row) -> Prompt:
+    def from_row(cls, row: backend.Row) -> Prompt:
         return cls(
             chat_id=row["chat_id"],
             message_id=row["message_id"],
@@ -43,7 +43,7 @@ class Prompt:
 
 
 def remember_sync(
-    conn: sqlite3.Connection,
+    conn: backend.Conn,
     chat_id: int,
     message_id: int,
     item_id: int,
@@ -68,7 +68,7 @@ async def remember(
     await store.write(lambda conn: remember_sync(conn, chat_id, message_id, item_id, version, now))
 
 
-def get_sync(conn: sqlite3.Connection, chat_id: int, message_id: int) -> Prompt | None:
+def get_sync(conn: backend.Conn, chat_id: int, message_id: int) -> Prompt | None:
     cursor = conn.execute(Q["get"], {"chat_id": chat_id, "message_id": message_id})
     cursor.row_factory = sqlite3.Row
     row = cursor.fetchone()

@@ -12,19 +12,18 @@ between batches leaves only rows the next sweep prunes.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from store import outbox
+from store import backend, outbox
 from store.db import Store
 from store.ledger import outputs as llm_outputs
 
 #: Rows one write deletes at most (a few milliseconds of the writer's time).
 BATCH = 500
 
-_Pruner = Callable[[sqlite3.Connection, datetime, int], int]
+_Pruner = Callable[[backend.Conn, datetime, int], int]
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from store import clock, errors, sql
+from store import backend, clock, errors, sql
 from store.db import Store
 
 Q = sql.load("runs")
@@ -42,7 +42,7 @@ class Run:
     error_text: str | None
 
     @classmethod
-    def from_row(cls, row: sqlite3.Row) -> Run:
+    def from_row(cls, row: backend.Row) -> Run:
         return cls(
             id=row["id"],
             pipeline=row["pipeline"],
@@ -63,13 +63,13 @@ class Window:
     first_error_after: Run | None
 
 
-def _rows(conn: sqlite3.Connection, query: str, params: dict[str, object]) -> list[Run]:
+def _rows(conn: backend.Conn, query: str, params: dict[str, object]) -> list[Run]:
     cursor = conn.execute(query, params)
     cursor.row_factory = sqlite3.Row
     return [Run.from_row(row) for row in cursor.fetchall()]
 
 
-def start_run_sync(conn: sqlite3.Connection, pipeline: str, trigger: Trigger, now: datetime) -> int:
+def start_run_sync(conn: backend.Conn, pipeline: str, trigger: Trigger, now: datetime) -> int:
     if trigger not in TRIGGERS:
         raise ValueError(f"unknown run trigger {trigger!r}; valid: {', '.join(TRIGGERS)}")
     row = conn.execute(
@@ -79,7 +79,7 @@ def start_run_sync(conn: sqlite3.Connection, pipeline: str, trigger: Trigger, no
 
 
 def finish_run_sync(
-    conn: sqlite3.Connection,
+    conn: backend.Conn,
     run_id: int,
     status: Literal["ok", "error"],
     counts: Counts,
@@ -138,7 +138,7 @@ async def recent_runs(store: Store, pipeline: str, n: int = 10) -> list[Run]:
 async def investigation_window(store: Store, pipeline: str) -> Window:
     """The last ok run and the first error after it (or the first error ever)."""
 
-    def query(conn: sqlite3.Connection) -> Window:
+    def query(conn: backend.Conn) -> Window:
         ok = _rows(conn, Q["last_ok"], {"pipeline": pipeline})
         last_ok = ok[0] if ok else None
         after = (clock.to_ms(last_ok.started_at), last_ok.id) if last_ok else (-1, -1)

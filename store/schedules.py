@@ -11,7 +11,7 @@ import sqlite3
 from dataclasses import dataclass
 from datetime import datetime
 
-from store import clock, errors, events, sql
+from store import backend, clock, errors, events, sql
 from store.db import Store
 
 Q = sql.load("schedules")
@@ -26,7 +26,7 @@ class PipelineState:
     run_requested_at: datetime | None
 
     @classmethod
-    def from_row(cls, row: sqlite3.Row) -> PipelineState:
+    def from_row(cls, row: backend.Row) -> PipelineState:
         return cls(
             pipeline=row["pipeline"],
             paused=bool(row["paused"]),
@@ -40,7 +40,7 @@ def _ms(value: datetime | None) -> int | None:
     return None if value is None else clock.to_ms(value)
 
 
-def all_sync(conn: sqlite3.Connection) -> dict[str, PipelineState]:
+def all_sync(conn: backend.Conn) -> dict[str, PipelineState]:
     cursor = conn.execute(Q["all"])
     cursor.row_factory = sqlite3.Row
     return {row["pipeline"]: PipelineState.from_row(row) for row in cursor.fetchall()}
@@ -66,7 +66,7 @@ async def set_due(
 async def set_paused(store: Store, pipeline: str, paused: bool, actor: str, now: datetime) -> bool:
     """Pause or resume with an event; False if it already was."""
 
-    def unit(conn: sqlite3.Connection) -> bool:
+    def unit(conn: backend.Conn) -> bool:
         conn.execute(Q["ensure"], {"pipeline": pipeline, "next_due_at": None})
         changed = conn.execute(
             Q["set_paused"], {"pipeline": pipeline, "paused": int(paused)}
@@ -82,7 +82,7 @@ async def set_paused(store: Store, pipeline: str, paused: bool, actor: str, now:
 
 
 async def request_run(store: Store, pipeline: str, now: datetime) -> None:
-    def unit(conn: sqlite3.Connection) -> None:
+    def unit(conn: backend.Conn) -> None:
         conn.execute(Q["ensure"], {"pipeline": pipeline, "next_due_at": None})
         if (
             conn.execute(Q["request_run"], {"pipeline": pipeline, "now": clock.to_ms(now)}).rowcount
@@ -103,7 +103,7 @@ async def source_state(store: Store, pipeline: str, scope: str) -> dict[str, str
 
 
 def save_source_state_sync(
-    conn: sqlite3.Connection, pipeline: str, scope: str, state: dict[str, str], now: datetime
+    conn: backend.Conn, pipeline: str, scope: str, state: dict[str, str], now: datetime
 ) -> None:
     params = {
         "pipeline": pipeline,

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import functools
 import json
-import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 
-from store import clock, sql
+from store import backend, clock, sql
 from store.db import Store
 
 Q = sql.load("seen")
@@ -38,7 +37,7 @@ def _chunks(ids: Sequence[str]) -> Iterable[Sequence[str]]:
 
 
 def filter_unseen_sync(
-    conn: sqlite3.Connection, pipeline: str, scope: str, ids: Sequence[str]
+    conn: backend.Conn, pipeline: str, scope: str, ids: Sequence[str]
 ) -> list[str]:
     out: list[str] = []
     for chunk in _chunks(_unique(ids)):
@@ -48,7 +47,7 @@ def filter_unseen_sync(
 
 
 def mark_seen_sync(
-    conn: sqlite3.Connection, pipeline: str, scope: str, ids: Sequence[str], now: datetime
+    conn: backend.Conn, pipeline: str, scope: str, ids: Sequence[str], now: datetime
 ) -> list[str]:
     at = clock.to_ms(now)
     unique = _unique(ids)
@@ -79,14 +78,14 @@ async def mark_seen(
 async def forget(store: Store, pipeline: str, scope: str, item_id: str) -> bool:
     """Forget one id (for replay); True if it was remembered."""
 
-    def unit(conn: sqlite3.Connection) -> bool:
+    def unit(conn: backend.Conn) -> bool:
         params = {"pipeline": pipeline, "scope": scope, "item_id": item_id}
         return conn.execute(Q["forget"], params).rowcount > 0
 
     return await store.write(unit)
 
 
-def _sweep_batch(conn: sqlite3.Connection, params: dict[str, object]) -> int:
+def _sweep_batch(conn: backend.Conn, params: dict[str, object]) -> int:
     return conn.execute(Q["sweep_batch"], params).rowcount
 
 

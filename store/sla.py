@@ -11,11 +11,10 @@ sweep again changes nothing.
 from __future__ import annotations
 
 import functools
-import sqlite3
 from dataclasses import dataclass
 from datetime import datetime
 
-from store import clock, items, machine, outbox
+from store import backend, clock, items, machine, outbox
 from store.db import Store
 from store.items import Item
 
@@ -43,11 +42,11 @@ def _entry_key(item: Item) -> str:
     return f"{item.id}:{item.attempt}:{item.state}:{clock.to_ms(item.last_transition_at)}"
 
 
-def _sweep_items(conn: sqlite3.Connection, item_ids: list[int], now: datetime) -> SweepReport:
+def _sweep_items(conn: backend.Conn, item_ids: list[int], now: datetime) -> SweepReport:
     warned: list[int] = []
     moved: list[int] = []
     for item_id in item_ids:
-        item = items.get_sync(conn, item_id)  # re-read: it may have moved since the query
+        item = items.lock_sync(conn, item_id)  # re-read: it may have moved since the query
         if item.deadline is None or now < _warn_at(item):
             continue
         if now >= item.deadline:
@@ -58,7 +57,7 @@ def _sweep_items(conn: sqlite3.Connection, item_ids: list[int], now: datetime) -
     return SweepReport(tuple(warned), tuple(moved))
 
 
-def _warn(conn: sqlite3.Connection, item: Item, now: datetime) -> bool:
+def _warn(conn: backend.Conn, item: Item, now: datetime) -> bool:
     assert item.deadline is not None
     left = int((item.deadline - now).total_seconds() // 60)
     text = (
@@ -75,7 +74,7 @@ def _warn(conn: sqlite3.Connection, item: Item, now: datetime) -> bool:
     )
 
 
-def _act(conn: sqlite3.Connection, item: Item, now: datetime) -> None:
+def _act(conn: backend.Conn, item: Item, now: datetime) -> None:
     target = machine.ON_DEADLINE[item.state]
     if target == machine.State.EXPIRED:
         reason = f"approval window passed: awaiting approval since {_since(item)}"

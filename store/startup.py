@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import logging
-import sqlite3
 from datetime import datetime
 
-from store import clock, runs, sql
+from store import backend, clock, runs, sql
 from store.db import Store
 
 log = logging.getLogger(__name__)
@@ -32,7 +31,7 @@ async def recover(store: Store, now: datetime) -> None:
         log.warning("pipeline %s: %d item(s) left undrafted will be resumed", pipeline, count)
 
 
-def _request_resume_runs(conn: sqlite3.Connection, now: datetime) -> dict[str, int]:
+def _request_resume_runs(conn: backend.Conn, now: datetime) -> dict[str, int]:
     left = dict(conn.execute(Q["undrafted_by_pipeline"]).fetchall())
     for pipeline in left:
         conn.execute(SCHEDULES["request_run"], {"pipeline": pipeline, "now": clock.to_ms(now)})

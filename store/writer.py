@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal, TypeVar
 
-from store import errors
+from store import backend, errors
 from store.lanes import Lane
 
 log = logging.getLogger(__name__)
@@ -76,8 +76,10 @@ class StorageFaults:
         self.current = self.last = StorageFault(kind, str(exc), since)
         self.count += 1
 
-    def committed(self) -> None:
-        if self.current is not None and self.current.kind == "io":
+    def committed(self, *, full_too: bool = False) -> None:
+        """A commit went through: an "io" fault is over (and a "full" one, where the
+        disk cannot be measured from here: a database server's)."""
+        if self.current is not None and (self.current.kind == "io" or full_too):
             self._ended()
 
     def measured(self, free: int) -> None:
@@ -106,8 +108,11 @@ def room(conn: sqlite3.Connection) -> int:
 
 
 @contextlib.contextmanager
-def savepoint(conn: sqlite3.Connection, name: str = "nested") -> Iterator[None]:
-    """A nested transaction inside a unit: rolled back alone if its block raises."""
+def savepoint(conn: backend.Conn, name: str = "nested") -> Iterator[None]:
+    """A nested transaction inside a unit: rolled back alone if its block raises
+    (with the events it appended, where they wait for the commit: see events.append)."""
+    pending: list[object] = getattr(conn, "pending_events", [])
+    appended_before = len(pending)
     conn.execute(f"SAVEPOINT {name}")
     try:
         yield
@@ -115,6 +120,7 @@ def savepoint(conn: sqlite3.Connection, name: str = "nested") -> Iterator[None]:
         if conn.in_transaction:
             conn.execute(f"ROLLBACK TO {name}")
             conn.execute(f"RELEASE {name}")
+        del pending[appended_before:]
         raise
     conn.execute(f"RELEASE {name}")
 
@@ -122,13 +128,13 @@ def savepoint(conn: sqlite3.Connection, name: str = "nested") -> Iterator[None]:
 class Writer:
     """Serialises write units onto the writer lane, batching those that wait."""
 
-    def __init__(self, lane: Lane) -> None:
+    def __init__(self, lane: Lane[sqlite3.Connection], faults: StorageFaults) -> None:
         self._lane = lane
         self._queue: deque[_Pending] = deque()
         self._wakeup = asyncio.Event()
         self._busy = False
         self._task: asyncio.Task[None] | None = None
-        self.faults = StorageFaults()
+        self.faults = faults
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._drain(), name="store-writer")

@@ -14,22 +14,26 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from store import db
+from store import backend, db
 
 Tables = dict[str, list[tuple[Any, ...]]]
 
 
-def tables_sync(conn: sqlite3.Connection) -> Tables:
-    names = [
-        row[0]
-        for row in conn.execute(
-            "SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
-            "ORDER BY name"
-        )
-    ]
+#: The store's tables, by dialect.
+TABLE_NAMES = {
+    "sqlite": "SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
+    "ORDER BY name",
+    "postgres": "SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY tablename",
+}
+
+
+def tables_sync(conn: backend.Conn) -> Tables:
+    dialect = "sqlite" if isinstance(conn, sqlite3.Connection) else "postgres"
+    names = [row[0] for row in conn.execute(TABLE_NAMES[dialect])]
     # Rows sorted by value, not rowid: WITHOUT ROWID tables have none.
     return {
-        name: sorted(conn.execute(f'SELECT * FROM "{name}"').fetchall(), key=repr) for name in names
+        name: sorted((tuple(row) for row in conn.execute(f'SELECT * FROM "{name}"')), key=repr)
+        for name in names
     }
 
 

@@ -29,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-import sqlite3
 from collections.abc import Callable, Coroutine, Mapping
 from datetime import datetime, timedelta
 from typing import Any
@@ -37,7 +36,7 @@ from typing import Any
 import httpx
 
 from pipelines import config, dispatch, workers
-from store import drafts, errors, items, machine, outbox
+from store import backend, drafts, errors, items, machine, outbox
 from store.db import Store
 from store.items import Item
 from store.machine import State
@@ -158,7 +157,7 @@ async def _deliver(
         await _fail(store, row, item, str(exc), now)
         return
 
-    def done(conn: sqlite3.Connection) -> None:
+    def done(conn: backend.Conn) -> None:
         # One commit for the item and its row: no window where one is recorded alone.
         items.transition_sync(
             conn,
@@ -200,7 +199,7 @@ async def _retry_or_fail(
 async def _fail(store: Store, row: outbox.Row, item: Item, reason: str, now: datetime) -> None:
     """The item fails with the reason and an alert (one transaction); then the row closes."""
 
-    def unit(conn: sqlite3.Connection) -> None:
+    def unit(conn: backend.Conn) -> None:
         items.transition_sync(
             conn,
             item.id,

@@ -44,7 +44,6 @@ import dataclasses
 import hashlib
 import json
 import logging
-import sqlite3
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
@@ -54,7 +53,7 @@ from pipelines.drafting import base as drafters
 from pipelines.drafting import prompt as drafting
 from pipelines.providers import client as providers
 from pipelines.text import validation
-from store import errors, ledger
+from store import backend, errors, ledger
 from store import text as store_text
 from store.db import Store
 from store.items import Item
@@ -275,7 +274,7 @@ class LlmDrafter:
         """Keep the output and settle (usage known) or mark uncertain: one transaction."""
         evidence = _evidence(model, request_id, reply)
 
-        def unit(conn: sqlite3.Connection) -> tuple[claims.Claim, str | None]:
+        def unit(conn: backend.Conn) -> tuple[claims.Claim, str | None]:
             llm_outputs.save_sync(conn, work.id, text, model, request_id, error, now)
             if usage is None:
                 reason = f"charged, but the usage is unknown ({evidence}); reconcile with the bill"

@@ -24,11 +24,10 @@ here is one write unit (one BEGIN IMMEDIATE transaction) or one read.
 
 from __future__ import annotations
 
-import sqlite3
 from datetime import datetime, timedelta
 from typing import Any
 
-from store import errors
+from store import backend, errors
 from store.db import Store
 from store.ledger import budgets, claims
 from store.ledger import reporting as ledger_report
@@ -128,7 +127,7 @@ async def get(store: Store, work_id: int) -> Claim:
 async def report(store: Store, now: datetime, uncertain_limit: int = 50) -> Report:
     """Everything /budget shows, read in one snapshot."""
 
-    def query(conn: sqlite3.Connection) -> Report:
+    def query(conn: backend.Conn) -> Report:
         conn.execute("BEGIN")  # one read transaction, so the three parts agree
         try:
             return ledger_report.report_sync(conn, now, uncertain_limit)

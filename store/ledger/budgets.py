@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal, get_args
 
-from store import clock, errors, events, outbox, sql
+from store import backend, clock, errors, events, outbox, sql
 
 Q = sql.load("budgets")
 
@@ -77,7 +77,7 @@ class Budget:
     held_micros: int
 
     @classmethod
-    def from_row(cls, row: sqlite3.Row) -> Budget:
+    def from_row(cls, row: backend.Row) -> Budget:
         return cls(
             scope=row["scope"],
             period=row["period"],
@@ -114,7 +114,7 @@ class Hold:
     micros: int
 
     @classmethod
-    def from_row(cls, row: sqlite3.Row) -> Hold:
+    def from_row(cls, row: backend.Row) -> Hold:
         return cls(row["scope"], row["period"], clock.from_ms(row["period_start"]), row["micros"])
 
     def key(self) -> dict[str, Any]:
@@ -125,19 +125,19 @@ class Hold:
         }
 
 
-def _rows(conn: sqlite3.Connection, query: str, params: dict[str, Any]) -> list[sqlite3.Row]:
+def _rows(conn: backend.Conn, query: str, params: dict[str, Any]) -> list[backend.Row]:
     cursor = conn.execute(query, params)
     cursor.row_factory = sqlite3.Row
     return cursor.fetchall()
 
 
-def _row(conn: sqlite3.Connection, scope: str, period: str, start_ms: int) -> Budget | None:
+def _row(conn: backend.Conn, scope: str, period: str, start_ms: int) -> Budget | None:
     found = _rows(conn, Q["get_row"], {"scope": scope, "period": period, "period_start": start_ms})
     return Budget.from_row(found[0]) if found else None
 
 
 def set_budget_sync(
-    conn: sqlite3.Connection,
+    conn: backend.Conn,
     scope: str,
     period: str,
     limit_micros: int,
@@ -181,7 +181,7 @@ def set_budget_sync(
     return current
 
 
-def configured_sync(conn: sqlite3.Connection, scopes: list[str]) -> list[tuple[str, Period]]:
+def configured_sync(conn: backend.Conn, scopes: list[str]) -> list[tuple[str, Period]]:
     """The (scope, period) pairs among `scopes` that have a limit configured."""
     return [
         (row["scope"], row["period"])
@@ -190,41 +190,52 @@ def configured_sync(conn: sqlite3.Connection, scopes: list[str]) -> list[tuple[s
 
 
 def hold_sync(
-    conn: sqlite3.Connection,
+    conn: backend.Conn,
     claim_id: int,
     pairs: list[tuple[str, Period]],
     micros: int,
     now: datetime,
 ) -> list[Hold]:
-    """Hold `micros` in the current instance of every pair, or raise and hold nothing."""
-    rows = []
+    """Hold `micros` in the current instance of every pair, or raise and hold nothing.
+
+    Each row is held by a conditional UPDATE, in the order given (configured_sync's,
+    the same for every writer, so two never wait on each other's rows). When one row
+    has too little left, the holds already taken go back before raising.
+    """
+    holds: list[Hold] = []
     for scope, period in pairs:
         start_ms = clock.to_ms(period_start(period, now))
         key = {"scope": scope, "period": period, "period_start": start_ms}
         conn.execute(Q["ensure_row"], key)
-        row = _row(conn, scope, period, start_ms)
-        assert row is not None  # the pair is configured, so ensure_row opened it
-        if micros > row.remaining_micros:
-            raise errors.BudgetExceeded(
-                f"budget {row.label} has {max(0, row.remaining_micros)} micros left "
-                f"(limit {row.limit_micros}, spent {row.spent_micros}, held {row.held_micros}); "
-                f"this call needs up to {micros}",
-                scope,
-                period,
-            )
-        rows.append(row)
-    holds = [Hold(row.scope, row.period, row.period_start, micros) for row in rows]
+        if not _rows(conn, Q["add_hold"], {**key, "micros": micros}):
+            for hold in holds:  # the rows before this one: give them back
+                conn.execute(Q["release_hold"], {**hold.key(), "micros": micros})
+            raise _exceeded(conn, scope, period, start_ms, micros)
+        holds.append(Hold(scope, period, clock.from_ms(start_ms), micros))
     for hold in holds:
-        conn.execute(Q["add_hold"], {**hold.key(), "micros": micros})
         conn.execute(Q["insert_claim_hold"], {**hold.key(), "micros": micros, "claim_id": claim_id})
     return holds
 
 
-def holds_sync(conn: sqlite3.Connection, claim_id: int) -> list[Hold]:
+def _exceeded(
+    conn: backend.Conn, scope: str, period: Period, start_ms: int, micros: int
+) -> errors.BudgetExceeded:
+    row = _row(conn, scope, period, start_ms)
+    assert row is not None  # the pair is configured, so ensure_row opened it
+    return errors.BudgetExceeded(
+        f"budget {row.label} has {max(0, row.remaining_micros)} micros left "
+        f"(limit {row.limit_micros}, spent {row.spent_micros}, held {row.held_micros}); "
+        f"this call needs up to {micros}",
+        scope,
+        period,
+    )
+
+
+def holds_sync(conn: backend.Conn, claim_id: int) -> list[Hold]:
     return [Hold.from_row(row) for row in _rows(conn, Q["claim_holds"], {"claim_id": claim_id})]
 
 
-def release_sync(conn: sqlite3.Connection, claim_id: int) -> list[Hold]:
+def release_sync(conn: backend.Conn, claim_id: int) -> list[Hold]:
     """Give every hold of a claim back to its budget row."""
     holds = holds_sync(conn, claim_id)
     for hold in holds:
@@ -233,7 +244,7 @@ def release_sync(conn: sqlite3.Connection, claim_id: int) -> list[Hold]:
 
 
 def settle_sync(
-    conn: sqlite3.Connection, claim_id: int, actual_micros: int, now: datetime
+    conn: backend.Conn, claim_id: int, actual_micros: int, now: datetime
 ) -> list[Budget]:
     """held -= reserved and spent += actual in every row the claim held against.
 
@@ -249,9 +260,7 @@ def settle_sync(
     return after
 
 
-def _alert_thresholds(
-    conn: sqlite3.Connection, row: Budget, spent_before: int, now: datetime
-) -> None:
+def _alert_thresholds(conn: backend.Conn, row: Budget, spent_before: int, now: datetime) -> None:
     for pct in THRESHOLDS_PCT:
         line = row.limit_micros * pct  # compare spent * 100 >= line: integers only
         if not spent_before * 100 < line <= row.spent_micros * 100:
@@ -268,7 +277,7 @@ def _alert_thresholds(
 
 
 def alert_overrun(
-    conn: sqlite3.Connection, claim_id: int, reserved: int, actual: int, now: datetime
+    conn: backend.Conn, claim_id: int, reserved: int, actual: int, now: datetime
 ) -> None:
     """A provider charged more than the worst case held: spend is the truth; say so."""
     text = (
@@ -285,7 +294,7 @@ def alert_overrun(
     )
 
 
-def current_sync(conn: sqlite3.Connection, now: datetime) -> list[Budget]:
+def current_sync(conn: backend.Conn, now: datetime) -> list[Budget]:
     params = {
         "day_start": clock.to_ms(period_start("day", now)),
         "month_start": clock.to_ms(period_start("month", now)),

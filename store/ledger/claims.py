@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from store import clock, errors, events, outbox, sql
+from store import backend, clock, errors, events, outbox, sql
 from store.ledger import budgets
 from store.ledger import machine as lm
 from store.ledger.machine import ClaimState
@@ -50,7 +50,7 @@ class Claim:
     request_digest: str
 
     @classmethod
-    def from_row(cls, row: sqlite3.Row) -> Claim:
+    def from_row(cls, row: backend.Row) -> Claim:
         usage = json.loads(row["usage"]) if row["usage"] else None
         return cls(
             id=row["id"],
@@ -124,7 +124,7 @@ def check_micros(name: str, value: int) -> int:
     return value
 
 
-def one_sync(conn: sqlite3.Connection, query: str, params: dict[str, Any]) -> Claim | None:
+def one_sync(conn: backend.Conn, query: str, params: dict[str, Any]) -> Claim | None:
     """Run a query that returns at most one claims row."""
     cursor = conn.execute(query, params)
     cursor.row_factory = sqlite3.Row
@@ -132,19 +132,28 @@ def one_sync(conn: sqlite3.Connection, query: str, params: dict[str, Any]) -> Cl
     return Claim.from_row(row) if row else None
 
 
-def get_sync(conn: sqlite3.Connection, claim_id: int) -> Claim:
+def get_sync(conn: backend.Conn, claim_id: int) -> Claim:
     claim = one_sync(conn, Q["get"], {"id": claim_id})
     if claim is None:
         raise errors.NotFound(f"no budget claim {claim_id}")
     return claim
 
 
-def by_key_sync(conn: sqlite3.Connection, endpoint: str, key: str) -> Claim | None:
+def lock_sync(conn: backend.Conn, claim_id: int) -> Claim:
+    """The claim, its row locked until the unit ends (see items.lock_sync): a second
+    settlement waits for the first and then reads it settled."""
+    claim = one_sync(conn, Q["lock"], {"id": claim_id})
+    if claim is None:
+        raise errors.NotFound(f"no budget claim {claim_id}")
+    return claim
+
+
+def by_key_sync(conn: backend.Conn, endpoint: str, key: str) -> Claim | None:
     """The claim begun under this idempotency key, if any (nothing is written)."""
     return one_sync(conn, Q["by_idem"], {"idem_hash": idem_hash(endpoint, key)})
 
 
-def item_hash_sync(conn: sqlite3.Connection, item_id: int) -> str:
+def item_hash_sync(conn: backend.Conn, item_id: int) -> str:
     """The item's content hash as stored now."""
     row = conn.execute(Q["item_hash"], {"id": item_id}).fetchone()
     if row is None:
@@ -153,7 +162,7 @@ def item_hash_sync(conn: sqlite3.Connection, item_id: int) -> str:
 
 
 def begin_sync(
-    conn: sqlite3.Connection,
+    conn: backend.Conn,
     key: str,
     endpoint: str,
     request: dict[str, Any],
@@ -178,22 +187,24 @@ def begin_sync(
         raise ValueError(f"the lease must be positive, got {lease}")
     idem, digest = idem_hash(endpoint, key), request_digest(pipeline, item_id, request)
     existing = one_sync(conn, Q["by_idem"], {"idem_hash": idem})
-    if existing is not None:
-        if existing.request_digest != digest:
-            raise errors.Conflict(
-                f"idempotency key {key!r} on {endpoint} was used for a different request "
-                f"(claim {existing.id}); use a new key for a new request"
-            )
-        return Work.of(existing, replayed=True)
-    with savepoint(conn, "begin_claim"):  # a BudgetExceeded leaves nothing behind
-        return Work.of(
-            _create(conn, idem, digest, worst_case_micros, pipeline, item_id, now, lease),
-            replayed=False,
+    if existing is None:
+        with savepoint(conn, "begin_claim"):  # a BudgetExceeded leaves nothing behind
+            created = _create(conn, idem, digest, worst_case_micros, pipeline, item_id, now, lease)
+        if created is not None:
+            return Work.of(created, replayed=False)
+        # Another writer began this key between the look above and the insert.
+        existing = one_sync(conn, Q["by_idem"], {"idem_hash": idem})
+        assert existing is not None, "the insert met this key's row"
+    if existing.request_digest != digest:
+        raise errors.Conflict(
+            f"idempotency key {key!r} on {endpoint} was used for a different request "
+            f"(claim {existing.id}); use a new key for a new request"
         )
+    return Work.of(existing, replayed=True)
 
 
 def _create(
-    conn: sqlite3.Connection,
+    conn: backend.Conn,
     idem: str,
     digest: str,
     worst: int,
@@ -201,7 +212,8 @@ def _create(
     item_id: int | None,
     now: datetime,
     lease: timedelta,
-) -> Claim:
+) -> Claim | None:
+    """The new claim with its holds and event; None if the key's row exists already."""
     item_hash = None if item_id is None else item_hash_sync(conn, item_id)
     pairs = budgets.configured_sync(conn, [pipeline, budgets.GLOBAL])
     state = ClaimState.RESERVED if pairs else ClaimState.UNBUDGETED
@@ -224,14 +236,15 @@ def _create(
         "now": clock.to_ms(now),
     }
     claim = one_sync(conn, Q["insert"], params)
-    assert claim is not None  # INSERT ... RETURNING always returns the row
+    if claim is None:
+        return None
     budgets.hold_sync(conn, claim.id, pairs, claim.reserved_micros, now)
     events.append(conn, "claim", claim.id, None, state, "system", now, reason=reason)
     return claim
 
 
 def move_sync(
-    conn: sqlite3.Connection,
+    conn: backend.Conn,
     claim: Claim,
     to: ClaimState,
     actor: str,
@@ -255,7 +268,7 @@ def move_sync(
     return moved
 
 
-def _alert_uncertain(conn: sqlite3.Connection, claim: Claim, now: datetime) -> None:
+def _alert_uncertain(conn: backend.Conn, claim: Claim, now: datetime) -> None:
     """An uncertain hold stays until an operator reconciles it: tell them, once."""
     item = f", item {claim.item_id}" if claim.item_id is not None else ""
     text = (
@@ -269,13 +282,13 @@ def _alert_uncertain(conn: sqlite3.Connection, claim: Claim, now: datetime) -> N
     )
 
 
-def start_provider_sync(conn: sqlite3.Connection, work_id: int, now: datetime) -> Claim:
+def start_provider_sync(conn: backend.Conn, work_id: int, now: datetime) -> Claim:
     """The one gate: reserved -> started, only while the lease holds.
 
     A second call raises (it must not authorize a second provider call); so does
     an expired lease or a claim that never had a budget. Refusals change nothing.
     """
-    claim = get_sync(conn, work_id)
+    claim = lock_sync(conn, work_id)
     if not claim.provider_allowed:
         raise errors.IllegalTransition(
             f"claim {work_id} has no budget configured; the provider is not allowed "
@@ -294,14 +307,14 @@ def start_provider_sync(conn: sqlite3.Connection, work_id: int, now: datetime) -
     return move_sync(conn, claim, ClaimState.STARTED, "system", now, "provider call authorized")
 
 
-def renew_sync(conn: sqlite3.Connection, work_id: int, now: datetime, lease: timedelta) -> Claim:
+def renew_sync(conn: backend.Conn, work_id: int, now: datetime, lease: timedelta) -> Claim:
     """Give a reserved claim a new lease, so a draft resumed after a crash may start it.
 
     Only `reserved` qualifies: no provider call was authorized yet, so the hold is
     simply kept longer (a reserved -> reserved event says so). Any other state is
     refused and nothing changes.
     """
-    claim = get_sync(conn, work_id)
+    claim = lock_sync(conn, work_id)
     if claim.state != ClaimState.RESERVED:
         raise errors.IllegalTransition(
             f"claim {work_id} is {claim.state}; only a reserved lease renews"
@@ -315,14 +328,14 @@ def renew_sync(conn: sqlite3.Connection, work_id: int, now: datetime, lease: tim
 
 
 def fail_sync(
-    conn: sqlite3.Connection, work_id: int, reason: str, now: datetime, actor: str = "system"
+    conn: backend.Conn, work_id: int, reason: str, now: datetime, actor: str = "system"
 ) -> Claim:
     """Before start_provider the hold is released; after it the claim becomes uncertain.
 
     Failing an uncertain, released or unbudgeted claim again changes nothing; a
     settled claim cannot fail (Conflict).
     """
-    claim = get_sync(conn, work_id)
+    claim = lock_sync(conn, work_id)
     target = lm.ON_FAIL.get(claim.state)
     if target is None:
         if claim.state == ClaimState.SETTLED:
@@ -333,7 +346,7 @@ def fail_sync(
     return move_sync(conn, claim, target, actor, now, reason or "failed")
 
 
-def recover_sync(conn: sqlite3.Connection, now: datetime, batch: int) -> list[Claim]:
+def recover_sync(conn: backend.Conn, now: datetime, batch: int) -> list[Claim]:
     """Fail up to `batch` claims whose lease expired, as fail() would; uncertain ones stay."""
     if batch < 1:
         raise ValueError(f"batch must be at least 1, got {batch}")

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from store import clock, sql
+from store import backend, clock, sql
 from store import text as store_text
 from store.db import Store
 from store.ledger import claims
@@ -45,7 +45,7 @@ class Output:
     created_at: datetime
 
     @classmethod
-    def from_row(cls, row: sqlite3.Row) -> Output:
+    def from_row(cls, row: backend.Row) -> Output:
         return cls(
             claim_id=row["claim_id"],
             text=row["text"],
@@ -57,7 +57,7 @@ class Output:
 
 
 def save_sync(
-    conn: sqlite3.Connection,
+    conn: backend.Conn,
     claim_id: int,
     text: str,
     model: str,
@@ -81,7 +81,7 @@ def save_sync(
     conn.execute(Q["save"], params)
 
 
-def get_sync(conn: sqlite3.Connection, claim_id: int) -> Output | None:
+def get_sync(conn: backend.Conn, claim_id: int) -> Output | None:
     cursor = conn.execute(Q["get"], {"claim_id": claim_id})
     cursor.row_factory = sqlite3.Row
     row = cursor.fetchone()
@@ -93,7 +93,7 @@ async def get(store: Store, claim_id: int) -> Output | None:
 
 
 def reusable_sync(
-    conn: sqlite3.Connection,
+    conn: backend.Conn,
     endpoint: str,
     keys: Sequence[str],
     item_id: int,
@@ -123,7 +123,7 @@ def reusable_sync(
     return None
 
 
-def shown_sync(conn: sqlite3.Connection, item_id: int, claim_id: int) -> bool:
+def shown_sync(conn: backend.Conn, item_id: int, claim_id: int) -> bool:
     """Whether a draft version of the item was made from this claim's output."""
     params = {"item_id": item_id, "claim_id": claim_id}
     return conn.execute(Q["shown"], params).fetchone() is not None
@@ -136,7 +136,7 @@ async def unshown(store: Store, item_id: int) -> list[int]:
     )
 
 
-def refuse_unshown_sync(conn: sqlite3.Connection, item_id: int, reason: str) -> int:
+def refuse_unshown_sync(conn: backend.Conn, item_id: int, reason: str) -> int:
     """Refuse the item's kept outputs that no draft shows; returns how many."""
     return conn.execute(Q["refuse_unshown"], {"item_id": item_id, "error": reason}).rowcount
 
@@ -154,6 +154,6 @@ async def reusable(
     )
 
 
-def prune_sync(conn: sqlite3.Connection, before: datetime, batch: int) -> int:
+def prune_sync(conn: backend.Conn, before: datetime, batch: int) -> int:
     """Delete up to `batch` outputs recorded before `before` whose claim is over."""
     return conn.execute(Q["prune"], {"cutoff": clock.to_ms(before), "batch": batch}).rowcount

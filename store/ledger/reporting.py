@@ -9,7 +9,7 @@ import sqlite3
 from dataclasses import dataclass
 from datetime import datetime
 
-from store import clock, sql
+from store import backend, clock, sql
 from store.ledger import budgets
 
 Q = sql.load("ledger_report")
@@ -29,7 +29,7 @@ class UncertainHold:
     since: datetime
 
     @classmethod
-    def from_row(cls, row: sqlite3.Row) -> UncertainHold:
+    def from_row(cls, row: backend.Row) -> UncertainHold:
         return cls(
             claim_id=row["id"],
             pipeline=row["pipeline"],
@@ -50,7 +50,7 @@ class PipelineSpend:
     claims: int
 
     @classmethod
-    def from_row(cls, row: sqlite3.Row) -> PipelineSpend:
+    def from_row(cls, row: backend.Row) -> PipelineSpend:
         return cls(row["pipeline"], row["spent_micros"], row["held_micros"], row["claims"])
 
 
@@ -62,18 +62,18 @@ class Report:
     pipelines: list[PipelineSpend]
 
 
-def _rows(conn: sqlite3.Connection, query: str, params: dict[str, object]) -> list[sqlite3.Row]:
+def _rows(conn: backend.Conn, query: str, params: dict[str, object]) -> list[backend.Row]:
     cursor = conn.execute(query, params)
     cursor.row_factory = sqlite3.Row
     return cursor.fetchall()
 
 
-def uncertain_sync(conn: sqlite3.Connection, limit: int = 50) -> list[UncertainHold]:
+def uncertain_sync(conn: backend.Conn, limit: int = 50) -> list[UncertainHold]:
     return [UncertainHold.from_row(row) for row in _rows(conn, Q["uncertain"], {"limit": limit})]
 
 
 def pipelines_by_spend_sync(
-    conn: sqlite3.Connection, now: datetime, period: budgets.Period = "month"
+    conn: backend.Conn, now: datetime, period: budgets.Period = "month"
 ) -> list[PipelineSpend]:
     since = clock.to_ms(budgets.period_start(budgets.check_period(period), now))
     return [
@@ -81,7 +81,7 @@ def pipelines_by_spend_sync(
     ]
 
 
-def report_sync(conn: sqlite3.Connection, now: datetime, uncertain_limit: int = 50) -> Report:
+def report_sync(conn: backend.Conn, now: datetime, uncertain_limit: int = 50) -> Report:
     return Report(
         budgets.current_sync(conn, now),
         uncertain_sync(conn, uncertain_limit),

@@ -14,11 +14,10 @@ truth and is spent; `overrun_micros` says so and an error alert is queued.
 from __future__ import annotations
 
 import json
-import sqlite3
 from dataclasses import dataclass
 from datetime import datetime
 
-from store import clock, errors, events, sql
+from store import backend, clock, errors, events, sql
 from store.ledger import budgets, claims
 from store.ledger.machine import ClaimState
 from store.ledger.prices import Usage
@@ -53,7 +52,7 @@ def _check_evidence(evidence: str) -> str:
 
 
 def complete_sync(
-    conn: sqlite3.Connection,
+    conn: backend.Conn,
     work_id: int,
     usage: Usage,
     actual_micros: int,
@@ -70,7 +69,7 @@ def complete_sync(
     claims.check_micros("actual_micros", actual_micros)
     _check_evidence(evidence)
     usage = Usage(*usage)
-    claim = claims.get_sync(conn, work_id)
+    claim = claims.lock_sync(conn, work_id)
     if claim.state == ClaimState.SETTLED:
         same = (claim.actual_micros, claim.evidence, claim.usage) == (
             actual_micros,
@@ -97,9 +96,7 @@ def complete_sync(
     return _settle(conn, claim, actual_micros, evidence, usage, "system", now)
 
 
-def _content_change(
-    conn: sqlite3.Connection, claim: claims.Claim, passed: str | None
-) -> str | None:
+def _content_change(conn: backend.Conn, claim: claims.Claim, passed: str | None) -> str | None:
     if claim.item_id is None:
         return None
     stored = claims.item_hash_sync(conn, claim.item_id)
@@ -117,7 +114,7 @@ def _overrun(claim: claims.Claim) -> int:
 
 
 def _settle(
-    conn: sqlite3.Connection,
+    conn: backend.Conn,
     claim: claims.Claim,
     actual: int,
     evidence: str,
@@ -151,7 +148,7 @@ def _settle(
 
 
 def reconcile_sync(
-    conn: sqlite3.Connection,
+    conn: backend.Conn,
     work_id: int,
     actual_micros: int,
     evidence: str,
@@ -166,7 +163,7 @@ def reconcile_sync(
     claims.check_micros("actual_micros", actual_micros)
     _check_evidence(evidence)
     events.check_actor(actor)
-    claim = claims.get_sync(conn, work_id)
+    claim = claims.lock_sync(conn, work_id)
     if claim.state == ClaimState.SETTLED:
         if claim.actual_micros == actual_micros:
             return Settlement(claim, replayed=True, overrun_micros=_overrun(claim))

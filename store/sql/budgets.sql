@@ -32,9 +32,12 @@ UPDATE budgets SET limit_micros = :limit_micros
  WHERE scope = :scope AND period = :period AND period_start = :period_start
 
 -- name: add_hold
--- Hold micros against a budget row.
+-- Hold micros against a budget row, only if spent + held stays within the limit: the
+-- check and the change are one statement, so writers at once never grant past it.
 UPDATE budgets SET held_micros = held_micros + :micros
  WHERE scope = :scope AND period = :period AND period_start = :period_start
+   AND spent_micros + held_micros + :micros <= limit_micros
+RETURNING *
 
 -- name: insert_claim_hold
 -- Record which budget row a claim holds against, and how much.

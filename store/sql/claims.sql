@@ -6,16 +6,22 @@ SELECT * FROM claims WHERE idem_hash = :idem_hash
 -- One claim by id.
 SELECT * FROM claims WHERE id = :id
 
+-- name: lock
+-- One claim by id, to decide on (PostgreSQL locks the row: see its override).
+SELECT * FROM claims WHERE id = :id
+
 -- name: item_hash
 -- The content hash of the item a claim drafts.
 SELECT content_hash FROM items WHERE id = :id
 
 -- name: insert
--- Create a claim in its initial state.
+-- Create a claim in its initial state; nothing when its idempotency hash has a row
+-- already (another writer began the same work first: the caller reads that row).
 INSERT INTO claims (idem_hash, request_digest, pipeline, item_id, item_hash, state,
                     provider_allowed, reserved_micros, lease_until, reason, created_at, updated_at)
 VALUES (:idem_hash, :request_digest, :pipeline, :item_id, :item_hash, :state,
         :provider_allowed, :reserved_micros, :lease_until, :reason, :now, :now)
+    ON CONFLICT (idem_hash) DO NOTHING
 RETURNING *
 
 -- name: move

@@ -9,6 +9,10 @@ RETURNING *
 -- One item by id.
 SELECT * FROM items WHERE id = :id
 
+-- name: lock
+-- One item by id, to decide on (PostgreSQL locks the row: see its override).
+SELECT * FROM items WHERE id = :id
+
 -- name: move
 -- Compare-and-set: move an item only if it is still where the caller saw it.
 UPDATE items

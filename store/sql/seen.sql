@@ -19,8 +19,8 @@ RETURNING item_id
 DELETE FROM seen_items WHERE pipeline = :pipeline AND scope = :scope AND item_id = :item_id
 
 -- name: scopes
--- Every (pipeline, scope) pair that has rows.
-SELECT DISTINCT pipeline, scope FROM seen_items
+-- Every (pipeline, scope) pair that has rows, in order.
+SELECT DISTINCT pipeline, scope FROM seen_items ORDER BY pipeline, scope
 
 -- name: sweep_batch
 -- Delete up to :batch rows of one scope seen before :before.

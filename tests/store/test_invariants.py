@@ -7,23 +7,21 @@ second writer races the first, and every automatic actor's move writes its one e
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import sqlite3
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
 
-from store import db, drafts, errors, events, items, ledger, sla
+from store import backend, db, drafts, errors, events, items, ledger, sla
 from store.ledger import claims
 from store.ledger import settle as ledger_settle
 from store.ledger.machine import ClaimState
 from store.ledger.prices import Usage
 from store.machine import State
-from tests import snapshot
+from tests import forger, snapshot
 
 FIELDS = {
     "id": 2,
@@ -67,19 +65,7 @@ async def _chain(store: db.Store, now: datetime, count: int) -> None:
         await items.create(store, "news", "feed", f"guid-{n}", {"n": n}, now)
 
 
-@contextlib.contextmanager
-def _behind_the_back(data_dir: Path) -> Iterator[sqlite3.Connection]:
-    """A raw connection with the append-only trigger dropped, as a forger would have."""
-    raw = sqlite3.connect(data_dir / "gatehouse.db", isolation_level=None)
-    raw.row_factory = sqlite3.Row
-    try:
-        raw.execute("DROP TRIGGER events_no_update")
-        yield raw
-    finally:
-        raw.close()
-
-
-def _forge(raw: sqlite3.Connection, event_id: int, **changes: object) -> str:
+def _forge(raw: backend.Conn, event_id: int, **changes: object) -> str:
     """Change an event's fields and give it the hash they call for; returns that hash.
     Its link is the previous event's hash unless `prev_hash` is among the changes."""
     row = dict(raw.execute("SELECT * FROM events WHERE id = ?", (event_id,)).fetchone())
@@ -92,20 +78,20 @@ def _forge(raw: sqlite3.Connection, event_id: int, **changes: object) -> str:
     return str(row["hash"])
 
 
-def _rewrite(data_dir: Path, event_id: int, *, fix_next_link: bool) -> None:
+def _rewrite(store: db.Store, event_id: int, *, fix_next_link: bool) -> None:
     """Edit one event behind the program's back, as someone covering their tracks would:
     its hash recomputed over the edit and the hash it chains to, and, with
     `fix_next_link`, the next event pointed at the forged hash."""
-    with _behind_the_back(data_dir) as raw:
+    with forger.raw(store, triggers=False) as raw:
         forged = _forge(raw, event_id, actor="operator:666")
         if fix_next_link:
             raw.execute("UPDATE events SET prev_hash = ? WHERE id = ?", (forged, event_id + 1))
 
 
-def _relink(data_dir: Path, event_id: int, prev_hash: str) -> None:
+def _relink(store: db.Store, event_id: int, prev_hash: str) -> None:
     """Point one event at another predecessor and recompute its hash to match: only the
     link check can tell."""
-    with _behind_the_back(data_dir) as raw:
+    with forger.raw(store, triggers=False) as raw:
         _forge(raw, event_id, prev_hash=prev_hash)
 
 
@@ -118,7 +104,7 @@ async def test_a_rewritten_event_with_its_own_hash_recomputed_breaks_the_next_li
     """Event N forged with a consistent hash: N+1's hash covers N's real hash, so N+1 breaks."""
     await _chain(store, now, 5)
     assert await events.verify_chain(store) == events.ChainReport(5, None)
-    _rewrite(data_dir, 3, fix_next_link=False)
+    _rewrite(store, 3, fix_next_link=False)
     assert await events.verify_chain(store) == events.ChainReport(3, events.BrokenLink(4, EDITED))
 
 
@@ -127,7 +113,7 @@ async def test_fixing_the_next_link_too_breaks_that_event_s_own_hash(
 ) -> None:
     """prev_hash is inside each hash: relinking event N+1 changes what its hash must be."""
     await _chain(store, now, 5)
-    _rewrite(data_dir, 3, fix_next_link=True)
+    _rewrite(store, 3, fix_next_link=True)
     assert await events.verify_chain(store) == events.ChainReport(3, events.BrokenLink(4, EDITED))
 
 
@@ -136,7 +122,7 @@ async def test_an_event_pointed_at_another_predecessor_breaks_the_link(
 ) -> None:
     """An event whose own hash is consistent but whose link is not: the link check names it."""
     await _chain(store, now, 5)
-    _relink(data_dir, 4, "0" * 64)
+    _relink(store, 4, "0" * 64)
     assert await events.verify_chain(store) == events.ChainReport(
         3, events.BrokenLink(4, "its prev_hash does not match the previous event's hash")
     )
@@ -271,16 +257,13 @@ async def test_a_second_writer_settling_a_claim_it_read_before_the_first_is_refu
     await ledger.complete(store, work.id, Usage(10, 10), 700, "req-1", None, now)
     before = await snapshot.tables(store)
 
-    second = sqlite3.connect(data_dir / "gatehouse.db", isolation_level=None)
-    try:
-        second.execute("BEGIN IMMEDIATE")
+    with forger.raw(store) as second:
+        second.execute("BEGIN")
         with pytest.raises(errors.Conflict, match="changed underneath its settlement"):
             ledger_settle._settle(
                 second, seen_by_second, 900, "req-2", Usage(10, 10), "system", now
             )
         second.execute("ROLLBACK")
-    finally:
-        second.close()
     assert await snapshot.tables(store) == before
     settled = await store.read(lambda c: claims.get_sync(c, work.id))
     assert (settled.state, settled.actual_micros, settled.evidence) == (
@@ -291,14 +274,13 @@ async def test_a_second_writer_settling_a_claim_it_read_before_the_first_is_refu
 
 
 async def test_an_appended_event_reads_back_field_for_field(store: db.Store, now: datetime) -> None:
-    def unit(conn: sqlite3.Connection) -> tuple[int, int]:
-        first = events.append(conn, "budget", "global/day", None, "limit:5", "cli", now)
-        second = events.append(
+    def unit(conn: backend.Conn) -> None:
+        events.append(conn, "budget", "global/day", None, "limit:5", "cli", now)
+        events.append(
             conn, "claim", 9, "started", "settled", "system", now, attempt=3, reason="paid"
         )
-        return first, second
 
-    assert await store.write(unit) == (1, 2)
+    await store.write(unit)
     (budget,) = await events.for_entity(store, "budget", "global/day")
     (claim,) = await events.for_entity(store, "claim", 9)
     assert budget == events.Event(

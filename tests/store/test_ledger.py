@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from datetime import datetime, timedelta
 from typing import Any
@@ -39,10 +40,10 @@ async def claim_events(store: db.Store, claim_id: int) -> list[tuple[str | None,
 async def alerts(store: db.Store) -> list[str]:
     rows = await store.read(
         lambda c: c.execute(
-            "SELECT payload ->> '$.text' FROM outbox WHERE kind = 'alert' ORDER BY id"
+            "SELECT payload FROM outbox WHERE kind = 'alert' ORDER BY id"
         ).fetchall()
     )
-    return [row[0] for row in rows]
+    return [json.loads(row[0])["text"] for row in rows]
 
 
 async def begin(
@@ -496,7 +497,9 @@ async def test_thresholds_queue_one_alert_each_per_period(store: db.Store, now: 
         "100% reached",
     ]
     levels = await store.read(
-        lambda c: [r[0] for r in c.execute("SELECT payload ->> '$.level' FROM outbox")]
+        lambda c: [
+            json.loads(r[0])["level"] for r in c.execute("SELECT payload FROM outbox ORDER BY id")
+        ]
     )
     assert levels == ["error", "warning", "warning", "error"]
     tomorrow = now + timedelta(days=1)

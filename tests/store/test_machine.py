@@ -12,7 +12,7 @@ import pytest
 
 from store import db, decisions, drafts, errors, events, items, machine, migrate, outbox, sla
 from store.machine import State
-from tests import snapshot
+from tests import forger, snapshot
 
 S = State
 
@@ -288,10 +288,8 @@ async def test_verify_chain_names_the_edited_row(
         item = await _item(store, now, f"guid-{n}")
         await items.transition(store, item.id, S.DRAFTING, "system", now)
     assert (await events.verify_chain(store)).ok
-    raw = sqlite3.connect(data_dir / "gatehouse.db", isolation_level=None)
-    raw.execute("DROP TRIGGER events_no_update")
-    raw.execute("UPDATE events SET actor = 'operator:666' WHERE id = 6")
-    raw.close()
+    with forger.raw(store, triggers=False) as raw:
+        raw.execute("UPDATE events SET actor = 'operator:666' WHERE id = 6")
     report = await events.verify_chain(store)
     assert report.broken is not None
     assert report.broken.event_id == 6
@@ -304,10 +302,8 @@ async def test_verify_chain_finds_a_deleted_row(
 ) -> None:
     for n in range(3):
         await _item(store, now, f"guid-{n}")
-    raw = sqlite3.connect(data_dir / "gatehouse.db", isolation_level=None)
-    raw.execute("DROP TRIGGER events_no_delete")
-    raw.execute("DELETE FROM events WHERE id = 2")
-    raw.close()
+    with forger.raw(store, triggers=False) as raw:
+        raw.execute("DELETE FROM events WHERE id = 2")
     report = await events.verify_chain(store)
     assert report.broken is not None and report.broken.event_id == 3
     assert "event 2 is missing" in str(report.broken)

@@ -17,6 +17,7 @@ import pytest
 from store import db, drafts, events, items, migrate, outbox, retention
 from store.ledger import outputs as llm_outputs
 from store.machine import State
+from tests import forger
 
 DAY = timedelta(days=1)
 
@@ -222,16 +223,13 @@ async def test_a_rewritten_event_still_breaks_the_chain_at_the_next_one(
             lambda c, n=n: events.append(c, "pipeline", "news", None, f"s{n}", "system", now)
         )
 
-    def forge(conn: sqlite3.Connection) -> None:
+    with forger.raw(store, triggers=False) as conn:
         [second] = [e for e in events.for_entity_sync(conn, "pipeline", "news") if e.id == 2]
         fields = {**second.__dict__, "to_state": "forged", "at": int(now.timestamp() * 1000)}
-        conn.execute("DROP TRIGGER events_no_update")
         conn.execute(
             "UPDATE events SET to_state = 'forged', hash = ? WHERE id = 2",
             (events.compute_hash(fields),),
         )
-
-    await store.write(forge)
     report = await events.verify_chain(store)
     assert report.broken is not None and report.broken.event_id == 3
     assert "edited" in str(report.broken)

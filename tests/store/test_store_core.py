@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from store import datadir, db, errors
+from store import datadir, db, errors, sqlite_store
 
 
 def _mode(path: Path) -> int:
@@ -25,7 +25,7 @@ async def test_creates_private_directory_and_files(data_dir: Path) -> None:
     previous = os.umask(0o022)  # a permissive process umask must not matter
     try:
         store = await db.Store.open(db.StoreConfig(data_dir=data_dir))
-        await store.write(lambda conn: conn.execute("CREATE TABLE t (x)"))
+        await store.write(lambda conn: conn.execute("CREATE TABLE t (x INTEGER)"))
         assert os.umask(0o022) == 0o022  # and the store leaves the process umask alone
         assert _mode(data_dir) == 0o700
         for name in ("gatehouse.db", "gatehouse.db-wal", "gatehouse.db-shm", "gatehouse.lock"):
@@ -35,6 +35,7 @@ async def test_creates_private_directory_and_files(data_dir: Path) -> None:
         os.umask(previous)
 
 
+@pytest.mark.sqlite_only  # the data directory's lock is SQLite's single writer
 async def test_second_instance_in_process_is_refused(store: db.Store, data_dir: Path) -> None:
     with pytest.raises(errors.LockHeld) as caught:
         await db.Store.open(db.StoreConfig(data_dir=data_dir))
@@ -42,6 +43,7 @@ async def test_second_instance_in_process_is_refused(store: db.Store, data_dir: 
     assert str(os.getpid()) in str(caught.value)
 
 
+@pytest.mark.sqlite_only  # the data directory's lock is SQLite's single writer
 async def test_second_process_exits_naming_the_holder(store: db.Store, data_dir: Path) -> None:
     script = (
         "import asyncio, sys\n"
@@ -91,9 +93,9 @@ async def test_group_or_world_accessible_data_dir_is_refused(tmp_path: Path, mod
 def test_pragma_mismatch_is_refused(tmp_path: Path) -> None:
     conn = sqlite3.connect(tmp_path / "raw.db")
     conn.execute("PRAGMA synchronous=OFF")
-    required = db.required_pragmas(db.StoreConfig(data_dir=tmp_path))
+    required = sqlite_store.required_pragmas(db.StoreConfig(data_dir=tmp_path))
     with pytest.raises(errors.PragmaMismatch) as caught:
-        db.check_pragmas(conn, required)
+        sqlite_store.check_pragmas(conn, required)
     message = str(caught.value)
     assert "journal_mode is 'delete', expected 'wal'" in message
     assert "synchronous is 0, expected 2" in message
@@ -101,6 +103,7 @@ def test_pragma_mismatch_is_refused(tmp_path: Path) -> None:
     conn.close()
 
 
+@pytest.mark.sqlite_only  # pragmas
 async def test_store_pragmas_hold_after_open(store: db.Store) -> None:
     def read(conn: sqlite3.Connection) -> tuple[str, int]:
         return conn.execute("PRAGMA journal_mode").fetchone()[0], conn.execute(
@@ -120,12 +123,12 @@ async def test_normal_synchronous_by_setting(data_dir: Path) -> None:
 
 
 async def test_readers_cannot_write(store: db.Store) -> None:
-    with pytest.raises(errors.StoreError, match="readonly"):
-        await store.read(lambda conn: conn.execute("CREATE TABLE nope (x)"))
+    with pytest.raises(errors.StoreError, match=r"read-?only"):
+        await store.read(lambda conn: conn.execute("CREATE TABLE nope (x INTEGER)"))
 
 
 async def test_reads_do_not_queue_behind_writes(store: db.Store) -> None:
-    await store.write(lambda conn: conn.execute("CREATE TABLE t (x)"))
+    await store.write(lambda conn: conn.execute("CREATE TABLE t (x INTEGER)"))
     await store.write(lambda conn: conn.execute("INSERT INTO t VALUES (1)"))
     release = threading.Event()
 
@@ -171,6 +174,7 @@ async def test_constraint_violation_is_translated(store: db.Store) -> None:
         await store.write(lambda conn: conn.execute("INSERT INTO t VALUES (NULL)"))
 
 
+@pytest.mark.sqlite_only  # max_page_count
 async def test_disk_full_rolls_back_everything(store: db.Store) -> None:
     await store.write(lambda conn: conn.execute("CREATE TABLE t (x BLOB)"))
     pages = await store.write(lambda conn: conn.execute("PRAGMA page_count").fetchone()[0])
@@ -188,6 +192,7 @@ async def test_disk_full_rolls_back_everything(store: db.Store) -> None:
     await store.write(lambda conn: conn.execute("INSERT INTO t VALUES (x'00')"))
 
 
+@pytest.mark.sqlite_only  # the WAL file
 async def test_checkpoint_truncates_the_wal(store: db.Store) -> None:
     await store.write(lambda conn: conn.execute("CREATE TABLE t (x BLOB)"))
     for _ in range(20):
@@ -202,7 +207,7 @@ async def test_idle_checkpointer_runs_by_itself(data_dir: Path) -> None:
     config = db.StoreConfig(data_dir=data_dir, checkpoint_every_s=0.05, wal_max_bytes=1)
     opened = await db.Store.open(config)
     try:
-        await opened.write(lambda conn: conn.execute("CREATE TABLE t (x)"))
+        await opened.write(lambda conn: conn.execute("CREATE TABLE t (x INTEGER)"))
         assert opened.wal_bytes() > 0
         for _ in range(100):
             if opened.wal_bytes() == 0:
@@ -214,9 +219,9 @@ async def test_idle_checkpointer_runs_by_itself(data_dir: Path) -> None:
 
 
 async def test_readonly_store_reads_beside_the_writer(store: db.Store, data_dir: Path) -> None:
-    await store.write(lambda conn: conn.execute("CREATE TABLE t (x)"))
+    await store.write(lambda conn: conn.execute("CREATE TABLE t (x INTEGER)"))
     await store.write(lambda conn: conn.execute("INSERT INTO t VALUES (7)"))
-    reader = await db.Store.open(db.StoreConfig(data_dir=data_dir), readonly=True)
+    reader = await db.Store.open(store.config, readonly=True)
     try:
         assert await reader.read(lambda c: c.execute("SELECT x FROM t").fetchone()[0]) == 7
         with pytest.raises(errors.StoreError, match="read-only"):
@@ -243,11 +248,12 @@ async def _values(store: db.Store) -> list[int]:
     return await store.read(lambda c: [r[0] for r in c.execute("SELECT x FROM t ORDER BY x")])
 
 
+@pytest.mark.sqlite_only  # group commit
 async def test_a_failed_group_commit_fails_every_caller_in_it_and_writes_nothing(
     store: db.Store,
 ) -> None:
     """Disk full inside a shared transaction: SQLite drops all of it, so every unit fails."""
-    await store.write(lambda conn: conn.execute("CREATE TABLE t (x)"))
+    await store.write(lambda conn: conn.execute("CREATE TABLE t (x INTEGER)"))
     pages = await store.write(lambda conn: conn.execute("PRAGMA page_count").fetchone()[0])
 
     def fill(conn: sqlite3.Connection) -> None:
@@ -290,7 +296,7 @@ async def test_a_caller_cancelled_while_its_unit_runs_still_gets_it_committed(
     store: db.Store,
 ) -> None:
     """The unit is already inside the transaction: it commits, and nobody is told."""
-    await store.write(lambda conn: conn.execute("CREATE TABLE t (x)"))
+    await store.write(lambda conn: conn.execute("CREATE TABLE t (x INTEGER)"))
     started, release = threading.Event(), threading.Event()
     caller = asyncio.create_task(store.write(_blocking(1, started, release)))
     await _until(started)
@@ -302,8 +308,9 @@ async def test_a_caller_cancelled_while_its_unit_runs_still_gets_it_committed(
     assert await _values(store) == [1, 2]
 
 
+@pytest.mark.sqlite_only  # one writer's queue
 async def test_a_caller_cancelled_while_queued_never_runs(store: db.Store) -> None:
-    await store.write(lambda conn: conn.execute("CREATE TABLE t (x)"))
+    await store.write(lambda conn: conn.execute("CREATE TABLE t (x INTEGER)"))
     started, release = threading.Event(), threading.Event()
     first = asyncio.create_task(store.write(_blocking(1, started, release)))
     await _until(started)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from store import db, errors
+from store import db, errors, sqlite_store
 
 BOUND = 4 * 1024 * 1024
 
@@ -32,7 +32,7 @@ async def test_the_writer_runs_with_the_bound_as_its_journal_size_limit(data_dir
             ]
         )
         assert pragmas == [3 * 1024 * 1024, 0]
-        assert db.required_pragmas(config)["journal_size_limit"] == 3 * 1024 * 1024
+        assert sqlite_store.required_pragmas(config)["journal_size_limit"] == 3 * 1024 * 1024
     finally:
         await store.close()
 
@@ -41,7 +41,7 @@ def test_a_wrong_journal_size_limit_stops_startup(tmp_path: Path) -> None:
     conn = sqlite3.connect(tmp_path / "x.db")
     conn.execute("PRAGMA journal_size_limit=5")
     with pytest.raises(errors.PragmaMismatch, match="journal_size_limit is 5, expected 1024"):
-        db.check_pragmas(conn, {"journal_size_limit": 1024})
+        sqlite_store.check_pragmas(conn, {"journal_size_limit": 1024})
 
 
 async def test_steady_writes_keep_the_wal_under_its_bound(small_wal: db.Store) -> None:

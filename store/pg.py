@@ -1,0 +1,297 @@
+"""The PostgreSQL store: the same units on psycopg 3 connections, several writers at once.
+
+`db.Store.open(config)` returns this store when `config.database_url` is set. Each
+lane is a thread owning one synchronous psycopg connection (autocommit, so a unit's
+`BEGIN ... COMMIT` is explicit as on SQLite; `prepare_threshold=None`, so it works
+behind PgBouncer in transaction mode). A write takes a free lane and runs there as
+one READ COMMITTED transaction: a few run at once, here and in other processes, so
+the repositories lock what they decide on (see DESIGN.md, Scale-out). A unit that
+loses a deadlock or a serialization check runs again from the start, as the
+SQLite writer already may: units are database work only.
+
+A unit's audit events are linked into the chain at its commit, under a transaction
+advisory lock (`events.link`); taking that lock earlier would hold every other
+writer's events behind this unit's remaining work, and could deadlock with row locks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from store import backend, db, errors, events, migrate, sql, writer
+from store.lanes import Lane
+
+if TYPE_CHECKING:
+    import psycopg
+    from psycopg.rows import RowMaker
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+#: The advisory lock key that orders appends to the events chain (any constant works;
+#: this one spells "gh-chain" so it is recognisable in pg_locks).
+CHAIN_LOCK = 0x67682D636861696E
+#: The advisory lock key under which one process applies migrations ("gh-migrt").
+MIGRATE_LOCK = 0x67682D6D69677274
+MIGRATIONS_DIR = sql.POSTGRES_DIR / "migrations"
+#: Times a unit runs when it keeps losing deadlocks or serialization checks.
+ATTEMPTS = 5
+#: Read lanes see each statement's own snapshot, as SQLite's readers do; a read unit
+#: that wants one snapshot for several statements opens BEGIN itself.
+_READER_SETUP = (
+    "SET default_transaction_read_only = on",
+    "SET default_transaction_isolation = 'repeatable read'",
+)
+
+
+class Row:
+    """A result row: by index, by column name, `dict(row)` and unpacking."""
+
+    __slots__ = ("_index", "_values")
+
+    def __init__(self, values: tuple[Any, ...], index: Mapping[str, int]) -> None:
+        self._values = values
+        self._index = index
+
+    def __getitem__(self, key: int | str) -> Any:
+        if isinstance(key, str):
+            return self._values[self._index[key]]
+        return self._values[key]
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._values)
+
+    def __eq__(self, other: object) -> bool:
+        return tuple(self) == (tuple(other) if isinstance(other, Row) else other)
+
+    def __hash__(self) -> int:
+        return hash(self._values)
+
+    def __repr__(self) -> str:
+        return f"Row{self._values!r}"
+
+    def keys(self) -> list[str]:
+        return list(self._index)
+
+
+def _row_factory(cursor: Any) -> RowMaker[Row]:
+    names = [column.name for column in cursor.description or ()]
+    index = {name: i for i, name in enumerate(names)}
+    return lambda values: Row(tuple(values), index)
+
+
+class Cursor:
+    """One statement's results, shaped as sqlite3's cursor for the units."""
+
+    #: Rows always allow names here; a unit's `cursor.row_factory = sqlite3.Row` is moot.
+    row_factory: Any = None
+
+    def __init__(self, cursor: psycopg.Cursor[Row]) -> None:
+        self._cursor = cursor
+
+    @property
+    def rowcount(self) -> int:
+        return self._cursor.rowcount
+
+    def fetchone(self) -> Any:
+        return self._cursor.fetchone() if self._cursor.description else None
+
+    def fetchall(self) -> list[Any]:
+        return self._cursor.fetchall() if self._cursor.description else []
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.fetchall())
+
+
+class Conn:
+    """A psycopg connection that runs the store's named SQL (`backend.Conn`)."""
+
+    def __init__(self, raw: psycopg.Connection[Row]) -> None:
+        self.raw = raw
+        #: Events the running unit appended, linked into the chain at its commit.
+        self.pending_events: list[dict[str, object]] = []
+
+    def execute(self, query: str, parameters: Any = None, /) -> Cursor:
+        # Always with parameters, so psycopg reads `%%` as `%` whether or not any are used.
+        return Cursor(self.raw.execute(sql.postgres(query), parameters or {}))
+
+    def executemany(self, query: str, parameters: Iterable[Any], /) -> Cursor:
+        cursor = self.raw.cursor()
+        cursor.executemany(sql.postgres(query), parameters)
+        return Cursor(cursor)
+
+    def script(self, text: str) -> None:
+        """Run several statements at once, as written (a migration)."""
+        self.raw.execute(text.encode())
+
+    @property
+    def in_transaction(self) -> bool:
+        from psycopg import pq
+
+        return self.raw.info.transaction_status != pq.TransactionStatus.IDLE
+
+    def close(self) -> None:
+        self.raw.close()
+
+
+def connect(url: str, *, reader: bool = False) -> Conn:
+    import psycopg
+
+    raw = psycopg.connect(url, autocommit=True, prepare_threshold=None, row_factory=_row_factory)
+    for setting in _READER_SETUP if reader else ():
+        raw.execute(setting)
+    return Conn(raw)
+
+
+def transaction(conn: Conn, unit: Callable[[Conn], T]) -> T:
+    """Run `unit(conn)` in one transaction; link its events into the chain at commit."""
+    conn.pending_events.clear()
+    conn.execute("BEGIN")
+    try:
+        result = unit(conn)
+        if conn.pending_events:
+            conn.execute("SELECT pg_advisory_xact_lock(:key)", {"key": CHAIN_LOCK})
+            events.link(conn, conn.pending_events)
+        conn.execute("COMMIT")
+        return result
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    finally:
+        conn.pending_events.clear()
+
+
+def apply_migrations(conn: Conn, directory: Path = MIGRATIONS_DIR) -> list[int]:
+    """Apply each missing migration in its own transaction, numbered as SQLite's.
+
+    Several workers may start at once: each migration runs under an advisory lock,
+    and whoever takes it second finds the migration applied.
+    """
+    migrations = migrate.discover(directory)
+    newest_known = migrations[-1].version if migrations else 0
+    applied = []
+    for migration in migrations:
+        with _migrating(conn, migration) as done:
+            if max(done, default=0) > newest_known:
+                raise errors.MigrationError(
+                    f"the database is at schema version {max(done)}, newer than this "
+                    f"gatehouse knows ({newest_known}); upgrade gatehouse instead"
+                )
+            if migration.version in done:
+                continue
+            conn.script(migration.path.read_text(encoding="utf-8"))
+            conn.execute(
+                "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+                # Wall-clock bookkeeping only; nothing reads it back into logic.
+                (migration.version, migration.name, int(time.time() * 1000)),
+            )
+            applied.append(migration.version)
+    return applied
+
+
+@contextlib.contextmanager
+def _migrating(conn: Conn, migration: migrate.Migration) -> Iterator[set[int]]:
+    """One migration's transaction, under the lock; yields the versions applied."""
+    conn.execute("BEGIN")
+    try:
+        conn.execute("SELECT pg_advisory_xact_lock(:key)", {"key": MIGRATE_LOCK})
+        conn.execute(migrate.BOOKKEEPING.replace("INTEGER", "BIGINT"))
+        yield {row[0] for row in conn.execute("SELECT version FROM schema_migrations")}
+        conn.execute("COMMIT")
+    except BaseException as exc:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        translated = errors.translate_postgres(exc) if isinstance(exc, Exception) else None
+        if translated is not None:
+            raise errors.MigrationError(
+                f"migration {migration.path.name} failed: {translated}"
+            ) from exc
+        raise
+
+
+def _retryable(exc: errors.StoreError) -> bool:
+    return exc.sqlstate in ("40001", "40P01")  # serialization_failure, deadlock_detected
+
+
+class PgStore(db.Store):
+    """The store in a PostgreSQL database shared by any number of gatehouse processes."""
+
+    dialect = "postgres"
+
+    def __init__(self, config: db.StoreConfig, readonly: bool) -> None:
+        super().__init__(config, readonly)
+        translate = errors.translate_postgres
+        count = 0 if readonly else config.writers
+        self._writers: list[Lane[Conn]] = [
+            Lane(f"store-pg-writer-{i}", translate) for i in range(count)
+        ]
+        self._free: asyncio.Queue[Lane[Conn]] = asyncio.Queue()
+        self._readers: list[Lane[Conn]] = [
+            Lane(f"store-pg-reader-{i}", translate) for i in range(config.readers)
+        ]
+        self._next_reader = 0
+
+    @property
+    def _url(self) -> str:
+        assert self.config.database_url, "PgStore opens only with a database URL"
+        return self.config.database_url
+
+    async def _open(self) -> None:
+        url = self._url
+        for lane in self._writers:
+            await lane.open(lambda: connect(url))
+            self._free.put_nowait(lane)
+        if self._writers:
+            await self._writers[0].run(apply_migrations)
+        for lane in self._readers:
+            await lane.open(lambda: connect(url, reader=True))
+
+    async def _write(self, unit: Callable[[backend.Conn], T]) -> T:
+        lane = await self._free.get()
+        # Shielded: a caller who stops waiting leaves the unit to finish (or roll back)
+        # on its lane, which returns to the pool only then.
+        return await asyncio.shield(asyncio.ensure_future(self._run_on(lane, unit)))
+
+    async def _run_on(self, lane: Lane[Conn], unit: Callable[[backend.Conn], T]) -> T:
+        try:
+            for attempt in range(1, ATTEMPTS + 1):
+                try:
+                    result = await lane.run(transaction, unit)
+                except errors.StoreError as exc:
+                    self.faults.failed(exc)
+                    if attempt == ATTEMPTS or not _retryable(exc):
+                        raise
+                    log.info("a write lost a %s; running it again", exc.sqlstate)
+                    continue
+                self.faults.committed(full_too=True)
+                return result
+            raise AssertionError("the loop returns or raises")
+        finally:
+            self._free.put_nowait(lane)
+
+    async def read(self, query: Callable[[backend.Conn], T]) -> T:
+        """Run `query(conn)` on a read-only connection (each statement its own snapshot)."""
+        lane = self._readers[self._next_reader % len(self._readers)]
+        self._next_reader += 1
+        return await lane.run(query)
+
+    async def measure_room(self) -> int:
+        """The server's disk is not visible from here: a "full" fault ends at the next
+        commit instead, so this reports room only while there is no such fault."""
+        full = self.faults.current is not None and self.faults.current.kind == "full"
+        return 0 if full else writer.ROOM_BYTES
+
+    async def close(self) -> None:
+        for lane in [*self._writers, *self._readers]:
+            with contextlib.suppress(errors.StoreError):
+                await lane.close()

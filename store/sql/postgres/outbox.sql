@@ -1,0 +1,54 @@
+-- name: due
+-- Pending rows of one kind whose time has come, oldest first (a card with its draft's
+-- text): one range of outbox_due, so a backlog of another kind is never read.
+SELECT o.*, d.text AS draft_text FROM outbox o
+  LEFT JOIN drafts d
+    ON o.kind = 'card' AND d.item_id = o.item_id
+   AND d.version = CAST(CAST(o.payload AS json) ->> 'version' AS bigint)
+ WHERE o.state = 'pending' AND o.kind = :kind AND o.next_attempt_at <= :now
+ ORDER BY o.id LIMIT :limit
+
+-- name: get
+-- One row (a card with its draft's text).
+SELECT o.*, d.text AS draft_text FROM outbox o
+  LEFT JOIN drafts d
+    ON o.kind = 'card' AND d.item_id = o.item_id
+   AND d.version = CAST(CAST(o.payload AS json) ->> 'version' AS bigint)
+ WHERE o.id = :id
+
+-- name: waiting
+-- Pending rows of these kinds not due yet whose last error starts with :prefix, oldest
+-- first (a card with its draft's text).
+SELECT o.*, d.text AS draft_text FROM outbox o
+  LEFT JOIN drafts d
+    ON o.kind = 'card' AND d.item_id = o.item_id
+   AND d.version = CAST(CAST(o.payload AS json) ->> 'version' AS bigint)
+ WHERE o.state = 'pending' AND o.next_attempt_at > :now
+   AND o.kind IN (SELECT value FROM json_array_elements_text(CAST(:kinds AS json)))
+   AND o.last_error LIKE CAST(:prefix AS text) || '%'
+ ORDER BY o.id LIMIT :limit
+
+-- name: next_due
+-- When the earliest pending row of these kinds is due (NULL: none pending).
+SELECT min(next_attempt_at) FROM outbox
+ WHERE state = 'pending'
+   AND kind IN (SELECT value FROM json_array_elements_text(CAST(:kinds AS json)))
+
+-- name: for_item
+-- An item's outbox rows of one kind, newest first (cards with their draft's text).
+SELECT o.*, d.text AS draft_text FROM outbox o
+  LEFT JOIN drafts d
+    ON o.kind = 'card' AND d.item_id = o.item_id
+   AND d.version = CAST(CAST(o.payload AS json) ->> 'version' AS bigint)
+ WHERE o.item_id = :item_id AND o.kind = :kind ORDER BY o.id DESC
+
+-- name: prune_sent
+-- Sent messages older than the cutoff whose item (if any) ended before it too; dispatch
+-- rows are kept.
+DELETE FROM outbox WHERE id IN (
+    SELECT o.id FROM outbox o LEFT JOIN items i ON i.id = o.item_id
+     WHERE o.state = 'sent' AND o.kind != 'dispatch' AND o.sent_at < :cutoff
+       AND (o.item_id IS NULL
+            OR (i.state IN (SELECT value FROM json_array_elements_text(CAST(:ended AS json)))
+                AND i.last_transition_at < :cutoff))
+     ORDER BY o.sent_at LIMIT :batch)

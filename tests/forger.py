@@ -1,0 +1,36 @@
+"""A raw connection to a store's database, on either backend, for tests that play
+someone working behind the program's back (or a second writer it does not know of).
+
+    with forger.raw(store, triggers=False) as conn:
+        conn.execute("UPDATE events SET actor = 'operator:666' WHERE id = ?", (6,))
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from collections.abc import Iterator
+
+from store import backend, db, pg
+
+
+@contextlib.contextmanager
+def raw(store: db.Store, *, triggers: bool = True) -> Iterator[backend.Conn]:
+    """An autocommit connection of its own; `triggers=False` switches the append-only
+    triggers off for it alone, as a forger with the database's files or superuser would."""
+    if store.dialect == "postgres":
+        assert store.config.database_url
+        conn: backend.Conn = pg.connect(store.config.database_url)
+        if not triggers:
+            conn.execute("SET session_replication_role = replica")  # no trigger fires
+    else:
+        lite = sqlite3.connect(store.config.db_path, isolation_level=None)
+        lite.row_factory = sqlite3.Row
+        if not triggers:
+            lite.execute("DROP TRIGGER events_no_update")
+            lite.execute("DROP TRIGGER events_no_delete")
+        conn = lite
+    try:
+        yield conn
+    finally:
+        conn.close()  # type: ignore[attr-defined]
