@@ -19,7 +19,7 @@ from store.items import Item
 from store.machine import State
 
 
-class NotAllowed(errors.StoreError):
+class NotAllowed(errors.Refused):
     """This operator may not decide on this pipeline's drafts."""
 
 
