@@ -31,7 +31,7 @@ from pipelines import approval, config, sources
 from pipelines.drafting import base as drafters
 from pipelines.sources import base
 from pipelines.text import similarity
-from store import backend, clock, drafts, errors, items, outbox, runs, schedules, seen, sql
+from store import backend, drafts, errors, items, outbox, runs, schedules, seen
 from store import text as store_text
 from store.db import Store
 from store.items import Item
@@ -302,16 +302,9 @@ class Engine:
 
     async def _approved_recently(self, pipeline: config.Pipeline, now: datetime) -> similarity.Gate:
         """The duplicate gate over the drafts approved in the window, built in a thread."""
-        since = clock.to_ms(now - timedelta(days=pipeline.dedup.duplicate_window_days))
-        params = {
-            "pipeline": pipeline.name,
-            "since": since,
-            "exclude": -1,
-            "limit": DUPLICATE_LOOKBACK,
-        }
-        query = sql.load("items")["approved_since"]
-        rows = await self.store.read(lambda conn: conn.execute(query, params).fetchall())
-        earlier = [similarity.Earlier(row[0], row[2], frozenset({row[1]})) for row in rows]
+        since = now - timedelta(days=pipeline.dedup.duplicate_window_days)
+        found = await items.approved_since(self.store, pipeline.name, since, DUPLICATE_LOOKBACK)
+        earlier = [similarity.Earlier(a.item_id, a.text, frozenset({a.source_id})) for a in found]
         # Fingerprinting up to DUPLICATE_LOOKBACK drafts once per tick takes tens of ms.
         return await asyncio.to_thread(similarity.Gate, earlier)
 

@@ -76,6 +76,19 @@ class Item:
         return parsed
 
 
+@dataclass(frozen=True)
+class Approved:
+    """An approved (or dispatched) item's source id and the text of its draft."""
+
+    item_id: int
+    source_id: str
+    text: str
+
+    @classmethod
+    def from_row(cls, row: backend.Row) -> Approved:
+        return cls(item_id=row["id"], source_id=row["source_id"], text=row["text"])
+
+
 def content_hash(payload: dict[str, Any]) -> str:
     """A stable hash of what was fetched: the ledger re-checks it before settling."""
     canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
@@ -346,6 +359,20 @@ async def in_state(
 ) -> list[Item]:
     """Items in one state, the longest-waiting first."""
     return await store.read(lambda conn: in_state_sync(conn, state, pipeline, limit))
+
+
+async def approved_since(
+    store: Store, pipeline: str, since: datetime, limit: int
+) -> list[Approved]:
+    """A pipeline's drafts approved or dispatched since `since`, the newest first."""
+    params = {"pipeline": pipeline, "since": clock.to_ms(since), "exclude": -1, "limit": limit}
+
+    def query(conn: backend.Conn) -> list[Approved]:
+        cursor = conn.execute(Q["approved_since"], params)
+        cursor.row_factory = sqlite3.Row
+        return [Approved.from_row(row) for row in cursor.fetchall()]
+
+    return await store.read(query)
 
 
 async def counts(

@@ -249,6 +249,11 @@ async def for_item(store: Store, item_id: int, kind: Kind) -> list[Row]:
     return await store.read(lambda conn: for_item_sync(conn, item_id, kind))
 
 
+async def dispatches(store: Store) -> list[Row]:
+    """Every dispatch row sent or still pending, oldest first."""
+    return await store.read(lambda conn: _rows(conn, Q["dispatches"], {}))
+
+
 def prune_sent_sync(conn: backend.Conn, before: datetime, batch: int) -> int:
     """Delete up to `batch` messages sent before `before` whose item has ended."""
     params = {"cutoff": clock.to_ms(before), "batch": batch, "ended": _ENDED}

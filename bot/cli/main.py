@@ -42,13 +42,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from bot import control, maintenance, storage_alarm
+from bot import control, storage_alarm
 from bot import settings as settings_mod
 from bot.cli import output as cli_output
 from bot.cli import writes as cli_writes
 from pipelines import config
 from pipelines import operations as views
-from store import datadir, db, errors, info, writer
+from store import backup, datadir, db, errors, info, writer
 from store.ledger import budgets
 
 if TYPE_CHECKING:
@@ -153,7 +153,7 @@ def cmd_backup(cfg: settings_mod.Settings, args: argparse.Namespace, now: dateti
             shown[0] = pct
             cli_output.progress(f"backup: {pct}% ({done}/{total} pages)")
 
-    result = read(cfg, lambda store: maintenance.backup(store, args.path, step))
+    result = read(cfg, lambda store: backup.backup(store, args.path, step))
     cli_output.emit(args, result, lambda: cli_output.backup(result))
     return 0
 
@@ -163,7 +163,7 @@ def cmd_reconcile(cfg: settings_mod.Settings, args: argparse.Namespace, now: dat
     known = pipelines(cfg)
     reports = read(
         cfg,
-        lambda store: maintenance.reconcile(
+        lambda store: views.reconcile(
             store, known, backfill=args.backfill, prune=args.prune, progress=cli_output.progress
         ),
     )
@@ -451,7 +451,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (*USAGE_ERRORS, ValueError, cli_writes.Refused, control.NoAnswer) as exc:
         print(f"gatehouse {args.command}: {exc}", file=sys.stderr)
         return 2
-    except (errors.StoreError, maintenance.BackupFailed) as exc:
+    except errors.StoreError as exc:
         # The store itself failed (busy, corrupt, full): not the caller's usage, same code.
         print(f"gatehouse {args.command}: {exc}", file=sys.stderr)
         return 2

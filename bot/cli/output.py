@@ -15,8 +15,9 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from bot import maintenance, render, storage_alarm
+from bot import render, storage_alarm
 from pipelines import operations as views
+from store import backup as store_backup
 from store import events, info, items, ledger, runs
 from store.ledger import budgets
 
@@ -178,7 +179,7 @@ def audit(report: events.ChainReport) -> str:
     )
 
 
-def backup(result: maintenance.BackupResult) -> str:
+def backup(result: store_backup.BackupResult) -> str:
     total = sum(result.rows.values())
     return (
         f"backup written to {result.path}: {result.size_bytes / 1024:.0f} KiB, "
@@ -187,7 +188,7 @@ def backup(result: maintenance.BackupResult) -> str:
     )
 
 
-def reconcile(reports: Sequence[maintenance.FolderReport]) -> str:
+def reconcile(reports: Sequence[views.FolderReport]) -> str:
     if not reports:
         return "no pipeline dispatches to files: nothing to reconcile"
     lines = []

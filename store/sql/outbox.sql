@@ -76,3 +76,10 @@ DELETE FROM outbox WHERE id IN (
             OR (i.state IN (SELECT value FROM json_each(:ended))
                 AND i.last_transition_at < :cutoff))
      ORDER BY o.sent_at LIMIT :batch)
+
+-- name: dispatches
+-- Dispatch rows sent or still pending, oldest first (reconcile compares dispatch
+-- folders with them); a dispatch row has no card text.
+SELECT o.*, NULL AS draft_text FROM outbox o
+ WHERE o.kind = 'dispatch' AND o.state IN ('sent', 'pending')
+ ORDER BY o.id
