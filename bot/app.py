@@ -53,13 +53,6 @@ POLL_TIMEOUT_S = 10
 RATE_LIMIT_RETRIES = 1
 #: The first wait before the command menu is tried again (seconds; doubles, capped).
 MENU_FIRST_RETRY_S = 2.0
-#: Store errors that mean "fix the setup", answered with exit code 2.
-STARTUP_ERRORS = (
-    errors.DataDirError,
-    errors.LockHeld,
-    errors.PragmaMismatch,
-    errors.MigrationError,
-)
 ALLOWED_UPDATES = [Update.MESSAGE, Update.CALLBACK_QUERY]
 #: Waits between getMe attempts while Telegram is unreachable: doubling from the first
 #: to the cap (seconds), so a network that comes back is noticed within the cap.
@@ -348,7 +341,7 @@ def main(
     try:
         with contextlib.suppress(KeyboardInterrupt):
             asyncio.run(run(cfg, token))
-    except (*STARTUP_ERRORS, TokenRejected) as e:
+    except (*errors.STARTUP_ERRORS, TokenRejected) as e:
         print(f"gatehouse: {e}", file=sys.stderr)
         return 2
     except errors.StoreError as e:  # the store failed while starting (full, corrupt, ...)

@@ -59,7 +59,7 @@ class NoAnswer(Exception):
     """The request was sent but no answer came back: it may or may not have taken effect."""
 
 
-class Refused(Exception):
+class Refused(errors.Refused):
     """The bot answered and refused the request; the message says why."""
 
     def __init__(self, message: str, kind: str) -> None:
@@ -231,7 +231,7 @@ async def _answer(runtime: Any, line: bytes) -> dict[str, Any]:
         result = await handler(runtime, args)
     except views.Invalid as exc:
         return _error(str(exc), "invalid")
-    except (errors.NotFound, errors.IllegalTransition, errors.Conflict) as exc:
+    except errors.Refused as exc:
         return _error(str(exc), "refused")
     except (KeyError, TypeError, ValueError) as exc:
         return _error(f"bad arguments for {op}: {exc}", "invalid")

@@ -25,7 +25,6 @@ from pipelines import operations as views
 from pipelines import workers as workers_mod
 from pipelines.scheduler import Scheduler
 from pipelines.text import telegram as telegram_text
-from pipelines.text import validation
 from store import decisions, errors, events, items, outbox, prompts
 from store.db import Store
 from store.machine import State
@@ -147,7 +146,7 @@ def command(
             await fn(update, context, found, found.clock())
         except BadInput as exc:
             await reply(update, str(exc))
-        except (errors.NotFound, errors.IllegalTransition, errors.Conflict, views.Invalid) as exc:
+        except errors.Refused as exc:
             await reply(update, render.esc(exc))
 
     handler.__doc__ = fn.__doc__
@@ -297,7 +296,7 @@ async def tap(update: Update, context: Context) -> None:
             await _ask_for_edit(query, d, item, button)
         else:
             await _replay(query, d, item, button, now)
-    except (errors.Conflict, errors.IllegalTransition, errors.NotFound, approval.NotAllowed) as exc:
+    except errors.Refused as exc:
         await query.answer(_short(str(exc)), show_alert=True)
 
 
@@ -378,7 +377,7 @@ async def edit_reply(update: Update, context: Context) -> None:
         draft = await approval.edit(
             d.store, pipeline, item_id, version, message.text or "", message.from_user.id, d.clock()
         )
-    except (validation.InvalidDraft, errors.Conflict, errors.IllegalTransition) as exc:
+    except errors.Refused as exc:
         await message.reply_text(f"Not saved: {exc}")
         return
     await prompts.forget(d.store, message.chat_id, prompt_id)

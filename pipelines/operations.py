@@ -27,6 +27,7 @@ from pipelines.dispatch import file as dispatch_file
 from store import (
     backend,
     drafts,
+    errors,
     events,
     items,
     ledger,
@@ -63,7 +64,7 @@ MAX_ID = 2**63 - 1
 MAX_SWEEP_DAYS = 36_500
 
 
-class Invalid(ValueError):
+class Invalid(errors.Refused, ValueError):
     """An argument is not valid; the message says what is."""
 
 

@@ -50,6 +50,11 @@ class MigrationError(StoreError):
     """A schema migration failed; the database is unchanged by it."""
 
 
+#: Errors that mean "fix the setup" (the data directory, another process, the database's
+#: settings or schema): the bot and the CLI stop with exit code 2 and the message.
+STARTUP_ERRORS = (DataDirError, LockHeld, PragmaMismatch, MigrationError)
+
+
 class TimestampOutOfRange(StoreError, ValueError):
     """A timestamp lies outside 1970-01-01..9999-12-31 UTC or has no timezone."""
 

@@ -55,17 +55,8 @@ if TYPE_CHECKING:
     from pipelines import dryrun, preflight
 
 T = TypeVar("T")
-#: Store errors that mean "fix the setup" or "bad argument": exit code 2.
-USAGE_ERRORS = (
-    errors.DataDirError,
-    errors.LockHeld,
-    errors.PragmaMismatch,
-    errors.MigrationError,
-    errors.NotFound,
-    errors.IllegalTransition,
-    errors.Conflict,
-    views.Invalid,
-)
+#: Errors that mean "fix the setup" or "cannot be done as asked": exit code 2.
+USAGE_ERRORS = (*errors.STARTUP_ERRORS, errors.Refused, ValueError, control.NoAnswer)
 #: How long health and status wait for the running bot's answer (seconds).
 PING_TIMEOUT_S = 3.0
 
@@ -448,7 +439,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return table[args.command](cfg, args, datetime.now(UTC))
-    except (*USAGE_ERRORS, ValueError, cli_writes.Refused, control.NoAnswer) as exc:
+    except USAGE_ERRORS as exc:
         print(f"gatehouse {args.command}: {exc}", file=sys.stderr)
         return 2
     except errors.StoreError as exc:

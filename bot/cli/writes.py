@@ -20,7 +20,7 @@ from store.ledger import budgets
 T = TypeVar("T")
 
 
-class Refused(Exception):
+class Refused(errors.Refused):
     """A write cannot run safely now; the message says why and what to do."""
 
 
@@ -50,8 +50,6 @@ def write(
             "nothing was written. If that is the bot, wait for it to finish starting and "
             "retry; otherwise stop that process and run the command again."
         ) from None
-    except control.Refused as exc:
-        raise views.Invalid(str(exc)) from None
     cli_output.progress(f"done through the running bot (pid {pid})")
     return result
 

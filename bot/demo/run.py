@@ -37,7 +37,7 @@ from bot import settings as settings_mod
 from bot.demo import webchat
 from bot.demo.botapi import server as localapi
 from pipelines import runtime as runtime_mod
-from store import datadir
+from store import datadir, errors
 
 log = logging.getLogger(__name__)
 
@@ -236,7 +236,7 @@ def main(*, port: int = 0, data_dir: Path | None = None, verbose: bool = False) 
     logs.setup("INFO" if verbose else "WARNING", [TOKEN])
     try:
         asyncio.run(_main(Options(data_dir=data_dir, port=port)))
-    except (DemoError, *app.STARTUP_ERRORS) as exc:
+    except (DemoError, *errors.STARTUP_ERRORS) as exc:
         print(f"gatehouse demo: {exc}", file=sys.stderr)
         return 2
     return 0
