@@ -43,7 +43,7 @@ from pipelines import retry, workers
 from pipelines import runtime as runtime_mod
 from pipelines.dispatch import dispatcher
 from pipelines.drafting import llm as llm_drafter
-from store import errors, outbox
+from store import errors, outbox, payloads
 
 log = logging.getLogger(__name__)
 
@@ -153,8 +153,8 @@ def _keyboard(key: bytes) -> sender.Keyboard:
     def keyboard(row: outbox.Row) -> InlineKeyboardMarkup | None:
         if row.item_id is None:
             return None
-        attempt, version = int(row.payload["attempt"]), int(row.payload["version"])
-        return handlers.card_keyboard(key, row.item_id, attempt, version)
+        card = payloads.Card.of(row)
+        return handlers.card_keyboard(key, row.item_id, card.attempt, card.version)
 
     return keyboard
 

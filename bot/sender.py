@@ -39,10 +39,10 @@ from telegram import Bot, InlineKeyboardMarkup, LinkPreviewOptions
 from telegram import error as tg_error
 from telegram.constants import ParseMode
 
-from bot import logs, render
+from bot import alerts, logs, render
 from pipelines import retry, workers
 from pipelines.text import telegram as telegram_text
-from store import errors, outbox
+from store import errors, outbox, payloads
 from store.db import Store
 
 log = logging.getLogger(__name__)
@@ -290,7 +290,7 @@ class Sender:
             parts = render.card_parts(row.item_id, row.payload)
             markup = self.keyboard(row)
         else:
-            parts = telegram_text.split(_alert_text(row.payload))
+            parts = telegram_text.split(_alert_text(payloads.Alert.of(row)))
             markup = None
         # What got through before an error, in this process or (recorded) an earlier one.
         sent = self._progress.setdefault(row.id, message_ids(row))
@@ -373,9 +373,9 @@ async def _card_for(store: Store, item_id: int, edit: dict[str, Any]) -> outbox.
     return cards[0] if cards else None
 
 
-def _alert_text(payload: dict[str, object]) -> str:
-    mark = "🚨" if payload.get("level") == "error" else "⚠️"
-    text = render.esc(payload.get("text", ""))
+def _alert_text(alert: payloads.Alert) -> str:
+    mark = "🚨" if alert.level == "error" else "⚠️"
+    text = render.esc(alerts.text(alert))
     return text if text[:1] in ("⏳", "🚨", "⚠") else f"{mark} {text}"
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from pipelines import config
 from pipelines.text import similarity, validation
-from store import backend, decisions, drafts, errors, items, outbox
+from store import backend, decisions, drafts, errors, items, outbox, payloads
 from store.db import Store
 from store.drafts import Draft
 from store.items import Item
@@ -98,25 +98,28 @@ async def decide(
         )
         if decision.outcome == "unchanged":
             return decision
-        payload = {
-            "item_id": item_id,
-            "attempt": attempt,
-            "version": version,
-            "state": decision.item.state.value,
-            "status": _status_line(decision, operator_id, choice, now),
-            "decided_by": list(decision.approvals) if choice == "approve" else [operator_id],
-        }
-        outbox.enqueue_sync(conn, "card_edit", outbox.OPERATORS, payload, now, item_id=item_id)
+        edit = payloads.CardEdit(
+            item_id,
+            attempt,
+            version,
+            decision.item.state.value,
+            _status_line(decision, operator_id, choice, now),
+            decision.approvals if choice == "approve" else (operator_id,),
+        )
+        outbox.enqueue_sync(
+            conn, "card_edit", outbox.OPERATORS, edit.to_json(), now, item_id=item_id
+        )
         if decision.outcome == "approved":
-            dispatch = {
-                "item_id": item_id,
-                "attempt": attempt,
-                "version": version,
-                "pipeline": pipeline.name,
-            }
+            dispatch = payloads.Dispatch(item_id, attempt, version, pipeline.name)
             key = f"dispatch:{item_id}:{attempt}:{version}"
             outbox.enqueue_sync(
-                conn, "dispatch", pipeline.name, dispatch, now, item_id=item_id, dedupe_key=key
+                conn,
+                "dispatch",
+                pipeline.name,
+                dispatch.to_json(),
+                now,
+                item_id=item_id,
+                dedupe_key=key,
             )
         return decision
 
@@ -139,15 +142,16 @@ async def edit(
     def unit(conn: backend.Conn) -> Draft:
         draft = drafts.edit_sync(conn, item_id, shown_version, text, operator_id, now)
         item = items.get_sync(conn, item_id)
-        old = {
-            "item_id": item_id,
-            "attempt": item.attempt,
-            "version": shown_version,
-            "state": State.AWAITING_APPROVAL.value,
-            "status": f"✏️ edited by {operator_id}: see version {draft.version} below",
-            "decided_by": [],
-        }
-        outbox.enqueue_sync(conn, "card_edit", outbox.OPERATORS, old, now, item_id=item_id)
+        old = payloads.CardEdit(
+            item_id,
+            item.attempt,
+            shown_version,
+            State.AWAITING_APPROVAL.value,
+            f"✏️ edited by {operator_id}: see version {draft.version} below",
+        )
+        outbox.enqueue_sync(
+            conn, "card_edit", outbox.OPERATORS, old.to_json(), now, item_id=item_id
+        )
         queue_card(conn, pipeline, item, draft, now, note=f"edited by operator {operator_id}")
         return draft
 

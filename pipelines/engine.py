@@ -288,11 +288,8 @@ class Engine:
             text = f"❌ item {item.id} ({item.pipeline}) failed while drafting: {reason}"
             if exc.raw is not None:
                 text += f"\nraw output: {store_text.clean(exc.raw[:1000])}"
-            payload = {"text": text, "level": "error", "item_id": item.id}
             key = f"draft-failed:{item.id}:{item.attempt}"
-            outbox.enqueue_sync(
-                conn, "alert", outbox.ALERTS, payload, now, item_id=item.id, dedupe_key=key
-            )
+            outbox.alert_sync(conn, text, now, key=key, item_id=item.id)
 
         try:
             await self.store.write(unit)
@@ -315,18 +312,8 @@ class Engine:
         def unit(conn: backend.Conn) -> None:
             runs.finish_run_sync(conn, report.run_id, status, report.counts, error_text, now)
             if error_text:
-                payload = {
-                    "text": f"⚠️ run {report.run_id} of {report.pipeline} failed: {error_text}",
-                    "level": "error",
-                }
-                outbox.enqueue_sync(
-                    conn,
-                    "alert",
-                    outbox.ALERTS,
-                    payload,
-                    now,
-                    dedupe_key=f"run-failed:{report.run_id}",
-                )
+                text = f"⚠️ run {report.run_id} of {report.pipeline} failed: {error_text}"
+                outbox.alert_sync(conn, text, now, key=f"run-failed:{report.run_id}")
 
         await self.store.write(unit)
 

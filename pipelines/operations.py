@@ -33,6 +33,7 @@ from store import (
     ledger,
     machine,
     outbox,
+    payloads,
     runs,
     schedules,
     seen,
@@ -353,11 +354,8 @@ class _Row:
 
 
 def _dispatch_row(row: outbox.Row) -> _Row:
-    data = row.payload
-    return _Row(
-        row.target, int(data["item_id"]), int(data["attempt"]), int(data["version"]),
-        row.state == "sent",
-    )  # fmt: skip
+    job = payloads.Dispatch.of(row)
+    return _Row(row.target, job.item_id, job.attempt, job.version, row.state == "sent")
 
 
 def _folders(pipelines: Mapping[str, config.Pipeline]) -> dict[Path, list[str]]:

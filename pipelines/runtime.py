@@ -26,10 +26,10 @@ from pathlib import Path
 
 import httpx
 
-from pipelines import config, engine, workers
+from pipelines import config, engine, sla, workers
 from pipelines.drafting import base as drafters
 from pipelines.scheduler import Scheduler
-from store import backend, db, errors, ledger, outbox, retention, sla, startup
+from store import db, errors, ledger, outbox, retention, startup
 from store.db import Store
 
 log = logging.getLogger(__name__)
@@ -181,9 +181,4 @@ async def _report_config_errors(store: Store, loaded: config.LoadResult, now: da
     text = "⚠️ pipeline files rejected at startup:\n" + config.format_errors(loaded.errors)
     key = "config-errors:" + hashlib.sha256(text.encode()).hexdigest()[:16]
 
-    def unit(conn: backend.Conn) -> None:
-        outbox.enqueue_sync(
-            conn, "alert", outbox.ALERTS, {"text": text, "level": "error"}, now, dedupe_key=key
-        )
-
-    await store.write(unit)
+    await store.write(lambda conn: outbox.alert_sync(conn, text, now, key=key))

@@ -144,11 +144,9 @@ class Registry:
             return
         place = f" {where}" if where else ""
         text = f"⚠️ {worker}: unexpected {kind}{place}. It keeps going; details in the log."
-        payload = {"text": text, "level": "error"}
+        now = self._now()
         try:
-            await outbox.enqueue(
-                self._store, "alert", outbox.ALERTS, payload, self._now(), dedupe_key=key
-            )
+            await self._store.write(lambda conn: outbox.alert_sync(conn, text, now, key=key))
         except errors.StoreError as store_exc:
             log.error("could not queue the alert about %s: %s", worker, store_exc)
             return

@@ -6,7 +6,7 @@ two leaves the row pending, so the work is resumed after a restart, never lost.
 
     def unit(conn):
         items.transition_sync(conn, ...)
-        outbox.enqueue_sync(conn, "alert", "alerts", {"text": "..."}, now, dedupe_key="...")
+        outbox.alert_sync(conn, "...", now, key="...")
 
 Workers wait on `wakeup(store, kinds)`, an asyncio.Event set once a row of those kinds
 has committed, so they need no polling loop to notice new work:
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from store import backend, clock, db, errors, machine, sql
+from store import backend, clock, db, errors, machine, payloads, sql
 from store.db import Store
 
 Q = sql.load("outbox")
@@ -112,6 +112,39 @@ def enqueue_sync(
     if row:
         db.on_commit(("outbox", kind), functools.partial(_wake, kind))
     return int(row[0]) if row else None
+
+
+def alert_sync(
+    conn: backend.Conn,
+    text: str,
+    now: datetime,
+    *,
+    key: str | None = None,
+    item_id: int | None = None,
+    level: payloads.Level = "error",
+) -> int | None:
+    """Queue words for the operators inside the caller's unit (at most once per key)."""
+    alert = payloads.Alert(level=level, text=text, item_id=item_id)
+    return enqueue_sync(
+        conn, "alert", ALERTS, alert.to_json(), now, item_id=item_id, dedupe_key=key
+    )
+
+
+def alert_about_sync(
+    conn: backend.Conn,
+    about: payloads.About,
+    facts: dict[str, Any],
+    now: datetime,
+    *,
+    key: str,
+    item_id: int | None = None,
+    level: payloads.Level = "error",
+) -> int | None:
+    """Queue facts the bot words for the operators (`bot/alerts.py`), at most once per key."""
+    alert = payloads.Alert(level=level, item_id=item_id, about=about, facts=facts)
+    return enqueue_sync(
+        conn, "alert", ALERTS, alert.to_json(), now, item_id=item_id, dedupe_key=key
+    )
 
 
 #: store -> kind -> the events of the workers waiting for rows of that kind.

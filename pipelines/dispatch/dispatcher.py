@@ -36,7 +36,7 @@ from typing import Any
 import httpx
 
 from pipelines import config, dispatch, workers
-from store import backend, drafts, errors, items, machine, outbox
+from store import backend, drafts, errors, items, machine, outbox, payloads
 from store.db import Store
 from store.items import Item
 from store.machine import State
@@ -107,8 +107,9 @@ async def _deliver(
     rng: random.Random,
     env: Mapping[str, str] | None,
 ) -> None:
-    attempt, version = int(row.payload["attempt"]), int(row.payload["version"])
-    item = await items.get(store, int(row.payload["item_id"]))
+    job = payloads.Dispatch.of(row)
+    attempt, version = job.attempt, job.version
+    item = await items.get(store, job.item_id)
     if item.attempt != attempt:
         await outbox.mark_failed(store, row.id, f"stale: item is now at attempt {item.attempt}")
         return
@@ -210,11 +211,8 @@ async def _fail(store: Store, row: outbox.Row, item: Item, reason: str, now: dat
             expect_attempt=item.attempt,
         )
         text = f"❌ item {item.id} ({item.pipeline}) was not dispatched: {reason}"
-        payload = {"text": text, "level": "error", "item_id": item.id}
         key = f"dispatch-failed:{item.id}:{item.attempt}:{item.version}"
-        outbox.enqueue_sync(
-            conn, "alert", outbox.ALERTS, payload, now, item_id=item.id, dedupe_key=key
-        )
+        outbox.alert_sync(conn, text, now, key=key, item_id=item.id)
 
     await store.write(unit)
     await outbox.mark_failed(store, row.id, reason)

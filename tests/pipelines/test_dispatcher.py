@@ -372,16 +372,17 @@ async def test_a_row_that_keeps_failing_unexpectedly_is_parked_and_the_rest_go_o
     parked = await outbox.get(store, broken)
     assert (parked.state, parked.attempts) == ("failed", dispatch.MAX_ATTEMPTS)
     assert parked.last_error == (
-        f"gave up after {dispatch.MAX_ATTEMPTS} attempts: unexpected KeyError: 'version'"
+        f"gave up after {dispatch.MAX_ATTEMPTS} attempts: unexpected BadPayload: "
+        f"outbox row {broken}: dispatch payload: 'version' is missing"
     )
     # The good row went out on the first pass; the operators were told once.
     assert (await items.get(store, item.id)).state == State.DISPATCHED and len(hook.requests) == 1
     faults = [
         a for a in await outbox.due(store, at, ["alert"])
-        if (a.dedupe_key or "").startswith("worker-fault:dispatcher:KeyError")
+        if (a.dedupe_key or "").startswith("worker-fault:dispatcher:BadPayload")
     ]  # fmt: skip
     assert [a.payload["text"] for a in faults] == [
-        f"⚠️ dispatcher: unexpected KeyError on dispatch row {broken}. "
+        f"⚠️ dispatcher: unexpected BadPayload on dispatch row {broken}. "
         "It keeps going; details in the log."
     ]
 

@@ -11,13 +11,25 @@ from pathlib import Path
 import httpx
 import pytest
 
+from bot import alerts as bot_alerts
 from bot import callbacks, render
-from pipelines import config, engine
+from pipelines import config, engine, sla
 from pipelines import operations as views
 from pipelines.drafting import base as drafters
 from pipelines.drafting import llm as llm_drafter
 from pipelines.providers import client as providers
-from store import db, drafts, errors, events, items, ledger, outbox, runs, schedules, sla, startup
+from store import (
+    db,
+    drafts,
+    errors,
+    events,
+    items,
+    ledger,
+    outbox,
+    runs,
+    schedules,
+    startup,
+)
 from store.ledger import claims
 from store.ledger import outputs as llm_outputs
 from store.ledger.machine import ClaimState
@@ -154,7 +166,7 @@ async def test_a_lone_surrogate_reply_fails_that_item_alone(
     assert await claim_states(rig.store) == ["settled"] * ITEMS  # the bad reply was paid for
     [held] = (await ledger.report(rig.store, now)).budgets
     assert held.held_micros == 0
-    alerts = [a.payload["text"] for a in await outbox.due(rig.store, now, ["alert"])]
+    alerts = [bot_alerts.row_text(a) for a in await outbox.due(rig.store, now, ["alert"])]
     assert any(f"item {failed.id} " in text and "Launch \ufffd day" in text for text in alerts)
 
 
@@ -209,7 +221,8 @@ async def test_a_call_that_may_have_been_charged_waits_for_an_operator(
     assert (await items.get(rig.store, item.id)).state == State.DRAFTING
     assert llm.calls == 0 and await claim_states(rig.store) == ["uncertain"]
     alerts = [
-        a.payload["text"] for a in await outbox.due(rig.store, now + timedelta(hours=1), ["alert"])
+        bot_alerts.row_text(a)
+        for a in await outbox.due(rig.store, now + timedelta(hours=1), ["alert"])
     ]
     told = [text for text in alerts if f"item {item.id}" in text]
     assert len(told) == 1 and f"gatehouse reconcile-claim {claim_id} <usd> <evidence>" in told[0]

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from store import backend, db, drafts, errors, events, items, ledger, sla
+from pipelines import sla
+from store import backend, db, drafts, errors, events, items, ledger
 from store.ledger import claims
 from store.ledger import settle as ledger_settle
 from store.ledger.machine import ClaimState

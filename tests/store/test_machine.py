@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from store import db, decisions, drafts, errors, events, items, machine, migrate, outbox, sla
+from pipelines import sla
+from store import db, decisions, drafts, errors, events, items, machine, migrate, outbox
 from store.machine import State
 from tests import forger, snapshot
 

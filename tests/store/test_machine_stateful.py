@@ -20,7 +20,8 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from store import db, decisions, drafts, errors, events, items, machine, sla
+from pipelines import sla
+from store import db, decisions, drafts, errors, events, items, machine
 from store.machine import State
 from tests import snapshot
 
