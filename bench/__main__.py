@@ -2,6 +2,7 @@
 
 python -m bench dedup [--rows N] [--batches B]
 python -m bench startup [--runs 10]
+python -m bench memory [--runs 3]        idle memory, with and without metrics and the trigger
 python -m bench tick [--items 1000] [--history 500]
 python -m bench queries [--items N]      operator queries on a store of N items (1M)
 python -m bench lifecycle [--items N]    N items fetched, drafted, approved, dispatched
@@ -22,6 +23,7 @@ BENCHES = {
     "queries": "bench.queries",
     "bot": "bench.bot",
     "startup": "bench.startup",
+    "memory": "bench.memory",
     "crash": "bench.crash",
     "tick": "bench.tick",
     "transitions": "bench.transitions",

@@ -8,7 +8,8 @@ SQL in one transaction; the copy is rebuilt when the schema (or this filling)
 changes. Then times the functions the bot and the CLI call, on a read-only store as
 `gatehouse status` opens it: /status (views.overview), /pending (views.pending),
 /budget (views.budget), /history (views.history of a random item) and `gatehouse
-status` (views.overview and info.info). Prints p50 and p99 per question; the last
+status` (views.overview and info.info), a Prometheus scrape's read (figures.snapshot)
+and the data of `/status chart` (figures.week). Prints p50 and p99 per question; the last
 line is one JSON object.
 """
 
@@ -28,7 +29,7 @@ from typing import Any
 
 from bench import common
 from pipelines import operations as views
-from store import backend, clock, db, info, migrate, sql
+from store import backend, clock, db, figures, info, migrate, sql
 
 #: The newest moment in the built store: items and claims spread over the year before.
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -179,6 +180,8 @@ async def main(argv: list[str]) -> None:
             "budget": lambda: views.budget(store, NOW),
             "history": lambda: views.history(store, rng.randint(1, args.items)),
             "cli_status": lambda: _cli_status(store),
+            "metrics_scrape": lambda: figures.snapshot(store, PIPELINES, NOW),
+            "status_chart": lambda: figures.week(store, NOW - timedelta(days=7)),
         }
         samples = {name: await timed(call, args.repeat) for name, call in questions.items()}
         pending = len(await views.pending(store))

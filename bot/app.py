@@ -27,7 +27,6 @@ from typing import Any, TypeAlias
 from telegram import Bot, BotCommand, InlineKeyboardMarkup, Update
 from telegram import error as tg_error
 from telegram.ext import (
-    AIORateLimiter,
     Application,
     ApplicationBuilder,
     CallbackQueryHandler,
@@ -37,7 +36,7 @@ from telegram.ext import (
     filters,
 )
 
-from bot import auth, callbacks, control, handlers, logs, sender, storage_alarm
+from bot import api, auth, callbacks, control, handlers, logs, metrics, sender, storage_alarm
 from bot import settings as settings_mod
 from pipelines import retry, workers
 from pipelines import runtime as runtime_mod
@@ -104,7 +103,7 @@ def file_url(base_url: str) -> str:
 
 def build(cfg: settings_mod.Settings, token: str) -> App:
     """The PTB application with every handler; Deps are attached by `serve`."""
-    limiter = AIORateLimiter(
+    limiter = metrics.CountingLimiter(
         overall_max_rate=cfg.telegram.flood_limit_per_second, max_retries=RATE_LIMIT_RETRIES
     )
     application: App = (
@@ -265,9 +264,25 @@ def runtime_config(cfg: settings_mod.Settings, application: App) -> runtime_mod.
         pipelines_dir=cfg.pipelines_dir,
         load_context=settings_mod.pipeline_context(cfg),
         drafter_for=choose,
-        workers=(choose.worker, dispatcher.make_worker(application.bot), control.serve, alarm),
+        workers=(
+            choose.worker,
+            dispatcher.make_worker(application.bot),
+            control.serve,
+            alarm,
+            *listeners(cfg),
+        ),
         max_items_per_tick=cfg.engine.max_items_per_tick,
     )
+
+
+def listeners(cfg: settings_mod.Settings) -> list[runtime_mod.Worker]:
+    """The opt-in HTTP listeners: Prometheus metrics and the HTTP trigger."""
+    found = []
+    if cfg.metrics.listen:
+        found.append(metrics.worker(cfg.metrics.listen))
+    if cfg.api.listen:
+        found.append(api.worker(cfg.api.listen))
+    return found
 
 
 async def connect(bot: Bot, stop: asyncio.Event) -> bool:
@@ -337,7 +352,7 @@ def main(
         for s in (cfg.telegram.webhook_secret, cfg.telegram.callback_secret, llm_key)
         if s is not None
     ]
-    logs.setup(cfg.log_level, secrets)
+    logs.setup(cfg.log_level, secrets, json_lines=cfg.log_format == "json")
     try:
         with contextlib.suppress(KeyboardInterrupt):
             asyncio.run(run(cfg, token))

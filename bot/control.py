@@ -27,7 +27,7 @@ from typing import Any
 
 from bot import logs
 from pipelines import operations as views
-from store import errors
+from store import errors, tokens
 
 log = logging.getLogger(__name__)
 
@@ -123,6 +123,15 @@ async def _ping(rt: Any, args: dict[str, Any]) -> Any:
     return {"pid": os.getpid(), "storage": rt.store.faults.current, "workers": states}
 
 
+async def _token_create(rt: Any, args: dict[str, Any]) -> Any:
+    """Only the token's hash comes here: the CLI made the token and keeps it."""
+    return await tokens.create(rt.store, str(args["name"]), str(args["hash"]), rt.now())
+
+
+async def _token_revoke(rt: Any, args: dict[str, Any]) -> Any:
+    return await tokens.revoke(rt.store, str(args["name"]), rt.now())
+
+
 OPS: dict[str, Handler] = {
     "ping": _ping,
     "set-budget": _set_budget,
@@ -132,6 +141,8 @@ OPS: dict[str, Handler] = {
     "resume": _schedule("resume"),
     "sweep": _sweep,
     "reconcile-claim": _reconcile_claim,
+    "token-create": _token_create,
+    "token-revoke": _token_revoke,
 }
 
 

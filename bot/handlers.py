@@ -19,7 +19,7 @@ from telegram import ForceReply, InlineKeyboardButton, InlineKeyboardMarkup, Mes
 from telegram.constants import ParseMode
 from telegram.ext import ApplicationHandlerStop, ContextTypes
 
-from bot import auth, callbacks, render, sender
+from bot import auth, callbacks, charts, metrics, render, sender
 from pipelines import approval, config
 from pipelines import operations as views
 from pipelines import workers as workers_mod
@@ -34,9 +34,9 @@ Context = ContextTypes.DEFAULT_TYPE
 
 #: (command, what it does) in the order /help and setMyCommands list them.
 COMMANDS: tuple[tuple[str, str], ...] = (
-    ("status", "every pipeline, or one pipeline's recent runs"),
+    ("status", "every pipeline, one pipeline's recent runs, or a chart of the week"),
     ("pending", "items awaiting approval, oldest first"),
-    ("budget", "spend, holds and limits, today and this month"),
+    ("budget", "spend, holds and limits, today and this month, or a 30-day chart"),
     ("run", "run a pipeline now"),
     ("pause", "stop a pipeline's schedule"),
     ("resume", "restart a pipeline's schedule"),
@@ -46,7 +46,8 @@ COMMANDS: tuple[tuple[str, str], ...] = (
 )
 #: What each command takes, as /help shows it.
 ARGUMENTS = {
-    "status": "[pipeline]",
+    "status": "[pipeline | chart]",
+    "budget": "[chart]",
     "run": "<pipeline>",
     "pause": "<pipeline>",
     "resume": "<pipeline>",
@@ -184,7 +185,10 @@ async def unknown(update: Update, context: Context) -> None:
 
 @command
 async def status(update: Update, context: Context, d: Deps, now: datetime) -> None:
-    """Every pipeline on one screen, or one pipeline's recent runs."""
+    """Every pipeline on one screen, one pipeline's recent runs, or a chart of the week."""
+    if context.args == ["chart"]:
+        await charts.reply_status(update, d.store, now)
+        return
     if context.args:
         found = await views.pipeline_runs(d.store, pipeline_arg(context, "status"))
         await reply(update, render.status_pipeline(found.name, found.recent, found.window, now))
@@ -211,7 +215,10 @@ async def pending(update: Update, context: Context, d: Deps, now: datetime) -> N
 
 @command
 async def budget(update: Update, context: Context, d: Deps, now: datetime) -> None:
-    """Limits, spend, holds and uncertain holds per scope, today and this month."""
+    """Limits, spend, holds and uncertain holds per scope, today and this month; or a chart."""
+    if context.args == ["chart"]:
+        await charts.reply_budget(update, d.store, now)
+        return
     await reply(update, render.budget(await views.budget(d.store, now), now))
 
 
@@ -325,6 +332,7 @@ async def _decide(
     await asyncio.gather(
         query.answer(answers[decision.outcome]), d.sender.flush_item(button.item_id, now)
     )
+    await metrics.decided(d.store, pipeline.name, decision, now)
 
 
 async def _ask_for_edit(query: Any, d: Deps, item: items.Item, button: callbacks.Button) -> None:

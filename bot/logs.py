@@ -12,10 +12,13 @@ every record that reaches a log line, from any logger.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterable
+from datetime import UTC, datetime
 from typing import Any
 
+from pipelines import logfields
 from pipelines.text import telegram as telegram_text
 
 #: Libraries whose INFO/DEBUG lines include request URLs.
@@ -91,9 +94,36 @@ def install(secrets: Iterable[str] = ()) -> RedactTokens:
     return redactor
 
 
-def setup(level: str, secrets: Iterable[str] = ()) -> RedactTokens:
-    """Configure root logging to stderr at `level`, with the redacting filter installed."""
+class JsonLines(logging.Formatter):
+    """One JSON object per record: time, level, logger, message, the work's fields
+    (pipeline, run, item, attempt, outbox; see pipelines.logfields) and any traceback.
+
+    It formats what the filters left, so the redaction is that of text lines."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, Any] = {
+            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        fields = {**logfields.current(), **getattr(record, "fields", {})}
+        line.update((name, fields[name]) for name in logfields.FIELDS if name in fields)
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self.formatException(record.exc_info)
+        if record.exc_text:
+            line["exc"] = record.exc_text
+        return json.dumps(line, ensure_ascii=False, default=str)
+
+
+def setup(level: str, secrets: Iterable[str] = (), *, json_lines: bool = False) -> RedactTokens:
+    """Configure root logging to stderr at `level`, with the redacting filter installed;
+    `json_lines`: one JSON object per line instead of text."""
     logging.basicConfig(
         level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True
     )
+    if json_lines:
+        for handler in logging.getLogger().handlers:
+            handler.setFormatter(JsonLines())
+        logging.captureWarnings(True)  # a library's warning is a JSON line too, not raw text
     return install(secrets)

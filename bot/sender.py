@@ -28,9 +28,10 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -40,7 +41,7 @@ from telegram import error as tg_error
 from telegram.constants import ParseMode
 
 from bot import alerts, logs, render
-from pipelines import retry, workers
+from pipelines import logfields, retry, workers
 from pipelines.text import telegram as telegram_text
 from store import errors, outbox, payloads
 from store.db import Store
@@ -111,6 +112,20 @@ def not_modified(exc: tg_error.BadRequest) -> bool:
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+SendRow = Callable[[Any, outbox.Row, datetime], Awaitable[bool]]
+
+
+def _tagged(send: SendRow) -> SendRow:
+    """Log lines written while a row is sent carry its outbox id and item."""
+
+    @functools.wraps(send)
+    async def tagged(sender: Any, row: outbox.Row, now: datetime) -> bool:
+        with logfields.bound(outbox=row.id, item=row.item_id):
+            return await send(sender, row, now)
+
+    return tagged
 
 
 class Sender:
@@ -201,6 +216,7 @@ class Sender:
         """Being sent right now, sent already (a stale copy), or held by flood control."""
         return row.id in self._busy or row.id in self._finished or self.held(row, now)
 
+    @_tagged
     async def send_row(self, row: outbox.Row, now: datetime) -> bool:
         if self._skip(row, now):
             return False
@@ -217,6 +233,7 @@ class Sender:
             self._busy.discard(row.id)
         self._progress.pop(row.id, None)
         self._finished.append(row.id)
+        log.debug("outbox row %d (%s) delivered", row.id, row.kind)
         return await outbox.mark_sent(self.store, row.id, json.dumps(sent), now)
 
     async def _not_sent(self, row: outbox.Row, exc: Exception, now: datetime) -> None:

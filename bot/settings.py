@@ -97,6 +97,31 @@ class TelegramSettings(BaseModel):
         return value
 
 
+def split_address(text: str) -> tuple[str, int]:
+    """`127.0.0.1:9464` or `[::1]:9464` -> (host, port)."""
+    host, sep, port = text.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError("must be host:port, for example 127.0.0.1:9464")
+    return host, int(port)
+
+
+class ListenSettings(BaseModel):
+    """An opt-in HTTP listener: off while `listen` is unset."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    #: host:port to listen on; bind 127.0.0.1 unless something in front needs more.
+    listen: str | None = None
+
+    @field_validator("listen")
+    @classmethod
+    def _address(cls, value: str | None) -> str | None:
+        if value is not None:
+            split_address(value)
+        return value
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX,
@@ -114,6 +139,12 @@ class Settings(BaseSettings):
     #: Where pipeline YAML files live.
     pipelines_dir: Path = Path("pipelines/examples")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    #: text: one readable line per record; json: one JSON object per line, for collectors.
+    log_format: Literal["text", "json"] = "text"
+    #: The Prometheus endpoint (GET /metrics), GATEHOUSE_METRICS__LISTEN.
+    metrics: ListenSettings = Field(default_factory=ListenSettings)
+    #: The HTTP trigger (bot/api.py), GATEHOUSE_API__LISTEN.
+    api: ListenSettings = Field(default_factory=ListenSettings)
     store: StoreSettings = Field(default_factory=StoreSettings)
     engine: EngineSettings = Field(default_factory=EngineSettings)
     telegram: TelegramSettings = Field(default_factory=TelegramSettings)

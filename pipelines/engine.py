@@ -27,7 +27,7 @@ from typing import Literal
 
 import httpx
 
-from pipelines import approval, config, sources
+from pipelines import approval, config, logfields, sources
 from pipelines.drafting import base as drafters
 from pipelines.sources import base
 from pipelines.text import similarity
@@ -91,6 +91,7 @@ class Engine:
         """Run one pipeline once and record the run with its counts and errors."""
         pipeline = self.pipelines[name]
         report = TickReport(await runs.start_run(self.store, name, trigger, now), name)
+        logfields.tag(pipeline=name, run=report.run_id)  # each run is a task of its own
         fetched = 0
         new_items: list[Item] = []
         for source in pipeline.sources:
@@ -190,7 +191,7 @@ class Engine:
         dedup: bool,
     ) -> list[Item]:
         return await self.store.write(
-            lambda conn: _record_sync(conn, pipeline, scope, chunk, state, now, dedup=dedup)
+            lambda conn: record_sync(conn, pipeline, scope, chunk, state, now, dedup=dedup)
         )
 
     async def _draft_all(
@@ -217,7 +218,8 @@ class Engine:
 
         async def one(item: Item) -> bool | None:
             async with gate:
-                return await self._draft_one(pipeline, drafter, item, earlier, report, now)
+                with logfields.bound(item=item.id, attempt=item.attempt):
+                    return await self._draft_one(pipeline, drafter, item, earlier, report, now)
 
         self._in_flight.update(item.id for item in drafting)
         try:
@@ -255,6 +257,7 @@ class Engine:
             await self.store.write(
                 lambda conn: _to_approval(conn, pipeline, item, result, duplicate, now)
             )
+            log.debug("item %s drafted; its card is queued", item.id)
             return True
         except drafters.DraftHeld as held:
             # The claim's own alert (queued once, as it became uncertain) names the item
@@ -308,6 +311,12 @@ class Engine:
     async def _finish(self, report: TickReport, now: datetime) -> None:
         status: Literal["ok", "error"] = "error" if report.errors else "ok"
         error_text = "; ".join(report.errors) or None
+        counts = report.counts
+        log.info(
+            "run %d of %s ended %s: fetched %d, new %d, drafted %d, failed %d",
+            report.run_id, report.pipeline, status,
+            counts.fetched, counts.new, counts.drafted, counts.failed,
+        )  # fmt: skip
 
         def unit(conn: backend.Conn) -> None:
             runs.finish_run_sync(conn, report.run_id, status, report.counts, error_text, now)
@@ -344,7 +353,7 @@ def _sources(item: Item) -> frozenset[str]:
     return frozenset({item.source_id})
 
 
-def _record_sync(
+def record_sync(
     conn: backend.Conn,
     pipeline: config.Pipeline,
     scope: str,

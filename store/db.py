@@ -17,6 +17,7 @@ connection). Both hand units a `backend.Conn`, and the repositories never ask wh
 from __future__ import annotations
 
 import contextvars
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -93,6 +94,8 @@ class Store:
         #: Storage faults writes met (disk full, I/O errors), kept in memory.
         self.faults = StorageFaults()
         self.checkpoint_stats = CheckpointStats()
+        #: Called with each committed write's seconds, queueing included (metrics).
+        self.write_observer: Callable[[float], None] | None = None
 
     @classmethod
     async def open(cls, config: StoreConfig, *, readonly: bool = False) -> Store:
@@ -136,7 +139,10 @@ class Store:
             finally:
                 _after_commit.reset(token)
 
+        started = time.perf_counter()
         result = await self._write(run)
+        if self.write_observer is not None:
+            self.write_observer(time.perf_counter() - started)
         for fn in after.values():
             fn(self)
         return result
@@ -154,6 +160,11 @@ class Store:
     async def measure_room(self) -> int:
         """Bytes the store can still grow by; ends a "storage full" fault once there is room."""
         raise NotImplementedError
+
+    @property
+    def location(self) -> str:
+        """Where the store lives, for operators (never with a password)."""
+        return str(self.config.db_path)
 
     def wal_bytes(self) -> int:
         """The write-ahead log's size on this machine (0 where the server keeps it)."""

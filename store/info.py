@@ -9,11 +9,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from store import backend
+from store import backend, sql
 from store.db import Store
+
+Q = sql.load("info")
 
 #: Tables rows are never deleted from, keyed by an id that grows by one per row: the
 #: highest id is the number of rows. (Outbox and seen ids are pruned, so not listed.)
+#: On PostgreSQL an insert that was refused or rolled back skips its id, so there the
+#: figure is an upper bound.
 COUNTED_BY_ID = ("events", "items", "claims", "pipeline_runs")
 
 
@@ -30,19 +34,17 @@ class Info:
 
 
 def info_sync(conn: backend.Conn) -> tuple[int, int, int, dict[str, int]]:
-    version = conn.execute("SELECT coalesce(max(version), 0) FROM schema_migrations").fetchone()
-    page_size = conn.execute("PRAGMA page_size").fetchone()[0]
-    pages = conn.execute("PRAGMA page_count").fetchone()[0]
-    free = conn.execute("PRAGMA freelist_count").fetchone()[0]
+    version = conn.execute(Q["schema_version"]).fetchone()[0]
+    db_bytes, free_bytes = conn.execute(Q["size"]).fetchone()
     # Table names come from the constant above, never from input; max(id) reads one
     # end of the table's b-tree.
     rows = {
         name: conn.execute(f'SELECT coalesce(max(id), 0) FROM "{name}"').fetchone()[0]
         for name in COUNTED_BY_ID
     }
-    return int(version[0]), pages * page_size, free * page_size, rows
+    return int(version), int(db_bytes), int(free_bytes), rows
 
 
 async def info(store: Store) -> Info:
     version, db_bytes, free_bytes, rows = await store.read(info_sync)
-    return Info(str(store.config.db_path), version, store.wal_bytes(), db_bytes, free_bytes, rows)
+    return Info(store.location, version, store.wal_bytes(), db_bytes, free_bytes, rows)

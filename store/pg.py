@@ -5,7 +5,7 @@ lane is a thread owning one synchronous psycopg connection (autocommit, so a uni
 `BEGIN ... COMMIT` is explicit as on SQLite; `prepare_threshold=None`, so it works
 behind PgBouncer in transaction mode). A write takes a free lane and runs there as
 one READ COMMITTED transaction: a few run at once, here and in other processes, so
-the repositories lock what they decide on (see DESIGN.md, Scale-out). A unit that
+the repositories lock what they decide on (see the README, PostgreSQL). A unit that
 loses a deadlock or a serialization check runs again from the start, as the
 SQLite writer already may: units are database work only.
 
@@ -24,11 +24,13 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import psycopg
+from psycopg import pq
+
 from store import backend, db, errors, events, migrate, sql, writer
 from store.lanes import Lane
 
 if TYPE_CHECKING:
-    import psycopg
     from psycopg.rows import RowMaker
 
 log = logging.getLogger(__name__)
@@ -113,12 +115,32 @@ class Cursor:
 
 
 class Conn:
-    """A psycopg connection that runs the store's named SQL (`backend.Conn`)."""
+    """A psycopg connection that runs the store's named SQL (`backend.Conn`).
 
-    def __init__(self, raw: psycopg.Connection[Row]) -> None:
-        self.raw = raw
+    A connection the server dropped (a restart, a failover) is opened again before
+    the next unit; the unit it failed under is not run again, since its commit may
+    have happened.
+    """
+
+    def __init__(self, url: str, *, reader: bool = False) -> None:
+        self._url = url
+        self._reader = reader
+        self.raw = self._open()
         #: Events the running unit appended, linked into the chain at its commit.
         self.pending_events: list[dict[str, object]] = []
+
+    def _open(self) -> psycopg.Connection[Row]:
+        raw = psycopg.connect(
+            self._url, autocommit=True, prepare_threshold=None, row_factory=_row_factory
+        )
+        for setting in _READER_SETUP if self._reader else ():
+            raw.execute(setting)
+        return raw
+
+    def reopen_if_dropped(self) -> None:
+        if self.raw.closed:
+            log.warning("the database connection was lost; connecting again")
+            self.raw = self._open()
 
     def execute(self, query: str, parameters: Any = None, /) -> Cursor:
         # Always with parameters, so psycopg reads `%%` as `%` whether or not any are used.
@@ -135,8 +157,6 @@ class Conn:
 
     @property
     def in_transaction(self) -> bool:
-        from psycopg import pq
-
         return self.raw.info.transaction_status != pq.TransactionStatus.IDLE
 
     def close(self) -> None:
@@ -144,16 +164,17 @@ class Conn:
 
 
 def connect(url: str, *, reader: bool = False) -> Conn:
-    import psycopg
+    return Conn(url, reader=reader)
 
-    raw = psycopg.connect(url, autocommit=True, prepare_threshold=None, row_factory=_row_factory)
-    for setting in _READER_SETUP if reader else ():
-        raw.execute(setting)
-    return Conn(raw)
+
+def _read(conn: Conn, query: Callable[[Conn], T]) -> T:
+    conn.reopen_if_dropped()
+    return query(conn)
 
 
 def transaction(conn: Conn, unit: Callable[[Conn], T]) -> T:
     """Run `unit(conn)` in one transaction; link its events into the chain at commit."""
+    conn.reopen_if_dropped()
     conn.pending_events.clear()
     conn.execute("BEGIN")
     try:
@@ -242,6 +263,12 @@ class PgStore(db.Store):
         self._next_reader = 0
 
     @property
+    def location(self) -> str:
+        info = psycopg.conninfo.conninfo_to_dict(self._url)
+        host, port, name = info.get("host", "localhost"), info.get("port", 5432), info.get("dbname")
+        return f"postgresql://{host}:{port}/{name}"
+
+    @property
     def _url(self) -> str:
         assert self.config.database_url, "PgStore opens only with a database URL"
         return self.config.database_url
@@ -283,7 +310,7 @@ class PgStore(db.Store):
         """Run `query(conn)` on a read-only connection (each statement its own snapshot)."""
         lane = self._readers[self._next_reader % len(self._readers)]
         self._next_reader += 1
-        return await lane.run(query)
+        return await lane.run(_read, query)
 
     async def measure_room(self) -> int:
         """The server's disk is not visible from here: a "full" fault ends at the next

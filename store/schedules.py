@@ -81,16 +81,17 @@ async def set_paused(store: Store, pipeline: str, paused: bool, actor: str, now:
     return await store.write(unit)
 
 
-async def request_run(store: Store, pipeline: str, now: datetime) -> None:
-    def unit(conn: backend.Conn) -> None:
-        conn.execute(Q["ensure"], {"pipeline": pipeline, "next_due_at": None})
-        if (
-            conn.execute(Q["request_run"], {"pipeline": pipeline, "now": clock.to_ms(now)}).rowcount
-            != 1
-        ):
-            raise errors.NotFound(f"no pipeline {pipeline!r}")
+def request_run_sync(conn: backend.Conn, pipeline: str, now: datetime) -> None:
+    conn.execute(Q["ensure"], {"pipeline": pipeline, "next_due_at": None})
+    if (
+        conn.execute(Q["request_run"], {"pipeline": pipeline, "now": clock.to_ms(now)}).rowcount
+        != 1
+    ):
+        raise errors.NotFound(f"no pipeline {pipeline!r}")
 
-    await store.write(unit)
+
+async def request_run(store: Store, pipeline: str, now: datetime) -> None:
+    await store.write(lambda conn: request_run_sync(conn, pipeline, now))
 
 
 async def source_state(store: Store, pipeline: str, scope: str) -> dict[str, str]:

@@ -18,6 +18,7 @@
     gatehouse audit verify                     check the event hash chain (exit 1 if broken)
     gatehouse sweep [--days 90]                forget seen ids older than that
     gatehouse backup <path>                    online backup to a new file, then verify it
+    gatehouse token create|list|revoke [name]  HTTP trigger tokens (shown once, kept as hashes)
 
 Every command takes --env-file FILE (default: .env in the working directory) and
 --data-dir DIR (over GATEHOUSE_DATA_DIR); relative paths in settings resolve from the
@@ -45,6 +46,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from bot import control, storage_alarm
 from bot import settings as settings_mod
 from bot.cli import output as cli_output
+from bot.cli import tokens as cli_tokens
 from bot.cli import writes as cli_writes
 from pipelines import config
 from pipelines import operations as views
@@ -415,6 +417,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
     sweep.add_argument(
         "--days", type=positive, default=90, help="age in days (default: %(default)s)"
     )
+    cli_tokens.add_parser(add)
     add("backup", cmd_backup, "online backup to a new file, verified").add_argument(
         "path", type=Path, help="the new file (it must not exist yet)"
     )

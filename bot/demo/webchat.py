@@ -201,6 +201,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._json(200, chat.chat())
         elif url.path == "/api/wait":
             self._call(chat.wait, dict(urllib.parse.parse_qsl(url.query)))
+        elif url.path == "/api/photo":
+            self._photo(dict(urllib.parse.parse_qsl(url.query)))
         elif url.path in chat.files:
             self._file(chat.files[url.path])
         else:
@@ -255,6 +257,18 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._json(200, route(params))
         except ValueError as exc:  # BadRequest, and the local server's checks (no such message)
             self._json(400, {"error": str(exc)})
+
+    def _photo(self, params: dict[str, Any]) -> None:
+        """The picture of a photo message in the chat (a chart), as the bot sent it."""
+        try:
+            found = self.server.chat.api.photo(self.server.chat.chat_id, _int(params, "message_id"))
+        except BadRequest as exc:
+            self._json(400, {"error": str(exc)})
+            return
+        if found is None:
+            self._json(404, {"error": "no photo with that message_id in this chat"})
+            return
+        self._send(200, "image/png", found)
 
     def _file(self, static: StaticFile) -> None:
         body = static.path.read_bytes()

@@ -35,7 +35,7 @@ from typing import Any
 
 import httpx
 
-from pipelines import config, dispatch, workers
+from pipelines import config, dispatch, logfields, workers
 from store import backend, drafts, errors, items, machine, outbox, payloads
 from store.db import Store
 from store.items import Item
@@ -107,6 +107,7 @@ async def _deliver(
     rng: random.Random,
     env: Mapping[str, str] | None,
 ) -> None:
+    logfields.tag(outbox=row.id, item=row.item_id)  # for this destination's task, row by row
     job = payloads.Dispatch.of(row)
     attempt, version = job.attempt, job.version
     item = await items.get(store, job.item_id)

@@ -218,3 +218,25 @@ CREATE TABLE edit_prompts (
 );
 
 CREATE INDEX llm_outputs_by_age ON llm_outputs (created_at);
+
+CREATE TABLE api_tokens (
+    id         INTEGER PRIMARY KEY AUTOINCREMENT,
+    name       TEXT NOT NULL,
+    hash       TEXT NOT NULL UNIQUE,
+    created_at INTEGER NOT NULL,
+    revoked_at INTEGER
+);
+
+CREATE UNIQUE INDEX api_tokens_live_name ON api_tokens (name) WHERE revoked_at IS NULL;
+
+CREATE TABLE api_requests (
+    token_id     INTEGER NOT NULL REFERENCES api_tokens (id),
+    idem_key     TEXT NOT NULL,
+    request_hash TEXT NOT NULL,
+    status       INTEGER NOT NULL,
+    answer       TEXT NOT NULL CHECK (json_valid(answer)),
+    created_at   INTEGER NOT NULL,
+    PRIMARY KEY (token_id, idem_key)
+) WITHOUT ROWID;
+
+CREATE INDEX api_requests_by_age ON api_requests (created_at);

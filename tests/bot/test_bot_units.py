@@ -336,7 +336,10 @@ def test_help_names_each_command_once_with_its_arguments() -> None:
     lines = handlers.help_text().splitlines()
     assert lines[0] == "<b>gatehouse</b>"
     assert "/run &lt;pipeline&gt; — run a pipeline now" in lines
-    assert "/status [pipeline] — every pipeline, or one pipeline&#x27;s recent runs" in lines
+    assert (
+        "/status [pipeline | chart] — every pipeline, one pipeline&#x27;s recent runs,"
+        " or a chart of the week"
+    ) in lines
     assert "/pending — items awaiting approval, oldest first" in lines
     assert len(lines) == 1 + len(handlers.COMMANDS)
     assert not [line for line in lines[1:] if line.count("/") != 1]  # no "/run: /run ..."

@@ -10,10 +10,13 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
+import httpx
 import pytest
 
+from bot import charts
 from bot.demo import webchat
 from bot.demo.botapi import http as localapi_http
 from bot.demo.botapi import server as localapi
@@ -240,3 +243,22 @@ async def test_message_text_is_capped_at_telegrams_4096(
     fits = json.dumps({"text": "y" * 4096}).encode()
     assert (await raw(web.port, request("POST", "/api/send", web.port, body=fits)))[0] == 200
     assert [len(m.text) for m in api.messages(USER)] == [4096]
+
+
+def test_the_web_chat_serves_a_photo_the_bot_sent(
+    api: localapi.LocalBotApi, web: webchat.WebChat
+) -> None:
+    png = charts.budget_png([], datetime(2026, 12, 1, tzinfo=UTC))
+    sent = httpx.post(
+        f"{api.base_url}1:x/sendPhoto",
+        data={"chat_id": str(USER), "caption": "a chart"},
+        files={"photo": ("chart.png", png, "image/png")},
+    ).json()["result"]
+    assert sent["caption"] == "a chart" and "text" not in sent
+    base = f"http://127.0.0.1:{web.port}"
+    [message] = httpx.get(f"{base}/api/chat").json()["messages"]
+    assert message["photo"]["width"] == charts.WIDTH and message["text"] == "a chart"
+    picture = httpx.get(f"{base}/api/photo", params={"message_id": message["message_id"]})
+    assert picture.headers["Content-Type"] == "image/png" and picture.content == png
+    assert httpx.get(f"{base}/api/photo", params={"message_id": 99}).status_code == 404
+    assert httpx.get(f"{base}/api/photo", params={"message_id": "x"}).status_code == 400

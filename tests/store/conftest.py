@@ -10,7 +10,8 @@ reachable, the PostgreSQL variants skip and say why. A test marked `sqlite_only`
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+import itertools
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -36,12 +37,31 @@ def pg_run_database() -> Iterator[pg_databases.Server]:
 
 
 @pytest.fixture
-def store_config(request: pytest.FixtureRequest, dialect: str, data_dir: Path) -> db.StoreConfig:
-    if dialect == "sqlite":
-        return db.StoreConfig(data_dir=data_dir)
-    server: pg_databases.Server = request.getfixturevalue("pg_run_database")
-    server.empty_tables()
-    return db.StoreConfig(data_dir=data_dir, database_url=server.run_url)
+def fresh_store_config(
+    request: pytest.FixtureRequest, dialect: str, data_dir: Path
+) -> Callable[[], db.StoreConfig]:
+    """An empty store's config on every call (a test opening many stores, one per
+    Hypothesis example, say): a new data directory (the first: `data_dir`), or the
+    run's database emptied."""
+    server: pg_databases.Server | None = None
+    if dialect == "postgres":
+        server = request.getfixturevalue("pg_run_database")
+    made = itertools.count()
+
+    def fresh() -> db.StoreConfig:
+        n = next(made)
+        directory = data_dir.with_name(f"{data_dir.name}-{n}") if n else data_dir
+        if server is None:
+            return db.StoreConfig(data_dir=directory)
+        server.empty_tables()
+        return db.StoreConfig(data_dir=directory, database_url=server.run_url)
+
+    return fresh
+
+
+@pytest.fixture
+def store_config(fresh_store_config: Callable[[], db.StoreConfig]) -> db.StoreConfig:
+    return fresh_store_config()
 
 
 @pytest.fixture

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import psycopg
 import pytest
 
-from store import db, errors, migrate, pg, sql
+from store import db, errors, migrate, pg, seen, sql
 from tests import pg_databases
+
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
 #: What the catalog says of every object in the public schema, one text per object.
 CATALOG = """
@@ -167,3 +171,58 @@ async def test_driver_errors_reach_callers_as_the_store_s_own(
 def test_a_database_url_is_never_shown() -> None:
     config = db.StoreConfig(data_dir=Path("d"), database_url="postgresql://u:hunter2@h/db")
     assert "hunter2" not in repr(config)
+
+
+async def test_a_connection_the_server_dropped_is_opened_again(
+    pg_run_database: pg_databases.Server, tmp_path: Path
+) -> None:
+    """After a server restart the unit in flight fails alone; the next one reconnects."""
+    pg_run_database.empty_tables()
+    url = pg_run_database.run_url
+    config = db.StoreConfig(data_dir=tmp_path, database_url=url, writers=1, readers=1)
+    store = await db.Store.open(config)
+    try:
+        await seen.mark_seen(store, "news", "feed", ["a"], NOW)
+        with psycopg.connect(url, autocommit=True) as admin:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND pid != pg_backend_pid()"
+            )
+        with contextlib.suppress(errors.StoreError):  # the server's goodbye may arrive here
+            await seen.mark_seen(store, "news", "feed", ["b"], NOW)
+        with contextlib.suppress(errors.StoreError):
+            await seen.filter_unseen(store, "news", "feed", ["c"])
+        assert await seen.mark_seen(store, "news", "feed", ["c"], NOW) == ["c"]
+        assert await seen.filter_unseen(store, "news", "feed", ["a", "d"]) == ["d"]
+    finally:
+        await store.close()
+
+
+def _numbered(text: str) -> str:
+    """A query with each `%(name)s` as `$n` (one number per name), for PREPARE."""
+    numbers: dict[str, int] = {}
+
+    def number(match: re.Match[str]) -> str:
+        return f"${numbers.setdefault(match.group(1), len(numbers) + 1)}"
+
+    return re.sub(r"%\((\w+)\)s", number, text).replace("%%", "%")
+
+
+def test_every_query_prepares_on_postgres(pg_run_database: pg_databases.Server) -> None:
+    """PostgreSQL plans each statement as the store sends it: a function SQLite has and
+    PostgreSQL lacks, or a parameter whose type nothing fixes (`:x IS NULL`), fails here
+    for every query at once, not only for those a test happens to run."""
+    failed = []
+    with psycopg.connect(pg_run_database.run_url) as conn:
+        for path in sorted(sql.SQL_DIR.glob("*.sql")):
+            if path.name == "schema.sql":
+                continue
+            for name, query in sql.load(path.stem).items():
+                try:
+                    conn.execute(f"PREPARE q AS {_numbered(sql.postgres(query))}".encode())
+                    conn.execute("DEALLOCATE q")
+                except psycopg.Error as exc:
+                    conn.rollback()
+                    failed.append(f"{path.stem}.{name}: {str(exc).splitlines()[0]}")
+        conn.rollback()
+    assert failed == []

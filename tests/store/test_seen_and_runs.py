@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sqlite3
 from datetime import UTC, datetime, timedelta, timezone
-from pathlib import Path
 
 import pytest
 
@@ -167,15 +166,15 @@ async def test_investigation_window(store: db.Store, now: datetime) -> None:
 
 
 async def test_runs_left_running_by_a_crash_become_interrupted(
-    data_dir: Path, now: datetime
+    store_config: db.StoreConfig, now: datetime
 ) -> None:
-    first = await db.Store.open(db.StoreConfig(data_dir=data_dir))
+    first = await db.Store.open(store_config)
     crashed = await runs.start_run(first, "news", "schedule", now)
     finished = await runs.start_run(first, "news", "schedule", now)
     await runs.finish_run(first, finished, "ok", runs.Counts(), None, now)
     await first.close()  # the process "dies" with a run still open
 
-    second = await db.Store.open(db.StoreConfig(data_dir=data_dir))
+    second = await db.Store.open(store_config)
     try:
         await startup.recover(second, now + timedelta(minutes=5))
         run = await runs.get(second, crashed)

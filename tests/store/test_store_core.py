@@ -230,8 +230,8 @@ async def test_readonly_store_reads_beside_the_writer(store: db.Store, data_dir:
         await reader.close()
 
 
-async def test_closed_store_refuses_work(data_dir: Path) -> None:
-    opened = await db.Store.open(db.StoreConfig(data_dir=data_dir))
+async def test_closed_store_refuses_work(store_config: db.StoreConfig) -> None:
+    opened = await db.Store.open(store_config)
     await opened.close()
     with pytest.raises(errors.Closed):
         await opened.write(lambda conn: None)

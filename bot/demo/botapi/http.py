@@ -14,6 +14,8 @@ grants only to `cors_origin` (a plain form POST is refused).
 from __future__ import annotations
 
 import contextlib
+import email.parser
+import email.policy
 import http.server
 import json
 import logging
@@ -24,6 +26,7 @@ import urllib.parse
 from typing import TYPE_CHECKING, Any
 
 from bot.demo.botapi import control as localapi_control
+from bot.demo.botapi import methods as localapi_methods
 from pipelines.text import telegram as telegram_text
 
 if TYPE_CHECKING:
@@ -85,6 +88,23 @@ def content_length(headers: Any, limit: int) -> int:
     if length > limit:
         raise Refused(413, f"Request Entity Too Large: at most {limit} bytes")
     return length
+
+
+def multipart(content_type: str, body: bytes) -> dict[str, Any]:
+    """A multipart/form-data body's fields: text as str, files as `Upload`."""
+    head = f"Content-Type: {content_type}\r\n\r\n".encode()
+    message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(head + body)
+    if not message.is_multipart():
+        raise ValueError("a multipart body needs a boundary in its Content-Type")
+    fields: dict[str, Any] = {}
+    for part in message.iter_parts():
+        name = part.get_param("name", header="content-disposition")
+        content = part.get_payload(decode=True)
+        if not isinstance(name, str) or not isinstance(content, bytes):
+            raise ValueError("every multipart part needs a name and a body")
+        filename = part.get_filename()
+        fields[name] = localapi_methods.Upload(filename, content) if filename else content.decode()
+    return fields
 
 
 def redact(text: str) -> str:
@@ -207,6 +227,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             params.update(decoded)
         elif kind == "application/x-www-form-urlencoded":
             params.update(urllib.parse.parse_qsl(body.decode(), keep_blank_values=True))
+        elif kind == "multipart/form-data":
+            params.update(multipart(self.headers.get("Content-Type", ""), body))
         else:
             raise ValueError(f"unsupported Content-Type {kind!r}; send form fields or JSON")
         return params

@@ -16,6 +16,9 @@ from bot.demo.botapi.state import ApiError, LocalApiState, bad_request
 
 #: Telegram's limit on a message's text after entity parsing.
 MAX_TEXT = 4096
+#: Telegram's limit on a photo's caption.
+MAX_CAPTION = 1024
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 #: Telegram's limit on a button's callback_data, in bytes.
 MAX_CALLBACK_DATA = 64
 #: The longest getUpdates long poll Telegram honours, in seconds.
@@ -62,6 +65,14 @@ _BUTTON_ACTIONS = frozenset(
         "pay",
     }
 )
+
+
+@dataclasses.dataclass(frozen=True)
+class Upload:
+    """A file part of a multipart request."""
+
+    filename: str
+    content: bytes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -274,6 +285,40 @@ def send_message(request: Request) -> Any:
     return request.state.telegram_message(message)
 
 
+def send_photo(request: Request) -> Any:
+    """A photo uploaded as a file (multipart); the local server reads PNG pictures only."""
+    chat_id = request.chat_id()
+    upload = request.params.get("photo")
+    if not isinstance(upload, Upload):
+        raise bad_request("photo must be uploaded as a file (file ids are not kept here)")
+    size = png_size(upload.content)
+    if size is None:
+        raise bad_request("IMAGE_PROCESS_FAILED: the local server reads PNG pictures only")
+    caption = request.get_str("caption")
+    if len(caption) > MAX_CAPTION:
+        raise bad_request("message caption is too long")
+    meta = {"width": size[0], "height": size[1], "file_size": len(upload.content)}
+    message = request.state.add_message(
+        chat_id,
+        from_bot=True,
+        sender=request.bot_user(),
+        text=caption,
+        entities=[],
+        reply_markup=_reply_markup(request),
+        reply_to_message_id=_reply_to(request, chat_id),
+        now=request.now,
+        photo=(upload.content, meta),
+    )
+    return request.state.telegram_message(message)
+
+
+def png_size(data: bytes) -> tuple[int, int] | None:
+    """(width, height) from a PNG's header chunk, or None if `data` is not a PNG."""
+    if len(data) < 24 or not data.startswith(PNG_SIGNATURE) or data[12:16] != b"IHDR":
+        return None
+    return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+
+
 def edit_message_text(request: Request) -> Any:
     chat_id, message_id = _edit_target(request)
     text, entities = _text_and_entities(request)
@@ -337,6 +382,7 @@ METHODS: dict[str, Callable[[Request], Any]] = {
     "setmycommands": set_my_commands,
     "getmycommands": get_my_commands,
     "sendmessage": send_message,
+    "sendphoto": send_photo,
     "editmessagetext": edit_message_text,
     "editmessagereplymarkup": edit_message_reply_markup,
     "answercallbackquery": answer_callback_query,

@@ -177,6 +177,10 @@ class LocalBotApi:
         """Messages the bot sent, current text and markup, in order (deleted ones left out)."""
         return self.state.sent(chat_id)
 
+    def photo(self, chat_id: int, message_id: int) -> bytes | None:
+        """The picture the bot sent as message `message_id` (sendPhoto), as uploaded."""
+        return self.state.photo(chat_id, message_id)
+
     def messages(self, chat_id: int) -> list[localapi_state.ChatMessage]:
         """The whole chat as it looks now: the users' messages and the bot's."""
         return self.state.messages(chat_id)

@@ -58,6 +58,9 @@ class ChatMessage:
     edit_date: int | None = None
     version: int = 1
     deleted: bool = False
+    #: A photo message: {"width", "height", "file_size"}; `text` is its caption and the
+    #: picture's bytes are kept apart (`LocalApiState.photo`), so messages stay JSON.
+    photo: dict[str, int] | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,6 +125,7 @@ class LocalApiState:
         self.webhook: dict[str, Any] | None = None
         self.commands: dict[str, list[dict[str, Any]]] = {}
         self.chat_actions: list[dict[str, Any]] = []
+        self._photos: dict[tuple[int, int], bytes] = {}
 
     # -- bookkeeping ---------------------------------------------------------
 
@@ -233,6 +237,7 @@ class LocalApiState:
         reply_markup: dict[str, Any] | None,
         reply_to_message_id: int | None,
         now: int,
+        photo: tuple[bytes, dict[str, int]] | None = None,
     ) -> ChatMessage:
         with self._cond:
             chat = self._chats.setdefault(chat_id, {})
@@ -248,10 +253,18 @@ class LocalApiState:
                 reply_markup=reply_markup,
                 reply_to_message_id=reply_to_message_id,
                 date=now,
+                photo=photo[1] if photo else None,
             )
+            if photo is not None:
+                self._photos[(chat_id, message_id)] = photo[0]
             chat[message_id] = [message]
             self._changed()
             return message
+
+    def photo(self, chat_id: int, message_id: int) -> bytes | None:
+        """The picture a photo message carries, as the bot uploaded it."""
+        with self._cond:
+            return self._photos.get((chat_id, message_id))
 
     def find(self, chat_id: int, message_id: int) -> ChatMessage | None:
         """The current version of a message, or None if unknown or deleted."""
@@ -300,8 +313,14 @@ class LocalApiState:
             "from": message.sender,
             "chat": chat_object(message.chat_id),
             "date": message.date,
-            "text": message.text,
         }
+        if message.photo is not None:
+            file_id = f"photo-{message.chat_id}-{message.message_id}"
+            result["photo"] = [{"file_id": file_id, "file_unique_id": file_id, **message.photo}]
+            if message.text:
+                result["caption"] = message.text
+        else:
+            result["text"] = message.text
         if message.entities:
             result["entities"] = message.entities
         if message.edit_date is not None:

@@ -106,6 +106,13 @@ function renderMessage(message) {
   item.dataset.version = message.version;
   const bubble = document.createElement("div");
   bubble.className = "bubble";
+  if (message.photo) {  // a chart: the picture, then its caption
+    const picture = document.createElement("img");
+    picture.className = "photo";
+    picture.alt = message.text;
+    picture.src = "/api/photo?message_id=" + message.message_id;
+    bubble.appendChild(picture);
+  }
   const body = document.createElement("div");
   body.className = "text";
   body.appendChild(renderText(message.text, message.entities || []));

@@ -3,3 +3,17 @@
 SELECT scope, period FROM budget_limits
  WHERE scope IN (SELECT value FROM json_array_elements_text(CAST(:scopes AS json)))
  ORDER BY scope = 'global', scope, period
+
+-- name: current
+-- Every configured limit with its current period instance (zeros when not open yet);
+-- the period starts typed, so the CASE compares bigints.
+SELECT l.scope, l.period,
+       CASE l.period WHEN 'day' THEN CAST(:day_start AS bigint) ELSE CAST(:month_start AS bigint) END AS period_start,
+       coalesce(b.limit_micros, l.limit_micros) AS limit_micros,
+       coalesce(b.spent_micros, 0) AS spent_micros,
+       coalesce(b.held_micros, 0) AS held_micros
+  FROM budget_limits l
+  LEFT JOIN budgets b
+    ON b.scope = l.scope AND b.period = l.period
+   AND b.period_start = CASE l.period WHEN 'day' THEN CAST(:day_start AS bigint) ELSE CAST(:month_start AS bigint) END
+ ORDER BY l.scope = 'global' DESC, l.scope, l.period

@@ -1,0 +1,128 @@
+"""Charts as photos: `/budget chart` (30 days of AI spend per scope against its daily
+limit) and `/status chart` (the last week's runs and approval waits).
+
+    png = charts.budget_png(days, now)      # pure: figures in, PNG bytes out
+    await charts.reply_budget(update, store, now)
+
+Drawn with matplotlib, the plotting library most Python operators know, kept up by a
+large team and able to write a PNG with no display (the Agg backend). It costs tens of
+megabytes and about a second to import, so it is imported only when a chart is first
+asked for, never at startup; drawing runs in a thread, one chart at a time, so taps
+keep being answered meanwhile. Pictures are WIDTH x HEIGHT pixels.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import statistics
+import threading
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from telegram import Update
+
+from store import figures
+from store.db import Store
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+WIDTH, HEIGHT, DPI = 960, 540, 100
+BUDGET_DAYS = 30
+STATUS_DAYS = 7
+DAY_MS = 86_400_000
+#: matplotlib's objects are not safe to draw from two threads at once.
+_drawing = threading.Lock()
+
+
+def _figure() -> Figure:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(WIDTH / DPI, HEIGHT / DPI), dpi=DPI)
+
+
+def _png(figure: Figure) -> bytes:
+    buffer = io.BytesIO()
+    figure.tight_layout()
+    figure.savefig(buffer, format="png", dpi=DPI)
+    return buffer.getvalue()
+
+
+def _days(now: datetime, count: int) -> list[datetime]:
+    today = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    return [today - timedelta(days=count - 1 - n) for n in range(count)]
+
+
+def budget_png(spend: list[figures.DaySpend], now: datetime) -> bytes:
+    """Each scope's spend per day (USD) as a line, its daily limit dashed in the same colour."""
+    days = _days(now, BUDGET_DAYS)
+    with _drawing:
+        figure = _figure()
+        axes = figure.add_subplot()
+        scopes = sorted({row.scope for row in spend}, key=lambda s: (s != "global", s))
+        x = list(range(len(days)))
+        for scope in scopes:
+            rows = {row.day.date(): row for row in spend if row.scope == scope}
+            found = [rows.get(day.date()) for day in days]
+            spent = [row.spent_micros / 1e6 if row else 0.0 for row in found]
+            limit = [row.limit_micros / 1e6 if row else float("nan") for row in found]
+            (line,) = axes.plot(x, spent, marker=".", label=f"{scope} spent")
+            axes.plot(x, limit, linestyle="--", color=line.get_color(), label=f"{scope} limit")
+        ticks = [*x[::5], x[-1]]
+        axes.set_xticks(ticks, [days[n].strftime("%b %d") for n in ticks])
+        if not scopes:
+            axes.text(0.5, 0.5, "no AI spend recorded", ha="center", transform=axes.transAxes)
+        axes.set_title(f"AI spend per day, last {BUDGET_DAYS} days (UTC)")
+        axes.set_ylabel("USD")
+        axes.set_ylim(bottom=0)
+        if scopes:
+            axes.legend(loc="upper left", fontsize="small")
+        return _png(figure)
+
+
+def status_png(week: figures.Week, now: datetime) -> bytes:
+    """Runs per day (ok and error, stacked) and the median wait for a decision per day."""
+    days = _days(now, STATUS_DAYS)
+    numbers = [int(day.timestamp() * 1000) // DAY_MS for day in days]
+    with _drawing:
+        figure = _figure()
+        runs, waits = figure.subplots(1, 2)
+        ok = [week.runs.get((n, "ok"), 0) for n in numbers]
+        failed = [week.runs.get((n, "error"), 0) for n in numbers]
+        labels = [day.strftime("%a %d") for day in days]
+        runs.bar(labels, ok, color="tab:green", label="ok")
+        runs.bar(labels, failed, bottom=ok, color="tab:red", label="error")
+        runs.set_title("runs per day")
+        runs.legend(loc="upper left", fontsize="small")
+        medians = []
+        for n in numbers:
+            waited = [seconds / 60 for day, seconds in week.waits if day == n]
+            medians.append(statistics.median(waited) if waited else 0.0)
+        waits.bar(labels, medians, color="tab:blue")
+        waits.set_title("median wait for a decision (minutes)")
+        for axes in (runs, waits):
+            axes.tick_params(axis="x", labelrotation=45)
+        figure.suptitle(f"last {STATUS_DAYS} days (UTC), to {now:%Y-%m-%d %H:%M}")
+        return _png(figure)
+
+
+async def reply_budget(update: Update, store: Store, now: datetime) -> None:
+    days = _days(now, BUDGET_DAYS)
+    spend = await figures.spend_by_day(store, days[0])
+    png = await asyncio.to_thread(budget_png, spend, now)
+    await _reply(update, png, f"AI spend per scope, last {BUDGET_DAYS} days")
+
+
+async def reply_status(update: Update, store: Store, now: datetime) -> None:
+    week = await figures.week(store, _days(now, STATUS_DAYS)[0])
+    png = await asyncio.to_thread(status_png, week, now)
+    await _reply(update, png, f"runs and approval waits, last {STATUS_DAYS} days")
+
+
+async def _reply(update: Update, png: bytes, caption: str) -> None:
+    message: Any = update.effective_message
+    await message.reply_photo(photo=png, caption=caption, do_quote=False)
