@@ -190,9 +190,7 @@ class Engine:
         now: datetime,
         dedup: bool,
     ) -> list[Item]:
-        return await self.store.write(
-            lambda conn: record_sync(conn, pipeline, scope, chunk, state, now, dedup=dedup)
-        )
+        return await self.store.write(record_sync, pipeline, scope, chunk, state, now, dedup=dedup)
 
     async def _draft_all(
         self,
@@ -206,7 +204,7 @@ class Engine:
 
         Returns (reached approval, failed); an item held for an operator is neither.
         """
-        started = await self.store.write(lambda conn: _start_drafting(conn, waiting, now))
+        started = await self.store.write(_start_drafting, waiting, now)
         drafting = orphans + started
         if orphans:
             log.info(
@@ -254,9 +252,7 @@ class Engine:
                 if earlier
                 else None
             )
-            await self.store.write(
-                lambda conn: _to_approval(conn, pipeline, item, result, duplicate, now)
-            )
+            await self.store.write(_to_approval, pipeline, item, result, duplicate, now)
             log.debug("item %s drafted; its card is queued", item.id)
             return True
         except drafters.DraftHeld as held:

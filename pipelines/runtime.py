@@ -181,4 +181,4 @@ async def _report_config_errors(store: Store, loaded: config.LoadResult, now: da
     text = "⚠️ pipeline files rejected at startup:\n" + config.format_errors(loaded.errors)
     key = "config-errors:" + hashlib.sha256(text.encode()).hexdigest()[:16]
 
-    await store.write(lambda conn: outbox.alert_sync(conn, text, now, key=key))
+    await store.write(outbox.alert_sync, text, now, key=key)

@@ -146,7 +146,7 @@ class Registry:
         text = f"⚠️ {worker}: unexpected {kind}{place}. It keeps going; details in the log."
         now = self._now()
         try:
-            await self._store.write(lambda conn: outbox.alert_sync(conn, text, now, key=key))
+            await self._store.write(outbox.alert_sync, text, now, key=key)
         except errors.StoreError as store_exc:
             log.error("could not queue the alert about %s: %s", worker, store_exc)
             return

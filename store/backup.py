@@ -46,11 +46,12 @@ async def backup(store: Store, path: Path, progress: BackupProgress | None = Non
         raise errors.Refused(
             "this store lives in PostgreSQL: back it up with pg_dump (see the README)"
         )
-    return await store.read(lambda conn: _backup_sync(conn, path.absolute(), progress))
+    return await store.read(_backup_sync, path, progress)
 
 
 def _backup_sync(conn: backend.Conn, path: Path, progress: BackupProgress | None) -> BackupResult:
     assert isinstance(conn, sqlite3.Connection), "backup() checked the dialect"
+    path = path.absolute()
     _create_new(path)
     try:
         return _copy(conn, path, progress)

@@ -7,13 +7,11 @@ commit together, so fifty simultaneous taps produce exactly one transition.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
 from store import backend, clock, errors, events, items, sql
-from store.db import Store
 from store.items import Item
 from store.machine import State
 
@@ -43,9 +41,11 @@ def decide_sync(
     now: datetime,
     *,
     quorum: int = 1,
-    on_decided: Callable[[backend.Conn, Item], None] | None = None,
 ) -> Decision:
-    """Record one operator's decision; `on_decided` runs in the same unit when it moves the item."""
+    """Record one operator's decision inside the caller's unit (which may add its own rows).
+
+    `await store.write(decisions.decide_sync, item_id, attempt, version, operator, "approve", now)`
+    """
     if choice not in ("approve", "reject"):
         raise ValueError(f"unknown decision {choice!r}; valid: approve, reject")
     item = items.lock_sync(conn, item_id)
@@ -91,38 +91,9 @@ def decide_sync(
         )
     else:
         return Decision(item, "pending", approvals, quorum)
-    if on_decided is not None:
-        on_decided(conn, moved)
     return Decision(moved, "rejected" if choice == "reject" else "approved", approvals, quorum)
 
 
 def _approvals(conn: backend.Conn, item: Item) -> tuple[int, ...]:
     params = {"item_id": item.id, "attempt": item.attempt, "version": item.version}
     return tuple(row[0] for row in conn.execute(Q["approvals"], params))
-
-
-async def decide(
-    store: Store,
-    item_id: int,
-    attempt: int,
-    version: int,
-    operator_id: int,
-    choice: Choice,
-    now: datetime,
-    *,
-    quorum: int = 1,
-    on_decided: Callable[[backend.Conn, Item], None] | None = None,
-) -> Decision:
-    return await store.write(
-        lambda conn: decide_sync(
-            conn,
-            item_id,
-            attempt,
-            version,
-            operator_id,
-            choice,
-            now,
-            quorum=quorum,
-            on_decided=on_decided,
-        )
-    )

@@ -178,9 +178,7 @@ async def enqueue(
     dedupe_key: str | None = None,
 ) -> int | None:
     return await store.write(
-        lambda conn: enqueue_sync(
-            conn, kind, target, payload, now, item_id=item_id, dedupe_key=dedupe_key
-        )
+        enqueue_sync, kind, target, payload, now, item_id=item_id, dedupe_key=dedupe_key
     )
 
 
@@ -200,7 +198,7 @@ async def due(
 
 
 async def get(store: Store, row_id: int) -> Row:
-    found = await store.read(lambda conn: _rows(conn, Q["get"], {"id": row_id}))
+    found = await store.read(_rows, Q["get"], {"id": row_id})
     if not found:
         raise errors.NotFound(f"no outbox row {row_id}")
     return found[0]
@@ -218,7 +216,7 @@ def mark_sent_sync(conn: backend.Conn, row_id: int, external_id: str | None, now
 
 async def mark_sent(store: Store, row_id: int, external_id: str | None, now: datetime) -> bool:
     """Record success; False if the row was not pending (already recorded)."""
-    return await store.write(lambda conn: mark_sent_sync(conn, row_id, external_id, now))
+    return await store.write(mark_sent_sync, row_id, external_id, now)
 
 
 async def mark_retry(
@@ -231,7 +229,7 @@ async def mark_retry(
         "next_at": clock.to_ms(next_at),
         "external_id": progress,
     }
-    return await store.write(lambda conn: _update(conn, "mark_retry", params))
+    return await store.write(_update, "mark_retry", params)
 
 
 async def defer(
@@ -244,7 +242,7 @@ async def defer(
         "next_at": clock.to_ms(next_at),
         "external_id": progress,
     }
-    return await store.write(lambda conn: _update(conn, "defer", params))
+    return await store.write(_update, "defer", params)
 
 
 async def waiting(
@@ -257,7 +255,7 @@ async def waiting(
         "prefix": prefix,
         "limit": limit,
     }
-    return await store.read(lambda conn: _rows(conn, Q["waiting"], params))
+    return await store.read(_rows, Q["waiting"], params)
 
 
 async def next_due(store: Store, kinds: Iterable[Kind]) -> datetime | None:
@@ -268,9 +266,7 @@ async def next_due(store: Store, kinds: Iterable[Kind]) -> datetime | None:
 
 
 async def mark_failed(store: Store, row_id: int, error: str) -> bool:
-    return await store.write(
-        lambda conn: _update(conn, "mark_failed", {"id": row_id, "error": error})
-    )
+    return await store.write(_update, "mark_failed", {"id": row_id, "error": error})
 
 
 def for_item_sync(conn: backend.Conn, item_id: int, kind: Kind) -> list[Row]:
@@ -279,12 +275,12 @@ def for_item_sync(conn: backend.Conn, item_id: int, kind: Kind) -> list[Row]:
 
 async def for_item(store: Store, item_id: int, kind: Kind) -> list[Row]:
     """An item's rows of one kind, newest first."""
-    return await store.read(lambda conn: for_item_sync(conn, item_id, kind))
+    return await store.read(for_item_sync, item_id, kind)
 
 
 async def dispatches(store: Store) -> list[Row]:
     """Every dispatch row sent or still pending, oldest first."""
-    return await store.read(lambda conn: _rows(conn, Q["dispatches"], {}))
+    return await store.read(_rows, Q["dispatches"], {})
 
 
 def prune_sent_sync(conn: backend.Conn, before: datetime, batch: int) -> int:

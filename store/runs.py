@@ -101,7 +101,7 @@ def finish_run_sync(
 
 
 async def start_run(store: Store, pipeline: str, trigger: Trigger, now: datetime) -> int:
-    return await store.write(lambda conn: start_run_sync(conn, pipeline, trigger, now))
+    return await store.write(start_run_sync, pipeline, trigger, now)
 
 
 async def finish_run(
@@ -112,7 +112,7 @@ async def finish_run(
     error_text: str | None,
     now: datetime,
 ) -> None:
-    await store.write(lambda conn: finish_run_sync(conn, run_id, status, counts, error_text, now))
+    await store.write(finish_run_sync, run_id, status, counts, error_text, now)
 
 
 async def close_interrupted(store: Store, now: datetime) -> int:
@@ -124,7 +124,7 @@ async def close_interrupted(store: Store, now: datetime) -> int:
 
 
 async def get(store: Store, run_id: int) -> Run:
-    found = await store.read(lambda conn: _rows(conn, Q["get"], {"id": run_id}))
+    found = await store.read(_rows, Q["get"], {"id": run_id})
     if not found:
         raise errors.NotFound(f"no run {run_id}")
     return found[0]
@@ -132,7 +132,7 @@ async def get(store: Store, run_id: int) -> Run:
 
 async def recent_runs(store: Store, pipeline: str, n: int = 10) -> list[Run]:
     """A pipeline's last n runs, newest first."""
-    return await store.read(lambda conn: _rows(conn, Q["recent"], {"pipeline": pipeline, "n": n}))
+    return await store.read(_rows, Q["recent"], {"pipeline": pipeline, "n": n})
 
 
 async def investigation_window(store: Store, pipeline: str) -> Window:

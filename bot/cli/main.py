@@ -207,7 +207,7 @@ def _preflight_needs(
     scopes = ["global", *found]
     limits: list[tuple[str, budgets.Period]] = []
     if (cfg.data_dir / datadir.DB_NAME).exists():
-        limits = read(cfg, lambda s: s.read(lambda conn: budgets.configured_sync(conn, scopes)))
+        limits = read(cfg, lambda s: s.read(budgets.configured_sync, scopes))
     from pipelines import preflight
 
     return preflight.Needs(

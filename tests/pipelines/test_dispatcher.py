@@ -119,8 +119,8 @@ async def test_a_forced_replay_is_a_new_attempt_with_a_new_key(
 ) -> None:
     item = await approved_item(store, pipeline, client, now)
     await run(store, pipeline, client, now)
-    await items.replay(
-        store, item.id, "operator:7", now + timedelta(minutes=1), "again", force=True
+    await store.write(
+        items.replay_sync, item.id, "operator:7", now + timedelta(minutes=1), "again", force=True
     )
     again = await approved_item(store, pipeline, client, now + timedelta(minutes=2))
     assert (again.attempt, again.version) == (2, 2)
@@ -337,7 +337,7 @@ async def test_an_item_back_in_dispatching_too_soon_waits_without_using_an_attem
     await run(store, pipeline, client, first)  # attempt 1 enters dispatching
     await items.transition(store, item.id, State.FAILED, "system", first, reason="gave up")
     second = first + timedelta(seconds=1)
-    await items.replay(store, item.id, "operator:7", second, "again")
+    await store.write(items.replay_sync, item.id, "operator:7", second, "again")
     again = await approved_item(store, pipeline, client, second)
     row, old = await outbox.for_item(store, item.id, "dispatch")  # newest first
     soon = second + timedelta(seconds=1)

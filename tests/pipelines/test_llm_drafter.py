@@ -335,7 +335,7 @@ async def test_a_replay_is_a_new_attempt_with_a_new_claim(
     await budget(store, now)
     item = await rig.tick(now)
     await approval.decide(store, rig.pipeline, item.id, 1, 1, 7, "reject", now)
-    await items.replay(store, item.id, events.operator(7), now, "try again")
+    await store.write(items.replay_sync, item.id, events.operator(7), now, "try again")
     await rig.engine.tick("news", "replay", now + timedelta(minutes=1))
     again = await items.get(store, item.id)
     assert (again.state, again.attempt, llm.calls) == (State.AWAITING_APPROVAL, 2, 2)

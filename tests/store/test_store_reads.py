@@ -13,9 +13,9 @@ async def test_approved_since_lists_a_pipelines_recent_approved_drafts(
     store: db.Store, now: datetime
 ) -> None:
     old = await _awaiting(store, now - timedelta(days=9), "old")
-    await decisions.decide(store, old.id, 1, 1, 7, "approve", now - timedelta(days=9))
+    await store.write(decisions.decide_sync, old.id, 1, 1, 7, "approve", now - timedelta(days=9))
     kept = await _awaiting(store, now, "kept")
-    await decisions.decide(store, kept.id, 1, 1, 7, "approve", now)
+    await store.write(decisions.decide_sync, kept.id, 1, 1, 7, "approve", now)
     waiting = await _awaiting(store, now, "waiting")
     assert waiting.state == State.AWAITING_APPROVAL
 
