@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from bot import logs
-from pipelines import operations as views
+from pipelines import operations
 from store import errors, tokens
 
 log = logging.getLogger(__name__)
@@ -75,21 +75,21 @@ def socket_path(data_dir: Path) -> Path:
 
 
 async def _set_budget(rt: Any, args: dict[str, Any]) -> Any:
-    return await views.set_budget(
+    return await operations.set_budget(
         rt.store, str(args["scope"]), str(args["period"]), str(args["amount"]), ACTOR, rt.now()
     )
 
 
 async def _replay(rt: Any, args: dict[str, Any]) -> Any:
-    return await views.replay(
-        rt.store, views.whole_number(args.get("item"), "item"), ACTOR, rt.now(),
+    return await operations.replay(
+        rt.store, operations.whole_number(args.get("item"), "item"), ACTOR, rt.now(),
         force=bool(args.get("force")), fresh=bool(args.get("fresh")), scheduler=rt.scheduler,
     )  # fmt: skip
 
 
 def _schedule(action: str) -> Handler:
     async def run(rt: Any, args: dict[str, Any]) -> Any:
-        return await views.schedule(
+        return await operations.schedule(
             rt.store, rt.pipelines, action, str(args["pipeline"]), ACTOR, rt.now(),
             scheduler=rt.scheduler,
         )  # fmt: skip
@@ -98,9 +98,9 @@ def _schedule(action: str) -> Handler:
 
 
 async def _reconcile_claim(rt: Any, args: dict[str, Any]) -> Any:
-    return await views.reconcile_claim(
+    return await operations.reconcile_claim(
         rt.store,
-        views.whole_number(args.get("claim"), "claim"),
+        operations.whole_number(args.get("claim"), "claim"),
         str(args["amount"]),
         str(args["evidence"]),
         ACTOR,
@@ -109,8 +109,8 @@ async def _reconcile_claim(rt: Any, args: dict[str, Any]) -> Any:
 
 
 async def _sweep(rt: Any, args: dict[str, Any]) -> Any:
-    days = views.whole_number(args.get("days"), "days", high=views.MAX_SWEEP_DAYS)
-    return await views.sweep(rt.store, rt.now(), days)
+    days = operations.whole_number(args.get("days"), "days", high=operations.MAX_SWEEP_DAYS)
+    return await operations.sweep(rt.store, rt.now(), days)
 
 
 async def _ping(rt: Any, args: dict[str, Any]) -> Any:
@@ -240,7 +240,7 @@ async def _answer(runtime: Any, line: bytes) -> dict[str, Any]:
         return _error(f"bad request; valid ops: {', '.join(OPS)}", "invalid")
     try:
         result = await handler(runtime, args)
-    except views.Invalid as exc:
+    except operations.Invalid as exc:
         return _error(str(exc), "invalid")
     except errors.Refused as exc:
         return _error(str(exc), "refused")
@@ -252,7 +252,7 @@ async def _answer(runtime: Any, line: bytes) -> dict[str, Any]:
         log.exception("control op %s failed", op)
         return _error(f"{op} failed inside the bot; see its log", "internal")
     log.info("control: %s by %s", op, ACTOR)
-    return {"ok": True, "result": views.plain(result)}
+    return {"ok": True, "result": operations.plain(result)}
 
 
 # -- client ---------------------------------------------------------------------------------

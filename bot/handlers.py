@@ -20,8 +20,7 @@ from telegram.constants import ParseMode
 from telegram.ext import ApplicationHandlerStop, ContextTypes
 
 from bot import auth, callbacks, charts, metrics, render, sender
-from pipelines import approval, config
-from pipelines import operations as views
+from pipelines import approval, config, operations
 from pipelines import workers as workers_mod
 from pipelines.scheduler import Scheduler
 from pipelines.text import telegram as telegram_text
@@ -131,8 +130,8 @@ def item_arg(context: Context, command: str) -> int:
     if len(args) != 1:
         raise BadInput(usage)
     try:
-        return views.whole_number(args[0], "the item id")
-    except views.Invalid as exc:
+        return operations.whole_number(args[0], "the item id")
+    except operations.Invalid as exc:
         raise BadInput(f"{render.esc(exc)}; {usage}") from None
 
 
@@ -190,18 +189,18 @@ async def status(update: Update, context: Context, d: Deps, now: datetime) -> No
         await charts.reply_status(update, d.store, now)
         return
     if context.args:
-        found = await views.pipeline_runs(d.store, pipeline_arg(context, "status"))
+        found = await operations.pipeline_runs(d.store, pipeline_arg(context, "status"))
         await reply(update, render.status_pipeline(found.name, found.recent, found.window, now))
         return
     states = d.workers.snapshot() if d.workers else []
-    overview = await views.overview(d.store, d.pipelines, now, states)
+    overview = await operations.overview(d.store, d.pipelines, now, states)
     await reply(update, render.status_overview(overview))
 
 
 @command
 async def pending(update: Update, context: Context, d: Deps, now: datetime) -> None:
     """Items awaiting approval, oldest first, each pointing to its card in this chat."""
-    waiting = await views.pending(d.store)
+    waiting = await operations.pending(d.store)
     chat = str(update.effective_chat.id) if update.effective_chat else ""
     cards: dict[int, int] = {}
     for item in waiting:
@@ -219,25 +218,25 @@ async def budget(update: Update, context: Context, d: Deps, now: datetime) -> No
     if context.args == ["chart"]:
         await charts.reply_budget(update, d.store, now)
         return
-    await reply(update, render.budget(await views.budget(d.store, now), now))
+    await reply(update, render.budget(await operations.budget(d.store, now), now))
 
 
 @command
 async def history(update: Update, context: Context, d: Deps, now: datetime) -> None:
     """One item's events, oldest first."""
-    found = await views.history(d.store, item_arg(context, "history"))
+    found = await operations.history(d.store, item_arg(context, "history"))
     await reply(update, render.history(found.item, found.events))
 
 
 @command
 async def replay(update: Update, context: Context, d: Deps, now: datetime) -> None:
     """Why an item dropped, with a button that replays it."""
-    found = await views.history(d.store, item_arg(context, "replay"))
+    found = await operations.history(d.store, item_arg(context, "replay"))
     item, trail = found.item, found.events
     if not found.dropped:
         await reply(update, render.history(item, trail) + "\n\nNot dropped: nothing to replay.")
         return
-    kept = await views.unshown_drafts(d.store, item.id)
+    kept = await operations.unshown_drafts(d.store, item.id)
 
     def button(label: str, action: callbacks.Action) -> InlineKeyboardButton:
         data = callbacks.encode(
@@ -254,7 +253,7 @@ async def _schedule_command(update: Update, context: Context, d: Deps, now: date
     word = (update.effective_message.text or "").split()[0][1:].split("@")[0]
     name = pipeline_arg(context, word)
     actor = events.operator(update.effective_user.id)
-    changed = await views.schedule(
+    changed = await operations.schedule(
         d.store, d.pipelines, word, name, actor, now, scheduler=d.scheduler
     )
     if word == "run":
@@ -359,7 +358,9 @@ async def _replay(
         return
     actor = events.operator(query.from_user.id)
     fresh = button.action == "fresh"
-    replayed = await views.replay(d.store, item.id, actor, now, fresh=fresh, scheduler=d.scheduler)
+    replayed = await operations.replay(
+        d.store, item.id, actor, now, fresh=fresh, scheduler=d.scheduler
+    )
     await query.answer(f"replayed: attempt {replayed.attempt}")
     await query.edit_message_reply_markup(reply_markup=None)
     await query.message.reply_text(

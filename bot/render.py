@@ -14,8 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from bot import logs, storage_alarm
-from pipelines import operations as views
-from pipelines import workers
+from pipelines import operations, workers
 from pipelines.text import telegram as telegram_text
 from pipelines.text import validation
 from store import events, items, runs
@@ -119,7 +118,7 @@ def decided_card(last_part: str, edit: dict[str, Any], at: datetime) -> str:
 # -- commands ---------------------------------------------------------------------------
 
 
-def status_overview(overview: views.Overview) -> str:
+def status_overview(overview: operations.Overview) -> str:
     now = overview.at
     lines = ["<b>gatehouse status</b>"]
     for p in overview.pipelines:

@@ -1,7 +1,7 @@
 """What the operator can ask and do, shared by the Telegram handlers and the CLI.
 
-    summary = await views.overview(store, pipelines, now)       # /status, gatehouse status
-    item = await views.replay(store, 12, "cli", now)            # /replay, gatehouse replay 12
+    summary = await operations.overview(store, pipelines, now)       # /status, gatehouse status
+    item = await operations.replay(store, 12, "cli", now)            # /replay, gatehouse replay 12
 
 Every function returns plain dataclasses (or the store's own frozen rows); rendering
 is the caller's business (bot/render.py for Telegram HTML, bot/cli/main.py for a terminal
@@ -45,7 +45,7 @@ from store.ledger import outputs as llm_outputs
 from store.ledger import settle as ledger_settle
 from store.machine import State
 
-if TYPE_CHECKING:  # the CLI reads views without loading the engine
+if TYPE_CHECKING:  # the CLI reads operations without loading the engine
     from pipelines.scheduler import Scheduler
 
 #: Items /pending and `gatehouse pending` list at most (oldest first).

@@ -48,8 +48,7 @@ from bot import settings as settings_mod
 from bot.cli import output as cli_output
 from bot.cli import tokens as cli_tokens
 from bot.cli import writes as cli_writes
-from pipelines import config
-from pipelines import operations as views
+from pipelines import config, operations
 from store import backup, datadir, db, errors, info, writer
 from store.ledger import budgets
 
@@ -86,8 +85,8 @@ def cmd_status(cfg: settings_mod.Settings, args: argparse.Namespace, now: dateti
         return cmd_runs(cfg, args, now)
     names = pipelines(cfg).keys()
 
-    async def fn(store: db.Store) -> tuple[views.Overview, info.Info]:
-        return await views.overview(store, names, now), await info.info(store)
+    async def fn(store: db.Store) -> tuple[operations.Overview, info.Info]:
+        return await operations.overview(store, names, now), await info.info(store)
 
     overview, summary = read(cfg, fn)
     pid = cli_writes.writer_pid(cfg)
@@ -100,11 +99,11 @@ def cmd_status(cfg: settings_mod.Settings, args: argparse.Namespace, now: dateti
 
 def cmd_runs(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
     known = pipelines(cfg)
-    names = [views.check_pipeline(args.pipeline, known)] if args.pipeline else sorted(known)
-    limit = getattr(args, "limit", views.RUNS_SHOWN)
+    names = [operations.check_pipeline(args.pipeline, known)] if args.pipeline else sorted(known)
+    limit = getattr(args, "limit", operations.RUNS_SHOWN)
 
-    async def fn(store: db.Store) -> list[views.PipelineRuns]:
-        return [await views.pipeline_runs(store, name, limit) for name in names]
+    async def fn(store: db.Store) -> list[operations.PipelineRuns]:
+        return [await operations.pipeline_runs(store, name, limit) for name in names]
 
     found = read(cfg, fn)
     cli_output.emit(
@@ -114,25 +113,25 @@ def cmd_runs(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime
 
 
 def cmd_pending(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
-    waiting = read(cfg, views.pending)
+    waiting = read(cfg, operations.pending)
     cli_output.emit(args, waiting, lambda: cli_output.pending(waiting, now))
     return 0
 
 
 def cmd_history(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
-    found = read(cfg, lambda store: views.history(store, args.item))
+    found = read(cfg, lambda store: operations.history(store, args.item))
     cli_output.emit(args, found, lambda: cli_output.history(found))
     return 0
 
 
 def cmd_budget(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
-    report = read(cfg, lambda store: views.budget(store, now))
+    report = read(cfg, lambda store: operations.budget(store, now))
     cli_output.emit(args, report, lambda: cli_output.budget(report, now))
     return 0
 
 
 def cmd_audit(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
-    report = read(cfg, views.audit)
+    report = read(cfg, operations.audit)
     cli_output.emit(args, report, lambda: cli_output.audit(report))
     return 0 if report.ok else 1
 
@@ -156,7 +155,7 @@ def cmd_reconcile(cfg: settings_mod.Settings, args: argparse.Namespace, now: dat
     known = pipelines(cfg)
     reports = read(
         cfg,
-        lambda store: views.reconcile(
+        lambda store: operations.reconcile(
             store, known, backfill=args.backfill, prune=args.prune, progress=cli_output.progress
         ),
     )
@@ -233,7 +232,7 @@ async def _online(
 def cmd_dry_run(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
     """Fetch and draft one pipeline into a throwaway store; print the cards it would send."""
     found = pipelines(cfg)
-    name = views.check_pipeline(args.pipeline, found)
+    name = operations.check_pipeline(args.pipeline, found)
     report = asyncio.run(_dry_run(found[name], now))
     shown = report.cards[: args.limit]
     value = {
@@ -304,8 +303,8 @@ def cmd_health(cfg: settings_mod.Settings, args: argparse.Namespace, now: dateti
 
 def item_id(text: str) -> int:
     try:
-        return views.whole_number(text, "an item id")
-    except views.Invalid as exc:
+        return operations.whole_number(text, "an item id")
+    except operations.Invalid as exc:
         raise argparse.ArgumentTypeError(f"{exc}; give a number like 12") from None
 
 
@@ -376,7 +375,10 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
     runs = add("runs", cmd_runs, "recent runs with the last green and first red run")
     runs.add_argument("pipeline", nargs="?", help="only this pipeline (default: all)")
     runs.add_argument(
-        "--limit", type=positive, default=views.RUNS_SHOWN, help="runs shown (default: %(default)s)"
+        "--limit",
+        type=positive,
+        default=operations.RUNS_SHOWN,
+        help="runs shown (default: %(default)s)",
     )
     add("pending", cmd_pending, "items awaiting approval, oldest first")
     add("history", cmd_history, "one item's events").add_argument(

@@ -1,7 +1,7 @@
 """What the CLI prints: pipelines.operations results as aligned plain-text tables for a terminal.
 
 Pure functions from view dataclasses to text; `now` is passed in. `--json` output does
-not come through here: it is `views.plain(...)` dumped as JSON.
+not come through here: it is `operations.plain(...)` dumped as JSON.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from bot import render, storage_alarm
-from pipelines import operations as views
+from pipelines import operations
 from store import backup as store_backup
 from store import events, info, items, ledger, runs
 from store.ledger import budgets
@@ -51,7 +51,7 @@ def _run_cell(run: runs.Run | None, now: datetime) -> str:
 
 
 def status(
-    overview: views.Overview, summary: info.Info, writer_pid: int | None, now: datetime
+    overview: operations.Overview, summary: info.Info, writer_pid: int | None, now: datetime
 ) -> str:
     rows = [
         (
@@ -78,7 +78,7 @@ def status(
     )
 
 
-def pipeline_runs(found: views.PipelineRuns, now: datetime) -> str:
+def pipeline_runs(found: operations.PipelineRuns, now: datetime) -> str:
     rows = [
         (
             f"#{r.id}",
@@ -123,7 +123,7 @@ def pending(waiting: Sequence[items.Item], now: datetime) -> str:
     return table(("item", "pipeline", "version", "waiting", "title"), rows)
 
 
-def history(found: views.History) -> str:
+def history(found: operations.History) -> str:
     item = found.item
     head = f"item {item.id} ({item.pipeline}): {item.state}, attempt {item.attempt}"
     rows = [_event_row(e) for e in found.events]
@@ -188,7 +188,7 @@ def backup(result: store_backup.BackupResult) -> str:
     )
 
 
-def reconcile(reports: Sequence[views.FolderReport]) -> str:
+def reconcile(reports: Sequence[operations.FolderReport]) -> str:
     if not reports:
         return "no pipeline dispatches to files: nothing to reconcile"
     lines = []
@@ -206,7 +206,7 @@ def reconcile(reports: Sequence[views.FolderReport]) -> str:
 
 
 def emit(args: argparse.Namespace, value: Any, text: Callable[[], str]) -> None:
-    print(json.dumps(views.plain(value), indent=2) if args.json else text())
+    print(json.dumps(operations.plain(value), indent=2) if args.json else text())
 
 
 def progress(text: str) -> None:

@@ -12,8 +12,7 @@ from typing import Any, TypeVar
 from bot import control
 from bot import settings as settings_mod
 from bot.cli import output as cli_output
-from pipelines import config
-from pipelines import operations as views
+from pipelines import config, operations
 from store import datadir, db, errors
 from store.ledger import budgets
 
@@ -68,11 +67,11 @@ def cmd_replay(cfg: settings_mod.Settings, args: argparse.Namespace, now: dateti
         cfg,
         "replay",
         request,
-        lambda s: views.replay(
+        lambda s: operations.replay(
             s, args.item, control.ACTOR, now, force=args.force, fresh=args.fresh
         ),
     )
-    data = views.plain(result)
+    data = operations.plain(result)
     cli_output.emit(
         args, data, lambda: f"item {data['id']} replayed: attempt {data['attempt']}, now new"
     )
@@ -81,31 +80,33 @@ def cmd_replay(cfg: settings_mod.Settings, args: argparse.Namespace, now: dateti
 
 def cmd_set_budget(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
     budgets.check_scope(args.scope)
-    views.parse_usd(args.amount)  # a bad amount never reaches the bot
+    operations.parse_usd(args.amount)  # a bad amount never reaches the bot
     request = {"scope": args.scope, "period": args.period, "amount": args.amount}
     result = write(
         cfg,
         "set-budget",
         request,
-        lambda s: views.set_budget(s, args.scope, args.period, args.amount, control.ACTOR, now),
+        lambda s: operations.set_budget(
+            s, args.scope, args.period, args.amount, control.ACTOR, now
+        ),
     )
-    data = views.plain(result)
+    data = operations.plain(result)
     cli_output.emit(args, data, lambda: cli_output.budget_set(_budget(data)))
     return 0
 
 
 def cmd_reconcile_claim(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
-    views.parse_usd(args.amount)
+    operations.parse_usd(args.amount)
     request = {"claim": args.claim, "amount": args.amount, "evidence": args.evidence}
     result = write(
         cfg,
         "reconcile-claim",
         request,
-        lambda s: views.reconcile_claim(
+        lambda s: operations.reconcile_claim(
             s, args.claim, args.amount, args.evidence, control.ACTOR, now
         ),
     )
-    data = views.plain(result)
+    data = operations.plain(result)
     claim = data["claim"]
     text = f"claim {claim['id']} settled at {budgets.usd(claim['actual_micros'])}"
     cli_output.emit(
@@ -124,12 +125,12 @@ def _budget(data: dict[str, Any]) -> budgets.Budget:
 def cmd_schedule(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
     action = {"run-now": "run"}.get(args.command, args.command)
     known = config.load_dir(cfg.pipelines_dir, settings_mod.pipeline_context(cfg)).pipelines
-    views.check_pipeline(args.pipeline, known)
+    operations.check_pipeline(args.pipeline, known)
     changed = write(
         cfg,
         action,
         {"pipeline": args.pipeline},
-        lambda s: views.schedule(s, known, action, args.pipeline, control.ACTOR, now),
+        lambda s: operations.schedule(s, known, action, args.pipeline, control.ACTOR, now),
     )
     words = {"run": "run requested", "pause": "paused", "resume": "resumed"}
     text = words[action] if changed else f"already {'paused' if action == 'pause' else 'active'}"
@@ -147,7 +148,7 @@ def cmd_sweep(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetim
         cfg,
         "sweep",
         {"days": args.days},
-        lambda s: views.sweep(s, now, args.days, progress=step),
+        lambda s: operations.sweep(s, now, args.days, progress=step),
     )
     text = f"forgot {deleted} seen ids older than {args.days} days"
     cli_output.emit(args, {"deleted": deleted}, lambda: text)

@@ -20,7 +20,7 @@ from telegram import error as tg_error
 from telegram import warnings as tg_warnings
 
 from pipelines import retry
-from pipelines.dispatch import base as dispatch
+from pipelines.dispatch import base
 from pipelines.text import telegram as telegram_text
 
 
@@ -31,15 +31,15 @@ def split_html(text: str, limit: int = telegram_text.MAX_MESSAGE) -> list[str]:
 
 
 async def send(
-    target: dispatch.TelegramChannelTarget, delivery: dispatch.Delivery, *, bot: Any
-) -> dispatch.DispatchResult:
+    target: base.TelegramChannelTarget, delivery: base.Delivery, *, bot: Any
+) -> base.DispatchResult:
     """Post every part; the external id is the last message's id."""
     where = f"telegram chat {target.chat_id}"
     if bot is None:
-        raise dispatch.PermanentDispatchError(f"{where}: no bot was passed to dispatch()")
+        raise base.PermanentDispatchError(f"{where}: no bot was passed to dispatch()")
     parts = split_html(delivery.text)
     if not parts:
-        raise dispatch.PermanentDispatchError(f"{where}: item {delivery.item_id} has no text")
+        raise base.PermanentDispatchError(f"{where}: item {delivery.item_id} has no text")
     message_ids = []
     for part in parts:
         try:
@@ -47,26 +47,26 @@ async def send(
         except tg_error.TelegramError as error:
             raise _translate(error, where, getattr(bot, "token", "")) from None
         message_ids.append(str(message.message_id))
-    return dispatch.DispatchResult(
+    return base.DispatchResult(
         external_id=message_ids[-1],
         detail=f"posted {len(parts)} message(s) to {where}: {', '.join(message_ids)}",
     )
 
 
-def _translate(error: tg_error.TelegramError, where: str, token: str) -> dispatch.DispatchError:
+def _translate(error: tg_error.TelegramError, where: str, token: str) -> base.DispatchError:
     """Flood control and network trouble are transient; refusals and bad requests are not."""
     text = telegram_text.redact(str(error.message), [token])
     problem = f"{where}: {type(error).__name__}: {text}"
     if isinstance(error, tg_error.RetryAfter):
-        return dispatch.TransientDispatchError(problem, retry_after=_seconds(error))
+        return base.TransientDispatchError(problem, retry_after=_seconds(error))
     # BadRequest is a NetworkError subclass in PTB, so it must be caught first.
     if isinstance(error, tg_error.BadRequest | tg_error.Forbidden | tg_error.InvalidToken):
-        return dispatch.PermanentDispatchError(problem)
+        return base.PermanentDispatchError(problem)
     if isinstance(error, tg_error.ChatMigrated):
-        return dispatch.PermanentDispatchError(
+        return base.PermanentDispatchError(
             f"{problem} (set chat_id to {error.new_chat_id} in the pipeline's dispatch config)"
         )
-    return dispatch.TransientDispatchError(problem)
+    return base.TransientDispatchError(problem)
 
 
 def _seconds(error: tg_error.RetryAfter) -> float:

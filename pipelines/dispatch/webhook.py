@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 
 from pipelines import retry
-from pipelines.dispatch import base as dispatch
+from pipelines.dispatch import base
 
 # Statuses that mean "not now" rather than "never": timeout, a concurrent
 # request with the same key still running, and rate limiting.
@@ -22,7 +22,7 @@ _TRANSIENT_4XX = frozenset({408, 409, 429})
 _BODY_SNIPPET = 200
 
 
-def payload(delivery: dispatch.Delivery) -> dict[str, Any]:
+def payload(delivery: base.Delivery) -> dict[str, Any]:
     """The JSON body the webhook receives."""
     return {
         "item_id": delivery.item_id,
@@ -42,14 +42,12 @@ def endpoint(url: str) -> str:
     return f"{parsed.scheme}://{parsed.host}{port}"
 
 
-def resolve_headers(
-    target: dispatch.WebhookTarget, env: Mapping[str, str] | None
-) -> dict[str, str]:
+def resolve_headers(target: base.WebhookTarget, env: Mapping[str, str] | None) -> dict[str, str]:
     """Config headers with "env:NAME" values replaced by the variable's value."""
     resolved = {}
     for name, value in target.headers.items():
         if value.startswith("env:"):
-            value = dispatch.read_env(
+            value = base.read_env(
                 value.removeprefix("env:"), env, needed_for=f"webhook header {name}"
             )
         resolved[name] = value
@@ -57,12 +55,12 @@ def resolve_headers(
 
 
 async def send(
-    target: dispatch.WebhookTarget,
-    delivery: dispatch.Delivery,
+    target: base.WebhookTarget,
+    delivery: base.Delivery,
     *,
     client: httpx.AsyncClient,
     env: Mapping[str, str] | None = None,
-) -> dispatch.DispatchResult:
+) -> base.DispatchResult:
     """POST one delivery; 2xx is success, the rest maps to Transient or Permanent."""
     where = endpoint(target.url)
     headers = resolve_headers(target, env)
@@ -72,13 +70,13 @@ async def send(
             target.url, json=payload(delivery), headers=headers, timeout=target.timeout
         )
     except httpx.TimeoutException as error:
-        raise dispatch.TransientDispatchError(
+        raise base.TransientDispatchError(
             f"webhook {where}: no answer within {target.timeout:g} s ({type(error).__name__})"
         ) from None
     except httpx.UnsupportedProtocol:
-        raise dispatch.PermanentDispatchError(f"webhook {where}: unsupported URL") from None
+        raise base.PermanentDispatchError(f"webhook {where}: unsupported URL") from None
     except httpx.TransportError as error:
-        raise dispatch.TransientDispatchError(
+        raise base.TransientDispatchError(
             f"webhook {where}: {type(error).__name__}: {_scrub(str(error), headers)}"
         ) from None
     return _result(response, where, headers)
@@ -86,10 +84,10 @@ async def send(
 
 def _result(
     response: httpx.Response, where: str, headers: Mapping[str, str]
-) -> dispatch.DispatchResult:
+) -> base.DispatchResult:
     status = response.status_code
     if response.is_success:
-        return dispatch.DispatchResult(
+        return base.DispatchResult(
             external_id=_response_id(response), detail=f"webhook {where} answered {status}"
         )
     problem = f"webhook {where} answered {status} {response.reason_phrase}"
@@ -99,10 +97,10 @@ def _result(
     if status >= 500 or status in _TRANSIENT_4XX:
         # An HTTP-date Retry-After is ignored (no clock here): the row's backoff covers it.
         wait = retry.retry_after_s(response.headers, None)
-        raise dispatch.TransientDispatchError(problem, retry_after=wait)
+        raise base.TransientDispatchError(problem, retry_after=wait)
     if 300 <= status < 400:
         problem += " (redirects are not followed: configure the final URL)"
-    raise dispatch.PermanentDispatchError(problem)
+    raise base.PermanentDispatchError(problem)
 
 
 def _response_id(response: httpx.Response) -> str | None:

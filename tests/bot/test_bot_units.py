@@ -14,7 +14,7 @@ from telegram import Update
 
 from bot import app, auth, callbacks, handlers, logs, render
 from bot import settings as settings_mod
-from pipelines import operations as views
+from pipelines import operations
 from pipelines.text import telegram as telegram_text
 
 KEY = callbacks.derive_key("123:abc")
@@ -165,17 +165,20 @@ def test_a_card_says_a_title_once_and_as_the_feed_meant_it() -> None:
 
 
 def test_whole_numbers_from_text_are_ascii_digits_in_range() -> None:
-    assert views.whole_number("12", "n") == 12
-    assert views.whole_number(" #12 ", "n") == 12
-    assert views.whole_number(views.MAX_ID, "n") == views.MAX_ID
-    assert views.whole_number("7", "days", high=9) == 7
+    assert operations.whole_number("12", "n") == 12
+    assert operations.whole_number(" #12 ", "n") == 12
+    assert operations.whole_number(operations.MAX_ID, "n") == operations.MAX_ID
+    assert operations.whole_number("7", "days", high=9) == 7
     for bad in ("²", "١٢", "1e3", "-1", "0", "", "12a", str(10**30), 10**30, True, 1.5, None):
         with pytest.raises(
-            views.Invalid, match=f"^n must be a whole number from 1 to {views.MAX_ID}, not "
+            operations.Invalid,
+            match=f"^n must be a whole number from 1 to {operations.MAX_ID}, not ",
         ):
-            views.whole_number(bad, "n")
-    with pytest.raises(views.Invalid, match=r"^days must be a whole number from 1 to 9, not '10'$"):
-        views.whole_number("10", "days", high=9)
+            operations.whole_number(bad, "n")
+    with pytest.raises(
+        operations.Invalid, match=r"^days must be a whole number from 1 to 9, not '10'$"
+    ):
+        operations.whole_number("10", "days", high=9)
 
 
 def test_button_numbers_are_checked_after_the_tag() -> None:

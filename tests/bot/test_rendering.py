@@ -14,7 +14,7 @@ import pytest
 
 from bot import render
 from bot.cli import output as cli_output
-from pipelines import operations as views
+from pipelines import operations
 from store import db, drafts, items, ledger, runs
 from store.machine import State
 
@@ -57,7 +57,7 @@ async def world(store: db.Store) -> AsyncIterator[db.Store]:
 
 
 async def test_budget_with_an_uncertain_hold(world: db.Store) -> None:
-    report = await views.budget(world, NOW)
+    report = await operations.budget(world, NOW)
     assert render.budget(report, NOW) == (
         "<b>budgets</b> (spent / held / remaining of limit)\n"
         "• global today: $0.00 / $0.05 / $9.95 of $10.00 (0% used)\n"
@@ -76,7 +76,7 @@ async def test_budget_with_an_uncertain_hold(world: db.Store) -> None:
 
 
 async def test_runs_with_the_last_green_and_the_first_red(world: db.Store) -> None:
-    found = await views.pipeline_runs(world, "news")
+    found = await operations.pipeline_runs(world, "news")
     assert render.status_pipeline("news", found.recent, found.window, NOW) == (
         "<b>news</b>: last 2 runs, newest first\n"
         "  #2 manual: 🔴 error 30m ago (fetched 0, new 0, drafted 0, failed 0): "
@@ -95,7 +95,7 @@ async def test_runs_with_the_last_green_and_the_first_red(world: db.Store) -> No
         "last green: #1 5h00m ago\n"
         "first red after it: #2 30m ago"
     )
-    overview = render.status_overview(await views.overview(world, ["news"], NOW))
+    overview = render.status_overview(await operations.overview(world, ["news"], NOW))
     assert overview.startswith(
         "<b>gatehouse status</b>\n\n<b>news</b>\n"
         "  last run: 🔴 error 30m ago (fetched 0, new 0, drafted 0, failed 0): "
@@ -106,7 +106,7 @@ async def test_runs_with_the_last_green_and_the_first_red(world: db.Store) -> No
 
 
 async def test_pending_and_history(world: db.Store) -> None:
-    waiting = await views.pending(world)
+    waiting = await operations.pending(world)
     assert render.pending(waiting, {1: 77}, NOW) == (
         "<b>1 awaiting approval</b>, oldest first\n"
         "• item 1 <b>news</b> v1: Tom &amp; &lt;Jerry&gt; · waiting 2h00m → card message 77"
@@ -114,7 +114,7 @@ async def test_pending_and_history(world: db.Store) -> None:
     assert cli_output.pending(waiting, NOW) == (
         "item  pipeline  version  waiting  title\n   1  news      v1       2h00m    Tom & <Jerry>"
     )
-    found = await views.history(world, 1)
+    found = await operations.history(world, 1)
     assert render.history(found.item, found.events) == (
         "<b>item 1</b> (news): awaiting_approval\n"
         "  2026-11-30 09:00 UTC · → new by system (attempt 1): fetched\n"

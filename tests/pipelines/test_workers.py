@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 
 from bot import control, render
-from pipelines import operations as views
-from pipelines import retry, workers
+from pipelines import operations, retry, workers
 from pipelines import runtime as runtime_mod
 from store import db, outbox
 from tests.bot.test_cli import gatehouse
@@ -147,7 +146,7 @@ async def test_health_and_status_name_a_worker_that_is_not_running(
         )
         assert [w["name"] for w in answer["workers_down"]] == ["test_workers"]
 
-        overview = await views.overview(rt.store, rt.pipelines, now, rt.workers.snapshot())
+        overview = await operations.overview(rt.store, rt.pipelines, now, rt.workers.snapshot())
         text = render.status_overview(overview)
         assert "⚠️ 1 of 6 workers not running:" in text
         assert "test_workers restarting since 0s ago: RuntimeError: the worker bug at" in text
@@ -174,7 +173,7 @@ async def test_health_is_ok_while_every_worker_runs(
         assert code == 0 and json.loads(out)["workers_down"] == [], (out, err)
         names = [s.name for s in rt.workers.snapshot()]
         assert names == ["claim-recovery", "control", "retention", "scheduler", "sla-sweep"]
-        overview = await views.overview(rt.store, rt.pipelines, now, rt.workers.snapshot())
+        overview = await operations.overview(rt.store, rt.pipelines, now, rt.workers.snapshot())
         assert render.status_overview(overview).endswith("workers: all 5 running")
     finally:
         await rt.stop()
