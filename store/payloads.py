@@ -14,12 +14,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, get_args
+from typing import Any, Literal, Protocol, TypeVar, get_args
 
 from store import errors
-
-if TYPE_CHECKING:
-    from store.outbox import Row
 
 Level = Literal["info", "warning", "error"]
 #: The facts an alert raised by the store may be about.
@@ -30,6 +27,19 @@ P = TypeVar("P", bound="_Payload")
 
 class BadPayload(errors.StoreError):
     """An outbox row's payload is not what its kind carries."""
+
+
+class Row(Protocol):
+    """What `of` reads from an `outbox.Row` (named by shape: outbox imports this module)."""
+
+    @property
+    def id(self) -> int: ...
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def payload(self) -> dict[str, Any]: ...
 
 
 class _Payload:

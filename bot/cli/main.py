@@ -36,20 +36,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-from bot import control, storage_alarm
+from bot import control
 from bot import settings as settings_mod
 from bot.cli import output as cli_output
+from bot.cli import reads as cli_reads
 from bot.cli import tokens as cli_tokens
 from bot.cli import writes as cli_writes
 from pipelines import config, operations
-from store import backup, datadir, db, errors, info, writer
+from store import datadir, errors
 from store.ledger import budgets
 
 if TYPE_CHECKING:
@@ -58,112 +58,6 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 #: Errors that mean "fix the setup" or "cannot be done as asked": exit code 2.
 USAGE_ERRORS = (*errors.STARTUP_ERRORS, errors.Refused, ValueError, control.NoAnswer)
-#: How long health and status wait for the running bot's answer (seconds).
-PING_TIMEOUT_S = 3.0
-
-
-def pipelines(cfg: settings_mod.Settings) -> dict[str, config.Pipeline]:
-    return config.load_dir(cfg.pipelines_dir, settings_mod.pipeline_context(cfg)).pipelines
-
-
-# -- reads: a read-only store, never the lock ---------------------------------------------
-
-
-def read(cfg: settings_mod.Settings, fn: Callable[[db.Store], Awaitable[T]]) -> T:
-    async def go() -> T:
-        store = await db.Store.open(settings_mod.store_config(cfg), readonly=True)
-        try:
-            return await fn(store)
-        finally:
-            await store.close()
-
-    return asyncio.run(go())
-
-
-def cmd_status(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
-    if args.pipeline:
-        return cmd_runs(cfg, args, now)
-    names = pipelines(cfg).keys()
-
-    async def fn(store: db.Store) -> tuple[operations.Overview, info.Info]:
-        return await operations.overview(store, names, now), await info.info(store)
-
-    overview, summary = read(cfg, fn)
-    pid = cli_writes.writer_pid(cfg)
-    if pid:
-        overview = dataclasses.replace(overview, storage=_bot_storage(cfg))
-    value = {"overview": overview, "store": summary, "writer_pid": pid}
-    cli_output.emit(args, value, lambda: cli_output.status(overview, summary, pid, now))
-    return 0
-
-
-def cmd_runs(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
-    known = pipelines(cfg)
-    names = [operations.check_pipeline(args.pipeline, known)] if args.pipeline else sorted(known)
-    limit = getattr(args, "limit", operations.RUNS_SHOWN)
-
-    async def fn(store: db.Store) -> list[operations.PipelineRuns]:
-        return [await operations.pipeline_runs(store, name, limit) for name in names]
-
-    found = read(cfg, fn)
-    cli_output.emit(
-        args, found, lambda: "\n\n".join(cli_output.pipeline_runs(f, now) for f in found)
-    )
-    return 0
-
-
-def cmd_pending(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
-    waiting = read(cfg, operations.pending)
-    cli_output.emit(args, waiting, lambda: cli_output.pending(waiting, now))
-    return 0
-
-
-def cmd_history(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
-    found = read(cfg, lambda store: operations.history(store, args.item))
-    cli_output.emit(args, found, lambda: cli_output.history(found))
-    return 0
-
-
-def cmd_budget(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
-    report = read(cfg, lambda store: operations.budget(store, now))
-    cli_output.emit(args, report, lambda: cli_output.budget(report, now))
-    return 0
-
-
-def cmd_audit(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
-    report = read(cfg, operations.audit)
-    cli_output.emit(args, report, lambda: cli_output.audit(report))
-    return 0 if report.ok else 1
-
-
-def cmd_backup(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
-    shown = [-1]
-
-    def step(done: int, total: int) -> None:
-        pct = 100 * done // max(total, 1)
-        if pct != shown[0]:
-            shown[0] = pct
-            cli_output.progress(f"backup: {pct}% ({done}/{total} pages)")
-
-    result = read(cfg, lambda store: backup.backup(store, args.path, step))
-    cli_output.emit(args, result, lambda: cli_output.backup(result))
-    return 0
-
-
-def cmd_reconcile(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
-    # Only files change, never the store: safe beside the running bot.
-    known = pipelines(cfg)
-    reports = read(
-        cfg,
-        lambda store: operations.reconcile(
-            store, known, backfill=args.backfill, prune=args.prune, progress=cli_output.progress
-        ),
-    )
-    cli_output.emit(args, reports, lambda: cli_output.reconcile(reports))
-    unresolved = any(
-        set(r.ghosts) - set(r.backfilled) or len(r.orphans) > len(r.pruned) for r in reports
-    )
-    return 1 if unresolved else 0
 
 
 def cmd_check(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
@@ -180,7 +74,7 @@ def cmd_check(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetim
             datadir.prepare(cfg.data_dir)
         except errors.DataDirError as exc:
             problems.append(f"settings: {exc}")
-    found = pipelines(cfg)
+    found = cli_reads.pipelines(cfg)
     needs = _preflight_needs(cfg, found)
     problems += [str(finding) for finding in preflight.offline(found, needs)]
     answers = asyncio.run(_online(found, needs)) if args.online else []
@@ -206,7 +100,7 @@ def _preflight_needs(
     scopes = ["global", *found]
     limits: list[tuple[str, budgets.Period]] = []
     if (cfg.data_dir / datadir.DB_NAME).exists():
-        limits = read(cfg, lambda s: s.read(budgets.configured_sync, scopes))
+        limits = cli_reads.read(cfg, lambda s: s.read(budgets.configured_sync, scopes))
     from pipelines import preflight
 
     return preflight.Needs(
@@ -231,7 +125,7 @@ async def _online(
 
 def cmd_dry_run(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
     """Fetch and draft one pipeline into a throwaway store; print the cards it would send."""
-    found = pipelines(cfg)
+    found = cli_reads.pipelines(cfg)
     name = operations.check_pipeline(args.pipeline, found)
     report = asyncio.run(_dry_run(found[name], now))
     shown = report.cards[: args.limit]
@@ -253,49 +147,6 @@ async def _dry_run(pipeline: config.Pipeline, now: datetime) -> dryrun.Report:
 
     async with httpx.AsyncClient(timeout=httpx.Timeout(30.0, connect=10.0)) as client:
         return await dryrun.run(pipeline, client, now)
-
-
-def _storage(answer: dict[str, object]) -> writer.StorageFault | None:
-    """The running bot's storage fault from its ping answer (kept in its memory only:
-    a full disk could not hold it in a file, let alone in the store)."""
-    found = answer.get("storage")
-    if not isinstance(found, dict):
-        return None
-    since = datetime.fromisoformat(str(found["since"]))
-    return writer.StorageFault(found["kind"], str(found["detail"]), since)
-
-
-def _bot_storage(cfg: settings_mod.Settings) -> writer.StorageFault | None:
-    try:
-        return _storage(control.request(cfg.data_dir, "ping", {}, timeout=PING_TIMEOUT_S))
-    except (control.Unavailable, control.NoAnswer, control.Refused):
-        return None  # status still shows what the store holds; health says what is wrong
-
-
-def cmd_health(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
-    """Exit 0 while a gatehouse process holds the store, answers on its control socket,
-    can write, and reports every supervised worker running (the states live in that
-    process: ping asks); otherwise exit 1 and say which of these fails."""
-    pid = datadir.is_locked(cfg.data_dir) if cfg.data_dir.exists() else None
-    problem = None if pid else f"no gatehouse process holds the store in {cfg.data_dir}"
-    down: list[dict[str, Any]] = []
-    if pid:
-        try:
-            answer = control.request(cfg.data_dir, "ping", {}, timeout=PING_TIMEOUT_S)
-        except (control.Unavailable, control.NoAnswer, control.Refused) as exc:
-            problem = f"process {pid} holds the store but does not answer: {exc}"
-        else:
-            fault = _storage(answer)
-            down = [w for w in answer.get("workers", []) if w.get("status") != "running"]
-            if fault is not None:
-                problem = f"process {pid} runs, but {storage_alarm.describe(fault)}"
-            elif down:
-                problem = "workers not running: " + "; ".join(
-                    f"{w['name']} {w['status']} ({w.get('error') or 'no error'})" for w in down
-                )
-    value = {"ok": problem is None, "pid": pid, "problem": problem, "workers_down": down}
-    cli_output.emit(args, value, lambda: problem or f"ok: gatehouse runs as pid {pid}")
-    return 1 if problem else 0
 
 
 # -- arguments ------------------------------------------------------------------------------
@@ -368,11 +219,13 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
     dry.add_argument(
         "--limit", type=positive, default=5, help="cards printed at most (default: %(default)s)"
     )
-    add("health", cmd_health, "exit 0 while the bot runs, answers and all its workers run")
-    add("status", cmd_status, "every pipeline, or one pipeline's runs").add_argument(
+    add(
+        "health", cli_reads.cmd_health, "exit 0 while the bot runs, answers and all its workers run"
+    )
+    add("status", cli_reads.cmd_status, "every pipeline, or one pipeline's runs").add_argument(
         "pipeline", nargs="?", help="show this pipeline's recent runs (default: every pipeline)"
     )
-    runs = add("runs", cmd_runs, "recent runs with the last green and first red run")
+    runs = add("runs", cli_reads.cmd_runs, "recent runs with the last green and first red run")
     runs.add_argument("pipeline", nargs="?", help="only this pipeline (default: all)")
     runs.add_argument(
         "--limit",
@@ -380,8 +233,8 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
         default=operations.RUNS_SHOWN,
         help="runs shown (default: %(default)s)",
     )
-    add("pending", cmd_pending, "items awaiting approval, oldest first")
-    add("history", cmd_history, "one item's events").add_argument(
+    add("pending", cli_reads.cmd_pending, "items awaiting approval, oldest first")
+    add("history", cli_reads.cmd_history, "one item's events").add_argument(
         "item", type=item_id, help="the item id, as /pending and the cards show it"
     )
     replay = add("replay", cli_writes.cmd_replay, "replay a dropped item as a new attempt")
@@ -392,7 +245,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
         action="store_true",
         help="pay for a new LLM draft instead of showing one the provider already wrote",
     )
-    add("budget", cmd_budget, "spend, holds and limits, today and this month")
+    add("budget", cli_reads.cmd_budget, "spend, holds and limits, today and this month")
     budget = add("set-budget", cli_writes.cmd_set_budget, "set a scope's day or month limit in USD")
     budget.add_argument("scope", help="global or a pipeline name")
     budget.add_argument("period", choices=budgets.PERIODS, help="the limit's period")
@@ -409,18 +262,20 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
     settle.add_argument("claim", type=positive, help="the claim id (from /budget or its alert)")
     settle.add_argument("amount", help="what the provider charged, in USD (0 if nothing)")
     settle.add_argument("evidence", help="the provider's request id or invoice line")
-    reconcile = add("reconcile", cmd_reconcile, "compare file dispatch folders with the store")
+    reconcile = add(
+        "reconcile", cli_reads.cmd_reconcile, "compare file dispatch folders with the store"
+    )
     mode = reconcile.add_mutually_exclusive_group()
     mode.add_argument("--backfill", action="store_true", help="rewrite missing files")
     mode.add_argument("--prune", action="store_true", help="delete gatehouse's orphan files")
-    audit = add("audit", cmd_audit, "audit the event log")
+    audit = add("audit", cli_reads.cmd_audit, "audit the event log")
     audit.add_argument("action", choices=["verify"], help="verify: check the hash chain")
     sweep = add("sweep", cli_writes.cmd_sweep, "forget seen ids older than --days")
     sweep.add_argument(
         "--days", type=positive, default=90, help="age in days (default: %(default)s)"
     )
     cli_tokens.add_parser(add)
-    add("backup", cmd_backup, "online backup to a new file, verified").add_argument(
+    add("backup", cli_reads.cmd_backup, "online backup to a new file, verified").add_argument(
         "path", type=Path, help="the new file (it must not exist yet)"
     )
     return parser, table

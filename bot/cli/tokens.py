@@ -17,6 +17,7 @@ from datetime import datetime
 
 from bot import settings as settings_mod
 from bot.cli import output as cli_output
+from bot.cli import reads as cli_reads
 from bot.cli import writes as cli_writes
 from pipelines import operations
 from store import db, tokens
@@ -73,9 +74,7 @@ def _list(cfg: settings_mod.Settings, args: argparse.Namespace) -> int:
     async def fn(store: db.Store) -> list[tokens.Token]:
         return await tokens.all_tokens(store)
 
-    from bot.cli import main as cli  # the CLI's read-only store helper
-
-    found = cli.read(cfg, fn)
+    found = cli_reads.read(cfg, fn)
     cli_output.emit(args, found, lambda: _table(found))
     return 0
 

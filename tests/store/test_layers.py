@@ -23,6 +23,11 @@ STORE_INSIDES = {"store.sql", "store.sqlite_store", "store.pg", "store.lanes"}
 _SQL = re.compile(r"^\s*(SELECT|INSERT|UPDATE|DELETE|PRAGMA|BEGIN|CREATE|ALTER|DROP)\s")
 
 
+#: The one known circle: `db.Store.open` picks a backend, and each backend subclasses
+#: `db.Store` (the backend is imported inside `open`, so loading `store.db` loads neither).
+SEAM = frozenset({"store.db", "store.events", "store.pg", "store.sqlite_store"})
+
+
 def modules(package: str) -> Iterator[tuple[Path, ast.Module]]:
     for path in sorted((ROOT / package).rglob("*.py")):
         yield path.relative_to(ROOT), ast.parse(path.read_text(), str(path))
@@ -70,6 +75,67 @@ def test_no_import_runs_back_up(package: str) -> None:
         if name.split(".")[0] in above
     ]
     assert not found, f"{package} may import only {sorted(LAYERS[package])}:\n" + "\n".join(found)
+
+
+def import_graph() -> dict[str, set[str]]:
+    """module -> the project modules it imports; `from pkg import sub` counts as pkg.sub."""
+    trees = {
+        ".".join(path.with_suffix("").parts).removesuffix(".__init__"): tree
+        for package in LAYERS
+        for path, tree in modules(package)
+    }
+    graph: dict[str, set[str]] = {name: set() for name in trees}
+    for name, tree in trees.items():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                subs = [f"{node.module}.{alias.name}" for alias in node.names]
+                targets = [sub if sub in trees else node.module for sub in subs]
+            else:
+                continue
+            graph[name] |= {target for target in targets if target in trees and target != name}
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
+    """The strongly connected groups of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[frozenset[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in graph[node]:
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            group = set()
+            while (member := stack.pop()) != node:
+                group.add(member)
+            if group:
+                found.append(frozenset(group | {node}))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_module_imports_its_way_back_to_itself() -> None:
+    found = [sorted(group) for group in circles(import_graph()) if group != SEAM]
+    assert not found, "import circles (TYPE_CHECKING and function-level imports count):\n" + (
+        "\n".join(" -> ".join(group) for group in found)
+    )
+
+
+def test_the_circle_check_finds_a_circle() -> None:
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [frozenset("abc")]
 
 
 def test_the_checks_see_an_import_inside_a_function() -> None:

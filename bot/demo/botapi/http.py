@@ -23,14 +23,11 @@ import socket
 import sys
 import threading
 import urllib.parse
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from bot.demo.botapi import control as localapi_control
 from bot.demo.botapi import methods as localapi_methods
 from pipelines.text import telegram as telegram_text
-
-if TYPE_CHECKING:
-    from bot.demo.botapi.server import LocalBotApi
 
 # One logger for the whole server, so one level setting shows (or hides) its requests.
 logger = logging.getLogger("bot.demo.botapi.server")
@@ -112,6 +109,16 @@ def redact(text: str) -> str:
     return telegram_text.redact(text)
 
 
+class Served(localapi_control.Driven, Protocol):
+    """What the server answers with: `server.LocalBotApi`, named by shape (no circle)."""
+
+    cors_origin: str | None
+
+    def handle_bot_api(
+        self, token: str, method: str, params: dict[str, Any]
+    ) -> tuple[int, Any]: ...
+
+
 class QuietServer(http.server.ThreadingHTTPServer):
     """A threading HTTP server that does not print a traceback when a client goes away."""
 
@@ -126,7 +133,7 @@ class Server(QuietServer):
     request_queue_size = 128
     daemon_threads = True
 
-    def __init__(self, address: tuple[str, int], handler: type[Handler], api: LocalBotApi) -> None:
+    def __init__(self, address: tuple[str, int], handler: type[Handler], api: Served) -> None:
         self.api = api
         self.connections: set[socket.socket] = set()
         self.busy: set[socket.socket] = set()  # connections in the middle of a request

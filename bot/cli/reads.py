@@ -1,0 +1,173 @@
+"""The CLI's read commands: a read-only store (never the lock), safe beside the bot.
+
+    gatehouse status|runs|pending|history|budget|audit|backup|reconcile|health
+
+`read(cfg, fn)` opens the store read-only for one call; the other CLI modules use it too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Any, TypeVar
+
+from bot import control, storage_alarm
+from bot import settings as settings_mod
+from bot.cli import output as cli_output
+from bot.cli import writes as cli_writes
+from pipelines import config, operations
+from store import backup, datadir, db, info, writer
+
+T = TypeVar("T")
+#: How long health and status wait for the running bot's answer (seconds).
+PING_TIMEOUT_S = 3.0
+
+
+def pipelines(cfg: settings_mod.Settings) -> dict[str, config.Pipeline]:
+    return config.load_dir(cfg.pipelines_dir, settings_mod.pipeline_context(cfg)).pipelines
+
+
+# -- reads: a read-only store, never the lock ---------------------------------------------
+
+
+def read(cfg: settings_mod.Settings, fn: Callable[[db.Store], Awaitable[T]]) -> T:
+    async def go() -> T:
+        store = await db.Store.open(settings_mod.store_config(cfg), readonly=True)
+        try:
+            return await fn(store)
+        finally:
+            await store.close()
+
+    return asyncio.run(go())
+
+
+def cmd_status(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
+    if args.pipeline:
+        return cmd_runs(cfg, args, now)
+    names = pipelines(cfg).keys()
+
+    async def fn(store: db.Store) -> tuple[operations.Overview, info.Info]:
+        return await operations.overview(store, names, now), await info.info(store)
+
+    overview, summary = read(cfg, fn)
+    pid = cli_writes.writer_pid(cfg)
+    if pid:
+        overview = dataclasses.replace(overview, storage=_bot_storage(cfg))
+    value = {"overview": overview, "store": summary, "writer_pid": pid}
+    cli_output.emit(args, value, lambda: cli_output.status(overview, summary, pid, now))
+    return 0
+
+
+def cmd_runs(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
+    known = pipelines(cfg)
+    names = [operations.check_pipeline(args.pipeline, known)] if args.pipeline else sorted(known)
+    limit = getattr(args, "limit", operations.RUNS_SHOWN)
+
+    async def fn(store: db.Store) -> list[operations.PipelineRuns]:
+        return [await operations.pipeline_runs(store, name, limit) for name in names]
+
+    found = read(cfg, fn)
+    cli_output.emit(
+        args, found, lambda: "\n\n".join(cli_output.pipeline_runs(f, now) for f in found)
+    )
+    return 0
+
+
+def cmd_pending(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
+    waiting = read(cfg, operations.pending)
+    cli_output.emit(args, waiting, lambda: cli_output.pending(waiting, now))
+    return 0
+
+
+def cmd_history(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
+    found = read(cfg, lambda store: operations.history(store, args.item))
+    cli_output.emit(args, found, lambda: cli_output.history(found))
+    return 0
+
+
+def cmd_budget(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
+    report = read(cfg, lambda store: operations.budget(store, now))
+    cli_output.emit(args, report, lambda: cli_output.budget(report, now))
+    return 0
+
+
+def cmd_audit(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
+    report = read(cfg, operations.audit)
+    cli_output.emit(args, report, lambda: cli_output.audit(report))
+    return 0 if report.ok else 1
+
+
+def cmd_backup(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
+    shown = [-1]
+
+    def step(done: int, total: int) -> None:
+        pct = 100 * done // max(total, 1)
+        if pct != shown[0]:
+            shown[0] = pct
+            cli_output.progress(f"backup: {pct}% ({done}/{total} pages)")
+
+    result = read(cfg, lambda store: backup.backup(store, args.path, step))
+    cli_output.emit(args, result, lambda: cli_output.backup(result))
+    return 0
+
+
+def cmd_reconcile(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
+    # Only files change, never the store: safe beside the running bot.
+    known = pipelines(cfg)
+    reports = read(
+        cfg,
+        lambda store: operations.reconcile(
+            store, known, backfill=args.backfill, prune=args.prune, progress=cli_output.progress
+        ),
+    )
+    cli_output.emit(args, reports, lambda: cli_output.reconcile(reports))
+    unresolved = any(
+        set(r.ghosts) - set(r.backfilled) or len(r.orphans) > len(r.pruned) for r in reports
+    )
+    return 1 if unresolved else 0
+
+
+def _storage(answer: dict[str, object]) -> writer.StorageFault | None:
+    """The running bot's storage fault from its ping answer (kept in its memory only:
+    a full disk could not hold it in a file, let alone in the store)."""
+    found = answer.get("storage")
+    if not isinstance(found, dict):
+        return None
+    since = datetime.fromisoformat(str(found["since"]))
+    return writer.StorageFault(found["kind"], str(found["detail"]), since)
+
+
+def _bot_storage(cfg: settings_mod.Settings) -> writer.StorageFault | None:
+    try:
+        return _storage(control.request(cfg.data_dir, "ping", {}, timeout=PING_TIMEOUT_S))
+    except (control.Unavailable, control.NoAnswer, control.Refused):
+        return None  # status still shows what the store holds; health says what is wrong
+
+
+def cmd_health(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
+    """Exit 0 while a gatehouse process holds the store, answers on its control socket,
+    can write, and reports every supervised worker running (the states live in that
+    process: ping asks); otherwise exit 1 and say which of these fails."""
+    pid = datadir.is_locked(cfg.data_dir) if cfg.data_dir.exists() else None
+    problem = None if pid else f"no gatehouse process holds the store in {cfg.data_dir}"
+    down: list[dict[str, Any]] = []
+    if pid:
+        try:
+            answer = control.request(cfg.data_dir, "ping", {}, timeout=PING_TIMEOUT_S)
+        except (control.Unavailable, control.NoAnswer, control.Refused) as exc:
+            problem = f"process {pid} holds the store but does not answer: {exc}"
+        else:
+            fault = _storage(answer)
+            down = [w for w in answer.get("workers", []) if w.get("status") != "running"]
+            if fault is not None:
+                problem = f"process {pid} runs, but {storage_alarm.describe(fault)}"
+            elif down:
+                problem = "workers not running: " + "; ".join(
+                    f"{w['name']} {w['status']} ({w.get('error') or 'no error'})" for w in down
+                )
+    value = {"ok": problem is None, "pid": pid, "problem": problem, "workers_down": down}
+    cli_output.emit(args, value, lambda: problem or f"ok: gatehouse runs as pid {pid}")
+    return 1 if problem else 0
