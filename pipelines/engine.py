@@ -363,7 +363,7 @@ def record_sync(
     ids = [item.source_id for item in chunk]
     keep = set(ids)
     if dedup and pipeline.dedup.mark_at == "fetch":
-        # Marked the moment fetch returns (seed 000): a duplicate card costs more than
+        # Marked the moment fetch returns (the default): a duplicate card costs more than
         # a dropped item, and a dropped item can be replayed.
         keep = set(seen.mark_seen_sync(conn, pipeline.name, scope, ids, now))
     elif dedup:  # mark_at success: marked when its draft reaches approval (_to_approval)

@@ -1,4 +1,4 @@
-"""The run log: one row per pipeline execution (seed 000).
+"""The run log: one row per pipeline execution.
 
 run_id = await runs.start_run(store, "news", "schedule", now)
 await runs.finish_run(store, run_id, "ok", runs.Counts(fetched=3, new=1), None, now)

@@ -20,7 +20,7 @@ Q = sql.load("seen")
 #: limit does not apply; the chunk bounds the statement's size and memory instead.
 CHUNK = 500
 
-#: How long a seen id is remembered by default (seed 000: "90 days is enough").
+#: How long a seen id is remembered by default: sources rarely resend older items.
 DEFAULT_TTL = timedelta(days=90)
 
 #: Rows deleted per sweep transaction, so a sweep never holds the writer long.
