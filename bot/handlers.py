@@ -114,14 +114,10 @@ def pipeline_arg(context: Context, command: str) -> str:
     args = context.args or []
     if len(args) != 1:
         raise BadInput(f"usage: /{command} &lt;pipeline&gt;; pipelines: {', '.join(known)}")
-    name = args[0]
-    if name not in known:
-        close = difflib.get_close_matches(name, known, n=3)
-        hint = f" Did you mean {', '.join(close)}?" if close else ""
-        raise BadInput(
-            f"unknown pipeline {render.esc(name)!r}.{hint} Pipelines: {', '.join(known)}"
-        )
-    return name
+    try:
+        return operations.check_pipeline(args[0], known)
+    except operations.Invalid as exc:
+        raise BadInput(render.esc(exc)) from None
 
 
 def item_arg(context: Context, command: str) -> int:

@@ -416,16 +416,7 @@ def _name(row: _Row) -> str:
 async def _backfill(store: Store, path: Path, row: _Row) -> None:
     item = await items.get(store, row.item_id)
     draft = await drafts.get(store, row.item_id, row.version)
-    delivery = dispatch.Delivery.build(
-        item_id=row.item_id,
-        pipeline=row.pipeline,
-        version=row.version,
-        attempt=row.attempt,
-        text=draft.text,
-        title=str(item.payload.get("title", "")),
-        link=item.payload.get("link"),
-        source=item.payload.get("extra") or {},
-    )
+    delivery = dispatch.Delivery.of(item, draft, row.attempt)
     data = dispatch_file.render(delivery).encode()
     await asyncio.to_thread(dispatch_file.write_atomic, path, data)
 

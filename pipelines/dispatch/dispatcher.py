@@ -138,16 +138,7 @@ async def _deliver(
         await outbox.defer(store, row.id, str(exc), now + machine.FLOOR)
         return
     draft = await drafts.get(store, item.id, version)
-    delivery = dispatch.Delivery.build(
-        item_id=item.id,
-        pipeline=pipeline.name,
-        version=version,
-        attempt=attempt,
-        text=draft.text,
-        title=str(item.payload.get("title", "")),
-        link=item.payload.get("link"),
-        source=item.payload.get("extra") or {},
-    )
+    delivery = dispatch.Delivery.of(item, draft, attempt)
     try:
         result = await dispatch.dispatch(
             pipeline.dispatch, delivery, client=client, bot=bot, env=env
