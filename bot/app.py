@@ -36,10 +36,22 @@ from telegram.ext import (
     filters,
 )
 
-from bot import api, auth, callbacks, control, handlers, logs, metrics, sender, storage_alarm
+from bot import (
+    api,
+    auth,
+    callbacks,
+    card_actions,
+    control,
+    handlers,
+    logs,
+    metrics,
+    sender,
+    storage_alarm,
+)
 from bot import settings as settings_mod
-from pipelines import retry, workers
+from pipelines import card_trail, retry, workers
 from pipelines import runtime as runtime_mod
+from pipelines.audit import witness as audit_witness
 from pipelines.dispatch import dispatcher
 from pipelines.drafting import llm as llm_drafter
 from store import errors, outbox, payloads
@@ -141,6 +153,8 @@ def _targets(cfg: settings_mod.Settings, runtime: runtime_mod.Runtime) -> sender
     def targets(row: outbox.Row) -> list[int]:
         if row.target == outbox.ALERTS:
             return alert_chats(cfg)
+        if row.target.startswith(card_trail.CHAT_TARGET):  # a fresh card for one chat
+            return [int(row.target.removeprefix(card_trail.CHAT_TARGET))]
         pipeline = runtime.pipelines.get(str(row.payload.get("pipeline")))
         # An operator's private chat has the operator's user id.
         return list(pipeline.approval.operators or operators) if pipeline else operators
@@ -152,8 +166,10 @@ def _keyboard(key: bytes) -> sender.Keyboard:
     def keyboard(row: outbox.Row) -> InlineKeyboardMarkup | None:
         if row.item_id is None:
             return None
-        card = payloads.Card.of(row)
-        return handlers.card_keyboard(key, row.item_id, card.attempt, card.version)
+        shown = payloads.CardEdit.of(row) if row.kind == "card_edit" else payloads.Card.of(row)
+        if isinstance(shown, payloads.CardEdit) and shown.buttons == card_trail.RETRY_BUTTONS:
+            return card_actions.retry_keyboard(key, row.item_id, shown.attempt, shown.version)
+        return handlers.card_keyboard(key, row.item_id, shown.attempt, shown.version)
 
     return keyboard
 
@@ -270,6 +286,7 @@ def runtime_config(cfg: settings_mod.Settings, application: App) -> runtime_mod.
             control.serve,
             alarm,
             *listeners(cfg),
+            audit_witness.worker,
         ),
         max_items_per_tick=cfg.engine.max_items_per_tick,
     )

@@ -27,13 +27,15 @@ MAX_NUMBER = 2**63 - 1
 #: Bytes of HMAC kept: 96 bits is far beyond guessing through a rate-limited chat.
 TAG_BYTES = 12
 
-Action = Literal["approve", "reject", "edit", "replay", "fresh"]
+Action = Literal["approve", "reject", "edit", "replay", "fresh", "retry", "show"]
 _CODES: dict[Action, str] = {
     "approve": "a",
     "reject": "r",
     "edit": "e",
     "replay": "p",
     "fresh": "f",  # replay, paying for a new LLM draft instead of an unshown one
+    "retry": "t",  # dispatch again after a permanent failure, with the same key
+    "show": "s",  # point to the item's card, or send a fresh one
 }
 _ACTIONS: dict[str, Action] = {code: action for action, code in _CODES.items()}
 _REPLAYS: frozenset[Action] = frozenset({"replay", "fresh"})

@@ -19,12 +19,12 @@ from telegram import ForceReply, InlineKeyboardButton, InlineKeyboardMarkup, Mes
 from telegram.constants import ParseMode
 from telegram.ext import ApplicationHandlerStop, ContextTypes
 
-from bot import auth, callbacks, charts, metrics, render, sender
+from bot import auth, callbacks, card_actions, charts, metrics, people, render, sender
 from pipelines import approval, config, operations
 from pipelines import workers as workers_mod
 from pipelines.scheduler import Scheduler
 from pipelines.text import telegram as telegram_text
-from store import decisions, errors, events, items, outbox, prompts
+from store import decisions, drafts, errors, events, items, prompts
 from store.db import Store
 from store.machine import State
 
@@ -96,6 +96,7 @@ async def gate(update: Update, context: Context) -> None:
     user = update.effective_user
     verdict = deps(context).gate.check(user.id if user else None, deps(context).clock())
     if verdict == "operator":
+        await people.note(deps(context).store, user, deps(context).clock())
         return
     query = update.callback_query
     if query is not None:
@@ -195,17 +196,9 @@ async def status(update: Update, context: Context, d: Deps, now: datetime) -> No
 
 @command
 async def pending(update: Update, context: Context, d: Deps, now: datetime) -> None:
-    """Items awaiting approval, oldest first, each pointing to its card in this chat."""
+    """Items awaiting approval, oldest first, with a button that shows each one's card."""
     waiting = await operations.pending(d.store)
-    chat = str(update.effective_chat.id) if update.effective_chat else ""
-    cards: dict[int, int] = {}
-    for item in waiting:
-        for row in await outbox.for_item(d.store, item.id, "card"):
-            ids = sender.message_ids(row).get(chat)
-            if ids and row.payload.get("version") == item.version:
-                cards[item.id] = ids[-1]
-                break
-    await reply(update, render.pending(waiting, cards, now))
+    await reply(update, render.pending(waiting, now), card_actions.show_buttons(d.key, waiting))
 
 
 @command
@@ -221,7 +214,8 @@ async def budget(update: Update, context: Context, d: Deps, now: datetime) -> No
 async def history(update: Update, context: Context, d: Deps, now: datetime) -> None:
     """One item's events, oldest first."""
     found = await operations.history(d.store, item_arg(context, "history"))
-    await reply(update, render.history(found.item, found.events))
+    text = await people.humanize(d.store, render.history(found.item, found.events), as_html=True)
+    await card_actions.reply_about(update, d.store, found.item.id, text)
 
 
 @command
@@ -230,7 +224,10 @@ async def replay(update: Update, context: Context, d: Deps, now: datetime) -> No
     found = await operations.history(d.store, item_arg(context, "replay"))
     item, trail = found.item, found.events
     if not found.dropped:
-        await reply(update, render.history(item, trail) + "\n\nNot dropped: nothing to replay.")
+        text = render.history(item, trail) + "\n\nNot dropped: nothing to replay."
+        await card_actions.reply_about(
+            update, d.store, item.id, await people.humanize(d.store, text, as_html=True)
+        )
         return
     kept = await operations.unshown_drafts(d.store, item.id)
 
@@ -241,7 +238,8 @@ async def replay(update: Update, context: Context, d: Deps, now: datetime) -> No
         return InlineKeyboardButton(label, callback_data=data)
 
     row = [button("🔁 Replay", "replay")] + ([button("🆕 Fresh draft", "fresh")] if kept else [])
-    await reply(update, render.replay_offer(item, trail, kept), InlineKeyboardMarkup([row]))
+    text = await people.humanize(d.store, render.replay_offer(item, trail, kept), as_html=True)
+    await card_actions.reply_about(update, d.store, item.id, text, InlineKeyboardMarkup([row]))
 
 
 async def _schedule_command(update: Update, context: Context, d: Deps, now: datetime) -> None:
@@ -296,6 +294,10 @@ async def tap(update: Update, context: Context) -> None:
             await _decide(query, d, pipeline, button, now)
         elif button.action == "edit":
             await _ask_for_edit(query, d, item, button)
+        elif button.action == "retry":
+            await card_actions.retry(query, d, pipeline, button, now)
+        elif button.action == "show":
+            await card_actions.show(query, d, item, now)
         else:
             await _replay(query, d, item, button, now)
     except errors.Refused as exc:
@@ -337,9 +339,11 @@ async def _ask_for_edit(query: Any, d: Deps, item: items.Item, button: callbacks
         await query.answer("This card is out of date: nothing to edit here.", show_alert=True)
         return
     await query.answer()
+    draft = await drafts.get(d.store, item.id, item.version)
     prompt: Message = await query.message.reply_text(
-        f"Send the replacement text for item {item.id} (version {item.version}) as a reply.",
-        reply_markup=ForceReply(selective=True, input_field_placeholder="replacement text"),
+        card_actions.edit_prompt(item, draft.text),
+        parse_mode=ParseMode.HTML,
+        reply_markup=ForceReply(selective=True, input_field_placeholder="the new text"),
     )
     await prompts.remember(
         d.store, prompt.chat_id, prompt.message_id, item.id, item.version, d.clock()
@@ -359,9 +363,10 @@ async def _replay(
     )
     await query.answer(f"replayed: attempt {replayed.attempt}")
     await query.edit_message_reply_markup(reply_markup=None)
-    await query.message.reply_text(
+    text = (
         f"🔁 item {item.id} replayed by {actor} at {render.when(now)}: attempt {replayed.attempt}"
     )
+    await query.message.reply_text(await people.humanize(d.store, text))
 
 
 async def edit_reply(update: Update, context: Context) -> None:

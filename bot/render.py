@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from bot import logs, storage_alarm
+from bot import logs, storage_alarm, wording
 from pipelines import operations, workers
 from pipelines.text import telegram as telegram_text
 from pipelines.text import validation
@@ -36,22 +36,7 @@ def when(at: datetime) -> str:
 
 
 def age(at: datetime | None, now: datetime) -> str:
-    if at is None:
-        return "never"
-    seconds = int((now - at).total_seconds())
-    if seconds < 0:
-        return "in " + _span(-seconds)
-    return _span(seconds) + " ago"
-
-
-def _span(seconds: int) -> str:
-    if seconds < 90:
-        return f"{seconds}s"
-    if seconds < 90 * 60:
-        return f"{seconds // 60}m"
-    if seconds < 48 * 3600:
-        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
-    return f"{seconds // 86400}d"
+    return wording.ago(at, now)
 
 
 def usd(micros: int | None) -> str:
@@ -68,13 +53,11 @@ def card(item_id: int, payload: dict[str, Any]) -> str:
     # zero-width characters), so a title and a draft that opens with it compare equal.
     title = validation.clean(str(payload.get("title") or ""), TITLE_SHOWN)
     link = payload.get("link")
-    if title and str(payload.get("text", "")).lstrip().startswith(title):
-        title = ""  # the draft opens with it (the template drafter's shape): say it once
-    if title and link:
-        lines.append(f'<a href="{esc(link)}">{esc(title)}</a>')
-    elif link:
+    # Every version's card has the same lines: the source as a link of its own, then the
+    # title, unless the draft opens with it (the template drafter's shape): said once.
+    if link:
         lines.append(f'🔗 <a href="{esc(link)}">source</a>')
-    elif title:
+    if title and not str(payload.get("text", "")).lstrip().startswith(title):
         lines.append(esc(title))
     if payload.get("duplicate_of") is not None:
         reason = payload.get("duplicate_reason") or "similar text"
@@ -119,21 +102,48 @@ def decided_card(last_part: str, edit: dict[str, Any], at: datetime) -> str:
 
 
 def status_overview(overview: operations.Overview) -> str:
+    """Worst news first, then one short block per pipeline."""
     now = overview.at
-    lines = ["<b>gatehouse status</b>"]
-    for p in overview.pipelines:
-        flags = " ⏸ paused" if p.paused else ""
-        lines.append(f"\n<b>{esc(p.name)}</b>{flags}")
-        lines.append("  last run: " + (_run_summary(p.last_run, now) if p.last_run else "none yet"))
-        due = p.next_due_at
-        lines.append(f"  next due: {age(due, now) if due else 'not scheduled'}")
-        lines.append(f"  awaiting approval: {p.awaiting} · breaches: {p.breaches}")
-    lines.append(f"\nstore WAL: {overview.wal_bytes / 1024:.0f} KiB")
+    lines = [headline(overview)]
     if overview.storage is not None:
         lines.append(f"🚨 {esc(storage_alarm.describe(overview.storage))}")
-    if overview.worker_states:
+    if overview.workers_down:
         lines.append(workers_line(overview.workers_down, len(overview.worker_states), now))
+    for p in overview.pipelines:
+        lines.append(f"\n<b>{esc(p.name)}</b>" + (" ⏸ paused" if p.paused else ""))
+        lines.append("  last run " + (_run_summary(p.last_run, now) if p.last_run else "none yet"))
+        if not p.paused:
+            due = p.next_due_at
+            lines.append(f"  next run {age(due, now) if due else 'not scheduled'}")
+        waiting = [wording.plural(p.awaiting, "item") + " waiting"]
+        if p.breaches:
+            waiting.append("⚠️ " + wording.plural(p.breaches, "breach"))
+        lines.append("  " + " · ".join(waiting))
+    if overview.worker_states and not overview.workers_down:
+        lines.append("\n" + workers_line((), len(overview.worker_states), now))
     return "\n".join(lines)
+
+
+def headline(overview: operations.Overview) -> str:
+    """ "gatehouse · 1 breach · 2 uncertain holds": what needs a person, worst first."""
+    bad: list[str] = []
+    if overview.storage is not None:
+        bad.append("🚨 storage failing")
+    if overview.workers_down:
+        bad.append(wording.plural(len(overview.workers_down), "worker") + " down")
+    breaches = sum(p.breaches for p in overview.pipelines)
+    if breaches:
+        bad.append(wording.plural(breaches, "breach"))
+    if overview.uncertain_holds:
+        bad.append(wording.plural(overview.uncertain_holds, "uncertain hold"))
+    failed = sum(1 for p in overview.pipelines if p.last_run and p.last_run.status == "error")
+    if failed:
+        bad.append(wording.plural(failed, "failed run"))
+    waiting = sum(p.awaiting for p in overview.pipelines)
+    news = bad or ["✅ all well"]
+    if waiting:
+        news.append(f"{waiting} waiting")
+    return "<b>gatehouse</b> · " + " · ".join(news)
 
 
 #: A worker's last error may quote a URL: token-shaped text is never shown.
@@ -144,20 +154,18 @@ def workers_line(down: Sequence[workers.State], total: int, now: datetime) -> st
     """`workers: all 6 running`, or one line per worker that is not running."""
     if not down:
         return f"workers: all {total} running"
-    lines = [f"⚠️ {len(down)} of {total} workers not running:"]
+    lines = [f"⚠️ {len(down)} of {wording.plural(total, 'worker')} not running:"]
     for w in down:
         error = f": {esc(_redact(w.error))}" if w.error else ""
-        lines.append(f"  {esc(w.name)} {w.status} since {age(w.since, now)}{error}")
+        lines.append(f"  {esc(w.name)} {esc(w.status)} since {age(w.since, now)}{error}")
     return "\n".join(lines)
 
 
 def _run_summary(run: runs.Run, now: datetime) -> str:
     c = run.counts
     mark = {"ok": "🟢", "error": "🔴", "running": "🔄"}.get(run.status, "")
-    text = (
-        f"{mark} {esc(run.status)} {age(run.started_at, now)} "
-        f"(fetched {c.fetched}, new {c.new}, drafted {c.drafted}, failed {c.failed})"
-    )
+    text = f"{mark} {esc(run.status)} {age(run.started_at, now)}: {c.new} new of {c.fetched}"
+    text += f", {c.drafted} drafted" + (f", {c.failed} failed" if c.failed else "")
     if run.error_text:
         text += f": {esc(run.error_text[:200])}"
     return text
@@ -166,7 +174,7 @@ def _run_summary(run: runs.Run, now: datetime) -> str:
 def status_pipeline(
     name: str, recent: Sequence[runs.Run], window: runs.Window, now: datetime
 ) -> str:
-    lines = [f"<b>{esc(name)}</b>: last {len(recent)} runs, newest first"]
+    lines = [f"<b>{esc(name)}</b>: last {wording.plural(len(recent), 'run')}, newest first"]
     lines.extend(f"  #{run.id} {run.trigger}: {_run_summary(run, now)}" for run in recent)
     if not recent:
         lines.append("  no runs yet")
@@ -178,27 +186,27 @@ def status_pipeline(
     return "\n".join(lines)
 
 
-def pending(waiting: Sequence[items.Item], cards: dict[int, int], now: datetime) -> str:
-    """Items awaiting approval, oldest first; `cards` maps item id to its card in this chat."""
+def pending(waiting: Sequence[items.Item], now: datetime) -> str:
+    """Items awaiting approval, oldest first (the buttons below show each one's card)."""
     if not waiting:
-        return "Nothing is awaiting approval."
-    lines = [f"<b>{len(waiting)} awaiting approval</b>, oldest first"]
+        return "Nothing is waiting for approval."
+    lines = [f"<b>{wording.plural(len(waiting), 'item')} waiting for approval</b>, oldest first"]
     for item in waiting:
         title = str(item.payload.get("title") or item.source_id)[:80]
-        where = f" → card message {cards[item.id]}" if item.id in cards else ""
+        waited = age(item.last_transition_at, now).removesuffix(" ago")
         lines.append(
-            f"• item {item.id} <b>{esc(item.pipeline)}</b> v{item.version}: {esc(title)}"
-            f" · waiting {age(item.last_transition_at, now).removesuffix(' ago')}{where}"
+            f"• <b>{item.id}</b> {esc(item.pipeline)} v{item.version} · {waited}: {esc(title)}"
         )
     return "\n".join(lines)
 
 
 def history(item: items.Item, trail: Sequence[events.Event]) -> str:
-    lines = [f"<b>item {item.id}</b> ({esc(item.pipeline)}): {esc(item.state)}"]
+    lines = [f"<b>item {item.id}</b> ({esc(item.pipeline)}): {esc(wording.state(item.state))}"]
     for event in trail:
-        reason = f": {esc(event.reason)}" if event.reason else ""
+        said = f"{event.to_state} by {event.actor}"
+        reason = f": {esc(event.reason)}" if event.reason and event.reason != said else ""
         lines.append(
-            f"  {when(event.at)} {esc(event.from_state or '·')} → {esc(event.to_state)}"
+            f"  {when(event.at)} {esc(wording.state(event.to_state))}"
             f" by {esc(event.actor)} (attempt {event.attempt}){reason}"
         )
     return "\n".join(lines)
@@ -206,7 +214,7 @@ def history(item: items.Item, trail: Sequence[events.Event]) -> str:
 
 def replay_offer(item: items.Item, trail: Sequence[events.Event], kept: Sequence[int] = ()) -> str:
     why = item.reason or "no reason recorded"
-    text = f"{history(item, trail)}\n\n<b>dropped</b>: {esc(item.state)}, {esc(why)}"
+    text = f"{history(item, trail)}\n\n<b>dropped</b>: {esc(wording.state(item.state))}, {esc(why)}"
     if kept:
         text += (
             f"\nThe provider already wrote a draft no card showed (budget claim {kept[-1]}): "
@@ -219,20 +227,22 @@ def budget(report: ledger_report.Report, now: datetime) -> str:
     if not report.budgets:
         lines = ["No budgets configured: LLM drafting is off; the template drafter runs."]
     else:
-        lines = ["<b>budgets</b> (spent / held / remaining of limit)"]
+        lines = ["<b>budgets</b>"]
     for b in sorted(report.budgets, key=lambda b: (b.scope, b.period)):
+        period = "today" if b.period == "day" else "this month"
         lines.append(
-            f"• {esc(b.scope)} {'today' if b.period == 'day' else 'this month'}: "
-            f"{usd(b.spent_micros)} / {usd(b.held_micros)} / {usd(b.remaining_micros)}"
-            f" of {usd(b.limit_micros)} ({b.pct_used:.0f}% used)"
+            f"<b>{esc(b.scope)}</b> {wording.bar(b.pct_used / 100)} {b.pct_used:.0f}%"
+            f" of {usd(b.limit_micros)} {period}"
         )
+        held = f" · {usd(b.held_micros)} held" if b.held_micros else ""
+        lines.append(f"  {usd(b.spent_micros)} spent{held} · {usd(b.remaining_micros)} left")
     if report.uncertain:
-        count = len(report.uncertain)
-        lines.append(f"\n⚠️ <b>{count} uncertain holds</b> (settle: gatehouse reconcile-claim):")
+        count = wording.plural(len(report.uncertain), "uncertain hold")
+        lines.append(f"\n⚠️ <b>{count}</b> (settle: gatehouse reconcile-claim):")
         for hold in report.uncertain:
             lines.append(
                 f"• claim {hold.claim_id} {esc(hold.pipeline)} item {hold.item_id}"
-                f" ({esc(hold.item_state or '?')}): {usd(hold.reserved_micros)}"
+                f" ({esc(wording.state(hold.item_state or '?'))}): {usd(hold.reserved_micros)}"
                 f" since {age(hold.since, now)}; {esc(hold.reason or '')}"
             )
     else:
@@ -241,4 +251,4 @@ def budget(report: ledger_report.Report, now: datetime) -> str:
 
 
 def duration(span: timedelta) -> str:
-    return _span(int(span.total_seconds()))
+    return wording.span(int(span.total_seconds()))

@@ -40,7 +40,7 @@ from telegram import Bot, InlineKeyboardMarkup, LinkPreviewOptions
 from telegram import error as tg_error
 from telegram.constants import ParseMode
 
-from bot import alerts, logs, render
+from bot import alerts, logs, people, render
 from pipelines import logfields, retry, workers
 from pipelines.text import telegram as telegram_text
 from store import errors, outbox, payloads
@@ -108,6 +108,11 @@ class Flood(Exception):
 
 def not_modified(exc: tg_error.BadRequest) -> bool:
     return "message is not modified" in exc.message.lower()
+
+
+def gone(exc: tg_error.BadRequest) -> bool:
+    """Telegram's answer for a message that was deleted (or never was)."""
+    return "not found" in exc.message.lower()
 
 
 def utcnow() -> datetime:
@@ -304,7 +309,8 @@ class Sender:
     async def _send_messages(self, row: outbox.Row) -> Sent:
         if row.kind == "card":
             assert row.item_id is not None, "a card row names its item"
-            parts = render.card_parts(row.item_id, row.payload)
+            payload = await people.card_payload(self.store, row.payload)
+            parts = render.card_parts(row.item_id, payload)
             markup = self.keyboard(row)
         else:
             parts = telegram_text.split(_alert_text(payloads.Alert.of(row)))
@@ -343,24 +349,36 @@ class Sender:
 
     async def _edit_card(self, row: outbox.Row, now: datetime) -> Sent:
         assert row.item_id is not None, "a card_edit row names its item"
-        card = await _card_for(self.store, row.item_id, row.payload)
-        if card is None:
+        cards = await _cards_for(self.store, row.item_id, row.payload)
+        if not cards:
             log.warning("card_edit %d: item %d has no card; nothing to edit", row.id, row.item_id)
             return {}
-        if card.state == "pending":
+        if any(card.state == "pending" for card in cards):
             # Not an attempt: the card may wait out a flood hold longer than MAX_ATTEMPTS.
             raise Retry("its card is not sent yet", now + CARD_NOT_SENT_WAIT, counts=False)
-        messages: Sent = json.loads(card.external_id or "{}")
-        last_part = render.card_parts(row.item_id, card.payload)[-1]
-        text = render.decided_card(last_part, row.payload, row.created_at)
-        # Quorum progress keeps the buttons; a decision, or an edit that replaced
-        # this version with a new card, takes them away.
+        edit = await people.card_payload(self.store, row.payload)
+        edited: Sent = {}
+        for card in cards:  # the first card and any fresh copy ("Show card")
+            shown = await people.card_payload(self.store, card.payload)
+            last_part = render.card_parts(row.item_id, shown)[-1]
+            text = render.decided_card(last_part, edit, row.created_at)
+            edited.update(await self._edit_messages(row, card, text))
+        return edited
+
+    def _edit_markup(self, row: outbox.Row, card: outbox.Row) -> InlineKeyboardMarkup | None:
+        """Quorum progress keeps the card's buttons; a decision, or an edit that replaced
+        this version with a new card, takes them away; a failed dispatch offers Retry."""
+        if row.payload.get("buttons"):
+            return self.keyboard(row)
         still_open = row.payload.get("state") == "awaiting_approval" and not row.payload.get(
             "status", ""
         ).startswith("✏️")
-        markup = self.keyboard(card) if still_open else None
+        return self.keyboard(card) if still_open else None
+
+    async def _edit_messages(self, row: outbox.Row, card: outbox.Row, text: str) -> Sent:
+        markup = self._edit_markup(row, card)
         edited: Sent = {}
-        for chat, ids in messages.items():
+        for chat, ids in message_ids(card).items():
             if not ids or ids[-1] == UNREAD:
                 log.warning("card_edit %d: chat %s has no readable message id", row.id, chat)
                 continue
@@ -374,25 +392,28 @@ class Sender:
                     link_preview_options=NO_PREVIEW,
                 )
             except tg_error.BadRequest as exc:
+                if gone(exc):  # the operator deleted it; "Show card" sends a fresh one
+                    log.info("card_edit %d: the card in chat %s is gone", row.id, chat)
+                    continue
                 if not not_modified(exc):
                     raise
             edited[chat] = ids[-1:]
         return edited
 
 
-async def _card_for(store: Store, item_id: int, edit: dict[str, Any]) -> outbox.Row | None:
-    """The card showing the version the edit is about (else the newest one)."""
+async def _cards_for(store: Store, item_id: int, edit: dict[str, Any]) -> list[outbox.Row]:
+    """The cards showing the version the edit is about (else the newest one)."""
     cards = [c for c in await outbox.for_item(store, item_id, "card") if c.state != "failed"]
-    for card in cards:
-        shown = (card.payload.get("attempt"), card.payload.get("version"))
-        if shown == (edit.get("attempt"), edit.get("version")):
-            return card
-    return cards[0] if cards else None
+    wanted = (edit.get("attempt"), edit.get("version"))
+    found = [c for c in cards if (c.payload.get("attempt"), c.payload.get("version")) == wanted]
+    return found or cards[:1]
 
 
 def _alert_text(alert: payloads.Alert) -> str:
     mark = "🚨" if alert.level == "error" else "⚠️"
     text = render.esc(alerts.text(alert))
+    if alert.level == "info":  # news, not a warning (the day's signed audit head)
+        return text
     return text if text[:1] in ("⏳", "🚨", "⚠") else f"{mark} {text}"
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from pipelines import config
 from pipelines.text import similarity, validation
-from store import backend, decisions, drafts, errors, items, outbox, payloads
+from store import backend, decisions, drafts, errors, events, items, outbox, payloads
 from store.db import Store
 from store.drafts import Draft
 from store.items import Item
@@ -59,10 +59,10 @@ def queue_card(
 def _status_line(decision: decisions.Decision, operator_id: int, choice: str, now: datetime) -> str:
     at = now.strftime("%Y-%m-%d %H:%M UTC")
     if decision.outcome == "approved":
-        who = ", ".join(str(o) for o in decision.approvals)
+        who = ", ".join(events.operator(o) for o in decision.approvals)
         return f"✅ approved by {who} at {at}"
     if decision.outcome == "rejected":
-        return f"❌ rejected by {operator_id} at {at}"
+        return f"❌ rejected by {events.operator(operator_id)} at {at}"
     return f"⏳ {len(decision.approvals)}/{decision.quorum} approvals"
 
 
@@ -138,6 +138,7 @@ async def edit(
     """An operator's replacement text: validated like any draft, then a new card."""
     check_operator(pipeline, operator_id)
     validation.validate(text, pipeline.draft.output_schema)
+    actor = events.operator(operator_id)
 
     def unit(conn: backend.Conn) -> Draft:
         draft = drafts.edit_sync(conn, item_id, shown_version, text, operator_id, now)
@@ -147,12 +148,12 @@ async def edit(
             item.attempt,
             shown_version,
             State.AWAITING_APPROVAL.value,
-            f"✏️ edited by {operator_id}: see version {draft.version} below",
+            f"✏️ edited by {actor}: see version {draft.version} below",
         )
         outbox.enqueue_sync(
             conn, "card_edit", outbox.OPERATORS, old.to_json(), now, item_id=item_id
         )
-        queue_card(conn, pipeline, item, draft, now, note=f"edited by operator {operator_id}")
+        queue_card(conn, pipeline, item, draft, now, note=f"edited by {actor}")
         return draft
 
     return await store.write(unit)

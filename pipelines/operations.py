@@ -42,6 +42,7 @@ from store import (
 from store.db import Store
 from store.ledger import budgets
 from store.ledger import outputs as llm_outputs
+from store.ledger import reporting as ledger_report
 from store.ledger import settle as ledger_settle
 from store.machine import State
 
@@ -50,6 +51,8 @@ if TYPE_CHECKING:  # the CLI reads operations without loading the engine
 
 #: Items /pending and `gatehouse pending` list at most (oldest first).
 PENDING_LIMIT = 50
+#: Uncertain holds /status counts at most (the /budget reply lists them).
+UNCERTAIN_COUNTED = 50
 #: Runs /status <pipeline> and `gatehouse runs` show by default.
 RUNS_SHOWN = 10
 #: The largest budget one command may set (USD): a typo guard, not a policy.
@@ -108,6 +111,8 @@ class Overview:
     storage: writer.StorageFault | None = None
     #: The running process's supervised workers (empty when asked from another process).
     worker_states: Sequence[workers.State] = ()
+    #: AI spend holds waiting for an operator's settlement (at most UNCERTAIN_COUNTED).
+    uncertain_holds: int = 0
 
     @property
     def workers_down(self) -> list[workers.State]:
@@ -138,7 +143,10 @@ async def overview(
                 breaches=by_state.get(State.BREACH, 0),
             )
         )
-    return Overview(now, rows, store.wal_bytes(), store.faults.current, worker_states)
+    uncertain = len(await ledger_report.uncertain(store, UNCERTAIN_COUNTED))
+    return Overview(
+        now, rows, store.wal_bytes(), store.faults.current, worker_states, uncertain_holds=uncertain
+    )
 
 
 @dataclass(frozen=True)

@@ -126,6 +126,8 @@ class CardEdit(_Payload):
     state: str
     status: str = ""
     decided_by: tuple[int, ...] = ()
+    #: Buttons the card gains (the bot builds them), such as "retry" after a failed dispatch.
+    buttons: str = ""
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@
     gatehouse check [--online]                 settings, pipeline files, secrets (exit 1 on errors)
     gatehouse dry-run <pipeline> [--limit 5]   fetch and draft now; print the cards, keep nothing
     gatehouse health                           exit 0 while the bot and all its workers run
-    gatehouse status [pipeline]                every pipeline, or one pipeline's recent runs
+    gatehouse status [pipeline] [--verbose]    every pipeline, or one pipeline's recent runs
     gatehouse runs [pipeline] [--limit 10]     recent runs, with the last green / first red run
     gatehouse pending                          items awaiting approval, oldest first
     gatehouse history <item>                   one item's events
@@ -16,6 +16,8 @@
     gatehouse reconcile-claim <claim> <usd> <evidence>   settle an uncertain AI spend claim
     gatehouse reconcile [--backfill|--prune]   file dispatch folders against the store
     gatehouse audit verify                     check the event hash chain (exit 1 if broken)
+    gatehouse audit export|key                 export events with hashes; print the signing key
+    gatehouse audit verify --export F --public-key K   check an export offline
     gatehouse sweep [--days 90]                forget seen ids older than that
     gatehouse backup <path>                    online backup to a new file, then verify it
     gatehouse token create|list|revoke [name]  HTTP trigger tokens (shown once, kept as hashes)
@@ -44,6 +46,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from bot import control
 from bot import settings as settings_mod
+from bot.cli import audit as cli_audit
 from bot.cli import output as cli_output
 from bot.cli import reads as cli_reads
 from bot.cli import tokens as cli_tokens
@@ -222,9 +225,11 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
     add(
         "health", cli_reads.cmd_health, "exit 0 while the bot runs, answers and all its workers run"
     )
-    add("status", cli_reads.cmd_status, "every pipeline, or one pipeline's runs").add_argument(
+    status = add("status", cli_reads.cmd_status, "every pipeline, or one pipeline's runs")
+    status.add_argument(
         "pipeline", nargs="?", help="show this pipeline's recent runs (default: every pipeline)"
     )
+    status.add_argument("--verbose", action="store_true", help="also the store's WAL size")
     runs = add("runs", cli_reads.cmd_runs, "recent runs with the last green and first red run")
     runs.add_argument("pipeline", nargs="?", help="only this pipeline (default: all)")
     runs.add_argument(
@@ -268,8 +273,9 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
     mode = reconcile.add_mutually_exclusive_group()
     mode.add_argument("--backfill", action="store_true", help="rewrite missing files")
     mode.add_argument("--prune", action="store_true", help="delete gatehouse's orphan files")
-    audit = add("audit", cli_reads.cmd_audit, "audit the event log")
-    audit.add_argument("action", choices=["verify"], help="verify: check the hash chain")
+    cli_audit.add_arguments(
+        add("audit", cli_reads.cmd_audit, "verify, export or check the event log")
+    )
     sweep = add("sweep", cli_writes.cmd_sweep, "forget seen ids older than --days")
     sweep.add_argument(
         "--days", type=positive, default=90, help="age in days (default: %(default)s)"

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from bot import render, storage_alarm
+from bot import people, render, storage_alarm, wording
 from pipelines import operations
 from store import backup as store_backup
 from store import events, info, items, ledger, runs
@@ -51,14 +51,22 @@ def _run_cell(run: runs.Run | None, now: datetime) -> str:
 
 
 def status(
-    overview: operations.Overview, summary: info.Info, writer_pid: int | None, now: datetime
+    overview: operations.Overview,
+    summary: info.Info,
+    writer_pid: int | None,
+    now: datetime,
+    verbose: bool = False,
 ) -> str:
     rows = [
         (
             p.name,
             "paused" if p.paused else "active",
             _run_cell(p.last_run, now),
-            render.age(p.next_due_at, now) if p.next_due_at else "not scheduled",
+            ""
+            if p.paused
+            else render.age(p.next_due_at, now)
+            if p.next_due_at
+            else "not scheduled",
             p.awaiting,
             p.breaches,
         )
@@ -71,7 +79,7 @@ def status(
             body if rows else "no pipelines configured",
             "",
             f"store   {summary.path} (schema version {summary.schema_version})",
-            f"wal     {overview.wal_bytes / 1024:.0f} KiB",
+            *([f"wal     {overview.wal_bytes / 1024:.0f} KiB"] if verbose else []),
             f"bot     {writer}",
             *([f"disk    {storage_alarm.describe(overview.storage)}"] if overview.storage else []),
         ]
@@ -123,20 +131,23 @@ def pending(waiting: Sequence[items.Item], now: datetime) -> str:
     return table(("item", "pipeline", "version", "waiting", "title"), rows)
 
 
-def history(found: operations.History) -> str:
+def history(found: operations.History, names: dict[int, str] | None = None) -> str:
+    """An item's events; `names` (user id to label) names the operators who acted."""
     item = found.item
     head = f"item {item.id} ({item.pipeline}): {item.state}, attempt {item.attempt}"
-    rows = [_event_row(e) for e in found.events]
+    rows = [_event_row(e, names or {}) for e in found.events]
     text = head + "\n" + table(("event", "at", "from", "to", "by", "attempt", "reason"), rows)
     if found.dropped:
-        text += f"\n\ndropped: {item.state}, {item.reason or 'no reason recorded'}"
+        why = people.replace(item.reason or "no reason recorded", names or {})
+        text += f"\n\ndropped: {item.state}, {why}"
         text += f"\nreplay it with: gatehouse replay {item.id}"
     return text
 
 
-def _event_row(e: events.Event) -> tuple[object, ...]:
-    return (e.id, render.when(e.at), e.from_state or "·", e.to_state, e.actor, e.attempt,
-            (e.reason or "")[:70])  # fmt: skip
+def _event_row(e: events.Event, names: dict[int, str]) -> tuple[object, ...]:
+    actor, reason = people.replace(e.actor, names), people.replace(e.reason or "", names)
+    return (e.id, render.when(e.at), e.from_state or "·", e.to_state, actor, e.attempt,
+            reason[:70])  # fmt: skip
 
 
 def budget(report: ledger.Report, now: datetime) -> str:
@@ -150,8 +161,8 @@ def budget(report: ledger.Report, now: datetime) -> str:
         ]  # fmt: skip
         lines = [table(("scope", "period", "spent", "held", "remaining", "limit", "used"), rows)]
     if report.uncertain:
-        count = len(report.uncertain)
-        lines.append(f"\n{count} uncertain holds (settle each: gatehouse reconcile-claim):")
+        count = wording.plural(len(report.uncertain), "uncertain hold")
+        lines.append(f"\n{count} (settle each: gatehouse reconcile-claim):")
         holds = [
             (h.claim_id, h.pipeline, h.item_id, render.usd(h.reserved_micros),
              render.age(h.since, now), h.reason or "")

@@ -14,8 +14,9 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any, TypeVar
 
-from bot import control, storage_alarm
+from bot import control, people, storage_alarm
 from bot import settings as settings_mod
+from bot.cli import audit as cli_audit
 from bot.cli import output as cli_output
 from bot.cli import writes as cli_writes
 from pipelines import config, operations
@@ -57,7 +58,8 @@ def cmd_status(cfg: settings_mod.Settings, args: argparse.Namespace, now: dateti
     if pid:
         overview = dataclasses.replace(overview, storage=_bot_storage(cfg))
     value = {"overview": overview, "store": summary, "writer_pid": pid}
-    cli_output.emit(args, value, lambda: cli_output.status(overview, summary, pid, now))
+    verbose = getattr(args, "verbose", False)
+    cli_output.emit(args, value, lambda: cli_output.status(overview, summary, pid, now, verbose))
     return 0
 
 
@@ -83,8 +85,15 @@ def cmd_pending(cfg: settings_mod.Settings, args: argparse.Namespace, now: datet
 
 
 def cmd_history(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
-    found = read(cfg, lambda store: operations.history(store, args.item))
-    cli_output.emit(args, found, lambda: cli_output.history(found))
+    async def fn(store: db.Store) -> tuple[operations.History, dict[int, str]]:
+        found = await operations.history(store, args.item)
+        said = " ".join(f"{e.actor} {e.reason or ''}" for e in found.events) + str(
+            found.item.reason
+        )
+        return found, await people.labels(store, people.ids_in(said))
+
+    found, names = read(cfg, fn)
+    cli_output.emit(args, found, lambda: cli_output.history(found, names))
     return 0
 
 
@@ -95,9 +104,7 @@ def cmd_budget(cfg: settings_mod.Settings, args: argparse.Namespace, now: dateti
 
 
 def cmd_audit(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
-    report = read(cfg, operations.audit)
-    cli_output.emit(args, report, lambda: cli_output.audit(report))
-    return 0 if report.ok else 1
+    return cli_audit.run(cfg, args, read)
 
 
 def cmd_backup(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:

@@ -45,6 +45,8 @@ log = logging.getLogger(__name__)
 TOKEN = "123456789:gatehouse-offline-demo-token"  # noqa: S105  # not a secret: a fake
 #: The made-up operator the page speaks as (their private chat has the same id).
 OPERATOR = 1001
+#: The demo operator's first name and username, shown wherever the bot says who acted.
+OPERATOR_NAMES = ("Alex", "alex")
 FEED = Path(__file__).resolve().parents[2] / "pipelines" / "examples" / "feeds" / "demo.xml"
 FEED_PATH = "/feeds/demo.xml"
 
@@ -155,6 +157,7 @@ async def run(
     """Start every part, call `ready`, run until `stop` is set, then stop in reverse order."""
     data_dir = prepare_data_dir(options.data_dir)
     with localapi.LocalBotApi(token=TOKEN) as api:
+        api.name_user(OPERATOR, *OPERATOR_NAMES)  # as a Telegram account would carry them
         web = _start_web(api, options.port)
         try:
             feed_url = f"http://{localapi.HOST}:{web.port}{FEED_PATH}"

@@ -35,7 +35,7 @@ from typing import Any
 
 import httpx
 
-from pipelines import config, dispatch, logfields, workers
+from pipelines import card_trail, config, dispatch, logfields, workers
 from store import backend, drafts, errors, items, machine, outbox, payloads
 from store.db import Store
 from store.items import Item
@@ -163,6 +163,7 @@ async def _deliver(
             expect_version=version,
         )
         outbox.mark_sent_sync(conn, row.id, result.external_id, now)
+        card_trail.dispatched_sync(conn, item, result.detail, now, result.external_id)
 
     await store.write(done)
 
@@ -205,6 +206,7 @@ async def _fail(store: Store, row: outbox.Row, item: Item, reason: str, now: dat
         text = f"❌ item {item.id} ({item.pipeline}) was not dispatched: {reason}"
         key = f"dispatch-failed:{item.id}:{item.attempt}:{item.version}"
         outbox.alert_sync(conn, text, now, key=key, item_id=item.id)
+        card_trail.failed_sync(conn, item, reason, now)
 
     await store.write(unit)
     await outbox.mark_failed(store, row.id, reason)

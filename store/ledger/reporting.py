@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from store import backend, clock, sql
+from store.db import Store
 from store.ledger import budgets
 
 Q = sql.load("ledger_report")
@@ -70,6 +71,11 @@ def _rows(conn: backend.Conn, query: str, params: dict[str, object]) -> list[bac
 
 def uncertain_sync(conn: backend.Conn, limit: int = 50) -> list[UncertainHold]:
     return [UncertainHold.from_row(row) for row in _rows(conn, Q["uncertain"], {"limit": limit})]
+
+
+async def uncertain(store: Store, limit: int = 50) -> list[UncertainHold]:
+    """Holds waiting for an operator's settlement, at most `limit`."""
+    return await store.read(uncertain_sync, limit)
 
 
 def pipelines_by_spend_sync(

@@ -240,3 +240,31 @@ CREATE TABLE api_requests (
 ) WITHOUT ROWID;
 
 CREATE INDEX api_requests_by_age ON api_requests (created_at);
+-- Operators' names and signed chain heads (migration 0009).
+CREATE TABLE people (
+    user_id    INTEGER PRIMARY KEY,
+    first_name TEXT,
+    username   TEXT,
+    updated_at INTEGER NOT NULL
+);
+
+CREATE TABLE audit_checkpoints (
+    id        INTEGER PRIMARY KEY AUTOINCREMENT,
+    event_id  INTEGER NOT NULL,
+    hash      TEXT NOT NULL,
+    signed_at INTEGER NOT NULL,
+    key_id    TEXT NOT NULL,
+    signature TEXT NOT NULL
+);
+
+CREATE INDEX audit_checkpoints_by_event ON audit_checkpoints (event_id);
+
+CREATE TRIGGER audit_checkpoints_no_update BEFORE UPDATE ON audit_checkpoints
+BEGIN
+    SELECT RAISE(ABORT, 'checkpoints are append-only');
+END;
+
+CREATE TRIGGER audit_checkpoints_no_delete BEFORE DELETE ON audit_checkpoints
+BEGIN
+    SELECT RAISE(ABORT, 'checkpoints are append-only');
+END;

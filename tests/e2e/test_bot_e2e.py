@@ -145,8 +145,8 @@ def tap(api: localapi.LocalBotApi, user: int, message: Any, label: str) -> dict[
 
 def version_of(api: localapi.LocalBotApi, message_id: int, version: int) -> Any:
     def edited() -> Any:
-        latest = api.history(OPERATOR, message_id)[-1]
-        return latest if latest.version == version else None
+        found = [m for m in api.history(OPERATOR, message_id) if m.version == version]
+        return found[0] if found else None
 
     return api.wait_for(edited, timeout=10)
 
@@ -200,7 +200,7 @@ async def test_cards_taps_and_commands(
     answer = answer_to(api, api.inject_callback(OPERATOR, OPERATOR, first.message_id, approve))
     assert answer["text"] == "✅ approved"
     edited = version_of(api, first.message_id, 2)
-    assert f"approved by {OPERATOR}" in edited.text and edited.reply_markup is None
+    assert f"approved by User {OPERATOR}" in edited.text and edited.reply_markup is None
     trail = await read(data, lambda s: items.history(s, item_a))
     approvals = [e for e in trail if e.to_state == State.APPROVED]
     assert len(approvals) == 1 and approvals[0].actor == events.operator(OPERATOR)
@@ -218,7 +218,7 @@ async def test_cards_taps_and_commands(
     again = answer_to(api, api.inject_callback(OPERATOR, OPERATOR, first.message_id, approve))
     assert again["text"] == "nothing changed: the item is dispatched"
     assert await read(data, lambda s: items.history(s, item_a)) == dispatched
-    assert len(api.history(OPERATOR, first.message_id)) == 2
+    assert len(api.history(OPERATOR, first.message_id)) == 3  # the card, approved, sent
 
     # A stranger's tap on the other card: refused, the item still waits.
     item_b = item_id_of(second)
@@ -237,11 +237,12 @@ async def test_cards_taps_and_commands(
     assert await read(data, lambda s: items.history(s, item_b)) == trail_b
 
     status = command(api, "/status")
-    assert "news" in status and "awaiting approval: 1" in status and "WAL" in status
-    assert "fetched 2, new 2" in status
+    assert "news" in status and "1 item waiting" in status and "WAL" not in status
+    assert "2 new of 2" in status
     pending = command(api, "/pending")
-    assert f"item {item_b}" in pending and f"card message {second.message_id}" in pending
-    assert f"item {item_a}" not in pending
+    listing = api.sent(OPERATOR)[-1]
+    assert f"• {item_b} news" in pending
+    assert button(listing, f"item {item_b}") and f"• {item_a} " not in pending
     assert "No budgets configured" in command(api, "/budget")
     assert "Did you mean news" in command(api, "/status nwes")
     assert "Did you mean /status" in command(api, "/stauts")
@@ -261,7 +262,7 @@ async def test_cards_taps_and_commands(
     # Reject B, then /replay shows why it dropped and the confirm button replays it.
     tap(api, OPERATOR, second, "Reject")
     offer_text = command(api, f"/replay {item_b}")
-    assert f"rejected by operator:{OPERATOR}" in offer_text
+    assert f"rejected by User {OPERATOR}" in offer_text
     offer = api.sent(OPERATOR)[-1]
     confirm = tap(api, OPERATOR, offer, "Replay")
     assert confirm["text"] == "replayed: attempt 2"
@@ -279,7 +280,7 @@ async def test_a_card_pending_at_sigkill_works_after_restart(
     answer = tap(api, OPERATOR, first, "Approve")
     assert answer["text"] == "✅ approved"
     edited = version_of(api, first.message_id, 2)
-    assert f"approved by {OPERATOR}" in edited.text
+    assert f"approved by User {OPERATOR}" in edited.text
     item_id = item_id_of(first)
     api.wait_for(lambda: list((tmp_path / "out").glob(f"news-{item_id}-v1.md")), timeout=15)
     trail = await read(tmp_path / "data", lambda s: items.history(s, item_id))
@@ -310,7 +311,7 @@ async def test_edit_posts_a_new_card_and_the_old_one_goes_stale(
     first, _ = two_cards(api)
     item_id = item_id_of(first)
     tap(api, OPERATOR, first, "Edit")
-    prompt = api.wait_for(lambda: [m for m in api.sent(OPERATOR) if "replacement" in m.text])[0]
+    prompt = api.wait_for(lambda: [m for m in api.sent(OPERATOR) if "tap the draft" in m.text])[0]
     assert prompt.reply_markup and prompt.reply_markup.get("force_reply")
     api.inject_message(OPERATOR, OPERATOR, "Better <words>", reply_to_message_id=prompt.message_id)
     new_card = api.wait_for(lambda: [m for m in cards(api) if "Better <words>" in m.text])[0]
@@ -327,6 +328,6 @@ async def test_edit_posts_a_new_card_and_the_old_one_goes_stale(
     assert tap(api, OPERATOR, new_card, "Approve")["text"] == "✅ approved"
     history = command(api, f"/history {item_id}")
     assert "edited: version 1 -&gt; 2" in history or "edited: version 1 -> 2" in history
-    assert f"approved by operator:{OPERATOR}" in history
+    assert f"approved by User {OPERATOR}" in history
     runs = command(api, "/status news")
-    assert "last green" in runs and "fetched 2" in runs
+    assert "last green" in runs and "2 new of 2" in runs

@@ -101,7 +101,7 @@ async def test_an_edit_prompt_still_works_after_a_restart(
     first, _ = e2e.two_cards(api)
     item_id = e2e.item_id_of(first)
     e2e.tap(api, e2e.OPERATOR, first, "Edit")
-    prompt = api.wait_for(lambda: [m for m in api.sent(e2e.OPERATOR) if "replacement" in m.text])
+    prompt = api.wait_for(lambda: [m for m in api.sent(e2e.OPERATOR) if "tap the draft" in m.text])
     # The prompt is recorded once Telegram has given its message id; then the kill.
     for _ in range(100):
         asked = await e2e.read(

@@ -123,7 +123,7 @@ async def test_a_card_for_each_feed_entry_and_approve_edits_it(
 
     edited = await page.until(approved)
     assert edited["version"] > first["version"]  # edited in place, not a new message
-    assert f"approved by {demo.OPERATOR}" in edited["text"]
+    assert "approved by Alex (@alex)" in edited["text"]
     assert edited["reply_markup"] is None  # no buttons left on a decided card
     answers = (await page.chat())["answers"]
     assert answers[tapped["query_id"]] == "✅ approved"
@@ -140,7 +140,9 @@ async def test_status_answers(page: Page) -> None:
 
     def status_reply(state: dict[str, Any]) -> Any:
         later = state["messages"][before:]
-        return next((m for m in later if m["from_bot"] and "gatehouse status" in m["text"]), None)
+        return next(
+            (m for m in later if m["from_bot"] and m["text"].startswith("gatehouse ·")), None
+        )
 
     reply = await page.until(status_reply)
     assert "news" in reply["text"]

@@ -89,7 +89,7 @@ async def test_click_approve_and_the_card_changes(
 
     await card.get_by_role("button", name="Approve").click()
 
-    await async_api.expect(card).to_contain_text(f"approved by {demo.OPERATOR}")
+    await async_api.expect(card).to_contain_text("approved by Alex (@alex)")
     await async_api.expect(card.locator(".keyboard")).to_have_count(0)
     await async_api.expect(card.locator(".meta")).to_contain_text("edited")
     await async_api.expect(page.locator("#toast")).to_contain_text("approved")
@@ -105,7 +105,7 @@ async def test_typing_a_command_gets_an_answer(running: demo.Running, page: asyn
     await page.locator("#text").fill("/status")
     await page.locator("#text").press("Enter")
     await async_api.expect(page.locator(".msg.me .text").last).to_have_text("/status")
-    reply = page.locator(".msg.bot", has_text="gatehouse status")
+    reply = page.locator(".msg.bot", has_text="gatehouse ·")
     await async_api.expect(reply).to_contain_text("news")
 
 

@@ -149,7 +149,7 @@ async def test_approval_queues_card_edit_and_dispatch_together(
     assert again.outcome == "unchanged"
     edits = await outbox.for_item(store, item.id, "card_edit")
     dispatches = await outbox.for_item(store, item.id, "dispatch")
-    assert len(edits) == 1 and edits[0].payload["status"].startswith("✅ approved by 7")
+    assert len(edits) == 1 and edits[0].payload["status"].startswith("✅ approved by operator:7")
     assert len(dispatches) == 1 and dispatches[0].payload == {
         "item_id": item.id,
         "attempt": 1,

@@ -60,6 +60,8 @@ class LocalBotApi:
         self.state = localapi_state.LocalApiState()
         self.token = token
         self.cors_origin = cors_origin
+        #: user id -> (first name, username) their updates carry.
+        self.names: dict[int, tuple[str, str | None]] = {}
         self._address = (HOST, port)
         self._server: localapi_http.Server | None = None
         self._thread: threading.Thread | None = None
@@ -139,7 +141,7 @@ class LocalBotApi:
         message = self.state.add_message(
             chat_id,
             from_bot=False,
-            sender=localapi_state.user_object(from_user_id),
+            sender=localapi_state.user_object(from_user_id, *self.names.get(from_user_id, ())),
             text=text,
             entities=entities or [],
             reply_markup=None,
@@ -147,6 +149,10 @@ class LocalBotApi:
             now=int(time.time()),
         )
         return self.state.push_update({"message": self.state.telegram_message(message)})
+
+    def name_user(self, user_id: int, first_name: str, username: str | None = None) -> None:
+        """The names a user's later messages and taps carry (default: "User <id>")."""
+        self.names[user_id] = (first_name, username)
 
     def inject_command(self, chat_id: int, user_id: int, text: str) -> dict[str, Any]:
         """A user sends a command such as "/status news", tagged as Telegram tags it."""
@@ -162,7 +168,7 @@ class LocalBotApi:
         if message is None:
             raise ValueError(f"chat {chat_id} has no message {message_id} to tap on")
         query = {
-            "from": localapi_state.user_object(user_id),
+            "from": localapi_state.user_object(user_id, *self.names.get(user_id, ())),
             "chat_instance": f"local-{chat_id}",
             "message": self.state.telegram_message(message),
             "data": data,

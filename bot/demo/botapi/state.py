@@ -87,8 +87,11 @@ class CallRecord:
     at: float = dataclasses.field(default_factory=time.monotonic)
 
 
-def user_object(user_id: int, first_name: str | None = None) -> dict[str, Any]:
-    return {"id": user_id, "is_bot": False, "first_name": first_name or f"User {user_id}"}
+def user_object(
+    user_id: int, first_name: str | None = None, username: str | None = None
+) -> dict[str, Any]:
+    found = {"id": user_id, "is_bot": False, "first_name": first_name or f"User {user_id}"}
+    return found | ({"username": username} if username else {})
 
 
 def chat_object(chat_id: int) -> dict[str, Any]:

@@ -1,0 +1,145 @@
+"""Reaching an item's card from anywhere: "Show card" buttons (in /pending), replies that
+name an item sent as replies to its card, and Retry under a card whose dispatch failed.
+
+    markup = card_actions.show_buttons(key, waiting)              # under /pending
+    await card_actions.reply_about(update, store, item_id, text)  # a reply to the card
+    await card_actions.show(query, d, item, now)                  # the Show card tap
+    await card_actions.retry(query, d, pipeline, button, now)     # the Retry tap
+
+Telegram cannot link to a message in a private chat, but a reply quotes it, and tapping
+the quote scrolls to it. When the card is gone (deleted, a cleared chat), Telegram says
+so to the reply, and a fresh card for this chat is queued instead.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from telegram import InlineKeyboardButton, InlineKeyboardMarkup, ReplyParameters, Update
+from telegram import error as tg_error
+from telegram.constants import ParseMode
+
+from bot import callbacks, render, sender, wording
+from pipelines import card_trail, config
+from pipelines.text import telegram as telegram_text
+from store import items, outbox
+from store.db import Store
+from store.machine import State
+
+log = logging.getLogger(__name__)
+
+#: Show card buttons under one /pending reply, at most (a phone screen's worth).
+SHOWN_BUTTONS = 24
+#: Buttons per row on a phone.
+PER_ROW = 3
+
+
+def _button(
+    key: bytes, label: str, action: callbacks.Action, item: items.Item
+) -> InlineKeyboardButton:
+    data = callbacks.encode(key, callbacks.Button(action, item.id, item.attempt, item.version))
+    return InlineKeyboardButton(label, callback_data=data)
+
+
+def show_buttons(key: bytes, waiting: Sequence[items.Item]) -> InlineKeyboardMarkup | None:
+    """One "🔎 item N" button per listed item."""
+    buttons = [_button(key, f"🔎 item {item.id}", "show", item) for item in waiting[:SHOWN_BUTTONS]]
+    if not buttons:
+        return None
+    return InlineKeyboardMarkup([buttons[i : i + PER_ROW] for i in range(0, len(buttons), PER_ROW)])
+
+
+def edit_prompt(item: items.Item, draft_text: str) -> str:
+    """The Edit prompt: the current draft in a block Telegram copies with one tap."""
+    head = (
+        f"✏️ item {item.id}, version {item.version}: tap the draft to copy it, change it, "
+        "and send it as a reply to this message."
+    )
+    block = f"{head}\n\n<pre>{render.esc(draft_text)}</pre>"
+    if telegram_text.utf16_len(block) <= telegram_text.MAX_MESSAGE:
+        return block
+    return f"{head}\n\n(The draft is too long to repeat here: copy it from its card.)"
+
+
+def retry_keyboard(key: bytes, item_id: int, attempt: int, version: int) -> InlineKeyboardMarkup:
+    data = callbacks.encode(key, callbacks.Button("retry", item_id, attempt, version))
+    return InlineKeyboardMarkup([[InlineKeyboardButton("🔁 Retry", callback_data=data)]])
+
+
+async def card_message(store: Store, item: items.Item, chat_id: int) -> int | None:
+    """The newest message in this chat showing the item's card (its current version's
+    first, else any), or None."""
+    rows = await outbox.for_item(store, item.id, "card")
+    current = [r for r in rows if (r.payload.get("attempt"), r.payload.get("version"))
+               == (item.attempt, item.version)]  # fmt: skip
+    for row in [*current, *rows]:
+        ids = sender.message_ids(row).get(str(chat_id))
+        if ids and ids[-1] != sender.UNREAD:
+            return ids[-1]
+    return None
+
+
+async def reply_about(
+    update: Update,
+    store: Store,
+    item_id: int,
+    text: str,
+    markup: InlineKeyboardMarkup | None = None,
+) -> None:
+    """Reply as a reply to the item's card in this chat when there is one."""
+    message = update.effective_message
+    assert message is not None
+    found = await card_message(store, await items.get(store, item_id), message.chat_id)
+    quote = ReplyParameters(found, allow_sending_without_reply=True) if found else None
+    parts = telegram_text.split(text)
+    for index, part in enumerate(parts):
+        last = index == len(parts) - 1
+        await message.get_bot().send_message(
+            message.chat_id,
+            part,
+            parse_mode=ParseMode.HTML,
+            reply_markup=markup if last else None,
+            reply_parameters=quote if index == 0 else None,
+        )
+
+
+async def show(query: Any, d: Any, item: items.Item, now: datetime) -> None:
+    """Point to the item's card with a reply to it, or queue a fresh card when it is gone."""
+    chat_id = query.message.chat_id
+    rows = await outbox.for_item(d.store, item.id, "card")
+    if any(row.state == "pending" for row in rows):
+        await query.answer("Its card is still being sent: it arrives in a moment.")
+        return
+    found = await card_message(d.store, item, chat_id)
+    if found is not None:
+        text = f"⬆️ item {item.id} ({item.pipeline}): {wording.state(item.state)}"
+        try:
+            await query.message.get_bot().send_message(
+                chat_id, text, reply_parameters=ReplyParameters(found)
+            )
+        except tg_error.BadRequest as exc:
+            if not sender.gone(exc):
+                raise
+        else:
+            await query.answer("Its card is quoted below: tap the quote.")
+            return
+    if item.state != State.AWAITING_APPROVAL:
+        await query.answer(f"item {item.id} is {wording.state(item.state)}; its card is gone")
+        return
+    await card_trail.show_again(d.store, item.id, chat_id, now)
+    d.sender.wake()
+    await query.answer("A fresh card follows.")
+
+
+async def retry(
+    query: Any, d: Any, pipeline: config.Pipeline, button: callbacks.Button, now: datetime
+) -> None:
+    """Dispatch a failed item again with the same idempotency key."""
+    await card_trail.retry(
+        d.store, pipeline, button.item_id, button.attempt, button.version, query.from_user.id, now
+    )
+    await query.answer("🔁 dispatching again")
+    await d.sender.flush_item(button.item_id, now)

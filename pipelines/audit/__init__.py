@@ -1,0 +1,2 @@
+"""The audit log beyond the store: the signing key (keys), signed chain heads and the
+day's head posted to the operators (witness), and exports checked offline (export)."""

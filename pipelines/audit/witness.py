@@ -1,0 +1,61 @@
+"""Signs the event chain's head now and then and at shutdown, and posts the day's signed
+head to the operators' chat: a witness outside this machine, so rewriting history would
+mean rewriting the chat too.
+
+    RuntimeConfig(..., workers=(witness.worker, ...))
+
+The key is the data directory's (pipelines.audit_keys). Each pass signs the head if it
+moved since the last checkpoint; the first pass of each UTC day also queues one message
+with the signed head (an outbox alert with a per-day key, so a restart posts no second).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import datetime
+from typing import Any
+
+from pipelines import workers
+from pipelines.audit import keys as audit_keys
+from store import backend, checkpoints, outbox
+from store.db import Store
+
+log = logging.getLogger(__name__)
+
+#: Seconds between two signatures of the chain head (when it moved).
+SIGN_EVERY_S = 600.0
+
+
+def head_text(cp: checkpoints.Checkpoint, public: str) -> str:
+    """The day's message: enough to check an export against it later."""
+    return (
+        f"🔏 audit head {cp.signed_at:%Y-%m-%d}: event {cp.event_id}\n"
+        f"hash {cp.hash}\nsigned {cp.signature}\nkey {public}"
+    )
+
+
+async def sign(
+    store: Store, key: Any, now: datetime, *, post: bool
+) -> checkpoints.Checkpoint | None:
+    """Sign the head (unless already signed) and, with `post`, queue the day's message."""
+    public = audit_keys.public_text(key)
+
+    def unit(conn: backend.Conn) -> checkpoints.Checkpoint | None:
+        cp = checkpoints.sign_head_sync(conn, audit_keys.signer(key), now)
+        if cp is not None and post:
+            text, day = head_text(cp, public), f"audit-head:{now:%Y-%m-%d}"
+            outbox.alert_sync(conn, text, now, key=day, level="info")
+        return cp
+
+    return await store.write(unit)
+
+
+async def worker(runtime: Any, stop: asyncio.Event) -> None:
+    """Sign every SIGN_EVERY_S and once more at stop; post the first head of each day."""
+    key = audit_keys.load_or_create(runtime.store.config.data_dir)
+    while not stop.is_set():
+        await sign(runtime.store, key, runtime.now(), post=True)
+        await workers.wait_any((stop,), SIGN_EVERY_S)
+    await sign(runtime.store, key, runtime.now(), post=False)
+    log.info("audit head signed at shutdown")

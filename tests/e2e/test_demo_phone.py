@@ -1,0 +1,119 @@
+"""The demo on a phone-sized screen (390 by 844) in headless Chromium: /status, /pending,
+/budget, /history, /help and a card after dispatch are screenshotted, and no line of any
+reply runs past its bubble (nor a bubble or a button past the screen).
+
+Uses Debian's chromium through Playwright, as tests/e2e/test_demo_browser.py does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from playwright import async_api
+
+from bot.demo import run as demo
+from tests.e2e import test_demo
+from tests.e2e import test_demo_browser as browser
+from tests.fakes import real
+
+PHONE: async_api.ViewportSize = {"width": 390, "height": 844}
+#: Every bubble, its text, and each keyboard row: what is wider than its box, by how much.
+OVERFLOWS = """() => {
+  const found = [];
+  const edge = document.documentElement.clientWidth;
+  for (const msg of document.querySelectorAll('.msg.bot')) {
+    const text = msg.querySelector('.text');
+    const label = (text ? text.innerText : '').slice(0, 40);
+    for (const box of msg.querySelectorAll('.text, .text pre, .keyboard .row')) {
+      const over = box.scrollWidth - box.clientWidth;
+      if (over > 1) found.push(`${label}: ${box.className} by ${over}px`);
+    }
+    for (const part of msg.querySelectorAll('.bubble, .keyboard button')) {
+      const right = part.getBoundingClientRect().right;
+      if (right > edge + 1) found.push(`${label}: ${part.tagName} ends at ${right}px of ${edge}`);
+    }
+  }
+  return found;
+}"""
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(autouse=True)
+def chromium() -> None:
+    missing = "needs Debian's chromium at /usr/bin/chromium: apt-get install -y chromium"
+    real.require(None if browser.CHROMIUM.exists() else missing)
+
+
+@pytest.fixture
+async def running(tmp_path: Path) -> AsyncIterator[demo.Running]:
+    found, stop, task = await test_demo.start_demo(demo.Options(data_dir=tmp_path / "data"))
+    try:
+        yield found
+    finally:
+        stop.set()
+        await task
+
+
+@pytest.fixture
+async def phone() -> AsyncIterator[async_api.Page]:
+    async with async_api.async_playwright() as playwright:
+        chrome = await playwright.chromium.launch(
+            executable_path=str(browser.CHROMIUM), args=browser.CHROMIUM_ARGS, headless=True
+        )
+        try:
+            context = await chrome.new_context(
+                viewport=PHONE, device_scale_factor=2, is_mobile=True
+            )
+            page = await context.new_page()
+            page.set_default_timeout(browser.PATIENCE_MS)
+            yield page
+            await context.close()
+        finally:
+            await chrome.close()
+
+
+async def ask(page: async_api.Page, command: str, answer: str) -> async_api.Locator:
+    await page.locator("#text").fill(command)
+    await page.locator("#text").press("Enter")
+    reply = page.locator(".msg.bot", has_text=answer).last
+    await reply.wait_for()
+    return reply
+
+
+async def test_every_reply_fits_a_phone_screen(
+    running: demo.Running, phone: async_api.Page, tmp_path: Path
+) -> None:
+    # A day's budget, set from the terminal as an operator would, so /budget draws bars.
+    cli = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bot.cli", "--env-file", str(running.env_file),
+        "set-budget", "global", "day", "5",
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    assert await cli.wait() == 0  # through the demo's control socket, in this event loop
+    page = phone
+    await page.goto(running.url)
+    card = page.locator(".msg.bot", has_text="Council approves bike lanes")
+    await card.get_by_role("button", name="Approve").click()
+    await async_api.expect(card).to_contain_text("📤 sent: wrote")
+    await async_api.expect(card).to_contain_text("approved by Alex (@alex)")
+    shots = {"card": card}
+    shots["status"] = await ask(page, "/status", "gatehouse ·")
+    await async_api.expect(shots["status"]).not_to_contain_text("WAL")
+    shots["pending"] = await ask(page, "/pending", "waiting for approval")
+    await async_api.expect(shots["pending"].get_by_role("button").first).to_contain_text("item")
+    shots["budget"] = await ask(page, "/budget", "of $5.00 today")
+    await async_api.expect(shots["budget"]).to_contain_text("░")
+    shots["history"] = await ask(page, "/history 1", "item 1 (news)")
+    shots["help"] = await ask(page, "/help", "/replay")
+    for name, reply in shots.items():
+        await reply.scroll_into_view_if_needed()
+        await reply.screenshot(path=str(tmp_path / f"{name}.png"))
+        assert (tmp_path / f"{name}.png").stat().st_size > 1000
+    await page.screenshot(path=str(tmp_path / "screen.png"))
+    assert await page.evaluate(OVERFLOWS) == []

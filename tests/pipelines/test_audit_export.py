@@ -1,0 +1,136 @@
+"""The audit export and its offline check, on a real store: an untouched export verifies;
+an edited, removed or reordered row, a cut tail and a checkpoint signed by another key
+are each caught; JSON lines and CSV both; the key file is private and kept."""
+
+from __future__ import annotations
+
+import csv
+import io
+import stat
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric import ed25519
+
+from pipelines.audit import export as audit_export
+from pipelines.audit import keys as audit_keys
+from pipelines.audit import witness as audit_witness
+from store import checkpoints, db, items, outbox
+from store.machine import State
+
+
+async def some_events(store: db.Store, now: datetime, n: int = 3) -> None:
+    for i in range(n):
+        item = await items.create(store, "news", "feed", f"g{i}", {"title": f"T{i}"}, now)
+        assert item is not None
+        await items.transition(store, item.id, State.FAILED, "system", now, reason='x, "y"\n')
+
+
+async def exported(store: db.Store, fmt: audit_export.Format = "jsonl", **kw: object) -> str:
+    out = io.StringIO()
+    await audit_export.write(store, out, fmt, **kw)  # type: ignore[arg-type]
+    return out.getvalue()
+
+
+def check(text: str, key: ed25519.Ed25519PrivateKey) -> audit_export.Report:
+    public = audit_keys.parse_public(audit_keys.public_text(key))
+    return audit_export.verify(io.StringIO(text, newline=""), public)
+
+
+@pytest.fixture
+def key(store: db.Store, data_dir: Path) -> ed25519.Ed25519PrivateKey:
+    return audit_keys.load_or_create(data_dir)
+
+
+async def test_an_untouched_export_verifies_and_each_kind_of_tampering_is_caught(
+    store: db.Store, now: datetime, key: ed25519.Ed25519PrivateKey
+) -> None:
+    await some_events(store, now)
+    await audit_witness.sign(store, key, now, post=False)
+    text = await exported(store)
+    report = check(text, key)
+    assert report.ok, report.problems
+    assert (report.events, report.checkpoints, report.newest) == (6, 1, (6, now))
+
+    lines = text.splitlines(keepends=True)
+    edited = text.replace('"to_state":"failed"', '"to_state":"dispatched"', 1)
+    assert "event 2 does not match its hash" in check(edited, key).problems[0]
+    removed = "".join(lines[:2] + lines[3:])
+    assert "event 3 is missing" in check(removed, key).problems[0]
+    swapped = "".join([lines[1], lines[0], *lines[2:]])
+    assert not check(swapped, key).ok
+    # The tail cut off, its checkpoint kept: the signed head names a later event.
+    cut = "".join(lines[:4] + lines[6:])
+    assert "the tail is cut: the export ends at event 4" in check(cut, key).problems[0]
+    # A checkpoint forged for a different head does not verify.
+    forged = text.replace(lines[-1].split('"hash":"')[1][:64], "0" * 64)
+    assert not check(forged, key).ok
+    other = ed25519.Ed25519PrivateKey.generate()
+    assert "not signed by this key" in check(text, other).problems[0]
+
+
+async def test_csv_round_trips_texts_and_missing_values(
+    store: db.Store, now: datetime, key: ed25519.Ed25519PrivateKey
+) -> None:
+    await some_events(store, now, 2)
+    await audit_witness.sign(store, key, now, post=False)
+    text = await exported(store, "csv")
+    assert text.startswith("record,id,entity")
+    assert check(text, key).ok, check(text, key).problems
+    assert not check(text.replace("feed", "feeD", 1).replace("fetched", "fetcheD", 1), key).ok
+    rows = list(csv.reader(io.StringIO(text, newline="")))
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerows(rows[:2] + rows[3:])
+    assert "event 2 is missing" in check(out.getvalue(), key).problems[0]
+
+
+async def test_since_exports_from_a_date_and_the_chain_still_checks(
+    store: db.Store, now: datetime, key: ed25519.Ed25519PrivateKey
+) -> None:
+    await some_events(store, now, 1)
+    later = now + timedelta(days=1)
+    await some_events_later(store, later)
+    await audit_witness.sign(store, key, later, post=False)
+    report = check(await exported(store, since=later), key)
+    assert report.ok and report.first_id == 3 and report.last_id == 4
+
+
+async def some_events_later(store: db.Store, at: datetime) -> None:
+    item = await items.create(store, "news", "feed", "later", {"title": "L"}, at)
+    assert item is not None
+    await items.transition(store, item.id, State.FAILED, "system", at, reason="late")
+
+
+async def test_malformed_input_is_named_not_crashed_on(key: ed25519.Ed25519PrivateKey) -> None:
+    assert "line 1 is not JSON" in check("{nope\n", key).problems[0]
+    assert "neither a JSON record nor the CSV header" in check("a,b\n", key).problems[0]
+    assert "holds no events" in check("", key).problems[0]
+    assert "must be a whole number" in check('{"record":"event","id":"x","entity":"item",'
+        '"entity_id":"1","from_state":null,"to_state":"new","actor":"system","attempt":1,'
+        '"reason":null,"at":1,"prev_hash":"0","hash":"0"}\n', key).problems[0]  # fmt: skip
+    with pytest.raises(audit_keys.BadKey, match="ed25519:<base64>"):
+        audit_keys.parse_public("ssh-ed25519 AAAA")
+    with pytest.raises(audit_keys.BadKey, match="32 bytes"):
+        audit_keys.parse_public("ed25519:AAAA")
+
+
+async def test_the_key_is_private_and_kept_and_the_head_is_posted_once_a_day(
+    store: db.Store, data_dir: Path, now: datetime, key: ed25519.Ed25519PrivateKey
+) -> None:
+    path = data_dir / audit_keys.KEY_FILE
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    again = audit_keys.load_or_create(data_dir)
+    assert audit_keys.public_text(again) == audit_keys.public_text(key)
+    assert await audit_witness.sign(store, key, now, post=True) is None  # no events yet
+    await some_events(store, now, 1)
+    first = await audit_witness.sign(store, key, now, post=True)
+    await some_events_later(store, now + timedelta(hours=1))
+    second = await audit_witness.sign(store, key, now + timedelta(hours=1), post=True)
+    assert first is not None and second is not None and second.event_id > first.event_id
+    # Signing an unchanged head adds no checkpoint.
+    assert await audit_witness.sign(store, key, now + timedelta(hours=2), post=True) == second
+    posts = [r for r in await outbox.due(store, now + timedelta(days=1), ["alert"])]
+    assert len(posts) == 1 and f"event {first.event_id}" in posts[0].payload["text"]
+    assert audit_keys.public_text(key) in posts[0].payload["text"]
+    assert (await checkpoints.latest(store)) == second
