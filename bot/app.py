@@ -45,11 +45,13 @@ from bot import (
     handlers,
     logs,
     metrics,
+    review_handlers,
+    review_keyboards,
     sender,
     storage_alarm,
 )
 from bot import settings as settings_mod
-from pipelines import card_trail, retry, workers
+from pipelines import card_trail, nudges, retry, workers
 from pipelines import runtime as runtime_mod
 from pipelines.audit import witness as audit_witness
 from pipelines.dispatch import dispatcher
@@ -135,8 +137,9 @@ def build(cfg: settings_mod.Settings, token: str) -> App:
     add(CommandHandler("history", handlers.history))
     add(CommandHandler("replay", handlers.replay))
     add(MessageHandler(filters.COMMAND, handlers.unknown))
+    add(CallbackQueryHandler(review_handlers.tap, pattern=review_handlers.PATTERN))
     add(CallbackQueryHandler(handlers.tap))
-    add(MessageHandler(filters.REPLY & filters.TEXT & ~filters.COMMAND, handlers.edit_reply))
+    add(MessageHandler(filters.REPLY & filters.TEXT & ~filters.COMMAND, review_handlers.reply))
     application.add_error_handler(handlers.on_error)
     return application
 
@@ -153,6 +156,8 @@ def _targets(cfg: settings_mod.Settings, runtime: runtime_mod.Runtime) -> sender
     def targets(row: outbox.Row) -> list[int]:
         if row.target == outbox.ALERTS:
             return alert_chats(cfg)
+        if row.payload.get("chats"):  # an escalation's card: the people brought in
+            return [int(chat) for chat in row.payload["chats"]]
         if row.target.startswith(card_trail.CHAT_TARGET):  # a fresh card for one chat
             return [int(row.target.removeprefix(card_trail.CHAT_TARGET))]
         pipeline = runtime.pipelines.get(str(row.payload.get("pipeline")))
@@ -162,14 +167,21 @@ def _targets(cfg: settings_mod.Settings, runtime: runtime_mod.Runtime) -> sender
     return targets
 
 
-def _keyboard(key: bytes) -> sender.Keyboard:
+def _keyboard(key: bytes, runtime: runtime_mod.Runtime) -> sender.Keyboard:
     def keyboard(row: outbox.Row) -> InlineKeyboardMarkup | None:
-        if row.item_id is None:
+        listed = payloads.Alert.of(row) if row.kind == "alert" else None
+        if listed is not None and listed.offer is not None:  # a digest's list
+            return review_keyboards.listed_keyboard(key, listed.offer, listed.count or 0)
+        if row.item_id is None or row.kind not in ("card", "card_edit"):
             return None
-        shown = payloads.CardEdit.of(row) if row.kind == "card_edit" else payloads.Card.of(row)
-        if isinstance(shown, payloads.CardEdit) and shown.buttons == card_trail.RETRY_BUTTONS:
-            return card_actions.retry_keyboard(key, row.item_id, shown.attempt, shown.version)
-        return handlers.card_keyboard(key, row.item_id, shown.attempt, shown.version)
+        if row.kind == "card":
+            card = payloads.Card.of(row)
+            return handlers.card_keyboard(key, row.item_id, card.attempt, card.version)
+        edit = payloads.CardEdit.of(row)
+        if edit.buttons == card_trail.RETRY_BUTTONS:
+            return card_actions.retry_keyboard(key, row.item_id, edit.attempt, edit.version)
+        # A decided card: Undo while it lasts, Redraft.
+        return review_keyboards.decided_keyboard(key, edit, runtime.pipelines.get(edit.pipeline))
 
     return keyboard
 
@@ -188,7 +200,7 @@ async def serve(
         runtime.store,
         application.bot,
         _targets(cfg, runtime),
-        _keyboard(key),
+        _keyboard(key, runtime),
         cfg.telegram.chat_messages_per_second,
         clock=runtime.now,
         report=runtime.workers.report,
@@ -285,6 +297,7 @@ def runtime_config(cfg: settings_mod.Settings, application: App) -> runtime_mod.
             dispatcher.make_worker(application.bot),
             control.serve,
             alarm,
+            nudges.worker,
             *listeners(cfg),
             audit_witness.worker,
         ),

@@ -4,7 +4,8 @@
     button = callbacks.decode(key, data)      # raises InvalidButton for anything forged or garbled
 
 Layout (at most 64 bytes, Telegram's limit): `1:<action>:<item>:<attempt>:<version>:<tag>`,
-where the tag is the first 12 bytes of HMAC-SHA256 over everything before it, base64url.
+where <action> is one letter (and a digit 1-9 when it carries a number) and the tag is
+the first 12 bytes of HMAC-SHA256 over everything before it, base64url.
 The button carries no state of its own: the database decides whether the version it names
 is still the one awaiting a decision, so buttons keep working across restarts as long as
 the key stays the same (it is derived from the bot token unless set explicitly).
@@ -27,18 +28,35 @@ MAX_NUMBER = 2**63 - 1
 #: Bytes of HMAC kept: 96 bits is far beyond guessing through a rate-limited chat.
 TAG_BYTES = 12
 
-Action = Literal["approve", "reject", "edit", "replay", "fresh", "retry", "show"]
+Action = Literal[
+    "approve", "reject", "edit", "replay", "fresh", "retry", "show", "why", "other", "back",
+    "undo", "redraft", "all_approve", "all_reject", "yes_approve", "yes_reject", "cancel",
+]  # fmt: skip
 _CODES: dict[Action, str] = {
     "approve": "a",
-    "reject": "r",
+    "reject": "r",  # shows the reasons
     "edit": "e",
     "replay": "p",
     "fresh": "f",  # replay, paying for a new LLM draft instead of an unshown one
     "retry": "t",  # dispatch again after a permanent failure, with the same key
     "show": "s",  # point to the item's card, or send a fresh one
+    "why": "w",  # reject with the preset reason numbered by `arg`
+    "other": "o",  # reject with a typed reason
+    "back": "b",  # the card's own buttons again
+    "undo": "u",
+    "redraft": "d",
+    # A listed set: item_id is the list's id, version the number of items on it.
+    "all_approve": "A",
+    "all_reject": "R",
+    "yes_approve": "Y",
+    "yes_reject": "N",
+    "cancel": "c",
 }
 _ACTIONS: dict[str, Action] = {code: action for action, code in _CODES.items()}
 _REPLAYS: frozenset[Action] = frozenset({"replay", "fresh"})
+#: The largest `arg` a button carries (a preset reason's number).
+MAX_ARG = 9
+_ARGS = frozenset(str(n) for n in range(1, MAX_ARG + 1))
 
 
 class InvalidButton(ValueError):
@@ -51,6 +69,8 @@ class Button:
     item_id: int
     attempt: int
     version: int
+    #: A small number the action needs (which preset reason); 0 when unused.
+    arg: int = 0
 
 
 def derive_key(token: str) -> bytes:
@@ -64,7 +84,9 @@ def _tag(key: bytes, body: str) -> str:
 
 
 def encode(key: bytes, button: Button) -> str:
-    code = _CODES[button.action]
+    if not 0 <= button.arg <= MAX_ARG:
+        raise ValueError(f"a button's arg is 0 to {MAX_ARG}, not {button.arg}")
+    code = _CODES[button.action] + (str(button.arg) if button.arg else "")
     body = f"{FORMAT}:{code}:{button.item_id}:{button.attempt}:{button.version}"
     data = f"{body}:{_tag(key, body)}"
     if len(data.encode()) > MAX_BYTES:
@@ -80,14 +102,18 @@ def decode(key: bytes, data: str) -> Button:
     parts = body.split(":")
     if len(parts) != 5 or parts[0] != FORMAT:
         raise InvalidButton("this button comes from an older version of the bot")
-    action = _ACTIONS.get(parts[1])
+    code, digits = parts[1][:1], parts[1][1:]
+    action = _ACTIONS.get(code)
+    arg = int(digits) if digits in _ARGS else 0 if not digits else None
     item_id, attempt, version = (_number(part) for part in parts[2:])
     # A replay offer can name version 0 (an item no card has shown a draft of yet);
     # a decision is always on a drafted version.
     lowest = 0 if action in _REPLAYS else 1
-    if action is None or not (item_id and attempt and version is not None and version >= lowest):
+    if action is None or arg is None:
         raise InvalidButton("this button's data is malformed")
-    return Button(action, item_id, attempt, version)
+    if not (item_id and attempt and version is not None and version >= lowest):
+        raise InvalidButton("this button's data is malformed")
+    return Button(action, item_id, attempt, version, arg)
 
 
 def _number(text: str) -> int | None:

@@ -7,8 +7,10 @@
 A Unix socket `control.sock` in the private data directory (0700), itself 0600, and
 each peer's uid checked against ours. One JSON request line, one JSON response line:
 {"op": ..., "args": {...}} -> {"ok": true, "result": ...} or {"ok": false, "error": ...,
-"kind": ...}. Every write made through it is attributed to the actor "cli"; the
-operation runs through pipelines.operations, the same functions the Telegram handlers call.
+"kind": ...}. Every write made through it is attributed to the actor "cli", and a
+decision (approve, reject, edit, redraft) to the Unix user of the peer ("cli:<user>");
+the operation runs through pipelines.operations, the same functions the Telegram
+handlers call.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import dataclasses
 import json
 import logging
 import os
+import pwd
+import re
 import socket
 import struct
 from collections.abc import Awaitable, Callable
@@ -27,12 +31,17 @@ from typing import Any
 
 from bot import logs
 from pipelines import operations
-from store import errors, tokens
+from pipelines.operations import review
+from pipelines.text import validation
+from store import errors, events, tokens
 
 log = logging.getLogger(__name__)
 
 SOCKET_NAME = "control.sock"
 ACTOR = "cli"
+#: The argument the server sets to the peer's actor ("cli:<unix user>"); a client's own
+#: value is replaced, so a request cannot name someone else.
+BY = "by"
 #: The longest request line accepted (bytes); requests are a few short arguments.
 MAX_LINE = 64 * 1024
 #: How long a connection may take to send its request line (seconds); then it is answered
@@ -113,6 +122,18 @@ async def _sweep(rt: Any, args: dict[str, Any]) -> Any:
     return await operations.sweep(rt.store, rt.now(), days)
 
 
+def _decision(action: str) -> Handler:
+    async def run(rt: Any, args: dict[str, Any]) -> Any:
+        version = args.get("version")
+        return await review.at_terminal(
+            rt.store, rt.pipelines, action, operations.whole_number(args.get("item"), "item"),
+            str(args[BY]), rt.now(), text=str(args.get("text") or ""), scheduler=rt.scheduler,
+            version=None if version is None else operations.whole_number(version, "version"),
+        )  # fmt: skip
+
+    return run
+
+
 async def _ping(rt: Any, args: dict[str, Any]) -> Any:
     """The pid, the writer's storage fault and each supervised worker's state (what
     `gatehouse health` and `status` read). The fault lives in this process's memory
@@ -143,6 +164,7 @@ OPS: dict[str, Handler] = {
     "reconcile-claim": _reconcile_claim,
     "token-create": _token_create,
     "token-revoke": _token_revoke,
+    **{action: _decision(action) for action in review.TERMINAL_ACTIONS},
 }
 
 
@@ -190,7 +212,8 @@ async def _connection(
             log.warning("control: refused a connection from uid %d", uid)
             answer = _error(f"uid {uid} may not control this bot", "forbidden")
         else:
-            answer = line if isinstance(line, dict) else await _answer(runtime, line)
+            by = events.cli(unix_user(os.geteuid() if uid is None else uid))
+            answer = line if isinstance(line, dict) else await _answer(runtime, line, by)
         writer.write(json.dumps(answer).encode() + b"\n")
         await writer.drain()
     except ConnectionError as exc:
@@ -229,18 +252,29 @@ def _error(message: str, kind: str) -> dict[str, Any]:
     return {"ok": False, "error": message, "kind": kind}
 
 
-async def _answer(runtime: Any, line: bytes) -> dict[str, Any]:
+def unix_user(uid: int) -> str:
+    """The user name of `uid` as an actor may spell it (else "uid<n>")."""
+    try:
+        name = pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid{uid}"
+    cleaned = re.sub(r"[^A-Za-z0-9._-]", "_", name)[:64]
+    return cleaned or f"uid{uid}"
+
+
+async def _answer(runtime: Any, line: bytes, by: str) -> dict[str, Any]:
     try:
         request = json.loads(line)
         op, args = request["op"], request.get("args") or {}
         handler = OPS[op]
         if not isinstance(args, dict):
             raise TypeError("args must be an object")
+        args = {**args, BY: by}
     except (ValueError, KeyError, TypeError, AttributeError):
         return _error(f"bad request; valid ops: {', '.join(OPS)}", "invalid")
     try:
         result = await handler(runtime, args)
-    except operations.Invalid as exc:
+    except (operations.Invalid, validation.InvalidDraft) as exc:
         return _error(str(exc), "invalid")
     except errors.Refused as exc:
         return _error(str(exc), "refused")
@@ -251,7 +285,7 @@ async def _answer(runtime: Any, line: bytes) -> dict[str, Any]:
     except Exception:
         log.exception("control op %s failed", op)
         return _error(f"{op} failed inside the bot; see its log", "internal")
-    log.info("control: %s by %s", op, ACTOR)
+    log.info("control: %s by %s", op, by if op in review.TERMINAL_ACTIONS else ACTOR)
     return {"ok": True, "result": operations.plain(result)}
 
 

@@ -19,12 +19,23 @@ from telegram import ForceReply, InlineKeyboardButton, InlineKeyboardMarkup, Mes
 from telegram.constants import ParseMode
 from telegram.ext import ApplicationHandlerStop, ContextTypes
 
-from bot import auth, callbacks, card_actions, charts, metrics, people, render, sender
+from bot import (
+    auth,
+    callbacks,
+    card_actions,
+    charts,
+    metrics,
+    people,
+    render,
+    review_keyboards,
+    sender,
+)
 from pipelines import approval, config, operations
 from pipelines import workers as workers_mod
+from pipelines.operations import review
 from pipelines.scheduler import Scheduler
 from pipelines.text import telegram as telegram_text
-from store import decisions, drafts, errors, events, items, prompts
+from store import drafts, errors, events, items, prompts
 from store.db import Store
 from store.machine import State
 
@@ -34,7 +45,7 @@ Context = ContextTypes.DEFAULT_TYPE
 #: (command, what it does) in the order /help and setMyCommands list them.
 COMMANDS: tuple[tuple[str, str], ...] = (
     ("status", "every pipeline, one pipeline's recent runs, or a chart of the week"),
-    ("pending", "items awaiting approval, oldest first"),
+    ("pending", "items awaiting approval, oldest first, to decide on together"),
     ("budget", "spend, holds and limits, today and this month, or a 30-day chart"),
     ("run", "run a pipeline now"),
     ("pause", "stop a pipeline's schedule"),
@@ -46,6 +57,7 @@ COMMANDS: tuple[tuple[str, str], ...] = (
 #: What each command takes, as /help shows it.
 ARGUMENTS = {
     "status": "[pipeline | chart]",
+    "pending": "[pipeline]",
     "budget": "[chart]",
     "run": "<pipeline>",
     "pause": "<pipeline>",
@@ -196,9 +208,19 @@ async def status(update: Update, context: Context, d: Deps, now: datetime) -> No
 
 @command
 async def pending(update: Update, context: Context, d: Deps, now: datetime) -> None:
-    """Items awaiting approval, oldest first, with a button that shows each one's card."""
-    waiting = await operations.pending(d.store)
-    await reply(update, render.pending(waiting, now), card_actions.show_buttons(d.key, waiting))
+    """Items awaiting approval (of one pipeline, if named), oldest first, with a button that
+    shows each one's card and buttons that decide on exactly the versions listed."""
+    name = pipeline_arg(context, "pending") if context.args else None
+    listed = await review.offer(d.store, name, now)
+    waiting = listed.items
+    rows = list(
+        (card_actions.show_buttons(d.key, waiting) or InlineKeyboardMarkup([])).inline_keyboard
+    )
+    if waiting:
+        rows += review_keyboards.listed_keyboard(
+            d.key, listed.offer.id, len(waiting)
+        ).inline_keyboard
+    await reply(update, render.pending(waiting, now), InlineKeyboardMarkup(rows) if rows else None)
 
 
 @command
@@ -290,7 +312,7 @@ async def tap(update: Update, context: Context) -> None:
         pipeline = d.pipelines.get(item.pipeline)
         if pipeline is None:
             await query.answer(f"pipeline {item.pipeline} is no longer configured")
-        elif button.action in ("approve", "reject"):
+        elif button.action == "approve":  # Reject's reasons: bot.review_handlers
             await _decide(query, d, pipeline, button, now)
         elif button.action == "edit":
             await _ask_for_edit(query, d, item, button)
@@ -311,10 +333,9 @@ def _short(text: str) -> str:
 async def _decide(
     query: Any, d: Deps, pipeline: config.Pipeline, button: callbacks.Button, now: datetime
 ) -> None:
-    choice: decisions.Choice = "approve" if button.action == "approve" else "reject"
     decision = await approval.decide(
         d.store, pipeline, button.item_id, button.attempt, button.version,
-        query.from_user.id, choice, now,
+        query.from_user.id, "approve", now,
     )  # fmt: skip
     answers = {
         "approved": "✅ approved",

@@ -36,7 +36,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from aiolimiter import AsyncLimiter
-from telegram import Bot, InlineKeyboardMarkup, LinkPreviewOptions
+from telegram import Bot, InlineKeyboardMarkup, LinkPreviewOptions, ReplyParameters
 from telegram import error as tg_error
 from telegram.constants import ParseMode
 
@@ -79,7 +79,8 @@ NO_PREVIEW = LinkPreviewOptions(is_disabled=True)
 Sent = dict[str, list[int]]
 #: row -> the chats it goes to (cards and alerts).
 Targets = Callable[[outbox.Row], list[int]]
-#: card row -> the buttons under its last part (None: no buttons).
+#: row -> the buttons under its last part (None: no buttons): a card's own, a decided
+#: card's from its edit (Undo, Redraft), a digest's.
 Keyboard = Callable[[outbox.Row], InlineKeyboardMarkup | None]
 
 #: Token-shaped text never reaches a row's reason (the database).
@@ -314,7 +315,8 @@ class Sender:
             markup = self.keyboard(row)
         else:
             parts = telegram_text.split(_alert_text(payloads.Alert.of(row)))
-            markup = None
+            markup = self.keyboard(row)  # a digest's list carries its buttons
+        replies = await _replies_to(self.store, row) if row.kind == "alert" else {}
         # What got through before an error, in this process or (recorded) an earlier one.
         sent = self._progress.setdefault(row.id, message_ids(row))
         for chat in self.targets(row):
@@ -322,12 +324,17 @@ class Sender:
             for index in range(len(ids), len(parts)):
                 last = index == len(parts) - 1
                 await self._pace.setdefault(str(chat), AsyncLimiter(self._per_chat, 1)).acquire()
-                ids.append(await self._send_part(row, chat, parts[index], markup if last else None))
+                reply_to = replies.get(str(chat)) if index == 0 else None
+                part = parts[index]
+                ids.append(
+                    await self._send_part(row, chat, part, markup if last else None, reply_to)
+                )
         return sent
 
     async def _send_part(
-        self, row: outbox.Row, chat: int, text: str, markup: InlineKeyboardMarkup | None
-    ) -> int:
+        self, row: outbox.Row, chat: int, text: str, markup: InlineKeyboardMarkup | None,
+        reply_to: int | None = None,
+    ) -> int:  # fmt: skip
         try:
             message = await self.bot.send_message(
                 chat,
@@ -335,6 +342,11 @@ class Sender:
                 parse_mode=ParseMode.HTML,
                 reply_markup=markup,
                 link_preview_options=NO_PREVIEW,
+                reply_parameters=(
+                    ReplyParameters(reply_to, allow_sending_without_reply=True)
+                    if reply_to
+                    else None
+                ),
             )
         except tg_error.TelegramError:
             raise
@@ -373,7 +385,8 @@ class Sender:
         still_open = row.payload.get("state") == "awaiting_approval" and not row.payload.get(
             "status", ""
         ).startswith("✏️")
-        return self.keyboard(card) if still_open else None
+        # A decided card's own buttons (Undo, Redraft) come from the edit.
+        return self.keyboard(card) if still_open else self.keyboard(row)
 
     async def _edit_messages(self, row: outbox.Row, card: outbox.Row, text: str) -> Sent:
         markup = self._edit_markup(row, card)
@@ -407,6 +420,19 @@ async def _cards_for(store: Store, item_id: int, edit: dict[str, Any]) -> list[o
     wanted = (edit.get("attempt"), edit.get("version"))
     found = [c for c in cards if (c.payload.get("attempt"), c.payload.get("version")) == wanted]
     return found or cards[:1]
+
+
+async def _replies_to(store: Store, row: outbox.Row) -> dict[str, int]:
+    """chat -> the message of the card an alert answers (a reminder is a reply to it)."""
+    if row.item_id is None or row.payload.get("reply_to_version") is None:
+        return {}
+    edit = {"attempt": row.payload.get("attempt"), "version": row.payload["reply_to_version"]}
+    found: dict[str, int] = {}
+    for card in await _cards_for(store, row.item_id, edit):
+        for chat, ids in message_ids(card).items():
+            if ids and ids[-1] != UNREAD:
+                found.setdefault(chat, ids[-1])
+    return found
 
 
 def _alert_text(alert: payloads.Alert) -> str:

@@ -7,12 +7,13 @@ holding the vote or the new draft, the transition it causes, and the outbox rows
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 from pipelines import config
 from pipelines.text import similarity, validation
-from store import backend, decisions, drafts, errors, events, items, outbox, payloads
+from store import backend, decisions, drafts, errors, events, followups, items, outbox, payloads
 from store.db import Store
 from store.drafts import Draft
 from store.items import Item
@@ -32,8 +33,10 @@ def queue_card(
     *,
     note: str | None = None,
     duplicate: similarity.Earlier | None = None,
+    chats: Sequence[int] = (),
 ) -> int | None:
-    """Queue the approval card for one draft version (at most once per version)."""
+    """Queue the approval card for one draft version (at most once per version); with
+    `chats`, a copy for those chats alone (an escalation)."""
     payload: dict[str, Any] = {
         "pipeline": pipeline.name,
         "title": item.payload.get("title", ""),
@@ -51,25 +54,68 @@ def queue_card(
         "duplicate_reason": "similar to an item approved recently" if duplicate else None,
     }
     key = f"card:{item.id}:{item.attempt}:{draft.version}"
+    if chats:
+        payload["chats"] = list(chats)
+        key += ":" + ",".join(map(str, chats))
     return outbox.enqueue_sync(
         conn, "card", outbox.OPERATORS, payload, now, item_id=item.id, dedupe_key=key
     )
 
 
-def _status_line(decision: decisions.Decision, operator_id: int, choice: str, now: datetime) -> str:
+def edit_card_sync(
+    conn: backend.Conn, pipeline: config.Pipeline, item: Item, version: int, status: str,
+    now: datetime, *, decided_by: Sequence[int] = (), undo_until: datetime | None = None,
+    state: State | None = None,
+) -> None:  # fmt: skip
+    """Queue the edit of the card showing `version` of the item's attempt: its status line
+    and, from the item's `state` (and `undo_until`), which buttons it keeps."""
+    edit = payloads.CardEdit(
+        item.id, item.attempt, version, (state or item.state).value, status, tuple(decided_by),
+        undo_until=undo_until.isoformat() if undo_until else None, pipeline=pipeline.name,
+    )  # fmt: skip
+    outbox.enqueue_sync(conn, "card_edit", outbox.OPERATORS, edit.to_json(), now, item_id=item.id)
+
+
+def _status_line(
+    decision: decisions.Decision, who: str, reason: str | None, undo_until: datetime | None,
+    now: datetime,
+) -> str:  # fmt: skip
     at = now.strftime("%Y-%m-%d %H:%M UTC")
     if decision.outcome == "approved":
-        who = ", ".join(events.operator(o) for o in decision.approvals)
-        return f"✅ approved by {who} at {at}"
-    if decision.outcome == "rejected":
-        return f"❌ rejected by {events.operator(operator_id)} at {at}"
-    return f"⏳ {len(decision.approvals)}/{decision.quorum} approvals"
+        line = f"✅ approved by {who} at {at}"
+    elif decision.outcome == "rejected":
+        line = f"❌ rejected by {who} at {at}" + (f": {reason}" if reason else "")
+    else:
+        return f"⏳ {len(decision.approvals)}/{decision.quorum} approvals"
+    if undo_until is not None:
+        action = "sends" if decision.outcome == "approved" else "final"
+        line += f"\n↩️ Undo until {undo_until.strftime('%H:%M:%S UTC')} ({action} then)"
+    return line
 
 
-def check_operator(pipeline: config.Pipeline, operator_id: int) -> None:
+def check_operator(
+    pipeline: config.Pipeline, operator_id: int, conn: backend.Conn | None = None,
+    item: tuple[int, int] | None = None,
+) -> None:  # fmt: skip
+    """NotAllowed unless the operator approves this pipeline, or was brought in by the
+    escalation of this item's attempt (`item`, read on `conn`)."""
     allowed = pipeline.approval.operators
-    if allowed and operator_id not in allowed:
-        raise NotAllowed(f"operator {operator_id} is not among {pipeline.name}'s approvers")
+    if not allowed or operator_id in allowed or operator_id == decisions.TERMINAL:
+        return
+    brought_in = operator_id in pipeline.approval.escalate_to
+    if brought_in and conn and item and followups.nudged_sync(conn, *item, "escalate"):
+        return
+    raise NotAllowed(f"operator {operator_id} is not among {pipeline.name}'s approvers")
+
+
+def _who(decision: decisions.Decision, operator_id: int, actor: str | None) -> str:
+    """Who decided, as actors ("operator:1001", "cli:ana"): the bot shows names for them."""
+    if decision.outcome == "approved":
+        named = [
+            actor if o == operator_id and actor else decisions.voter(o) for o in decision.approvals
+        ]
+        return ", ".join(named)
+    return actor or events.operator(operator_id)
 
 
 async def decide(
@@ -81,46 +127,39 @@ async def decide(
     operator_id: int,
     choice: decisions.Choice,
     now: datetime,
+    *,
+    reason: str | None = None,
+    actor: str | None = None,
 ) -> decisions.Decision:
-    """Record one operator's decision on the version their card showed."""
-    check_operator(pipeline, operator_id)
+    """Record one operator's decision on the version their card showed.
+
+    An approval's dispatch waits out the pipeline's undo window, and the card says
+    until when; `reason` goes with a reject into its event and onto the card.
+    """
 
     def unit(conn: backend.Conn) -> decisions.Decision:
+        check_operator(pipeline, operator_id, conn, (item_id, attempt))
         decision = decisions.decide_sync(
-            conn,
-            item_id,
-            attempt,
-            version,
-            operator_id,
-            choice,
-            now,
-            quorum=pipeline.approval.quorum,
-        )
+            conn, item_id, attempt, version, operator_id, choice, now,
+            quorum=pipeline.approval.quorum, reason=reason, actor=actor,
+            separate_editor=pipeline.approval.four_eyes,
+        )  # fmt: skip
         if decision.outcome == "unchanged":
             return decision
-        edit = payloads.CardEdit(
-            item_id,
-            attempt,
-            version,
-            decision.item.state.value,
-            _status_line(decision, operator_id, choice, now),
-            decision.approvals if choice == "approve" else (operator_id,),
-        )
-        outbox.enqueue_sync(
-            conn, "card_edit", outbox.OPERATORS, edit.to_json(), now, item_id=item_id
-        )
+        window = pipeline.approval.undo_window
+        until = now + window if window and decision.outcome != "pending" else None
+        who = _who(decision, operator_id, actor)
+        edit_card_sync(
+            conn, pipeline, decision.item, version, _status_line(decision, who, reason, until, now),
+            now, decided_by=decision.approvals if choice == "approve" else (operator_id,),
+            undo_until=until,
+        )  # fmt: skip
         if decision.outcome == "approved":
-            dispatch = payloads.Dispatch(item_id, attempt, version, pipeline.name)
-            key = f"dispatch:{item_id}:{attempt}:{version}"
+            dispatch = payloads.Dispatch(item_id, attempt, version, pipeline.name).to_json()
             outbox.enqueue_sync(
-                conn,
-                "dispatch",
-                pipeline.name,
-                dispatch.to_json(),
-                now,
-                item_id=item_id,
-                dedupe_key=key,
-            )
+                conn, "dispatch", pipeline.name, dispatch, now, item_id=item_id,
+                dedupe_key=decisions.dispatch_key(item_id, attempt, version), not_before=until,
+            )  # fmt: skip
         return decision
 
     return await store.write(unit)
@@ -134,26 +173,23 @@ async def edit(
     text: str,
     operator_id: int,
     now: datetime,
+    *,
+    actor: str | None = None,
 ) -> Draft:
     """An operator's replacement text: validated like any draft, then a new card."""
-    check_operator(pipeline, operator_id)
     validation.validate(text, pipeline.draft.output_schema)
     actor = events.operator(operator_id)
 
     def unit(conn: backend.Conn) -> Draft:
-        draft = drafts.edit_sync(conn, item_id, shown_version, text, operator_id, now)
+        check_operator(
+            pipeline, operator_id, conn, (item_id, items.get_sync(conn, item_id).attempt)
+        )
+        draft = drafts.edit_sync(conn, item_id, shown_version, text, operator_id, now, actor)
         item = items.get_sync(conn, item_id)
-        old = payloads.CardEdit(
-            item_id,
-            item.attempt,
-            shown_version,
-            State.AWAITING_APPROVAL.value,
-            f"✏️ edited by {actor}: see version {draft.version} below",
-        )
-        outbox.enqueue_sync(
-            conn, "card_edit", outbox.OPERATORS, old.to_json(), now, item_id=item_id
-        )
-        queue_card(conn, pipeline, item, draft, now, note=f"edited by {actor}")
+        who = actor or events.operator(operator_id)
+        status = f"✏️ edited by {who}: see version {draft.version} below"
+        edit_card_sync(conn, pipeline, item, shown_version, status, now)
+        queue_card(conn, pipeline, item, draft, now, note=f"edited by {who}")
         return draft
 
     return await store.write(unit)

@@ -156,6 +156,10 @@ class DraftConfig(_Model):
         return self._prompt_text
 
 
+#: What Reject offers when a pipeline lists no reasons of its own.
+DEFAULT_REJECT_REASONS = ("off-topic", "inaccurate", "tone", "duplicate")
+
+
 class ApprovalConfig(_Model):
     """Who may decide on a draft, how many must agree, and how long they have."""
 
@@ -163,6 +167,35 @@ class ApprovalConfig(_Model):
     operators: list[int] = Field(default_factory=list)
     quorum: int = Field(default=1, ge=1, validate_default=True)
     window: Interval = timedelta(hours=24)
+    #: The reasons Reject offers as buttons (besides "other…", a typed reply).
+    reject_reasons: list[Annotated[str, Field(min_length=1, max_length=40)]] = Field(
+        default_factory=lambda: list(DEFAULT_REJECT_REASONS), max_length=6
+    )
+    #: How long an approve or a reject can be undone (the dispatch waits); 0s: no undo.
+    undo_window: Interval = timedelta(seconds=10)
+    #: Four eyes: whoever wrote a version may not approve it (default: on from quorum 2).
+    separate_editor: bool | None = None
+    #: Remind the approvers once when an item has waited this long.
+    remind_after: Interval | None = None
+    #: Bring in `escalate_to` once an item has waited this long.
+    escalate_after: Interval | None = None
+    escalate_to: list[int] = Field(default_factory=list)
+    #: Send one message listing what waits at these times, instead of a card per item.
+    digest: ScheduleField | None = None
+
+    @property
+    def four_eyes(self) -> bool:
+        return self.separate_editor if self.separate_editor is not None else self.quorum >= 2
+
+    @model_validator(mode="after")
+    def _escalation_complete(self) -> ApprovalConfig:
+        if (self.escalate_after is None) != (not self.escalate_to):
+            raise ValueError("escalate_after and escalate_to go together: set both or neither")
+        if self.digest is not None and self.digest.kind != "cron":
+            raise ValueError('digest must be a 5-field cron expression, like "0 9 * * *"')
+        if self.undo_window > timedelta(minutes=10):
+            raise ValueError("undo_window must be at most 10m: the dispatch waits for it")
+        return self
 
     @field_validator("quorum", mode="after")
     @classmethod
@@ -193,6 +226,20 @@ class ApprovalConfig(_Model):
     @classmethod
     def _positive_window(cls, value: timedelta) -> timedelta:
         return _positive(value)
+
+    @field_validator("escalate_to", mode="after")
+    @classmethod
+    def _escalate_to_operators(cls, value: list[int], info: ValidationInfo) -> list[int]:
+        context = info.context if isinstance(info.context, dict) else {}
+        configured = set(context.get("operators") or ())
+        # Only bot operators reach the bot: anyone else could never decide.
+        strangers = sorted(set(value) - configured) if configured else []
+        if strangers:
+            raise ValueError(
+                f"{', '.join(map(str, strangers))} not among the bot operators"
+                " (GATEHOUSE_TELEGRAM__OPERATORS): they could never decide"
+            )
+        return value
 
 
 # An alias, because inside Pipeline the name `sources` is the field.

@@ -420,6 +420,9 @@ def _to_approval(
         deadline=pipeline.approval.window,
         expect_attempt=item.attempt,
     )
-    approval.queue_card(conn, pipeline, moved, draft, now, note=result.note, duplicate=duplicate)
+    if pipeline.approval.digest is None:  # else the pipeline's digest lists it
+        approval.queue_card(
+            conn, pipeline, moved, draft, now, note=result.note, duplicate=duplicate
+        )
     if pipeline.dedup.mark_at == "success":
         seen.mark_seen_sync(conn, pipeline.name, item.scope, [item.source_id], now)

@@ -82,8 +82,9 @@ def _act(conn: backend.Conn, item: Item, now: datetime) -> None:
     if item.state == machine.State.AWAITING_APPROVAL:
         # Its card still shows buttons: replace them with what happened.
         edit = payloads.CardEdit(
-            item.id, item.attempt, item.version, moved.state.value, f"⌛ {reason}"
-        )
+            item.id, item.attempt, item.version, moved.state.value, f"⌛ {reason}",
+            pipeline=item.pipeline,
+        )  # fmt: skip
         outbox.enqueue_sync(
             conn, "card_edit", outbox.OPERATORS, edit.to_json(), now, item_id=item.id
         )

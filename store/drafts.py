@@ -82,6 +82,7 @@ def edit_sync(
     text: str,
     operator_id: int,
     now: datetime,
+    actor: str | None = None,
 ) -> Draft:
     """An operator's replacement text becomes a new version; older cards go stale.
 
@@ -106,7 +107,7 @@ def edit_sync(
         item_id,
         item.state,
         item.state,
-        events.operator(operator_id),
+        actor or events.operator(operator_id),
         now,
         attempt=item.attempt,
         reason=f"edited: version {shown_version} -> {draft.version}",

@@ -28,7 +28,7 @@ Q = sql.load("events")
 Entity = Literal["item", "claim", "budget", "pipeline"]
 GENESIS = "0" * 64
 AUTOMATIC_ACTORS = ("system", "scheduler", "sweep")
-_ACTOR = re.compile(r"^(system|scheduler|sweep|cli|operator:\d+)$")
+_ACTOR = re.compile(r"^(system|scheduler|sweep|cli|operator:\d+|cli:[A-Za-z0-9._-]{1,64})$")
 
 
 def operator(user_id: int) -> str:
@@ -36,10 +36,16 @@ def operator(user_id: int) -> str:
     return f"operator:{user_id}"
 
 
+def cli(user: str) -> str:
+    """The actor string for a person at the terminal, by Unix user name."""
+    return check_actor(f"cli:{user}")
+
+
 def check_actor(actor: str) -> str:
     if not _ACTOR.match(actor):
         raise ValueError(
-            f"unknown actor {actor!r}; valid: system, scheduler, sweep, cli, operator:<telegram id>"
+            f"unknown actor {actor!r}; valid: system, scheduler, sweep, cli, "
+            "operator:<telegram id>, cli:<unix user>"
         )
     return actor
 

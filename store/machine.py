@@ -62,6 +62,11 @@ TERMINAL: frozenset[State] = frozenset({S.DISPATCHED, S.REJECTED, S.EXPIRED, S.F
 #: Dropped states: what /replay brings back without force.
 DROPPED: frozenset[State] = frozenset({S.REJECTED, S.EXPIRED, S.FAILED, S.BREACH})
 
+#: Decisions an operator may take back within the pipeline's undo window: back to
+#: awaiting_approval, same attempt and version. Outside TRANSITIONS, as replay is, so
+#: rejected stays an end state for everything else.
+UNDOABLE: frozenset[State] = frozenset({S.APPROVED, S.REJECTED})
+
 #: Transient states and their default deadlines (awaiting_approval: per pipeline).
 DEADLINES: dict[State, timedelta] = {
     S.DRAFTING: timedelta(minutes=15),

@@ -96,8 +96,12 @@ def enqueue_sync(
     *,
     item_id: int | None = None,
     dedupe_key: str | None = None,
+    not_before: datetime | None = None,
 ) -> int | None:
-    """Queue a row inside the caller's unit; None if dedupe_key was already queued."""
+    """Queue a row inside the caller's unit; None if dedupe_key was already queued.
+
+    `not_before` holds the row back until then (an approval's dispatch during its
+    undo window); by default it is due at once."""
     if kind not in KINDS:
         raise ValueError(f"unknown outbox kind {kind!r}; valid: {', '.join(KINDS)}")
     params = {
@@ -107,6 +111,7 @@ def enqueue_sync(
         "payload": json.dumps(payload, ensure_ascii=False),
         "dedupe_key": dedupe_key,
         "now": clock.to_ms(now),
+        "due": clock.to_ms(not_before or now),
     }
     row = conn.execute(Q["enqueue"], params).fetchone()
     if row:
@@ -202,6 +207,18 @@ async def get(store: Store, row_id: int) -> Row:
     if not found:
         raise errors.NotFound(f"no outbox row {row_id}")
     return found[0]
+
+
+async def queued(store: Store, dedupe_key: str) -> bool:
+    """Whether a row was ever queued under `dedupe_key` (and not called off)."""
+    return await store.read(
+        lambda conn: conn.execute(Q["by_key"], {"dedupe_key": dedupe_key}).fetchone() is not None
+    )
+
+
+def cancel_sync(conn: backend.Conn, dedupe_key: str, error: str) -> bool:
+    """Call off the pending row queued under `dedupe_key`; False if none is pending."""
+    return _update(conn, "cancel", {"dedupe_key": dedupe_key, "error": error})
 
 
 def _update(conn: backend.Conn, name: str, params: dict[str, Any]) -> bool:

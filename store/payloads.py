@@ -107,6 +107,8 @@ class Card(_Payload):
     quorum: int = 1
     duplicate_of: int | None = None
     duplicate_reason: str | None = None
+    #: A copy for these chats alone (an escalation); none: the pipeline's operators.
+    chats: tuple[int, ...] = ()
     text: str = ""
 
     def to_json(self) -> dict[str, Any]:
@@ -128,6 +130,10 @@ class CardEdit(_Payload):
     decided_by: tuple[int, ...] = ()
     #: Buttons the card gains (the bot builds them), such as "retry" after a failed dispatch.
     buttons: str = ""
+    #: Until when (ISO 8601) the decision can be undone; the card keeps its Undo button.
+    undo_until: str | None = None
+    #: The item's pipeline: whose operators see the edit.
+    pipeline: str = ""
 
 
 @dataclass(frozen=True)
@@ -140,6 +146,14 @@ class Alert(_Payload):
     item_id: int | None = None
     about: About | None = None
     facts: dict[str, Any] = field(default_factory=dict)
+    #: To the operators of this pipeline (a reminder, a digest), not the alerts chat.
+    pipeline: str = ""
+    #: A reminder answers the card of this attempt and version (a reply to it).
+    attempt: int | None = None
+    reply_to_version: int | None = None
+    #: A digest's list: the offer its buttons decide on, and how many items it lists.
+    offer: int | None = None
+    count: int | None = None
 
 
 _TYPES: dict[str, tuple[type, ...]] = {

@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, TypeVar
 from bot import control
 from bot import settings as settings_mod
 from bot.cli import audit as cli_audit
+from bot.cli import decisions as cli_decisions
 from bot.cli import output as cli_output
 from bot.cli import reads as cli_reads
 from bot.cli import tokens as cli_tokens
@@ -250,6 +251,8 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
         action="store_true",
         help="pay for a new LLM draft instead of showing one the provider already wrote",
     )
+    for action, text in cli_decisions.HELP.items():
+        cli_decisions.add_arguments(add(action, cli_decisions.cmd_decide, text), action, item_id)
     add("budget", cli_reads.cmd_budget, "spend, holds and limits, today and this month")
     budget = add("set-budget", cli_writes.cmd_set_budget, "set a scope's day or month limit in USD")
     budget.add_argument("scope", help="global or a pipeline name")

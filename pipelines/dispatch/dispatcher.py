@@ -118,6 +118,10 @@ async def _deliver(
         # The item's own commit landed before a crash stopped the row's: close the row.
         await _close_row(store, row, item, now)
         return
+    if item.state == State.AWAITING_APPROVAL:
+        # The approval was undone after this row was read: nothing to send.
+        await outbox.mark_failed(store, row.id, "the approval was undone")
+        return
     pipeline = pipelines.get(row.target)
     if pipeline is None:
         await _fail(store, row, item, f"pipeline {row.target!r} is not loaded", now)

@@ -53,7 +53,7 @@ from pipelines.drafting import base as drafters
 from pipelines.drafting import prompt as drafting
 from pipelines.providers import client as providers
 from pipelines.text import validation
-from store import backend, errors, ledger
+from store import backend, errors, followups, ledger
 from store import text as store_text
 from store.db import Store
 from store.items import Item
@@ -141,7 +141,11 @@ class LlmDrafter:
     async def draft(self, item: Item, now: datetime) -> drafters.DraftResult:
         """Draft one item; the engine never drafts the same item twice at once."""
         prompt = drafting.render_prompt(self._template, drafters.draft_item(item))
-        kept = await self._reusable(item)
+        note = await followups.note(self._store, item.id, item.attempt)
+        if note is not None:
+            prompt = with_note(prompt, note)
+        # A redraft's note must reach the model: no earlier answer stands in for it.
+        kept = None if note is not None else await self._reusable(item)
         if kept is not None:  # answered before (a crash, a replay) and never shown: no call
             claim, output = kept
             return self._result(output.text, output.model, output.request_id, claim)
@@ -367,6 +371,12 @@ class LlmDrafter:
 
     def _later(self, now: datetime) -> datetime:
         return now if self._clock is None else max(now, self._clock())
+
+
+def with_note(prompt: str, note: str) -> str:
+    """The prompt with a reviewer's note on an earlier draft, as an instruction."""
+    instruction = drafting.neutralize(note)
+    return f"{prompt}\n\nA reviewer rejected an earlier draft. Their instruction: {instruction}"
 
 
 def held_reason(item_id: int) -> str:

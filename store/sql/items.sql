@@ -83,3 +83,12 @@ SELECT i.id, i.source_id, d.text FROM items i
 SELECT p.pipeline, count(i.id) FROM pipeline_state p
   JOIN items i ON i.pipeline = p.pipeline AND i.state IN ('new', 'drafting')
  GROUP BY p.pipeline
+
+-- name: voted
+-- One operator's vote on one draft version of one attempt, if any.
+SELECT decision FROM votes
+ WHERE item_id = :item_id AND attempt = :attempt AND version = :version AND operator = :operator
+
+-- name: forget_votes
+-- An undone decision: its version's votes no longer count, so each may be cast again.
+DELETE FROM votes WHERE item_id = :item_id AND attempt = :attempt AND version = :version

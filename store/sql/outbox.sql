@@ -1,7 +1,7 @@
 -- name: enqueue
 -- Queue a message or a dispatch; a row with the same dedupe_key is left alone.
 INSERT INTO outbox (kind, target, item_id, payload, dedupe_key, next_attempt_at, created_at)
-VALUES (:kind, :target, :item_id, :payload, :dedupe_key, :now, :now)
+VALUES (:kind, :target, :item_id, :payload, :dedupe_key, :due, :now)
     ON CONFLICT (dedupe_key) DO NOTHING
 RETURNING id
 
@@ -83,3 +83,12 @@ DELETE FROM outbox WHERE id IN (
 SELECT o.*, NULL AS draft_text FROM outbox o
  WHERE o.kind = 'dispatch' AND o.state IN ('sent', 'pending')
  ORDER BY o.id
+
+-- name: cancel
+-- Call off a pending row (an undone approval's dispatch); its key is freed for a new row.
+UPDATE outbox SET state = 'failed', last_error = :error, dedupe_key = NULL
+ WHERE dedupe_key = :dedupe_key AND state = 'pending'
+
+-- name: by_key
+-- The row queued under a dedupe key, if any.
+SELECT id FROM outbox WHERE dedupe_key = :dedupe_key

@@ -41,7 +41,9 @@ CREATE TABLE events (
     to_state   TEXT NOT NULL,
     actor      TEXT NOT NULL CHECK (
         actor IN ('system', 'scheduler', 'sweep', 'cli')
-        OR (actor GLOB 'operator:[0-9]*' AND substr(actor, 10) NOT GLOB '*[^0-9]*')),
+        OR (actor GLOB 'operator:[0-9]*' AND substr(actor, 10) NOT GLOB '*[^0-9]*')
+        OR (actor GLOB 'cli:?*' AND length(actor) <= 68
+            AND substr(actor, 5) NOT GLOB '*[^A-Za-z0-9._-]*')),
     attempt    INTEGER NOT NULL DEFAULT 0,
     reason     TEXT,
     at         INTEGER NOT NULL,
@@ -268,3 +270,45 @@ CREATE TRIGGER audit_checkpoints_no_delete BEFORE DELETE ON audit_checkpoints
 BEGIN
     SELECT RAISE(ABORT, 'checkpoints are append-only');
 END;
+
+-- Operator decisions (migration 0010).
+-- Prompts answered by a reply other than an Edit: a typed reject reason, a redraft note.
+CREATE TABLE reply_prompts (
+    chat_id    INTEGER NOT NULL,
+    message_id INTEGER NOT NULL,
+    kind       TEXT NOT NULL CHECK (kind IN ('reject', 'redraft')),
+    item_id    INTEGER NOT NULL REFERENCES items (id),
+    attempt    INTEGER NOT NULL,
+    version    INTEGER NOT NULL,
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (chat_id, message_id)
+);
+
+-- The reviewer's note for one attempt's draft: the LLM drafter reads it as an instruction.
+CREATE TABLE redraft_notes (
+    item_id    INTEGER NOT NULL REFERENCES items (id),
+    attempt    INTEGER NOT NULL,
+    note       TEXT NOT NULL,
+    actor      TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (item_id, attempt)
+);
+
+-- A list of item versions shown with "Approve all" / "Reject all": a decision taken from
+-- it applies to exactly these versions, as a card's buttons apply to the card's version.
+CREATE TABLE bulk_offers (
+    id         INTEGER PRIMARY KEY AUTOINCREMENT,
+    pipeline   TEXT,
+    items      TEXT NOT NULL CHECK (json_valid(items)),
+    created_at INTEGER NOT NULL,
+    decided_at INTEGER
+);
+
+-- Reminders and escalations sent for an item's stay awaiting approval (once each).
+CREATE TABLE approval_nudges (
+    item_id    INTEGER NOT NULL REFERENCES items (id),
+    attempt    INTEGER NOT NULL,
+    kind       TEXT NOT NULL CHECK (kind IN ('remind', 'escalate')),
+    at         INTEGER NOT NULL,
+    PRIMARY KEY (item_id, attempt, kind)
+);

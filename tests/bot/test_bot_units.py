@@ -343,6 +343,9 @@ def test_help_names_each_command_once_with_its_arguments() -> None:
         "/status [pipeline | chart] — every pipeline, one pipeline&#x27;s recent runs,"
         " or a chart of the week"
     ) in lines
-    assert "/pending — items awaiting approval, oldest first" in lines
+    assert (
+        "/pending [pipeline] — items awaiting approval, oldest first, to decide on together"
+        in lines
+    )
     assert len(lines) == 1 + len(handlers.COMMANDS)
     assert not [line for line in lines[1:] if line.count("/") != 1]  # no "/run: /run ..."

@@ -36,6 +36,7 @@ sources:
     scope: e2e-news
 approval:
   quorum: 1
+  undo_window: 0s
 dispatch:
   type: file
   path: {out}
@@ -259,10 +260,12 @@ async def test_cards_taps_and_commands(
     assert [m.text for m in api.sent(OPERATOR)[before:]] == [first_reply.text]
     assert f"ignored an update from non-operator {STRANGER}" in bot.log.read_text()
 
-    # Reject B, then /replay shows why it dropped and the confirm button replays it.
+    # Reject B with a reason, then /replay shows why it dropped and its button replays it.
     tap(api, OPERATOR, second, "Reject")
+    reasons = version_of(api, second.message_id, 2)  # the card's buttons became reasons
+    assert tap(api, OPERATOR, reasons, "off-topic")["text"] == "❌ rejected"
     offer_text = command(api, f"/replay {item_b}")
-    assert f"rejected by User {OPERATOR}" in offer_text
+    assert f"rejected by User {OPERATOR}: off-topic" in offer_text
     offer = api.sent(OPERATOR)[-1]
     confirm = tap(api, OPERATOR, offer, "Replay")
     assert confirm["text"] == "replayed: attempt 2"

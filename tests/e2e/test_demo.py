@@ -124,7 +124,9 @@ async def test_a_card_for_each_feed_entry_and_approve_edits_it(
     edited = await page.until(approved)
     assert edited["version"] > first["version"]  # edited in place, not a new message
     assert "approved by Alex (@alex)" in edited["text"]
-    assert edited["reply_markup"] is None  # no buttons left on a decided card
+    # Only Undo is left on a decided card, until the dispatch goes (the undo window).
+    assert "Undo until" in edited["text"]
+    assert [b["text"] for b in edited["reply_markup"]["inline_keyboard"][0]] == ["↩️ Undo"]
     answers = (await page.chat())["answers"]
     assert answers[tapped["query_id"]] == "✅ approved"
     # The approved draft is dispatched: a markdown file in the demo's data directory.

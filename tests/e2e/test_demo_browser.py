@@ -90,7 +90,9 @@ async def test_click_approve_and_the_card_changes(
     await card.get_by_role("button", name="Approve").click()
 
     await async_api.expect(card).to_contain_text("approved by Alex (@alex)")
-    await async_api.expect(card.locator(".keyboard")).to_have_count(0)
+    # The decision's buttons are gone; Undo stays until the dispatch goes.
+    await async_api.expect(card.get_by_role("button", name="Approve")).to_have_count(0)
+    await async_api.expect(card.get_by_role("button", name="Undo")).to_be_visible()
     await async_api.expect(card.locator(".meta")).to_contain_text("edited")
     await async_api.expect(page.locator("#toast")).to_contain_text("approved")
     # Another card keeps its buttons: only the tapped one changed.

@@ -100,7 +100,8 @@ async def test_every_reply_fits_a_phone_screen(
     await page.goto(running.url)
     card = page.locator(".msg.bot", has_text="Council approves bike lanes")
     await card.get_by_role("button", name="Approve").click()
-    await async_api.expect(card).to_contain_text("📤 sent: wrote")
+    # Sent once the undo window has passed (the demo keeps the default 10 s).
+    await async_api.expect(card).to_contain_text("📤 sent: wrote", timeout=browser.PATIENCE_MS)
     await async_api.expect(card).to_contain_text("approved by Alex (@alex)")
     shots = {"card": card}
     shots["status"] = await ask(page, "/status", "gatehouse ·")

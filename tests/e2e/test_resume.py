@@ -316,6 +316,7 @@ sources:
     scope: s0
 approval:
   window: 2h
+  undo_window: 0s
 dispatch:
   type: webhook
   url: {hook}

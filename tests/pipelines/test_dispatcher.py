@@ -28,6 +28,7 @@ sources:
     scope: s0
 approval:
   window: 2h
+  undo_window: 0s  # dispatched at once: these tests are about delivery
 dispatch:
   type: webhook
   url: {hook}
@@ -421,7 +422,8 @@ async def test_a_hanging_destination_holds_up_only_its_own_rows(
     folder.mkdir()
     (folder / "files.yaml").write_text(
         f"name: files\nschedule: 5m\nsources:\n  - type: rss\n    url: {feeds.url('/feed.xml')}\n"
-        f"    scope: s1\ndispatch:\n  type: file\n  path: {tmp_path / 'out'}\n"
+        f"    scope: s1\napproval:\n  undo_window: 0s\n"
+        f"dispatch:\n  type: file\n  path: {tmp_path / 'out'}\n"
     )
     files = config.load_dir(folder).pipelines["files"]
     both = {"news": pipeline, "files": files}

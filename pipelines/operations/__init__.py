@@ -7,6 +7,10 @@ Every function returns plain dataclasses (or the store's own frozen rows); rende
 is the caller's business (bot/render.py for Telegram HTML, bot/cli/main.py for a terminal
 or JSON). Writes take the actor and `now`, so each one's event says who and when.
 A bad argument raises `Invalid`, whose message says what is valid.
+
+Families of actions live in submodules: `operations.review` holds the decisions beyond
+one tap (a reject's reason, undo, redraft, decisions on a listed set, and the
+terminal's approve / reject / edit / redraft).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pipelines import config, dispatch, workers
 from pipelines.dispatch import file as dispatch_file
+from pipelines.operations import review
 from store import (
     backend,
     drafts,
@@ -226,10 +231,7 @@ async def replay(
         return replayed
 
     replayed = await store.write(unit)
-    if scheduler is not None and replayed.pipeline in scheduler.pipelines:
-        await scheduler.trigger(replayed.pipeline, now)
-    else:
-        await schedules.request_run(store, replayed.pipeline, now)
+    await review.ask_run(store, replayed.pipeline, now, scheduler)
     return replayed
 
 

@@ -1,0 +1,235 @@
+"""Operator actions beyond one tap: a reject with its reason, undo, redraft with a note,
+and decisions on a listed set of items. Telegram and the CLI call these alike.
+
+    await review.reject(store, pipeline, item_id, attempt, version, 1001, "off-topic", now)
+    await review.undo(store, pipeline, item_id, attempt, version, 1001, now)
+    await review.redraft(store, pipeline, item_id, 1, "shorter", 1001, actor, now, scheduler=s)
+    listed = await review.offer(store, "news", now)         # what /pending lists, bound
+    result = await review.decide_listed(store, pipelines, listed.offer.id, 1001, "approve", now)
+
+Each change is one unit with its event and the outbox rows that must follow it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Literal
+
+from pipelines import approval, config
+from pipelines.text import validation
+from store import backend, decisions, errors, events, followups, items, schedules
+from store.db import Store
+from store.items import Item
+from store.ledger import outputs as llm_outputs
+from store.machine import State
+
+if TYPE_CHECKING:
+    from pipelines.scheduler import Scheduler
+
+#: The longest reject reason or redraft note an operator may type (characters).
+MAX_TEXT = 300
+#: Items one listed decision covers at most (what /pending shows).
+MAX_LISTED = 50
+#: States a Redraft starts from: the reviewer said no, or nobody answered in time.
+REDRAFTABLE = frozenset({State.REJECTED, State.EXPIRED})
+
+
+class Refused(errors.Conflict):
+    """The action does not apply here; the message says why."""
+
+
+def operator_text(text: str, what: str) -> str:
+    """Typed text cleaned of control and invisible characters; Refused when empty."""
+    cleaned = validation.clean(text, MAX_TEXT).strip()
+    if not cleaned:
+        raise Refused(f"the {what} is empty; type a few words")
+    return cleaned
+
+
+async def reject(
+    store: Store, pipeline: config.Pipeline, item_id: int, attempt: int, version: int,
+    operator_id: int, reason: str, now: datetime, *, actor: str | None = None,
+) -> decisions.Decision:  # fmt: skip
+    """Reject the version shown, with the reason in the event and on the card."""
+    why = operator_text(reason, "reason")
+    return await approval.decide(
+        store, pipeline, item_id, attempt, version, operator_id, "reject", now,
+        reason=why, actor=actor,
+    )  # fmt: skip
+
+
+async def undo(
+    store: Store, pipeline: config.Pipeline, item_id: int, attempt: int, version: int,
+    operator_id: int, now: datetime, *, actor: str | None = None,
+) -> Item:  # fmt: skip
+    """Take back an approval (before it is sent) or a reject within the undo window."""
+    window = pipeline.approval.undo_window
+    if not window:
+        raise Refused(f"undo is off for {pipeline.name} (approval.undo_window: 0s)")
+
+    def unit(conn: backend.Conn) -> Item:
+        moved = decisions.undo_sync(
+            conn, item_id, attempt, version, operator_id, now,
+            window=window, deadline=pipeline.approval.window, actor=actor,
+        )  # fmt: skip
+        who = actor or events.operator(operator_id)
+        at = now.strftime("%H:%M:%S UTC")
+        status = f"↩️ undone by {who} at {at}: awaiting a decision again"
+        approval.edit_card_sync(conn, pipeline, moved, version, status, now)
+        return moved
+
+    return await store.write(unit)
+
+
+async def redraft(
+    store: Store, pipeline: config.Pipeline, item_id: int, attempt: int, note: str,
+    operator_id: int, actor: str, now: datetime, *, scheduler: Scheduler | None = None,
+) -> Item:  # fmt: skip
+    """Draft a rejected or expired item again (a new attempt, through the ledger), with
+    the reviewer's note given to the LLM drafter as an instruction."""
+    if pipeline.draft.drafter != "llm":
+        raise Refused(f"{pipeline.name} drafts from a template: a note cannot change it")
+    text = operator_text(note, "note")
+
+    def unit(conn: backend.Conn) -> Item:
+        approval.check_operator(pipeline, operator_id, conn, (item_id, attempt))
+        item = items.get_sync(conn, item_id)
+        if item.attempt != attempt or item.state not in REDRAFTABLE:
+            raise Refused(
+                f"item {item_id} is {item.state} at attempt {item.attempt}: only a rejected "
+                "or expired draft can be redrafted from its card"
+            )
+        replayed = items.replay_sync(conn, item_id, actor, now, f"redraft asked by {actor}: {text}")
+        followups.keep_note_sync(conn, item_id, replayed.attempt, text, actor, now)
+        # The note must reach a model: an answer kept from before would skip the call.
+        llm_outputs.refuse_unshown_sync(conn, item_id, "a redraft with a note was asked")
+        # The old card names its attempt; the item's state (new) leaves it no buttons.
+        status = f"🔄 redraft asked by {actor}: {text}"
+        approval.edit_card_sync(
+            conn, pipeline, item, item.version, status, now, state=replayed.state
+        )
+        return replayed
+
+    replayed = await store.write(unit)
+    await ask_run(store, replayed.pipeline, now, scheduler)
+    return replayed
+
+
+async def ask_run(
+    store: Store, name: str, now: datetime, scheduler: Scheduler | None = None
+) -> None:
+    """Run a pipeline soon: at once in this process, or (from the CLI writing directly)
+    by a persisted request the bot takes at its next start."""
+    if scheduler is not None and name in scheduler.pipelines:
+        await scheduler.trigger(name, now)
+    else:
+        await schedules.request_run(store, name, now)
+
+
+# -- from a terminal ---------------------------------------------------------------------
+
+TerminalAction = Literal["approve", "reject", "edit", "redraft"]
+TERMINAL_ACTIONS: tuple[TerminalAction, ...] = ("approve", "reject", "edit", "redraft")
+
+
+async def at_terminal(
+    store: Store, pipelines: Mapping[str, config.Pipeline], action: str, item_id: int,
+    actor: str, now: datetime, *, version: int | None = None, text: str = "",
+    scheduler: Scheduler | None = None,
+) -> Item:  # fmt: skip
+    """approve / reject / edit / redraft from the CLI, voting as decisions.TERMINAL with
+    `actor` (the Unix user) in the events. `version` is the one the operator read
+    (default: the current one); `text` is the reason, the new text or the note."""
+    item = await items.get(store, item_id)
+    pipeline = pipelines.get(item.pipeline)
+    if pipeline is None:
+        raise Refused(f"pipeline {item.pipeline} is not loaded")
+    shown = item.version if version is None else version
+    voter = decisions.TERMINAL
+    if action == "edit":
+        await approval.edit(store, pipeline, item_id, shown, text, voter, now, actor=actor)
+        return await items.get(store, item_id)
+    if action == "redraft":
+        return await redraft(
+            store, pipeline, item_id, item.attempt, text, voter, actor, now, scheduler=scheduler
+        )
+    if action not in ("approve", "reject"):
+        raise Refused(f"unknown action {action!r}; valid: {', '.join(TERMINAL_ACTIONS)}")
+    reason = operator_text(text, "reason") if text.strip() else None
+    decision = await approval.decide(
+        store, pipeline, item_id, item.attempt, shown, voter,
+        "approve" if action == "approve" else "reject", now, reason=reason, actor=actor,
+    )  # fmt: skip
+    if decision.outcome == "unchanged":
+        raise Refused(f"nothing changed: item {item_id} is {decision.item.state}")
+    return decision.item
+
+
+# -- decisions on a listed set ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Listed:
+    offer: followups.Offer
+    items: list[Item]
+
+
+@dataclass(frozen=True)
+class ListedResult:
+    choice: decisions.Choice
+    #: Items the decision moved or counted a vote on.
+    decided: list[int]
+    #: (item id, why nothing changed) for the others.
+    refused: list[tuple[int, str]]
+
+
+async def offer(
+    store: Store, pipeline: str | None, now: datetime, limit: int = MAX_LISTED
+) -> Listed:
+    """What awaits approval (one pipeline or all), newest version each, as a list that
+    a bulk decision can later be bound to."""
+    waiting = await items.in_state(store, State.AWAITING_APPROVAL, pipeline, limit=limit)
+    listed = [(item.id, item.attempt, item.version) for item in waiting]
+    return Listed(await followups.offer(store, pipeline, listed, now), waiting)
+
+
+async def decide_listed(
+    store: Store, pipelines: Mapping[str, config.Pipeline], offer_id: int, operator_id: int,
+    choice: decisions.Choice, now: datetime, *, actor: str | None = None,
+) -> ListedResult:  # fmt: skip
+    """Apply one decision to exactly the versions listed; one event per item moved.
+
+    The list is closed first, so a second confirmation decides nothing. An item that
+    moved on since it was listed (a new version, decided meanwhile) is refused with
+    its reason; the others go ahead, each in its own unit.
+    """
+    listed = await followups.get_offer(store, offer_id, now)
+    await store.write(followups.close_offer_sync, offer_id, now)
+    decided: list[int] = []
+    refused: list[tuple[int, str]] = []
+    reason = "rejected with the whole list" if choice == "reject" else None
+    for item_id, attempt, version in listed.items:
+        try:
+            item = await items.get(store, item_id)
+            pipeline = pipelines.get(item.pipeline)
+            if pipeline is None:
+                raise Refused(f"pipeline {item.pipeline} is no longer configured")
+            decision = await approval.decide(
+                store, pipeline, item_id, attempt, version, operator_id, choice, now,
+                reason=reason, actor=actor,
+            )  # fmt: skip
+        except (
+            errors.Conflict,
+            errors.IllegalTransition,
+            errors.NotFound,
+            approval.NotAllowed,
+        ) as exc:
+            refused.append((item_id, str(exc)))
+            continue
+        if decision.outcome == "unchanged":
+            refused.append((item_id, f"nothing changed: it is {decision.item.state}"))
+        else:
+            decided.append(item_id)
+    return ListedResult(choice, decided, refused)

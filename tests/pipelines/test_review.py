@@ -1,0 +1,279 @@
+"""Operator actions beyond one tap, on a real store: reject reasons, undo and its window,
+four eyes, decisions on a listed set, redraft notes, reminders, escalation and digests."""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+
+from pipelines import approval, config, nudges
+from pipelines.operations import review
+from store import db, decisions, drafts, errors, events, followups, items, outbox, payloads
+from store.machine import State
+from tests import snapshot
+
+S = State
+ALICE, BOB, CAROL = 11, 12, 13
+
+
+def pipeline(**rules: Any) -> config.Pipeline:
+    return config.Pipeline.model_validate(
+        {
+            "name": "news",
+            "schedule": "1h",
+            "sources": [{"type": "rss", "url": "http://127.0.0.1:9/feed.xml", "scope": "s"}],
+            "approval": {"undo_window": "10s", **rules},
+            "dispatch": {"type": "file", "path": "/tmp/never-written"},
+        }
+    )
+
+
+async def awaiting(store: db.Store, now: datetime, source_id: str = "g1") -> items.Item:
+    item = await items.create(store, "news", "s", source_id, {"title": source_id}, now)
+    assert item is not None
+    await items.transition(store, item.id, S.DRAFTING, "system", now)
+
+    def unit(conn: sqlite3.Connection) -> items.Item:
+        drafts.add_sync(conn, item.id, "draft text", {"drafter": "template"}, now)
+        return items.transition_sync(conn, item.id, S.AWAITING_APPROVAL, "system", now)
+
+    return await store.write(unit)
+
+
+async def dispatch_rows(store: db.Store, item_id: int) -> list[outbox.Row]:
+    return await outbox.for_item(store, item_id, "dispatch")
+
+
+# -- reject with a reason, undo ----------------------------------------------------------
+
+
+async def test_a_reason_goes_into_the_event_and_onto_the_card(
+    store: db.Store, now: datetime
+) -> None:
+    p, item = pipeline(), await awaiting(store, now)
+    await review.reject(store, p, item.id, 1, 1, ALICE, "  off\u200b-topic \n", now)
+    moved = (await items.history(store, item.id))[-1]
+    assert moved.reason == f"rejected by {events.operator(ALICE)}: off-topic"
+    edit = (await outbox.for_item(store, item.id, "card_edit"))[0].payload
+    assert (
+        edit["status"].startswith(f"❌ rejected by operator:{ALICE} at ")
+        and ": off-topic\n" in edit["status"]
+    )
+    with pytest.raises(review.Refused, match="reason is empty"):
+        await review.reject(store, p, item.id, 1, 1, BOB, " \u200b ", now)
+
+
+async def test_an_undone_approval_calls_off_its_dispatch_and_can_be_approved_again(
+    store: db.Store, now: datetime
+) -> None:
+    p, item = pipeline(), await awaiting(store, now)
+    await approval.decide(store, p, item.id, 1, 1, ALICE, "approve", now)
+    [held] = await dispatch_rows(store, item.id)
+    assert held.next_attempt_at == now + timedelta(seconds=10)  # the dispatch waits
+    assert await outbox.due(store, now, ["dispatch"]) == []
+
+    with pytest.raises(errors.Conflict, match="only an operator who decided"):
+        await review.undo(store, p, item.id, 1, 1, BOB, now)
+    undone = await review.undo(store, p, item.id, 1, 1, ALICE, now + timedelta(seconds=9))
+    assert (undone.state, undone.version) == (S.AWAITING_APPROVAL, 1)
+    [called_off] = await dispatch_rows(store, item.id)
+    assert called_off.state == "failed" and called_off.dedupe_key is None
+
+    # The votes were forgotten: the same operator's approval counts again and dispatches.
+    again = await approval.decide(store, p, item.id, 1, 1, ALICE, "approve", now)
+    assert again.outcome == "approved"
+    assert [r.state for r in await dispatch_rows(store, item.id)] == ["pending", "failed"]
+
+
+async def test_undo_after_the_window_or_once_sent_changes_nothing(
+    store: db.Store, now: datetime
+) -> None:
+    p, item = pipeline(), await awaiting(store, now)
+    await review.reject(store, p, item.id, 1, 1, ALICE, "tone", now)
+    before = await snapshot.tables(store)
+    with pytest.raises(errors.Conflict, match="too late to undo"):
+        await review.undo(store, p, item.id, 1, 1, ALICE, now + timedelta(seconds=10))
+    assert await snapshot.tables(store) == before
+    with pytest.raises(review.Refused, match="undo is off"):
+        await review.undo(store, pipeline(undo_window="0s"), item.id, 1, 1, ALICE, now)
+
+    other = await awaiting(store, now, "g2")
+    await approval.decide(store, p, other.id, 1, 1, ALICE, "approve", now)
+    await items.transition(store, other.id, S.DISPATCHING, "system", now, expect_version=1)
+    with pytest.raises(errors.IllegalTransition, match="only an approval not yet sent"):
+        await review.undo(store, p, other.id, 1, 1, ALICE, now)
+
+
+async def test_no_undo_window_dispatches_at_once(store: db.Store, now: datetime) -> None:
+    p, item = pipeline(undo_window="0s"), await awaiting(store, now)
+    await approval.decide(store, p, item.id, 1, 1, ALICE, "approve", now)
+    assert [r.item_id for r in await outbox.due(store, now, ["dispatch"])] == [item.id]
+    edit = payloads.CardEdit.of((await outbox.for_item(store, item.id, "card_edit"))[0])
+    assert edit.undo_until is None and "Undo" not in edit.status
+
+
+# -- four eyes ----------------------------------------------------------------------------
+
+
+async def test_the_author_of_a_version_cannot_approve_it_under_four_eyes(
+    store: db.Store, now: datetime
+) -> None:
+    p, item = pipeline(quorum=2), await awaiting(store, now)
+    assert p.approval.four_eyes and not pipeline().approval.four_eyes
+    await approval.edit(store, p, item.id, 1, "Alice's words", ALICE, now)
+    before = await snapshot.tables(store)
+    with pytest.raises(decisions.WroteThisVersion, match="you wrote version 2"):
+        await approval.decide(store, p, item.id, 1, 2, ALICE, "approve", now)
+    assert await snapshot.tables(store) == before
+    # Rejecting one's own version is allowed; others approve it.
+    assert (
+        await approval.decide(store, p, item.id, 1, 2, BOB, "approve", now)
+    ).outcome == "pending"
+    assert (await approval.decide(store, p, item.id, 1, 2, CAROL, "approve", now)).outcome == (
+        "approved"
+    )
+    # Turned off explicitly, the author may approve even under quorum 2.
+    lax, second = pipeline(quorum=2, separate_editor=False), await awaiting(store, now, "g2")
+    await approval.edit(store, lax, second.id, 1, "mine", ALICE, now)
+    assert (await approval.decide(store, lax, second.id, 1, 2, ALICE, "approve", now)).outcome == (
+        "pending"
+    )
+
+
+# -- a listed set -------------------------------------------------------------------------
+
+
+async def test_a_listed_decision_applies_to_the_listed_versions_once(
+    store: db.Store, now: datetime
+) -> None:
+    p = pipeline()
+    first, second = await awaiting(store, now, "g1"), await awaiting(store, now, "g2")
+    listed = await review.offer(store, "news", now)
+    assert listed.offer.items == ((first.id, 1, 1), (second.id, 1, 1))
+    await approval.edit(store, p, first.id, 1, "newer", BOB, now)  # moved on since listed
+    result = await review.decide_listed(store, {"news": p}, listed.offer.id, ALICE, "approve", now)
+    assert result.decided == [second.id]
+    [(refused, why)] = result.refused
+    assert refused == first.id and "is now at version 2" in why
+    assert (await items.get(store, first.id)).state == S.AWAITING_APPROVAL
+    moved = [e for e in await items.history(store, second.id) if e.to_state == S.APPROVED]
+    assert len(moved) == 1
+    with pytest.raises(errors.Conflict, match="decided already"):
+        await review.decide_listed(store, {"news": p}, listed.offer.id, ALICE, "approve", now)
+    stale = await review.offer(store, "news", now)
+    with pytest.raises(errors.Conflict, match="too old"):
+        await followups.get_offer(store, stale.offer.id, now + followups.OFFER_LIFE * 2)
+
+
+# -- redraft ------------------------------------------------------------------------------
+
+
+async def test_a_redraft_is_a_new_attempt_carrying_the_note(store: db.Store, now: datetime) -> None:
+    p = pipeline()
+    llm = p.model_copy(update={"draft": p.draft.model_copy(update={"drafter": "llm"})})
+    item = await awaiting(store, now)
+    with pytest.raises(review.Refused, match="only a rejected or expired draft"):
+        await review.redraft(store, llm, item.id, 1, "shorter", ALICE, "operator:11", now)
+    await review.reject(store, p, item.id, 1, 1, ALICE, "too long", now)
+    with pytest.raises(review.Refused, match="drafts from a template"):
+        await review.redraft(store, p, item.id, 1, "shorter", ALICE, "operator:11", now)
+    later = now + timedelta(minutes=1)
+    again = await review.redraft(
+        store, llm, item.id, 1, "Shorter,\x00 please", ALICE, "operator:11", later
+    )
+    assert (again.state, again.attempt) == (S.NEW, 2)
+    assert await followups.note(store, item.id, 2) == "Shorter, please"
+    assert await followups.note(store, item.id, 1) is None
+    # Only the pipeline's approvers may ask for one.
+    strict = llm.model_copy(update={"approval": pipeline(operators=[BOB]).approval})
+    await review.reject(
+        store, p, (other := await awaiting(store, now, "g2")).id, 1, 1, BOB, "no", now
+    )
+    with pytest.raises(approval.NotAllowed):
+        await review.redraft(store, strict, other.id, 1, "again", ALICE, "operator:11", later)
+
+
+# -- reminders, escalation, digests --------------------------------------------------------
+
+
+async def test_one_reminder_and_one_escalation_per_attempt(store: db.Store, now: datetime) -> None:
+    p = pipeline(operators=[ALICE], remind_after="1h", escalate_after="2h", escalate_to=[CAROL])
+    item = await awaiting(store, now)
+    assert await nudges.sweep(store, {"news": p}, now + timedelta(minutes=59)) == nudges.Report()
+    with pytest.raises(approval.NotAllowed):
+        await approval.decide(store, p, item.id, 1, 1, CAROL, "approve", now)
+
+    first = await nudges.sweep(store, {"news": p}, now + timedelta(minutes=61))
+    assert (first.reminded, first.escalated) == ([item.id], [])
+    second = await nudges.sweep(store, {"news": p}, now + timedelta(hours=3))
+    assert (second.reminded, second.escalated) == ([], [item.id])
+    assert await nudges.sweep(store, {"news": p}, now + timedelta(hours=4)) == nudges.Report()
+    reasons = [e.reason for e in await items.history(store, item.id) if e.actor == "sweep"]
+    assert reasons == ["reminded the approvers after 61 min", "escalated to 13 after 3 h"]
+    cards = await outbox.for_item(store, item.id, "card")
+    assert [c.payload.get("chats") for c in cards] == [[CAROL]]
+    decided = await approval.decide(store, p, item.id, 1, 1, CAROL, "approve", now)
+    assert decided.outcome == "approved"
+
+
+async def test_a_digest_once_per_slot_only_when_something_waits(
+    store: db.Store, now: datetime
+) -> None:
+    slot = now.replace(hour=9, minute=0, second=0, microsecond=0) + timedelta(days=1)
+    p = pipeline(digest="0 9 * * *")
+    assert (await nudges.sweep(store, {"news": p}, slot)).digests == []  # nothing waits
+    item = await awaiting(store, slot)
+    assert (await nudges.sweep(store, {"news": p}, slot + timedelta(minutes=1))).digests == ["news"]
+    assert (await nudges.sweep(store, {"news": p}, slot + timedelta(minutes=2))).digests == []
+    late = slot + nudges.DIGEST_GRACE + timedelta(days=1, minutes=1)
+    assert (await nudges.sweep(store, {"news": p}, late)).digests == []  # missed: skipped
+    rows: list[Any] = await store.read(
+        lambda c: list(c.execute("SELECT payload FROM outbox WHERE kind = 'alert'"))
+    )
+    assert len(rows) == 1 and f"item {item.id} v1: g1" in rows[0][0]
+
+
+# -- configuration ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("rules", "message"),
+    [
+        ({"escalate_after": "2h"}, "escalate_after and escalate_to go together"),
+        ({"escalate_to": [5]}, "escalate_after and escalate_to go together"),
+        ({"digest": "1h"}, "digest must be a 5-field cron expression"),
+        ({"undo_window": "11m"}, "undo_window must be at most 10m"),
+        ({"reject_reasons": ["a"] * 7}, "at most 6 items"),
+        ({"reject_reasons": ["x" * 41]}, "at most 40 characters"),
+    ],
+)
+def test_bad_approval_rules_are_refused_with_the_reason(
+    rules: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        pipeline(**rules)
+
+
+def test_escalation_must_name_bot_operators() -> None:
+    data = pipeline().model_dump(mode="json")
+    data["approval"] |= {"escalate_after": "1h", "escalate_to": [99]}
+    with pytest.raises(ValueError, match="99 not among the bot operators"):
+        config.Pipeline.model_validate(data, context={"operators": frozenset({1, 2})})
+
+
+async def test_a_pipeline_whose_pass_fails_does_not_stop_the_others(
+    store: db.Store, now: datetime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    broken = pipeline(digest="0 9 * * *").model_copy(update={"name": "broken"})
+    news = pipeline(remind_after="1h")
+    item = await awaiting(store, now)
+
+    async def fails(*args: object) -> bool:
+        raise RuntimeError("a digest that cannot be built")
+
+    monkeypatch.setattr(nudges, "_digest", fails)
+    report = await nudges.sweep(store, {"broken": broken, "news": news}, now + timedelta(hours=2))
+    assert report.reminded == [item.id]
