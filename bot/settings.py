@@ -157,13 +157,18 @@ class Settings(BaseSettings):
     @field_validator("database_url")
     @classmethod
     def _postgres_url(cls, value: SecretStr | None) -> SecretStr | None:
-        if value is not None and not value.get_secret_value().startswith(POSTGRES_SCHEMES):
-            raise ValueError("must be a postgresql:// URL (or unset, for SQLite in data_dir)")
+        url = None if value is None else value.get_secret_value()
+        if url is not None and (not url.startswith(POSTGRES_SCHEMES) or len(url) > URL_MAX):
+            raise ValueError(
+                f"must be a postgresql:// URL of at most {URL_MAX} characters"
+                " (or unset, for SQLite in data_dir)"
+            )
         return value
 
 
-#: The URL schemes libpq accepts for PostgreSQL.
+#: The URL schemes libpq accepts for PostgreSQL, and the longest URL taken.
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+URL_MAX = 2048
 
 
 def env_name(loc: tuple[int | str, ...]) -> str:

@@ -105,7 +105,7 @@ def _nudge(
     conn: backend.Conn, pipeline: config.Pipeline, item_id: int, attempt: int,
     kind: followups.NudgeKind, now: datetime,
 ) -> bool:  # fmt: skip
-    item = items.get_sync(conn, item_id)  # re-read: it may have been decided meanwhile
+    item = items.lock_sync(conn, item_id)  # re-read: it may have been decided meanwhile
     if item.state != State.AWAITING_APPROVAL or item.attempt != attempt:
         return False
     if not followups.nudge_sync(conn, item_id, attempt, kind, now):

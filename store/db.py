@@ -16,6 +16,7 @@ connection). Both hand units a `backend.Conn`, and the repositories never ask wh
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import time
 from collections.abc import Callable
@@ -24,7 +25,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import ClassVar, Concatenate, Literal, ParamSpec, TypeVar
 
-from store import backend, datadir, errors
+from store import backend, datadir, errors, notify
 from store.writer import StorageFaults
 
 T = TypeVar("T")
@@ -176,6 +177,13 @@ class Store:
     def location(self) -> str:
         """Where the store lives, for operators (never with a password)."""
         return str(self.config.db_path)
+
+    def listen(self, channel: str) -> asyncio.Event:
+        """An event set when another process sharing the store commits a notification on
+        `channel` (`notify.send_sync`). SQLite has no other process: nothing sets it, and
+        this process's own commits wake it through `on_commit`."""
+        notify.check_channel(channel)
+        return asyncio.Event()
 
     def wal_bytes(self) -> int:
         """The write-ahead log's size on this machine (0 where the server keeps it)."""

@@ -149,7 +149,7 @@ def undo_sync(
     The item is awaiting approval again (a fresh `deadline`), its votes on the version
     are forgotten and an approval's held-back dispatch row is called off.
     """
-    item = items.get_sync(conn, item_id)
+    item = items.lock_sync(conn, item_id)
     if (item.attempt, item.version) != (attempt, version):
         raise errors.Conflict(
             f"this card shows version {version} of attempt {attempt}; item {item_id} is now at "

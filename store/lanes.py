@@ -79,22 +79,27 @@ class Lane(Generic[C]):
         def call() -> T:
             if self._conn is None:
                 raise errors.Closed()
+            return fn(self._conn, *args, **kw)
+
+        return await self._submit(call)
+
+    async def _submit(self, fn: Callable[[], T]) -> T:
+        """Run `fn()` on the lane's thread; driver errors (connecting too) become StoreError."""
+
+        def guarded() -> T:
             try:
-                return fn(self._conn, *args, **kw)
+                return fn()
             except Exception as exc:
                 translated = self._translate(exc)
                 if translated is None:
                     raise
                 raise translated from exc
 
-        return await self._submit(call)
-
-    async def _submit(self, fn: Callable[[], T]) -> T:
         if not self._thread.is_alive():
             raise errors.Closed()
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
-        self._jobs.put((loop, future, fn))
+        self._jobs.put((loop, future, guarded))
         return await future
 
     async def close(self) -> None:

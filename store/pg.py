@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import psycopg
 from psycopg import pq
 
-from store import backend, db, errors, events, migrate, sql, writer
+from store import backend, db, errors, events, migrate, notify, sql, writer
 from store.lanes import Lane
 
 if TYPE_CHECKING:
@@ -240,6 +240,23 @@ def _migrating(conn: Conn, migration: migrate.Migration) -> Iterator[set[int]]:
         raise
 
 
+#: True where the database orders text by code point, as SQLite does ('B' 66 < 'Z' 90
+#: < '_' 95 < 'a' 97); a language's collation puts '_' first and 'a' before 'B'.
+_CODE_POINT_ORDER = "SELECT 'B' < 'Z' AND 'Z' < '_' AND '_' < 'a'"
+
+
+def _check_collation(conn: Conn) -> bool:
+    """Lists sorted by name (scopes, pipelines) follow the database's collation: say so
+    when it is not SQLite's code point order, which whoever created the database chose."""
+    by_code_point = bool(conn.execute(_CODE_POINT_ORDER).fetchone()[0])
+    if not by_code_point:
+        log.warning(
+            "the database does not sort text by code point as SQLite does: names may list "
+            "in another order (create it with LOCALE 'C.UTF-8' to match)"
+        )
+    return by_code_point
+
+
 def _retryable(exc: errors.StoreError) -> bool:
     return exc.sqlstate in ("40001", "40P01")  # serialization_failure, deadlock_detected
 
@@ -261,6 +278,8 @@ class PgStore(db.Store):
             Lane(f"store-pg-reader-{i}", translate) for i in range(config.readers)
         ]
         self._next_reader = 0
+        self._listener: notify.Listener | None = None
+        self._listening: dict[str, list[asyncio.Event]] = {}
 
     @property
     def location(self) -> str:
@@ -280,6 +299,7 @@ class PgStore(db.Store):
             self._free.put_nowait(lane)
         if self._writers:
             await self._writers[0].run(apply_migrations)
+            await self._writers[0].run(_check_collation)
         for lane in self._readers:
             await lane.open(lambda: connect(url, reader=True))
 
@@ -312,6 +332,20 @@ class PgStore(db.Store):
         self._next_reader += 1
         return await lane.run(_read, query)
 
+    def listen(self, channel: str) -> asyncio.Event:
+        """An event set when any process (this one too) commits a notification on
+        `channel`; one LISTENing connection serves every channel of this store."""
+        event = asyncio.Event()
+        self._listening.setdefault(notify.check_channel(channel), []).append(event)
+        if self._listener is None:
+            self._listener = notify.Listener(self._url, self._woken)
+        self._listener.add(channel)
+        return event
+
+    def _woken(self, channel: str) -> None:
+        for event in self._listening.get(channel, ()):
+            event.set()
+
     async def measure_room(self) -> int:
         """The server's disk is not visible from here: a "full" fault ends at the next
         commit instead, so this reports room only while there is no such fault."""
@@ -319,6 +353,9 @@ class PgStore(db.Store):
         return 0 if full else writer.ROOM_BYTES
 
     async def close(self) -> None:
+        if self._listener is not None:
+            await self._listener.close()
+            self._listener = None
         for lane in [*self._writers, *self._readers]:
             with contextlib.suppress(errors.StoreError):
                 await lane.close()

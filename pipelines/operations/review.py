@@ -95,7 +95,7 @@ async def redraft(
 
     def unit(conn: backend.Conn) -> Item:
         approval.check_operator(pipeline, operator_id, conn, (item_id, attempt))
-        item = items.get_sync(conn, item_id)
+        item = items.lock_sync(conn, item_id)
         if item.attempt != attempt or item.state not in REDRAFTABLE:
             raise Refused(
                 f"item {item_id} is {item.state} at attempt {item.attempt}: only a rejected "

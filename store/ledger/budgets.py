@@ -156,16 +156,17 @@ def set_budget_sync(
     start_ms = clock.to_ms(period_start(kind, now))
     row = _row(conn, scope, kind, start_ms)
     if row is not None and limit_micros < row.spent_micros + row.held_micros:
-        raise errors.Conflict(
-            f"{row.label} already has {row.spent_micros} micros spent and {row.held_micros} "
-            f"held; the limit must be at least {row.spent_micros + row.held_micros} micros"
-        )
+        raise _below_use(row)
     before = _rows(conn, Q["get_limit"], {"scope": scope, "period": kind})
     old = before[0]["limit_micros"] if before else None
     params = {"scope": scope, "period": kind, "limit_micros": limit_micros}
     conn.execute(Q["upsert_limit"], {**params, "actor": actor, "now": clock.to_ms(now)})
     conn.execute(Q["ensure_row"], {**params, "period_start": start_ms})
-    conn.execute(Q["set_row_limit"], {**params, "period_start": start_ms})
+    if not _rows(conn, Q["set_row_limit"], {**params, "period_start": start_ms}):
+        # Another writer's hold committed since the look above; the unit rolls back.
+        current = _row(conn, scope, kind, start_ms)
+        assert current is not None  # ensure_row opened it
+        raise _below_use(current)
     events.append(
         conn,
         "budget",
@@ -179,6 +180,13 @@ def set_budget_sync(
     current = _row(conn, scope, kind, start_ms)
     assert current is not None  # ensure_row just opened it
     return current
+
+
+def _below_use(row: Budget) -> errors.Conflict:
+    return errors.Conflict(
+        f"{row.label} already has {row.spent_micros} micros spent and {row.held_micros} "
+        f"held; the limit must be at least {row.spent_micros + row.held_micros} micros"
+    )
 
 
 def configured_sync(conn: backend.Conn, scopes: list[str]) -> list[tuple[str, Period]]:

@@ -27,9 +27,12 @@ SELECT scope, period, :period_start, limit_micros FROM budget_limits
 SELECT * FROM budgets WHERE scope = :scope AND period = :period AND period_start = :period_start
 
 -- name: set_row_limit
--- Apply a new limit to the period instance already open.
+-- Apply a new limit to the period instance already open, only if what it spent and
+-- holds still fits (a hold committed since the caller looked may no longer).
 UPDATE budgets SET limit_micros = :limit_micros
  WHERE scope = :scope AND period = :period AND period_start = :period_start
+   AND spent_micros + held_micros <= :limit_micros
+RETURNING *
 
 -- name: add_hold
 -- Hold micros against a budget row, only if spent + held stays within the limit: the

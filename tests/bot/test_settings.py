@@ -109,3 +109,30 @@ def test_env_example_documents_every_setting() -> None:
     assert len(variables) > 20
     missing = [name for name in variables if f"{name}=" not in documented]
     assert missing == []
+
+
+@pytest.mark.parametrize(
+    "url", ["mysql://u:hunter2@h/db", "postgresql://u:hunter2@h/" + "d" * 2100]
+)
+def test_a_database_url_must_be_postgres_and_is_never_echoed(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, url: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("GATEHOUSE_DATABASE_URL", url)
+    with pytest.raises(
+        settings.SettingsInvalid, match=r"GATEHOUSE_DATABASE_URL: .*postgresql"
+    ) as bad:
+        settings.load()
+    assert "hunter2" not in str(bad.value)
+
+
+def test_a_database_url_reaches_the_store_config(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("GATEHOUSE_DATABASE_URL", "postgresql://u:hunter2@h/db")
+    loaded = settings.load()
+    assert "hunter2" not in repr(loaded)
+    config = settings.store_config(loaded)
+    assert config.database_url == "postgresql://u:hunter2@h/db"
+    assert "hunter2" not in repr(config)

@@ -226,3 +226,36 @@ def test_every_query_prepares_on_postgres(pg_run_database: pg_databases.Server) 
                     failed.append(f"{path.stem}.{name}: {str(exc).splitlines()[0]}")
         conn.rollback()
     assert failed == []
+
+
+async def test_a_server_that_does_not_answer_is_a_store_error(tmp_path: Path) -> None:
+    url = "postgresql://gatehouse:hunter2@127.0.0.1:1/gh"
+    with pytest.raises(errors.StoreError, match="database error: connection failed") as caught:
+        await db.Store.open(db.StoreConfig(data_dir=tmp_path, database_url=url))
+    assert "hunter2" not in str(caught.value)
+
+
+def test_a_database_sorting_text_by_language_is_named_at_start(
+    pg_run_database: pg_databases.Server, caplog: pytest.LogCaptureFixture
+) -> None:
+    name = f"{pg_databases.PREFIX}icu_{os.getpid()}"
+    with psycopg.connect(pg_run_database.admin_url, autocommit=True) as admin:
+        admin.execute(f"DROP DATABASE IF EXISTS {name}")
+        admin.execute(
+            f"CREATE DATABASE {name} TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en'"
+        )
+    try:
+        conn = pg.connect(pg_databases.url_for(pg_run_database.admin_url, name))
+        try:
+            with caplog.at_level("WARNING", logger="store.pg"):
+                assert pg._check_collation(conn) is False
+            assert "does not sort text by code point" in caplog.text
+        finally:
+            conn.close()
+        conn = pg.connect(pg_run_database.run_url)
+        try:
+            assert pg._check_collation(conn) is True
+        finally:
+            conn.close()
+    finally:
+        pg_run_database.drop(name)

@@ -41,31 +41,35 @@ async def store(store_config: db.StoreConfig) -> AsyncIterator[db.Store]:
 
 
 class Meeting:
-    """Units that wait for each other after running the query named `after`."""
+    """Units that wait for each other, each after running the query named `after` (or
+    the one `holding` names for it)."""
 
-    def __init__(self, units: int, after: str) -> None:
+    def __init__(self, units: int, after: str = "") -> None:
         self._barrier = threading.Barrier(units)
         self._after = after
 
-    def holding(self, unit: Callable[[backend.Conn], T]) -> Callable[[backend.Conn], T]:
-        return lambda conn: unit(_Pausing(conn, self))
+    def holding(
+        self, unit: Callable[[backend.Conn], T], after: str = ""
+    ) -> Callable[[backend.Conn], T]:
+        return lambda conn: unit(_Pausing(conn, self, after or self._after))
 
-    def reached(self, query: str) -> None:
-        if getattr(query, "name", None) == self._after:
-            with contextlib.suppress(threading.BrokenBarrierError):
-                self._barrier.wait(MEETING_S)
+    def reached(self) -> None:
+        with contextlib.suppress(threading.BrokenBarrierError):
+            self._barrier.wait(MEETING_S)
 
 
 class _Pausing:
-    """The unit's connection, stopping at the meeting after the named query."""
+    """The unit's connection, stopping at the meeting after the named query (once)."""
 
-    def __init__(self, conn: backend.Conn, meeting: Meeting) -> None:
+    def __init__(self, conn: backend.Conn, meeting: Meeting, after: str) -> None:
         self._conn = conn
         self._meeting = meeting
+        self._after = after
 
     def execute(self, query: str, parameters: Any = ()) -> backend.Cursor:
         cursor = self._conn.execute(query, parameters)
-        self._meeting.reached(query)
+        if getattr(query, "name", None) == self._after:
+            self._meeting.reached()
         return cursor
 
     def __getattr__(self, name: str) -> Any:
@@ -126,6 +130,36 @@ async def test_concurrent_holds_never_pass_the_limit(store: db.Store, now: datet
     assert (len(granted), len(refused)) == (3, WRITERS - 3), results
     [row] = await store.read(lambda conn: budgets.current_sync(conn, now))
     assert (row.held_micros, row.spent_micros) == (900, 0)
+
+
+async def test_a_limit_lowered_while_a_hold_commits_never_falls_below_use(
+    store: db.Store, now: datetime
+) -> None:
+    """The operator lowers the limit to what is held now while a caller holds more: the
+    new limit must be checked against the row as the hold left it, not as first read."""
+    await ledger.set_budget(store, "global", "day", 1_000, "cli", now)
+    for n in range(3):
+        await store.write(_beginning(n, 300, now))
+    meeting = Meeting(2)
+
+    def lowering(conn: backend.Conn) -> budgets.Budget:
+        return budgets.set_budget_sync(conn, "global", "day", 920, "cli", now)
+
+    results = await asyncio.gather(
+        store.write(meeting.holding(lowering, after="get_row")),
+        store.write(meeting.holding(_beginning(9, 100, now), after="add_hold")),
+        return_exceptions=True,
+    )
+    refused = [r for r in results if isinstance(r, errors.Conflict | errors.BudgetExceeded)]
+    assert len(refused) == 1, results
+    [row] = await store.read(lambda conn: budgets.current_sync(conn, now))
+    assert row.spent_micros + row.held_micros <= row.limit_micros, row
+
+
+def _beginning(n: int, micros: int, now: datetime) -> Callable[[backend.Conn], claims.Work]:
+    return lambda conn: claims.begin_sync(
+        conn, f"k{n}", "drafts.create", {"n": n}, micros, "news", None, now, timedelta(1)
+    )
 
 
 async def test_one_key_begun_at_once_makes_one_claim(store: db.Store, now: datetime) -> None:

@@ -18,14 +18,14 @@ SELECT o.*, d.text AS draft_text FROM outbox o
 
 -- name: waiting
 -- Pending rows of these kinds not due yet whose last error starts with :prefix, oldest
--- first (a card with its draft's text).
+-- first (a card with its draft's text); ILIKE, as SQLite's LIKE ignores case.
 SELECT o.*, d.text AS draft_text FROM outbox o
   LEFT JOIN drafts d
     ON o.kind = 'card' AND d.item_id = o.item_id
    AND d.version = CAST(CAST(o.payload AS json) ->> 'version' AS bigint)
  WHERE o.state = 'pending' AND o.next_attempt_at > :now
    AND o.kind IN (SELECT value FROM json_array_elements_text(CAST(:kinds AS json)))
-   AND o.last_error LIKE CAST(:prefix AS text) || '%'
+   AND o.last_error ILIKE CAST(:prefix AS text) || '%'
  ORDER BY o.id LIMIT :limit
 
 -- name: next_due

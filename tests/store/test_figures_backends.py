@@ -1,0 +1,50 @@
+"""The metrics' figures read the same on both backends (their plans are checked on
+SQLite by test_figures; here their answers, PostgreSQL's overrides included)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from pipelines import operations as views
+from store import db, figures, items, runs
+from store.machine import State
+from tests.store.test_query_plans import awaiting_item
+
+
+async def test_the_snapshot_and_the_week(store: db.Store, now: datetime) -> None:
+    first = await awaiting_item(store, now, "g1")
+    await awaiting_item(store, now, "g2")
+    run = await runs.start_run(store, "news", "schedule", now)
+    await runs.finish_run(store, run, "ok", runs.Counts(fetched=5, new=2, drafted=2), None, now)
+    await views.set_budget(store, "global", "day", "2.50", "cli", now)
+    snap = await figures.snapshot(store, ["news"], now + timedelta(minutes=5))
+    assert snap.items[("news", "awaiting_approval")] == 2
+    assert snap.runs[("news", "ok")] == figures.RunTotals(1, 5, 2, 2, 0)
+    assert snap.outbox["card"] == (2, 300.0)
+    assert [(b.scope, b.period, b.limit_micros) for b in snap.budgets] == [
+        ("global", "day", 2_500_000)
+    ]
+    await items.transition(
+        store, first.id, State.APPROVED, "operator:7", now + timedelta(minutes=12)
+    )
+    week = await figures.week(store, now - timedelta(days=7))
+    day = int(now.timestamp() * 1000) // 86_400_000
+    assert week.runs == {(day, "ok"): 1}
+    assert week.waits == [(day, 720.0)]
+    days = await figures.spend_by_day(store, now - timedelta(days=30))
+    assert [(d.scope, d.day.date(), d.limit_micros) for d in days] == [
+        ("global", now.date(), 2_500_000)
+    ]
+
+
+async def test_sla_warnings_truncate_the_warning_share_as_sqlite_does(
+    store: db.Store, now: datetime
+) -> None:
+    made = await items.create(store, "news", "s", "g9", {"title": "T"}, now)
+    assert made is not None
+    await items.transition(store, made.id, State.DRAFTING, "system", now)
+    window = timedelta(milliseconds=1002)  # 0.8 of it is 801.6 ms: truncated to 801
+    await items.transition(store, made.id, State.AWAITING_APPROVAL, "system", now, deadline=window)
+    at = await figures.snapshot(store, ["news"], now + timedelta(milliseconds=801))
+    before = await figures.snapshot(store, ["news"], now + timedelta(milliseconds=800))
+    assert (before.sla_warned, at.sla_warned) == ({}, {"awaiting_approval": 1})

@@ -1,0 +1,80 @@
+"""Wake-ups across processes sharing one store (PostgreSQL's LISTEN/NOTIFY)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from store import backend, db, notify
+from tests import pg_databases
+
+#: Plenty for a notification over loopback, even on a busy machine.
+WAIT_S = 5.0
+
+
+@pytest.fixture
+async def two_processes(
+    pg_run_database: pg_databases.Server, tmp_path: Path
+) -> AsyncIterator[tuple[db.Store, db.Store]]:
+    """Two stores on one database, as two gatehouse processes would have."""
+    pg_run_database.empty_tables()
+    config = db.StoreConfig(data_dir=tmp_path, database_url=pg_run_database.run_url, writers=1)
+    first, second = await db.Store.open(config), await db.Store.open(config)
+    try:
+        yield first, second
+    finally:
+        await first.close()
+        await second.close()
+
+
+def _sending(channel: str, fail: bool = False) -> Callable[[backend.Conn], None]:
+    def unit(conn: backend.Conn) -> None:
+        notify.send_sync(conn, channel)
+        if fail:
+            raise RuntimeError("rolled back")
+
+    return unit
+
+
+async def test_a_commit_wakes_the_other_process_and_a_rollback_does_not(
+    two_processes: tuple[db.Store, db.Store],
+) -> None:
+    sender, listener = two_processes
+    woken, other = listener.listen("outbox"), listener.listen("runs")
+    await asyncio.sleep(2 * notify.POLL_S)  # the listener's LISTEN is in place
+    with pytest.raises(RuntimeError):
+        await sender.write(_sending("outbox", fail=True))
+    await asyncio.sleep(4 * notify.POLL_S)
+    assert not woken.is_set()
+    await sender.write(_sending("outbox"))
+    await asyncio.wait_for(woken.wait(), WAIT_S)
+    assert not other.is_set()
+
+
+async def test_a_dropped_listening_connection_comes_back_and_wakes_everyone(
+    two_processes: tuple[db.Store, db.Store], pg_run_database: pg_databases.Server
+) -> None:
+    sender, listener = two_processes
+    woken = listener.listen("outbox")
+    await asyncio.sleep(2 * notify.POLL_S)
+    with psycopg.connect(pg_run_database.run_url, autocommit=True) as admin:
+        admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND query LIKE 'LISTEN%'"
+        )
+    # Whatever was sent while it was away is lost: it wakes every channel once back.
+    await asyncio.wait_for(woken.wait(), WAIT_S + notify.RECONNECT_S)
+    woken.clear()
+    await asyncio.sleep(2 * notify.POLL_S)
+    await sender.write(_sending("outbox"))
+    await asyncio.wait_for(woken.wait(), WAIT_S)
+
+
+async def test_sending_is_harmless_where_one_process_holds_the_store(store: db.Store) -> None:
+    await store.write(_sending("outbox"))
+    with pytest.raises(ValueError, match="invalid channel"):
+        store.listen("Outbox; DROP TABLE items")
