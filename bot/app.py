@@ -156,8 +156,9 @@ def _targets(cfg: settings_mod.Settings, runtime: runtime_mod.Runtime) -> sender
     def targets(row: outbox.Row) -> list[int]:
         if row.target == outbox.ALERTS:
             return alert_chats(cfg)
-        if row.payload.get("chats"):  # an escalation's card: the people brought in
-            return [int(chat) for chat in row.payload["chats"]]
+        chats = payloads.Card.of(row).chats if row.kind == "card" else ()
+        if chats:  # an escalation's card: the people brought in
+            return list(chats)
         if row.target.startswith(card_trail.CHAT_TARGET):  # a fresh card for one chat
             return [int(row.target.removeprefix(card_trail.CHAT_TARGET))]
         pipeline = runtime.pipelines.get(str(row.payload.get("pipeline")))

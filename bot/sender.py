@@ -424,9 +424,10 @@ async def _cards_for(store: Store, item_id: int, edit: dict[str, Any]) -> list[o
 
 async def _replies_to(store: Store, row: outbox.Row) -> dict[str, int]:
     """chat -> the message of the card an alert answers (a reminder is a reply to it)."""
-    if row.item_id is None or row.payload.get("reply_to_version") is None:
+    alert = payloads.Alert.of(row)
+    if row.item_id is None or alert.reply_to_version is None:
         return {}
-    edit = {"attempt": row.payload.get("attempt"), "version": row.payload["reply_to_version"]}
+    edit = {"attempt": alert.attempt, "version": alert.reply_to_version}
     found: dict[str, int] = {}
     for card in await _cards_for(store, row.item_id, edit):
         for chat, ids in message_ids(card).items():
