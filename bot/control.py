@@ -33,12 +33,15 @@ from bot import logs
 from pipelines import operations
 from pipelines.operations import review
 from pipelines.text import validation
-from store import errors, events, tokens
+from store import errors, events, ledger, tokens
+from store.ledger import prices
 
 log = logging.getLogger(__name__)
 
 SOCKET_NAME = "control.sock"
 ACTOR = "cli"
+#: The ledger endpoint of spend a dry run recorded after the fact.
+DRY_RUN_ENDPOINT = "llm.dry-run"
 #: The argument the server sets to the peer's actor ("cli:<unix user>"); a client's own
 #: value is replaced, so a request cannot name someone else.
 BY = "by"
@@ -144,6 +147,31 @@ async def _ping(rt: Any, args: dict[str, Any]) -> Any:
     return {"pid": os.getpid(), "storage": rt.store.faults.current, "workers": states}
 
 
+async def _pipelines(rt: Any, args: dict[str, Any]) -> Any:
+    """The pipelines this bot has loaded: what CLI reads list and CLI writes accept."""
+    return {"names": sorted(rt.pipelines)}
+
+
+async def _reconcile(rt: Any, args: dict[str, Any]) -> Any:
+    """File dispatch folders against the store, with the bot's own pipelines and paths."""
+    return await operations.reconcile(
+        rt.store, rt.pipelines, backfill=bool(args.get("backfill")), prune=bool(args.get("prune"))
+    )
+
+
+async def _record_spend(rt: Any, args: dict[str, Any]) -> Any:
+    """A dry run's LLM spend, counted against this bot's budgets (`gatehouse dry-run --llm`)."""
+    usage = prices.Usage(
+        operations.whole_number(args.get("input_tokens"), "input_tokens", low=0),
+        operations.whole_number(args.get("output_tokens"), "output_tokens", low=0),
+    )
+    micros = operations.whole_number(args.get("micros"), "micros", low=0)
+    return await ledger.charge(
+        rt.store, str(args["key"]), DRY_RUN_ENDPOINT, str(args["pipeline"]), usage, micros,
+        str(args["evidence"]), rt.now(),
+    )  # fmt: skip
+
+
 async def _token_create(rt: Any, args: dict[str, Any]) -> Any:
     """Only the token's hash comes here: the CLI made the token and keeps it."""
     return await tokens.create(rt.store, str(args["name"]), str(args["hash"]), rt.now())
@@ -155,6 +183,9 @@ async def _token_revoke(rt: Any, args: dict[str, Any]) -> Any:
 
 OPS: dict[str, Handler] = {
     "ping": _ping,
+    "pipelines": _pipelines,
+    "reconcile": _reconcile,
+    "record-spend": _record_spend,
     "set-budget": _set_budget,
     "replay": _replay,
     "run": _schedule("run"),

@@ -8,6 +8,7 @@ report, so a card never says "sent" about a dispatch that did not commit:
     card_trail.failed_sync(conn, item, reason, now)                # ⚠️ not sent: ... [Retry]
     item = await card_trail.retry(store, pipeline, item_id, attempt, version, operator_id, now)
     await card_trail.show_again(store, item_id, chat_id, now)      # a fresh card to one chat
+    await card_trail.resend_open(store, now)                       # every open card, anew
 
 Status lines name people as `operator:<id>`; the bot shows their names when it sends.
 """
@@ -26,6 +27,8 @@ from store.machine import State
 CHAT_TARGET = "chat:"
 #: What a card's edit payload asks for under the card (the bot builds the buttons).
 RETRY_BUTTONS = "retry"
+#: Open cards sent again at most, oldest first (a resend is for a chat that lost them).
+RESEND_LIMIT = 100
 
 
 def _previous_status(conn: backend.Conn, item: Item) -> str:
@@ -115,5 +118,31 @@ async def show_again(store: Store, item_id: int, chat_id: int, now: datetime) ->
         return outbox.enqueue_sync(
             conn, "card", f"{CHAT_TARGET}{chat_id}", payload, now, item_id=item_id, dedupe_key=key
         )
+
+    return await store.write(unit)
+
+
+async def resend_open(store: Store, now: datetime) -> list[int]:
+    """Queue each awaiting item's newest card again, as a new message, for a chat that
+    lost the old one; its decision then edits the new copy. Returns the items resent."""
+
+    def unit(conn: backend.Conn) -> list[int]:
+        resent = []
+        for item in items.in_state_sync(conn, State.AWAITING_APPROVAL, limit=RESEND_LIMIT):
+            cards = outbox.for_item_sync(conn, item.id, "card")
+            if not cards:
+                continue
+            newest = cards[0]
+            if newest.state != "sent":
+                continue  # still on its way (or given up on, with an alert): not lost
+            # The card row does not repeat its draft: readers join the draft's text.
+            payload = {k: v for k, v in newest.payload.items() if k != "text"}
+            key = f"card:{item.id}:{item.attempt}:{payload.get('version')}:again:{newest.id}"
+            queued = outbox.enqueue_sync(
+                conn, "card", outbox.OPERATORS, payload, now, item_id=item.id, dedupe_key=key
+            )
+            if queued is not None:
+                resent.append(item.id)
+        return resent
 
     return await store.write(unit)

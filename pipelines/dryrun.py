@@ -1,20 +1,28 @@
 """Try a pipeline before it goes live: the real engine, run against a throwaway store.
 
-    report = await dryrun.run(pipeline, client, now)
+    report = await dryrun.run(pipeline, client, now)                 # template drafts
+    report = await dryrun.run(pipeline, client, now, llm=dryrun.Llm(settings, prices, left))
     for item_id, payload in report.cards[:5]:
         print(render.card(item_id, payload))
 
 The engine fetches, dedups, records and drafts exactly as a scheduled run would, but
 into a temporary store that is deleted afterwards: the pipeline's own store marks
 nothing seen and records no run, and no card, mail or webhook leaves the machine (no
-bot and no dispatcher run). Drafts come from the template drafter; an LLM pipeline is
-drafted with its template fallback, so a dry run never spends money. The duplicate
-gate sees no earlier approvals, so no card is marked as a possible duplicate.
+bot and no dispatcher run). The duplicate gate sees no earlier approvals, so no card is
+marked as a possible duplicate.
+
+Without `llm`, drafts come from the template drafter and an LLM pipeline is drafted with
+its template fallback, so nothing is spent. With `llm`, an LLM pipeline calls its provider
+through the budget ledger like any other run (holds, settlement, uncertain holds): the
+throwaway ledger's limits are what the real budgets have left (`Llm.left`), so a dry run
+never spends past them, and the report says what the calls cost (the caller then counts
+it against the real budgets: `store.ledger.charge`).
 """
 
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -24,10 +32,26 @@ import httpx
 
 from pipelines import config
 from pipelines.drafting import base as drafters
+from pipelines.drafting import llm as llm_drafter
 from pipelines.engine import Engine
-from store import db, outbox
+from pipelines.providers import client as providers
+from store import db, drafts, items, ledger, outbox
+from store.db import Store
+from store.ledger import prices as ledger_prices
+from store.machine import State
 
-LLM_NOTE = "dry run: drafted with the template; the LLM is not called"
+NO_USAGE = ledger_prices.Usage(0, 0)
+LLM_NOTE = "dry run: drafted with the template; the LLM is not called (add --llm to call it)"
+
+
+@dataclass(frozen=True)
+class Llm:
+    """What a dry run drafts LLM pipelines with."""
+
+    settings: providers.ProviderSettings | None
+    prices: ledger_prices.PriceTable
+    #: (scope, period, micros) the real budgets have left: the throwaway ledger's limits.
+    left: Sequence[tuple[str, str, int]]
 
 
 @dataclass(frozen=True)
@@ -37,20 +61,50 @@ class Report:
     errors: list[str]
     #: (item id in the throwaway store, the card's payload), in the order drafted.
     cards: list[tuple[int, dict[str, Any]]]
+    #: (item id, reason) of items whose draft failed: a budget refusal, a provider error.
+    failed: list[tuple[int, str]]
+    #: What LLM drafting cost (settled) and held as uncertain (a provider that reported
+    #: no usage): None when the LLM was not called.
+    spend: ledger.Report | None = None
+    #: Tokens and provider request ids of the LLM drafts on the cards.
+    usage: ledger_prices.Usage = NO_USAGE
+    request_ids: tuple[str, ...] = ()
+
+    @property
+    def llm_drafts(self) -> int:
+        return sum(1 for _, payload in self.cards if payload.get("drafter") == "llm")
+
+    @property
+    def spent_micros(self) -> int:
+        return sum(p.spent_micros for p in self.spend.pipelines) if self.spend else 0
+
+    @property
+    def uncertain_micros(self) -> int:
+        return sum(h.reserved_micros for h in self.spend.uncertain) if self.spend else 0
 
 
-def _drafter(pipeline: config.Pipeline) -> drafters.Drafter:
+def _template(pipeline: config.Pipeline) -> drafters.Drafter:
     note = LLM_NOTE if pipeline.draft.drafter == "llm" else None
     return drafters.TemplateDrafter(pipeline, note=note)
 
 
-async def run(pipeline: config.Pipeline, client: httpx.AsyncClient, now: datetime) -> Report:
+async def run(
+    pipeline: config.Pipeline, client: httpx.AsyncClient, now: datetime, llm: Llm | None = None
+) -> Report:
     with tempfile.TemporaryDirectory(prefix="gatehouse-dry-run-") as scratch:
         # NORMAL: nothing here must survive a power cut, so skip the fsyncs.
         cfg = db.StoreConfig(data_dir=Path(scratch) / "data", synchronous="NORMAL")
         store = await db.Store.open(cfg)
+        choose = None if llm is None else llm_drafter.Drafters(llm.settings, llm.prices)
         try:
-            engine = Engine(store, {pipeline.name: pipeline}, client=client, drafter_for=_drafter)
+            if llm is not None:
+                await _limits(store, llm.left, now)
+            engine = Engine(
+                store,
+                {pipeline.name: pipeline},
+                client=client,
+                drafter_for=_template if choose is None else lambda p: choose(store, p),
+            )
             tick = await engine.tick(pipeline.name, "manual", now)
             cards = [
                 (row.item_id, row.payload)
@@ -58,6 +112,40 @@ async def run(pipeline: config.Pipeline, client: httpx.AsyncClient, now: datetim
                 for row in await outbox.for_item(store, item_id, "card")
                 if row.item_id is not None
             ]
+            dropped = await items.in_state(store, State.FAILED, pipeline.name)
+            failed = [(item.id, item.reason or "no reason recorded") for item in dropped]
+            spend = None if llm is None else await ledger.report(store, now)
+            usage, request_ids = await _drafted(store, cards)
         finally:
+            if choose is not None:
+                await choose.aclose()
             await store.close()
-    return Report(pipeline.name, tick.counts.fetched, tick.errors, cards)
+    return Report(
+        pipeline.name, tick.counts.fetched, tick.errors, cards, failed, spend, usage, request_ids
+    )
+
+
+async def _drafted(
+    store: Store, cards: list[tuple[int, dict[str, Any]]]
+) -> tuple[ledger_prices.Usage, tuple[str, ...]]:
+    """The tokens and request ids behind the cards' LLM drafts (from their claims)."""
+    tokens_in = tokens_out = 0
+    request_ids = []
+    for item_id, payload in cards:
+        if payload.get("drafter") != "llm":
+            continue
+        draft = await drafts.get(store, item_id, int(payload["version"]))
+        claim_id = draft.provenance.get("claim")
+        if claim_id is None:
+            continue
+        claim = await ledger.get(store, int(claim_id))
+        if claim.usage is not None:
+            tokens_in, tokens_out = tokens_in + claim.usage[0], tokens_out + claim.usage[1]
+        if draft.provenance.get("request_id"):
+            request_ids.append(str(draft.provenance["request_id"]))
+    return ledger_prices.Usage(tokens_in, tokens_out), tuple(request_ids)
+
+
+async def _limits(store: Store, left: Sequence[tuple[str, str, int]], now: datetime) -> None:
+    for scope, period, micros in left:
+        await ledger.set_budget(store, scope, period, max(micros, 0), "system", now)

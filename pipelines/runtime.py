@@ -60,6 +60,8 @@ class RuntimeConfig:
     workers: tuple[Worker, ...] = field(default=())
     #: New items one tick drafts at most (GATEHOUSE_ENGINE__MAX_ITEMS_PER_TICK).
     max_items_per_tick: int = engine.MAX_ITEMS_PER_TICK
+    #: Seconds between passes of the SLA sweep, claim recovery and retention.
+    sweep_every_s: float = SWEEP_EVERY_S
 
 
 class Runtime:
@@ -134,17 +136,18 @@ class Runtime:
         return task
 
     async def _sweep_forever(self, name: str, job: Sweep) -> None:
-        """Run a sweep every SWEEP_EVERY_S; a failed pass is reported and tried next time."""
+        """Run a sweep every `sweep_every_s`; a failed pass is reported and tried next time."""
+        every = self.config.sweep_every_s
         while not self.stopping.is_set():
             try:
                 await job(self.store, self.now())
             except errors.Closed:
                 return
             except Exception as exc:
-                log.exception("%s failed; trying again in %g s", name, SWEEP_EVERY_S)
+                log.exception("%s failed; trying again in %g s", name, every)
                 await self.workers.report(name, exc)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.stopping.wait(), SWEEP_EVERY_S)
+                await asyncio.wait_for(self.stopping.wait(), every)
 
     async def stop(self) -> None:
         """Stop the workers (they finish what they hold), then close the client and store."""

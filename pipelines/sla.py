@@ -60,10 +60,11 @@ def _sweep_items(conn: backend.Conn, item_ids: list[int], now: datetime) -> Swee
 
 def _warn(conn: backend.Conn, item: Item, now: datetime) -> bool:
     assert item.deadline is not None
-    left = int((item.deadline - now).total_seconds() // 60)
+    seconds = int((item.deadline - now).total_seconds())
+    left = f"{seconds // 60} min" if seconds >= 60 else f"{seconds} s"
     text = (
         f"⏳ item {item.id} ({item.pipeline}) has been in {item.state} since {_since(item)}; "
-        f"its deadline passes in {left} min"
+        f"its deadline passes in {left}"
     )
     key = f"sla-warning:{_entry_key(item)}"
     return outbox.alert_sync(conn, text, now, key=key, item_id=item.id, level="warning") is not None

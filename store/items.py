@@ -259,7 +259,11 @@ def replay_sync(
     """Bring a dropped item (or, with force, a dispatched one) back to new, attempt + 1."""
     item = lock_sync(conn, item_id)
     if item.state not in machine.DROPPED and not (force and item.state == State.DISPATCHED):
-        hint = " (add force to send it again)" if item.state == State.DISPATCHED else ""
+        hint = (
+            f" (to send it again: gatehouse replay {item_id} --force)"
+            if item.state == State.DISPATCHED
+            else ""
+        )
         raise errors.IllegalTransition(
             f"item {item_id} is {item.state}, not dropped; only rejected, expired, failed "
             f"or breach items can be replayed{hint}"

@@ -36,7 +36,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--export", type=Path, help="verify: an export file to check offline")
     parser.add_argument("--public-key", help="verify --export: ed25519:<base64>, or a file with it")
     parser.add_argument("--since", type=since_arg, help="export: events from this UTC date on")
-    parser.add_argument("--format", choices=audit_export.FORMATS, default="jsonl")
+    parser.add_argument(
+        "--format",
+        choices=audit_export.FORMATS,
+        default="jsonl",
+        help="export: the file's format (default: %(default)s)",
+    )
     parser.add_argument("--out", type=Path, help="export: write here (default: standard output)")
 
 

@@ -42,7 +42,9 @@ def add_arguments(parser: argparse.ArgumentParser, action: str, item_type: Any) 
         "--version", type=item_type, help="the draft version you read (default: current)"
     )
     if action == "reject":
-        parser.add_argument("--reason", default="", help="why, as the card and /replay show it")
+        parser.add_argument(
+            "--reason", default="", help="why, as the card and /replay show it (default: none)"
+        )
     elif action == "edit":
         parser.add_argument("--text", required=True, help="the new text, or - to read stdin")
     elif action == "redraft":

@@ -3,7 +3,7 @@
     gatehouse run                              start the operator bot and the engine
     gatehouse demo [--port N] [--data-dir D]   offline demo in a browser: no token, no API key
     gatehouse check [--online]                 settings, pipeline files, secrets (exit 1 on errors)
-    gatehouse dry-run <pipeline> [--limit 5]   fetch and draft now; print the cards, keep nothing
+    gatehouse dry-run <pipeline> [--limit 5] [--llm]   fetch and draft now; print the cards
     gatehouse health                           exit 0 while the bot and all its workers run
     gatehouse status [pipeline] [--verbose]    every pipeline, or one pipeline's recent runs
     gatehouse runs [pipeline] [--limit 10]     recent runs, with the last green / first red run
@@ -48,16 +48,18 @@ from bot import control
 from bot import settings as settings_mod
 from bot.cli import audit as cli_audit
 from bot.cli import decisions as cli_decisions
+from bot.cli import dry_run as cli_dry_run
 from bot.cli import output as cli_output
 from bot.cli import reads as cli_reads
 from bot.cli import tokens as cli_tokens
 from bot.cli import writes as cli_writes
+from bot.demo import content as demo_content
 from pipelines import config, operations
 from store import datadir, errors
 from store.ledger import budgets
 
 if TYPE_CHECKING:
-    from pipelines import dryrun, preflight
+    from pipelines import preflight
 
 T = TypeVar("T")
 #: Errors that mean "fix the setup" or "cannot be done as asked": exit code 2.
@@ -128,29 +130,7 @@ async def _online(
 
 
 def cmd_dry_run(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
-    """Fetch and draft one pipeline into a throwaway store; print the cards it would send."""
-    found = cli_reads.pipelines(cfg)
-    name = operations.check_pipeline(args.pipeline, found)
-    report = asyncio.run(_dry_run(found[name], now))
-    shown = report.cards[: args.limit]
-    value = {
-        "pipeline": name,
-        "fetched": report.fetched,
-        "errors": report.errors,
-        "cards": [payload for _, payload in shown],
-        "not_shown": len(report.cards) - len(shown),
-    }
-    cli_output.emit(args, value, lambda: cli_output.dry_run(report, shown))
-    return 1 if report.errors else 0
-
-
-async def _dry_run(pipeline: config.Pipeline, now: datetime) -> dryrun.Report:
-    import httpx  # the engine's client, for this command alone
-
-    from pipelines import dryrun
-
-    async with httpx.AsyncClient(timeout=httpx.Timeout(30.0, connect=10.0)) as client:
-        return await dryrun.run(pipeline, client, now)
+    return cli_dry_run.run(cfg, args, now, cli_reads.pipelines(cfg), cli_reads.read)
 
 
 # -- arguments ------------------------------------------------------------------------------
@@ -170,6 +150,7 @@ def positive(text: str) -> int:
 
 
 Command = Callable[[settings_mod.Settings, argparse.Namespace, datetime], int]
+PIPELINE_HELP = "the pipeline's name, as `gatehouse status` lists it"
 
 
 def _config_options(parser: argparse.ArgumentParser, default: object) -> None:
@@ -177,13 +158,16 @@ def _config_options(parser: argparse.ArgumentParser, default: object) -> None:
         "--env-file",
         type=Path,
         default=default,
+        metavar="FILE",
         help="read settings from this file (default: .env in the working directory, if any)",
     )
     parser.add_argument(
         "--data-dir",
         type=Path,
         default=default,
-        help="the data directory (default: GATEHOUSE_DATA_DIR, else ./data)",
+        metavar="DIR",
+        help="the data directory, relative to the working directory "
+        "(default: GATEHOUSE_DATA_DIR from the environment or the settings file, else data)",
     )
 
 
@@ -194,7 +178,12 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
         epilog="Exit codes: 0 ok, 1 a check failed, 2 bad usage, settings or data directory.",
     )
     _config_options(parser, default=None)
-    sub = parser.add_subparsers(dest="command", required=True, metavar="command")
+    sub = parser.add_subparsers(
+        dest="command",
+        required=True,
+        metavar="command",
+        help="what to do; `gatehouse COMMAND --help` says more",
+    )
     table: dict[str, Command] = {}
 
     def add(name: str, fn: Command | None, text: str) -> argparse.ArgumentParser:
@@ -203,14 +192,28 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
             # Given after the command, they override the ones given before it.
             _config_options(command, default=argparse.SUPPRESS)
         if fn is not None:
-            command.add_argument("--json", action="store_true", help="print JSON for scripts")
+            command.add_argument(
+                "--json", action="store_true", help="print JSON for scripts instead of text"
+            )
             table[name] = fn
         return command
 
     add("run", None, "start the operator bot and the engine (same as python -m bot)")
     demo = add("demo", None, "the offline demo in a web chat: no Telegram token, no API key")
-    demo.add_argument("--port", type=int, default=0, help="the page's port (default: any free)")
-    demo.add_argument("--data-dir", type=Path, help="keep its data here (default: a temp dir)")
+    demo.add_argument(
+        "--port",
+        type=int,
+        default=demo_content.DEFAULT_PORT,
+        metavar="N",
+        help="the page's port on 127.0.0.1; 0 picks a free one (default: %(default)s)",
+    )
+    demo.add_argument(
+        "--data-dir",
+        type=Path,
+        metavar="DIR",
+        help="keep its data here, and resume from it next time "
+        "(default: a temporary directory, removed when the demo stops)",
+    )
     demo.add_argument("--verbose", action="store_true", help="log what the bot and engine do")
     check = add("check", cmd_check, "check settings and pipeline files; exit 1 on any error")
     check.add_argument(
@@ -218,10 +221,9 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
         action="store_true",
         help="also ask Telegram, the LLM, mail servers and webhook hosts (sends nothing)",
     )
-    dry = add("dry-run", cmd_dry_run, "fetch and draft now, print the cards; nothing kept or sent")
-    dry.add_argument("pipeline", help="its name")
-    dry.add_argument(
-        "--limit", type=positive, default=5, help="cards printed at most (default: %(default)s)"
+    cli_dry_run.add_arguments(
+        add("dry-run", cmd_dry_run, "fetch and draft now, print the cards; nothing kept or sent"),
+        positive,
     )
     add(
         "health", cli_reads.cmd_health, "exit 0 while the bot runs, answers and all its workers run"
@@ -237,6 +239,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
         "--limit",
         type=positive,
         default=operations.RUNS_SHOWN,
+        metavar="N",
         help="runs shown (default: %(default)s)",
     )
     add("pending", cli_reads.cmd_pending, "items awaiting approval, oldest first")
@@ -263,7 +266,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
         ("pause", "stop a pipeline's schedule"),
         ("resume", "restart a pipeline's schedule"),
     ):
-        add(name, cli_writes.cmd_schedule, text).add_argument("pipeline", help="its name")
+        add(name, cli_writes.cmd_schedule, text).add_argument("pipeline", help=PIPELINE_HELP)
     settle = add(
         "reconcile-claim", cli_writes.cmd_reconcile_claim, "settle an uncertain AI spend claim"
     )
@@ -281,7 +284,11 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
     )
     sweep = add("sweep", cli_writes.cmd_sweep, "forget seen ids older than --days")
     sweep.add_argument(
-        "--days", type=positive, default=90, help="age in days (default: %(default)s)"
+        "--days",
+        type=positive,
+        default=90,
+        metavar="N",
+        help="forget seen ids older than this many days (default: %(default)s)",
     )
     cli_tokens.add_parser(add)
     add("backup", cli_reads.cmd_backup, "online backup to a new file, verified").add_argument(

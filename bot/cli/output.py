@@ -224,14 +224,31 @@ def progress(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-def dry_run(report: dryrun.Report, shown: Sequence[tuple[int, dict[str, Any]]]) -> str:
+def dry_run(
+    report: dryrun.Report,
+    shown: Sequence[tuple[int, dict[str, Any]]],
+    counted: dict[str, Any] | None = None,
+) -> str:
     """The cards as plain text, as a phone would show them, with what was not shown."""
     lines = [f"dry run of {report.pipeline}: fetched {report.fetched}, {len(report.cards)} new"]
     lines += [f"error: {error}" for error in report.errors]
+    lines += [f"failed: item {item}: {reason}" for item, reason in report.failed]
     for item_id, payload in shown:
         lines += ["", "─" * 40, _plain(render.card(item_id, payload))]
     if len(report.cards) > len(shown):
         lines += ["", f"… and {len(report.cards) - len(shown)} more (--limit)"]
+    if report.spend is not None:
+        lines += ["", f"LLM: {report.llm_drafts} draft(s) through the budget ledger, cost "
+                      f"{budgets.usd(report.spent_micros)}"]  # fmt: skip
+        if counted is not None and counted["claim"] is not None:
+            lines.append(f"     counted against the store's budgets as claim {counted['claim']}")
+        elif counted is not None:
+            lines.append(f"     NOT counted against the store's budgets: {counted['problem']}")
+        if report.uncertain_micros:
+            lines.append(
+                f"     and {budgets.usd(report.uncertain_micros)} held as uncertain: "
+                "the provider reported no usage (see its bill)"
+            )
     lines += ["", "nothing was marked seen, stored or sent"]
     return "\n".join(lines)
 

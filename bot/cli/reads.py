@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import dataclasses
 from collections.abc import Awaitable, Callable
 from datetime import datetime
@@ -28,7 +29,21 @@ PING_TIMEOUT_S = 3.0
 
 
 def pipelines(cfg: settings_mod.Settings) -> dict[str, config.Pipeline]:
+    """The pipeline files as they are on disk (what `check` and `dry-run` try)."""
     return config.load_dir(cfg.pipelines_dir, settings_mod.pipeline_context(cfg)).pipelines
+
+
+def pipeline_names(cfg: settings_mod.Settings) -> list[str]:
+    """The pipelines the running bot has loaded, asked over its control socket, so the
+    CLI never disagrees with it; with no bot running, the files."""
+    if cli_writes.writer_pid(cfg):
+        try:
+            answer = control.request(cfg.data_dir, "pipelines", {}, timeout=PING_TIMEOUT_S)
+        except (control.Unavailable, control.NoAnswer, control.Refused):
+            pass  # still starting: the files say what it will load
+        else:
+            return [str(name) for name in answer["names"]]
+    return sorted(pipelines(cfg))
 
 
 # -- reads: a read-only store, never the lock ---------------------------------------------
@@ -48,7 +63,7 @@ def read(cfg: settings_mod.Settings, fn: Callable[[db.Store], Awaitable[T]]) -> 
 def cmd_status(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
     if args.pipeline:
         return cmd_runs(cfg, args, now)
-    names = pipelines(cfg).keys()
+    names = pipeline_names(cfg)
 
     async def fn(store: db.Store) -> tuple[operations.Overview, info.Info]:
         return await operations.overview(store, names, now), await info.info(store)
@@ -64,8 +79,8 @@ def cmd_status(cfg: settings_mod.Settings, args: argparse.Namespace, now: dateti
 
 
 def cmd_runs(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
-    known = pipelines(cfg)
-    names = [operations.check_pipeline(args.pipeline, known)] if args.pipeline else sorted(known)
+    known = pipeline_names(cfg)
+    names = [operations.check_pipeline(args.pipeline, known)] if args.pipeline else known
     limit = getattr(args, "limit", operations.RUNS_SHOWN)
 
     async def fn(store: db.Store) -> list[operations.PipelineRuns]:
@@ -122,14 +137,23 @@ def cmd_backup(cfg: settings_mod.Settings, args: argparse.Namespace, now: dateti
 
 
 def cmd_reconcile(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
-    # Only files change, never the store: safe beside the running bot.
-    known = pipelines(cfg)
-    reports = read(
-        cfg,
-        lambda store: operations.reconcile(
-            store, known, backfill=args.backfill, prune=args.prune, progress=cli_output.progress
-        ),
-    )
+    # Only files change, never the store. While the bot runs it compares its own
+    # pipelines and paths (through the control socket); otherwise the files here.
+    answer = None
+    if cli_writes.writer_pid(cfg):
+        request = {"backfill": args.backfill, "prune": args.prune}
+        with contextlib.suppress(control.Unavailable):  # not a bot: the files here
+            answer = control.request(cfg.data_dir, "reconcile", request)
+    if answer is not None:
+        reports = [operations.FolderReport.from_plain(found) for found in answer]
+    else:
+        known = pipelines(cfg)
+        reports = read(
+            cfg,
+            lambda store: operations.reconcile(
+                store, known, backfill=args.backfill, prune=args.prune, progress=cli_output.progress
+            ),
+        )
     cli_output.emit(args, reports, lambda: cli_output.reconcile(reports))
     unresolved = any(
         set(r.ghosts) - set(r.backfilled) or len(r.orphans) > len(r.pruned) for r in reports

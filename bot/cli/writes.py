@@ -124,14 +124,14 @@ def _budget(data: dict[str, Any]) -> budgets.Budget:
 
 def cmd_schedule(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
     action = {"run-now": "run"}.get(args.command, args.command)
-    known = config.load_dir(cfg.pipelines_dir, settings_mod.pipeline_context(cfg)).pipelines
-    operations.check_pipeline(args.pipeline, known)
-    changed = write(
-        cfg,
-        action,
-        {"pipeline": args.pipeline},
-        lambda s: operations.schedule(s, known, action, args.pipeline, control.ACTOR, now),
-    )
+
+    def local(store: db.Store) -> Awaitable[bool]:
+        # No bot runs: the pipeline files say which names exist. A running bot checks
+        # the name against the pipelines it has loaded.
+        known = config.load_dir(cfg.pipelines_dir, settings_mod.pipeline_context(cfg)).pipelines
+        return operations.schedule(store, known, action, args.pipeline, control.ACTOR, now)
+
+    changed = write(cfg, action, {"pipeline": args.pipeline}, local)
     words = {"run": "run requested", "pause": "paused", "resume": "resumed"}
     text = words[action] if changed else f"already {'paused' if action == 'pause' else 'active'}"
     cli_output.emit(

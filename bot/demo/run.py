@@ -3,18 +3,23 @@
     gatehouse demo                      # or, from a fresh clone: python3 dev.py demo
     gatehouse demo --port 8080 --data-dir ~/gatehouse-demo
 
-Everything runs in this one process, on loopback only, on free ports:
+Everything runs in this one process, on loopback only:
 
 - the local Bot API server (`bot.demo.botapi.server`) stands in for Telegram;
-- a web chat page (`bot.demo.webchat`) shows the operator's chat with the bot and lets you tap
-  the buttons and type commands; it also serves the bundled feed
-  `pipelines/examples/feeds/demo.xml`;
+- a web chat page (`bot.demo.webchat`, port 8780 unless --port says otherwise) shows the chat
+  of either of two made-up operators with the bot, lets you tap the buttons and type
+  commands, and serves the bundled feeds;
+- the demo's LLM (`bot.demo.llm`), an OpenAI-compatible server with a price, so drafts
+  go through the budget ledger: cards show a cost and /budget fills up;
 - the real bot (`bot.app.serve`) and engine (`pipelines.runtime`), exactly as in
-  production, with a made-up token and one made-up operator, the template drafter, and a
-  `news` pipeline written into the data directory that files approved posts under `out/`.
+  production, with the pipelines of `bot.demo.content`: `news` (LLM drafts), `team`
+  (quorum 2: both operators approve) and `urgent` (a short approval window, so an SLA
+  warning arrives in the first minute).
 
-Data goes into a fresh private temporary directory unless `--data-dir` names one. Ctrl-C
-stops everything cleanly.
+Data goes into a fresh private temporary directory, removed at the end, unless
+`--data-dir` names one: then a later run with the same directory resumes, with the
+conversation so far on the page and the cards still open sent again. Ctrl-C stops
+everything cleanly.
 """
 
 from __future__ import annotations
@@ -28,53 +33,40 @@ import signal
 import sys
 import tempfile
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pydantic_settings
 
 from bot import app, logs
 from bot import settings as settings_mod
-from bot.demo import webchat
+from bot.demo import content, webchat
+from bot.demo import llm as demo_llm
+from bot.demo import resume as demo_resume
 from bot.demo.botapi import server as localapi
+from pipelines import card_trail, operations
 from pipelines import runtime as runtime_mod
-from store import datadir, errors
+from store import datadir, db, errors
+from store.ledger import budgets
 
 log = logging.getLogger(__name__)
 
 #: A made-up token in Telegram's shape; only the local Bot API server ever sees it.
 TOKEN = "123456789:gatehouse-offline-demo-token"  # noqa: S105  # not a secret: a fake
-#: The made-up operator the page speaks as (their private chat has the same id).
-OPERATOR = 1001
-#: The demo operator's first name and username, shown wherever the bot says who acted.
-OPERATOR_NAMES = ("Alex", "alex")
-FEED = Path(__file__).resolve().parents[2] / "pipelines" / "examples" / "feeds" / "demo.xml"
+#: The operator the page speaks as first (their private chat has the same id).
+OPERATOR = content.OPERATORS[0]
 FEED_PATH = "/feeds/demo.xml"
-
-PIPELINE = """\
-# Written by `gatehouse demo`: the bundled feed, served by the demo's web page server.
-name: news
-schedule: 15m
-sources:
-  - type: rss
-    url: {feed_url}
-    scope: demo-news
-draft:
-  drafter: template
-approval:
-  quorum: 1
-  window: 24h
-dispatch:
-  type: file
-  path: {out}
-"""
+FEED = content.FEEDS[FEED_PATH]
+#: The actor of what the demo itself writes to the store (its budget).
+ACTOR = "system"
 
 
 @dataclasses.dataclass(frozen=True)
 class Options:
-    #: Where the store, the pipeline file and dispatched posts go; None: a fresh temp dir.
+    #: Where the store, the pipeline files and dispatched posts go; None: a temp dir.
     data_dir: Path | None = None
     #: The web page's port on 127.0.0.1; 0 picks a free one.
-    port: int = 0
+    port: int = content.DEFAULT_PORT
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,6 +80,11 @@ class Running:
     env_file: Path
     api: localapi.LocalBotApi
     web: webchat.WebChat
+    #: Messages of an earlier run put back on the page, and items whose cards were sent again.
+    restored: int = 0
+    resent: tuple[int, ...] = ()
+    #: True when the data directory is a temporary one, removed when the demo stops.
+    temporary: bool = False
 
 
 class DemoError(Exception):
@@ -109,29 +106,24 @@ class _DemoSettings(settings_mod.Settings):
         return (init_settings,)
 
 
-def prepare_data_dir(data_dir: Path | None) -> Path:
-    """The demo's data directory: a fresh private temp dir (0700), or the one given."""
+def prepare_data_dir(data_dir: Path | None) -> tuple[Path, bool]:
+    """The demo's data directory and whether it is temporary: a fresh private temp dir
+    (0700), or the one given."""
     if data_dir is None:
-        return Path(tempfile.mkdtemp(prefix="gatehouse-demo-"))
+        return Path(tempfile.mkdtemp(prefix="gatehouse-demo-")), True
     # The store's own rules (0700, ours, not a symlink), checked before anything is written.
-    return datadir.prepare(data_dir.expanduser().absolute())
-
-
-def write_pipeline(data_dir: Path, feed_url: str) -> tuple[Path, Path]:
-    """Write the demo's pipeline; returns (pipelines dir, dispatch dir)."""
-    pipelines_dir, out = data_dir / "pipelines", data_dir / "out" / "news"
-    pipelines_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    (pipelines_dir / "news.yaml").write_text(PIPELINE.format(feed_url=feed_url, out=out))
-    return pipelines_dir, out
+    return datadir.prepare(data_dir.expanduser().absolute()), False
 
 
 def write_env_file(data_dir: Path, pipelines_dir: Path) -> Path:
     """The settings the CLI needs to see this demo, so the banner's command works as
     printed from any directory (the CLI reads them with --env-file)."""
     env_file = data_dir / "demo.env"
+    operators = ",".join(map(str, content.OPERATORS))
     env_file.write_text(
         "# Written by `gatehouse demo`: what the CLI needs to find it.\n"
         f"GATEHOUSE_DATA_DIR={data_dir}\nGATEHOUSE_PIPELINES_DIR={pipelines_dir}\n"
+        f"GATEHOUSE_TELEGRAM__OPERATORS={operators}\n"
     )
     return env_file
 
@@ -141,47 +133,97 @@ def cli_command(running: Running, command: str) -> str:
     return f"{shlex.quote(_cli())} --env-file {shlex.quote(str(running.env_file))} {command}"
 
 
-def settings(data_dir: Path, pipelines_dir: Path, base_url: str) -> settings_mod.Settings:
+def settings(
+    data_dir: Path, pipelines_dir: Path, base_url: str, llm_url: str
+) -> settings_mod.Settings:
     telegram = settings_mod.TelegramSettings(
         token=TOKEN,  # type: ignore[arg-type]  # pydantic makes it a SecretStr
         base_url=base_url,
-        operators=[OPERATOR],
+        operators=list(content.OPERATORS),
         rate_limit_per_minute=0,  # a person clicking around a demo is not a flood
     )
-    return _DemoSettings(data_dir=data_dir, pipelines_dir=pipelines_dir, telegram=telegram)
+    return _DemoSettings(
+        data_dir=data_dir,
+        pipelines_dir=pipelines_dir,
+        telegram=telegram,
+        llm=content.llm(llm_url),
+        prices=content.PRICES,
+    )
+
+
+async def prepare_store(cfg: settings_mod.Settings, now: datetime) -> tuple[int, ...]:
+    """Set the demo's budget unless one is set, and send the cards still open again
+    (their old messages lost their buttons on the page); returns the items resent."""
+    store = await db.Store.open(settings_mod.store_config(cfg))
+    try:
+        limits = await store.read(budgets.configured_sync, ["global"])
+        if not limits:
+            await operations.set_budget(store, "global", "day", content.BUDGET_USD, ACTOR, now)
+        return tuple(await card_trail.resend_open(store, now))
+    finally:
+        await store.close()
 
 
 async def run(
     options: Options, stop: asyncio.Event, ready: Callable[[Running], None] | None = None
 ) -> None:
     """Start every part, call `ready`, run until `stop` is set, then stop in reverse order."""
-    data_dir = prepare_data_dir(options.data_dir)
-    with localapi.LocalBotApi(token=TOKEN) as api:
-        api.name_user(OPERATOR, *OPERATOR_NAMES)  # as a Telegram account would carry them
-        web = _start_web(api, options.port)
-        try:
-            feed_url = f"http://{localapi.HOST}:{web.port}{FEED_PATH}"
-            pipelines_dir, out = write_pipeline(data_dir, feed_url)
-            env_file = write_env_file(data_dir, pipelines_dir)
-            cfg = settings(data_dir, pipelines_dir, api.base_url)
-            application = app.build(cfg, TOKEN)
-            runtime = await runtime_mod.Runtime.start(app.runtime_config(cfg, application))
+    data_dir, temporary = prepare_data_dir(options.data_dir)
+    try:
+        with (
+            demo_llm.DemoLLM(delay_s=content.LLM_DELAY_S) as llm,
+            localapi.LocalBotApi(token=TOKEN) as api,
+        ):
+            for operator, (first_name, username) in content.NAMES.items():
+                api.name_user(operator, first_name, username)  # as Telegram accounts carry them
+            restored = demo_resume.restore_chat(api, data_dir)
+            web = _start_web(api, options.port)
+            saver = demo_resume.Saver(api, data_dir).start()
             try:
-                serving = app.serve(cfg, TOKEN, runtime, stop, application)
-                bot = asyncio.create_task(serving, name="demo-bot")
-                if ready is not None:
-                    ready(Running(web.url, data_dir, out, env_file, api, web))
-                await bot
+                files = content.write(data_dir, web.url)
+                env_file = write_env_file(data_dir, files.pipelines_dir)
+                cfg = settings(data_dir, files.pipelines_dir, api.base_url, llm.base_url)
+                resent = await prepare_store(cfg, datetime.now(UTC))
+                running = Running(
+                    web.url, data_dir, files.out_dir, env_file, api, web,
+                    restored, resent, temporary,
+                )  # fmt: skip
+                await _serve(cfg, stop, lambda: ready(running) if ready else None)
             finally:
-                await runtime.stop()
-        finally:
-            # The Bot API server stops after this block, which also ends the page's long polls.
-            web.stop()
+                saver.stop()
+                # The Bot API server stops after this block, which ends the page's long polls.
+                web.stop()
+    finally:
+        if temporary:
+            shutil.rmtree(data_dir, ignore_errors=True)
+
+
+async def _serve(
+    cfg: settings_mod.Settings, stop: asyncio.Event, started: Callable[[], None]
+) -> None:
+    """The bot and engine as `gatehouse run` starts them, with the demo's short SLA pass."""
+    application = app.build(cfg, TOKEN)
+    config = dataclasses.replace(
+        app.runtime_config(cfg, application), sweep_every_s=content.SWEEP_EVERY_S
+    )
+    runtime = await runtime_mod.Runtime.start(config)
+    try:
+        bot = asyncio.create_task(
+            app.serve(cfg, TOKEN, runtime, stop, application), name="demo-bot"
+        )
+        started()
+        await bot
+    finally:
+        await runtime.stop()
 
 
 def _start_web(api: localapi.LocalBotApi, port: int) -> webchat.WebChat:
-    feed = webchat.StaticFile(FEED, "application/rss+xml")
-    web = webchat.WebChat(api, user_id=OPERATOR, port=port, files={FEED_PATH: feed})
+    feeds = {
+        path: webchat.StaticFile(file, "application/rss+xml")
+        for path, file in content.FEEDS.items()
+    }
+    first, *others = content.OPERATORS
+    web = webchat.WebChat(api, user_id=first, others=tuple(others), port=port, files=feeds)
     try:
         return web.start()
     except OSError as exc:
@@ -199,13 +241,24 @@ def _cli() -> str:
 
 
 def _print_banner(running: Running) -> None:
+    resumed = ""
+    if running.restored or running.resent:
+        resumed = (
+            f"\nResumed: {running.restored} earlier messages are back on the page and "
+            f"{len(running.resent)} open card(s) were sent again.\n"
+        )
+    removed = "  (removed when the demo stops)" if running.temporary else ""
     print(
         "\ngatehouse demo is running (no Telegram, no API key: everything is on this machine).\n"
         f"\n  open  {running.url}\n"
-        f"\n  data  {running.data_dir}"
+        f"\n  data  {running.data_dir}{removed}"
         f"\n  posts {running.out_dir}  (approved drafts land here)\n"
-        "\nCards for the bundled feed arrive in a few seconds. Tap Approve, Reject or Edit;"
-        "\ntry /status, /pending, /budget. From another terminal, the CLI sees it too:"
+        f"{resumed}"
+        "\nCards arrive in a few seconds: `news` is drafted by a local stand-in LLM with a"
+        "\nprice (each card shows its cost; /budget shows the spend), `team` needs both"
+        "\noperators (switch at the top of the page), and `urgent` must be approved within"
+        "\n40 s (watch for the SLA warning). Tap Approve, Reject or Edit; try /status,"
+        "\n/pending, /budget. From another terminal, the CLI sees it too:"
         f"\n  {cli_command(running, 'status')}"
         "\n\nPress Ctrl-C to stop.\n",
         flush=True,
@@ -224,11 +277,20 @@ async def _main(options: Options) -> None:
         _print_banner(running)
 
     await run(options, stop, ready)
-    kept = f"; its data stays in {started[0].data_dir}" if started else ""
-    print(f"gatehouse demo stopped{kept}.", flush=True)
+    if not started:
+        print("gatehouse demo stopped.", flush=True)
+    elif started[0].temporary:
+        print(
+            "gatehouse demo stopped; its data was removed (keep it with --data-dir DIR).",
+            flush=True,
+        )
+    else:
+        print(f"gatehouse demo stopped; its data stays in {started[0].data_dir}.", flush=True)
 
 
-def main(*, port: int = 0, data_dir: Path | None = None, verbose: bool = False) -> int:
+def main(
+    *, port: int = content.DEFAULT_PORT, data_dir: Path | None = None, verbose: bool = False
+) -> int:
     """`gatehouse demo`: 0 after Ctrl-C, 2 for a bad port or data directory."""
     if not 0 <= port <= 65535:
         print(

@@ -10,13 +10,16 @@ The page (`bot/demo/static/`) shows the bot's messages as Telegram would (text w
 entities, inline keyboards, edits in place) and sends what the person types or taps as the
 operator. It talks only to this server, same origin, through a small JSON API:
 
-    GET  /api/chat                        {revision, user_id, messages, answers, commands}
+    GET  /api/chat?as=ID                  {revision, user_id, operators, messages, answers,
+                                           commands}
     GET  /api/wait?after=REV&timeout=S    {revision}: long-polls until the chat changes
-    POST /api/send {text, reply_to_message_id?}   a command ("/status") or a message
-    POST /api/tap  {message_id, data}             a button tap; answers {query_id}
+    GET  /api/photo?message_id=N&as=ID    the picture of a photo message (a chart)
+    POST /api/send {text, reply_to_message_id?, as?}   a command ("/status") or a message
+    POST /api/tap  {message_id, data, as?}             a button tap; answers {query_id}
 
-The chat and the operator are fixed here, so the page can speak only as that operator in
-that chat; nothing else of the local server's control API (faults, other chats) is exposed.
+The operators are fixed here (`user_id` and `others`; `as` picks one, the first by
+default), each in their private chat, so the page can speak only as one of them in their
+own chat; nothing else of the local server's control API (faults, other chats) is exposed.
 Extra files (the demo's feed) are served read-only from `files`.
 """
 
@@ -68,13 +71,15 @@ class WebChat:
         api: localapi.LocalBotApi,
         *,
         user_id: int,
+        others: tuple[int, ...] = (),
         port: int = 0,
         files: dict[str, StaticFile] | None = None,
     ) -> None:
-        """`user_id`: the operator the page speaks as; their private chat has the same id."""
+        """`user_id`: the operator the page speaks as unless it asks for one of `others`;
+        each operator's private chat has their id."""
         self.api = api
         self.user_id = user_id
-        self.chat_id = user_id
+        self.operators = (user_id, *others)
         self.files = dict(files or {})
         for name in ("index.html", "app.js", "style.css"):
             self.files["/" + name] = StaticFile(STATIC_DIR / name, STATIC_TYPES[Path(name).suffix])
@@ -116,19 +121,31 @@ class WebChat:
 
     # -- the page's API ---------------------------------------------------------
 
-    def chat(self) -> dict[str, Any]:
-        """The chat as it looks now, and the bot's answers to taps (shown as toasts)."""
+    def operator(self, params: dict[str, Any]) -> int:
+        """Who the page speaks as: the `as` field, one of the operators (default the first)."""
+        if params.get("as") in (None, ""):
+            return self.user_id
+        who = _int(params, "as")
+        if who not in self.operators:
+            valid = ", ".join(map(str, self.operators))
+            raise BadRequest(f"field 'as' must be one of the demo's operators: {valid}")
+        return who
+
+    def chat(self, params: dict[str, Any]) -> dict[str, Any]:
+        """One operator's chat as it looks now, and the bot's answers to taps (toasts)."""
+        who = self.operator(params)
         # Revision first: a change that lands while the rest is read only makes the page
         # read once more, never miss a change.
         revision = self.api.state.revision
-        messages = [dataclasses.asdict(m) for m in self.api.messages(self.chat_id)]
+        messages = [dataclasses.asdict(m) for m in self.api.messages(who)]
         answers = {
             str(a["callback_query_id"]): a.get("text") or "" for a in self.api.callback_answers()
         }
         lists = list(self.api.state.commands.values())
         return {
             "revision": revision,
-            "user_id": self.user_id,
+            "user_id": who,
+            "operators": list(self.operators),
             "messages": messages,
             "answers": answers,
             "commands": lists[0] if lists else [],
@@ -144,12 +161,13 @@ class WebChat:
         if not isinstance(text, str) or not text.strip():
             raise BadRequest("field 'text' must be a non-empty string")
         text = text.strip()
+        who = self.operator(params)
         reply_to = params.get("reply_to_message_id")
         if text.startswith("/"):
-            update = self.api.inject_command(self.chat_id, self.user_id, text)
+            update = self.api.inject_command(who, who, text)
         else:
             reply = None if reply_to is None else _int(params, "reply_to_message_id")
-            update = self.api.inject_message(self.chat_id, self.user_id, text, reply)
+            update = self.api.inject_message(who, who, text, reply)
         return {"update_id": update["update_id"]}
 
     def tap(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -157,7 +175,8 @@ class WebChat:
         if not isinstance(data, str) or not data:
             raise BadRequest("field 'data' must be the button's callback_data (a string)")
         message_id = _int(params, "message_id")
-        return {"query_id": self.api.inject_callback(self.chat_id, self.user_id, message_id, data)}
+        who = self.operator(params)
+        return {"query_id": self.api.inject_callback(who, who, message_id, data)}
 
 
 def _int(params: dict[str, Any], name: str) -> int:
@@ -198,7 +217,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         url = urllib.parse.urlsplit(self.path)
         chat = self.server.chat
         if url.path == "/api/chat":
-            self._json(200, chat.chat())
+            self._call(chat.chat, dict(urllib.parse.parse_qsl(url.query)))
         elif url.path == "/api/wait":
             self._call(chat.wait, dict(urllib.parse.parse_qsl(url.query)))
         elif url.path == "/api/photo":
@@ -260,8 +279,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def _photo(self, params: dict[str, Any]) -> None:
         """The picture of a photo message in the chat (a chart), as the bot sent it."""
+        chat = self.server.chat
         try:
-            found = self.server.chat.api.photo(self.server.chat.chat_id, _int(params, "message_id"))
+            found = chat.api.photo(chat.operator(params), _int(params, "message_id"))
         except BadRequest as exc:
             self._json(400, {"error": str(exc)})
             return

@@ -353,6 +353,12 @@ class FolderReport:
     #: Orphans without gatehouse's front matter: never pruned, someone else wrote them.
     foreign: list[str] = field(default_factory=list)
 
+    @classmethod
+    def from_plain(cls, found: dict[str, Any]) -> FolderReport:
+        """A report as `plain` sent it (the running bot's answer to reconcile)."""
+        orphans = [dispatch_file.OrphanFile(**orphan) for orphan in found["orphans"]]
+        return cls(**{**found, "folder": Path(found["folder"]), "orphans": orphans})
+
 
 @dataclass(frozen=True)
 class _Row:

@@ -32,6 +32,7 @@ from store.db import Store
 from store.ledger import budgets, claims
 from store.ledger import reporting as ledger_report
 from store.ledger import settle as ledger_settle
+from store.ledger.machine import ClaimState
 from store.ledger.prices import Usage
 
 Budget = budgets.Budget
@@ -110,6 +111,39 @@ async def reconcile(
     return await store.write(
         ledger_settle.reconcile_sync, work_id, actual_micros, evidence, actor, now
     )
+
+
+#: The lease of a charge: it is reserved, started and settled in the same unit.
+CHARGE_LEASE = timedelta(minutes=1)
+
+
+async def charge(
+    store: Store,
+    key: str,
+    endpoint: str,
+    pipeline: str,
+    usage: Usage,
+    micros: int,
+    evidence: str,
+    now: datetime,
+) -> Claim | None:
+    """Count spend made elsewhere (a dry run's drafts, paid through a throwaway ledger)
+    against this store's budgets: one claim without an item, held, started and settled
+    in one unit. None when no budget covers the pipeline; BudgetExceeded (and nothing
+    written) when it no longer fits. The same key again is the same claim."""
+
+    def unit(conn: backend.Conn) -> Claim | None:
+        request = {"micros": micros, "usage": list(usage)}
+        work = claims.begin_sync(
+            conn, key, endpoint, request, micros, pipeline, None, now, CHARGE_LEASE
+        )
+        if not work.provider_allowed:
+            return None
+        if work.state == ClaimState.RESERVED:
+            claims.start_provider_sync(conn, work.id, now)
+        return ledger_settle.complete_sync(conn, work.id, usage, micros, evidence, None, now).claim
+
+    return await store.write(unit)
 
 
 async def get(store: Store, work_id: int) -> Claim:

@@ -40,7 +40,7 @@ async def start_demo(
 
 @pytest.fixture
 async def running(tmp_path: Path) -> AsyncIterator[demo.Running]:
-    running, stop, task = await start_demo(demo.Options(data_dir=tmp_path / "data"))
+    running, stop, task = await start_demo(demo.Options(data_dir=tmp_path / "data", port=0))
     try:
         yield running
     finally:
@@ -89,8 +89,10 @@ def feed_titles() -> list[str]:
     return [t.replace("&amp;", "&") for t in titles]
 
 
-def cards(state: dict[str, Any]) -> list[dict[str, Any]]:
-    return [m for m in state["messages"] if m["from_bot"] and "· item" in m["text"]]
+def cards(state: dict[str, Any], pipeline: str = "news") -> list[dict[str, Any]]:
+    return [
+        m for m in state["messages"] if m["from_bot"] and m["text"].startswith(f"📝 {pipeline} ·")
+    ]
 
 
 def button(card: dict[str, Any], label: str) -> str:
@@ -130,9 +132,110 @@ async def test_a_card_for_each_feed_entry_and_approve_edits_it(
     answers = (await page.chat())["answers"]
     assert answers[tapped["query_id"]] == "✅ approved"
     # The approved draft is dispatched: a markdown file in the demo's data directory.
-    written = await page.until(lambda _: list(running.out_dir.glob("news-*-v*.md")))
-    assert len(written) == 1 and titles[0] in written[0].read_text()
+    written = await page.until(lambda _: list((running.out_dir / "news").glob("news-*-v*.md")))
+    [title] = [t for t in titles if t in first["text"]]  # drafts finish in any order
+    assert len(written) == 1 and title in written[0].read_text()
     assert running.out_dir.is_relative_to(running.data_dir)
+    # The card then says where the post went.
+    dispatched = await page.until(lambda s: _message(s, first["message_id"], "📤 sent"))
+    assert "approved by Alex (@alex)" in dispatched["text"]
+    assert f"📤 sent: wrote {written[0]}" in dispatched["text"]
+
+
+def _message(state: dict[str, Any], message_id: int, text: str) -> dict[str, Any] | None:
+    """The message with this id, once its text holds `text`."""
+    found = [m for m in state["messages"] if m["message_id"] == message_id]
+    return found[0] if found and text in found[0]["text"] else None
+
+
+def _reply_to(before: int, text: str) -> Callable[[dict[str, Any]], Any]:
+    """A `Page.until` test: the bot's first message after `before` messages holding `text`."""
+
+    def found(state: dict[str, Any]) -> Any:
+        later = state["messages"][before:]
+        return next((m for m in later if m["from_bot"] and text in m["text"]), None)
+
+    return found
+
+
+async def test_llm_drafts_cost_money_and_the_budget_says_so(page: Page) -> None:
+    """The demo's LLM has a price: each news card shows a cost, the day's budget passes
+    50 % (an alert), and /budget shows the spend with its bar."""
+    every = await page.until(lambda s: cards(s) if len(cards(s)) == 5 else None)
+    for card in every:
+        assert re.search(r"drafter llm · cost \$0\.0[1-9]", card["text"]), card["text"]
+    alert = await page.until(_reply_to(0, "50% reached"))
+    assert alert["text"].startswith("⚠️ Budget global/day")
+    before = len((await page.chat())["messages"])
+    await page.post("/api/send", {"text": "/budget"})
+    reply = await page.until(_reply_to(before, "budgets"))
+    line = re.search(r"global ([▓░]+) (\d+)% of \$0\.10 today\s+\$(\S+) spent", reply["text"])
+    assert line is not None, reply["text"]
+    bar, used, spent = line.groups()
+    assert int(used) >= 50 and float(spent) > 0.05
+    assert bar.count("▓") >= 3  # the bar: more than half of it spent
+
+
+async def test_the_team_pipeline_needs_both_operators(page: Page) -> None:
+    """A quorum of two: the first approval leaves the buttons, the second operator (the
+    page speaks as them with `as`) completes it, and the post is dispatched."""
+    [first] = await page.until(lambda s: cards(s, "team"))
+    await page.post(
+        "/api/tap", {"message_id": first["message_id"], "data": button(first, "Approve")}
+    )
+    await page.until(lambda s: _message(s, first["message_id"], "1/2 approvals"))
+    assert (await page.chat())["operators"] == list(demo.content.OPERATORS)
+
+    other = demo.content.OPERATORS[1]
+    response = await page.client.get("/api/chat", params={"as": other})
+    [theirs] = cards(response.json(), "team")
+    body = {"message_id": theirs["message_id"], "data": button(theirs, "Approve"), "as": other}
+    await page.post("/api/tap", body)
+    done = await page.until(lambda s: _message(s, first["message_id"], "📤 sent"))
+    assert "approved by Alex (@alex), Sam (@sam)" in done["text"]
+    stranger = await page.client.get("/api/chat", params={"as": 4242})
+    assert stranger.status_code == 400 and "1001, 1002" in stranger.json()["error"]
+
+
+async def test_a_restart_with_its_data_dir_shows_the_chat_and_sends_open_cards_again(
+    tmp_path: Path,
+) -> None:
+    options = demo.Options(data_dir=tmp_path / "data", port=0)
+    running, stop, task = await start_demo(options)
+
+    def every_card(state: dict[str, Any]) -> Any:
+        return state if len(cards(state)) == 5 and cards(state, "team") else None
+
+    async with httpx.AsyncClient(base_url=running.url, timeout=PATIENCE) as client:
+        before = await Page(client).until(every_card)
+    stop.set()
+    await task
+    open_items = {
+        int(re.search(r"· item (\d+)", m["text"]).group(1))  # type: ignore[union-attr]
+        for m in cards(before) + cards(before, "team")
+    }
+
+    running, stop, task = await start_demo(options)
+    try:
+        # Both operators' chats come back; the urgent card too, unless its window passed.
+        assert running.restored >= len(before["messages"])
+        assert open_items <= set(running.resent)
+        async with httpx.AsyncClient(base_url=running.url, timeout=PATIENCE) as client:
+            page = Page(client)
+            after = await page.until(lambda s: s if len(cards(s)) == 10 else None)
+            old, new = cards(after)[:5], cards(after)[5:]
+            # The conversation so far, ids and text kept; its buttons are gone.
+            assert [m["text"] for m in old] == [m["text"] for m in cards(before)]
+            assert all(m["reply_markup"] is None for m in old)
+            assert {m["text"] for m in new} == {m["text"] for m in old}
+            card = new[0]
+            await page.post(
+                "/api/tap", {"message_id": card["message_id"], "data": button(card, "Approve")}
+            )
+            await page.until(lambda s: _message(s, card["message_id"], "approved by"))
+    finally:
+        stop.set()
+        await task
 
 
 async def test_status_answers(page: Page) -> None:
@@ -147,7 +250,7 @@ async def test_status_answers(page: Page) -> None:
         )
 
     reply = await page.until(status_reply)
-    assert "news" in reply["text"]
+    assert all(name in reply["text"] for name in ("news", "team", "urgent"))
     mine = [m for m in (await page.chat())["messages"] if not m["from_bot"]]
     assert mine[-1]["text"] == "/status" and mine[-1]["sender"]["id"] == demo.OPERATOR
 
@@ -198,8 +301,16 @@ async def test_the_banners_cli_command_works_as_printed_from_anywhere(
     )
     assert done.returncode == 0, done.stderr
     status = json.loads(done.stdout)
-    assert [p["name"] for p in status["overview"]["pipelines"]] == ["news"]
+    assert [p["name"] for p in status["overview"]["pipelines"]] == ["news", "team", "urgent"]
     assert status["store"]["path"] == str(running.data_dir / "gatehouse.db")
+
+
+async def test_without_a_data_dir_the_demo_removes_its_temporary_one() -> None:
+    running, stop, task = await start_demo(demo.Options(port=0))
+    assert running.temporary and (running.data_dir / "gatehouse.db").exists()
+    stop.set()
+    await task
+    assert not running.data_dir.exists()
 
 
 async def test_a_taken_port_is_refused_clearly(running: demo.Running, tmp_path: Path) -> None:
@@ -212,7 +323,16 @@ def test_ctrl_c_stops_the_cli_cleanly(tmp_path: Path) -> None:
     """`gatehouse demo` prints the URL, and SIGINT ends it with exit code 0."""
     env = {**os.environ, "GATEHOUSE_TELEGRAM__TOKEN": "1:must-not-be-used"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "bot.cli", "demo", "--data-dir", str(tmp_path / "data")],
+        [
+            sys.executable,
+            "-m",
+            "bot.cli",
+            "demo",
+            "--port",
+            "0",
+            "--data-dir",
+            str(tmp_path / "data"),
+        ],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,
@@ -265,7 +385,15 @@ def test_a_signal_to_dev_py_stops_the_demo_with_no_orphan(
 ) -> None:
     """`kill -INT` or `kill -TERM` sent to dev.py alone stops the demo it started."""
     proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "dev.py"), "demo", "--data-dir", str(tmp_path / "data")],
+        [
+            sys.executable,
+            str(ROOT / "dev.py"),
+            "demo",
+            "--port",
+            "0",
+            "--data-dir",
+            str(tmp_path / "data"),
+        ],
         cwd=tmp_path,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

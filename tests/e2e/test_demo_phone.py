@@ -8,6 +8,7 @@ Uses Debian's chromium through Playwright, as tests/e2e/test_demo_browser.py doe
 from __future__ import annotations
 
 import asyncio
+import re
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -52,7 +53,8 @@ def chromium() -> None:
 
 @pytest.fixture
 async def running(tmp_path: Path) -> AsyncIterator[demo.Running]:
-    found, stop, task = await test_demo.start_demo(demo.Options(data_dir=tmp_path / "data"))
+    options = demo.Options(data_dir=tmp_path / "data", port=0)
+    found, stop, task = await test_demo.start_demo(options)
     try:
         yield found
     finally:
@@ -110,7 +112,11 @@ async def test_every_reply_fits_a_phone_screen(
     await async_api.expect(shots["pending"].get_by_role("button").first).to_contain_text("item")
     shots["budget"] = await ask(page, "/budget", "of $5.00 today")
     await async_api.expect(shots["budget"]).to_contain_text("░")
-    shots["history"] = await ask(page, "/history 1", "item 1 (news)")
+    # The approved card's item (the demo's pipelines draft side by side, in any order).
+    found = re.search(r"news · item (\d+)", await card.inner_text())
+    assert found is not None
+    item = found.group(1)
+    shots["history"] = await ask(page, f"/history {item}", f"item {item} (news)")
     shots["help"] = await ask(page, "/help", "/replay")
     for name, reply in shots.items():
         await reply.scroll_into_view_if_needed()

@@ -15,7 +15,8 @@ request is recorded and before it is answered, and with ("answered", request) on
 
 Routes: POST /v1/chat/completions (also /chat/completions), POST /v1/messages and
 GET /v1/models (a key check, neither recorded nor counted as a call); the reply
-shape follows the route, so one server serves both kinds. Without a script the reply
+shape follows the route, so one server serves both kinds (bodies built as the
+demo's own LLM builds them, `bot.demo.llm`). Without a script the reply
 is "DRAFT: " plus the first 60 characters of the user message, with usage and an id.
 Faults, one per call, in queue order: any status code ("429", "500", "401", "529"),
 "timeout" (hold the connection for `hold_s`, then close without answering),
@@ -36,12 +37,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from bot.demo import llm as demo_llm
+
 #: How long "timeout" holds a connection unless told otherwise; tests set a shorter read timeout.
 DEFAULT_HOLD_S = 5.0
 #: How often serve_forever checks for shutdown (its default, 0.5 s, slows every test).
 POLL_S = 0.02
-#: A fixed creation time keeps replies deterministic.
-CREATED = 1_700_000_000
 
 _OPENAI_PATHS = frozenset({"/v1/chat/completions", "/chat/completions"})
 _ANTHROPIC_PATHS = frozenset({"/v1/messages"})
@@ -234,7 +235,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._fault(shape, script, body, n)
         else:
             fake._stopping.wait(fake.delay_s)
-            self._send(200, _reply(shape, body, script.text, n), _id_header(shape, n))
+            self._send(
+                200, _reply(shape, body, script.text, n), demo_llm.request_id_header(shape, n)
+            )
             self.wfile.flush()
             if fake.observe is not None:
                 fake.observe("answered", request)
@@ -267,7 +270,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         elif fault == "missing_usage":
             body = _reply(shape, request, None, n)
             del body["usage"]
-            self._send(200, body, _id_header(shape, n))
+            self._send(200, body, demo_llm.request_id_header(shape, n))
         else:
             status = int(fault or 500)
             self._send(status, _error_body(shape, status), script.headers)
@@ -296,66 +299,12 @@ def _presented_key(shape: str, headers: dict[str, str]) -> str:
     return headers.get("authorization", "").removeprefix("Bearer ")
 
 
-def _id_header(shape: str, n: int) -> dict[str, str]:
-    # OpenAI names it x-request-id, Anthropic request-id.
-    return (
-        {"x-request-id": f"req_fake_{n:06d}"}
-        if shape == "openai"
-        else {"request-id": f"req_fake_{n:06d}"}
-    )
-
-
-def _user_text(body: Any) -> str:
-    try:
-        content = body["messages"][-1]["content"]
-    except (KeyError, IndexError, TypeError):
-        return ""
-    return content if isinstance(content, str) else json.dumps(content)
-
-
-def _tokens(text: str) -> int:
-    """Roughly four characters a token, as providers' own rules of thumb say."""
-    return max(1, len(text) // 4)
-
-
 def _reply(shape: str, request: Any, text: str | None, n: int) -> dict[str, Any]:
-    user = _user_text(request)
     if text is None:
-        text = "DRAFT: " + user[:60]
+        text = "DRAFT: " + demo_llm.user_text(request)[:60]
         wants_json = isinstance(request, dict) and request.get("response_format") is not None
         text = json.dumps({"text": text}) if wants_json else text
-    model = request.get("model", "fake-model") if isinstance(request, dict) else "fake-model"
-    system = request.get("system", "") if isinstance(request, dict) else ""
-    input_tokens = (
-        _tokens(json.dumps(request.get("messages", [])) + str(system))
-        if isinstance(request, dict)
-        else 1
-    )
-    output_tokens = _tokens(text)
-    if shape == "anthropic":
-        return {
-            "id": f"msg_fake_{n:06d}",
-            "type": "message",
-            "role": "assistant",
-            "model": model,
-            "content": [{"type": "text", "text": text}],
-            "stop_reason": "end_turn",
-            "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens},
-        }
-    return {
-        "id": f"chatcmpl-fake-{n:06d}",
-        "object": "chat.completion",
-        "created": CREATED,
-        "model": model,
-        "choices": [
-            {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
-        ],
-        "usage": {
-            "prompt_tokens": input_tokens,
-            "completion_tokens": output_tokens,
-            "total_tokens": input_tokens + output_tokens,
-        },
-    }
+    return demo_llm.reply_body(shape, request, text, n)
 
 
 def _error_body(shape: str, status: int, message: str | None = None) -> dict[str, Any]:

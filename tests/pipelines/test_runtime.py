@@ -107,9 +107,8 @@ async def test_a_failed_start_releases_the_store(tmp_path: Path, now: datetime) 
 
 
 async def test_a_crashing_worker_and_a_failing_sweep_are_logged_and_the_rest_runs_on(
-    tmp_path: Path, now: datetime, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, now: datetime, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setattr(runtime, "SWEEP_EVERY_S", 0.02)
     (tmp_path / "pipelines").mkdir()
     survived: list[str] = []
 
@@ -125,6 +124,7 @@ async def test_a_crashing_worker_and_a_failing_sweep_are_logged_and_the_rest_run
         pipelines_dir=tmp_path / "pipelines",
         clock=lambda: now,
         workers=(crashing, steady),
+        sweep_every_s=0.02,
     )
     rt = await runtime.Runtime.start(cfg)
     try:
@@ -139,7 +139,5 @@ async def test_a_crashing_worker_and_a_failing_sweep_are_logged_and_the_rest_run
         await rt.stop()
     # Workers are named for their module: the crashing one is this test module's first.
     assert "worker test_runtime crashed; starting it again in 1 s" in caplog.messages
-    assert f"claim-recovery failed; trying again in {runtime.SWEEP_EVERY_S:g} s" in (
-        caplog.messages
-    )
+    assert "claim-recovery failed; trying again in 0.02 s" in caplog.messages
     assert survived == ["steady"]

@@ -188,7 +188,8 @@ async def test_replay_refusals_say_exactly_why(store: db.Store, now: datetime) -
     with pytest.raises(errors.IllegalTransition) as refused:
         await store.write(items.replay_sync, sent.id, "cli", now, "why")
     assert str(refused.value) == (
-        f"item {sent.id} is dispatched, not dropped; {tail} (add force to send it again)"
+        f"item {sent.id} is dispatched, not dropped; {tail} "
+        f"(to send it again: gatehouse replay {sent.id} --force)"
     )
     assert await snapshot.tables(store) == before
 

@@ -164,7 +164,7 @@ async def test_replay_of_dispatched_needs_force(store: db.Store, now: datetime) 
     for state in (S.DISPATCHING, S.DISPATCHED):
         await items.transition(store, item.id, state, "system", now)
     unchanged = await snapshot.tables(store)
-    with pytest.raises(errors.IllegalTransition, match="add force"):
+    with pytest.raises(errors.IllegalTransition, match=r"gatehouse replay \d+ --force"):
         await store.write(items.replay_sync, item.id, "cli", now, "resend")
     assert await snapshot.tables(store) == unchanged
     assert (
@@ -246,7 +246,19 @@ async def test_sla_sweep_warns_once_then_breaches_once(store: db.Store, now: dat
     assert await snapshot.tables(store) == unchanged
     alerts = await outbox.due(store, now + timedelta(hours=1), ["alert"])
     assert [a.payload["level"] for a in alerts] == ["warning", "error"]
+    assert alerts[0].payload["text"].endswith("its deadline passes in 3 min")
     assert "stuck in drafting" in alerts[1].payload["text"]
+
+
+async def test_a_warning_less_than_a_minute_ahead_counts_seconds(
+    store: db.Store, now: datetime
+) -> None:
+    item = await _item(store, now)
+    await items.transition(store, item.id, S.DRAFTING, "system", now)
+    deadline = now + machine.DEADLINES[S.DRAFTING]
+    assert (await sla.sweep(store, deadline - timedelta(seconds=40))).warned == (item.id,)
+    [alert] = await outbox.due(store, deadline, ["alert"])
+    assert alert.payload["text"].endswith("its deadline passes in 40 s")
 
 
 async def test_awaiting_approval_expires_after_its_window(store: db.Store, now: datetime) -> None:

@@ -385,6 +385,21 @@ class LocalApiState:
             self.chat_actions.append({"chat_id": chat_id, "action": action})
             self._changed()
 
+    def export(self) -> list[ChatMessage]:
+        """The current version of every message of every chat, deleted ones included."""
+        with self._cond:
+            return [v[-1] for c in sorted(self._chats) for _, v in sorted(self._chats[c].items())]
+
+    def restore(self, messages: list[ChatMessage]) -> None:
+        """Put back messages kept by `export` (a restarted demo), ids and all; messages
+        sent from now on are numbered after them."""
+        with self._cond:
+            for m in messages:
+                self._chats.setdefault(m.chat_id, {})[m.message_id] = [m]
+                following = max(self._next_message_id.get(m.chat_id, 1), m.message_id + 1)
+                self._next_message_id[m.chat_id] = following
+            self._changed()
+
     # -- views for tests and the web chat ------------------------------------
 
     def messages(self, chat_id: int) -> list[ChatMessage]:

@@ -1,5 +1,5 @@
 // The gatehouse demo's web chat: follows the operator's chat with the bot (served by
-// bot/webchat.py) and sends what the person types or taps. Plain JS, no build step.
+// bot/demo/webchat.py) and sends what the person types or taps. Plain JS, no build step.
 // Text is always inserted as text nodes: formatting comes from Telegram's entities.
 "use strict";
 
@@ -13,14 +13,17 @@ const replying = document.getElementById("replying");
 let revision = 0;
 let replyTo = null; // the bot's ForceReply message an edit answers
 let scrollDown = true; // after the person acts, show the bot's answer at the bottom
-const seenForceReply = new Set();
+let seenForceReply = null; // prompts already there when this chat was first shown
 const pendingTaps = new Map(); // query id -> the tapped button, until the bot answers
+// Who the page speaks as: one of the demo's operators, kept in the address (#as=1002)
+// so a reload shows the same chat; null: the server's first operator.
+let speakAs = Number(new URLSearchParams(location.hash.slice(1)).get("as")) || null;
 
 async function api(path, body) {
   const init = body === undefined ? {} : {
     method: "POST",
     headers: { "Content-Type": "application/json" },
-    body: JSON.stringify(body),
+    body: JSON.stringify(speakAs === null ? body : { ...body, as: speakAs }),
   };
   const response = await fetch(path, init);
   const data = await response.json();
@@ -110,7 +113,7 @@ function renderMessage(message) {
     const picture = document.createElement("img");
     picture.className = "photo";
     picture.alt = message.text;
-    picture.src = "/api/photo?message_id=" + message.message_id;
+    picture.src = "/api/photo?message_id=" + message.message_id + (speakAs === null ? "" : "&as=" + speakAs);
     bubble.appendChild(picture);
   }
   const body = document.createElement("div");
@@ -130,7 +133,9 @@ function renderMessage(message) {
 // -- following the chat ------------------------------------------------------------------
 
 function render(state) {
+  if (speakAs !== null && state.user_id !== speakAs) return; // an answer from before a switch
   document.getElementById("operator").textContent = state.user_id;
+  renderOperators(state.operators || [state.user_id], state.user_id);
   const nearBottom = chat.scrollHeight - chat.scrollTop - chat.clientHeight < 80;
   const known = new Map([...chat.querySelectorAll(".msg")].map((el) => [el.dataset.messageId, el]));
   const messages = state.messages.filter((m) => !m.deleted);
@@ -161,9 +166,16 @@ function render(state) {
 }
 
 // The Edit button makes the bot ask for the new text with ForceReply, like Telegram does.
+// Prompts already in the chat when it is first shown (a reload, another operator's chat)
+// never start reply mode: only one that arrives while the page watches does.
 function followForceReply(messages) {
-  for (const m of messages) {
-    if (m.from_bot && m.reply_markup && m.reply_markup.force_reply && !seenForceReply.has(m.message_id)) {
+  const prompts = messages.filter((m) => m.from_bot && m.reply_markup && m.reply_markup.force_reply);
+  if (seenForceReply === null) {
+    seenForceReply = new Set(prompts.map((m) => m.message_id));
+    return;
+  }
+  for (const m of prompts) {
+    if (!seenForceReply.has(m.message_id)) {
       seenForceReply.add(m.message_id);
       scrollDown = true;
       setReplyTo(m.message_id);
@@ -212,10 +224,44 @@ function renderChips(commands) {
   }));
 }
 
+let operatorsShown = "";
+function renderOperators(operators, current) {
+  const key = operators.join() + ":" + current;
+  if (key === operatorsShown) return;
+  operatorsShown = key;
+  const box = document.getElementById("operators");
+  box.hidden = operators.length < 2;
+  box.replaceChildren(...operators.map((id) => {
+    const button = document.createElement("button");
+    button.type = "button";
+    button.textContent = "operator " + id;
+    button.setAttribute("aria-pressed", String(id === current));
+    button.addEventListener("click", () => switchTo(id));
+    return button;
+  }));
+}
+
+// Show another operator's chat: the page forgets what it drew for the last one.
+function switchTo(id) {
+  speakAs = id;
+  history.replaceState(null, "", "#as=" + id);
+  chat.querySelectorAll(".msg").forEach((el) => el.remove());
+  seenForceReply = null;
+  setReplyTo(null);
+  scrollDown = true;
+  refresh();
+}
+
+async function refresh() {
+  const state = await api("/api/chat" + (speakAs === null ? "" : "?as=" + speakAs));
+  render(state);
+  return state;
+}
+
 async function follow() {
   for (;;) {
     try {
-      const state = await api("/api/chat");
+      const state = await refresh();
       render(state);
       revision = state.revision;
       statusLine.textContent = "bot · online";

@@ -1,0 +1,137 @@
+"""`gatehouse dry-run`: a pipeline fetched and drafted now, into a throwaway store.
+
+    gatehouse dry-run news [--limit 5] [--llm] [--json]
+
+Prints each card as it would look; nothing is marked seen, stored or sent. With --llm,
+LLM drafts are real provider calls through the budget ledger (pipelines/dryrun.py), and
+what the provider billed is then counted against the store's budgets: one settled claim,
+through the running bot's control socket when it runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from bot import control
+from bot import settings as settings_mod
+from bot.cli import output as cli_output
+from bot.cli import writes as cli_writes
+from pipelines import config, operations
+from store import datadir, db, errors, ledger
+from store.ledger import settle as ledger_settle
+
+if TYPE_CHECKING:  # the engine and the LLM client load for this command alone, when it runs
+    from pipelines import dryrun
+
+#: How the CLI reads the store: `read(cfg, fn)` with a read-only store.
+Read = Callable[[settings_mod.Settings, Callable[[db.Store], Awaitable[Any]]], Any]
+
+
+def add_arguments(parser: argparse.ArgumentParser, positive: Callable[[str], int]) -> None:
+    """`positive`: the CLI's argument type for a whole number of at least 1."""
+    parser.add_argument("pipeline", help="the pipeline's name, as `gatehouse status` lists it")
+    parser.add_argument(
+        "--limit",
+        type=positive,
+        default=5,
+        metavar="N",
+        help="cards printed at most (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--llm",
+        action="store_true",
+        help="draft LLM pipelines with their provider, through the budget ledger: this "
+        "costs money, at most what the budgets have left (default: the template, free)",
+    )
+
+
+def run(
+    cfg: settings_mod.Settings,
+    args: argparse.Namespace,
+    now: datetime,
+    found: dict[str, config.Pipeline],
+    read: Read,
+) -> int:
+    """Fetch and draft one pipeline into a throwaway store; print the cards it would send."""
+    name = operations.check_pipeline(args.pipeline, found)
+    llm = _llm(cfg, name, now, read) if args.llm else None
+    report = asyncio.run(_run(found[name], now, llm))
+    counted = _count_spend(cfg, report, now) if report.spent_micros else None
+    shown = report.cards[: args.limit]
+    value = {
+        "pipeline": name,
+        "fetched": report.fetched,
+        "errors": report.errors,
+        "cards": [payload for _, payload in shown],
+        "not_shown": len(report.cards) - len(shown),
+        "failed": [{"item": item, "reason": reason} for item, reason in report.failed],
+        "llm": None
+        if report.spend is None
+        else {
+            "drafts": report.llm_drafts,
+            "spent_micros": report.spent_micros,
+            "uncertain_micros": report.uncertain_micros,
+            "counted": counted,
+        },
+    }
+    cli_output.emit(args, value, lambda: cli_output.dry_run(report, shown, counted))
+    not_counted = counted is not None and counted["claim"] is None
+    return 1 if report.errors or report.failed or not_counted else 0
+
+
+def _count_spend(
+    cfg: settings_mod.Settings, report: dryrun.Report, now: datetime
+) -> dict[str, Any]:
+    """Count the dry run's LLM spend against the store's budgets (the provider billed it):
+    {"claim": id} or {"claim": None, "problem": why not}."""
+    requests = ", ".join(report.request_ids) or "none reported"
+    evidence = f"dry run of {report.pipeline}: {report.llm_drafts} draft(s); requests {requests}"
+    evidence = evidence[: ledger_settle.MAX_EVIDENCE]
+    key = f"dry-run:{report.pipeline}:{now.isoformat()}"
+    request = {
+        "pipeline": report.pipeline, "key": key, "micros": report.spent_micros,
+        "input_tokens": report.usage[0], "output_tokens": report.usage[1], "evidence": evidence,
+    }  # fmt: skip
+
+    def local(store: db.Store) -> Awaitable[ledger.Claim | None]:
+        return ledger.charge(
+            store, key, control.DRY_RUN_ENDPOINT, report.pipeline, report.usage,
+            report.spent_micros, evidence, now,
+        )  # fmt: skip
+
+    try:
+        found = operations.plain(cli_writes.write(cfg, "record-spend", request, local))
+    except (operations.Invalid, errors.BudgetExceeded, cli_writes.Refused) as exc:
+        return {"claim": None, "problem": str(exc)}
+    if not found:
+        return {"claim": None, "problem": "no budget covers this pipeline any more"}
+    return {"claim": found["id"]}
+
+
+def _llm(cfg: settings_mod.Settings, name: str, now: datetime, read: Read) -> dryrun.Llm:
+    """The provider and prices of these settings, and what the store's budgets for this
+    pipeline and global have left (none: the drafts fall back to the template)."""
+    left: list[tuple[str, str, int]] = []
+    if (cfg.data_dir / datadir.DB_NAME).exists():
+        report = read(cfg, lambda store: operations.budget(store, now))
+        left = [
+            (b.scope, b.period, b.remaining_micros)
+            for b in report.budgets
+            if b.scope in ("global", name)
+        ]
+    from pipelines import dryrun
+
+    return dryrun.Llm(cfg.llm, cfg.prices, left)
+
+
+async def _run(pipeline: config.Pipeline, now: datetime, llm: dryrun.Llm | None) -> dryrun.Report:
+    import httpx  # the engine's client, for this command alone
+
+    from pipelines import dryrun
+
+    async with httpx.AsyncClient(timeout=httpx.Timeout(30.0, connect=10.0)) as client:
+        return await dryrun.run(pipeline, client, now, llm)

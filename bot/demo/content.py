@@ -1,0 +1,148 @@
+"""The demo's pipelines, written into its data directory at each start, and its budget.
+
+    files = content.write(data_dir, web_url)     # pipeline YAML, prompt, out/ dirs
+    settings.llm, settings.prices = content.llm(llm_server.base_url), content.PRICES
+
+- `news`: the bundled Riverside Gazette feed, drafted by the demo's LLM (so cards show a
+  cost and the budget fills), approved by either operator, filed under out/news.
+- `team`: the bundled release notes, drafted by the template, and needing both demo
+  operators to approve (quorum 2) before they are filed under out/team.
+- `urgent`: one breaking story with a 40-second approval window, so the SLA warning
+  arrives within the first minute (and, unanswered, the card expires).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipelines.providers import client as providers
+from store.ledger import prices as ledger_prices
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "pipelines" / "examples"
+#: The feeds the page server serves, by path.
+FEEDS = {
+    "/feeds/demo.xml": EXAMPLES / "feeds" / "demo.xml",
+    "/feeds/urgent.xml": EXAMPLES / "feeds" / "urgent.xml",
+}
+NOTES = EXAMPLES / "notes"
+#: The demo page's port unless --port says otherwise (0 picks a free one).
+DEFAULT_PORT = 8780
+#: The demo LLM's model and the key the demo's settings present to it (a made-up key
+#: for a local stand-in, checked as a provider would).
+MODEL = "demo-model"
+API_KEY = "demo-key-not-secret"
+#: The demo's operators: the page speaks as either one.
+OPERATORS = (1001, 1002)
+#: Their first names and usernames, shown wherever the bot says who acted.
+NAMES = {1001: ("Alex", "alex"), 1002: ("Sam", "sam")}
+#: The demo model's price: dear on purpose, so five drafts cross a budget alert.
+PRICES = {
+    MODEL: ledger_prices.Price(input_micros_per_mtok=2_000_000, output_micros_per_mtok=200_000_000)
+}
+#: The day's budget for every pipeline together, in USD. A draft holds about $0.018
+#: (its worst case) and costs about $0.011: the feed's five drafts fit side by side, and
+#: once settled they pass 50 %, so the threshold alert fires.
+BUDGET_USD = "0.10"
+#: Seconds the demo model takes to answer, so a /budget sent meanwhile shows holds.
+LLM_DELAY_S = 1.5
+#: The SLA sweep's pass in the demo (seconds): the urgent window is short.
+SWEEP_EVERY_S = 2.0
+
+PROMPT = """\
+Write a short post for the Riverside Gazette's channel: the headline, then one or two
+sentences from the story. Keep names and numbers exact.
+
+Headline:
+{title}
+
+Story:
+{text}
+"""
+
+NEWS = """\
+# Written by `gatehouse demo`: the bundled feed, drafted by the demo's LLM.
+name: news
+schedule: 15m
+sources:
+  - type: rss
+    url: {web}/feeds/demo.xml
+    scope: demo-news
+draft:
+  drafter: llm
+  prompt: prompts/news.txt
+  max_tokens: 80
+approval:
+  quorum: 1
+  window: 24h
+dispatch:
+  type: file
+  path: {out}/news
+"""
+
+TEAM = """\
+# Written by `gatehouse demo`: release notes that need both operators' approval.
+name: team
+schedule: 15m
+sources:
+  - type: folder
+    path: {notes}
+    pattern: "*.md"
+    scope: demo-notes
+approval:
+  operators: [{operators}]
+  quorum: 2
+  window: 24h
+dispatch:
+  type: file
+  path: {out}/team
+"""
+
+URGENT = """\
+# Written by `gatehouse demo`: breaking news with a short approval window.
+name: urgent
+schedule: 15m
+sources:
+  - type: rss
+    url: {web}/feeds/urgent.xml
+    scope: demo-urgent
+approval:
+  quorum: 1
+  window: 40s
+dispatch:
+  type: file
+  path: {out}/urgent
+"""
+
+
+@dataclass(frozen=True)
+class Files:
+    pipelines_dir: Path
+    #: Where approved posts land, one folder per pipeline.
+    out_dir: Path
+
+
+def write(data_dir: Path, web_url: str) -> Files:
+    """Write the pipelines (pointed at the page server's feeds) and the prompt."""
+    pipelines_dir, out = data_dir / "pipelines", data_dir / "out"
+    (pipelines_dir / "prompts").mkdir(mode=0o700, parents=True, exist_ok=True)
+    (pipelines_dir / "prompts" / "news.txt").write_text(PROMPT)
+    web = web_url.rstrip("/")
+    operators = ", ".join(map(str, OPERATORS))
+    texts = {
+        "news": NEWS.format(web=web, out=out),
+        "team": TEAM.format(notes=NOTES, operators=operators, out=out),
+        "urgent": URGENT.format(web=web, out=out),
+    }
+    for name, text in texts.items():
+        (pipelines_dir / f"{name}.yaml").write_text(text)
+    return Files(pipelines_dir, out)
+
+
+def llm(base_url: str) -> providers.ProviderSettings:
+    return providers.ProviderSettings(
+        kind="openai",
+        base_url=base_url,
+        api_key=API_KEY,  # type: ignore[arg-type]  # pydantic makes it a SecretStr
+        model=MODEL,
+    )

@@ -1,0 +1,149 @@
+"""The demo's own parts alone: its LLM over a real socket, and the saved conversation."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from bot.demo import content, resume
+from bot.demo import llm as demo_llm
+from bot.demo.botapi import server as localapi
+from pipelines import config
+from pipelines.drafting import llm as llm_drafter
+from pipelines.drafting import prompt
+from pipelines.sources import rss
+from store import machine
+from store.ledger import budgets, prices
+
+
+@pytest.fixture
+def llm() -> Iterator[demo_llm.DemoLLM]:
+    with demo_llm.DemoLLM() as server:
+        yield server
+
+
+def ask(llm: demo_llm.DemoLLM, body: object, key: str = demo_llm.API_KEY) -> httpx.Response:
+    return httpx.post(
+        f"{llm.base_url}/chat/completions",
+        json=body,
+        headers={"Authorization": f"Bearer {key}"},
+        timeout=10,
+    )
+
+
+def test_the_demo_llm_writes_a_post_from_the_fenced_fields_and_reports_usage(
+    llm: demo_llm.DemoLLM,
+) -> None:
+    text = "The bridge reopens on Monday. Traffic returns to two lanes. Buses follow later."
+    content = f"Headline:\n{prompt.fence('Bridge reopens')}\n\nStory:\n{prompt.fence(text)}"
+    body = {
+        "model": "demo-model",
+        "max_tokens": 80,
+        "messages": [{"role": "user", "content": content}],
+    }
+    answer = ask(llm, body)
+    assert answer.status_code == 200
+    reply = answer.json()
+    post = reply["choices"][0]["message"]["content"]
+    assert post == f"Bridge reopens: {text}"
+    assert reply["usage"]["completion_tokens"] == demo_llm.tokens(post)
+    assert answer.headers["x-request-id"] == "req_fake_000001"
+    # A model stops at max_tokens: the post is cut, and so is what it costs.
+    short = ask(llm, {**body, "max_tokens": 3}).json()
+    assert len(short["choices"][0]["message"]["content"]) == 12
+    assert llm.calls == 2
+
+
+def test_the_demo_llm_refuses_a_wrong_key_and_bad_requests(llm: demo_llm.DemoLLM) -> None:
+    assert ask(llm, {"messages": []}, key="wrong").status_code == 401
+    bad = httpx.post(
+        f"{llm.base_url}/chat/completions",
+        content=b"not json",
+        headers={"Authorization": f"Bearer {demo_llm.API_KEY}"},
+        timeout=10,
+    )
+    assert bad.status_code == 400 and "JSON" in bad.json()["error"]["message"]
+    elsewhere = httpx.post(f"{llm.base_url}/files", content=b"{}", timeout=10)
+    assert elsewhere.status_code == 404
+    models = httpx.get(
+        f"{llm.base_url}/models", headers={"Authorization": f"Bearer {demo_llm.API_KEY}"}
+    )
+    assert models.json()["data"][0]["id"] == demo_llm.MODEL
+    assert llm.calls == 0
+
+
+def test_a_saved_chat_comes_back_with_its_ids_and_without_its_buttons(tmp_path: Path) -> None:
+    keyboard = {"inline_keyboard": [[{"text": "Approve", "callback_data": "a"}]]}
+    with localapi.LocalBotApi() as api:
+        api.inject_command(1001, 1001, "/status")
+        api.state.add_message(
+            1001, from_bot=True, sender={"id": 1, "is_bot": True}, text="card",
+            entities=[], reply_markup=keyboard, reply_to_message_id=None, now=1,
+        )  # fmt: skip
+        resume.save_chat(api, tmp_path)
+    with localapi.LocalBotApi() as api:
+        assert resume.restore_chat(api, tmp_path) == 2
+        command, card = api.messages(1001)
+        assert (command.text, card.text, card.message_id) == ("/status", "card", 2)
+        assert card.reply_markup is None
+        # Messages sent from now on are numbered after the restored ones.
+        assert api.inject_message(1001, 1001, "hello")["message"]["message_id"] == 3
+
+
+@pytest.mark.parametrize("saved", [b"{not json", b'{"messages": [{"chat_id": 1}]}', b"[]"])
+def test_an_unreadable_saved_chat_is_skipped_and_logged(
+    tmp_path: Path, saved: bytes, caplog: pytest.LogCaptureFixture
+) -> None:
+    (tmp_path / resume.CHAT_FILE).write_bytes(saved)
+    with localapi.LocalBotApi() as api:
+        assert resume.restore_chat(api, tmp_path) == 0
+        assert api.messages(1001) == []
+    assert "was not restored" in caplog.text
+
+
+def test_no_saved_chat_is_a_first_run(tmp_path: Path) -> None:
+    with localapi.LocalBotApi() as api:
+        assert resume.restore_chat(api, tmp_path) == 0
+    assert not (tmp_path / resume.CHAT_FILE).exists()
+
+
+def test_the_demo_is_set_up_to_show_an_sla_warning_and_a_budget_alert_in_its_first_minute(
+    tmp_path: Path,
+) -> None:
+    """What the first minute shows follows from the demo's settings, not from luck: the
+    urgent window warns at 80 % well inside the minute, and the news drafts' holds fit
+    the budget side by side while their settled cost passes its first alert."""
+    files = content.write(tmp_path, "http://127.0.0.1:1/")
+    loaded = config.load_dir(files.pipelines_dir, config.LoadContext(frozenset(content.OPERATORS)))
+    assert not loaded.errors, config.format_errors(loaded.errors)
+    window = loaded.pipelines["urgent"].approval.window
+    assert window.total_seconds() * machine.WARN_AT + content.SWEEP_EVERY_S < 45
+    assert loaded.pipelines["team"].approval.quorum == len(content.OPERATORS) == 2
+
+    news = loaded.pipelines["news"]
+    price = content.PRICES[demo_llm.MODEL]
+    limit = int(float(content.BUDGET_USD) * 1_000_000)
+    prompts = [prompt.render_prompt(news.draft.prompt_text or "", item) for item in _items()]
+    assert len(prompts) == 5
+    # Every draft holds its worst case at once (they are drafted side by side) ...
+    worst = [
+        prices.worst_case(
+            price, llm_drafter.max_input_tokens(llm_drafter.SYSTEM, text), news.draft.max_tokens
+        )
+        for text in prompts
+    ]
+    assert sum(worst) <= limit
+    # ... and settles at least what its post's tokens cost: together past the first alert.
+    posts = [demo_llm.write_post(text)[: news.draft.max_tokens * 4] for text in prompts]
+    spent = sum(prices.cost(prices.Usage(0, demo_llm.tokens(post)), price) for post in posts)
+    assert spent * 100 >= limit * budgets.THRESHOLDS_PCT[0]
+
+
+def _items() -> list[prompt.DraftItem]:
+    """The bundled feed's items as the rss source reads them."""
+    feed = content.FEEDS["/feeds/demo.xml"]
+    fetched = rss._parse(str(feed), feed.read_bytes(), "application/rss+xml")
+    return [prompt.DraftItem.from_fetched(item, "news") for item in fetched]

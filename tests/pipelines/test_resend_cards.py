@@ -1,0 +1,51 @@
+"""Open cards sent again, for chats that lost them: a new card row per awaiting item whose
+card was sent, and the item's next decision edits the new copy as well."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import httpx
+import pytest
+
+from bot import sender
+from pipelines import approval, card_trail, engine
+from store import db, items, outbox
+from store.machine import State
+from tests.fakes.feed_server import FeedServer
+from tests.fakes.feeds import rss
+from tests.pipelines.test_engine import write_pipeline
+
+
+@pytest.fixture
+def feeds() -> Iterator[FeedServer]:
+    with FeedServer() as server:
+        server.set("/feed.xml", rss([("a", "One", "first"), ("b", "Two", "second")]))
+        yield server
+
+
+async def test_each_awaiting_items_sent_card_is_queued_again_once(
+    store: db.Store, feeds: FeedServer, client: httpx.AsyncClient, tmp_path: Path, now: datetime
+) -> None:
+    pipeline = write_pipeline(tmp_path, "news", [feeds.url("/feed.xml")])
+    await engine.Engine(store, {"news": pipeline}, client=client).tick("news", "schedule", now)
+    sent, waiting = await items.in_state(store, State.AWAITING_APPROVAL, "news")
+    [card] = await outbox.for_item(store, sent.id, "card")
+    await outbox.mark_sent(store, card.id, '{"1001": [7]}', now)
+
+    later = now + timedelta(minutes=1)
+    assert await card_trail.resend_open(store, later) == [sent.id]
+    # Once per sent card: asking again queues nothing more; a card not sent yet is not lost.
+    assert await card_trail.resend_open(store, later) == []
+    again, first = await outbox.for_item(store, sent.id, "card")
+    assert (again.state, again.external_id, first.id) == ("pending", None, card.id)
+    assert again.payload == first.payload
+    assert len(await outbox.for_item(store, waiting.id, "card")) == 1
+
+    await approval.decide(store, pipeline, sent.id, 1, 1, 1001, "approve", later)
+    [edit] = await outbox.for_item(store, sent.id, "card_edit")
+    # The sender edits every copy of the version an edit names: the new one too.
+    edited = await sender._cards_for(store, sent.id, edit.payload)
+    assert {card.id for card in edited} == {first.id, again.id}
