@@ -6,9 +6,9 @@ Builds (once, then keeps under ~/.cache/gatehouse-bench) a store of N items (def
 1,000,000), 4 events per item, N/10 budget claims, runs and budgets, filled by plain
 SQL in one transaction; the copy is rebuilt when the schema (or this filling)
 changes. Then times the functions the bot and the CLI call, on a read-only store as
-`gatehouse status` opens it: /status (views.overview), /pending (views.pending),
-/budget (views.budget), /history (views.history of a random item) and `gatehouse
-status` (views.overview and info.info), a Prometheus scrape's read (figures.snapshot)
+`gatehouse status` opens it: /status (operations.overview), /pending (operations.pending),
+/budget (operations.budget), /history (operations.history of a random item) and `gatehouse
+status` (operations.overview and info.info), a Prometheus scrape's read (figures.snapshot)
 and the data of `/status chart` (figures.week). Prints p50 and p99 per question; the last
 line is one JSON object.
 """
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import common
-from pipelines import operations as views
+from pipelines import operations
 from store import backend, clock, db, figures, info, migrate, sql
 
 #: The newest moment in the built store: items and claims spread over the year before.
@@ -175,16 +175,16 @@ async def main(argv: list[str]) -> None:
     rng = random.Random(7)
     try:
         questions: dict[str, Callable[[], Awaitable[Any]]] = {
-            "status": lambda: views.overview(store, PIPELINES, NOW),
-            "pending": lambda: views.pending(store),
-            "budget": lambda: views.budget(store, NOW),
-            "history": lambda: views.history(store, rng.randint(1, args.items)),
+            "status": lambda: operations.overview(store, PIPELINES, NOW),
+            "pending": lambda: operations.pending(store),
+            "budget": lambda: operations.budget(store, NOW),
+            "history": lambda: operations.history(store, rng.randint(1, args.items)),
             "cli_status": lambda: _cli_status(store),
             "metrics_scrape": lambda: figures.snapshot(store, PIPELINES, NOW),
             "status_chart": lambda: figures.week(store, NOW - timedelta(days=7)),
         }
         samples = {name: await timed(call, args.repeat) for name, call in questions.items()}
-        pending = len(await views.pending(store))
+        pending = len(await operations.pending(store))
     finally:
         await store.close()
     for name, s in samples.items():
@@ -203,5 +203,5 @@ async def main(argv: list[str]) -> None:
 
 
 async def _cli_status(store: db.Store) -> None:
-    await views.overview(store, PIPELINES, NOW)
+    await operations.overview(store, PIPELINES, NOW)
     await info.info(store)

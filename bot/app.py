@@ -54,12 +54,12 @@ from bot import (
     storage_alarm,
 )
 from bot import settings as settings_mod
-from pipelines import card_trail, nudges, workers
+from pipelines import card_trail, nudges, retry, workers
 from pipelines import runtime as runtime_mod
 from pipelines.audit import witness as audit_witness
 from pipelines.dispatch import dispatcher
 from pipelines.drafting import llm as llm_drafter
-from store import errors, outbox
+from store import errors, outbox, payloads
 
 log = logging.getLogger(__name__)
 
@@ -67,13 +67,6 @@ log = logging.getLogger(__name__)
 RATE_LIMIT_RETRIES = 1
 #: The first wait before the command menu is tried again (seconds; doubles, capped).
 MENU_FIRST_RETRY_S = 2.0
-#: Store errors that mean "fix the setup", answered with exit code 2.
-STARTUP_ERRORS = (
-    errors.DataDirError,
-    errors.LockHeld,
-    errors.PragmaMismatch,
-    errors.MigrationError,
-)
 ALLOWED_UPDATES = [Update.MESSAGE, Update.CALLBACK_QUERY]
 #: Waits between getMe attempts while Telegram is unreachable: doubling from the first
 #: to the cap (seconds), so a network that comes back is noticed within the cap.
@@ -165,8 +158,9 @@ def _targets(cfg: settings_mod.Settings, runtime: runtime_mod.Runtime) -> sender
     def targets(row: outbox.Row) -> list[int]:
         if row.target == outbox.ALERTS:
             return alert_chats(cfg)
-        if row.payload.get("chats"):  # an escalation's card: the people brought in
-            return [int(chat) for chat in row.payload["chats"]]
+        chats = payloads.Card.of(row).chats if row.kind == "card" else ()
+        if chats:  # an escalation's card: the people brought in
+            return list(chats)
         if row.target.startswith(card_trail.CHAT_TARGET):  # a fresh card for one chat
             return [int(row.target.removeprefix(card_trail.CHAT_TARGET))]
         pipeline = runtime.pipelines.get(str(row.payload.get("pipeline")))
@@ -178,19 +172,19 @@ def _targets(cfg: settings_mod.Settings, runtime: runtime_mod.Runtime) -> sender
 
 def _keyboard(key: bytes, runtime: runtime_mod.Runtime) -> sender.Keyboard:
     def keyboard(row: outbox.Row) -> InlineKeyboardMarkup | None:
-        if row.kind == "alert" and row.payload.get("offer"):  # a digest's list
-            count = int(row.payload["count"])
-            return review_keyboards.listed_keyboard(key, int(row.payload["offer"]), count)
+        listed = payloads.Alert.of(row) if row.kind == "alert" else None
+        if listed is not None and listed.offer is not None:  # a digest's list
+            return review_keyboards.listed_keyboard(key, listed.offer, listed.count or 0)
         if row.item_id is None or row.kind not in ("card", "card_edit"):
             return None
-        attempt, version = int(row.payload["attempt"]), int(row.payload["version"])
-        if row.payload.get("buttons") == card_trail.RETRY_BUTTONS:
-            return card_actions.retry_keyboard(key, row.item_id, attempt, version)
-        if row.kind == "card_edit":  # a decided card: Undo while it lasts, Redraft
-            pipeline = runtime.pipelines.get(str(row.payload.get("pipeline")))
-            edit = {**row.payload, "item_id": row.item_id}
-            return review_keyboards.decided_keyboard(key, edit, pipeline)
-        return handlers.card_keyboard(key, row.item_id, attempt, version)
+        if row.kind == "card":
+            card = payloads.Card.of(row)
+            return handlers.card_keyboard(key, row.item_id, card.attempt, card.version)
+        edit = payloads.CardEdit.of(row)
+        if edit.buttons == card_trail.RETRY_BUTTONS:
+            return card_actions.retry_keyboard(key, row.item_id, edit.attempt, edit.version)
+        # A decided card: Undo while it lasts, Redraft.
+        return review_keyboards.decided_keyboard(key, edit, runtime.pipelines.get(edit.pipeline))
 
     return keyboard
 
@@ -253,7 +247,7 @@ async def publish_commands(bot: Bot, stop: asyncio.Event) -> bool:
             return False
         except Exception as exc:  # a 5xx, the network, an unreadable answer: try again
             failures += 1
-            delay = workers.backoff_s(failures, MENU_FIRST_RETRY_S)
+            delay = retry.backoff_s(failures, MENU_FIRST_RETRY_S, workers.MAX_BACKOFF_S)
             log.warning("command menu not set (%s); retrying in %g s", workers.describe(exc), delay)
             await workers.wait_any((stop,), delay)
     return False
@@ -343,7 +337,7 @@ async def connect(bot: Bot, stop: asyncio.Event) -> bool:
     """
     attempt = 1
     while True:
-        wait = workers.backoff_s(attempt, CONNECT_FIRST_WAIT_S)
+        wait = retry.backoff_s(attempt, CONNECT_FIRST_WAIT_S, workers.MAX_BACKOFF_S)
         try:
             await bot.initialize()
             return True
@@ -406,7 +400,7 @@ def main(
     try:
         with contextlib.suppress(KeyboardInterrupt):
             asyncio.run(run(cfg, token))
-    except (*STARTUP_ERRORS, TokenRejected) as e:
+    except (*errors.STARTUP_ERRORS, TokenRejected) as e:
         print(f"gatehouse: {e}", file=sys.stderr)
         return 2
     except errors.StoreError as e:  # the store failed while starting (full, corrupt, ...)

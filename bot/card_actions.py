@@ -24,6 +24,7 @@ from telegram.constants import ParseMode
 
 from bot import callbacks, render, sender, wording
 from pipelines import card_trail, config
+from pipelines.text import telegram as telegram_text
 from store import items, outbox
 from store.db import Store
 from store.machine import State
@@ -58,7 +59,7 @@ def edit_prompt(item: items.Item, draft_text: str) -> str:
         "and send it as a reply to this message."
     )
     block = f"{head}\n\n<pre>{render.esc(draft_text)}</pre>"
-    if render.utf16_len(block) <= render.MAX_MESSAGE:
+    if telegram_text.utf16_len(block) <= telegram_text.MAX_MESSAGE:
         return block
     return f"{head}\n\n(The draft is too long to repeat here: copy it from its card.)"
 
@@ -93,7 +94,7 @@ async def reply_about(
     assert message is not None
     found = await card_message(store, await items.get(store, item_id), message.chat_id)
     quote = ReplyParameters(found, allow_sending_without_reply=True) if found else None
-    parts = render.split(text)
+    parts = telegram_text.split(text)
     for index, part in enumerate(parts):
         last = index == len(parts) - 1
         await message.get_bot().send_message(

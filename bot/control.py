@@ -30,8 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from bot import logs
-from pipelines import approval
-from pipelines import operations as views
+from pipelines import operations
 from pipelines.operations import review
 from pipelines.text import validation
 from store import errors, events, ledger, tokens
@@ -72,7 +71,7 @@ class NoAnswer(Exception):
     """The request was sent but no answer came back: it may or may not have taken effect."""
 
 
-class Refused(Exception):
+class Refused(errors.Refused):
     """The bot answered and refused the request; the message says why."""
 
     def __init__(self, message: str, kind: str) -> None:
@@ -88,21 +87,21 @@ def socket_path(data_dir: Path) -> Path:
 
 
 async def _set_budget(rt: Any, args: dict[str, Any]) -> Any:
-    return await views.set_budget(
+    return await operations.set_budget(
         rt.store, str(args["scope"]), str(args["period"]), str(args["amount"]), ACTOR, rt.now()
     )
 
 
 async def _replay(rt: Any, args: dict[str, Any]) -> Any:
-    return await views.replay(
-        rt.store, views.whole_number(args.get("item"), "item"), ACTOR, rt.now(),
+    return await operations.replay(
+        rt.store, operations.whole_number(args.get("item"), "item"), ACTOR, rt.now(),
         force=bool(args.get("force")), fresh=bool(args.get("fresh")), scheduler=rt.scheduler,
     )  # fmt: skip
 
 
 def _schedule(action: str) -> Handler:
     async def run(rt: Any, args: dict[str, Any]) -> Any:
-        return await views.schedule(
+        return await operations.schedule(
             rt.store, rt.pipelines, action, str(args["pipeline"]), ACTOR, rt.now(),
             scheduler=rt.scheduler,
         )  # fmt: skip
@@ -111,9 +110,9 @@ def _schedule(action: str) -> Handler:
 
 
 async def _reconcile_claim(rt: Any, args: dict[str, Any]) -> Any:
-    return await views.reconcile_claim(
+    return await operations.reconcile_claim(
         rt.store,
-        views.whole_number(args.get("claim"), "claim"),
+        operations.whole_number(args.get("claim"), "claim"),
         str(args["amount"]),
         str(args["evidence"]),
         ACTOR,
@@ -122,17 +121,17 @@ async def _reconcile_claim(rt: Any, args: dict[str, Any]) -> Any:
 
 
 async def _sweep(rt: Any, args: dict[str, Any]) -> Any:
-    days = views.whole_number(args.get("days"), "days", high=views.MAX_SWEEP_DAYS)
-    return await views.sweep(rt.store, rt.now(), days)
+    days = operations.whole_number(args.get("days"), "days", high=operations.MAX_SWEEP_DAYS)
+    return await operations.sweep(rt.store, rt.now(), days)
 
 
 def _decision(action: str) -> Handler:
     async def run(rt: Any, args: dict[str, Any]) -> Any:
         version = args.get("version")
         return await review.at_terminal(
-            rt.store, rt.pipelines, action, views.whole_number(args.get("item"), "item"),
+            rt.store, rt.pipelines, action, operations.whole_number(args.get("item"), "item"),
             str(args[BY]), rt.now(), text=str(args.get("text") or ""), scheduler=rt.scheduler,
-            version=None if version is None else views.whole_number(version, "version"),
+            version=None if version is None else operations.whole_number(version, "version"),
         )  # fmt: skip
 
     return run
@@ -155,9 +154,7 @@ async def _pipelines(rt: Any, args: dict[str, Any]) -> Any:
 
 async def _reconcile(rt: Any, args: dict[str, Any]) -> Any:
     """File dispatch folders against the store, with the bot's own pipelines and paths."""
-    from bot import maintenance  # file dispatch and drafts: only this op needs them
-
-    return await maintenance.reconcile(
+    return await operations.reconcile(
         rt.store, rt.pipelines, backfill=bool(args.get("backfill")), prune=bool(args.get("prune"))
     )
 
@@ -165,10 +162,10 @@ async def _reconcile(rt: Any, args: dict[str, Any]) -> Any:
 async def _record_spend(rt: Any, args: dict[str, Any]) -> Any:
     """A dry run's LLM spend, counted against this bot's budgets (`gatehouse dry-run --llm`)."""
     usage = prices.Usage(
-        views.whole_number(args.get("input_tokens"), "input_tokens", low=0),
-        views.whole_number(args.get("output_tokens"), "output_tokens", low=0),
+        operations.whole_number(args.get("input_tokens"), "input_tokens", low=0),
+        operations.whole_number(args.get("output_tokens"), "output_tokens", low=0),
     )
-    micros = views.whole_number(args.get("micros"), "micros", low=0)
+    micros = operations.whole_number(args.get("micros"), "micros", low=0)
     return await ledger.charge(
         rt.store, str(args["key"]), DRY_RUN_ENDPOINT, str(args["pipeline"]), usage, micros,
         str(args["evidence"]), rt.now(),
@@ -308,9 +305,9 @@ async def _answer(runtime: Any, line: bytes, by: str) -> dict[str, Any]:
         return _error(f"bad request; valid ops: {', '.join(OPS)}", "invalid")
     try:
         result = await handler(runtime, args)
-    except (views.Invalid, validation.InvalidDraft) as exc:
+    except (operations.Invalid, validation.InvalidDraft) as exc:
         return _error(str(exc), "invalid")
-    except (errors.NotFound, errors.IllegalTransition, errors.Conflict, approval.NotAllowed) as exc:
+    except errors.Refused as exc:
         return _error(str(exc), "refused")
     except (KeyError, TypeError, ValueError) as exc:
         return _error(f"bad arguments for {op}: {exc}", "invalid")
@@ -320,7 +317,7 @@ async def _answer(runtime: Any, line: bytes, by: str) -> dict[str, Any]:
         log.exception("control op %s failed", op)
         return _error(f"{op} failed inside the bot; see its log", "internal")
     log.info("control: %s by %s", op, by if op in review.TERMINAL_ACTIONS else ACTOR)
-    return {"ok": True, "result": views.plain(result)}
+    return {"ok": True, "result": operations.plain(result)}
 
 
 # -- client ---------------------------------------------------------------------------------

@@ -31,12 +31,11 @@ from bot import (
     review_keyboards,
     sender,
 )
-from pipelines import approval, config, leader
-from pipelines import operations as views
+from pipelines import approval, config, leader, operations
 from pipelines import workers as workers_mod
 from pipelines.operations import review
 from pipelines.scheduler import Scheduler
-from pipelines.text import validation
+from pipelines.text import telegram as telegram_text
 from store import drafts, errors, events, items, prompts
 from store.db import Store
 from store.machine import State
@@ -96,7 +95,7 @@ def deps(context: Context) -> Deps:
 async def reply(update: Update, text: str, markup: InlineKeyboardMarkup | None = None) -> None:
     message = update.effective_message
     assert message is not None
-    parts = render.split(text)
+    parts = telegram_text.split(text)
     for index, part in enumerate(parts):
         last = index == len(parts) - 1
         await message.reply_text(
@@ -131,14 +130,10 @@ def pipeline_arg(context: Context, command: str) -> str:
     args = context.args or []
     if len(args) != 1:
         raise BadInput(f"usage: /{command} &lt;pipeline&gt;; pipelines: {', '.join(known)}")
-    name = args[0]
-    if name not in known:
-        close = difflib.get_close_matches(name, known, n=3)
-        hint = f" Did you mean {', '.join(close)}?" if close else ""
-        raise BadInput(
-            f"unknown pipeline {render.esc(name)!r}.{hint} Pipelines: {', '.join(known)}"
-        )
-    return name
+    try:
+        return operations.check_pipeline(args[0], known)
+    except operations.Invalid as exc:
+        raise BadInput(render.esc(exc)) from None
 
 
 def item_arg(context: Context, command: str) -> int:
@@ -147,8 +142,8 @@ def item_arg(context: Context, command: str) -> int:
     if len(args) != 1:
         raise BadInput(usage)
     try:
-        return views.whole_number(args[0], "the item id")
-    except views.Invalid as exc:
+        return operations.whole_number(args[0], "the item id")
+    except operations.Invalid as exc:
         raise BadInput(f"{render.esc(exc)}; {usage}") from None
 
 
@@ -163,7 +158,7 @@ def command(
             await fn(update, context, found, found.clock())
         except BadInput as exc:
             await reply(update, str(exc))
-        except (errors.NotFound, errors.IllegalTransition, errors.Conflict, views.Invalid) as exc:
+        except errors.Refused as exc:
             await reply(update, render.esc(exc))
 
     handler.__doc__ = fn.__doc__
@@ -206,11 +201,11 @@ async def status(update: Update, context: Context, d: Deps, now: datetime) -> No
         await charts.reply_status(update, d.store, now)
         return
     if context.args:
-        found = await views.pipeline_runs(d.store, pipeline_arg(context, "status"))
+        found = await operations.pipeline_runs(d.store, pipeline_arg(context, "status"))
         await reply(update, render.status_pipeline(found.name, found.recent, found.window, now))
         return
     states = d.workers.snapshot() if d.workers else []
-    overview = await views.overview(d.store, d.pipelines, now, states)
+    overview = await operations.overview(d.store, d.pipelines, now, states)
     workers_now = cluster.lines(await cluster.read(d.store, now, d.lease_ttl))
     await reply(
         update, "\n".join([render.status_overview(overview), *map(render.esc, workers_now)])
@@ -240,13 +235,13 @@ async def budget(update: Update, context: Context, d: Deps, now: datetime) -> No
     if context.args == ["chart"]:
         await charts.reply_budget(update, d.store, now)
         return
-    await reply(update, render.budget(await views.budget(d.store, now), now))
+    await reply(update, render.budget(await operations.budget(d.store, now), now))
 
 
 @command
 async def history(update: Update, context: Context, d: Deps, now: datetime) -> None:
     """One item's events, oldest first."""
-    found = await views.history(d.store, item_arg(context, "history"))
+    found = await operations.history(d.store, item_arg(context, "history"))
     text = await people.humanize(d.store, render.history(found.item, found.events), as_html=True)
     await card_actions.reply_about(update, d.store, found.item.id, text)
 
@@ -254,7 +249,7 @@ async def history(update: Update, context: Context, d: Deps, now: datetime) -> N
 @command
 async def replay(update: Update, context: Context, d: Deps, now: datetime) -> None:
     """Why an item dropped, with a button that replays it."""
-    found = await views.history(d.store, item_arg(context, "replay"))
+    found = await operations.history(d.store, item_arg(context, "replay"))
     item, trail = found.item, found.events
     if not found.dropped:
         text = render.history(item, trail) + "\n\nNot dropped: nothing to replay."
@@ -262,7 +257,7 @@ async def replay(update: Update, context: Context, d: Deps, now: datetime) -> No
             update, d.store, item.id, await people.humanize(d.store, text, as_html=True)
         )
         return
-    kept = await views.unshown_drafts(d.store, item.id)
+    kept = await operations.unshown_drafts(d.store, item.id)
 
     def button(label: str, action: callbacks.Action) -> InlineKeyboardButton:
         data = callbacks.encode(
@@ -280,7 +275,7 @@ async def _schedule_command(update: Update, context: Context, d: Deps, now: date
     word = (update.effective_message.text or "").split()[0][1:].split("@")[0]
     name = pipeline_arg(context, word)
     actor = events.operator(update.effective_user.id)
-    changed = await views.schedule(
+    changed = await operations.schedule(
         d.store, d.pipelines, word, name, actor, now, scheduler=d.scheduler
     )
     if word == "run":
@@ -333,7 +328,7 @@ async def tap(update: Update, context: Context) -> None:
             await card_actions.show(query, d, item, now)
         else:
             await _replay(query, d, item, button, now)
-    except (errors.Conflict, errors.IllegalTransition, errors.NotFound, approval.NotAllowed) as exc:
+    except errors.Refused as exc:
         await query.answer(_short(str(exc)), show_alert=True)
 
 
@@ -390,7 +385,9 @@ async def _replay(
         return
     actor = events.operator(query.from_user.id)
     fresh = button.action == "fresh"
-    replayed = await views.replay(d.store, item.id, actor, now, fresh=fresh, scheduler=d.scheduler)
+    replayed = await operations.replay(
+        d.store, item.id, actor, now, fresh=fresh, scheduler=d.scheduler
+    )
     await query.answer(f"replayed: attempt {replayed.attempt}")
     await query.edit_message_reply_markup(reply_markup=None)
     text = (
@@ -417,7 +414,7 @@ async def edit_reply(update: Update, context: Context) -> None:
         draft = await approval.edit(
             d.store, pipeline, item_id, version, message.text or "", message.from_user.id, d.clock()
         )
-    except (validation.InvalidDraft, errors.Conflict, errors.IllegalTransition) as exc:
+    except errors.Refused as exc:
         await message.reply_text(f"Not saved: {exc}")
         return
     await prompts.forget(d.store, message.chat_id, prompt_id)

@@ -14,17 +14,13 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
 from pipelines import logfields
+from pipelines.text import telegram as telegram_text
 
-REDACTED = "<redacted>"
-# Telegram bot tokens look like "<bot id>:<secret>"; inside URLs they follow "/bot".
-_URL_TOKEN = re.compile(r"(/bot)\d+:[A-Za-z0-9_-]+")
-_BARE_TOKEN = re.compile(r"\b\d{5,}:[A-Za-z0-9_-]{30,}\b")
 #: Libraries whose INFO/DEBUG lines include request URLs.
 NOISY_LOGGERS = ("httpx", "httpcore")
 
@@ -34,13 +30,10 @@ class RedactTokens(logging.Filter):
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         super().__init__()
-        self.secrets = sorted({s for s in secrets if s}, key=len, reverse=True)
+        self.secrets = tuple(s for s in secrets if s)
 
     def redact(self, text: str) -> str:
-        for secret in self.secrets:
-            text = text.replace(secret, REDACTED)
-        text = _URL_TOKEN.sub(r"\1" + REDACTED, text)
-        return _BARE_TOKEN.sub(REDACTED, text)
+        return telegram_text.redact(text, self.secrets)
 
     def filter(self, record: logging.LogRecord) -> bool:
         # Merge msg and args first: a token may sit in either, or be split across them.

@@ -2,8 +2,8 @@
 
 Pure functions from store rows to text; nothing here reads the clock (`now` is passed)
 or does I/O. Every fetched or generated text goes through `esc` (html.escape), so a
-feed title with `<b>` in it stays text. `split` cuts long text at line boundaries into
-messages Telegram accepts (4096 UTF-16 units).
+feed title with `<b>` in it stays text. Tags never span a line, so
+`pipelines.text.telegram.split` can cut a long text into messages Telegram accepts.
 """
 
 from __future__ import annotations
@@ -14,15 +14,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from bot import logs, storage_alarm, wording
-from pipelines import operations as views
-from pipelines import workers
+from pipelines import operations, workers
+from pipelines.text import telegram as telegram_text
 from pipelines.text import validation
 from store import events, items, runs
 from store.ledger import budgets
 from store.ledger import reporting as ledger_report
 
-#: Telegram's limit on a message's text, in UTF-16 code units.
-MAX_MESSAGE = 4096
 #: The longest title a card shows (characters).
 TITLE_SHOWN = 1_000
 #: Room kept free on a card's last part for the decision line added when it is edited.
@@ -31,48 +29,6 @@ DECISION_ROOM = 300
 
 def esc(text: object) -> str:
     return html.escape(str(text), quote=True)
-
-
-def utf16_len(text: str) -> int:
-    return len(text.encode("utf-16-le")) // 2
-
-
-def split(text: str, limit: int = MAX_MESSAGE) -> list[str]:
-    """Cut `text` into parts of at most `limit` UTF-16 units, at newlines where possible.
-
-    Tags produced here never span a newline, so a cut at a line boundary keeps the
-    HTML valid; a line longer than `limit` is cut before any tag or entity it would split.
-    """
-    parts: list[str] = []
-    current = ""
-    for line in text.split("\n"):
-        candidate = f"{current}\n{line}" if current else line
-        if utf16_len(candidate) <= limit:
-            current = candidate
-            continue
-        if current:
-            parts.append(current)
-        while utf16_len(line) > limit:
-            cut = _safe_cut(line, limit)
-            parts.append(line[:cut])
-            line = line[cut:]
-        current = line
-    if current or not parts:
-        parts.append(current)
-    return parts
-
-
-def _safe_cut(line: str, limit: int) -> int:
-    cut = limit
-    while utf16_len(line[:cut]) > limit:
-        cut -= 1
-    head = line[:cut]
-    # Never end inside "<...>" or "&...;": step back to where it began.
-    for opener, closer in (("<", ">"), ("&", ";")):
-        start = head.rfind(opener)
-        if start > head.rfind(closer) and start > 0:
-            cut = min(cut, start)
-    return cut
 
 
 def when(at: datetime) -> str:
@@ -122,7 +78,7 @@ def card(item_id: int, payload: dict[str, Any]) -> str:
 
 
 def card_parts(item_id: int, payload: dict[str, Any]) -> list[str]:
-    return split(card(item_id, payload), MAX_MESSAGE - DECISION_ROOM)
+    return telegram_text.split(card(item_id, payload), telegram_text.MAX_MESSAGE - DECISION_ROOM)
 
 
 def decision_line(edit: dict[str, Any], at: datetime) -> str:
@@ -145,7 +101,7 @@ def decided_card(last_part: str, edit: dict[str, Any], at: datetime) -> str:
 # -- commands ---------------------------------------------------------------------------
 
 
-def status_overview(overview: views.Overview) -> str:
+def status_overview(overview: operations.Overview) -> str:
     """Worst news first, then one short block per pipeline."""
     now = overview.at
     lines = [headline(overview)]
@@ -168,7 +124,7 @@ def status_overview(overview: views.Overview) -> str:
     return "\n".join(lines)
 
 
-def headline(overview: views.Overview) -> str:
+def headline(overview: operations.Overview) -> str:
     """ "gatehouse · 1 breach · 2 uncertain holds": what needs a person, worst first."""
     bad: list[str] = []
     if overview.storage is not None:

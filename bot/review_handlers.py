@@ -192,6 +192,6 @@ async def reply(update: Update, context: Context) -> None:
     except _REFUSALS as exc:
         await message.reply_text(f"Not done: {exc}")
         return
-    await d.store.write(lambda conn: followups.answered_sync(conn, message.chat_id, prompt_id))
+    await d.store.write(followups.answered_sync, message.chat_id, prompt_id)
     await message.reply_text(answer)
     await d.sender.flush_item(asked.item_id, now)

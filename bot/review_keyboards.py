@@ -7,13 +7,12 @@ acts on; bot.review_handlers answers them.
 
 from __future__ import annotations
 
-from typing import Any
-
 from telegram import InlineKeyboardButton, InlineKeyboardMarkup
 
 from bot import callbacks
 from pipelines import config
 from pipelines.operations import review
+from store import payloads
 
 
 def _button(key: bytes, label: str, action: callbacks.Action, *ids: int) -> InlineKeyboardButton:
@@ -37,14 +36,14 @@ def reasons_keyboard(
 
 
 def decided_keyboard(
-    key: bytes, payload: dict[str, Any], pipeline: config.Pipeline | None
+    key: bytes, edit: payloads.CardEdit, pipeline: config.Pipeline | None
 ) -> InlineKeyboardMarkup | None:
     """Under a decided card: Undo while its window lasts, Redraft once it is dropped."""
-    ids = (int(payload["item_id"]), int(payload["attempt"]), int(payload["version"]))
+    ids = (edit.item_id, edit.attempt, edit.version)
     row = []
-    if payload.get("undo_until"):
+    if edit.undo_until:
         row.append(_button(key, "↩️ Undo", "undo", *ids))
-    redraftable = payload.get("state") in review.REDRAFTABLE
+    redraftable = edit.state in review.REDRAFTABLE
     if redraftable and pipeline is not None and pipeline.draft.drafter == "llm":
         row.append(_button(key, "🔄 Redraft", "redraft", *ids))
     return InlineKeyboardMarkup([row]) if row else None

@@ -41,9 +41,10 @@ from telegram import Bot, InlineKeyboardMarkup, LinkPreviewOptions, ReplyParamet
 from telegram import error as tg_error
 from telegram.constants import ParseMode
 
-from bot import logs, people, render
-from pipelines import logfields, workers
-from store import errors, outbox
+from bot import alerts, logs, people, render
+from pipelines import logfields, retry, workers
+from pipelines.text import telegram as telegram_text
+from store import errors, outbox, payloads
 from store.db import Store
 
 log = logging.getLogger(__name__)
@@ -54,8 +55,10 @@ NAME = "outbox-sender"
 KINDS: tuple[outbox.Kind, ...] = ("card", "card_edit", "alert")
 #: After this many failed attempts a row is parked (failed) and stays for an operator to see.
 MAX_ATTEMPTS = 10
-#: Backoff for transient errors: 2 ** attempts seconds, capped.
-MAX_BACKOFF = timedelta(minutes=5)
+#: Backoff for transient errors (seconds): the first retry waits this long, each next one twice.
+FIRST_RETRY_S = 2.0
+#: The longest backoff between two tries of a row (seconds).
+MAX_BACKOFF_S = 300.0
 #: The longest the loop sleeps without a wake-up (seconds): a safety net, since every
 #: committed row wakes it and it knows when retries and holds end.
 POLL_EVERY_S = 60.0
@@ -103,12 +106,6 @@ class Flood(Exception):
     def __init__(self, seconds: float) -> None:
         super().__init__(f"{self.PREFIX} retry after {seconds:g} s")
         self.seconds = seconds
-
-
-def retry_after_seconds(exc: tg_error.RetryAfter) -> float:
-    """RetryAfter.retry_after is an int or a timedelta, depending on PTB's settings."""
-    value = exc.retry_after
-    return value.total_seconds() if isinstance(value, timedelta) else float(value)
 
 
 def not_modified(exc: tg_error.BadRequest) -> bool:
@@ -269,7 +266,7 @@ class Sender:
             await self._retry(row, reason, now + self._backoff(row))
 
     def _backoff(self, row: outbox.Row) -> timedelta:
-        return min(timedelta(seconds=2 ** (row.attempts + 1)), MAX_BACKOFF)
+        return timedelta(seconds=retry.backoff_s(row.attempts + 1, FIRST_RETRY_S, MAX_BACKOFF_S))
 
     async def _hold(self, row: outbox.Row, flood: Flood, now: datetime) -> None:
         # The limiter may have slept inside the call: count from the answer, not the pass.
@@ -308,7 +305,7 @@ class Sender:
                 return await self._edit_card(row, now)
             return await self._send_messages(row)
         except tg_error.RetryAfter as exc:
-            raise Flood(retry_after_seconds(exc)) from exc
+            raise Flood(retry.seconds(exc.retry_after)) from exc
         except (tg_error.TimedOut, tg_error.NetworkError) as exc:
             if isinstance(exc, tg_error.BadRequest):
                 raise  # a BadRequest is a NetworkError in PTB, but it is not transient
@@ -322,7 +319,7 @@ class Sender:
             parts = render.card_parts(row.item_id, payload)
             markup = self.keyboard(row)
         else:
-            parts = render.split(_alert_text(row.payload))
+            parts = telegram_text.split(_alert_text(payloads.Alert.of(row)))
             markup = self.keyboard(row)  # a digest's list carries its buttons
         replies = await _replies_to(self.store, row) if row.kind == "alert" else {}
         # What got through before an error, in this process or (recorded) an earlier one.
@@ -432,9 +429,10 @@ async def _cards_for(store: Store, item_id: int, edit: dict[str, Any]) -> list[o
 
 async def _replies_to(store: Store, row: outbox.Row) -> dict[str, int]:
     """chat -> the message of the card an alert answers (a reminder is a reply to it)."""
-    if row.item_id is None or row.payload.get("reply_to_version") is None:
+    alert = payloads.Alert.of(row)
+    if row.item_id is None or alert.reply_to_version is None:
         return {}
-    edit = {"attempt": row.payload.get("attempt"), "version": row.payload["reply_to_version"]}
+    edit = {"attempt": alert.attempt, "version": alert.reply_to_version}
     found: dict[str, int] = {}
     for card in await _cards_for(store, row.item_id, edit):
         for chat, ids in message_ids(card).items():
@@ -443,10 +441,10 @@ async def _replies_to(store: Store, row: outbox.Row) -> dict[str, int]:
     return found
 
 
-def _alert_text(payload: dict[str, object]) -> str:
-    mark = "🚨" if payload.get("level") == "error" else "⚠️"
-    text = render.esc(payload.get("text", ""))
-    if payload.get("level") == "info":  # news, not a warning (the day's signed audit head)
+def _alert_text(alert: payloads.Alert) -> str:
+    mark = "🚨" if alert.level == "error" else "⚠️"
+    text = render.esc(alerts.text(alert))
+    if alert.level == "info":  # news, not a warning (the day's signed audit head)
         return text
     return text if text[:1] in ("⏳", "🚨", "⚠") else f"{mark} {text}"
 

@@ -13,14 +13,14 @@ from typing import Any
 
 from pipelines import config
 from pipelines.text import similarity, validation
-from store import backend, decisions, drafts, errors, events, followups, items, outbox
+from store import backend, decisions, drafts, errors, events, followups, items, outbox, payloads
 from store.db import Store
 from store.drafts import Draft
 from store.items import Item
 from store.machine import State
 
 
-class NotAllowed(errors.StoreError):
+class NotAllowed(errors.Refused):
     """This operator may not decide on this pipeline's drafts."""
 
 
@@ -69,17 +69,11 @@ def edit_card_sync(
 ) -> None:  # fmt: skip
     """Queue the edit of the card showing `version` of the item's attempt: its status line
     and, from the item's `state` (and `undo_until`), which buttons it keeps."""
-    payload = {
-        "item_id": item.id,
-        "attempt": item.attempt,
-        "version": version,
-        "state": (state or item.state).value,
-        "status": status,
-        "decided_by": list(decided_by),
-        "undo_until": undo_until.isoformat() if undo_until else None,
-        "pipeline": pipeline.name,
-    }
-    outbox.enqueue_sync(conn, "card_edit", outbox.OPERATORS, payload, now, item_id=item.id)
+    edit = payloads.CardEdit(
+        item.id, item.attempt, version, (state or item.state).value, status, tuple(decided_by),
+        undo_until=undo_until.isoformat() if undo_until else None, pipeline=pipeline.name,
+    )  # fmt: skip
+    outbox.enqueue_sync(conn, "card_edit", outbox.OPERATORS, edit.to_json(), now, item_id=item.id)
 
 
 def _status_line(
@@ -161,12 +155,7 @@ async def decide(
             undo_until=until,
         )  # fmt: skip
         if decision.outcome == "approved":
-            dispatch = {
-                "item_id": item_id,
-                "attempt": attempt,
-                "version": version,
-                "pipeline": pipeline.name,
-            }
+            dispatch = payloads.Dispatch(item_id, attempt, version, pipeline.name).to_json()
             outbox.enqueue_sync(
                 conn, "dispatch", pipeline.name, dispatch, now, item_id=item_id,
                 dedupe_key=decisions.dispatch_key(item_id, attempt, version), not_before=until,

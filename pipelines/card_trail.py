@@ -16,10 +16,9 @@ Status lines name people as `operator:<id>`; the bot shows their names when it s
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 from pipelines import approval, config
-from store import backend, errors, events, items, outbox, redispatch
+from store import backend, errors, events, items, outbox, payloads, redispatch
 from store.db import Store
 from store.items import Item
 from store.machine import State
@@ -42,19 +41,12 @@ def _previous_status(conn: backend.Conn, item: Item) -> str:
 
 
 def _edit(
-    conn: backend.Conn, item: Item, state: State, line: str, now: datetime, **extra: Any
+    conn: backend.Conn, item: Item, state: State, line: str, now: datetime, buttons: str = ""
 ) -> None:
     before = _previous_status(conn, item)
-    payload = {
-        "item_id": item.id,
-        "attempt": item.attempt,
-        "version": item.version,
-        "state": state.value,
-        "status": f"{before}\n{line}" if before else line,
-        "decided_by": [],
-        **extra,
-    }
-    outbox.enqueue_sync(conn, "card_edit", outbox.OPERATORS, payload, now, item_id=item.id)
+    status = f"{before}\n{line}" if before else line
+    edit = payloads.CardEdit(item.id, item.attempt, item.version, state.value, status, (), buttons)
+    outbox.enqueue_sync(conn, "card_edit", outbox.OPERATORS, edit.to_json(), now, item_id=item.id)
 
 
 def sent_line(detail: str, external_id: str | None = None) -> str:
@@ -95,8 +87,7 @@ async def retry(
     def unit(conn: backend.Conn) -> Item:
         item = redispatch.retry_sync(conn, item_id, attempt, version, actor, now)
         tries = len(outbox.for_item_sync(conn, item_id, "dispatch"))
-        payload = {"item_id": item_id, "attempt": attempt, "version": version,
-                   "pipeline": pipeline.name}  # fmt: skip
+        payload = payloads.Dispatch(item_id, attempt, version, pipeline.name).to_json()
         key = f"dispatch:{item_id}:{attempt}:{version}:{tries}"
         outbox.enqueue_sync(
             conn, "dispatch", pipeline.name, payload, now, item_id=item_id, dedupe_key=key

@@ -31,7 +31,7 @@ from pipelines import approval, config, logfields, sources
 from pipelines.drafting import base as drafters
 from pipelines.sources import base
 from pipelines.text import similarity
-from store import backend, clock, drafts, errors, items, outbox, runs, schedules, seen, sql
+from store import backend, drafts, errors, items, outbox, runs, schedules, seen
 from store import text as store_text
 from store.db import Store
 from store.items import Item
@@ -215,9 +215,7 @@ class Engine:
         now: datetime,
         dedup: bool,
     ) -> list[Item]:
-        return await self.store.write(
-            lambda conn: record_sync(conn, pipeline, scope, chunk, state, now, dedup=dedup)
-        )
+        return await self.store.write(record_sync, pipeline, scope, chunk, state, now, dedup=dedup)
 
     async def _draft_all(
         self,
@@ -231,7 +229,7 @@ class Engine:
 
         Returns (reached approval, failed); an item held for an operator is neither.
         """
-        started = await self.store.write(lambda conn: _start_drafting(conn, waiting, now))
+        started = await self.store.write(_start_drafting, waiting, now)
         drafting = orphans + started
         if orphans:
             log.info(
@@ -279,9 +277,7 @@ class Engine:
                 if earlier
                 else None
             )
-            await self.store.write(
-                lambda conn: _to_approval(conn, pipeline, item, result, duplicate, now)
-            )
+            await self.store.write(_to_approval, pipeline, item, result, duplicate, now)
             log.debug("item %s drafted; its card is queued", item.id)
             return True
         except drafters.DraftHeld as held:
@@ -316,11 +312,8 @@ class Engine:
             text = f"❌ item {item.id} ({item.pipeline}) failed while drafting: {reason}"
             if exc.raw is not None:
                 text += f"\nraw output: {store_text.clean(exc.raw[:1000])}"
-            payload = {"text": text, "level": "error", "item_id": item.id}
             key = f"draft-failed:{item.id}:{item.attempt}"
-            outbox.enqueue_sync(
-                conn, "alert", outbox.ALERTS, payload, now, item_id=item.id, dedupe_key=key
-            )
+            outbox.alert_sync(conn, text, now, key=key, item_id=item.id)
 
         try:
             await self.store.write(unit)
@@ -330,16 +323,9 @@ class Engine:
 
     async def _approved_recently(self, pipeline: config.Pipeline, now: datetime) -> similarity.Gate:
         """The duplicate gate over the drafts approved in the window, built in a thread."""
-        since = clock.to_ms(now - timedelta(days=pipeline.dedup.duplicate_window_days))
-        params = {
-            "pipeline": pipeline.name,
-            "since": since,
-            "exclude": -1,
-            "limit": DUPLICATE_LOOKBACK,
-        }
-        query = sql.load("items")["approved_since"]
-        rows = await self.store.read(lambda conn: conn.execute(query, params).fetchall())
-        earlier = [similarity.Earlier(row[0], row[2], frozenset({row[1]})) for row in rows]
+        since = now - timedelta(days=pipeline.dedup.duplicate_window_days)
+        found = await items.approved_since(self.store, pipeline.name, since, DUPLICATE_LOOKBACK)
+        earlier = [similarity.Earlier(a.item_id, a.text, frozenset({a.source_id})) for a in found]
         # Fingerprinting up to DUPLICATE_LOOKBACK drafts once per tick takes tens of ms.
         return await asyncio.to_thread(similarity.Gate, earlier)
 
@@ -356,18 +342,8 @@ class Engine:
         def unit(conn: backend.Conn) -> None:
             runs.finish_run_sync(conn, report.run_id, status, report.counts, error_text, now)
             if error_text:
-                payload = {
-                    "text": f"⚠️ run {report.run_id} of {report.pipeline} failed: {error_text}",
-                    "level": "error",
-                }
-                outbox.enqueue_sync(
-                    conn,
-                    "alert",
-                    outbox.ALERTS,
-                    payload,
-                    now,
-                    dedupe_key=f"run-failed:{report.run_id}",
-                )
+                text = f"⚠️ run {report.run_id} of {report.pipeline} failed: {error_text}"
+                outbox.alert_sync(conn, text, now, key=f"run-failed:{report.run_id}")
 
         await self.store.write(unit)
 
@@ -412,7 +388,7 @@ def record_sync(
     ids = [item.source_id for item in chunk]
     keep = set(ids)
     if dedup and pipeline.dedup.mark_at == "fetch":
-        # Marked the moment fetch returns (seed 000): a duplicate card costs more than
+        # Marked the moment fetch returns (the default): a duplicate card costs more than
         # a dropped item, and a dropped item can be replayed.
         keep = set(seen.mark_seen_sync(conn, pipeline.name, scope, ids, now))
     elif dedup:  # mark_at success: marked when its draft reaches approval (_to_approval)

@@ -26,7 +26,7 @@ from typing import Any
 
 from pipelines import approval, config, workers
 from pipelines.operations import review
-from store import backend, drafts, errors, events, followups, items, outbox
+from store import backend, drafts, errors, events, followups, items, outbox, payloads
 from store.db import Store
 from store.machine import State
 
@@ -98,7 +98,7 @@ async def _send(
     store: Store, pipeline: config.Pipeline, item: items.Item, kind: followups.NudgeKind,
     now: datetime,
 ) -> bool:  # fmt: skip
-    return await store.write(lambda conn: _nudge(conn, pipeline, item.id, item.attempt, kind, now))
+    return await store.write(_nudge, pipeline, item.id, item.attempt, kind, now)
 
 
 def _nudge(
@@ -114,15 +114,12 @@ def _nudge(
     if kind == "remind":
         reason = f"reminded the approvers after {wait}"
         text = f"🔔 Reminder: item {item_id} ({pipeline.name}) has waited {wait} for a decision"
-        payload: dict[str, Any] = {
-            "text": text,
-            "level": "info",
-            "pipeline": pipeline.name,
-            "attempt": attempt,
-            "reply_to_version": item.version,
-        }
+        reminder = payloads.Alert(
+            "info", text, item_id, pipeline=pipeline.name, attempt=attempt,
+            reply_to_version=item.version,
+        )  # fmt: skip
         outbox.enqueue_sync(
-            conn, "alert", outbox.OPERATORS, payload, now, item_id=item_id,
+            conn, "alert", outbox.OPERATORS, reminder.to_json(), now, item_id=item_id,
             dedupe_key=f"remind:{item_id}:{attempt}",
         )  # fmt: skip
     else:
@@ -166,13 +163,11 @@ async def _digest(store: Store, pipeline: config.Pipeline, now: datetime) -> boo
         f" · waiting {waited(now - item.last_transition_at)}"
         for item in listed.items
     ]
-    payload = {
-        "text": "\n".join(lines),
-        "level": "info",
-        "pipeline": pipeline.name,
-        "offer": listed.offer.id,
-        "count": len(listed.items),
-    }
+    digest = payloads.Alert(
+        "info", "\n".join(lines), pipeline=pipeline.name, offer=listed.offer.id,
+        count=len(listed.items),
+    )  # fmt: skip
+    payload = digest.to_json()
 
     def unit(conn: backend.Conn) -> bool:
         queued = outbox.enqueue_sync(conn, "alert", outbox.OPERATORS, payload, now, dedupe_key=key)

@@ -31,10 +31,10 @@ from pathlib import Path
 
 import httpx
 
-from pipelines import config, engine, leader, workers
+from pipelines import config, engine, leader, sla, workers
 from pipelines.drafting import base as drafters
 from pipelines.scheduler import Scheduler
-from store import backend, db, errors, heartbeats, ledger, outbox, retention, sla, startup
+from store import db, errors, heartbeats, ledger, outbox, retention, startup
 from store.db import Store
 
 log = logging.getLogger(__name__)
@@ -239,9 +239,4 @@ async def _report_config_errors(store: Store, loaded: config.LoadResult, now: da
     text = "⚠️ pipeline files rejected at startup:\n" + config.format_errors(loaded.errors)
     key = "config-errors:" + hashlib.sha256(text.encode()).hexdigest()[:16]
 
-    def unit(conn: backend.Conn) -> None:
-        outbox.enqueue_sync(
-            conn, "alert", outbox.ALERTS, {"text": text, "level": "error"}, now, dedupe_key=key
-        )
-
-    await store.write(unit)
+    await store.write(outbox.alert_sync, text, now, key=key)

@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Literal
 
+from pipelines import retry
 from store import clock, errors, outbox
 from store.db import Store
 
@@ -70,11 +71,6 @@ async def wait_any(events: tuple[asyncio.Event, ...], seconds: float) -> None:
     finally:
         for waiting in waits:
             waiting.cancel()
-
-
-def backoff_s(failures: int, first: float = FIRST_BACKOFF_S) -> float:
-    """The wait after the n-th failure in a row: first, 2 x first, ... at most MAX_BACKOFF_S."""
-    return float(min(first * 2 ** max(failures - 1, 0), MAX_BACKOFF_S))
 
 
 class Registry:
@@ -126,7 +122,7 @@ class Registry:
                     return
                 except Exception as exc:
                     failures = 1 if loop.time() - started > HEALTHY_AFTER_S else failures + 1
-                    delay = backoff_s(failures, self._first_backoff_s)
+                    delay = retry.backoff_s(failures, self._first_backoff_s, MAX_BACKOFF_S)
                     log.exception("worker %s crashed; starting it again in %g s", name, delay)
                     self._set(name, "restarting", describe(exc))
                     await self.report(name, exc)
@@ -154,11 +150,9 @@ class Registry:
             return
         place = f" {where}" if where else ""
         text = f"⚠️ {worker}: unexpected {kind}{place}. It keeps going; details in the log."
-        payload = {"text": text, "level": "error"}
+        now = self._now()
         try:
-            await outbox.enqueue(
-                self._store, "alert", outbox.ALERTS, payload, self._now(), dedupe_key=key
-            )
+            await self._store.write(outbox.alert_sync, text, now, key=key)
         except errors.StoreError as store_exc:
             log.error("could not queue the alert about %s: %s", worker, store_exc)
             return

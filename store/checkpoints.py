@@ -87,7 +87,7 @@ def sign_head_sync(conn: backend.Conn, signer: Signer, now: datetime) -> Checkpo
 
 
 async def sign_head(store: Store, signer: Signer, now: datetime) -> Checkpoint | None:
-    return await store.write(lambda conn: sign_head_sync(conn, signer, now))
+    return await store.write(sign_head_sync, signer, now)
 
 
 async def latest(store: Store) -> Checkpoint | None:
@@ -96,7 +96,7 @@ async def latest(store: Store) -> Checkpoint | None:
 
 async def since(store: Store, event_id: int) -> list[Checkpoint]:
     """Checkpoints naming event `event_id` or a later one, oldest first."""
-    return await store.read(lambda conn: _many(conn, Q["since"], {"event_id": event_id}))
+    return await store.read(_many, Q["since"], {"event_id": event_id})
 
 
 async def events_from(store: Store, from_id: int, batch: int) -> list[dict[str, Any]]:

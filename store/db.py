@@ -23,12 +23,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import ClassVar, Literal, TypeVar
+from typing import ClassVar, Concatenate, Literal, ParamSpec, TypeVar
 
 from store import backend, datadir, errors, notify
 from store.writer import StorageFaults
 
 T = TypeVar("T")
+P = ParamSpec("P")
 CheckpointMode = Literal["PASSIVE", "RESTART", "TRUNCATE"]
 
 
@@ -124,8 +125,13 @@ class Store:
     async def _open(self) -> None:
         raise NotImplementedError
 
-    async def write(self, unit: Callable[[backend.Conn], T]) -> T:
-        """Run `unit(conn)` inside one write transaction; callbacks run after its commit."""
+    async def write(
+        self, unit: Callable[Concatenate[backend.Conn, P], T], *args: P.args, **kw: P.kwargs
+    ) -> T:
+        """Run `unit(conn, *args, **kw)` in one write transaction; callbacks run after its commit.
+
+        `await store.write(items.transition_sync, item_id, State.DRAFTING, "system", now)`
+        """
         if self.readonly:
             raise errors.StoreError(
                 "this store was opened read-only; writes go through the running bot"
@@ -136,7 +142,7 @@ class Store:
             after.clear()  # a unit may run twice when its transaction is retried
             token = _after_commit.set(after)
             try:
-                return unit(conn)
+                return unit(conn, *args, **kw)
             finally:
                 _after_commit.reset(token)
 
@@ -151,8 +157,13 @@ class Store:
     async def _write(self, unit: Callable[[backend.Conn], T]) -> T:
         raise NotImplementedError
 
-    async def read(self, query: Callable[[backend.Conn], T]) -> T:
-        """Run `query(conn)` on a read-only connection."""
+    async def read(
+        self, query: Callable[Concatenate[backend.Conn, P], T], *args: P.args, **kw: P.kwargs
+    ) -> T:
+        """Run `query(conn, *args, **kw)` on a read-only connection."""
+        return await self._read(lambda conn: query(conn, *args, **kw))
+
+    async def _read(self, query: Callable[[backend.Conn], T]) -> T:
         raise NotImplementedError
 
     async def close(self) -> None:

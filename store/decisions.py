@@ -13,13 +13,11 @@ bot's own Unix user); their events name that user.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
 from store import backend, clock, drafts, errors, events, items, machine, outbox, sql
-from store.db import Store
 from store.items import Item
 from store.machine import State
 
@@ -68,12 +66,13 @@ def decide_sync(
     now: datetime,
     *,
     quorum: int = 1,
-    on_decided: Callable[[backend.Conn, Item], None] | None = None,
     reason: str | None = None,
     actor: str | None = None,
     separate_editor: bool = False,
 ) -> Decision:
-    """Record one operator's decision; `on_decided` runs in the same unit when it moves the item.
+    """Record one operator's decision inside the caller's unit (which may add its own rows).
+
+    `await store.write(decisions.decide_sync, item_id, attempt, version, operator, "approve", now)`
 
     `reason` goes with a reject into its event; `actor` names who decided when it is not
     the Telegram operator `operator_id`; with `separate_editor` the operator who wrote
@@ -121,8 +120,6 @@ def decide_sync(
         )
     else:
         return Decision(item, "pending", approvals, quorum)
-    if on_decided is not None:
-        on_decided(conn, moved)
     return Decision(moved, "rejected" if choice == "reject" else "approved", approvals, quorum)
 
 
@@ -204,32 +201,3 @@ def _move_back(
 def _approvals(conn: backend.Conn, item: Item) -> tuple[int, ...]:
     params = {"item_id": item.id, "attempt": item.attempt, "version": item.version}
     return tuple(row[0] for row in conn.execute(Q["approvals"], params))
-
-
-async def decide(
-    store: Store,
-    item_id: int,
-    attempt: int,
-    version: int,
-    operator_id: int,
-    choice: Choice,
-    now: datetime,
-    *,
-    quorum: int = 1,
-    on_decided: Callable[[backend.Conn, Item], None] | None = None,
-    reason: str | None = None,
-) -> Decision:
-    return await store.write(
-        lambda conn: decide_sync(
-            conn,
-            item_id,
-            attempt,
-            version,
-            operator_id,
-            choice,
-            now,
-            quorum=quorum,
-            on_decided=on_decided,
-            reason=reason,
-        )
-    )

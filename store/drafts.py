@@ -125,12 +125,4 @@ def get_sync(conn: backend.Conn, item_id: int, version: int) -> Draft:
 
 
 async def get(store: Store, item_id: int, version: int) -> Draft:
-    return await store.read(lambda conn: get_sync(conn, item_id, version))
-
-
-async def edit(
-    store: Store, item_id: int, shown_version: int, text: str, operator_id: int, now: datetime
-) -> Draft:
-    return await store.write(
-        lambda conn: edit_sync(conn, item_id, shown_version, text, operator_id, now)
-    )
+    return await store.read(get_sync, item_id, version)

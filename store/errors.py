@@ -1,7 +1,14 @@
-"""The store's exceptions: one root, and driver errors translated at the edge.
+"""gatehouse's exceptions: one root, and driver errors translated at the edge.
 
-Callers outside `store/` never see `sqlite3` exceptions; they catch `StoreError`
-or one of its subclasses. Each class's docstring is its default message.
+Callers outside `store/` never see a driver's exceptions; they catch `StoreError`
+or one of its subclasses. Two branches matter to an operator:
+
+- `Refused`: cannot be done as asked, and nothing is broken (no such item, a state
+  that moved on, a person not allowed, a bad argument, too soon). Handlers and the CLI
+  catch it in one place and show its message as the answer.
+- everything else: the store failed (busy, full, corrupt, closed); logged and reported.
+
+Each class's docstring is its default message.
 """
 
 from __future__ import annotations
@@ -43,19 +50,28 @@ class MigrationError(StoreError):
     """A schema migration failed; the database is unchanged by it."""
 
 
+#: Errors that mean "fix the setup" (the data directory, another process, the database's
+#: settings or schema): the bot and the CLI stop with exit code 2 and the message.
+STARTUP_ERRORS = (DataDirError, LockHeld, PragmaMismatch, MigrationError)
+
+
 class TimestampOutOfRange(StoreError, ValueError):
     """A timestamp lies outside 1970-01-01..9999-12-31 UTC or has no timezone."""
 
 
-class NotFound(StoreError):
+class Refused(StoreError):
+    """That cannot be done as asked; nothing is broken."""
+
+
+class NotFound(Refused):
     """No such row."""
 
 
-class Conflict(StoreError):
+class Conflict(Refused):
     """The write conflicts with the current state of the row."""
 
 
-class IllegalTransition(StoreError):
+class IllegalTransition(Refused):
     """The state machine does not allow that transition."""
 
 

@@ -174,7 +174,7 @@ def for_entity_sync(conn: backend.Conn, entity: Entity, entity_id: str | int) ->
 
 async def for_entity(store: Store, entity: Entity, entity_id: str | int) -> list[Event]:
     """An entity's events, oldest first."""
-    return await store.read(lambda conn: for_entity_sync(conn, entity, entity_id))
+    return await store.read(for_entity_sync, entity, entity_id)
 
 
 @dataclass(frozen=True)

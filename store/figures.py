@@ -89,7 +89,7 @@ def snapshot_sync(conn: backend.Conn, pipelines: Collection[str], now: datetime)
 
 
 async def snapshot(store: Store, pipelines: Collection[str], now: datetime) -> Snapshot:
-    return await store.read(lambda conn: snapshot_sync(conn, pipelines, now))
+    return await store.read(snapshot_sync, pipelines, now)
 
 
 @dataclass(frozen=True)
@@ -140,4 +140,4 @@ def _first_event_at(conn: backend.Conn, at: int, last: int) -> int:
 
 
 async def week(store: Store, since: datetime) -> Week:
-    return await store.read(lambda conn: week_sync(conn, since))
+    return await store.read(week_sync, since)

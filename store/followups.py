@@ -162,7 +162,7 @@ def nudged_sync(conn: backend.Conn, item_id: int, attempt: int, kind: NudgeKind)
 
 
 async def escalated(store: Store, item_id: int, attempt: int) -> bool:
-    return await store.read(lambda conn: nudged_sync(conn, item_id, attempt, "escalate"))
+    return await store.read(nudged_sync, item_id, attempt, "escalate")
 
 
 async def nudges_of(store: Store, item_ids: list[int]) -> set[tuple[int, int, str]]:

@@ -76,6 +76,19 @@ class Item:
         return parsed
 
 
+@dataclass(frozen=True)
+class Approved:
+    """An approved (or dispatched) item's source id and the text of its draft."""
+
+    item_id: int
+    source_id: str
+    text: str
+
+    @classmethod
+    def from_row(cls, row: backend.Row) -> Approved:
+        return cls(item_id=row["id"], source_id=row["source_id"], text=row["text"])
+
+
 def content_hash(payload: dict[str, Any]) -> str:
     """A stable hash of what was fetched: the ledger re-checks it before settling."""
     canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
@@ -294,9 +307,7 @@ def sla_due_sync(conn: backend.Conn, now: datetime) -> list[Item]:
 async def create(
     store: Store, pipeline: str, scope: str, source_id: str, payload: dict[str, Any], now: datetime
 ) -> Item | None:
-    return await store.write(
-        lambda conn: create_sync(conn, pipeline, scope, source_id, payload, now)
-    )
+    return await store.write(create_sync, pipeline, scope, source_id, payload, now)
 
 
 async def transition(
@@ -313,30 +324,20 @@ async def transition(
 ) -> Item:
     """One BEGIN IMMEDIATE transaction: the compare-and-set move and exactly one event."""
     return await store.write(
-        lambda conn: transition_sync(
-            conn,
-            item_id,
-            to,
-            actor,
-            now,
-            reason=reason,
-            expect_version=expect_version,
-            expect_attempt=expect_attempt,
-            deadline=deadline,
-        )
-    )
-
-
-async def replay(
-    store: Store, item_id: int, actor: str, now: datetime, reason: str, *, force: bool = False
-) -> Item:
-    return await store.write(
-        lambda conn: replay_sync(conn, item_id, actor, now, reason, force=force)
+        transition_sync,
+        item_id,
+        to,
+        actor,
+        now,
+        reason=reason,
+        expect_version=expect_version,
+        expect_attempt=expect_attempt,
+        deadline=deadline,
     )
 
 
 async def get(store: Store, item_id: int) -> Item:
-    return await store.read(lambda conn: get_sync(conn, item_id))
+    return await store.read(get_sync, item_id)
 
 
 async def history(store: Store, item_id: int) -> list[events.Event]:
@@ -349,7 +350,21 @@ async def in_state(
     store: Store, state: State, pipeline: str | None = None, limit: int = 100
 ) -> list[Item]:
     """Items in one state, the longest-waiting first."""
-    return await store.read(lambda conn: in_state_sync(conn, state, pipeline, limit))
+    return await store.read(in_state_sync, state, pipeline, limit)
+
+
+async def approved_since(
+    store: Store, pipeline: str, since: datetime, limit: int
+) -> list[Approved]:
+    """A pipeline's drafts approved or dispatched since `since`, the newest first."""
+    params = {"pipeline": pipeline, "since": clock.to_ms(since), "exclude": -1, "limit": limit}
+
+    def query(conn: backend.Conn) -> list[Approved]:
+        cursor = conn.execute(Q["approved_since"], params)
+        cursor.row_factory = sqlite3.Row
+        return [Approved.from_row(row) for row in cursor.fetchall()]
+
+    return await store.read(query)
 
 
 async def counts(

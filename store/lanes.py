@@ -4,7 +4,7 @@ This is aiosqlite's model (one connection, one thread, one ordered queue) with
 one difference that matters for speed: a caller hands over a whole unit of work
 (`fn(conn, *args)`, usually a complete transaction) in ONE round trip, instead of
 one await per statement. A transaction as four awaits ran at 0.37x plain sqlite3
-here, as one unit at 0.73x (shared/NOTES.md). The thread and its queue are our own
+here, as one unit at 0.73x (measured on a 2-vCPU machine). The thread and its queue are our own
 rather than an executor's: a round trip costs about half as much.
 """
 

@@ -13,7 +13,7 @@ States carry `#:` comments; TRANSITIONS is the one table of allowed moves; the
 SQL CHECK on items.state is generated from STATES (`check_constraint()`), and
 tests/store/test_machine.py fails if the migration's text drifts from it.
 
-Refinements of the issue's list, and why:
+Where the states differ from the plain life of an item, and why:
 - awaiting_approval past its window becomes `expired` (the approval window
   passed), not `breach`: an operator not answering is a different story from
   work stuck inside gatehouse, and /replay should say which.

@@ -6,7 +6,7 @@ two leaves the row pending, so the work is resumed after a restart, never lost.
 
     def unit(conn):
         items.transition_sync(conn, ...)
-        outbox.enqueue_sync(conn, "alert", "alerts", {"text": "..."}, now, dedupe_key="...")
+        outbox.alert_sync(conn, "...", now, key="...")
 
 Workers wait on `wakeup(store, kinds)`, an asyncio.Event set once a row of those kinds
 has committed, so they need no polling loop to notice new work:
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from store import backend, clock, db, errors, machine, notify, sql
+from store import backend, clock, db, errors, machine, notify, payloads, sql
 from store.db import Store
 
 Q = sql.load("outbox")
@@ -120,6 +120,39 @@ def enqueue_sync(
     return int(row[0]) if row else None
 
 
+def alert_sync(
+    conn: backend.Conn,
+    text: str,
+    now: datetime,
+    *,
+    key: str | None = None,
+    item_id: int | None = None,
+    level: payloads.Level = "error",
+) -> int | None:
+    """Queue words for the operators inside the caller's unit (at most once per key)."""
+    alert = payloads.Alert(level=level, text=text, item_id=item_id)
+    return enqueue_sync(
+        conn, "alert", ALERTS, alert.to_json(), now, item_id=item_id, dedupe_key=key
+    )
+
+
+def alert_about_sync(
+    conn: backend.Conn,
+    about: payloads.About,
+    facts: dict[str, Any],
+    now: datetime,
+    *,
+    key: str,
+    item_id: int | None = None,
+    level: payloads.Level = "error",
+) -> int | None:
+    """Queue facts the bot words for the operators (`bot/alerts.py`), at most once per key."""
+    alert = payloads.Alert(level=level, item_id=item_id, about=about, facts=facts)
+    return enqueue_sync(
+        conn, "alert", ALERTS, alert.to_json(), now, item_id=item_id, dedupe_key=key
+    )
+
+
 #: store -> kind -> the events of the workers waiting for rows of that kind.
 _waiting: weakref.WeakKeyDictionary[Store, dict[str, list[asyncio.Event]]] = (
     weakref.WeakKeyDictionary()
@@ -169,9 +202,7 @@ async def enqueue(
     dedupe_key: str | None = None,
 ) -> int | None:
     return await store.write(
-        lambda conn: enqueue_sync(
-            conn, kind, target, payload, now, item_id=item_id, dedupe_key=dedupe_key
-        )
+        enqueue_sync, kind, target, payload, now, item_id=item_id, dedupe_key=dedupe_key
     )
 
 
@@ -226,7 +257,7 @@ async def claim_due(
     Recording a row's outcome (mark_sent, mark_retry, defer, mark_failed) ends the
     claim; a worker that dies holding rows leaves them to whoever claims after it.
     """
-    return await store.write(lambda conn: claim_due_sync(conn, worker, now, kinds, lease, limit))
+    return await store.write(claim_due_sync, worker, now, kinds, lease, limit)
 
 
 def release_claims_sync(conn: backend.Conn) -> int:
@@ -235,7 +266,7 @@ def release_claims_sync(conn: backend.Conn) -> int:
 
 
 async def get(store: Store, row_id: int) -> Row:
-    found = await store.read(lambda conn: _rows(conn, Q["get"], {"id": row_id}))
+    found = await store.read(_rows, Q["get"], {"id": row_id})
     if not found:
         raise errors.NotFound(f"no outbox row {row_id}")
     return found[0]
@@ -265,7 +296,7 @@ def mark_sent_sync(conn: backend.Conn, row_id: int, external_id: str | None, now
 
 async def mark_sent(store: Store, row_id: int, external_id: str | None, now: datetime) -> bool:
     """Record success; False if the row was not pending (already recorded)."""
-    return await store.write(lambda conn: mark_sent_sync(conn, row_id, external_id, now))
+    return await store.write(mark_sent_sync, row_id, external_id, now)
 
 
 async def mark_retry(
@@ -278,7 +309,7 @@ async def mark_retry(
         "next_at": clock.to_ms(next_at),
         "external_id": progress,
     }
-    return await store.write(lambda conn: _update(conn, "mark_retry", params))
+    return await store.write(_update, "mark_retry", params)
 
 
 async def defer(
@@ -291,7 +322,7 @@ async def defer(
         "next_at": clock.to_ms(next_at),
         "external_id": progress,
     }
-    return await store.write(lambda conn: _update(conn, "defer", params))
+    return await store.write(_update, "defer", params)
 
 
 async def waiting(
@@ -304,7 +335,7 @@ async def waiting(
         "prefix": prefix,
         "limit": limit,
     }
-    return await store.read(lambda conn: _rows(conn, Q["waiting"], params))
+    return await store.read(_rows, Q["waiting"], params)
 
 
 async def next_due(store: Store, kinds: Iterable[Kind]) -> datetime | None:
@@ -315,9 +346,7 @@ async def next_due(store: Store, kinds: Iterable[Kind]) -> datetime | None:
 
 
 async def mark_failed(store: Store, row_id: int, error: str) -> bool:
-    return await store.write(
-        lambda conn: _update(conn, "mark_failed", {"id": row_id, "error": error})
-    )
+    return await store.write(_update, "mark_failed", {"id": row_id, "error": error})
 
 
 def for_item_sync(conn: backend.Conn, item_id: int, kind: Kind) -> list[Row]:
@@ -326,7 +355,12 @@ def for_item_sync(conn: backend.Conn, item_id: int, kind: Kind) -> list[Row]:
 
 async def for_item(store: Store, item_id: int, kind: Kind) -> list[Row]:
     """An item's rows of one kind, newest first."""
-    return await store.read(lambda conn: for_item_sync(conn, item_id, kind))
+    return await store.read(for_item_sync, item_id, kind)
+
+
+async def dispatches(store: Store) -> list[Row]:
+    """Every dispatch row sent or still pending, oldest first."""
+    return await store.read(_rows, Q["dispatches"], {})
 
 
 def prune_sent_sync(conn: backend.Conn, before: datetime, batch: int) -> int:

@@ -57,7 +57,7 @@ def remember_sync(
 async def remember(
     store: Store, user_id: int, first_name: str | None, username: str | None, now: datetime
 ) -> None:
-    await store.write(lambda conn: remember_sync(conn, user_id, first_name, username, now))
+    await store.write(remember_sync, user_id, first_name, username, now)
 
 
 def many_sync(conn: backend.Conn, ids: Iterable[int]) -> dict[int, Person]:
@@ -71,4 +71,4 @@ async def many(store: Store, ids: Iterable[int]) -> dict[int, Person]:
     wanted = list(ids)
     if not wanted:
         return {}
-    return await store.read(lambda conn: many_sync(conn, wanted))
+    return await store.read(many_sync, wanted)

@@ -326,7 +326,7 @@ class PgStore(db.Store):
         finally:
             self._free.put_nowait(lane)
 
-    async def read(self, query: Callable[[backend.Conn], T]) -> T:
+    async def _read(self, query: Callable[[backend.Conn], T]) -> T:
         """Run `query(conn)` on a read-only connection (each statement its own snapshot)."""
         lane = self._readers[self._next_reader % len(self._readers)]
         self._next_reader += 1

@@ -65,7 +65,7 @@ def remember_sync(
 async def remember(
     store: Store, chat_id: int, message_id: int, item_id: int, version: int, now: datetime
 ) -> None:
-    await store.write(lambda conn: remember_sync(conn, chat_id, message_id, item_id, version, now))
+    await store.write(remember_sync, chat_id, message_id, item_id, version, now)
 
 
 def get_sync(conn: backend.Conn, chat_id: int, message_id: int) -> Prompt | None:
@@ -76,7 +76,7 @@ def get_sync(conn: backend.Conn, chat_id: int, message_id: int) -> Prompt | None
 
 
 async def get(store: Store, chat_id: int, message_id: int) -> Prompt | None:
-    return await store.read(lambda conn: get_sync(conn, chat_id, message_id))
+    return await store.read(get_sync, chat_id, message_id)
 
 
 async def forget(store: Store, chat_id: int, message_id: int) -> None:

@@ -38,7 +38,7 @@ class Pruned:
 async def _prune_all(store: Store, pruner: _Pruner, before: datetime, batch: int) -> int:
     total = 0
     while True:
-        deleted = await store.write(lambda conn: pruner(conn, before, batch))
+        deleted = await store.write(pruner, before, batch)
         total += deleted
         if deleted < batch:
             return total

@@ -1,4 +1,4 @@
-"""The run log: one row per pipeline execution (seed 000).
+"""The run log: one row per pipeline execution.
 
 run_id = await runs.start_run(store, "news", "schedule", now)
 await runs.finish_run(store, run_id, "ok", runs.Counts(fetched=3, new=1), None, now)
@@ -135,9 +135,7 @@ async def start_run(
     worker: str = NOBODY,
     lease: timedelta = DEFAULT_LEASE,
 ) -> int:
-    return await store.write(
-        lambda conn: start_run_sync(conn, pipeline, trigger, now, worker=worker, lease=lease)
-    )
+    return await store.write(start_run_sync, pipeline, trigger, now, worker=worker, lease=lease)
 
 
 async def finish_run(
@@ -148,7 +146,7 @@ async def finish_run(
     error_text: str | None,
     now: datetime,
 ) -> None:
-    await store.write(lambda conn: finish_run_sync(conn, run_id, status, counts, error_text, now))
+    await store.write(finish_run_sync, run_id, status, counts, error_text, now)
 
 
 async def close_interrupted(store: Store, now: datetime) -> int:
@@ -166,7 +164,7 @@ def close_lapsed_sync(conn: backend.Conn, now: datetime) -> list[str]:
 
 
 async def get(store: Store, run_id: int) -> Run:
-    found = await store.read(lambda conn: _rows(conn, Q["get"], {"id": run_id}))
+    found = await store.read(_rows, Q["get"], {"id": run_id})
     if not found:
         raise errors.NotFound(f"no run {run_id}")
     return found[0]
@@ -174,7 +172,7 @@ async def get(store: Store, run_id: int) -> Run:
 
 async def recent_runs(store: Store, pipeline: str, n: int = 10) -> list[Run]:
     """A pipeline's last n runs, newest first."""
-    return await store.read(lambda conn: _rows(conn, Q["recent"], {"pipeline": pipeline, "n": n}))
+    return await store.read(_rows, Q["recent"], {"pipeline": pipeline, "n": n})
 
 
 async def investigation_window(store: Store, pipeline: str) -> Window:

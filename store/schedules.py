@@ -136,7 +136,7 @@ def request_run_sync(conn: backend.Conn, pipeline: str, now: datetime) -> None:
 
 
 async def request_run(store: Store, pipeline: str, now: datetime) -> None:
-    await store.write(lambda conn: request_run_sync(conn, pipeline, now))
+    await store.write(request_run_sync, pipeline, now)
 
 
 async def source_state(store: Store, pipeline: str, scope: str) -> dict[str, str]:

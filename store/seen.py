@@ -20,7 +20,7 @@ Q = sql.load("seen")
 #: limit does not apply; the chunk bounds the statement's size and memory instead.
 CHUNK = 500
 
-#: How long a seen id is remembered by default (seed 000: "90 days is enough").
+#: How long a seen id is remembered by default: sources rarely resend older items.
 DEFAULT_TTL = timedelta(days=90)
 
 #: Rows deleted per sweep transaction, so a sweep never holds the writer long.
@@ -62,7 +62,7 @@ async def filter_unseen(store: Store, pipeline: str, scope: str, ids: Sequence[s
     """The ids not seen before, in input order (each once), one query per chunk."""
     if not ids:
         return []
-    return await store.read(lambda conn: filter_unseen_sync(conn, pipeline, scope, ids))
+    return await store.read(filter_unseen_sync, pipeline, scope, ids)
 
 
 async def mark_seen(
@@ -72,7 +72,7 @@ async def mark_seen(
     if not ids:
         return []
     clock.to_ms(now)  # reject a bad time before queueing anything
-    return await store.write(lambda conn: mark_seen_sync(conn, pipeline, scope, ids, now))
+    return await store.write(mark_seen_sync, pipeline, scope, ids, now)
 
 
 async def forget(store: Store, pipeline: str, scope: str, item_id: str) -> bool:

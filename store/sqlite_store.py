@@ -177,7 +177,7 @@ class SqliteStore(db.Store):
         """Bytes the store can still grow by; ends a "storage full" fault once there is room."""
         return await self._writer.measure_room()
 
-    async def read(self, query: Callable[[backend.Conn], T]) -> T:
+    async def _read(self, query: Callable[[backend.Conn], T]) -> T:
         """Run `query(conn)` on a query_only connection."""
         return await next(self._next_reader).run(query)
 

@@ -33,7 +33,7 @@ async def recover(store: Store, now: datetime, *, exclusive: bool = True) -> Non
         log.warning(
             "%d run(s) were interrupted by a crash and are now recorded as errors", interrupted
         )
-    resumed = await store.write(lambda conn: _request_resume_runs(conn, now))
+    resumed = await store.write(_request_resume_runs, now)
     for pipeline, count in resumed.items():
         log.warning("pipeline %s: %d item(s) left undrafted will be resumed", pipeline, count)
 

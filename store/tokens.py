@@ -88,7 +88,7 @@ def create_sync(conn: backend.Conn, name: str, token_hash: str, now: datetime) -
 
 
 async def create(store: Store, name: str, token_hash: str, now: datetime) -> Token:
-    return await store.write(lambda conn: create_sync(conn, name, token_hash, now))
+    return await store.write(create_sync, name, token_hash, now)
 
 
 async def revoke(store: Store, name: str, now: datetime) -> Token:

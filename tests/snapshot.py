@@ -2,7 +2,7 @@
 
     before = await snapshot.tables(store)
     with pytest.raises(errors.Conflict):
-        await drafts.edit(store, item_id, 1, "late words", 7, now)
+        await store.write(drafts.edit_sync, item_id, 1, "late words", 7, now)
     assert await snapshot.tables(store) == before
 
 State, events, outbox, votes, drafts and ledger rows are all compared, so a refusal

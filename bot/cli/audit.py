@@ -19,7 +19,7 @@ from typing import Any, TextIO
 
 from bot import settings as settings_mod
 from bot.cli import output as cli_output
-from pipelines import operations as views
+from pipelines import operations
 from pipelines.audit import export as audit_export
 from pipelines.audit import keys as audit_keys
 from store import datadir
@@ -58,7 +58,7 @@ def since_arg(text: str) -> datetime:
 def run(cfg: settings_mod.Settings, args: argparse.Namespace, read: Read) -> int:
     if args.action == "key":
         if not cfg.data_dir.is_dir():
-            raise views.Invalid(f"no data directory at {cfg.data_dir}: the key is made there")
+            raise operations.Invalid(f"no data directory at {cfg.data_dir}: the key is made there")
         key = audit_keys.load_or_create(datadir.prepare(cfg.data_dir))
         cli_output.emit(args, {"public_key": audit_keys.public_text(key)},
                         lambda: audit_keys.public_text(key))  # fmt: skip
@@ -67,7 +67,7 @@ def run(cfg: settings_mod.Settings, args: argparse.Namespace, read: Read) -> int
         return _export(cfg, args, read)
     if args.export is not None:
         return _verify_export(args)
-    report = read(cfg, views.audit)
+    report = read(cfg, operations.audit)
     cli_output.emit(args, report, lambda: cli_output.audit(report))
     return 0 if report.ok else 1
 
@@ -77,9 +77,11 @@ def _export(cfg: settings_mod.Settings, args: argparse.Namespace, read: Read) ->
         with _output(args.out) as out:
             count = read(cfg, lambda s: audit_export.write(s, out, args.format, args.since))
     except FileExistsError:
-        raise views.Invalid(f"{args.out} exists already; give a new file for the export") from None
+        raise operations.Invalid(
+            f"{args.out} exists already; give a new file for the export"
+        ) from None
     except OSError as exc:
-        raise views.Invalid(f"cannot write {args.out}: {exc.strerror or exc}") from None
+        raise operations.Invalid(f"cannot write {args.out}: {exc.strerror or exc}") from None
     cli_output.progress(f"exported {count} events" + (f" to {args.out}" if args.out else ""))
     return 0
 
@@ -95,16 +97,16 @@ def _output(path: Path | None) -> Iterator[TextIO]:
 
 def _verify_export(args: argparse.Namespace) -> int:
     if not args.public_key:
-        raise views.Invalid("verify --export needs --public-key (from `gatehouse audit key`)")
+        raise operations.Invalid("verify --export needs --public-key (from `gatehouse audit key`)")
     try:
         public = audit_keys.parse_public(_key_text(args.public_key))
         # An invalid byte is kept as U+FFFD: the row's hash then names it.
         with args.export.open(encoding="utf-8", errors="replace", newline="") as lines:
             report = audit_export.verify(audit_export.lines_of(lines), public)
     except audit_keys.BadKey as exc:
-        raise views.Invalid(str(exc)) from None
+        raise operations.Invalid(str(exc)) from None
     except OSError as exc:
-        raise views.Invalid(f"cannot read {exc.filename}: {exc.strerror or exc}") from None
+        raise operations.Invalid(f"cannot read {exc.filename}: {exc.strerror or exc}") from None
     cli_output.emit(args, report, lambda: verify_text(report))
     return 0 if report.ok else 1
 

@@ -19,8 +19,7 @@ from bot import control
 from bot import settings as settings_mod
 from bot.cli import output as cli_output
 from bot.cli import writes as cli_writes
-from pipelines import config
-from pipelines import operations as views
+from pipelines import config, operations
 from pipelines.operations import review
 from store import events
 
@@ -64,7 +63,7 @@ def cmd_decide(cfg: settings_mod.Settings, args: argparse.Namespace, now: dateti
             s, known, action, args.item, actor, now, version=args.version, text=text
         ),
     )  # fmt: skip
-    data = views.plain(result)
+    data = operations.plain(result)
     words = {"approve": "approved", "reject": "rejected", "edit": "edited", "redraft": "redrafting"}
     summary = (
         f"item {data['id']} {words[action]}: {data['state']}, "
@@ -85,5 +84,5 @@ def _text(args: argparse.Namespace) -> str:
         return str(args.text)
     data = sys.stdin.buffer.read(MAX_STDIN + 1)
     if len(data) > MAX_STDIN:
-        raise views.Invalid(f"the text on stdin is longer than {MAX_STDIN} bytes")
+        raise operations.Invalid(f"the text on stdin is longer than {MAX_STDIN} bytes")
     return data.decode("utf-8", errors="replace")

@@ -20,8 +20,7 @@ from bot import control
 from bot import settings as settings_mod
 from bot.cli import output as cli_output
 from bot.cli import writes as cli_writes
-from pipelines import config
-from pipelines import operations as views
+from pipelines import config, operations
 from store import datadir, db, errors, ledger
 from store.ledger import settle as ledger_settle
 
@@ -58,7 +57,7 @@ def run(
     read: Read,
 ) -> int:
     """Fetch and draft one pipeline into a throwaway store; print the cards it would send."""
-    name = views.check_pipeline(args.pipeline, found)
+    name = operations.check_pipeline(args.pipeline, found)
     llm = _llm(cfg, name, now, read) if args.llm else None
     report = asyncio.run(_run(found[name], now, llm))
     counted = _count_spend(cfg, report, now) if report.spent_micros else None
@@ -105,8 +104,8 @@ def _count_spend(
         )  # fmt: skip
 
     try:
-        found = views.plain(cli_writes.write(cfg, "record-spend", request, local))
-    except (views.Invalid, errors.BudgetExceeded, cli_writes.Refused) as exc:
+        found = operations.plain(cli_writes.write(cfg, "record-spend", request, local))
+    except (operations.Invalid, errors.BudgetExceeded, cli_writes.Refused) as exc:
         return {"claim": None, "problem": str(exc)}
     if not found:
         return {"claim": None, "problem": "no budget covers this pipeline any more"}
@@ -118,7 +117,7 @@ def _llm(cfg: settings_mod.Settings, name: str, now: datetime, read: Read) -> dr
     pipeline and global have left (none: the drafts fall back to the template)."""
     left: list[tuple[str, str, int]] = []
     if (cfg.data_dir / datadir.DB_NAME).exists():
-        report = read(cfg, lambda store: views.budget(store, now))
+        report = read(cfg, lambda store: operations.budget(store, now))
         left = [
             (b.scope, b.period, b.remaining_micros)
             for b in report.budgets

@@ -39,187 +39,33 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import dataclasses
 import sys
-from collections.abc import Awaitable, Callable, Sequence
-from datetime import UTC, datetime, timedelta
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-from bot import cluster, control, maintenance, people, storage_alarm
+from bot import control
 from bot import settings as settings_mod
 from bot.cli import audit as cli_audit
 from bot.cli import decisions as cli_decisions
 from bot.cli import dry_run as cli_dry_run
 from bot.cli import output as cli_output
+from bot.cli import reads as cli_reads
 from bot.cli import to_postgres
 from bot.cli import tokens as cli_tokens
 from bot.cli import writes as cli_writes
 from bot.demo import content as demo_content
-from pipelines import config
-from pipelines import operations as views
-from store import datadir, db, errors, info, writer
+from pipelines import config, operations
+from store import datadir, errors
 from store.ledger import budgets
 
 if TYPE_CHECKING:
     from pipelines import preflight
 
 T = TypeVar("T")
-#: Store errors that mean "fix the setup" or "bad argument": exit code 2.
-USAGE_ERRORS = (
-    errors.DataDirError,
-    errors.LockHeld,
-    errors.PragmaMismatch,
-    errors.MigrationError,
-    errors.NotFound,
-    errors.IllegalTransition,
-    errors.Conflict,
-    views.Invalid,
-)
-#: How long health and status wait for the running bot's answer (seconds).
-PING_TIMEOUT_S = 3.0
-
-
-def pipelines(cfg: settings_mod.Settings) -> dict[str, config.Pipeline]:
-    """The pipeline files as they are on disk (what `check` and `dry-run` try)."""
-    return config.load_dir(cfg.pipelines_dir, settings_mod.pipeline_context(cfg)).pipelines
-
-
-def pipeline_names(cfg: settings_mod.Settings) -> list[str]:
-    """The pipelines the running bot has loaded, asked over its control socket, so the
-    CLI never disagrees with it; with no bot running, the files."""
-    if cli_writes.writer_pid(cfg):
-        try:
-            answer = control.request(cfg.data_dir, "pipelines", {}, timeout=PING_TIMEOUT_S)
-        except (control.Unavailable, control.NoAnswer, control.Refused):
-            pass  # still starting: the files say what it will load
-        else:
-            return [str(name) for name in answer["names"]]
-    return sorted(pipelines(cfg))
-
-
-# -- reads: a read-only store, never the lock ---------------------------------------------
-
-
-def read(cfg: settings_mod.Settings, fn: Callable[[db.Store], Awaitable[T]]) -> T:
-    async def go() -> T:
-        store = await db.Store.open(settings_mod.store_config(cfg), readonly=True)
-        try:
-            return await fn(store)
-        finally:
-            await store.close()
-
-    return asyncio.run(go())
-
-
-def cmd_status(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
-    if args.pipeline:
-        return cmd_runs(cfg, args, now)
-    names = pipeline_names(cfg)
-
-    ttl = timedelta(seconds=cfg.cluster.lease_ttl_s)
-
-    async def fn(store: db.Store) -> tuple[views.Overview, info.Info, cluster.Cluster]:
-        found = await cluster.read(store, now, ttl)
-        return await views.overview(store, names, now), await info.info(store), found
-
-    overview, summary, workers = read(cfg, fn)
-    pid = cli_writes.writer_pid(cfg)
-    if pid:
-        overview = dataclasses.replace(overview, storage=_bot_storage(cfg))
-    value = {"overview": overview, "store": summary, "writer_pid": pid, "cluster": workers}
-    verbose = getattr(args, "verbose", False)
-
-    def text() -> str:
-        status = cli_output.status(overview, summary, pid, now, verbose)
-        return "\n".join([status, *cluster.lines(workers)])
-
-    cli_output.emit(args, value, text)
-    return 0
-
-
-def cmd_runs(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
-    known = pipeline_names(cfg)
-    names = [views.check_pipeline(args.pipeline, known)] if args.pipeline else known
-    limit = getattr(args, "limit", views.RUNS_SHOWN)
-
-    async def fn(store: db.Store) -> list[views.PipelineRuns]:
-        return [await views.pipeline_runs(store, name, limit) for name in names]
-
-    found = read(cfg, fn)
-    cli_output.emit(
-        args, found, lambda: "\n\n".join(cli_output.pipeline_runs(f, now) for f in found)
-    )
-    return 0
-
-
-def cmd_pending(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
-    waiting = read(cfg, views.pending)
-    cli_output.emit(args, waiting, lambda: cli_output.pending(waiting, now))
-    return 0
-
-
-def cmd_history(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
-    async def fn(store: db.Store) -> tuple[views.History, dict[int, str]]:
-        found = await views.history(store, args.item)
-        said = " ".join(f"{e.actor} {e.reason or ''}" for e in found.events) + str(
-            found.item.reason
-        )
-        return found, await people.labels(store, people.ids_in(said))
-
-    found, names = read(cfg, fn)
-    cli_output.emit(args, found, lambda: cli_output.history(found, names))
-    return 0
-
-
-def cmd_budget(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
-    report = read(cfg, lambda store: views.budget(store, now))
-    cli_output.emit(args, report, lambda: cli_output.budget(report, now))
-    return 0
-
-
-def cmd_audit(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
-    return cli_audit.run(cfg, args, read)
-
-
-def cmd_backup(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
-    shown = [-1]
-
-    def step(done: int, total: int) -> None:
-        pct = 100 * done // max(total, 1)
-        if pct != shown[0]:
-            shown[0] = pct
-            cli_output.progress(f"backup: {pct}% ({done}/{total} pages)")
-
-    result = read(cfg, lambda store: maintenance.backup(store, args.path, step))
-    cli_output.emit(args, result, lambda: cli_output.backup(result))
-    return 0
-
-
-def cmd_reconcile(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
-    # Only files change, never the store. While the bot runs it compares its own
-    # pipelines and paths (through the control socket); otherwise the files here.
-    answer = None
-    if cli_writes.writer_pid(cfg):
-        request = {"backfill": args.backfill, "prune": args.prune}
-        with contextlib.suppress(control.Unavailable):  # not a bot: the files here
-            answer = control.request(cfg.data_dir, "reconcile", request)
-    if answer is not None:
-        reports = [maintenance.FolderReport.from_plain(found) for found in answer]
-    else:
-        known = pipelines(cfg)
-        reports = read(
-            cfg,
-            lambda store: maintenance.reconcile(
-                store, known, backfill=args.backfill, prune=args.prune, progress=cli_output.progress
-            ),
-        )
-    cli_output.emit(args, reports, lambda: cli_output.reconcile(reports))
-    unresolved = any(
-        set(r.ghosts) - set(r.backfilled) or len(r.orphans) > len(r.pruned) for r in reports
-    )
-    return 1 if unresolved else 0
+#: Errors that mean "fix the setup" or "cannot be done as asked": exit code 2.
+USAGE_ERRORS = (*errors.STARTUP_ERRORS, errors.Refused, ValueError, control.NoAnswer)
 
 
 def cmd_check(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
@@ -236,7 +82,7 @@ def cmd_check(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetim
             datadir.prepare(cfg.data_dir)
         except errors.DataDirError as exc:
             problems.append(f"settings: {exc}")
-    found = pipelines(cfg)
+    found = cli_reads.pipelines(cfg)
     needs = _preflight_needs(cfg, found)
     problems += [str(finding) for finding in preflight.offline(found, needs)]
     answers = asyncio.run(_online(found, needs)) if args.online else []
@@ -262,7 +108,7 @@ def _preflight_needs(
     scopes = ["global", *found]
     limits: list[tuple[str, budgets.Period]] = []
     if (cfg.data_dir / datadir.DB_NAME).exists():
-        limits = read(cfg, lambda s: s.read(lambda conn: budgets.configured_sync(conn, scopes)))
+        limits = cli_reads.read(cfg, lambda s: s.read(budgets.configured_sync, scopes))
     from pipelines import preflight
 
     return preflight.Needs(
@@ -286,50 +132,7 @@ async def _online(
 
 
 def cmd_dry_run(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
-    return cli_dry_run.run(cfg, args, now, pipelines(cfg), read)
-
-
-def _storage(answer: dict[str, object]) -> writer.StorageFault | None:
-    """The running bot's storage fault from its ping answer (kept in its memory only:
-    a full disk could not hold it in a file, let alone in the store)."""
-    found = answer.get("storage")
-    if not isinstance(found, dict):
-        return None
-    since = datetime.fromisoformat(str(found["since"]))
-    return writer.StorageFault(found["kind"], str(found["detail"]), since)
-
-
-def _bot_storage(cfg: settings_mod.Settings) -> writer.StorageFault | None:
-    try:
-        return _storage(control.request(cfg.data_dir, "ping", {}, timeout=PING_TIMEOUT_S))
-    except (control.Unavailable, control.NoAnswer, control.Refused):
-        return None  # status still shows what the store holds; health says what is wrong
-
-
-def cmd_health(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
-    """Exit 0 while a gatehouse process holds the store, answers on its control socket,
-    can write, and reports every supervised worker running (the states live in that
-    process: ping asks); otherwise exit 1 and say which of these fails."""
-    pid = datadir.is_locked(cfg.data_dir) if cfg.data_dir.exists() else None
-    problem = None if pid else f"no gatehouse process holds the store in {cfg.data_dir}"
-    down: list[dict[str, Any]] = []
-    if pid:
-        try:
-            answer = control.request(cfg.data_dir, "ping", {}, timeout=PING_TIMEOUT_S)
-        except (control.Unavailable, control.NoAnswer, control.Refused) as exc:
-            problem = f"process {pid} holds the store but does not answer: {exc}"
-        else:
-            fault = _storage(answer)
-            down = [w for w in answer.get("workers", []) if w.get("status") != "running"]
-            if fault is not None:
-                problem = f"process {pid} runs, but {storage_alarm.describe(fault)}"
-            elif down:
-                problem = "workers not running: " + "; ".join(
-                    f"{w['name']} {w['status']} ({w.get('error') or 'no error'})" for w in down
-                )
-    value = {"ok": problem is None, "pid": pid, "problem": problem, "workers_down": down}
-    cli_output.emit(args, value, lambda: problem or f"ok: gatehouse runs as pid {pid}")
-    return 1 if problem else 0
+    return cli_dry_run.run(cfg, args, now, cli_reads.pipelines(cfg), cli_reads.read)
 
 
 # -- arguments ------------------------------------------------------------------------------
@@ -337,8 +140,8 @@ def cmd_health(cfg: settings_mod.Settings, args: argparse.Namespace, now: dateti
 
 def item_id(text: str) -> int:
     try:
-        return views.whole_number(text, "an item id")
-    except views.Invalid as exc:
+        return operations.whole_number(text, "an item id")
+    except operations.Invalid as exc:
         raise argparse.ArgumentTypeError(f"{exc}; give a number like 12") from None
 
 
@@ -424,23 +227,25 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
         add("dry-run", cmd_dry_run, "fetch and draft now, print the cards; nothing kept or sent"),
         positive,
     )
-    add("health", cmd_health, "exit 0 while the bot runs, answers and all its workers run")
-    status = add("status", cmd_status, "every pipeline, or one pipeline's runs")
+    add(
+        "health", cli_reads.cmd_health, "exit 0 while the bot runs, answers and all its workers run"
+    )
+    status = add("status", cli_reads.cmd_status, "every pipeline, or one pipeline's runs")
     status.add_argument(
         "pipeline", nargs="?", help="show this pipeline's recent runs (default: every pipeline)"
     )
     status.add_argument("--verbose", action="store_true", help="also the store's WAL size")
-    runs = add("runs", cmd_runs, "recent runs with the last green and first red run")
+    runs = add("runs", cli_reads.cmd_runs, "recent runs with the last green and first red run")
     runs.add_argument("pipeline", nargs="?", help="only this pipeline (default: all)")
     runs.add_argument(
         "--limit",
         type=positive,
-        default=views.RUNS_SHOWN,
+        default=operations.RUNS_SHOWN,
         metavar="N",
         help="runs shown (default: %(default)s)",
     )
-    add("pending", cmd_pending, "items awaiting approval, oldest first")
-    add("history", cmd_history, "one item's events").add_argument(
+    add("pending", cli_reads.cmd_pending, "items awaiting approval, oldest first")
+    add("history", cli_reads.cmd_history, "one item's events").add_argument(
         "item", type=item_id, help="the item id, as /pending and the cards show it"
     )
     replay = add("replay", cli_writes.cmd_replay, "replay a dropped item as a new attempt")
@@ -453,7 +258,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
     )
     for action, text in cli_decisions.HELP.items():
         cli_decisions.add_arguments(add(action, cli_decisions.cmd_decide, text), action, item_id)
-    add("budget", cmd_budget, "spend, holds and limits, today and this month")
+    add("budget", cli_reads.cmd_budget, "spend, holds and limits, today and this month")
     budget = add("set-budget", cli_writes.cmd_set_budget, "set a scope's day or month limit in USD")
     budget.add_argument("scope", help="global or a pipeline name")
     budget.add_argument("period", choices=budgets.PERIODS, help="the limit's period")
@@ -470,11 +275,15 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
     settle.add_argument("claim", type=positive, help="the claim id (from /budget or its alert)")
     settle.add_argument("amount", help="what the provider charged, in USD (0 if nothing)")
     settle.add_argument("evidence", help="the provider's request id or invoice line")
-    reconcile = add("reconcile", cmd_reconcile, "compare file dispatch folders with the store")
+    reconcile = add(
+        "reconcile", cli_reads.cmd_reconcile, "compare file dispatch folders with the store"
+    )
     mode = reconcile.add_mutually_exclusive_group()
     mode.add_argument("--backfill", action="store_true", help="rewrite missing files")
     mode.add_argument("--prune", action="store_true", help="delete gatehouse's orphan files")
-    cli_audit.add_arguments(add("audit", cmd_audit, "verify, export or check the event log"))
+    cli_audit.add_arguments(
+        add("audit", cli_reads.cmd_audit, "verify, export or check the event log")
+    )
     sweep = add("sweep", cli_writes.cmd_sweep, "forget seen ids older than --days")
     sweep.add_argument(
         "--days",
@@ -484,7 +293,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
         help="forget seen ids older than this many days (default: %(default)s)",
     )
     cli_tokens.add_parser(add)
-    add("backup", cmd_backup, "online backup to a new file, verified").add_argument(
+    add("backup", cli_reads.cmd_backup, "online backup to a new file, verified").add_argument(
         "path", type=Path, help="the new file (it must not exist yet)"
     )
     add(
@@ -513,16 +322,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return table[args.command](cfg, args, datetime.now(UTC))
-    except (
-        *USAGE_ERRORS,
-        ValueError,
-        cli_writes.Refused,
-        control.NoAnswer,
-        to_postgres.Refused,
-    ) as exc:
+    except (*USAGE_ERRORS, to_postgres.Refused) as exc:
         print(f"gatehouse {args.command}: {exc}", file=sys.stderr)
         return 2
-    except (errors.StoreError, maintenance.BackupFailed) as exc:
+    except errors.StoreError as exc:
         # The store itself failed (busy, corrupt, full): not the caller's usage, same code.
         print(f"gatehouse {args.command}: {exc}", file=sys.stderr)
         return 2

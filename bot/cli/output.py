@@ -1,7 +1,7 @@
 """What the CLI prints: pipelines.operations results as aligned plain-text tables for a terminal.
 
 Pure functions from view dataclasses to text; `now` is passed in. `--json` output does
-not come through here: it is `views.plain(...)` dumped as JSON.
+not come through here: it is `operations.plain(...)` dumped as JSON.
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from bot import maintenance, people, render, storage_alarm, wording
-from pipelines import operations as views
+from bot import people, render, storage_alarm, wording
+from pipelines import operations
+from store import backup as store_backup
 from store import events, info, items, ledger, runs
 from store.ledger import budgets
 
@@ -50,7 +51,7 @@ def _run_cell(run: runs.Run | None, now: datetime) -> str:
 
 
 def status(
-    overview: views.Overview,
+    overview: operations.Overview,
     summary: info.Info,
     writer_pid: int | None,
     now: datetime,
@@ -85,7 +86,7 @@ def status(
     )
 
 
-def pipeline_runs(found: views.PipelineRuns, now: datetime) -> str:
+def pipeline_runs(found: operations.PipelineRuns, now: datetime) -> str:
     rows = [
         (
             f"#{r.id}",
@@ -130,7 +131,7 @@ def pending(waiting: Sequence[items.Item], now: datetime) -> str:
     return table(("item", "pipeline", "version", "waiting", "title"), rows)
 
 
-def history(found: views.History, names: dict[int, str] | None = None) -> str:
+def history(found: operations.History, names: dict[int, str] | None = None) -> str:
     """An item's events; `names` (user id to label) names the operators who acted."""
     item = found.item
     head = f"item {item.id} ({item.pipeline}): {item.state}, attempt {item.attempt}"
@@ -189,7 +190,7 @@ def audit(report: events.ChainReport) -> str:
     )
 
 
-def backup(result: maintenance.BackupResult) -> str:
+def backup(result: store_backup.BackupResult) -> str:
     total = sum(result.rows.values())
     return (
         f"backup written to {result.path}: {result.size_bytes / 1024:.0f} KiB, "
@@ -198,7 +199,7 @@ def backup(result: maintenance.BackupResult) -> str:
     )
 
 
-def reconcile(reports: Sequence[maintenance.FolderReport]) -> str:
+def reconcile(reports: Sequence[operations.FolderReport]) -> str:
     if not reports:
         return "no pipeline dispatches to files: nothing to reconcile"
     lines = []
@@ -216,7 +217,7 @@ def reconcile(reports: Sequence[maintenance.FolderReport]) -> str:
 
 
 def emit(args: argparse.Namespace, value: Any, text: Callable[[], str]) -> None:
-    print(json.dumps(views.plain(value), indent=2) if args.json else text())
+    print(json.dumps(operations.plain(value), indent=2) if args.json else text())
 
 
 def progress(text: str) -> None:

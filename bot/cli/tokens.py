@@ -17,8 +17,9 @@ from datetime import datetime
 
 from bot import settings as settings_mod
 from bot.cli import output as cli_output
+from bot.cli import reads as cli_reads
 from bot.cli import writes as cli_writes
-from pipelines import operations as views
+from pipelines import operations
 from store import db, tokens
 
 ACTIONS = ("create", "list", "revoke")
@@ -34,14 +35,16 @@ def cmd_token(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetim
     if args.action == "list":
         return _list(cfg, args)
     if not args.name:
-        raise views.Invalid(f"gatehouse token {args.action} <name>: the caller's name is missing")
+        raise operations.Invalid(
+            f"gatehouse token {args.action} <name>: the caller's name is missing"
+        )
     name = tokens.check_name(args.name)
     if args.action == "create":
         return _create(cfg, args, name, now)
     result = cli_writes.write(
         cfg, "token-revoke", {"name": name}, lambda s: tokens.revoke(s, name, now)
     )
-    data = views.plain(result)
+    data = operations.plain(result)
     cli_output.emit(args, data, lambda: f"token {data['name']} revoked")
     return 0
 
@@ -55,7 +58,7 @@ def _create(cfg: settings_mod.Settings, args: argparse.Namespace, name: str, now
         {"name": name, "hash": digest},
         lambda s: tokens.create(s, name, digest, now),
     )
-    data = {**views.plain(result), "token": secret}
+    data = {**operations.plain(result), "token": secret}
     cli_output.emit(
         args,
         data,
@@ -71,9 +74,7 @@ def _list(cfg: settings_mod.Settings, args: argparse.Namespace) -> int:
     async def fn(store: db.Store) -> list[tokens.Token]:
         return await tokens.all_tokens(store)
 
-    from bot.cli import main as cli  # the CLI's read-only store helper
-
-    found = cli.read(cfg, fn)
+    found = cli_reads.read(cfg, fn)
     cli_output.emit(args, found, lambda: _table(found))
     return 0
 

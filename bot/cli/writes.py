@@ -12,15 +12,14 @@ from typing import Any, TypeVar
 from bot import control
 from bot import settings as settings_mod
 from bot.cli import output as cli_output
-from pipelines import config
-from pipelines import operations as views
+from pipelines import config, operations
 from store import datadir, db, errors
 from store.ledger import budgets
 
 T = TypeVar("T")
 
 
-class Refused(Exception):
+class Refused(errors.Refused):
     """A write cannot run safely now; the message says why and what to do."""
 
 
@@ -50,8 +49,6 @@ def write(
             "nothing was written. If that is the bot, wait for it to finish starting and "
             "retry; otherwise stop that process and run the command again."
         ) from None
-    except control.Refused as exc:
-        raise views.Invalid(str(exc)) from None
     cli_output.progress(f"done through the running bot (pid {pid})")
     return result
 
@@ -70,11 +67,11 @@ def cmd_replay(cfg: settings_mod.Settings, args: argparse.Namespace, now: dateti
         cfg,
         "replay",
         request,
-        lambda s: views.replay(
+        lambda s: operations.replay(
             s, args.item, control.ACTOR, now, force=args.force, fresh=args.fresh
         ),
     )
-    data = views.plain(result)
+    data = operations.plain(result)
     cli_output.emit(
         args, data, lambda: f"item {data['id']} replayed: attempt {data['attempt']}, now new"
     )
@@ -83,31 +80,33 @@ def cmd_replay(cfg: settings_mod.Settings, args: argparse.Namespace, now: dateti
 
 def cmd_set_budget(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
     budgets.check_scope(args.scope)
-    views.parse_usd(args.amount)  # a bad amount never reaches the bot
+    operations.parse_usd(args.amount)  # a bad amount never reaches the bot
     request = {"scope": args.scope, "period": args.period, "amount": args.amount}
     result = write(
         cfg,
         "set-budget",
         request,
-        lambda s: views.set_budget(s, args.scope, args.period, args.amount, control.ACTOR, now),
+        lambda s: operations.set_budget(
+            s, args.scope, args.period, args.amount, control.ACTOR, now
+        ),
     )
-    data = views.plain(result)
+    data = operations.plain(result)
     cli_output.emit(args, data, lambda: cli_output.budget_set(_budget(data)))
     return 0
 
 
 def cmd_reconcile_claim(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
-    views.parse_usd(args.amount)
+    operations.parse_usd(args.amount)
     request = {"claim": args.claim, "amount": args.amount, "evidence": args.evidence}
     result = write(
         cfg,
         "reconcile-claim",
         request,
-        lambda s: views.reconcile_claim(
+        lambda s: operations.reconcile_claim(
             s, args.claim, args.amount, args.evidence, control.ACTOR, now
         ),
     )
-    data = views.plain(result)
+    data = operations.plain(result)
     claim = data["claim"]
     text = f"claim {claim['id']} settled at {budgets.usd(claim['actual_micros'])}"
     cli_output.emit(
@@ -130,7 +129,7 @@ def cmd_schedule(cfg: settings_mod.Settings, args: argparse.Namespace, now: date
         # No bot runs: the pipeline files say which names exist. A running bot checks
         # the name against the pipelines it has loaded.
         known = config.load_dir(cfg.pipelines_dir, settings_mod.pipeline_context(cfg)).pipelines
-        return views.schedule(store, known, action, args.pipeline, control.ACTOR, now)
+        return operations.schedule(store, known, action, args.pipeline, control.ACTOR, now)
 
     changed = write(cfg, action, {"pipeline": args.pipeline}, local)
     words = {"run": "run requested", "pause": "paused", "resume": "resumed"}
@@ -149,7 +148,7 @@ def cmd_sweep(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetim
         cfg,
         "sweep",
         {"days": args.days},
-        lambda s: views.sweep(s, now, args.days, progress=step),
+        lambda s: operations.sweep(s, now, args.days, progress=step),
     )
     text = f"forgot {deleted} seen ids older than {args.days} days"
     cli_output.emit(args, {"deleted": deleted}, lambda: text)

@@ -44,10 +44,9 @@ from bot.demo import content, webchat
 from bot.demo import llm as demo_llm
 from bot.demo import resume as demo_resume
 from bot.demo.botapi import server as localapi
-from pipelines import card_trail
-from pipelines import operations as views
+from pipelines import card_trail, operations
 from pipelines import runtime as runtime_mod
-from store import datadir, db
+from store import datadir, db, errors
 from store.ledger import budgets
 
 log = logging.getLogger(__name__)
@@ -157,9 +156,9 @@ async def prepare_store(cfg: settings_mod.Settings, now: datetime) -> tuple[int,
     (their old messages lost their buttons on the page); returns the items resent."""
     store = await db.Store.open(settings_mod.store_config(cfg))
     try:
-        limits = await store.read(lambda conn: budgets.configured_sync(conn, ["global"]))
+        limits = await store.read(budgets.configured_sync, ["global"])
         if not limits:
-            await views.set_budget(store, "global", "day", content.BUDGET_USD, ACTOR, now)
+            await operations.set_budget(store, "global", "day", content.BUDGET_USD, ACTOR, now)
         return tuple(await card_trail.resend_open(store, now))
     finally:
         await store.close()
@@ -302,7 +301,7 @@ def main(
     logs.setup("INFO" if verbose else "WARNING", [TOKEN])
     try:
         asyncio.run(_main(Options(data_dir=data_dir, port=port)))
-    except (DemoError, *app.STARTUP_ERRORS) as exc:
+    except (DemoError, *errors.STARTUP_ERRORS) as exc:
         print(f"gatehouse demo: {exc}", file=sys.stderr)
         return 2
     return 0

@@ -44,9 +44,8 @@ async def sign(
     def unit(conn: backend.Conn) -> checkpoints.Checkpoint | None:
         cp = checkpoints.sign_head_sync(conn, audit_keys.signer(key), now)
         if cp is not None and post:
-            payload = {"text": head_text(cp, public), "level": "info"}
-            key_ = f"audit-head:{now:%Y-%m-%d}"
-            outbox.enqueue_sync(conn, "alert", outbox.ALERTS, payload, now, dedupe_key=key_)
+            text, day = head_text(cp, public), f"audit-head:{now:%Y-%m-%d}"
+            outbox.alert_sync(conn, text, now, key=day, level="info")
         return cp
 
     return await store.write(unit)

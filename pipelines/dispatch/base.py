@@ -34,9 +34,15 @@ import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import pydantic
+
+from pipelines import retry
+
+if TYPE_CHECKING:  # types only: reading pipeline files loads no store
+    from store.drafts import Draft
+    from store.items import Item
 
 #: How many times the outbox worker tries one delivery before the item fails.
 MAX_ATTEMPTS = 6
@@ -97,7 +103,7 @@ def retry_delay(attempt: int, rng: random.Random) -> float:
     """
     if attempt < 1:
         raise ValueError(f"attempt must be 1 or more, got {attempt}")
-    ceiling = min(RETRY_CAP_SECONDS, RETRY_BASE_SECONDS * 2.0 ** min(attempt - 1, 32))
+    ceiling = retry.backoff_s(attempt, RETRY_BASE_SECONDS, RETRY_CAP_SECONDS)
     return ceiling / 2 + rng.uniform(0, ceiling / 2)
 
 
@@ -132,6 +138,20 @@ class Delivery:
         """A delivery whose idempotency key is derived from its identity."""
         key = idempotency_key(pipeline, item_id, attempt, version)
         return cls(item_id, pipeline, version, attempt, text, title, link, dict(source or {}), key)
+
+    @classmethod
+    def of(cls, item: Item, draft: Draft, attempt: int) -> Delivery:
+        """One draft version of `item`, with the title, link and source it was fetched with."""
+        return cls.build(
+            item_id=item.id,
+            pipeline=item.pipeline,
+            version=draft.version,
+            attempt=attempt,
+            text=draft.text,
+            title=str(item.payload.get("title", "")),
+            link=item.payload.get("link"),
+            source=item.payload.get("extra") or {},
+        )
 
 
 @dataclass(frozen=True)

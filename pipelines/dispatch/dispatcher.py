@@ -38,7 +38,7 @@ from typing import Any
 import httpx
 
 from pipelines import card_trail, config, dispatch, logfields, workers
-from store import backend, drafts, errors, items, machine, outbox, runs
+from store import backend, drafts, errors, items, machine, outbox, payloads, runs
 from store.db import Store
 from store.items import Item
 from store.machine import State
@@ -116,8 +116,9 @@ async def _deliver(
     env: Mapping[str, str] | None,
 ) -> None:
     logfields.tag(outbox=row.id, item=row.item_id)  # for this destination's task, row by row
-    attempt, version = int(row.payload["attempt"]), int(row.payload["version"])
-    item = await items.get(store, int(row.payload["item_id"]))
+    job = payloads.Dispatch.of(row)
+    attempt, version = job.attempt, job.version
+    item = await items.get(store, job.item_id)
     if item.attempt != attempt:
         await outbox.mark_failed(store, row.id, f"stale: item is now at attempt {item.attempt}")
         return
@@ -149,16 +150,7 @@ async def _deliver(
         await outbox.defer(store, row.id, str(exc), now + machine.FLOOR)
         return
     draft = await drafts.get(store, item.id, version)
-    delivery = dispatch.Delivery.build(
-        item_id=item.id,
-        pipeline=pipeline.name,
-        version=version,
-        attempt=attempt,
-        text=draft.text,
-        title=str(item.payload.get("title", "")),
-        link=item.payload.get("link"),
-        source=item.payload.get("extra") or {},
-    )
+    delivery = dispatch.Delivery.of(item, draft, attempt)
     try:
         result = await dispatch.dispatch(
             pipeline.dispatch, delivery, client=client, bot=bot, env=env
@@ -224,11 +216,8 @@ async def _fail(store: Store, row: outbox.Row, item: Item, reason: str, now: dat
             expect_attempt=item.attempt,
         )
         text = f"❌ item {item.id} ({item.pipeline}) was not dispatched: {reason}"
-        payload = {"text": text, "level": "error", "item_id": item.id}
         key = f"dispatch-failed:{item.id}:{item.attempt}:{item.version}"
-        outbox.enqueue_sync(
-            conn, "alert", outbox.ALERTS, payload, now, item_id=item.id, dedupe_key=key
-        )
+        outbox.alert_sync(conn, text, now, key=key, item_id=item.id)
         card_trail.failed_sync(conn, item, reason, now)
 
     await store.write(unit)

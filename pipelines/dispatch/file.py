@@ -24,7 +24,7 @@ from typing import Any
 
 import yaml
 
-from pipelines.dispatch import base as dispatch
+from pipelines.dispatch import base
 
 # Errors that writing again will not fix without an operator changing something
 # (EEXIST: the configured folder, or a parent, is a file).
@@ -47,10 +47,10 @@ _FILE_MODE = 0o644
 
 def file_name(pipeline: str, item_id: int, version: int) -> str:
     """The name a delivery's file gets inside the target folder."""
-    return f"{dispatch.check_pipeline_name(pipeline)}-{item_id}-v{version}.md"
+    return f"{base.check_pipeline_name(pipeline)}-{item_id}-v{version}.md"
 
 
-def render(delivery: dispatch.Delivery) -> str:
+def render(delivery: base.Delivery) -> str:
     """The file's content: YAML front matter, a blank line, the approved text."""
     meta = {
         "item": delivery.item_id,
@@ -66,20 +66,20 @@ def render(delivery: dispatch.Delivery) -> str:
     return f"---\n{front}---\n\n{text}"
 
 
-async def send(target: dispatch.FileTarget, delivery: dispatch.Delivery) -> dispatch.DispatchResult:
+async def send(target: base.FileTarget, delivery: base.Delivery) -> base.DispatchResult:
     """Write the delivery's file; fsync makes this blocking, so it runs in a thread."""
     try:
         path = target.path / file_name(delivery.pipeline, delivery.item_id, delivery.version)
     except ValueError as error:
-        raise dispatch.PermanentDispatchError(f"file dispatch: {error}") from None
+        raise base.PermanentDispatchError(f"file dispatch: {error}") from None
     try:
         await asyncio.to_thread(write_atomic, path, render(delivery).encode())
     except OSError as error:
         problem = f"file dispatch: could not write {path}: {error.strerror or error}"
         if error.errno in _PERMANENT_ERRNOS:
-            raise dispatch.PermanentDispatchError(problem) from None
-        raise dispatch.TransientDispatchError(problem) from None
-    return dispatch.DispatchResult(external_id=str(path), detail=f"wrote {path}")
+            raise base.PermanentDispatchError(problem) from None
+        raise base.TransientDispatchError(problem) from None
+    return base.DispatchResult(external_id=str(path), detail=f"wrote {path}")
 
 
 def write_atomic(path: Path, data: bytes) -> None:

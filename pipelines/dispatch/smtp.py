@@ -16,14 +16,14 @@ from email.message import EmailMessage
 
 import aiosmtplib
 
-from pipelines.dispatch import base as dispatch
+from pipelines.dispatch import base
 
 _REPLY_PREFIX = re.compile(r"^\s*re\s*:", re.IGNORECASE)
 #: How much of the server's reply text goes into an error message.
 _REPLY_SNIPPET = 200
 
 
-def message_id(delivery: dispatch.Delivery) -> str:
+def message_id(delivery: base.Delivery) -> str:
     """The reply's Message-ID: the same for every send of one delivery."""
     return f"<{delivery.idempotency_key}@gatehouse>"
 
@@ -35,14 +35,14 @@ def reply_subject(subject: str) -> str:
 
 
 def build_message(
-    target: dispatch.SmtpTarget, delivery: dispatch.Delivery, *, now: datetime
+    target: base.SmtpTarget, delivery: base.Delivery, *, now: datetime
 ) -> EmailMessage:
     """The reply as an e-mail; PermanentDispatchError if the source can't be replied to."""
     source = delivery.source
     # A Reply-To names where the sender wants replies (lists, help desks); else From.
     to = source.get("reply_to") or source.get("from")
     if not isinstance(to, str) or "@" not in to:
-        raise dispatch.PermanentDispatchError(
+        raise base.PermanentDispatchError(
             f"smtp dispatch: item {delivery.item_id} has no sender address ('from') to reply to"
         )
     subject = source.get("subject")
@@ -62,7 +62,7 @@ def build_message(
         message.set_content(delivery.text)
     except ValueError as error:
         # The email package refuses header values with line breaks (header injection).
-        raise dispatch.PermanentDispatchError(
+        raise base.PermanentDispatchError(
             f"smtp dispatch: item {delivery.item_id} cannot become a reply: {error}"
         ) from None
     return message
@@ -78,16 +78,16 @@ def _references(value: object) -> list[str]:
 
 
 async def send(
-    target: dispatch.SmtpTarget,
-    delivery: dispatch.Delivery,
+    target: base.SmtpTarget,
+    delivery: base.Delivery,
     *,
     env: Mapping[str, str] | None = None,
-) -> dispatch.DispatchResult:
+) -> base.DispatchResult:
     """Send the reply through the configured server; one connection, one attempt."""
     where = f"{target.host}:{target.port}"
     password = None
     if target.password_env is not None:
-        password = dispatch.read_env(target.password_env, env, needed_for=f"smtp {where}")
+        password = base.read_env(target.password_env, env, needed_for=f"smtp {where}")
     message = build_message(target, delivery, now=datetime.now(UTC))
     try:
         await aiosmtplib.send(
@@ -102,15 +102,15 @@ async def send(
     except aiosmtplib.SMTPException as error:
         raise _translate(error, where) from None
     except OSError as error:
-        raise dispatch.TransientDispatchError(
+        raise base.TransientDispatchError(
             f"smtp {where}: {type(error).__name__}: {error.strerror or error}"
         ) from None
-    return dispatch.DispatchResult(
+    return base.DispatchResult(
         external_id=message_id(delivery), detail=f"sent to {message['To']} via {where}"
     )
 
 
-def _translate(error: aiosmtplib.SMTPException, where: str) -> dispatch.DispatchError:
+def _translate(error: aiosmtplib.SMTPException, where: str) -> base.DispatchError:
     """SMTP 4xx, timeouts and dropped connections are transient; 5xx and refusals are not."""
     if isinstance(error, aiosmtplib.SMTPRecipientsRefused):
         codes = [refused.code for refused in error.recipients]
@@ -120,12 +120,12 @@ def _translate(error: aiosmtplib.SMTPException, where: str) -> dispatch.Dispatch
         reply = f"{error.code} {error.message}"[:_REPLY_SNIPPET]
         return _by_code(error.code, f"smtp {where} answered {reply}")
     if isinstance(error, aiosmtplib.SMTPNotSupported):
-        return dispatch.PermanentDispatchError(f"smtp {where}: {error.message}")
+        return base.PermanentDispatchError(f"smtp {where}: {error.message}")
     # Timeouts, refused or dropped connections: the server may be back soon.
-    return dispatch.TransientDispatchError(f"smtp {where}: {type(error).__name__}: {error}")
+    return base.TransientDispatchError(f"smtp {where}: {type(error).__name__}: {error}")
 
 
-def _by_code(code: int, problem: str) -> dispatch.DispatchError:
+def _by_code(code: int, problem: str) -> base.DispatchError:
     if 400 <= code < 500:
-        return dispatch.TransientDispatchError(problem)
-    return dispatch.PermanentDispatchError(problem)
+        return base.TransientDispatchError(problem)
+    return base.PermanentDispatchError(problem)

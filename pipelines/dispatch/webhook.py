@@ -12,7 +12,8 @@ from typing import Any
 
 import httpx
 
-from pipelines.dispatch import base as dispatch
+from pipelines import retry
+from pipelines.dispatch import base
 
 # Statuses that mean "not now" rather than "never": timeout, a concurrent
 # request with the same key still running, and rate limiting.
@@ -21,7 +22,7 @@ _TRANSIENT_4XX = frozenset({408, 409, 429})
 _BODY_SNIPPET = 200
 
 
-def payload(delivery: dispatch.Delivery) -> dict[str, Any]:
+def payload(delivery: base.Delivery) -> dict[str, Any]:
     """The JSON body the webhook receives."""
     return {
         "item_id": delivery.item_id,
@@ -41,14 +42,12 @@ def endpoint(url: str) -> str:
     return f"{parsed.scheme}://{parsed.host}{port}"
 
 
-def resolve_headers(
-    target: dispatch.WebhookTarget, env: Mapping[str, str] | None
-) -> dict[str, str]:
+def resolve_headers(target: base.WebhookTarget, env: Mapping[str, str] | None) -> dict[str, str]:
     """Config headers with "env:NAME" values replaced by the variable's value."""
     resolved = {}
     for name, value in target.headers.items():
         if value.startswith("env:"):
-            value = dispatch.read_env(
+            value = base.read_env(
                 value.removeprefix("env:"), env, needed_for=f"webhook header {name}"
             )
         resolved[name] = value
@@ -56,12 +55,12 @@ def resolve_headers(
 
 
 async def send(
-    target: dispatch.WebhookTarget,
-    delivery: dispatch.Delivery,
+    target: base.WebhookTarget,
+    delivery: base.Delivery,
     *,
     client: httpx.AsyncClient,
     env: Mapping[str, str] | None = None,
-) -> dispatch.DispatchResult:
+) -> base.DispatchResult:
     """POST one delivery; 2xx is success, the rest maps to Transient or Permanent."""
     where = endpoint(target.url)
     headers = resolve_headers(target, env)
@@ -71,13 +70,13 @@ async def send(
             target.url, json=payload(delivery), headers=headers, timeout=target.timeout
         )
     except httpx.TimeoutException as error:
-        raise dispatch.TransientDispatchError(
+        raise base.TransientDispatchError(
             f"webhook {where}: no answer within {target.timeout:g} s ({type(error).__name__})"
         ) from None
     except httpx.UnsupportedProtocol:
-        raise dispatch.PermanentDispatchError(f"webhook {where}: unsupported URL") from None
+        raise base.PermanentDispatchError(f"webhook {where}: unsupported URL") from None
     except httpx.TransportError as error:
-        raise dispatch.TransientDispatchError(
+        raise base.TransientDispatchError(
             f"webhook {where}: {type(error).__name__}: {_scrub(str(error), headers)}"
         ) from None
     return _result(response, where, headers)
@@ -85,10 +84,10 @@ async def send(
 
 def _result(
     response: httpx.Response, where: str, headers: Mapping[str, str]
-) -> dispatch.DispatchResult:
+) -> base.DispatchResult:
     status = response.status_code
     if response.is_success:
-        return dispatch.DispatchResult(
+        return base.DispatchResult(
             external_id=_response_id(response), detail=f"webhook {where} answered {status}"
         )
     problem = f"webhook {where} answered {status} {response.reason_phrase}"
@@ -96,10 +95,12 @@ def _result(
     if snippet:
         problem += f": {snippet}"
     if status >= 500 or status in _TRANSIENT_4XX:
-        raise dispatch.TransientDispatchError(problem, retry_after=_retry_after(response))
+        # An HTTP-date Retry-After is ignored (no clock here): the row's backoff covers it.
+        wait = retry.retry_after_s(response.headers, None)
+        raise base.TransientDispatchError(problem, retry_after=wait)
     if 300 <= status < 400:
         problem += " (redirects are not followed: configure the final URL)"
-    raise dispatch.PermanentDispatchError(problem)
+    raise base.PermanentDispatchError(problem)
 
 
 def _response_id(response: httpx.Response) -> str | None:
@@ -111,12 +112,6 @@ def _response_id(response: httpx.Response) -> str | None:
     if isinstance(body, dict) and body.get("id") is not None:
         return str(body["id"])
     return None
-
-
-def _retry_after(response: httpx.Response) -> float | None:
-    """Retry-After in seconds; the HTTP-date form is ignored (the backoff covers it)."""
-    value = response.headers.get("retry-after", "").strip()
-    return float(value) if value.isdigit() else None
 
 
 def _scrub(text: str, headers: Mapping[str, str]) -> str:

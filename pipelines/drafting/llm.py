@@ -156,7 +156,7 @@ class LlmDrafter:
             # This attempt already got past the gate once: never a second paid call.
             return await self._resume(work, item, now)
         if now >= work.lease_until:  # reserved before a crash: nothing was authorized yet
-            await self._store.write(lambda conn: claims.renew_sync(conn, work.id, now, self._lease))
+            await self._store.write(claims.renew_sync, work.id, now, self._lease)
         try:
             await ledger.start_provider(self._store, work.id, now)
         except (errors.IllegalTransition, errors.LeaseExpired) as exc:

@@ -206,7 +206,7 @@ async def decide_listed(
     its reason; the others go ahead, each in its own unit.
     """
     listed = await followups.get_offer(store, offer_id, now)
-    await store.write(lambda conn: followups.close_offer_sync(conn, offer_id, now))
+    await store.write(followups.close_offer_sync, offer_id, now)
     decided: list[int] = []
     refused: list[tuple[int, str]] = []
     reason = "rejected with the whole list" if choice == "reject" else None

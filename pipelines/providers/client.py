@@ -32,14 +32,13 @@ import asyncio
 import dataclasses
 import json
 import logging
-import math
 import random
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any
 
+from pipelines import retry
 from pipelines.providers import wire
 from pipelines.providers.settings import DEFAULT_BASE_URLS as DEFAULT_BASE_URLS
 from pipelines.providers.settings import ProviderSettings as ProviderSettings
@@ -126,42 +125,10 @@ def retry_delay(
     The server's `retry-after-ms` wins, then `retry-after` (seconds or an HTTP date,
     measured from `now`); otherwise exponential backoff with full jitter.
     """
-    import httpx
-
-    wanted = _retry_after(httpx.Headers(headers), now)
+    wanted = retry.retry_after_s(headers, now)
     if wanted is not None:
         return wanted
-    ceiling = min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2 ** max(attempt - 1, 0))
-    return rng.uniform(0, ceiling)
-
-
-def _retry_after(headers: httpx.Headers, now: datetime) -> float | None:
-    millis = _non_negative(headers.get("retry-after-ms"))
-    if millis is not None:
-        return millis / 1000
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    seconds = _non_negative(value)
-    if seconds is not None:
-        return seconds
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None  # unreadable: fall back to backoff rather than guess
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)  # RFC 9110 dates are GMT
-    return max(0.0, (when - now).total_seconds())
-
-
-def _non_negative(value: str | None) -> float | None:
-    if value is None:
-        return None
-    try:
-        number = float(value)
-    except ValueError:
-        return None
-    return number if math.isfinite(number) and number >= 0 else None
+    return rng.uniform(0, retry.backoff_s(attempt, BACKOFF_BASE_S, BACKOFF_CAP_S))
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,8 @@ import re
 import unicodedata
 from typing import Any
 
+from store import errors
+
 #: What marks a cut made by `clean`.
 TRUNCATED = " […]"
 
@@ -47,7 +49,7 @@ def clean(text: str, limit: int) -> str:
 MAX_DRAFT_CHARS = 20_000
 
 
-class InvalidDraft(ValueError):
+class InvalidDraft(errors.Refused, ValueError):
     """The draft does not meet the pipeline's rules; the message says which and why."""
 
 

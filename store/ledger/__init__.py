@@ -46,9 +46,7 @@ async def set_budget(
     store: Store, scope: str, period: str, limit_micros: int, actor: str, now: datetime
 ) -> Budget:
     """Configure a scope's day or month limit (an event with its actor); returns today's row."""
-    return await store.write(
-        lambda conn: budgets.set_budget_sync(conn, scope, period, limit_micros, actor, now)
-    )
+    return await store.write(budgets.set_budget_sync, scope, period, limit_micros, actor, now)
 
 
 async def begin(
@@ -69,15 +67,13 @@ async def begin(
     false. Not enough left anywhere: BudgetExceeded naming the scope and period.
     """
     return await store.write(
-        lambda conn: claims.begin_sync(
-            conn, key, endpoint, request, worst_case_micros, pipeline, item_id, now, lease
-        )
+        claims.begin_sync, key, endpoint, request, worst_case_micros, pipeline, item_id, now, lease
     )
 
 
 async def start_provider(store: Store, work_id: int, now: datetime) -> Claim:
     """Authorize the provider call; only a committed 'started' authorizes it."""
-    return await store.write(lambda conn: claims.start_provider_sync(conn, work_id, now))
+    return await store.write(claims.start_provider_sync, work_id, now)
 
 
 async def complete(
@@ -91,9 +87,7 @@ async def complete(
 ) -> Settlement:
     """Settle once; raises Conflict (after committing 'uncertain') if the item changed."""
     result = await store.write(
-        lambda conn: ledger_settle.complete_sync(
-            conn, work_id, usage, actual_micros, evidence, item_content_hash, now
-        )
+        ledger_settle.complete_sync, work_id, usage, actual_micros, evidence, item_content_hash, now
     )
     if result.content_changed:
         raise errors.Conflict(result.content_changed)
@@ -102,12 +96,12 @@ async def complete(
 
 async def fail(store: Store, work_id: int, reason: str, now: datetime) -> Claim:
     """Before start_provider: hold released. After it: uncertain (it may have been charged)."""
-    return await store.write(lambda conn: claims.fail_sync(conn, work_id, reason, now))
+    return await store.write(claims.fail_sync, work_id, reason, now)
 
 
 async def recover(store: Store, now: datetime, batch: int = 100) -> list[Claim]:
     """Fail one bounded batch of expired leases; call again while it returns `batch` claims."""
-    return await store.write(lambda conn: claims.recover_sync(conn, now, batch))
+    return await store.write(claims.recover_sync, now, batch)
 
 
 async def reconcile(
@@ -115,9 +109,7 @@ async def reconcile(
 ) -> Settlement:
     """Settle an uncertain claim with the figure its evidence shows (an operator action)."""
     return await store.write(
-        lambda conn: ledger_settle.reconcile_sync(
-            conn, work_id, actual_micros, evidence, actor, now
-        )
+        ledger_settle.reconcile_sync, work_id, actual_micros, evidence, actor, now
     )
 
 
@@ -155,7 +147,7 @@ async def charge(
 
 
 async def get(store: Store, work_id: int) -> Claim:
-    return await store.read(lambda conn: claims.get_sync(conn, work_id))
+    return await store.read(claims.get_sync, work_id)
 
 
 async def report(store: Store, now: datetime, uncertain_limit: int = 50) -> Report:

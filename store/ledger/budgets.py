@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal, get_args
 
-from store import backend, clock, errors, events, outbox, sql
+from store import backend, clock, errors, events, outbox, payloads, sql
 
 Q = sql.load("budgets")
 
@@ -273,33 +273,24 @@ def _alert_thresholds(conn: backend.Conn, row: Budget, spent_before: int, now: d
         line = row.limit_micros * pct  # compare spent * 100 >= line: integers only
         if not spent_before * 100 < line <= row.spent_micros * 100:
             continue
-        level = "error" if pct >= 100 else "warning"
-        text = (
-            f"Budget {row.label}: {pct}% reached — spent {usd(row.spent_micros)} "
-            f"of {usd(row.limit_micros)} ({usd(row.held_micros)} held)"
-        )
+        facts = {
+            "budget": row.label,
+            "pct": pct,
+            "spent_micros": row.spent_micros,
+            "limit_micros": row.limit_micros,
+            "held_micros": row.held_micros,
+        }
         key = f"budget:{row.scope}:{row.period}:{clock.to_ms(row.period_start)}:{pct}"
-        outbox.enqueue_sync(
-            conn, "alert", outbox.ALERTS, {"text": text, "level": level}, now, dedupe_key=key
-        )
+        level: payloads.Level = "error" if pct >= 100 else "warning"
+        outbox.alert_about_sync(conn, "budget_threshold", facts, now, key=key, level=level)
 
 
 def alert_overrun(
     conn: backend.Conn, claim_id: int, reserved: int, actual: int, now: datetime
 ) -> None:
     """A provider charged more than the worst case held: spend is the truth; say so."""
-    text = (
-        f"Claim {claim_id} cost {usd(actual)} ({actual} micros), more than the "
-        f"{reserved} micros held for its worst case: check the price table and max_tokens"
-    )
-    outbox.enqueue_sync(
-        conn,
-        "alert",
-        outbox.ALERTS,
-        {"text": text, "level": "error"},
-        now,
-        dedupe_key=f"claim-overrun:{claim_id}",
-    )
+    facts = {"claim_id": claim_id, "held_micros": reserved, "cost_micros": actual}
+    outbox.alert_about_sync(conn, "claim_overrun", facts, now, key=f"claim-overrun:{claim_id}")
 
 
 def current_sync(conn: backend.Conn, now: datetime) -> list[Budget]:

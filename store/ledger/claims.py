@@ -270,16 +270,16 @@ def move_sync(
 
 def _alert_uncertain(conn: backend.Conn, claim: Claim, now: datetime) -> None:
     """An uncertain hold stays until an operator reconciles it: tell them, once."""
-    item = f", item {claim.item_id}" if claim.item_id is not None else ""
-    text = (
-        f"💸 claim {claim.id} ({claim.pipeline}{item}) is uncertain: {claim.reason}. "
-        f"Its hold of {budgets.usd(claim.reserved_micros)} stays until you reconcile it "
-        f"with the provider's figure: gatehouse reconcile-claim {claim.id} <usd> <evidence>"
-    )
-    payload = {"text": text, "level": "error", "item_id": claim.item_id}
-    outbox.enqueue_sync(
-        conn, "alert", outbox.ALERTS, payload, now, dedupe_key=f"claim-uncertain:{claim.id}"
-    )
+    facts = {
+        "claim_id": claim.id,
+        "pipeline": claim.pipeline,
+        "reason": claim.reason,
+        "held_micros": claim.reserved_micros,
+    }
+    outbox.alert_about_sync(
+        conn, "claim_uncertain", facts, now,
+        key=f"claim-uncertain:{claim.id}", item_id=claim.item_id,
+    )  # fmt: skip
 
 
 def start_provider_sync(conn: backend.Conn, work_id: int, now: datetime) -> Claim:

@@ -20,8 +20,8 @@ States carry `#:` comments; TRANSITIONS is the one table of allowed moves; the S
 CHECK on claims.state is generated from STATES (`check_constraint()`), and
 tests/store/test_ledger.py fails if the migration's text drifts from it.
 
-Refinements of the issue's list (reserved, started, completed, failed, uncertain,
-settled), and why:
+Where the states differ from the plain life of a claim (reserved, started, completed,
+failed, uncertain, settled), and why:
 - `completed` and `settled` are one state: complete() settles in the same
   transaction, so there is no moment where a claim is completed but unsettled.
 - `failed` is split by what it means for the hold: `released` (failed before

@@ -89,7 +89,7 @@ def get_sync(conn: backend.Conn, claim_id: int) -> Output | None:
 
 
 async def get(store: Store, claim_id: int) -> Output | None:
-    return await store.read(lambda conn: get_sync(conn, claim_id))
+    return await store.read(get_sync, claim_id)
 
 
 def reusable_sync(
@@ -149,9 +149,7 @@ async def reusable(
     request_digest: str,
     item_hash: str,
 ) -> tuple[claims.Claim, Output] | None:
-    return await store.read(
-        lambda conn: reusable_sync(conn, endpoint, keys, item_id, request_digest, item_hash)
-    )
+    return await store.read(reusable_sync, endpoint, keys, item_id, request_digest, item_hash)
 
 
 def prune_sync(conn: backend.Conn, before: datetime, batch: int) -> int:

@@ -75,7 +75,7 @@ def uncertain_sync(conn: backend.Conn, limit: int = 50) -> list[UncertainHold]:
 
 async def uncertain(store: Store, limit: int = 50) -> list[UncertainHold]:
     """Holds waiting for an operator's settlement, at most `limit`."""
-    return await store.read(lambda conn: uncertain_sync(conn, limit))
+    return await store.read(uncertain_sync, limit)
 
 
 def pipelines_by_spend_sync(

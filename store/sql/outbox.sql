@@ -91,6 +91,13 @@ DELETE FROM outbox WHERE id IN (
                 AND i.last_transition_at < :cutoff))
      ORDER BY o.sent_at LIMIT :batch)
 
+-- name: dispatches
+-- Dispatch rows sent or still pending, oldest first (reconcile compares dispatch
+-- folders with them); a dispatch row has no card text.
+SELECT o.*, NULL AS draft_text FROM outbox o
+ WHERE o.kind = 'dispatch' AND o.state IN ('sent', 'pending')
+ ORDER BY o.id
+
 -- name: cancel
 -- Call off a pending row (an undone approval's dispatch); its key is freed for a new row.
 UPDATE outbox SET state = 'failed', last_error = :error, dedupe_key = NULL

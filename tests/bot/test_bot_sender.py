@@ -18,7 +18,7 @@ from telegram.ext import AIORateLimiter, ExtBot
 from bot import app, sender
 from bot.demo.botapi import server as localapi
 from bot.demo.botapi import state as localapi_state
-from pipelines import workers
+from pipelines import retry, workers
 from store import db, items, outbox
 
 TOKEN = "555111:sender-test-token_abcdefghijklmnopqrstu"
@@ -103,8 +103,8 @@ async def test_flood_control_and_server_errors_retry_later(
 def test_retry_after_accepts_int_and_timedelta() -> None:
     from telegram import error
 
-    assert sender.retry_after_seconds(error.RetryAfter(5)) == 5.0
-    assert sender.retry_after_seconds(error.RetryAfter(timedelta(seconds=2.5))) == 2.5
+    assert retry.seconds(error.RetryAfter(5).retry_after) == 5.0
+    assert retry.seconds(error.RetryAfter(timedelta(seconds=2.5)).retry_after) == 2.5
 
 
 async def test_a_card_edit_counts_not_modified_as_success(

@@ -14,7 +14,8 @@ from telegram import Update
 
 from bot import app, auth, callbacks, handlers, logs, render
 from bot import settings as settings_mod
-from pipelines import operations as views
+from pipelines import operations
+from pipelines.text import telegram as telegram_text
 
 KEY = callbacks.derive_key("123:abc")
 TOKEN = "8123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw_x"
@@ -134,19 +135,6 @@ def test_a_button_made_with_another_key_is_refused() -> None:
         callbacks.decode(KEY, data)
 
 
-@given(st.text(alphabet=st.characters(codec="utf-8"), max_size=12000))
-def test_split_keeps_every_part_within_the_limit_and_loses_nothing(text: str) -> None:
-    parts = render.split(text, 1000)
-    assert all(render.utf16_len(part) <= 1000 for part in parts)
-    assert "".join(parts).replace("\n", "") == text.replace("\n", "")
-
-
-def test_split_never_cuts_an_entity_or_tag() -> None:
-    line = "a" * 997 + "&amp;" + "b" * 10  # a cut at 1000 would fall inside "&amp;"
-    first, second = render.split(line, 1000)
-    assert first == "a" * 997 and second.startswith("&amp;")
-
-
 def test_a_card_escapes_what_it_fetched() -> None:
     payload = {
         "pipeline": "news",
@@ -177,17 +165,20 @@ def test_a_card_says_a_title_once_and_as_the_feed_meant_it() -> None:
 
 
 def test_whole_numbers_from_text_are_ascii_digits_in_range() -> None:
-    assert views.whole_number("12", "n") == 12
-    assert views.whole_number(" #12 ", "n") == 12
-    assert views.whole_number(views.MAX_ID, "n") == views.MAX_ID
-    assert views.whole_number("7", "days", high=9) == 7
+    assert operations.whole_number("12", "n") == 12
+    assert operations.whole_number(" #12 ", "n") == 12
+    assert operations.whole_number(operations.MAX_ID, "n") == operations.MAX_ID
+    assert operations.whole_number("7", "days", high=9) == 7
     for bad in ("²", "١٢", "1e3", "-1", "0", "", "12a", str(10**30), 10**30, True, 1.5, None):
         with pytest.raises(
-            views.Invalid, match=f"^n must be a whole number from 1 to {views.MAX_ID}, not "
+            operations.Invalid,
+            match=f"^n must be a whole number from 1 to {operations.MAX_ID}, not ",
         ):
-            views.whole_number(bad, "n")
-    with pytest.raises(views.Invalid, match=r"^days must be a whole number from 1 to 9, not '10'$"):
-        views.whole_number("10", "days", high=9)
+            operations.whole_number(bad, "n")
+    with pytest.raises(
+        operations.Invalid, match=r"^days must be a whole number from 1 to 9, not '10'$"
+    ):
+        operations.whole_number("10", "days", high=9)
 
 
 def test_button_numbers_are_checked_after_the_tag() -> None:
@@ -323,7 +314,7 @@ def test_the_filter_redacts_tokens_in_messages_args_and_tracebacks(
     finally:
         caplog.handler.removeFilter(redactor)
     assert TOKEN not in caplog.text and "short-local-token" not in caplog.text
-    assert caplog.text.count(logs.REDACTED) >= 3
+    assert caplog.text.count(telegram_text.REDACTED) >= 3
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from bot import control
-from pipelines import operations as views
+from pipelines import operations
 from pipelines import runtime as runtime_mod
 from pipelines.dispatch import file as dispatch_file
 from store import datadir, db, drafts, events, info, items, ledger, outbox
@@ -413,17 +413,17 @@ async def test_check_refuses_a_quorum_the_operators_cannot_reach(
     ("text", "micros"), [("25", 25_000_000), ("$12.50", 12_500_000), ("0.000001", 1), ("0", 0)]
 )
 def test_parse_usd(text: str, micros: int) -> None:
-    assert views.parse_usd(text) == micros
+    assert operations.parse_usd(text) == micros
 
 
 @pytest.mark.parametrize("text", ["-1", "1e400", "nan", "1.0000001", "2000000"])
 def test_parse_usd_refuses(text: str) -> None:
-    with pytest.raises(views.Invalid):
-        views.parse_usd(text)
+    with pytest.raises(operations.Invalid):
+        operations.parse_usd(text)
 
 
 def test_plain_makes_views_json_ready(now: datetime) -> None:
-    value: Any = views.plain({"at": now, "state": State.NEW, "path": Path("/x"), "t": (1, 2)})
+    value: Any = operations.plain({"at": now, "state": State.NEW, "path": Path("/x"), "t": (1, 2)})
     assert json.loads(json.dumps(value)) == {
         "at": now.isoformat(), "state": "new", "path": "/x", "t": [1, 2],
     }  # fmt: skip

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from bot import control
-from pipelines import operations as views
+from pipelines import operations
 from pipelines import runtime as runtime_mod
 from store import db, events, info, items
 from store.machine import State
@@ -96,27 +96,27 @@ async def test_bad_requests_get_a_reason_and_change_nothing(
         (
             json.dumps({"op": "replay", "args": {"item": 10**30}}).encode() + b"\n",
             "invalid",
-            f"item must be a whole number from 1 to {views.MAX_ID}, not {str(10**30)[:24]}",
+            f"item must be a whole number from 1 to {operations.MAX_ID}, not {str(10**30)[:24]}",
         ),
         (
             b'{"op": "replay", "args": {"item": "\xc2\xb2"}}\n',
             "invalid",
-            f"item must be a whole number from 1 to {views.MAX_ID}, not '²'",
+            f"item must be a whole number from 1 to {operations.MAX_ID}, not '²'",
         ),
         (
             b'{"op": "replay", "args": {"item": true}}\n',
             "invalid",
-            f"item must be a whole number from 1 to {views.MAX_ID}, not True",
+            f"item must be a whole number from 1 to {operations.MAX_ID}, not True",
         ),
         (
             b'{"op": "sweep", "args": {"days": 99999999}}\n',
             "invalid",
-            f"days must be a whole number from 1 to {views.MAX_SWEEP_DAYS}, not 99999999",
+            f"days must be a whole number from 1 to {operations.MAX_SWEEP_DAYS}, not 99999999",
         ),
         (
             b'{"op": "reconcile-claim", "args": {"claim": -3, "amount": "1", "evidence": "x"}}\n',
             "invalid",
-            f"claim must be a whole number from 1 to {views.MAX_ID}, not -3",
+            f"claim must be a whole number from 1 to {operations.MAX_ID}, not -3",
         ),
     ]
     for payload, kind, error in cases:

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 
 from bot import people
 from bot.cli import output as cli_output
-from pipelines import operations as views
+from pipelines import operations
 from store import db, items
 from store import people as people_store
 from store.machine import State
@@ -52,6 +52,6 @@ async def test_the_cli_history_names_who_acted(store: db.Store, now: datetime) -
     assert item is not None
     await items.transition(store, item.id, State.FAILED, "operator:7", now, reason="by operator:7")
     await people.note(store, User(7, "Ana", "ana"), now)
-    found = await views.history(store, item.id)
+    found = await operations.history(store, item.id)
     text = cli_output.history(found, await people.labels(store, [7]))
     assert "Ana (@ana)" in text and "operator:7" not in text

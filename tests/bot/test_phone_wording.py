@@ -10,24 +10,23 @@ import pytest
 
 from bot import render, wording
 from bot.cli import output as cli_output
-from pipelines import operations as views
-from pipelines import workers
+from pipelines import operations, workers
 from store import events, info, items, runs
 from store.machine import State
 
 NOW = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 
 
-def status(name: str, **kw: object) -> views.PipelineStatus:
+def status(name: str, **kw: object) -> operations.PipelineStatus:
     fields: dict[str, object] = {"paused": False, "next_due_at": NOW + timedelta(minutes=14),
                                  "last_run": None, "awaiting": 0, "breaches": 0} | kw  # fmt: skip
-    return views.PipelineStatus(name, **fields)  # type: ignore[arg-type]
+    return operations.PipelineStatus(name, **fields)  # type: ignore[arg-type]
 
 
 def test_status_puts_the_worst_news_first_and_no_next_run_when_paused() -> None:
     red = runs.Run(3, "mail", "schedule", NOW - timedelta(minutes=5), NOW, "error",
                    runs.Counts(1, 1, 0, 1), "boom")  # fmt: skip
-    overview = views.Overview(
+    overview = operations.Overview(
         NOW,
         [status("mail", last_run=red, breaches=1, awaiting=1),
          status("news", paused=True, awaiting=2)],
@@ -44,7 +43,7 @@ def test_status_puts_the_worst_news_first_and_no_next_run_when_paused() -> None:
     assert "next run in 14m" in text.split("<b>mail</b>")[1].split("<b>news</b>")[0]
     assert "1 item waiting · ⚠️ 1 breach" in text
     assert "WAL" not in text and "KiB" not in text and "awaiting_approval" not in text
-    calm = views.Overview(NOW, [status("news")], wal_bytes=0)
+    calm = operations.Overview(NOW, [status("news")], wal_bytes=0)
     assert render.status_overview(calm).startswith("<b>gatehouse</b> · ✅ all well\n")
 
 
@@ -86,7 +85,7 @@ def test_history_says_who_once() -> None:
 
 
 def test_the_wal_size_is_for_gatehouse_status_verbose_only() -> None:
-    overview = views.Overview(NOW, [status("news", paused=True)], wal_bytes=358 * 1024)
+    overview = operations.Overview(NOW, [status("news", paused=True)], wal_bytes=358 * 1024)
     summary = info.Info("data/gatehouse.db", 9, 358 * 1024, 0, 0, {})
     plain = cli_output.status(overview, summary, None, NOW)
     verbose = cli_output.status(overview, summary, None, NOW, verbose=True)

@@ -14,7 +14,7 @@ import pytest
 
 from bot import render
 from bot.cli import output as cli_output
-from pipelines import operations as views
+from pipelines import operations
 from store import db, drafts, items, ledger, runs
 from store.machine import State
 
@@ -57,7 +57,7 @@ async def world(store: db.Store) -> AsyncIterator[db.Store]:
 
 
 async def test_budget_with_an_uncertain_hold(world: db.Store) -> None:
-    report = await views.budget(world, NOW)
+    report = await operations.budget(world, NOW)
     assert render.budget(report, NOW) == (
         "<b>budgets</b>\n"
         "<b>global</b> ░░░░░ 0% of $10.00 today\n"
@@ -78,7 +78,7 @@ async def test_budget_with_an_uncertain_hold(world: db.Store) -> None:
 
 
 async def test_runs_with_the_last_green_and_the_first_red(world: db.Store) -> None:
-    found = await views.pipeline_runs(world, "news")
+    found = await operations.pipeline_runs(world, "news")
     assert render.status_pipeline("news", found.recent, found.window, NOW) == (
         "<b>news</b>: last 2 runs, newest first\n"
         "  #2 manual: 🔴 error 30m ago: 0 new of 0, 0 drafted: "
@@ -97,7 +97,7 @@ async def test_runs_with_the_last_green_and_the_first_red(world: db.Store) -> No
         "last green: #1 5h ago\n"
         "first red after it: #2 30m ago"
     )
-    overview = render.status_overview(await views.overview(world, ["news"], NOW))
+    overview = render.status_overview(await operations.overview(world, ["news"], NOW))
     # The worst news first, and nothing about the store's internals.
     assert overview == (
         "<b>gatehouse</b> · 1 uncertain hold · 1 failed run · 1 waiting\n\n<b>news</b>\n"
@@ -109,7 +109,7 @@ async def test_runs_with_the_last_green_and_the_first_red(world: db.Store) -> No
 
 
 async def test_pending_and_history(world: db.Store) -> None:
-    waiting = await views.pending(world)
+    waiting = await operations.pending(world)
     assert render.pending(waiting, NOW) == (
         "<b>1 item waiting for approval</b>, oldest first\n"
         "• <b>1</b> news v1 · 2h: Tom &amp; &lt;Jerry&gt;"
@@ -117,7 +117,7 @@ async def test_pending_and_history(world: db.Store) -> None:
     assert cli_output.pending(waiting, NOW) == (
         "item  pipeline  version  waiting  title\n   1  news      v1       2h       Tom & <Jerry>"
     )
-    found = await views.history(world, 1)
+    found = await operations.history(world, 1)
     assert render.history(found.item, found.events) == (
         "<b>item 1</b> (news): waiting for approval\n"
         "  2026-11-30 09:00 UTC new by system (attempt 1): fetched\n"

@@ -9,6 +9,7 @@ import hmac
 import pytest
 
 from bot import callbacks, review_keyboards
+from store import payloads
 from tests.pipelines.test_review import pipeline
 
 KEY = b"k" * 32
@@ -55,17 +56,24 @@ def test_reject_offers_the_pipelines_reasons_then_other_and_back() -> None:
     assert [(w.action, w.arg) for w in whys] == [("why", 0), ("why", 1)]
 
 
+def card_edit(data: dict[str, object]) -> payloads.CardEdit:
+    return payloads.CardEdit.from_json(data)
+
+
 def test_a_decided_card_shows_undo_while_it_lasts_and_redraft_for_an_llm_draft() -> None:
     p = pipeline()
     llm = p.model_copy(update={"draft": p.draft.model_copy(update={"drafter": "llm"})})
     edit = {"item_id": 4, "attempt": 1, "version": 2, "state": "rejected"}
-    assert review_keyboards.decided_keyboard(KEY, edit, p) is None
-    assert labels(review_keyboards.decided_keyboard(KEY, edit, llm)) == ["🔄 Redraft"]
+    assert review_keyboards.decided_keyboard(KEY, card_edit(edit), p) is None
+    assert labels(review_keyboards.decided_keyboard(KEY, card_edit(edit), llm)) == ["🔄 Redraft"]
     timed = edit | {"undo_until": "2026-01-01T00:00:10+00:00"}
-    assert labels(review_keyboards.decided_keyboard(KEY, timed, llm)) == ["↩️ Undo", "🔄 Redraft"]
+    assert labels(review_keyboards.decided_keyboard(KEY, card_edit(timed), llm)) == [
+        "↩️ Undo",
+        "🔄 Redraft",
+    ]
     approved = timed | {"state": "approved"}
-    assert labels(review_keyboards.decided_keyboard(KEY, approved, llm)) == ["↩️ Undo"]
-    assert review_keyboards.decided_keyboard(KEY, edit | {"state": "new"}, llm) is None
+    assert labels(review_keyboards.decided_keyboard(KEY, card_edit(approved), llm)) == ["↩️ Undo"]
+    assert review_keyboards.decided_keyboard(KEY, card_edit(edit | {"state": "new"}), llm) is None
 
 
 def test_a_list_of_one_says_it_and_the_confirmation_names_the_count() -> None:

@@ -13,7 +13,7 @@ import pytest
 
 from bot import callbacks
 from bot.demo.botapi import server as localapi
-from pipelines import operations as views
+from pipelines import operations
 from store import info, items, prompts
 from store.machine import State
 from tests.e2e import test_bot_e2e as e2e
@@ -56,7 +56,7 @@ async def store_state(data_dir: Path) -> Any:
 
     async def both(store: Any) -> Any:
         counts = (await info.info(store)).rows
-        found = [(i.id, i.state, i.attempt, i.version) for i in await views.pending(store)]
+        found = [(i.id, i.state, i.attempt, i.version) for i in await operations.pending(store)]
         return counts, found
 
     return await e2e.read(data_dir, both)
@@ -67,7 +67,7 @@ async def test_every_bad_number_gets_a_reply_and_changes_nothing(
 ) -> None:
     first, _ = e2e.two_cards(api)
     before = await store_state(tmp_path / "data")
-    largest = f"from 1 to {views.MAX_ID}"
+    largest = f"from 1 to {operations.MAX_ID}"
     for command, shown in [
         ("/history 99999999999999999999999999", "'99999999999999999999999"),
         ("/history ²", "'²'"),

@@ -25,6 +25,7 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
+from bot import alerts as bot_alerts
 from pipelines import approval, config, engine, runtime
 from pipelines.dispatch import dispatcher
 from pipelines.drafting import llm as llm_drafter
@@ -189,11 +190,8 @@ async def paid_once(store: db.Store) -> list[ledger.Claim]:
 
 
 async def alerts_about(store: db.Store, item_id: int, at: datetime) -> list[str]:
-    return [
-        alert.payload["text"]
-        for alert in await outbox.due(store, at, ["alert"])
-        if f"item {item_id}" in alert.payload["text"]
-    ]
+    texts = [bot_alerts.row_text(alert) for alert in await outbox.due(store, at, ["alert"])]
+    return [text for text in texts if f"item {item_id}" in text]
 
 
 async def in_state(store: db.Store, state: State) -> list[items.Item]:

@@ -120,8 +120,8 @@ async def test_a_forced_replay_is_a_new_attempt_with_a_new_key(
 ) -> None:
     item = await approved_item(store, pipeline, client, now)
     await run(store, pipeline, client, now)
-    await items.replay(
-        store, item.id, "operator:7", now + timedelta(minutes=1), "again", force=True
+    await store.write(
+        items.replay_sync, item.id, "operator:7", now + timedelta(minutes=1), "again", force=True
     )
     again = await approved_item(store, pipeline, client, now + timedelta(minutes=2))
     assert (again.attempt, again.version) == (2, 2)
@@ -352,7 +352,7 @@ async def test_an_item_back_in_dispatching_too_soon_waits_without_using_an_attem
     await run(store, pipeline, client, first)  # attempt 1 enters dispatching
     await items.transition(store, item.id, State.FAILED, "system", first, reason="gave up")
     second = first + timedelta(seconds=1)
-    await items.replay(store, item.id, "operator:7", second, "again")
+    await store.write(items.replay_sync, item.id, "operator:7", second, "again")
     again = await approved_item(store, pipeline, client, second)
     row, old = await outbox.for_item(store, item.id, "dispatch")  # newest first
     soon = second + timedelta(seconds=1)
@@ -387,16 +387,17 @@ async def test_a_row_that_keeps_failing_unexpectedly_is_parked_and_the_rest_go_o
     parked = await outbox.get(store, broken)
     assert (parked.state, parked.attempts) == ("failed", dispatch.MAX_ATTEMPTS)
     assert parked.last_error == (
-        f"gave up after {dispatch.MAX_ATTEMPTS} attempts: unexpected KeyError: 'version'"
+        f"gave up after {dispatch.MAX_ATTEMPTS} attempts: unexpected BadPayload: "
+        f"outbox row {broken}: dispatch payload: 'version' is missing"
     )
     # The good row went out on the first pass; the operators were told once.
     assert (await items.get(store, item.id)).state == State.DISPATCHED and len(hook.requests) == 1
     faults = [
         a for a in await outbox.due(store, at, ["alert"])
-        if (a.dedupe_key or "").startswith("worker-fault:dispatcher:KeyError")
+        if (a.dedupe_key or "").startswith("worker-fault:dispatcher:BadPayload")
     ]  # fmt: skip
     assert [a.payload["text"] for a in faults] == [
-        f"⚠️ dispatcher: unexpected KeyError on dispatch row {broken}. "
+        f"⚠️ dispatcher: unexpected BadPayload on dispatch row {broken}. "
         "It keeps going; details in the log."
     ]
 

@@ -130,7 +130,7 @@ async def test_a_replayed_item_is_drafted_again(
     await eng.tick("news", "schedule", now)
     item = (await items.in_state(store, State.AWAITING_APPROVAL, "news"))[0]
     await approval.decide(store, pipeline, item.id, 1, 1, 7, "reject", now)
-    await items.replay(store, item.id, "operator:7", now, "try again")
+    await store.write(items.replay_sync, item.id, "operator:7", now, "try again")
     report = await eng.tick("news", "replay", now + timedelta(minutes=1))
     assert (report.counts.new, report.counts.drafted) == (0, 1)
     again = await items.get(store, item.id)

@@ -12,6 +12,7 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
+from bot import alerts as bot_alerts
 from pipelines import approval, config, engine
 from pipelines.drafting import base as drafters
 from pipelines.drafting import llm as llm_drafter
@@ -266,10 +267,10 @@ async def test_bad_output_fails_the_item_with_the_reason_in_its_history(
     raw = kept.text
     assert raw == (reply if reply else "<html>upstream hiccup: this is not JSON {")
     alerts = await outbox.due(store, now, ["alert"])
-    [alert] = [a for a in alerts if "raw output" in a.payload["text"]]
-    assert f"raw output: {raw}" in alert.payload["text"]
+    [alert] = [a for a in alerts if "raw output" in bot_alerts.row_text(a)]
+    assert f"raw output: {raw}" in bot_alerts.row_text(alert)
     # An uncertain hold is announced once, with how to settle it.
-    uncertain = [a for a in alerts if "is uncertain" in a.payload["text"]]
+    uncertain = [a for a in alerts if "is uncertain" in bot_alerts.row_text(a)]
     assert len(uncertain) == (1 if claim_state == "uncertain" else 0)
     if schema:  # json mode was asked for, and the schema is in the system prompt
         body = llm.requests[0].body
@@ -323,7 +324,7 @@ async def test_budget_exceeded_fails_the_item_and_alerts(
     assert item.state == State.FAILED and llm.calls == 0
     assert item.reason is not None and item.reason.startswith("budget: budget exceeded")
     [alert] = await outbox.due(store, now, ["alert"])
-    assert "budget" in alert.payload["text"] and str(item.id) in alert.payload["text"]
+    assert "budget" in bot_alerts.row_text(alert) and str(item.id) in bot_alerts.row_text(alert)
     assert await claim_rows(store) == []  # nothing held, nothing left behind
 
 
@@ -334,7 +335,7 @@ async def test_a_replay_is_a_new_attempt_with_a_new_claim(
     await budget(store, now)
     item = await rig.tick(now)
     await approval.decide(store, rig.pipeline, item.id, 1, 1, 7, "reject", now)
-    await items.replay(store, item.id, events.operator(7), now, "try again")
+    await store.write(items.replay_sync, item.id, events.operator(7), now, "try again")
     await rig.engine.tick("news", "replay", now + timedelta(minutes=1))
     again = await items.get(store, item.id)
     assert (again.state, again.attempt, llm.calls) == (State.AWAITING_APPROVAL, 2, 2)

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from pipelines import operations as views
+from pipelines import operations
 from store import db, events, items, ledger, schedules
 from store.machine import State
 from tests import snapshot
@@ -20,13 +20,13 @@ KNOWN = ("news", "digest")
 
 
 async def test_pause_resume_and_run_without_a_scheduler(store: db.Store, now: datetime) -> None:
-    assert await views.schedule(store, KNOWN, "pause", "news", "cli", now)
-    assert not await views.schedule(store, KNOWN, "pause", "news", "cli", now)  # already
+    assert await operations.schedule(store, KNOWN, "pause", "news", "cli", now)
+    assert not await operations.schedule(store, KNOWN, "pause", "news", "cli", now)  # already
     later = now + timedelta(minutes=1)
-    assert await views.schedule(store, KNOWN, "run", "news", "cli", later)
+    assert await operations.schedule(store, KNOWN, "run", "news", "cli", later)
     state = (await schedules.all_states(store))["news"]
     assert (state.paused, state.run_requested_at) == (True, later)
-    assert await views.schedule(store, KNOWN, "resume", "news", "operator:3", now)
+    assert await operations.schedule(store, KNOWN, "resume", "news", "operator:3", now)
     trail = [
         (e.from_state, e.to_state, e.actor)
         for e in await events.for_entity(store, "pipeline", "news")
@@ -46,8 +46,8 @@ async def test_schedule_refusals_say_what_is_valid(
     store: db.Store, now: datetime, action: str, name: str, message: str
 ) -> None:
     before = await snapshot.tables(store)
-    with pytest.raises(views.Invalid, match=f"^{re.escape(message)}"):
-        await views.schedule(store, KNOWN, action, name, "cli", now)
+    with pytest.raises(operations.Invalid, match=f"^{re.escape(message)}"):
+        await operations.schedule(store, KNOWN, action, name, "cli", now)
     assert await snapshot.tables(store) == before
 
 
@@ -55,26 +55,29 @@ async def test_argument_refusals_write_nothing(store: db.Store, now: datetime) -
     await ledger.set_budget(store, "global", "day", 1_000, "cli", now)
     before = await snapshot.tables(store)
     refusals = [
-        (views.pipeline_runs(store, "news", 0), "the number of runs must be at least 1, not 0"),
-        (views.sweep(store, now, days=0), "--days must be from 1 to 36500, not 0"),
-        (views.set_budget(store, "global", "week", "5", "cli", now), "week"),
-        (views.set_budget(store, "global", "day", "lots", "cli", now), "lots"),
-        (views.reconcile_claim(store, 1, "0.01", "  ", "cli", now), "evidence is required"),
+        (
+            operations.pipeline_runs(store, "news", 0),
+            "the number of runs must be at least 1, not 0",
+        ),
+        (operations.sweep(store, now, days=0), "--days must be from 1 to 36500, not 0"),
+        (operations.set_budget(store, "global", "week", "5", "cli", now), "week"),
+        (operations.set_budget(store, "global", "day", "lots", "cli", now), "lots"),
+        (operations.reconcile_claim(store, 1, "0.01", "  ", "cli", now), "evidence is required"),
     ]
     for call, message in refusals:
-        with pytest.raises(views.Invalid, match=re.escape(message)):
+        with pytest.raises(operations.Invalid, match=re.escape(message)):
             await call
     assert await snapshot.tables(store) == before
-    assert views.check_pipeline("news", KNOWN) == "news"
-    with pytest.raises(views.Invalid, match="Pipelines: none configured"):
-        views.check_pipeline("news", ())
+    assert operations.check_pipeline("news", KNOWN) == "news"
+    with pytest.raises(operations.Invalid, match="Pipelines: none configured"):
+        operations.check_pipeline("news", ())
 
 
 async def test_a_replay_without_a_scheduler_requests_a_run(store: db.Store, now: datetime) -> None:
     item = await items.create(store, "news", "feed", "g", {"title": "t"}, now)
     assert item is not None
     await items.transition(store, item.id, State.FAILED, "system", now, reason="boom")
-    replayed = await views.replay(store, item.id, "cli", now)
+    replayed = await operations.replay(store, item.id, "cli", now)
     assert (replayed.state, replayed.attempt, replayed.reason) == (
         State.NEW,
         2,

@@ -11,13 +11,24 @@ from pathlib import Path
 import httpx
 import pytest
 
+from bot import alerts as bot_alerts
 from bot import callbacks, render
-from pipelines import config, engine
-from pipelines import operations as views
+from pipelines import config, engine, operations, sla
 from pipelines.drafting import base as drafters
 from pipelines.drafting import llm as llm_drafter
 from pipelines.providers import client as providers
-from store import db, drafts, errors, events, items, ledger, outbox, runs, schedules, sla, startup
+from store import (
+    db,
+    drafts,
+    errors,
+    events,
+    items,
+    ledger,
+    outbox,
+    runs,
+    schedules,
+    startup,
+)
 from store.ledger import claims
 from store.ledger import outputs as llm_outputs
 from store.ledger.machine import ClaimState
@@ -95,7 +106,7 @@ async def test_a_replay_shows_the_kept_output_without_a_new_call(
 ) -> None:
     item = await one_item_answered_but_never_shown(rig, feeds, now)
     later = now + timedelta(hours=2)
-    await views.replay(rig.store, item.id, "operator:7", later)
+    await operations.replay(rig.store, item.id, "operator:7", later)
     await rig.tick(later)
     again = await items.get(rig.store, item.id)
     assert (again.state, again.attempt, llm.calls) == (State.AWAITING_APPROVAL, 2, 1)
@@ -112,7 +123,7 @@ async def test_a_fresh_replay_pays_for_a_new_draft(
 ) -> None:
     item = await one_item_answered_but_never_shown(rig, feeds, now)
     later = now + timedelta(hours=2)
-    await views.replay(rig.store, item.id, "operator:7", later, fresh=True)
+    await operations.replay(rig.store, item.id, "operator:7", later, fresh=True)
     trail = await items.history(rig.store, item.id)
     assert trail[-1].reason == "replayed by operator:7 with a fresh draft"
     await rig.tick(later)
@@ -131,7 +142,7 @@ async def test_a_shown_output_is_never_shown_again_after_a_replay(
     await rig.tick(now)
     [item, *_] = await items.in_state(rig.store, State.AWAITING_APPROVAL, "news")
     await items.transition(rig.store, item.id, State.REJECTED, "operator:7", now)
-    await views.replay(rig.store, item.id, "operator:7", now + timedelta(minutes=1))
+    await operations.replay(rig.store, item.id, "operator:7", now + timedelta(minutes=1))
     await rig.tick(now + timedelta(minutes=1))
     assert llm.calls == ITEMS + 1  # the rejected text is not offered again
 
@@ -154,7 +165,7 @@ async def test_a_lone_surrogate_reply_fails_that_item_alone(
     assert await claim_states(rig.store) == ["settled"] * ITEMS  # the bad reply was paid for
     [held] = (await ledger.report(rig.store, now)).budgets
     assert held.held_micros == 0
-    alerts = [a.payload["text"] for a in await outbox.due(rig.store, now, ["alert"])]
+    alerts = [bot_alerts.row_text(a) for a in await outbox.due(rig.store, now, ["alert"])]
     assert any(f"item {failed.id} " in text and "Launch \ufffd day" in text for text in alerts)
 
 
@@ -209,7 +220,8 @@ async def test_a_call_that_may_have_been_charged_waits_for_an_operator(
     assert (await items.get(rig.store, item.id)).state == State.DRAFTING
     assert llm.calls == 0 and await claim_states(rig.store) == ["uncertain"]
     alerts = [
-        a.payload["text"] for a in await outbox.due(rig.store, now + timedelta(hours=1), ["alert"])
+        bot_alerts.row_text(a)
+        for a in await outbox.due(rig.store, now + timedelta(hours=1), ["alert"])
     ]
     told = [text for text in alerts if f"item {item.id}" in text]
     assert len(told) == 1 and f"gatehouse reconcile-claim {claim_id} <usd> <evidence>" in told[0]
@@ -217,7 +229,9 @@ async def test_a_call_that_may_have_been_charged_waits_for_an_operator(
 
     # The operator settles it; the item then fails, and a replay drafts it once more.
     later = now + timedelta(minutes=3)
-    await views.reconcile_claim(rig.store, claim_id, "0.001234", "invoice 7", "operator:7", later)
+    await operations.reconcile_claim(
+        rig.store, claim_id, "0.001234", "invoice 7", "operator:7", later
+    )
     assert (await schedules.all_states(rig.store))["news"].run_requested_at == later
     await rig.tick(later)
     failed = await items.get(rig.store, item.id)
@@ -225,7 +239,7 @@ async def test_a_call_that_may_have_been_charged_waits_for_an_operator(
     assert (
         f"budget claim {claim_id} for this attempt was settled without an output" in failed.reason
     )
-    await views.replay(rig.store, item.id, "operator:7", later)
+    await operations.replay(rig.store, item.id, "operator:7", later)
     await rig.tick(later + timedelta(minutes=1))
     assert (await items.get(rig.store, item.id)).state == State.AWAITING_APPROVAL
     assert llm.calls == 1 and await claim_states(rig.store) == ["settled", "settled"]
@@ -288,7 +302,7 @@ async def test_the_cli_and_the_replay_offer_ask_for_a_fresh_draft(
     rig: Rig, feeds: FeedServer, tmp_path: Path, now: datetime
 ) -> None:
     item = await one_item_answered_but_never_shown(rig, feeds, now)
-    [claim_id] = await views.unshown_drafts(rig.store, item.id)
+    [claim_id] = await operations.unshown_drafts(rig.store, item.id)
     offer = render.replay_offer(item, await items.history(rig.store, item.id), [claim_id])
     assert f"a draft no card showed (budget claim {claim_id})" in offer
     key = b"k" * 32
@@ -302,7 +316,7 @@ async def test_the_cli_and_the_replay_offer_ask_for_a_fresh_draft(
     assert out.strip() == f"item {item.id} replayed: attempt 2, now new"
     store = await db.Store.open(db.StoreConfig(data_dir=data_dir))
     try:
-        assert await views.unshown_drafts(store, item.id) == []
+        assert await operations.unshown_drafts(store, item.id) == []
         last = (await items.history(store, item.id))[-1]
         assert (last.actor, last.reason) == ("cli", "replayed by cli with a fresh draft")
     finally:

@@ -11,7 +11,7 @@ import pytest
 
 from pipelines import approval, config, nudges
 from pipelines.operations import review
-from store import db, decisions, drafts, errors, events, followups, items, outbox
+from store import db, decisions, drafts, errors, events, followups, items, outbox, payloads
 from store.machine import State
 from tests import snapshot
 
@@ -111,8 +111,8 @@ async def test_no_undo_window_dispatches_at_once(store: db.Store, now: datetime)
     p, item = pipeline(undo_window="0s"), await awaiting(store, now)
     await approval.decide(store, p, item.id, 1, 1, ALICE, "approve", now)
     assert [r.item_id for r in await outbox.due(store, now, ["dispatch"])] == [item.id]
-    edit = (await outbox.for_item(store, item.id, "card_edit"))[0].payload
-    assert edit["undo_until"] is None and "Undo" not in edit["status"]
+    edit = payloads.CardEdit.of((await outbox.for_item(store, item.id, "card_edit"))[0])
+    assert edit.undo_until is None and "Undo" not in edit.status
 
 
 # -- four eyes ----------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from bot import alerts as bot_alerts
 from pipelines import runtime
 from store import datadir, db, errors, items, ledger, outbox, runs
 from store.machine import State
@@ -44,7 +45,7 @@ async def test_runtime_runs_due_pipelines_and_reports_bad_files(
                 await asyncio.sleep(0.05)
             assert len(await items.in_state(rt.store, State.AWAITING_APPROVAL, "good")) == 1
             alerts = await outbox.due(rt.store, now, ["alert"])
-            assert any("bad.yaml" in a.payload["text"] for a in alerts)
+            assert any("bad.yaml" in bot_alerts.row_text(a) for a in alerts)
         finally:
             await rt.stop()
     assert datadir.is_locked(tmp_path / "data") is None
@@ -80,7 +81,7 @@ async def test_runtime_makes_a_crashed_calls_claim_uncertain_and_says_so(
             await asyncio.sleep(0.05)
         assert (await ledger.get(rt.store, work.id)).state == "uncertain"
         alerts = await outbox.due(rt.store, later, ["alert"])
-        assert any(f"claim {work.id} (news) is uncertain" in a.payload["text"] for a in alerts)
+        assert any(f"claim {work.id} (news) is uncertain" in bot_alerts.row_text(a) for a in alerts)
     finally:
         await rt.stop()
 

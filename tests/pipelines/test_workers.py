@@ -13,9 +13,8 @@ from pathlib import Path
 import pytest
 
 from bot import control, render
-from pipelines import operations as views
+from pipelines import operations, retry, workers
 from pipelines import runtime as runtime_mod
-from pipelines import workers
 from store import db, outbox
 from tests.bot.test_cli import gatehouse
 
@@ -98,8 +97,10 @@ async def test_a_report_that_cannot_be_stored_is_logged_and_tried_again(
 
 
 def test_backoff_doubles_and_is_capped() -> None:
-    assert [workers.backoff_s(n) for n in (1, 2, 3, 4)] == [1.0, 2.0, 4.0, 8.0]
-    assert workers.backoff_s(50) == workers.MAX_BACKOFF_S
+    first, cap = workers.FIRST_BACKOFF_S, workers.MAX_BACKOFF_S
+    assert [retry.backoff_s(n, first, cap) for n in (1, 2, 3, 4)] == [1.0, 2.0, 4.0, 8.0]
+    assert retry.backoff_s(50, first, cap) == cap
+    assert retry.backoff_s(10**6, first, cap) == cap  # no overflow far past the cap
 
 
 def test_describe_shortens_long_messages() -> None:
@@ -145,7 +146,7 @@ async def test_health_and_status_name_a_worker_that_is_not_running(
         )
         assert [w["name"] for w in answer["workers_down"]] == ["test_workers"]
 
-        overview = await views.overview(rt.store, rt.pipelines, now, rt.workers.snapshot())
+        overview = await operations.overview(rt.store, rt.pipelines, now, rt.workers.snapshot())
         text = render.status_overview(overview)
         assert "⚠️ 1 of 8 workers not running:" in text
         assert "test_workers restarting since 0s ago: RuntimeError: the worker bug at" in text
@@ -180,7 +181,7 @@ async def test_health_is_ok_while_every_worker_runs(
             "scheduler",
             "sla-sweep",
         ]
-        overview = await views.overview(rt.store, rt.pipelines, now, rt.workers.snapshot())
+        overview = await operations.overview(rt.store, rt.pipelines, now, rt.workers.snapshot())
         assert render.status_overview(overview).endswith("workers: all 7 running")
     finally:
         await rt.stop()

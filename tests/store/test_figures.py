@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from pipelines import operations as views
+from pipelines import operations
 from store import db, figures, items, runs
 from store.ledger import budgets
 from store.machine import State
@@ -17,7 +17,7 @@ async def test_snapshot_counts_by_state_without_scanning(store: db.Store, now: d
     await awaiting_item(store, now, "g2")
     run = await runs.start_run(store, "news", "schedule", now)
     await runs.finish_run(store, run, "ok", runs.Counts(fetched=5, new=2, drafted=2), None, now)
-    await views.set_budget(store, "global", "day", "2.50", "cli", now)
+    await operations.set_budget(store, "global", "day", "2.50", "cli", now)
     later = now + timedelta(minutes=5)
 
     await assert_no_full_scan(store, lambda: figures.snapshot(store, ["news", "other"], later))
@@ -66,8 +66,8 @@ async def test_sla_warnings_count_items_past_most_of_their_deadline(
 
 
 async def test_spend_by_day_lists_day_budgets_since_a_day(store: db.Store, now: datetime) -> None:
-    await views.set_budget(store, "global", "day", "3", "cli", now)
-    await views.set_budget(store, "global", "month", "50", "cli", now)
+    await operations.set_budget(store, "global", "day", "3", "cli", now)
+    await operations.set_budget(store, "global", "month", "50", "cli", now)
     days = await figures.spend_by_day(store, now - timedelta(days=30))
     assert [(d.scope, d.day.date(), d.spent_micros, d.limit_micros) for d in days] == [
         ("global", now.date(), 0, 3_000_000)

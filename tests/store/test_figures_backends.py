@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from pipelines import operations as views
+from pipelines import operations
 from store import db, figures, items, runs
 from store.machine import State
 from tests.store.test_query_plans import awaiting_item
@@ -16,7 +16,7 @@ async def test_the_snapshot_and_the_week(store: db.Store, now: datetime) -> None
     await awaiting_item(store, now, "g2")
     run = await runs.start_run(store, "news", "schedule", now)
     await runs.finish_run(store, run, "ok", runs.Counts(fetched=5, new=2, drafted=2), None, now)
-    await views.set_budget(store, "global", "day", "2.50", "cli", now)
+    await operations.set_budget(store, "global", "day", "2.50", "cli", now)
     snap = await figures.snapshot(store, ["news"], now + timedelta(minutes=5))
     assert snap.items[("news", "awaiting_approval")] == 2
     assert snap.runs[("news", "ok")] == figures.RunTotals(1, 5, 2, 2, 0)

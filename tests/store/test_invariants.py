@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from store import backend, db, drafts, errors, events, items, ledger, sla
+from pipelines import sla
+from store import backend, db, drafts, errors, events, items, ledger
 from store.ledger import claims
 from store.ledger import settle as ledger_settle
 from store.ledger.machine import ClaimState
@@ -152,7 +153,9 @@ async def test_every_actor_s_move_writes_exactly_one_event(
     assert item is not None
     await items.transition(store, item.id, State.DRAFTING, actor, now)
     await items.transition(store, item.id, State.FAILED, actor, now, reason="boom")
-    replayed = await items.replay(store, item.id, actor, now + timedelta(seconds=10), "again")
+    replayed = await store.write(
+        items.replay_sync, item.id, actor, now + timedelta(seconds=10), "again"
+    )
     history = [
         (e.from_state, e.to_state, e.actor, e.attempt) for e in await items.history(store, item.id)
     ]
@@ -211,10 +214,10 @@ async def _awaiting(store: db.Store, now: datetime) -> items.Item:
 
 async def test_a_stale_edit_is_refused_and_writes_nothing(store: db.Store, now: datetime) -> None:
     item = await _awaiting(store, now)
-    await drafts.edit(store, item.id, 1, "second words", 7, now)
+    await store.write(drafts.edit_sync, item.id, 1, "second words", 7, now)
     before = await snapshot.tables(store)
     with pytest.raises(errors.Conflict, match="is at version 2; the edit was for version 1"):
-        await drafts.edit(store, item.id, 1, "late words from an old card", 8, now)
+        await store.write(drafts.edit_sync, item.id, 1, "late words from an old card", 8, now)
     assert await snapshot.tables(store) == before
 
 
@@ -224,12 +227,12 @@ async def test_an_edit_outside_approval_or_empty_is_refused_and_writes_nothing(
     item = await _awaiting(store, now)
     before = await snapshot.tables(store)
     with pytest.raises(ValueError, match="replacement text is empty"):
-        await drafts.edit(store, item.id, 1, "  \n", 7, now)
+        await store.write(drafts.edit_sync, item.id, 1, "  \n", 7, now)
     assert await snapshot.tables(store) == before
     await items.transition(store, item.id, State.REJECTED, "operator:7", now)
     before = await snapshot.tables(store)
     with pytest.raises(errors.IllegalTransition, match="only drafts awaiting approval"):
-        await drafts.edit(store, item.id, 1, "words", 7, now)
+        await store.write(drafts.edit_sync, item.id, 1, "words", 7, now)
     assert await snapshot.tables(store) == before
     with pytest.raises(errors.NotFound, match="no draft version 9"):
         await drafts.get(store, item.id, 9)

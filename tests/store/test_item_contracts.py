@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from store import db, decisions, drafts, errors, items, outbox
+from store import backend, db, decisions, drafts, errors, items, outbox
 from store.machine import State
 from tests import snapshot
 
@@ -38,7 +38,7 @@ async def _awaiting(store: db.Store, now: datetime, source_id: str = "guid") -> 
 
 async def test_one_approval_is_enough_by_default(store: db.Store, now: datetime) -> None:
     item = await _awaiting(store, now)
-    decided = await decisions.decide(store, item.id, 1, 1, 7, "approve", now)
+    decided = await store.write(decisions.decide_sync, item.id, 1, 1, 7, "approve", now)
     current = await items.get(store, item.id)
     assert decided == decisions.Decision(current, "approved", (7,), 1)
     assert current.reason == "approved by operator:7"
@@ -46,9 +46,9 @@ async def test_one_approval_is_enough_by_default(store: db.Store, now: datetime)
 
 async def test_a_reject_says_who_and_carries_the_votes(store: db.Store, now: datetime) -> None:
     item = await _awaiting(store, now)
-    first = await decisions.decide(store, item.id, 1, 1, 7, "approve", now, quorum=2)
+    first = await store.write(decisions.decide_sync, item.id, 1, 1, 7, "approve", now, quorum=2)
     assert first == decisions.Decision(await items.get(store, item.id), "pending", (7,), 2)
-    rejected = await decisions.decide(store, item.id, 1, 1, 8, "reject", now, quorum=2)
+    rejected = await store.write(decisions.decide_sync, item.id, 1, 1, 8, "reject", now, quorum=2)
     current = await items.get(store, item.id)
     assert rejected == decisions.Decision(current, "rejected", (7,), 2)
     assert (current.state, current.reason) == (S.REJECTED, "rejected by operator:8")
@@ -60,11 +60,11 @@ async def test_a_decision_on_a_decided_item_is_unchanged_and_says_so(
     store: db.Store, now: datetime
 ) -> None:
     item = await _awaiting(store, now)
-    await decisions.decide(store, item.id, 1, 1, 7, "approve", now, quorum=2)
-    await decisions.decide(store, item.id, 1, 1, 8, "approve", now, quorum=2)
+    await store.write(decisions.decide_sync, item.id, 1, 1, 7, "approve", now, quorum=2)
+    await store.write(decisions.decide_sync, item.id, 1, 1, 8, "approve", now, quorum=2)
     before = await snapshot.tables(store)
-    late = await decisions.decide(store, item.id, 1, 1, 9, "reject", now, quorum=2)
-    repeat = await decisions.decide(store, item.id, 1, 1, 7, "approve", now, quorum=2)
+    late = await store.write(decisions.decide_sync, item.id, 1, 1, 9, "reject", now, quorum=2)
+    repeat = await store.write(decisions.decide_sync, item.id, 1, 1, 7, "approve", now, quorum=2)
     current = await items.get(store, item.id)
     assert late == decisions.Decision(current, "unchanged", (7, 8), 2)
     assert repeat == late
@@ -73,9 +73,9 @@ async def test_a_decision_on_a_decided_item_is_unchanged_and_says_so(
 
 async def test_a_repeat_vote_while_waiting_is_unchanged(store: db.Store, now: datetime) -> None:
     item = await _awaiting(store, now)
-    await decisions.decide(store, item.id, 1, 1, 7, "approve", now, quorum=3)
+    await store.write(decisions.decide_sync, item.id, 1, 1, 7, "approve", now, quorum=3)
     before = await snapshot.tables(store)
-    repeat = await decisions.decide(store, item.id, 1, 1, 7, "approve", now, quorum=3)
+    repeat = await store.write(decisions.decide_sync, item.id, 1, 1, 7, "approve", now, quorum=3)
     assert repeat == decisions.Decision(await items.get(store, item.id), "unchanged", (7,), 3)
     assert await snapshot.tables(store) == before
 
@@ -88,24 +88,24 @@ async def test_an_unknown_choice_is_refused_and_writes_nothing(
     with pytest.raises(
         ValueError, match=re.escape("unknown decision 'maybe'; valid: approve, reject")
     ):
-        await decisions.decide(store, item.id, 1, 1, 7, "maybe", now)  # type: ignore[arg-type]
+        await store.write(decisions.decide_sync, item.id, 1, 1, 7, "maybe", now)  # type: ignore[arg-type]
     assert await snapshot.tables(store) == before
 
 
-async def test_the_hook_runs_in_the_deciding_unit_with_the_moved_item(
+async def test_rows_a_caller_adds_commit_in_the_deciding_unit_with_the_moved_item(
     store: db.Store, now: datetime
 ) -> None:
     item = await _awaiting(store, now)
-    seen: list[items.Item] = []
 
-    def on_decided(conn: sqlite3.Connection, moved: items.Item) -> None:
-        seen.append(moved)
-        outbox.enqueue_sync(conn, "alert", outbox.ALERTS, {"text": moved.state}, now)
+    def unit(conn: backend.Conn) -> decisions.Decision:
+        decided = decisions.decide_sync(conn, item.id, 1, 1, 7, "approve", now)
+        outbox.alert_sync(conn, decided.item.state, now)
+        return decided
 
-    decided = await decisions.decide(store, item.id, 1, 1, 7, "approve", now, on_decided=on_decided)
-    assert seen == [decided.item] and decided.item.state == S.APPROVED
+    decided = await store.write(unit)
+    assert decided.item.state == S.APPROVED
     (alert,) = await outbox.due(store, now, ["alert"])
-    assert alert.payload == {"text": "approved"}
+    assert alert.payload == {"level": "error", "text": "approved"}
 
 
 # --- drafts -----------------------------------------------------------------------------------
@@ -132,7 +132,7 @@ async def test_an_edit_is_a_same_state_event_by_the_operator(
 ) -> None:
     item = await _awaiting(store, now)
     later = now + timedelta(minutes=3)
-    edited = await drafts.edit(store, item.id, 1, "better words", 7, later)
+    edited = await store.write(drafts.edit_sync, item.id, 1, "better words", 7, later)
     assert edited == drafts.Draft(
         item.id, 2, "better words", edited.content_hash, {"operator": 7, "edit_of": 1}, None, later
     )
@@ -152,7 +152,7 @@ async def test_an_empty_edit_says_so_exactly(store: db.Store, now: datetime) -> 
     item = await _awaiting(store, now)
     before = await snapshot.tables(store)
     with pytest.raises(ValueError, match=r"^the replacement text is empty$"):
-        await drafts.edit(store, item.id, 1, " ", 7, now)
+        await store.write(drafts.edit_sync, item.id, 1, " ", 7, now)
     assert await snapshot.tables(store) == before
 
 
@@ -161,8 +161,8 @@ async def test_an_empty_edit_says_so_exactly(store: db.Store, now: datetime) -> 
 
 async def test_a_replay_records_its_reason_and_actor(store: db.Store, now: datetime) -> None:
     item = await _awaiting(store, now)
-    await decisions.decide(store, item.id, 1, 1, 7, "reject", now)
-    replayed = await items.replay(store, item.id, "operator:7", now, "second look")
+    await store.write(decisions.decide_sync, item.id, 1, 1, 7, "reject", now)
+    replayed = await store.write(items.replay_sync, item.id, "operator:7", now, "second look")
     last = (await items.history(store, item.id))[-1]
     assert (last.from_state, last.to_state, last.actor, last.attempt, last.reason) == (
         S.REJECTED,
@@ -177,16 +177,16 @@ async def test_a_replay_records_its_reason_and_actor(store: db.Store, now: datet
 async def test_replay_refusals_say_exactly_why(store: db.Store, now: datetime) -> None:
     waiting = await _awaiting(store, now, "waiting")
     sent = await _awaiting(store, now, "sent")
-    await decisions.decide(store, sent.id, 1, 1, 7, "approve", now)
+    await store.write(decisions.decide_sync, sent.id, 1, 1, 7, "approve", now)
     for state in (S.DISPATCHING, S.DISPATCHED):
         await items.transition(store, sent.id, state, "system", now)
     before = await snapshot.tables(store)
     tail = "only rejected, expired, failed or breach items can be replayed"
     with pytest.raises(errors.IllegalTransition) as refused:
-        await items.replay(store, waiting.id, "cli", now, "why")
+        await store.write(items.replay_sync, waiting.id, "cli", now, "why")
     assert str(refused.value) == f"item {waiting.id} is awaiting_approval, not dropped; {tail}"
     with pytest.raises(errors.IllegalTransition) as refused:
-        await items.replay(store, sent.id, "cli", now, "why")
+        await store.write(items.replay_sync, sent.id, "cli", now, "why")
     assert str(refused.value) == (
         f"item {sent.id} is dispatched, not dropped; {tail} "
         f"(to send it again: gatehouse replay {sent.id} --force)"
@@ -202,10 +202,12 @@ async def test_an_automatic_replay_right_after_an_automatic_entry_is_floored(
     await items.transition(store, item.id, S.FAILED, "system", now)
     before = await snapshot.tables(store)
     with pytest.raises(items.Throttled, match="entered new automatically"):
-        await items.replay(store, item.id, "scheduler", now + timedelta(seconds=1), "loop")
+        await store.write(
+            items.replay_sync, item.id, "scheduler", now + timedelta(seconds=1), "loop"
+        )
     assert await snapshot.tables(store) == before
     # An operator is never floored.
-    replayed = await items.replay(store, item.id, "operator:7", now, "by hand")
+    replayed = await store.write(items.replay_sync, item.id, "operator:7", now, "by hand")
     assert replayed.attempt == 2
 
 
@@ -318,7 +320,7 @@ async def test_transition_refusals_say_exactly_why(store: db.Store, now: datetim
     assert await snapshot.tables(store) == before
 
     await items.transition(store, made.id, S.FAILED, "system", now)
-    await items.replay(store, made.id, "operator:1", now, "again")
+    await store.write(items.replay_sync, made.id, "operator:1", now, "again")
     before = await snapshot.tables(store)
     with pytest.raises(items.Throttled) as floored:
         await items.transition(store, made.id, S.DRAFTING, "sweep", now + timedelta(seconds=1))

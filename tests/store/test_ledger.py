@@ -37,13 +37,14 @@ async def claim_events(store: db.Store, claim_id: int) -> list[tuple[str | None,
     return [(e.from_state, e.to_state) for e in await events.for_entity(store, "claim", claim_id)]
 
 
-async def alerts(store: db.Store) -> list[str]:
+async def alerts(store: db.Store) -> list[dict[str, Any]]:
+    """The facts of the store's alerts (the bot words them: tests/bot/test_alerts.py)."""
     rows = await store.read(
         lambda c: c.execute(
             "SELECT payload FROM outbox WHERE kind = 'alert' ORDER BY id"
         ).fetchall()
     )
-    return [json.loads(row[0])["text"] for row in rows]
+    return [json.loads(row[0]) for row in rows]
 
 
 async def begin(
@@ -484,18 +485,28 @@ async def test_thresholds_queue_one_alert_each_per_period(store: db.Store, now: 
 
     await spend("a", 400, 499, now)  # overrun: 499 > 400 held
     assert await alerts(store) == [
-        "Claim 1 cost $0.00 (499 micros), more than the 400 micros held for its worst case: "
-        "check the price table and max_tokens"
+        {
+            "level": "error",
+            "about": "claim_overrun",
+            "facts": {"claim_id": 1, "held_micros": 400, "cost_micros": 499},
+        }
     ]
     await spend("b", 300, 1, now)  # 50% reached exactly
     await spend("c", 300, 1, now)  # still 50%: no second alert
     await spend("d", 499, 499, now)  # 501 -> 1000: crosses 80% and 100% at once
-    texts = await alerts(store)
-    assert [re.search(r"\d+% reached", t).group(0) for t in texts[1:]] == [  # type: ignore[union-attr]
-        "50% reached",
-        "80% reached",
-        "100% reached",
+    found = await alerts(store)
+    assert [(a["about"], a["facts"]["pct"]) for a in found[1:]] == [
+        ("budget_threshold", 50),
+        ("budget_threshold", 80),
+        ("budget_threshold", 100),
     ]
+    assert found[-1]["facts"] == {
+        "budget": f"global/day from {now:%Y-%m-%d}",
+        "pct": 100,
+        "spent_micros": 1_000,
+        "limit_micros": 1_000,
+        "held_micros": 0,
+    }
     levels = await store.read(
         lambda c: [
             json.loads(r[0])["level"] for r in c.execute("SELECT payload FROM outbox ORDER BY id")

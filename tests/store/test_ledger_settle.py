@@ -69,10 +69,14 @@ async def test_an_overrun_is_spent_flagged_and_alerted(store: db.Store, now: dat
     rows = await store.read(
         lambda c: c.execute("SELECT payload FROM outbox WHERE kind = 'alert'").fetchall()
     )
-    alerts = [json.loads(row[0])["text"] for row in rows]
-    assert [a for a in alerts if "more than" in a] == [
-        f"Claim {work.id} cost $0.00 (1250 micros), more than the 1000 micros held "
-        "for its worst case: check the price table and max_tokens"
+    alerts = [json.loads(row[0]) for row in rows]
+    # The store records the facts; the bot words them (tests/bot/test_alerts.py).
+    assert [a for a in alerts if a.get("about") == "claim_overrun"] == [
+        {
+            "level": "error",
+            "about": "claim_overrun",
+            "facts": {"claim_id": work.id, "held_micros": 1000, "cost_micros": 1250},
+        }
     ]
 
 

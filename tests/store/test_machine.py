@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from store import db, decisions, drafts, errors, events, items, machine, migrate, outbox, sla
+from pipelines import sla
+from store import db, decisions, drafts, errors, events, items, machine, migrate, outbox
 from store.machine import State
 from tests import forger, snapshot
 
@@ -126,7 +127,7 @@ async def test_the_floor_stops_an_automatic_loop_but_not_operators(
     item = await _item(store, now)
     await items.transition(store, item.id, S.DRAFTING, "system", now)
     await items.transition(store, item.id, S.FAILED, "system", now)
-    await items.replay(store, item.id, "operator:5", now, "try again")
+    await store.write(items.replay_sync, item.id, "operator:5", now, "try again")
     unchanged = await snapshot.tables(store)
     with pytest.raises(items.Throttled):
         await items.transition(store, item.id, S.DRAFTING, "system", now + timedelta(seconds=2))
@@ -136,17 +137,17 @@ async def test_the_floor_stops_an_automatic_loop_but_not_operators(
     assert later.state == S.DRAFTING and later.attempt == 2
     # Operators are never floored.
     await items.transition(store, item.id, S.FAILED, "operator:5", now + timedelta(seconds=5))
-    await items.replay(store, item.id, "operator:5", now + timedelta(seconds=5), "again")
+    await store.write(items.replay_sync, item.id, "operator:5", now + timedelta(seconds=5), "again")
 
 
 async def test_replay_only_from_dropped_or_forced(store: db.Store, now: datetime) -> None:
     item = await _awaiting(store, now)
     unchanged = await snapshot.tables(store)
     with pytest.raises(errors.IllegalTransition, match="not dropped"):
-        await items.replay(store, item.id, "cli", now, "why not")
+        await store.write(items.replay_sync, item.id, "cli", now, "why not")
     assert await snapshot.tables(store) == unchanged
-    await decisions.decide(store, item.id, 1, 1, 42, "reject", now)
-    replayed = await items.replay(store, item.id, "operator:42", now, "second look")
+    await store.write(decisions.decide_sync, item.id, 1, 1, 42, "reject", now)
+    replayed = await store.write(items.replay_sync, item.id, "operator:42", now, "second look")
     assert (replayed.state, replayed.attempt) == (S.NEW, 2)
     last = (await items.history(store, item.id))[-1]
     assert (last.from_state, last.to_state, last.actor, last.attempt) == (
@@ -159,14 +160,16 @@ async def test_replay_only_from_dropped_or_forced(store: db.Store, now: datetime
 
 async def test_replay_of_dispatched_needs_force(store: db.Store, now: datetime) -> None:
     item = await _awaiting(store, now)
-    await decisions.decide(store, item.id, 1, 1, 42, "approve", now)
+    await store.write(decisions.decide_sync, item.id, 1, 1, 42, "approve", now)
     for state in (S.DISPATCHING, S.DISPATCHED):
         await items.transition(store, item.id, state, "system", now)
     unchanged = await snapshot.tables(store)
     with pytest.raises(errors.IllegalTransition, match=r"gatehouse replay \d+ --force"):
-        await items.replay(store, item.id, "cli", now, "resend")
+        await store.write(items.replay_sync, item.id, "cli", now, "resend")
     assert await snapshot.tables(store) == unchanged
-    assert (await items.replay(store, item.id, "cli", now, "resend", force=True)).attempt == 2
+    assert (
+        await store.write(items.replay_sync, item.id, "cli", now, "resend", force=True)
+    ).attempt == 2
 
 
 async def test_fifty_concurrent_decisions_one_winner_one_event(
@@ -176,7 +179,15 @@ async def test_fifty_concurrent_decisions_one_winner_one_event(
     before = await _event_count(store)
     results = await asyncio.gather(
         *(
-            decisions.decide(store, item.id, 1, 1, 1000 + n, "approve" if n % 3 else "reject", now)
+            store.write(
+                decisions.decide_sync,
+                item.id,
+                1,
+                1,
+                1000 + n,
+                "approve" if n % 3 else "reject",
+                now,
+            )
             for n in range(50)
         )
     )
@@ -191,29 +202,29 @@ async def test_quorum_counts_distinct_operators_and_one_reject_vetoes(
     store: db.Store, now: datetime
 ) -> None:
     item = await _awaiting(store, now)
-    first = await decisions.decide(store, item.id, 1, 1, 1, "approve", now, quorum=2)
+    first = await store.write(decisions.decide_sync, item.id, 1, 1, 1, "approve", now, quorum=2)
     assert (first.outcome, first.approvals) == ("pending", (1,))
-    repeat = await decisions.decide(store, item.id, 1, 1, 1, "approve", now, quorum=2)
+    repeat = await store.write(decisions.decide_sync, item.id, 1, 1, 1, "approve", now, quorum=2)
     assert repeat.outcome == "unchanged"
-    second = await decisions.decide(store, item.id, 1, 1, 2, "approve", now, quorum=2)
+    second = await store.write(decisions.decide_sync, item.id, 1, 1, 2, "approve", now, quorum=2)
     assert (second.outcome, second.item.state) == ("approved", S.APPROVED)
     assert second.item.reason == "approved by operator:1, operator:2"
 
     other = await _awaiting(store, now, "guid-2")
-    await decisions.decide(store, other.id, 1, 1, 1, "approve", now, quorum=2)
-    veto = await decisions.decide(store, other.id, 1, 1, 2, "reject", now, quorum=2)
+    await store.write(decisions.decide_sync, other.id, 1, 1, 1, "approve", now, quorum=2)
+    veto = await store.write(decisions.decide_sync, other.id, 1, 1, 2, "reject", now, quorum=2)
     assert (veto.outcome, veto.item.state) == ("rejected", S.REJECTED)
 
 
 async def test_an_edit_makes_older_cards_stale(store: db.Store, now: datetime) -> None:
     item = await _awaiting(store, now)
-    draft = await drafts.edit(store, item.id, 1, "better words", 7, now)
+    draft = await store.write(drafts.edit_sync, item.id, 1, "better words", 7, now)
     assert (draft.version, draft.provenance) == (2, {"operator": 7, "edit_of": 1})
     unchanged = await snapshot.tables(store)
     with pytest.raises(errors.Conflict, match="shows version 1"):
-        await decisions.decide(store, item.id, 1, 1, 7, "approve", now)
+        await store.write(decisions.decide_sync, item.id, 1, 1, 7, "approve", now)
     assert await snapshot.tables(store) == unchanged
-    decided = await decisions.decide(store, item.id, 1, 2, 7, "approve", now)
+    decided = await store.write(decisions.decide_sync, item.id, 1, 2, 7, "approve", now)
     assert decided.outcome == "approved"
     history = await items.history(store, item.id)
     assert history[-2].reason == "edited: version 1 -> 2" and history[-2].actor == "operator:7"

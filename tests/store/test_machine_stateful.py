@@ -26,7 +26,8 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from store import db, decisions, drafts, errors, events, items, machine, sla
+from pipelines import sla
+from store import db, decisions, drafts, errors, events, items, machine
 from store.machine import State
 from tests import snapshot
 
@@ -132,7 +133,9 @@ class ItemMachine(RuleBasedStateMachine):
         replayable = state in machine.DROPPED or (force and state == State.DISPATCHED)
         before = self._tables()
         try:
-            self.run(items.replay(self.store, item_id, actor, self.now, "replay", force=force))
+            self.run(
+                self.store.write(items.replay_sync, item_id, actor, self.now, "replay", force=force)
+            )
         except errors.IllegalTransition:
             assert not replayable and self._tables() == before
         except items.Throttled:
@@ -159,8 +162,8 @@ class ItemMachine(RuleBasedStateMachine):
 
         async def all_at_once() -> list[Any]:
             calls = [
-                decisions.decide(
-                    self.store,
+                self.store.write(
+                    decisions.decide_sync,
                     item_id,
                     attempt,
                     version,
@@ -192,7 +195,7 @@ class ItemMachine(RuleBasedStateMachine):
         edits = 0
         before = self._tables()
         try:
-            self.run(drafts.edit(self.store, item_id, version, "edited", 3, self.now))
+            self.run(self.store.write(drafts.edit_sync, item_id, version, "edited", 3, self.now))
             edits = 1
         except (errors.IllegalTransition, errors.Conflict):
             assert state != State.AWAITING_APPROVAL

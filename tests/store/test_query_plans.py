@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from pipelines import operations as views
+from pipelines import operations
 from store import db, info, items, outbox, retention
 from store.machine import State
 
@@ -129,18 +129,18 @@ async def test_pending_and_its_cards(store: db.Store, now: datetime) -> None:
     item = await awaiting_item(store, now)
 
     async def pending() -> None:
-        for waiting in await views.pending(store):
+        for waiting in await operations.pending(store):
             await outbox.for_item(store, waiting.id, "card")
 
     plans = await assert_no_full_scan(store, pending)
     assert "items_pending" in plans and "outbox_by_item" in plans
-    assert [i.id for i in await views.pending(store)] == [item.id]
+    assert [i.id for i in await operations.pending(store)] == [item.id]
 
 
 async def test_status_overview(store: db.Store, now: datetime) -> None:
     await awaiting_item(store, now)
-    await assert_no_full_scan(store, lambda: views.overview(store, ["news", "other"], now))
-    found = await views.overview(store, ["news", "other"], now)
+    await assert_no_full_scan(store, lambda: operations.overview(store, ["news", "other"], now))
+    found = await operations.overview(store, ["news", "other"], now)
     assert [(p.name, p.awaiting, p.breaches) for p in found.pipelines] == [
         ("news", 1, 0),
         ("other", 0, 0),
@@ -148,13 +148,13 @@ async def test_status_overview(store: db.Store, now: datetime) -> None:
 
 
 async def test_budget_report(store: db.Store, now: datetime) -> None:
-    plans = await assert_no_full_scan(store, lambda: views.budget(store, now))
+    plans = await assert_no_full_scan(store, lambda: operations.budget(store, now))
     assert "COVERING INDEX claims_by_created" in plans
 
 
 async def test_history(store: db.Store, now: datetime) -> None:
     item = await awaiting_item(store, now)
-    await assert_no_full_scan(store, lambda: views.history(store, item.id))
+    await assert_no_full_scan(store, lambda: operations.history(store, item.id))
 
 
 async def test_cli_status_summary(store: db.Store, now: datetime) -> None:

@@ -9,10 +9,9 @@ taken from the query string or a JSON body; answers are `{"ok": true, "result": 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from bot.demo.botapi.server import LocalBotApi
+from bot.demo.botapi import state as localapi_state
 
 #: The longest /control/wait long poll, in seconds.
 MAX_WAIT = 60.0
@@ -26,6 +25,36 @@ _REQUIRED = object()
 
 class ControlError(ValueError):
     """A control request with a missing or malformed parameter."""
+
+
+class Driven(Protocol):
+    """What the routes drive: `server.LocalBotApi`, named by shape so no import runs back."""
+
+    state: localapi_state.LocalApiState
+
+    def inject_message(
+        self, chat_id: int, from_user_id: int, text: str, reply_to_message_id: int | None = None
+    ) -> dict[str, Any]: ...
+
+    def inject_command(self, chat_id: int, user_id: int, text: str) -> dict[str, Any]: ...
+
+    def inject_callback(self, chat_id: int, user_id: int, message_id: int, data: str) -> str: ...
+
+    def sent(self, chat_id: int | None = None) -> list[localapi_state.ChatMessage]: ...
+
+    def messages(self, chat_id: int) -> list[localapi_state.ChatMessage]: ...
+
+    def history(self, chat_id: int, message_id: int) -> list[localapi_state.ChatMessage]: ...
+
+    def callback_answers(self) -> list[dict[str, Any]]: ...
+
+    def calls(self, method: str | None = None) -> list[localapi_state.CallRecord]: ...
+
+    def fail_next(
+        self, method: str, status: int = 429, retry_after: int = 3, description: str | None = None
+    ) -> None: ...
+
+    def slow_next(self, method: str, seconds: float) -> None: ...
 
 
 def _int(params: dict[str, Any], name: str, default: Any = _REQUIRED) -> Any:
@@ -56,7 +85,7 @@ def _str(params: dict[str, Any], name: str, default: Any = _REQUIRED) -> Any:
     return value
 
 
-def inject_message(api: LocalBotApi, p: dict[str, Any]) -> Any:
+def inject_message(api: Driven, p: dict[str, Any]) -> Any:
     return api.inject_message(
         _int(p, "chat_id"),
         _int(p, "from_user_id"),
@@ -65,37 +94,37 @@ def inject_message(api: LocalBotApi, p: dict[str, Any]) -> Any:
     )
 
 
-def inject_command(api: LocalBotApi, p: dict[str, Any]) -> Any:
+def inject_command(api: Driven, p: dict[str, Any]) -> Any:
     return api.inject_command(_int(p, "chat_id"), _int(p, "user_id"), _str(p, "text"))
 
 
-def inject_callback(api: LocalBotApi, p: dict[str, Any]) -> Any:
+def inject_callback(api: Driven, p: dict[str, Any]) -> Any:
     return api.inject_callback(
         _int(p, "chat_id"), _int(p, "user_id"), _int(p, "message_id"), _str(p, "data")
     )
 
 
-def sent(api: LocalBotApi, p: dict[str, Any]) -> Any:
+def sent(api: Driven, p: dict[str, Any]) -> Any:
     return api.sent(_int(p, "chat_id", None))
 
 
-def messages(api: LocalBotApi, p: dict[str, Any]) -> Any:
+def messages(api: Driven, p: dict[str, Any]) -> Any:
     return api.messages(_int(p, "chat_id"))
 
 
-def history(api: LocalBotApi, p: dict[str, Any]) -> Any:
+def history(api: Driven, p: dict[str, Any]) -> Any:
     return api.history(_int(p, "chat_id"), _int(p, "message_id"))
 
 
-def callback_answers(api: LocalBotApi, p: dict[str, Any]) -> Any:
+def callback_answers(api: Driven, p: dict[str, Any]) -> Any:
     return api.callback_answers()
 
 
-def calls(api: LocalBotApi, p: dict[str, Any]) -> Any:
+def calls(api: Driven, p: dict[str, Any]) -> Any:
     return api.calls(_str(p, "method", None))
 
 
-def fail_next(api: LocalBotApi, p: dict[str, Any]) -> Any:
+def fail_next(api: Driven, p: dict[str, Any]) -> Any:
     api.fail_next(
         _str(p, "method"),
         status=_int(p, "status", 429),
@@ -105,18 +134,18 @@ def fail_next(api: LocalBotApi, p: dict[str, Any]) -> Any:
     return True
 
 
-def slow_next(api: LocalBotApi, p: dict[str, Any]) -> Any:
+def slow_next(api: Driven, p: dict[str, Any]) -> Any:
     api.slow_next(_str(p, "method"), _float(p, "seconds", 1.0))
     return True
 
 
-def wait(api: LocalBotApi, p: dict[str, Any]) -> Any:
+def wait(api: Driven, p: dict[str, Any]) -> Any:
     """Return the state's revision once it passes `after` (or after `timeout` seconds)."""
     timeout = min(max(_float(p, "timeout", 10.0), 0.0), MAX_WAIT)
     return api.state.wait_revision(_int(p, "after", 0), timeout)
 
 
-def info(api: LocalBotApi, p: dict[str, Any]) -> Any:
+def info(api: Driven, p: dict[str, Any]) -> Any:
     """Settings the bot made: webhook, commands, chat actions; tokens only as bot ids."""
     state = api.state
     return {
@@ -129,7 +158,7 @@ def info(api: LocalBotApi, p: dict[str, Any]) -> Any:
     }
 
 
-ROUTES: dict[str, Callable[[LocalBotApi, dict[str, Any]], Any]] = {
+ROUTES: dict[str, Callable[[Driven, dict[str, Any]], Any]] = {
     "inject_message": inject_message,
     "inject_command": inject_command,
     "inject_callback": inject_callback,
@@ -145,7 +174,7 @@ ROUTES: dict[str, Callable[[LocalBotApi, dict[str, Any]], Any]] = {
 }
 
 
-def handle(api: LocalBotApi, name: str, params: dict[str, Any]) -> tuple[int, Any]:
+def handle(api: Driven, name: str, params: dict[str, Any]) -> tuple[int, Any]:
     """Run one control route: (HTTP status, JSON body)."""
     route = ROUTES.get(name)
     if route is None:

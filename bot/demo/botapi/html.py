@@ -11,6 +11,8 @@ from __future__ import annotations
 import html.parser
 from typing import Any
 
+from pipelines.text import telegram as telegram_text
+
 # Tag -> entity type, as documented for parse_mode=HTML.
 _SIMPLE_TAGS = {
     "b": "bold",
@@ -36,11 +38,6 @@ class ParseError(ValueError):
     """The text is not valid Telegram HTML; the message says what Telegram would say."""
 
 
-def utf16_len(text: str) -> int:
-    """Length in UTF-16 code units, the unit of Telegram's entity offsets."""
-    return len(text.encode("utf-16-le")) // 2
-
-
 class _Parser(html.parser.HTMLParser):
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
@@ -52,7 +49,7 @@ class _Parser(html.parser.HTMLParser):
 
     def handle_data(self, data: str) -> None:
         self.parts.append(data)
-        self.position += utf16_len(data)
+        self.position += telegram_text.utf16_len(data)
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if tag not in _SIMPLE_TAGS:

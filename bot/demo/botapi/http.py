@@ -19,23 +19,19 @@ import email.policy
 import http.server
 import json
 import logging
-import re
 import socket
 import sys
 import threading
 import urllib.parse
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from bot.demo.botapi import control as localapi_control
 from bot.demo.botapi import methods as localapi_methods
-
-if TYPE_CHECKING:
-    from bot.demo.botapi.server import LocalBotApi
+from pipelines.text import telegram as telegram_text
 
 # One logger for the whole server, so one level setting shows (or hides) its requests.
 logger = logging.getLogger("bot.demo.botapi.server")
 
-_TOKEN_IN_PATH = re.compile(r"/bot[^/\s]+")
 #: The largest request body read (bytes): a 4,096-character message with its keyboard,
 #: form-encoded, is far below it.
 MAX_BODY = 1024 * 1024
@@ -110,7 +106,17 @@ def multipart(content_type: str, body: bytes) -> dict[str, Any]:
 
 def redact(text: str) -> str:
     """Hide the bot token that sits inside every Bot API path."""
-    return _TOKEN_IN_PATH.sub("/bot<token>", text)
+    return telegram_text.redact(text)
+
+
+class Served(localapi_control.Driven, Protocol):
+    """What the server answers with: `server.LocalBotApi`, named by shape (no circle)."""
+
+    cors_origin: str | None
+
+    def handle_bot_api(
+        self, token: str, method: str, params: dict[str, Any]
+    ) -> tuple[int, Any]: ...
 
 
 class QuietServer(http.server.ThreadingHTTPServer):
@@ -127,7 +133,7 @@ class Server(QuietServer):
     request_queue_size = 128
     daemon_threads = True
 
-    def __init__(self, address: tuple[str, int], handler: type[Handler], api: LocalBotApi) -> None:
+    def __init__(self, address: tuple[str, int], handler: type[Handler], api: Served) -> None:
         self.api = api
         self.connections: set[socket.socket] = set()
         self.busy: set[socket.socket] = set()  # connections in the middle of a request

@@ -1,4 +1,4 @@
--- Dedup memory and the run log (seed 000).
+-- Dedup memory and the run log.
 
 CREATE TABLE seen_items (
     pipeline TEXT NOT NULL,

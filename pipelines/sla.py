@@ -5,7 +5,8 @@
 Past its deadline an item in drafting or dispatching moves to breach with the
 reason "stuck in <state> since <time>"; one awaiting approval expires. Each
 warning and each breach queues one alert (deduplicated by key), so running the
-sweep again changes nothing.
+sweep again changes nothing. The store finds what is due and moves it; when to warn,
+what to do and what to say is decided here.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import functools
 from dataclasses import dataclass
 from datetime import datetime
 
-from store import backend, clock, items, machine, outbox
+from store import backend, clock, items, machine, outbox, payloads
 from store.db import Store
 from store.items import Item
 
@@ -65,14 +66,8 @@ def _warn(conn: backend.Conn, item: Item, now: datetime) -> bool:
         f"⏳ item {item.id} ({item.pipeline}) has been in {item.state} since {_since(item)}; "
         f"its deadline passes in {left}"
     )
-    payload = {"text": text, "level": "warning", "item_id": item.id}
     key = f"sla-warning:{_entry_key(item)}"
-    return (
-        outbox.enqueue_sync(
-            conn, "alert", outbox.ALERTS, payload, now, item_id=item.id, dedupe_key=key
-        )
-        is not None
-    )
+    return outbox.alert_sync(conn, text, now, key=key, item_id=item.id, level="warning") is not None
 
 
 def _act(conn: backend.Conn, item: Item, now: datetime) -> None:
@@ -87,22 +82,15 @@ def _act(conn: backend.Conn, item: Item, now: datetime) -> None:
     )
     if item.state == machine.State.AWAITING_APPROVAL:
         # Its card still shows buttons: replace them with what happened.
-        edit: dict[str, object] = {
-            "item_id": item.id,
-            "attempt": item.attempt,
-            "version": item.version,
-            "state": moved.state.value,
-            "status": f"⌛ {reason}",
-            "pipeline": item.pipeline,
-            "decided_by": [],
-        }
-        outbox.enqueue_sync(conn, "card_edit", outbox.OPERATORS, edit, now, item_id=item.id)
-    payload = {
-        "text": f"🚨 item {item.id} ({item.pipeline}): {reason}",
-        "level": "error",
-        "item_id": item.id,
-    }
-    outbox.enqueue_sync(conn, "alert", outbox.ALERTS, payload, now, item_id=item.id, dedupe_key=key)
+        edit = payloads.CardEdit(
+            item.id, item.attempt, item.version, moved.state.value, f"⌛ {reason}",
+            pipeline=item.pipeline,
+        )  # fmt: skip
+        outbox.enqueue_sync(
+            conn, "card_edit", outbox.OPERATORS, edit.to_json(), now, item_id=item.id
+        )
+    text = f"🚨 item {item.id} ({item.pipeline}): {reason}"
+    outbox.alert_sync(conn, text, now, key=key, item_id=item.id)
 
 
 async def sweep(store: Store, now: datetime) -> SweepReport:

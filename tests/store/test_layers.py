@@ -1,0 +1,143 @@
+"""The store is the only door to the database, and imports run one way: bot → pipelines → store.
+
+Read from the source (every import, module-level or inside a function), so an import
+that slipped through fails here before it is ever run.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+#: Each package and the packages it may import; nothing runs back up.
+LAYERS = {"store": set(), "pipelines": {"store"}, "bot": {"pipelines", "store"}}
+#: Database drivers, and the store's own insides (its SQL files, its backends).
+DRIVERS = {"sqlite3", "psycopg", "psycopg_pool", "aiosqlite"}
+STORE_INSIDES = {"store.sql", "store.sqlite_store", "store.pg", "store.lanes"}
+# A string that opens like a statement is SQL written outside the store.
+_SQL = re.compile(r"^\s*(SELECT|INSERT|UPDATE|DELETE|PRAGMA|BEGIN|CREATE|ALTER|DROP)\s")
+
+
+#: The one known circle: `db.Store.open` picks a backend, and each backend subclasses
+#: `db.Store` (the backend is imported inside `open`, so loading `store.db` loads neither).
+SEAM = frozenset({"store.db", "store.events", "store.pg", "store.sqlite_store"})
+
+
+def modules(package: str) -> Iterator[tuple[Path, ast.Module]]:
+    for path in sorted((ROOT / package).rglob("*.py")):
+        yield path.relative_to(ROOT), ast.parse(path.read_text(), str(path))
+
+
+def imported(tree: ast.Module) -> Iterator[tuple[int, str]]:
+    """Every module an import statement names, `from x import y` as both x and x.y."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from ((node.lineno, alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            yield node.lineno, node.module
+            yield from ((node.lineno, f"{node.module}.{alias.name}") for alias in node.names)
+
+
+@pytest.mark.parametrize("package", ["bot", "pipelines"])
+def test_nothing_outside_the_store_imports_a_driver_or_the_stores_insides(package: str) -> None:
+    found = [
+        f"{path}:{line} imports {name}"
+        for path, tree in modules(package)
+        for line, name in imported(tree)
+        if name.split(".")[0] in DRIVERS or name in STORE_INSIDES
+    ]
+    assert not found, "only store/ may touch the database:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize("package", ["bot", "pipelines"])
+def test_nothing_outside_the_store_writes_sql(package: str) -> None:
+    found = [
+        f"{path}:{node.lineno} {node.value[:40]!r}"
+        for path, tree in modules(package)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and _SQL.match(node.value)
+    ]
+    assert not found, "SQL belongs in store/sql/<noun>.sql:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize("package", sorted(LAYERS))
+def test_no_import_runs_back_up(package: str) -> None:
+    above = set(LAYERS) - LAYERS[package] - {package}
+    found = [
+        f"{path}:{line} imports {name}"
+        for path, tree in modules(package)
+        for line, name in imported(tree)
+        if name.split(".")[0] in above
+    ]
+    assert not found, f"{package} may import only {sorted(LAYERS[package])}:\n" + "\n".join(found)
+
+
+def import_graph() -> dict[str, set[str]]:
+    """module -> the project modules it imports; `from pkg import sub` counts as pkg.sub."""
+    trees = {
+        ".".join(path.with_suffix("").parts).removesuffix(".__init__"): tree
+        for package in LAYERS
+        for path, tree in modules(package)
+    }
+    graph: dict[str, set[str]] = {name: set() for name in trees}
+    for name, tree in trees.items():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                subs = [f"{node.module}.{alias.name}" for alias in node.names]
+                targets = [sub if sub in trees else node.module for sub in subs]
+            else:
+                continue
+            graph[name] |= {target for target in targets if target in trees and target != name}
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
+    """The strongly connected groups of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[frozenset[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in graph[node]:
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            group = set()
+            while (member := stack.pop()) != node:
+                group.add(member)
+            if group:
+                found.append(frozenset(group | {node}))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_module_imports_its_way_back_to_itself() -> None:
+    found = [sorted(group) for group in circles(import_graph()) if group != SEAM]
+    assert not found, "import circles (TYPE_CHECKING and function-level imports count):\n" + (
+        "\n".join(" -> ".join(group) for group in found)
+    )
+
+
+def test_the_circle_check_finds_a_circle() -> None:
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [frozenset("abc")]
+
+
+def test_the_checks_see_an_import_inside_a_function() -> None:
+    tree = ast.parse("def f():\n    import sqlite3\n    from bot import render\n")
+    assert [name for _, name in imported(tree)] == ["sqlite3", "bot", "bot.render"]
