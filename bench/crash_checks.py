@@ -71,7 +71,7 @@ class Snapshot:
 async def at_rest(data_dir: Path) -> list[str]:
     """The checks that hold at every instant: integrity, hash chain, atomic record, one settle."""
     try:
-        store = await db.Store.open(db.StoreConfig(data_dir=data_dir), readonly=True)
+        store = await db.open(db.StoreConfig(data_dir=data_dir), readonly=True)
     except Exception as exc:  # a store that cannot open is the finding itself
         return [f"the store does not open: {type(exc).__name__}: {exc}"]
     try:
@@ -98,7 +98,7 @@ def _at_rest_sync(conn: Any) -> list[str]:
 
 
 async def snapshot(data_dir: Path) -> Snapshot:
-    store = await db.Store.open(db.StoreConfig(data_dir=data_dir), readonly=True)
+    store = await db.open(db.StoreConfig(data_dir=data_dir), readonly=True)
     try:
         return await store.read(_snapshot_sync)
     finally:

@@ -50,7 +50,7 @@ def batches(rows: int, count: int, tag: str, rng: random.Random) -> list[list[st
 
 
 async def run_store(data_dir: Path, work: list[list[str]]) -> tuple[float, list[float]]:
-    store = await db.Store.open(db.StoreConfig(data_dir=data_dir))
+    store = await db.open(db.StoreConfig(data_dir=data_dir))
     now = datetime.now(UTC)
     lat: list[float] = []
     try:
@@ -98,7 +98,7 @@ async def main(argv: list[str]) -> None:
     rng = random.Random(42)
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         data_dir = Path(tmp) / "data"
-        store = await db.Store.open(db.StoreConfig(data_dir=data_dir))  # creates the schema
+        store = await db.open(db.StoreConfig(data_dir=data_dir))  # creates the schema
         await store.close()
         path = data_dir / datadir.DB_NAME
         print(f"filling {args.rows:,} rows ...", flush=True)

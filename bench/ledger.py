@@ -53,7 +53,7 @@ async def store_cycle(store: db.Store, key: str, item: items.Item, latency: floa
 async def run_store(
     data_dir: Path, batch: list[items.Item], workers: int, tag: str, latency: float
 ) -> float:
-    store = await db.Store.open(db.StoreConfig(data_dir=data_dir))
+    store = await db.open(db.StoreConfig(data_dir=data_dir))
     try:
         started = time.perf_counter()
 
@@ -176,7 +176,7 @@ def run_raw(path: Path, batch: list[items.Item], group: int, tag: str, latency: 
 
 async def setup(data_dir: Path, count: int) -> list[items.Item]:
     """The schema, a day budget in both scopes, and `count` stored items to draft."""
-    store = await db.Store.open(db.StoreConfig(data_dir=data_dir))
+    store = await db.open(db.StoreConfig(data_dir=data_dir))
     try:
         for scope in SCOPES:
             await ledger.set_budget(store, scope, "day", 10**15, "cli", NOW)

@@ -200,7 +200,7 @@ async def main(argv: list[str]) -> None:
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         pipeline = pipeline_config(Path(tmp))
-        store = await db.Store.open(db.StoreConfig(data_dir=Path(tmp) / "data"))
+        store = await db.open(db.StoreConfig(data_dir=Path(tmp) / "data"))
         life = Lifecycle(store, pipeline, args.items)
         stop = asyncio.Event()
         try:

@@ -103,7 +103,7 @@ async def build(target: Path, items: int) -> float:
     for stale in target.parent.glob(target.name.rsplit("-", 1)[0] + "-*"):
         shutil.rmtree(stale, ignore_errors=True)  # built for an older schema, or half built
     building = target.with_name(target.name + ".building")
-    store = await db.Store.open(db.StoreConfig(data_dir=building))  # the schema, by migrations
+    store = await db.open(db.StoreConfig(data_dir=building))  # the schema, by migrations
     await store.close()
     conn = sqlite3.connect(building / "gatehouse.db", isolation_level=None)
     try:
@@ -171,7 +171,7 @@ async def main(argv: list[str]) -> None:
         print(f"building a store of {args.items:,} items in {data_dir} ...", flush=True)
         built_s = round(await build(data_dir, args.items), 1)
         print(f"  built in {built_s} s", flush=True)
-    store = await db.Store.open(db.StoreConfig(data_dir=data_dir), readonly=True)
+    store = await db.open(db.StoreConfig(data_dir=data_dir), readonly=True)
     rng = random.Random(7)
     try:
         questions: dict[str, Callable[[], Awaitable[Any]]] = {

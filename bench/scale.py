@@ -141,7 +141,7 @@ def child(store_cfg: db.StoreConfig, folder: Path, index: int, workers: int, tot
     """A worker process: open the store, say ready, wait for the start, work until done."""
 
     async def go() -> None:
-        store = await db.Store.open(store_cfg)
+        store = await db.open(store_cfg)
         try:
             worker = Worker(store, folder, index, workers)
             ready.set()
@@ -155,7 +155,7 @@ def child(store_cfg: db.StoreConfig, folder: Path, index: int, workers: int, tot
 
 async def prepare(store_cfg: db.StoreConfig, names: list[str]) -> None:
     """Create (migrate) the store and ask each pipeline for one run."""
-    store = await db.Store.open(store_cfg)
+    store = await db.open(store_cfg)
     try:
         for name in names:
             await schedules.request_run(store, name, utcnow())
@@ -165,7 +165,7 @@ async def prepare(store_cfg: db.StoreConfig, names: list[str]) -> None:
 
 async def check(store_cfg: db.StoreConfig, names: list[str], total: int) -> int:
     """Every item dispatched and the audit chain intact; returns the events written."""
-    store = await db.Store.open(store_cfg, readonly=True)
+    store = await db.open(store_cfg, readonly=True)
     try:
         found = await items.counts(store, names, [State.DISPATCHED])
         chain = await store.read(events.verify_sync)

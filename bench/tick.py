@@ -154,7 +154,7 @@ async def one_tick(
         f"    url: {feeds.url(path)}\ndispatch:\n  type: none\n"
     )
     pipeline = config.load_dir(pipelines_dir).pipelines["bench"]
-    store = await db.Store.open(db.StoreConfig(data_dir=tmp / "data"))
+    store = await db.open(db.StoreConfig(data_dir=tmp / "data"))
     try:
         if history:
             await store.write(seed_history(pipeline, history, NOW - timedelta(days=1)))

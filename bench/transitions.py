@@ -133,7 +133,7 @@ async def main(argv: list[str]) -> None:
         # Rounds alternate store and plain sqlite3, so both meet the same disk weather;
         # the medians are reported.
         for round_no in range(args.rounds + 1):
-            store = await db.Store.open(config)
+            store = await db.open(config)
             try:
                 ids = await create_items(store, n * 6, f"r{round_no}")
                 await store.checkpoint("TRUNCATE")

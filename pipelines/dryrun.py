@@ -94,7 +94,7 @@ async def run(
     with tempfile.TemporaryDirectory(prefix="gatehouse-dry-run-") as scratch:
         # NORMAL: nothing here must survive a power cut, so skip the fsyncs.
         cfg = db.StoreConfig(data_dir=Path(scratch) / "data", synchronous="NORMAL")
-        store = await db.Store.open(cfg)
+        store = await db.open(cfg)
         choose = None if llm is None else llm_drafter.Drafters(llm.settings, llm.prices)
         try:
             if llm is not None:

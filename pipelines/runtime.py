@@ -115,7 +115,7 @@ class Runtime:
 
     @classmethod
     async def start(cls, cfg: RuntimeConfig) -> Runtime:
-        store = await db.Store.open(cfg.store)
+        store = await db.open(cfg.store)
         try:
             await startup.recover(store, cfg.clock(), exclusive=exclusive(store))
             loaded = config.load_dir(cfg.pipelines_dir, cfg.load_context)

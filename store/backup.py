@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from store import backend, errors
-from store.db import Store
+from store.core import Store
 
 #: Pages copied per backup step; between steps the progress callback reports.
 BACKUP_PAGES_PER_STEP = 256

@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from store import backend, clock, events, sql
-from store.db import Store
+from store.core import Store
 
 Q = sql.load("checkpoints")
 #: What a signature covers (bump the prefix if the layout ever changes).

@@ -2,194 +2,30 @@
 
 Use:
 
-    store = await db.Store.open(db.StoreConfig(data_dir=Path("data")))
+    store = await db.open(db.StoreConfig(data_dir=Path("data")))
     new = await seen.mark_seen(store, "news", "feed", ["a", "b"], now)
     await store.close()
 
-Writes are units (`fn(conn) -> T`) run by `store.write(fn)` inside one transaction;
-reads run by `store.read(fn)` on connections of their own. `Store.open` returns the
-backend `config.database_url` asks for: without one, SQLite in the data directory
-(`store.sqlite_store`: one writer, group commit, a bounded WAL); with a
+`open` returns the backend `config.database_url` asks for: without one, SQLite in the
+data directory (`store.sqlite_store`: one writer, group commit, a bounded WAL); with a
 `postgresql://` URL, PostgreSQL (`store.pg`: a few lanes, each with its own
 connection). Both hand units a `backend.Conn`, and the repositories never ask which.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
-import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import timedelta
-from pathlib import Path
-from typing import ClassVar, Concatenate, Literal, ParamSpec, TypeVar
+from store.core import CheckpointMode, CheckpointStats, Store, StoreConfig, on_commit
 
-from store import backend, datadir, errors, notify
-from store.writer import StorageFaults
-
-T = TypeVar("T")
-P = ParamSpec("P")
-CheckpointMode = Literal["PASSIVE", "RESTART", "TRUNCATE"]
+__all__ = ["CheckpointMode", "CheckpointStats", "Store", "StoreConfig", "on_commit", "open"]
 
 
-@dataclass
-class CheckpointStats:
-    """What the checkpointer did since the store opened (benchmarks and tests read it)."""
+async def open(config: StoreConfig, *, readonly: bool = False) -> Store:
+    """The backend the config asks for, open, migrated (unless read-only)."""
+    if config.database_url:
+        # Imported here so psycopg loads only when PostgreSQL is asked for.
+        from store.pg import PgStore
 
-    passive: int = 0
-    #: Checkpoints run with the writer held (RESTART or TRUNCATE).
-    held: int = 0
-    longest_hold_s: float = 0.0
-    peak_wal_bytes: int = 0
+        return await PgStore.open(config, readonly=readonly)
+    from store.sqlite_store import SqliteStore
 
-
-#: What the write unit now running asked to do once it commits (see on_commit).
-_after_commit: contextvars.ContextVar[dict[object, Callable[[Store], None]]] = (
-    contextvars.ContextVar("after_commit")
-)
-
-
-def on_commit(key: object, fn: Callable[[Store], None]) -> None:
-    """Inside a write unit: call `fn(store)` on the event loop once the unit has committed.
-
-    Nothing happens if the unit rolls back. Callbacks with the same key run once.
-    Outside a unit (a bare connection in a script) there is no commit to wait for.
-    """
-    pending = _after_commit.get(None)
-    if pending is not None:
-        pending[key] = fn
-
-
-@dataclass(frozen=True)
-class StoreConfig:
-    data_dir: Path
-    synchronous: Literal["FULL", "NORMAL"] = "FULL"
-    #: Read connections; two let a slow report run beside the bot's own reads.
-    readers: int = 2
-    #: How often the checkpointer looks at the WAL (a stat and PRAGMA data_version; it
-    #: checkpoints only after new commits).
-    checkpoint_every_s: float = 0.02
-    #: The WAL file's bound; a held-writer checkpoint starts it over at an eighth of this.
-    wal_max_bytes: int = 64 * 1024 * 1024
-    #: Sent messages and stored LLM outputs older than this are pruned (store.retention).
-    retention: timedelta = timedelta(days=30)
-    #: `postgresql://...`: the store lives there instead of in the data directory. It may
-    #: hold a password, so it is never printed (repr=False) nor put into an error.
-    database_url: str | None = field(default=None, repr=False)
-    #: PostgreSQL only: write lanes, each a connection running one unit at a time.
-    writers: int = 4
-
-    @property
-    def db_path(self) -> Path:
-        return self.data_dir / datadir.DB_NAME
-
-
-class Store:
-    """The open store. Create with `await Store.open(config)`; close with `await close()`."""
-
-    dialect: ClassVar[backend.Dialect]
-
-    def __init__(self, config: StoreConfig, readonly: bool) -> None:
-        self.config = config
-        self.readonly = readonly
-        #: Storage faults writes met (disk full, I/O errors), kept in memory.
-        self.faults = StorageFaults()
-        self.checkpoint_stats = CheckpointStats()
-        #: Called with each committed write's seconds, queueing included (metrics).
-        self.write_observer: Callable[[float], None] | None = None
-
-    @classmethod
-    async def open(cls, config: StoreConfig, *, readonly: bool = False) -> Store:
-        """The backend the config asks for, open, migrated (unless read-only)."""
-        impl: type[Store] = cls
-        if cls is Store:
-            # Imported here: each backend imports this module, and psycopg loads only
-            # when PostgreSQL is asked for.
-            if config.database_url:
-                from store.pg import PgStore
-
-                impl = PgStore
-            else:
-                from store.sqlite_store import SqliteStore
-
-                impl = SqliteStore
-        store = impl(config, readonly)
-        try:
-            await store._open()
-        except BaseException:
-            await store.close()
-            raise
-        return store
-
-    async def _open(self) -> None:
-        raise NotImplementedError
-
-    async def write(
-        self, unit: Callable[Concatenate[backend.Conn, P], T], *args: P.args, **kw: P.kwargs
-    ) -> T:
-        """Run `unit(conn, *args, **kw)` in one write transaction; callbacks run after its commit.
-
-        `await store.write(items.transition_sync, item_id, State.DRAFTING, "system", now)`
-        """
-        if self.readonly:
-            raise errors.StoreError(
-                "this store was opened read-only; writes go through the running bot"
-            )
-        after: dict[object, Callable[[Store], None]] = {}
-
-        def run(conn: backend.Conn) -> T:
-            after.clear()  # a unit may run twice when its transaction is retried
-            token = _after_commit.set(after)
-            try:
-                return unit(conn, *args, **kw)
-            finally:
-                _after_commit.reset(token)
-
-        started = time.perf_counter()
-        result = await self._write(run)
-        if self.write_observer is not None:
-            self.write_observer(time.perf_counter() - started)
-        for fn in after.values():
-            fn(self)
-        return result
-
-    async def _write(self, unit: Callable[[backend.Conn], T]) -> T:
-        raise NotImplementedError
-
-    async def read(
-        self, query: Callable[Concatenate[backend.Conn, P], T], *args: P.args, **kw: P.kwargs
-    ) -> T:
-        """Run `query(conn, *args, **kw)` on a read-only connection."""
-        return await self._read(lambda conn: query(conn, *args, **kw))
-
-    async def _read(self, query: Callable[[backend.Conn], T]) -> T:
-        raise NotImplementedError
-
-    async def close(self) -> None:
-        raise NotImplementedError
-
-    async def measure_room(self) -> int:
-        """Bytes the store can still grow by; ends a "storage full" fault once there is room."""
-        raise NotImplementedError
-
-    @property
-    def location(self) -> str:
-        """Where the store lives, for operators (never with a password)."""
-        return str(self.config.db_path)
-
-    def listen(self, channel: str, event: asyncio.Event | None = None) -> asyncio.Event:
-        """An event (`event`, else a new one) set when another process sharing the store
-        commits a notification on `channel` (`notify.send_sync`); one event may listen on
-        several channels. SQLite has no other process: nothing sets it, and this
-        process's own commits wake it through `on_commit`."""
-        notify.check_channel(channel)
-        return event or asyncio.Event()
-
-    def wal_bytes(self) -> int:
-        """The write-ahead log's size on this machine (0 where the server keeps it)."""
-        return 0
-
-    async def checkpoint(self, mode: CheckpointMode = "PASSIVE") -> tuple[int, int, int]:
-        """(busy, frames in the WAL, frames copied); (0, 0, 0) where the server checkpoints."""
-        return (0, 0, 0)
+    return await SqliteStore.open(config, readonly=readonly)

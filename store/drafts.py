@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from store import backend, clock, errors, events, items, sql
-from store.db import Store
+from store.core import Store
 from store.machine import State
 
 Q = sql.load("items")

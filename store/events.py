@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import Literal, cast
 
 from store import backend, clock, sql
-from store.db import Store
+from store.core import Store
 
 Q = sql.load("events")
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from store import backend, clock, machine, sql
-from store.db import Store
+from store.core import Store
 from store.ledger import budgets
 from store.ledger import machine as ledger_machine
 

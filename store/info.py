@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from store import backend, sql
-from store.db import Store
+from store.core import Store
 
 Q = sql.load("info")
 

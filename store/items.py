@@ -25,7 +25,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from store import backend, clock, errors, events, machine, sql, text
-from store.db import Store
+from store.core import Store
 from store.machine import State
 
 Q = sql.load("items")

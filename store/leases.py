@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from store import backend, clock, sql
-from store.db import Store
+from store.core import Store
 
 Q = sql.load("leases")
 

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from store import backend, clock, db, errors, machine, notify, payloads, sql
-from store.db import Store
+from store import backend, clock, core, errors, machine, notify, payloads, sql
+from store.core import Store
 
 Q = sql.load("outbox")
 
@@ -115,7 +115,7 @@ def enqueue_sync(
     }
     row = conn.execute(Q["enqueue"], params).fetchone()
     if row:
-        db.on_commit(("outbox", kind), functools.partial(_wake, kind))
+        core.on_commit(("outbox", kind), functools.partial(_wake, kind))
         notify.send_sync(conn, channel(kind))
     return int(row[0]) if row else None
 

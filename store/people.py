@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from store import backend, clock, sql
-from store.db import Store
+from store.core import Store
 
 Q = sql.load("people")
 #: The longest name kept (characters); Telegram's own limit is 64.

@@ -1,6 +1,6 @@
 """The PostgreSQL store: the same units on psycopg 3 connections, several writers at once.
 
-`db.Store.open(config)` returns this store when `config.database_url` is set. Each
+`db.open(config)` returns this store when `config.database_url` is set. Each
 lane is a thread owning one synchronous psycopg connection (autocommit, so a unit's
 `BEGIN ... COMMIT` is explicit as on SQLite; `prepare_threshold=None`, so it works
 behind PgBouncer in transaction mode). A write takes a free lane and runs there as
@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import psycopg
 from psycopg import pq
 
-from store import backend, db, errors, events, migrate, notify, sql, writer
+from store import backend, core, errors, events, migrate, notify, sql, writer
 from store.lanes import Lane
 
 if TYPE_CHECKING:
@@ -261,12 +261,12 @@ def _retryable(exc: errors.StoreError) -> bool:
     return exc.sqlstate in ("40001", "40P01")  # serialization_failure, deadlock_detected
 
 
-class PgStore(db.Store):
+class PgStore(core.Store):
     """The store in a PostgreSQL database shared by any number of gatehouse processes."""
 
     dialect = "postgres"
 
-    def __init__(self, config: db.StoreConfig, readonly: bool) -> None:
+    def __init__(self, config: core.StoreConfig, readonly: bool) -> None:
         super().__init__(config, readonly)
         translate = errors.translate_postgres
         count = 0 if readonly else config.writers

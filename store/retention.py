@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from store import backend, outbox, updates
-from store.db import Store
+from store.core import Store
 from store.ledger import outputs as llm_outputs
 
 #: Rows one write deletes at most (a few milliseconds of the writer's time).

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from typing import Literal
 
 from store import backend, clock, errors, sql
-from store.db import Store
+from store.core import Store
 
 Q = sql.load("runs")
 

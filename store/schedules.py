@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from store import backend, clock, errors, events, runs, sql
-from store.db import Store
+from store.core import Store
 
 Q = sql.load("schedules")
 

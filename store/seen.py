@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 
 from store import backend, clock, sql
-from store.db import Store
+from store.core import Store
 
 Q = sql.load("seen")
 

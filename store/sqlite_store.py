@@ -1,9 +1,9 @@
 """The SQLite store: one writer, separate read connections, pragmas asserted, a bounded WAL.
 
-`db.Store.open(config)` returns this store when the config names no database URL.
+`db.open(config)` returns this store when the config names no database URL.
 Writes are units (`fn(conn) -> T`) run by `store.write(fn)` inside BEGIN IMMEDIATE
 on the writer's thread; reads run by `store.read(fn)` on `query_only` connections
-of their own, so they never queue behind writes. `Store.open(..., readonly=True)`
+of their own, so they never queue behind writes. `db.open(..., readonly=True)`
 opens only read connections and takes no lock: the CLI reads while the bot runs.
 
 The WAL is kept under `wal_max_bytes` by a checkpointer on a connection of its own
@@ -29,8 +29,8 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from store import backend, datadir, db, errors, migrate
-from store.db import CheckpointMode, StoreConfig
+from store import backend, core, datadir, errors, migrate
+from store.core import CheckpointMode, StoreConfig
 from store.lanes import Lane
 from store.writer import Writer
 
@@ -124,7 +124,7 @@ def _data_version(conn: sqlite3.Connection) -> int:
     return int(conn.execute("PRAGMA data_version").fetchone()[0])
 
 
-class SqliteStore(db.Store):
+class SqliteStore(core.Store):
     """The store in one SQLite file in the data directory."""
 
     dialect = "sqlite"

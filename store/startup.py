@@ -6,7 +6,7 @@ import logging
 from datetime import datetime
 
 from store import backend, clock, heartbeats, outbox, runs, sql
-from store.db import Store
+from store.core import Store
 
 log = logging.getLogger(__name__)
 

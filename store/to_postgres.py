@@ -177,10 +177,10 @@ async def copy(source: db.StoreConfig, url: str, progress: Progress = lambda _: 
     if not source.db_path.exists():
         raise errors.StoreError(f"no SQLite store at {source.db_path}")
     target_cfg = replace(source, database_url=url)
-    target = await db.Store.open(target_cfg)  # migrates it to this gatehouse's schema
+    target = await db.open(target_cfg)  # migrates it to this gatehouse's schema
     await target.close()
     before, copied = await asyncio.to_thread(_copy_sync, str(source.db_path), url, progress)
-    target = await db.Store.open(target_cfg, readonly=True)
+    target = await db.open(target_cfg, readonly=True)
     try:
         after = await target.read(lambda conn: _count_sync(conn, sorted(copied)))
         chain = await target.read(events.verify_sync)

@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from store import backend, clock, errors, sql
-from store.db import Store
+from store.core import Store
 
 Q = sql.load("tokens")
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from store import backend, clock, sql
-from store.db import Store
+from store.core import Store
 
 Q = sql.load("updates")
 

@@ -24,7 +24,7 @@ def data_dir(tmp_path: Path) -> Path:
 
 @pytest.fixture
 async def store(data_dir: Path) -> AsyncIterator[db.Store]:
-    opened = await db.Store.open(db.StoreConfig(data_dir=data_dir))
+    opened = await db.open(db.StoreConfig(data_dir=data_dir))
     try:
         yield opened
     finally:

@@ -51,7 +51,7 @@ def pipeline_names(cfg: settings_mod.Settings) -> list[str]:
 
 def read(cfg: settings_mod.Settings, fn: Callable[[db.Store], Awaitable[T]]) -> T:
     async def go() -> T:
-        store = await db.Store.open(settings_mod.store_config(cfg), readonly=True)
+        store = await db.open(settings_mod.store_config(cfg), readonly=True)
         try:
             return await fn(store)
         finally:

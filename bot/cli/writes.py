@@ -54,7 +54,7 @@ def write(
 
 
 async def _as_writer(cfg: settings_mod.Settings, local: Callable[[db.Store], Awaitable[T]]) -> T:
-    store = await db.Store.open(settings_mod.store_config(cfg))
+    store = await db.open(settings_mod.store_config(cfg))
     try:
         return await local(store)
     finally:

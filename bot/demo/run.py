@@ -154,7 +154,7 @@ def settings(
 async def prepare_store(cfg: settings_mod.Settings, now: datetime) -> tuple[int, ...]:
     """Set the demo's budget unless one is set, and send the cards still open again
     (their old messages lost their buttons on the page); returns the items resent."""
-    store = await db.Store.open(settings_mod.store_config(cfg))
+    store = await db.open(settings_mod.store_config(cfg))
     try:
         limits = await store.read(budgets.configured_sync, ["global"])
         if not limits:

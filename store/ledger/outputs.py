@@ -27,7 +27,7 @@ from datetime import datetime
 
 from store import backend, clock, sql
 from store import text as store_text
-from store.db import Store
+from store.core import Store
 from store.ledger import claims
 from store.ledger.machine import ClaimState
 

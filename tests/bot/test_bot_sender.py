@@ -133,10 +133,10 @@ async def test_rows_pending_at_a_crash_are_sent_by_the_next_process(
     data_dir: Path, bot: Bot, api: localapi.LocalBotApi, now: datetime
 ) -> None:
     config = db.StoreConfig(data_dir=data_dir)
-    first = await db.Store.open(config)
+    first = await db.open(config)
     row_id = await card_row(first, now)
     await first.close()  # the process ended before the sender ran
-    second = await db.Store.open(config)
+    second = await db.open(config)
     try:
         assert await make_sender(second, bot, now).send_due(now) == 1
         assert (await outbox.get(second, row_id)).state == "sent"
@@ -323,7 +323,7 @@ async def test_a_card_cut_short_by_an_error_resumes_at_the_missing_part_after_a_
     data_dir: Path, bot: Bot, api: localapi.LocalBotApi, now: datetime
 ) -> None:
     config = db.StoreConfig(data_dir=data_dir)
-    first = await db.Store.open(config)
+    first = await db.open(config)
     row_id = await card_row(first, now, text="line\n" * 1000)  # two messages per chat
     # The first part reaches chat 11, its second part meets a server error.
     api.state.add_fault("sendmessage", localapi_state.Fault(None))
@@ -333,7 +333,7 @@ async def test_a_card_cut_short_by_an_error_resumes_at_the_missing_part_after_a_
     [part_one] = api.sent(11)
     assert json.loads(pending.external_id or "") == {"11": [part_one.message_id]}
     await first.close()  # the process ends; the next one must not send part one again
-    second = await db.Store.open(config)
+    second = await db.open(config)
     try:
         assert await make_sender(second, bot, now).send_due(now + timedelta(seconds=2)) == 1
         row = await outbox.get(second, row_id)
@@ -441,12 +441,12 @@ async def test_a_flood_wait_still_holds_its_chats_after_a_restart(
     data_dir: Path, bot: Bot, api: localapi.LocalBotApi, now: datetime
 ) -> None:
     config = db.StoreConfig(data_dir=data_dir)
-    first = await db.Store.open(config)
+    first = await db.open(config)
     held = await card_row(first, now, text="held")
     api.fail_next("sendMessage", 429, retry_after=30)
     assert await make_sender(first, bot, now).send_due(now) == 0
     await first.close()  # the process ends while Telegram's wait runs
-    second = await db.Store.open(config)
+    second = await db.open(config)
     try:
         later = await card_row(second, now, text="later")
         the_sender = make_sender(second, bot, now)

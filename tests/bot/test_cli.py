@@ -77,7 +77,7 @@ async def dropped_item(store: db.Store, now: datetime) -> items.Item:
 
 async def tables_at(data_dir: Path) -> snapshot.Tables:
     """Every table, read by a read-only store opened for the purpose."""
-    store = await db.Store.open(db.StoreConfig(data_dir=data_dir), readonly=True)
+    store = await db.open(db.StoreConfig(data_dir=data_dir), readonly=True)
     try:
         return await snapshot.tables(store)
     finally:
@@ -168,7 +168,7 @@ async def test_without_a_bot_the_cli_is_the_writer_for_the_command(
     code, out, err = await gatehouse(data_dir, pipelines_dir, "set-budget", "news", "month", "3")
     assert code == 0 and "news/month set to $3.00" in out, err
     assert datadir.is_locked(data_dir) is None  # released when the command ended
-    store = await db.Store.open(db.StoreConfig(data_dir=data_dir), readonly=True)
+    store = await db.open(db.StoreConfig(data_dir=data_dir), readonly=True)
     try:
         (budget,) = (await ledger.report(store, now)).budgets
         assert (budget.scope, budget.limit_micros) == ("news", 3_000_000)
@@ -179,7 +179,7 @@ async def test_without_a_bot_the_cli_is_the_writer_for_the_command(
 async def test_reconcile_claim_settles_an_uncertain_hold_once(
     data_dir: Path, pipelines_dir: Path, now: datetime
 ) -> None:
-    store = await db.Store.open(db.StoreConfig(data_dir=data_dir))
+    store = await db.open(db.StoreConfig(data_dir=data_dir))
     try:
         await ledger.set_budget(store, "global", "day", 1_000_000, "cli", now)
         work = await ledger.begin(
@@ -210,7 +210,7 @@ async def test_reconcile_claim_settles_an_uncertain_hold_once(
     )
     assert code == 2 and "already settled at 20000 micros; reconcile says 50000" in err
     assert await tables_at(data_dir) == settled
-    store = await db.Store.open(db.StoreConfig(data_dir=data_dir), readonly=True)
+    store = await db.open(db.StoreConfig(data_dir=data_dir), readonly=True)
     try:
         (day,) = (await ledger.report(store, now)).budgets
         assert (day.spent_micros, day.held_micros) == (20_000, 0)
@@ -267,7 +267,7 @@ def tamper(db_path: Path, event_id: int) -> None:
 async def test_audit_verify_names_an_event_edited_behind_the_programs_back(
     data_dir: Path, pipelines_dir: Path, now: datetime
 ) -> None:
-    store = await db.Store.open(db.StoreConfig(data_dir=data_dir))
+    store = await db.open(db.StoreConfig(data_dir=data_dir))
     try:
         for minute in range(3):
             await dropped_item(store, now + timedelta(minutes=minute))

@@ -18,7 +18,7 @@ pipelines_dir = test_cli.pipelines_dir  # the CLI tests' pipeline folder (a fixt
 async def test_export_and_verify_from_the_terminal(
     data_dir: Path, pipelines_dir: Path, tmp_path: Path, now: datetime
 ) -> None:
-    store = await db.Store.open(db.StoreConfig(data_dir=data_dir))
+    store = await db.open(db.StoreConfig(data_dir=data_dir))
     try:
         for minute in range(3):
             await test_cli.dropped_item(store, now + timedelta(minutes=minute))

@@ -50,7 +50,7 @@ def gatehouse(data_dir: Path, url: str | None, *argv: str) -> subprocess.Complet
 
 
 async def _fill(data_dir: Path, now: datetime) -> None:
-    store = await db.Store.open(db.StoreConfig(data_dir=data_dir))
+    store = await db.open(db.StoreConfig(data_dir=data_dir))
     try:
         for n in range(5):
             await items.create(store, "news", "feed", f"g{n}", {"title": f"t{n}"}, now)

@@ -169,7 +169,7 @@ def answer_to(api: localapi.LocalBotApi, query_id: str) -> dict[str, Any]:
 
 
 async def read(data_dir: Path, fn: Any) -> Any:
-    store = await db.Store.open(db.StoreConfig(data_dir=data_dir), readonly=True)
+    store = await db.open(db.StoreConfig(data_dir=data_dir), readonly=True)
     try:
         return await fn(store)
     finally:

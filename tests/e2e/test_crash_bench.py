@@ -67,7 +67,7 @@ def test_twenty_kills_break_nothing(tmp_path: Path) -> None:
 
 
 async def _store_with_one_item(data_dir: Path, now: datetime) -> int:
-    store = await db.Store.open(db.StoreConfig(data_dir=data_dir))
+    store = await db.open(db.StoreConfig(data_dir=data_dir))
     try:
         item = await items.create(store, "news", "s0", "crash-00001", {"title": "t"}, now)
         assert item is not None
@@ -78,7 +78,7 @@ async def _store_with_one_item(data_dir: Path, now: datetime) -> int:
 
 
 async def _write(data_dir: Path, unit: object) -> None:
-    store = await db.Store.open(db.StoreConfig(data_dir=data_dir))
+    store = await db.open(db.StoreConfig(data_dir=data_dir))
     try:
         await store.write(unit)  # type: ignore[arg-type]
     finally:
@@ -153,7 +153,7 @@ async def test_items_left_in_drafting_are_orphans_with_their_claim_story(
     }
     assert crash_checks.held(snap, 0) == {}
 
-    store = await db.Store.open(db.StoreConfig(data_dir=data_dir))
+    store = await db.open(db.StoreConfig(data_dir=data_dir))
     try:
         await ledger.set_budget(store, "global", "month", 10_000_000, "cli", now)
         work = await ledger.begin(
@@ -193,7 +193,7 @@ async def test_provider_calls_and_claims_beyond_the_attempt_are_double_paid(
         "feed entry crash-00002 has no item"
     ]
 
-    store = await db.Store.open(db.StoreConfig(data_dir=data_dir))
+    store = await db.open(db.StoreConfig(data_dir=data_dir))
     try:
         await ledger.set_budget(store, "global", "month", 10_000_000, "cli", now)
         for key in ("news:1:1:v1", "news:1:1:v2"):  # two claims for one attempt

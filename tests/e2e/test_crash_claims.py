@@ -36,7 +36,7 @@ async def _child(data_dir: str, pipelines_dir: str, base_url: str, item_id: str,
     settings = providers.ProviderSettings(
         kind="openai", base_url=base_url, api_key=SecretStr("k"), model=MODEL, timeout_s=120
     )
-    store = await db.Store.open(db.StoreConfig(data_dir=Path(data_dir)))
+    store = await db.open(db.StoreConfig(data_dir=Path(data_dir)))
     async with providers.ProviderClient(settings) as provider:
         drafter = llm_drafter.LlmDrafter(store, pipeline, provider, PRICE)
         item = await items.get(store, int(item_id))
@@ -62,7 +62,7 @@ async def test_sigkill_between_call_and_complete_is_reconciled_exactly_once(
     pipelines_dir.mkdir()
     with FakeLLM() as llm:
         write_pipeline(pipelines_dir, "http://127.0.0.1:9/feed.xml")
-        store = await db.Store.open(db.StoreConfig(data_dir=data_dir))
+        store = await db.open(db.StoreConfig(data_dir=data_dir))
         await ledger.set_budget(store, "news", "month", 10_000_000, "cli", now)
         item = await items.create(store, "news", "s0", "k1", {"title": "T", "text": "body"}, now)
         assert item is not None
@@ -87,7 +87,7 @@ async def test_sigkill_between_call_and_complete_is_reconciled_exactly_once(
             await child.communicate()
     assert child.returncode == -signal.SIGKILL
 
-    store = await db.Store.open(db.StoreConfig(data_dir=data_dir))
+    store = await db.open(db.StoreConfig(data_dir=data_dir))
     try:
         await _check_recovery(store, now)
     finally:

@@ -281,7 +281,7 @@ def with_label(api: localapi.LocalBotApi, message: Any, label: str) -> Any:
 
 
 async def set_budget(data_dir: Path) -> None:
-    store = await db.Store.open(db.StoreConfig(data_dir=data_dir))
+    store = await db.open(db.StoreConfig(data_dir=data_dir))
     try:
         await ledger.set_budget(store, "global", "day", 5_000_000, "cli", datetime.now(UTC))
     finally:

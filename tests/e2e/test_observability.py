@@ -80,7 +80,7 @@ def scrape(address: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 async def store_figures(data: Path) -> dict[str, Any]:
     """The same figures, counted straight from the store's tables."""
-    store = await db.Store.open(db.StoreConfig(data_dir=data), readonly=True)
+    store = await db.open(db.StoreConfig(data_dir=data), readonly=True)
 
     def counts(conn: Any) -> dict[str, Any]:
         one = lambda sql: conn.execute(sql).fetchall()  # noqa: E731

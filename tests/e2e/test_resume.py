@@ -76,7 +76,7 @@ async def _child(
 ) -> None:
     at = datetime.fromisoformat(now)
     pipeline = config.load_dir(Path(pipelines_dir)).pipelines["news"]
-    store = await db.Store.open(db.StoreConfig(data_dir=Path(data_dir)))
+    store = await db.open(db.StoreConfig(data_dir=Path(data_dir)))
     async with httpx.AsyncClient() as client:
         if kind == "dispatch":
             await dispatcher.run_once(store, {"news": pipeline}, client, at)
@@ -141,7 +141,7 @@ async def setup(data_dir: Path, tmp_path: Path, feeds: FeedServer, now: datetime
     pipelines_dir = tmp_path / "pipelines"
     pipelines_dir.mkdir()
     write_pipeline(pipelines_dir, feeds.url("/feed.xml"))
-    store = await db.Store.open(db.StoreConfig(data_dir=data_dir))
+    store = await db.open(db.StoreConfig(data_dir=data_dir))
     await ledger.set_budget(store, "global", "month", 10_000_000, "cli", now)
     # As the scheduler leaves it: the pipeline is known, its next run due in a day, so
     # only startup recovery's request runs it at the restart.
@@ -171,7 +171,7 @@ async def restart(data_dir: Path, pipelines_dir: Path, llm: FakeLLM, at: datetim
             pytest.fail("the restart never ran the pipeline")
     finally:
         await rt.stop()
-    return await db.Store.open(db.StoreConfig(data_dir=data_dir))
+    return await db.open(db.StoreConfig(data_dir=data_dir))
 
 
 async def paid_once(store: db.Store) -> list[ledger.Claim]:
@@ -332,7 +332,7 @@ async def test_a_kill_while_dispatching_resumes_with_the_same_key(
             DISPATCH_PIPELINE.format(feed=feeds.url("/feed.xml"), hook=hook.url)
         )
         pipeline = config.load_dir(tmp_path).pipelines["news"]
-        store = await db.Store.open(db.StoreConfig(data_dir=data_dir))
+        store = await db.open(db.StoreConfig(data_dir=data_dir))
         async with httpx.AsyncClient() as client:
             await engine.Engine(store, {"news": pipeline}, client=client).tick(
                 "news", "schedule", now
@@ -349,7 +349,7 @@ async def test_a_kill_while_dispatching_resumes_with_the_same_key(
         child.send_signal(signal.SIGKILL)
         await killed(child)
 
-        store = await db.Store.open(db.StoreConfig(data_dir=data_dir))
+        store = await db.open(db.StoreConfig(data_dir=data_dir))
         try:
             assert (await items.get(store, first.id)).state == State.DISPATCHING
             async with httpx.AsyncClient() as client:

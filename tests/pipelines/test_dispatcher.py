@@ -139,7 +139,7 @@ async def test_a_dispatch_retried_after_a_crash_sends_the_same_key(
     hook: WebhookServer,
     now: datetime,
 ) -> None:
-    store = await db.Store.open(db.StoreConfig(data_dir=data_dir))
+    store = await db.open(db.StoreConfig(data_dir=data_dir))
     item = await approved_item(store, pipeline, client, now)
     # The webhook takes the delivery but the process dies before it records the answer.
     hook.script(Reply(200, b'{"id": "late"}', delay=30))
@@ -150,7 +150,7 @@ async def test_a_dispatch_retried_after_a_crash_sends_the_same_key(
         await crashed
     await store.close()
 
-    store = await db.Store.open(db.StoreConfig(data_dir=data_dir))
+    store = await db.open(db.StoreConfig(data_dir=data_dir))
     try:
         assert (await items.get(store, item.id)).state == State.DISPATCHING
         await startup.recover(store, now + timedelta(minutes=1))  # frees the dead claim

@@ -314,7 +314,7 @@ async def test_the_cli_and_the_replay_offer_ask_for_a_fresh_draft(
     code, out, err = await gatehouse(data_dir, tmp_path, "replay", str(item.id), "--fresh")
     assert code == 0, err
     assert out.strip() == f"item {item.id} replayed: attempt 2, now new"
-    store = await db.Store.open(db.StoreConfig(data_dir=data_dir))
+    store = await db.open(db.StoreConfig(data_dir=data_dir))
     try:
         assert await operations.unshown_drafts(store, item.id) == []
         last = (await items.history(store, item.id))[-1]

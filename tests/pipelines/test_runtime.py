@@ -49,7 +49,7 @@ async def test_runtime_runs_due_pipelines_and_reports_bad_files(
         finally:
             await rt.stop()
     assert datadir.is_locked(tmp_path / "data") is None
-    reopened = await db.Store.open(db.StoreConfig(data_dir=tmp_path / "data"), readonly=True)
+    reopened = await db.open(db.StoreConfig(data_dir=tmp_path / "data"), readonly=True)
     try:
         assert (await runs.recent_runs(reopened, "good"))[0].status == "ok"
     finally:
@@ -63,7 +63,7 @@ async def test_runtime_makes_a_crashed_calls_claim_uncertain_and_says_so(
     pipelines_dir.mkdir()
     config = db.StoreConfig(data_dir=tmp_path / "data")
     # A previous process started a paid call and died before complete().
-    store = await db.Store.open(config)
+    store = await db.open(config)
     await ledger.set_budget(store, "global", "day", 1_000_000, "cli", now)
     work = await ledger.begin(
         store, "k", "chat", {"p": 1}, 10_000, "news", None, now, lease=timedelta(minutes=1)
@@ -90,7 +90,7 @@ async def test_a_failed_start_releases_the_store(tmp_path: Path, now: datetime) 
     """Startup recovery meets a broken store: start raises, and the writer lock is free again."""
     config = db.StoreConfig(data_dir=tmp_path / "data")
     (tmp_path / "pipelines").mkdir()
-    store = await db.Store.open(config)
+    store = await db.open(config)
     await store.close()
     raw = sqlite3.connect(tmp_path / "data" / "gatehouse.db", isolation_level=None)
     raw.execute("ALTER TABLE pipeline_runs RENAME TO pipeline_runs_moved")

@@ -34,7 +34,7 @@ async def prepare(tmp_path: Path, now: datetime, failing: str) -> tuple[db.Store
     pipelines_dir = tmp_path / "pipelines"
     pipelines_dir.mkdir()
     (pipelines_dir / "bad.yaml").write_text(BAD_PIPELINE)
-    store = await db.Store.open(config)
+    store = await db.open(config)
     try:
         if failing == "config-alert":  # else recovery would be the first write to fail
             await store.write(lambda conn: conn.execute("DELETE FROM pipeline_runs"))
@@ -47,7 +47,7 @@ async def prepare(tmp_path: Path, now: datetime, failing: str) -> tuple[db.Store
 
 
 async def snapshot(config: db.StoreConfig) -> tuple[dict[str, int], list[str]]:
-    store = await db.Store.open(config, readonly=True)
+    store = await db.open(config, readonly=True)
     try:
         statuses = [r.status for r in await runs.recent_runs(store, "news")]
         return (await info.info(store)).rows, statuses
@@ -70,7 +70,7 @@ async def test_a_failed_start_closes_and_unlocks_the_store_and_changes_nothing(
     assert not control.socket_path(config.data_dir).exists()
     assert await snapshot(config) == before
     # The store is free for the next start: a writer opens it at once.
-    again = await db.Store.open(config)
+    again = await db.open(config)
     await again.close()
 
 

@@ -116,14 +116,14 @@ async def test_pause_survives_a_restart(
     data_dir: Path, feeds: FeedServer, client: httpx.AsyncClient, tmp_path: Path, now: datetime
 ) -> None:
     pipelines = load(tmp_path, feeds)
-    first = await db.Store.open(db.StoreConfig(data_dir=data_dir))
+    first = await db.open(db.StoreConfig(data_dir=data_dir))
     sched = make(first, pipelines, client)
     await sched.run_once(now)
     assert await sched.pause("news", "operator:9", now) is True
     assert await sched.pause("news", "operator:9", now) is False
     await first.close()
 
-    second = await db.Store.open(db.StoreConfig(data_dir=data_dir))
+    second = await db.open(db.StoreConfig(data_dir=data_dir))
     try:
         restarted = make(second, pipelines, client)
         assert await restarted.run_once(now + timedelta(minutes=30)) == []

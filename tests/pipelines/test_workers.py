@@ -84,12 +84,12 @@ async def test_a_worker_that_ends_is_reported_as_not_running(
 async def test_a_report_that_cannot_be_stored_is_logged_and_tried_again(
     data_dir: Path, now: datetime, caplog: pytest.LogCaptureFixture
 ) -> None:
-    store = await db.Store.open(db.StoreConfig(data_dir=data_dir))
+    store = await db.open(db.StoreConfig(data_dir=data_dir))
     registry = workers.Registry(store, lambda: now)
     await store.close()  # the store is gone: the alert cannot be queued
     await registry.report("dispatcher", KeyError("x"))
     assert "could not queue the alert about dispatcher" in caplog.text
-    reopened = await db.Store.open(db.StoreConfig(data_dir=data_dir))
+    reopened = await db.open(db.StoreConfig(data_dir=data_dir))
     try:
         assert fault_alerts(await outbox.due(reopened, now, ["alert"])) == []
     finally:

@@ -66,7 +66,7 @@ def store_config(fresh_store_config: Callable[[], db.StoreConfig]) -> db.StoreCo
 
 @pytest.fixture
 async def store(store_config: db.StoreConfig) -> AsyncIterator[db.Store]:
-    opened = await db.Store.open(store_config)
+    opened = await db.open(store_config)
     try:
         yield opened
     finally:

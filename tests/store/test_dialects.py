@@ -103,7 +103,7 @@ async def test_workers_starting_together_migrate_once(
     scratch: dict[str, str], tmp_path: Path
 ) -> None:
     config = db.StoreConfig(data_dir=tmp_path, database_url=scratch["together"], writers=1)
-    opened = await asyncio.gather(*(db.Store.open(config) for _ in range(3)))
+    opened = await asyncio.gather(*(db.open(config) for _ in range(3)))
     try:
         rows = await opened[0].read(
             lambda c: c.execute("SELECT version FROM schema_migrations ORDER BY 1").fetchall()
@@ -158,7 +158,7 @@ async def test_driver_errors_reach_callers_as_the_store_s_own(
 ) -> None:
     pg_run_database.empty_tables()
     config = db.StoreConfig(data_dir=tmp_path, database_url=pg_run_database.run_url)
-    store = await db.Store.open(config)
+    store = await db.open(config)
     try:
         await store.write(lambda c: c.execute("CREATE TABLE t (x BIGINT NOT NULL UNIQUE)"))
         with pytest.raises(kind) as caught:
@@ -180,7 +180,7 @@ async def test_a_connection_the_server_dropped_is_opened_again(
     pg_run_database.empty_tables()
     url = pg_run_database.run_url
     config = db.StoreConfig(data_dir=tmp_path, database_url=url, writers=1, readers=1)
-    store = await db.Store.open(config)
+    store = await db.open(config)
     try:
         await seen.mark_seen(store, "news", "feed", ["a"], NOW)
         with psycopg.connect(url, autocommit=True) as admin:
@@ -231,7 +231,7 @@ def test_every_query_prepares_on_postgres(pg_run_database: pg_databases.Server) 
 async def test_a_server_that_does_not_answer_is_a_store_error(tmp_path: Path) -> None:
     url = "postgresql://gatehouse:hunter2@127.0.0.1:1/gh"
     with pytest.raises(errors.StoreError, match="database error: connection failed") as caught:
-        await db.Store.open(db.StoreConfig(data_dir=tmp_path, database_url=url))
+        await db.open(db.StoreConfig(data_dir=tmp_path, database_url=url))
     assert "hunter2" not in str(caught.value)
 
 

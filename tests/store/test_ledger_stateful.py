@@ -56,7 +56,7 @@ class LedgerMachine(RuleBasedStateMachine):
         self.loop = asyncio.new_event_loop()
         self.config = config
         self.now = datetime(2026, 11, 30, 22, 30, tzinfo=UTC)
-        self.store = self.run(db.Store.open(self.config))
+        self.store = self.run(db.open(self.config))
         self.claims: dict[int, Model] = {}
         self.by_key: dict[str, Model] = {}
         for scope, period, limit in LIMITS:
@@ -236,7 +236,7 @@ class LedgerMachine(RuleBasedStateMachine):
     @rule()
     def reopen(self) -> None:
         self.run(self.store.close())
-        self.store = self.run(db.Store.open(self.config))
+        self.store = self.run(db.open(self.config))
 
     # --- invariants ---------------------------------------------------------------------
 

@@ -39,7 +39,7 @@ class ItemMachine(RuleBasedStateMachine):
         super().__init__()
         self.loop = asyncio.new_event_loop()
         self.config = dataclasses.replace(config, synchronous="NORMAL")
-        self.store = self.run(db.Store.open(self.config))
+        self.store = self.run(db.open(self.config))
         self.now = datetime(2026, 11, 30, tzinfo=UTC)
         self.ids: list[int] = []
         self.expected_events = 0
@@ -205,7 +205,7 @@ class ItemMachine(RuleBasedStateMachine):
     @rule()
     def reopen(self) -> None:
         self.run(self.store.close())
-        self.store = self.run(db.Store.open(self.config))
+        self.store = self.run(db.open(self.config))
 
     @invariant()
     def states_are_declared(self) -> None:

@@ -23,7 +23,7 @@ async def two_processes(
     """Two stores on one database, as two gatehouse processes would have."""
     pg_run_database.empty_tables()
     config = db.StoreConfig(data_dir=tmp_path, database_url=pg_run_database.run_url, writers=1)
-    first, second = await db.Store.open(config), await db.Store.open(config)
+    first, second = await db.open(config), await db.open(config)
     try:
         yield first, second
     finally:

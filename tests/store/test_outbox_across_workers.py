@@ -26,8 +26,8 @@ async def two_workers(tmp_path: Path) -> AsyncIterator[tuple[db.Store, db.Store]
     name = f"gh_pgscale_wake_{os.getpid()}"
     server.drop(name)
     url = server.create(name)
-    a = await db.Store.open(db.StoreConfig(data_dir=tmp_path / "a", database_url=url))
-    b = await db.Store.open(db.StoreConfig(data_dir=tmp_path / "b", database_url=url))
+    a = await db.open(db.StoreConfig(data_dir=tmp_path / "a", database_url=url))
+    b = await db.open(db.StoreConfig(data_dir=tmp_path / "b", database_url=url))
     try:
         yield a, b
     finally:

@@ -47,7 +47,7 @@ async def test_a_row_in_another_store_does_not_wake_this_one(
     store: db.Store, tmp_path: Path, now: datetime
 ) -> None:
     woken = outbox.wakeup(store, ["alert"])
-    other = await db.Store.open(db.StoreConfig(data_dir=tmp_path / "other"))
+    other = await db.open(db.StoreConfig(data_dir=tmp_path / "other"))
     try:
         await outbox.enqueue(other, "alert", outbox.ALERTS, {"text": "elsewhere"}, now)
     finally:

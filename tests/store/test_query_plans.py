@@ -31,7 +31,7 @@ _NOT_ALIASES = {"where", "on", "join", "left", "group", "order", "limit", "set",
 @pytest.fixture
 async def store(data_dir: Path) -> AsyncIterator[db.Store]:
     # One reader, so tracing it sees every read.
-    opened = await db.Store.open(db.StoreConfig(data_dir=data_dir, readers=1))
+    opened = await db.open(db.StoreConfig(data_dir=data_dir, readers=1))
     try:
         yield opened
     finally:

@@ -33,7 +33,7 @@ WRITERS = 8
 
 @pytest.fixture
 async def store(store_config: db.StoreConfig) -> AsyncIterator[db.Store]:
-    opened = await db.Store.open(dataclasses.replace(store_config, writers=WRITERS))
+    opened = await db.open(dataclasses.replace(store_config, writers=WRITERS))
     try:
         yield opened
     finally:

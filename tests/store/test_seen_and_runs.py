@@ -168,13 +168,13 @@ async def test_investigation_window(store: db.Store, now: datetime) -> None:
 async def test_runs_left_running_by_a_crash_become_interrupted(
     store_config: db.StoreConfig, now: datetime
 ) -> None:
-    first = await db.Store.open(store_config)
+    first = await db.open(store_config)
     crashed = await runs.start_run(first, "news", "schedule", now)
     finished = await runs.start_run(first, "digest", "schedule", now)
     await runs.finish_run(first, finished, "ok", runs.Counts(), None, now)
     await first.close()  # the process "dies" with a run still open
 
-    second = await db.Store.open(store_config)
+    second = await db.open(store_config)
     try:
         await startup.recover(second, now + timedelta(minutes=5))
         run = await runs.get(second, crashed)

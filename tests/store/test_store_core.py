@@ -24,7 +24,7 @@ def _mode(path: Path) -> int:
 async def test_creates_private_directory_and_files(data_dir: Path) -> None:
     previous = os.umask(0o022)  # a permissive process umask must not matter
     try:
-        store = await db.Store.open(db.StoreConfig(data_dir=data_dir))
+        store = await db.open(db.StoreConfig(data_dir=data_dir))
         await store.write(lambda conn: conn.execute("CREATE TABLE t (x INTEGER)"))
         assert os.umask(0o022) == 0o022  # and the store leaves the process umask alone
         assert _mode(data_dir) == 0o700
@@ -38,7 +38,7 @@ async def test_creates_private_directory_and_files(data_dir: Path) -> None:
 @pytest.mark.sqlite_only  # the data directory's lock is SQLite's single writer
 async def test_second_instance_in_process_is_refused(store: db.Store, data_dir: Path) -> None:
     with pytest.raises(errors.LockHeld) as caught:
-        await db.Store.open(db.StoreConfig(data_dir=data_dir))
+        await db.open(db.StoreConfig(data_dir=data_dir))
     assert caught.value.pid == os.getpid()
     assert str(os.getpid()) in str(caught.value)
 
@@ -50,7 +50,7 @@ async def test_second_process_exits_naming_the_holder(store: db.Store, data_dir:
         "from pathlib import Path\n"
         "from store import db, errors\n"
         "try:\n"
-        f"    asyncio.run(db.Store.open(db.StoreConfig(data_dir=Path({str(data_dir)!r}))))\n"
+        f"    asyncio.run(db.open(db.StoreConfig(data_dir=Path({str(data_dir)!r}))))\n"
         "except errors.LockHeld as exc:\n"
         "    print(exc); sys.exit(2)\n"
     )
@@ -62,11 +62,11 @@ async def test_second_process_exits_naming_the_holder(store: db.Store, data_dir:
 
 
 async def test_lock_is_released_on_close(data_dir: Path) -> None:
-    first = await db.Store.open(db.StoreConfig(data_dir=data_dir))
+    first = await db.open(db.StoreConfig(data_dir=data_dir))
     assert datadir.is_locked(data_dir) == os.getpid()
     await first.close()
     assert datadir.is_locked(data_dir) is None
-    second = await db.Store.open(db.StoreConfig(data_dir=data_dir))
+    second = await db.open(db.StoreConfig(data_dir=data_dir))
     await second.close()
 
 
@@ -76,7 +76,7 @@ async def test_symlinked_data_dir_is_refused(tmp_path: Path) -> None:
     link = tmp_path / "link"
     link.symlink_to(real)
     with pytest.raises(errors.DataDirError, match="symlink"):
-        await db.Store.open(db.StoreConfig(data_dir=link))
+        await db.open(db.StoreConfig(data_dir=link))
     assert not (real / "gatehouse.db").exists()
 
 
@@ -86,7 +86,7 @@ async def test_group_or_world_accessible_data_dir_is_refused(tmp_path: Path, mod
     loose.mkdir()
     loose.chmod(mode)
     with pytest.raises(errors.DataDirError, match=f"mode {mode:04o}"):
-        await db.Store.open(db.StoreConfig(data_dir=loose))
+        await db.open(db.StoreConfig(data_dir=loose))
     assert not (loose / "gatehouse.db").exists()
 
 
@@ -114,7 +114,7 @@ async def test_store_pragmas_hold_after_open(store: db.Store) -> None:
 
 
 async def test_normal_synchronous_by_setting(data_dir: Path) -> None:
-    opened = await db.Store.open(db.StoreConfig(data_dir=data_dir, synchronous="NORMAL"))
+    opened = await db.open(db.StoreConfig(data_dir=data_dir, synchronous="NORMAL"))
     try:
         level = await opened.write(lambda conn: conn.execute("PRAGMA synchronous").fetchone()[0])
         assert level == 1
@@ -205,7 +205,7 @@ async def test_checkpoint_truncates_the_wal(store: db.Store) -> None:
 
 async def test_idle_checkpointer_runs_by_itself(data_dir: Path) -> None:
     config = db.StoreConfig(data_dir=data_dir, checkpoint_every_s=0.05, wal_max_bytes=1)
-    opened = await db.Store.open(config)
+    opened = await db.open(config)
     try:
         await opened.write(lambda conn: conn.execute("CREATE TABLE t (x INTEGER)"))
         assert opened.wal_bytes() > 0
@@ -221,7 +221,7 @@ async def test_idle_checkpointer_runs_by_itself(data_dir: Path) -> None:
 async def test_readonly_store_reads_beside_the_writer(store: db.Store, data_dir: Path) -> None:
     await store.write(lambda conn: conn.execute("CREATE TABLE t (x INTEGER)"))
     await store.write(lambda conn: conn.execute("INSERT INTO t VALUES (7)"))
-    reader = await db.Store.open(store.config, readonly=True)
+    reader = await db.open(store.config, readonly=True)
     try:
         assert await reader.read(lambda c: c.execute("SELECT x FROM t").fetchone()[0]) == 7
         with pytest.raises(errors.StoreError, match="read-only"):
@@ -231,7 +231,7 @@ async def test_readonly_store_reads_beside_the_writer(store: db.Store, data_dir:
 
 
 async def test_closed_store_refuses_work(store_config: db.StoreConfig) -> None:
-    opened = await db.Store.open(store_config)
+    opened = await db.open(store_config)
     await opened.close()
     with pytest.raises(errors.Closed):
         await opened.write(lambda conn: None)

@@ -30,7 +30,7 @@ def empty_database() -> Iterator[str]:
 
 async def filled(data_dir: Path, now: datetime) -> db.StoreConfig:
     cfg = db.StoreConfig(data_dir=data_dir)
-    store = await db.Store.open(cfg)
+    store = await db.open(cfg)
     try:
         for n in range(30):
             item = await items.create(store, "news", "feed", f"g{n}", {"title": f"t{n}"}, now)
@@ -55,7 +55,7 @@ async def test_a_store_arrives_whole_with_its_chain_intact(
     assert report.events_checked == report.rows["events"] == 60  # created, then drafting
 
     # The copy is a working store: ids continue after the copied ones, the chain too.
-    target = await db.Store.open(db.StoreConfig(data_dir=data_dir, database_url=empty_database))
+    target = await db.open(db.StoreConfig(data_dir=data_dir, database_url=empty_database))
     try:
         item = await items.create(target, "news", "feed", "g-new", {"title": "new"}, now)
         assert item is not None and item.id == 31

@@ -16,14 +16,14 @@ BOUND = 4 * 1024 * 1024
 @pytest.fixture
 async def small_wal(data_dir: Path) -> db.Store:
     config = db.StoreConfig(data_dir=data_dir, wal_max_bytes=BOUND, checkpoint_every_s=0.01)
-    opened = await db.Store.open(config)
+    opened = await db.open(config)
     await opened.write(lambda c: c.execute("CREATE TABLE t (n INTEGER, x BLOB)"))
     return opened
 
 
 async def test_the_writer_runs_with_the_bound_as_its_journal_size_limit(data_dir: Path) -> None:
     config = db.StoreConfig(data_dir=data_dir, wal_max_bytes=3 * 1024 * 1024)
-    store = await db.Store.open(config)
+    store = await db.open(config)
     try:
         pragmas = await store.write(
             lambda c: [
@@ -89,7 +89,7 @@ async def test_steady_writes_keep_the_wal_under_its_bound(small_wal: db.Store) -
 
 async def test_a_restart_lets_the_next_write_start_the_wal_over(data_dir: Path) -> None:
     # The background checkpointer stays out of the way: this test checkpoints by hand.
-    store = await db.Store.open(db.StoreConfig(data_dir=data_dir, checkpoint_every_s=3600))
+    store = await db.open(db.StoreConfig(data_dir=data_dir, checkpoint_every_s=3600))
     try:
         await store.write(lambda c: c.execute("CREATE TABLE t (n INTEGER, x BLOB)"))
         for n in range(50):
