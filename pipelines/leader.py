@@ -79,6 +79,11 @@ class Leadership:
     def leading(self) -> bool:
         return self._stop is not None
 
+    @property
+    def standing_down(self) -> bool:
+        """Whether stand_down began: the lease stays this worker's until its duties end."""
+        return self._closed
+
     def _monotonic(self) -> float:
         return asyncio.get_running_loop().time()
 

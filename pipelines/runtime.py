@@ -66,6 +66,8 @@ class RuntimeConfig:
     first_backoff_s: float = workers.FIRST_BACKOFF_S
     #: Background workers beyond the built-in ones: each runs until the stop event is set.
     workers: tuple[Worker, ...] = field(default=())
+    #: Workers that run only on the leader, each until its stop event is set.
+    duties: tuple[Worker, ...] = field(default=())
     #: New items one tick drafts at most (GATEHOUSE_ENGINE__MAX_ITEMS_PER_TICK).
     max_items_per_tick: int = engine.MAX_ITEMS_PER_TICK
     #: The leader's lease; heartbeats and renewals come every quarter of it.
@@ -143,6 +145,8 @@ class Runtime:
         )
         for name, job, every in sweeps:
             runtime.lead(name, functools.partial(runtime._sweep_forever, name, job, every))
+        for duty in cfg.duties:
+            runtime.lead(_name(duty, runtime.workers), functools.partial(duty, runtime))
         for worker in cfg.workers:
             runtime.spawn(_name(worker, runtime.workers), _bind(worker, runtime))
         log.info(

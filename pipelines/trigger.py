@@ -75,25 +75,45 @@ async def _once(
     now: datetime,
     work: Any,
 ) -> tokens.Answer:
-    """Run `work(conn) -> (status, body)` in one unit with its idempotency record."""
+    """Run `work(conn) -> (status, body)` in one unit with its idempotency record. When
+    another request with the same key commits first, this unit is undone and answers
+    as a retry would."""
 
     def unit(conn: backend.Conn) -> tokens.Answer:
         if key is not None:
             first = tokens.remembered_sync(conn, caller.id, key)
             if first is not None:
-                if first.request_hash != request_hash:
-                    raise Conflict(
-                        "this Idempotency-Key was already used for a different request;"
-                        " use a new key for a new request"
-                    )
-                return first
+                return _replay(first, request_hash)
         status, body = work(conn)
         answer = tokens.Answer(request_hash, status, body)
         if key is not None:
-            tokens.remember_sync(conn, caller.id, key, answer, now)
+            kept = tokens.remember_sync(conn, caller.id, key, answer, now)
+            if kept is not answer:
+                raise _Answered(kept)
         return answer
 
-    return await store.write(unit)
+    try:
+        return await store.write(unit)
+    except _Answered as lost:
+        return _replay(lost.first, request_hash)
+
+
+class _Answered(Exception):
+    """Another request with this key committed first; raised to roll this one back."""
+
+    def __init__(self, first: tokens.Answer) -> None:
+        super().__init__("answered already")
+        self.first = first
+
+
+def _replay(first: tokens.Answer, request_hash: str) -> tokens.Answer:
+    """The first answer to a key, for a request that must be the same as the first."""
+    if first.request_hash != request_hash:
+        raise Conflict(
+            "this Idempotency-Key was already used for a different request;"
+            " use a new key for a new request"
+        )
+    return first
 
 
 async def request_run(

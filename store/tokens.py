@@ -120,8 +120,10 @@ def remembered_sync(conn: backend.Conn, token_id: int, key: str) -> Answer | Non
 
 def remember_sync(
     conn: backend.Conn, token_id: int, key: str, answer: Answer, now: datetime
-) -> None:
-    """Keep the first answer to `key`, and forget answers past KEEP_ANSWERS."""
+) -> Answer:
+    """Keep the first answer to `key`, and forget answers past KEEP_ANSWERS. Returns the
+    answer kept: `answer` itself, or the first one when a request with the same key
+    committed its own between this one's look and this insert."""
     conn.execute(Q["forget_before"], {"before": clock.to_ms(now - KEEP_ANSWERS)})
     params = {
         "token_id": token_id,
@@ -131,4 +133,10 @@ def remember_sync(
         "answer": json.dumps(answer.body),
         "now": clock.to_ms(now),
     }
-    conn.execute(Q["remember"], params)
+    # ON CONFLICT, not a caught driver error: on PostgreSQL a failed statement ends
+    # the whole transaction.
+    if conn.execute(Q["remember"], params).fetchone() is not None:
+        return answer
+    first = remembered_sync(conn, token_id, key)
+    assert first is not None, "the insert met this key's row"
+    return first

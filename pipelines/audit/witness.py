@@ -2,11 +2,14 @@
 head to the operators' chat: a witness outside this machine, so rewriting history would
 mean rewriting the chat too.
 
-    RuntimeConfig(..., workers=(witness.worker, ...))
+    RuntimeConfig(..., duties=(witness.worker, ...))
 
-The key is the data directory's (pipelines.audit_keys). Each pass signs the head if it
-moved since the last checkpoint; the first pass of each UTC day also queues one message
-with the signed head (an outbox alert with a per-day key, so a restart posts no second).
+A leader duty: among workers sharing a store, only the leader signs and posts, so no
+two sign the same head. The key is the signing worker's data directory's
+(pipelines.audit.keys); each checkpoint names its key by key_id. Each pass signs the
+head if it moved since the last checkpoint; the first pass of each UTC day also queues
+one message with the signed head (an outbox alert with a per-day key, so a restart
+posts no second).
 """
 
 from __future__ import annotations
@@ -52,10 +55,13 @@ async def sign(
 
 
 async def worker(runtime: Any, stop: asyncio.Event) -> None:
-    """Sign every SIGN_EVERY_S and once more at stop; post the first head of each day."""
+    """Sign every SIGN_EVERY_S, and once more when the leader stands down (its lease
+    is still held then; after a lost lease another leader signs); post the first head
+    of each day."""
     key = audit_keys.load_or_create(runtime.store.config.data_dir)
     while not stop.is_set():
         await sign(runtime.store, key, runtime.now(), post=True)
         await workers.wait_any((stop,), SIGN_EVERY_S)
-    await sign(runtime.store, key, runtime.now(), post=False)
-    log.info("audit head signed at shutdown")
+    if runtime.leader.standing_down:
+        await sign(runtime.store, key, runtime.now(), post=False)
+        log.info("audit head signed at shutdown")

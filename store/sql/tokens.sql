@@ -24,9 +24,11 @@ SELECT request_hash, status, answer FROM api_requests
  WHERE token_id = :token_id AND idem_key = :idem_key
 
 -- name: remember
--- Keep the first answer to a caller's idempotency key.
+-- Keep the first answer to a caller's idempotency key; nothing when one is kept already.
 INSERT INTO api_requests (token_id, idem_key, request_hash, status, answer, created_at)
 VALUES (:token_id, :idem_key, :request_hash, :status, :answer, :now)
+    ON CONFLICT (token_id, idem_key) DO NOTHING
+RETURNING status
 
 -- name: forget_before
 -- Idempotency keys past their keeping time.

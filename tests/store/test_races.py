@@ -15,13 +15,15 @@ import dataclasses
 import threading
 from collections.abc import AsyncIterator, Callable
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import pytest
 
-from store import backend, db, decisions, drafts, errors, events, items, ledger, seen
+from pipelines import config, trigger
+from store import backend, db, decisions, drafts, errors, events, items, ledger, seen, tokens
 from store.ledger import budgets, claims
 from store.machine import State
+from tests import snapshot
 
 T = TypeVar("T")
 
@@ -74,6 +76,17 @@ class _Pausing:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._conn, name)
+
+
+class _Held:
+    """The store as a caller that writes through it sees it, every unit held at `meeting`."""
+
+    def __init__(self, store: db.Store, meeting: Meeting) -> None:
+        self._store = store
+        self._meeting = meeting
+
+    async def write(self, unit: Callable[[backend.Conn], T]) -> T:
+        return await self._store.write(self._meeting.holding(unit))
 
 
 async def _awaiting(store: db.Store, now: datetime) -> items.Item:
@@ -252,4 +265,44 @@ async def test_a_unit_waiting_for_a_row_does_not_hold_up_the_chain(
     with caplog.at_level("INFO", logger="store.pg"):
         await asyncio.gather(store.write(a), store.write(b))
     assert [r.message for r in caplog.records if "running it again" in r.message] == []
+    assert (await events.verify_chain(store)).ok
+
+
+NEWS = config.Pipeline.model_validate(
+    {
+        "name": "news",
+        "schedule": "1h",
+        "sources": [{"type": "rss", "url": "http://127.0.0.1:9/feed.xml", "scope": "s"}],
+        "dispatch": {"type": "file", "path": "/tmp/never-written"},
+    }
+)
+
+
+@pytest.mark.parametrize("second_hash", ["same", "other"])
+async def test_one_idempotency_key_sent_twice_at_once_does_the_work_once(
+    store: db.Store, now: datetime, second_hash: str
+) -> None:
+    """Both requests look the key up before either keeps an answer: the later insert
+    must meet the first one's row and answer as a retry would (a conflict for another
+    request), its own work undone, not fail on the key's unique constraint."""
+    caller = await tokens.create(store, "ci", tokens.digest(tokens.new_token()), now)
+    held = cast(db.Store, _Held(store, Meeting(2, after="remembered")))
+
+    async def handing(n: int, request_hash: str) -> tokens.Answer:
+        item = trigger.ItemIn(id=f"guid-{n}", title=f"item {n}")
+        return await trigger.hand_over(
+            held, {"news": NEWS}, caller, "news", item, "k-1", request_hash, now
+        )
+
+    results = await asyncio.gather(
+        handing(1, "same"), handing(2, second_hash), return_exceptions=True
+    )
+    answers = [r for r in results if isinstance(r, tokens.Answer)]
+    assert len({a.body["item"] for a in answers}) == 1, results
+    if second_hash == "other":
+        assert sum(isinstance(r, trigger.Conflict) for r in results) == 1, results
+    else:
+        assert len(answers) == 2, results
+    tables = await snapshot.tables(store)
+    assert (len(tables["items"]), len(tables["api_requests"])) == (1, 1)
     assert (await events.verify_chain(store)).ok
