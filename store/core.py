@@ -92,7 +92,7 @@ class Store:
         self.write_observer: Callable[[float], None] | None = None
 
     @classmethod
-    async def open(cls, config: StoreConfig, *, readonly: bool = False) -> Store:
+    async def open_backend(cls, config: StoreConfig, *, readonly: bool = False) -> Store:
         """This backend's store, open, migrated (unless read-only); `db.open` picks one."""
         store = cls(config, readonly)
         try:

@@ -25,7 +25,7 @@ async def open(config: StoreConfig, *, readonly: bool = False) -> Store:
         # Imported here so psycopg loads only when PostgreSQL is asked for.
         from store.pg import PgStore
 
-        return await PgStore.open(config, readonly=readonly)
+        return await PgStore.open_backend(config, readonly=readonly)
     from store.sqlite_store import SqliteStore
 
-    return await SqliteStore.open(config, readonly=readonly)
+    return await SqliteStore.open_backend(config, readonly=readonly)

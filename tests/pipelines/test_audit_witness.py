@@ -45,7 +45,7 @@ def worker_config(tmp_path: Path, name: str, url: str) -> runtime.RuntimeConfig:
 
 
 async def opened(url: str, tmp_path: Path) -> db.Store:
-    return await db.Store.open(db.StoreConfig(data_dir=tmp_path / "other", database_url=url))
+    return await db.open(db.StoreConfig(data_dir=tmp_path / "other", database_url=url))
 
 
 async def first_signed(store: db.Store) -> None:
