@@ -58,7 +58,7 @@ from pipelines import card_trail, nudges, retry, workers
 from pipelines import runtime as runtime_mod
 from pipelines.audit import witness as audit_witness
 from pipelines.dispatch import dispatcher
-from pipelines.drafting import llm as llm_drafter
+from pipelines.drafting import choice
 from store import errors, outbox, payloads
 
 log = logging.getLogger(__name__)
@@ -297,7 +297,7 @@ def _alert_sender(cfg: settings_mod.Settings, bot: Bot) -> storage_alarm.Send:
 def runtime_config(cfg: settings_mod.Settings, application: App) -> runtime_mod.RuntimeConfig:
     """The engine as the bot runs it: drafters, the dispatch worker, the control socket
     and the storage alarm."""
-    choose = llm_drafter.Drafters(cfg.llm, cfg.prices)
+    choose = choice.Drafters(cfg.llm, cfg.prices)
     alarm = storage_alarm.make_worker(_alert_sender(cfg, application.bot))
     return runtime_mod.RuntimeConfig(
         store=settings_mod.store_config(cfg),
