@@ -16,7 +16,7 @@ from telegram import ForceReply, InlineKeyboardMarkup, Update
 from telegram import error as tg_error
 from telegram.ext import ContextTypes
 
-from bot import callbacks, handlers, review_keyboards, sender
+from bot import callbacks, handlers, review_keyboards, sent_messages
 from pipelines import approval, config
 from pipelines.operations import review
 from store import decisions, errors, events, followups, items
@@ -64,7 +64,7 @@ async def _buttons(query: Any, markup: InlineKeyboardMarkup | None) -> None:
     try:
         await query.edit_message_reply_markup(markup)
     except tg_error.BadRequest as exc:
-        if not sender.not_modified(exc):
+        if not sent_messages.not_modified(exc):
             raise
 
 
