@@ -43,6 +43,7 @@ from bot import (
     auth,
     callbacks,
     card_actions,
+    card_taps,
     control,
     handlers,
     logs,
@@ -140,7 +141,7 @@ def build(cfg: settings_mod.Settings, token: str) -> App:
     add(CommandHandler("replay", handlers.replay))
     add(MessageHandler(filters.COMMAND, handlers.unknown))
     add(CallbackQueryHandler(review_handlers.tap, pattern=review_handlers.PATTERN))
-    add(CallbackQueryHandler(handlers.tap))
+    add(CallbackQueryHandler(card_taps.tap))
     add(MessageHandler(filters.REPLY & filters.TEXT & ~filters.COMMAND, review_handlers.reply))
     application.add_error_handler(handlers.on_error)
     return application
@@ -179,7 +180,7 @@ def _keyboard(key: bytes, runtime: runtime_mod.Runtime) -> sender.Keyboard:
             return None
         if row.kind == "card":
             card = payloads.Card.of(row)
-            return handlers.card_keyboard(key, row.item_id, card.attempt, card.version)
+            return card_taps.card_keyboard(key, row.item_id, card.attempt, card.version)
         edit = payloads.CardEdit.of(row)
         if edit.buttons == card_trail.RETRY_BUTTONS:
             return card_actions.retry_keyboard(key, row.item_id, edit.attempt, edit.version)
