@@ -25,7 +25,7 @@ from telegram import error as tg_error
 from telegram.ext import Application, ApplicationHandlerStop
 
 from bot import handlers
-from pipelines import leader, workers
+from pipelines import leader, retry, workers
 from store import updates
 
 log = logging.getLogger(__name__)
@@ -73,7 +73,7 @@ async def poll(
             raise
         except tg_error.TelegramError as exc:  # 409 from another poller, the network, a 5xx
             failures += 1
-            delay = workers.backoff_s(failures, FIRST_RETRY_S)
+            delay = retry.backoff_s(failures, FIRST_RETRY_S, workers.MAX_BACKOFF_S)
             log.warning("getUpdates failed (%s); polling again in %g s", exc, delay)
             await workers.wait_any((stop,), delay)
             continue
