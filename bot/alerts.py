@@ -1,6 +1,7 @@
 """The words of an alert: the text a pipeline wrote, or the facts the store recorded.
 
-    alerts.text(payloads.Alert.of(row))      # plain text; the sender escapes and marks it
+    alerts.text(payloads.Alert.of(row))      # plain text
+    alerts.html(payloads.Alert.of(row))      # escaped and marked, as the sender sends it
     alerts.row_text(row)                     # the same, from the outbox row
 
 The store records what happened (a budget crossed 80 %, a claim became uncertain) and
@@ -12,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from bot import render
 from store import outbox, payloads
 from store.ledger.budgets import usd
 
@@ -24,6 +26,15 @@ def text(alert: payloads.Alert) -> str:
         return _WORDS[alert.about](alert.facts, alert.item_id)
     except (KeyError, TypeError, ValueError):
         return f"{alert.about}: {alert.facts}"
+
+
+def html(alert: payloads.Alert) -> str:
+    """`text` escaped for Telegram HTML, marked as a warning or an error."""
+    mark = "🚨" if alert.level == "error" else "⚠️"
+    shown = render.esc(text(alert))
+    if alert.level == "info":  # news, not a warning (the day's signed audit head)
+        return shown
+    return shown if shown[:1] in ("⏳", "🚨", "⚠") else f"{mark} {shown}"
 
 
 def row_text(row: outbox.Row) -> str:

@@ -26,7 +26,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeAlias
 
-from telegram import Bot, BotCommand, InlineKeyboardMarkup, Update
+from telegram import Bot, InlineKeyboardMarkup, Update
 from telegram import error as tg_error
 from telegram.ext import (
     Application,
@@ -41,8 +41,8 @@ from telegram.ext import (
 from bot import (
     api,
     auth,
-    callbacks,
     card_actions,
+    card_taps,
     control,
     handlers,
     logs,
@@ -51,64 +51,24 @@ from bot import (
     review_handlers,
     review_keyboards,
     sender,
+    startup,
     storage_alarm,
 )
 from bot import settings as settings_mod
-from pipelines import card_trail, nudges, retry, workers
+from pipelines import card_trail, nudges
 from pipelines import runtime as runtime_mod
 from pipelines.audit import witness as audit_witness
 from pipelines.dispatch import dispatcher
-from pipelines.drafting import llm as llm_drafter
+from pipelines.drafting import choice
 from store import errors, outbox, payloads
 
 log = logging.getLogger(__name__)
 
 #: A flood-control answer is retried once inside PTB; the sender reschedules the rest.
 RATE_LIMIT_RETRIES = 1
-#: The first wait before the command menu is tried again (seconds; doubles, capped).
-MENU_FIRST_RETRY_S = 2.0
 ALLOWED_UPDATES = [Update.MESSAGE, Update.CALLBACK_QUERY]
-#: Waits between getMe attempts while Telegram is unreachable: doubling from the first
-#: to the cap (seconds), so a network that comes back is noticed within the cap.
-CONNECT_FIRST_WAIT_S = 0.5
 
 App: TypeAlias = Application[Any, Any, Any, Any, Any, Any]
-
-
-class StartupRefused(Exception):
-    """The settings cannot run a safe bot; the message says which and how to fix it."""
-
-
-class TokenRejected(StartupRefused):
-    """the bot token was rejected by Telegram (check GATEHOUSE_TELEGRAM__TOKEN)"""
-
-    def __init__(self) -> None:
-        # A fixed text: PTB's own message for this holds the token.
-        super().__init__(self.__doc__)
-
-
-def check(cfg: settings_mod.Settings) -> str:
-    """Refuse unsafe or incomplete Telegram settings; returns the token."""
-    tg = cfg.telegram
-    if tg.token is None or not tg.token.get_secret_value():
-        raise StartupRefused("GATEHOUSE_TELEGRAM__TOKEN is not set")
-    if not tg.operators:
-        raise StartupRefused(
-            "GATEHOUSE_TELEGRAM__OPERATORS is empty: list the Telegram user ids allowed to operate"
-        )
-    if tg.mode == "webhook":
-        if tg.webhook_secret is None or not tg.webhook_secret.get_secret_value():
-            raise StartupRefused("webhook mode requires GATEHOUSE_TELEGRAM__WEBHOOK_SECRET")
-        if not tg.webhook_url:
-            raise StartupRefused("webhook mode requires GATEHOUSE_TELEGRAM__WEBHOOK_URL")
-    return tg.token.get_secret_value()
-
-
-def callback_key(cfg: settings_mod.Settings, token: str) -> bytes:
-    secret = cfg.telegram.callback_secret
-    if secret is not None and secret.get_secret_value():
-        return secret.get_secret_value().encode()
-    return callbacks.derive_key(token)
 
 
 def file_url(base_url: str) -> str:
@@ -140,7 +100,7 @@ def build(cfg: settings_mod.Settings, token: str) -> App:
     add(CommandHandler("replay", handlers.replay))
     add(MessageHandler(filters.COMMAND, handlers.unknown))
     add(CallbackQueryHandler(review_handlers.tap, pattern=review_handlers.PATTERN))
-    add(CallbackQueryHandler(handlers.tap))
+    add(CallbackQueryHandler(card_taps.tap))
     add(MessageHandler(filters.REPLY & filters.TEXT & ~filters.COMMAND, review_handlers.reply))
     application.add_error_handler(handlers.on_error)
     return application
@@ -179,7 +139,7 @@ def _keyboard(key: bytes, runtime: runtime_mod.Runtime) -> sender.Keyboard:
             return None
         if row.kind == "card":
             card = payloads.Card.of(row)
-            return handlers.card_keyboard(key, row.item_id, card.attempt, card.version)
+            return card_taps.card_keyboard(key, row.item_id, card.attempt, card.version)
         edit = payloads.CardEdit.of(row)
         if edit.buttons == card_trail.RETRY_BUTTONS:
             return card_actions.retry_keyboard(key, row.item_id, edit.attempt, edit.version)
@@ -198,7 +158,7 @@ async def serve(
 ) -> None:
     """Run PTB, the outbox sender and (already started) engine until `stop` is set."""
     application = application or build(cfg, token)
-    key = callback_key(cfg, token)
+    key = startup.callback_key(cfg, token)
     outbox_sender = sender.Sender(
         runtime.store,
         application.bot,
@@ -220,7 +180,9 @@ async def serve(
         # The leader alone sends cards and alerts (per-chat pacing lives with it).
         runtime.lead(sender.NAME, outbox_sender.run)
         metrics.set_leader(runtime.leader.trusted)
-        menu = asyncio.create_task(publish_commands(application.bot, stop), name="command-menu")
+        menu = asyncio.create_task(
+            startup.publish_commands(application.bot, stop), name="command-menu"
+        )
         log.info("bot started: %d operator(s), %s mode", len(gate.operators), cfg.telegram.mode)
         try:
             await stop.wait()
@@ -233,24 +195,6 @@ async def serve(
                 await application.updater.stop()
             await application.stop()
             await asyncio.gather(menu, return_exceptions=True)
-
-
-async def publish_commands(bot: Bot, stop: asyncio.Event) -> bool:
-    """Set the command menu, retrying in the background: the bot works without it."""
-    commands = [BotCommand(name, text[:256]) for name, text in handlers.COMMANDS]
-    failures = 0
-    while not stop.is_set():
-        try:
-            return bool(await bot.set_my_commands(commands))
-        except (tg_error.BadRequest, tg_error.InvalidToken, tg_error.Forbidden) as exc:
-            log.error("command menu refused by Telegram, not retried: %s", exc.message)
-            return False
-        except Exception as exc:  # a 5xx, the network, an unreadable answer: try again
-            failures += 1
-            delay = retry.backoff_s(failures, MENU_FIRST_RETRY_S, workers.MAX_BACKOFF_S)
-            log.warning("command menu not set (%s); retrying in %g s", workers.describe(exc), delay)
-            await workers.wait_any((stop,), delay)
-    return False
 
 
 async def _start_updates(
@@ -297,7 +241,7 @@ def _alert_sender(cfg: settings_mod.Settings, bot: Bot) -> storage_alarm.Send:
 def runtime_config(cfg: settings_mod.Settings, application: App) -> runtime_mod.RuntimeConfig:
     """The engine as the bot runs it: drafters, the dispatch worker, the control socket
     and the storage alarm."""
-    choose = llm_drafter.Drafters(cfg.llm, cfg.prices)
+    choose = choice.Drafters(cfg.llm, cfg.prices)
     alarm = storage_alarm.make_worker(_alert_sender(cfg, application.bot))
     return runtime_mod.RuntimeConfig(
         store=settings_mod.store_config(cfg),
@@ -329,31 +273,6 @@ def listeners(cfg: settings_mod.Settings) -> list[runtime_mod.Worker]:
     return found
 
 
-async def connect(bot: Bot, stop: asyncio.Event) -> bool:
-    """Ask Telegram who the bot is (getMe) until it answers; False if stopped first.
-
-    A rejected token raises TokenRejected (PTB's own message holds the token). An
-    unreachable network or a Bot API server error is retried, one log line each.
-    """
-    attempt = 1
-    while True:
-        wait = retry.backoff_s(attempt, CONNECT_FIRST_WAIT_S, workers.MAX_BACKOFF_S)
-        try:
-            await bot.initialize()
-            return True
-        except tg_error.InvalidToken:
-            raise TokenRejected() from None
-        except tg_error.NetworkError as exc:  # also TimedOut and 5xx answers
-            log.warning(
-                "Telegram is unreachable (attempt %d: %s); trying again in %.1f s",
-                attempt, exc, wait,
-            )  # fmt: skip
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), wait)
-            return False
-        attempt += 1
-
-
 async def run(cfg: settings_mod.Settings, token: str) -> None:
     """Reach Telegram, start the engine, then the bot; SIGTERM or SIGINT stops both."""
     stop = asyncio.Event()
@@ -363,7 +282,7 @@ async def run(cfg: settings_mod.Settings, token: str) -> None:
     application = build(cfg, token)
     runtime = None
     try:
-        if await connect(application.bot, stop):
+        if await startup.connect(application.bot, stop):
             runtime = await runtime_mod.Runtime.start(runtime_config(cfg, application))
     finally:
         if runtime is None:  # serve never runs, so nothing else closes the bot's client
@@ -386,8 +305,8 @@ def main(
     """Entry point: 0 after a clean stop, 2 for bad settings or an unusable store."""
     try:
         cfg = cfg or settings_mod.load_for(env_file, data_dir)
-        token = check(cfg)
-    except (settings_mod.SettingsInvalid, StartupRefused) as exc:
+        token = startup.check(cfg)
+    except (settings_mod.SettingsInvalid, startup.StartupRefused) as exc:
         print(f"gatehouse: {exc}", file=sys.stderr)
         return 2
     llm_key = cfg.llm.api_key if cfg.llm is not None else None
@@ -400,7 +319,7 @@ def main(
     try:
         with contextlib.suppress(KeyboardInterrupt):
             asyncio.run(run(cfg, token))
-    except (*errors.STARTUP_ERRORS, TokenRejected) as e:
+    except (*errors.STARTUP_ERRORS, startup.TokenRejected) as e:
         print(f"gatehouse: {e}", file=sys.stderr)
         return 2
     except errors.StoreError as e:  # the store failed while starting (full, corrupt, ...)

@@ -22,7 +22,7 @@ from telegram import InlineKeyboardButton, InlineKeyboardMarkup, ReplyParameters
 from telegram import error as tg_error
 from telegram.constants import ParseMode
 
-from bot import callbacks, render, sender, wording
+from bot import callbacks, render, sent_messages, wording
 from pipelines import card_trail, config
 from pipelines.text import telegram as telegram_text
 from store import items, outbox
@@ -76,8 +76,8 @@ async def card_message(store: Store, item: items.Item, chat_id: int) -> int | No
     current = [r for r in rows if (r.payload.get("attempt"), r.payload.get("version"))
                == (item.attempt, item.version)]  # fmt: skip
     for row in [*current, *rows]:
-        ids = sender.message_ids(row).get(str(chat_id))
-        if ids and ids[-1] != sender.UNREAD:
+        ids = sent_messages.message_ids(row).get(str(chat_id))
+        if ids and ids[-1] != sent_messages.UNREAD:
             return ids[-1]
     return None
 
@@ -121,7 +121,7 @@ async def show(query: Any, d: Any, item: items.Item, now: datetime) -> None:
                 chat_id, text, reply_parameters=ReplyParameters(found)
             )
         except tg_error.BadRequest as exc:
-            if not sender.gone(exc):
+            if not sent_messages.gone(exc):
                 raise
         else:
             await query.answer("Its card is quoted below: tap the quote.")

@@ -7,7 +7,6 @@ reads the clock once, at the edge. The operator check runs before any of them
 
 from __future__ import annotations
 
-import asyncio
 import difflib
 import logging
 from collections.abc import Callable
@@ -15,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from telegram import ForceReply, InlineKeyboardButton, InlineKeyboardMarkup, Message, Update
+from telegram import InlineKeyboardButton, InlineKeyboardMarkup, Update
 from telegram.constants import ParseMode
 from telegram.ext import ApplicationHandlerStop, ContextTypes
 
@@ -25,20 +24,18 @@ from bot import (
     card_actions,
     charts,
     cluster,
-    metrics,
     people,
     render,
     review_keyboards,
     sender,
 )
-from pipelines import approval, config, leader, operations
+from pipelines import config, leader, operations
 from pipelines import workers as workers_mod
 from pipelines.operations import review
 from pipelines.scheduler import Scheduler
 from pipelines.text import telegram as telegram_text
-from store import drafts, errors, events, items, prompts
+from store import errors, events
 from store.db import Store
-from store.machine import State
 
 log = logging.getLogger(__name__)
 Context = ContextTypes.DEFAULT_TYPE
@@ -287,139 +284,6 @@ async def _schedule_command(update: Update, context: Context, d: Deps, now: date
 
 
 schedule_command = command(_schedule_command)
-
-
-# -- buttons ----------------------------------------------------------------------------
-
-
-def card_keyboard(key: bytes, item_id: int, attempt: int, version: int) -> InlineKeyboardMarkup:
-    def button(label: str, action: callbacks.Action) -> InlineKeyboardButton:
-        data = callbacks.encode(key, callbacks.Button(action, item_id, attempt, version))
-        return InlineKeyboardButton(label, callback_data=data)
-
-    return InlineKeyboardMarkup(
-        [[button("✅ Approve", "approve"), button("❌ Reject", "reject"), button("✏️ Edit", "edit")]]
-    )
-
-
-async def tap(update: Update, context: Context) -> None:
-    """A button: verify its tag, then decide, offer an edit, or replay; nothing else changes."""
-    query = update.callback_query
-    assert query is not None
-    d = deps(context)
-    now = d.clock()
-    try:
-        button = callbacks.decode(d.key, query.data or "")
-    except callbacks.InvalidButton as exc:
-        await query.answer(str(exc))
-        return
-    try:
-        item = await items.get(d.store, button.item_id)
-        pipeline = d.pipelines.get(item.pipeline)
-        if pipeline is None:
-            await query.answer(f"pipeline {item.pipeline} is no longer configured")
-        elif button.action == "approve":  # Reject's reasons: bot.review_handlers
-            await _decide(query, d, pipeline, button, now)
-        elif button.action == "edit":
-            await _ask_for_edit(query, d, item, button)
-        elif button.action == "retry":
-            await card_actions.retry(query, d, pipeline, button, now)
-        elif button.action == "show":
-            await card_actions.show(query, d, item, now)
-        else:
-            await _replay(query, d, item, button, now)
-    except errors.Refused as exc:
-        await query.answer(_short(str(exc)), show_alert=True)
-
-
-def _short(text: str) -> str:
-    return text if len(text) <= 190 else text[:187] + "..."
-
-
-async def _decide(
-    query: Any, d: Deps, pipeline: config.Pipeline, button: callbacks.Button, now: datetime
-) -> None:
-    decision = await approval.decide(
-        d.store, pipeline, button.item_id, button.attempt, button.version,
-        query.from_user.id, "approve", now,
-    )  # fmt: skip
-    answers = {
-        "approved": "✅ approved",
-        "rejected": "❌ rejected",
-        "pending": f"vote recorded: {len(decision.approvals)}/{decision.quorum}",
-        "unchanged": f"nothing changed: the item is {decision.item.state}",
-    }
-    if decision.outcome == "unchanged":
-        await query.answer(answers[decision.outcome])
-        return
-    # Edit the card now rather than at the sender's next pass, while the tap is answered.
-    await asyncio.gather(
-        query.answer(answers[decision.outcome]), d.sender.flush_item(button.item_id, now)
-    )
-    await metrics.decided(d.store, pipeline.name, decision, now)
-
-
-async def _ask_for_edit(query: Any, d: Deps, item: items.Item, button: callbacks.Button) -> None:
-    if (item.state, item.attempt, item.version) != (
-        State.AWAITING_APPROVAL, button.attempt, button.version,
-    ):  # fmt: skip
-        await query.answer("This card is out of date: nothing to edit here.", show_alert=True)
-        return
-    await query.answer()
-    draft = await drafts.get(d.store, item.id, item.version)
-    prompt: Message = await query.message.reply_text(
-        card_actions.edit_prompt(item, draft.text),
-        parse_mode=ParseMode.HTML,
-        reply_markup=ForceReply(selective=True, input_field_placeholder="the new text"),
-    )
-    await prompts.remember(
-        d.store, prompt.chat_id, prompt.message_id, item.id, item.version, d.clock()
-    )
-
-
-async def _replay(
-    query: Any, d: Deps, item: items.Item, button: callbacks.Button, now: datetime
-) -> None:
-    if item.attempt != button.attempt:
-        await query.answer("Already replayed: this offer is out of date.", show_alert=True)
-        return
-    actor = events.operator(query.from_user.id)
-    fresh = button.action == "fresh"
-    replayed = await operations.replay(
-        d.store, item.id, actor, now, fresh=fresh, scheduler=d.scheduler
-    )
-    await query.answer(f"replayed: attempt {replayed.attempt}")
-    await query.edit_message_reply_markup(reply_markup=None)
-    text = (
-        f"🔁 item {item.id} replayed by {actor} at {render.when(now)}: attempt {replayed.attempt}"
-    )
-    await query.message.reply_text(await people.humanize(d.store, text))
-
-
-async def edit_reply(update: Update, context: Context) -> None:
-    """A reply to an Edit prompt becomes the item's new draft version and a new card."""
-    message = update.effective_message
-    assert message is not None and message.reply_to_message is not None
-    d = deps(context)
-    prompt_id = message.reply_to_message.message_id
-    asked = await prompts.get(d.store, message.chat_id, prompt_id)
-    if asked is None:
-        await message.reply_text("That prompt is no longer open: tap Edit on the card again.")
-        return
-    item_id, version = asked.item_id, asked.version
-    item = await items.get(d.store, item_id)
-    pipeline = d.pipelines[item.pipeline]
-    assert message.from_user is not None
-    try:
-        draft = await approval.edit(
-            d.store, pipeline, item_id, version, message.text or "", message.from_user.id, d.clock()
-        )
-    except errors.Refused as exc:
-        await message.reply_text(f"Not saved: {exc}")
-        return
-    await prompts.forget(d.store, message.chat_id, prompt_id)
-    await message.reply_text(f"Saved as version {draft.version}; a new card follows.")
-    d.sender.wake()
 
 
 async def on_error(update: object, context: Context) -> None:

@@ -2,7 +2,7 @@
 
 Registered by bot.app ahead of the card's own handlers: `tap` takes the buttons whose
 callback_data matches PATTERN, `reply` the replies to its prompts (anything else goes on
-to handlers.edit_reply). Every action runs through pipelines.review, as the CLI's do.
+to card_taps.edit_reply). Every action runs through pipelines.review, as the CLI's do.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from telegram import ForceReply, InlineKeyboardMarkup, Update
 from telegram import error as tg_error
 from telegram.ext import ContextTypes
 
-from bot import callbacks, handlers, review_keyboards, sender
+from bot import callbacks, card_taps, handlers, review_keyboards, sent_messages
 from pipelines import approval, config
 from pipelines.operations import review
 from store import decisions, errors, events, followups, items
@@ -64,7 +64,7 @@ async def _buttons(query: Any, markup: InlineKeyboardMarkup | None) -> None:
     try:
         await query.edit_message_reply_markup(markup)
     except tg_error.BadRequest as exc:
-        if not sender.not_modified(exc):
+        if not sent_messages.not_modified(exc):
             raise
 
 
@@ -86,7 +86,7 @@ async def _on_item(
         await _buttons(query, review_keyboards.reasons_keyboard(d.key, pipeline, *ids))
     elif button.action == "back":
         await query.answer()
-        await _buttons(query, handlers.card_keyboard(d.key, *ids))
+        await _buttons(query, card_taps.card_keyboard(d.key, *ids))
     elif button.action == "other":
         await _ask(query, d, "reject", ids, f"Why reject item {item.id}? Reply with the reason.")
     elif button.action == "why":
@@ -166,7 +166,7 @@ async def reply(update: Update, context: Context) -> None:
     prompt_id = message.reply_to_message.message_id
     asked = await followups.asked(d.store, message.chat_id, prompt_id)
     if asked is None:
-        await handlers.edit_reply(update, context)
+        await card_taps.edit_reply(update, context)
         return
     assert message.from_user is not None
     user, now = message.from_user.id, d.clock()

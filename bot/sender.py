@@ -41,7 +41,8 @@ from telegram import Bot, InlineKeyboardMarkup, LinkPreviewOptions, ReplyParamet
 from telegram import error as tg_error
 from telegram.constants import ParseMode
 
-from bot import alerts, logs, people, render
+from bot import alerts, logs, people, render, sent_messages
+from bot.sent_messages import UNREAD, Sent
 from pipelines import logfields, retry, workers
 from pipelines.text import telegram as telegram_text
 from store import errors, outbox, payloads
@@ -68,16 +69,12 @@ BATCH = 50
 RECENT_ROWS = 1024
 #: A card_edit whose card is not sent yet waits this long before looking again.
 CARD_NOT_SENT_WAIT = timedelta(seconds=1)
-#: The id recorded for a message Telegram took but whose answer could not be read
-#: (Telegram's message ids start at 1).
-UNREAD = 0
 #: Hold key for "every chat" (a bot-wide flood limit).
 EVERY_CHAT = None
 
 #: Cards show the source link as a link, not as a large preview.
 NO_PREVIEW = LinkPreviewOptions(is_disabled=True)
 
-Sent = dict[str, list[int]]
 #: row -> the chats it goes to (cards and alerts).
 Targets = Callable[[outbox.Row], list[int]]
 #: row -> the buttons under its last part (None: no buttons): a card's own, a decided
@@ -106,15 +103,6 @@ class Flood(Exception):
     def __init__(self, seconds: float) -> None:
         super().__init__(f"{self.PREFIX} retry after {seconds:g} s")
         self.seconds = seconds
-
-
-def not_modified(exc: tg_error.BadRequest) -> bool:
-    return "message is not modified" in exc.message.lower()
-
-
-def gone(exc: tg_error.BadRequest) -> bool:
-    """Telegram's answer for a message that was deleted (or never was)."""
-    return "not found" in exc.message.lower()
 
 
 def utcnow() -> datetime:
@@ -319,11 +307,11 @@ class Sender:
             parts = render.card_parts(row.item_id, payload)
             markup = self.keyboard(row)
         else:
-            parts = telegram_text.split(_alert_text(payloads.Alert.of(row)))
+            parts = telegram_text.split(alerts.html(payloads.Alert.of(row)))
             markup = self.keyboard(row)  # a digest's list carries its buttons
-        replies = await _replies_to(self.store, row) if row.kind == "alert" else {}
+        replies = await sent_messages.replies_to(self.store, row) if row.kind == "alert" else {}
         # What got through before an error, in this process or (recorded) an earlier one.
-        sent = self._progress.setdefault(row.id, message_ids(row))
+        sent = self._progress.setdefault(row.id, sent_messages.message_ids(row))
         for chat in self.targets(row):
             ids = sent.setdefault(str(chat), [])
             for index in range(len(ids), len(parts)):
@@ -366,7 +354,7 @@ class Sender:
 
     async def _edit_card(self, row: outbox.Row, now: datetime) -> Sent:
         assert row.item_id is not None, "a card_edit row names its item"
-        cards = await _cards_for(self.store, row.item_id, row.payload)
+        cards = await sent_messages.cards_for(self.store, row.item_id, row.payload)
         if not cards:
             log.warning("card_edit %d: item %d has no card; nothing to edit", row.id, row.item_id)
             return {}
@@ -396,7 +384,7 @@ class Sender:
     async def _edit_messages(self, row: outbox.Row, card: outbox.Row, text: str) -> Sent:
         markup = self._edit_markup(row, card)
         edited: Sent = {}
-        for chat, ids in message_ids(card).items():
+        for chat, ids in sent_messages.message_ids(card).items():
             if not ids or ids[-1] == UNREAD:
                 log.warning("card_edit %d: chat %s has no readable message id", row.id, chat)
                 continue
@@ -410,46 +398,11 @@ class Sender:
                     link_preview_options=NO_PREVIEW,
                 )
             except tg_error.BadRequest as exc:
-                if gone(exc):  # the operator deleted it; "Show card" sends a fresh one
+                # The operator deleted it; "Show card" sends a fresh one.
+                if sent_messages.gone(exc):
                     log.info("card_edit %d: the card in chat %s is gone", row.id, chat)
                     continue
-                if not not_modified(exc):
+                if not sent_messages.not_modified(exc):
                     raise
             edited[chat] = ids[-1:]
         return edited
-
-
-async def _cards_for(store: Store, item_id: int, edit: dict[str, Any]) -> list[outbox.Row]:
-    """The cards showing the version the edit is about (else the newest one)."""
-    cards = [c for c in await outbox.for_item(store, item_id, "card") if c.state != "failed"]
-    wanted = (edit.get("attempt"), edit.get("version"))
-    found = [c for c in cards if (c.payload.get("attempt"), c.payload.get("version")) == wanted]
-    return found or cards[:1]
-
-
-async def _replies_to(store: Store, row: outbox.Row) -> dict[str, int]:
-    """chat -> the message of the card an alert answers (a reminder is a reply to it)."""
-    alert = payloads.Alert.of(row)
-    if row.item_id is None or alert.reply_to_version is None:
-        return {}
-    edit = {"attempt": alert.attempt, "version": alert.reply_to_version}
-    found: dict[str, int] = {}
-    for card in await _cards_for(store, row.item_id, edit):
-        for chat, ids in message_ids(card).items():
-            if ids and ids[-1] != UNREAD:
-                found.setdefault(chat, ids[-1])
-    return found
-
-
-def _alert_text(alert: payloads.Alert) -> str:
-    mark = "🚨" if alert.level == "error" else "⚠️"
-    text = render.esc(alerts.text(alert))
-    if alert.level == "info":  # news, not a warning (the day's signed audit head)
-        return text
-    return text if text[:1] in ("⏳", "🚨", "⚠") else f"{mark} {text}"
-
-
-def message_ids(row: outbox.Row) -> Sent:
-    """The messages a sent row became: {"<chat id>": [message ids]}."""
-    found: Sent = json.loads(row.external_id) if row.external_id else {}
-    return found

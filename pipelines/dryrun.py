@@ -32,7 +32,7 @@ import httpx
 
 from pipelines import config
 from pipelines.drafting import base as drafters
-from pipelines.drafting import llm as llm_drafter
+from pipelines.drafting import choice
 from pipelines.engine import Engine
 from pipelines.providers import client as providers
 from store import db, drafts, items, ledger, outbox
@@ -95,7 +95,7 @@ async def run(
         # NORMAL: nothing here must survive a power cut, so skip the fsyncs.
         cfg = db.StoreConfig(data_dir=Path(scratch) / "data", synchronous="NORMAL")
         store = await db.open(cfg)
-        choose = None if llm is None else llm_drafter.Drafters(llm.settings, llm.prices)
+        choose = None if llm is None else choice.Drafters(llm.settings, llm.prices)
         try:
             if llm is not None:
                 await _limits(store, llm.left, now)

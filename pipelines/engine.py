@@ -18,7 +18,6 @@ run ends `error`.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,7 +26,7 @@ from typing import Literal
 
 import httpx
 
-from pipelines import approval, config, logfields, sources
+from pipelines import approval, config, intake, logfields, sources
 from pipelines.drafting import base as drafters
 from pipelines.sources import base
 from pipelines.text import similarity
@@ -142,7 +141,7 @@ class Engine:
         """The source's answer, or None (its reason in the report) when it failed."""
         state = await schedules.source_state(self.store, pipeline.name, source.scope)
         try:
-            return _storable(await sources.fetch(source, state, self.client))
+            return intake.storable(await sources.fetch(source, state, self.client))
         except base.SourceError as exc:
             log.warning("pipeline %s: source %s failed: %s", pipeline.name, source.scope, exc)
             report.errors.append(f"source {source.scope}: {exc}")
@@ -215,7 +214,9 @@ class Engine:
         now: datetime,
         dedup: bool,
     ) -> list[Item]:
-        return await self.store.write(record_sync, pipeline, scope, chunk, state, now, dedup=dedup)
+        return await self.store.write(
+            intake.record_sync, pipeline, scope, chunk, state, now, dedup=dedup
+        )
 
     async def _draft_all(
         self,
@@ -348,64 +349,8 @@ class Engine:
         await self.store.write(unit)
 
 
-def _payload(fetched: base.FetchedItem) -> dict[str, object]:
-    return {
-        "title": fetched.title,
-        "text": fetched.text,
-        "link": fetched.link,
-        "published": fetched.published.isoformat() if fetched.published else None,
-        "extra": fetched.extra,
-    }
-
-
-def _storable(fetched: base.Fetched) -> base.Fetched:
-    """Source ids SQLite can hold (a JSON escape may carry a lone surrogate): cleaned
-    here, before dedup keys on them; the rest of the payload is cleaned as it is stored."""
-    if all(store_text.unstorable(item.source_id) is None for item in fetched.items):
-        return fetched
-    cleaned = [
-        dataclasses.replace(item, source_id=store_text.clean(item.source_id))
-        for item in fetched.items
-    ]
-    return dataclasses.replace(fetched, items=cleaned)
-
-
 def _sources(item: Item) -> frozenset[str]:
     return frozenset({item.source_id})
-
-
-def record_sync(
-    conn: backend.Conn,
-    pipeline: config.Pipeline,
-    scope: str,
-    chunk: list[base.FetchedItem],
-    source_state: dict[str, str] | None,
-    now: datetime,
-    *,
-    dedup: bool,
-) -> list[Item]:
-    """One chunk of a fetched batch; the source's state is saved only when given."""
-    ids = [item.source_id for item in chunk]
-    keep = set(ids)
-    if dedup and pipeline.dedup.mark_at == "fetch":
-        # Marked the moment fetch returns (the default): a duplicate card costs more than
-        # a dropped item, and a dropped item can be replayed.
-        keep = set(seen.mark_seen_sync(conn, pipeline.name, scope, ids, now))
-    elif dedup:  # mark_at success: marked when its draft reaches approval (_to_approval)
-        keep = set(seen.filter_unseen_sync(conn, pipeline.name, scope, ids))
-    created = []
-    for fetched in chunk:
-        if fetched.source_id not in keep:
-            continue
-        keep.discard(fetched.source_id)  # the first of repeated ids wins
-        item = items.create_sync(
-            conn, pipeline.name, scope, fetched.source_id, _payload(fetched), now
-        )
-        if item is not None:
-            created.append(item)
-    if source_state is not None:
-        schedules.save_source_state_sync(conn, pipeline.name, scope, source_state, now)
-    return created
 
 
 def _start_drafting(conn: backend.Conn, waiting: list[Item], now: datetime) -> list[Item]:

@@ -25,7 +25,7 @@ import httpx
 from pydantic import BaseModel, SecretStr
 
 from pipelines import config, dispatch
-from pipelines.drafting import llm as llm_drafter
+from pipelines.drafting import choice
 from pipelines.providers import client as providers
 from pipelines.sources import imap
 from store.ledger import prices as ledger_prices
@@ -104,7 +104,7 @@ def _env_refs(value: Any, key: str = "") -> Iterator[str]:
 
 
 def _llm_problems(pipeline: config.Pipeline, needs: Needs) -> list[Finding]:
-    why = llm_drafter.fallback_reason(pipeline, needs.llm, needs.prices)
+    why = choice.fallback_reason(pipeline, needs.llm, needs.prices)
     if why is not None:
         return [Finding(pipeline.name, "llm", False, f"{why}: the template drafter would run")]
     if not needs.budget_scopes & {"global", pipeline.name}:

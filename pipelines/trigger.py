@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, HttpUrl
 
-from pipelines import config, engine
+from pipelines import config, intake
 from pipelines.sources import MAX_TEXT_CHARS, MAX_TITLE_CHARS, base
 from pipelines.text import validation
 from store import backend, clock, errors, schedules, tokens
@@ -151,7 +151,7 @@ async def hand_over(
     fetched = item.fetched(caller.name)
 
     def work(conn: backend.Conn) -> tuple[int, dict[str, Any]]:
-        created = engine.record_sync(conn, pipeline, SCOPE, [fetched], None, now, dedup=True)
+        created = intake.record_sync(conn, pipeline, SCOPE, [fetched], None, now, dedup=True)
         if not created:
             return 200, {"pipeline": name, "id": item.id, "item": None, "duplicate": True}
         schedules.request_run_sync(conn, name, now)

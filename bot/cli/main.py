@@ -69,13 +69,13 @@ USAGE_ERRORS = (*errors.STARTUP_ERRORS, errors.Refused, ValueError, control.NoAn
 
 
 def cmd_check(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
-    from bot import app  # PTB loads only for the commands that need it
+    from bot import startup  # PTB loads only for the commands that need it
     from pipelines import preflight  # mail and HTTP clients, for this command alone
 
     problems = [str(e) for e in config.check(cfg.pipelines_dir, settings_mod.pipeline_context(cfg))]
     try:
-        app.check(cfg)
-    except app.StartupRefused as exc:
+        startup.check(cfg)
+    except startup.StartupRefused as exc:
         problems.append(f"settings: {exc}")
     if cfg.data_dir.exists():
         try:

@@ -15,7 +15,7 @@ import pytest
 from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup
 from telegram.ext import AIORateLimiter, ExtBot
 
-from bot import app, sender
+from bot import app, sender, sent_messages
 from bot.demo.botapi import server as localapi
 from bot.demo.botapi import state as localapi_state
 from pipelines import retry, workers
@@ -205,7 +205,7 @@ async def test_a_reply_with_a_date_in_milliseconds_counts_as_sent_and_the_next_c
     assert logged.levelno == logging.ERROR and "unreadable answer for chat 11" in logged.message
     # The first card is not sent to chat 11 again (Telegram may well show it): id unknown.
     row = await outbox.get(store, first)
-    assert row.state == "sent" and json.loads(row.external_id or "")["11"] == [sender.UNREAD]
+    assert row.state == "sent" and json.loads(row.external_id or "")["11"] == [sent_messages.UNREAD]
     assert draft_of(api.sent(12)[0]) == "first"
     assert draft_of(api.sent(11)[-1]) == "second"
     assert len(api.calls("sendMessage")) == 4

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from telegram import Bot
 
-from bot import app
+from bot import startup
 from bot.demo.botapi import server as localapi
 from tests.e2e.test_bot_e2e import PIPELINE, TOKEN, BotProcess, command, two_cards
 from tests.fakes import feeds
@@ -58,13 +58,13 @@ def test_a_command_menu_answered_500_does_not_stop_start_up(
 async def test_the_command_menu_retries_server_errors_and_stops_at_a_refusal(
     api: localapi.LocalBotApi, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(app, "MENU_FIRST_RETRY_S", 0.01)
+    monkeypatch.setattr(startup, "MENU_FIRST_RETRY_S", 0.01)
     stop = asyncio.Event()
     async with Bot(TOKEN, base_url=api.base_url) as bot:
         api.fail_next("setMyCommands", 502)
         api.fail_next("setMyCommands", 500)
-        assert await app.publish_commands(bot, stop) is True
+        assert await startup.publish_commands(bot, stop) is True
         assert [c.status for c in api.calls("setMyCommands")] == [502, 500, 200]
         api.fail_next("setMyCommands", 400, description="Bad Request: BOT_COMMAND_INVALID")
-        assert await app.publish_commands(bot, stop) is False  # a refusal is not retried
+        assert await startup.publish_commands(bot, stop) is False  # a refusal is not retried
         assert len(api.calls("setMyCommands")) == 4

@@ -28,6 +28,7 @@ from pydantic import SecretStr
 from bot import alerts as bot_alerts
 from pipelines import approval, config, engine, runtime
 from pipelines.dispatch import dispatcher
+from pipelines.drafting import choice
 from pipelines.drafting import llm as llm_drafter
 from pipelines.providers import client as providers
 from store import db, drafts, items, ledger, outbox, runs, schedules, startup
@@ -152,7 +153,7 @@ async def setup(data_dir: Path, tmp_path: Path, feeds: FeedServer, now: datetime
 
 async def restart(data_dir: Path, pipelines_dir: Path, llm: FakeLLM, at: datetime) -> db.Store:
     """Run the real Runtime until nothing is left in new or drafting but held items."""
-    choose = llm_drafter.Drafters(settings_for(llm.base_url), {MODEL: PRICE})
+    choose = choice.Drafters(settings_for(llm.base_url), {MODEL: PRICE})
     cfg = runtime.RuntimeConfig(
         store=db.StoreConfig(data_dir=data_dir),
         pipelines_dir=pipelines_dir,

@@ -15,6 +15,7 @@ from pydantic import SecretStr
 from bot import alerts as bot_alerts
 from pipelines import approval, config, engine
 from pipelines.drafting import base as drafters
+from pipelines.drafting import choice
 from pipelines.drafting import llm as llm_drafter
 from pipelines.providers import client as providers
 from store import db, drafts, events, items, ledger, outbox
@@ -349,16 +350,16 @@ async def test_drafters_picks_each_pipelines_drafter_and_says_why(
     plain = pipeline.model_copy(update={"draft": config.DraftConfig(drafter="template")}, deep=True)
     item = await items.create(store, "news", "s0", "x", {"title": "T", "text": "body"}, now)
     assert item is not None
-    unpriced = llm_drafter.Drafters(provider_settings(llm), {})
+    unpriced = choice.Drafters(provider_settings(llm), {})
     result = await unpriced(store, pipeline).draft(item, now)
     assert result.note == "no price for model 'fake-1' in GATEHOUSE_PRICES: template drafter used"
-    unset = llm_drafter.Drafters(None, {MODEL: PRICE})
+    unset = choice.Drafters(None, {MODEL: PRICE})
     assert "no LLM provider configured" in (
         (await unset(store, pipeline).draft(item, now)).note or ""
     )
     assert isinstance(unset(store, plain), drafters.TemplateDrafter)
 
-    wired = llm_drafter.Drafters(provider_settings(llm), {MODEL: PRICE})
+    wired = choice.Drafters(provider_settings(llm), {MODEL: PRICE})
     try:
         await budget(store, now)
         result = await wired(store, pipeline).draft(item, now)

@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bot import sender
+from bot import sent_messages
 from pipelines import approval, card_trail, engine
 from store import db, items, outbox
 from store.machine import State
@@ -47,5 +47,5 @@ async def test_each_awaiting_items_sent_card_is_queued_again_once(
     await approval.decide(store, pipeline, sent.id, 1, 1, 1001, "approve", later)
     [edit] = await outbox.for_item(store, sent.id, "card_edit")
     # The sender edits every copy of the version an edit names: the new one too.
-    edited = await sender._cards_for(store, sent.id, edit.payload)
+    edited = await sent_messages.cards_for(store, sent.id, edit.payload)
     assert {card.id for card in edited} == {first.id, again.id}

@@ -16,94 +16,20 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+# Re-exported: the server, its methods and the tests name these through `state`.
+from bot.demo.botapi.objects import ApiError as ApiError
+from bot.demo.botapi.objects import CallRecord as CallRecord
+from bot.demo.botapi.objects import ChatMessage as ChatMessage
+from bot.demo.botapi.objects import Fault as Fault
+from bot.demo.botapi.objects import bad_request as bad_request
+from bot.demo.botapi.objects import chat_object as chat_object
+from bot.demo.botapi.objects import update_type as update_type
+from bot.demo.botapi.objects import user_object as user_object
+
 T = TypeVar("T")
 
 #: Telegram returns at most this many updates per getUpdates call.
 MAX_UPDATES = 100
-
-
-class ApiError(Exception):
-    """A Bot API error answer: HTTP status, Telegram's description, optional parameters."""
-
-    def __init__(
-        self, status: int, description: str, parameters: dict[str, Any] | None = None
-    ) -> None:
-        super().__init__(description)
-        self.status = status
-        self.description = description
-        self.parameters = parameters
-
-
-def bad_request(detail: str) -> ApiError:
-    return ApiError(400, f"Bad Request: {detail}")
-
-
-@dataclasses.dataclass(frozen=True)
-class ChatMessage:
-    """One version of a message in a chat, as the server stores it.
-
-    `reply_markup` is the markup exactly as the bot sent it (inline keyboard, force_reply,
-    ...); `version` counts from 1 and grows with each edit.
-    """
-
-    chat_id: int
-    message_id: int
-    from_bot: bool
-    sender: dict[str, Any]
-    text: str
-    entities: list[dict[str, Any]]
-    reply_markup: dict[str, Any] | None
-    reply_to_message_id: int | None
-    date: int
-    edit_date: int | None = None
-    version: int = 1
-    deleted: bool = False
-    #: A photo message: {"width", "height", "file_size"}; `text` is its caption and the
-    #: picture's bytes are kept apart (`LocalApiState.photo`), so messages stay JSON.
-    photo: dict[str, int] | None = None
-
-
-@dataclasses.dataclass(frozen=True)
-class Fault:
-    """An error (or a delay) the next call of a method will meet."""
-
-    status: int | None  # None: no error, only the delay (or the `result` below)
-    description: str = ""
-    retry_after: int | None = None
-    delay: float = 0.0
-    #: Answer {"ok": true, "result": this} without doing the call (a malformed answer).
-    result: Any = None
-    replace_result: bool = False
-
-
-@dataclasses.dataclass(frozen=True)
-class CallRecord:
-    """One Bot API request the server answered (the token is not kept here)."""
-
-    method: str
-    status: int
-    params: dict[str, Any]
-    #: time.monotonic() when it was answered.
-    at: float = dataclasses.field(default_factory=time.monotonic)
-
-
-def user_object(
-    user_id: int, first_name: str | None = None, username: str | None = None
-) -> dict[str, Any]:
-    found = {"id": user_id, "is_bot": False, "first_name": first_name or f"User {user_id}"}
-    return found | ({"username": username} if username else {})
-
-
-def chat_object(chat_id: int) -> dict[str, Any]:
-    """A Chat for an id: positive ids are private chats, -100... supergroups, else groups."""
-    if chat_id > 0:
-        return {"id": chat_id, "type": "private", "first_name": f"User {chat_id}"}
-    kind = "supergroup" if str(chat_id).startswith("-100") else "group"
-    return {"id": chat_id, "type": kind, "title": f"Chat {chat_id}"}
-
-
-def update_type(update: dict[str, Any]) -> str:
-    return next(key for key in update if key != "update_id")
 
 
 class LocalApiState:

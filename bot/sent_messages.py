@@ -1,0 +1,56 @@
+"""The Telegram messages a sent outbox row became, and the cards an edit or a reply
+points at. A row's `external_id` holds {"<chat id>": [message ids]}; a card split into
+several messages lists them all.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from telegram import error as tg_error
+
+from store import outbox, payloads
+from store.db import Store
+
+Sent = dict[str, list[int]]
+#: The id recorded for a message Telegram took but whose answer could not be read
+#: (Telegram's message ids start at 1).
+UNREAD = 0
+
+
+def message_ids(row: outbox.Row) -> Sent:
+    """The messages a sent row became: {"<chat id>": [message ids]}."""
+    found: Sent = json.loads(row.external_id) if row.external_id else {}
+    return found
+
+
+async def cards_for(store: Store, item_id: int, edit: dict[str, Any]) -> list[outbox.Row]:
+    """The cards showing the version the edit is about (else the newest one)."""
+    cards = [c for c in await outbox.for_item(store, item_id, "card") if c.state != "failed"]
+    wanted = (edit.get("attempt"), edit.get("version"))
+    found = [c for c in cards if (c.payload.get("attempt"), c.payload.get("version")) == wanted]
+    return found or cards[:1]
+
+
+async def replies_to(store: Store, row: outbox.Row) -> dict[str, int]:
+    """chat -> the message of the card an alert answers (a reminder is a reply to it)."""
+    alert = payloads.Alert.of(row)
+    if row.item_id is None or alert.reply_to_version is None:
+        return {}
+    edit = {"attempt": alert.attempt, "version": alert.reply_to_version}
+    found: dict[str, int] = {}
+    for card in await cards_for(store, row.item_id, edit):
+        for chat, ids in message_ids(card).items():
+            if ids and ids[-1] != UNREAD:
+                found.setdefault(chat, ids[-1])
+    return found
+
+
+def not_modified(exc: tg_error.BadRequest) -> bool:
+    return "message is not modified" in exc.message.lower()
+
+
+def gone(exc: tg_error.BadRequest) -> bool:
+    """Telegram's answer for a message that was deleted (or never was)."""
+    return "not found" in exc.message.lower()

@@ -1,0 +1,78 @@
+"""Which drafter each pipeline gets, and the provider clients the LLM drafters share.
+
+choose = choice.Drafters(settings.llm, settings.prices)
+RuntimeConfig(..., drafter_for=choose, workers=(choose.worker, ...))   # choose(store, pipeline)
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from pipelines import config
+from pipelines.drafting import base as drafters
+from pipelines.drafting import llm as llm_drafter
+from pipelines.providers import client as providers
+from store.db import Store
+from store.ledger import prices as ledger_prices
+
+
+def fallback_reason(
+    pipeline: config.Pipeline,
+    llm: providers.ProviderSettings | None,
+    price_table: ledger_prices.PriceTable,
+) -> str | None:
+    """Why an llm pipeline has to use the template drafter, or None when it can use the LLM."""
+    if llm is None:
+        return "no LLM provider configured (GATEHOUSE_LLM__*)"
+    model = pipeline.draft.model or llm.model
+    if model not in price_table:
+        return f"no price for model {model!r} in GATEHOUSE_PRICES"
+    return None
+
+
+class Drafters:
+    """`drafter_for` for RuntimeConfig: template pipelines get the template drafter; llm
+    pipelines the LlmDrafter when a provider and the model's price are configured, else
+    the template drafter with a note saying why. It owns one provider client per model;
+    add `worker` to RuntimeConfig.workers so they are closed on stop.
+    """
+
+    def __init__(
+        self,
+        llm: providers.ProviderSettings | None,
+        price_table: ledger_prices.PriceTable,
+        *,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        self._llm = llm
+        self._prices = dict(price_table)
+        self._clock = clock
+        self._clients: dict[str, providers.ProviderClient] = {}
+
+    def __call__(self, store: Store, pipeline: config.Pipeline) -> drafters.Drafter:
+        if pipeline.draft.drafter == "template":
+            return drafters.TemplateDrafter(pipeline)
+        why = fallback_reason(pipeline, self._llm, self._prices)
+        if why is not None:
+            return drafters.TemplateDrafter(pipeline, note=f"{why}: template drafter used")
+        assert self._llm is not None
+        model = pipeline.draft.model or self._llm.model
+        client = self._clients.get(model)
+        if client is None:
+            client = providers.ProviderClient(self._llm.model_copy(update={"model": model}))
+            self._clients[model] = client
+        price = ledger_prices.lookup(self._prices, model)
+        return llm_drafter.LlmDrafter(store, pipeline, client, price, clock=self._clock)
+
+    async def worker(self, runtime: Any, stop: asyncio.Event) -> None:
+        """A RuntimeConfig worker: close the provider clients when the runtime stops."""
+        await stop.wait()
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        clients, self._clients = list(self._clients.values()), {}
+        for client in clients:
+            await client.aclose()

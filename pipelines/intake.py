@@ -1,0 +1,73 @@
+"""What a fetch brings in: source ids cleaned for storage, deduplicated, and recorded as
+new items, one chunk per transaction (the engine and the trigger endpoint share it).
+
+    fetched = intake.storable(await sources.fetch(source, state, client))
+    created = await store.write(intake.record_sync, pipeline, scope, chunk, state, now, dedup=True)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime
+
+from pipelines import config
+from pipelines.sources import base
+from store import backend, items, schedules, seen
+from store import text as store_text
+from store.items import Item
+
+
+def _payload(fetched: base.FetchedItem) -> dict[str, object]:
+    return {
+        "title": fetched.title,
+        "text": fetched.text,
+        "link": fetched.link,
+        "published": fetched.published.isoformat() if fetched.published else None,
+        "extra": fetched.extra,
+    }
+
+
+def storable(fetched: base.Fetched) -> base.Fetched:
+    """Source ids SQLite can hold (a JSON escape may carry a lone surrogate): cleaned
+    here, before dedup keys on them; the rest of the payload is cleaned as it is stored."""
+    if all(store_text.unstorable(item.source_id) is None for item in fetched.items):
+        return fetched
+    cleaned = [
+        dataclasses.replace(item, source_id=store_text.clean(item.source_id))
+        for item in fetched.items
+    ]
+    return dataclasses.replace(fetched, items=cleaned)
+
+
+def record_sync(
+    conn: backend.Conn,
+    pipeline: config.Pipeline,
+    scope: str,
+    chunk: list[base.FetchedItem],
+    source_state: dict[str, str] | None,
+    now: datetime,
+    *,
+    dedup: bool,
+) -> list[Item]:
+    """One chunk of a fetched batch; the source's state is saved only when given."""
+    ids = [item.source_id for item in chunk]
+    keep = set(ids)
+    if dedup and pipeline.dedup.mark_at == "fetch":
+        # Marked the moment fetch returns (the default): a duplicate card costs more than
+        # a dropped item, and a dropped item can be replayed.
+        keep = set(seen.mark_seen_sync(conn, pipeline.name, scope, ids, now))
+    elif dedup:  # mark_at success: marked when its draft reaches approval (engine.py)
+        keep = set(seen.filter_unseen_sync(conn, pipeline.name, scope, ids))
+    created = []
+    for fetched in chunk:
+        if fetched.source_id not in keep:
+            continue
+        keep.discard(fetched.source_id)  # the first of repeated ids wins
+        item = items.create_sync(
+            conn, pipeline.name, scope, fetched.source_id, _payload(fetched), now
+        )
+        if item is not None:
+            created.append(item)
+    if source_state is not None:
+        schedules.save_source_state_sync(conn, pipeline.name, scope, source_state, now)
+    return created

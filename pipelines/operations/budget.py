@@ -1,0 +1,65 @@
+"""AI spend: the budget report, setting limits, settling an uncertain claim."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal, InvalidOperation
+
+from pipelines.operations.inputs import Invalid
+from store import items, ledger, schedules
+from store.db import Store
+from store.ledger import budgets
+from store.ledger import settle as ledger_settle
+from store.machine import State
+
+#: The largest budget one command may set (USD): a typo guard, not a policy.
+MAX_BUDGET_USD = Decimal(1_000_000)
+
+
+async def budget(store: Store, now: datetime) -> ledger.Report:
+    """Limits, spend, holds and uncertain holds, today and this month, in one snapshot."""
+    return await ledger.report(store, now)
+
+
+def parse_usd(amount: str) -> int:
+    """A dollar amount ("12", "12.50", "$0.25") as integer micros; Invalid otherwise."""
+    text = amount.strip().removeprefix("$").replace(",", "")
+    try:
+        value = Decimal(text)
+    except InvalidOperation:
+        raise Invalid(f"amount {amount!r} is not a number; give USD like 25 or 12.50") from None
+    if not value.is_finite() or value < 0 or value > MAX_BUDGET_USD:
+        raise Invalid(f"amount {amount!r} must be between 0 and {MAX_BUDGET_USD:,} USD")
+    micros = value * 1_000_000
+    if micros != micros.to_integral_value():
+        raise Invalid(f"amount {amount!r} has more than 6 decimal places")
+    return int(micros)
+
+
+async def set_budget(
+    store: Store, scope: str, period: str, amount_usd: str, actor: str, now: datetime
+) -> budgets.Budget:
+    """Set a scope's day or month limit (an event with the actor); returns the current row."""
+    try:
+        budgets.check_scope(scope)
+        budgets.check_period(period)
+    except ValueError as exc:
+        raise Invalid(str(exc)) from None
+    return await ledger.set_budget(store, scope, period, parse_usd(amount_usd), actor, now)
+
+
+async def reconcile_claim(
+    store: Store, claim_id: int, amount_usd: str, evidence: str, actor: str, now: datetime
+) -> ledger_settle.Settlement:
+    """Settle an uncertain claim at the figure the provider's evidence shows.
+
+    An item held in drafting by this claim is then failed (so it can be replayed) by
+    its pipeline's next tick, which is asked for now.
+    """
+    if not evidence.strip():
+        raise Invalid("evidence is required: e.g. the provider's request id or invoice line")
+    settled = await ledger.reconcile(store, claim_id, parse_usd(amount_usd), evidence, actor, now)
+    held = settled.claim.item_id
+    if held is not None and (await items.get(store, held)).state == State.DRAFTING:
+        await schedules.request_run(store, settled.claim.pipeline, now)
+    return settled

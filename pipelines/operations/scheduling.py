@@ -1,0 +1,59 @@
+"""Running, pausing and resuming pipelines, and sweeping old seen ids."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Literal
+
+from pipelines.operations.inputs import Invalid, check_pipeline
+from store import schedules, seen
+from store.db import Store
+
+if TYPE_CHECKING:  # the CLI reads operations without loading the engine
+    from pipelines.scheduler import Scheduler
+
+ScheduleAction = Literal["run", "pause", "resume"]
+SCHEDULE_ACTIONS: tuple[ScheduleAction, ...] = ("run", "pause", "resume")
+
+#: The longest `sweep --days` (a century): further back than any seen id can be.
+MAX_SWEEP_DAYS = 36_500
+
+
+async def schedule(
+    store: Store,
+    known: Collection[str],
+    action: str,
+    name: str,
+    actor: str,
+    now: datetime,
+    *,
+    scheduler: Scheduler | None = None,
+) -> bool:
+    """run / pause / resume a pipeline; False when pause or resume changed nothing."""
+    check_pipeline(name, known)
+    if action == "run":
+        if scheduler is not None:
+            await scheduler.trigger(name, now)
+        else:
+            await schedules.request_run(store, name, now)
+        return True
+    if action not in ("pause", "resume"):
+        raise Invalid(f"unknown action {action!r}; valid: {', '.join(SCHEDULE_ACTIONS)}")
+    paused = action == "pause"
+    if scheduler is not None:
+        act = scheduler.pause if paused else scheduler.resume
+        return await act(name, actor, now)
+    return await schedules.set_paused(store, name, paused, actor, now)
+
+
+async def sweep(
+    store: Store,
+    now: datetime,
+    days: int = seen.DEFAULT_TTL.days,
+    progress: Callable[[str, str, int], None] | None = None,
+) -> int:
+    """Forget seen ids older than `days` (bounded batches); returns how many were deleted."""
+    if not 1 <= days <= MAX_SWEEP_DAYS:
+        raise Invalid(f"--days must be from 1 to {MAX_SWEEP_DAYS}, not {days}")
+    return await seen.sweep(store, now, timedelta(days=days), progress=progress)

@@ -1,0 +1,121 @@
+"""What the operator reads: pipelines at a glance, runs, pending items, history, audit."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from pipelines import workers
+from pipelines.operations.inputs import Invalid
+from store import events, items, machine, runs, schedules, writer
+from store.db import Store
+from store.ledger import reporting as ledger_report
+from store.machine import State
+
+#: Items /pending and `gatehouse pending` list at most (oldest first).
+PENDING_LIMIT = 50
+#: Uncertain holds /status counts at most (the /budget reply lists them).
+UNCERTAIN_COUNTED = 50
+#: Runs /status <pipeline> and `gatehouse runs` show by default.
+RUNS_SHOWN = 10
+
+
+@dataclass(frozen=True)
+class PipelineStatus:
+    name: str
+    paused: bool
+    next_due_at: datetime | None
+    last_run: runs.Run | None
+    awaiting: int
+    breaches: int
+
+
+@dataclass(frozen=True)
+class Overview:
+    at: datetime
+    pipelines: list[PipelineStatus]
+    wal_bytes: int
+    #: The writer's current storage fault (disk full, I/O error); None while writes succeed.
+    storage: writer.StorageFault | None = None
+    #: The running process's supervised workers (empty when asked from another process).
+    worker_states: Sequence[workers.State] = ()
+    #: AI spend holds waiting for an operator's settlement (at most UNCERTAIN_COUNTED).
+    uncertain_holds: int = 0
+
+    @property
+    def workers_down(self) -> list[workers.State]:
+        return [w for w in self.worker_states if not w.running]
+
+
+async def overview(
+    store: Store,
+    pipelines: Collection[str],
+    now: datetime,
+    worker_states: Sequence[workers.State] = (),
+) -> Overview:
+    """Every configured pipeline: last run, next due, paused, awaiting and breached items."""
+    states = await schedules.all_states(store)
+    counts = await items.counts(store, pipelines, (State.AWAITING_APPROVAL, State.BREACH))
+    rows = []
+    for name in sorted(pipelines):
+        state = states.get(name)
+        last = await runs.recent_runs(store, name, 1)
+        by_state = counts.get(name, {})
+        rows.append(
+            PipelineStatus(
+                name=name,
+                paused=state.paused if state else False,
+                next_due_at=state.next_due_at if state else None,
+                last_run=last[0] if last else None,
+                awaiting=by_state.get(State.AWAITING_APPROVAL, 0),
+                breaches=by_state.get(State.BREACH, 0),
+            )
+        )
+    uncertain = len(await ledger_report.uncertain(store, UNCERTAIN_COUNTED))
+    return Overview(
+        now, rows, store.wal_bytes(), store.faults.current, worker_states, uncertain_holds=uncertain
+    )
+
+
+@dataclass(frozen=True)
+class PipelineRuns:
+    name: str
+    recent: list[runs.Run]
+    #: The last green run and the first red one after it: where to start looking.
+    window: runs.Window
+
+
+async def pipeline_runs(store: Store, name: str, n: int = RUNS_SHOWN) -> PipelineRuns:
+    """One pipeline's last n runs (newest first) and its investigation window."""
+    if n < 1:
+        raise Invalid(f"the number of runs must be at least 1, not {n}")
+    return PipelineRuns(
+        name, await runs.recent_runs(store, name, n), await runs.investigation_window(store, name)
+    )
+
+
+async def pending(store: Store, limit: int = PENDING_LIMIT) -> list[items.Item]:
+    """Items awaiting approval, the longest-waiting first."""
+    return await items.in_state(store, State.AWAITING_APPROVAL, limit=limit)
+
+
+@dataclass(frozen=True)
+class History:
+    item: items.Item
+    events: list[events.Event]
+
+    @property
+    def dropped(self) -> bool:
+        return self.item.state in machine.DROPPED
+
+
+async def history(store: Store, item_id: int) -> History:
+    """The item and its events, oldest first; NotFound for an unknown id."""
+    item = await items.get(store, item_id)
+    return History(item, await events.for_entity(store, "item", item_id))
+
+
+async def audit(store: Store) -> events.ChainReport:
+    """Recompute the event hash chain; the first broken link, if any, is named."""
+    return await events.verify_chain(store)
