@@ -16,8 +16,9 @@ webhook mode (every worker takes updates) a redelivered update is skipped as wel
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from typing import Any
 
 from telegram import Update
@@ -66,8 +67,11 @@ async def poll(
             await workers.wait_any((stop,), RECHECK_S)
             continue
         try:
-            found = await application.bot.get_updates(
-                offset=offset, timeout=timeout, allowed_updates=list(allowed_updates)
+            found = await _unless_stopped(
+                application.bot.get_updates(
+                    offset=offset, timeout=timeout, allowed_updates=list(allowed_updates)
+                ),
+                stop,
             )
         except tg_error.InvalidToken:
             raise
@@ -78,11 +82,35 @@ async def poll(
             await workers.wait_any((stop,), delay)
             continue
         failures = 0
+        if found is None:
+            return  # stopped mid-poll: what it would have read is read again by the next
         for update in found:
             if stop.is_set():
                 break  # no longer the leader: the next one reads the rest again
             offset = update.update_id + 1
             await application.update_queue.put(update)
+
+
+async def _unless_stopped(
+    fetch: Coroutine[Any, Any, tuple[Update, ...]], stop: asyncio.Event
+) -> tuple[Update, ...] | None:
+    """The long poll's answer, or None as soon as `stop` is set (the poll is cancelled).
+
+    A cancelled poll confirms nothing: Telegram confirms updates only by the offset of
+    the next call, so whatever it held is delivered again to the next poller. Without
+    this, stopping (shutdown, or losing the lease) waited out the whole long poll."""
+    polling = asyncio.ensure_future(fetch)
+    stopped = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({polling, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopped.cancel()
+    if polling.done():
+        return polling.result()
+    polling.cancel()
+    with contextlib.suppress(asyncio.CancelledError, tg_error.TelegramError):
+        await polling
+    return None
 
 
 async def once(update: Update, context: handlers.Context) -> None:

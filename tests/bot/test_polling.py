@@ -4,6 +4,7 @@ update read again (by a new leader, or delivered twice) is acted on once."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from collections.abc import AsyncIterator, Iterator
 from datetime import datetime
@@ -95,3 +96,16 @@ async def test_an_update_read_again_is_acted_on_once(
         # A new leader reads the updates its predecessor had not confirmed.
         await application.process_update(update)
     assert acted == [41]
+
+
+async def test_stopping_ends_a_long_poll_at_once(bot: Bot) -> None:
+    """Shutdown or a lost lease must not wait out a long poll: the poll is cancelled,
+    and what it would have read stays unconfirmed for the next poller."""
+    stop = asyncio.Event()
+    fetch = polling._unless_stopped(bot.get_updates(timeout=50), stop)
+    task = asyncio.ensure_future(fetch)
+    await asyncio.sleep(0.3)  # the request is with the server, which holds it
+    assert not task.done()
+    stop.set()
+    # Bounded only so a regression fails instead of hanging: the poll asked for 50 s.
+    assert await asyncio.wait_for(task, 20) is None
