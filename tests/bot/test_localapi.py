@@ -8,6 +8,7 @@ import logging
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -440,3 +441,13 @@ async def test_cors_only_for_the_configured_page_origin() -> None:
     assert control.headers["access-control-allow-origin"] == origin
     assert "access-control-allow-origin" not in bot_api.headers
     assert refused.status_code == 404 and "access-control-allow-origin" not in refused.headers
+
+
+def test_update_ids_go_on_across_a_restart() -> None:
+    """A bot keeps the update ids it handled; a restarted server must not reuse them."""
+    with localapi.LocalBotApi(token=TOKEN) as first:
+        seen = [first.inject_message(CHAT, USER, str(n))["update_id"] for n in range(3)]
+    time.sleep(0.01)  # ids follow the clock in milliseconds: more than 3 have passed
+    with localapi.LocalBotApi(token=TOKEN) as second:
+        again = second.inject_message(CHAT, USER, "after the restart")["update_id"]
+    assert again > max(seen)

@@ -39,7 +39,10 @@ class LocalApiState:
         self._cond = threading.Condition()  # an RLock underneath: predicates may re-enter
         self._closed = False
         self.revision = 0
-        self._update_ids = itertools.count(1)
+        # Update ids go on across restarts, as Telegram's do for one bot: a bot that
+        # remembers the ids it handled (a demo resumed with its data dir, several
+        # workers) must not take a new server's first updates for ones it has seen.
+        self._update_ids = itertools.count(time.time_ns() // 1_000_000 % 2**31)
         self.poll_generation = 0  # which getUpdates call is the live one
         self._callback_ids = itertools.count(4_000_000_001)
         self._updates: deque[dict[str, Any]] = deque()
