@@ -322,7 +322,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return table[args.command](cfg, args, datetime.now(UTC))
-    except (*USAGE_ERRORS, to_postgres.Refused) as exc:
+    except USAGE_ERRORS as exc:
         print(f"gatehouse {args.command}: {exc}", file=sys.stderr)
         return 2
     except errors.StoreError as exc:

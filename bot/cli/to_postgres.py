@@ -18,10 +18,10 @@ from datetime import datetime
 from bot import settings as settings_mod
 from bot.cli import output as cli_output
 from bot.cli import writes as cli_writes
-from store import to_postgres
+from store import errors, to_postgres
 
 
-class Refused(Exception):
+class Refused(errors.Refused):
     """the copy cannot start as things are; the message says what to change"""
 
 
