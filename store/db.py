@@ -15,8 +15,17 @@ connection). Both hand units a `backend.Conn`, and the repositories never ask wh
 from __future__ import annotations
 
 from store.core import CheckpointMode, CheckpointStats, Store, StoreConfig, on_commit
+from store.writer import foreground
 
-__all__ = ["CheckpointMode", "CheckpointStats", "Store", "StoreConfig", "on_commit", "open"]
+__all__ = [
+    "CheckpointMode",
+    "CheckpointStats",
+    "Store",
+    "StoreConfig",
+    "foreground",
+    "on_commit",
+    "open",
+]
 
 
 async def open(config: StoreConfig, *, readonly: bool = False) -> Store:

@@ -5,12 +5,17 @@ in flight share the next transaction (group commit): each runs in its own
 SAVEPOINT, so one unit's failure rolls back only its own work, and every caller
 is answered after the shared COMMIT, so nobody sees a result that could still be
 lost. One caller at a time pays one fsync per unit; 64 callers share them.
+
+Units written while an operator waits (inside `foreground()`: a Telegram update, a CLI
+command) run before background work queued earlier, in batches of their own, so a tap
+waits for at most the transaction in flight, not for a tick's queue.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import os
 import sqlite3
@@ -29,6 +34,18 @@ Unit = Callable[[sqlite3.Connection], Any]
 
 #: Units sharing one commit at most; bounds the latency one slow unit adds to others.
 MAX_BATCH = 64
+
+_foreground: contextvars.ContextVar[bool] = contextvars.ContextVar("foreground", default=False)
+
+
+@contextlib.contextmanager
+def foreground() -> Iterator[None]:
+    """Writes made inside this block (and in tasks it starts) go ahead of background work."""
+    token = _foreground.set(True)
+    try:
+        yield
+    finally:
+        _foreground.reset(token)
 
 
 @dataclass
@@ -131,6 +148,8 @@ class Writer:
     def __init__(self, lane: Lane[sqlite3.Connection], faults: StorageFaults) -> None:
         self._lane = lane
         self._queue: deque[_Pending] = deque()
+        #: Units an operator waits for; taken before `_queue` (see `foreground`).
+        self._urgent: deque[_Pending] = deque()
         self._wakeup = asyncio.Event()
         self._busy = False
         self._task: asyncio.Task[None] | None = None
@@ -147,13 +166,14 @@ class Writer:
 
     @property
     def idle(self) -> bool:
-        return not self._busy and not self._queue
+        return not self._busy and not self._queue and not self._urgent
 
     async def submit(self, unit: Unit, *, transactional: bool = True) -> Any:
         if self._task is None or self._task.done():
             raise errors.Closed()
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._queue.append(_Pending(unit, future, transactional))
+        queue = self._urgent if _foreground.get() else self._queue
+        queue.append(_Pending(unit, future, transactional))
         # The drain task runs after every caller that is ready now has queued too:
         # that one loop turn is what lets concurrent units share a commit.
         self._wakeup.set()
@@ -172,8 +192,8 @@ class Writer:
         while True:
             await self._wakeup.wait()
             self._wakeup.clear()
-            while self._queue:
-                batch = self._next_batch()
+            while self._urgent or self._queue:
+                batch = self._next_batch(self._urgent or self._queue)
                 if batch and batch[0].unit is _stop_marker:
                     return
                 if batch:
@@ -183,19 +203,20 @@ class Writer:
                     finally:
                         self._busy = False
 
-    def _next_batch(self) -> list[_Pending]:
+    @staticmethod
+    def _next_batch(queue: deque[_Pending]) -> list[_Pending]:
         """Waiting transactional units up to MAX_BATCH, or one non-transactional unit."""
         batch: list[_Pending] = []
-        while self._queue and len(batch) < MAX_BATCH:
-            head = self._queue[0]
+        while queue and len(batch) < MAX_BATCH:
+            head = queue[0]
             if head.future.cancelled():  # its caller gave up before it started
-                self._queue.popleft()
+                queue.popleft()
                 continue
             if head.unit is _stop_marker or not head.transactional:
                 if not batch:
-                    batch.append(self._queue.popleft())
+                    batch.append(queue.popleft())
                 break
-            batch.append(self._queue.popleft())
+            batch.append(queue.popleft())
         return batch
 
     async def _run(self, batch: list[_Pending]) -> None:

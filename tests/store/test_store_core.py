@@ -323,3 +323,28 @@ async def test_a_caller_cancelled_while_queued_never_runs(store: db.Store) -> No
         await queued
     await store.write(_inserting(3))
     assert await _values(store) == [1, 3]
+
+
+@pytest.mark.sqlite_only  # one writer's queue
+async def test_a_write_an_operator_waits_for_goes_ahead_of_queued_background_work(
+    store: db.Store,
+) -> None:
+    """A tap's write waits for the transaction in flight, not for a tick's whole queue."""
+    await store.write(lambda conn: conn.execute("CREATE TABLE t (x INTEGER)"))
+    started, release = threading.Event(), threading.Event()
+    first = asyncio.create_task(store.write(_blocking(1, started, release)))
+    await _until(started)
+    background = [asyncio.create_task(store.write(_inserting(n))) for n in (2, 3)]
+
+    async def operator() -> None:
+        with db.foreground():
+            await store.write(_inserting(9))
+
+    tapped = asyncio.create_task(operator())
+    await asyncio.sleep(0.05)  # all three wait behind the running unit
+    release.set()
+    await asyncio.gather(first, *background, tapped)
+    order = await store.read(lambda c: [r[0] for r in c.execute("SELECT x FROM t ORDER BY rowid")])
+    assert order == [1, 9, 2, 3]
+    await store.write(_inserting(4))  # out of the block, a write queues as before
+    assert (await _values(store))[-1] == 9 and len(await _values(store)) == 5
