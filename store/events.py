@@ -81,20 +81,26 @@ class Event:
         )
 
 
+#: The hashed fields, in order (prev_hash last).
+_HASHED = (
+    "id",
+    "entity",
+    "entity_id",
+    "from_state",
+    "to_state",
+    "actor",
+    "attempt",
+    "reason",
+    "at",
+    "prev_hash",
+)
+#: json.dumps(..., separators=(",", ":")) builds an encoder per call; one is enough.
+_CANONICAL = json.JSONEncoder(separators=(",", ":"))
+
+
 def compute_hash(fields: dict[str, object]) -> str:
     """sha256 over the event's fields (id and prev_hash included), canonically encoded."""
-    names = (
-        "id",
-        "entity",
-        "entity_id",
-        "from_state",
-        "to_state",
-        "actor",
-        "attempt",
-        "reason",
-        "at",
-    )
-    body = json.dumps([fields[n] for n in names] + [fields["prev_hash"]], separators=(",", ":"))
+    body = _CANONICAL.encode([fields[n] for n in _HASHED])
     return hashlib.sha256(body.encode()).hexdigest()
 
 

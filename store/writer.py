@@ -48,7 +48,7 @@ def foreground() -> Iterator[None]:
         _foreground.reset(token)
 
 
-@dataclass
+@dataclass(slots=True)
 class _Pending:
     unit: Unit
     future: asyncio.Future[Any]
