@@ -154,7 +154,9 @@ async def _pipelines(rt: Any, args: dict[str, Any]) -> Any:
 
 async def _reconcile(rt: Any, args: dict[str, Any]) -> Any:
     """File dispatch folders against the store, with the bot's own pipelines and paths."""
-    return await operations.reconcile(
+    from pipelines.operations import files  # the dispatch models: the CLI loads control too
+
+    return await files.reconcile(
         rt.store, rt.pipelines, backfill=bool(args.get("backfill")), prune=bool(args.get("prune"))
     )
 

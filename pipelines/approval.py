@@ -9,15 +9,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pipelines import config
 from pipelines.text import similarity, validation
 from store import backend, decisions, drafts, errors, events, followups, items, outbox, payloads
 from store.db import Store
 from store.drafts import Draft
 from store.items import Item
 from store.machine import State
+
+if TYPE_CHECKING:
+    from pipelines import config
 
 
 class NotAllowed(errors.Refused):

@@ -14,7 +14,6 @@ a `draft.output_schema` file) are relative to that file.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -33,7 +32,7 @@ from pydantic import (
     model_validator,
 )
 
-from pipelines import config_errors, dispatch, schedule, sources
+from pipelines import config_errors, config_names, dispatch, schedule, sources
 from pipelines.drafting import prompt as drafting
 from pipelines.sources import common
 
@@ -47,9 +46,6 @@ class LoadContext:
 
     operators: frozenset[int] = frozenset()
     source_limits: common.Limits = field(default_factory=common.Limits)
-
-
-_NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 
 
 def _interval(value: object) -> timedelta:
@@ -263,7 +259,7 @@ class Pipeline(_Model):
     @field_validator("name")
     @classmethod
     def _slug(cls, value: str) -> str:
-        if not _NAME_RE.fullmatch(value):
+        if not config_names.NAME_RE.fullmatch(value):
             raise ValueError(
                 f"invalid name {value!r}: use 1 to 64 lowercase letters, digits, - and _,"
                 " starting with a letter or digit"
@@ -294,8 +290,7 @@ def load_dir(path: Path, context: LoadContext | None = None) -> LoadResult:
     if not path.is_dir():
         result.errors.append(ConfigError(path, None, None, "not a directory of pipeline files"))
         return result
-    files = sorted(p for p in path.iterdir() if p.suffix in {".yaml", ".yml"} and p.is_file())
-    for file in files:
+    for file in config_names.files(path):
         pipeline, errors = load_file(file, context)
         result.errors.extend(errors)
         if pipeline is None:

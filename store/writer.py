@@ -40,7 +40,10 @@ _foreground: contextvars.ContextVar[bool] = contextvars.ContextVar("foreground",
 
 @contextlib.contextmanager
 def foreground() -> Iterator[None]:
-    """Writes made inside this block (and in tasks it starts) go ahead of background work."""
+    """Writes made inside this block (and in tasks it starts) go ahead of background work.
+
+    SQLite's single writer honours it; PostgreSQL's lanes write side by side and take
+    units in arrival order."""
     token = _foreground.set(True)
     try:
         yield

@@ -18,8 +18,9 @@ from typing import Any
 from bot import control
 from bot import settings as settings_mod
 from bot.cli import output as cli_output
+from bot.cli import reads as cli_reads
 from bot.cli import writes as cli_writes
-from pipelines import config, operations
+from pipelines import operations
 from pipelines.operations import review
 from store import events
 
@@ -56,7 +57,7 @@ def cmd_decide(cfg: settings_mod.Settings, args: argparse.Namespace, now: dateti
     text = _text(args)
     request = {"item": args.item, "version": args.version, "text": text}
     actor = events.cli(control.unix_user(os.geteuid()))
-    known = config.load_dir(cfg.pipelines_dir, settings_mod.pipeline_context(cfg)).pipelines
+    known = cli_reads.pipelines(cfg)
     result = cli_writes.write(
         cfg, action, request,
         lambda s: review.at_terminal(

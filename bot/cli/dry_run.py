@@ -20,12 +20,12 @@ from bot import control
 from bot import settings as settings_mod
 from bot.cli import output as cli_output
 from bot.cli import writes as cli_writes
-from pipelines import config, operations
+from pipelines import operations
 from store import datadir, db, errors, ledger
 from store.ledger import settle as ledger_settle
 
 if TYPE_CHECKING:  # the engine and the LLM client load for this command alone, when it runs
-    from pipelines import dryrun
+    from pipelines import config, dryrun
 
 #: How the CLI reads the store: `read(cfg, fn)` with a read-only store.
 Read = Callable[[settings_mod.Settings, Callable[[db.Store], Awaitable[Any]]], Any]

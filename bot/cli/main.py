@@ -56,12 +56,12 @@ from bot.cli import to_postgres
 from bot.cli import tokens as cli_tokens
 from bot.cli import writes as cli_writes
 from bot.demo import content as demo_content
-from pipelines import config, operations
+from pipelines import operations
 from store import datadir, errors
 from store.ledger import budgets
 
 if TYPE_CHECKING:
-    from pipelines import preflight
+    from pipelines import config, preflight
 
 T = TypeVar("T")
 #: Errors that mean "fix the setup" or "cannot be done as asked": exit code 2.
@@ -70,7 +70,7 @@ USAGE_ERRORS = (*errors.STARTUP_ERRORS, errors.Refused, ValueError, control.NoAn
 
 def cmd_check(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
     from bot import startup  # PTB loads only for the commands that need it
-    from pipelines import preflight  # mail and HTTP clients, for this command alone
+    from pipelines import config, preflight  # the models, mail and HTTP clients: this command
 
     problems = [str(e) for e in config.check(cfg.pipelines_dir, settings_mod.pipeline_context(cfg))]
     try:

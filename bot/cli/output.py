@@ -23,6 +23,7 @@ from store.ledger import budgets
 
 if TYPE_CHECKING:
     from pipelines import dryrun
+    from pipelines.operations import files
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
@@ -199,7 +200,7 @@ def backup(result: store_backup.BackupResult) -> str:
     )
 
 
-def reconcile(reports: Sequence[operations.FolderReport]) -> str:
+def reconcile(reports: Sequence[files.FolderReport]) -> str:
     if not reports:
         return "no pipeline dispatches to files: nothing to reconcile"
     lines = []

@@ -13,15 +13,18 @@ import contextlib
 import dataclasses
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from bot import cluster, control, people, storage_alarm
 from bot import settings as settings_mod
 from bot.cli import audit as cli_audit
 from bot.cli import output as cli_output
 from bot.cli import writes as cli_writes
-from pipelines import config, operations
+from pipelines import config_names, operations
 from store import backup, datadir, db, info, writer
+
+if TYPE_CHECKING:
+    from pipelines import config
 
 T = TypeVar("T")
 #: How long health and status wait for the running bot's answer (seconds).
@@ -30,12 +33,14 @@ PING_TIMEOUT_S = 3.0
 
 def pipelines(cfg: settings_mod.Settings) -> dict[str, config.Pipeline]:
     """The pipeline files as they are on disk (what `check` and `dry-run` try)."""
+    from pipelines import config  # the models: only the commands that load pipelines
+
     return config.load_dir(cfg.pipelines_dir, settings_mod.pipeline_context(cfg)).pipelines
 
 
 def pipeline_names(cfg: settings_mod.Settings) -> list[str]:
     """The pipelines the running bot has loaded, asked over its control socket, so the
-    CLI never disagrees with it; with no bot running, the files."""
+    CLI never disagrees with it; with no bot running, the names the files declare."""
     if cli_writes.writer_pid(cfg):
         try:
             answer = control.request(cfg.data_dir, "pipelines", {}, timeout=PING_TIMEOUT_S)
@@ -43,7 +48,7 @@ def pipeline_names(cfg: settings_mod.Settings) -> list[str]:
             pass  # still starting: the files say what it will load
         else:
             return [str(name) for name in answer["names"]]
-    return sorted(pipelines(cfg))
+    return config_names.declared(cfg.pipelines_dir)
 
 
 # -- reads: a read-only store, never the lock ---------------------------------------------
@@ -152,13 +157,15 @@ def cmd_reconcile(cfg: settings_mod.Settings, args: argparse.Namespace, now: dat
         request = {"backfill": args.backfill, "prune": args.prune}
         with contextlib.suppress(control.Unavailable):  # not a bot: the files here
             answer = control.request(cfg.data_dir, "reconcile", request)
+    from pipelines.operations import files  # the dispatch models: this command alone
+
     if answer is not None:
-        reports = [operations.FolderReport.from_plain(found) for found in answer]
+        reports = [files.FolderReport.from_plain(found) for found in answer]
     else:
         known = pipelines(cfg)
         reports = read(
             cfg,
-            lambda store: operations.reconcile(
+            lambda store: files.reconcile(
                 store, known, backfill=args.backfill, prune=args.prune, progress=cli_output.progress
             ),
         )

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 from bot import control
 from bot import settings as settings_mod
 from bot.cli import output as cli_output
-from pipelines import config, operations
+from pipelines import config_names, operations
 from store import datadir, db, errors
 from store.ledger import budgets
 
@@ -128,7 +128,7 @@ def cmd_schedule(cfg: settings_mod.Settings, args: argparse.Namespace, now: date
     def local(store: db.Store) -> Awaitable[bool]:
         # No bot runs: the pipeline files say which names exist. A running bot checks
         # the name against the pipelines it has loaded.
-        known = config.load_dir(cfg.pipelines_dir, settings_mod.pipeline_context(cfg)).pipelines
+        known = config_names.declared(cfg.pipelines_dir)
         return operations.schedule(store, known, action, args.pipeline, control.ACTOR, now)
 
     changed = write(cfg, action, {"pipeline": args.pipeline}, local)

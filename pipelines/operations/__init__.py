@@ -10,9 +10,11 @@ A bad argument raises `Invalid`, whose message says what is valid.
 
 Families of actions live in submodules, and the names callers use are importable from
 here: `inputs` (checks on ids and pipeline names), `status` (the reads), `budget`,
-`replays`, `scheduling` (run / pause / resume, sweep), `files` (reconciling file
-dispatch folders), and `review`, the decisions beyond one tap (a reject's reason, undo,
-redraft, decisions on a listed set, and the terminal's approve / reject / edit / redraft).
+`replays`, `scheduling` (run / pause / resume, sweep), and `review`, the decisions
+beyond one tap (a reject's reason, undo, redraft, decisions on a listed set, and the
+terminal's approve / reject / edit / redraft). `files` (reconciling file dispatch
+folders) is imported by its callers alone: it needs the dispatch models, which a CLI
+read such as `gatehouse status` starts faster without.
 """
 
 from __future__ import annotations
@@ -32,7 +34,6 @@ from pipelines.operations.budget import (
     reconcile_claim,
     set_budget,
 )
-from pipelines.operations.files import FolderReport, reconcile
 from pipelines.operations.inputs import MAX_ID, Invalid, check_pipeline, whole_number
 from pipelines.operations.replays import replay, unshown_drafts
 from pipelines.operations.scheduling import (
@@ -66,7 +67,6 @@ __all__ = [
     "RUNS_SHOWN",
     "SCHEDULE_ACTIONS",
     "UNCERTAIN_COUNTED",
-    "FolderReport",
     "History",
     "Invalid",
     "Overview",
@@ -82,7 +82,6 @@ __all__ = [
     "pending",
     "pipeline_runs",
     "plain",
-    "reconcile",
     "reconcile_claim",
     "replay",
     "review",

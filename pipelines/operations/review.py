@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Literal
 
-from pipelines import approval, config
+from pipelines import approval
 from pipelines.text import validation
 from store import backend, decisions, errors, events, followups, items, schedules
 from store.db import Store
@@ -26,6 +26,7 @@ from store.ledger import outputs as llm_outputs
 from store.machine import State
 
 if TYPE_CHECKING:
+    from pipelines import config
     from pipelines.scheduler import Scheduler
 
 #: The longest reject reason or redraft note an operator may type (characters).

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines import config, config_errors, dispatch
+from pipelines import config, config_errors, config_names, dispatch
 from pipelines.config import ConfigError
 from pipelines.sources import folder, rss
 
@@ -467,3 +467,26 @@ def test_quorum_is_at_most_the_operators_who_may_approve(
     ]
     write(tmp_path, "q.yaml", GOOD.format(name="q") + "approval:\n  quorum: 2\n")
     assert config.load_dir(tmp_path, context).errors == []
+
+
+def test_declared_names_match_what_loading_finds_for_good_files(tmp_path: Path) -> None:
+    write(tmp_path, "b.yaml", GOOD.format(name="beta"))
+    write(tmp_path, "a.yml", GOOD.format(name="alpha"))
+    assert config_names.declared(tmp_path) == sorted(config.load_dir(tmp_path).pipelines)
+    assert config_names.declared(EXAMPLES) == sorted(config.load_dir(EXAMPLES).pipelines)
+
+
+def test_declared_names_skip_what_declares_no_valid_name(tmp_path: Path) -> None:
+    """Read without the models: a file that fails later checks is listed, one without a
+    usable name is not, and a hostile file is refused as loading refuses it."""
+    write(tmp_path, "ok.yaml", GOOD.format(name="news"))
+    write(tmp_path, "later.yaml", "name: later\nschedule: never\n")  # fails the models
+    write(tmp_path, "again.yaml", GOOD.format(name="news"))  # a second file, one name
+    write(tmp_path, "bad-name.yaml", GOOD.format(name="Not A Slug"))
+    write(tmp_path, "no-name.yaml", "schedule: 5m\n")
+    write(tmp_path, "list.yaml", "- name: x\n")
+    write(tmp_path, "broken.yaml", "name: [unclosed\n")
+    write(tmp_path, "deep.yaml", "name: deep\nx: " + "[" * 100 + "]" * 100 + "\n")
+    write(tmp_path, "notes.txt", GOOD.format(name="text"))
+    assert config_names.declared(tmp_path) == ["later", "news"]
+    assert config_names.declared(tmp_path / "missing") == []
