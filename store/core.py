@@ -62,7 +62,7 @@ class StoreConfig:
     #: How often the checkpointer looks at the WAL (a stat and PRAGMA data_version; it
     #: checkpoints only after new commits).
     checkpoint_every_s: float = 0.02
-    #: The WAL file's bound; a held-writer checkpoint starts it over at an eighth of this.
+    #: The WAL file's bound; a held-writer checkpoint starts it over at a quarter of this.
     wal_max_bytes: int = 64 * 1024 * 1024
     #: Sent messages and stored LLM outputs older than this are pruned (store.retention).
     retention: timedelta = timedelta(days=30)

@@ -312,8 +312,8 @@ async def mark_retry(
     return await store.write(_update, "mark_retry", params)
 
 
-async def defer(
-    store: Store, row_id: int, reason: str, next_at: datetime, progress: str | None = None
+def defer_sync(
+    conn: backend.Conn, row_id: int, reason: str, next_at: datetime, progress: str | None = None
 ) -> bool:
     """Try again at `next_at` without counting an attempt (flood control, a busy item)."""
     params = {
@@ -322,7 +322,13 @@ async def defer(
         "next_at": clock.to_ms(next_at),
         "external_id": progress,
     }
-    return await store.write(_update, "defer", params)
+    return _update(conn, "defer", params)
+
+
+async def defer(
+    store: Store, row_id: int, reason: str, next_at: datetime, progress: str | None = None
+) -> bool:
+    return await store.write(defer_sync, row_id, reason, next_at, progress)
 
 
 async def waiting(
@@ -345,8 +351,13 @@ async def next_due(store: Store, kinds: Iterable[Kind]) -> datetime | None:
     return clock.maybe_from_ms(found)
 
 
+def mark_failed_sync(conn: backend.Conn, row_id: int, error: str) -> bool:
+    """Close a row as failed, with the reason; False if it was not pending."""
+    return _update(conn, "mark_failed", {"id": row_id, "error": error})
+
+
 async def mark_failed(store: Store, row_id: int, error: str) -> bool:
-    return await store.write(_update, "mark_failed", {"id": row_id, "error": error})
+    return await store.write(mark_failed_sync, row_id, error)
 
 
 def for_item_sync(conn: backend.Conn, item_id: int, kind: Kind) -> list[Row]:

@@ -11,7 +11,7 @@ The WAL is kept under `wal_max_bytes` by a checkpointer on a connection of its o
 Every `checkpoint_every_s` after new commits it runs a PASSIVE checkpoint, which
 never blocks the writer. Under steady load the writer never leaves the WAL fully
 copied, so SQLite cannot start the file over and it would grow without end: once
-the WAL holds an eighth of its bound, a RESTART runs from the writer's queue, between
+the WAL holds a quarter of its bound, a RESTART runs from the writer's queue, between
 two of its transactions: it copies the last few frames (the PASSIVE runs copied the
 rest) and waits, briefly, for readers of older snapshots; the next write then starts
 the file over, and `journal_size_limit` trims it back to the bound. RESTART and
@@ -243,7 +243,7 @@ class SqliteStore(core.Store):
         if idle:
             if size > self.config.wal_max_bytes:  # one huge transaction outgrew the bound
                 busy, frames, copied = await self.checkpoint("TRUNCATE")
-        elif frames * (self._page_size + FRAME_HEADER) >= self.config.wal_max_bytes // 8:
+        elif frames * (self._page_size + FRAME_HEADER) >= self.config.wal_max_bytes // 4:
             # The writer never leaves the WAL fully copied under steady load: between two
             # of its transactions, copy the last frames and wait (briefly) for readers,
             # so that its next write starts the file over.

@@ -118,38 +118,12 @@ async def _deliver(
     logfields.tag(outbox=row.id, item=row.item_id)  # for this destination's task, row by row
     job = payloads.Dispatch.of(row)
     attempt, version = job.attempt, job.version
-    item = await items.get(store, job.item_id)
-    if item.attempt != attempt:
-        await outbox.mark_failed(store, row.id, f"stale: item is now at attempt {item.attempt}")
-        return
-    if item.state in (State.DISPATCHED, State.FAILED, State.BREACH):
-        # The item's own commit landed before a crash stopped the row's: close the row.
-        await _close_row(store, row, item, now)
-        return
-    if item.state == State.AWAITING_APPROVAL:
-        # The approval was undone after this row was read: nothing to send.
-        await outbox.mark_failed(store, row.id, "the approval was undone")
-        return
     pipeline = pipelines.get(row.target)
-    if pipeline is None:
-        await _fail(store, row, item, f"pipeline {row.target!r} is not loaded", now)
+    started = await store.write(_begin_sync, row, job, pipeline is not None, now)
+    if started is None:
         return
-    try:
-        item = await items.transition(
-            store,
-            item.id,
-            State.DISPATCHING,
-            "system",
-            now,
-            expect_attempt=attempt,
-            expect_version=version,
-        )
-    except items.Throttled as exc:
-        # Not an attempt: the item re-entered dispatching moments ago (a crash loop).
-        log.info("dispatch of item %s waits: %s", item.id, exc)
-        await outbox.defer(store, row.id, str(exc), now + machine.FLOOR)
-        return
-    draft = await drafts.get(store, item.id, version)
+    assert pipeline is not None
+    item, draft = started
     delivery = dispatch.Delivery.of(item, draft, attempt)
     try:
         result = await dispatch.dispatch(
@@ -202,33 +176,68 @@ async def _retry_or_fail(
     await outbox.mark_retry(store, row.id, error, now + timedelta(seconds=delay))
 
 
-async def _fail(store: Store, row: outbox.Row, item: Item, reason: str, now: datetime) -> None:
-    """The item fails with the reason and an alert (one transaction); then the row closes."""
-
-    def unit(conn: backend.Conn) -> None:
-        items.transition_sync(
+def _begin_sync(
+    conn: backend.Conn, row: outbox.Row, job: payloads.Dispatch, loaded: bool, now: datetime
+) -> tuple[Item, drafts.Draft] | None:
+    """Move the row's item to dispatching and read the draft to send, in one transaction;
+    or, when there is nothing to send, close the row (and fail the item where that is
+    the outcome) and return None."""
+    item = items.lock_sync(conn, job.item_id)
+    if item.attempt != job.attempt:
+        outbox.mark_failed_sync(conn, row.id, f"stale: item is now at attempt {item.attempt}")
+        return None
+    if item.state in (State.DISPATCHED, State.FAILED, State.BREACH):
+        # The item's own commit landed before a crash stopped the row's: close the row.
+        if item.state == State.DISPATCHED:
+            outbox.mark_sent_sync(conn, row.id, None, now)
+        else:
+            outbox.mark_failed_sync(conn, row.id, item.reason or f"item is {item.state}")
+        return None
+    if item.state == State.AWAITING_APPROVAL:
+        # The approval was undone after this row was claimed: nothing to send.
+        outbox.mark_failed_sync(conn, row.id, "the approval was undone")
+        return None
+    if not loaded:
+        _fail_sync(conn, row, item, f"pipeline {row.target!r} is not loaded", now)
+        return None
+    try:
+        item = items.transition_sync(
             conn,
             item.id,
-            State.FAILED,
+            State.DISPATCHING,
             "system",
             now,
-            reason=f"dispatch: {reason}",
-            expect_attempt=item.attempt,
+            expect_attempt=job.attempt,
+            expect_version=job.version,
         )
-        text = f"❌ item {item.id} ({item.pipeline}) was not dispatched: {reason}"
-        key = f"dispatch-failed:{item.id}:{item.attempt}:{item.version}"
-        outbox.alert_sync(conn, text, now, key=key, item_id=item.id)
-        card_trail.failed_sync(conn, item, reason, now)
+    except items.Throttled as exc:  # checked before anything is written
+        # Not an attempt: the item re-entered dispatching moments ago (a crash loop).
+        log.info("dispatch of item %s waits: %s", item.id, exc)
+        outbox.defer_sync(conn, row.id, str(exc), now + machine.FLOOR)
+        return None
+    return item, drafts.get_sync(conn, item.id, job.version)
 
-    await store.write(unit)
-    await outbox.mark_failed(store, row.id, reason)
+
+def _fail_sync(conn: backend.Conn, row: outbox.Row, item: Item, reason: str, now: datetime) -> None:
+    """The item fails with the reason and an alert, and its row closes."""
+    items.transition_sync(
+        conn,
+        item.id,
+        State.FAILED,
+        "system",
+        now,
+        reason=f"dispatch: {reason}",
+        expect_attempt=item.attempt,
+    )
+    text = f"❌ item {item.id} ({item.pipeline}) was not dispatched: {reason}"
+    key = f"dispatch-failed:{item.id}:{item.attempt}:{item.version}"
+    outbox.alert_sync(conn, text, now, key=key, item_id=item.id)
+    card_trail.failed_sync(conn, item, reason, now)
+    outbox.mark_failed_sync(conn, row.id, reason)
 
 
-async def _close_row(store: Store, row: outbox.Row, item: Item, now: datetime) -> None:
-    if item.state == State.DISPATCHED:
-        await outbox.mark_sent(store, row.id, None, now)
-    else:
-        await outbox.mark_failed(store, row.id, item.reason or f"item is {item.state}")
+async def _fail(store: Store, row: outbox.Row, item: Item, reason: str, now: datetime) -> None:
+    await store.write(_fail_sync, row, item, reason, now)
 
 
 def make_worker(bot: Any = None, *, poll_s: float = POLL_S) -> Worker:
