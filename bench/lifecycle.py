@@ -57,9 +57,13 @@ SUMMARY = (
 def pipeline_config(tmp: Path) -> config.Pipeline:
     folder = tmp / "pipelines"
     folder.mkdir()
+    # No undo window: an approval's dispatch row is due at once. The window (10 s by
+    # default) is a pause for the operator, not work; with it, the run's last items
+    # would wait it out and the figure would count that wait.
     (folder / "bench.yaml").write_text(
         "name: bench\nschedule: manual\nsources:\n  - type: rss\n"
-        "    url: http://127.0.0.1:9/feed.xml\n    scope: feed\ndispatch:\n  type: none\n"
+        "    url: http://127.0.0.1:9/feed.xml\n    scope: feed\n"
+        "approval:\n  undo_window: 0s\ndispatch:\n  type: none\n"
     )
     return config.load_dir(folder).pipelines["bench"]
 

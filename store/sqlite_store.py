@@ -246,7 +246,10 @@ class SqliteStore(core.Store):
         elif frames * (self._page_size + FRAME_HEADER) >= self.config.wal_max_bytes // 4:
             # The writer never leaves the WAL fully copied under steady load: between two
             # of its transactions, copy the last frames and wait (briefly) for readers,
-            # so that its next write starts the file over.
+            # so that its next write starts the file over. One more PASSIVE first copies
+            # what was committed during the last one, beside the writer: the held one
+            # then has only the frames of a few milliseconds left to copy.
+            await self.checkpoint("PASSIVE")
             busy, frames, copied = await self.checkpoint("RESTART")
         return not busy and frames == copied
 

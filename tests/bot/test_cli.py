@@ -456,7 +456,8 @@ def test_status_lists_pipelines_without_loading_their_models(tmp_path: Path) -> 
     code = (
         "import sys; from pathlib import Path; import bot.cli.main; from bot.cli import reads\n"
         f"print(reads.config_names.declared(Path({str(tmp_path)!r})))\n"
-        "print(sorted(n for n in ('pipelines.config', 'croniter', 'jsonschema') if n in sys.modules))"
+        "heavy = ('pipelines.config', 'croniter', 'jsonschema')\n"
+        "print(sorted(n for n in heavy if n in sys.modules))"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60

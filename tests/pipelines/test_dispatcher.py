@@ -447,3 +447,30 @@ async def test_a_hanging_destination_holds_up_only_its_own_rows(
     assert not running.done() and len(hook.requests) == 1
     assert await running == 2
     assert [i.pipeline for i in await items.in_state(store, State.DISPATCHED)] == ["news", "files"]
+
+
+async def test_a_closing_write_that_fails_is_retried_and_the_next_row_still_goes_out(
+    store: db.Store, pipeline: config.Pipeline, client: httpx.AsyncClient,
+    feeds: FeedServer, hook: WebhookServer, now: datetime,
+) -> None:  # fmt: skip
+    """A row's success is recorded while the next row starts; when that record fails
+    (here the item was closed underneath during its call), the row is retried like any
+    unexpected failure and the next row of the destination is not held back."""
+    feeds.set("/feed.xml", rss([("a1", "One", "First story."), ("a2", "Two", "Second story.")]))
+    eng = engine.Engine(store, {"news": pipeline}, client=client)
+    await eng.tick("news", "schedule", now)
+    first, second = await items.in_state(store, State.AWAITING_APPROVAL, "news")
+    for item in (first, second):
+        await approval.decide(store, pipeline, item.id, 1, item.version, 7, "approve", now)
+    body = b'{"id": "x"}'
+    hook.script(Reply(200, body, {"Content-Type": "application/json"}, delay=0.3))
+    running = asyncio.create_task(run(store, pipeline, client, now))
+    await eventually(lambda: len(hook.requests) == 1)  # the first row's call is under way
+    [first_row] = [r for r in await outbox.for_item(store, first.id, "dispatch")]
+    await items.transition(store, first.id, State.FAILED, "system", now, reason="closed elsewhere")
+    assert await running == 2
+    assert (await items.get(store, second.id)).state == State.DISPATCHED
+    retried = await outbox.get(store, first_row.id)
+    assert (retried.state, retried.attempts) == ("pending", 1)
+    assert retried.last_error is not None and "unexpected IllegalTransition" in retried.last_error
+    assert len(hook.requests) == 2
