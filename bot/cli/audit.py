@@ -21,8 +21,10 @@ from bot import settings as settings_mod
 from bot.cli import output as cli_output
 from pipelines import operations
 from pipelines.audit import export as audit_export
-from pipelines.audit import keys as audit_keys
 from store import datadir
+
+# pipelines.audit.keys (and cryptography with it) is imported by the actions that use a
+# key, so the CLI's other commands start without it.
 
 ACTIONS = ("verify", "export", "key")
 
@@ -57,6 +59,8 @@ def since_arg(text: str) -> datetime:
 
 def run(cfg: settings_mod.Settings, args: argparse.Namespace, read: Read) -> int:
     if args.action == "key":
+        from pipelines.audit import keys as audit_keys
+
         if not cfg.data_dir.is_dir():
             raise operations.Invalid(f"no data directory at {cfg.data_dir}: the key is made there")
         key = audit_keys.load_or_create(datadir.prepare(cfg.data_dir))
@@ -98,6 +102,8 @@ def _output(path: Path | None) -> Iterator[TextIO]:
 def _verify_export(args: argparse.Namespace) -> int:
     if not args.public_key:
         raise operations.Invalid("verify --export needs --public-key (from `gatehouse audit key`)")
+    from pipelines.audit import keys as audit_keys
+
     try:
         public = audit_keys.parse_public(_key_text(args.public_key))
         # An invalid byte is kept as U+FFFD: the row's hash then names it.
@@ -113,6 +119,8 @@ def _verify_export(args: argparse.Namespace) -> int:
 
 def _key_text(given: str) -> str:
     """The key itself, or the first bytes of the file it names."""
+    from pipelines.audit import keys as audit_keys
+
     if given.strip().startswith((audit_keys.PUBLIC_PREFIX, "-----BEGIN")):
         return given
     with open(given, encoding="utf-8", errors="replace") as file:

@@ -19,13 +19,13 @@ import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal, TextIO
+from typing import TYPE_CHECKING, Any, Literal, TextIO
 
-from cryptography.hazmat.primitives.asymmetric import ed25519
-
-from pipelines.audit import keys as audit_keys
 from store import checkpoints, clock, events
 from store.db import Store
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric import ed25519
 
 Format = Literal["jsonl", "csv"]
 FORMATS: tuple[Format, ...] = ("jsonl", "csv")
@@ -256,6 +256,9 @@ def _check_checkpoint(
     event_id, hash_ = _int(number, "event_id", record["event_id"]), str(record["hash"])
     signed_at = _int(number, "signed_at", record["signed_at"])
     message = checkpoints.message(event_id, hash_, signed_at)
+    # cryptography loads here, when a signature is checked: not for every CLI command.
+    from pipelines.audit import keys as audit_keys
+
     if not audit_keys.check(public, message, str(record["signature"])):
         report.problems.append(
             f"line {number}: the checkpoint for event {event_id} is not signed by this key"

@@ -450,13 +450,13 @@ def test_the_cli_and_pipeline_files_load_without_the_engine(tmp_path: Path) -> N
 
 
 def test_status_lists_pipelines_without_loading_their_models(tmp_path: Path) -> None:
-    # The models, schemas and cron parser are most of a cold start: `gatehouse status`
+    # The models, schemas, cron parser and signing keys are most of a cold start: `gatehouse status`
     # and `runs` read only each file's name when no bot is running.
     (tmp_path / "p.yaml").write_text("name: p\nschedule: '*/5 * * * *'\n")
     code = (
         "import sys; from pathlib import Path; import bot.cli.main; from bot.cli import reads\n"
         f"print(reads.config_names.declared(Path({str(tmp_path)!r})))\n"
-        "heavy = ('pipelines.config', 'croniter', 'jsonschema')\n"
+        "heavy = ('pipelines.config', 'croniter', 'jsonschema', 'cryptography')\n"
         "print(sorted(n for n in heavy if n in sys.modules))"
     )
     done = subprocess.run(
