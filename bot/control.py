@@ -33,7 +33,7 @@ from bot import logs
 from pipelines import operations
 from pipelines.operations import review
 from pipelines.text import validation
-from store import errors, events, ledger, tokens
+from store import db, errors, events, ledger, tokens
 from store.ledger import prices
 
 log = logging.getLogger(__name__)
@@ -246,7 +246,8 @@ async def _connection(
             answer = _error(f"uid {uid} may not control this bot", "forbidden")
         else:
             by = events.cli(unix_user(os.geteuid() if uid is None else uid))
-            answer = line if isinstance(line, dict) else await _answer(runtime, line, by)
+            with db.foreground():  # someone waits at a terminal: ahead of a tick's writes
+                answer = line if isinstance(line, dict) else await _answer(runtime, line, by)
         writer.write(json.dumps(answer).encode() + b"\n")
         await writer.drain()
     except ConnectionError as exc:
