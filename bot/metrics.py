@@ -89,7 +89,7 @@ def telegram_error(exc: BaseException) -> None:
 
 class CountingLimiter(AIORateLimiter):
     """python-telegram-bot's rate limiter, counting every failed Bot API call it passes
-    (each try of a retried call; getUpdates bypasses limiters and is not counted)."""
+    (each try of a retried call). getUpdates bypasses limiters: bot.polling counts it."""
 
     async def process_request(
         self,

@@ -25,7 +25,7 @@ from telegram import Update
 from telegram import error as tg_error
 from telegram.ext import Application, ApplicationHandlerStop
 
-from bot import handlers
+from bot import handlers, metrics
 from pipelines import leader, retry, workers
 from store import updates
 
@@ -76,6 +76,7 @@ async def poll(
         except tg_error.InvalidToken:
             raise
         except tg_error.TelegramError as exc:  # 409 from another poller, the network, a 5xx
+            metrics.telegram_error(exc)  # getUpdates bypasses the counting rate limiter
             failures += 1
             delay = retry.backoff_s(failures, FIRST_RETRY_S, workers.MAX_BACKOFF_S)
             log.warning("getUpdates failed (%s); polling again in %g s", exc, delay)

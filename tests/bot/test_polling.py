@@ -7,15 +7,16 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import AsyncIterator, Iterator
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from telegram import Bot, Update
 from telegram.ext import ApplicationBuilder, TypeHandler
 
-from bot import auth, handlers, polling, sender
+from bot import auth, handlers, metrics, polling, sender
 from bot.demo.botapi import server as localapi
+from pipelines import leader, workers
 from store import db, items, outbox
 
 TOKEN = "555222:polling-test-token_abcdefghijklmnopqrs"
@@ -109,3 +110,30 @@ async def test_stopping_ends_a_long_poll_at_once(bot: Bot) -> None:
     stop.set()
     # Bounded only so a regression fails instead of hanging: the poll asked for 50 s.
     assert await asyncio.wait_for(task, 20) is None
+
+
+async def test_a_failed_long_poll_is_counted_and_polled_again(
+    store: db.Store, api: localapi.LocalBotApi
+) -> None:
+    """getUpdates passes no rate limiter, so the poller counts its failures itself."""
+    registry = workers.Registry(store, lambda: datetime.now(UTC))
+    leadership = leader.Leadership(
+        store, "w1", timedelta(seconds=30), lambda: datetime.now(UTC), registry
+    )
+    assert await leadership.step()
+    sample = ("gatehouse_telegram_errors_total", {"kind": "network"})
+    before = metrics.REGISTRY.get_sample_value(*sample) or 0.0
+    api.fail_next("getUpdates", status=502)
+    application = ApplicationBuilder().token(TOKEN).base_url(api.base_url).build()
+    stop = asyncio.Event()
+    async with application:
+        polling_task = asyncio.create_task(
+            polling.poll(application, leadership, [Update.MESSAGE], stop)
+        )
+        api.inject_command(77, 77, "/status")  # read by the poll after the failed one
+        update = await asyncio.wait_for(application.update_queue.get(), 20)
+        stop.set()
+        await asyncio.wait_for(polling_task, 20)
+    await leadership.stand_down()
+    assert update.message is not None and update.message.text == "/status"
+    assert metrics.REGISTRY.get_sample_value(*sample) == before + 1
