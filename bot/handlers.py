@@ -89,6 +89,16 @@ def deps(context: Context) -> Deps:
     return found
 
 
+async def verified_button(query: Any, key: bytes) -> callbacks.Button | None:
+    """The tapped button, its tag verified; None once a forged or unreadable one is
+    answered with the reason (nothing is read or changed for it)."""
+    try:
+        return callbacks.decode(key, query.data or "")
+    except callbacks.InvalidButton as exc:
+        await query.answer(str(exc))
+        return None
+
+
 async def reply(update: Update, text: str, markup: InlineKeyboardMarkup | None = None) -> None:
     message = update.effective_message
     assert message is not None

@@ -39,10 +39,8 @@ async def tap(update: Update, context: Context) -> None:
     assert query is not None
     d = handlers.deps(context)
     now = d.clock()
-    try:
-        button = callbacks.decode(d.key, query.data or "")
-    except callbacks.InvalidButton as exc:
-        await query.answer(str(exc))
+    button = await handlers.verified_button(query, d.key)
+    if button is None:
         return
     try:
         if button.action in ("all_approve", "all_reject", "yes_approve", "yes_reject", "cancel"):
