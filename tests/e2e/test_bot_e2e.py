@@ -176,6 +176,15 @@ async def read(data_dir: Path, fn: Any) -> Any:
         await store.close()
 
 
+async def until_state(data_dir: Path, item_id: int, state: State) -> None:
+    """Wait for the item's state: a dispatched file is written just before its commit."""
+    for _ in range(200):  # a bound, not a speed: a loaded machine is slow
+        if (await read(data_dir, lambda s: items.get(s, item_id))).state == state:
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"item {item_id} never reached {state}")
+
+
 def settled(tables: snapshot.Tables) -> snapshot.Tables:
     """Every table, with outbox rows reduced to their ids: the running sender updates the rest."""
     return {**tables, "outbox": [row[:1] for row in tables["outbox"]]}
@@ -210,6 +219,7 @@ async def test_cards_taps_and_commands(
     out = tmp_path / "out"
     api.wait_for(lambda: list(out.glob(f"news-{item_a}-v1.md")), timeout=15)
     assert "Body one & more" in (out / f"news-{item_a}-v1.md").read_text()
+    await until_state(data, item_a, State.DISPATCHED)
     dispatched = await read(data, lambda s: items.history(s, item_a))
     # The dispatcher wakes on the approval's commit, so it may have begun before `trail`.
     after = [e.to_state for e in dispatched][-3:]
@@ -286,6 +296,7 @@ async def test_a_card_pending_at_sigkill_works_after_restart(
     assert f"approved by User {OPERATOR}" in edited.text
     item_id = item_id_of(first)
     api.wait_for(lambda: list((tmp_path / "out").glob(f"news-{item_id}-v1.md")), timeout=15)
+    await until_state(tmp_path / "data", item_id, State.DISPATCHED)
     trail = await read(tmp_path / "data", lambda s: items.history(s, item_id))
     assert [(e.to_state, e.actor) for e in trail[-3:]] == [
         (State.APPROVED, events.operator(OPERATOR)),

@@ -156,7 +156,7 @@ async def test_undo_inside_and_after_the_grace_period(
     assert e2e.tap(api, OPERATOR, reopened, "Approve")["text"] == "✅ approved"
     again = latest(api, first, "Undo until")
     api.wait_for(lambda: list(out.glob(f"news-{item_a}-v1.md")), timeout=20)
-    await until_state(tmp_path, item_a, State.DISPATCHED)
+    await e2e.until_state(tmp_path / "data", item_a, State.DISPATCHED)
     # Undo after the window: refused, and nothing changes.
     settled = await trail(tmp_path, item_a)
     late = e2e.tap(api, OPERATOR, again, "Undo")["text"]
@@ -183,14 +183,6 @@ async def test_undo_inside_and_after_the_grace_period(
 async def items_get(tmp_path: Path, item_id: int) -> items.Item:
     found: items.Item = await e2e.read(tmp_path / "data", lambda s: items.get(s, item_id))
     return found
-
-
-async def until_state(tmp_path: Path, item_id: int, state: State) -> None:
-    for _ in range(200):  # a bound, not a speed: a loaded machine is slow
-        if (await items_get(tmp_path, item_id)).state == state:
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"item {item_id} never reached {state}")
 
 
 async def test_approve_all_while_one_item_changes_version_underneath(
