@@ -184,8 +184,10 @@ async def test_a_connection_the_server_dropped_is_opened_again(
     try:
         await seen.mark_seen(store, "news", "feed", ["a"], NOW)
         with psycopg.connect(url, autocommit=True) as admin:
+            # The timeout makes the call wait until each backend has exited: without it
+            # the next unit may still reach its backend and the one after meet the goodbye.
             admin.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity"
                 " WHERE datname = current_database() AND pid != pg_backend_pid()"
             )
         with contextlib.suppress(errors.StoreError):  # the server's goodbye may arrive here
