@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import statistics
+import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +35,46 @@ def raw_connect(path: Path, synchronous: str = "FULL") -> sqlite3.Connection:
     return conn
 
 
+#: Rounds of the machine's reference figures (see `machine`).
+REFERENCE_ROUNDS = 9
+
+
+def _cpu_ms() -> float:
+    started = time.perf_counter()
+    total = 0
+    for n in range(1_000_000):
+        total += n
+    return (time.perf_counter() - started) * 1000
+
+
+def _fsync_ms(directory: str) -> float:
+    with tempfile.NamedTemporaryFile(dir=directory) as probe:
+        probe.write(os.urandom(4096))
+        probe.flush()
+        started = time.perf_counter()
+        os.fsync(probe.fileno())
+        return (time.perf_counter() - started) * 1000
+
+
+def machine() -> dict[str, float]:
+    """The machine's weather as a bench ends: the 1-minute load average, a fixed
+    pure-Python loop's time (`cpu_ref_ms`) and a 4 KiB write's fsync beside the benches'
+    files (`fsync_ms`, median and max). On a shared VM these move by half from one
+    minute to the next; figures from runs whose weather differs are not comparable."""
+    cpu = [_cpu_ms() for _ in range(REFERENCE_ROUNDS)]
+    fsync = [_fsync_ms(tempfile.gettempdir()) for _ in range(REFERENCE_ROUNDS)]
+    return {
+        "load_average": round(os.getloadavg()[0], 2),
+        "cpu_ref_ms": round(median(cpu), 1),
+        "fsync_ms": round(median(fsync), 2),
+        "fsync_max_ms": round(max(fsync), 2),
+    }
+
+
 def report(figures: dict[str, Any]) -> None:
+    """Print the figures, one a line, then all of them and the machine's weather as the
+    last line: one JSON object."""
+    figures = {**figures, "machine": machine()}
     for key, value in figures.items():
         print(f"  {key:<24} {value}")
     print(json.dumps(figures))
