@@ -10,7 +10,9 @@
 An `Idempotency-Key` header makes a retry return the first answer; the same key with
 another request is 409. Bodies are JSON objects of at most MAX_BODY_BYTES, validated
 field by field; every refusal is a 4xx whose `error` says what was wrong and what is
-valid. The work itself is pipelines/trigger.py; the listener's bounds are bot/listen.py.
+valid. Each token may make GATEHOUSE_API__REQUESTS_PER_MINUTE requests a minute; more
+are 429 with Retry-After. The work itself is pipelines/trigger.py; the listener's bounds
+are bot/listen.py.
 Tokens appear in no log line: tornado logs the request line, never headers.
 """
 
@@ -21,11 +23,13 @@ import hashlib
 import http
 import json
 import logging
+import math
 import re
 from pathlib import Path
 from typing import Any
 
 import pydantic
+from aiolimiter import AsyncLimiter
 from tornado import web
 
 from bot import listen
@@ -55,11 +59,34 @@ class Refused(Exception):
         self.headers = headers
 
 
-def make_app(runtime: Any) -> web.Application:
+class TokenLimits:
+    """Each token's own bucket (aiolimiter's leaky bucket): a caller stuck in a loop is
+    answered 429 with Retry-After past its rate, and other tokens are not held up by it.
+    The buckets live in memory (a restart refills them), one per live token."""
+
+    def __init__(self, per_minute: int) -> None:
+        self.per_minute = per_minute
+        self._buckets: dict[int, AsyncLimiter] = {}
+
+    async def take(self, token: tokens.Token) -> None:
+        bucket = self._buckets.setdefault(token.id, AsyncLimiter(self.per_minute, 60))
+        if not bucket.has_capacity():
+            wait = math.ceil(60 / self.per_minute)  # one request's worth drains by then
+            raise Refused(
+                429,
+                f"token {token.name!r} may make {self.per_minute} requests a minute "
+                f"(GATEHOUSE_API__REQUESTS_PER_MINUTE); retry in {wait} s",
+                Retry_After=str(wait),
+            )
+        await bucket.acquire()  # at once: the bucket has room
+
+
+def make_app(runtime: Any, limits: TokenLimits) -> web.Application:
+    handled = {"runtime": runtime, "limits": limits}
     return web.Application(
         [
-            (r"/v1/pipelines/([^/]+)/runs", Runs, {"runtime": runtime}),
-            (r"/v1/pipelines/([^/]+)/items", Items, {"runtime": runtime}),
+            (r"/v1/pipelines/([^/]+)/runs", Runs, handled),
+            (r"/v1/pipelines/([^/]+)/items", Items, handled),
             (r"/v1/openapi\.json", Spec),
         ],
         default_handler_class=NotFoundHandler,
@@ -67,8 +94,10 @@ def make_app(runtime: Any) -> web.Application:
     )
 
 
-def worker(address: str) -> listen.Worker:
-    return listen.worker("api", address, make_app)
+def worker(address: str, per_minute: int) -> listen.Worker:
+    """The trigger on `address`; each token may make `per_minute` requests a minute."""
+    limits = TokenLimits(per_minute)
+    return listen.worker("api", address, lambda runtime: make_app(runtime, limits))
 
 
 class JsonHandler(web.RequestHandler):
@@ -106,8 +135,9 @@ class Spec(JsonHandler):
 class Trigger(JsonHandler):
     """A POST with a bounded JSON body from a live token's caller."""
 
-    def initialize(self, runtime: Any) -> None:
+    def initialize(self, runtime: Any, limits: TokenLimits) -> None:
         self.runtime = runtime
+        self.limits = limits
         self.body_parts: list[bytes] = []
         self.received = 0
         self.refused: Refused | None = None
@@ -120,6 +150,7 @@ class Trigger(JsonHandler):
                 raise Refused(431, f"at most {listen.MAX_HEADERS} headers")
             async with asyncio.timeout(REQUEST_TIMEOUT_S):
                 self.token = await self.caller()
+            await self.limits.take(self.token)
             length = self.request.headers.get("Content-Length")
             if length is not None and (not length.isdigit() or int(length) > MAX_BODY_BYTES):
                 raise Refused(413, f"the body may be at most {MAX_BODY_BYTES} bytes")

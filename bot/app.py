@@ -288,7 +288,7 @@ def listeners(cfg: settings_mod.Settings) -> list[runtime_mod.Worker]:
     if cfg.metrics.listen:
         found.append(metrics.worker(cfg.metrics.listen))
     if cfg.api.listen:
-        found.append(api.worker(cfg.api.listen))
+        found.append(api.worker(cfg.api.listen, cfg.api.requests_per_minute))
     return found
 
 

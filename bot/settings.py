@@ -135,6 +135,13 @@ class ListenSettings(BaseModel):
         return value
 
 
+class ApiSettings(ListenSettings):
+    """The HTTP trigger's listener and what one token may ask of it."""
+
+    #: Requests one token may make per minute; more are answered 429 with Retry-After.
+    requests_per_minute: int = Field(default=60, ge=1, le=60_000)
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX,
@@ -157,7 +164,7 @@ class Settings(BaseSettings):
     #: The Prometheus endpoint (GET /metrics), GATEHOUSE_METRICS__LISTEN.
     metrics: ListenSettings = Field(default_factory=ListenSettings)
     #: The HTTP trigger (bot/api.py), GATEHOUSE_API__LISTEN.
-    api: ListenSettings = Field(default_factory=ListenSettings)
+    api: ApiSettings = Field(default_factory=ApiSettings)
     store: StoreSettings = Field(default_factory=StoreSettings)
     engine: EngineSettings = Field(default_factory=EngineSettings)
     cluster: ClusterSettings = Field(default_factory=ClusterSettings)

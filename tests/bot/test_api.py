@@ -65,8 +65,13 @@ class Api:
             return await client.post(path, json=body, headers=sent)
 
 
+#: Requests a token may make a minute in these tests, unless a test asks for fewer.
+PER_MINUTE = 600
+
+
 @pytest.fixture
-async def trigger(tmp_path: Path) -> AsyncIterator[Api]:
+async def trigger(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[Api]:
+    per_minute = getattr(request, "param", PER_MINUTE)
     (tmp_path / "inbox").mkdir()
     (tmp_path / "pipelines").mkdir()
     (tmp_path / "pipelines" / "news.yaml").write_text(PIPELINE.format(inbox=tmp_path / "inbox"))
@@ -74,7 +79,7 @@ async def trigger(tmp_path: Path) -> AsyncIterator[Api]:
     cfg = runtime_mod.RuntimeConfig(
         store=db.StoreConfig(data_dir=tmp_path / "data"),
         pipelines_dir=tmp_path / "pipelines",
-        workers=(api.worker(address),),
+        workers=(api.worker(address, per_minute),),
     )
     runtime = await runtime_mod.Runtime.start(cfg)
     secret = tokens.new_token()
@@ -147,6 +152,21 @@ async def test_an_item_is_recorded_once_and_a_retry_gets_the_first_answer(trigge
     assert duplicate.status_code == 200
     assert duplicate.json() == {"pipeline": "news", "id": "ext-1", "item": None, "duplicate": True}
     assert len(await item_rows(trigger.runtime)) == 1
+
+
+@pytest.mark.parametrize("trigger", [3], indirect=True)
+async def test_a_token_past_its_rate_gets_429_and_other_tokens_go_on(trigger: Api) -> None:
+    sent = [{**ITEM, "id": f"ext-{n}"} for n in range(4)]
+    answers = [await trigger.post("/v1/pipelines/news/items", body) for body in sent]
+    assert [a.status_code for a in answers] == [202, 202, 202, 429]
+    refused = answers[-1]
+    assert refused.headers["Retry-After"] == "20"
+    assert "'ci' may make 3 requests a minute" in refused.json()["error"]
+    recorded = sorted(i.source_id for i in await item_rows(trigger.runtime))
+    assert recorded == ["ext-0", "ext-1", "ext-2"]  # the refused one recorded nothing
+    other = tokens.new_token()
+    await tokens.create(trigger.runtime.store, "cron", tokens.digest(other), trigger.runtime.now())
+    assert (await trigger.post("/v1/pipelines/news/runs", token=other)).status_code == 202
 
 
 async def test_a_reused_key_with_another_body_is_409_and_changes_nothing(trigger: Api) -> None:
