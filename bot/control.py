@@ -176,11 +176,11 @@ async def _record_spend(rt: Any, args: dict[str, Any]) -> Any:
 
 async def _token_create(rt: Any, args: dict[str, Any]) -> Any:
     """Only the token's hash comes here: the CLI made the token and keeps it."""
-    return await tokens.create(rt.store, str(args["name"]), str(args["hash"]), rt.now())
+    return await tokens.create(rt.store, str(args["name"]), str(args["hash"]), ACTOR, rt.now())
 
 
 async def _token_revoke(rt: Any, args: dict[str, Any]) -> Any:
-    return await tokens.revoke(rt.store, str(args["name"]), rt.now())
+    return await tokens.revoke(rt.store, str(args["name"]), ACTOR, rt.now())
 
 
 OPS: dict[str, Handler] = {

@@ -25,7 +25,7 @@ from store.core import Store
 
 Q = sql.load("events")
 
-Entity = Literal["item", "claim", "budget", "pipeline"]
+Entity = Literal["item", "claim", "budget", "pipeline", "token"]
 GENESIS = "0" * 64
 AUTOMATIC_ACTORS = ("system", "scheduler", "sweep")
 _ACTOR = re.compile(r"^(system|scheduler|sweep|cli|operator:\d+|cli:[A-Za-z0-9._-]{1,64})$")

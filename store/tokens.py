@@ -2,9 +2,12 @@
 each idempotency key a caller sent.
 
     token = tokens.new_token()                              # shown once, never stored
-    await tokens.create(store, "ci", tokens.digest(token), now)
+    await tokens.create(store, "ci", tokens.digest(token), "cli", now)
     found = await tokens.authenticate(store, token)         # the live Token, or None
-    await tokens.revoke(store, "ci", now)
+    await tokens.revoke(store, "ci", "cli", now)
+
+Creating and revoking each writes an audit event (entity "token", its id; the name as
+the reason), so the chain says who let a caller in and when it was shut out.
 
 A token is 256 random bits, so SHA-256 is as safe a hash for it as a slow one; the
 lookup is by hash, so no comparison ever runs on the secret itself.
@@ -20,7 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from store import backend, clock, errors, sql
+from store import backend, clock, errors, events, sql
 from store.core import Store
 
 Q = sql.load("tokens")
@@ -29,6 +32,9 @@ Q = sql.load("tokens")
 NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 #: The prefix of every token, so a leaked one is recognisable (and redactable).
 PREFIX = "ghtk_"
+#: A token's states as its audit events name them.
+LIVE = "live"
+REVOKED = "revoked"
 #: How long the first answer to an idempotency key is kept.
 KEEP_ANSWERS = timedelta(days=7)
 
@@ -71,7 +77,8 @@ def check_name(name: str) -> str:
     return name
 
 
-def create_sync(conn: backend.Conn, name: str, token_hash: str, now: datetime) -> Token:
+def create_sync(conn: backend.Conn, name: str, token_hash: str, actor: str, now: datetime) -> Token:
+    """A live token named `name`, kept as its hash, with its audit event (none -> live)."""
     check_name(name)
     if not re.fullmatch(r"[0-9a-f]{64}", token_hash):
         raise ValueError("a token is stored as its SHA-256 in hex (64 characters)")
@@ -84,21 +91,27 @@ def create_sync(conn: backend.Conn, name: str, token_hash: str, now: datetime) -
         raise errors.Conflict(
             f"a live token is already named {name!r}; revoke it first or choose another name"
         )
-    return Token.from_row(row)
+    token = Token.from_row(row)
+    events.append(conn, "token", token.id, None, LIVE, actor, now, reason=name)
+    return token
 
 
-async def create(store: Store, name: str, token_hash: str, now: datetime) -> Token:
-    return await store.write(create_sync, name, token_hash, now)
+async def create(store: Store, name: str, token_hash: str, actor: str, now: datetime) -> Token:
+    return await store.write(create_sync, name, token_hash, actor, now)
 
 
-async def revoke(store: Store, name: str, now: datetime) -> Token:
-    def unit(conn: backend.Conn) -> Token:
-        row = conn.execute(Q["revoke"], {"name": name, "now": clock.to_ms(now)}).fetchone()
-        if row is None:
-            raise errors.NotFound(f"no live token named {name!r}; see gatehouse token list")
-        return Token.from_row(row)
+def revoke_sync(conn: backend.Conn, name: str, actor: str, now: datetime) -> Token:
+    """The live token named `name` revoked at once, with its audit event (live -> revoked)."""
+    row = conn.execute(Q["revoke"], {"name": name, "now": clock.to_ms(now)}).fetchone()
+    if row is None:
+        raise errors.NotFound(f"no live token named {name!r}; see gatehouse token list")
+    token = Token.from_row(row)
+    events.append(conn, "token", token.id, LIVE, REVOKED, actor, now, reason=name)
+    return token
 
-    return await store.write(unit)
+
+async def revoke(store: Store, name: str, actor: str, now: datetime) -> Token:
+    return await store.write(revoke_sync, name, actor, now)
 
 
 async def all_tokens(store: Store) -> list[Token]:

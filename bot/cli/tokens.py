@@ -15,6 +15,7 @@ import argparse
 from collections.abc import Callable
 from datetime import datetime
 
+from bot import control
 from bot import settings as settings_mod
 from bot.cli import output as cli_output
 from bot.cli import reads as cli_reads
@@ -42,7 +43,7 @@ def cmd_token(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetim
     if args.action == "create":
         return _create(cfg, args, name, now)
     result = cli_writes.write(
-        cfg, "token-revoke", {"name": name}, lambda s: tokens.revoke(s, name, now)
+        cfg, "token-revoke", {"name": name}, lambda s: tokens.revoke(s, name, control.ACTOR, now)
     )
     data = operations.plain(result)
     cli_output.emit(args, data, lambda: f"token {data['name']} revoked")
@@ -56,7 +57,7 @@ def _create(cfg: settings_mod.Settings, args: argparse.Namespace, name: str, now
         cfg,
         "token-create",
         {"name": name, "hash": digest},
-        lambda s: tokens.create(s, name, digest, now),
+        lambda s: tokens.create(s, name, digest, control.ACTOR, now),
     )
     data = {**operations.plain(result), "token": secret}
     cli_output.emit(

@@ -83,7 +83,7 @@ async def trigger(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterat
     )
     runtime = await runtime_mod.Runtime.start(cfg)
     secret = tokens.new_token()
-    await tokens.create(runtime.store, "ci", tokens.digest(secret), runtime.now())
+    await tokens.create(runtime.store, "ci", tokens.digest(secret), "cli", runtime.now())
     base = f"http://{address}"
     async with httpx.AsyncClient() as client:  # the worker binds on its first turn
         for _ in range(200):
@@ -127,7 +127,7 @@ async def test_missing_wrong_and_revoked_tokens_are_refused(trigger: Api) -> Non
     assert await item_rows(trigger.runtime) == []
 
     assert (await trigger.post("/v1/pipelines/news/runs")).status_code == 202
-    await tokens.revoke(trigger.runtime.store, "ci", trigger.runtime.now())
+    await tokens.revoke(trigger.runtime.store, "ci", "cli", trigger.runtime.now())
     revoked = await trigger.post("/v1/pipelines/news/items", ITEM)
     assert revoked.status_code == 401 and revoked.json() == {"error": "unknown or revoked token"}
     assert await item_rows(trigger.runtime) == []
@@ -165,7 +165,8 @@ async def test_a_token_past_its_rate_gets_429_and_other_tokens_go_on(trigger: Ap
     recorded = sorted(i.source_id for i in await item_rows(trigger.runtime))
     assert recorded == ["ext-0", "ext-1", "ext-2"]  # the refused one recorded nothing
     other = tokens.new_token()
-    await tokens.create(trigger.runtime.store, "cron", tokens.digest(other), trigger.runtime.now())
+    rt = trigger.runtime
+    await tokens.create(rt.store, "cron", tokens.digest(other), "cli", rt.now())
     assert (await trigger.post("/v1/pipelines/news/runs", token=other)).status_code == 202
 
 

@@ -285,7 +285,7 @@ async def test_one_idempotency_key_sent_twice_at_once_does_the_work_once(
     """Both requests look the key up before either keeps an answer: the later insert
     must meet the first one's row and answer as a retry would (a conflict for another
     request), its own work undone, not fail on the key's unique constraint."""
-    caller = await tokens.create(store, "ci", tokens.digest(tokens.new_token()), now)
+    caller = await tokens.create(store, "ci", tokens.digest(tokens.new_token()), "cli", now)
     held = cast(db.Store, _Held(store, Meeting(2, after="remembered")))
 
     async def handing(n: int, request_hash: str) -> tokens.Answer:

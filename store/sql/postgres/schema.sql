@@ -59,7 +59,7 @@ CREATE UNIQUE INDEX pipeline_runs_one_running ON pipeline_runs (pipeline) WHERE 
 
 CREATE TABLE events (
     id         BIGINT PRIMARY KEY,
-    entity     TEXT NOT NULL CHECK (entity IN ('item', 'claim', 'budget', 'pipeline')),
+    entity     TEXT NOT NULL CHECK (entity IN ('item', 'claim', 'budget', 'pipeline', 'token')),
     entity_id  TEXT NOT NULL,
     from_state TEXT,
     to_state   TEXT NOT NULL,
