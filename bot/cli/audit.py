@@ -4,6 +4,7 @@ and print the public key that checks it.
     gatehouse audit verify                                   the store's chain (exit 1 if broken)
     gatehouse audit export [--since DATE] [--format jsonl|csv] [--out FILE]
     gatehouse audit verify --export FILE --public-key KEY    offline: no store, no bot
+                                  [--public-key OLD ...]    each key the checkpoints name
     gatehouse audit key                                      the public key (ed25519:<base64>)
 """
 
@@ -36,7 +37,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "action", choices=ACTIONS, help="verify the chain (or an export), export it, print the key"
     )
     parser.add_argument("--export", type=Path, help="verify: an export file to check offline")
-    parser.add_argument("--public-key", help="verify --export: ed25519:<base64>, or a file with it")
+    parser.add_argument(
+        "--public-key",
+        action="append",
+        help="verify --export: ed25519:<base64>, or a file with it; once per key the "
+        "checkpoints name (a store restored under a new key: the old one too)",
+    )
     parser.add_argument("--since", type=since_arg, help="export: events from this UTC date on")
     parser.add_argument(
         "--format",
@@ -105,10 +111,10 @@ def _verify_export(args: argparse.Namespace) -> int:
     from pipelines.audit import keys as audit_keys
 
     try:
-        public = audit_keys.parse_public(_key_text(args.public_key))
+        publics = [audit_keys.parse_public(_key_text(given)) for given in args.public_key]
         # An invalid byte is kept as U+FFFD: the row's hash then names it.
         with args.export.open(encoding="utf-8", errors="replace", newline="") as lines:
-            report = audit_export.verify(audit_export.lines_of(lines), public)
+            report = audit_export.verify(audit_export.lines_of(lines), publics)
     except audit_keys.BadKey as exc:
         raise operations.Invalid(str(exc)) from None
     except OSError as exc:

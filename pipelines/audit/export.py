@@ -1,12 +1,14 @@
 """The audit export, and its offline check.
 
     n = await audit_export.write(store, out, fmt="jsonl", since=None)
-    report = audit_export.verify(open("audit.jsonl"), audit_keys.parse_public(key_text))
+    report = audit_export.verify(open("audit.jsonl"), [audit_keys.parse_public(key_text)])
 
 An export holds the events in chain order, each with its hash and the hash it chains
 to, then the signed checkpoints that name exported events or later ones. `verify`
 needs no store: it recomputes every hash and link (an edited row or a removed one
-breaks them), checks each checkpoint's Ed25519 signature, and compares the newest
+breaks them), checks each checkpoint's Ed25519 signature with the given key its
+`key_id` names (a store restored under a new key holds checkpoints of both), and
+compares the newest
 checkpoint with the export's last event: an export that ends before a signed head
 lost its tail. In CSV an empty cell is an empty text and `\\N` a missing value.
 """
@@ -16,7 +18,7 @@ from __future__ import annotations
 import csv
 import itertools
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, TextIO
@@ -189,8 +191,13 @@ def _int(number: int, name: str, value: Any) -> int:
     raise Malformed(f"line {number}: {name} must be a whole number, not {str(value)[:20]!r}")
 
 
-def verify(lines: Iterable[str], public: ed25519.Ed25519PublicKey) -> Report:
-    """Check an export offline: every hash and link, every signature, and the tail."""
+def verify(lines: Iterable[str], publics: Sequence[ed25519.Ed25519PublicKey]) -> Report:
+    """Check an export offline: every hash and link, every signature (each checkpoint with
+    the key of `publics` it names), and the tail."""
+    # cryptography loads here, when signatures are checked: not for every CLI command.
+    from pipelines.audit import keys as audit_keys
+
+    by_id = {audit_keys.key_id(public): public for public in publics}
     report = Report()
     hashes: dict[int, str] = {}
     signed: list[tuple[int, dict[str, Any]]] = []
@@ -212,7 +219,7 @@ def verify(lines: Iterable[str], public: ed25519.Ed25519PublicKey) -> Report:
         report.problems.append(str(exc))
         return report
     for number, record in signed:
-        _check_checkpoint(number, record, report, hashes, public)
+        _check_checkpoint(number, record, report, hashes, by_id)
     if report.events == 0:
         report.problems.append("the export holds no events")
     return report
@@ -247,7 +254,7 @@ def _check_checkpoint(
     record: dict[str, Any],
     report: Report,
     hashes: dict[int, str],
-    public: ed25519.Ed25519PublicKey,
+    by_id: dict[str, ed25519.Ed25519PublicKey],
 ) -> None:
     missing = [name for name in CHECKPOINT_FIELDS if record.get(name) is None]
     if missing:
@@ -256,12 +263,20 @@ def _check_checkpoint(
     event_id, hash_ = _int(number, "event_id", record["event_id"]), str(record["hash"])
     signed_at = _int(number, "signed_at", record["signed_at"])
     message = checkpoints.message(event_id, hash_, signed_at)
-    # cryptography loads here, when a signature is checked: not for every CLI command.
     from pipelines.audit import keys as audit_keys
 
+    kid = str(record["key_id"])
+    public = by_id.get(kid)
+    if public is None:
+        report.problems.append(
+            f"line {number}: the checkpoint for event {event_id} names key {kid[:16]!r}, "
+            f"which was not given (given: {', '.join(sorted(by_id)) or 'none'}); add its "
+            "--public-key"
+        )
+        return
     if not audit_keys.check(public, message, str(record["signature"])):
         report.problems.append(
-            f"line {number}: the checkpoint for event {event_id} is not signed by this key"
+            f"line {number}: the checkpoint for event {event_id} is not signed by key {kid[:16]}"
         )
         return
     report.checkpoints += 1

@@ -7,6 +7,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from pathlib import Path
 
+from cryptography.hazmat.primitives.asymmetric import ed25519
+
 from pipelines.audit import keys as audit_keys
 from pipelines.audit import witness
 from store import db
@@ -47,3 +49,9 @@ async def test_export_and_verify_from_the_terminal(
     assert code == 2 and "32 bytes in base64" in err
     code, _, err = await run("verify", "--export", str(out))
     assert code == 2 and "needs --public-key" in err
+    stranger = audit_keys.public_text(ed25519.Ed25519PrivateKey.generate())
+    code, text, _ = await run("verify", "--export", str(out), "--public-key", stranger)
+    assert code == 1 and "which was not given" in text and "add its --public-key" in text
+    given = ("--public-key", stranger, "--public-key", str(key_file))
+    code, text, _ = await run("verify", "--export", str(out), *given)
+    assert code == 0 and "1 signed checkpoints" in text, text

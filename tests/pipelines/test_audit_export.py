@@ -20,9 +20,9 @@ from store import checkpoints, db, items, outbox
 from store.machine import State
 
 
-async def some_events(store: db.Store, now: datetime, n: int = 3) -> None:
+async def some_events(store: db.Store, now: datetime, n: int = 3, tag: str = "g") -> None:
     for i in range(n):
-        item = await items.create(store, "news", "feed", f"g{i}", {"title": f"T{i}"}, now)
+        item = await items.create(store, "news", "feed", f"{tag}{i}", {"title": f"T{i}"}, now)
         assert item is not None
         await items.transition(store, item.id, State.FAILED, "system", now, reason='x, "y"\n')
 
@@ -33,9 +33,9 @@ async def exported(store: db.Store, fmt: audit_export.Format = "jsonl", **kw: ob
     return out.getvalue()
 
 
-def check(text: str, key: ed25519.Ed25519PrivateKey) -> audit_export.Report:
-    public = audit_keys.parse_public(audit_keys.public_text(key))
-    return audit_export.verify(io.StringIO(text, newline=""), public)
+def check(text: str, *keys: ed25519.Ed25519PrivateKey) -> audit_export.Report:
+    publics = [audit_keys.parse_public(audit_keys.public_text(key)) for key in keys]
+    return audit_export.verify(io.StringIO(text, newline=""), publics)
 
 
 @pytest.fixture
@@ -67,7 +67,31 @@ async def test_an_untouched_export_verifies_and_each_kind_of_tampering_is_caught
     forged = text.replace(lines[-1].split('"hash":"')[1][:64], "0" * 64)
     assert not check(forged, key).ok
     other = ed25519.Ed25519PrivateKey.generate()
-    assert "not signed by this key" in check(text, other).problems[0]
+    assert "which was not given" in check(text, other).problems[0]
+    # The key's id copied onto another key's signature: the signature still fails.
+    kid = audit_keys.key_id(key.public_key())
+    wrong = audit_keys.signer(other)(b"anything")[1]
+    signature = lines[-1].split('"signature":"')[1].split('"')[0]
+    assert f"not signed by key {kid}" in check(text.replace(signature, wrong), key).problems[0]
+
+
+async def test_an_export_across_a_key_change_verifies_with_both_keys(
+    store: db.Store, now: datetime, key: ed25519.Ed25519PrivateKey, tmp_path: Path
+) -> None:
+    """After a restore under a new key, older checkpoints name the old one."""
+    await some_events(store, now, 2)
+    await audit_witness.sign(store, key, now, post=False)
+    (tmp_path / "restored").mkdir(mode=0o700)
+    new_key = audit_keys.load_or_create(tmp_path / "restored")
+    await some_events(store, now + timedelta(days=1), 2, tag="later")
+    await audit_witness.sign(store, new_key, now + timedelta(days=1), post=False)
+    text = await exported(store)
+    both = check(text, new_key, key)
+    assert both.ok, both.problems
+    assert (both.events, both.checkpoints) == (8, 2)
+    old_id = audit_keys.key_id(key.public_key())
+    problems = check(text, new_key).problems
+    assert len(problems) == 1 and f"names key '{old_id}', which was not given" in problems[0]
 
 
 async def test_csv_round_trips_texts_and_missing_values(
