@@ -8,9 +8,8 @@ to, then the signed checkpoints that name exported events or later ones. `verify
 needs no store: it recomputes every hash and link (an edited row or a removed one
 breaks them), checks each checkpoint's Ed25519 signature with the given key its
 `key_id` names (a store restored under a new key holds checkpoints of both), and
-compares the newest
-checkpoint with the export's last event: an export that ends before a signed head
-lost its tail. In CSV an empty cell is an empty text and `\\N` a missing value.
+compares the newest checkpoint with the export's last event: an export that ends
+before a signed head lost its tail. In CSV an empty cell is an empty text and `\\N` a missing value.
 """
 
 from __future__ import annotations
