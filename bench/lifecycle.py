@@ -16,7 +16,7 @@ the database holds per item are counted (pages in use, not the free ones SQLite
 reuses), with the share of each table and index.
 
 Prints items_per_s (end to end), approved_per_s (fetch to approval, without the
-dispatcher, which works one row at a time), peak_wal_mb (the largest the WAL file
+dispatcher, which sends one row at a time), peak_wal_mb (the largest the WAL file
 got), max_writer_stall_ms (the longest a checkpoint held the writer),
 max_probe_write_ms and bytes_per_item; the last line is one JSON object.
 """
@@ -236,7 +236,7 @@ async def main(argv: list[str]) -> None:
             "items": args.items,
             "seconds": round(elapsed, 1),
             "items_per_s": round(args.items / elapsed),
-            # Fetch, draft and approval alone: the dispatcher takes one row at a time.
+            # Fetch, draft and approval alone: the dispatcher sends one row at a time.
             "approved_per_s": round(args.items / (life.all_approved_at - started)),
             "peak_wal_mb": round(max(life.peak_wal, stats.peak_wal_bytes) / 2**20, 1),
             "max_writer_stall_ms": round(stats.longest_hold_s * 1000, 1),

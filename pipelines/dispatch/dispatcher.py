@@ -17,6 +17,14 @@ dispatching; the next run re-asserts dispatching (a no-op) and sends again with 
 same key, so the destination can drop the duplicate. A replay is a new attempt, so
 a new key.
 
+A file or `none` destination finishes at once, so up to BEGUN_TOGETHER of its rows
+move to dispatching in one transaction and are then written in order: one commit
+starts them all, and their closing writes share commits too. A row that waits so
+begun waits only for local writes; a crash leaves it dispatching like a row whose
+call was under way, and it is sent after the restart. A network destination may
+take its whole timeout, so each of its rows starts alone, just before its call
+(a row waiting behind slow calls would meet its dispatching deadline).
+
 Rows are claimed with a lease (outbox.claim_due), so workers sharing a store never
 take the same row at once. The worker sleeps until a dispatch row commits
 (outbox.wakeup) or the earliest pending row falls due, works through due rows back
@@ -38,7 +46,7 @@ from typing import Any
 import httpx
 
 from pipelines import card_trail, config, dispatch, logfields, workers
-from store import backend, drafts, errors, items, machine, outbox, payloads, runs
+from store import backend, drafts, errors, items, machine, outbox, payloads, runs, writer
 from store.db import Store
 from store.items import Item
 from store.machine import State
@@ -54,6 +62,10 @@ BATCH = 50
 NAME = "dispatcher"
 #: How long claimed rows stay this worker's when the runtime does not say.
 LEASE = timedelta(minutes=5)
+#: Rows of a local destination (file, none) moved to dispatching in one transaction.
+BEGUN_TOGETHER = 16
+#: The destinations that finish without the network, whose rows may start together.
+LOCAL = (dispatch.FileTarget, dispatch.NoneTarget)
 
 Worker = Callable[[Any, asyncio.Event], Coroutine[Any, Any, None]]
 
@@ -100,30 +112,47 @@ async def run_once(
         except Exception as exc:
             await unexpected(row, exc)
 
-    async def drain(queue: list[outbox.Row]) -> None:
-        # A row's closing write stays in flight while the next row starts, so the two
-        # usually share a commit (one fsync, not two). Rows still reach their target
-        # one at a time and in order: the next call waits for its own start's commit,
-        # and a crash before the closing commit leaves the row in dispatching, as a
-        # crash during its call would.
-        last: tuple[outbox.Row, asyncio.Task[None]] | None = None
+    async def deliver(
+        row: outbox.Row, started: Started, pipeline: config.Pipeline | None
+    ) -> Callable[[backend.Conn], None] | None:
+        """Call the target of a started row: the unit that records its success, if it had one."""
+        if started is None:  # the row closed without a call (recorded already)
+            return None
         try:
-            for row in queue:
-                closing = None
-                try:
-                    closing = await _deliver(
-                        store, pipelines, row, client, now, bot=bot, rng=rng, env=env
-                    )
-                except errors.Closed:
-                    raise
-                except Exception as exc:
-                    await unexpected(row, exc)
-                if last is not None:
-                    await settle(*last)
-                last = (row, asyncio.create_task(store.write(closing))) if closing else None
+            if isinstance(started, Exception):
+                raise started
+            assert pipeline is not None  # a row of a pipeline not loaded does not start
+            return await _send(
+                store, pipeline.dispatch, row, *started, client, now, bot=bot, rng=rng, env=env
+            )
+        except errors.Closed:
+            raise
+        except Exception as exc:
+            await unexpected(row, exc)
+            return None
+
+    async def drain(queue: list[outbox.Row]) -> None:
+        # Rows reach their target one at a time and in order, each after its start
+        # committed. The closing writes stay in flight while the next rows start, so
+        # they usually share that commit (one fsync, not two); a crash before a
+        # closing commit leaves its row in dispatching, as a crash during its call would.
+        pipeline = pipelines.get(queue[0].target)
+        together = BEGUN_TOGETHER if pipeline and isinstance(pipeline.dispatch, LOCAL) else 1
+        closing: list[tuple[outbox.Row, asyncio.Task[None]]] = []
+        try:
+            for at in range(0, len(queue), together):
+                chunk = queue[at : at + together]
+                begun = await store.write(_begin_rows, chunk, pipeline is not None, now)
+                for row, task in closing:
+                    await settle(row, task)
+                closing = []
+                for row, started in zip(chunk, begun, strict=True):
+                    done = await deliver(row, started, pipeline)
+                    if done is not None:
+                        closing.append((row, asyncio.create_task(store.write(done))))
         finally:
-            if last is not None:
-                await settle(*last)
+            for row, task in closing:
+                await settle(row, task)
 
     outcomes = await asyncio.gather(*map(drain, by_target.values()), return_exceptions=True)
     for outcome in outcomes:  # every destination finished first; then a store error escapes
@@ -132,10 +161,34 @@ async def run_once(
     return len(rows)
 
 
-async def _deliver(
+#: A row's start: the item in dispatching and the draft to send; None when the row
+#: closed without a call; the exception when starting it failed.
+Started = tuple[Item, drafts.Draft] | Exception | None
+
+
+def _begin_rows(
+    conn: backend.Conn, rows: list[outbox.Row], loaded: bool, now: datetime
+) -> list[Started]:
+    """Start each row (see `_begin_sync`); a row that raises is rolled back alone and
+    answered with its exception, so one bad row does not hold up the others."""
+    started: list[Started] = []
+    for row in rows:
+        try:
+            with writer.savepoint(conn, "begin_row"):
+                started.append(_begin_sync(conn, row, payloads.Dispatch.of(row), loaded, now))
+        except Exception as exc:
+            if not conn.in_transaction:  # the store failed (a full disk): the whole unit fails
+                raise
+            started.append(exc)
+    return started
+
+
+async def _send(
     store: Store,
-    pipelines: Mapping[str, config.Pipeline],
+    target: dispatch.DispatchTarget,
     row: outbox.Row,
+    item: Item,
+    draft: drafts.Draft,
     client: httpx.AsyncClient,
     now: datetime,
     *,
@@ -143,22 +196,13 @@ async def _deliver(
     rng: random.Random,
     env: Mapping[str, str] | None,
 ) -> Callable[[backend.Conn], None] | None:
-    """Start the row, call its target and answer the unit that records the success (the
-    caller writes it); None when the row ended otherwise (recorded already)."""
+    """Call the row's target once and answer the unit that records the success (the
+    caller writes it); None when the call failed (recorded already)."""
     logfields.tag(outbox=row.id, item=row.item_id)  # for this destination's task, row by row
-    job = payloads.Dispatch.of(row)
-    attempt, version = job.attempt, job.version
-    pipeline = pipelines.get(row.target)
-    started = await store.write(_begin_sync, row, job, pipeline is not None, now)
-    if started is None:
-        return None
-    assert pipeline is not None
-    item, draft = started
+    attempt, version = item.attempt, draft.version
     delivery = dispatch.Delivery.of(item, draft, attempt)
     try:
-        result = await dispatch.dispatch(
-            pipeline.dispatch, delivery, client=client, bot=bot, env=env
-        )
+        result = await dispatch.dispatch(target, delivery, client=client, bot=bot, env=env)
     except dispatch.TransientDispatchError as exc:
         await _retry_or_fail(store, row, str(exc), exc.retry_after, now, rng, item)
         return None

@@ -13,7 +13,7 @@ import pytest
 
 from pipelines import approval, config, dispatch, engine, runtime, workers
 from pipelines.dispatch import dispatcher
-from store import db, heartbeats, items, machine, outbox, startup
+from store import db, events, heartbeats, items, machine, outbox, startup
 from store.machine import State
 from tests.fakes.feed_server import FeedServer
 from tests.fakes.feeds import rss
@@ -474,3 +474,88 @@ async def test_a_closing_write_that_fails_is_retried_and_the_next_row_still_goes
     assert (retried.state, retried.attempts) == ("pending", 1)
     assert retried.last_error is not None and "unexpected IllegalTransition" in retried.last_error
     assert len(hook.requests) == 2
+
+
+FILES = """
+name: files
+schedule: 5m
+sources:
+  - type: rss
+    url: {feed}
+    scope: s1
+approval:
+  undo_window: 0s
+dispatch:
+  type: file
+  path: {out}
+"""
+
+
+async def approve_all(
+    store: db.Store, name: str, pipeline: config.Pipeline, client: httpx.AsyncClient, now: datetime
+) -> list[items.Item]:
+    """Fetch and draft the pipeline's feed, then approve every card, oldest first."""
+    await engine.Engine(store, {name: pipeline}, client=client).tick(name, "schedule", now)
+    waiting = await items.in_state(store, State.AWAITING_APPROVAL, name)
+    for item in waiting:
+        await approval.decide(store, pipeline, item.id, 1, item.version, 7, "approve", now)
+    return waiting
+
+
+async def dispatch_trail(store: db.Store, found: list[items.Item]) -> list[tuple[str, int]]:
+    """The (state, item) of every move into dispatching or dispatched, in commit order."""
+    trail = [e for item in found for e in await events.for_entity(store, "item", item.id)]
+    moves = [e for e in trail if e.to_state in (State.DISPATCHING, State.DISPATCHED)]
+    return [(e.to_state, int(e.entity_id)) for e in sorted(moves, key=lambda e: e.id)]
+
+
+async def test_a_local_destination_starts_its_rows_together_and_a_network_one_row_by_row(
+    store: db.Store, pipeline: config.Pipeline, client: httpx.AsyncClient,
+    feeds: FeedServer, hook: WebhookServer, tmp_path: Path, now: datetime,
+) -> None:  # fmt: skip
+    feeds.set("/feed.xml", rss([(f"a{n}", f"Story {n}", f"Story {n} text.") for n in range(3)]))
+    folder = tmp_path / "local"
+    folder.mkdir()
+    (folder / "files.yaml").write_text(
+        FILES.format(feed=feeds.url("/feed.xml"), out=tmp_path / "out")
+    )
+    files = config.load_dir(folder).pipelines["files"]
+    local = await approve_all(store, "files", files, client, now)
+    remote = await approve_all(store, "news", pipeline, client, now)
+    both = {"news": pipeline, "files": files}
+    assert await dispatcher.run_once(store, both, client, now) == 6
+    # The files: one transaction moved all three to dispatching, before any was written.
+    a, b, c = (item.id for item in local)
+    assert await dispatch_trail(store, local) == [
+        *[(State.DISPATCHING, i) for i in (a, b, c)],
+        *[(State.DISPATCHED, i) for i in (a, b, c)],
+    ]
+    assert len(list((tmp_path / "out").glob("files-*.md"))) == 3
+    # The webhook: each row starts just before its own call, so the third starts only
+    # after the first call was answered and recorded.
+    trail = await dispatch_trail(store, remote)
+    first, third = remote[0].id, remote[2].id
+    assert trail.index((State.DISPATCHING, third)) > trail.index((State.DISPATCHED, first))
+    assert len(hook.requests) == 3 and all(state == State.DISPATCHED for state, _ in trail[-1:])
+
+
+async def test_a_bad_row_among_rows_started_together_is_retried_and_the_others_go_out(
+    store: db.Store, client: httpx.AsyncClient, feeds: FeedServer, tmp_path: Path,
+    now: datetime,
+) -> None:  # fmt: skip
+    feeds.set("/feed.xml", rss([("a1", "One", "First."), ("a2", "Two", "Second.")]))
+    (tmp_path / "files.yaml").write_text(
+        FILES.format(feed=feeds.url("/feed.xml"), out=tmp_path / "out")
+    )
+    files = config.load_dir(tmp_path).pipelines["files"]
+    broken = await outbox.enqueue(  # a row written by a bug, first in line: it lacks the version
+        store, "dispatch", "files", {"item_id": 1, "attempt": 1}, now
+    )
+    assert broken is not None
+    first, second = await approve_all(store, "files", files, client, now)
+    assert await dispatcher.run_once(store, {"files": files}, client, now) == 3
+    for item in (first, second):
+        assert (await items.get(store, item.id)).state == State.DISPATCHED
+    retried = await outbox.get(store, broken)
+    assert (retried.state, retried.attempts) == ("pending", 1)
+    assert retried.last_error is not None and "unexpected BadPayload" in retried.last_error
