@@ -235,6 +235,15 @@ def pipeline_context(cfg: Settings) -> config.LoadContext:
     return config.LoadContext(frozenset(cfg.telegram.operators), limits)
 
 
+def declared_pipelines(cfg: Settings) -> list[str]:
+    """The names the pipeline files declare (what a CLI lists while no bot runs), read
+    through the data directory's cache so that unchanged files are not parsed again."""
+    from pipelines import config_names
+
+    cache = cfg.data_dir / config_names.CACHE_NAME if cfg.data_dir.is_dir() else None
+    return config_names.declared(cfg.pipelines_dir, cache)
+
+
 def store_config(cfg: Settings) -> db.StoreConfig:
     """The store's own configuration, from these settings."""
     return db.StoreConfig(

@@ -20,7 +20,7 @@ from bot import settings as settings_mod
 from bot.cli import audit as cli_audit
 from bot.cli import output as cli_output
 from bot.cli import writes as cli_writes
-from pipelines import config_names, operations
+from pipelines import operations
 from store import backup, datadir, db, info, writer
 
 if TYPE_CHECKING:
@@ -48,7 +48,7 @@ def pipeline_names(cfg: settings_mod.Settings) -> list[str]:
             pass  # still starting: the files say what it will load
         else:
             return [str(name) for name in answer["names"]]
-    return config_names.declared(cfg.pipelines_dir)
+    return settings_mod.declared_pipelines(cfg)
 
 
 # -- reads: a read-only store, never the lock ---------------------------------------------

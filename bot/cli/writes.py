@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 from bot import control
 from bot import settings as settings_mod
 from bot.cli import output as cli_output
-from pipelines import config_names, operations
+from pipelines import operations
 from store import datadir, db, errors
 from store.ledger import budgets
 
@@ -128,7 +128,7 @@ def cmd_schedule(cfg: settings_mod.Settings, args: argparse.Namespace, now: date
     def local(store: db.Store) -> Awaitable[bool]:
         # No bot runs: the pipeline files say which names exist. A running bot checks
         # the name against the pipelines it has loaded.
-        known = config_names.declared(cfg.pipelines_dir)
+        known = settings_mod.declared_pipelines(cfg)
         return operations.schedule(store, known, action, args.pipeline, control.ACTOR, now)
 
     changed = write(cfg, action, {"pipeline": args.pipeline}, local)

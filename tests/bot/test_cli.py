@@ -454,8 +454,9 @@ def test_status_lists_pipelines_without_loading_their_models(tmp_path: Path) -> 
     # and `runs` read only each file's name when no bot is running.
     (tmp_path / "p.yaml").write_text("name: p\nschedule: '*/5 * * * *'\n")
     code = (
-        "import sys; from pathlib import Path; import bot.cli.main; from bot.cli import reads\n"
-        f"print(reads.config_names.declared(Path({str(tmp_path)!r})))\n"
+        "import sys; from pathlib import Path; import bot.cli.main\n"
+        "from pipelines import config_names\n"
+        f"print(config_names.declared(Path({str(tmp_path)!r})))\n"
         "heavy = ('pipelines.config', 'croniter', 'jsonschema', 'cryptography')\n"
         "print(sorted(n for n in heavy if n in sys.modules))"
     )

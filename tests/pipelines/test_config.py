@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import textwrap
 from datetime import timedelta
 from pathlib import Path
@@ -13,7 +15,8 @@ from pipelines import config, config_errors, config_names, dispatch
 from pipelines.config import ConfigError
 from pipelines.sources import folder, rss
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "pipelines" / "examples"
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "pipelines" / "examples"
 
 GOOD = """\
 name: {name}
@@ -490,3 +493,78 @@ def test_declared_names_skip_what_declares_no_valid_name(tmp_path: Path) -> None
     write(tmp_path, "notes.txt", GOOD.format(name="text"))
     assert config_names.declared(tmp_path) == ["later", "news"]
     assert config_names.declared(tmp_path / "missing") == []
+
+
+def test_declared_names_come_from_the_cache_until_a_file_changes(tmp_path: Path) -> None:
+    pipelines, cache = tmp_path / "pipelines", tmp_path / "data" / config_names.CACHE_NAME
+    pipelines.mkdir()
+    cache.parent.mkdir()
+    file = write(pipelines, "a.yaml", GOOD.format(name="alpha"))
+    write(pipelines, "b.yaml", "name: [unclosed\n")
+    assert config_names.declared(pipelines, cache) == ["alpha"]
+    assert cache.stat().st_mode & 0o777 == 0o600
+    # An unchanged file is not read again: the cache's answer stands.
+    entries = json.loads(cache.read_text())
+    entries[str(file)][1] = "from-cache"
+    cache.write_text(json.dumps(entries))
+    assert config_names.declared(pipelines, cache) == ["from-cache"]
+    # A changed file is read again, and so is one that is back after being removed.
+    write(pipelines, "a.yaml", GOOD.format(name="renamed"))
+    assert config_names.declared(pipelines, cache) == ["renamed"]
+    file.unlink()
+    assert config_names.declared(pipelines, cache) == []
+    assert list(json.loads(cache.read_text())) == [str(pipelines / "b.yaml")]
+    write(pipelines, "a.yaml", GOOD.format(name="alpha"))
+    assert config_names.declared(pipelines, cache) == ["alpha"]
+
+
+@pytest.mark.parametrize(
+    "cached",
+    [
+        "not json",
+        "[1, 2]",
+        '{"KEY": [[1, 2, 3], "short-stamp"]}',
+        '{"KEY": [[1, 2, 3, 4], "Not A Name"]}',
+        '{"KEY": [[1, 2, 3, 4], 7]}',
+        "x" * (config_names.CACHE_MAX_BYTES + 1),
+    ],
+)
+def test_a_cache_that_cannot_be_trusted_is_read_past_and_written_anew(
+    tmp_path: Path, cached: str
+) -> None:
+    file = write(tmp_path, "a.yaml", GOOD.format(name="alpha"))
+    info = file.stat()
+    stamp = [info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns]
+    cache = tmp_path / "names.json"
+    # A forged entry with the file's real stamp where the shape allows one.
+    cache.write_text(cached.replace("KEY", str(file)).replace("[1, 2, 3, 4]", json.dumps(stamp)))
+    assert config_names.declared(tmp_path, cache) == ["alpha"]
+    assert json.loads(cache.read_text()) == {str(file): [stamp, "alpha"]}
+
+
+def test_a_cache_that_cannot_be_written_costs_only_a_parse(tmp_path: Path) -> None:
+    write(tmp_path, "a.yaml", GOOD.format(name="alpha"))
+    cache = tmp_path / "no-such-directory" / config_names.CACHE_NAME
+    assert config_names.declared(tmp_path, cache) == ["alpha"]
+    assert config_names.declared(tmp_path, cache) == ["alpha"]
+    assert not cache.parent.exists()
+
+
+def test_a_warm_cache_spares_a_cli_start_the_yaml_parser(tmp_path: Path) -> None:
+    """What the cache is for: `gatehouse status` starts without importing PyYAML."""
+    write(tmp_path, "a.yaml", GOOD.format(name="alpha"))
+    cache = tmp_path / "names.json"
+    probe = (
+        "import sys; from pathlib import Path; from pipelines import config_names; "
+        f"names = config_names.declared(Path({str(tmp_path)!r}), Path({str(cache)!r})); "
+        "print(names, 'yaml' in sys.modules)"
+    )
+
+    def start() -> str:
+        done = subprocess.run(
+            [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT
+        )
+        return done.stdout.strip()
+
+    assert start() == "['alpha'] True"  # the first start parses the file
+    assert start() == "['alpha'] False"
