@@ -559,3 +559,35 @@ async def test_a_bad_row_among_rows_started_together_is_retried_and_the_others_g
     retried = await outbox.get(store, broken)
     assert (retried.state, retried.attempts) == ("pending", 1)
     assert retried.last_error is not None and "unexpected BadPayload" in retried.last_error
+
+
+async def test_rows_started_together_and_cut_off_by_a_crash_go_out_after_the_restart(
+    data_dir: Path, client: httpx.AsyncClient, feeds: FeedServer, tmp_path: Path,
+    now: datetime,
+) -> None:  # fmt: skip
+    feeds.set("/feed.xml", rss([(f"a{n}", f"Story {n}", f"Story {n} text.") for n in range(3)]))
+    (tmp_path / "files.yaml").write_text(
+        FILES.format(feed=feeds.url("/feed.xml"), out=tmp_path / "out")
+    )
+    files = config.load_dir(tmp_path).pipelines["files"]
+    store = await db.open(db.StoreConfig(data_dir=data_dir))
+    approved = await approve_all(store, "files", files, client, now)
+    # The process dies just after the chunk's start committed, before any file is written.
+    rows = await outbox.claim_due(store, "w1", now, ["dispatch"], dispatcher.LEASE, limit=50)
+    started = await store.write(dispatcher._begin_rows, rows, True, now)
+    assert len(started) == 3 and all(isinstance(s, tuple) for s in started)
+    await store.close()
+
+    later = now + timedelta(minutes=1)
+    store = await db.open(db.StoreConfig(data_dir=data_dir))
+    try:
+        for item in approved:
+            assert (await items.get(store, item.id)).state == State.DISPATCHING
+        await startup.recover(store, later)  # frees the dead worker's claims
+        assert await dispatcher.run_once(store, {"files": files}, client, later) == 3
+        for item in approved:
+            history = [e.to_state for e in await items.history(store, item.id)]
+            assert history.count("dispatching") == 1 and history[-1] == "dispatched"
+        assert len(list((tmp_path / "out").glob("files-*.md"))) == 3
+    finally:
+        await store.close()
