@@ -116,11 +116,13 @@ async def run_once(
         row: outbox.Row, started: Started, pipeline: config.Pipeline | None
     ) -> Callable[[backend.Conn], None] | None:
         """Call the target of a started row: the unit that records its success, if it had one."""
+        logfields.tag(outbox=row.id, item=row.item_id)  # for this destination's task, row by row
         if started is None:  # the row closed without a call (recorded already)
             return None
+        if isinstance(started, Exception):  # starting it failed (rolled back alone)
+            await unexpected(row, started)
+            return None
         try:
-            if isinstance(started, Exception):
-                raise started
             assert pipeline is not None  # a row of a pipeline not loaded does not start
             return await _send(
                 store, pipeline.dispatch, row, *started, client, now, bot=bot, rng=rng, env=env
@@ -198,7 +200,6 @@ async def _send(
 ) -> Callable[[backend.Conn], None] | None:
     """Call the row's target once and answer the unit that records the success (the
     caller writes it); None when the call failed (recorded already)."""
-    logfields.tag(outbox=row.id, item=row.item_id)  # for this destination's task, row by row
     attempt, version = item.attempt, draft.version
     delivery = dispatch.Delivery.of(item, draft, attempt)
     try:
