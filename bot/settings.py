@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from pydantic_settings import SettingsError as _SourceError
 
-from pipelines.providers import client as providers
+from pipelines.providers import settings as providers  # the model alone, not the client
 from store import db
 from store.ledger import prices as ledger_prices
 

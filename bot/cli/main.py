@@ -52,10 +52,9 @@ from bot.cli import decisions as cli_decisions
 from bot.cli import dry_run as cli_dry_run
 from bot.cli import output as cli_output
 from bot.cli import reads as cli_reads
-from bot.cli import to_postgres
 from bot.cli import tokens as cli_tokens
 from bot.cli import writes as cli_writes
-from bot.demo import content as demo_content
+from bot.demo import DEFAULT_PORT as DEMO_PORT
 from pipelines import operations
 from store import datadir, errors
 from store.ledger import budgets
@@ -129,6 +128,14 @@ async def _online(
 
     async with httpx.AsyncClient() as client:
         return await preflight.online(found, needs, client)
+
+
+def cmd_migrate_to_postgres(
+    cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime
+) -> int:
+    from bot.cli import to_postgres  # the copier: this command alone
+
+    return to_postgres.cmd(cfg, args, now)
 
 
 def cmd_dry_run(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
@@ -205,7 +212,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
     demo.add_argument(
         "--port",
         type=int,
-        default=demo_content.DEFAULT_PORT,
+        default=DEMO_PORT,
         metavar="N",
         help="the page's port on 127.0.0.1; 0 picks a free one (default: %(default)s)",
     )
@@ -298,7 +305,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
     )
     add(
         "migrate-to-postgres",
-        to_postgres.cmd,
+        cmd_migrate_to_postgres,
         "copy the SQLite store into the empty database GATEHOUSE_DATABASE_URL names",
     )
     return parser, table

@@ -27,7 +27,6 @@ FEEDS = {
 }
 NOTES = EXAMPLES / "notes"
 #: The demo page's port unless --port says otherwise (0 picks a free one).
-DEFAULT_PORT = 8780
 #: The demo LLM's model and the key the demo's settings present to it (a made-up key
 #: for a local stand-in, checked as a provider would).
 MODEL = "demo-model"

@@ -38,7 +38,7 @@ from pathlib import Path
 
 import pydantic_settings
 
-from bot import app, logs
+from bot import app, demo, logs
 from bot import settings as settings_mod
 from bot.demo import content, webchat
 from bot.demo import llm as demo_llm
@@ -66,7 +66,7 @@ class Options:
     #: Where the store, the pipeline files and dispatched posts go; None: a temp dir.
     data_dir: Path | None = None
     #: The web page's port on 127.0.0.1; 0 picks a free one.
-    port: int = content.DEFAULT_PORT
+    port: int = demo.DEFAULT_PORT
 
 
 @dataclasses.dataclass(frozen=True)
@@ -289,7 +289,7 @@ async def _main(options: Options) -> None:
 
 
 def main(
-    *, port: int = content.DEFAULT_PORT, data_dir: Path | None = None, verbose: bool = False
+    *, port: int = demo.DEFAULT_PORT, data_dir: Path | None = None, verbose: bool = False
 ) -> int:
     """`gatehouse demo`: 0 after Ctrl-C, 2 for a bad port or data directory."""
     if not 0 <= port <= 65535:
