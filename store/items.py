@@ -53,20 +53,29 @@ class Item:
 
     @classmethod
     def from_row(cls, row: backend.Row) -> Item:
+        state, reason = row["state"], row["reason"]
+        return cls.moved(row, state, reason, row["last_transition_at"], row["deadline"])
+
+    @classmethod
+    def moved(
+        cls, row: backend.Row, state: str, reason: str | None, at_ms: int, deadline_ms: int | None
+    ) -> Item:
+        """The item a row holds, with the columns a transition writes taken from the
+        arguments: a transition builds its result from the row it locked, once."""
         return cls(
-            id=row["id"],
-            pipeline=row["pipeline"],
-            scope=row["scope"],
-            source_id=row["source_id"],
-            payload_json=row["payload"],
-            content_hash=row["content_hash"],
-            state=State(row["state"]),
-            attempt=row["attempt"],
-            version=row["version"],
-            reason=row["reason"],
-            created_at=clock.from_ms(row["created_at"]),
-            last_transition_at=clock.from_ms(row["last_transition_at"]),
-            deadline=clock.maybe_from_ms(row["deadline"]),
+            row["id"],
+            row["pipeline"],
+            row["scope"],
+            row["source_id"],
+            row["payload"],
+            row["content_hash"],
+            State(state),
+            row["attempt"],
+            row["version"],
+            reason,
+            clock.from_ms(row["created_at"]),
+            clock.from_ms(at_ms),
+            clock.maybe_from_ms(deadline_ms),
         )
 
     @functools.cached_property
@@ -119,10 +128,16 @@ def lock_sync(conn: backend.Conn, item_id: int) -> Item:
     """The item, its row locked until the unit ends: read it so before deciding what to
     write. With several writers (PostgreSQL) a second decision on the item waits here
     and then sees the first one's votes and state; SQLite's one writer holds every row."""
-    item = _one(conn, Q["lock"], {"id": item_id})
-    if item is None:
+    return Item.from_row(_locked_row(conn, item_id))
+
+
+def _locked_row(conn: backend.Conn, item_id: int) -> backend.Row:
+    cursor = conn.execute(Q["lock"], {"id": item_id})
+    cursor.row_factory = sqlite3.Row
+    row = cursor.fetchone()
+    if row is None:
         raise errors.NotFound(f"no item {item_id}")
-    return item
+    return row
 
 
 def create_sync(
@@ -178,37 +193,36 @@ def transition_sync(
     accepts repeats silently. A move not in the table raises IllegalTransition.
     """
     to = State(to)
-    item = lock_sync(conn, item_id)
-    same_work = expect_version in (None, item.version) and expect_attempt in (None, item.attempt)
-    if item.state == to:
+    row = _locked_row(conn, item_id)
+    state, attempt, version = row["state"], row["attempt"], row["version"]
+    same_work = expect_version in (None, version) and expect_attempt in (None, attempt)
+    if state == to:
         if to in machine.TERMINAL or same_work:
-            return item
+            return Item.from_row(row)
         raise errors.Conflict(
-            f"item {item_id} is already {to} with version {item.version} attempt {item.attempt}; "
+            f"item {item_id} is already {to} with version {version} attempt {attempt}; "
             f"this request is for version {expect_version} attempt {expect_attempt}"
         )
-    if not machine.allowed(item.state, to):
-        valid = (
-            ", ".join(sorted(machine.TRANSITIONS[item.state])) or "none (an end state; use replay)"
-        )
+    if not machine.allowed(state, to):
+        valid = ", ".join(sorted(machine.TRANSITIONS[state])) or "none (an end state; use replay)"
         raise errors.IllegalTransition(
-            f"item {item_id} cannot go from {item.state} to {to}; from {item.state}: {valid}"
+            f"item {item_id} cannot go from {state} to {to}; from {state}: {valid}"
         )
     if not same_work:
         raise errors.Conflict(
-            f"item {item_id} is at version {item.version} attempt {item.attempt}; "
+            f"item {item_id} is at version {version} attempt {attempt}; "
             f"this request is for version {expect_version} attempt {expect_attempt}"
         )
-    _check_floor(conn, item, to, actor, now)
+    _check_floor(conn, item_id, to, actor, now)
     window = deadline if deadline is not None else machine.DEADLINES.get(to)
     at = clock.to_ms(now)
     due = clock.to_ms(now + window) if to in machine.DEADLINES and window else None
     params = {
         "id": item_id,
-        "from_state": item.state,
-        "to_state": to,
-        "attempt": item.attempt,
-        "version": item.version,
+        "from_state": state,
+        "to_state": to.value,
+        "attempt": attempt,
+        "version": version,
         "reason": reason,
         "now": at,
         "deadline": due,
@@ -216,33 +230,17 @@ def transition_sync(
     if conn.execute(Q["move"], params).rowcount != 1:
         # Unreachable with one writer; kept as the compare-and-set guard.
         raise errors.Conflict(f"item {item_id} changed underneath this transition")
-    events.append(
-        conn, "item", item_id, item.state, to, actor, now, attempt=item.attempt, reason=reason
-    )
-    return Item(  # built directly: dataclasses.replace costs more than the UPDATE
-        item.id,
-        item.pipeline,
-        item.scope,
-        item.source_id,
-        item.payload_json,
-        item.content_hash,
-        to,
-        item.attempt,
-        item.version,
-        reason,
-        item.created_at,
-        clock.from_ms(at),
-        clock.maybe_from_ms(due),
-    )
+    events.append(conn, "item", item_id, state, to, actor, now, attempt=attempt, reason=reason)
+    return Item.moved(row, to, reason, at, due)
 
 
-def _check_floor(conn: backend.Conn, item: Item, to: State, actor: str, now: datetime) -> None:
+def _check_floor(conn: backend.Conn, item_id: int, to: State, actor: str, now: datetime) -> None:
     if actor not in events.AUTOMATIC_ACTORS:
         return
-    last = events.last_automatic_entry(conn, "item", item.id, to)
+    last = events.last_automatic_entry(conn, "item", item_id, to)
     if last is not None and now - last < machine.FLOOR:
         raise Throttled(
-            f"item {item.id} entered {to} automatically at {last.isoformat()}; "
+            f"item {item_id} entered {to} automatically at {last.isoformat()}; "
             f"automatic re-entry waits {machine.FLOOR.total_seconds():g} s"
         )
 
@@ -268,7 +266,7 @@ def replay_sync(
             f"item {item_id} is {item.state}, not dropped; only rejected, expired, failed "
             f"or breach items can be replayed{hint}"
         )
-    _check_floor(conn, item, State.NEW, actor, now)
+    _check_floor(conn, item.id, State.NEW, actor, now)
     params = {
         "id": item_id,
         "from_state": item.state,
