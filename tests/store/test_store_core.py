@@ -348,3 +348,27 @@ async def test_a_write_an_operator_waits_for_goes_ahead_of_queued_background_wor
     assert order == [1, 9, 2, 3]
     await store.write(_inserting(4))  # out of the block, a write queues as before
     assert (await _values(store))[-1] == 9 and len(await _values(store)) == 5
+
+
+@pytest.mark.sqlite_only  # one writer's batches
+async def test_a_background_batch_in_flight_commits_early_for_an_operator(
+    store: db.Store,
+) -> None:
+    """A tap arriving mid-batch waits for the unit running and a commit, not the batch."""
+    await store.write(lambda conn: conn.execute("CREATE TABLE t (x INTEGER)"))
+    started, release = threading.Event(), threading.Event()
+    # Queued in one loop turn, the four share one batch; the first holds it open.
+    batch = [asyncio.create_task(store.write(_blocking(1, started, release)))]
+    batch += [asyncio.create_task(store.write(_inserting(n))) for n in (2, 3, 4)]
+    await _until(started)
+
+    async def operator() -> None:
+        with db.foreground():
+            await store.write(_inserting(9))
+
+    tapped = asyncio.create_task(operator())
+    await asyncio.sleep(0.05)  # the operator's unit waits for the running one
+    release.set()
+    assert await asyncio.gather(*batch, tapped) == [None] * 5
+    order = await store.read(lambda c: [r[0] for r in c.execute("SELECT x FROM t ORDER BY rowid")])
+    assert order == [1, 9, 2, 3, 4]  # the rest of the batch ran after, in its order
