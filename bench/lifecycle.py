@@ -3,22 +3,23 @@
     python -m bench lifecycle [--items N]        (default 100,000)
 
 Every step goes through the project's own functions, with the stages running side by
-side as in the bot: a fetcher records items in chunks (dedup marks, item rows and the
-move to drafting in one transaction, as a tick does in two) and drafts them with the
-template drafter (draft, awaiting_approval and card in one transaction); an approver
-approves the pending items (`approval.decide`: vote, approved, card edit and dispatch
-row); a sender marks cards and card edits sent as the Telegram sender does after
-sending; the dispatcher (`dispatcher.run_once`, back to back) dispatches to a `none`
-target.
-A probe writes a tiny unit every 10 ms meanwhile: its longest wait is what a tap
-would feel. At the end retention prunes as it would after its age, and the bytes
-the database holds per item are counted (pages in use, not the free ones SQLite
-reuses), with the share of each table and index.
+side as in the bot: a fetcher records items as a tick does (dedup marks and item rows in
+one transaction, the move to drafting in another, engine.RECORD_CHUNK items each) and
+drafts them with the template drafter (draft, awaiting_approval and card in one
+transaction); an approver approves the pending items (`approval.decide`: vote, approved,
+card edit and dispatch row); a sender marks cards and card edits sent as the Telegram
+sender does after sending; the dispatcher (`dispatcher.run_once`, back to back)
+dispatches to a `none` target.
+A probe writes a tiny unit every 10 ms meanwhile, in the foreground as a tap's writes
+are: its wait is what a tap would feel. At the end retention prunes as it would after
+its age, and the bytes the database holds per item are counted (pages in use, not the
+free ones SQLite reuses), with the share of each table and index.
 
 Prints items_per_s (end to end), approved_per_s (fetch to approval, without the
 dispatcher, which sends one row at a time), peak_wal_mb (the largest the WAL file
 got), max_writer_stall_ms (the longest a checkpoint held the writer),
-max_probe_write_ms and bytes_per_item; the last line is one JSON object.
+max_probe_write_ms, p99_probe_write_ms and bytes_per_item; the last line is one JSON
+object.
 """
 
 from __future__ import annotations
@@ -35,14 +36,14 @@ from typing import Any
 import httpx
 
 from bench import common
-from pipelines import approval, config
+from pipelines import approval, config, engine
 from pipelines.dispatch import dispatcher
 from pipelines.drafting import base as drafters
 from store import backend, db, drafts, events, items, outbox, retention, seen
 from store.machine import State
 
-#: Items recorded per fetch transaction (a tick's chunk).
-CHUNK = 200
+#: Items recorded per fetch transaction, and moved to drafting per transaction: a tick's.
+CHUNK = engine.RECORD_CHUNK
 #: Drafts and approvals in flight at once.
 CONCURRENCY = 32
 OPERATOR = 1001
@@ -104,7 +105,8 @@ class Lifecycle:
         for start in range(0, self.total, CHUNK):
             ids = [f"guid-{n}" for n in range(start, min(start + CHUNK, self.total))]
             created = await self.store.write(functools.partial(self.record, ids=ids))
-            await asyncio.gather(*(draft(item) for item in created))
+            drafting = await self.store.write(functools.partial(self.start, waiting=created))
+            await asyncio.gather(*(draft(item) for item in drafting))
         self.fetched_all.set()
 
     def record(self, conn: backend.Conn, *, ids: list[str]) -> list[items.Item]:
@@ -115,8 +117,12 @@ class Lifecycle:
             number = int(source_id.removeprefix("guid-"))
             item = items.create_sync(conn, "bench", "feed", source_id, payload(number), now)
             assert item is not None
-            created.append(items.transition_sync(conn, item.id, State.DRAFTING, "system", now))
+            created.append(item)
         return created
+
+    def start(self, conn: backend.Conn, *, waiting: list[items.Item]) -> list[items.Item]:
+        now = self.now()
+        return [items.transition_sync(conn, i.id, State.DRAFTING, "system", now) for i in waiting]
 
     async def draft_one(self, item: items.Item) -> None:
         result = await self.drafter.draft(item, self.now())
@@ -174,11 +180,12 @@ class Lifecycle:
                 await asyncio.sleep(0.01)
 
     async def watch(self, stop: asyncio.Event) -> None:
-        """Sample the WAL's size, and time a tiny write every 10 ms."""
+        """Sample the WAL's size, and time a tiny foreground write every 10 ms."""
         while not stop.is_set():
             self.peak_wal = max(self.peak_wal, self.store.wal_bytes())
             started = time.perf_counter()
-            await self.store.write(lambda conn: None)
+            with db.foreground():  # as a tap's: ahead of the queued background units
+                await self.store.write(lambda conn: None)
             self.probe_ms.append((time.perf_counter() - started) * 1000)
             await asyncio.sleep(0.01)
 
