@@ -296,6 +296,9 @@ async def test_a_full_store_alerts_without_a_write_fails_health_and_recovers(
     running: Running,
 ) -> None:
     store = running.runtime.store
+    # The runtime's own clock: a run opened at a fixed time would have lapsed already, and
+    # the leader's run-recovery sweep (every lease TTL, real time) could close it mid-tick.
+    now = running.runtime.now()
     for n in range(3):
         (running.notes / f"note-{n}.md").write_text(f"# Note {n}\n\n{BIG}\n")
     await set_page_limit(store, None)
@@ -305,7 +308,7 @@ async def test_a_full_store_alerts_without_a_write_fails_health_and_recovers(
     running.api.fail_next("sendMessage", 403, description="Forbidden: bot was blocked by the user")
     # Real engine work meets the full store.
     with pytest.raises(errors.StorageFull):
-        await running.runtime.engine.tick("news", "manual", NOW)
+        await running.runtime.engine.tick("news", "manual", now)
     alert = await running.api.await_for(lambda: told(running, "storage full"), timeout=30)
     assert len(alert) == 1 and "Free space" in alert[0].text
     # Told straight through the bot: the outbox holds nothing new, and no alert row.
@@ -320,7 +323,7 @@ async def test_a_full_store_alerts_without_a_write_fails_health_and_recovers(
 
     # More failures while full: still one alert (at most one an hour).
     with pytest.raises(errors.StorageFull):
-        await running.runtime.engine.tick("news", "manual", NOW)
+        await running.runtime.engine.tick("news", "manual", now)
     await asyncio.sleep(1)
     assert len(told(running, "gatehouse cannot write")) == 1
     assert told(running, "gatehouse cannot write", BLOCKED) == []
@@ -331,5 +334,5 @@ async def test_a_full_store_alerts_without_a_write_fails_health_and_recovers(
     assert store.faults.current is None
     code, out = await gatehouse(running, "health")
     assert code == 0 and out.startswith("ok: gatehouse runs as pid")
-    report = await running.runtime.engine.tick("news", "manual", NOW)
+    report = await running.runtime.engine.tick("news", "manual", now)
     assert len(report.created) == 3
