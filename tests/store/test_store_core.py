@@ -284,6 +284,16 @@ def _blocking(value: int, started: threading.Event, release: threading.Event) ->
     return unit
 
 
+def _operator_writes(store: db.Store, value: int) -> asyncio.Task[None]:
+    """A write made as a Telegram update's are: in the foreground."""
+
+    async def operator() -> None:
+        with db.foreground():
+            await store.write(_inserting(value))
+
+    return asyncio.create_task(operator())
+
+
 async def _until(flag: threading.Event) -> None:
     for _ in range(500):
         if flag.is_set():
@@ -335,12 +345,7 @@ async def test_a_write_an_operator_waits_for_goes_ahead_of_queued_background_wor
     first = asyncio.create_task(store.write(_blocking(1, started, release)))
     await _until(started)
     background = [asyncio.create_task(store.write(_inserting(n))) for n in (2, 3)]
-
-    async def operator() -> None:
-        with db.foreground():
-            await store.write(_inserting(9))
-
-    tapped = asyncio.create_task(operator())
+    tapped = _operator_writes(store, 9)
     await asyncio.sleep(0.05)  # all three wait behind the running unit
     release.set()
     await asyncio.gather(first, *background, tapped)
@@ -361,12 +366,7 @@ async def test_a_background_batch_in_flight_commits_early_for_an_operator(
     batch = [asyncio.create_task(store.write(_blocking(1, started, release)))]
     batch += [asyncio.create_task(store.write(_inserting(n))) for n in (2, 3, 4)]
     await _until(started)
-
-    async def operator() -> None:
-        with db.foreground():
-            await store.write(_inserting(9))
-
-    tapped = asyncio.create_task(operator())
+    tapped = _operator_writes(store, 9)
     await asyncio.sleep(0.05)  # the operator's unit waits for the running one
     release.set()
     assert await asyncio.gather(*batch, tapped) == [None] * 5
