@@ -282,18 +282,16 @@ def _run_batch(
 
     The batch first runs without savepoints (units rarely fail, and two statements
     per unit are a tenth of its cost); if any unit raises, everything is rolled
-    back and the units it had started run again with a savepoint around each. Units
-    are database work only, so running one twice is safe.
+    back and the whole batch runs again with a savepoint around each unit (not cut
+    short: failures are rare). Units are database work only, so running one twice
+    is safe.
     """
     if len(units) == 1:
         return [_in_transaction(conn, lambda: _run_single(conn, units[0]))]
-    started = 0
 
     def first_pass() -> list[tuple[bool, Any]]:
-        nonlocal started
         outcomes = []
         for unit in units:
-            started += 1
             outcomes.append((True, unit(conn)))
             if stop is not None and stop.is_set():
                 break
@@ -302,8 +300,7 @@ def _run_batch(
     try:
         return _in_transaction(conn, first_pass)
     except Exception:
-        again = units[:started]
-        return _in_transaction(conn, lambda: [_run_in_savepoint(conn, unit) for unit in again])
+        return _in_transaction(conn, lambda: [_run_in_savepoint(conn, unit) for unit in units])
 
 
 def _in_transaction(conn: sqlite3.Connection, work: Callable[[], T]) -> T:
