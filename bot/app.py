@@ -39,6 +39,7 @@ from telegram.ext import (
     TypeHandler,
     filters,
 )
+from telegram.request import HTTPXRequest
 
 from bot import (
     api,
@@ -57,7 +58,7 @@ from bot import (
     storage_alarm,
 )
 from bot import settings as settings_mod
-from pipelines import card_trail, nudges
+from pipelines import card_trail, httpclient, nudges
 from pipelines import runtime as runtime_mod
 from pipelines.audit import witness as audit_witness
 from pipelines.dispatch import dispatcher
@@ -105,6 +106,11 @@ def build(cfg: settings_mod.Settings, token: str) -> App:
         .base_file_url(file_url(cfg.telegram.base_url))
         .rate_limiter(limiter)
         .concurrent_updates(OperatorFirst(1))
+        # The builder's own pool sizes (256; 1 for the long poll), with the shared TLS context.
+        .request(HTTPXRequest(connection_pool_size=256, httpx_kwargs=httpclient.shared_tls()))
+        .get_updates_request(
+            HTTPXRequest(connection_pool_size=1, httpx_kwargs=httpclient.shared_tls())
+        )
     ).build()
     add = application.add_handler
     add(TypeHandler(Update, polling.once), group=-2)  # an update another worker handled

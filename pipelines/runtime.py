@@ -31,7 +31,7 @@ from pathlib import Path
 
 import httpx
 
-from pipelines import config, engine, leader, sla, workers
+from pipelines import config, engine, httpclient, leader, sla, workers
 from pipelines.drafting import base as drafters
 from pipelines.scheduler import Scheduler
 from store import db, errors, heartbeats, ledger, outbox, retention, startup
@@ -125,9 +125,7 @@ class Runtime:
         except BaseException:
             await store.close()
             raise
-        runtime = cls(
-            cfg, store, loaded, httpx.AsyncClient(timeout=httpx.Timeout(30.0, connect=10.0))
-        )
+        runtime = cls(cfg, store, loaded, httpclient.new(timeout=httpx.Timeout(30.0, connect=10.0)))
         # Everything start-up allocated (modules, models, the bot) leaves the collector's
         # reach: a full collection then scans only what came later, instead of stalling
         # the event loop, and every tap waiting on it, for a tenth of a second or more.

@@ -131,7 +131,7 @@ def _llm(cfg: settings_mod.Settings, name: str, now: datetime, read: Read) -> dr
 async def _run(pipeline: config.Pipeline, now: datetime, llm: dryrun.Llm | None) -> dryrun.Report:
     import httpx  # the engine's client, for this command alone
 
-    from pipelines import dryrun
+    from pipelines import dryrun, httpclient
 
-    async with httpx.AsyncClient(timeout=httpx.Timeout(30.0, connect=10.0)) as client:
+    async with httpclient.new(timeout=httpx.Timeout(30.0, connect=10.0)) as client:
         return await dryrun.run(pipeline, client, now, llm)

@@ -122,11 +122,9 @@ def _preflight_needs(
 async def _online(
     found: dict[str, config.Pipeline], needs: preflight.Needs
 ) -> list[preflight.Finding]:
-    import httpx  # only the online check needs an HTTP client
+    from pipelines import httpclient, preflight  # only the online check needs HTTP
 
-    from pipelines import preflight
-
-    async with httpx.AsyncClient() as client:
+    async with httpclient.new() as client:
         return await preflight.online(found, needs, client)
 
 

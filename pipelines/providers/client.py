@@ -162,10 +162,12 @@ class ProviderClient:
     ) -> None:
         import httpx
 
+        from pipelines import httpclient
+
         self.settings = settings
         self._timeout = httpx.Timeout(settings.timeout_s, connect=settings.connect_timeout_s)
         self._owns_client = client is None
-        self._client = client if client is not None else httpx.AsyncClient(timeout=self._timeout)
+        self._client = client if client is not None else httpclient.new(timeout=self._timeout)
         self._sleep = sleep
         self._rng = rng if rng is not None else random.Random()
         self._now = now

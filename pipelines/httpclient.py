@@ -1,0 +1,36 @@
+"""HTTP clients that share the process's one TLS context.
+
+    client = httpclient.new(timeout=httpx.Timeout(30.0, connect=10.0))
+    HTTPXRequest(httpx_kwargs=httpclient.shared_tls())   # python-telegram-bot's requests
+
+An httpx client left to itself builds its own TLS context and parses the whole CA
+bundle into it again: about 25-30 ms a client on a 2-vCPU VM, and `gatehouse run` built
+three before its first getUpdates (PTB's two and the engine's; a fourth with an LLM).
+An `ssl.SSLContext` is made to be shared, so one serves them all. It is made on first
+use by httpx's own `create_ssl_context`, so it trusts what each client would have
+trusted: SSL_CERT_FILE or SSL_CERT_DIR when set, else certifi's bundle.
+"""
+
+from __future__ import annotations
+
+import functools
+import ssl
+from typing import Any
+
+import httpx
+
+
+@functools.cache
+def tls_context() -> ssl.SSLContext:
+    """The one TLS context, made on first use."""
+    return httpx.create_ssl_context()
+
+
+def shared_tls() -> dict[str, Any]:
+    """The keyword that hands a client the shared context (for PTB's `httpx_kwargs`)."""
+    return {"verify": tls_context()}
+
+
+def new(**kwargs: Any) -> httpx.AsyncClient:
+    """An `httpx.AsyncClient(**kwargs)` that verifies with the shared context."""
+    return httpx.AsyncClient(**shared_tls(), **kwargs)

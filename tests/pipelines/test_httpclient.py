@@ -1,0 +1,89 @@
+"""The process's HTTP clients share one TLS context, and it trusts what httpx would."""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import certifi
+import httpx
+import pytest
+
+from bot import app
+from bot import settings as settings_mod
+from pipelines import httpclient
+from pipelines import runtime as runtime_mod
+from pipelines.providers import client as provider_client
+from pipelines.providers import settings as provider_settings
+
+TOKEN = "987654:tls-context-secret-token_ABCDEFGHIJKL"
+
+
+@pytest.fixture
+def built(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[object]]:
+    """Each TLS context httpx builds from scratch (not one handed to it), as it is built."""
+    made: list[object] = []
+    real = httpx.create_ssl_context
+
+    def counting(verify: Any = True, *args: Any, **kwargs: Any) -> ssl.SSLContext:
+        if not isinstance(verify, ssl.SSLContext):
+            made.append(verify)
+        return real(verify, *args, **kwargs)
+
+    # httpx's transports call it by the name they imported; `tls_context` by httpx's own.
+    monkeypatch.setattr(httpx, "create_ssl_context", counting)
+    monkeypatch.setattr(httpx._transports.default, "create_ssl_context", counting)
+    httpclient.tls_context.cache_clear()
+    yield made
+    httpclient.tls_context.cache_clear()
+
+
+async def test_the_bot_the_engine_and_the_llm_client_build_one_tls_context(
+    tmp_path: Path, built: list[object]
+) -> None:
+    (tmp_path / "pipelines").mkdir()
+    cfg = settings_mod.Settings(
+        data_dir=tmp_path / "data",
+        pipelines_dir=tmp_path / "pipelines",
+        telegram=settings_mod.TelegramSettings(
+            token=TOKEN,  # type: ignore[arg-type]  # pydantic makes it a SecretStr
+            base_url="http://127.0.0.1:9/bot",
+            operators=[77],
+        ),
+    )
+    application = app.build(cfg, TOKEN)  # PTB's two requests: the calls and the long poll
+    runtime = await runtime_mod.Runtime.start(app.runtime_config(cfg, application))
+    llm = provider_client.ProviderClient(
+        provider_settings.ProviderSettings(
+            kind="openai",
+            model="m",
+            base_url="http://127.0.0.1:9",
+            api_key="k",  # type: ignore[arg-type]
+        )
+    )
+    try:
+        assert built == [True]
+    finally:
+        await llm.aclose()
+        await runtime.stop()
+        await application.bot.shutdown()
+
+
+def test_the_shared_context_trusts_what_ssl_cert_file_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, built: list[object]
+) -> None:
+    bundle = Path(certifi.where()).read_text()
+    first = bundle[: bundle.index("-----END CERTIFICATE-----") + len("-----END CERTIFICATE-----")]
+    only = tmp_path / "one-ca.pem"
+    only.write_text(first[first.index("-----BEGIN CERTIFICATE-----") :] + "\n")
+    monkeypatch.setenv("SSL_CERT_FILE", str(only))
+    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+
+    context = httpclient.tls_context()
+
+    assert len(context.get_ca_certs()) == 1
+    assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname
+    assert httpclient.tls_context() is context
+    assert built == [True]
