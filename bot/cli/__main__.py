@@ -2,6 +2,6 @@
 
 import sys
 
-from bot.cli.main import main
+from bot.cli import start
 
-sys.exit(main())
+sys.exit(start.main())

@@ -313,7 +313,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser, table = _parser()
     args = parser.parse_args(argv)
     if args.command == "demo":  # its own settings: the environment's must not matter
-        from bot.demo import run as demo  # PTB loads only for the commands that need it
+        from bot import early
+
+        with early.loading():
+            from bot.demo import run as demo  # PTB loads only for the commands that need it
 
         return demo.main(port=args.port, data_dir=args.data_dir, verbose=args.verbose)
     if args.command == "run":

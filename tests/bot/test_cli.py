@@ -5,6 +5,7 @@ audit verify on a tampered chain, backup, reconcile, and argument errors."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import os
 import sqlite3
@@ -18,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from bot import control
+from bot import control, early
 from pipelines import operations
 from pipelines import runtime as runtime_mod
 from pipelines.dispatch import file as dispatch_file
@@ -465,3 +466,49 @@ def test_status_lists_pipelines_without_loading_their_models(tmp_path: Path) -> 
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )
     assert done.stdout.split("\n")[:2] == ["['p']", "[]"]
+
+
+def test_loading_pauses_the_collector_and_then_freezes_and_resumes_it() -> None:
+    assert gc.isenabled()
+    frozen_before = gc.get_freeze_count()
+    try:
+        with early.loading():
+            assert not gc.isenabled()
+            made = [[index] for index in range(1000)]  # what an import would leave alive
+        assert gc.isenabled()
+        assert gc.get_freeze_count() >= frozen_before + len(made)
+    finally:
+        gc.unfreeze()  # the test process's objects go back where the collector sees them
+
+
+def test_loading_leaves_a_paused_collector_paused() -> None:
+    gc.disable()
+    try:
+        with early.loading():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+@pytest.mark.parametrize("argv", [["status"], ["--help"]])
+def test_the_gatehouse_command_runs_its_commands_with_the_collector_on(
+    tmp_path: Path, argv: list[str]
+) -> None:
+    # A new interpreter, as the console script starts: the collector is paused only
+    # while the command line loads. A command that fails (no store here) counts too.
+    code = (
+        "import gc, sys; from bot.cli import reads, start\n"
+        "reads.cmd_status = lambda *a: print('running', gc.isenabled()) or 0\n"
+        f"sys.argv = ['gatehouse', *{argv!r}]\n"
+        "try:\n    start.main()\nexcept SystemExit:\n    pass\n"
+        "print('after', gc.isenabled())"
+    )
+    env = {**os.environ, "GATEHOUSE_DATA_DIR": str(tmp_path / "data")}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60,
+        env=env, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.stdout.splitlines()[-1] == "after True"
+    if argv == ["status"]:
+        assert "running True" in done.stdout
