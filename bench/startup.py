@@ -9,7 +9,11 @@ croniter and jsonschema. `status` is timed from spawn to
 exit; `run` from spawn to the moment the local Bot API server receives the bot's first
 getUpdates (then the bot is stopped with SIGTERM). One untimed run of each goes first
 and may write bytecode caches, so the timed runs measure imports, not compilation.
-`bare_python_s` (a process that imports nothing) shows what the machine costs alone.
+`bare_python_s` (a process that imports nothing) shows what the machine costs alone, and
+the two floors what the libraries the design names cost before any code of gatehouse
+runs: `floor_status_s` imports asyncio and pydantic-settings (the store's loop and the
+settings), `floor_run_s` those and python-telegram-bot and httpx. On a VM whose speed
+moves from minute to minute, a figure over its floor compares better than a figure alone.
 """
 
 from __future__ import annotations
@@ -113,9 +117,16 @@ def time_run(data_dir: Path, *, bytecode: bool = False) -> float:
                 raise SystemExit(f"gatehouse run exited with {bot.returncode}: {errors[-2000:]}")
 
 
-def time_bare() -> float:
+#: What each floor imports (see the module docstring).
+FLOORS = {
+    "status": "import asyncio, pydantic_settings",
+    "run": "import asyncio, pydantic_settings, telegram.ext, httpx",
+}
+
+
+def time_python(code: str = "pass") -> float:
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "pass"], check=True)
+    subprocess.run([sys.executable, "-c", code], check=True)
     return time.perf_counter() - started
 
 
@@ -133,7 +144,8 @@ async def main(argv: list[str]) -> None:
         (plain_dir / "plain.yaml").write_text(PLAIN)
         plain = [time_status(data_dir, pipelines=plain_dir) for _ in range(args.runs)]
         run = [time_run(data_dir) for _ in range(args.runs)]
-    bare = [time_bare() for _ in range(args.runs)]
+    bare = [time_python() for _ in range(args.runs)]
+    floors = {name: [time_python(code) for _ in range(args.runs)] for name, code in FLOORS.items()}
     common.report(
         {
             "bench": "startup",
@@ -144,6 +156,8 @@ async def main(argv: list[str]) -> None:
             "run_to_get_updates_s": round(common.median(run), 3),
             "run_to_get_updates_max_s": round(max(run), 3),
             "bare_python_s": round(common.median(bare), 3),
+            "floor_status_s": round(common.median(floors["status"]), 3),
+            "floor_run_s": round(common.median(floors["run"]), 3),
             "load_average": round(os.getloadavg()[0], 2),
         }
     )

@@ -9,6 +9,12 @@ store grouped it in that round (the group sizes are read from the writer), so bo
 the same fsyncs. `ratio` = one caller / plain one per transaction; `concurrent_ratio` =
 64 callers / plain grouped the same way.
 
+The one caller's time is split in two: `one_caller_in_writer_us`, a transaction's time on
+the writer's thread from BEGIN to COMMIT (the same statements as plain sqlite3's
+`raw_us`, and the unit's Python around them), and `one_caller_handoff_us`, the rest: the
+hand-off to that thread and back, which plain sqlite3 never pays. On a VM the hand-off is
+mostly two thread wake-ups across vCPUs, and it moves with the machine, not the code.
+
 "The same work" is the store's own five statements per transition: read the row to
 decide on (compare-and-set), look up the last automatic entry (the re-entry floor), the
 UPDATE, read the chain's head and INSERT the event. The store cannot skip the three
@@ -48,6 +54,30 @@ async def sequential(store: db.Store, ids: list[int]) -> float:
     for item_id in ids:
         await items.transition(store, item_id, State.DRAFTING, "system", NOW)
     return len(ids) / (time.perf_counter() - started)
+
+
+async def sequential_split(store: db.Store, ids: list[int]) -> tuple[float, float]:
+    """`sequential`'s rate, and the mean seconds a transaction spent on the writer's thread."""
+    assert isinstance(store, sqlite_store.SqliteStore), "the writer's thread is SQLite's"
+    lane = store._writer_lane  # the bench times the writer's thread; nothing else does
+    run, spent = lane.run, []
+
+    async def timed(fn: Callable[..., T], *args: Any) -> T:
+        def on_thread(conn: Any, *rest: Any) -> T:
+            started = time.perf_counter()
+            try:
+                return fn(conn, *rest)
+            finally:
+                spent.append(time.perf_counter() - started)
+
+        return await run(on_thread if fn is writer._run_batch else fn, *args)
+
+    lane.run = timed  # type: ignore[method-assign,assignment]
+    try:
+        rate = await sequential(store, ids)
+    finally:
+        lane.run = run  # type: ignore[method-assign]
+    return rate, sum(spent) / len(spent)
 
 
 async def concurrent(store: db.Store, ids: list[int], callers: int) -> float:
@@ -140,7 +170,8 @@ async def main(argv: list[str]) -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--callers", type=int, default=64)
     args = parser.parse_args(argv)
-    seq, con, plain, grouped, group_sizes = [], [], [], [], []
+    seq, con, plain, grouped, group_sizes, in_writer = [], [], [], [], [], []
+    handoff: list[float] = []
     plain_ui, grouped_ui = [], []
     n = args.count
     with tempfile.TemporaryDirectory() as tmp:
@@ -152,7 +183,7 @@ async def main(argv: list[str]) -> None:
             try:
                 ids = await create_items(store, n * 9, f"r{round_no}")
                 await store.checkpoint("TRUNCATE")
-                seq_rate = await sequential(store, ids[:n])
+                seq_rate, writer_s = await sequential_split(store, ids[:n])
                 sizes = record_groups(store)
                 con_rate = await concurrent(store, ids[n : n * 3], args.callers)
             finally:
@@ -163,6 +194,8 @@ async def main(argv: list[str]) -> None:
             grouped_ui_rate = raw(config.db_path, ids[n * 7 :], sizes, reads=False)
             if round_no:  # round 0 warms the page cache and the WAL file
                 seq.append(seq_rate)
+                in_writer.append(writer_s)
+                handoff.append(1 / seq_rate - writer_s)
                 con.append(con_rate)
                 plain.append(raw_rate)
                 grouped.append(grouped_rate)
@@ -179,6 +212,10 @@ async def main(argv: list[str]) -> None:
             "transitions_per_s": round(seq_rate),
             "raw_per_s": round(raw_rate),
             "ratio": round(seq_rate / raw_rate, 3),
+            "one_caller_us": round(1e6 / seq_rate),
+            "one_caller_in_writer_us": round(1e6 * common.median(in_writer)),
+            "one_caller_handoff_us": round(1e6 * common.median(handoff)),
+            "raw_us": round(1e6 / raw_rate),
             "concurrent_callers": args.callers,
             "concurrent_per_s": round(con_rate),
             "mean_group": round(sum(group_sizes) / len(group_sizes), 1),
