@@ -4,11 +4,15 @@
     HTTPXRequest(httpx_kwargs=httpclient.shared_tls())   # python-telegram-bot's requests
 
 An httpx client left to itself builds its own TLS context and parses the whole CA
-bundle into it again: about 25-30 ms a client on a 2-vCPU VM, and `gatehouse run` built
+bundle into it again: about 30 ms a client on a 2-vCPU VM, and `gatehouse run` built
 three before its first getUpdates (PTB's two and the engine's; a fourth with an LLM).
 An `ssl.SSLContext` is made to be shared, so one serves them all. It is made on first
 use by httpx's own `create_ssl_context`, so it trusts what each client would have
 trusted: SSL_CERT_FILE or SSL_CERT_DIR when set, else certifi's bundle.
+
+Every client that shares it speaks HTTP/1.1, httpx's and PTB's default: httpcore sets
+the context's ALPN protocols on each connection it opens, so a client speaking HTTP/2
+would change them under the others, and needs a context of its own.
 """
 
 from __future__ import annotations
@@ -33,4 +37,6 @@ def shared_tls() -> dict[str, Any]:
 
 def new(**kwargs: Any) -> httpx.AsyncClient:
     """An `httpx.AsyncClient(**kwargs)` that verifies with the shared context."""
+    if kwargs.get("http2"):
+        raise ValueError("the shared TLS context serves HTTP/1.1 clients only (see httpclient)")
     return httpx.AsyncClient(**shared_tls(), **kwargs)

@@ -87,3 +87,10 @@ def test_the_shared_context_trusts_what_ssl_cert_file_names(
     assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname
     assert httpclient.tls_context() is context
     assert built == [True]
+
+
+def test_a_client_speaking_http2_is_refused_the_shared_context() -> None:
+    # httpcore sets the context's ALPN protocols per connection: an HTTP/2 client would
+    # change them under every HTTP/1.1 client sharing it.
+    with pytest.raises(ValueError, match=r"HTTP/1\.1 clients only"):
+        httpclient.new(http2=True)
