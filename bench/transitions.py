@@ -7,7 +7,10 @@ one transaction each (same pragmas); the store API with 64 concurrent callers, w
 transactions share commits; and plain sqlite3 doing the same work grouped exactly as the
 store grouped it in that round (the group sizes are read from the writer), so both pay
 the same fsyncs. `ratio` = one caller / plain one per transaction; `concurrent_ratio` =
-64 callers / plain grouped the same way.
+64 callers / plain grouped the same way. Each ratio is the median of the rounds' own
+ratios: a round's two sides run back to back, so a VM whose speed drifts from one round
+to the next (2x within minutes on the VMs this was measured on) moves both alike; the
+rates are each side's median over the rounds.
 
 The one caller's time is split in two: `one_caller_in_writer_us`, a transaction's time on
 the writer's thread from BEGIN to COMMIT (the same statements as plain sqlite3's
@@ -174,12 +177,13 @@ async def main(argv: list[str]) -> None:
     args = parser.parse_args(argv)
     seq, con, plain, grouped, group_sizes, in_writer = [], [], [], [], [], []
     handoff: list[float] = []
-    plain_ui, grouped_ui = [], []
+    #: Each round's ratios, side by side in time (see the module docstring).
+    paired: dict[str, list[float]] = {"ratio": [], "concurrent": [], "ui": [], "grouped_ui": []}
     n = args.count
     with tempfile.TemporaryDirectory() as tmp:
         config = db.StoreConfig(data_dir=Path(tmp) / "data")
         # Rounds alternate store and plain sqlite3, so both meet the same disk weather;
-        # the medians are reported.
+        # each side's median and the median of the rounds' ratios are reported.
         for round_no in range(args.rounds + 1):
             store = await db.open(config)
             try:
@@ -201,11 +205,13 @@ async def main(argv: list[str]) -> None:
                 con.append(con_rate)
                 plain.append(raw_rate)
                 grouped.append(grouped_rate)
-                plain_ui.append(raw_ui)
-                grouped_ui.append(grouped_ui_rate)
                 group_sizes += sizes
+                paired["ratio"].append(seq_rate / raw_rate)
+                paired["concurrent"].append(con_rate / grouped_rate)
+                paired["ui"].append(seq_rate / raw_ui)
+                paired["grouped_ui"].append(con_rate / grouped_ui_rate)
     seq_rate, con_rate, raw_rate = common.median(seq), common.median(con), common.median(plain)
-    grouped_rate = common.median(grouped)
+    ratio = {name: round(common.median(values), 3) for name, values in paired.items()}
     common.report(
         {
             "bench": "transitions",
@@ -213,7 +219,7 @@ async def main(argv: list[str]) -> None:
             "rounds": args.rounds,
             "transitions_per_s": round(seq_rate),
             "raw_per_s": round(raw_rate),
-            "ratio": round(seq_rate / raw_rate, 3),
+            "ratio": ratio["ratio"],
             "one_caller_us": round(1e6 / seq_rate),
             "one_caller_in_writer_us": round(1e6 * common.median(in_writer)),
             "one_caller_handoff_us": round(1e6 * common.median(handoff)),
@@ -221,9 +227,9 @@ async def main(argv: list[str]) -> None:
             "concurrent_callers": args.callers,
             "concurrent_per_s": round(con_rate),
             "mean_group": round(sum(group_sizes) / len(group_sizes), 1),
-            "raw_grouped_per_s": round(grouped_rate),
-            "concurrent_ratio": round(con_rate / grouped_rate, 3),
-            "ratio_update_insert": round(seq_rate / common.median(plain_ui), 3),
-            "concurrent_ratio_update_insert": round(con_rate / common.median(grouped_ui), 3),
+            "raw_grouped_per_s": round(common.median(grouped)),
+            "concurrent_ratio": ratio["concurrent"],
+            "ratio_update_insert": ratio["ui"],
+            "concurrent_ratio_update_insert": ratio["grouped_ui"],
         }
     )
