@@ -8,7 +8,9 @@ bundle into it again: about 30 ms a client on a 2-vCPU VM, and `gatehouse run` b
 three before its first getUpdates (PTB's two and the engine's; a fourth with an LLM).
 An `ssl.SSLContext` is made to be shared, so one serves them all. It is made on first
 use by httpx's own `create_ssl_context`, so it trusts what each client would have
-trusted: SSL_CERT_FILE or SSL_CERT_DIR when set, else certifi's bundle.
+trusted: SSL_CERT_FILE or SSL_CERT_DIR when set, else certifi's bundle. `gatehouse run`
+starts making it on a thread of its own before its imports (`prefetch`): OpenSSL parses
+the bundle without holding the GIL, so the two overlap.
 
 Every client that shares it speaks HTTP/1.1, httpx's and PTB's default: httpcore sets
 the context's ALPN protocols on each connection it opens, so a client speaking HTTP/2
@@ -17,17 +19,40 @@ would change them under the others, and needs a context of its own.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import ssl
+import threading
 from typing import Any
 
 import httpx
 
+#: Held while the context is made: a caller waits for the one a prefetch is making.
+_making = threading.Lock()
+
 
 @functools.cache
+def _made() -> ssl.SSLContext:
+    return httpx.create_ssl_context()
+
+
 def tls_context() -> ssl.SSLContext:
     """The one TLS context, made on first use."""
-    return httpx.create_ssl_context()
+    with _making:
+        return _made()
+
+
+def prefetch() -> threading.Thread:
+    """Start making the context on a thread of its own. A failure is left for the first
+    client that needs the context, which makes it again and meets the error itself."""
+
+    def make() -> None:
+        with contextlib.suppress(Exception):
+            tls_context()
+
+    thread = threading.Thread(target=make, name="tls-context", daemon=True)
+    thread.start()
+    return thread
 
 
 def shared_tls() -> dict[str, Any]:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ssl
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -35,9 +37,9 @@ def built(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[object]]:
     # httpx's transports call it by the name they imported; `tls_context` by httpx's own.
     monkeypatch.setattr(httpx, "create_ssl_context", counting)
     monkeypatch.setattr(httpx._transports.default, "create_ssl_context", counting)
-    httpclient.tls_context.cache_clear()
+    httpclient._made.cache_clear()
     yield made
-    httpclient.tls_context.cache_clear()
+    httpclient._made.cache_clear()
 
 
 async def test_the_bot_the_engine_and_the_llm_client_build_one_tls_context(
@@ -94,3 +96,39 @@ def test_a_client_speaking_http2_is_refused_the_shared_context() -> None:
     # change them under every HTTP/1.1 client sharing it.
     with pytest.raises(ValueError, match=r"HTTP/1\.1 clients only"):
         httpclient.new(http2=True)
+
+
+def test_a_client_made_while_the_prefetch_runs_waits_for_its_context(
+    monkeypatch: pytest.MonkeyPatch, built: list[object]
+) -> None:
+    counting = httpx.create_ssl_context
+    started = threading.Event()
+
+    def slow(verify: Any = True, *args: Any, **kwargs: Any) -> ssl.SSLContext:
+        started.set()
+        time.sleep(0.2)  # the bundle being parsed, long enough for the race below
+        return counting(verify, *args, **kwargs)
+
+    monkeypatch.setattr(httpx, "create_ssl_context", slow)
+    thread = httpclient.prefetch()
+    assert started.wait(5)
+
+    context = httpclient.tls_context()  # while the prefetch is still making it
+
+    thread.join(5)
+    assert built == [True]
+    assert httpclient.tls_context() is context
+
+
+def test_a_prefetch_that_fails_leaves_the_error_to_the_first_client(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, built: list[object]
+) -> None:
+    monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "missing.pem"))
+    unhandled: list[object] = []
+    monkeypatch.setattr(threading, "excepthook", unhandled.append)
+
+    httpclient.prefetch().join(5)
+
+    assert unhandled == []  # nothing printed from the thread
+    with pytest.raises(FileNotFoundError):
+        httpclient.new()
