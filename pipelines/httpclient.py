@@ -9,8 +9,8 @@ three before its first getUpdates (PTB's two and the engine's; a fourth with an 
 An `ssl.SSLContext` is made to be shared, so one serves them all. It is made on first
 use by httpx's own `create_ssl_context`, so it trusts what each client would have
 trusted: SSL_CERT_FILE or SSL_CERT_DIR when set, else certifi's bundle. `gatehouse run`
-starts making it on a thread of its own before its imports (`prefetch`): OpenSSL parses
-the bundle without holding the GIL, so the two overlap.
+starts making it on a thread of its own while it imports the bot (`prefetch`): OpenSSL
+parses the bundle without holding the GIL, so the two overlap.
 
 Every client that shares it speaks HTTP/1.1, httpx's and PTB's default: httpcore sets
 the context's ALPN protocols on each connection it opens, so a client speaking HTTP/2
