@@ -22,7 +22,8 @@ until the row is parked (failed, with its reason); the rows after it go on. A se
 message whose answer could not be read is counted as delivered (id UNREAD), never sent
 again. Pacing is PTB's AIORateLimiter's job (set up in bot.app) plus a per-chat
 aiolimiter bucket here. Among several workers only the leader sends (`may_send`): a
-tap handled elsewhere leaves its card edits to the leader's loop.
+tap handled elsewhere leaves its card edits to the leader's loop. How a card_edit row
+changes the cards already sent is bot.card_edits' part.
 """
 
 from __future__ import annotations
@@ -37,11 +38,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from aiolimiter import AsyncLimiter
-from telegram import Bot, InlineKeyboardMarkup, LinkPreviewOptions, ReplyParameters
+from telegram import Bot, InlineKeyboardMarkup, ReplyParameters
 from telegram import error as tg_error
 from telegram.constants import ParseMode
 
-from bot import alerts, logs, people, render, sent_messages
+from bot import alerts, card_edits, logs, people, render, sent_messages
+from bot.card_edits import NO_PREVIEW
 from bot.sent_messages import UNREAD, Sent
 from pipelines import logfields, retry, workers
 from pipelines.text import telegram as telegram_text
@@ -72,14 +74,9 @@ CARD_NOT_SENT_WAIT = timedelta(seconds=1)
 #: Hold key for "every chat" (a bot-wide flood limit).
 EVERY_CHAT = None
 
-#: Cards show the source link as a link, not as a large preview.
-NO_PREVIEW = LinkPreviewOptions(is_disabled=True)
-
 #: row -> the chats it goes to (cards and alerts).
 Targets = Callable[[outbox.Row], list[int]]
-#: row -> the buttons under its last part (None: no buttons): a card's own, a decided
-#: card's from its edit (Undo, Redraft), a digest's.
-Keyboard = Callable[[outbox.Row], InlineKeyboardMarkup | None]
+Keyboard = card_edits.Keyboard
 
 #: Token-shaped text never reaches a row's reason (the database).
 _redact = logs.RedactTokens().redact
@@ -353,56 +350,8 @@ class Sender:
         return int(message.message_id)
 
     async def _edit_card(self, row: outbox.Row, now: datetime) -> Sent:
-        assert row.item_id is not None, "a card_edit row names its item"
-        cards = await sent_messages.cards_for(self.store, row.item_id, row.payload)
-        if not cards:
-            log.warning("card_edit %d: item %d has no card; nothing to edit", row.id, row.item_id)
-            return {}
-        if any(card.state == "pending" for card in cards):
+        edited = await card_edits.edit(self.store, self.bot, self.keyboard, row)
+        if edited is None:
             # Not an attempt: the card may wait out a flood hold longer than MAX_ATTEMPTS.
             raise Retry("its card is not sent yet", now + CARD_NOT_SENT_WAIT, counts=False)
-        edit = await people.card_payload(self.store, row.payload)
-        edited: Sent = {}
-        for card in cards:  # the first card and any fresh copy ("Show card")
-            shown = await people.card_payload(self.store, card.payload)
-            last_part = render.card_parts(row.item_id, shown)[-1]
-            text = render.decided_card(last_part, edit, row.created_at)
-            edited.update(await self._edit_messages(row, card, text))
-        return edited
-
-    def _edit_markup(self, row: outbox.Row, card: outbox.Row) -> InlineKeyboardMarkup | None:
-        """Quorum progress keeps the card's buttons; a decision, or an edit that replaced
-        this version with a new card, takes them away; a failed dispatch offers Retry."""
-        if row.payload.get("buttons"):
-            return self.keyboard(row)
-        still_open = row.payload.get("state") == "awaiting_approval" and not row.payload.get(
-            "status", ""
-        ).startswith("✏️")
-        # A decided card's own buttons (Undo, Redraft) come from the edit.
-        return self.keyboard(card) if still_open else self.keyboard(row)
-
-    async def _edit_messages(self, row: outbox.Row, card: outbox.Row, text: str) -> Sent:
-        markup = self._edit_markup(row, card)
-        edited: Sent = {}
-        for chat, ids in sent_messages.message_ids(card).items():
-            if not ids or ids[-1] == UNREAD:
-                log.warning("card_edit %d: chat %s has no readable message id", row.id, chat)
-                continue
-            try:
-                await self.bot.edit_message_text(
-                    text,
-                    chat_id=int(chat),
-                    message_id=ids[-1],
-                    parse_mode=ParseMode.HTML,
-                    reply_markup=markup,
-                    link_preview_options=NO_PREVIEW,
-                )
-            except tg_error.BadRequest as exc:
-                # The operator deleted it; "Show card" sends a fresh one.
-                if sent_messages.gone(exc):
-                    log.info("card_edit %d: the card in chat %s is gone", row.id, chat)
-                    continue
-                if not sent_messages.not_modified(exc):
-                    raise
-            edited[chat] = ids[-1:]
         return edited

@@ -1,0 +1,95 @@
+"""Editing a card already in the chats: a card_edit row's text and buttons.
+
+    edited = await card_edits.edit(store, bot, keyboard, row)   # None: its card is not sent yet
+
+The sender (bot.sender) calls this for each card_edit row and records what it returns
+as the row's message ids. Every copy of the card is edited (the first one and any fresh
+copy "Show card" sent), in place, in each chat: the last part of the card gets the
+decision's line and the buttons the edit calls for.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from telegram import Bot, InlineKeyboardMarkup, LinkPreviewOptions
+from telegram import error as tg_error
+from telegram.constants import ParseMode
+
+from bot import people, render, sent_messages
+from bot.sent_messages import UNREAD, Sent
+from store import outbox
+from store.db import Store
+
+log = logging.getLogger(__name__)
+
+#: row -> the buttons under its last part (None: no buttons): a card's own, a decided
+#: card's from its edit (Undo, Redraft), a digest's.
+Keyboard = Callable[[outbox.Row], InlineKeyboardMarkup | None]
+
+#: Cards show the source link as a link, not as a large preview.
+NO_PREVIEW = LinkPreviewOptions(is_disabled=True)
+
+
+async def edit(store: Store, bot: Bot, keyboard: Keyboard, row: outbox.Row) -> Sent | None:
+    """Edit every sent copy of the row's card; the message ids edited, per chat.
+
+    None when a copy of the card is still pending: the edit waits for it. An item with
+    no card at all has nothing to edit ({}).
+    """
+    assert row.item_id is not None, "a card_edit row names its item"
+    cards = await sent_messages.cards_for(store, row.item_id, row.payload)
+    if not cards:
+        log.warning("card_edit %d: item %d has no card; nothing to edit", row.id, row.item_id)
+        return {}
+    if any(card.state == "pending" for card in cards):
+        return None
+    change = await people.card_payload(store, row.payload)
+    edited: Sent = {}
+    for card in cards:
+        shown = await people.card_payload(store, card.payload)
+        last_part = render.card_parts(row.item_id, shown)[-1]
+        text = render.decided_card(last_part, change, row.created_at)
+        edited.update(await _edit_messages(bot, _markup(keyboard, row, card), row, card, text))
+    return edited
+
+
+def _markup(keyboard: Keyboard, row: outbox.Row, card: outbox.Row) -> InlineKeyboardMarkup | None:
+    """Quorum progress keeps the card's buttons; a decision, or an edit that replaced
+    this version with a new card, takes them away; a failed dispatch offers Retry."""
+    if row.payload.get("buttons"):
+        return keyboard(row)
+    still_open = row.payload.get("state") == "awaiting_approval" and not row.payload.get(
+        "status", ""
+    ).startswith("✏️")
+    # A decided card's own buttons (Undo, Redraft) come from the edit.
+    return keyboard(card) if still_open else keyboard(row)
+
+
+async def _edit_messages(
+    bot: Bot, markup: InlineKeyboardMarkup | None, row: outbox.Row, card: outbox.Row, text: str
+) -> Sent:
+    edited: Sent = {}
+    for chat, ids in sent_messages.message_ids(card).items():
+        if not ids or ids[-1] == UNREAD:
+            log.warning("card_edit %d: chat %s has no readable message id", row.id, chat)
+            continue
+        try:
+            await bot.edit_message_text(
+                text,
+                chat_id=int(chat),
+                message_id=ids[-1],
+                parse_mode=ParseMode.HTML,
+                reply_markup=markup,
+                link_preview_options=NO_PREVIEW,
+            )
+        except tg_error.BadRequest as exc:
+            # The operator deleted it; "Show card" sends a fresh one.
+            if sent_messages.gone(exc):
+                log.info("card_edit %d: the card in chat %s is gone", row.id, chat)
+                continue
+            if not sent_messages.not_modified(exc):
+                raise
+        edited[chat] = ids[-1:]
+    return edited
