@@ -28,8 +28,9 @@ def _payload(fetched: base.FetchedItem) -> dict[str, object]:
 
 
 def storable(fetched: base.Fetched) -> base.Fetched:
-    """Source ids SQLite can hold (a JSON escape may carry a lone surrogate): cleaned
-    here, before dedup keys on them; the rest of the payload is cleaned as it is stored."""
+    """Source ids the store can hold (a JSON escape may carry a lone surrogate or a NUL):
+    cleaned here, before dedup keys on them; the rest of the payload is cleaned as it is
+    stored."""
     if all(store_text.unstorable(item.source_id) is None for item in fetched.items):
         return fetched
     cleaned = [

@@ -16,12 +16,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, HttpUrl
+from pydantic import BaseModel, ConfigDict, Field, HttpUrl, field_validator
 
 from pipelines import config, intake
 from pipelines.sources import MAX_TEXT_CHARS, MAX_TITLE_CHARS, base
 from pipelines.text import validation
 from store import backend, clock, errors, schedules, tokens
+from store import text as store_text
 from store.db import Store
 
 #: The dedup scope of every handed-over item.
@@ -41,6 +42,15 @@ class ItemIn(BaseModel):
     title: str = Field(min_length=1, max_length=MAX_TITLE_CHARS)
     text: str = Field(default="", max_length=MAX_TEXT_CHARS)
     link: HttpUrl | None = Field(default=None)
+
+    @field_validator("id")
+    @classmethod
+    def _storable(cls, value: str) -> str:
+        # The id is the dedup key as sent: refused, not cleaned, so two ids never merge.
+        problem = store_text.unstorable(value)
+        if problem is not None:
+            raise ValueError(f"holds text the store cannot keep: {problem}")
+        return value
 
     def fetched(self, caller: str) -> base.FetchedItem:
         link = str(self.link) if self.link is not None else None

@@ -20,8 +20,8 @@ with no output, or released, fails the item saying what to do (replay).
 What each provider outcome does to the claim and the item:
 
 - a reply with usage: settled at the price-table cost; the draft goes to approval, or,
-  if it fails validation (not JSON, schema violation, text SQLite cannot hold such as
-  a lone surrogate), the item fails with reason `invalid_output` and the raw output
+  if it fails validation (not JSON, schema violation, text the store cannot hold: a
+  lone surrogate, a NUL), the item fails with reason `invalid_output` and the raw output
   kept (cleaned) for the operator;
 - a reply without usage: uncertain (the cost is unknown until reconciled); the draft is
   still used, and the card says so;

@@ -221,6 +221,17 @@ async def test_a_lone_surrogate_is_refused_before_the_store(trigger: Api) -> Non
     assert await item_rows(trigger.runtime) == []
 
 
+async def test_a_nul_in_an_id_is_refused_before_the_store(trigger: Api) -> None:
+    # PostgreSQL's text cannot hold NUL; SQLite could, and the backends must agree.
+    body = b'{"id": "x\\u0000", "title": "T"}'
+    answer = await trigger.post("/v1/pipelines/news/items", content=body, headers=JSON)
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["error"].startswith(
+        "id: holds text the store cannot keep: a NUL character (U+0000) at character 1"
+    )
+    assert await item_rows(trigger.runtime) == []
+
+
 async def test_bad_headers_are_refused(trigger: Api) -> None:
     bad_key = await trigger.post("/v1/pipelines/news/items", ITEM, key="a key with spaces")
     assert bad_key.status_code == 400 and "Idempotency-Key" in bad_key.json()["error"]

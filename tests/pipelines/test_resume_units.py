@@ -147,20 +147,24 @@ async def test_a_shown_output_is_never_shown_again_after_a_replay(
     assert llm.calls == ITEMS + 1  # the rejected text is not offered again
 
 
-async def test_a_lone_surrogate_reply_fails_that_item_alone(
-    rig: Rig, llm: FakeLLM, now: datetime
+@pytest.mark.parametrize(
+    ("reply", "problem"),
+    [
+        ("Launch \ud800 day", "a lone surrogate U+D800 at character 7"),  # SQLite's UTF-8
+        ("Launch \x00 day", "a NUL character (U+0000) at character 7"),  # PostgreSQL's text
+    ],
+)
+async def test_a_reply_the_store_cannot_hold_fails_that_item_alone(
+    rig: Rig, llm: FakeLLM, now: datetime, reply: str, problem: str
 ) -> None:
-    llm.queue_reply("Launch \ud800 day")  # sent as the JSON escape "\ud800"
+    llm.queue_reply(reply)  # sent as the JSON escape "\ud800" or "\u0000"
     report = await rig.tick(now)
     assert (report.counts.drafted, report.counts.failed) == (ITEMS - 1, 1)
     run = await runs.get(rig.store, report.run_id)
     assert run.status == "ok" and run.ended_at == now  # closed, not left running
     [failed] = await items.in_state(rig.store, State.FAILED, "news")
     last = (await items.history(rig.store, failed.id))[-1]
-    assert last.reason == (
-        "invalid_output: the reply holds text that cannot be stored: "
-        "a lone surrogate U+D800 at character 7"
-    )
+    assert last.reason == f"invalid_output: the reply holds text that cannot be stored: {problem}"
     assert len(await items.in_state(rig.store, State.AWAITING_APPROVAL, "news")) == ITEMS - 1
     assert await claim_states(rig.store) == ["settled"] * ITEMS  # the bad reply was paid for
     [held] = (await ledger.report(rig.store, now)).budgets
@@ -358,18 +362,22 @@ dispatch:
 """
 
 
-async def test_an_entry_with_text_sqlite_cannot_hold_is_recorded_cleaned(
+async def test_an_entry_with_text_the_store_cannot_hold_is_recorded_cleaned(
     store: db.Store, tmp_path: Path, feeds: FeedServer, client: httpx.AsyncClient, now: datetime
 ) -> None:
-    entries = [{"id": "a\ud800", "title": "odd \udfff", "text": "t"}, {"id": "b", "title": "ok"}]
-    feeds.set_json("/items.json", entries)  # json.dumps sends the "\ud800" escapes
+    entries = [
+        {"id": "a\ud800", "title": "odd \udfff", "text": "t"},
+        {"id": "b", "title": "ok"},
+        {"id": "c\x00", "title": "nul"},  # PostgreSQL's text cannot hold NUL
+    ]
+    feeds.set_json("/items.json", entries)  # json.dumps sends "\ud800" and "\u0000" escapes
     (tmp_path / "news.yaml").write_text(JSON_PIPELINE.format(url=feeds.url("/items.json")))
     pipeline = config.load_dir(tmp_path).pipelines["news"]
     report = await engine.Engine(store, {"news": pipeline}, client=client).tick(
         "news", "schedule", now
     )
-    assert (report.status, report.counts.new, report.counts.drafted) == ("ok", 2, 2)
+    assert (report.status, report.counts.new, report.counts.drafted) == ("ok", 3, 3)
     found = await items.in_state(store, State.AWAITING_APPROVAL, "news")
     assert sorted((i.source_id, i.payload["title"]) for i in found) == [
-        ("a\ufffd", "odd \ufffd"), ("b", "ok")
+        ("a\ufffd", "odd \ufffd"), ("b", "ok"), ("c\ufffd", "nul")
     ]  # fmt: skip
