@@ -47,6 +47,7 @@ import httpx
 
 from pipelines import card_trail, config, dispatch, logfields, workers
 from store import backend, drafts, errors, items, machine, outbox, payloads, runs, writer
+from store import text as store_text
 from store.db import Store
 from store.items import Item
 from store.machine import State
@@ -202,14 +203,19 @@ async def _send(
     caller writes it); None when the call failed (recorded already)."""
     attempt, version = item.attempt, draft.version
     delivery = dispatch.Delivery.of(item, draft, attempt)
+    # What a destination said (an error body, its id for the delivery) is kept as text
+    # the store can hold: a NUL in it would fail the write on PostgreSQL.
     try:
         result = await dispatch.dispatch(target, delivery, client=client, bot=bot, env=env)
     except dispatch.TransientDispatchError as exc:
-        await _retry_or_fail(store, row, str(exc), exc.retry_after, now, rng, item)
+        error = store_text.clean(str(exc))
+        await _retry_or_fail(store, row, error, exc.retry_after, now, rng, item)
         return None
     except dispatch.PermanentDispatchError as exc:
-        await _fail(store, row, item, str(exc), now)
+        await _fail(store, row, item, store_text.clean(str(exc)), now)
         return None
+    detail = store_text.clean(result.detail)
+    external_id = None if result.external_id is None else store_text.clean(result.external_id)
 
     def done(conn: backend.Conn) -> None:
         # One commit for the item and its row: no window where one is recorded alone.
@@ -219,12 +225,12 @@ async def _send(
             State.DISPATCHED,
             "system",
             now,
-            reason=result.detail,
+            reason=detail,
             expect_attempt=attempt,
             expect_version=version,
         )
-        outbox.mark_sent_sync(conn, row.id, result.external_id, now)
-        card_trail.dispatched_sync(conn, item, result.detail, now, result.external_id)
+        outbox.mark_sent_sync(conn, row.id, external_id, now)
+        card_trail.dispatched_sync(conn, item, detail, now, external_id)
 
     return done
 

@@ -205,6 +205,25 @@ async def test_a_refusal_fails_the_item_with_the_reason_and_an_alert(
     assert row.state == "failed" and len(hook.requests) == 1
 
 
+async def test_what_a_destination_says_is_kept_as_text_every_backend_can_hold(
+    store: db.Store,
+    pipeline: config.Pipeline,
+    client: httpx.AsyncClient,
+    hook: WebhookServer,
+    now: datetime,
+) -> None:
+    """PostgreSQL's text cannot hold NUL: an error body or an id with one is cleaned."""
+    item = await approved_item(store, pipeline, client, now)
+    hook.script(Reply(503, b"busy\x00now"), Reply(200, b'{"id": "m\\u0000 1"}'))
+    await run(store, pipeline, client, now)
+    [row] = await outbox.for_item(store, item.id, "dispatch")
+    assert row.last_error is not None and "busy\ufffdnow" in row.last_error
+    await run(store, pipeline, client, now + timedelta(hours=1))
+    [row] = await outbox.for_item(store, item.id, "dispatch")
+    assert (row.state, row.external_id) == ("sent", "m\ufffd 1")
+    assert (await items.get(store, item.id)).state == State.DISPATCHED
+
+
 async def test_transient_failures_give_up_after_max_attempts(
     store: db.Store,
     pipeline: config.Pipeline,
