@@ -158,9 +158,9 @@ def create_sync(
 ) -> Item | None:
     """Record a fetched item in state new with its event; None if it was already known.
 
-    Text SQLite cannot hold (a lone surrogate from a JSON escape) is cleaned to U+FFFD
-    (a NUL needs nothing: JSON writes it as an escape),
-    so one odd entry is still recorded rather than failing its whole batch.
+    Text SQLite cannot hold (a lone surrogate from a JSON escape) is cleaned to U+FFFD,
+    so one odd entry is still recorded rather than failing its whole batch. A NUL needs
+    nothing: JSON writes it as an escape, which PostgreSQL's text holds.
     """
     stored = json.dumps(payload, ensure_ascii=False)
     if text.unstorable(stored):
