@@ -45,14 +45,23 @@ def test_a_changed_button_is_refused(tamper: object) -> None:
 
 FORGED = "this button was not made by this bot (bad or missing tag)"
 FIELDS = st.sampled_from(["format", "action", "item_id", "attempt", "version"])
-#: Buttons as this bot makes them: ids, attempts and versions from 1 (a replay offer's
-#: version 0 is pinned separately).
+#: Each action's code on the wire. Buttons already sitting in chats carry these: a code
+#: that changed would turn every one of them into another action, or into garbage.
+WIRE_CODES = {
+    "approve": "a", "reject": "r", "edit": "e", "replay": "p", "fresh": "f", "retry": "t",
+    "show": "s", "why": "w", "other": "o", "back": "b", "undo": "u", "redraft": "d",
+    "all_approve": "A", "all_reject": "R", "yes_approve": "Y", "yes_reject": "N",
+    "cancel": "c",
+}  # fmt: skip
+#: Buttons as this bot makes them: every action, ids, attempts and versions from 1 (a
+#: replay offer's version 0 is pinned separately), and an arg (a preset reason's number).
 BUTTONS = st.builds(
     callbacks.Button,
-    st.sampled_from(["approve", "reject", "edit", "replay", "fresh"]),
+    st.sampled_from(sorted(WIRE_CODES)),
     st.integers(1, 2**40),
     st.integers(1, 10**6),
     st.integers(1, 10**6),
+    st.integers(0, callbacks.MAX_ARG),
 )
 
 
@@ -76,7 +85,7 @@ def test_every_field_is_covered_by_the_tag(
 @given(button=BUTTONS)
 def test_every_button_round_trips_exactly(button: callbacks.Button) -> None:
     data = callbacks.encode(KEY, button)
-    code = {"approve": "a", "reject": "r", "edit": "e", "replay": "p", "fresh": "f"}[button.action]
+    code = WIRE_CODES[button.action] + (str(button.arg) if button.arg else "")
     body = f"1:{code}:{button.item_id}:{button.attempt}:{button.version}"
     assert data == f"{body}:{callbacks._tag(KEY, body)}"
     assert callbacks.decode(KEY, data) == button
@@ -111,6 +120,9 @@ def test_a_button_of_exactly_64_bytes_is_made() -> None:
         ("1:a:12:1", "older version of the bot"),
         ("1:a:12:1:3:4", "older version of the bot"),
         ("1:x:12:1:3", "malformed"),
+        ("1:w0:12:1:3", "malformed"),  # an arg is 1 to 9, and absent for none
+        ("1:w10:12:1:3", "malformed"),
+        ("1:wx:12:1:3", "malformed"),
         ("1:a:-1:1:3", "malformed"),
         ("1:a:12:1:v3", "malformed"),
     ],
@@ -122,6 +134,12 @@ def test_well_tagged_but_unknown_layouts_are_refused(body: str, message: str) ->
     }[message]
     with pytest.raises(callbacks.InvalidButton, match=f"^{re.escape(full)}$"):
         callbacks.decode(KEY, f"{body}:{callbacks._tag(KEY, body)}")
+
+
+def test_a_button_arg_past_nine_is_refused_when_made() -> None:
+    with pytest.raises(ValueError) as refused:
+        callbacks.encode(KEY, callbacks.Button("why", 1, 1, 1, 10))
+    assert str(refused.value) == "a button's arg is 0 to 9, not 10"
 
 
 def test_a_button_past_64_bytes_is_refused_when_made() -> None:

@@ -3,6 +3,7 @@ four eyes, decisions on a listed set, redraft notes, reminders, escalation and d
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from datetime import datetime, timedelta
 from typing import Any
@@ -77,10 +78,20 @@ async def test_an_undone_approval_calls_off_its_dispatch_and_can_be_approved_aga
 
     with pytest.raises(errors.Conflict, match="only an operator who decided"):
         await review.undo(store, p, item.id, 1, 1, BOB, now)
-    undone = await review.undo(store, p, item.id, 1, 1, ALICE, now + timedelta(seconds=9))
-    assert (undone.state, undone.version) == (S.AWAITING_APPROVAL, 1)
+    at = now + timedelta(seconds=9)
+    undone = await review.undo(store, p, item.id, 1, 1, ALICE, at)
+    why = f"approved undone by operator:{ALICE}"
+    assert (undone.state, undone.version, undone.reason) == (S.AWAITING_APPROVAL, 1, why)
+    assert undone.deadline == at + p.approval.window  # a fresh approval window
+    # Its one event, in the item's own history: the move back, by whom, on which attempt.
+    undo_event = (await items.history(store, item.id))[-1]
+    assert (
+        undo_event.from_state, undo_event.to_state, undo_event.actor, undo_event.attempt,
+        undo_event.reason,
+    ) == ("approved", "awaiting_approval", f"operator:{ALICE}", 1, why)  # fmt: skip
     [called_off] = await dispatch_rows(store, item.id)
     assert called_off.state == "failed" and called_off.dedupe_key is None
+    assert called_off.last_error == f"undone by operator:{ALICE}"
 
     # The votes were forgotten: the same operator's approval counts again and dispatches.
     again = await approval.decide(store, p, item.id, 1, 1, ALICE, "approve", now)
@@ -94,8 +105,15 @@ async def test_undo_after_the_window_or_once_sent_changes_nothing(
     p, item = pipeline(), await awaiting(store, now)
     await review.reject(store, p, item.id, 1, 1, ALICE, "tone", now)
     before = await snapshot.tables(store)
-    with pytest.raises(errors.Conflict, match="too late to undo"):
+    closed = (now + timedelta(seconds=10)).strftime("%H:%M:%S")
+    too_late = f"too late to undo: the window closed at {closed} UTC"
+    with pytest.raises(errors.Conflict, match=f"^{re.escape(too_late)}$"):
         await review.undo(store, p, item.id, 1, 1, ALICE, now + timedelta(seconds=10))
+    stale = (
+        f"this card shows version 2 of attempt 1; item {item.id} is now at version 1 of attempt 1"
+    )
+    with pytest.raises(errors.Conflict, match=f"^{re.escape(stale)}$"):
+        await review.undo(store, p, item.id, 1, 2, ALICE, now)
     assert await snapshot.tables(store) == before
     with pytest.raises(review.Refused, match="undo is off"):
         await review.undo(store, pipeline(undo_window="0s"), item.id, 1, 1, ALICE, now)
@@ -103,7 +121,10 @@ async def test_undo_after_the_window_or_once_sent_changes_nothing(
     other = await awaiting(store, now, "g2")
     await approval.decide(store, p, other.id, 1, 1, ALICE, "approve", now)
     await items.transition(store, other.id, S.DISPATCHING, "system", now, expect_version=1)
-    with pytest.raises(errors.IllegalTransition, match="only an approval not yet sent"):
+    sent = (
+        f"item {other.id} is dispatching: only an approval not yet sent or a reject can be undone"
+    )
+    with pytest.raises(errors.IllegalTransition, match=f"^{re.escape(sent)}$"):
         await review.undo(store, p, other.id, 1, 1, ALICE, now)
 
 
@@ -125,7 +146,11 @@ async def test_the_author_of_a_version_cannot_approve_it_under_four_eyes(
     assert p.approval.four_eyes and not pipeline().approval.four_eyes
     await approval.edit(store, p, item.id, 1, "Alice's words", ALICE, now)
     before = await snapshot.tables(store)
-    with pytest.raises(decisions.WroteThisVersion, match="you wrote version 2"):
+    mine = (
+        f"you wrote version 2 of item {item.id}: another approver must approve it "
+        "(four eyes: approval.separate_editor)"
+    )
+    with pytest.raises(decisions.WroteThisVersion, match=f"^{re.escape(mine)}$"):
         await approval.decide(store, p, item.id, 1, 2, ALICE, "approve", now)
     assert await snapshot.tables(store) == before
     # Rejecting one's own version is allowed; others approve it.
@@ -141,6 +166,26 @@ async def test_the_author_of_a_version_cannot_approve_it_under_four_eyes(
     assert (await approval.decide(store, lax, second.id, 1, 2, ALICE, "approve", now)).outcome == (
         "pending"
     )
+
+
+async def test_an_approval_names_each_voter_and_the_terminal_by_its_user(
+    store: db.Store, now: datetime
+) -> None:
+    p = pipeline(quorum=2)
+    ana = events.cli("ana")
+    first, second = await awaiting(store, now), await awaiting(store, now, "g2")
+    # Voters are listed by id (the terminal's is 0). A vote from the terminal counted
+    # earlier is "the terminal" in the reason...
+    await approval.decide(store, p, first.id, 1, 1, decisions.TERMINAL, "approve", now, actor=ana)
+    await approval.decide(store, p, first.id, 1, 1, ALICE, "approve", now)
+    # ...and the deciding vote is named by the actor who cast it: the terminal's Unix user.
+    await approval.decide(store, p, second.id, 1, 1, ALICE, "approve", now)
+    await approval.decide(store, p, second.id, 1, 1, decisions.TERMINAL, "approve", now, actor=ana)
+    reasons = [(await items.history(store, i.id))[-1] for i in (first, second)]
+    assert [(e.actor, e.reason) for e in reasons] == [
+        (f"operator:{ALICE}", f"approved by the terminal, operator:{ALICE}"),
+        ("cli:ana", f"approved by cli:ana, operator:{ALICE}"),
+    ]
 
 
 # -- a listed set -------------------------------------------------------------------------

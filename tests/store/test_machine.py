@@ -140,6 +140,43 @@ async def test_the_floor_stops_an_automatic_loop_but_not_operators(
     await store.write(items.replay_sync, item.id, "operator:5", now + timedelta(seconds=5), "again")
 
 
+async def test_the_floor_counts_the_units_own_earlier_moves(store: db.Store, now: datetime) -> None:
+    """An automatic loop inside one unit is floored too. PostgreSQL links a unit's events
+    at commit, so the floor must look at the ones still waiting there as well."""
+    item = await _item(store, now)
+    unchanged = await snapshot.tables(store)
+
+    def loop(conn: sqlite3.Connection) -> None:
+        items.transition_sync(conn, item.id, S.DRAFTING, "system", now)
+        items.transition_sync(conn, item.id, S.FAILED, "system", now)
+        items.replay_sync(conn, item.id, "operator:5", now, "try again")
+        items.transition_sync(conn, item.id, S.DRAFTING, "system", now + timedelta(seconds=2))
+
+    with pytest.raises(items.Throttled) as floored:
+        await store.write(loop)
+    assert str(floored.value) == (
+        f"item {item.id} entered drafting automatically at {now.isoformat()}; "
+        f"automatic re-entry waits {machine.FLOOR.total_seconds():g} s"
+    )
+    assert await snapshot.tables(store) == unchanged
+
+
+async def test_a_move_of_an_unknown_item_says_which(store: db.Store, now: datetime) -> None:
+    with pytest.raises(errors.NotFound) as missing:
+        await items.transition(store, 4242, S.DRAFTING, "system", now)
+    assert str(missing.value) == "no item 4242"
+
+
+def test_actors_are_checked_and_a_bad_one_is_named_with_the_valid_forms() -> None:
+    assert events.cli("ana") == "cli:ana" and events.operator(7) == "operator:7"
+    with pytest.raises(ValueError) as refused:
+        events.cli("ana smith")
+    assert str(refused.value) == (
+        "unknown actor 'cli:ana smith'; valid: system, scheduler, sweep, cli, "
+        "operator:<telegram id>, cli:<unix user>"
+    )
+
+
 async def test_replay_only_from_dropped_or_forced(store: db.Store, now: datetime) -> None:
     item = await _awaiting(store, now)
     unchanged = await snapshot.tables(store)

@@ -12,10 +12,11 @@ from tests.store.test_item_contracts import _awaiting
 async def test_approved_since_lists_a_pipelines_recent_approved_drafts(
     store: db.Store, now: datetime
 ) -> None:
-    old = await _awaiting(store, now - timedelta(days=9), "old")
-    await store.write(decisions.decide_sync, old.id, 1, 1, 7, "approve", now - timedelta(days=9))
+    # The kept one first: on a fresh store it is item 1, which nothing may leave out.
     kept = await _awaiting(store, now, "kept")
     await store.write(decisions.decide_sync, kept.id, 1, 1, 7, "approve", now)
+    old = await _awaiting(store, now - timedelta(days=9), "old")
+    await store.write(decisions.decide_sync, old.id, 1, 1, 7, "approve", now - timedelta(days=9))
     waiting = await _awaiting(store, now, "waiting")
     assert waiting.state == State.AWAITING_APPROVAL
 
@@ -23,7 +24,7 @@ async def test_approved_since_lists_a_pipelines_recent_approved_drafts(
     assert found == [items.Approved(kept.id, "kept", "draft text")]
     assert await items.approved_since(store, "other", now - timedelta(days=30), limit=10) == []
     everything = await items.approved_since(store, "news", now - timedelta(days=30), limit=1)
-    assert [a.item_id for a in everything] == [kept.id]  # the newest first, within the limit
+    assert [a.item_id for a in everything] == [old.id]  # the last recorded first, within the limit
 
 
 async def test_dispatches_lists_sent_and_pending_dispatch_rows_only(
