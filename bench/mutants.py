@@ -1,9 +1,10 @@
 """Mutation testing of the invariant modules: does each one-line break fail a test?
 
-    python -m bench mutants                      # every group below, then the SQL step
+    python -m bench mutants                      # the default groups (DEFAULT), then the SQL step
     python -m bench mutants --only chain ledger  # some groups
     python -m bench mutants --show               # also print the diff of each survivor
     python -m bench mutants --work /tmp/mutants  # keep the copies: a second run is incremental
+    python -m bench mutants --only budget outbox # groups whose survivors are not worked through
 
 The tool is mutmut 3, chosen over cosmic-ray 8.7 after running both here on
 bot/callbacks.py (Python 3.11, three top-level packages, pytest-asyncio). mutmut
@@ -75,7 +76,35 @@ GROUPS = {
             "tests/store/test_ledger.py",
         ),
     ),
+    # Not run by default (see DEFAULT): their survivors are not worked through yet.
+    "budget": Group(
+        ("store/ledger/budgets.py", "store/ledger/claims.py"),
+        (
+            "tests/store/test_invariants.py",
+            "tests/store/test_ledger.py",
+            "tests/store/test_ledger_charge.py",
+            "tests/store/test_ledger_stateful.py",
+            "tests/store/test_work_claims.py",
+            "tests/store/test_races.py",
+            "tests/pipelines/test_llm_drafter.py",  # a claim's lease renewed through a call
+            "tests/pipelines/test_resume_units.py",
+        ),
+    ),
+    "outbox": Group(
+        ("store/outbox.py", "store/seen.py"),
+        (
+            "tests/store/test_invariants.py",
+            "tests/store/test_outbox_across_workers.py",
+            "tests/store/test_outbox_wakeup.py",
+            "tests/store/test_retention.py",
+            "tests/store/test_seen_and_runs.py",
+            "tests/store/test_races.py",
+        ),
+    ),
 }
+
+#: The groups a bare `python -m bench mutants` runs: every survivor of theirs is explained.
+DEFAULT = ("bot", "chain", "items", "ledger", "sql")
 
 #: The settle query's guards and assignments, each broken in turn (mutmut leaves SQL alone).
 SQL_FILE = "store/sql/ledger_settle.sql"
@@ -250,7 +279,7 @@ def summarise(outcomes: dict[str, str]) -> dict[str, object]:
 
 async def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench mutants")
-    parser.add_argument("--only", nargs="*", choices=[*GROUPS, "sql"], default=[*GROUPS, "sql"])
+    parser.add_argument("--only", nargs="*", choices=[*GROUPS, "sql"], default=list(DEFAULT))
     parser.add_argument("--children", type=int, default=1, help="mutants run at once")
     parser.add_argument("--show", action="store_true", help="print each survivor's diff")
     parser.add_argument("--work", type=Path, help="keep the scratch copies here, to rerun fast")
