@@ -163,6 +163,37 @@ async def test_a_limit_below_what_is_spent_and_held_is_refused(
     assert (await ledger.set_budget(store, "global", "day", 4_000, OP, now)).remaining_micros == 0
 
 
+async def test_a_limit_is_a_whole_number_of_micros_from_zero(
+    store: db.Store, now: datetime
+) -> None:
+    # Zero is a limit: it stops every call in its scope.
+    assert (await ledger.set_budget(store, "news", "day", 0, OP, now)).remaining_micros == 0
+    unchanged = await snapshot.tables(store)
+    for bad in (-1, True, 1.5, "5"):
+        with pytest.raises(ValueError) as refused:
+            await ledger.set_budget(store, "news", "day", bad, OP, now)  # type: ignore[arg-type]
+        assert str(refused.value) == f"limit_micros must be a whole number >= 0, got {bad!r}"
+    assert await snapshot.tables(store) == unchanged
+
+
+async def test_holding_gives_back_what_it_held_before_a_scope_ran_out(
+    store: db.Store, now: datetime
+) -> None:
+    """hold_sync's own promise, with no savepoint around it: all of the holds or none."""
+    await ledger.set_budget(store, "news", "month", 10_000, OP, now)
+    await ledger.set_budget(store, "global", "day", 0, OP, now)
+
+    def unit(conn: Any) -> None:
+        with pytest.raises(errors.BudgetExceeded) as caught:
+            budgets.hold_sync(conn, 1, [("news", "month"), ("global", "day")], 500, now)
+        assert str(caught.value).endswith(
+            "has 0 micros left (limit 0, spent 0, held 0); this call needs up to 500"
+        )
+
+    await store.write(unit)
+    assert (await budget_row(store, "news", "month", now)).held_micros == 0
+
+
 # --- begin ---------------------------------------------------------------------------------
 
 
