@@ -234,7 +234,6 @@ def claim_due_sync(
         "worker": worker,
         "now": clock.to_ms(now),
         "until": clock.to_ms(now + lease),
-        "limit": limit,
     }
     taken: list[int] = []
     for kind in dict.fromkeys(kinds):
