@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal, get_args
 
 from store import backend, clock, errors, events, outbox, payloads, sql
+from store.writer import savepoint
 
 Q = sql.load("budgets")
 
@@ -54,10 +55,11 @@ def check_period(period: str) -> Period:
 
 
 def period_start(period: Period, now: datetime) -> datetime:
-    """The UTC boundary where the period instance containing `now` began."""
-    utc = now.astimezone(UTC)
-    day = utc.replace(hour=0, minute=0, second=0, microsecond=0)
-    return day if period == "day" else day.replace(day=1)
+    """The UTC boundary where the period instance containing `now` began, whatever the
+    server's time zone; an unknown period is a ValueError naming the valid ones."""
+    day = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    starts = {"day": day, "month": day.replace(day=1)}
+    return starts[check_period(period)]
 
 
 def usd(micros: int) -> str:
@@ -147,26 +149,26 @@ def set_budget_sync(
     """Configure a limit (an operator action: one 'budget' event with its actor).
 
     The limit applies to the period instance already open and to every later one.
-    A limit below what this period already spent or holds is refused: it would
-    break spent + held <= limit; setting exactly that figure stops new calls.
+    A limit below what this period already spent or holds is refused, with nothing
+    written: it would break spent + held <= limit; setting exactly that figure stops
+    new calls.
     """
     scope, kind = check_scope(scope), check_period(period)
     if isinstance(limit_micros, bool) or not isinstance(limit_micros, int) or limit_micros < 0:
         raise ValueError(f"limit_micros must be a whole number >= 0, got {limit_micros!r}")
     start_ms = clock.to_ms(period_start(kind, now))
-    row = _row(conn, scope, kind, start_ms)
-    if row is not None and limit_micros < row.spent_micros + row.held_micros:
-        raise _below_use(row)
     before = _rows(conn, Q["get_limit"], {"scope": scope, "period": kind})
     old = before[0]["limit_micros"] if before else None
     params = {"scope": scope, "period": kind, "limit_micros": limit_micros}
-    conn.execute(Q["upsert_limit"], {**params, "actor": actor, "now": clock.to_ms(now)})
-    conn.execute(Q["ensure_row"], {**params, "period_start": start_ms})
-    if not _rows(conn, Q["set_row_limit"], {**params, "period_start": start_ms}):
-        # Another writer's hold committed since the look above; the unit rolls back.
-        current = _row(conn, scope, kind, start_ms)
-        assert current is not None  # ensure_row opened it
-        raise _below_use(current)
+    # The row's conditional UPDATE is the one check of spent + held (on PostgreSQL a
+    # hold may commit after any look from here); its refusal undoes the limit's upsert.
+    with savepoint(conn, "set_budget"):
+        conn.execute(Q["upsert_limit"], {**params, "actor": actor, "now": clock.to_ms(now)})
+        conn.execute(Q["ensure_row"], {**params, "period_start": start_ms})
+        if not _rows(conn, Q["set_row_limit"], {**params, "period_start": start_ms}):
+            current = _row(conn, scope, kind, start_ms)
+            assert current is not None  # ensure_row opened it
+            raise _below_use(current)
     events.append(
         conn,
         "budget",
@@ -203,26 +205,25 @@ def hold_sync(
     pairs: list[tuple[str, Period]],
     micros: int,
     now: datetime,
-) -> list[Hold]:
+) -> None:
     """Hold `micros` in the current instance of every pair, or raise and hold nothing.
 
     Each row is held by a conditional UPDATE, in the order given (configured_sync's,
     the same for every writer, so two never wait on each other's rows). When one row
     has too little left, the holds already taken go back before raising.
     """
-    holds: list[Hold] = []
+    held: list[dict[str, Any]] = []
     for scope, period in pairs:
         start_ms = clock.to_ms(period_start(period, now))
         key = {"scope": scope, "period": period, "period_start": start_ms}
         conn.execute(Q["ensure_row"], key)
         if not _rows(conn, Q["add_hold"], {**key, "micros": micros}):
-            for hold in holds:  # the rows before this one: give them back
-                conn.execute(Q["release_hold"], {**hold.key(), "micros": micros})
+            for earlier in held:  # the rows before this one: give them back
+                conn.execute(Q["release_hold"], {**earlier, "micros": micros})
             raise _exceeded(conn, scope, period, start_ms, micros)
-        holds.append(Hold(scope, period, clock.from_ms(start_ms), micros))
-    for hold in holds:
-        conn.execute(Q["insert_claim_hold"], {**hold.key(), "micros": micros, "claim_id": claim_id})
-    return holds
+        held.append(key)
+    for key in held:
+        conn.execute(Q["insert_claim_hold"], {**key, "micros": micros, "claim_id": claim_id})
 
 
 def _exceeded(
@@ -251,21 +252,15 @@ def release_sync(conn: backend.Conn, claim_id: int) -> list[Hold]:
     return holds
 
 
-def settle_sync(
-    conn: backend.Conn, claim_id: int, actual_micros: int, now: datetime
-) -> list[Budget]:
+def settle_sync(conn: backend.Conn, claim_id: int, actual_micros: int, now: datetime) -> None:
     """held -= reserved and spent += actual in every row the claim held against.
 
     Thresholds crossed by this spend queue their alerts in the same transaction.
     """
-    after = []
     for hold in holds_sync(conn, claim_id):
         params = {**hold.key(), "micros": hold.micros, "actual": actual_micros}
-        found = _rows(conn, Q["settle_hold"], params)
-        row = Budget.from_row(found[0])
+        row = Budget.from_row(_rows(conn, Q["settle_hold"], params)[0])
         _alert_thresholds(conn, row, row.spent_micros - actual_micros, now)
-        after.append(row)
-    return after
 
 
 def _alert_thresholds(conn: backend.Conn, row: Budget, spent_before: int, now: datetime) -> None:

@@ -81,7 +81,7 @@ async def uncertain(store: Store, limit: int = 50) -> list[UncertainHold]:
 def pipelines_by_spend_sync(
     conn: backend.Conn, now: datetime, period: budgets.Period = "month"
 ) -> list[PipelineSpend]:
-    since = clock.to_ms(budgets.period_start(budgets.check_period(period), now))
+    since = clock.to_ms(budgets.period_start(period, now))
     return [
         PipelineSpend.from_row(r) for r in _rows(conn, Q["pipelines_by_spend"], {"since": since})
     ]

@@ -12,7 +12,7 @@ import pydantic
 import pytest
 
 from store import db, errors, events, items, ledger, sql
-from store.ledger import budgets, prices
+from store.ledger import budgets, claims, prices
 from store.ledger import machine as ledger_machine
 from store.ledger.machine import ClaimState
 from store.ledger.prices import Usage
@@ -276,6 +276,28 @@ async def test_key_reuse_for_another_request_is_a_conflict_that_changes_nothing(
     with pytest.raises(errors.Conflict):
         await begin(store, now, pipeline="digest", request={"prompt": "k1"})
     assert await snapshot.tables(store) == before
+
+
+def test_a_requests_digest_is_fixed_data_that_outlives_an_upgrade() -> None:
+    # A claim stores the digest of its request, and a retry after a crash (and maybe an
+    # upgrade) must compute the same one, or its own key becomes a "different request".
+    # So the canonical form is pinned: sorted keys, no spaces, UTF-8 text unescaped.
+    request = {"prompt": "café", "options": {"b": [1, 2.5, None], "a": True}}
+    digest = "62a7f73dfa932aa1d4dc6051b8a9dc09efb7a63500d7d522071499d79dc67e4a"
+    assert claims.request_digest("news", 7, request) == digest
+    reordered = {"options": {"a": True, "b": [1, 2.5, None]}, "prompt": "café"}
+    assert claims.request_digest("news", 7, reordered) == digest
+    # The pipeline and the item are part of what is asked.
+    assert claims.request_digest("digest", 7, request) != digest
+    assert claims.request_digest("news", 8, request) != digest
+    assert claims.request_digest("news", None, request) != digest
+    for bad, why in ((float("nan"), "Out of range float"), ({1, 2}, "not JSON serializable")):
+        with pytest.raises(ValueError) as refused:
+            claims.request_digest("news", 7, {"x": bad})
+        assert str(refused.value).startswith(
+            "the request must be plain JSON data (dict, list, str, number): "
+        )
+        assert why in str(refused.value)
 
 
 async def test_not_enough_budget_names_the_scope_and_holds_nothing(
