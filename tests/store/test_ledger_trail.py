@@ -154,25 +154,26 @@ async def test_a_limit_is_an_event_in_dollars_and_micros(store: db.Store, now: d
     ]
 
 
-async def test_a_threshold_alerts_once_per_period_even_after_the_limit_moves(
+async def test_a_threshold_alerts_when_spend_crosses_it_once_per_period(
     store: db.Store, now: datetime
 ) -> None:
-    await ledger.set_budget(store, "global", "day", 1_000, OP, now)
+    await ledger.set_budget(store, "global", "day", 2_000, OP, now)
 
-    async def spend(key: str, micros: int) -> None:
+    async def spend(key: str, micros: int) -> list[int]:
         work = await begin(store, now, key=key, worst=micros)
         await ledger.start_provider(store, work.id, now)
         await ledger.complete(store, work.id, Usage(1, 1), micros, key, None, now)
+        return [p["facts"]["pct"] for _, _, p in await alert_rows(store)]
 
-    await spend("a", 900)  # crosses 50% and 80%
-    assert [p["facts"]["pct"] for _, _, p in await alert_rows(store)] == [50, 80]
-    # Lowering the limit puts spend past 100% without any new spend: nothing is said
-    # until spend crosses a line, and a line already crossed this period is not again.
-    await ledger.set_budget(store, "global", "day", 900, OP, now)
-    await ledger.set_budget(store, "global", "day", 2_000, OP, now)
-    await spend("b", 200)  # 1,100 of 2,000: past 50% of the new limit
-    await spend("c", 500)  # 1,600 of 2,000: past 80%
-    assert [p["facts"]["pct"] for _, _, p in await alert_rows(store)] == [50, 80]
+    assert await spend("a", 900) == []  # 45%
+    # A lower limit puts spend at 90% without new spend: no line was crossed by spend.
+    await ledger.set_budget(store, "global", "day", 1_000, OP, now)
+    assert await spend("b", 10) == []  # 91%
+    assert await spend("c", 90) == [100]
+    # A higher limit: its lines are crossed again, but each share alerts once a period.
+    await ledger.set_budget(store, "global", "day", 4_000, OP, now)  # 25%
+    assert await spend("d", 1_000) == [100, 50]
+    assert await spend("e", 2_000) == [100, 50, 80]  # 100% again: already said today
 
 
 async def test_a_refused_limit_writes_nothing(store: db.Store, now: datetime) -> None:
