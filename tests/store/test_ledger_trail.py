@@ -36,12 +36,14 @@ async def alert_rows(store: db.Store) -> list[tuple[int | None, str | None, dict
 
 
 async def begin(
-    store: db.Store, now: datetime, key: str = "k1", item_id: int | None = None, **kw: Any
+    store: db.Store,
+    now: datetime,
+    key: str = "k1",
+    item_id: int | None = None,
+    worst: int = 1_000,
 ) -> ledger.Work:
-    return await ledger.begin(
-        store, key, "llm.draft", {"prompt": key}, kw.get("worst", 1_000), "news", item_id, now,
-        kw.get("lease", LEASE),
-    )  # fmt: skip
+    request = {"prompt": key}
+    return await ledger.begin(store, key, "llm.draft", request, worst, "news", item_id, now, LEASE)
 
 
 async def test_each_step_of_a_claim_is_an_event_that_says_why(

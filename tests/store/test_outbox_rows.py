@@ -5,12 +5,11 @@ returns every row it took and never more than its limit, and refusals say what i
 
 from __future__ import annotations
 
-import sqlite3
 from datetime import datetime, timedelta
 
 import pytest
 
-from store import db, errors, items, outbox, payloads
+from store import backend, db, errors, items, outbox, payloads
 
 LEASE = timedelta(seconds=30)
 
@@ -19,6 +18,12 @@ async def _item(store: db.Store, now: datetime) -> int:
     made = await items.create(store, "news", "feed", "guid-1", {"title": "t"}, now)
     assert made is not None
     return made.id
+
+
+async def _queue(store: db.Store, kind: outbox.Kind, n: int, now: datetime) -> int:
+    row_id = await outbox.enqueue(store, kind, "anyone", {"n": n}, now)
+    assert row_id is not None
+    return row_id
 
 
 async def test_a_row_reads_back_its_times_and_what_got_through(
@@ -106,10 +111,8 @@ async def test_an_alert_about_defaults_to_an_error_about_no_item(
 async def test_a_claim_over_several_kinds_returns_every_row_it_took(
     store: db.Store, now: datetime
 ) -> None:
-    cards = [await outbox.enqueue(store, "card", "operators", {"n": n}, now) for n in range(2)]
-    alerts = [
-        await outbox.enqueue(store, "alert", "alerts", {"text": f"{n}"}, now) for n in range(2)
-    ]
+    cards = [await _queue(store, "card", n, now) for n in range(2)]
+    alerts = [await _queue(store, "alert", n, now) for n in range(2)]
     taken = await outbox.claim_due(store, "a", now, ["card", "alert"], LEASE, limit=10)
     assert [row.id for row in taken] == sorted([*cards, *alerts])
     assert await outbox.claim_due(store, "b", now, ["card", "alert"], LEASE, limit=10) == []
@@ -118,10 +121,8 @@ async def test_a_claim_over_several_kinds_returns_every_row_it_took(
 async def test_a_claims_limit_holds_across_kinds_and_leaves_the_rest_to_others(
     store: db.Store, now: datetime
 ) -> None:
-    cards = [await outbox.enqueue(store, "card", "operators", {"n": n}, now) for n in range(2)]
-    alerts = [
-        await outbox.enqueue(store, "alert", "alerts", {"text": f"{n}"}, now) for n in range(3)
-    ]
+    cards = [await _queue(store, "card", n, now) for n in range(2)]
+    alerts = [await _queue(store, "alert", n, now) for n in range(3)]
     first = await outbox.claim_due(store, "a", now, ["card", "alert"], LEASE, limit=3)
     # The kinds are taken in the order asked: both cards, then one alert.
     assert [row.id for row in first] == [*cards, alerts[0]]
@@ -161,7 +162,7 @@ async def test_one_unit_queueing_two_kinds_wakes_the_workers_of_both(
 ) -> None:
     cards, alerts = outbox.wakeup(store, ["card"]), outbox.wakeup(store, ["alert"])
 
-    def unit(conn: sqlite3.Connection) -> None:
+    def unit(conn: backend.Conn) -> None:
         outbox.enqueue_sync(conn, "card", "operators", {"n": 1}, now)
         outbox.enqueue_sync(conn, "alert", "alerts", {"text": "x"}, now)
 
@@ -194,7 +195,7 @@ async def test_a_worker_on_a_shared_store_looks_for_others_rows_within_the_fallb
 async def test_a_payload_is_kept_as_readable_text(store: db.Store, now: datetime) -> None:
     row_id = await outbox.enqueue(store, "alert", "alerts", {"text": "café ☕"}, now)
 
-    def stored(conn: sqlite3.Connection) -> str:
+    def stored(conn: backend.Conn) -> str:
         found: str = conn.execute("SELECT payload FROM outbox WHERE id = ?", (row_id,)).fetchone()[
             0
         ]
