@@ -133,9 +133,12 @@ def _rows(conn: backend.Conn, query: str, params: dict[str, Any]) -> list[backen
     return cursor.fetchall()
 
 
-def _row(conn: backend.Conn, scope: str, period: str, start_ms: int) -> Budget | None:
-    found = _rows(conn, Q["get_row"], {"scope": scope, "period": period, "period_start": start_ms})
-    return Budget.from_row(found[0]) if found else None
+def _row(conn: backend.Conn, scope: str, period: str, start_ms: int) -> Budget:
+    """A period instance's row, which its callers have opened (ensure_row)."""
+    [found] = _rows(
+        conn, Q["get_row"], {"scope": scope, "period": period, "period_start": start_ms}
+    )
+    return Budget.from_row(found)
 
 
 def set_budget_sync(
@@ -166,9 +169,7 @@ def set_budget_sync(
         conn.execute(Q["upsert_limit"], {**params, "actor": actor, "now": clock.to_ms(now)})
         conn.execute(Q["ensure_row"], {**params, "period_start": start_ms})
         if not _rows(conn, Q["set_row_limit"], {**params, "period_start": start_ms}):
-            current = _row(conn, scope, kind, start_ms)
-            assert current is not None  # ensure_row opened it
-            raise _below_use(current)
+            raise _below_use(_row(conn, scope, kind, start_ms))
     events.append(
         conn,
         "budget",
@@ -179,9 +180,7 @@ def set_budget_sync(
         now,
         reason=f"{kind} limit {usd(limit_micros)} ({limit_micros} micros)",
     )
-    current = _row(conn, scope, kind, start_ms)
-    assert current is not None  # ensure_row just opened it
-    return current
+    return _row(conn, scope, kind, start_ms)
 
 
 def _below_use(row: Budget) -> errors.Conflict:
@@ -230,7 +229,6 @@ def _exceeded(
     conn: backend.Conn, scope: str, period: Period, start_ms: int, micros: int
 ) -> errors.BudgetExceeded:
     row = _row(conn, scope, period, start_ms)
-    assert row is not None  # the pair is configured, so ensure_row opened it
     return errors.BudgetExceeded(
         f"budget {row.label} has {max(0, row.remaining_micros)} micros left "
         f"(limit {row.limit_micros}, spent {row.spent_micros}, held {row.held_micros}); "

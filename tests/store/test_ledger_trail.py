@@ -229,6 +229,7 @@ def test_micros_read_as_dollars() -> None:
     assert budgets.usd(0) == "$0.00"
     assert budgets.usd(1_234_567) == "$1.23"
     assert budgets.usd(1_234_500_000) == "$1,234.50"
+    assert budgets.usd(10**12) == "$1,000,000.00"
 
 
 async def test_refusals_name_what_is_valid(store: db.Store, now: datetime) -> None:
