@@ -16,9 +16,7 @@ from store import db, errors, events, items, ledger
 from store.ledger import budgets, claims
 from store.ledger.machine import ClaimState
 from store.ledger.prices import Usage
-
-OP = events.operator(42)
-LEASE = timedelta(minutes=10)
+from tests.store.test_ledger import LEASE, OP, begin
 
 
 async def trail(store: db.Store, claim_id: int) -> list[tuple[str | None, str, str, str | None]]:
@@ -33,17 +31,6 @@ async def alert_rows(store: db.Store) -> list[tuple[int | None, str | None, dict
         ).fetchall()
     )
     return [(row[0], row[1], json.loads(row[2])) for row in rows]
-
-
-async def begin(
-    store: db.Store,
-    now: datetime,
-    key: str = "k1",
-    item_id: int | None = None,
-    worst: int = 1_000,
-) -> ledger.Work:
-    request = {"prompt": key}
-    return await ledger.begin(store, key, "llm.draft", request, worst, "news", item_id, now, LEASE)
 
 
 async def test_each_step_of_a_claim_is_an_event_that_says_why(
