@@ -22,8 +22,12 @@ Where the states differ from the plain life of an item, and why:
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from datetime import timedelta
 from enum import StrEnum
+from typing import TypeVar
+
+E = TypeVar("E", bound=StrEnum)
 
 
 class State(StrEnum):
@@ -99,12 +103,34 @@ def check_constraint(column: str = "state") -> str:
     return f"CHECK ({column} IN ({listed}))"
 
 
-def _validate() -> None:
-    # Import-time guard: a state missing from the table is a programming error.
-    assert set(TRANSITIONS) == set(State), "every state needs a TRANSITIONS entry"
-    assert set(ON_DEADLINE) == set(DEADLINES), "every transient state needs a deadline outcome"
-    for state in TERMINAL:
-        assert not TRANSITIONS[state], f"terminal state {state} must have no outgoing moves"
+def check_tables(
+    states: type[E],
+    transitions: Mapping[E, frozenset[E]],
+    terminal: frozenset[E],
+    timed: frozenset[E],
+    outcomes: Mapping[E, E],
+) -> None:
+    """Raise ValueError naming every flaw in a state machine's tables; `outcomes` says
+    where each `timed` state goes when its time is up (a deadline, a lease). Each machine
+    runs it on its own tables at import: a state added without its moves, or an end
+    state given some, never loads."""
+    flaws = []
+    if missing := set(states) - set(transitions):
+        flaws.append(f"states without a TRANSITIONS entry: {_names(missing)}")
+    if moving := {state for state in terminal if transitions.get(state)}:
+        flaws.append(f"end states with moves out of them: {_names(moving)}")
+    if unmatched := timed ^ set(outcomes):
+        flaws.append(
+            f"timed states without an outcome, or outcomes of untimed ones: {_names(unmatched)}"
+        )
+    if illegal := [f"{a} -> {b}" for a, b in outcomes.items() if b not in transitions.get(a, ())]:
+        flaws.append(f"outcomes that are not moves in TRANSITIONS: {', '.join(illegal)}")
+    if flaws:
+        raise ValueError("; ".join(flaws))
 
 
-_validate()
+def _names(states: Iterable[StrEnum]) -> str:
+    return ", ".join(sorted(states))
+
+
+check_tables(State, TRANSITIONS, TERMINAL, frozenset(DEADLINES), ON_DEADLINE)

@@ -34,6 +34,8 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from store.machine import check_tables
+
 
 class ClaimState(StrEnum):
     RESERVED = "reserved"  #: worst case held; waiting for start_provider within the lease
@@ -80,14 +82,4 @@ def check_constraint(column: str = "state") -> str:
     return f"CHECK ({column} IN ({listed}))"
 
 
-def _validate() -> None:
-    # Import-time guard: a state missing from the tables is a programming error.
-    assert set(TRANSITIONS) == set(ClaimState), "every claim state needs a TRANSITIONS entry"
-    for state in TERMINAL:
-        assert not TRANSITIONS[state], f"terminal claim state {state} must have no moves"
-    for source, target in ON_FAIL.items():
-        assert allowed(source, target), f"ON_FAIL {source} -> {target} is not in TRANSITIONS"
-    assert set(ON_FAIL) == LEASED, "every leased state needs a failure outcome"
-
-
-_validate()
+check_tables(ClaimState, TRANSITIONS, TERMINAL, LEASED, ON_FAIL)

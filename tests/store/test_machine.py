@@ -49,6 +49,58 @@ def test_check_constraint_in_sql_matches_the_declaration() -> None:
     assert found.group(1) == machine.check_constraint()
 
 
+def _check(**changed: object) -> None:
+    """check_tables on the item machine's tables, with some of them replaced."""
+    tables: dict[str, object] = {
+        "transitions": machine.TRANSITIONS,
+        "terminal": machine.TERMINAL,
+        "timed": frozenset(machine.DEADLINES),
+        "outcomes": machine.ON_DEADLINE,
+    }
+    machine.check_tables(State, **(tables | changed))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("changed", "named"),
+    [
+        (
+            {"transitions": {s: t for s, t in machine.TRANSITIONS.items() if s != S.BREACH}},
+            "states without a TRANSITIONS entry: breach",
+        ),
+        (
+            {"transitions": machine.TRANSITIONS | {S.REJECTED: frozenset({S.NEW})}},
+            "end states with moves out of them: rejected",
+        ),
+        (
+            {"timed": frozenset({S.DRAFTING, S.DISPATCHING})},
+            "outcomes of untimed ones: awaiting_approval",
+        ),
+        (
+            {"outcomes": machine.ON_DEADLINE | {S.DRAFTING: S.EXPIRED}},
+            "outcomes that are not moves in TRANSITIONS: drafting -> expired",
+        ),
+    ],
+)
+def test_a_flawed_table_is_refused_naming_the_flaw(changed: dict[str, object], named: str) -> None:
+    _check()  # the shipped tables pass
+    with pytest.raises(ValueError, match=re.escape(named)):
+        _check(**changed)
+
+
+def test_every_flaw_of_a_table_is_named_at_once() -> None:
+    transitions = {s: t for s, t in machine.TRANSITIONS.items() if s not in (S.NEW, S.DRAFTING)}
+    with pytest.raises(ValueError) as refused:
+        _check(
+            transitions=transitions | {S.FAILED: frozenset({S.NEW})},
+            outcomes=machine.ON_DEADLINE | {S.DISPATCHING: S.NEW},
+        )
+    assert str(refused.value) == (
+        "states without a TRANSITIONS entry: drafting, new; "
+        "end states with moves out of them: failed; "
+        "outcomes that are not moves in TRANSITIONS: drafting -> breach, dispatching -> new"
+    )
+
+
 async def test_the_live_schema_rejects_an_undeclared_state(store: db.Store, now: datetime) -> None:
     item = await _item(store, now)
     unchanged = await snapshot.tables(store)
