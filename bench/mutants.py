@@ -12,8 +12,9 @@ one from a process that has already imported everything, and runs only the tests
 executed the mutated function: 82 mutants in 12 s. cosmic-ray starts a new pytest per
 mutant: 9 of its 50 in 90 s on the same (loaded) machine; and it rewrites the module in
 place, so a run stopped by a timeout left a mutant behind in the source file.
-Neither mutates SQL, so the SQL step below applies a short list of hand-written
-mutations to the settle query and runs the ledger tests against each.
+Neither mutates SQL, so the SQL step below applies short lists of hand-written
+mutations to the queries that carry an invariant in their WHERE clause (the ledger's
+settle, the leader's lease) and runs their tests against each.
 
 Each group runs in its own scratch copy of the project (never in the working tree),
 restricted to the test files named with it. Survivors that cannot be killed because
@@ -110,28 +111,99 @@ GROUPS = {
             "tests/pipelines/test_resend_cards.py",
         ),
     ),
+    "machine": Group(
+        ("store/machine.py", "store/leases.py"),
+        (
+            "tests/store/test_invariants.py",
+            "tests/store/test_store_core.py",
+            "tests/store/test_savepoints.py",
+            "tests/store/test_wal.py",
+            "tests/store/test_machine.py",
+            "tests/store/test_machine_stateful.py",
+            "tests/store/test_migrations.py",
+            "tests/store/test_leases.py",
+            "tests/store/test_races.py",
+        ),
+    ),
 }
 
 #: The groups a bare `python -m bench mutants` runs: every survivor of theirs is explained.
-DEFAULT = ("bot", "chain", "items", "ledger", "budget", "outbox", "sql")
+DEFAULT = ("bot", "chain", "items", "ledger", "budget", "outbox", "machine", "sql")
 
-#: The settle query's guards and assignments, each broken in turn (mutmut leaves SQL alone).
-SQL_FILE = "store/sql/ledger_settle.sql"
-SQL_TESTS = (
-    "tests/store/test_invariants.py",
-    "tests/store/test_ledger_settle.py",
-    "tests/store/test_ledger.py",
+
+@dataclass(frozen=True)
+class SqlMutants:
+    """Hand-written breaks of one query file's guards and assignments (mutmut leaves SQL
+    alone), each run against the tests named with it."""
+
+    file: str
+    tests: tuple[str, ...]
+    #: Mutant name -> (text in the file, what replaces it).
+    mutants: dict[str, tuple[str, str]]
+
+
+SQL = (
+    SqlMutants(
+        "store/sql/ledger_settle.sql",
+        (
+            "tests/store/test_invariants.py",
+            "tests/store/test_ledger_settle.py",
+            "tests/store/test_ledger.py",
+        ),
+        {
+            "sql.settle.no_state_guard": (" AND state = :from_state", ""),
+            "sql.settle.no_id_guard": ("WHERE id = :id AND ", "WHERE "),
+            "sql.settle.state_not_settled": ("SET state = 'settled'", "SET state = 'started'"),
+            "sql.settle.no_actual": ("actual_micros = :actual_micros", "actual_micros = NULL"),
+            "sql.settle.no_evidence": ("evidence = :evidence", "evidence = NULL"),
+            "sql.settle.no_usage": ("usage = :usage", "usage = NULL"),
+            "sql.settle.reason_kept": ("coalesce(:reason, reason)", "reason"),
+            "sql.settle.no_ended_at": ("ended_at = :now", "ended_at = NULL"),
+        },
+    ),
+    # The leader's lease: two workers must never both believe they lead.
+    SqlMutants(
+        "store/sql/leases.sql",
+        ("tests/store/test_leases.py", "tests/pipelines/test_leader.py"),
+        {
+            "sql.leases.renew_any_holder": (
+                "name = :name AND holder = :holder AND term = :term AND expires_at >= :now",
+                "name = :name AND term = :term AND expires_at >= :now",
+            ),
+            "sql.leases.renew_any_term": (
+                "holder = :holder AND term = :term AND expires_at >= :now",
+                "holder = :holder AND expires_at >= :now",
+            ),
+            "sql.leases.renew_after_lapse": (" AND expires_at >= :now\nRETURNING", "\nRETURNING"),
+            "sql.leases.renew_not_at_expiry": ("expires_at >= :now", "expires_at > :now"),
+            "sql.leases.renew_keeps_expiry": (
+                "SET expires_at = :until",
+                "SET expires_at = expires_at",
+            ),
+            "sql.leases.elect_over_holder": (
+                "ON CONFLICT (name) DO NOTHING",
+                "ON CONFLICT (name) DO UPDATE SET holder = excluded.holder",
+            ),
+            "sql.leases.take_over_live": ("(expires_at < :now OR :steal = 1)", "(1 = 1)"),
+            "sql.leases.take_over_at_expiry": ("expires_at < :now OR", "expires_at <= :now OR"),
+            "sql.leases.take_over_no_steal": (" OR :steal = 1)", ")"),
+            "sql.leases.take_over_same_term": ("term = term + 1", "term = term"),
+            "sql.leases.take_over_keeps_acquired": (
+                "acquired_at = :now, expires_at = :until",
+                "expires_at = :until",
+            ),
+            "sql.leases.release_any_holder": (
+                "WHERE name = :name AND holder = :holder AND term = :term\n",
+                "WHERE name = :name AND term = :term\n",
+            ),
+            "sql.leases.release_any_term": (
+                "AND holder = :holder AND term = :term\n",
+                "AND holder = :holder\n",
+            ),
+            "sql.leases.release_keeps_it": ("SET expires_at = :now - 1", "SET expires_at = :now"),
+        },
+    ),
 )
-SQL_MUTANTS = {
-    "sql.settle.no_state_guard": (" AND state = :from_state", ""),
-    "sql.settle.no_id_guard": ("WHERE id = :id AND ", "WHERE "),
-    "sql.settle.state_not_settled": ("SET state = 'settled'", "SET state = 'started'"),
-    "sql.settle.no_actual": ("actual_micros = :actual_micros", "actual_micros = NULL"),
-    "sql.settle.no_evidence": ("evidence = :evidence", "evidence = NULL"),
-    "sql.settle.no_usage": ("usage = :usage", "usage = NULL"),
-    "sql.settle.reason_kept": ("coalesce(:reason, reason)", "reason"),
-    "sql.settle.no_ended_at": ("ended_at = :now", "ended_at = NULL"),
-}
 
 KILLED = {"killed", "timeout", "segfault", "caught by type check"}
 SURVIVED = {"survived", "no tests", "suspicious"}
@@ -236,21 +308,22 @@ def run_group(name: str, group: Group, work: Path, children: int, show: bool) ->
 def run_sql(work: Path) -> dict[str, str]:
     shutil.rmtree(work / "sql", ignore_errors=True)
     project = _scratch(work / "sql")
-    query = project / SQL_FILE
-    original = query.read_text()
     outcomes = {}
-    for name, (old, new) in SQL_MUTANTS.items():
-        if original.count(old) != 1:
-            raise SystemExit(f"{name}: {old!r} is no longer in {SQL_FILE}; update SQL_MUTANTS")
-        query.write_text(original.replace(old, new))
-        code = subprocess.call(
-            [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *SQL_TESTS],
-            cwd=project,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        outcomes[name] = "killed" if code == 1 else "survived" if code == 0 else f"error {code}"
-    query.write_text(original)
+    for step in SQL:
+        query = project / step.file
+        original = query.read_text()
+        for name, (old, new) in step.mutants.items():
+            if original.count(old) != 1:
+                raise SystemExit(f"{name}: {old!r} is not once in {step.file}; update SQL")
+            query.write_text(original.replace(old, new))
+            code = subprocess.call(
+                [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *step.tests],
+                cwd=project,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            outcomes[name] = "killed" if code == 1 else "survived" if code == 0 else f"error {code}"
+        query.write_text(original)
     return outcomes
 
 

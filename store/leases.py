@@ -43,7 +43,7 @@ def acquire_sync(
     now: datetime,
     ttl: timedelta,
     *,
-    steal: bool = False,
+    steal: bool,
 ) -> int | None:
     """Renew `term` if given and still ours, else win the lease if free; the term held.
 
