@@ -127,14 +127,12 @@ GROUPS = {
         ("store/machine.py", "store/leases.py"),
         (
             "tests/store/test_invariants.py",
-            "tests/store/test_store_core.py",
-            "tests/store/test_savepoints.py",
-            "tests/store/test_wal.py",
             "tests/store/test_machine.py",
             "tests/store/test_machine_stateful.py",
             "tests/store/test_migrations.py",
             "tests/store/test_leases.py",
             "tests/store/test_races.py",
+            "tests/pipelines/test_leader.py",
         ),
     ),
 }
