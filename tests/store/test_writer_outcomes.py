@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from store import db, errors
+from tests.store.test_store_core import _values
 
 pytestmark = pytest.mark.sqlite_only  # the single writer's batches
 
@@ -37,10 +38,6 @@ def _inserting(value: int, *, fail: bool = False) -> Unit:
         return value
 
     return unit
-
-
-async def _values(store: db.Store) -> list[int]:
-    return await store.read(lambda c: [r[0] for r in c.execute("SELECT x FROM t ORDER BY x")])
 
 
 @pytest.fixture
