@@ -32,17 +32,16 @@ import asyncio
 import itertools
 import tempfile
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from bench import common
-from store import clock, db, events, items, machine, sql, sqlite_store, writer
+from store import clock, db, events, items, lanes, machine, sql, sqlite_store, writer
 from store.machine import State
 
 NOW = datetime(2026, 11, 30, tzinfo=UTC)
-T = TypeVar("T")
 
 
 async def create_items(store: db.Store, count: int, tag: str) -> list[int]:
@@ -63,25 +62,25 @@ async def sequential_split(store: db.Store, ids: list[int]) -> tuple[float, floa
     """`sequential`'s rate, and the mean seconds a transaction spent on the writer's thread."""
     assert isinstance(store, sqlite_store.SqliteStore), "the writer's thread is SQLite's"
     lane = store._writer_lane  # the bench times the writer's thread; nothing else does
-    run, spent = lane.run, []
+    start, spent = lane.start, []
 
-    # A plain function handing back the lane's own coroutine: the timed caller awaits
-    # exactly what an untimed one does, with no extra layer on the loop's side.
-    def timed(fn: Callable[..., T], *args: Any) -> Coroutine[Any, Any, T]:
-        def on_thread(conn: Any, *rest: Any) -> T:
+    # The lane's own start with the batch timed on the thread: the timed caller goes
+    # through exactly what an untimed one does, with no extra layer on the loop's side.
+    def timed(done: lanes.Done, fn: Callable[..., Any], *args: Any) -> None:
+        def on_thread(conn: Any, *rest: Any) -> Any:
             started = time.perf_counter()
             try:
                 return fn(conn, *rest)
             finally:
                 spent.append(time.perf_counter() - started)
 
-        return run(on_thread if fn is writer._run_batch else fn, *args)
+        start(done, on_thread if fn is writer._run_batch else fn, *args)
 
-    lane.run = timed  # type: ignore[method-assign,assignment]
+    lane.start = timed  # type: ignore[method-assign]
     try:
         rate = await sequential(store, ids)
     finally:
-        lane.run = run  # type: ignore[method-assign]
+        lane.start = start  # type: ignore[method-assign]
     return rate, sum(spent) / len(spent)
 
 
@@ -156,14 +155,14 @@ def record_groups(store: db.Store) -> list[int]:
     sizes: list[int] = []
     assert isinstance(store, sqlite_store.SqliteStore), "the writer's grouping is SQLite's"
     lane = store._writer_lane  # the bench reads the writer's grouping; nothing else does
-    run = lane.run
+    start = lane.start
 
-    async def counted(fn: Callable[..., T], *args: Any) -> T:
+    def counted(done: lanes.Done, fn: Callable[..., Any], *args: Any) -> None:
         if fn is writer._run_batch:
             sizes.append(len(args[0]))
-        return await run(fn, *args)
+        start(done, fn, *args)
 
-    lane.run = counted  # type: ignore[method-assign,assignment]
+    lane.start = counted  # type: ignore[method-assign]
     return sizes
 
 

@@ -6,12 +6,18 @@ one difference that matters for speed: a caller hands over a whole unit of work
 one await per statement. A transaction as four awaits ran at 0.37x plain sqlite3
 here, as one unit at 0.73x (measured on a 2-vCPU machine). The thread and its queue are our own
 rather than an executor's: a round trip costs about half as much.
+
+The thread hands each result to a callback on the loop's thread. `run` awaits it
+through a future; `start` takes the callback itself, so the single writer answers its
+callers in the turn the commit's result arrives rather than one turn later (with one
+caller at a time, 25 µs less of a 0.85 ms transition on a 2-vCPU VM).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import queue
 import sqlite3
 import threading
@@ -30,7 +36,9 @@ class _Connection(Protocol):
 
 C = TypeVar("C", bound=_Connection)
 
-_Job = tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]", Callable[[], Any]]
+#: What the lane's thread hands back: `done(result, None)` or `done(None, exception)`.
+Done = Callable[[Any, "BaseException | None"], None]
+_Job = tuple[asyncio.AbstractEventLoop, Callable[[], Any], Done]
 
 
 def _translate_sqlite(exc: Exception) -> errors.StoreError | None:
@@ -57,13 +65,14 @@ class Lane(Generic[C]):
 
     def _serve(self) -> None:
         while (job := self._jobs.get()) is not None:
-            loop, future, fn = job
+            loop, fn, done = job
             try:
-                result = fn()
+                result, error = fn(), None
             except BaseException as exc:
-                _deliver(loop, future, None, exc)
-            else:
-                _deliver(loop, future, result, None)
+                result, error = None, exc
+            # A closed event loop raises RuntimeError: nobody is left to tell.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(done, result, error)
 
     async def open(self, connect: Callable[[], C]) -> None:
         """Create the connection on the lane's own thread (sqlite3 binds it there)."""
@@ -71,22 +80,34 @@ class Lane(Generic[C]):
         def opener() -> None:
             self._conn = connect()
 
-        await self._submit(opener)
+        await self._awaited(opener)
 
     async def run(self, fn: Callable[Concatenate[C, P], T], *args: P.args, **kw: P.kwargs) -> T:
         """Run `fn(conn, *args)` on the lane's thread; driver errors become StoreError."""
+        return await self._awaited(functools.partial(self._with_conn, fn, *args, **kw))
 
-        def call() -> T:
-            if self._conn is None:
-                raise errors.Closed()
-            return fn(self._conn, *args, **kw)
+    def start(self, done: Done, fn: Callable[..., Any], *args: Any) -> None:
+        """Run `fn(conn, *args)` on the lane's thread, then `done(result, error)` on the
+        loop's, in the very turn the result arrives (driver errors become StoreError).
 
-        return await self._submit(call)
+        `run` awaits a future, whose waiter resumes one loop turn after that: a caller
+        that settles other futures from `done` saves them that turn."""
+        self._put(functools.partial(self._with_conn, fn, *args), done)
 
-    async def _submit(self, fn: Callable[[], T]) -> T:
-        """Run `fn()` on the lane's thread; driver errors (connecting too) become StoreError."""
+    def _with_conn(self, fn: Callable[..., T], *args: Any, **kw: Any) -> T:
+        if self._conn is None:
+            raise errors.Closed()
+        return fn(self._conn, *args, **kw)
 
-        def guarded() -> T:
+    async def _awaited(self, fn: Callable[[], T]) -> T:
+        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        self._put(fn, functools.partial(_settle, future))
+        return await future
+
+    def _put(self, fn: Callable[[], Any], done: Done) -> None:
+        """Queue `fn()` for the lane's thread; driver errors (connecting too) become StoreError."""
+
+        def guarded() -> Any:
             try:
                 return fn()
             except Exception as exc:
@@ -97,10 +118,7 @@ class Lane(Generic[C]):
 
         if not self._thread.is_alive():
             raise errors.Closed()
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[T] = loop.create_future()
-        self._jobs.put((loop, future, guarded))
-        return await future
+        self._jobs.put((asyncio.get_running_loop(), guarded, done))
 
     async def close(self) -> None:
         def closer() -> None:
@@ -109,25 +127,15 @@ class Lane(Generic[C]):
                 conn.close()
 
         if self._thread.is_alive():
-            await self._submit(closer)
+            await self._awaited(closer)
             self._jobs.put(None)
             await asyncio.to_thread(self._thread.join)
 
 
-def _deliver(
-    loop: asyncio.AbstractEventLoop,
-    future: asyncio.Future[Any],
-    result: Any,
-    exc: BaseException | None,
-) -> None:
-    def settle() -> None:
-        if future.done():  # the caller was cancelled; nobody waits for this result
-            return
-        if exc is not None:
-            future.set_exception(exc)
-        else:
-            future.set_result(result)
-
-    # A closed event loop raises RuntimeError: nobody is left to tell.
-    with contextlib.suppress(RuntimeError):
-        loop.call_soon_threadsafe(settle)
+def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+    if future.done():  # the caller was cancelled; nobody waits for this result
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)

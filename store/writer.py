@@ -237,19 +237,42 @@ class Writer:
         return batch
 
     async def _run(self, batch: list[_Pending], *, early: bool) -> list[_Pending]:
-        """Run a batch; returns the units it left unrun (with `early`, for an operator)."""
+        """Run a batch; returns the units it left unrun (with `early`, for an operator).
+
+        Callers are answered from the lane's callback, in the turn the commit's result
+        arrives: they queue their next units before this task resumes to take them."""
+        finished: asyncio.Future[list[_Pending]] = asyncio.get_running_loop().create_future()
+
+        def done(result: Any, error: BaseException | None) -> None:
+            outcomes = result if batch[0].transactional else [(True, result)]
+            try:
+                _settle(finished, True, self._answer(batch, outcomes, error))
+            except BaseException as exc:  # not an Exception: the drain task stops with it
+                _settle(finished, False, exc)
+
         try:
             if batch[0].transactional:
                 stop = self._operator_waits if early else None
-                outcomes = await self._lane.run(_run_batch, [p.unit for p in batch], stop)
+                self._lane.start(done, _run_batch, [p.unit for p in batch], stop)
             else:
-                outcomes = [(True, await self._lane.run(batch[0].unit))]
-        except BaseException as exc:  # the commit failed: nothing in the batch was written
-            self.faults.failed(exc)
+                self._lane.start(done, batch[0].unit)
+        except Exception as exc:  # the lane has stopped: nothing ran
+            done(None, exc)
+        return await finished
+
+    def _answer(
+        self,
+        batch: list[_Pending],
+        outcomes: list[tuple[bool, Any]],
+        error: BaseException | None,
+    ) -> list[_Pending]:
+        """Answer the batch's callers; returns the units it left unrun."""
+        if error is not None:  # the commit failed: nothing in the batch was written
+            self.faults.failed(error)
             for pending in batch:
-                _settle(pending.future, False, exc)
-            if not isinstance(exc, Exception):
-                raise
+                _settle(pending.future, False, error)
+            if not isinstance(error, Exception):
+                raise error
             return []
         for pending, (ok, value) in zip(batch, outcomes, strict=False):
             if not ok:
