@@ -115,9 +115,10 @@ GROUPS = {
     # and room() are tested by tests/e2e/test_storage_faults.py, which this group does not
     # run, and a mutant of _run that deadlocks costs the 60 s test timeout (17 min here).
     "writer": Group(
-        ("store/writer.py",),
+        ("store/writer.py", "store/lanes.py"),
         (
             "tests/store/test_writer_outcomes.py",
+            "tests/store/test_lanes.py",
             "tests/store/test_savepoints.py",
             "tests/store/test_store_core.py",
             "tests/store/test_wal.py",
