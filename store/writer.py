@@ -245,10 +245,7 @@ class Writer:
 
         def done(result: Any, error: BaseException | None) -> None:
             outcomes = result if batch[0].transactional else [(True, result)]
-            try:
-                _settle(finished, True, self._answer(batch, outcomes, error))
-            except BaseException as exc:  # not an Exception: the drain task stops with it
-                _settle(finished, False, exc)
+            _settle(finished, True, self._answer(batch, outcomes, error))
 
         try:
             if batch[0].transactional:
@@ -268,11 +265,11 @@ class Writer:
     ) -> list[_Pending]:
         """Answer the batch's callers; returns the units it left unrun."""
         if error is not None:  # the commit failed: nothing in the batch was written
+            # (or a unit raised what is not an Exception, which aborts its whole batch:
+            # every caller in it is told, and the writer goes on)
             self.faults.failed(error)
             for pending in batch:
                 _settle(pending.future, False, error)
-            if not isinstance(error, Exception):
-                raise error
             return []
         for pending, (ok, value) in zip(batch, outcomes, strict=False):
             if not ok:

@@ -87,6 +87,33 @@ async def test_a_commit_that_fails_raises_to_every_caller_in_it(table: db.Store)
     assert await outcome(table.write(_inserting(3))) == "returned 3"  # the writer carries on
 
 
+class Abort(BaseException):
+    """Not an Exception: what a unit might raise that no `except Exception` catches."""
+
+
+async def test_a_unit_that_aborts_fails_its_whole_batch_and_the_writer_goes_on(
+    table: db.Store,
+) -> None:
+    def aborting(conn: sqlite3.Connection) -> None:
+        conn.execute("INSERT INTO t VALUES (99)")
+        raise Abort("stop here")
+
+    async def told(write: Awaitable[object]) -> str:
+        try:
+            return await outcome(write)
+        except Abort as exc:
+            return f"aborted: {exc}"
+
+    told_each = await asyncio.gather(
+        told(table.write(_inserting(1))),
+        told(table.write(aborting)),
+        told(table.write(_inserting(2))),
+    )
+    assert told_each == ["aborted: stop here"] * 3
+    assert await _values(table) == []
+    assert await outcome(table.write(_inserting(3))) == "returned 3"
+
+
 @pytest.mark.parametrize("foreground", [False, True])
 async def test_units_run_in_a_transaction_and_a_held_checkpoint_outside_any(
     table: db.Store, foreground: bool
