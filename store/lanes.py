@@ -56,9 +56,9 @@ class Lane(Generic[C]):
         name: str,
         translate: Callable[[Exception], errors.StoreError | None] = _translate_sqlite,
     ) -> None:
-        self.name = name
         self._translate = translate
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        # A daemon: a process that ends without closing its store must not hang on it.
         self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
         self._thread.start()
         self._conn: C | None = None

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -14,6 +16,8 @@ import pytest
 
 from store import db, errors
 from store.lanes import Lane
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -44,6 +48,36 @@ async def test_start_hands_the_result_to_done_on_the_loops_thread(
     (value, thread), error, called_on = await _started(lane, on_lane, 7)
     assert (value, thread, error) == (7, "test-lane", None)
     assert called_on == threading.current_thread().name
+
+
+async def test_run_passes_arguments_by_position_and_by_name(
+    lane: Lane[sqlite3.Connection],
+) -> None:
+    def scaled(conn: sqlite3.Connection, value: int, *, by: int = 1) -> int:
+        return int(conn.execute("SELECT ? * ?", (value, by)).fetchone()[0])
+
+    assert await lane.run(scaled, 7, by=3) == 21
+
+
+def test_a_process_that_never_closes_its_lane_still_exits(tmp_path: Path) -> None:
+    script = (
+        "import asyncio, sqlite3\n"
+        "from store.lanes import Lane\n"
+        "async def main():\n"
+        "    lane = Lane('left-open')\n"
+        f"    await lane.open(lambda: sqlite3.connect({str(tmp_path / 'lane.db')!r}))\n"
+        "asyncio.run(main())\n"
+        "print('ended')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=20,
+        check=False,
+    )
+    assert (done.returncode, done.stdout) == (0, "ended\n"), done.stderr
 
 
 async def test_start_hands_a_driver_error_to_done_translated(
