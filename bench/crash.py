@@ -165,7 +165,10 @@ class Run:
             self.violations.setdefault(finding, None)
 
     async def kills(self, n: int) -> None:
-        budget = self.cli("set-budget", "global", "month", "1000")
+        for argv in (["init"], ["set-budget", "global", "month", "1000"]):
+            budget = self.cli(*argv)
+            if budget.returncode != 0:
+                break
         if budget.returncode != 0:
             raise SystemExit(f"could not set the budget: {budget.stderr}")
         plan = [POINTS[i % len(POINTS)] for i in range(n)]

@@ -1,6 +1,7 @@
 """The `gatehouse` command line: run the bot, and inspect or operate it from a terminal.
 
     gatehouse run                              start the operator bot and the engine
+    gatehouse init                             create an empty store in the data directory
     gatehouse demo [--port N] [--data-dir D]   offline demo in a browser: no token, no API key
     gatehouse check [--online]                 settings, pipeline files, secrets (exit 1 on errors)
     gatehouse dry-run <pipeline> [--limit 5] [--llm]   fetch and draft now; print the cards
@@ -30,6 +31,9 @@ Reads work while the bot runs (read-only connections).
 Writes while the bot runs go through its control socket (bot/control.py) as actor "cli",
 or are refused naming the bot's pid; with no bot running the command holds the store's
 writer lock itself for its duration. Progress of long operations goes to stderr.
+Every command but run, init, demo, check and dry-run refuses a data directory that
+holds no store, naming the path it looked at: a mistyped --data-dir would otherwise
+read as an empty store.
 
 Exit codes: 0 ok, 1 a check failed (check, audit verify, reconcile differences),
 2 bad usage, bad settings, an unusable data directory, or a refused write.
@@ -56,7 +60,7 @@ from bot.cli import tokens as cli_tokens
 from bot.cli import writes as cli_writes
 from bot.demo import DEFAULT_PORT as DEMO_PORT
 from pipelines import operations
-from store import datadir, errors
+from store import datadir, db, errors
 from store.ledger import budgets
 
 if TYPE_CHECKING:
@@ -126,6 +130,45 @@ async def _online(
 
     async with httpclient.new() as client:
         return await preflight.online(found, needs, client)
+
+
+#: The commands that work without a store: they create one, or never open one.
+NEED_NO_STORE = frozenset({"run", "demo", "init", "check", "dry-run"})
+
+
+class NoStore(errors.Refused):
+    """The data directory holds no store: most likely the wrong path."""
+
+
+def need_store(cfg: settings_mod.Settings) -> None:
+    """Refuse a data directory that is unsafe or holds no store, naming the path."""
+    if cfg.database_url is not None:
+        return  # PostgreSQL: the server holds the store, the data dir only the lock
+    if cfg.data_dir.exists():
+        datadir.prepare(cfg.data_dir)  # an unsafe directory says so first
+    path = (cfg.data_dir / datadir.DB_NAME).resolve()
+    if not path.exists():
+        raise NoStore(
+            f"no store at {path}. The data directory comes from --data-dir or "
+            "GATEHOUSE_DATA_DIR (default: ./data in the working directory). Check the path; "
+            "`gatehouse run` or `gatehouse init` creates a store there"
+        )
+
+
+def cmd_init(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
+    existed = (cfg.data_dir / datadir.DB_NAME).exists()
+    if not existed or cfg.database_url:  # PostgreSQL: opening applies what migrations lack
+        asyncio.run(_create(cfg))
+    where = "the PostgreSQL database" if cfg.database_url else (cfg.data_dir / datadir.DB_NAME)
+    text = f"store {'already there' if existed else 'created'}: {where}"
+    cli_output.emit(args, {"created": not existed, "store": str(where)}, lambda: text)
+    return 0
+
+
+async def _create(cfg: settings_mod.Settings) -> None:
+    """Open the store as its writer (which creates it and applies the migrations), close."""
+    store = await db.open(settings_mod.store_config(cfg))
+    await store.close()
 
 
 def cmd_migrate_to_postgres(
@@ -206,6 +249,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
         return command
 
     add("run", None, "start the operator bot and the engine (same as python -m bot)")
+    add("init", cmd_init, "create an empty store in the data directory (run does it too)")
     demo = add("demo", None, "the offline demo in a web chat: no Telegram token, no API key")
     demo.add_argument(
         "--port",
@@ -329,6 +373,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"gatehouse: {exc}", file=sys.stderr)
         return 2
     try:
+        if args.command not in NEED_NO_STORE:
+            need_store(cfg)
         return table[args.command](cfg, args, datetime.now(UTC))
     except USAGE_ERRORS as exc:
         print(f"gatehouse {args.command}: {exc}", file=sys.stderr)

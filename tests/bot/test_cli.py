@@ -166,6 +166,8 @@ async def test_a_writer_without_a_socket_is_refused_by_pid(
 async def test_without_a_bot_the_cli_is_the_writer_for_the_command(
     data_dir: Path, pipelines_dir: Path, now: datetime
 ) -> None:
+    code, out, err = await gatehouse(data_dir, pipelines_dir, "init")
+    assert code == 0 and f"store created: {data_dir / datadir.DB_NAME}" in out, err
     code, out, err = await gatehouse(data_dir, pipelines_dir, "set-budget", "news", "month", "3")
     assert code == 0 and "news/month set to $3.00" in out, err
     assert datadir.is_locked(data_dir) is None  # released when the command ended
@@ -496,7 +498,9 @@ def test_the_gatehouse_command_runs_its_commands_with_the_collector_on(
     tmp_path: Path, argv: list[str]
 ) -> None:
     # A new interpreter, as the console script starts: the collector is paused only
-    # while the command line loads. A command that fails (no store here) counts too.
+    # while the command line loads. The store's file only has to exist: status is stubbed.
+    (tmp_path / "data").mkdir(mode=0o700)
+    (tmp_path / "data" / datadir.DB_NAME).touch()
     code = (
         "import gc, sys; from bot.cli import reads, start\n"
         "reads.cmd_status = lambda *a: print('running', gc.isenabled()) or 0\n"
@@ -512,3 +516,29 @@ def test_the_gatehouse_command_runs_its_commands_with_the_collector_on(
     assert done.stdout.splitlines()[-1] == "after True"
     if argv == ["status"]:
         assert "running True" in done.stdout
+
+
+@pytest.mark.parametrize(
+    "argv", [["reject", "1"], ["status"], ["set-budget", "global", "day", "1"]]
+)
+async def test_a_data_dir_without_a_store_is_refused_and_left_alone(
+    tmp_path: Path, pipelines_dir: Path, argv: list[str]
+) -> None:
+    # A mistyped --data-dir during an outage must not read as "the item vanished".
+    wrong = tmp_path / "typo"
+    code, out, err = await gatehouse(wrong, pipelines_dir, *argv)
+    assert (code, out) == (2, "")
+    assert f"no store at {wrong / datadir.DB_NAME}" in err
+    assert "GATEHOUSE_DATA_DIR (default: ./data" in err and "gatehouse init" in err
+    assert not wrong.exists()  # nothing was created there
+
+
+async def test_init_creates_the_store_once(tmp_path: Path, pipelines_dir: Path) -> None:
+    data_dir = tmp_path / "data"
+    code, out, err = await gatehouse(data_dir, pipelines_dir, "init", "--json")
+    assert code == 0, err
+    assert json.loads(out) == {"created": True, "store": str(data_dir / datadir.DB_NAME)}
+    code, out, _ = await gatehouse(data_dir, pipelines_dir, "init")
+    assert code == 0 and out.startswith("store already there:")
+    code, out, _ = await gatehouse(data_dir, pipelines_dir, "pending")
+    assert code == 0 and "Nothing is awaiting approval" in out

@@ -18,6 +18,7 @@ def every_byte(data_dir: Path) -> bytes:
 
 
 async def test_tokens_without_a_running_bot(data_dir: Path, pipelines_dir: Path) -> None:
+    assert (await gatehouse(data_dir, pipelines_dir, "init"))[0] == 0
     code, out, _ = await gatehouse(data_dir, pipelines_dir, "token", "create", "ci", "--json")
     assert code == 0
     secret = json.loads(out)["token"]

@@ -145,9 +145,10 @@ def test_cli_finds_its_config_from_any_directory(tmp_path: Path) -> None:
     assert checked.returncode == 0, checked.stderr
     assert json.loads(checked.stdout)["pipelines"] == ["news"]
     where = ("--env-file", str(env_file), "--data-dir", str(data))
+    assert run("init", *where).returncode == 0
+    assert (data / "gatehouse.db").exists()
     paused = run("pause", "news", *where)
     assert paused.returncode == 0, paused.stderr
-    assert (data / "gatehouse.db").exists()
     status = run(*where, "status", "--json")
     assert status.returncode == 0, status.stderr
     assert [p["paused"] for p in json.loads(status.stdout)["overview"]["pipelines"]] == [True]

@@ -59,6 +59,7 @@ def test_dry_run_prints_the_cards_and_keeps_nothing(tmp_path: Path) -> None:
         feed.set("/demo.xml", feed_xml)
         folder = _examples(tmp_path, feed.url("/demo.xml"), hook.url)
         # The real store exists and has a paused pipeline: a dry run must leave it as it is.
+        assert _gatehouse(tmp_path, folder, "init").returncode == 0
         assert _gatehouse(tmp_path, folder, "pause", "news").returncode == 0
         before = _gatehouse(tmp_path, folder, "status", "--json")
 

@@ -88,6 +88,7 @@ def test_llm_drafts_are_paid_through_the_ledger_and_the_report_says_what_they_co
     tmp_path: Path, servers: tuple[FeedServer, FakeLLM]
 ) -> None:
     feed, llm = servers
+    assert gatehouse(tmp_path, feed, llm, "init").returncode == 0
     budget = gatehouse(tmp_path, feed, llm, "set-budget", "global", "day", "1")
     assert budget.returncode == 0, budget.stderr
 
@@ -155,6 +156,7 @@ def test_a_dry_run_never_spends_past_what_the_budget_has_left(
 ) -> None:
     feed, llm = servers
     # Less than one call's worst case: the ledger refuses before the provider is called.
+    assert gatehouse(tmp_path, feed, llm, "init").returncode == 0
     assert gatehouse(tmp_path, feed, llm, "set-budget", "news", "day", "0.0001").returncode == 0
     done = gatehouse(tmp_path, feed, llm, "dry-run", "news", "--llm", "--json")
     report = json.loads(done.stdout)

@@ -148,6 +148,7 @@ def test_check_fails_on_the_examples_until_their_secrets_and_budget_are_set(
     second = _gatehouse(env, "check")
     assert second.returncode == 1
     assert "digest: llm: no budget" in second.stdout
+    assert _gatehouse(env, "init").returncode == 0
     assert _gatehouse(env, "set-budget", "digest", "day", "5").returncode == 0
     third = _gatehouse(env, "check")
     assert third.returncode == 0, third.stdout
@@ -249,6 +250,7 @@ def test_check_online_from_the_cli(tmp_path: Path) -> None:
                 {"fake-model": {"input_micros_per_mtok": 1, "output_micros_per_mtok": 1}}
             ),
         }
+        assert _gatehouse(env, "init").returncode == 0
         assert _gatehouse(env, "set-budget", "global", "month", "5").returncode == 0
         done = _gatehouse(env, "check", "--online")
         username = _bot_username(api)
