@@ -58,7 +58,7 @@ def run(
 ) -> int:
     """Fetch and draft one pipeline into a throwaway store; print the cards it would send."""
     name = operations.check_pipeline(args.pipeline, found)
-    llm = _llm(cfg, name, now, read) if args.llm else None
+    llm = _llm(cfg, found[name], now, read) if args.llm else None
     report = asyncio.run(_run(found[name], now, llm))
     counted = _count_spend(cfg, report, now) if report.spent_micros else None
     shown = report.cards[: args.limit]
@@ -112,9 +112,26 @@ def _count_spend(
     return {"claim": found["id"]}
 
 
-def _llm(cfg: settings_mod.Settings, name: str, now: datetime, read: Read) -> dryrun.Llm:
+class NoLlm(ValueError):
+    """`--llm` asked for drafts the settings cannot pay for or reach."""
+
+
+def _llm(
+    cfg: settings_mod.Settings, pipeline: config.Pipeline, now: datetime, read: Read
+) -> dryrun.Llm:
     """The provider and prices of these settings, and what the store's budgets for this
-    pipeline and global have left (none: the drafts fall back to the template)."""
+    pipeline and global have left (none: the drafts fall back to the template).
+
+    Refuses, as `check` reports it, what would make every draft fall back to the
+    template: asked for the LLM, a silent template run would read as a success."""
+    from pipelines.drafting import choice
+
+    name = pipeline.name
+    if pipeline.draft.drafter != "llm":
+        raise NoLlm(f"--llm: pipeline {name!r} drafts with the template (draft.drafter)")
+    why = choice.fallback_reason(pipeline, cfg.llm, cfg.prices)
+    if why is not None:
+        raise NoLlm(f"--llm: {why}; nothing was drafted (`gatehouse check` lists the rest)")
     left: list[tuple[str, str, int]] = []
     if (cfg.data_dir / datadir.DB_NAME).exists():
         report = read(cfg, lambda store: operations.budget(store, now))
@@ -123,6 +140,11 @@ def _llm(cfg: settings_mod.Settings, name: str, now: datetime, read: Read) -> dr
             for b in report.budgets
             if b.scope in ("global", name)
         ]
+    if not left:
+        raise NoLlm(
+            f"--llm: no budget covers {name!r}; set one with `gatehouse set-budget {name} "
+            "day 5` (or scope global); nothing was drafted"
+        )
     from pipelines import dryrun
 
     return dryrun.Llm(cfg.llm, cfg.prices, left)

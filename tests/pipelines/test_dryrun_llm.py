@@ -48,7 +48,7 @@ def servers() -> Iterator[tuple[FeedServer, FakeLLM]]:
 
 
 def gatehouse(
-    tmp_path: Path, feed: FeedServer, llm: FakeLLM, *argv: str
+    tmp_path: Path, feed: FeedServer, llm: FakeLLM, *argv: str, unset: tuple[str, ...] = ()
 ) -> subprocess.CompletedProcess[str]:
     folder = tmp_path / "pipelines"
     folder.mkdir(exist_ok=True)
@@ -64,6 +64,7 @@ def gatehouse(
         "GATEHOUSE_LLM__MODEL": "fake-model",
         "GATEHOUSE_PRICES": json.dumps(PRICES),
     }
+    env = {k: v for k, v in env.items() if k not in unset}
     return subprocess.run(
         [str(Path(sys.executable).parent / "gatehouse"), *argv],
         cwd=tmp_path,
@@ -138,16 +139,32 @@ def test_without_llm_or_without_a_budget_nothing_is_spent(
     assert {card["drafter"] for card in report["cards"]} == {"template"}
     assert "add --llm to call it" in report["cards"][0]["note"]
 
-    # --llm, but no budget is set: the ledger refuses the provider, the template drafts.
+    # --llm, but no budget is set: asked for the LLM, a template run is refused, not shown.
     unbudgeted = gatehouse(tmp_path, feed, llm, "dry-run", "news", "--llm", "--json")
-    assert unbudgeted.returncode == 0, unbudgeted.stderr
-    report = json.loads(unbudgeted.stdout)
-    assert report["llm"] == {
-        "drafts": 0, "spent_micros": 0, "uncertain_micros": 0, "counted": None
-    }  # fmt: skip
-    assert {card["note"] for card in report["cards"]} == {
-        "no budget configured: template drafter used"
-    }
+    assert (unbudgeted.returncode, unbudgeted.stdout) == (2, "")
+    assert "--llm: no budget covers 'news'; set one with `gatehouse set-budget news" in (
+        unbudgeted.stderr
+    )
+    assert llm.calls == 0
+
+
+@pytest.mark.parametrize(
+    ("unset", "missing"),
+    [
+        (
+            tuple(f"GATEHOUSE_LLM__{k}" for k in ("KIND", "BASE_URL", "API_KEY", "MODEL")),
+            "no LLM provider configured (GATEHOUSE_LLM__*)",
+        ),
+        (("GATEHOUSE_PRICES",), "no price for model 'fake-model' in GATEHOUSE_PRICES"),
+    ],
+)
+def test_llm_without_a_provider_or_price_says_what_is_missing(
+    tmp_path: Path, servers: tuple[FeedServer, FakeLLM], unset: tuple[str, ...], missing: str
+) -> None:
+    feed, llm = servers
+    done = gatehouse(tmp_path, feed, llm, "dry-run", "news", "--llm", unset=unset)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert f"gatehouse dry-run: --llm: {missing}; nothing was drafted" in done.stderr
     assert llm.calls == 0
 
 
