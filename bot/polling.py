@@ -18,10 +18,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import urllib.parse
 from collections.abc import Coroutine, Sequence
 from typing import Any
 
-from telegram import Update
+from telegram import Bot, Update
 from telegram import error as tg_error
 from telegram.ext import Application, ApplicationHandlerStop
 
@@ -61,11 +62,14 @@ async def poll(
     """Fetch updates for PTB to handle while this worker leads, until `stop` is set."""
     offset: int | None = None
     failures = 0
+    webhook_checked = False
     while not stop.is_set():
         timeout = poll_timeout(leadership.trust_left_s())
         if timeout is None:
             await workers.wait_any((stop,), RECHECK_S)
             continue
+        if not webhook_checked:
+            webhook_checked = await drop_leftover_webhook(application.bot)
         try:
             found = await _unless_stopped(
                 application.bot.get_updates(
@@ -77,6 +81,10 @@ async def poll(
             raise
         except tg_error.TelegramError as exc:  # 409 from another poller, the network, a 5xx
             metrics.telegram_error(exc)  # getUpdates bypasses the counting rate limiter
+            # A webhook set since the check (by hand, or a webhook-mode run) is removed too.
+            webhook_checked = not (
+                isinstance(exc, tg_error.Conflict) and "webhook" in exc.message.lower()
+            )
             failures += 1
             delay = retry.backoff_s(failures, FIRST_RETRY_S, workers.MAX_BACKOFF_S)
             log.warning("getUpdates failed (%s); polling again in %g s", exc, delay)
@@ -90,6 +98,35 @@ async def poll(
                 break  # no longer the leader: the next one reads the rest again
             offset = update.update_id + 1
             await application.update_queue.put(update)
+
+
+async def drop_leftover_webhook(bot: Bot) -> bool:
+    """Delete a webhook left set by an earlier webhook-mode run; True once checked.
+
+    Telegram refuses getUpdates with 409 for as long as a webhook is set, so a bot moved
+    back to polling would otherwise retry for ever. Pending updates are kept: the poll
+    that follows reads them."""
+    try:
+        info = await bot.get_webhook_info()
+        if info.url:
+            await bot.delete_webhook(drop_pending_updates=False)
+    except tg_error.TelegramError as exc:
+        log.warning("could not check for a webhook left set (%s); will check again", exc)
+        return False
+    if info.url:
+        log.warning(
+            "deleted the webhook left set at %s (%d update(s) pending): polling mode reads "
+            "updates with getUpdates, which Telegram refuses while a webhook is set",
+            _site(info.url),
+            info.pending_update_count,
+        )
+    return True
+
+
+def _site(url: str) -> str:
+    """A webhook URL without its path and query, where a secret may sit."""
+    parts = urllib.parse.urlsplit(url)
+    return f"{parts.scheme}://{parts.hostname or '?'}{f':{parts.port}' if parts.port else ''}/…"
 
 
 async def _unless_stopped(

@@ -86,3 +86,28 @@ def test_webhook_mode_serves_only_requests_with_the_secret(
     assert post(port, update(3, "/help"), secret=SECRET) == 200
     reply = api.wait_for(lambda: api.sent(OPERATOR), timeout=10)
     assert len(reply) == 1 and "/status" in reply[0].text
+
+
+def test_polling_deletes_a_webhook_left_set_and_then_gets_updates(tmp_path: Path) -> None:
+    # A bot moved back from webhook mode: Telegram refuses getUpdates (409) while the
+    # webhook stays set, so without deleting it the bot would never hear an operator.
+    (tmp_path / "pipelines").mkdir()
+    left = "https://hooks.example.org:8443/telegram/path-secret-9f2"
+    with localapi.LocalBotApi(token=TOKEN) as api:
+        api.state.set_webhook({"url": left, "allowed_updates": None, "has_secret_token": True})
+        api.inject_command(OPERATOR, OPERATOR, "/help")  # sent while the webhook was set
+        process = BotProcess(tmp_path, api).start()
+        try:
+            reply = api.wait_for(lambda: api.sent(OPERATOR), timeout=20)[0]
+            assert reply.text.startswith("gatehouse\n/status")
+            assert api.state.webhook is None
+            assert [c.method for c in api.calls() if "webhook" in c.method.lower()] == [
+                "getWebhookInfo",
+                "deleteWebhook",
+            ]
+        finally:
+            process.stop()
+        log = process.log.read_text()
+        assert "deleted the webhook left set at https://hooks.example.org:8443/…" in log
+        ours = [line for line in log.splitlines() if " DEBUG " not in line]
+        assert not [line for line in ours if "path-secret-9f2" in line]  # a path may be secret
