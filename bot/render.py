@@ -111,8 +111,10 @@ def status_overview(overview: operations.Overview) -> str:
         lines.append(workers_line(overview.workers_down, len(overview.worker_states), now))
     for p in overview.pipelines:
         lines.append(f"\n<b>{esc(p.name)}</b>" + (" ⏸ paused" if p.paused else ""))
+        if not p.has_file:
+            lines.append("  ⚠️ " + esc(no_file_note(p)))
         lines.append("  last run " + (_run_summary(p.last_run, now) if p.last_run else "none yet"))
-        if not p.paused:
+        if not p.paused and p.has_file:
             due = p.next_due_at
             lines.append(f"  next run {age(due, now) if due else 'not scheduled'}")
         waiting = [wording.plural(p.awaiting, "item") + " waiting"]
@@ -122,6 +124,12 @@ def status_overview(overview: operations.Overview) -> str:
     if overview.worker_states and not overview.workers_down:
         lines.append("\n" + workers_line((), len(overview.worker_states), now))
     return "\n".join(lines)
+
+
+def no_file_note(p: operations.PipelineStatus) -> str:
+    """What a pipeline the store knows but no file declares means for its items."""
+    left = wording.plural(p.awaiting + p.breaches, "item")
+    return f"{p.name}: no pipeline file: {left} still waiting, and nothing will run it"
 
 
 def headline(overview: operations.Overview) -> str:

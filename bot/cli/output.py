@@ -61,10 +61,10 @@ def status(
     rows = [
         (
             p.name,
-            "paused" if p.paused else "active",
+            "no file" if not p.has_file else "paused" if p.paused else "active",
             _run_cell(p.last_run, now),
             ""
-            if p.paused
+            if p.paused or not p.has_file
             else render.age(p.next_due_at, now)
             if p.next_due_at
             else "not scheduled",
@@ -75,9 +75,11 @@ def status(
     ]
     body = table(("pipeline", "state", "last run", "next due", "awaiting", "breaches"), rows)
     writer = f"running as pid {writer_pid}" if writer_pid else "not running"
+    gone = [render.no_file_note(p) for p in overview.pipelines if not p.has_file]
     return "\n".join(
         [
             body if rows else "no pipelines configured",
+            *gone,
             "",
             f"store   {summary.path} (schema version {summary.schema_version})",
             *([f"wal     {overview.wal_bytes / 1024:.0f} KiB"] if verbose else []),

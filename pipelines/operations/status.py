@@ -29,6 +29,9 @@ class PipelineStatus:
     last_run: runs.Run | None
     awaiting: int
     breaches: int
+    #: False for a pipeline the store knows but no pipeline file declares today: its
+    #: items still wait, and nothing will run it.
+    has_file: bool = True
 
 
 @dataclass(frozen=True)
@@ -54,11 +57,13 @@ async def overview(
     now: datetime,
     worker_states: Sequence[workers.State] = (),
 ) -> Overview:
-    """Every configured pipeline: last run, next due, paused, awaiting and breached items."""
+    """Every pipeline configured or in the store: last run, next due, paused, awaiting
+    and breached items. A pipeline whose file is gone stays listed (its items wait)."""
     states = await schedules.all_states(store)
-    counts = await items.counts(store, pipelines, (State.AWAITING_APPROVAL, State.BREACH))
+    known = sorted(set(pipelines) | set(states))
+    counts = await items.counts(store, known, (State.AWAITING_APPROVAL, State.BREACH))
     rows = []
-    for name in sorted(pipelines):
+    for name in known:
         state = states.get(name)
         last = await runs.recent_runs(store, name, 1)
         by_state = counts.get(name, {})
@@ -70,6 +75,7 @@ async def overview(
                 last_run=last[0] if last else None,
                 awaiting=by_state.get(State.AWAITING_APPROVAL, 0),
                 breaches=by_state.get(State.BREACH, 0),
+                has_file=name in pipelines,
             )
         )
     uncertain = len(await ledger_report.uncertain(store, UNCERTAIN_COUNTED))

@@ -23,7 +23,7 @@ from bot import control, early
 from pipelines import operations
 from pipelines import runtime as runtime_mod
 from pipelines.dispatch import file as dispatch_file
-from store import datadir, db, drafts, events, info, items, ledger, outbox
+from store import datadir, db, drafts, events, info, items, ledger, outbox, schedules
 from store.machine import State
 from tests import running, snapshot
 
@@ -542,3 +542,34 @@ async def test_init_creates_the_store_once(tmp_path: Path, pipelines_dir: Path) 
     assert code == 0 and out.startswith("store already there:")
     code, out, _ = await gatehouse(data_dir, pipelines_dir, "pending")
     assert code == 0 and "Nothing is awaiting approval" in out
+
+
+async def test_status_lists_the_store_pipelines_whose_file_is_gone(
+    data_dir: Path, pipelines_dir: Path, now: datetime
+) -> None:
+    # Items of a pipeline whose file was removed still wait: status must not hide them.
+    store = await db.open(db.StoreConfig(data_dir=data_dir))
+    try:
+        await schedules.ensure(store, "old-digest", None)
+        item = await items.create(store, "old-digest", "s", "x1", {"title": "x"}, now)
+        assert item is not None
+        await items.transition(store, item.id, State.DRAFTING, "system", now)
+
+        def unit(conn: sqlite3.Connection) -> items.Item:
+            drafts.add_sync(conn, item.id, "draft", {"drafter": "template"}, now)
+            return items.transition_sync(conn, item.id, State.AWAITING_APPROVAL, "system", now)
+
+        await store.write(unit)
+    finally:
+        await store.close()
+    code, out, err = await gatehouse(data_dir, pipelines_dir, "status")
+    assert code == 0, err
+    rows = {line.split()[0]: line.split()[1] for line in out.splitlines() if "  " in line}
+    assert rows["news"] == "active" and rows["old-digest"] == "no"  # "no file"
+    assert "old-digest: no pipeline file: 1 item still waiting, and nothing will run it" in out
+    code, out, _ = await gatehouse(data_dir, pipelines_dir, "status", "--json")
+    listed = json.loads(out)["overview"]["pipelines"]
+    assert [(p["name"], p["has_file"], p["awaiting"]) for p in listed] == [
+        ("news", True, 0),
+        ("old-digest", False, 1),
+    ]
