@@ -231,6 +231,19 @@ async def test_events_appended_at_once_make_one_unbroken_chain(
     assert (report.checked, report.pending) == (3 * WRITERS, 0)  # created, drafting, failed
 
 
+async def test_two_sealers_at_once_seal_one_unforked_chain(store: db.Store, now: datetime) -> None:
+    """A deposed leader's sealer and the new one's, both past reading the head: the
+    second seals after the first, from the head the first left, not beside it."""
+    for n in range(7):
+        await items.create(store, "news", "feed", f"guid-{n}", {"n": n}, now)
+    assert await sealer.seal(store, limit=1) == 1  # a head to lock
+    meeting = Meeting(2, after="sealed_head")
+    sealing = meeting.holding(lambda conn: sealer.seal_sync(conn, 3))
+    assert await asyncio.gather(store.write(sealing), store.write(sealing)) == [3, 3]
+    report = await events.verify_chain(store)
+    assert (report.ok, report.checked, report.pending) == (True, 7, 0), report.broken
+
+
 async def test_ids_marked_seen_at_once_are_new_to_exactly_one_writer(
     store: db.Store, now: datetime
 ) -> None:
