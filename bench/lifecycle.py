@@ -220,7 +220,7 @@ async def main(argv: list[str]) -> None:
                 # The leader's sealer runs beside the writes, as in the bot.
                 seal = sealing.run(store, lambda: datetime.now(UTC), sealing.SEAL_EVERY_S,
                                    timedelta(seconds=sealing.MAX_SEAL_DELAY_S), stop)  # fmt: skip
-                sealer = asyncio.create_task(seal)
+                sealing_task = asyncio.create_task(seal)
                 started = time.perf_counter()
                 await asyncio.gather(
                     life.fetcher(), life.approver(), life.sender(), life.dispatch(client)
@@ -228,7 +228,7 @@ async def main(argv: list[str]) -> None:
                 elapsed = time.perf_counter() - started
                 stop.set()
                 await watcher
-                await sealer
+                await sealing_task
             dispatched = (await items.counts(store, ["bench"], [State.DISPATCHED]))["bench"]
             later = datetime.now(UTC) + store.config.retention + timedelta(days=1)
             pruned = await retention.prune(store, later)
