@@ -107,9 +107,11 @@ class Worker:
 
     async def run(self, total: int) -> None:
         stop = asyncio.Event()
-        seal = sealing.run(self.store, utcnow, sealing.SEAL_EVERY_S,
-                           timedelta(seconds=sealing.MAX_SEAL_DELAY_S), stop)  # fmt: skip
-        sealing_task = asyncio.create_task(seal) if self.index == 0 else None
+        sealing_task = None
+        if self.index == 0:  # the leader's sealer
+            delay = timedelta(seconds=sealing.MAX_SEAL_DELAY_S)
+            seal = sealing.run(self.store, utcnow, sealing.SEAL_EVERY_S, delay, stop)
+            sealing_task = asyncio.create_task(seal)
         try:
             await self._work(total)
         finally:
