@@ -36,7 +36,7 @@ from typing import Any
 import httpx
 
 from bench import common
-from pipelines import approval, config, engine
+from pipelines import approval, config, engine, sealing
 from pipelines.dispatch import dispatcher
 from pipelines.drafting import base as drafters
 from store import backend, db, drafts, events, items, outbox, retention, seen
@@ -217,6 +217,10 @@ async def main(argv: list[str]) -> None:
         try:
             async with httpx.AsyncClient() as client:
                 watcher = asyncio.create_task(life.watch(stop))
+                # The leader's sealer runs beside the writes, as in the bot.
+                seal = sealing.run(store, lambda: datetime.now(UTC), sealing.SEAL_EVERY_S,
+                                   timedelta(seconds=sealing.MAX_SEAL_DELAY_S), stop)  # fmt: skip
+                sealing_task = asyncio.create_task(seal)
                 started = time.perf_counter()
                 await asyncio.gather(
                     life.fetcher(), life.approver(), life.sender(), life.dispatch(client)
@@ -224,6 +228,7 @@ async def main(argv: list[str]) -> None:
                 elapsed = time.perf_counter() - started
                 stop.set()
                 await watcher
+                await sealing_task
             dispatched = (await items.counts(store, ["bench"], [State.DISPATCHED]))["bench"]
             later = datetime.now(UTC) + store.config.retention + timedelta(days=1)
             pruned = await retention.prune(store, later)

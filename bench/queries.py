@@ -38,7 +38,7 @@ PIPELINES = [f"p{n}" for n in range(5)]
 #: Items still awaiting approval: the newest ones, as in a working installation.
 AWAITING = 1000
 #: Bumped when what `build` writes changes, so kept stores are built again.
-BUILD_VERSION = 2
+BUILD_VERSION = 3
 
 ITEMS = """
 WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < :n)
@@ -60,10 +60,11 @@ SELECT i, 'p' || (i % 5), 'feed', 'guid-' || i,
 
 EVENTS = """
 INSERT INTO events (id, entity, entity_id, from_state, to_state, actor, attempt, at,
-                    prev_hash, hash)
+                    prev_hash, seq, hash)
 SELECT (i.id - 1) * 4 + k.n, 'item', CAST(i.id AS TEXT), k.from_state,
        coalesce(k.to_state, i.state), 'system', 1, i.created_at + k.n * 1000,
-       printf('%064x', (i.id - 1) * 4 + k.n - 1), printf('%064x', (i.id - 1) * 4 + k.n)
+       printf('%064x', (i.id - 1) * 4 + k.n - 1), (i.id - 1) * 4 + k.n,
+       printf('%064x', (i.id - 1) * 4 + k.n)
   FROM items i,
        (SELECT 1 AS n, NULL AS from_state, 'new' AS to_state
         UNION ALL SELECT 2, 'new', 'drafting'

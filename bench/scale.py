@@ -9,8 +9,13 @@ row, one running run per pipeline) and the engine fetches the pipeline's feed fr
 local feed server over a socket, records the items and drafts them with the template
 drafter; the worker approves its share of the waiting items (`approval.decide`, as
 an operator's tap does) and dispatches with `dispatcher.run_once`, which claims rows
-with a lease (`FOR UPDATE SKIP LOCKED` on PostgreSQL) to a `none` target. The clock
-runs from the moment every worker is ready until the last item is dispatched.
+with a lease (`FOR UPDATE SKIP LOCKED` on PostgreSQL) to a `none` target. Worker 0
+also runs the sealer, as the leader does (pipelines.sealing). The clock runs from the
+moment every worker is ready until the last item is dispatched.
+
+On PostgreSQL a sampler reads pg_stat_activity every 20 ms during the run and counts
+what the database's busy connections wait on (wait_event_type/wait_event; "CPU/-" is
+a backend at work): the table shows whether workers queue on a lock.
 
 SQLite takes the same work in one process (one process holds an SQLite store). The
 ratios are items/s with 2 and 4 workers over items/s with one. With no PostgreSQL
@@ -28,7 +33,8 @@ import resource
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from multiprocessing.synchronize import Event
 from pathlib import Path
@@ -38,9 +44,9 @@ import httpx
 import psycopg
 
 from bench import common
-from pipelines import approval, config, engine, scheduler
+from pipelines import approval, config, engine, scheduler, sealing
 from pipelines.dispatch import dispatcher
-from store import db, events, items, schedules
+from store import db, events, items, schedules, sealer
 from store.machine import State
 from tests import pg_databases
 from tests.fakes.feed_server import FeedServer
@@ -100,6 +106,20 @@ class Worker:
         self.me = f"bench-{index}"
 
     async def run(self, total: int) -> None:
+        stop = asyncio.Event()
+        sealing_task = None
+        if self.index == 0:  # the leader's sealer
+            delay = timedelta(seconds=sealing.MAX_SEAL_DELAY_S)
+            seal = sealing.run(self.store, utcnow, sealing.SEAL_EVERY_S, delay, stop)
+            sealing_task = asyncio.create_task(seal)
+        try:
+            await self._work(total)
+        finally:
+            stop.set()
+            if sealing_task is not None:
+                await sealing_task
+
+    async def _work(self, total: int) -> None:
         async with httpx.AsyncClient() as client:
             eng = engine.Engine(self.store, self.pipelines, client=client)
             sched = scheduler.Scheduler(self.store, eng, self.pipelines, worker=self.me)
@@ -164,32 +184,35 @@ async def prepare(store_cfg: db.StoreConfig, names: list[str]) -> None:
 
 
 async def check(store_cfg: db.StoreConfig, names: list[str], total: int) -> int:
-    """Every item dispatched and the audit chain intact; returns the events written."""
-    store = await db.open(store_cfg, readonly=True)
+    """Every item dispatched and the audit chain intact; returns the events written
+    (sealing the few written after the sealer's last pass)."""
+    store = await db.open(store_cfg)
     try:
         found = await items.counts(store, names, [State.DISPATCHED])
+        while await sealer.seal(store):
+            pass
         chain = await store.read(events.verify_sync)
     finally:
         await store.close()
     dispatched = sum(by_state.get(State.DISPATCHED, 0) for by_state in found.values())
     assert dispatched == total, (dispatched, total)
-    assert chain.ok, chain
+    assert chain.ok and chain.pending == 0, chain
     return int(chain.checked)
 
 
 @dataclass(frozen=True)
 class Measured:
     items_per_s: float
-    #: Audit events per second: each unit's are appended under the chain's lock.
+    #: Audit events per second, written unsealed and sealed by worker 0's sealer.
     events_per_s: float
     #: The workers' CPU time over the wall time: how many cores they kept busy.
     worker_cores: float
     #: The same for a PostgreSQL server on this machine (0 when it runs elsewhere).
     server_cores: float
-    #: PostgreSQL only, sampled: the share of time some transaction waited for the
-    #: chain's advisory lock, and how many waited on average.
-    chain_waited: float = 0.0
-    chain_waiters: float = 0.0
+    #: PostgreSQL only, sampled: the share of samples in which some connection waited
+    #: on a lock (wait_event_type Lock), and every wait seen, "type/event" -> count.
+    lock_waited: float = 0.0
+    waits: dict[str, int] = field(default_factory=dict)
 
 
 async def measure(
@@ -221,7 +244,7 @@ async def measure(
                 raise RuntimeError(f"a worker ended with exit code {proc.exitcode}")
         elapsed = time.perf_counter() - started
         sampling.set()
-        waited, waiters = await sampler
+        waited, waits = await sampler
     finally:
         for proc in procs:
             if proc.is_alive():
@@ -229,30 +252,33 @@ async def measure(
     cores = (_children_cpu_s() - cpu_before) / elapsed
     server = (_server_cpu_s() - server_before) / elapsed
     written = await check(store_cfg, names, total)
-    return Measured(total / elapsed, written / elapsed, cores, server, waited, waiters)
+    return Measured(total / elapsed, written / elapsed, cores, server, waited, waits)
 
 
-#: What a transaction waiting for the chain's advisory lock shows in pg_stat_activity.
+#: What the database's busy connections (not idle between transactions) wait on now.
 _WAITING = (
-    "SELECT count(*) FROM pg_stat_activity"
-    " WHERE datname = current_database() AND wait_event_type = 'Lock'"
-    " AND wait_event = 'advisory'"
+    "SELECT coalesce(wait_event_type, 'CPU'), coalesce(wait_event, '-'), count(*)"
+    " FROM pg_stat_activity WHERE datname = current_database() AND state <> 'idle'"
+    " AND pid <> pg_backend_pid() GROUP BY 1, 2"
 )
 
 
-def _sample_waits(store_cfg: db.StoreConfig, done: threading.Event) -> tuple[float, float]:
-    """Every 20 ms until `done`: how many transactions wait for the chain's lock."""
+def _sample_waits(store_cfg: db.StoreConfig, done: threading.Event) -> tuple[float, dict[str, int]]:
+    """Every 20 ms until `done`: what busy connections wait on; the share of samples
+    with a lock wait, and the count of each wait over all samples."""
     if store_cfg.database_url is None:
-        return 0.0, 0.0
-    samples: list[int] = []
+        return 0.0, {}
+    waits: Counter[str] = Counter()
+    samples = locked = 0
     with psycopg.connect(store_cfg.database_url, autocommit=True) as conn:
         while not done.is_set():
-            row = conn.execute(_WAITING).fetchone()
-            samples.append(int(row[0]) if row else 0)
+            rows = conn.execute(_WAITING).fetchall()
+            samples += 1
+            locked += any(kind == "Lock" for kind, _, _ in rows)
+            for kind, event, n in rows:
+                waits[f"{kind}/{event}"] += n
             time.sleep(0.02)
-    if not samples:
-        return 0.0, 0.0
-    return sum(1 for n in samples if n) / len(samples), sum(samples) / len(samples)
+    return (locked / samples if samples else 0.0), dict(waits.most_common())
 
 
 def _server_cpu_s() -> float:
@@ -285,10 +311,10 @@ def _line(found: Measured) -> str:
     )
     if found.server_cores:
         line += f", the server on {found.server_cores:.2f}"
-    if found.chain_waited:
-        line += (
-            f"; a transaction waited for the chain lock {found.chain_waited:.0%} of the time"
-            f" ({found.chain_waiters:.1f} waiting on average)"
+    if found.waits:
+        line += f"; some connection waited on a lock in {found.lock_waited:.0%} of samples"
+        line += "\n    waits (type/event: connections summed over samples): " + ", ".join(
+            f"{name} {n}" for name, n in found.waits.items()
         )
     return line
 

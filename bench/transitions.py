@@ -18,11 +18,12 @@ the writer's thread from BEGIN to COMMIT (the same statements as plain sqlite3's
 hand-off to that thread and back, which plain sqlite3 never pays. On a VM the hand-off is
 mostly two thread wake-ups across vCPUs, and it moves with the machine, not the code.
 
-"The same work" is the store's own five statements per transition: read the row to
+"The same work" is the store's own four statements per transition: read the row to
 decide on (compare-and-set), look up the last automatic entry (the re-entry floor), the
-UPDATE, read the chain's head and INSERT the event. The store cannot skip the three
-reads without giving up an invariant. The `*_update_insert` figures compare with plain
-sqlite3 running the UPDATE and INSERT alone, as this bench did before.
+UPDATE and INSERT the (unsealed) event; the leader's sealer hashes events later, in
+batches. The store cannot skip the two reads without giving up an invariant. The
+`*_update_insert` figures compare with plain sqlite3 running the UPDATE and INSERT
+alone, as this bench did before.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import common
-from store import clock, db, events, items, lanes, machine, sql, sqlite_store, writer
+from store import clock, db, items, lanes, machine, sql, sqlite_store, writer
 from store.machine import State
 
 NOW = datetime(2026, 11, 30, tzinfo=UTC)
@@ -104,7 +105,6 @@ def raw(path: Path, ids: list[int], groups: list[int], *, reads: bool = True) ->
     conn = common.raw_connect(path)
     at = clock.to_ms(NOW)
     deadline = clock.to_ms(NOW + machine.DEADLINES[State.DRAFTING])
-    last_id, prev = conn.execute(q_events["head"]).fetchone()
     pending = iter(ids)
     started = time.perf_counter()
     for size in groups:
@@ -127,11 +127,7 @@ def raw(path: Path, ids: list[int], groups: list[int], *, reads: bool = True) ->
                     "deadline": deadline,
                 },
             )
-            if reads:
-                last_id, prev = conn.execute(q_events["head"]).fetchone()
-            last_id += 1
             event = {
-                "id": last_id,
                 "entity": "item",
                 "entity_id": str(item_id),
                 "from_state": "new",
@@ -140,9 +136,7 @@ def raw(path: Path, ids: list[int], groups: list[int], *, reads: bool = True) ->
                 "attempt": 1,
                 "reason": None,
                 "at": at,
-                "prev_hash": prev,
             }
-            event["hash"] = prev = events.compute_hash(event)
             conn.execute(insert, event)
         conn.execute("COMMIT")
     rate = sum(groups) / (time.perf_counter() - started)

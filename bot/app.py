@@ -285,6 +285,7 @@ def runtime_config(cfg: settings_mod.Settings, application: App) -> runtime_mod.
         max_items_per_tick=cfg.engine.max_items_per_tick,
         lease_ttl=timedelta(seconds=cfg.cluster.lease_ttl_s),
         dispatch_lease=timedelta(seconds=cfg.cluster.dispatch_lease_s),
+        max_seal_delay=timedelta(seconds=cfg.audit.max_seal_delay_s),
     )
 
 

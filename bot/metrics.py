@@ -9,7 +9,9 @@ outbox depth, spend and holds, claims, SLA warnings, the WAL) is read at each sc
 in one read transaction (store/figures.py), so the counters always agree with the
 store and survive restarts. What only this process sees (Telegram errors, store write
 latency, the wait from a card to its decision) lives in this module's registry.
-Scrapes closer together than MIN_READ_INTERVAL_S share one read of the store.
+Scrapes closer together than MIN_READ_INTERVAL_S share one read of the store; the age
+of the oldest audit event waiting to be sealed is read at every scrape (a partial
+index holds only those rows, so it costs one small lookup at any size).
 Label values come from bounded sets only: pipelines, states, kinds, scopes, worker
 names; never item ids.
 
@@ -33,7 +35,7 @@ from tornado import web
 
 from bot import listen
 from pipelines import workers as workers_mod
-from store import decisions, errors, figures, outbox
+from store import decisions, errors, figures, outbox, sealer
 from store.db import Store
 
 PREFIX = "gatehouse"
@@ -176,6 +178,16 @@ def families(
     yield up
 
 
+def seal_families(age_s: float, waiting: int) -> Iterator[Metric]:
+    """How far the audit chain's sealer trails the writes (see pipelines.sealing)."""
+    yield _value(
+        "audit_unsealed_age_seconds",
+        "Seconds the oldest audit event has waited to be sealed into the chain (0: none)",
+        age_s,
+    )
+    yield _value("audit_unsealed_events", "Audit events waiting to be sealed", waiting)
+
+
 def _run_families(snap: figures.Snapshot) -> Iterator[Metric]:
     runs = _counter("runs", "Finished runs by pipeline and outcome", ["pipeline", "status"])
     counted = {
@@ -237,7 +249,9 @@ class Scraper:
                 snap = await figures.snapshot(rt.store, sorted(rt.pipelines), rt.now())
                 self._figures = list(families(snap, rt.store.wal_bytes(), rt.workers.snapshot()))
                 self._read_at = loop.time()
-        return bytes(exposition.generate_latest(_Scrape(self._figures)))
+            unsealed = await sealer.unsealed_age(self.runtime.store, self.runtime.now())
+        sealing = list(seal_families(*unsealed))
+        return bytes(exposition.generate_latest(_Scrape(self._figures + sealing)))
 
 
 class MetricsHandler(web.RequestHandler):

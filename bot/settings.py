@@ -72,6 +72,16 @@ class ClusterSettings(BaseModel):
     dispatch_lease_s: float = Field(default=300.0, ge=10.0, le=3600.0)
 
 
+class AuditSettings(BaseModel):
+    """The audit chain: the leader seals new events into it every tenth of a second."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    #: The promised longest wait, in seconds, from an event's write to its seal: past it
+    #: the operators get an alert and gatehouse_audit_unsealed_age_seconds shows it.
+    max_seal_delay_s: float = Field(default=1.0, ge=0.5, le=3600.0)
+
+
 class TelegramSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -168,6 +178,7 @@ class Settings(BaseSettings):
     store: StoreSettings = Field(default_factory=StoreSettings)
     engine: EngineSettings = Field(default_factory=EngineSettings)
     cluster: ClusterSettings = Field(default_factory=ClusterSettings)
+    audit: AuditSettings = Field(default_factory=AuditSettings)
     telegram: TelegramSettings = Field(default_factory=TelegramSettings)
     sources: SourceSettings = Field(default_factory=SourceSettings)
     #: The LLM provider for `drafter: llm` pipelines; unset: they use the template drafter.

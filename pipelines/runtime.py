@@ -31,7 +31,7 @@ from pathlib import Path
 
 import httpx
 
-from pipelines import config, engine, httpclient, leader, sla, workers
+from pipelines import config, engine, httpclient, leader, sealing, sla, workers
 from pipelines.drafting import base as drafters
 from pipelines.scheduler import Scheduler
 from store import db, errors, heartbeats, ledger, outbox, retention, startup
@@ -76,6 +76,10 @@ class RuntimeConfig:
     dispatch_lease: timedelta = timedelta(seconds=DISPATCH_LEASE_S)
     #: Seconds between passes of the SLA sweep, claim recovery and retention.
     sweep_every_s: float = SWEEP_EVERY_S
+    #: Seconds between the leader's sealing passes over the audit chain.
+    seal_every_s: float = sealing.SEAL_EVERY_S
+    #: How long an audit event may wait to be sealed before the operators are told.
+    max_seal_delay: timedelta = timedelta(seconds=sealing.MAX_SEAL_DELAY_S)
 
 
 class Runtime:
@@ -143,6 +147,10 @@ class Runtime:
         )
         for name, job, every in sweeps:
             runtime.lead(name, functools.partial(runtime._sweep_forever, name, job, every))
+        seal = functools.partial(
+            sealing.run, store, cfg.clock, cfg.seal_every_s, cfg.max_seal_delay
+        )
+        runtime.lead("sealer", seal)
         for duty in cfg.duties:
             runtime.lead(_name(duty, runtime.workers), functools.partial(duty, runtime))
         for worker in cfg.workers:

@@ -1,22 +1,25 @@
 """The audit log: append-only, hash-chained events, one per state change.
 
-Every event's hash covers its own fields and the previous event's hash, so the
-log is one chain: an event edited or deleted behind the program's back (the
-triggers forbid both, but a raw connection can drop them) breaks the chain at
-exactly that row, and `verify_chain` names it. The previous hash is not stored a
-second time: readers derive it from the event before (the event's own hash covers it).
+`append(conn, ...)` runs inside the caller's write unit, so an event always commits
+together with the state change it records. It writes the event unsealed: no place in
+the chain, no hash. The leader's sealer (store.sealer) then seals the unsealed events
+in batches, in the order they were written: each gets the next place (`seq`) and a hash
+over its fields, its place and the previous event's hash. Writers thus never wait on
+one another for the chain's head, which several workers would otherwise all queue on.
 
-`append(conn, ...)` runs inside the caller's write unit, so an event always
-commits together with the state change it records.
+Sealed events form one chain: one edited or deleted behind the program's back (the
+triggers forbid both, but a raw connection can drop them) breaks the chain at exactly
+that place, and `verify_chain` names it; events still unsealed are reported as pending.
+The previous hash is not stored a second time: readers derive it from the event before.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
 import sqlite3
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, cast
 
@@ -50,7 +53,7 @@ def check_actor(actor: str) -> str:
     return actor
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class Event:
     id: int
     entity: Entity
@@ -61,8 +64,10 @@ class Event:
     attempt: int
     reason: str | None
     at: datetime
-    prev_hash: str
-    hash: str
+    #: The event's place in the chain; None (and no hashes) until it is sealed.
+    seq: int | None
+    prev_hash: str | None
+    hash: str | None
 
     @classmethod
     def from_row(cls, row: backend.Row) -> Event:
@@ -76,12 +81,14 @@ class Event:
             attempt=row["attempt"],
             reason=row["reason"],
             at=clock.from_ms(row["at"]),
+            seq=row["seq"],
             prev_hash=row["prev_hash"],
             hash=row["hash"],
         )
 
 
-#: The hashed fields, in order (prev_hash last).
+#: The hashed fields, in order (prev_hash last). "id" is the event's place in the chain
+#: (its `seq`, which is its row id for events sealed before the sealer existed).
 _HASHED = (
     "id",
     "entity",
@@ -99,7 +106,8 @@ _CANONICAL = json.JSONEncoder(separators=(",", ":"))
 
 
 def compute_hash(fields: dict[str, object]) -> str:
-    """sha256 over the event's fields (id and prev_hash included), canonically encoded."""
+    """sha256 over the event's fields (its place and prev_hash included), canonically
+    encoded."""
     body = _CANONICAL.encode([fields[n] for n in _HASHED])
     return hashlib.sha256(body.encode()).hexdigest()
 
@@ -116,12 +124,7 @@ def append(
     attempt: int = 0,
     reason: str | None = None,
 ) -> None:
-    """Append one event inside the caller's transaction.
-
-    On PostgreSQL the connection collects the unit's events (`pending_events`) and
-    links them at commit under one lock (`link`): several writers share the chain,
-    and holding its head from here to the commit would serialise every unit behind it.
-    """
+    """Append one unsealed event inside the caller's transaction."""
     fields: dict[str, object] = {
         "entity": entity,
         "entity_id": str(entity_id),
@@ -134,35 +137,12 @@ def append(
         "reason": reason,
         "at": clock.to_ms(now),
     }
-    pending: list[dict[str, object]] | None = getattr(conn, "pending_events", None)
-    if pending is not None:
-        pending.append(fields)
-    else:
-        link(conn, [fields])
-
-
-def link(conn: backend.Conn, batch: list[dict[str, object]]) -> None:
-    """Chain events onto the head, in order: each gets the next id and its hash."""
-    head = conn.execute(Q["head"]).fetchone()
-    last_id, prev_hash = (head[0], head[1]) if head else (0, GENESIS)
-    for event in batch:
-        last_id += 1
-        fields = {**event, "id": last_id, "prev_hash": prev_hash}
-        fields["hash"] = prev_hash = compute_hash(fields)
-        conn.execute(Q["insert"], fields)
+    conn.execute(Q["insert"], fields)
 
 
 def last_automatic_entry(
     conn: backend.Conn, entity: Entity, entity_id: str | int, to_state: str
 ) -> datetime | None:
-    pending: list[dict[str, object]] = getattr(conn, "pending_events", [])
-    for event in reversed(pending):  # this unit's own, not linked yet (PostgreSQL)
-        if (event["entity"], event["entity_id"], event["to_state"]) == (
-            entity,
-            str(entity_id),
-            to_state,
-        ) and event["actor"] in AUTOMATIC_ACTORS:
-            return clock.from_ms(cast(int, event["at"]))
     row = conn.execute(
         Q["last_entry"], {"entity": entity, "entity_id": str(entity_id), "to_state": str(to_state)}
     ).fetchone()
@@ -185,7 +165,7 @@ async def for_entity(store: Store, entity: Entity, entity_id: str | int) -> list
     return await store.read(for_entity_sync, entity, entity_id)
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class BrokenLink:
     """The first event whose stored hash or link does not match the recomputed chain."""
 
@@ -196,18 +176,40 @@ class BrokenLink:
         return f"event {self.event_id}: {self.problem}"
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class ChainReport:
+    #: Sealed events whose hash and link were recomputed and matched.
     checked: int
     broken: BrokenLink | None
+    #: Events written but not sealed yet: nothing to check until the sealer reaches them.
+    pending: int = 0
+    #: When the oldest pending event was written.
+    oldest_pending: datetime | None = None
 
     @property
     def ok(self) -> bool:
         return self.broken is None
 
 
-def verify_sync(conn: backend.Conn, batch: int = 5000) -> ChainReport:
-    """Recompute the whole chain in id order; stop at the first broken link."""
+def _problem(
+    fields: dict[str, object],
+    expected_id: int,
+    expected_prev: str,
+    checkpoint: tuple[int, str] | None,
+) -> str | None:
+    if fields["id"] != expected_id:
+        return f"event {expected_id} is missing (the next one is {fields['id']})"
+    if fields["prev_hash"] != expected_prev:
+        return "its prev_hash does not match the previous event's hash"
+    if compute_hash(fields) != fields["hash"]:
+        return "its contents do not match its hash (edited after it was written)"
+    if checkpoint and checkpoint[0] == expected_id and checkpoint[1] != fields["hash"]:
+        return "its hash is not the one its signed checkpoint names"
+    return None
+
+
+def _walk(conn: backend.Conn, batch: int, checkpoint: tuple[int, str] | None) -> ChainReport:
+    """Recompute the sealed chain in order; stop at the first broken link."""
     expected_prev, expected_id, checked = GENESIS, 1, 0
     while True:
         params = {"from_id": expected_id, "batch": batch, "genesis": GENESIS}
@@ -216,20 +218,33 @@ def verify_sync(conn: backend.Conn, batch: int = 5000) -> ChainReport:
         rows = cursor.fetchall()
         for row in rows:
             fields = dict(row)
-            problem = None
-            if fields["id"] != expected_id:
-                problem = f"event {expected_id} is missing (the next one is {fields['id']})"
-            elif fields["prev_hash"] != expected_prev:
-                problem = "its prev_hash does not match the previous event's hash"
-            elif compute_hash(fields) != fields["hash"]:
-                problem = "its contents do not match its hash (edited after it was written)"
+            problem = _problem(fields, expected_id, expected_prev, checkpoint)
             if problem:
-                return ChainReport(checked, BrokenLink(fields["id"], problem))
+                return ChainReport(checked, BrokenLink(cast(int, fields["id"]), problem))
             expected_prev, expected_id, checked = fields["hash"], expected_id + 1, checked + 1
         if len(rows) < batch:
-            return ChainReport(checked, None)
+            break
+    if checkpoint and checkpoint[0] >= expected_id:
+        cut = f"missing: the sealed chain ends at {checked}, a signed checkpoint names it"
+        return ChainReport(checked, BrokenLink(checkpoint[0], cut + " (its tail was cut)"))
+    return ChainReport(checked, None)
+
+
+def verify_sync(conn: backend.Conn, batch: int = 5000) -> ChainReport:
+    """Check the sealed chain (against the newest signed checkpoint too, so a cut tail
+    shows) and count the events still waiting for the sealer."""
+    half = conn.execute(Q["half_sealed"]).fetchone()
+    if half is not None:
+        problem = "it has a place in the chain or a hash but not both (tampered before sealing)"
+        return ChainReport(0, BrokenLink(half[0], problem))
+    newest = conn.execute(Q["newest_checkpoint"]).fetchone()
+    report = _walk(conn, batch, (newest[0], newest[1]) if newest else None)
+    oldest_ms, pending = conn.execute(Q["oldest_unsealed"]).fetchone()
+    oldest = clock.from_ms(oldest_ms) if oldest_ms is not None else None
+    return dataclasses.replace(report, pending=pending, oldest_pending=oldest)
 
 
 async def verify_chain(store: Store) -> ChainReport:
-    """Check every event's hash and link; report the first broken one."""
+    """Check every sealed event's hash and link; report the first broken one, and how
+    many events wait to be sealed."""
     return await store.read(verify_sync)

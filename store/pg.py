@@ -9,9 +9,8 @@ the repositories lock what they decide on (see the README, PostgreSQL). A unit t
 loses a deadlock or a serialization check runs again from the start, as the
 SQLite writer already may: units are database work only.
 
-A unit's audit events are linked into the chain at its commit, under a transaction
-advisory lock (`events.link`); taking that lock earlier would hold every other
-writer's events behind this unit's remaining work, and could deadlock with row locks.
+A unit writes its audit events unsealed; the leader seals them into the chain later
+(store.sealer), so writers share no lock for the chain.
 """
 
 from __future__ import annotations
@@ -27,7 +26,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import psycopg
 from psycopg import pq
 
-from store import backend, core, errors, events, migrate, notify, sql, writer
+from store import backend, core, errors, migrate, notify, sql, writer
 from store.lanes import Lane
 
 if TYPE_CHECKING:
@@ -36,9 +35,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-#: The advisory lock key that orders appends to the events chain (any constant works;
-#: this one spells "gh-chain" so it is recognisable in pg_locks).
-CHAIN_LOCK = 0x67682D636861696E
 #: The advisory lock key under which one process applies migrations ("gh-migrt").
 MIGRATE_LOCK = 0x67682D6D69677274
 MIGRATIONS_DIR = sql.POSTGRES_DIR / "migrations"
@@ -126,8 +122,6 @@ class Conn:
         self._url = url
         self._reader = reader
         self.raw = self._open()
-        #: Events the running unit appended, linked into the chain at its commit.
-        self.pending_events: list[dict[str, object]] = []
 
     def _open(self) -> psycopg.Connection[Row]:
         raw = psycopg.connect(
@@ -173,23 +167,17 @@ def _read(conn: Conn, query: Callable[[Conn], T]) -> T:
 
 
 def transaction(conn: Conn, unit: Callable[[Conn], T]) -> T:
-    """Run `unit(conn)` in one transaction; link its events into the chain at commit."""
+    """Run `unit(conn)` in one transaction."""
     conn.reopen_if_dropped()
-    conn.pending_events.clear()
     conn.execute("BEGIN")
     try:
         result = unit(conn)
-        if conn.pending_events:
-            conn.execute("SELECT pg_advisory_xact_lock(:key)", {"key": CHAIN_LOCK})
-            events.link(conn, conn.pending_events)
         conn.execute("COMMIT")
         return result
     except BaseException:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
-    finally:
-        conn.pending_events.clear()
 
 
 def apply_migrations(conn: Conn, directory: Path = MIGRATIONS_DIR) -> list[int]:

@@ -133,10 +133,7 @@ def room(conn: sqlite3.Connection) -> int:
 
 @contextlib.contextmanager
 def savepoint(conn: backend.Conn, name: str = "nested") -> Iterator[None]:
-    """A nested transaction inside a unit: rolled back alone if its block raises
-    (with the events it appended, where they wait for the commit: see events.append)."""
-    pending: list[object] = getattr(conn, "pending_events", [])
-    appended_before = len(pending)
+    """A nested transaction inside a unit: rolled back alone if its block raises."""
     conn.execute(f"SAVEPOINT {name}")
     try:
         yield
@@ -144,7 +141,6 @@ def savepoint(conn: backend.Conn, name: str = "nested") -> Iterator[None]:
         if conn.in_transaction:
             conn.execute(f"ROLLBACK TO {name}")
             conn.execute(f"RELEASE {name}")
-        del pending[appended_before:]
         raise
     conn.execute(f"RELEASE {name}")
 

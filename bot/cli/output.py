@@ -186,11 +186,18 @@ def budget_set(b: budgets.Budget) -> str:
 
 def audit(report: events.ChainReport) -> str:
     if report.broken is None:
-        return f"ok: {report.checked} events, the hash chain is intact"
-    return (
-        f"BROKEN at {report.broken} "
-        f"({report.checked} events before it verified; nothing after it was checked)"
-    )
+        text = f"ok: {report.checked} events, the hash chain is intact"
+    else:
+        text = (
+            f"BROKEN at {report.broken} "
+            f"({report.checked} events before it verified; nothing after it was checked)"
+        )
+    if report.oldest_pending is not None:
+        text += (
+            f"; {report.pending} pending (not sealed into the chain yet, the oldest "
+            f"written {report.oldest_pending:%Y-%m-%d %H:%M:%S} UTC)"
+        )
+    return text
 
 
 def backup(result: store_backup.BackupResult) -> str:

@@ -21,7 +21,7 @@ from typing import Any
 
 from pipelines import workers
 from pipelines.audit import keys as audit_keys
-from store import backend, checkpoints, outbox
+from store import backend, checkpoints, outbox, sealer
 from store.db import Store
 
 log = logging.getLogger(__name__)
@@ -39,12 +39,16 @@ def head_text(cp: checkpoints.Checkpoint, public: str) -> str:
 
 
 async def sign(
-    store: Store, key: Any, now: datetime, *, post: bool
+    store: Store, key: Any, now: datetime, *, post: bool, seal_first: bool = False
 ) -> checkpoints.Checkpoint | None:
-    """Sign the head (unless already signed) and, with `post`, queue the day's message."""
+    """Sign the sealed head (unless already signed) and, with `post`, queue the day's
+    message. With `seal_first`, seal what waits in the same unit, so the checkpoint
+    covers every event committed before it (the sealer's own last pass may come later)."""
     public = audit_keys.public_text(key)
 
     def unit(conn: backend.Conn) -> checkpoints.Checkpoint | None:
+        if seal_first:
+            sealer.seal_sync(conn)
         cp = checkpoints.sign_head_sync(conn, audit_keys.signer(key), now)
         if cp is not None and post:
             text, day = head_text(cp, public), f"audit-head:{now:%Y-%m-%d}"
@@ -63,5 +67,5 @@ async def worker(runtime: Any, stop: asyncio.Event) -> None:
         await sign(runtime.store, key, runtime.now(), post=True)
         await workers.wait_any((stop,), SIGN_EVERY_S)
     if runtime.leader.standing_down:
-        await sign(runtime.store, key, runtime.now(), post=False)
+        await sign(runtime.store, key, runtime.now(), post=False, seal_first=True)
         log.info("audit head signed at shutdown")

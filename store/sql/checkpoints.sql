@@ -13,16 +13,18 @@ SELECT * FROM audit_checkpoints ORDER BY id DESC LIMIT 1
 SELECT * FROM audit_checkpoints WHERE event_id >= :event_id ORDER BY id
 
 -- name: head
--- The newest event: what a checkpoint signs.
-SELECT id, hash FROM events ORDER BY id DESC LIMIT 1
+-- The newest sealed event (its place in the chain and its hash): what a checkpoint signs.
+SELECT seq, hash FROM events WHERE seq IS NOT NULL ORDER BY seq DESC LIMIT 1
 
 -- name: events_from
--- Events from an id on, in chain order, each with the hash it chains to (to export).
-SELECT e.id, e.entity, e.entity_id, e.from_state, e.to_state, e.actor, e.attempt, e.reason, e.at,
+-- Sealed events from a place in the chain on, in chain order (`id` is the place), each
+-- with the hash it chains to (to export; unsealed ones follow once sealed).
+SELECT e.seq AS id, e.entity, e.entity_id, e.from_state, e.to_state, e.actor, e.attempt,
+       e.reason, e.at,
        coalesce(e.prev_hash,
-                CASE WHEN e.id = 1 THEN :genesis
-                     ELSE (SELECT p.hash FROM events p WHERE p.id = e.id - 1) END,
+                CASE WHEN e.seq = 1 THEN :genesis
+                     ELSE (SELECT p.hash FROM events p WHERE p.seq = e.seq - 1) END,
                 '') AS prev_hash,
        e.hash
   FROM events e
- WHERE e.id >= :from_id ORDER BY e.id LIMIT :batch
+ WHERE e.seq >= :from_id ORDER BY e.seq LIMIT :batch

@@ -1,33 +1,61 @@
--- name: head
--- The newest event: the link the next event chains to.
-SELECT id, hash FROM events ORDER BY id DESC LIMIT 1
-
 -- name: insert
--- Append one event with its precomputed hash (which covers the previous event's hash).
-INSERT INTO events (id, entity, entity_id, from_state, to_state, actor, attempt, reason, at, hash)
-VALUES (:id, :entity, :entity_id, :from_state, :to_state, :actor, :attempt, :reason, :at, :hash)
+-- Append one unsealed event: the sealer gives it its place in the chain and its hash.
+INSERT INTO events (entity, entity_id, from_state, to_state, actor, attempt, reason, at)
+VALUES (:entity, :entity_id, :from_state, :to_state, :actor, :attempt, :reason, :at)
+
+-- name: lock_head
+-- Take the newest sealed event for this sealer alone until it commits (no-op on SQLite,
+-- whose one writer runs one sealing unit at a time).
+SELECT seq FROM events WHERE seq IS NOT NULL ORDER BY seq DESC LIMIT 1
+
+-- name: sealed_head
+-- The newest sealed event: the link the next sealed one chains to.
+SELECT seq, hash FROM events WHERE seq IS NOT NULL ORDER BY seq DESC LIMIT 1
+
+-- name: unsealed
+-- The oldest unsealed events, in the order they were written, with every hashed field.
+SELECT id, entity, entity_id, from_state, to_state, actor, attempt, reason, at, prev_hash
+  FROM events WHERE seq IS NULL ORDER BY id LIMIT :limit
+
+-- name: seal
+-- Seal one event, once (the trigger allows no other change).
+UPDATE events SET seq = :seq, hash = :hash WHERE id = :id AND seq IS NULL
+
+-- name: oldest_unsealed
+-- When the oldest unsealed event was written, and how many wait (the partial index
+-- events_unsealed holds only these rows, so this stays cheap at any size).
+SELECT min(at), count(*) FROM events WHERE seq IS NULL
 
 -- name: for_entity
--- One entity's events, oldest first, each with the hash it chains to.
-SELECT e.id, e.entity, e.entity_id, e.from_state, e.to_state, e.actor, e.attempt, e.reason, e.at,
-       coalesce(e.prev_hash,
-                CASE WHEN e.id = 1 THEN :genesis
-                     ELSE (SELECT p.hash FROM events p WHERE p.id = e.id - 1) END,
-                '') AS prev_hash,
+-- One entity's events, oldest first; sealed ones with the hash they chain to.
+SELECT e.id, e.seq, e.entity, e.entity_id, e.from_state, e.to_state, e.actor, e.attempt,
+       e.reason, e.at,
+       CASE WHEN e.seq IS NULL THEN NULL
+            ELSE coalesce(e.prev_hash,
+                          CASE WHEN e.seq = 1 THEN :genesis
+                               ELSE (SELECT p.hash FROM events p WHERE p.seq = e.seq - 1) END,
+                          '') END AS prev_hash,
        e.hash
   FROM events e
  WHERE e.entity = :entity AND e.entity_id = :entity_id ORDER BY e.id
 
 -- name: all_from
--- Every event from an id on, in chain order, each with the hash it chains to (to verify).
-SELECT e.id, e.entity, e.entity_id, e.from_state, e.to_state, e.actor, e.attempt, e.reason, e.at,
+-- Sealed events from a place in the chain on, in chain order (`id` is the place), each
+-- with the hash it chains to (to verify).
+SELECT e.seq AS id, e.entity, e.entity_id, e.from_state, e.to_state, e.actor, e.attempt,
+       e.reason, e.at,
        coalesce(e.prev_hash,
-                CASE WHEN e.id = 1 THEN :genesis
-                     ELSE (SELECT p.hash FROM events p WHERE p.id = e.id - 1) END,
+                CASE WHEN e.seq = 1 THEN :genesis
+                     ELSE (SELECT p.hash FROM events p WHERE p.seq = e.seq - 1) END,
                 '') AS prev_hash,
        e.hash
   FROM events e
- WHERE e.id >= :from_id ORDER BY e.id LIMIT :batch
+ WHERE e.seq >= :from_id ORDER BY e.seq LIMIT :batch
+
+-- name: half_sealed
+-- Rows that are neither sealed nor unsealed as the sealer leaves them (a hash without a
+-- place, or a place without a hash): only a hand behind the program's back makes them.
+SELECT id FROM events WHERE (seq IS NULL) <> (hash IS NULL) ORDER BY id LIMIT 1
 
 -- name: last_entry
 -- When an entity last entered a state by an automatic actor (for the floor).
@@ -35,3 +63,7 @@ SELECT at FROM events
  WHERE entity = :entity AND entity_id = :entity_id AND to_state = :to_state
    AND actor IN ('system', 'scheduler', 'sweep')
  ORDER BY id DESC LIMIT 1
+
+-- name: newest_checkpoint
+-- The newest signed head: a sealed chain that ends before it was cut short.
+SELECT event_id, hash FROM audit_checkpoints ORDER BY id DESC LIMIT 1

@@ -54,14 +54,25 @@ CREATE TABLE events (
     -- NULL: the previous event's hash, derived when read (rows written before
     -- migration 0006 store it; it is covered by `hash` either way).
     prev_hash  TEXT,
-    hash       TEXT NOT NULL
+    -- Both NULL until the sealer gives the event its place in the chain and its hash.
+    seq        INTEGER,
+    hash       TEXT,
+    CHECK ((seq IS NULL) = (hash IS NULL))
 );
 
 CREATE INDEX events_by_entity ON events (entity, entity_id, id);
+CREATE UNIQUE INDEX events_by_seq ON events (seq);
+CREATE INDEX events_unsealed ON events (id) WHERE seq IS NULL;
 
+-- The one UPDATE allowed: sealing an unsealed event, once, leaving its fields as written.
 CREATE TRIGGER events_no_update BEFORE UPDATE ON events
+WHEN NOT (OLD.seq IS NULL AND NEW.seq IS NOT NULL
+          AND NEW.id IS OLD.id AND NEW.entity IS OLD.entity AND NEW.entity_id IS OLD.entity_id
+          AND NEW.from_state IS OLD.from_state AND NEW.to_state IS OLD.to_state
+          AND NEW.actor IS OLD.actor AND NEW.attempt IS OLD.attempt
+          AND NEW.reason IS OLD.reason AND NEW.at IS OLD.at AND NEW.prev_hash IS OLD.prev_hash)
 BEGIN
-    SELECT RAISE(ABORT, 'events are append-only');
+    SELECT RAISE(ABORT, 'events are append-only (an unsealed event may only be sealed, once)');
 END;
 
 CREATE TRIGGER events_no_delete BEFORE DELETE ON events

@@ -11,7 +11,7 @@ from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from pipelines.audit import keys as audit_keys
 from pipelines.audit import witness
-from store import db
+from store import db, sealer
 from tests.bot import test_cli
 
 pipelines_dir = test_cli.pipelines_dir  # the CLI tests' pipeline folder (a fixture)
@@ -24,6 +24,7 @@ async def test_export_and_verify_from_the_terminal(
     try:
         for minute in range(3):
             await test_cli.dropped_item(store, now + timedelta(minutes=minute))
+        await sealer.seal(store)
         await witness.sign(store, audit_keys.load_or_create(data_dir), now, post=False)
     finally:
         await store.close()

@@ -7,7 +7,9 @@ import asyncio
 import contextlib
 import socket
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -15,12 +17,12 @@ from prometheus_client import parser
 
 from bot import listen, metrics
 from pipelines import runtime as runtime_mod
-from store import db, items
+from store import db, items, sealer
 from tests.bot.test_api import PIPELINE, free_port
 
 
-@pytest.fixture
-async def served(tmp_path: Path) -> AsyncIterator[tuple[runtime_mod.Runtime, str]]:
+@contextlib.asynccontextmanager
+async def serving(tmp_path: Path, **config: Any) -> AsyncIterator[tuple[runtime_mod.Runtime, str]]:
     (tmp_path / "inbox").mkdir()
     (tmp_path / "pipelines").mkdir()
     (tmp_path / "pipelines" / "news.yaml").write_text(PIPELINE.format(inbox=tmp_path / "inbox"))
@@ -29,6 +31,7 @@ async def served(tmp_path: Path) -> AsyncIterator[tuple[runtime_mod.Runtime, str
         store=db.StoreConfig(data_dir=tmp_path / "data"),
         pipelines_dir=tmp_path / "pipelines",
         workers=(metrics.worker(address),),
+        **config,
     )
     runtime = await runtime_mod.Runtime.start(cfg)
     async with httpx.AsyncClient() as client:
@@ -42,6 +45,34 @@ async def served(tmp_path: Path) -> AsyncIterator[tuple[runtime_mod.Runtime, str
         yield runtime, address
     finally:
         await runtime.stop()
+
+
+@pytest.fixture
+async def served(tmp_path: Path) -> AsyncIterator[tuple[runtime_mod.Runtime, str]]:
+    async with serving(tmp_path) as found:
+        yield found
+
+
+async def sample(address: str, name: str) -> float:
+    async with httpx.AsyncClient() as client:
+        text = (await client.get(f"http://{address}/metrics")).text
+    for family in parser.text_string_to_metric_families(text):
+        for found in family.samples:
+            if found.name == name:
+                return found.value
+    raise AssertionError(f"no {name}")
+
+
+async def test_a_scrape_shows_how_long_audit_events_wait_to_be_sealed(tmp_path: Path) -> None:
+    # Passes 600 s apart: the one at start found nothing, the next will not come.
+    async with serving(tmp_path, seal_every_s=600.0) as (runtime, address):
+        assert await sample(address, "gatehouse_audit_unsealed_age_seconds") == 0
+        written = runtime.now() - timedelta(seconds=5)
+        await items.create(runtime.store, "news", "api", "x1", {"title": "T"}, written)
+        assert await sample(address, "gatehouse_audit_unsealed_age_seconds") >= 5
+        assert await sample(address, "gatehouse_audit_unsealed_events") == 1
+        await sealer.seal(runtime.store)
+        assert await sample(address, "gatehouse_audit_unsealed_age_seconds") == 0
 
 
 async def new_items(address: str) -> float:

@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from bench import crash_checks
-from store import db, events, items, ledger, seen
+from store import db, events, items, ledger, sealer, seen
 from store.machine import State
 from tests.fakes.llm_server import FakeLLM
 from tests.fakes.webhook_server import WebhookServer
@@ -72,6 +72,7 @@ async def _store_with_one_item(data_dir: Path, now: datetime) -> int:
         item = await items.create(store, "news", "s0", "crash-00001", {"title": "t"}, now)
         assert item is not None
         await seen.mark_seen(store, "news", "s0", ["crash-00001"], now)
+        await sealer.seal(store)  # as the bot's leader would within 100 ms
         return item.id
     finally:
         await store.close()

@@ -3,15 +3,18 @@ Bot API server and a feed of 300 entries; the leader is SIGKILLed mid-run.
 
 Items are drafted by the LLM drafter against a fake provider, so each holds and
 settles a budget claim. The leader is killed once every item is drafted, while its
-cards are still going out. Shown: another worker leads and answers a command within
-10 s; every entry becomes exactly one item and one card (a card the dead leader was
-sending when it died may be sent again: the documented send window); every item is
-dispatched, no webhook key carries two bodies, every claim is settled exactly once
-and `gatehouse audit verify` passes.
+cards are still going out and while its sealer is in the middle of a batch (held
+there by a row lock the test takes on one of the batch's events). Shown: another
+worker leads and answers a command within 10 s; every entry becomes exactly one item
+and one card (a card the dead leader was sending when it died may be sent again: the
+documented send window); every item is dispatched, no webhook key carries two
+bodies, every claim is settled exactly once and `gatehouse audit verify` passes with
+nothing left unsealed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -213,6 +216,7 @@ def test_three_workers_share_the_work_and_survive_the_leader_dying(
         assert TOKEN not in logs, "the token reached a log line"
         verify = cli(workers[0], "audit", "verify")
         assert verify.returncode == 0, verify.stdout + verify.stderr
+        assert "pending" not in verify.stdout, verify.stdout
 
 
 def cli(worker: Worker, *argv: str) -> subprocess.CompletedProcess[str]:
@@ -227,6 +231,33 @@ def cli(worker: Worker, *argv: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+#: The leader's sealer waiting on a row lock, in the middle of sealing a batch.
+SEALER_WAITING = (
+    "SELECT count(*) FROM pg_stat_activity"
+    " WHERE wait_event_type = 'Lock' AND query LIKE '%UPDATE events SET seq%'"
+)
+#: The sealed head, locked as the sealer locks it before a batch (store/sql/postgres).
+LOCK_HEAD = "SELECT seq FROM events WHERE seq IS NOT NULL ORDER BY seq DESC LIMIT 1 FOR UPDATE"
+
+
+@contextlib.contextmanager
+def sealer_held_mid_batch(url: str, worker: Worker) -> Iterator[None]:
+    """Hold the sealer still between the head and three new events, then let it seal
+    the first two and wait on the third: the body runs with the batch half done."""
+    with psycopg.connect(url) as head, psycopg.connect(url) as last:
+        head.execute(LOCK_HEAD)  # the sealer's next batch waits for it
+        for usd in ("101", "102", "103"):  # three audited changes, as an operator makes
+            made = cli(worker, "set-budget", "news", "day", usd)
+            assert made.returncode == 0, made.stdout + made.stderr
+        unsealed = [r[0] for r in last.execute("SELECT id FROM events WHERE seq IS NULL")]
+        assert len(unsealed) >= 3, unsealed
+        last.execute("SELECT id FROM events WHERE id = %s FOR UPDATE", (max(unsealed),))
+        head.rollback()
+        wait_for(lambda: query(url, SEALER_WAITING)[0][0] == 1, 30, "the sealer mid-batch")
+        yield
+        last.rollback()
+
+
 def run_the_flow(
     api: localapi.LocalBotApi, hook: WebhookServer, url: str, workers: list[Worker]
 ) -> None:
@@ -236,8 +267,10 @@ def run_the_flow(
     wait_for(lambda: query(url, drafted)[0][0] == ENTRIES, FLOW_S, "every item drafted")
     assert len(cards(api)) < ENTRIES, "every card went out before the kill"
 
-    # Mid-run: cards are still going out and nothing is approved yet.
-    pids[first].kill()
+    # Mid-run: cards are still going out, nothing is approved yet, and the sealer has
+    # sealed part of a batch it has not committed.
+    with sealer_held_mid_batch(url, workers[1]):
+        pids[first].kill()
     killed_at = time.monotonic()
     before = len(api.sent(OPERATOR))
     api.inject_command(OPERATOR, OPERATOR, "/status")

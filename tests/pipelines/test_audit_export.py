@@ -16,7 +16,7 @@ from cryptography.hazmat.primitives.asymmetric import ed25519
 from pipelines.audit import export as audit_export
 from pipelines.audit import keys as audit_keys
 from pipelines.audit import witness as audit_witness
-from store import checkpoints, db, items, outbox
+from store import checkpoints, db, items, outbox, sealer
 from store.machine import State
 
 
@@ -25,6 +25,7 @@ async def some_events(store: db.Store, now: datetime, n: int = 3, tag: str = "g"
         item = await items.create(store, "news", "feed", f"{tag}{i}", {"title": f"T{i}"}, now)
         assert item is not None
         await items.transition(store, item.id, State.FAILED, "system", now, reason='x, "y"\n')
+    await sealer.seal(store)
 
 
 async def exported(store: db.Store, fmt: audit_export.Format = "jsonl", **kw: object) -> str:
@@ -124,6 +125,7 @@ async def some_events_later(store: db.Store, at: datetime) -> None:
     item = await items.create(store, "news", "feed", "later", {"title": "L"}, at)
     assert item is not None
     await items.transition(store, item.id, State.FAILED, "system", at, reason="late")
+    await sealer.seal(store)
 
 
 async def test_malformed_input_is_named_not_crashed_on(key: ed25519.Ed25519PrivateKey) -> None:

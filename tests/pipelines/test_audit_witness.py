@@ -14,7 +14,7 @@ import pytest
 from pipelines import runtime
 from pipelines.audit import keys as audit_keys
 from pipelines.audit import witness
-from store import checkpoints, db, items
+from store import checkpoints, db, events, items
 from tests import pg_databases
 
 #: A bound for the test, not a speed: a loaded machine is slow.
@@ -69,10 +69,13 @@ async def test_only_the_leader_signs_and_it_signs_once_more_standing_down(
     assert not follower.leader.leading
     await asyncio.sleep(0.1)  # its workers start: a witness among them would sign now
     await follower.stop()  # a follower signs neither at its start nor at its stop
-    await leader.stop()  # the leader signs the new head standing down
+    await items.create(store, "news", "feed", "g3", {"title": "three"}, now)
+    await leader.stop()  # the leader seals and signs the new head standing down
 
     a_key = audit_keys.key_id(audit_keys.load_or_create(tmp_path / "a").public_key())
     found = await checkpoints.since(store, 0)
+    chain = await events.verify_chain(store)
     await store.close()
     assert [cp.key_id for cp in found] == [a_key, a_key]
-    assert found[0].event_id < found[1].event_id
+    assert found[0].event_id < found[1].event_id == chain.checked  # g3's event included
+    assert chain.ok and chain.pending == 0

@@ -148,7 +148,7 @@ async def test_health_and_status_name_a_worker_that_is_not_running(
 
         overview = await operations.overview(rt.store, rt.pipelines, now, rt.workers.snapshot())
         text = render.status_overview(overview)
-        assert "⚠️ 1 of 8 workers not running:" in text
+        assert "⚠️ 1 of 9 workers not running:" in text
         assert "test_workers restarting since 0s ago: RuntimeError: the worker bug at" in text
         assert "ABCDEFGHIJ" not in text and "ABCDEFGHIJ" not in out
     finally:
@@ -179,9 +179,10 @@ async def test_health_is_ok_while_every_worker_runs(
             "retention",
             "run-recovery",
             "scheduler",
+            "sealer",
             "sla-sweep",
         ]
         overview = await operations.overview(rt.store, rt.pipelines, now, rt.workers.snapshot())
-        assert render.status_overview(overview).endswith("workers: all 7 running")
+        assert render.status_overview(overview).endswith("workers: all 8 running")
     finally:
         await rt.stop()

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from pipelines import sla
-from store import backend, db, drafts, errors, events, items, ledger
+from store import backend, db, drafts, errors, events, items, ledger, sealer
 from store.ledger import claims
 from store.ledger import settle as ledger_settle
 from store.ledger.machine import ClaimState
@@ -64,6 +64,7 @@ def test_every_field_of_an_event_changes_its_hash(field: str) -> None:
 async def _chain(store: db.Store, now: datetime, count: int) -> None:
     for n in range(count):
         await items.create(store, "news", "feed", f"guid-{n}", {"n": n}, now)
+    await sealer.seal(store)
 
 
 def _forge(raw: backend.Conn, event_id: int, **changes: object) -> str:
@@ -284,14 +285,18 @@ async def test_an_appended_event_reads_back_field_for_field(store: db.Store, now
         )
 
     await store.write(unit)
+    (unsealed,) = await events.for_entity(store, "claim", 9)
+    assert (unsealed.seq, unsealed.prev_hash, unsealed.hash) == (None, None, None)
+    assert await sealer.seal(store) == 2
     (budget,) = await events.for_entity(store, "budget", "global/day")
     (claim,) = await events.for_entity(store, "claim", 9)
     assert budget == events.Event(
-        1, "budget", "global/day", None, "limit:5", "cli", 0, None, now, events.GENESIS, budget.hash
-    )
+        1, "budget", "global/day", None, "limit:5", "cli", 0, None, now, 1, events.GENESIS,
+        budget.hash,
+    )  # fmt: skip
     assert claim == events.Event(
-        2, "claim", "9", "started", "settled", "system", 3, "paid", now, budget.hash, claim.hash
+        2, "claim", "9", "started", "settled", "system", 3, "paid", now, 2, budget.hash, claim.hash
     )
-    fields = {k: v for k, v in vars(claim).items() if k != "hash"}
+    fields = {k: v for k, v in vars(claim).items() if k not in ("hash", "seq")}
     fields["at"] = int(now.timestamp() * 1000)
     assert claim.hash == events.compute_hash(fields)

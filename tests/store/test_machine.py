@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pipelines import sla
-from store import db, decisions, drafts, errors, events, items, machine, migrate, outbox
+from store import db, decisions, drafts, errors, events, items, machine, migrate, outbox, sealer
 from store.machine import State
 from tests import forger, snapshot
 
@@ -399,6 +399,7 @@ async def test_verify_chain_names_the_edited_row(
     for n in range(5):
         item = await _item(store, now, f"guid-{n}")
         await items.transition(store, item.id, S.DRAFTING, "system", now)
+    await sealer.seal(store)
     assert (await events.verify_chain(store)).ok
     with forger.raw(store, triggers=False) as raw:
         raw.execute("UPDATE events SET actor = 'operator:666' WHERE id = 6")
@@ -414,6 +415,7 @@ async def test_verify_chain_finds_a_deleted_row(
 ) -> None:
     for n in range(3):
         await _item(store, now, f"guid-{n}")
+    await sealer.seal(store)
     with forger.raw(store, triggers=False) as raw:
         raw.execute("DELETE FROM events WHERE id = 2")
     report = await events.verify_chain(store)

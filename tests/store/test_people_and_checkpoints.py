@@ -6,7 +6,7 @@ from datetime import datetime
 
 import pytest
 
-from store import checkpoints, db, errors, items, people
+from store import checkpoints, db, errors, items, people, sealer
 from tests import forger
 
 
@@ -23,6 +23,8 @@ async def test_a_checkpoint_signs_the_head_once_and_stays_as_written(
     store: db.Store, now: datetime
 ) -> None:
     await items.create(store, "news", "feed", "g1", {"n": 1}, now)
+    assert await checkpoints.sign_head(store, lambda body: ("k0", "x"), now) is None  # unsealed
+    await sealer.seal(store)
     signed = await checkpoints.sign_head(store, lambda body: ("k1", body.hex()), now)
     assert signed is not None and signed.event_id == 1
     assert await checkpoints.sign_head(store, lambda body: ("k2", "x"), now) == signed

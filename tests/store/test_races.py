@@ -20,7 +20,19 @@ from typing import Any, TypeVar, cast
 import pytest
 
 from pipelines import config, trigger
-from store import backend, db, decisions, drafts, errors, events, items, ledger, seen, tokens
+from store import (
+    backend,
+    db,
+    decisions,
+    drafts,
+    errors,
+    events,
+    items,
+    ledger,
+    sealer,
+    seen,
+    tokens,
+)
 from store.ledger import budgets, claims
 from store.machine import State
 from tests import snapshot
@@ -196,8 +208,8 @@ async def test_one_key_begun_at_once_makes_one_claim(store: db.Store, now: datet
 async def test_events_appended_at_once_make_one_unbroken_chain(
     store: db.Store, now: datetime
 ) -> None:
-    """Units that each append several events, all past their first append together:
-    the chain's head must be read and extended by one writer at a time."""
+    """Units that each append several events, all past their first append together: they
+    share no chain head, and the sealer then makes one unbroken chain of them all."""
     meeting = Meeting(WRITERS, after="move")
     created = [
         await items.create(store, "news", "feed", f"guid-{n}", {"n": n}, now)
@@ -212,9 +224,24 @@ async def test_events_appended_at_once_make_one_unbroken_chain(
         return meeting.holding(unit)
 
     await asyncio.gather(*(store.write(moving(i.id)) for i in created if i is not None))
+    assert (await events.verify_chain(store)).pending == 3 * WRITERS
+    await sealer.seal(store)
     report = await events.verify_chain(store)
     assert report.ok, report.broken
-    assert report.checked == 3 * WRITERS  # created, drafting, failed
+    assert (report.checked, report.pending) == (3 * WRITERS, 0)  # created, drafting, failed
+
+
+async def test_two_sealers_at_once_seal_one_unforked_chain(store: db.Store, now: datetime) -> None:
+    """A deposed leader's sealer and the new one's, both past reading the head: the
+    second seals after the first, from the head the first left, not beside it."""
+    for n in range(7):
+        await items.create(store, "news", "feed", f"guid-{n}", {"n": n}, now)
+    assert await sealer.seal(store, limit=1) == 1  # a head to lock
+    meeting = Meeting(2, after="sealed_head")
+    sealing = meeting.holding(lambda conn: sealer.seal_sync(conn, 3))
+    assert await asyncio.gather(store.write(sealing), store.write(sealing)) == [3, 3]
+    report = await events.verify_chain(store)
+    assert (report.ok, report.checked, report.pending) == (True, 7, 0), report.broken
 
 
 async def test_ids_marked_seen_at_once_are_new_to_exactly_one_writer(

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from store import db, drafts, events, items, migrate, outbox, retention
+from store import db, drafts, events, items, migrate, outbox, retention, sealer
 from store.ledger import outputs as llm_outputs
 from store.machine import State
 from tests import forger
@@ -145,6 +145,12 @@ async def test_a_card_row_holds_no_draft_text_and_reads_it_from_the_draft(
     assert due.payload == listed.payload == row.payload
 
 
+#: The events' columns as migration 0007 left them.
+OLD_COLUMNS = (
+    "id, entity, entity_id, from_state, to_state, actor, attempt, reason, at, prev_hash, hash"
+)
+
+
 def before_operator_queries(tmp_path: Path) -> tuple[sqlite3.Connection, int]:
     """A database at the schema before this migration, and the migration's version."""
     older = tmp_path / "older"
@@ -173,13 +179,16 @@ def test_the_events_rebuild_keeps_the_chain_and_its_guards(tmp_path: Path, now: 
             " :actor, :attempt, :reason, :at, :prev_hash, :hash)",
             fields,
         )
-    before = conn.execute("SELECT * FROM events ORDER BY id").fetchall()
+    before = conn.execute(f"SELECT {OLD_COLUMNS} FROM events ORDER BY id").fetchall()
     assert version in migrate.apply_pending(conn)
-    assert conn.execute("SELECT * FROM events ORDER BY id").fetchall() == before
+    assert conn.execute(f"SELECT {OLD_COLUMNS} FROM events ORDER BY id").fetchall() == before
+    # Rows chained before the sealer existed keep their hash; their id is their place.
+    assert conn.execute("SELECT seq FROM events ORDER BY id").fetchall() == [(1,), (2,), (3,)]
     # New events store no copy of the hash they chain to; readers derive it.
     conn.execute("BEGIN")
     for n in range(2):
         events.append(conn, "pipeline", "news", None, f"t{n}", "system", now + n * DAY)
+    assert sealer.seal_sync(conn) == 2
     conn.execute("COMMIT")
     stored = conn.execute("SELECT prev_hash FROM events WHERE id > 3").fetchall()
     assert stored == [(None,), (None,)]
@@ -222,10 +231,12 @@ async def test_a_rewritten_event_still_breaks_the_chain_at_the_next_one(
         await store.write(
             lambda c, n=n: events.append(c, "pipeline", "news", None, f"s{n}", "system", now)
         )
+    await sealer.seal(store)
 
     with forger.raw(store, triggers=False) as conn:
         [second] = [e for e in events.for_entity_sync(conn, "pipeline", "news") if e.id == 2]
         fields = {**second.__dict__, "to_state": "forged", "at": int(now.timestamp() * 1000)}
+        fields["id"] = second.seq
         conn.execute(
             "UPDATE events SET to_state = 'forged', hash = ? WHERE id = 2",
             (events.compute_hash(fields),),

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from store import db, errors, events, heartbeats, items, outbox, runs, to_postgres
+from store import db, errors, events, heartbeats, items, outbox, runs, sealer, to_postgres
 from store.machine import State
 from tests import pg_databases
 
@@ -40,6 +40,7 @@ async def filled(data_dir: Path, now: datetime) -> db.StoreConfig:
         run = await runs.start_run(store, "news", "schedule", now)
         await runs.finish_run(store, run, "ok", runs.Counts(fetched=30, new=30), None, now)
         await heartbeats.beat(store, heartbeats.Me("w", "h", 1), now, timedelta(seconds=6))
+        await sealer.seal(store)
     finally:
         await store.close()
     return cfg
@@ -60,6 +61,7 @@ async def test_a_store_arrives_whole_with_its_chain_intact(
         item = await items.create(target, "news", "feed", "g-new", {"title": "new"}, now)
         assert item is not None and item.id == 31
         await items.transition(target, item.id, State.DRAFTING, "system", now)
+        await sealer.seal(target)
         assert (await target.read(events.verify_sync)).checked == 62
     finally:
         await target.close()

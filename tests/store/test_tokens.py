@@ -6,7 +6,7 @@ from datetime import datetime
 
 import pytest
 
-from store import db, errors, events, tokens
+from store import db, errors, events, sealer, tokens
 from tests import snapshot
 
 
@@ -36,5 +36,6 @@ async def test_creating_and_revoking_a_token_are_audited(store: db.Store, now: d
         for e in await events.for_entity(store, "token", made.id)
     ]
     assert trail == [(None, "live", "cli", "ci"), ("live", "revoked", "cli:ana", "ci")]
+    await sealer.seal(store)
     report = await events.verify_chain(store)
     assert report.ok and report.checked == 2

@@ -1,0 +1,65 @@
+"""Sealing the audit chain: unsealed events get their place and hash, a batch at a time.
+
+    sealed = await sealer.seal(store)               # how many were sealed (0: none waited)
+    age = await sealer.unsealed_age(store, now)     # seconds the oldest has waited, or 0.0
+
+A transition writes its event unsealed (events.append), so writers never wait on each
+other for the chain's head. The leader seals (pipelines.sealing): one batch, in the
+order the events were written, in one transaction, so a crash leaves the whole batch
+sealed or none of it. On SQLite the batch is one more unit in the writer's queue.
+
+Only the leader seals, but a deposed leader may still be finishing a batch: each
+sealer first locks the sealed head (`lock_head`, a row lock on PostgreSQL), then reads
+the head and the unsealed events afresh, so the second seals after the first. The
+unique index on `seq` stays as the last guard: a fork of the chain cannot commit.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import datetime
+
+from store import backend, clock, errors, events
+from store.core import Store
+
+#: Events sealed per transaction at most: a backlog (after a leader change) is sealed
+#: in several short transactions rather than one that holds the rows for seconds.
+BATCH = 2000
+
+
+def seal_sync(conn: backend.Conn, limit: int = BATCH) -> int:
+    """Seal up to `limit` of the oldest unsealed events onto the sealed head."""
+    conn.execute(events.Q["lock_head"]).fetchall()
+    cursor = conn.execute(events.Q["unsealed"], {"limit": limit})
+    cursor.row_factory = sqlite3.Row
+    waiting = cursor.fetchall()
+    if not waiting:
+        return 0
+    head = conn.execute(events.Q["sealed_head"]).fetchone()
+    seq, prev_hash = (head[0], head[1]) if head else (0, events.GENESIS)
+    seals: list[dict[str, object]] = []
+    for row in waiting:
+        seq += 1
+        fields = {**dict(row), "id": seq, "prev_hash": prev_hash}
+        prev_hash = events.compute_hash(fields)
+        seals.append({"id": row["id"], "seq": seq, "hash": prev_hash})
+    sealed = conn.executemany(events.Q["seal"], seals).rowcount
+    if sealed != len(seals):  # another sealer got there first: seal again from its head
+        raise errors.Conflict(f"{len(seals) - sealed} of {len(seals)} events were sealed meanwhile")
+    return sealed
+
+
+async def seal(store: Store, limit: int = BATCH) -> int:
+    return await store.write(seal_sync, limit)
+
+
+def unsealed_age_sync(conn: backend.Conn, now: datetime) -> tuple[float, int]:
+    """Seconds the oldest unsealed event has waited (0.0: none waits), and how many wait."""
+    oldest_ms, waiting = conn.execute(events.Q["oldest_unsealed"]).fetchone()
+    if oldest_ms is None:
+        return 0.0, 0
+    return max((clock.to_ms(now) - oldest_ms) / 1000, 0.0), waiting
+
+
+async def unsealed_age(store: Store, now: datetime) -> tuple[float, int]:
+    return await store.read(unsealed_age_sync, now)

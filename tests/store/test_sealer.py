@@ -1,0 +1,208 @@
+"""Sealing the audit chain, on both backends: events are written unsealed, the sealer
+gives them their place and hash in one transaction, and verify checks what is sealed,
+lists what is pending, and names each kind of tampering (sealed, unsealed, reordered,
+cut short)."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+import textwrap
+from datetime import datetime, timedelta
+
+import pytest
+
+from pipelines import sealing
+from store import backend, checkpoints, db, errors, events, items, outbox, sealer
+from tests import forger
+
+EDITED = "its contents do not match its hash (edited after it was written)"
+RELINKED = "its prev_hash does not match the previous event's hash"
+
+
+async def written(store: db.Store, now: datetime, count: int, tag: str = "g") -> None:
+    for n in range(count):
+        await items.create(store, "news", "feed", f"{tag}{n}", {"n": n}, now)
+
+
+def sealed_places(conn: backend.Conn) -> list[tuple[int, int | None]]:
+    return [(r[0], r[1]) for r in conn.execute("SELECT id, seq FROM events ORDER BY id")]
+
+
+async def test_events_wait_unsealed_until_sealed_in_order(store: db.Store, now: datetime) -> None:
+    await written(store, now, 5)
+    report = await events.verify_chain(store)
+    assert (report.ok, report.checked, report.pending, report.oldest_pending) == (
+        True, 0, 5, now,
+    )  # fmt: skip
+    assert await sealer.unsealed_age(store, now + timedelta(seconds=2)) == (2.0, 5)
+    assert await sealer.seal(store, limit=2) == 2  # a batch at most
+    assert await sealer.seal(store) == 3
+    assert await sealer.seal(store) == 0
+    assert await store.read(sealed_places) == [(n, n) for n in range(1, 6)]
+    assert await events.verify_chain(store) == events.ChainReport(5, None, 0, None)
+    assert await sealer.unsealed_age(store, now) == (0.0, 0)
+
+
+async def test_only_sealing_an_unsealed_event_once_gets_past_the_triggers(
+    store: db.Store, now: datetime
+) -> None:
+    await written(store, now, 2)
+    await sealer.seal(store, limit=1)  # event 1 sealed, event 2 not
+    edits = (
+        "UPDATE events SET reason = 'x' WHERE id = 2",  # an unsealed event's fields
+        "UPDATE events SET seq = 9, hash = 'f', reason = 'x' WHERE id = 2",  # sealed and edited
+        "UPDATE events SET seq = 9, hash = 'f' WHERE id = 1",  # sealed a second time
+        "DELETE FROM events WHERE id = 2",
+        "DELETE FROM events WHERE id = 1",
+    )
+    for edit in edits:
+        with pytest.raises(errors.ConstraintViolation, match="append-only"):
+            await store.write(lambda conn, edit=edit: conn.execute(edit))
+    with pytest.raises(errors.ConstraintViolation):  # a place without a hash
+        await store.write(lambda conn: conn.execute("UPDATE events SET seq = 2 WHERE id = 2"))
+    assert await sealer.seal(store) == 1
+    assert (await events.verify_chain(store)).checked == 2
+
+
+async def test_verify_names_an_edited_sealed_event(store: db.Store, now: datetime) -> None:
+    await written(store, now, 4)
+    await sealer.seal(store)
+    with forger.raw(store, triggers=False) as raw:
+        raw.execute("UPDATE events SET reason = 'nothing happened' WHERE seq = 3")
+    assert await events.verify_chain(store) == events.ChainReport(2, events.BrokenLink(3, EDITED))
+
+
+async def test_verify_names_a_forged_seal_on_an_unsealed_event(
+    store: db.Store, now: datetime
+) -> None:
+    """An unsealed event is not in the chain yet; a hand that seals it behind the sealer's
+    back (a made-up hash, or a place that skips one) breaks the chain where it put it."""
+    await written(store, now, 4)
+    await sealer.seal(store, limit=2)
+    with forger.raw(store) as raw:  # the triggers allow a seal: only verify can tell
+        raw.execute("UPDATE events SET seq = 3, hash = ? WHERE id = 3", ("ab" * 32,))
+        raw.execute("UPDATE events SET seq = 5, hash = ? WHERE id = 4", ("cd" * 32,))
+    report = await events.verify_chain(store)
+    assert report == events.ChainReport(2, events.BrokenLink(3, EDITED))
+
+
+async def test_verify_names_an_unsealed_event_given_a_hash_but_no_place(
+    store: db.Store, now: datetime
+) -> None:
+    await written(store, now, 3)
+    await sealer.seal(store, limit=1)
+    with forger.raw(store, triggers=False) as raw:
+        if store.dialect == "postgres":
+            raw.execute("ALTER TABLE events DROP CONSTRAINT events_sealed_check")
+        else:
+            raw.execute("PRAGMA ignore_check_constraints = ON")
+        raw.execute("UPDATE events SET hash = ? WHERE id = 3", ("ab" * 32,))
+    report = await events.verify_chain(store)
+    assert report.broken is not None and report.broken.event_id == 3
+    assert "a place in the chain or a hash but not both" in report.broken.problem
+
+
+async def test_verify_names_a_reordered_pair_of_a_sealed_batch(
+    store: db.Store, now: datetime
+) -> None:
+    await written(store, now, 5)
+    assert await sealer.seal(store) == 5  # one batch
+    with forger.raw(store, triggers=False) as raw:  # swap the places of events 3 and 4
+        raw.execute("UPDATE events SET seq = -1 WHERE seq = 3")
+        raw.execute("UPDATE events SET seq = 3 WHERE seq = 4")
+        raw.execute("UPDATE events SET seq = 4 WHERE seq = -1")
+    assert await events.verify_chain(store) == events.ChainReport(2, events.BrokenLink(3, EDITED))
+
+
+async def test_verify_names_a_cut_tail_against_the_newest_checkpoint(
+    store: db.Store, now: datetime
+) -> None:
+    await written(store, now, 5)
+    await sealer.seal(store)
+    signed = await checkpoints.sign_head(store, lambda body: ("k", "sig"), now)
+    assert signed is not None and signed.event_id == 5
+    await written(store, now, 1, tag="later")  # unsealed: never what a checkpoint names
+    assert await checkpoints.sign_head(store, lambda body: ("k", "sig"), now) == signed
+    with forger.raw(store, triggers=False) as raw:
+        raw.execute("DELETE FROM events WHERE seq >= 4")
+    report = await events.verify_chain(store)
+    assert report.broken is not None and report.broken.event_id == 5
+    assert "tail was cut" in report.broken.problem and report.checked == 3
+
+
+async def test_a_seal_killed_mid_batch_leaves_none_of_it(store: db.Store, now: datetime) -> None:
+    """SIGKILL after the batch's every UPDATE ran, before its commit: nothing is sealed,
+    and the next pass seals the same events in the same order."""
+    await written(store, now, 6)
+    await sealer.seal(store, limit=2)
+    config = store.config
+    await store.close()
+    script = textwrap.dedent(f"""
+        import asyncio, os, signal
+        from pathlib import Path
+        from store import db, sealer
+
+        def unit(conn):
+            assert sealer.seal_sync(conn) == 4
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        async def main():
+            store = await db.open(db.StoreConfig(
+                data_dir=Path({str(config.data_dir)!r}), database_url={config.database_url!r}))
+            await store.write(unit)
+
+        asyncio.run(main())
+    """)
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", script, stderr=asyncio.subprocess.PIPE
+    )
+    _, stderr = await asyncio.wait_for(child.communicate(), 60)
+    assert child.returncode == -signal.SIGKILL, stderr.decode()
+    again = await db.open(config)
+    try:
+        assert (await events.verify_chain(again)).pending == 4
+        assert await sealer.seal(again) == 4
+        assert await again.read(sealed_places) == [(n, n) for n in range(1, 7)]
+        assert (await events.verify_chain(again)).checked == 6
+    finally:
+        await again.close()
+
+
+async def test_a_late_seal_raises_one_alert_per_hour(store: db.Store, now: datetime) -> None:
+    await written(store, now, 2)
+    promise = timedelta(seconds=1)
+    age = await store.write(sealing.alert_if_late_sync, now + promise, promise)
+    assert age == 1.0 and await outbox.due(store, now + promise) == []  # at the promise: ok
+    later = now + timedelta(seconds=3)
+    for _ in range(2):
+        assert await store.write(sealing.alert_if_late_sync, later, promise) == 3.0
+    [alert] = await outbox.due(store, later)
+    assert "2 unsealed, the oldest for 3.0 s (the promise is 1 s)" in alert.payload["text"]
+
+
+async def test_the_sealer_duty_seals_every_interval(store: db.Store, now: datetime) -> None:
+    stop = asyncio.Event()
+    duty = asyncio.create_task(sealing.run(store, lambda: now, 0.05, timedelta(seconds=1), stop))
+    await written(store, now, 3)
+    for _ in range(200):
+        if (await events.verify_chain(store)).checked == 3:
+            break
+        await asyncio.sleep(0.02)
+    stop.set()
+    await duty
+    assert await events.verify_chain(store) == events.ChainReport(3, None)
+
+
+async def test_the_sealer_duty_seals_once_more_when_it_stops(
+    store: db.Store, now: datetime
+) -> None:
+    """A leader standing down seals what is left before it gives the lease up."""
+    stop = asyncio.Event()
+    duty = asyncio.create_task(sealing.run(store, lambda: now, 600, timedelta(seconds=1), stop))
+    await asyncio.sleep(0.1)  # its first pass found nothing; the next is 600 s away
+    await written(store, now, 3)
+    stop.set()
+    await duty
+    assert await events.verify_chain(store) == events.ChainReport(3, None)
