@@ -49,7 +49,10 @@ async def read(store: Store, now: datetime, ttl: timedelta) -> Cluster:
 
 
 def lines(found: Cluster) -> list[str]:
-    """How many workers are alive, `leader: <id> (term n)`, then one line per worker."""
+    """How many workers are alive, `leader: <id> (term n)`, then one line per worker;
+    nothing for a lone process, whose leader and lease are itself."""
+    if len(found.workers) < 2:
+        return []
     now, lease, leader = found.at, found.lease, found.leader
     alive = sum(found.state(w) == "alive" for w in found.workers)
     if lease is not None and leader is not None:

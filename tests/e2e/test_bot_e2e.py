@@ -250,6 +250,8 @@ async def test_cards_taps_and_commands(
     status = command(api, "/status")
     assert "news" in status and "1 item waiting" in status and "WAL" not in status
     assert "2 new of 2" in status
+    # One process on SQLite: no cluster, leader or lease lines (they are for several workers).
+    assert "cluster:" not in status and "leader:" not in status and "lease" not in status
     pending = command(api, "/pending")
     listing = api.sent(OPERATOR)[-1]
     assert f"• {item_b} news" in pending
