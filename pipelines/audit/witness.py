@@ -30,11 +30,12 @@ log = logging.getLogger(__name__)
 SIGN_EVERY_S = 600.0
 
 
-def head_text(cp: checkpoints.Checkpoint, public: str) -> str:
-    """The day's message: enough to check an export against it later."""
+def head_text(cp: checkpoints.Checkpoint) -> str:
+    """The day's message: a short line a phone shows whole. The signature and the public
+    key (screens of base64) are in `gatehouse audit export` and `gatehouse audit key`."""
     return (
-        f"🔏 audit head {cp.signed_at:%Y-%m-%d}: event {cp.event_id}\n"
-        f"hash {cp.hash}\nsigned {cp.signature}\nkey {public}"
+        f"🔏 audit head #{cp.event_id} signed {cp.signed_at:%Y-%m-%d}, key {cp.key_id[:8]}…, "
+        f"hash {cp.hash[:12]}…: full signature in `gatehouse audit export`"
     )
 
 
@@ -44,14 +45,13 @@ async def sign(
     """Sign the sealed head (unless already signed) and, with `post`, queue the day's
     message. With `seal_first`, seal what waits in the same unit, so the checkpoint
     covers every event committed before it (the sealer's own last pass may come later)."""
-    public = audit_keys.public_text(key)
 
     def unit(conn: backend.Conn) -> checkpoints.Checkpoint | None:
         if seal_first:
             sealer.seal_sync(conn)
         cp = checkpoints.sign_head_sync(conn, audit_keys.signer(key), now)
         if cp is not None and post:
-            text, day = head_text(cp, public), f"audit-head:{now:%Y-%m-%d}"
+            text, day = head_text(cp), f"audit-head:{now:%Y-%m-%d}"
             outbox.alert_sync(conn, text, now, key=day, level="info")
         return cp
 
@@ -64,7 +64,9 @@ async def worker(runtime: Any, stop: asyncio.Event) -> None:
     of each day."""
     key = audit_keys.load_or_create(runtime.store.config.data_dir)
     while not stop.is_set():
-        await sign(runtime.store, key, runtime.now(), post=True)
+        # Sealing first: a head signed right after start must not miss what waits unsealed
+        # (it would sign nothing, or an older head, until the next turn).
+        await sign(runtime.store, key, runtime.now(), post=True, seal_first=True)
         await workers.wait_any((stop,), SIGN_EVERY_S)
     if runtime.leader.standing_down:
         await sign(runtime.store, key, runtime.now(), post=False, seal_first=True)

@@ -209,12 +209,21 @@ async def test_names_after_a_restart_the_sent_card_and_a_verifiable_export(
     assert bot.stop() == 0
 
     key = gatehouse(tmp_path, "audit", "key")
-    assert key.returncode == 0 and key.stdout.strip() in head.text
+    assert key.returncode == 0 and key.stdout.strip() not in head.text  # no base64 wall
     export = tmp_path / "audit.jsonl"
     done = gatehouse(tmp_path, "audit", "export", "--out", str(export))
     assert done.returncode == 0, done.stderr
     lines = export.read_text().splitlines(keepends=True)
     assert json.loads(lines[-1])["record"] == "checkpoint"
+    # One short line naming the event it signed and the key, as a phone shows it whole;
+    # the signature itself is in the export.
+    shown = int(head.text.split("#", 1)[1].split()[0])
+    (signed,) = [c for c in map(json.loads, lines) if c.get("event_id") == shown
+                 and c["record"] == "checkpoint"]  # fmt: skip
+    assert head.text.startswith(f"🔏 audit head #{shown} signed ")
+    assert f"key {signed['key_id'][:8]}…, hash {signed['hash'][:12]}…" in head.text
+    assert signed["signature"] not in head.text and "\n" not in head.text
+    assert len(head.text) < 160
 
     def verify(text: str) -> subprocess.CompletedProcess[str]:
         path = tmp_path / "check.jsonl"
