@@ -23,6 +23,9 @@ Tables = dict[str, list[tuple[Any, ...]]]
 LIVENESS = ("workers", "leases", "handled_updates")
 
 
+#: Columns the sealer fills in on its own schedule.
+SEAL = {("events", "seq"), ("events", "hash")}
+
 #: The store's tables, by dialect.
 TABLE_NAMES = {
     "sqlite": "SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
@@ -34,12 +37,19 @@ TABLE_NAMES = {
 def tables_sync(conn: backend.Conn) -> Tables:
     dialect = "sqlite" if isinstance(conn, sqlite3.Connection) else "postgres"
     names = [row[0] for row in conn.execute(TABLE_NAMES[dialect])]
-    # Rows sorted by value, not rowid: WITHOUT ROWID tables have none.
-    return {
-        name: sorted((tuple(row) for row in conn.execute(f'SELECT * FROM "{name}"')), key=repr)
-        for name in names
-        if name not in LIVENESS
-    }
+    return {name: _rows(conn, name) for name in names if name not in LIVENESS}
+
+
+def _rows(conn: backend.Conn, name: str) -> list[tuple[Any, ...]]:
+    """A table's rows sorted by value (WITHOUT ROWID tables have no rowid), the events'
+    seal left out: the leader's sealer seals events whenever it runs, not a refusal."""
+    cursor = conn.execute(f'SELECT * FROM "{name}"')
+    cursor.row_factory = sqlite3.Row  # names on both backends (PostgreSQL's rows have them)
+    return sorted(
+        # A row iterates its values: keys() names the columns.
+        (tuple(row[c] for c in row.keys() if (name, c) not in SEAL) for row in cursor.fetchall()),  # noqa: SIM118
+        key=repr,
+    )
 
 
 async def tables(store: db.Store) -> Tables:

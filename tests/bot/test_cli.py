@@ -293,6 +293,7 @@ async def test_backup_is_online_verified_and_never_overwrites(
 ) -> None:
     for minute in range(20):
         await dropped_item(store, now + timedelta(minutes=minute))
+    await sealer.seal(store)  # no leader runs here to seal them
     target = tmp_path / "backup.db"
     code, out, err = await gatehouse(data_dir, pipelines_dir, "backup", str(target))
     assert code == 0, err
