@@ -183,3 +183,24 @@ def test_run_takes_the_lock_where_its_options_say(
         2,
         "gatehouse: --env-file /nope.env: no such file\n",
     )
+
+
+def test_the_image_ships_no_pipelines_and_a_small_build_context() -> None:
+    steps = (DEPLOY / "Dockerfile").read_text().replace("\\\n", " ").splitlines()
+    runs = " ".join(line for line in steps if line.startswith(("RUN ", "COPY ")))
+    # Example pipelines point at local ports and made-up operators: not in the image.
+    assert "examples" not in runs
+    ignored = {line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()} - {""}
+    assert {".venv", "tests", ".git", ".env"} <= ignored
+    copied = [line.split()[1] for line in steps if line.startswith("COPY ")]
+    assert not [path for path in copied if path.rstrip("/") in ignored]
+
+
+@pytest.mark.parametrize("name", ["docker-compose.yml", "docker-compose.postgres.yml"])
+def test_every_compose_file_gives_matplotlib_a_writable_cache(name: str) -> None:
+    # The root filesystem is read-only: without it the first chart warns and builds slowly.
+    compose = yaml.safe_load((DEPLOY / name).read_text())
+    for service in compose["services"].values():
+        if "image" in service and service["image"].startswith("gatehouse"):
+            assert service["environment"]["MPLCONFIGDIR"].startswith("/tmp/"), name
+            assert "/tmp" in service["tmpfs"]
