@@ -126,6 +126,8 @@ def build(cfg: settings_mod.Settings, token: str) -> App:
     add(CallbackQueryHandler(review_handlers.tap, pattern=review_handlers.PATTERN))
     add(CallbackQueryHandler(card_taps.tap))
     add(MessageHandler(filters.REPLY & filters.TEXT & ~filters.COMMAND, review_handlers.reply))
+    # Private chats only: in a group, talk among people is not for the bot.
+    add(MessageHandler(filters.ChatType.PRIVATE & filters.TEXT, handlers.plain_text))
     application.add_error_handler(handlers.on_error)
     return application
 

@@ -201,6 +201,16 @@ async def unknown(update: Update, context: Context) -> None:
     await reply(update, f"Unknown command /{render.esc(word)}.{hint} Valid: {valid}")
 
 
+async def plain_text(update: Update, context: Context) -> None:
+    """Text that is neither a command nor a reply: say what the bot reads, not silence."""
+    await reply(
+        update,
+        "I act on commands and on replies to my messages; this was neither, so nothing "
+        "changed. To edit a draft, tap Edit on its card and reply to the prompt. "
+        "/help lists the commands.",
+    )
+
+
 @command
 async def status(update: Update, context: Context, d: Deps, now: datetime) -> None:
     """Every pipeline on one screen, one pipeline's recent runs, or a chart of the week."""
@@ -242,6 +252,9 @@ async def budget(update: Update, context: Context, d: Deps, now: datetime) -> No
     if context.args == ["chart"]:
         await charts.reply_budget(update, d.store, now)
         return
+    if context.args:
+        got = render.esc(" ".join(context.args))
+        raise BadInput(f"/budget takes nothing or chart, not “{got}”: /budget [chart]")
     await reply(update, render.budget(await operations.budget(d.store, now), now))
 
 

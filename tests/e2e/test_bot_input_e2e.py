@@ -153,3 +153,17 @@ async def test_a_strangers_text_never_reaches_the_log_even_at_debug(
     assert " DEBUG " in log and "Processing update" in log  # python-telegram-bot did log
     assert f"update {update['update_id']} (message from {e2e.STRANGER})" in log
     assert secret not in log
+
+
+def test_plain_text_and_an_ignored_argument_get_an_answer(
+    bot: e2e.BotProcess, api: localapi.LocalBotApi
+) -> None:
+    # Silence reads as a dead bot: text that is no command and no reply is answered.
+    e2e.two_cards(api)
+    before = len(api.sent(e2e.OPERATOR))
+    api.inject_message(e2e.OPERATOR, e2e.OPERATOR, "approve the first one please")
+    answer = api.wait_for(lambda: api.sent(e2e.OPERATOR)[before:], timeout=10)[0].text
+    assert "this was neither, so nothing changed" in answer and "/help" in answer
+    refused = e2e.command(api, "/budget foo")
+    assert refused == "/budget takes nothing or chart, not “foo”: /budget [chart]"
+    assert "No budgets configured" in e2e.command(api, "/budget")
