@@ -79,7 +79,7 @@ def test_history_says_who_once() -> None:
     item = items.Item(1, "news", "feed", "g", "{}", "h", State.REJECTED, 1, 1,
                       "rejected by operator:7", NOW, NOW, None)  # fmt: skip
     trail = [events.Event(1, "item", "1", "awaiting_approval", "rejected", "operator:7", 1,
-                          "rejected by operator:7", NOW, "0", "1")]  # fmt: skip
+                          "rejected by operator:7", NOW, 1, "0", "1")]  # fmt: skip
     text = render.history(item, trail)
     assert text.count("operator:7") == 1 and "rejected by operator:7 (attempt 1)" in text
 
