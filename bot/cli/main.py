@@ -159,9 +159,13 @@ def cmd_init(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime
     existed = (cfg.data_dir / datadir.DB_NAME).exists()
     if not existed or cfg.database_url:  # PostgreSQL: opening applies what migrations lack
         asyncio.run(_create(cfg))
-    where = "the PostgreSQL database" if cfg.database_url else (cfg.data_dir / datadir.DB_NAME)
-    text = f"store {'already there' if existed else 'created'}: {where}"
-    cli_output.emit(args, {"created": not existed, "store": str(where)}, lambda: text)
+    if cfg.database_url:  # the lock file tells nothing of the server: say what was done
+        where, said, created = "the PostgreSQL database", "ready (migrations applied)", None
+    else:
+        where = str(cfg.data_dir / datadir.DB_NAME)
+        said, created = ("already there" if existed else "created"), not existed
+    text = f"store {said}: {where}"
+    cli_output.emit(args, {"created": created, "store": where}, lambda: text)
     return 0
 
 
