@@ -73,8 +73,7 @@ async def beat(
 
 
 async def stopped(store: Store, worker_id: str, now: datetime) -> None:
-    params = {"id": worker_id, "now": clock.to_ms(now)}
-    await store.write(lambda conn: conn.execute(Q["stopped"], params))
+    await store.write(mark_stopped_sync, worker_id, now)
 
 
 def recent_sync(conn: backend.Conn, now: datetime) -> list[Worker]:
@@ -95,6 +94,27 @@ def recent_sync(conn: backend.Conn, now: datetime) -> list[Worker]:
 async def recent(store: Store, now: datetime) -> list[Worker]:
     """Workers heard from in the last FORGET_AFTER, the most recently started first."""
     return await store.read(lambda conn: recent_sync(conn, now))
+
+
+def gone_here(worker: Worker, here: Me) -> bool:
+    """Whether `worker` ran on this host in a process that no longer runs: a start after
+    a kill knows then, without waiting for its leases to lapse. Its pid being this
+    process's own means an earlier process of that pid (a container's pid 1, say)."""
+    if worker.host != here.host or worker.stopped_at is not None:
+        return False
+    if worker.pid == here.pid:
+        return True
+    try:
+        os.kill(worker.pid, 0)  # signal 0: only asks whether the process exists
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # alive, another user's
+        return False
+    return False
+
+
+def mark_stopped_sync(conn: backend.Conn, worker_id: str, now: datetime) -> None:
+    conn.execute(Q["stopped"], {"id": worker_id, "now": clock.to_ms(now)})
 
 
 def prune_sync(conn: backend.Conn, now: datetime) -> int:

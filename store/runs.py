@@ -163,6 +163,12 @@ def close_lapsed_sync(conn: backend.Conn, now: datetime) -> list[str]:
     return sorted({str(row[0]) for row in rows})
 
 
+def close_of_worker_sync(conn: backend.Conn, worker: str, now: datetime) -> list[str]:
+    """Runs of a worker known dead end as errors now; their pipelines."""
+    params = {"worker": worker, "now": clock.to_ms(now)}
+    return sorted({str(row[0]) for row in conn.execute(Q["close_of_worker"], params)})
+
+
 async def get(store: Store, run_id: int) -> Run:
     found = await store.read(_rows, Q["get"], {"id": run_id})
     if not found:

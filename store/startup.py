@@ -21,14 +21,15 @@ async def recover(store: Store, now: datetime, *, exclusive: bool = True) -> Non
     run is requested for each such pipeline now, so that tick starts at the scheduler's
     first pass instead of waiting for the schedule (or for the SLA to call them stuck).
     On a store only this process opens (`exclusive`), every open run is closed and every
-    dispatch claim freed: their holders died. On a store other workers share, only runs
-    whose worker stopped renewing them are closed, and claims lapse with their leases.
+    dispatch claim freed: their holders died. On a store other workers share, the runs
+    of workers known dead (an earlier process on this host that is gone) and those whose
+    worker stopped renewing them are closed; claims lapse with their leases.
     """
     if exclusive:
         interrupted = await runs.close_interrupted(store, now)
         await store.write(outbox.release_claims_sync)
     else:
-        interrupted = len(await store.write(lambda conn: runs.close_lapsed_sync(conn, now)))
+        interrupted = len(await store.write(_close_dead_runs, now))
     if interrupted:
         log.warning(
             "%d run(s) were interrupted by a crash and are now recorded as errors", interrupted
@@ -36,6 +37,16 @@ async def recover(store: Store, now: datetime, *, exclusive: bool = True) -> Non
     resumed = await store.write(_request_resume_runs, now)
     for pipeline, count in resumed.items():
         log.warning("pipeline %s: %d item(s) left undrafted will be resumed", pipeline, count)
+
+
+def _close_dead_runs(conn: backend.Conn, now: datetime) -> list[str]:
+    here = heartbeats.Me.here()
+    closed = runs.close_lapsed_sync(conn, now)
+    for worker in heartbeats.recent_sync(conn, now):
+        if heartbeats.gone_here(worker, here):
+            closed += runs.close_of_worker_sync(conn, worker.id, now)
+            heartbeats.mark_stopped_sync(conn, worker.id, now)
+    return closed
 
 
 async def recover_lapsed(store: Store, now: datetime) -> list[str]:

@@ -49,3 +49,10 @@ SELECT * FROM pipeline_runs
 -- name: get
 -- One run by id.
 SELECT * FROM pipeline_runs WHERE id = :id
+
+-- name: close_of_worker
+-- Runs of a worker known to be dead (its process is gone): they end as errors now.
+UPDATE pipeline_runs
+   SET ended_at = :now, status = 'error', error_text = 'interrupted: its worker stopped'
+ WHERE status = 'running' AND worker = :worker
+RETURNING pipeline

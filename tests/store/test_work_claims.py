@@ -4,6 +4,9 @@ pipeline started by compare-and-set, runs of dead workers closed, updates handle
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
+from collections.abc import Iterator
 from datetime import datetime, timedelta
 
 import pytest
@@ -130,6 +133,44 @@ async def test_startup_on_a_shared_store_closes_only_lapsed_runs(
     assert (await runs.get(store, live)).status == "running"
     await startup.recover(store, now + timedelta(seconds=1))
     assert (await runs.get(store, live)).status == "error"
+
+
+@pytest.fixture
+def pids() -> Iterator[tuple[int, int]]:
+    """The pid of a process that ended, and of one still running."""
+    ended = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    living = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    yield int(ended.stdout), living.pid
+    living.kill()
+    living.wait()
+
+
+async def test_startup_closes_at_once_the_runs_of_a_process_on_this_host_that_is_gone(
+    store: db.Store, now: datetime, pids: tuple[int, int]
+) -> None:
+    here, (dead_pid, live_pid) = heartbeats.Me.here(), pids
+    workers = {
+        "dead": heartbeats.Me("dead", here.host, dead_pid),
+        "far": heartbeats.Me("far", "another-host", dead_pid),
+        "alive": heartbeats.Me("alive", here.host, live_pid),
+    }
+    started = {}
+    for (name, me), pipeline in zip(workers.items(), ("digest", "news", "mail"), strict=True):
+        await heartbeats.beat(store, me, now, LEASE)
+        started[name] = await runs.start_run(
+            store, pipeline, "schedule", now, worker=me.id, lease=LEASE
+        )
+    # Well within every lease: only the run whose process is gone is closed.
+    await startup.recover(store, now + timedelta(seconds=1), exclusive=False)
+    closed = await runs.get(store, started["dead"])
+    assert (closed.status, closed.error_text) == ("error", "interrupted: its worker stopped")
+    assert (await runs.get(store, started["far"])).status == "running"
+    assert (await runs.get(store, started["alive"])).status == "running"
+    found = {w.id: w for w in await heartbeats.recent(store, now + timedelta(seconds=1))}
+    assert found["dead"].stopped_at is not None and found["alive"].stopped_at is None
 
 
 async def test_heartbeats_list_workers_and_say_who_is_alive(store: db.Store, now: datetime) -> None:
