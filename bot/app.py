@@ -156,19 +156,38 @@ def _targets(cfg: settings_mod.Settings, runtime: runtime_mod.Runtime) -> sender
     return targets
 
 
+def _item_buttons(
+    key: bytes, buttons: str, item_id: int, attempt: int | None, version: int | None
+) -> InlineKeyboardMarkup | None:
+    """The buttons a card edit or an alert asks for under one item's message."""
+    if attempt is None or version is None:
+        return None
+    if buttons == card_trail.RETRY_BUTTONS:
+        return card_actions.retry_keyboard(key, item_id, attempt, version)
+    if buttons == payloads.DECIDE_BUTTONS:
+        return card_taps.warning_keyboard(key, item_id, attempt, version)
+    if buttons == payloads.REPLAY_BUTTONS:
+        return card_actions.replay_keyboard(key, item_id, attempt, version)
+    return None
+
+
 def _keyboard(key: bytes, runtime: runtime_mod.Runtime) -> sender.Keyboard:
     def keyboard(row: outbox.Row) -> InlineKeyboardMarkup | None:
         listed = payloads.Alert.of(row) if row.kind == "alert" else None
         if listed is not None and listed.offer is not None:  # a digest's list
             return review_keyboards.listed_keyboard(key, listed.offer, listed.count or 0)
+        if listed is not None and listed.buttons and row.item_id is not None:
+            return _item_buttons(
+                key, listed.buttons, row.item_id, listed.attempt, listed.reply_to_version
+            )
         if row.item_id is None or row.kind not in ("card", "card_edit"):
             return None
         if row.kind == "card":
             card = payloads.Card.of(row)
             return card_taps.card_keyboard(key, row.item_id, card.attempt, card.version)
         edit = payloads.CardEdit.of(row)
-        if edit.buttons == card_trail.RETRY_BUTTONS:
-            return card_actions.retry_keyboard(key, row.item_id, edit.attempt, edit.version)
+        if edit.buttons:
+            return _item_buttons(key, edit.buttons, row.item_id, edit.attempt, edit.version)
         # A decided card: Undo while it lasts, Redraft.
         return review_keyboards.decided_keyboard(key, edit, runtime.pipelines.get(edit.pipeline))
 

@@ -30,7 +30,7 @@ TAG_BYTES = 12
 
 Action = Literal[
     "approve", "reject", "edit", "replay", "fresh", "retry", "show", "why", "other", "back",
-    "undo", "redraft", "all_approve", "all_reject", "yes_approve", "yes_reject", "cancel",
+    "undo", "redraft", "extend", "all_approve", "all_reject", "yes_approve", "yes_reject", "cancel",
 ]  # fmt: skip
 _CODES: dict[Action, str] = {
     "approve": "a",
@@ -45,6 +45,7 @@ _CODES: dict[Action, str] = {
     "back": "b",  # the card's own buttons again
     "undo": "u",
     "redraft": "d",
+    "extend": "x",  # give a waiting item its approval window once more
     # A listed set: item_id is the list's id, version the number of items on it.
     "all_approve": "A",
     "all_reject": "R",

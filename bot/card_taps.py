@@ -15,9 +15,12 @@ from telegram import ForceReply, InlineKeyboardButton, InlineKeyboardMarkup, Mes
 from telegram.constants import ParseMode
 
 from bot import callbacks, card_actions, handlers, metrics, people, render
-from pipelines import approval, config, operations
+from pipelines import approval, config, nudges, operations
 from store import drafts, errors, events, items, prompts
 from store.machine import State
+
+#: What the reply box says while an Edit prompt waits (Telegram shows at most 64 characters).
+EDIT_PLACEHOLDER = "your text becomes the new draft"
 
 
 def card_keyboard(key: bytes, item_id: int, attempt: int, version: int) -> InlineKeyboardMarkup:
@@ -27,6 +30,24 @@ def card_keyboard(key: bytes, item_id: int, attempt: int, version: int) -> Inlin
 
     return InlineKeyboardMarkup(
         [[button("✅ Approve", "approve"), button("❌ Reject", "reject"), button("✏️ Edit", "edit")]]
+    )
+
+
+def warning_keyboard(key: bytes, item_id: int, attempt: int, version: int) -> InlineKeyboardMarkup:
+    """Under an SLA warning: decide now, or give the item its window once more."""
+
+    def button(label: str, action: callbacks.Action) -> InlineKeyboardButton:
+        data = callbacks.encode(key, callbacks.Button(action, item_id, attempt, version))
+        return InlineKeyboardButton(label, callback_data=data)
+
+    return InlineKeyboardMarkup(
+        [
+            [
+                button("✅ Approve", "approve"),
+                button("❌ Reject", "reject"),
+                button("⏳ Extend", "extend"),
+            ]
+        ]
     )
 
 
@@ -48,6 +69,8 @@ async def tap(update: Update, context: handlers.Context) -> None:
             await _decide(query, d, pipeline, button, now)
         elif button.action == "edit":
             await _ask_for_edit(query, d, item, button)
+        elif button.action == "extend":
+            await _extend(query, d, pipeline, button, now)
         elif button.action == "retry":
             await card_actions.retry(query, d, pipeline, button, now)
         elif button.action == "show":
@@ -69,20 +92,30 @@ async def _decide(
         d.store, pipeline, button.item_id, button.attempt, button.version,
         query.from_user.id, "approve", now,
     )  # fmt: skip
-    answers = {
-        "approved": "✅ approved",
-        "rejected": "❌ rejected",
-        "pending": f"vote recorded: {len(decision.approvals)}/{decision.quorum}",
-        "unchanged": f"nothing changed: the item is {decision.item.state}",
-    }
+    said = _short(
+        await people.humanize(d.store, approval.vote_words(decision, pipeline, query.from_user.id))
+    )
     if decision.outcome == "unchanged":
-        await query.answer(answers[decision.outcome])
+        await query.answer(said)
         return
     # Edit the card now rather than at the sender's next pass, while the tap is answered.
-    await asyncio.gather(
-        query.answer(answers[decision.outcome]), d.sender.flush_item(button.item_id, now)
-    )
+    await asyncio.gather(query.answer(said), d.sender.flush_item(button.item_id, now))
+    await card_actions.settle_reply(query, d.store, button.item_id)
     await metrics.decided(d.store, pipeline.name, decision, now)
+
+
+async def _extend(
+    query: Any, d: handlers.Deps, pipeline: config.Pipeline, button: callbacks.Button, now: datetime
+) -> None:
+    item = await operations.review.extend(
+        d.store, pipeline, button.item_id, button.attempt, button.version, query.from_user.id, now
+    )
+    assert item.deadline is not None
+    left = nudges.waited(item.deadline - now)
+    await asyncio.gather(
+        query.answer(f"⏳ extended: {left} left to decide"), d.sender.flush_item(item.id, now)
+    )
+    await card_actions.settle_reply(query, d.store, item.id)
 
 
 async def _ask_for_edit(
@@ -98,7 +131,7 @@ async def _ask_for_edit(
     prompt: Message = await query.message.reply_text(
         card_actions.edit_prompt(item, draft.text),
         parse_mode=ParseMode.HTML,
-        reply_markup=ForceReply(selective=True, input_field_placeholder="the new text"),
+        reply_markup=ForceReply(selective=True, input_field_placeholder=EDIT_PLACEHOLDER),
     )
     await prompts.remember(
         d.store, prompt.chat_id, prompt.message_id, item.id, item.version, d.clock()

@@ -29,7 +29,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from bot import logs
+from bot import logs, people
 from pipelines import operations
 from pipelines.operations import review
 from pipelines.text import validation
@@ -128,11 +128,12 @@ async def _sweep(rt: Any, args: dict[str, Any]) -> Any:
 def _decision(action: str) -> Handler:
     async def run(rt: Any, args: dict[str, Any]) -> Any:
         version = args.get("version")
-        return await review.at_terminal(
+        decided = await review.at_terminal(
             rt.store, rt.pipelines, action, operations.whole_number(args.get("item"), "item"),
             str(args[BY]), rt.now(), text=str(args.get("text") or ""), scheduler=rt.scheduler,
             version=None if version is None else operations.whole_number(version, "version"),
         )  # fmt: skip
+        return dataclasses.replace(decided, said=await people.humanize(rt.store, decided.said))
 
     return run
 

@@ -16,7 +16,7 @@ from telegram import ForceReply, InlineKeyboardMarkup, Update
 from telegram import error as tg_error
 from telegram.ext import ContextTypes
 
-from bot import callbacks, card_taps, handlers, review_keyboards, sent_messages
+from bot import callbacks, card_actions, card_taps, handlers, review_keyboards, sent_messages
 from pipelines import approval, config
 from pipelines.operations import review
 from store import decisions, errors, events, followups, items
@@ -27,6 +27,11 @@ Context = ContextTypes.DEFAULT_TYPE
 
 #: The callback_data this module answers (its actions' codes, see bot.callbacks).
 PATTERN = r"^1:[rwobudARYNc][0-9]?:"
+#: What the reply box says while a prompt waits: what the reply will do.
+PLACEHOLDERS: dict[followups.AskKind, str] = {
+    "reject": "your text is the reason for the reject",
+    "redraft": "your note goes to the model for a new draft",
+}
 _REFUSALS = (errors.Conflict, errors.IllegalTransition, errors.NotFound, approval.NotAllowed)
 
 
@@ -108,6 +113,7 @@ async def _on_item(
 async def _answered(query: Any, d: handlers.Deps, item_id: int, text: str, now: datetime) -> None:
     # Edit the card now rather than at the sender's next pass, while the tap is answered.
     await asyncio.gather(query.answer(text), d.sender.flush_item(item_id, now))
+    await card_actions.settle_reply(query, d.store, item_id)
 
 
 async def _ask(
@@ -115,7 +121,7 @@ async def _ask(
 ) -> None:
     await query.answer()
     prompt = await query.message.reply_text(
-        text, reply_markup=ForceReply(selective=True, input_field_placeholder=kind)
+        text, reply_markup=ForceReply(selective=True, input_field_placeholder=PLACEHOLDERS[kind])
     )
     await followups.ask(d.store, prompt.chat_id, prompt.message_id, kind, ids, d.clock())
 

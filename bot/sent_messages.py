@@ -34,9 +34,10 @@ async def cards_for(store: Store, item_id: int, edit: dict[str, Any]) -> list[ou
 
 
 async def replies_to(store: Store, row: outbox.Row) -> dict[str, int]:
-    """chat -> the message of the card an alert answers (a reminder is a reply to it)."""
+    """chat -> the message of the card an alert about one item answers: the card of the
+    version it names, else the item's newest card. Chats without a card get none."""
     alert = payloads.Alert.of(row)
-    if row.item_id is None or alert.reply_to_version is None:
+    if row.item_id is None:
         return {}
     edit = {"attempt": alert.attempt, "version": alert.reply_to_version}
     found: dict[str, int] = {}

@@ -95,6 +95,32 @@ def _status_line(
     return line
 
 
+def vote_words(decision: decisions.Decision, pipeline: config.Pipeline, voter: int) -> str:
+    """What one vote did, for whoever cast it: "your vote is in: 1 of 2 (waiting for
+    operator:1002)", "you already approved this version". People are `operator:<id>`;
+    the bot and the CLI show their names."""
+    if decision.outcome == "approved":
+        return "✅ approved"
+    if decision.outcome == "rejected":
+        return "❌ rejected"
+    waiting = decision.item.state == State.AWAITING_APPROVAL
+    if decision.outcome == "unchanged" and not (waiting and voter in decision.approvals):
+        return f"nothing changed: the item is {decision.item.state.replace('_', ' ')}"
+    votes = f"{len(decision.approvals)} of {decision.quorum}"
+    more = decision.quorum - len(decision.approvals)
+    left = [o for o in pipeline.approval.operators if o not in decision.approvals]
+    names = ", ".join(events.operator(o) for o in left)
+    if not left:
+        tail = f"waiting for {more} more"
+    elif len(left) == more:
+        tail = f"waiting for {names}"
+    else:
+        tail = f"waiting for {more} more of {names}"
+    if decision.outcome == "pending":
+        return f"your vote is in: {votes} ({tail})"
+    return f"you already approved this version: {votes} ({tail})"
+
+
 def check_operator(
     pipeline: config.Pipeline, operator_id: int, conn: backend.Conn | None = None,
     item: tuple[int, int] | None = None,

@@ -176,6 +176,8 @@ class ApprovalConfig(_Model):
     #: Bring in `escalate_to` once an item has waited this long.
     escalate_after: Interval | None = None
     escalate_to: list[int] = Field(default_factory=list)
+    #: How many times an operator may extend one item's window (Extend on the SLA warning).
+    max_extensions: int = Field(default=1, ge=0, le=10)
     #: Send one message listing what waits at these times, instead of a card per item.
     digest: ScheduleField | None = None
 

@@ -3,9 +3,11 @@
     report = await sla.sweep(store, now)
 
 Past its deadline an item in drafting or dispatching moves to breach with the
-reason "stuck in <state> since <time>"; one awaiting approval expires. Each
-warning and each breach queues one alert (deduplicated by key), so running the
-sweep again changes nothing. The store finds what is due and moves it; when to warn,
+reason "stuck in <state> since <time>"; one awaiting approval expires, and its card
+says so and offers Replay. A warning about a waiting item is a reply to its card with
+Approve, Reject and Extend; a breach's alert offers Replay. Each warning and each
+breach queues one alert (deduplicated by key), so running the sweep again changes
+nothing. The store finds what is due and moves it; when to warn,
 what to do and what to say is decided here.
 """
 
@@ -39,8 +41,10 @@ def _warn_at(item: Item) -> datetime:
 
 
 def _entry_key(item: Item) -> str:
-    # One key per stay in a state: a later stay (after a replay) warns again.
-    return f"{item.id}:{item.attempt}:{item.state}:{clock.to_ms(item.last_transition_at)}"
+    # One key per stay in a state and deadline: a later stay (after a replay) or an
+    # extended window warns again.
+    stay = f"{item.id}:{item.attempt}:{item.state}:{clock.to_ms(item.last_transition_at)}"
+    return f"{stay}:{clock.to_ms(item.deadline) if item.deadline else ''}"
 
 
 def _sweep_items(conn: backend.Conn, item_ids: list[int], now: datetime) -> SweepReport:
@@ -58,22 +62,45 @@ def _sweep_items(conn: backend.Conn, item_ids: list[int], now: datetime) -> Swee
     return SweepReport(tuple(warned), tuple(moved))
 
 
-def _warn(conn: backend.Conn, item: Item, now: datetime) -> bool:
+def _left(item: Item, now: datetime) -> str:
     assert item.deadline is not None
     seconds = int((item.deadline - now).total_seconds())
-    left = f"{seconds // 60} min" if seconds >= 60 else f"{seconds} s"
-    text = (
-        f"⏳ item {item.id} ({item.pipeline}) has been in {item.state} since {_since(item)}; "
-        f"its deadline passes in {left}"
-    )
+    return f"{seconds // 60} min" if seconds >= 60 else f"{seconds} s"
+
+
+def _warn(conn: backend.Conn, item: Item, now: datetime) -> bool:
     key = f"sla-warning:{_entry_key(item)}"
-    return outbox.alert_sync(conn, text, now, key=key, item_id=item.id, level="warning") is not None
+    if item.state == machine.State.AWAITING_APPROVAL:
+        # To the people who decide, as a reply to their card, with what they can do now.
+        text = (
+            f"⏳ item {item.id} ({item.pipeline}) is waiting for approval, {_left(item, now)} left"
+        )
+        warning = payloads.Alert(
+            "warning", text, item.id, pipeline=item.pipeline, attempt=item.attempt,
+            reply_to_version=item.version, buttons=payloads.DECIDE_BUTTONS,
+        )  # fmt: skip
+        target = outbox.OPERATORS
+    else:
+        text = (
+            f"⏳ item {item.id} ({item.pipeline}) is still {item.state}, "
+            f"{_left(item, now)} left before it counts as stuck"
+        )
+        warning = payloads.Alert(
+            "warning", text, item.id, attempt=item.attempt, reply_to_version=item.version
+        )
+        target = outbox.ALERTS
+    row = outbox.enqueue_sync(
+        conn, "alert", target, warning.to_json(), now, item_id=item.id, dedupe_key=key
+    )
+    return row is not None
 
 
 def _act(conn: backend.Conn, item: Item, now: datetime) -> None:
     target = machine.ON_DEADLINE[item.state]
     if target == machine.State.EXPIRED:
-        reason = f"approval window passed: awaiting approval since {_since(item)}"
+        reason = (
+            f"expired: nobody decided within the approval window (waiting since {_since(item)})"
+        )
     else:
         reason = f"stuck in {item.state} since {_since(item)}"
     key = f"sla-{target}:{_entry_key(item)}"
@@ -81,16 +108,23 @@ def _act(conn: backend.Conn, item: Item, now: datetime) -> None:
         conn, item.id, target, "sweep", now, reason=reason, expect_attempt=item.attempt
     )
     if item.state == machine.State.AWAITING_APPROVAL:
-        # Its card still shows buttons: replace them with what happened.
+        # Its card still shows Approve and Reject: it says it expired, and offers Replay.
         edit = payloads.CardEdit(
-            item.id, item.attempt, item.version, moved.state.value, f"⌛ {reason}",
-            pipeline=item.pipeline,
+            item.id, item.attempt, item.version, moved.state.value,
+            f"⌛ expired at {now:%Y-%m-%d %H:%M UTC}: nobody decided within the approval "
+            f"window (waiting since {_since(item)})",
+            buttons=payloads.REPLAY_BUTTONS, pipeline=item.pipeline,
         )  # fmt: skip
         outbox.enqueue_sync(
             conn, "card_edit", outbox.OPERATORS, edit.to_json(), now, item_id=item.id
         )
-    text = f"🚨 item {item.id} ({item.pipeline}): {reason}"
-    outbox.alert_sync(conn, text, now, key=key, item_id=item.id)
+    alert = payloads.Alert(
+        "error", f"🚨 item {item.id} ({item.pipeline}): {reason}", item.id,
+        attempt=item.attempt, reply_to_version=item.version, buttons=payloads.REPLAY_BUTTONS,
+    )  # fmt: skip
+    outbox.enqueue_sync(
+        conn, "alert", outbox.ALERTS, alert.to_json(), now, item_id=item.id, dedupe_key=key
+    )
 
 
 async def sweep(store: Store, now: datetime) -> SweepReport:

@@ -154,6 +154,15 @@ class Alert(_Payload):
     #: A digest's list: the offer its buttons decide on, and how many items it lists.
     offer: int | None = None
     count: int | None = None
+    #: Buttons under an alert about one item (the bot builds them): DECIDE_BUTTONS under an
+    #: SLA warning, REPLAY_BUTTONS under a breach or an expiry.
+    buttons: str = ""
+
+
+#: `buttons` of an alert or a card edit: Approve, Reject and Extend (an SLA warning).
+DECIDE_BUTTONS = "decide"
+#: `buttons` of an alert or a card edit: Replay (an expired card, a breach).
+REPLAY_BUTTONS = "replay"
 
 
 _TYPES: dict[str, tuple[type, ...]] = {

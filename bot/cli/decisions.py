@@ -10,19 +10,20 @@ item's current one), as a card's buttons apply to the card's version.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 from datetime import datetime
 from typing import Any
 
-from bot import control
+from bot import control, people, wording
 from bot import settings as settings_mod
 from bot.cli import output as cli_output
 from bot.cli import reads as cli_reads
 from bot.cli import writes as cli_writes
 from pipelines import operations
 from pipelines.operations import review
-from store import events
+from store import db, events
 
 #: What each command does, as `gatehouse --help` lists it.
 HELP = {
@@ -58,17 +59,19 @@ def cmd_decide(cfg: settings_mod.Settings, args: argparse.Namespace, now: dateti
     request = {"item": args.item, "version": args.version, "text": text}
     actor = events.cli(control.unix_user(os.geteuid()))
     known = cli_reads.pipelines(cfg)
-    result = cli_writes.write(
-        cfg, action, request,
-        lambda s: review.at_terminal(
-            s, known, action, args.item, actor, now, version=args.version, text=text
-        ),
-    )  # fmt: skip
-    data = operations.plain(result)
-    words = {"approve": "approved", "reject": "rejected", "edit": "edited", "redraft": "redrafting"}
+
+    async def local(store: db.Store) -> review.Decided:
+        decided = await review.at_terminal(
+            store, known, action, args.item, actor, now, version=args.version, text=text
+        )
+        return dataclasses.replace(decided, said=await people.humanize(store, decided.said))
+
+    data = operations.plain(cli_writes.write(cfg, action, request, local))
+    item = data["item"]
     summary = (
-        f"item {data['id']} {words[action]}: {data['state']}, "
-        f"version {data['version']} of attempt {data['attempt']}"
+        f"item {item['id']}: {data['said']} "
+        f"(now {wording.state(item['state'])}, "
+        f"version {item['version']} of attempt {item['attempt']})"
     )
     cli_output.emit(args, data, lambda: summary)
     return 0

@@ -135,9 +135,17 @@ class LlmDrafter:
         self._fallback = drafters.TemplateDrafter(pipeline, note=NO_BUDGET_NOTE)
 
     async def draft(self, item: Item, now: datetime) -> drafters.DraftResult:
-        """Draft one item; the engine never drafts the same item twice at once."""
-        prompt = drafting.render_prompt(self._template, drafters.draft_item(item))
+        """Draft one item; the engine never drafts the same item twice at once. A redraft's
+        card says which note it was drafted with."""
         note = await followups.note(self._store, item.id, item.attempt)
+        result = await self._draft(item, now, note)
+        if note is None:
+            return result
+        said = f"✍️ redrafted with the note: “{note}”"
+        return dataclasses.replace(result, note=f"{said}\n{result.note}" if result.note else said)
+
+    async def _draft(self, item: Item, now: datetime, note: str | None) -> drafters.DraftResult:
+        prompt = drafting.render_prompt(self._template, drafters.draft_item(item))
         if note is not None:
             prompt = with_note(prompt, note)
         # A redraft's note must reach the model: no earlier answer stands in for it.

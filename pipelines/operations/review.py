@@ -3,6 +3,7 @@ and decisions on a listed set of items. Telegram and the CLI call these alike.
 
     await review.reject(store, pipeline, item_id, attempt, version, 1001, "off-topic", now)
     await review.undo(store, pipeline, item_id, attempt, version, 1001, now)
+    item = await review.extend(store, pipeline, item_id, attempt, version, 1001, now)
     await review.redraft(store, pipeline, item_id, 1, "shorter", 1001, actor, now, scheduler=s)
     listed = await review.offer(store, "news", now)         # what /pending lists, bound
     result = await review.decide_listed(store, pipelines, listed.offer.id, 1001, "approve", now)
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pipelines import approval
 from pipelines.text import validation
-from store import backend, decisions, errors, events, followups, items, schedules
+from store import backend, deadlines, decisions, errors, events, followups, items, schedules
 from store.db import Store
 from store.items import Item
 from store.ledger import outputs as llm_outputs
@@ -84,6 +85,28 @@ async def undo(
     return await store.write(unit)
 
 
+async def extend(
+    store: Store, pipeline: config.Pipeline, item_id: int, attempt: int, version: int,
+    operator_id: int, now: datetime,
+) -> Item:  # fmt: skip
+    """Give a waiting item its pipeline's approval window once more (Extend on a warning)."""
+    window = pipeline.approval.window
+    most = pipeline.approval.max_extensions
+    if not most:
+        raise Refused(f"extending is off for {pipeline.name} (approval.max_extensions: 0)")
+    who = events.operator(operator_id)
+
+    def unit(conn: backend.Conn) -> Item:
+        item = deadlines.extend_sync(conn, item_id, attempt, version, window, who, now, most=most)
+        assert item.deadline is not None
+        until = item.deadline.strftime("%Y-%m-%d %H:%M UTC")
+        status = f"⏳ window extended by {deadlines.span(window)} by {who}: open until {until}"
+        approval.edit_card_sync(conn, pipeline, item, version, status, now)
+        return item
+
+    return await store.write(unit)
+
+
 async def redraft(
     store: Store, pipeline: config.Pipeline, item_id: int, attempt: int, note: str,
     operator_id: int, actor: str, now: datetime, *, scheduler: Scheduler | None = None,
@@ -135,11 +158,20 @@ TerminalAction = Literal["approve", "reject", "edit", "redraft"]
 TERMINAL_ACTIONS: tuple[TerminalAction, ...] = ("approve", "reject", "edit", "redraft")
 
 
+@dataclass(frozen=True)
+class Decided:
+    """What a terminal's action left: the item, and what it did in words (a vote toward
+    a quorum says how many are in and who is awaited; people as `operator:<id>`)."""
+
+    item: Item
+    said: str
+
+
 async def at_terminal(
     store: Store, pipelines: Mapping[str, config.Pipeline], action: str, item_id: int,
     actor: str, now: datetime, *, version: int | None = None, text: str = "",
     scheduler: Scheduler | None = None,
-) -> Item:  # fmt: skip
+) -> Decided:  # fmt: skip
     """approve / reject / edit / redraft from the CLI, voting as decisions.TERMINAL with
     `actor` (the Unix user) in the events. `version` is the one the operator read
     (default: the current one); `text` is the reason, the new text or the note."""
@@ -150,12 +182,13 @@ async def at_terminal(
     shown = item.version if version is None else version
     voter = decisions.TERMINAL
     if action == "edit":
-        await approval.edit(store, pipeline, item_id, shown, text, voter, now, actor=actor)
-        return await items.get(store, item_id)
+        draft = await approval.edit(store, pipeline, item_id, shown, text, voter, now, actor=actor)
+        return Decided(await items.get(store, item_id), f"edited: version {draft.version}")
     if action == "redraft":
-        return await redraft(
+        again = await redraft(
             store, pipeline, item_id, item.attempt, text, voter, actor, now, scheduler=scheduler
         )
+        return Decided(again, "redrafting with your note")
     if action not in ("approve", "reject"):
         raise Refused(f"unknown action {action!r}; valid: {', '.join(TERMINAL_ACTIONS)}")
     reason = operator_text(text, "reason") if text.strip() else None
@@ -163,9 +196,10 @@ async def at_terminal(
         store, pipeline, item_id, item.attempt, shown, voter,
         "approve" if action == "approve" else "reject", now, reason=reason, actor=actor,
     )  # fmt: skip
-    if decision.outcome == "unchanged":
+    said = approval.vote_words(decision, pipeline, voter)
+    if decision.outcome == "unchanged" and said.startswith("nothing changed"):
         raise Refused(f"nothing changed: item {item_id} is {decision.item.state}")
-    return decision.item
+    return Decided(decision.item, said)
 
 
 # -- decisions on a listed set ----------------------------------------------------------

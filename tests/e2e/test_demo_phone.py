@@ -124,3 +124,44 @@ async def test_every_reply_fits_a_phone_screen(
         assert (tmp_path / f"{name}.png").stat().st_size > 1000
     await page.screenshot(path=str(tmp_path / "screen.png"))
     assert await page.evaluate(OVERFLOWS) == []
+
+
+@pytest.mark.timeout(150)
+async def test_on_a_phone_a_deadline_can_be_acted_on_and_an_expired_card_replayed(
+    running: demo.Running, phone: async_api.Page, tmp_path: Path
+) -> None:
+    page = phone
+    await page.goto(running.url)
+    # The first screen: cards one can act on, and the signed audit head as one short line.
+    await page.locator(".msg.bot .keyboard button", has_text="Approve").first.wait_for()
+    await page.screenshot(path=str(tmp_path / "first-screen.png"))
+    head = page.locator(".msg.bot", has_text="audit head")
+    for n in range(await head.count()):
+        box = await head.nth(n).bounding_box()
+        assert box is not None and box["height"] < PHONE["height"] / 6, "the audit head is a wall"
+    assert await page.evaluate(OVERFLOWS) == []
+
+    # The urgent pipeline's 40-second window at 80 %: a reply to its card, in words, with
+    # the buttons that act on it.
+    warning = page.locator(".msg.bot", has_text="(urgent) is waiting for approval")
+    await warning.wait_for(timeout=browser.WARNING_PATIENCE_MS)
+    await async_api.expect(warning).to_contain_text(re.compile(r"\d+ s left"))
+    await async_api.expect(warning.locator(".quote")).to_contain_text("urgent")
+    for label in ("Approve", "Reject", "Extend"):
+        await async_api.expect(warning.get_by_role("button", name=label)).to_be_visible()
+    await warning.scroll_into_view_if_needed()
+    await page.screenshot(path=str(tmp_path / "sla-warning.png"))
+
+    # Unanswered, the card expires: it says so and when, and offers Replay.
+    card = browser.by_id(page, await warning.get_attribute("data-reply-to"))
+    await async_api.expect(card).to_contain_text("⌛ expired at", timeout=browser.PATIENCE_MS)
+    await async_api.expect(card).to_contain_text("nobody decided within the approval window")
+    replay = card.get_by_role("button", name="Replay")
+    await async_api.expect(replay).to_be_visible()
+    await card.scroll_into_view_if_needed()
+    await page.screenshot(path=str(tmp_path / "expired-card.png"))
+    assert await page.evaluate(OVERFLOWS) == []
+    await replay.click()
+    await async_api.expect(page.locator("#toast")).to_contain_text("replayed: attempt 2")
+    for name in ("first-screen", "sla-warning", "expired-card"):
+        assert (tmp_path / f"{name}.png").stat().st_size > 1000

@@ -75,8 +75,9 @@ def feed() -> Iterator[FeedServer]:
 
 @contextlib.asynccontextmanager
 async def running(
-    tmp_path: Path, feed: FeedServer, approval: str, *, draft: str = "", llm: Any = None
-) -> AsyncIterator[Bot]:
+    tmp_path: Path, feed: FeedServer, approval: str, *, draft: str = "", llm: Any = None,
+    **runtime: Any,
+) -> AsyncIterator[Bot]:  # fmt: skip
     pipelines_dir, data_dir = tmp_path / "pipelines", tmp_path / "data"
     pipelines_dir.mkdir()
     (pipelines_dir / "news.yaml").write_text(
@@ -100,16 +101,16 @@ async def running(
             data_dir=data_dir, pipelines_dir=pipelines_dir, telegram=telegram, **(llm or {})
         )
         application = app.build(cfg, TOKEN)
-        config = dataclasses.replace(app.runtime_config(cfg, application), clock=clock)
-        runtime = await runtime_mod.Runtime.start(config)
+        config = dataclasses.replace(app.runtime_config(cfg, application), clock=clock, **runtime)
+        started = await runtime_mod.Runtime.start(config)
         stop = asyncio.Event()
-        serving = asyncio.create_task(app.serve(cfg, TOKEN, runtime, stop, application))
+        serving = asyncio.create_task(app.serve(cfg, TOKEN, started, stop, application))
         try:
-            yield Bot(api, runtime, clock)
+            yield Bot(api, started, clock)
         finally:
             stop.set()
             await serving
-            await runtime.stop()
+            await started.stop()
 
 
 @pytest.fixture(autouse=True)
@@ -255,6 +256,7 @@ async def test_redraft_passes_the_note_to_the_model(tmp_path: Path, feed: FeedSe
             new = (await api.await_for(lambda: attempt_two(api), timeout=30))[0]
             assert f"item {item_id}" in new.text
             assert model.calls == calls + 1
+            assert "redrafted with the note: “Name the city in the first line”" in new.text
             sent = model.requests[-1].body["messages"][-1]["content"]
             assert "Their instruction: Name the city in the first line" in sent
             trail_ = await trail(bot, item_id)

@@ -239,5 +239,9 @@ async def test_separate_editor_refused_under_quorum_two(
         lambda: [m for m in api.sent(SECOND) if "My own words" in m.text and m.reply_markup]
     )[0]
     query = api.inject_callback(SECOND, SECOND, theirs.message_id, e2e.button(theirs, "Approve"))
-    assert e2e.answer_to(api, query)["text"] == "vote recorded: 1/2"
+    assert e2e.answer_to(api, query)["text"] == "your vote is in: 1 of 2 (waiting for 1 more)"
+    again = api.inject_callback(SECOND, SECOND, theirs.message_id, e2e.button(theirs, "Approve"))
+    assert e2e.answer_to(api, again)["text"] == (
+        "you already approved this version: 1 of 2 (waiting for 1 more)"
+    )
     assert (await items_get(tmp_path, item_a)).state == State.AWAITING_APPROVAL

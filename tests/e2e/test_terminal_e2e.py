@@ -50,7 +50,7 @@ async def test_decisions_from_a_terminal_name_the_unix_user(
 
         code, out = await gatehouse(tmp_path, "reject", str(item_a), "--reason", "stale news")
         assert code == 0, out
-        assert f"item {item_a} rejected: rejected" in out
+        assert f"item {item_a}: ❌ rejected (now rejected, version 1 of attempt 1)" in out
         last = (await items.history(store, item_a))[-1]
         assert (last.actor, last.reason) == (USER, f"rejected by {USER}: stale news")
         await api.await_for(lambda: edited(api, first, f"rejected by {USER}"), timeout=10)
@@ -62,7 +62,7 @@ async def test_decisions_from_a_terminal_name_the_unix_user(
         assert await items.history(store, item_b) == before
 
         code, out = await gatehouse(tmp_path, "edit", str(item_b), "--text", "-", stdin=b"Mine")
-        assert code == 0 and f"item {item_b} edited" in out and "version 2" in out
+        assert code == 0 and f"item {item_b}: edited: version 2 (now waiting for approval" in out
         await api.await_for(
             lambda: [m for m in live.card_texts(api, e2e.OPERATOR) if "Mine" in m.text], 10
         )

@@ -322,3 +322,37 @@ async def test_a_pipeline_whose_pass_fails_does_not_stop_the_others(
     monkeypatch.setattr(nudges, "_digest", fails)
     report = await nudges.sweep(store, {"broken": broken, "news": news}, now + timedelta(hours=2))
     assert report.reminded == [item.id]
+
+
+async def test_a_vote_toward_a_quorum_says_how_many_are_in_and_who_is_awaited(
+    store: db.Store, now: datetime
+) -> None:
+    p, item = pipeline(quorum=2, operators=[ALICE, BOB, CAROL]), await awaiting(store, now)
+    pipelines = {"news": p}
+    cli = "cli:ana"
+    voted = await review.at_terminal(store, pipelines, "approve", item.id, cli, now)
+    who = f"operator:{ALICE}, operator:{BOB}, operator:{CAROL}"
+    assert voted.said == f"your vote is in: 1 of 2 (waiting for 1 more of {who})"
+    assert voted.item.state == S.AWAITING_APPROVAL
+    unchanged = await snapshot.tables(store)
+    again = await review.at_terminal(store, pipelines, "approve", item.id, cli, now)
+    assert again.said == f"you already approved this version: 1 of 2 (waiting for 1 more of {who})"
+    assert await snapshot.tables(store) == unchanged
+
+    alice = await approval.decide(store, p, item.id, 1, 1, ALICE, "approve", now)
+    assert approval.vote_words(alice, p, ALICE) == "✅ approved"
+    late = await approval.decide(store, p, item.id, 1, 1, BOB, "approve", now)
+    assert approval.vote_words(late, p, BOB) == "nothing changed: the item is approved"
+    with pytest.raises(review.Refused, match=f"nothing changed: item {item.id} is approved"):
+        await review.at_terminal(store, pipelines, "approve", item.id, cli, now)
+
+
+async def test_the_awaited_approver_is_named_when_only_one_can_complete_the_quorum(
+    store: db.Store, now: datetime
+) -> None:
+    p, item = pipeline(quorum=2, operators=[ALICE, BOB]), await awaiting(store, now)
+    vote = await approval.decide(store, p, item.id, 1, 1, ALICE, "approve", now)
+    assert (
+        approval.vote_words(vote, p, ALICE)
+        == f"your vote is in: 1 of 2 (waiting for operator:{BOB})"
+    )

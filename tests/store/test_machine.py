@@ -11,7 +11,19 @@ from pathlib import Path
 import pytest
 
 from pipelines import sla
-from store import db, decisions, drafts, errors, events, items, machine, migrate, outbox, sealer
+from store import (
+    db,
+    decisions,
+    drafts,
+    errors,
+    events,
+    items,
+    machine,
+    migrate,
+    outbox,
+    payloads,
+    sealer,
+)
 from store.machine import State
 from tests import forger, snapshot
 
@@ -335,8 +347,13 @@ async def test_sla_sweep_warns_once_then_breaches_once(store: db.Store, now: dat
     assert await snapshot.tables(store) == unchanged
     alerts = await outbox.due(store, now + timedelta(hours=1), ["alert"])
     assert [a.payload["level"] for a in alerts] == ["warning", "error"]
-    assert alerts[0].payload["text"].endswith("its deadline passes in 3 min")
+    assert (
+        alerts[0]
+        .payload["text"]
+        .endswith("is still drafting, 3 min left before it counts as stuck")
+    )
     assert "stuck in drafting" in alerts[1].payload["text"]
+    assert alerts[1].payload["buttons"] == payloads.REPLAY_BUTTONS  # a breach offers Replay
 
 
 async def test_a_warning_less_than_a_minute_ahead_counts_seconds(
@@ -347,7 +364,7 @@ async def test_a_warning_less_than_a_minute_ahead_counts_seconds(
     deadline = now + machine.DEADLINES[S.DRAFTING]
     assert (await sla.sweep(store, deadline - timedelta(seconds=40))).warned == (item.id,)
     [alert] = await outbox.due(store, deadline, ["alert"])
-    assert alert.payload["text"].endswith("its deadline passes in 40 s")
+    assert alert.payload["text"].endswith("40 s left before it counts as stuck")
 
 
 async def test_awaiting_approval_expires_after_its_window(store: db.Store, now: datetime) -> None:
@@ -367,7 +384,8 @@ async def test_awaiting_approval_expires_after_its_window(store: db.Store, now: 
     assert (await items.get(store, item.id)).state == S.EXPIRED
     (edit,) = await outbox.for_item(store, item.id, "card_edit")
     assert edit.payload["state"] == "expired"
-    assert edit.payload["status"].startswith("⌛ approval window passed")
+    assert edit.payload["status"].startswith("⌛ expired at 2026-11-30 15:00 UTC: nobody decided")
+    assert edit.payload["buttons"] == payloads.REPLAY_BUTTONS
 
 
 async def test_sweep_warning_not_starved_by_an_earlier_deadline(

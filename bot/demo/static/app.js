@@ -9,6 +9,7 @@ const toast = document.getElementById("toast");
 const form = document.getElementById("send-form");
 const input = document.getElementById("text");
 const replying = document.getElementById("replying");
+const replyingText = document.getElementById("replying-text");
 
 let revision = 0;
 let replyTo = null; // the bot's ForceReply message an edit answers
@@ -102,13 +103,32 @@ function renderKeyboard(message) {
   return keyboard;
 }
 
-function renderMessage(message) {
+// A reply shows the start of the message it answers, as Telegram does; a tap on it
+// scrolls there.
+function renderQuote(replied) {
+  const quote = document.createElement("div");
+  quote.className = "quote";
+  quote.textContent = replied ? replied.text.split("\n")[0].slice(0, 80) : "a message no longer here";
+  if (replied) {
+    quote.addEventListener("click", () => {
+      const target = chat.querySelector(`.msg[data-message-id="${replied.message_id}"]`);
+      if (target) target.scrollIntoView({ block: "center" });
+    });
+  }
+  return quote;
+}
+
+function renderMessage(message, byId) {
   const item = document.createElement("div");
   item.className = "msg " + (message.from_bot ? "bot" : "me");
   item.dataset.messageId = message.message_id;
   item.dataset.version = message.version;
   const bubble = document.createElement("div");
   bubble.className = "bubble";
+  if (message.reply_to_message_id) {
+    item.dataset.replyTo = message.reply_to_message_id;
+    bubble.appendChild(renderQuote(byId.get(message.reply_to_message_id)));
+  }
   if (message.photo) {  // a chart: the picture, then its caption
     const picture = document.createElement("img");
     picture.className = "photo";
@@ -139,13 +159,14 @@ function render(state) {
   const nearBottom = chat.scrollHeight - chat.scrollTop - chat.clientHeight < 80;
   const known = new Map([...chat.querySelectorAll(".msg")].map((el) => [el.dataset.messageId, el]));
   const messages = state.messages.filter((m) => !m.deleted);
+  const byId = new Map(messages.map((m) => [m.message_id, m]));
   let added = false;
   for (const message of messages) {
     const id = String(message.message_id);
     const old = known.get(id);
     known.delete(id);
     if (old && old.dataset.version === String(message.version)) continue;
-    const fresh = renderMessage(message);
+    const fresh = renderMessage(message, byId);
     if (old) {
       old.replaceWith(fresh);
       fresh.classList.add("changed"); // edited in place: flash it once
@@ -178,15 +199,17 @@ function followForceReply(messages) {
     if (!seenForceReply.has(m.message_id)) {
       seenForceReply.add(m.message_id);
       scrollDown = true;
-      setReplyTo(m.message_id);
+      setReplyTo(m.message_id, m.reply_markup.input_field_placeholder);
     }
   }
 }
 
-function setReplyTo(messageId) {
+// The banner says what the reply will do, in the bot's own words for that prompt.
+function setReplyTo(messageId, what) {
   replyTo = messageId;
   replying.hidden = messageId === null;
-  input.placeholder = messageId === null ? "Type a command, e.g. /status" : "The new text of the draft";
+  replyingText.textContent = `Replying to the bot: ${what || "your text answers its question"}`;
+  input.placeholder = messageId === null ? "Type a command, e.g. /status" : what || "Your reply";
   if (messageId !== null) input.focus();
 }
 

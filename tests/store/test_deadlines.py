@@ -1,0 +1,116 @@
+"""Deadlines an operator can act on: the SLA warning about a waiting item, Extend, expiry."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+import pytest
+
+from pipelines import sla
+from store import backend, db, deadlines, drafts, errors, items, outbox, payloads
+from store.machine import State
+from tests import snapshot
+
+WINDOW = timedelta(hours=2)
+
+
+async def _waiting(store: db.Store, now: datetime) -> items.Item:
+    item = await items.create(store, "news", "feed", "guid-1", {"title": "T"}, now)
+    assert item is not None
+    await items.transition(store, item.id, State.DRAFTING, "system", now)
+
+    def unit(conn: backend.Conn) -> items.Item:
+        drafts.add_sync(conn, item.id, "draft text", {"drafter": "template"}, now)
+        return items.transition_sync(
+            conn, item.id, State.AWAITING_APPROVAL, "system", now, deadline=WINDOW
+        )
+
+    return await store.write(unit)
+
+
+def _extend(
+    item: items.Item, now: datetime, *, most: int = 1, version: int | None = None
+) -> Callable[[backend.Conn], items.Item]:
+    def unit(conn: backend.Conn) -> items.Item:
+        return deadlines.extend_sync(
+            conn, item.id, item.attempt, version or item.version, WINDOW, "operator:7", now,
+            most=most,
+        )  # fmt: skip
+
+    return unit
+
+
+async def test_a_warning_about_a_waiting_item_answers_its_card_with_what_to_do(
+    store: db.Store, now: datetime
+) -> None:
+    item = await _waiting(store, now)
+    assert (await sla.sweep(store, now + timedelta(minutes=100))).warned == (item.id,)
+    [warning] = await outbox.due(store, now + timedelta(hours=1, minutes=40), ["alert"])
+    assert warning.target == outbox.OPERATORS  # where the cards are, not the alerts chat
+    alert = payloads.Alert.of(warning)
+    assert alert.text == f"⏳ item {item.id} (news) is waiting for approval, 20 min left"
+    assert (alert.pipeline, alert.attempt, alert.reply_to_version) == ("news", 1, 1)
+    assert alert.buttons == payloads.DECIDE_BUTTONS
+
+
+async def test_extend_moves_the_deadline_once_and_says_so_in_an_event(
+    store: db.Store, now: datetime
+) -> None:
+    item = await _waiting(store, now)
+    later = now + timedelta(minutes=100)
+    extended = await store.write(_extend(item, later))
+    assert extended.deadline == now + 2 * WINDOW
+    assert (await items.get(store, item.id)).deadline == now + 2 * WINDOW
+    [event] = (await items.history(store, item.id))[-1:]
+    assert (event.from_state, event.to_state, event.actor) == (
+        State.AWAITING_APPROVAL, State.AWAITING_APPROVAL, "operator:7",
+    )  # fmt: skip
+    assert event.reason == "window extended by 2 h, until 2026-11-30 16:00 UTC"
+
+    unchanged = await snapshot.tables(store)
+    with pytest.raises(errors.Refused, match="extended once already; its pipeline allows 1"):
+        await store.write(_extend(item, later))
+    assert await snapshot.tables(store) == unchanged
+    # Configured for more, the same item may be extended again.
+    again = await store.write(_extend(item, later, most=2))
+    assert again.deadline == now + 3 * WINDOW
+
+
+async def test_extend_is_refused_for_a_card_out_of_date(store: db.Store, now: datetime) -> None:
+    item = await _waiting(store, now)
+    unchanged = await snapshot.tables(store)
+    with pytest.raises(errors.Conflict, match="out of date"):
+        await store.write(_extend(item, now, version=2))
+    await items.transition(store, item.id, State.APPROVED, "operator:7", now)
+    with pytest.raises(errors.Conflict, match="out of date: item 1 is approved"):
+        await store.write(_extend(item, now))
+    assert len(await items.history(store, item.id)) == len(unchanged["events"]) + 1
+
+
+async def test_an_extended_window_warns_again_before_its_new_deadline(
+    store: db.Store, now: datetime
+) -> None:
+    item = await _waiting(store, now)
+    assert (await sla.sweep(store, now + timedelta(minutes=100))).warned == (item.id,)
+    await store.write(_extend(item, now + timedelta(minutes=100)))
+    assert await sla.sweep(store, now + timedelta(hours=2, minutes=30)) == sla.SweepReport((), ())
+    # 80 % of the stay from its start to the new deadline (4 h): 3 h 12 min.
+    report = await sla.sweep(store, now + timedelta(hours=3, minutes=15))
+    assert report.warned == (item.id,)
+    assert (await items.get(store, item.id)).state == State.AWAITING_APPROVAL
+
+
+async def test_an_expired_card_says_so_and_offers_replay(store: db.Store, now: datetime) -> None:
+    item = await _waiting(store, now)
+    assert (await sla.sweep(store, now + WINDOW)).moved == (item.id,)
+    expired = await items.get(store, item.id)
+    assert expired.state == State.EXPIRED
+    [edit] = await outbox.for_item(store, item.id, "card_edit")
+    assert edit.payload["status"] == (
+        "⌛ expired at 2026-11-30 14:00 UTC: nobody decided within the approval window "
+        "(waiting since 2026-11-30 12:00 UTC)"
+    )
+    assert edit.payload["buttons"] == payloads.REPLAY_BUTTONS
+    [alert] = [row for row in await outbox.for_item(store, item.id, "alert")]
+    assert payloads.Alert.of(alert).buttons == payloads.REPLAY_BUTTONS
