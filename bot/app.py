@@ -33,6 +33,7 @@ from telegram.ext import (
     Application,
     ApplicationBuilder,
     CallbackQueryHandler,
+    ChatMemberHandler,
     CommandHandler,
     MessageHandler,
     SimpleUpdateProcessor,
@@ -47,12 +48,14 @@ from bot import (
     card_actions,
     card_taps,
     control,
+    group_events,
     handlers,
     logs,
     metrics,
     polling,
     review_handlers,
     review_keyboards,
+    rooms,
     sender,
     startup,
     storage_alarm,
@@ -69,7 +72,7 @@ log = logging.getLogger(__name__)
 
 #: A flood-control answer is retried once inside PTB; the sender reschedules the rest.
 RATE_LIMIT_RETRIES = 1
-ALLOWED_UPDATES = [Update.MESSAGE, Update.CALLBACK_QUERY]
+ALLOWED_UPDATES = [Update.MESSAGE, Update.CALLBACK_QUERY, Update.MY_CHAT_MEMBER]
 #: How long a thread may hold the GIL while another waits (Python's default is 5 ms).
 #: Feed parsing and the duplicate gate run in threads beside the event loop and the
 #: store's lanes, and a tap's every step from one thread to the next could wait a whole
@@ -97,7 +100,9 @@ class OperatorFirst(SimpleUpdateProcessor):
 def build(cfg: settings_mod.Settings, token: str) -> App:
     """The PTB application with every handler; Deps are attached by `serve`."""
     limiter = metrics.CountingLimiter(
-        overall_max_rate=cfg.telegram.flood_limit_per_second, max_retries=RATE_LIMIT_RETRIES
+        overall_max_rate=cfg.telegram.flood_limit_per_second,
+        group_max_rate=cfg.telegram.group_messages_per_minute,
+        max_retries=RATE_LIMIT_RETRIES,
     )
     application: App = (
         ApplicationBuilder()
@@ -114,6 +119,9 @@ def build(cfg: settings_mod.Settings, token: str) -> App:
     ).build()
     add = application.add_handler
     add(TypeHandler(Update, polling.once), group=-2)  # an update another worker handled
+    # The groups cards go to, as Telegram changes them (from anyone, before the gate).
+    add(MessageHandler(filters.StatusUpdate.MIGRATE, group_events.migrated), group=-1)
+    add(ChatMemberHandler(group_events.membership, ChatMemberHandler.MY_CHAT_MEMBER), group=-1)
     add(TypeHandler(Update, handlers.gate), group=-1)  # the operator check, before anything
     add(CommandHandler(["help", "start"], handlers.help_))
     add(CommandHandler("status", handlers.status))
@@ -138,22 +146,36 @@ def alert_chats(cfg: settings_mod.Settings) -> list[int]:
     return [chat] if chat is not None else list(cfg.telegram.operators)
 
 
-def _targets(cfg: settings_mod.Settings, runtime: runtime_mod.Runtime) -> sender.Targets:
+def _targets(
+    cfg: settings_mod.Settings, runtime: runtime_mod.Runtime, groups: rooms.Rooms
+) -> sender.Targets:
     operators = list(cfg.telegram.operators)
 
     def targets(row: outbox.Row) -> list[int]:
-        if row.target == outbox.ALERTS:
-            return alert_chats(cfg)
+        name = str(row.payload.get("pipeline") or "")
+        room = groups.chat(name, runtime.now()) if name else None
+        if row.target == outbox.ALERTS:  # about an item of a group's pipeline: the group
+            return [room] if room is not None else alert_chats(cfg)
         chats = payloads.Card.of(row).chats if row.kind == "card" else ()
         if chats:  # an escalation's card: the people brought in
             return list(chats)
-        if row.target.startswith(card_trail.CHAT_TARGET):  # a fresh card for one chat
+        if row.target.startswith(card_trail.CHAT_TARGET):  # one chat (a fresh card, a note)
             return [int(row.target.removeprefix(card_trail.CHAT_TARGET))]
-        pipeline = runtime.pipelines.get(str(row.payload.get("pipeline")))
+        if room is not None:  # one card for the whole team
+            return [room]
+        pipeline = runtime.pipelines.get(name)
         # An operator's private chat has the operator's user id.
         return list(pipeline.approval.operators or operators) if pipeline else operators
 
     return targets
+
+
+def _threads(groups: rooms.Rooms) -> sender.Threads:
+    def thread(row: outbox.Row, chat: int) -> int | None:
+        name = str(row.payload.get("pipeline") or "")
+        return groups.thread(name) if chat < 0 and groups.is_room(chat) else None
+
+    return thread
 
 
 def _item_buttons(
@@ -205,15 +227,21 @@ async def serve(
     sys.setswitchinterval(GIL_SWITCH_S)
     application = application or build(cfg, token)
     key = startup.callback_key(cfg, token)
+    groups = rooms.Rooms(
+        runtime.store, runtime.pipelines, default_chat=cfg.telegram.cards_chat,
+        operators=cfg.telegram.operators,
+    )  # fmt: skip
     outbox_sender = sender.Sender(
         runtime.store,
         application.bot,
-        _targets(cfg, runtime),
+        _targets(cfg, runtime, groups),
         _keyboard(key, runtime),
         cfg.telegram.chat_messages_per_second,
         clock=runtime.now,
         report=runtime.workers.report,
         may_send=runtime.leader.trusted,
+        rooms=groups,
+        threads=_threads(groups),
     )
     gate = auth.Gate(cfg.telegram.operators, cfg.telegram.rate_limit_per_minute)
     application.bot_data["deps"] = handlers.Deps(
@@ -222,6 +250,7 @@ async def serve(
     )  # fmt: skip
     async with application:
         await application.start()
+        await groups.prepare(application.bot, runtime.now())
         await _start_updates(application, cfg, runtime)
         # The leader alone sends cards and alerts (per-chat pacing lives with it).
         runtime.lead(sender.NAME, outbox_sender.run)

@@ -85,6 +85,15 @@ async def settle_reply(query: Any, store: Store, item_id: int) -> None:
             raise
 
 
+def addressed(query: Any, text: str) -> str:
+    """A prompt's HTML, naming the operator who tapped when the chat is a group: a
+    selective ForceReply then opens the reply box for them alone."""
+    if query.message.chat.type == "private":
+        return text
+    user = query.from_user
+    return f'<a href="tg://user?id={user.id}">{render.esc(user.first_name)}</a>, {text}'
+
+
 def retry_keyboard(key: bytes, item_id: int, attempt: int, version: int) -> InlineKeyboardMarkup:
     data = callbacks.encode(key, callbacks.Button("retry", item_id, attempt, version))
     return InlineKeyboardMarkup([[InlineKeyboardButton("🔁 Retry", callback_data=data)]])

@@ -10,6 +10,7 @@ decision's line and the buttons the edit calls for.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable
 
@@ -19,7 +20,8 @@ from telegram.constants import ParseMode
 
 from bot import people, render, sent_messages
 from bot.sent_messages import UNREAD, Sent
-from store import outbox
+from pipelines import card_trail
+from store import errors, outbox
 from store.db import Store
 
 log = logging.getLogger(__name__)
@@ -51,7 +53,8 @@ async def edit(store: Store, bot: Bot, keyboard: Keyboard, row: outbox.Row) -> S
         shown = await people.card_payload(store, card.payload)
         last_part = render.card_parts(row.item_id, shown)[-1]
         text = render.decided_card(last_part, change, row.created_at)
-        edited.update(await _edit_messages(bot, _markup(keyboard, row, card), row, card, text))
+        markup = _markup(keyboard, row, card)
+        edited.update(await _edit_messages(store, bot, markup, row, card, text))
     return edited
 
 
@@ -68,8 +71,9 @@ def _markup(keyboard: Keyboard, row: outbox.Row, card: outbox.Row) -> InlineKeyb
 
 
 async def _edit_messages(
-    bot: Bot, markup: InlineKeyboardMarkup | None, row: outbox.Row, card: outbox.Row, text: str
-) -> Sent:
+    store: Store, bot: Bot, markup: InlineKeyboardMarkup | None, row: outbox.Row,
+    card: outbox.Row, text: str,
+) -> Sent:  # fmt: skip
     edited: Sent = {}
     for chat, ids in sent_messages.message_ids(card).items():
         if not ids or ids[-1] == UNREAD:
@@ -84,12 +88,20 @@ async def _edit_messages(
                 reply_markup=markup,
                 link_preview_options=NO_PREVIEW,
             )
-        except tg_error.BadRequest as exc:
-            # The operator deleted it; "Show card" sends a fresh one.
-            if sent_messages.gone(exc):
-                log.info("card_edit %d: the card in chat %s is gone", row.id, chat)
+        except tg_error.ChatMigrated as exc:
+            raise sent_messages.Moved(int(chat), exc.new_chat_id) from exc
+        except (tg_error.BadRequest, tg_error.Forbidden) as exc:
+            if isinstance(exc, tg_error.BadRequest) and sent_messages.not_modified(exc):
+                edited[chat] = ids[-1:]
                 continue
-            if not sent_messages.not_modified(exc):
+            if not (sent_messages.gone(exc) or int(chat) < 0):
                 raise
+            # Deleted (a cleared chat), or a group that no longer lets the bot edit: the
+            # edit goes on in the other chats; an open card is sent again where it was lost.
+            log.info("card_edit %d: the card in chat %s is gone: %s", row.id, chat, exc.message)
+            if sent_messages.gone(exc) and row.payload.get("state") == "awaiting_approval":
+                with contextlib.suppress(errors.Conflict):  # decided meanwhile: no card needed
+                    await card_trail.show_again(store, card.item_id or 0, int(chat), row.created_at)
+            continue
         edited[chat] = ids[-1:]
     return edited

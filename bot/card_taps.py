@@ -129,7 +129,7 @@ async def _ask_for_edit(
     await query.answer()
     draft = await drafts.get(d.store, item.id, item.version)
     prompt: Message = await query.message.reply_text(
-        card_actions.edit_prompt(item, draft.text),
+        card_actions.addressed(query, card_actions.edit_prompt(item, draft.text)),
         parse_mode=ParseMode.HTML,
         reply_markup=ForceReply(selective=True, input_field_placeholder=EDIT_PLACEHOLDER),
     )

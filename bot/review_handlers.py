@@ -14,9 +14,18 @@ from typing import Any
 
 from telegram import ForceReply, InlineKeyboardMarkup, Update
 from telegram import error as tg_error
+from telegram.constants import ParseMode
 from telegram.ext import ContextTypes
 
-from bot import callbacks, card_actions, card_taps, handlers, review_keyboards, sent_messages
+from bot import (
+    callbacks,
+    card_actions,
+    card_taps,
+    handlers,
+    render,
+    review_keyboards,
+    sent_messages,
+)
 from pipelines import approval, config
 from pipelines.operations import review
 from store import decisions, errors, events, followups, items
@@ -121,7 +130,9 @@ async def _ask(
 ) -> None:
     await query.answer()
     prompt = await query.message.reply_text(
-        text, reply_markup=ForceReply(selective=True, input_field_placeholder=PLACEHOLDERS[kind])
+        card_actions.addressed(query, render.esc(text)),
+        parse_mode=ParseMode.HTML,
+        reply_markup=ForceReply(selective=True, input_field_placeholder=PLACEHOLDERS[kind]),
     )
     await followups.ask(d.store, prompt.chat_id, prompt.message_id, kind, ids, d.clock())
 

@@ -44,6 +44,7 @@ from telegram.constants import ParseMode
 
 from bot import alerts, card_edits, logs, people, render, sent_messages
 from bot.card_edits import NO_PREVIEW
+from bot.rooms import Rooms
 from bot.sent_messages import UNREAD, Sent
 from pipelines import logfields, retry, workers
 from pipelines.text import telegram as telegram_text
@@ -76,6 +77,11 @@ EVERY_CHAT = None
 
 #: row -> the chats it goes to (cards and alerts).
 Targets = Callable[[outbox.Row], list[int]]
+#: (row, chat) -> the forum topic it goes to in that chat, or None.
+Threads = Callable[[outbox.Row, int], int | None]
+#: Messages per second into one group (Telegram allows about 20 a minute); PTB's limiter
+#: holds the same pace for every call, this keeps one row's parts from queueing there.
+GROUP_PER_SECOND = 20 / 60
 Keyboard = card_edits.Keyboard
 
 #: Token-shaped text never reaches a row's reason (the database).
@@ -89,6 +95,15 @@ class Retry(Exception):
         super().__init__(reason)
         self.at = at
         self.counts = counts
+
+
+class Lost(Exception):
+    """A group the cards go to refused the bot (removed, or no right to post)."""
+
+    def __init__(self, chat: int, why: str) -> None:
+        super().__init__(f"group {chat} refused the bot: {why}")
+        self.chat = chat
+        self.why = why
 
 
 class Flood(Exception):
@@ -132,8 +147,13 @@ class Sender:
         clock: Callable[[], datetime] = utcnow,
         report: workers.Report | None = None,
         may_send: Callable[[], bool] = lambda: True,
+        rooms: Rooms | None = None,
+        threads: Threads = lambda row, chat: None,
     ) -> None:
         self.store = store
+        #: The groups cards go to (None: private chats only), and each row's forum topic.
+        self.rooms = rooms
+        self._threads = threads
         #: Whether this worker may send now: only the leader does (pipelines.leader).
         self._may_send = may_send
         self.bot = bot
@@ -236,6 +256,12 @@ class Sender:
         """Record why a row did not go out, and when (if ever) it is tried again."""
         if isinstance(exc, Flood):
             await self._hold(row, exc, now)
+        elif isinstance(exc, sent_messages.Moved) and self.rooms is not None:
+            await self.rooms.moved(exc.old, exc.new, now)
+            await outbox.defer(self.store, row.id, str(exc), now, self._progress_json(row))
+        elif isinstance(exc, Lost) and self.rooms is not None:
+            await self.rooms.lost(exc.chat, exc.why, now)
+            await outbox.defer(self.store, row.id, str(exc), now, self._progress_json(row))
         elif isinstance(exc, Retry) and exc.counts:
             await self._retry(row, str(exc), exc.at)
         elif isinstance(exc, Retry):
@@ -313,13 +339,24 @@ class Sender:
             ids = sent.setdefault(str(chat), [])
             for index in range(len(ids), len(parts)):
                 last = index == len(parts) - 1
-                await self._pace.setdefault(str(chat), AsyncLimiter(self._per_chat, 1)).acquire()
+                await self._limiter(chat).acquire()
                 reply_to = replies.get(str(chat)) if index == 0 else None
                 part = parts[index]
-                ids.append(
-                    await self._send_part(row, chat, part, markup if last else None, reply_to)
-                )
+                try:
+                    ids.append(
+                        await self._send_part(row, chat, part, markup if last else None, reply_to)
+                    )
+                except tg_error.ChatMigrated as exc:
+                    raise sent_messages.Moved(chat, exc.new_chat_id) from exc
+                except (tg_error.Forbidden, tg_error.BadRequest) as exc:
+                    if self.rooms is not None and self.rooms.is_room(chat):
+                        raise Lost(chat, exc.message) from exc
+                    raise
         return sent
+
+    def _limiter(self, chat: int) -> AsyncLimiter:
+        rate = self._per_chat if chat > 0 else min(self._per_chat, GROUP_PER_SECOND)
+        return self._pace.setdefault(str(chat), AsyncLimiter(rate, 1))
 
     async def _send_part(
         self, row: outbox.Row, chat: int, text: str, markup: InlineKeyboardMarkup | None,
@@ -329,6 +366,7 @@ class Sender:
             message = await self.bot.send_message(
                 chat,
                 text,
+                message_thread_id=self._threads(row, chat),
                 parse_mode=ParseMode.HTML,
                 reply_markup=markup,
                 link_preview_options=NO_PREVIEW,

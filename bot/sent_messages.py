@@ -48,10 +48,19 @@ async def replies_to(store: Store, row: outbox.Row) -> dict[str, int]:
     return found
 
 
+class Moved(Exception):
+    """Telegram moved the chat (a group upgraded to a supergroup): send again to `new`."""
+
+    def __init__(self, old: int, new: int) -> None:
+        super().__init__(f"group {old} became supergroup {new}")
+        self.old = old
+        self.new = new
+
+
 def not_modified(exc: tg_error.BadRequest) -> bool:
     return "message is not modified" in exc.message.lower()
 
 
-def gone(exc: tg_error.BadRequest) -> bool:
+def gone(exc: tg_error.TelegramError) -> bool:
     """Telegram's answer for a message that was deleted (or never was)."""
     return "not found" in exc.message.lower()

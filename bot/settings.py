@@ -92,6 +92,11 @@ class TelegramSettings(BaseModel):
     operators: Annotated[list[int], NoDecode] = Field(default_factory=list)
     #: Where alerts go; default: each operator's private chat.
     alerts_chat: int | None = None
+    #: One card per item in this group (id or @username) for every pipeline that names
+    #: no approval.chat of its own; default: a card in each operator's private chat.
+    cards_chat: int | str | None = None
+    #: Messages per minute into one group (Telegram allows about 20).
+    group_messages_per_minute: float = Field(default=20.0, gt=0)
     mode: Literal["polling", "webhook"] = "polling"
     webhook_url: str | None = None
     webhook_secret: SecretStr | None = None

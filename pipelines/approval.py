@@ -79,20 +79,32 @@ def edit_card_sync(
 
 
 def _status_line(
-    decision: decisions.Decision, who: str, reason: str | None, undo_until: datetime | None,
-    now: datetime,
+    decision: decisions.Decision, pipeline: config.Pipeline, who: str, reason: str | None,
+    undo_until: datetime | None, now: datetime,
 ) -> str:  # fmt: skip
     at = now.strftime("%Y-%m-%d %H:%M UTC")
     if decision.outcome == "approved":
         line = f"✅ approved by {who} at {at}"
     elif decision.outcome == "rejected":
         line = f"❌ rejected by {who} at {at}" + (f": {reason}" if reason else "")
-    else:
-        return f"⏳ {len(decision.approvals)}/{decision.quorum} approvals"
+    else:  # a vote toward the quorum: everyone looking at the card sees who is in
+        voters = ", ".join(decisions.voter(o) for o in decision.approvals)
+        return f"✅ {voters} · {awaited(decision, pipeline)}"
     if undo_until is not None:
         action = "sends" if decision.outcome == "approved" else "final"
         line += f"\n↩️ Undo until {undo_until.strftime('%H:%M:%S UTC')} ({action} then)"
     return line
+
+
+def awaited(decision: decisions.Decision, pipeline: config.Pipeline) -> str:
+    """Who the quorum still waits for: "waiting for operator:2", "waiting for 1 more of
+    operator:2, operator:3" (the approvers not yet heard), "waiting for 1 more"."""
+    more = decision.quorum - len(decision.approvals)
+    left = [o for o in pipeline.approval.operators if o not in decision.approvals]
+    names = ", ".join(events.operator(o) for o in left)
+    if not left:
+        return f"waiting for {more} more"
+    return f"waiting for {names}" if len(left) == more else f"waiting for {more} more of {names}"
 
 
 def vote_words(decision: decisions.Decision, pipeline: config.Pipeline, voter: int) -> str:
@@ -107,15 +119,7 @@ def vote_words(decision: decisions.Decision, pipeline: config.Pipeline, voter: i
     if decision.outcome == "unchanged" and not (waiting and voter in decision.approvals):
         return f"nothing changed: the item is {decision.item.state.replace('_', ' ')}"
     votes = f"{len(decision.approvals)} of {decision.quorum}"
-    more = decision.quorum - len(decision.approvals)
-    left = [o for o in pipeline.approval.operators if o not in decision.approvals]
-    names = ", ".join(events.operator(o) for o in left)
-    if not left:
-        tail = f"waiting for {more} more"
-    elif len(left) == more:
-        tail = f"waiting for {names}"
-    else:
-        tail = f"waiting for {more} more of {names}"
+    tail = awaited(decision, pipeline)
     if decision.outcome == "pending":
         return f"your vote is in: {votes} ({tail})"
     return f"you already approved this version: {votes} ({tail})"
@@ -133,7 +137,10 @@ def check_operator(
     brought_in = operator_id in pipeline.approval.escalate_to
     if brought_in and conn and item and followups.nudged_sync(conn, *item, "escalate"):
         return
-    raise NotAllowed(f"operator {operator_id} is not among {pipeline.name}'s approvers")
+    raise NotAllowed(
+        f"you are not an approver here: operator {operator_id} is not among "
+        f"{pipeline.name}'s approvers"
+    )
 
 
 def _who(decision: decisions.Decision, operator_id: int, actor: str | None) -> str:
@@ -177,8 +184,9 @@ async def decide(
         window = pipeline.approval.undo_window
         until = now + window if window and decision.outcome != "pending" else None
         who = _who(decision, operator_id, actor)
+        status = _status_line(decision, pipeline, who, reason, until, now)
         edit_card_sync(
-            conn, pipeline, decision.item, version, _status_line(decision, who, reason, until, now),
+            conn, pipeline, decision.item, version, status,
             now, decided_by=decision.approvals if choice == "approve" else (operator_id,),
             undo_until=until,
         )  # fmt: skip

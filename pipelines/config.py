@@ -178,6 +178,11 @@ class ApprovalConfig(_Model):
     escalate_to: list[int] = Field(default_factory=list)
     #: How many times an operator may extend one item's window (Extend on the SLA warning).
     max_extensions: int = Field(default=1, ge=0, le=10)
+    #: One card per item in this group or supergroup (its id, or its @username), instead
+    #: of a card in each operator's private chat. Default: GATEHOUSE_TELEGRAM__CARDS_CHAT.
+    chat: int | Annotated[str, Field(pattern=r"^@[A-Za-z][A-Za-z0-9_]{3,31}$")] | None = None
+    #: The forum topic for the cards: its message_thread_id, or a name the bot creates once.
+    topic: int | Annotated[str, Field(min_length=1, max_length=128)] | None = None
     #: Send one message listing what waits at these times, instead of a card per item.
     digest: ScheduleField | None = None
 
@@ -193,6 +198,13 @@ class ApprovalConfig(_Model):
             raise ValueError('digest must be a 5-field cron expression, like "0 9 * * *"')
         if self.undo_window > timedelta(minutes=10):
             raise ValueError("undo_window must be at most 10m: the dispatch waits for it")
+        if isinstance(self.chat, int) and self.chat >= 0:
+            raise ValueError(
+                f"approval.chat {self.chat} is not a group: a group's id is negative "
+                "(-100... for a supergroup); leave it out for cards in private chats"
+            )
+        if self.topic is not None and self.chat is None:
+            raise ValueError("approval.topic needs approval.chat: the forum the topic is in")
         return self
 
     @field_validator("quorum", mode="after")

@@ -86,8 +86,9 @@ def _warn(conn: backend.Conn, item: Item, now: datetime) -> bool:
             f"{_left(item, now)} left before it counts as stuck"
         )
         warning = payloads.Alert(
-            "warning", text, item.id, attempt=item.attempt, reply_to_version=item.version
-        )
+            "warning", text, item.id, pipeline=item.pipeline, attempt=item.attempt,
+            reply_to_version=item.version,
+        )  # fmt: skip
         target = outbox.ALERTS
     row = outbox.enqueue_sync(
         conn, "alert", target, warning.to_json(), now, item_id=item.id, dedupe_key=key
@@ -120,7 +121,8 @@ def _act(conn: backend.Conn, item: Item, now: datetime) -> None:
         )
     alert = payloads.Alert(
         "error", f"🚨 item {item.id} ({item.pipeline}): {reason}", item.id,
-        attempt=item.attempt, reply_to_version=item.version, buttons=payloads.REPLAY_BUTTONS,
+        pipeline=item.pipeline, attempt=item.attempt, reply_to_version=item.version,
+        buttons=payloads.REPLAY_BUTTONS,
     )  # fmt: skip
     outbox.enqueue_sync(
         conn, "alert", outbox.ALERTS, alert.to_json(), now, item_id=item.id, dedupe_key=key

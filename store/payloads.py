@@ -146,7 +146,8 @@ class Alert(_Payload):
     item_id: int | None = None
     about: About | None = None
     facts: dict[str, Any] = field(default_factory=dict)
-    #: To the operators of this pipeline (a reminder, a digest), not the alerts chat.
+    #: The pipeline it is about: a row for the operators goes to its approvers (a
+    #: reminder, a digest); any alert goes to its group when its cards go to one.
     pipeline: str = ""
     #: A reminder answers the card of this attempt and version (a reply to it).
     attempt: int | None = None

@@ -354,3 +354,17 @@ CREATE TABLE handled_updates (
 );
 
 CREATE INDEX handled_updates_by_age ON handled_updates (handled_at);
+
+CREATE TABLE forum_topics (
+    chat_id    INTEGER NOT NULL,
+    name       TEXT NOT NULL,
+    thread_id  INTEGER NOT NULL,
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (chat_id, name)
+);
+
+CREATE TABLE chat_moves (
+    old_id   INTEGER PRIMARY KEY,
+    new_id   INTEGER NOT NULL,
+    moved_at INTEGER NOT NULL
+);

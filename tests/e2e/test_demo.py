@@ -183,7 +183,9 @@ async def test_the_team_pipeline_needs_both_operators(page: Page) -> None:
     await page.post(
         "/api/tap", {"message_id": first["message_id"], "data": button(first, "Approve")}
     )
-    await page.until(lambda s: _message(s, first["message_id"], "1/2 approvals"))
+    await page.until(
+        lambda s: _message(s, first["message_id"], "✅ Alex (@alex) · waiting for Sam (@sam)")
+    )
     assert (await page.chat())["operators"] == list(demo.content.OPERATORS)
 
     other = demo.content.OPERATORS[1]

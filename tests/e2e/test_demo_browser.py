@@ -186,7 +186,7 @@ async def test_switching_to_the_second_operator_completes_a_quorum_of_two(
     await page.goto(running.url)
     card = page.locator(".msg.bot", has_text="📝 team · item")
     await card.get_by_role("button", name="Approve").click()
-    await async_api.expect(card).to_contain_text("1/2 approvals")
+    await async_api.expect(card).to_contain_text("✅ Alex (@alex) · waiting for Sam (@sam)")
     await async_api.expect(card.get_by_role("button", name="Approve")).to_be_visible()
 
     await page.get_by_role("button", name="operator 1002").click()

@@ -106,8 +106,18 @@ class Request:
     def chat_id(self) -> int:
         value = self.params.get("chat_id")
         if isinstance(value, str) and value.startswith("@"):
-            raise bad_request("chat not found")  # the local server knows no usernames
+            group = self.state.groups.by_username(value)
+            if group is None:
+                raise bad_request("chat not found")  # only groups added with a username
+            return group.id
         return self.get_int("chat_id")
+
+    def thread(self, chat_id: int, reply_to: int | None) -> int | None:
+        """The forum topic to post in: message_thread_id, else the replied message's."""
+        if self.params.get("message_thread_id") not in (None, ""):
+            return self.get_int("message_thread_id")
+        replied = self.state.find(chat_id, reply_to) if reply_to else None
+        return replied.message_thread_id if replied else None
 
     def get_str(self, name: str, default: str = "") -> str:
         value = self.params.get(name, default)
@@ -272,6 +282,7 @@ def get_my_commands(request: Request) -> Any:
 def send_message(request: Request) -> Any:
     chat_id = request.chat_id()
     text, entities = _text_and_entities(request)
+    reply_to = _reply_to(request, chat_id)
     message = request.state.add_message(
         chat_id,
         from_bot=True,
@@ -279,10 +290,24 @@ def send_message(request: Request) -> Any:
         text=text,
         entities=entities,
         reply_markup=_reply_markup(request),
-        reply_to_message_id=_reply_to(request, chat_id),
+        reply_to_message_id=reply_to,
         now=request.now,
+        message_thread_id=request.thread(chat_id, reply_to),
     )
     return request.state.telegram_message(message)
+
+
+def create_forum_topic(request: Request) -> Any:
+    name = request.get_str("name")
+    thread = request.state.create_topic(request.chat_id(), name)
+    return {"message_thread_id": thread, "name": name, "icon_color": 7322096}
+
+
+def get_chat(request: Request) -> Any:
+    chat_id = request.chat_id()
+    if chat_id < 0 and request.state.groups.get(chat_id) is None:
+        raise bad_request("chat not found")
+    return request.state.chat(chat_id)
 
 
 def send_photo(request: Request) -> Any:
@@ -383,6 +408,8 @@ METHODS: dict[str, Callable[[Request], Any]] = {
     "getmycommands": get_my_commands,
     "sendmessage": send_message,
     "sendphoto": send_photo,
+    "createforumtopic": create_forum_topic,
+    "getchat": get_chat,
     "editmessagetext": edit_message_text,
     "editmessagereplymarkup": edit_message_reply_markup,
     "answercallbackquery": answer_callback_query,

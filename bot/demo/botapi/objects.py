@@ -47,6 +47,8 @@ class ChatMessage:
     #: A photo message: {"width", "height", "file_size"}; `text` is its caption and the
     #: picture's bytes are kept apart (`LocalApiState.photo`), so messages stay JSON.
     photo: dict[str, int] | None = None
+    #: The forum topic the message is in (None: the chat itself, or its General topic).
+    message_thread_id: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -31,6 +31,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any, TypeVar
 
+from bot.demo.botapi import groups as localapi_groups
 from bot.demo.botapi import http as localapi_http
 from bot.demo.botapi import methods as localapi_methods
 from bot.demo.botapi import state as localapi_state
@@ -126,8 +127,10 @@ class LocalBotApi:
         reply_to_message_id: int | None = None,
         *,
         entities: list[dict[str, Any]] | None = None,
+        thread: int | None = None,
     ) -> dict[str, Any]:
-        """A user writes `text` in the chat; returns the queued Update."""
+        """A user writes `text` in the chat (in forum topic `thread`, or the replied
+        message's); returns the queued Update."""
         if not text:
             raise ValueError("text must be a non-empty string")
         if len(text) > localapi_methods.MAX_TEXT:
@@ -136,7 +139,8 @@ class LocalBotApi:
                 f"Bad Request: message is too long ({len(text)} characters;"
                 f" at most {localapi_methods.MAX_TEXT})"
             )
-        if reply_to_message_id is not None and not self.state.find(chat_id, reply_to_message_id):
+        replied = self.state.find(chat_id, reply_to_message_id) if reply_to_message_id else None
+        if reply_to_message_id is not None and replied is None:
             raise ValueError(f"chat {chat_id} has no message {reply_to_message_id} to reply to")
         message = self.state.add_message(
             chat_id,
@@ -147,6 +151,7 @@ class LocalBotApi:
             reply_markup=None,
             reply_to_message_id=reply_to_message_id,
             now=int(time.time()),
+            message_thread_id=thread or (replied.message_thread_id if replied else None),
         )
         return self.state.push_update({"message": self.state.telegram_message(message)})
 
@@ -161,6 +166,38 @@ class LocalBotApi:
         command = text.split(maxsplit=1)[0]
         entity = {"type": "bot_command", "offset": 0, "length": len(command)}
         return self.inject_message(chat_id, user_id, text, entities=[entity])
+
+    # -- groups -----------------------------------------------------------------
+
+    def add_group(
+        self, chat_id: int, title: str, members: list[int], *, forum: bool = False,
+        username: str | None = None,
+    ) -> None:  # fmt: skip
+        """A group (or, with a -100 id, a supergroup; with `forum`, a forum) the bot is in."""
+        group = localapi_groups.Group(chat_id, title, set(members), forum, username)
+        with self.state.lock:
+            self.state.groups.add(group)
+
+    def migrate_group(self, old: int, new: int, by_user_id: int) -> None:
+        """Telegram upgrades the group to a supergroup: the bot gets the service messages,
+        and from now on the old id answers 400 with migrate_to_chat_id."""
+        by = localapi_state.user_object(by_user_id, *self.names.get(by_user_id, ()))
+        self.state.migrate(old, new, by, int(time.time()))
+
+    def set_bot_status(self, chat_id: int, status: localapi_groups.BotStatus) -> None:
+        """The bot is removed from the group ("kicked"), may no longer post ("restricted"),
+        or is a member again ("member")."""
+        with self.state.lock:
+            group = self.state.groups.get(chat_id)
+            if group is None:
+                raise ValueError(f"no group {chat_id}")
+            group.bot_status = status
+
+    def topics(self, chat_id: int) -> dict[int, str]:
+        """A forum's topics, by message_thread_id."""
+        with self.state.lock:
+            group = self.state.groups.get(chat_id)
+            return dict(group.topics) if group else {}
 
     def inject_callback(self, chat_id: int, user_id: int, message_id: int, data: str) -> str:
         """A user taps a button with `data` under a message; returns the callback_query id."""

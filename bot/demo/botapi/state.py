@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 # Re-exported: the server, its methods and the tests name these through `state`.
+from bot.demo.botapi.groups import Groups
 from bot.demo.botapi.objects import ApiError as ApiError
 from bot.demo.botapi.objects import CallRecord as CallRecord
 from bot.demo.botapi.objects import ChatMessage as ChatMessage
@@ -58,8 +59,15 @@ class LocalApiState:
         self.commands: dict[str, list[dict[str, Any]]] = {}
         self.chat_actions: list[dict[str, Any]] = []
         self._photos: dict[tuple[int, int], bytes] = {}
+        #: Groups and supergroups by chat id (other chat ids accept anything, as before).
+        self.groups = Groups()
 
     # -- bookkeeping ---------------------------------------------------------
+
+    @property
+    def lock(self) -> threading.Condition:
+        """Held to change the groups from outside (the server's control methods)."""
+        return self._cond
 
     def _changed(self) -> None:
         self.revision += 1
@@ -170,8 +178,11 @@ class LocalApiState:
         reply_to_message_id: int | None,
         now: int,
         photo: tuple[bytes, dict[str, int]] | None = None,
+        message_thread_id: int | None = None,
     ) -> ChatMessage:
         with self._cond:
+            if from_bot:
+                self.groups.check_post(chat_id, message_thread_id)
             chat = self._chats.setdefault(chat_id, {})
             message_id = self._next_message_id.get(chat_id, 1)
             self._next_message_id[chat_id] = message_id + 1
@@ -186,6 +197,7 @@ class LocalApiState:
                 reply_to_message_id=reply_to_message_id,
                 date=now,
                 photo=photo[1] if photo else None,
+                message_thread_id=message_thread_id,
             )
             if photo is not None:
                 self._photos[(chat_id, message_id)] = photo[0]
@@ -209,6 +221,7 @@ class LocalApiState:
     def edit(self, chat_id: int, message_id: int, now: int, **changes: Any) -> ChatMessage:
         """Store a new version of a bot message; Telegram's 400s for the usual mistakes."""
         with self._cond:
+            self.groups.check_post(chat_id, None, editing=True)
             current = self.find(chat_id, message_id)
             if current is None:
                 raise bad_request("message to edit not found")
@@ -243,9 +256,12 @@ class LocalApiState:
         result: dict[str, Any] = {
             "message_id": message.message_id,
             "from": message.sender,
-            "chat": chat_object(message.chat_id),
+            "chat": self.chat(message.chat_id),
             "date": message.date,
         }
+        if message.message_thread_id is not None:
+            result["message_thread_id"] = message.message_thread_id
+            result["is_topic_message"] = True
         if message.photo is not None:
             file_id = f"photo-{message.chat_id}-{message.message_id}"
             result["photo"] = [{"file_id": file_id, "file_unique_id": file_id, **message.photo}]
@@ -270,6 +286,34 @@ class LocalApiState:
                 dataclasses.replace(replied, reply_to_message_id=None)
             )
         return result
+
+    def chat(self, chat_id: int) -> dict[str, Any]:
+        """The Chat object for an id: a known group's, else one made up from the id."""
+        with self._cond:
+            return self.groups.chat(chat_id) or chat_object(chat_id)
+
+    def create_topic(self, chat_id: int, name: str) -> int:
+        with self._cond:
+            thread = self.groups.create_topic(chat_id, name)
+            self._changed()
+            return thread
+
+    def migrate(self, old: int, new: int, by: dict[str, Any], now: int) -> None:
+        """A group becomes a supergroup: its messages go along (ids kept, as the bot sees
+        them), and both chats get the service message Telegram sends."""
+        with self._cond:
+            self.groups.migrate(old, new)
+            for message_id, versions in self._chats.get(old, {}).items():
+                moved = [dataclasses.replace(v, chat_id=new) for v in versions]
+                self._chats.setdefault(new, {})[message_id] = moved
+            self._next_message_id[new] = self._next_message_id.get(old, 1)
+            for chat, field, other in ((old, "migrate_to_chat_id", new),
+                                       (new, "migrate_from_chat_id", old)):  # fmt: skip
+                message_id = self._next_message_id.get(chat, 1)
+                self._next_message_id[chat] = message_id + 1
+                service = {"message_id": message_id, "from": by, "chat": self.chat(chat),
+                           "date": now, field: other}  # fmt: skip
+                self.push_update({"message": service})
 
     # -- callback queries ----------------------------------------------------
 

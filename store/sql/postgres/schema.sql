@@ -389,3 +389,17 @@ CREATE TABLE handled_updates (
 );
 
 CREATE INDEX handled_updates_by_age ON handled_updates (handled_at);
+
+CREATE TABLE forum_topics (
+    chat_id    BIGINT NOT NULL,
+    name       TEXT NOT NULL,
+    thread_id  BIGINT NOT NULL,
+    created_at BIGINT NOT NULL,
+    PRIMARY KEY (chat_id, name)
+);
+
+CREATE TABLE chat_moves (
+    old_id   BIGINT PRIMARY KEY,
+    new_id   BIGINT NOT NULL,
+    moved_at BIGINT NOT NULL
+);
