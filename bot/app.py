@@ -242,6 +242,7 @@ async def serve(
         may_send=runtime.leader.trusted,
         rooms=groups,
         threads=_threads(groups),
+        per_group_per_second=cfg.telegram.group_messages_per_minute / 60,
     )
     gate = auth.Gate(cfg.telegram.operators, cfg.telegram.rate_limit_per_minute)
     application.bot_data["deps"] = handlers.Deps(

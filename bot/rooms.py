@@ -23,6 +23,7 @@ from datetime import datetime, timedelta
 from telegram import Bot
 from telegram import error as tg_error
 
+from bot import people
 from pipelines import card_trail, config
 from store import outbox, payloads, rooms
 from store.db import Store
@@ -51,6 +52,7 @@ class Rooms:
         self._store = store
         self._operators = list(operators)
         self._rooms: dict[str, Room] = {}
+        self._approvers: dict[str, list[int]] = {}
         for name, pipeline in pipelines.items():
             chat = pipeline.approval.chat if pipeline.approval.chat is not None else default_chat
             if chat is not None:
@@ -58,6 +60,7 @@ class Rooms:
                 room.chat_id = chat if isinstance(chat, int) else None
                 room.thread_id = room.topic if isinstance(room.topic, int) else None
                 self._rooms[name] = room
+                self._approvers[name] = list(pipeline.approval.operators)
         self._moves: dict[int, int] = {}
         self._lost: dict[int, datetime] = {}
 
@@ -98,9 +101,22 @@ class Rooms:
         for name, room in self._rooms.items():
             try:
                 await self._resolve(bot, room, now)
+                await self._learn_names(bot, room, name, now)
             except tg_error.TelegramError as exc:
                 log.error("the group for %s's cards (%s): %s", name, room.chat, exc.message)
                 await self.lost(room.chat_id or 0, f"{room.chat}: {exc.message}", now)
+
+    async def _learn_names(self, bot: Bot, room: Room, pipeline: str, now: datetime) -> None:
+        """The approvers' names from the group, so the first card's votes line names
+        people who have not written to the bot yet; one not in the group is skipped."""
+        assert room.chat_id is not None
+        approvers = self._approvers.get(pipeline) or self._operators
+        for user_id in approvers:
+            try:
+                member = await bot.get_chat_member(self.current(room.chat_id), user_id)
+            except tg_error.BadRequest:
+                continue
+            await people.note(self._store, member.user, now)
 
     async def _resolve(self, bot: Bot, room: Room, now: datetime) -> None:
         if room.chat_id is None:
@@ -117,7 +133,10 @@ class Rooms:
             room.thread_id = thread
 
     async def moved(self, old: int, new: int, now: datetime) -> None:
-        """Telegram moved a group to a supergroup: cards, prompts and this map follow."""
+        """Telegram moved a group to a supergroup: cards, prompts and this map follow
+        (once: both chats' service messages and a refused send may all report it)."""
+        if self._moves.get(old) == new:
+            return
         changed = await rooms.move_chat(self._store, old, new, now)
         self._moves[old] = new
         log.warning(
@@ -131,7 +150,7 @@ class Rooms:
         and every operator is told, privately, once an hour at most."""
         self._lost[chat] = now
         text = (
-            f"🚫 approval cards cannot go to the group {chat}: {why}. They go to your "
+            f"🚨 approval cards cannot go to the group {chat}: {why}. They go to your "
             "private chats until the bot can post there again (add it back to the group, "
             "or give it the right to send messages)."
         )

@@ -79,9 +79,6 @@ EVERY_CHAT = None
 Targets = Callable[[outbox.Row], list[int]]
 #: (row, chat) -> the forum topic it goes to in that chat, or None.
 Threads = Callable[[outbox.Row, int], int | None]
-#: Messages per second into one group (Telegram allows about 20 a minute); PTB's limiter
-#: holds the same pace for every call, this keeps one row's parts from queueing there.
-GROUP_PER_SECOND = 20 / 60
 Keyboard = card_edits.Keyboard
 
 #: Token-shaped text never reaches a row's reason (the database).
@@ -149,6 +146,7 @@ class Sender:
         may_send: Callable[[], bool] = lambda: True,
         rooms: Rooms | None = None,
         threads: Threads = lambda row, chat: None,
+        per_group_per_second: float = 20 / 60,
     ) -> None:
         self.store = store
         #: The groups cards go to (None: private chats only), and each row's forum topic.
@@ -164,6 +162,7 @@ class Sender:
         # PTB's AIORateLimiter paces the whole bot and group chats; private chats (every
         # operator's) get a leaky bucket each here, from the same library it uses.
         self._per_chat = per_chat_per_second
+        self._per_group = per_group_per_second
         self._pace: dict[str, AsyncLimiter] = {}
         self._wake = outbox.wakeup(store, KINDS)
         self._busy: set[int] = set()
@@ -355,8 +354,11 @@ class Sender:
         return sent
 
     def _limiter(self, chat: int) -> AsyncLimiter:
-        rate = self._per_chat if chat > 0 else min(self._per_chat, GROUP_PER_SECOND)
-        return self._pace.setdefault(str(chat), AsyncLimiter(rate, 1))
+        """A private chat's bucket, or a group's (Telegram allows a group about 20 new
+        messages a minute; PTB's limiter holds that pace for every call too)."""
+        rate = self._per_chat if chat > 0 else min(self._per_chat, self._per_group)
+        # A bucket holds at least one message: below one a second, it refills slower.
+        return self._pace.setdefault(str(chat), AsyncLimiter(max(1.0, rate), max(1.0, rate) / rate))
 
     async def _send_part(
         self, row: outbox.Row, chat: int, text: str, markup: InlineKeyboardMarkup | None,

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bot.demo.botapi import html as localapi_html
-from bot.demo.botapi.state import ApiError, LocalApiState, bad_request
+from bot.demo.botapi.state import ApiError, LocalApiState, bad_request, user_object
 
 #: Telegram's limit on a message's text after entity parsing.
 MAX_TEXT = 4096
@@ -303,6 +303,15 @@ def create_forum_topic(request: Request) -> Any:
     return {"message_thread_id": thread, "name": name, "icon_color": 7322096}
 
 
+def get_chat_member(request: Request) -> Any:
+    chat_id, user_id = request.chat_id(), request.get_int("user_id")
+    group = request.state.groups.get(chat_id)
+    if group is None or user_id not in group.members:
+        raise bad_request("user not found")
+    user = user_object(user_id, *request.state.names.get(user_id, ()))
+    return {"status": "member", "user": user}
+
+
 def get_chat(request: Request) -> Any:
     chat_id = request.chat_id()
     if chat_id < 0 and request.state.groups.get(chat_id) is None:
@@ -410,6 +419,7 @@ METHODS: dict[str, Callable[[Request], Any]] = {
     "sendphoto": send_photo,
     "createforumtopic": create_forum_topic,
     "getchat": get_chat,
+    "getchatmember": get_chat_member,
     "editmessagetext": edit_message_text,
     "editmessagereplymarkup": edit_message_reply_markup,
     "answercallbackquery": answer_callback_query,

@@ -62,7 +62,7 @@ class LocalBotApi:
         self.token = token
         self.cors_origin = cors_origin
         #: user id -> (first name, username) their updates carry.
-        self.names: dict[int, tuple[str, str | None]] = {}
+        self.names = self.state.names
         self._address = (HOST, port)
         self._server: localapi_http.Server | None = None
         self._thread: threading.Thread | None = None

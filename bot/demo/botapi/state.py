@@ -61,6 +61,8 @@ class LocalApiState:
         self._photos: dict[tuple[int, int], bytes] = {}
         #: Groups and supergroups by chat id (other chat ids accept anything, as before).
         self.groups = Groups()
+        #: user id -> (first name, username) their updates and member records carry.
+        self.names: dict[int, tuple[str, str | None]] = {}
 
     # -- bookkeeping ---------------------------------------------------------
 
