@@ -39,7 +39,7 @@ sources:
     scope: team-room
 approval:
   operators: [{ana}, {sam}, {li}]
-  quorum: 2
+  quorum: {quorum}
   undo_window: 0s
   chat: {chat}
 {topic}
@@ -66,14 +66,15 @@ def feed() -> Iterator[FeedServer]:
 
 @contextlib.asynccontextmanager
 async def room(
-    tmp_path: Path, feed: FeedServer, chat: int, *, forum: bool, topic: str = ""
-) -> AsyncIterator[Room]:
+    tmp_path: Path, feed: FeedServer, chat: int, *, forum: bool, topic: str = "",
+    quorum: int = 2, **pace: float,
+) -> AsyncIterator[Room]:  # fmt: skip
     pipelines_dir = tmp_path / "pipelines"
     pipelines_dir.mkdir()
     (pipelines_dir / "team.yaml").write_text(
         PIPELINE.format(
             url=feed.url("/feed.xml"), ana=ANA, sam=SAM, li=LI, chat=chat,
-            topic=f"  topic: {topic}" if topic else "", out=tmp_path / "out",
+            topic=f"  topic: {topic}" if topic else "", out=tmp_path / "out", quorum=quorum,
         )
     )  # fmt: skip
     with localapi.LocalBotApi(token=TOKEN) as api:
@@ -85,7 +86,7 @@ async def room(
             base_url=api.base_url,
             operators=list(OPERATORS),
             rate_limit_per_minute=0,
-            group_messages_per_minute=600,
+            **({"group_messages_per_minute": 600} | pace),
         )
         cfg = settings_mod.Settings(
             data_dir=tmp_path / "data", pipelines_dir=pipelines_dir, telegram=telegram
@@ -218,10 +219,59 @@ async def test_a_group_upgraded_mid_run_then_closed_to_the_bot(
         await team.runtime.scheduler.trigger("team", team.runtime.now())
         for user in OPERATORS:
             told = await api.await_for(
-                lambda u=user: [m for m in api.sent(u) if "approval cards cannot go to the group" in m.text], 30
+                lambda u=user: [
+                    m for m in api.sent(u) if "approval cards cannot go to the group" in m.text
+                ],
+                30,
             )
             assert "not enough rights" in told[0].text.lower()
             await api.await_for(
                 lambda u=user: [m for m in cards(api, u) if "Fourth release" in m.text], 30
             )
         assert (await items.get(store, e2e.item_id_of(second))).state == State.AWAITING_APPROVAL
+
+
+#: New messages per second into the group in the bulk test: fast enough for a test, and
+#: well below what would let 50 cards out at once.
+BULK_PACE = 10.0
+
+
+async def test_approve_all_of_fifty_in_a_group_keeps_the_groups_pace(
+    tmp_path: Path, feed: FeedServer
+) -> None:
+    entries = [(f"g{n}", f"Release {n}", f"Body {n}") for n in range(50)]
+    feed.set("/feed.xml", feeds.rss(entries), "application/rss+xml")
+    async with room(
+        tmp_path, feed, GROUP, forum=False, quorum=1, chat_messages_per_second=10 * BULK_PACE,
+        group_messages_per_minute=BULK_PACE * 60,
+    ) as team:  # fmt: skip
+        api, store = team.api, team.runtime.store
+        sent = await api.await_for(lambda: len(cards(api, GROUP)) == 50 and cards(api, GROUP), 60)
+        # New messages into the group kept the pace: never more than the bucket holds
+        # (BULK_PACE) plus what it refills in the time they took.
+        times = [
+            c.at for c in api.calls("sendMessage") if c.params.get("chat_id") in (GROUP, str(GROUP))
+        ]
+        assert len(times) == 50
+        for first in range(len(times)):
+            for last in range(first, len(times)):
+                allowed = BULK_PACE + BULK_PACE * (times[last] - times[first]) + 1
+                assert last - first + 1 <= allowed, (first, last, times[last] - times[first])
+
+        api.inject_command(GROUP, ANA, "/pending")
+        listing = (await api.await_for(
+            lambda: [m for m in api.sent(GROUP) if "Approve all 50" in str(m.reply_markup)], 10
+        ))[0]  # fmt: skip
+        await tap(api, GROUP, ANA, listing, "Approve all 50")
+        confirm = await api.await_for(
+            lambda: "Yes, approve 50" in str((m := latest(api, GROUP, listing)).reply_markup) and m,
+            10,
+        )
+        assert await tap(api, GROUP, ANA, confirm, "Yes, approve 50") == "50 of 50 approved"
+        # One approval event per item, at once; the cards follow at the group's pace.
+        for card in sent:
+            trail = await items.history(store, e2e.item_id_of(card))
+            assert [e.to_state for e in trail].count(State.APPROVED) == 1
+        await api.await_for(
+            lambda: all("approved by Ana" in latest(api, GROUP, c).text for c in sent), 60
+        )
