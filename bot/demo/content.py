@@ -5,8 +5,9 @@
 
 - `news`: the bundled Riverside Gazette feed, drafted by the demo's LLM (so cards show a
   cost and the budget fills), approved by either operator, filed under out/news.
-- `team`: the bundled release notes, drafted by the template, and needing both demo
-  operators to approve (quorum 2) before they are filed under out/team.
+- `team`: the bundled release notes, drafted by the template, posted as one card per
+  item into the "Releases" topic of a forum group (the team room) where both demo
+  operators vote on it (quorum 2) before it is filed under out/team.
 - `urgent`: one breaking story with a 40-second approval window, so the SLA warning
   arrives within the first minute (and, unanswered, the card expires).
 """
@@ -35,6 +36,10 @@ API_KEY = "demo-key-not-secret"
 OPERATORS = (1001, 1002)
 #: Their first names and usernames, shown wherever the bot says who acted.
 NAMES = {1001: ("Alex", "alex"), 1002: ("Sam", "sam")}
+#: The team room: a forum supergroup both operators are in, and its topic for the cards.
+ROOM = -1001000000001
+ROOM_TITLE = "Team room"
+ROOM_TOPIC = "Releases"
 #: The demo model's price: dear on purpose, so five drafts cross a budget alert.
 PRICES = {
     MODEL: ledger_prices.Price(input_micros_per_mtok=2_000_000, output_micros_per_mtok=200_000_000)
@@ -92,6 +97,8 @@ approval:
   operators: [{operators}]
   quorum: 2
   window: 24h
+  chat: {room}
+  topic: {topic}
 dispatch:
   type: file
   path: {out}/team
@@ -130,7 +137,7 @@ def write(data_dir: Path, web_url: str) -> Files:
     operators = ", ".join(map(str, OPERATORS))
     texts = {
         "news": NEWS.format(web=web, out=out),
-        "team": TEAM.format(notes=NOTES, operators=operators, out=out),
+        "team": TEAM.format(notes=NOTES, operators=operators, out=out, room=ROOM, topic=ROOM_TOPIC),
         "urgent": URGENT.format(web=web, out=out),
     }
     for name, text in texts.items():

@@ -176,6 +176,7 @@ async def run(
         ):
             for operator, (first_name, username) in content.NAMES.items():
                 api.name_user(operator, first_name, username)  # as Telegram accounts carry them
+            api.add_group(content.ROOM, content.ROOM_TITLE, list(content.OPERATORS), forum=True)
             restored = demo_resume.restore_chat(api, data_dir)
             web = _start_web(api, options.port)
             saver = demo_resume.Saver(api, data_dir).start()
@@ -223,7 +224,10 @@ def _start_web(api: localapi.LocalBotApi, port: int) -> webchat.WebChat:
         for path, file in content.FEEDS.items()
     }
     first, *others = content.OPERATORS
-    web = webchat.WebChat(api, user_id=first, others=tuple(others), port=port, files=feeds)
+    web = webchat.WebChat(
+        api, user_id=first, others=tuple(others), port=port, files=feeds,
+        room=(content.ROOM, content.ROOM_TITLE),
+    )  # fmt: skip
     try:
         return web.start()
     except OSError as exc:

@@ -10,16 +10,17 @@ The page (`bot/demo/static/`) shows the bot's messages as Telegram would (text w
 entities, inline keyboards, edits in place) and sends what the person types or taps as the
 operator. It talks only to this server, same origin, through a small JSON API:
 
-    GET  /api/chat?as=ID                  {revision, user_id, operators, messages, answers,
-                                           commands}
+    GET  /api/chat?as=ID&room=1           {revision, user_id, operators, room, messages,
+                                           answers, commands}
     GET  /api/wait?after=REV&timeout=S    {revision}: long-polls until the chat changes
     GET  /api/photo?message_id=N&as=ID    the picture of a photo message (a chart)
-    POST /api/send {text, reply_to_message_id?, as?}   a command ("/status") or a message
-    POST /api/tap  {message_id, data, as?}             a button tap; answers {query_id}
+    POST /api/send {text, reply_to_message_id?, as?, room?}   a command or a message
+    POST /api/tap  {message_id, data, as?, room?}             a tap; answers {query_id}
 
 The operators are fixed here (`user_id` and `others`; `as` picks one, the first by
-default), each in their private chat, so the page can speak only as one of them in their
-own chat; nothing else of the local server's control API (faults, other chats) is exposed.
+default), each in their private chat, so the page can speak only as one of them, in their
+own chat or in the demo's team room (`room`); nothing else of the local server's control
+API (faults, other chats) is exposed.
 Extra files (the demo's feed) are served read-only from `files`.
 """
 
@@ -74,10 +75,13 @@ class WebChat:
         others: tuple[int, ...] = (),
         port: int = 0,
         files: dict[str, StaticFile] | None = None,
+        room: tuple[int, str] | None = None,
     ) -> None:
         """`user_id`: the operator the page speaks as unless it asks for one of `others`;
-        each operator's private chat has their id."""
+        each operator's private chat has their id. `room`: a group (id, title) the page
+        can show and speak in, as any operator, instead of their private chat."""
         self.api = api
+        self.room = room
         self.user_id = user_id
         self.operators = (user_id, *others)
         self.files = dict(files or {})
@@ -131,13 +135,24 @@ class WebChat:
             raise BadRequest(f"field 'as' must be one of the demo's operators: {valid}")
         return who
 
+    def where(self, params: dict[str, Any], who: int) -> int:
+        """The chat the page shows and speaks in: the team room when it asks for it
+        (`room` true), else the operator's private chat."""
+        if params.get("room") in (None, "", False, "0", "false"):
+            return who
+        if self.room is None:
+            raise BadRequest("this demo has no team room")
+        return self.room[0]
+
     def chat(self, params: dict[str, Any]) -> dict[str, Any]:
-        """One operator's chat as it looks now, and the bot's answers to taps (toasts)."""
+        """One operator's chat (or the team room) as it looks now, and the bot's answers
+        to taps (toasts)."""
         who = self.operator(params)
+        where = self.where(params, who)
         # Revision first: a change that lands while the rest is read only makes the page
         # read once more, never miss a change.
         revision = self.api.state.revision
-        messages = [dataclasses.asdict(m) for m in self.api.messages(who)]
+        messages = [dataclasses.asdict(m) for m in self.api.messages(where)]
         answers = {
             str(a["callback_query_id"]): a.get("text") or "" for a in self.api.callback_answers()
         }
@@ -146,6 +161,7 @@ class WebChat:
             "revision": revision,
             "user_id": who,
             "operators": list(self.operators),
+            "room": None if self.room is None else {"title": self.room[1], "open": where != who},
             "messages": messages,
             "answers": answers,
             "commands": lists[0] if lists else [],
@@ -162,12 +178,13 @@ class WebChat:
             raise BadRequest("field 'text' must be a non-empty string")
         text = text.strip()
         who = self.operator(params)
+        where = self.where(params, who)
         reply_to = params.get("reply_to_message_id")
         if text.startswith("/"):
-            update = self.api.inject_command(who, who, text)
+            update = self.api.inject_command(where, who, text)
         else:
             reply = None if reply_to is None else _int(params, "reply_to_message_id")
-            update = self.api.inject_message(who, who, text, reply)
+            update = self.api.inject_message(where, who, text, reply)
         return {"update_id": update["update_id"]}
 
     def tap(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -176,7 +193,9 @@ class WebChat:
             raise BadRequest("field 'data' must be the button's callback_data (a string)")
         message_id = _int(params, "message_id")
         who = self.operator(params)
-        return {"query_id": self.api.inject_callback(who, who, message_id, data)}
+        return {
+            "query_id": self.api.inject_callback(self.where(params, who), who, message_id, data)
+        }
 
 
 def _int(params: dict[str, Any], name: str) -> int:
@@ -281,7 +300,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         """The picture of a photo message in the chat (a chart), as the bot sent it."""
         chat = self.server.chat
         try:
-            found = chat.api.photo(chat.operator(params), _int(params, "message_id"))
+            where = chat.where(params, chat.operator(params))
+            found = chat.api.photo(where, _int(params, "message_id"))
         except BadRequest as exc:
             self._json(400, {"error": str(exc)})
             return

@@ -51,11 +51,13 @@ async def running(tmp_path: Path) -> AsyncIterator[demo.Running]:
 class Page:
     """What the page's script does: read the chat, long-poll for changes, tap, send."""
 
-    def __init__(self, client: httpx.AsyncClient) -> None:
+    def __init__(self, client: httpx.AsyncClient, params: dict[str, str] | None = None) -> None:
         self.client = client
+        #: Which chat the page shows: as whom, and whether the team room (room=1).
+        self.params = params or {}
 
     async def chat(self) -> dict[str, Any]:
-        response = await self.client.get("/api/chat")
+        response = await self.client.get("/api/chat", params=self.params)
         response.raise_for_status()
         return dict(response.json())
 
@@ -176,25 +178,30 @@ async def test_llm_drafts_cost_money_and_the_budget_says_so(page: Page) -> None:
     assert bar.count("▓") >= 3  # the bar: more than half of it spent
 
 
-async def test_the_team_pipeline_needs_both_operators(page: Page) -> None:
-    """A quorum of two: the first approval leaves the buttons, the second operator (the
-    page speaks as them with `as`) completes it, and the post is dispatched."""
-    [first] = await page.until(lambda s: cards(s, "team"))
-    await page.post(
-        "/api/tap", {"message_id": first["message_id"], "data": button(first, "Approve")}
-    )
-    await page.until(
-        lambda s: _message(s, first["message_id"], "✅ Alex (@alex) · waiting for Sam (@sam)")
-    )
-    assert (await page.chat())["operators"] == list(demo.content.OPERATORS)
-
-    other = demo.content.OPERATORS[1]
-    response = await page.client.get("/api/chat", params={"as": other})
-    [theirs] = cards(response.json(), "team")
-    body = {"message_id": theirs["message_id"], "data": button(theirs, "Approve"), "as": other}
+async def test_the_team_room_holds_one_card_that_both_operators_vote_on(page: Page) -> None:
+    """A quorum of two in a forum group: the one card shows the first vote and who is
+    awaited, the second operator (the page speaks as them with `as`) completes it from the
+    same card, and the post is dispatched; no team card went to a private chat."""
+    alex, sam = demo.content.OPERATORS
+    room = Page(page.client, {"room": "1"})
+    [card] = await room.until(lambda s: cards(s, "team"))
+    assert card["message_thread_id"] is not None  # in the team room's topic
+    body = {"message_id": card["message_id"], "data": button(card, "Approve"), "room": True}
     await page.post("/api/tap", body)
-    done = await page.until(lambda s: _message(s, first["message_id"], "📤 sent"))
+    await room.until(
+        lambda s: _message(s, card["message_id"], "✅ Alex (@alex) · waiting for Sam (@sam)")
+    )
+    assert (await page.chat())["operators"] == [alex, sam]
+
+    as_sam = Page(page.client, {"room": "1", "as": str(sam)})
+    [theirs] = cards(await as_sam.chat(), "team")
+    assert theirs["message_id"] == card["message_id"]  # the same card, seen by both
+    await page.post("/api/tap", {**body, "data": button(theirs, "Approve"), "as": sam})
+    done = await room.until(lambda s: _message(s, card["message_id"], "📤 sent"))
     assert "approved by Alex (@alex), Sam (@sam)" in done["text"]
+    for operator in (alex, sam):
+        private = Page(page.client, {"as": str(operator)})
+        assert cards(await private.chat(), "team") == []
     stranger = await page.client.get("/api/chat", params={"as": 4242})
     assert stranger.status_code == 400 and "1001, 1002" in stranger.json()["error"]
 
@@ -205,16 +212,14 @@ async def test_a_restart_with_its_data_dir_shows_the_chat_and_sends_open_cards_a
     options = demo.Options(data_dir=tmp_path / "data", port=0)
     running, stop, task = await start_demo(options)
 
-    def every_card(state: dict[str, Any]) -> Any:
-        return state if len(cards(state)) == 5 and cards(state, "team") else None
-
     async with httpx.AsyncClient(base_url=running.url, timeout=PATIENCE) as client:
-        before = await Page(client).until(every_card)
+        before = await Page(client).until(lambda s: s if len(cards(s)) == 5 else None)
+        team = await Page(client, {"room": "1"}).until(lambda s: cards(s, "team"))
     stop.set()
     await task
     open_items = {
         int(re.search(r"· item (\d+)", m["text"]).group(1))  # type: ignore[union-attr]
-        for m in cards(before) + cards(before, "team")
+        for m in cards(before) + team
     }
 
     running, stop, task = await start_demo(options)

@@ -180,26 +180,6 @@ async def test_the_first_minute_shows_costs_the_budget_an_alert_an_sla_warning_a
         await task
 
 
-async def test_switching_to_the_second_operator_completes_a_quorum_of_two(
-    running: demo.Running, page: async_api.Page
-) -> None:
-    await page.goto(running.url)
-    card = page.locator(".msg.bot", has_text="📝 team · item")
-    await card.get_by_role("button", name="Approve").click()
-    await async_api.expect(card).to_contain_text("✅ Alex (@alex) · waiting for Sam (@sam)")
-    await async_api.expect(card.get_by_role("button", name="Approve")).to_be_visible()
-
-    await page.get_by_role("button", name="operator 1002").click()
-    await async_api.expect(page.locator("#operator")).to_have_text("1002")
-    theirs = page.locator(".msg.bot", has_text="📝 team · item")
-    await theirs.get_by_role("button", name="Approve").click()
-    await async_api.expect(theirs).to_contain_text("approved by Alex (@alex), Sam (@sam)")
-    await async_api.expect(theirs).to_contain_text("📤 sent")
-    # The address keeps who the page speaks as.
-    await page.reload()
-    await async_api.expect(page.locator("#operator")).to_have_text("1002")
-
-
 async def test_reloading_never_restores_a_stale_reply_mode(
     running: demo.Running, page: async_api.Page
 ) -> None:

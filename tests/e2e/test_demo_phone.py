@@ -165,3 +165,40 @@ async def test_on_a_phone_a_deadline_can_be_acted_on_and_an_expired_card_replaye
     await async_api.expect(page.locator("#toast")).to_contain_text("replayed: attempt 2")
     for name in ("first-screen", "sla-warning", "expired-card"):
         assert (tmp_path / f"{name}.png").stat().st_size > 1000
+
+
+async def test_the_team_room_on_a_phone_shows_both_votes_on_one_card(
+    running: demo.Running, phone: async_api.Page, tmp_path: Path
+) -> None:
+    page = phone
+    await page.goto(running.url)
+    await page.get_by_role("button", name="Team room").click()
+    card = page.locator(".msg.bot", has_text="📝 team · item")
+    await card.get_by_role("button", name="Approve").click()
+    await async_api.expect(card).to_contain_text("✅ Alex (@alex) · waiting for Sam (@sam)")
+    await async_api.expect(card.get_by_role("button", name="Approve")).to_be_visible()
+
+    # Sam, in the same room, sees Alex's vote on the same card and completes the quorum.
+    await page.get_by_role("button", name="operator 1002").click()
+    await async_api.expect(page.locator("#operator")).to_have_text("1002")
+    theirs = page.locator(".msg.bot", has_text="📝 team · item")
+    await async_api.expect(theirs).to_contain_text("✅ Alex (@alex) · waiting for Sam (@sam)")
+    await theirs.get_by_role("button", name="Approve").click()
+    await async_api.expect(theirs).to_contain_text("approved by Alex (@alex), Sam (@sam)")
+    await async_api.expect(theirs).to_contain_text("📤 sent")
+    await theirs.scroll_into_view_if_needed()
+    await page.screenshot(path=str(tmp_path / "team-room.png"))
+    assert (tmp_path / "team-room.png").stat().st_size > 1000
+    assert await page.evaluate(OVERFLOWS) == []
+    # The address keeps who the page speaks as, and where.
+    await page.reload()
+    await async_api.expect(page.locator("#operator")).to_have_text("1002")
+    await async_api.expect(page.locator(".msg.bot", has_text="📝 team · item")).to_contain_text(
+        "approved by Alex (@alex), Sam (@sam)"
+    )
+    # Their private chats hold no team card: the room has the one card.
+    await page.get_by_role("button", name="Team room").click()
+    await async_api.expect(
+        page.locator(".msg.bot", has_text="📝 news · item").first
+    ).to_be_visible()
+    assert await page.locator(".msg.bot", has_text="📝 team · item").count() == 0

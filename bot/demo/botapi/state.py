@@ -371,6 +371,9 @@ class LocalApiState:
         with self._cond:
             for m in messages:
                 self._chats.setdefault(m.chat_id, {})[m.message_id] = [m]
+                group = self.groups.get(m.chat_id)
+                if group is not None and m.message_thread_id is not None:  # its topic lives on
+                    group.topics.setdefault(m.message_thread_id, f"topic {m.message_thread_id}")
                 following = max(self._next_message_id.get(m.chat_id, 1), m.message_id + 1)
                 self._next_message_id[m.chat_id] = following
             self._changed()

@@ -19,12 +19,15 @@ const pendingTaps = new Map(); // query id -> the tapped button, until the bot a
 // Who the page speaks as: one of the demo's operators, kept in the address (#as=1002)
 // so a reload shows the same chat; null: the server's first operator.
 let speakAs = Number(new URLSearchParams(location.hash.slice(1)).get("as")) || null;
+// Whether the page shows the team room (a group both operators are in) instead of the
+// operator's private chat; kept in the address too (#as=1002&room=1).
+let inRoom = new URLSearchParams(location.hash.slice(1)).get("room") === "1";
 
 async function api(path, body) {
   const init = body === undefined ? {} : {
     method: "POST",
     headers: { "Content-Type": "application/json" },
-    body: JSON.stringify(speakAs === null ? body : { ...body, as: speakAs }),
+    body: JSON.stringify({ ...body, ...(speakAs === null ? {} : { as: speakAs }), ...(inRoom ? { room: true } : {}) }),
   };
   const response = await fetch(path, init);
   const data = await response.json();
@@ -133,7 +136,7 @@ function renderMessage(message, byId) {
     const picture = document.createElement("img");
     picture.className = "photo";
     picture.alt = message.text;
-    picture.src = "/api/photo?message_id=" + message.message_id + (speakAs === null ? "" : "&as=" + speakAs);
+    picture.src = "/api/photo?message_id=" + message.message_id + (speakAs === null ? "" : "&as=" + speakAs) + (inRoom ? "&room=1" : "");
     bubble.appendChild(picture);
   }
   const body = document.createElement("div");
@@ -154,8 +157,9 @@ function renderMessage(message, byId) {
 
 function render(state) {
   if (speakAs !== null && state.user_id !== speakAs) return; // an answer from before a switch
+  if (state.room && state.room.open !== inRoom) return;
   document.getElementById("operator").textContent = state.user_id;
-  renderOperators(state.operators || [state.user_id], state.user_id);
+  renderOperators(state.operators || [state.user_id], state.user_id, state.room);
   const nearBottom = chat.scrollHeight - chat.scrollTop - chat.clientHeight < 80;
   const known = new Map([...chat.querySelectorAll(".msg")].map((el) => [el.dataset.messageId, el]));
   const messages = state.messages.filter((m) => !m.deleted);
@@ -248,26 +252,37 @@ function renderChips(commands) {
 }
 
 let operatorsShown = "";
-function renderOperators(operators, current) {
-  const key = operators.join() + ":" + current;
+function renderOperators(operators, current, room) {
+  const key = operators.join() + ":" + current + ":" + inRoom;
   if (key === operatorsShown) return;
   operatorsShown = key;
   const box = document.getElementById("operators");
-  box.hidden = operators.length < 2;
-  box.replaceChildren(...operators.map((id) => {
+  box.hidden = operators.length < 2 && !room;
+  const chips = operators.map((id) => {
     const button = document.createElement("button");
     button.type = "button";
     button.textContent = "operator " + id;
     button.setAttribute("aria-pressed", String(id === current));
-    button.addEventListener("click", () => switchTo(id));
+    button.addEventListener("click", () => switchTo(id, inRoom));
     return button;
-  }));
+  });
+  if (room) {  // the team room: the same operator, in the group instead of their chat
+    const button = document.createElement("button");
+    button.type = "button";
+    button.className = "room";
+    button.textContent = "👥 " + room.title;
+    button.setAttribute("aria-pressed", String(inRoom));
+    button.addEventListener("click", () => switchTo(current, !inRoom));
+    chips.push(button);
+  }
+  box.replaceChildren(...chips);
 }
 
 // Show another operator's chat: the page forgets what it drew for the last one.
-function switchTo(id) {
+function switchTo(id, room) {
   speakAs = id;
-  history.replaceState(null, "", "#as=" + id);
+  inRoom = room;
+  history.replaceState(null, "", "#as=" + id + (room ? "&room=1" : ""));
   chat.querySelectorAll(".msg").forEach((el) => el.remove());
   seenForceReply = null;
   setReplyTo(null);
@@ -276,7 +291,10 @@ function switchTo(id) {
 }
 
 async function refresh() {
-  const state = await api("/api/chat" + (speakAs === null ? "" : "?as=" + speakAs));
+  const query = new URLSearchParams();
+  if (speakAs !== null) query.set("as", speakAs);
+  if (inRoom) query.set("room", "1");
+  const state = await api("/api/chat" + (query.size ? "?" + query : ""));
   render(state);
   return state;
 }
