@@ -18,6 +18,7 @@ from bot import app
 from bot import settings as settings_mod
 from bot.demo.botapi import server as localapi
 from pipelines import runtime as runtime_mod
+from pipelines.operations import review
 from store import items
 from store.machine import State
 from tests.e2e import test_bot_e2e as e2e
@@ -169,6 +170,17 @@ async def test_a_forum_topic_holds_one_card_per_item_and_everyones_votes(
             lambda: [m for m in cards(api, FORUM) if "in Li's words" in m.text], 15
         )
         assert new[0].message_thread_id == 2
+
+        # An admin deleted a card: the next edit finds it gone and sends a fresh one there.
+        api.state.delete(FORUM, new[0].message_id)
+        await review.at_terminal(
+            store, team.runtime.pipelines, "approve", e2e.item_id_of(new[0]), "cli:ana",
+            team.runtime.now(),
+        )  # fmt: skip
+        fresh = await api.await_for(
+            lambda: [m for m in cards(api, FORUM) if "in Li's words" in m.text], 15
+        )
+        assert fresh[0].message_id != new[0].message_id and fresh[0].message_thread_id == 2
 
         # Commands work in the group for operators; a stranger gets nothing back.
         api.inject_command(FORUM, ANA, "/status@gatehouse_local_bot")
