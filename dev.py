@@ -2,6 +2,7 @@
 
     python3 dev.py demo     # the offline demo (no Telegram token, no API key)
     python3 dev.py test     # the test suite
+    python3 dev.py test --fast   # all but the slow end-to-end tests (pytest -m "not slow")
     python3 dev.py lint     # ruff and mypy
     python3 dev.py coverage # the test suite under coverage: line and branch, per package
     python3 dev.py setup    # only create .venv and install the locked dependencies
@@ -108,6 +109,8 @@ def main(argv: list[str]) -> int:
     if command == "setup":
         return 0
     if command == "test":
+        if rest[:1] == ["--fast"]:  # leave out the slow end-to-end tests (marker "slow")
+            rest = ["-m", "not slow and not crash", *rest[1:]]
         return subprocess.call([str(PY), "-m", "pytest", *rest], cwd=ROOT)
     if command == "lint":
         ruff = subprocess.call([str(BIN / "ruff"), "check", "."], cwd=ROOT)

@@ -229,7 +229,11 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
     parser = argparse.ArgumentParser(
         prog="gatehouse",
         description=__doc__.splitlines()[0],
-        epilog="Exit codes: 0 ok, 1 a check failed, 2 bad usage, settings or data directory.",
+        epilog=(
+            "Exit codes: 0 ok, 1 a check failed, 2 bad usage, settings or data directory. "
+            "Documentation: README.md and docs/ (pipelines.md, operations.md, "
+            "troubleshooting.md, architecture.md, benchmarks.md) in the gatehouse repository."
+        ),
     )
     _config_options(parser, default=None)
     sub = parser.add_subparsers(

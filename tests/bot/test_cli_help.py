@@ -4,6 +4,7 @@ when it is not given says that value."""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from bot.cli import main as cli
 
@@ -43,3 +44,20 @@ def test_the_defaults_shown_are_the_defaults_used() -> None:
     assert "(default: 5)" in shown("dry-run")
     args = commands["gatehouse"].parse_args(["sweep"])
     assert args.days == 90
+
+
+def test_help_names_the_docs_and_every_doc_it_names_exists() -> None:
+    parser, _ = cli._parser()
+    shown = " ".join(parser.format_help().split())
+    names = [
+        "pipelines.md",
+        "operations.md",
+        "troubleshooting.md",
+        "architecture.md",
+        "benchmarks.md",
+    ]
+    assert "docs/" in shown and all(name in shown for name in names)
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    assert sorted(p.name for p in docs.glob("*.md")) == sorted(names)
+    readme = (docs.parent / "README.md").read_text()
+    assert all(f"docs/{name}" in readme for name in names)  # the README links each one
