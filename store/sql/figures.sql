@@ -1,6 +1,6 @@
 -- name: items_in_state
--- One pipeline's items in one state: a range of items_by_state, never the table.
-SELECT count(*) FROM items WHERE pipeline = :pipeline AND state = :state
+-- One pipeline's items in one state: the sum of its counter's slots, never the items.
+SELECT coalesce(sum(n), 0) FROM item_counts WHERE pipeline = :pipeline AND state = :state
 
 -- name: runs_by_outcome
 -- Finished runs per pipeline and status, with their item counts summed.

@@ -368,3 +368,26 @@ CREATE TABLE chat_moves (
     new_id   INTEGER NOT NULL,
     moved_at INTEGER NOT NULL
 );
+
+CREATE TABLE item_counts (
+    pipeline TEXT NOT NULL,
+    state    TEXT NOT NULL,
+    slot     INTEGER NOT NULL,
+    n        INTEGER NOT NULL,
+    PRIMARY KEY (pipeline, state, slot)
+) WITHOUT ROWID;
+
+CREATE TRIGGER items_counted AFTER INSERT ON items
+BEGIN
+    INSERT INTO item_counts (pipeline, state, slot, n) VALUES (new.pipeline, new.state, 0, 1)
+        ON CONFLICT (pipeline, state, slot) DO UPDATE SET n = n + 1;
+END;
+
+CREATE TRIGGER items_counted_moved AFTER UPDATE OF state ON items
+WHEN old.state IS NOT new.state
+BEGIN
+    INSERT INTO item_counts (pipeline, state, slot, n) VALUES (old.pipeline, old.state, 0, -1)
+        ON CONFLICT (pipeline, state, slot) DO UPDATE SET n = n - 1;
+    INSERT INTO item_counts (pipeline, state, slot, n) VALUES (new.pipeline, new.state, 0, 1)
+        ON CONFLICT (pipeline, state, slot) DO UPDATE SET n = n + 1;
+END;

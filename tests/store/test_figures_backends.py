@@ -3,10 +3,11 @@ SQLite by test_figures; here their answers, PostgreSQL's overrides included)."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime, timedelta
 
 from pipelines import operations
-from store import db, figures, items, runs
+from store import backend, db, figures, items, runs
 from store.machine import State
 from tests.store.test_query_plans import awaiting_item
 
@@ -48,3 +49,27 @@ async def test_sla_warnings_truncate_the_warning_share_as_sqlite_does(
     at = await figures.snapshot(store, ["news"], now + timedelta(milliseconds=801))
     before = await figures.snapshot(store, ["news"], now + timedelta(milliseconds=800))
     assert (before.sla_warned, at.sla_warned) == ({}, {"awaiting_approval": 1})
+
+
+async def test_the_item_counts_follow_every_move_and_agree_with_the_items(
+    store: db.Store, now: datetime
+) -> None:
+    """Counted by triggers, not by scanning: creation, transitions, a replay and two
+    writers at once all keep the counts equal to the items' own states."""
+    made = [await awaiting_item(store, now, f"g{n}") for n in range(6)]
+    await items.transition(store, made[0].id, State.APPROVED, "operator:7", now)
+    await items.transition(store, made[1].id, State.REJECTED, "operator:7", now)
+    await store.write(items.replay_sync, made[1].id, "cli", now + timedelta(minutes=1), "again")
+    await asyncio.gather(*(
+        items.transition(store, m.id, State.EXPIRED, "sweep", now) for m in made[2:]
+    ))  # fmt: skip
+    await items.create(store, "digest", "s", "d1", {"title": "T"}, now)
+
+    def truth(conn: backend.Conn) -> dict[tuple[str, str], int]:
+        rows = conn.execute("SELECT pipeline, state, count(*) FROM items GROUP BY 1, 2")
+        return {(p, s): int(n) for p, s, n in rows}
+
+    expected = await store.read(truth)
+    snap = await figures.snapshot(store, ["news", "digest"], now)
+    assert {k: v for k, v in snap.items.items() if v} == expected
+    assert expected[("news", "expired")] == 4 and expected[("news", "new")] == 1

@@ -403,3 +403,32 @@ CREATE TABLE chat_moves (
     new_id   BIGINT NOT NULL,
     moved_at BIGINT NOT NULL
 );
+
+CREATE TABLE item_counts (
+    pipeline TEXT NOT NULL,
+    state    TEXT NOT NULL,
+    slot     INTEGER NOT NULL,
+    n        BIGINT NOT NULL,
+    PRIMARY KEY (pipeline, state, slot)
+);
+
+CREATE FUNCTION items_count() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    mine INTEGER := pg_backend_pid() % 64;
+BEGIN
+    IF TG_OP = 'UPDATE' THEN
+        IF OLD.state IS NOT DISTINCT FROM NEW.state THEN
+            RETURN NULL;
+        END IF;
+        INSERT INTO item_counts (pipeline, state, slot, n) VALUES (OLD.pipeline, OLD.state, mine, -1)
+            ON CONFLICT (pipeline, state, slot) DO UPDATE SET n = item_counts.n - 1;
+    END IF;
+    INSERT INTO item_counts (pipeline, state, slot, n) VALUES (NEW.pipeline, NEW.state, mine, 1)
+        ON CONFLICT (pipeline, state, slot) DO UPDATE SET n = item_counts.n + 1;
+    RETURN NULL;
+END;
+$$;
+
+CREATE TRIGGER items_counted AFTER INSERT OR UPDATE OF state ON items
+    FOR EACH ROW EXECUTE FUNCTION items_count();
