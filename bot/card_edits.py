@@ -94,7 +94,7 @@ async def _edit_messages(
             if isinstance(exc, tg_error.BadRequest) and sent_messages.not_modified(exc):
                 edited[chat] = ids[-1:]
                 continue
-            if not (sent_messages.gone(exc) or int(chat) < 0):
+            if not (sent_messages.gone(exc) or sent_messages.refused_by_chat(exc)):
                 raise
             # Deleted (a cleared chat), or a group that no longer lets the bot edit: the
             # edit goes on in the other chats; an open card is sent again where it was lost.

@@ -348,7 +348,8 @@ class Sender:
                 except tg_error.ChatMigrated as exc:
                     raise sent_messages.Moved(chat, exc.new_chat_id) from exc
                 except (tg_error.Forbidden, tg_error.BadRequest) as exc:
-                    if self.rooms is not None and self.rooms.is_room(chat):
+                    room = self.rooms is not None and self.rooms.is_room(chat)
+                    if room and sent_messages.refused_by_chat(exc):
                         raise Lost(chat, exc.message) from exc
                     raise
         return sent

@@ -57,6 +57,18 @@ class Moved(Exception):
         self.new = new
 
 
+#: Telegram's words when a group will not take the bot's messages (removed, no right to
+#: post, a topic gone), as opposed to a message of ours it could not read.
+_REFUSALS = ("not enough rights", "have no rights", "chat not found", "thread not found",
+             "chat_write_forbidden", "topic_closed")  # fmt: skip
+
+
+def refused_by_chat(exc: tg_error.TelegramError) -> bool:
+    """Whether the chat itself refuses the bot (403, or a 400 about its rights)."""
+    text = exc.message.lower()
+    return isinstance(exc, tg_error.Forbidden) or any(word in text for word in _REFUSALS)
+
+
 def not_modified(exc: tg_error.BadRequest) -> bool:
     return "message is not modified" in exc.message.lower()
 

@@ -122,8 +122,12 @@ async def test_edit_asks_for_a_reply_and_posts_the_new_draft(
     await page.goto(running.url)
     card = page.locator(".msg.bot", has_text="Library extends weekend opening hours")
     await card.get_by_role("button", name="Edit").click()
-    # The bot asks for the text with ForceReply; the page answers it as a reply.
+    # The bot asks for the text with ForceReply; the page answers it as a reply, and its
+    # banner says what the reply will do.
     await async_api.expect(page.locator("#replying")).to_be_visible()
+    await async_api.expect(page.locator("#replying")).to_contain_text(
+        "your text becomes the new draft"
+    )
     await page.locator("#text").fill("Weekend library hours: Sat 9-18, Sun 11-16.")
     await page.locator("#send").click()
     new_card = page.locator(".msg.bot", has_text="Weekend library hours: Sat 9-18")
@@ -234,3 +238,20 @@ async def test_a_restart_with_its_data_dir_resends_the_open_cards(
     finally:
         stop.set()
         await task
+
+
+async def test_a_typed_reject_reason_says_it_is_a_reason_not_a_draft(
+    running: demo.Running, page: async_api.Page
+) -> None:
+    await page.goto(running.url)
+    card = page.locator(".msg.bot", has_text="Library extends weekend opening hours")
+    await card.get_by_role("button", name="Reject").click()
+    await card.get_by_role("button", name="other").click()
+    await async_api.expect(page.locator("#replying")).to_contain_text(
+        "your text is the reason for the reject"
+    )
+    await async_api.expect(page.locator("#replying")).not_to_contain_text("new draft")
+    await page.locator("#text").fill("The hours changed again")
+    await page.locator("#send").click()
+    await async_api.expect(card).to_contain_text("rejected by Alex (@alex)")
+    await async_api.expect(card).to_contain_text("The hours changed again")
