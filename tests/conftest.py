@@ -1,4 +1,5 @@
-"""Shared fixtures: a real store in a private temporary data directory."""
+"""Shared fixtures: a real store in a private temporary data directory; and which tests
+are slow (`python3 dev.py test --fast` leaves them out)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,22 @@ import httpx
 import pytest
 
 from store import db
+
+#: Whole processes, browsers and real servers: every end-to-end test, and the few files
+#: elsewhere that run many subprocesses or stateful searches (each over 15 s a run).
+SLOW_DIRS = ("e2e",)
+SLOW_FILES = frozenset({
+    "test_bot_sender.py", "test_seen_and_runs.py", "test_api.py", "test_races.py",
+    "test_machine_stateful.py", "test_cli.py", "test_ledger_stateful.py",
+    "test_source_imap.py",
+})  # fmt: skip
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        path = item.path
+        if path.parent.name in SLOW_DIRS or path.name in SLOW_FILES:
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture
