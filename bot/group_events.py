@@ -8,7 +8,13 @@ group, often not an operator, and carry no command to refuse.
 
 from __future__ import annotations
 
-from telegram import ChatMemberAdministrator, ChatMemberMember, ChatMemberOwner, Update
+from telegram import (
+    ChatMemberAdministrator,
+    ChatMemberMember,
+    ChatMemberOwner,
+    ChatMemberRestricted,
+    Update,
+)
 from telegram.ext import ApplicationHandlerStop
 
 from bot import handlers
@@ -36,9 +42,16 @@ async def membership(update: Update, context: handlers.Context) -> None:
     if rooms is not None and rooms.is_room(chat):
         member = change.new_chat_member
         may_post = isinstance(member, ChatMemberOwner | ChatMemberAdministrator | ChatMemberMember)
+        if isinstance(member, ChatMemberRestricted):  # still in the group: may it post?
+            may_post = member.can_send_messages
         if may_post:
             rooms.found(chat)
             d.sender.wake()
         else:
-            await rooms.lost(chat, f"the bot is now {member.status} there", d.clock())
+            why = (
+                "the bot may no longer send messages there"
+                if isinstance(member, ChatMemberRestricted)
+                else "the bot was removed from the group"
+            )
+            await rooms.lost(chat, why, d.clock())
     raise ApplicationHandlerStop

@@ -119,3 +119,20 @@ class Groups:
     def is_member(self, chat_id: int, user_id: int) -> bool:
         group = self._by_id.get(chat_id)
         return group is None or user_id in group.members
+
+
+#: What a restricted member may not do here: everything (the bot may not post).
+_RESTRICTED = ("change_info", "invite_users", "pin_messages", "send_messages", "send_polls",
+               "send_other_messages", "add_web_page_previews", "manage_topics", "send_audios",
+               "send_documents", "send_photos", "send_videos", "send_video_notes",
+               "send_voice_notes", "edit_tag", "react_to_messages")  # fmt: skip
+
+
+def member_object(user: dict[str, Any], status: BotStatus) -> dict[str, Any]:
+    """A ChatMember as Telegram sends it in a my_chat_member update."""
+    if status == "member":
+        return {"status": "member", "user": user}
+    if status == "kicked":
+        return {"status": "kicked", "user": user, "until_date": 0}
+    return {"status": "restricted", "user": user, "is_member": True, "until_date": 0,
+            **{f"can_{right}": False for right in _RESTRICTED}}  # fmt: skip

@@ -184,14 +184,29 @@ class LocalBotApi:
         by = localapi_state.user_object(by_user_id, *self.names.get(by_user_id, ()))
         self.state.migrate(old, new, by, int(time.time()))
 
-    def set_bot_status(self, chat_id: int, status: localapi_groups.BotStatus) -> None:
+    def set_bot_status(
+        self, chat_id: int, status: localapi_groups.BotStatus, *, by_user_id: int | None = None
+    ) -> None:
         """The bot is removed from the group ("kicked"), may no longer post ("restricted"),
-        or is a member again ("member")."""
+        or is a member again ("member"); with `by_user_id`, Telegram tells the bot so in a
+        my_chat_member update, as it does when an admin makes the change."""
         with self.state.lock:
             group = self.state.groups.get(chat_id)
             if group is None:
                 raise ValueError(f"no group {chat_id}")
-            group.bot_status = status
+            before, group.bot_status = group.bot_status, status
+            if by_user_id is None:
+                return
+            bot_id = int((self.token or "1:x").split(":")[0])
+            bot = {"id": bot_id, "is_bot": True, "first_name": "Gatehouse (local)"}
+            change = {
+                "chat": self.state.chat(chat_id),
+                "from": localapi_state.user_object(by_user_id, *self.names.get(by_user_id, ())),
+                "date": int(time.time()),
+                "old_chat_member": localapi_groups.member_object(bot, before),
+                "new_chat_member": localapi_groups.member_object(bot, status),
+            }
+            self.state.push_update({"my_chat_member": change})
 
     def topics(self, chat_id: int) -> dict[int, str]:
         """A forum's topics, by message_thread_id."""
