@@ -137,3 +137,38 @@ async def test_a_failed_long_poll_is_counted_and_polled_again(
     await leadership.stand_down()
     assert update.message is not None and update.message.text == "/status"
     assert metrics.REGISTRY.get_sample_value(*sample) == before + 1
+
+
+async def test_an_update_that_cannot_be_read_is_skipped_and_the_rest_handled(
+    store: db.Store, api: localapi.LocalBotApi
+) -> None:
+    """A field this python-telegram-bot version requires and Telegram did not send fails
+    the whole getUpdates answer; polling reads the updates one by one instead, skips the
+    unreadable one (confirming it) and hands on the others."""
+    registry = workers.Registry(store, lambda: datetime.now(UTC))
+    leadership = leader.Leadership(
+        store, "w1", timedelta(seconds=30), lambda: datetime.now(UTC), registry
+    )
+    assert await leadership.step()
+    user = {"id": 5, "is_bot": True, "first_name": "bot"}
+    broken = {"status": "restricted", "user": user, "is_member": True, "until_date": 0}
+    chat = {"id": -40, "type": "group", "title": "G"}
+    before = {"status": "member", "user": user}
+    change = {"chat": chat, "from": user, "date": 0, "old_chat_member": before}
+    change["new_chat_member"] = broken
+    skipped = api.state.push_update({"my_chat_member": change})["update_id"]
+    api.inject_command(77, 77, "/status")
+    application = ApplicationBuilder().token(TOKEN).base_url(api.base_url).build()
+    stop = asyncio.Event()
+    async with application:
+        allowed = [Update.MESSAGE, Update.MY_CHAT_MEMBER]
+        polling_task = asyncio.create_task(polling.poll(application, leadership, allowed, stop))
+        update = await asyncio.wait_for(application.update_queue.get(), 20)
+        api.inject_command(77, 77, "/help")  # the next poll goes on past the skipped one
+        following = await asyncio.wait_for(application.update_queue.get(), 20)
+        stop.set()
+        await asyncio.wait_for(polling_task, 20)
+    await leadership.stand_down()
+    assert update.message is not None and update.message.text == "/status"
+    assert following.message is not None and following.message.text == "/help"
+    assert api.state.pending_update_count() == 0 and update.update_id > skipped
