@@ -23,7 +23,9 @@ message whose answer could not be read is counted as delivered (id UNREAD), neve
 again. Pacing is PTB's AIORateLimiter's job (set up in bot.app) plus a per-chat
 aiolimiter bucket here. Among several workers only the leader sends (`may_send`): a
 tap handled elsewhere leaves its card edits to the leader's loop. How a card_edit row
-changes the cards already sent is bot.card_edits' part.
+changes the cards already sent is bot.card_edits' part. Cards of a pipeline that reviews
+in a group go there (bot.rooms): a group Telegram moved to a supergroup moves every
+reference and the row goes again; a group refusing the bot sends the row privately.
 """
 
 from __future__ import annotations
