@@ -105,6 +105,9 @@ class Rooms:
             except tg_error.TelegramError as exc:
                 log.error("the group for %s's cards (%s): %s", name, room.chat, exc.message)
                 await self.lost(room.chat_id or 0, f"{room.chat}: {exc.message}", now)
+            except (TypeError, ValueError, KeyError) as exc:  # an answer PTB could not read
+                log.error("the group for %s's cards (%s): %r", name, room.chat, exc)
+                await self.lost(room.chat_id or 0, f"{room.chat}: unreadable answer", now)
 
     async def _learn_names(self, bot: Bot, room: Room, pipeline: str, now: datetime) -> None:
         """The approvers' names from the group, so the first card's votes line names

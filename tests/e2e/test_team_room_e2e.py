@@ -68,20 +68,23 @@ def feed() -> Iterator[FeedServer]:
 @contextlib.asynccontextmanager
 async def room(
     tmp_path: Path, feed: FeedServer, chat: int, *, forum: bool, topic: str = "",
-    quorum: int = 2, **pace: float,
+    quorum: int = 2, username: str | None = None, **pace: float,
 ) -> AsyncIterator[Room]:  # fmt: skip
+    """The bot and engine in this process, one pipeline whose cards go to group `chat`
+    (named by `@username` in the pipeline file when given)."""
     pipelines_dir = tmp_path / "pipelines"
     pipelines_dir.mkdir()
     (pipelines_dir / "team.yaml").write_text(
         PIPELINE.format(
-            url=feed.url("/feed.xml"), ana=ANA, sam=SAM, li=LI, chat=chat,
+            url=feed.url("/feed.xml"), ana=ANA, sam=SAM, li=LI,
+            chat=f"'@{username}'" if username else chat,
             topic=f"  topic: {topic}" if topic else "", out=tmp_path / "out", quorum=quorum,
         )
     )  # fmt: skip
     with localapi.LocalBotApi(token=TOKEN) as api:
         for user, name in NAMES.items():
             api.name_user(user, name)
-        api.add_group(chat, "Review room", [*OPERATORS, STRANGER], forum=forum)
+        api.add_group(chat, "Review room", [*OPERATORS, STRANGER], forum=forum, username=username)
         telegram = settings_mod.TelegramSettings(
             token=TOKEN,  # type: ignore[arg-type]  # pydantic makes it a SecretStr
             base_url=api.base_url,
@@ -123,7 +126,8 @@ async def tap(api: localapi.LocalBotApi, chat: int, user: int, message: Any, lab
 async def test_a_forum_topic_holds_one_card_per_item_and_everyones_votes(
     tmp_path: Path, feed: FeedServer
 ) -> None:
-    async with room(tmp_path, feed, FORUM, forum=True, topic="Releases") as team:
+    room_named = room(tmp_path, feed, FORUM, forum=True, topic="Releases", username="review_room")
+    async with room_named as team:  # the file names the group by its @username
         api, store = team.api, team.runtime.store
         first, second = await api.await_for(
             lambda: cards(api, FORUM)[1:] and cards(api, FORUM), timeout=60

@@ -313,10 +313,14 @@ def get_chat_member(request: Request) -> Any:
 
 
 def get_chat(request: Request) -> Any:
+    """A ChatFullInfo: the chat, and the fields Telegram always sends with it."""
     chat_id = request.chat_id()
     if chat_id < 0 and request.state.groups.get(chat_id) is None:
         raise bad_request("chat not found")
-    return request.state.chat(chat_id)
+    gifts = {"unlimited_gifts": False, "limited_gifts": False, "unique_gifts": False,
+             "premium_subscription": False, "gifts_from_channels": False}  # fmt: skip
+    full = {"accent_color_id": 0, "max_reaction_count": 11, "accepted_gift_types": gifts}
+    return request.state.chat(chat_id) | full
 
 
 def send_photo(request: Request) -> Any:
