@@ -44,7 +44,8 @@ async def backup(store: Store, path: Path, progress: BackupProgress | None = Non
     """Copy the store to a new file at `path`, then check the copy (integrity, row counts)."""
     if store.dialect != "sqlite":
         raise errors.Refused(
-            'this store lives in PostgreSQL: back it up with pg_dump (see docs/operations.md, "Backup and restore")'
+            "this store lives in PostgreSQL: back it up with pg_dump "
+            '(see docs/operations.md, "Backup and restore")'
         )
     return await store.read(_backup_sync, path, progress)
 

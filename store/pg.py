@@ -5,8 +5,9 @@ lane is a thread owning one synchronous psycopg connection (autocommit, so a uni
 `BEGIN ... COMMIT` is explicit as on SQLite; `prepare_threshold=None`, so it works
 behind PgBouncer in transaction mode). A write takes a free lane and runs there as
 one READ COMMITTED transaction: a few run at once, here and in other processes, so
-the repositories lock what they decide on (see docs/architecture.md, "PostgreSQL inside"). A unit that
-loses a deadlock or a serialization check runs again from the start, as the
+the repositories lock what they decide on (see docs/architecture.md, "PostgreSQL
+inside"). A unit that loses a deadlock or a serialization check runs again from the
+start, as the
 SQLite writer already may: units are database work only.
 
 A unit writes its audit events unsealed; the leader seals them into the chain later
