@@ -7,8 +7,7 @@ behind PgBouncer in transaction mode). A write takes a free lane and runs there 
 one READ COMMITTED transaction: a few run at once, here and in other processes, so
 the repositories lock what they decide on (see docs/architecture.md, "PostgreSQL
 inside"). A unit that loses a deadlock or a serialization check runs again from the
-start, as the
-SQLite writer already may: units are database work only.
+start, as the SQLite writer already may: units are database work only.
 
 A unit writes its audit events unsealed; the leader seals them into the chain later
 (store.sealer), so writers share no lock for the chain.
