@@ -104,10 +104,11 @@ class Rooms:
                 await self._learn_names(bot, room, name, now)
             except tg_error.TelegramError as exc:
                 log.error("the group for %s's cards (%s): %s", name, room.chat, exc.message)
-                await self.lost(room.chat_id or 0, f"{room.chat}: {exc.message}", now)
+                await self.lost(room.chat_id or 0, exc.message, now, shown=str(room.chat))
             except (TypeError, ValueError, KeyError) as exc:  # an answer PTB could not read
                 log.error("the group for %s's cards (%s): %r", name, room.chat, exc)
-                await self.lost(room.chat_id or 0, f"{room.chat}: unreadable answer", now)
+                why = "Telegram's answer could not be read"
+                await self.lost(room.chat_id or 0, why, now, shown=str(room.chat))
 
     async def _learn_names(self, bot: Bot, room: Room, pipeline: str, now: datetime) -> None:
         """The approvers' names from the group, so the first card's votes line names
@@ -148,23 +149,24 @@ class Rooms:
             old, new, changed, new,
         )  # fmt: skip
 
-    async def lost(self, chat: int, why: str, now: datetime) -> None:
-        """The bot may not post in `chat`: its cards go to private chats for LOST_FOR,
-        and every operator is told, privately, once an hour at most."""
+    async def lost(self, chat: int, why: str, now: datetime, *, shown: str = "") -> None:
+        """The bot may not post in `chat` (`shown` as configured, when it has no id yet):
+        its cards go to private chats for LOST_FOR, and every operator is told,
+        privately, once an hour at most."""
         self._lost[chat] = now
         text = (
-            f"🚨 approval cards cannot go to the group {chat}: {why}. They go to your "
+            f"🚨 approval cards cannot go to the group {shown or chat}: {why}. They go to your "
             "private chats until the bot can post there again (add it back to the group, "
             "or give it the right to send messages)."
         )
-        key = f"room-lost:{chat}:{now:%Y-%m-%d-%H}"
+        key = f"room-lost:{shown or chat}:{now:%Y-%m-%d-%H}"
         alert = payloads.Alert("error", text).to_json()
         for operator in self._operators:
             await outbox.enqueue(
                 self._store, "alert", f"{card_trail.CHAT_TARGET}{operator}", alert, now,
                 dedupe_key=f"{key}:{operator}",
             )  # fmt: skip
-        log.error("cards for group %d go to private chats for now: %s", chat, why)
+        log.error("cards for group %s go to private chats for now: %s", shown or chat, why)
 
     def found(self, chat: int) -> None:
         """The bot is back in the group (a member update said so): try it again now."""

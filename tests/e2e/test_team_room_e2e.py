@@ -68,7 +68,8 @@ def feed() -> Iterator[FeedServer]:
 @contextlib.asynccontextmanager
 async def room(
     tmp_path: Path, feed: FeedServer, chat: int, *, forum: bool, topic: str = "",
-    quorum: int = 2, username: str | None = None, **pace: float,
+    quorum: int = 2, username: str | None = None, listed_as: str | None = None,
+    **pace: float,
 ) -> AsyncIterator[Room]:  # fmt: skip
     """The bot and engine in this process, one pipeline whose cards go to group `chat`
     (named by `@username` in the pipeline file when given)."""
@@ -77,7 +78,7 @@ async def room(
     (pipelines_dir / "team.yaml").write_text(
         PIPELINE.format(
             url=feed.url("/feed.xml"), ana=ANA, sam=SAM, li=LI,
-            chat=f"'@{username}'" if username else chat,
+            chat=f"'@{listed_as or username}'" if username else chat,
             topic=f"  topic: {topic}" if topic else "", out=tmp_path / "out", quorum=quorum,
         )
     )  # fmt: skip
@@ -303,3 +304,21 @@ async def test_approve_all_of_fifty_in_a_group_keeps_the_groups_pace(
         await api.await_for(
             lambda: all("approved by Ana" in latest(api, GROUP, c).text for c in sent), 60
         )
+
+
+async def test_a_group_name_telegram_does_not_know_sends_the_cards_privately(
+    tmp_path: Path, feed: FeedServer
+) -> None:
+    """A mistyped @username: each operator is told why, and the cards are not lost."""
+    mistyped = room(
+        tmp_path, feed, FORUM, forum=True, username="review_room", listed_as="reveiw_room"
+    )
+    async with mistyped as team:
+        api = team.api
+        for user in OPERATORS:
+            told = await api.await_for(
+                lambda u=user: [m for m in api.sent(u) if "cannot go to the group" in m.text], 30
+            )
+            assert "@reveiw_room: chat not found" in told[0].text.lower()
+            await api.await_for(lambda u=user: cards(api, u)[1:], 30)  # both items, privately
+        assert cards(api, FORUM) == []
