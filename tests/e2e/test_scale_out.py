@@ -240,12 +240,23 @@ SEALER_WAITING = (
 LOCK_HEAD = "SELECT seq FROM events WHERE seq IS NOT NULL ORDER BY seq DESC LIMIT 1 FOR UPDATE"
 
 
+def _locked_the_head(head: psycopg.Connection[Any]) -> bool:
+    locked = head.execute(LOCK_HEAD).fetchone()
+    newest = head.execute("SELECT max(seq) FROM events").fetchone()
+    if locked is not None and newest is not None and locked[0] == newest[0]:
+        return True
+    head.rollback()
+    return False
+
+
 @contextlib.contextmanager
 def sealer_held_mid_batch(url: str, worker: Worker) -> Iterator[None]:
     """Hold the sealer still between the head and three new events, then let it seal
     the first two and wait on the third: the body runs with the batch half done."""
     with psycopg.connect(url) as head, psycopg.connect(url) as last:
-        head.execute(LOCK_HEAD)  # the sealer's next batch waits for it
+        # The sealer's next batch waits for it; a lock taken while a batch was committing
+        # lands on the head that batch moved past, so take it again until it is the head.
+        wait_for(lambda: _locked_the_head(head), 30, "the head locked")
         for usd in ("101", "102", "103"):  # three audited changes, as an operator makes
             made = cli(worker, "set-budget", "news", "day", usd)
             assert made.returncode == 0, made.stdout + made.stderr
