@@ -184,7 +184,7 @@ def _item_buttons(
     """The buttons a card edit or an alert asks for under one item's message."""
     if attempt is None or version is None:
         return None
-    if buttons == card_trail.RETRY_BUTTONS:
+    if buttons == payloads.RETRY_BUTTONS:
         return card_actions.retry_keyboard(key, item_id, attempt, version)
     if buttons == payloads.DECIDE_BUTTONS:
         return card_taps.warning_keyboard(key, item_id, attempt, version)

@@ -5,7 +5,7 @@ name an item sent as replies to its card, and Retry under a card whose dispatch 
     await card_actions.reply_about(update, store, item_id, text)  # a reply to the card
     await card_actions.show(query, d, item, now)                  # the Show card tap
     await card_actions.retry(query, d, pipeline, button, now)     # the Retry tap
-    await card_actions.settle_reply(query, store, item_id)       # a decided warning's buttons
+    await card_actions.settle_reply(query)                       # a decided warning's buttons
 
 Telegram cannot link to a message in a private chat, but a reply quotes it, and tapping
 the quote scrolls to it. When the card is gone (deleted, a cleared chat), Telegram says
@@ -65,19 +65,33 @@ def edit_prompt(item: items.Item, draft_text: str) -> str:
     return f"{head}\n\n(The draft is too long to repeat here: copy it from its card.)"
 
 
+def item_row(
+    key: bytes, item_id: int, attempt: int, version: int,
+    *buttons: tuple[str, callbacks.Action],
+) -> InlineKeyboardMarkup:  # fmt: skip
+    """One row of buttons bound to an item's attempt and version: (label, action) each."""
+    return InlineKeyboardMarkup([[
+        InlineKeyboardButton(
+            label,
+            callback_data=callbacks.encode(
+                key, callbacks.Button(action, item_id, attempt, version)
+            ),
+        )
+        for label, action in buttons
+    ]])  # fmt: skip
+
+
 def replay_keyboard(key: bytes, item_id: int, attempt: int, version: int) -> InlineKeyboardMarkup:
     """Under an expired card or a breach alert: bring the item back, as /replay does."""
-    data = callbacks.encode(key, callbacks.Button("replay", item_id, attempt, version))
-    return InlineKeyboardMarkup([[InlineKeyboardButton("🔁 Replay", callback_data=data)]])
+    return item_row(key, item_id, attempt, version, ("🔁 Replay", "replay"))
 
 
-async def settle_reply(query: Any, store: Store, item_id: int) -> None:
+async def settle_reply(query: Any) -> None:
     """A decision taken on a reply about the item (an SLA warning) takes that reply's
-    buttons away; the card itself says what happened (its edit is the sender's)."""
-    chat, message = query.message.chat_id, query.message.message_id
-    for row in await outbox.for_item(store, item_id, "card"):
-        if message in sent_messages.message_ids(row).get(str(chat), []):
-            return
+    buttons away; the card itself says what happened (its edit is the sender's). A card
+    is never a reply, so the tapped message being one tells them apart."""
+    if query.message.reply_to_message is None:
+        return
     try:
         await query.edit_message_reply_markup(reply_markup=None)
     except tg_error.BadRequest as exc:
@@ -95,8 +109,7 @@ def addressed(query: Any, text: str) -> str:
 
 
 def retry_keyboard(key: bytes, item_id: int, attempt: int, version: int) -> InlineKeyboardMarkup:
-    data = callbacks.encode(key, callbacks.Button("retry", item_id, attempt, version))
-    return InlineKeyboardMarkup([[InlineKeyboardButton("🔁 Retry", callback_data=data)]])
+    return item_row(key, item_id, attempt, version, ("🔁 Retry", "retry"))
 
 
 async def card_message(store: Store, item: items.Item, chat_id: int) -> int | None:

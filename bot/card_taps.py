@@ -11,7 +11,7 @@ import asyncio
 from datetime import datetime
 from typing import Any
 
-from telegram import ForceReply, InlineKeyboardButton, InlineKeyboardMarkup, Message, Update
+from telegram import ForceReply, InlineKeyboardMarkup, Message, Update
 from telegram.constants import ParseMode
 
 from bot import callbacks, card_actions, handlers, metrics, people, render
@@ -24,31 +24,18 @@ EDIT_PLACEHOLDER = "your text becomes the new draft"
 
 
 def card_keyboard(key: bytes, item_id: int, attempt: int, version: int) -> InlineKeyboardMarkup:
-    def button(label: str, action: callbacks.Action) -> InlineKeyboardButton:
-        data = callbacks.encode(key, callbacks.Button(action, item_id, attempt, version))
-        return InlineKeyboardButton(label, callback_data=data)
-
-    return InlineKeyboardMarkup(
-        [[button("✅ Approve", "approve"), button("❌ Reject", "reject"), button("✏️ Edit", "edit")]]
-    )
+    return card_actions.item_row(
+        key, item_id, attempt, version,
+        ("✅ Approve", "approve"), ("❌ Reject", "reject"), ("✏️ Edit", "edit"),
+    )  # fmt: skip
 
 
 def warning_keyboard(key: bytes, item_id: int, attempt: int, version: int) -> InlineKeyboardMarkup:
     """Under an SLA warning: decide now, or give the item its window once more."""
-
-    def button(label: str, action: callbacks.Action) -> InlineKeyboardButton:
-        data = callbacks.encode(key, callbacks.Button(action, item_id, attempt, version))
-        return InlineKeyboardButton(label, callback_data=data)
-
-    return InlineKeyboardMarkup(
-        [
-            [
-                button("✅ Approve", "approve"),
-                button("❌ Reject", "reject"),
-                button("⏳ Extend", "extend"),
-            ]
-        ]
-    )
+    return card_actions.item_row(
+        key, item_id, attempt, version,
+        ("✅ Approve", "approve"), ("❌ Reject", "reject"), ("⏳ Extend", "extend"),
+    )  # fmt: skip
 
 
 async def tap(update: Update, context: handlers.Context) -> None:
@@ -100,7 +87,7 @@ async def _decide(
         return
     # Edit the card now rather than at the sender's next pass, while the tap is answered.
     await asyncio.gather(query.answer(said), d.sender.flush_item(button.item_id, now))
-    await card_actions.settle_reply(query, d.store, button.item_id)
+    await card_actions.settle_reply(query)
     await metrics.decided(d.store, pipeline.name, decision, now)
 
 
@@ -115,7 +102,7 @@ async def _extend(
     await asyncio.gather(
         query.answer(f"⏳ extended: {left} left to decide"), d.sender.flush_item(item.id, now)
     )
-    await card_actions.settle_reply(query, d.store, item.id)
+    await card_actions.settle_reply(query)
 
 
 async def _ask_for_edit(

@@ -25,7 +25,8 @@ import pwd
 import re
 import socket
 import struct
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -125,15 +126,27 @@ async def _sweep(rt: Any, args: dict[str, Any]) -> Any:
     return await operations.sweep(rt.store, rt.now(), days)
 
 
+async def decide_in_words(
+    store: db.Store, pipelines: Mapping[str, Any], action: str, item_id: int, actor: str,
+    now: datetime, *, version: int | None = None, text: str = "", scheduler: Any = None,
+) -> review.Decided:  # fmt: skip
+    """review.at_terminal, its words naming people as the bot does: the one way the CLI
+    decides, through this socket or holding the store itself."""
+    decided = await review.at_terminal(
+        store, pipelines, action, item_id, actor, now, version=version, text=text,
+        scheduler=scheduler,
+    )  # fmt: skip
+    return dataclasses.replace(decided, said=await people.humanize(store, decided.said))
+
+
 def _decision(action: str) -> Handler:
     async def run(rt: Any, args: dict[str, Any]) -> Any:
         version = args.get("version")
-        decided = await review.at_terminal(
+        return await decide_in_words(
             rt.store, rt.pipelines, action, operations.whole_number(args.get("item"), "item"),
             str(args[BY]), rt.now(), text=str(args.get("text") or ""), scheduler=rt.scheduler,
             version=None if version is None else operations.whole_number(version, "version"),
         )  # fmt: skip
-        return dataclasses.replace(decided, said=await people.humanize(rt.store, decided.said))
 
     return run
 

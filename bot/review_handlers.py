@@ -122,7 +122,7 @@ async def _on_item(
 async def _answered(query: Any, d: handlers.Deps, item_id: int, text: str, now: datetime) -> None:
     # Edit the card now rather than at the sender's next pass, while the tap is answered.
     await asyncio.gather(query.answer(text), d.sender.flush_item(item_id, now))
-    await card_actions.settle_reply(query, d.store, item_id)
+    await card_actions.settle_reply(query)
 
 
 async def _ask(

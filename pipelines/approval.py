@@ -107,6 +107,12 @@ def awaited(decision: decisions.Decision, pipeline: config.Pipeline) -> str:
     return f"waiting for {names}" if len(left) == more else f"waiting for {more} more of {names}"
 
 
+def repeat_vote(decision: decisions.Decision, voter: int) -> bool:
+    """Whether nothing changed because `voter` already approved this waiting version."""
+    waiting = decision.item.state == State.AWAITING_APPROVAL
+    return decision.outcome == "unchanged" and waiting and voter in decision.approvals
+
+
 def vote_words(decision: decisions.Decision, pipeline: config.Pipeline, voter: int) -> str:
     """What one vote did, for whoever cast it: "your vote is in: 1 of 2 (waiting for
     operator:1002)", "you already approved this version". People are `operator:<id>`;
@@ -115,8 +121,7 @@ def vote_words(decision: decisions.Decision, pipeline: config.Pipeline, voter: i
         return "✅ approved"
     if decision.outcome == "rejected":
         return "❌ rejected"
-    waiting = decision.item.state == State.AWAITING_APPROVAL
-    if decision.outcome == "unchanged" and not (waiting and voter in decision.approvals):
+    if decision.outcome == "unchanged" and not repeat_vote(decision, voter):
         return f"nothing changed: the item is {decision.item.state.replace('_', ' ')}"
     votes = f"{len(decision.approvals)} of {decision.quorum}"
     tail = awaited(decision, pipeline)

@@ -25,8 +25,6 @@ from store.machine import State
 
 #: The target of a card sent to one chat only: "chat:<id>".
 CHAT_TARGET = "chat:"
-#: What a card's edit payload asks for under the card (the bot builds the buttons).
-RETRY_BUTTONS = "retry"
 #: Open cards sent again at most, oldest first (a resend is for a chat that lost them).
 RESEND_LIMIT = 100
 
@@ -68,7 +66,7 @@ def dispatched_sync(
 
 def failed_sync(conn: backend.Conn, item: Item, reason: str, now: datetime) -> None:
     """The card shows the error, with a Retry button."""
-    _edit(conn, item, State.FAILED, f"⚠️ not sent: {reason}", now, buttons=RETRY_BUTTONS)
+    _edit(conn, item, State.FAILED, f"⚠️ not sent: {reason}", now, buttons=payloads.RETRY_BUTTONS)
 
 
 async def retry(

@@ -70,26 +70,19 @@ def _left(item: Item, now: datetime) -> str:
 
 def _warn(conn: backend.Conn, item: Item, now: datetime) -> bool:
     key = f"sla-warning:{_entry_key(item)}"
-    if item.state == machine.State.AWAITING_APPROVAL:
-        # To the people who decide, as a reply to their card, with what they can do now.
-        text = (
-            f"⏳ item {item.id} ({item.pipeline}) is waiting for approval, {_left(item, now)} left"
-        )
-        warning = payloads.Alert(
-            "warning", text, item.id, pipeline=item.pipeline, attempt=item.attempt,
-            reply_to_version=item.version, buttons=payloads.DECIDE_BUTTONS,
-        )  # fmt: skip
-        target = outbox.OPERATORS
+    # A waiting item's warning goes to the people who decide, as a reply to their card,
+    # with what they can do now; others' to the alerts chat, as a reply where it can.
+    waiting = item.state == machine.State.AWAITING_APPROVAL
+    if waiting:
+        text = f"is waiting for approval, {_left(item, now)} left"
     else:
-        text = (
-            f"⏳ item {item.id} ({item.pipeline}) is still {item.state}, "
-            f"{_left(item, now)} left before it counts as stuck"
-        )
-        warning = payloads.Alert(
-            "warning", text, item.id, pipeline=item.pipeline, attempt=item.attempt,
-            reply_to_version=item.version,
-        )  # fmt: skip
-        target = outbox.ALERTS
+        text = f"is still {item.state}, {_left(item, now)} left before it counts as stuck"
+    warning = payloads.Alert(
+        "warning", f"⏳ item {item.id} ({item.pipeline}) {text}", item.id,
+        pipeline=item.pipeline, attempt=item.attempt, reply_to_version=item.version,
+        buttons=payloads.DECIDE_BUTTONS if waiting else "",
+    )  # fmt: skip
+    target = outbox.OPERATORS if waiting else outbox.ALERTS
     row = outbox.enqueue_sync(
         conn, "alert", target, warning.to_json(), now, item_id=item.id, dedupe_key=key
     )

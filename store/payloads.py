@@ -128,7 +128,7 @@ class CardEdit(_Payload):
     state: str
     status: str = ""
     decided_by: tuple[int, ...] = ()
-    #: Buttons the card gains (the bot builds them), such as "retry" after a failed dispatch.
+    #: Buttons the card gains (the bot builds them): RETRY_BUTTONS, REPLAY_BUTTONS.
     buttons: str = ""
     #: Until when (ISO 8601) the decision can be undone; the card keeps its Undo button.
     undo_until: str | None = None
@@ -160,6 +160,8 @@ class Alert(_Payload):
     buttons: str = ""
 
 
+#: `buttons` of a card edit: Retry (a dispatch that failed for good).
+RETRY_BUTTONS = "retry"
 #: `buttons` of an alert or a card edit: Approve, Reject and Extend (an SLA warning).
 DECIDE_BUTTONS = "decide"
 #: `buttons` of an alert or a card edit: Replay (an expired card, a breach).

@@ -10,13 +10,13 @@ item's current one), as a card's buttons apply to the card's version.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import sys
+from collections.abc import Awaitable
 from datetime import datetime
 from typing import Any
 
-from bot import control, people, wording
+from bot import control, wording
 from bot import settings as settings_mod
 from bot.cli import output as cli_output
 from bot.cli import reads as cli_reads
@@ -60,11 +60,10 @@ def cmd_decide(cfg: settings_mod.Settings, args: argparse.Namespace, now: dateti
     actor = events.cli(control.unix_user(os.geteuid()))
     known = cli_reads.pipelines(cfg)
 
-    async def local(store: db.Store) -> review.Decided:
-        decided = await review.at_terminal(
+    def local(store: db.Store) -> Awaitable[review.Decided]:
+        return control.decide_in_words(
             store, known, action, args.item, actor, now, version=args.version, text=text
         )
-        return dataclasses.replace(decided, said=await people.humanize(store, decided.said))
 
     data = operations.plain(cli_writes.write(cfg, action, request, local))
     item = data["item"]

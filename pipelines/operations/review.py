@@ -196,10 +196,9 @@ async def at_terminal(
         store, pipeline, item_id, item.attempt, shown, voter,
         "approve" if action == "approve" else "reject", now, reason=reason, actor=actor,
     )  # fmt: skip
-    said = approval.vote_words(decision, pipeline, voter)
-    if decision.outcome == "unchanged" and said.startswith("nothing changed"):
+    if decision.outcome == "unchanged" and not approval.repeat_vote(decision, voter):
         raise Refused(f"nothing changed: item {item_id} is {decision.item.state}")
-    return Decided(decision.item, said)
+    return Decided(decision.item, approval.vote_words(decision, pipeline, voter))
 
 
 # -- decisions on a listed set ----------------------------------------------------------

@@ -83,6 +83,13 @@ def test_the_readme_first_pipeline_works_as_written(
     feed, model, hook = servers
     with localapi.LocalBotApi(token=e2e.TOKEN) as api:
         env = setup_as_the_readme_says(tmp_path, feed, model, hook, api)
+        # "Connect a real bot", step 4: with the directory made and no pipeline in it yet.
+        pipeline = tmp_path / "pipelines" / "mine" / "city.yaml"
+        written = pipeline.read_text()
+        pipeline.unlink()
+        done = gatehouse(tmp_path, env, "check")
+        assert done.returncode == 0 and "0 pipeline(s)" in done.stdout, done
+        pipeline.write_text(written)
         # Step 2: the store and a budget.
         done = gatehouse(tmp_path, env, "init")
         assert done.returncode == 0 and (tmp_path / "data" / "gatehouse.db").exists(), done

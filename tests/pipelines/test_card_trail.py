@@ -12,7 +12,7 @@ import pytest
 
 from pipelines import card_trail, config, dispatch, engine
 from pipelines.dispatch import dispatcher
-from store import db, errors, events, items, outbox
+from store import db, errors, events, items, outbox, payloads
 from store.machine import State
 from tests.fakes.webhook_server import Reply, WebhookServer
 from tests.pipelines import test_dispatcher
@@ -34,7 +34,7 @@ async def test_a_failure_offers_retry_and_the_retry_keeps_the_key(
     hook.script(Reply(422, b"no"))
     await dispatcher.run_once(store, {"news": pipeline}, client, now)
     failed = (await edits(store, item.id))[-1]
-    assert failed["buttons"] == card_trail.RETRY_BUTTONS and failed["state"] == "failed"
+    assert failed["buttons"] == payloads.RETRY_BUTTONS and failed["state"] == "failed"
     assert str(failed["status"]).startswith("✅ approved by operator:7")
     assert "⚠️ not sent: " in str(failed["status"]) and "422" in str(failed["status"])
 

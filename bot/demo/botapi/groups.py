@@ -3,9 +3,9 @@ puts a bot in that a private chat never shows: a group upgraded to a supergroup,
 removed from the group or without the right to post, a topic that does not exist.
 
     api.add_group(-1001234, "Review room", members=[1001, 1002], forum=True)
-    thread = api.groups.create_topic(-1001234, "news")      # as createForumTopic does
-    api.migrate_group(-4001, -1004001)                      # a group becomes a supergroup
-    api.set_bot_status(-1001234, "restricted")              # "not enough rights" from now on
+    api.migrate_group(-4001, -1004001, by_user_id=1001)     # a group becomes a supergroup
+    api.set_bot_status(-1001234, "restricted", by_user_id=1001)   # "not enough rights"
+    api.topics(-1001234)                                    # what createForumTopic made
 
 A chat id no group was added for behaves as before: anything is accepted there.
 Thread-safety is the state's: every call here runs under its lock.
@@ -115,10 +115,6 @@ class Groups:
                 migrated_to=None,
             )
         )  # fmt: skip
-
-    def is_member(self, chat_id: int, user_id: int) -> bool:
-        group = self._by_id.get(chat_id)
-        return group is None or user_id in group.members
 
 
 #: What a restricted member may not do here: everything (the bot may not post).

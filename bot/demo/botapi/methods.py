@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bot.demo.botapi import html as localapi_html
+from bot.demo.botapi.objects import bot_object
 from bot.demo.botapi.state import ApiError, LocalApiState, bad_request, user_object
 
 #: Telegram's limit on a message's text after entity parsing.
@@ -83,16 +84,7 @@ class Request:
     now: int
 
     def bot_user(self) -> dict[str, Any]:
-        bot_id = int(self.token.split(":", 1)[0])
-        return {
-            "id": bot_id,
-            "is_bot": True,
-            "first_name": "Gatehouse (local)",
-            "username": "gatehouse_local_bot",
-            "can_join_groups": True,
-            "can_read_all_group_messages": False,
-            "supports_inline_queries": False,
-        }
+        return bot_object(self.token)
 
     def get_int(self, name: str, default: int | None = None) -> int:
         value = self.params.get(name, default)

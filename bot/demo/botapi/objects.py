@@ -82,6 +82,19 @@ def user_object(
     return found | ({"username": username} if username else {})
 
 
+def bot_object(token: str) -> dict[str, Any]:
+    """The bot's own User, as getMe and a member update name it (its id is the token's)."""
+    return {
+        "id": int(token.split(":", 1)[0]),
+        "is_bot": True,
+        "first_name": "Gatehouse (local)",
+        "username": "gatehouse_local_bot",
+        "can_join_groups": True,
+        "can_read_all_group_messages": False,
+        "supports_inline_queries": False,
+    }
+
+
 def chat_object(chat_id: int) -> dict[str, Any]:
     """A Chat for an id: positive ids are private chats, -100... supergroups, else groups."""
     if chat_id > 0:

@@ -34,6 +34,7 @@ from typing import Any, TypeVar
 from bot.demo.botapi import groups as localapi_groups
 from bot.demo.botapi import http as localapi_http
 from bot.demo.botapi import methods as localapi_methods
+from bot.demo.botapi import objects as localapi_objects
 from bot.demo.botapi import state as localapi_state
 
 T = TypeVar("T")
@@ -197,8 +198,7 @@ class LocalBotApi:
             before, group.bot_status = group.bot_status, status
             if by_user_id is None:
                 return
-            bot_id = int((self.token or "1:x").split(":")[0])
-            bot = {"id": bot_id, "is_bot": True, "first_name": "Gatehouse (local)"}
+            bot = localapi_objects.bot_object(self.token or "1:unknown")
             change = {
                 "chat": self.state.chat(chat_id),
                 "from": localapi_state.user_object(by_user_id, *self.names.get(by_user_id, ())),
