@@ -75,7 +75,7 @@ async def sequential_split(store: db.Store, ids: list[int]) -> tuple[float, floa
             finally:
                 spent.append(time.perf_counter() - started)
 
-        start(done, on_thread if fn is writer._run_batch else fn, *args)
+        start(done, on_thread if fn is writer.run_batch else fn, *args)
 
     lane.start = timed  # type: ignore[method-assign]
     try:
@@ -152,7 +152,7 @@ def record_groups(store: db.Store) -> list[int]:
     start = lane.start
 
     def counted(done: lanes.Done, fn: Callable[..., Any], *args: Any) -> None:
-        if fn is writer._run_batch:
+        if fn is writer.run_batch:
             sizes.append(len(args[0]))
         start(done, fn, *args)
 

@@ -39,6 +39,10 @@ class StoreSettings(BaseModel):
     #: Sent messages and stored LLM outputs older than this many days are pruned
     #: (events, drafts, items and dispatch records are kept).
     retention_days: int = Field(default=30, ge=1, le=3650)
+    #: PostgreSQL: let the server keep the plans of statements run often. Turn off behind
+    #: a pooler in transaction mode that does not track them (PgBouncer before 1.21, or
+    #: without max_prepared_statements).
+    prepared_statements: bool = True
 
 
 class SourceSettings(BaseModel):
@@ -268,4 +272,5 @@ def store_config(cfg: Settings) -> db.StoreConfig:
         wal_max_bytes=cfg.store.wal_max_mb * 1024 * 1024,
         retention=timedelta(days=cfg.store.retention_days),
         database_url=cfg.database_url.get_secret_value() if cfg.database_url else None,
+        prepared_statements=cfg.store.prepared_statements,
     )

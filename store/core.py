@@ -69,8 +69,13 @@ class StoreConfig:
     #: `postgresql://...`: the store lives there instead of in the data directory. It may
     #: hold a password, so it is never printed (repr=False) nor put into an error.
     database_url: str | None = field(default=None, repr=False)
-    #: PostgreSQL only: write lanes, each a connection running one unit at a time.
+    #: PostgreSQL only: write lanes, each a connection running one batch at a time.
     writers: int = 4
+    #: PostgreSQL only: let the server keep the plans of repeated statements (the driver
+    #: prepares a statement after a few runs). Off behind a pooler in transaction mode
+    #: that does not track prepared statements (PgBouncer before 1.21, or without
+    #: max_prepared_statements).
+    prepared_statements: bool = True
 
     @property
     def db_path(self) -> Path:

@@ -2,12 +2,12 @@
 
 `db.open(config)` returns this store when `config.database_url` is set. Each
 lane is a thread owning one synchronous psycopg connection (autocommit, so a unit's
-`BEGIN ... COMMIT` is explicit as on SQLite; `prepare_threshold=None`, so it works
-behind PgBouncer in transaction mode). A write takes a free lane and runs there as
-one READ COMMITTED transaction: a few run at once, here and in other processes, so
-the repositories lock what they decide on (see docs/architecture.md, "PostgreSQL
-inside"). A unit that loses a deadlock or a serialization check runs again from the
-start, as the SQLite writer already may: units are database work only.
+`BEGIN ... COMMIT` is explicit as on SQLite; statements run often are prepared, unless
+`prepared_statements` is off for a pooler that cannot keep them). A write runs on a free
+lane in a READ COMMITTED transaction, shared with the units waiting beside it (store.pg_writers): a
+few run at once, here and in other processes, so the repositories lock what they decide
+on (see docs/architecture.md, "PostgreSQL inside"). A unit that loses a deadlock or a
+serialization check runs again from the start: units are database work only.
 
 A unit writes its audit events unsealed; the leader seals them into the chain later
 (store.sealer), so writers share no lock for the chain.
@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import psycopg
 from psycopg import pq
 
-from store import backend, core, errors, migrate, notify, sql, writer
+from store import backend, core, errors, migrate, notify, pg_writers, sql, writer
 from store.lanes import Lane
 
 if TYPE_CHECKING:
@@ -38,8 +38,8 @@ T = TypeVar("T")
 #: The advisory lock key under which one process applies migrations ("gh-migrt").
 MIGRATE_LOCK = 0x67682D6D69677274
 MIGRATIONS_DIR = sql.POSTGRES_DIR / "migrations"
-#: Times a unit runs when it keeps losing deadlocks or serialization checks.
-ATTEMPTS = 5
+#: A statement run more often than this on a connection is prepared (psycopg's default).
+PREPARE_THRESHOLD = 5
 #: Read lanes see each statement's own snapshot, as SQLite's readers do; a read unit
 #: that wants one snapshot for several statements opens BEGIN itself.
 _READER_SETUP = (
@@ -118,14 +118,18 @@ class Conn:
     have happened.
     """
 
-    def __init__(self, url: str, *, reader: bool = False) -> None:
+    def __init__(self, url: str, *, reader: bool = False, prepared: bool = True) -> None:
         self._url = url
         self._reader = reader
+        self._prepare_threshold = PREPARE_THRESHOLD if prepared else None
         self.raw = self._open()
 
     def _open(self) -> psycopg.Connection[Row]:
         raw = psycopg.connect(
-            self._url, autocommit=True, prepare_threshold=None, row_factory=_row_factory
+            self._url,
+            autocommit=True,
+            prepare_threshold=self._prepare_threshold,
+            row_factory=_row_factory,
         )
         for setting in _READER_SETUP if self._reader else ():
             raw.execute(setting)
@@ -157,8 +161,8 @@ class Conn:
         self.raw.close()
 
 
-def connect(url: str, *, reader: bool = False) -> Conn:
-    return Conn(url, reader=reader)
+def connect(url: str, *, reader: bool = False, prepared: bool = True) -> Conn:
+    return Conn(url, reader=reader, prepared=prepared)
 
 
 def _read(conn: Conn, query: Callable[[Conn], T]) -> T:
@@ -166,18 +170,10 @@ def _read(conn: Conn, query: Callable[[Conn], T]) -> T:
     return query(conn)
 
 
-def transaction(conn: Conn, unit: Callable[[Conn], T]) -> T:
-    """Run `unit(conn)` in one transaction."""
+def run_batch(conn: Conn, units: list[pg_writers.Unit]) -> list[tuple[bool, Any]]:
+    """Run units in one transaction, each in a savepoint when one fails (as on SQLite)."""
     conn.reopen_if_dropped()
-    conn.execute("BEGIN")
-    try:
-        result = unit(conn)
-        conn.execute("COMMIT")
-        return result
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
+    return writer.run_batch(conn, units, begin="BEGIN")
 
 
 def apply_migrations(conn: Conn, directory: Path = MIGRATIONS_DIR) -> list[int]:
@@ -245,10 +241,6 @@ def _check_collation(conn: Conn) -> bool:
     return by_code_point
 
 
-def _retryable(exc: errors.StoreError) -> bool:
-    return exc.sqlstate in ("40001", "40P01")  # serialization_failure, deadlock_detected
-
-
 class PgStore(core.Store):
     """The store in a PostgreSQL database shared by any number of gatehouse processes."""
 
@@ -261,7 +253,7 @@ class PgStore(core.Store):
         self._writers: list[Lane[Conn]] = [
             Lane(f"store-pg-writer-{i}", translate) for i in range(count)
         ]
-        self._free: asyncio.Queue[Lane[Conn]] = asyncio.Queue()
+        self._batches = pg_writers.Writers(self._writers, self.faults, run_batch)
         self._readers: list[Lane[Conn]] = [
             Lane(f"store-pg-reader-{i}", translate) for i in range(config.readers)
         ]
@@ -281,38 +273,18 @@ class PgStore(core.Store):
         return self.config.database_url
 
     async def _open(self) -> None:
-        url = self._url
+        url, prepared = self._url, self.config.prepared_statements
         for lane in self._writers:
-            await lane.open(lambda: connect(url))
-            self._free.put_nowait(lane)
+            await lane.open(lambda: connect(url, prepared=prepared))
         if self._writers:
             await self._writers[0].run(apply_migrations)
             await self._writers[0].run(_check_collation)
         for lane in self._readers:
-            await lane.open(lambda: connect(url, reader=True))
+            await lane.open(lambda: connect(url, reader=True, prepared=prepared))
 
     async def _write(self, unit: Callable[[backend.Conn], T]) -> T:
-        lane = await self._free.get()
-        # Shielded: a caller who stops waiting leaves the unit to finish (or roll back)
-        # on its lane, which returns to the pool only then.
-        return await asyncio.shield(asyncio.ensure_future(self._run_on(lane, unit)))
-
-    async def _run_on(self, lane: Lane[Conn], unit: Callable[[backend.Conn], T]) -> T:
-        try:
-            for attempt in range(1, ATTEMPTS + 1):
-                try:
-                    result = await lane.run(transaction, unit)
-                except errors.StoreError as exc:
-                    self.faults.failed(exc)
-                    if attempt == ATTEMPTS or not _retryable(exc):
-                        raise
-                    log.info("a write lost a %s; running it again", exc.sqlstate)
-                    continue
-                self.faults.committed(full_too=True)
-                return result
-            raise AssertionError("the loop returns or raises")
-        finally:
-            self._free.put_nowait(lane)
+        result: T = await self._batches.submit(unit)
+        return result
 
     async def _read(self, query: Callable[[backend.Conn], T]) -> T:
         """Run `query(conn)` on a read-only connection (each statement its own snapshot)."""
@@ -341,6 +313,7 @@ class PgStore(core.Store):
         return 0 if full else writer.ROOM_BYTES
 
     async def close(self) -> None:
+        self._batches.close()
         if self._listener is not None:
             await self._listener.close()
             self._listener = None

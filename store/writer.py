@@ -24,7 +24,7 @@ import os
 import sqlite3
 import threading
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal, TypeVar
@@ -35,11 +35,17 @@ from store.lanes import Lane
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 Unit = Callable[[sqlite3.Connection], Any]
+C = TypeVar("C", bound=backend.Conn)
 
 #: Units sharing one commit at most; bounds the latency one slow unit adds to others.
 MAX_BATCH = 64
 
 _foreground: contextvars.ContextVar[bool] = contextvars.ContextVar("foreground", default=False)
+
+
+def in_foreground() -> bool:
+    """Whether the caller writes while an operator waits (inside `foreground()`)."""
+    return _foreground.get()
 
 
 @contextlib.contextmanager
@@ -241,12 +247,12 @@ class Writer:
 
         def done(result: Any, error: BaseException | None) -> None:
             outcomes = result if batch[0].transactional else [(True, result)]
-            _settle(finished, True, self._answer(batch, outcomes, error))
+            settle(finished, True, self._answer(batch, outcomes, error))
 
         try:
             if batch[0].transactional:
                 stop = self._operator_waits if early else None
-                self._lane.start(done, _run_batch, [p.unit for p in batch], stop)
+                self._lane.start(done, run_batch, [p.unit for p in batch], stop)
             else:
                 self._lane.start(done, batch[0].unit)
         except Exception as exc:  # the lane has stopped: nothing ran
@@ -265,12 +271,12 @@ class Writer:
             # every caller in it is told, and the writer goes on)
             self.faults.failed(error)
             for pending in batch:
-                _settle(pending.future, False, error)
+                settle(pending.future, False, error)
             return []
         for pending, (ok, value) in zip(batch, outcomes, strict=False):
             if not ok:
                 self.faults.failed(value)
-            _settle(pending.future, ok, value)
+            settle(pending.future, ok, value)
         if batch[0].transactional and any(ok for ok, _ in outcomes):
             self.faults.committed()
         return batch[len(outcomes) :]
@@ -280,7 +286,7 @@ def _stop_marker(conn: sqlite3.Connection) -> None:  # pragma: no cover - never 
     raise AssertionError("the stop marker is never executed")
 
 
-def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
+def settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
     if future.done():
         return
     if ok:
@@ -289,10 +295,14 @@ def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
         future.set_exception(value)
 
 
-def _run_batch(
-    conn: sqlite3.Connection, units: list[Unit], stop: threading.Event | None = None
+def run_batch(
+    conn: C,
+    units: Sequence[Callable[[C], Any]],
+    stop: threading.Event | None = None,
+    *,
+    begin: str = "BEGIN IMMEDIATE",
 ) -> list[tuple[bool, Any]]:
-    """Run units in one BEGIN IMMEDIATE transaction; each alone when it fails. Once
+    """Run units in one transaction (`begin` opens it); each alone when it fails. Once
     `stop` is set, the batch commits after the unit it is running: the outcomes are
     those of the first units, and the caller runs the rest later.
 
@@ -303,7 +313,7 @@ def _run_batch(
     is safe.
     """
     if len(units) == 1:
-        return [_in_transaction(conn, lambda: _run_single(conn, units[0]))]
+        return [_in_transaction(conn, begin, lambda: _run_single(conn, units[0]))]
 
     def first_pass() -> list[tuple[bool, Any]]:
         outcomes = []
@@ -314,13 +324,14 @@ def _run_batch(
         return outcomes
 
     try:
-        return _in_transaction(conn, first_pass)
+        return _in_transaction(conn, begin, first_pass)
     except Exception:
-        return _in_transaction(conn, lambda: [_run_in_savepoint(conn, unit) for unit in units])
+        every = lambda: [_run_in_savepoint(conn, unit) for unit in units]  # noqa: E731
+        return _in_transaction(conn, begin, every)
 
 
-def _in_transaction(conn: sqlite3.Connection, work: Callable[[], T]) -> T:
-    conn.execute("BEGIN IMMEDIATE")
+def _in_transaction(conn: C, begin: str, work: Callable[[], T]) -> T:
+    conn.execute(begin)
     try:
         result = work()
         if conn.in_transaction:
@@ -332,7 +343,7 @@ def _in_transaction(conn: sqlite3.Connection, work: Callable[[], T]) -> T:
         raise
 
 
-def _run_single(conn: sqlite3.Connection, unit: Unit) -> tuple[bool, Any]:
+def _run_single(conn: C, unit: Callable[[C], Any]) -> tuple[bool, Any]:
     try:
         return True, unit(conn)
     except Exception as exc:
@@ -341,14 +352,15 @@ def _run_single(conn: sqlite3.Connection, unit: Unit) -> tuple[bool, Any]:
         return False, _translated(exc)
 
 
-def _run_in_savepoint(conn: sqlite3.Connection, unit: Unit) -> tuple[bool, Any]:
+def _run_in_savepoint(conn: C, unit: Callable[[C], Any]) -> tuple[bool, Any]:
     conn.execute("SAVEPOINT unit")
     try:
         result = unit(conn)
     except Exception as exc:
         if not conn.in_transaction:
             # SQLite aborted the whole transaction (e.g. SQLITE_FULL): the units
-            # before this one are gone too, so the batch fails as a whole.
+            # before this one are gone too, so the batch fails as a whole. (A broken
+            # PostgreSQL connection fails the ROLLBACK TO below, the same way.)
             raise _translated(exc) from exc
         conn.execute("ROLLBACK TO unit")
         conn.execute("RELEASE unit")
@@ -358,4 +370,6 @@ def _run_in_savepoint(conn: sqlite3.Connection, unit: Unit) -> tuple[bool, Any]:
 
 
 def _translated(exc: Exception) -> Exception:
-    return errors.translate(exc) if isinstance(exc, sqlite3.Error) else exc
+    if isinstance(exc, sqlite3.Error):
+        return errors.translate(exc)
+    return errors.translate_postgres(exc) or exc

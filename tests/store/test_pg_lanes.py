@@ -1,0 +1,154 @@
+"""PostgreSQL's write lanes (store.pg_writers): units that wait share a transaction, each
+caller hears its own outcome, a unit that loses a deadlock runs again without its
+batch, an operator's write does not queue behind a tick's batches, and statements run
+often are prepared unless that is turned off."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from store import backend, db, errors
+from tests import pg_databases
+
+#: The server refusing a statement as the loser of a deadlock (SQLSTATE 40P01).
+LOSE_A_DEADLOCK = (
+    "DO $$ BEGIN RAISE EXCEPTION 'lost a deadlock' USING ERRCODE = 'deadlock_detected'; END $$"
+)
+
+
+def config(server: pg_databases.Server, tmp_path: Path, **kw: Any) -> db.StoreConfig:
+    server.empty_tables()
+    return db.StoreConfig(data_dir=tmp_path, database_url=server.run_url, **kw)
+
+
+@pytest.fixture
+async def store(pg_run_database: pg_databases.Server, tmp_path: Path) -> AsyncIterator[db.Store]:
+    opened = await db.open(config(pg_run_database, tmp_path))
+    await opened.write(lambda conn: conn.execute("DROP TABLE IF EXISTS lane_t"))
+    await opened.write(lambda conn: conn.execute("CREATE TABLE lane_t (x INTEGER)"))
+    try:
+        yield opened
+    finally:
+        await opened.write(lambda conn: conn.execute("DROP TABLE lane_t"))
+        await opened.close()
+
+
+def inserting(value: int, *, fail: bool = False) -> Callable[[backend.Conn], int]:
+    """Insert `value`; return the transaction's id (or fail after the insert)."""
+
+    def unit(conn: backend.Conn) -> int:
+        conn.execute("INSERT INTO lane_t VALUES (?)", (value,))
+        if fail:
+            raise ValueError(f"unit {value} fails")
+        return int(conn.execute("SELECT txid_current()").fetchone()[0])
+
+    return unit
+
+
+async def values(store: db.Store) -> list[int]:
+    return await store.read(lambda c: [r[0] for r in c.execute("SELECT x FROM lane_t ORDER BY x")])
+
+
+async def test_units_that_wait_share_a_transaction_and_each_caller_hears_its_own(
+    store: db.Store,
+) -> None:
+    async def told(value: int) -> int | str:
+        try:
+            return await store.write(inserting(value, fail=value % 10 == 3))
+        except ValueError as exc:
+            return str(exc)
+
+    outcomes = await asyncio.gather(*(told(n) for n in range(40)))
+    failed = [o for o in outcomes if isinstance(o, str)]
+    assert failed == [f"unit {n} fails" for n in (3, 13, 23, 33)]
+    transactions = {o for o in outcomes if isinstance(o, int)}
+    # 36 commits would be one per unit; the waiting units went in a few batches, on
+    # more than one lane at once.
+    assert 2 <= len(transactions) <= 12, transactions
+    assert await values(store) == [n for n in range(40) if n % 10 != 3]
+
+
+async def test_a_unit_that_loses_a_deadlock_runs_again_and_its_batch_commits(
+    store: db.Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    """It loses in the batch's first pass (the batch runs again, each unit in a
+    savepoint) and again in its savepoint: the others commit, and it runs a third
+    time, on its own."""
+    runs = 0
+
+    def losing_twice(conn: backend.Conn) -> str:
+        nonlocal runs
+        runs += 1
+        conn.execute("INSERT INTO lane_t VALUES (100)")
+        if runs <= 2:
+            conn.execute(LOSE_A_DEADLOCK)
+        return "done"
+
+    with caplog.at_level("INFO", logger="store.pg_writers"):
+        outcomes = await asyncio.gather(
+            *(store.write(inserting(n)) for n in range(10)),
+            store.write(losing_twice),
+            *(store.write(inserting(n)) for n in range(10, 20)),
+        )
+    assert outcomes[10] == "done" and runs == 3
+    assert await values(store) == [*range(20), 100]
+    assert "a write lost a 40P01; running it again" in caplog.messages
+
+
+async def test_a_unit_that_keeps_losing_deadlocks_is_told_so(store: db.Store) -> None:
+    def always_losing(conn: backend.Conn) -> None:
+        conn.execute(LOSE_A_DEADLOCK)
+
+    with pytest.raises(errors.StoreError) as lost:
+        await store.write(always_losing)
+    assert lost.value.sqlstate == "40P01"
+    assert await store.write(inserting(1)) > 0  # the lanes go on
+
+
+async def test_an_operators_write_does_not_wait_for_a_ticks_batches(
+    pg_run_database: pg_databases.Server, tmp_path: Path
+) -> None:
+    """Two lanes: the tick's twelve slow units take one, the tap takes the other."""
+    store = await db.open(dataclasses.replace(config(pg_run_database, tmp_path), writers=2))
+    finished: list[str] = []
+
+    def slow(conn: backend.Conn) -> None:
+        conn.execute("SELECT pg_sleep(0.05)")
+
+    async def write(name: str, unit: Callable[[backend.Conn], Any]) -> None:
+        await store.write(unit)
+        finished.append(name)
+
+    try:
+        background = [asyncio.create_task(write(f"tick {n}", slow)) for n in range(12)]
+        await asyncio.sleep(0.02)  # the tick's units are on their lane
+        with db.foreground():
+            await write("tap", lambda conn: conn.execute("SELECT 1"))
+        await asyncio.gather(*background)
+    finally:
+        await store.close()
+    assert finished[0] == "tap", finished
+
+
+@pytest.mark.parametrize("prepared", [True, False])
+async def test_statements_run_often_are_prepared_unless_turned_off(
+    pg_run_database: pg_databases.Server, tmp_path: Path, prepared: bool
+) -> None:
+    cfg = dataclasses.replace(config(pg_run_database, tmp_path), prepared_statements=prepared)
+    store = await db.open(cfg)
+
+    def repeat_then_count(conn: backend.Conn) -> int:
+        for n in range(10):
+            conn.execute("SELECT ? + 1", (n,))
+        return int(conn.execute("SELECT count(*) FROM pg_prepared_statements").fetchone()[0])
+
+    try:
+        assert (await store.write(repeat_then_count) > 0) is prepared
+    finally:
+        await store.close()
