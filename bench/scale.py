@@ -46,7 +46,7 @@ import psycopg
 from bench import common
 from pipelines import approval, config, engine, scheduler, sealing
 from pipelines.dispatch import dispatcher
-from store import db, events, items, schedules, sealer
+from store import db, events, heartbeats, items, runs, schedules, sealer
 from store.machine import State
 from tests import pg_databases
 from tests.fakes.feed_server import FeedServer
@@ -104,6 +104,7 @@ class Worker:
         self.pipelines = config.load_dir(folder).pipelines
         self.index, self.workers = index, workers
         self.me = f"bench-{index}"
+        self._beat_at = 0.0
 
     async def run(self, total: int) -> None:
         stop = asyncio.Event()
@@ -125,6 +126,7 @@ class Worker:
             sched = scheduler.Scheduler(self.store, eng, self.pipelines, worker=self.me)
             while await self.dispatched() < total:
                 now = utcnow()
+                await self.beat(now, sched)
                 await sched.run_once(now, wait=False)
                 approved = await self.approve(now)
                 handled = await dispatcher.run_once(
@@ -133,6 +135,16 @@ class Worker:
                 if not approved and not handled:
                     await asyncio.sleep(0.01)
             await sched.idle()  # the last runs record their counts
+
+    async def beat(self, now: datetime, sched: scheduler.Scheduler | None = None) -> None:
+        """Say this worker is alive, every second, as `gatehouse run` does: the
+        schedulers split the pipelines over the live workers."""
+        if time.monotonic() - self._beat_at < 1.0:
+            return
+        self._beat_at = time.monotonic()
+        me = heartbeats.Me(self.me, "bench", os.getpid())
+        run_ids = sched.run_ids() if sched else []
+        await heartbeats.beat(self.store, me, now, runs.DEFAULT_LEASE, run_ids)
 
     async def approve(self, now: datetime) -> int:
         """Approve this worker's share of the waiting items (an operator's taps)."""
@@ -164,6 +176,7 @@ def child(store_cfg: db.StoreConfig, folder: Path, index: int, workers: int, tot
         store = await db.open(store_cfg)
         try:
             worker = Worker(store, folder, index, workers)
+            await worker.beat(utcnow())
             ready.set()
             await asyncio.to_thread(start.wait)
             await worker.run(total)

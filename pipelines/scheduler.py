@@ -10,7 +10,10 @@ overdue pipeline runs once if it is still within its misfire window (schedule.du
 
 Several workers may share the store: a run starts by compare-and-set on the pipeline's
 schedule row together with the run's own row (one running run per pipeline, held by
-this worker's lease), so exactly one worker starts each due run.
+this worker's lease), so exactly one worker starts each due run. Each worker runs at
+most its share of the pipelines at once (the pipelines over the live workers, from
+their heartbeats): pipelines due together spread over the workers instead of all
+going to whichever looked first.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from datetime import datetime, timedelta
 
 from pipelines import config, schedule
 from pipelines.engine import Engine
-from store import errors, runs, schedules
+from store import errors, heartbeats, runs, schedules
 from store.db import Store
 from store.schedules import PipelineState
 
@@ -67,10 +70,13 @@ class Scheduler:
     async def run_once(self, now: datetime, *, wait: bool = True) -> list[str]:
         """Start every pipeline that is due now; with wait, until their ticks finish."""
         states = await schedules.all_states(self.store)
+        share = await self._share(now)
         started = []
         for name, pipeline in self.pipelines.items():
             if self.running(name):
                 continue  # never two runs of one pipeline at once
+            if len(self.run_ids()) >= share:
+                break  # the other workers take the rest; or this one, at a later pass
             claimed = await self._decide(pipeline, states.get(name), now)
             if claimed is not None:
                 trigger, run_id = claimed
@@ -82,6 +88,14 @@ class Scheduler:
         if wait:
             await asyncio.gather(*(self._running[name] for name in started), return_exceptions=True)
         return started
+
+    async def _share(self, now: datetime) -> int:
+        """The runs this worker may hold at once: the pipelines over the live workers
+        (a worker that died a moment ago still counts until its heartbeat is stale,
+        which only delays a run to a later pass)."""
+        found = await heartbeats.recent(self.store, now)
+        alive = sum(1 for worker in found if worker.alive(now, self.run_lease))
+        return -(-len(self.pipelines) // max(alive, 1))
 
     async def _decide(
         self, pipeline: config.Pipeline, state: PipelineState | None, now: datetime

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from pipelines import config, engine, scheduler
-from store import db, errors, events, runs
+from store import db, errors, events, heartbeats, runs
 from tests import snapshot
 from tests.fakes.feed_server import FeedServer
 from tests.fakes.feeds import rss
@@ -157,3 +157,34 @@ async def test_unknown_pipeline_names_the_known_ones(
     with pytest.raises(errors.NotFound, match="known: news"):
         await sched.trigger("newz", now)
     assert await snapshot.tables(store) == unchanged
+
+
+async def test_pipelines_due_together_spread_over_the_live_workers(
+    store: db.Store, feeds: FeedServer, client: httpx.AsyncClient, tmp_path: Path, now: datetime
+) -> None:
+    """Four pipelines due at once and two live workers: each worker runs two. A worker
+    that stopped, and one not heard from for longer than a run's lease, take none."""
+    feeds.set("/feed.xml", "", hang=True)  # runs last until the test ends them
+    for name in ("a", "b", "c", "d"):
+        load(tmp_path, feeds, name=name)
+    pipelines = config.load_dir(tmp_path).pipelines
+    live, stopped, silent = [heartbeats.Me(f"host:{pid}:w", "host", pid) for pid in (1, 2, 3)]
+    for me in (live, stopped):
+        await heartbeats.beat(store, me, now, runs.DEFAULT_LEASE)
+    await heartbeats.stopped(store, stopped.id, now)
+    await heartbeats.beat(store, silent, now - 2 * runs.DEFAULT_LEASE, runs.DEFAULT_LEASE)
+    other = heartbeats.Me("host:4:w", "host", 4)
+    await heartbeats.beat(store, other, now, runs.DEFAULT_LEASE)
+    eng = engine.Engine(store, pipelines, client=client)
+    first, second = (
+        scheduler.Scheduler(store, eng, pipelines, worker=me.id) for me in (live, other)
+    )
+    try:
+        assert await first.run_once(now, wait=False) == ["a", "b"]
+        assert await first.run_once(now, wait=False) == []
+        assert await second.run_once(now, wait=False) == ["c", "d"]
+    finally:
+        tasks = [*first._running.values(), *second._running.values()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
