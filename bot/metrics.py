@@ -240,6 +240,7 @@ class Scraper:
         self._lock = asyncio.Lock()
         self._read_at = -MIN_READ_INTERVAL_S
         self._figures: list[Metric] = []
+        self._seals = sealer.Watch()  # scrapes take turns (the lock): one caller at a time
 
     async def render(self) -> bytes:
         async with self._lock:
@@ -249,7 +250,7 @@ class Scraper:
                 snap = await figures.snapshot(rt.store, sorted(rt.pipelines), rt.now())
                 self._figures = list(families(snap, rt.store.wal_bytes(), rt.workers.snapshot()))
                 self._read_at = loop.time()
-            unsealed = await sealer.unsealed_age(self.runtime.store, self.runtime.now())
+            unsealed = await self._seals.age(self.runtime.store, self.runtime.now())
         sealing = list(seal_families(*unsealed))
         return bytes(exposition.generate_latest(_Scrape(self._figures + sealing)))
 

@@ -33,9 +33,11 @@ MAX_SEAL_DELAY_S = 1.0
 CHECK_EVERY_S = 1.0
 
 
-def alert_if_late_sync(conn: backend.Conn, now: datetime, max_delay: timedelta) -> float:
+def alert_if_late_sync(
+    conn: backend.Conn, watch: sealer.Watch, now: datetime, max_delay: timedelta
+) -> float:
     """Queue one alert per hour while an event waits past `max_delay`; its age (s)."""
-    age, waiting = sealer.unsealed_age_sync(conn, now)
+    age, waiting = watch.age_sync(conn, now)
     if age > max_delay.total_seconds():
         text = (
             f"⚠️ audit events wait to be sealed: {waiting} unsealed, the oldest for "
@@ -55,12 +57,13 @@ async def run(
 ) -> None:
     """Seal until `stop` is set, then once more."""
     checked = float("-inf")
+    watch = sealer.Watch()
     loop = asyncio.get_running_loop()
     while not stop.is_set():
         sealed = await _quietly(sealer.seal(store), 0)
         if loop.time() - checked >= CHECK_EVERY_S:
             checked = loop.time()
-            await _quietly(store.write(alert_if_late_sync, clock(), max_delay), 0.0)
+            await _quietly(store.write(alert_if_late_sync, watch, clock(), max_delay), 0.0)
         if sealed < sealer.BATCH:
             await workers.wait_any((stop,), every_s)
     with contextlib.suppress(errors.Closed):

@@ -1,7 +1,7 @@
 """Sealing the audit chain: unsealed events get their place and hash, a batch at a time.
 
     sealed = await sealer.seal(store)               # how many were sealed (0: none waited)
-    age = await sealer.unsealed_age(store, now)     # seconds the oldest has waited, or 0.0
+    age, waiting = await watch.age(store, now)      # seconds the oldest has waited, or 0.0
 
 A transition writes its event unsealed (events.append), so writers never wait on each
 other for the chain's head. The leader seals (pipelines.sealing): one batch, in the
@@ -17,9 +17,10 @@ unique index on `seq` stays as the last guard: a fork of the chain cannot commit
 from __future__ import annotations
 
 import sqlite3
+from collections import deque
 from datetime import datetime
 
-from store import backend, clock, errors, events
+from store import backend, errors, events
 from store.core import Store
 
 #: Events sealed per transaction at most: a backlog (after a leader change) is sealed
@@ -53,13 +54,37 @@ async def seal(store: Store, limit: int = BATCH) -> int:
     return await store.write(seal_sync, limit)
 
 
-def unsealed_age_sync(conn: backend.Conn, now: datetime) -> tuple[float, int]:
-    """Seconds the oldest unsealed event has waited (0.0: none waits), and how many wait."""
-    oldest_ms, waiting = conn.execute(events.Q["oldest_unsealed"]).fetchone()
-    if oldest_ms is None:
-        return 0.0, 0
-    return max((clock.to_ms(now) - oldest_ms) / 1000, 0.0), waiting
+class Watch:
+    """How long the oldest unsealed event has waited for the sealer, from this process's
+    looks (`age_sync`, one caller at a time).
 
+    An event's own time is when its change happened, not when it was written: a long
+    tick stamps every event with the tick's start, and a fresh event would look minutes
+    late. The watch dates each event by the first look that could have seen it (its id
+    at or below that look's newest unsealed id), so an age is right to within the time
+    between two looks, and a backlog the sealer works through still shows its age.
+    """
 
-async def unsealed_age(store: Store, now: datetime) -> tuple[float, int]:
-    return await store.read(unsealed_age_sync, now)
+    #: Looks kept at most; past it the newest is overwritten (the oldest dates stay).
+    MAX_LOOKS = 1000
+
+    def __init__(self) -> None:
+        #: (when, the newest unsealed id then), oldest first, newest ids increasing.
+        self._looks: deque[tuple[datetime, int]] = deque()
+
+    def age_sync(self, conn: backend.Conn, now: datetime) -> tuple[float, int]:
+        """Seconds the oldest unsealed event has waited (0.0: none waits), and how many wait."""
+        oldest, newest, waiting = conn.execute(events.Q["unsealed_span"]).fetchone()
+        if oldest is None:
+            self._looks.clear()
+            return 0.0, 0
+        if not self._looks or self._looks[-1][1] < newest:
+            if len(self._looks) >= self.MAX_LOOKS:
+                self._looks.pop()
+            self._looks.append((now, newest))
+        while self._looks[0][1] < oldest:  # that look came before the oldest was written
+            self._looks.popleft()
+        return max((now - self._looks[0][0]).total_seconds(), 0.0), waiting
+
+    async def age(self, store: Store, now: datetime) -> tuple[float, int]:
+        return await store.read(self.age_sync, now)

@@ -21,6 +21,11 @@ SELECT id, entity, entity_id, from_state, to_state, actor, attempt, reason, at, 
 -- Seal one event, once (the trigger allows no other change).
 UPDATE events SET seq = :seq, hash = :hash WHERE id = :id AND seq IS NULL
 
+-- name: unsealed_span
+-- The oldest and newest unsealed events' ids, and how many wait (the partial index
+-- events_unsealed holds only these rows).
+SELECT min(id), max(id), count(*) FROM events WHERE seq IS NULL
+
 -- name: oldest_unsealed
 -- When the oldest unsealed event was written, and how many wait (the partial index
 -- events_unsealed holds only these rows, so this stays cheap at any size).

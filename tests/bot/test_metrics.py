@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import socket
 from collections.abc import AsyncIterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -64,12 +64,18 @@ async def sample(address: str, name: str) -> float:
 
 
 async def test_a_scrape_shows_how_long_audit_events_wait_to_be_sealed(tmp_path: Path) -> None:
+    moment = [datetime.now(UTC)]
     # Passes 600 s apart: the one at start found nothing, the next will not come.
-    async with serving(tmp_path, seal_every_s=600.0) as (runtime, address):
+    async with serving(tmp_path, seal_every_s=600.0, clock=lambda: moment[0]) as (
+        runtime,
+        address,
+    ):
         assert await sample(address, "gatehouse_audit_unsealed_age_seconds") == 0
-        written = runtime.now() - timedelta(seconds=5)
-        await items.create(runtime.store, "news", "api", "x1", {"title": "T"}, written)
-        assert await sample(address, "gatehouse_audit_unsealed_age_seconds") >= 5
+        stamped = runtime.now() - timedelta(hours=1)  # an event's own time tells nothing
+        await items.create(runtime.store, "news", "api", "x1", {"title": "T"}, stamped)
+        assert await sample(address, "gatehouse_audit_unsealed_age_seconds") == 0
+        moment[0] += timedelta(seconds=5)
+        assert await sample(address, "gatehouse_audit_unsealed_age_seconds") == 5
         assert await sample(address, "gatehouse_audit_unsealed_events") == 1
         await sealer.seal(runtime.store)
         assert await sample(address, "gatehouse_audit_unsealed_age_seconds") == 0

@@ -36,13 +36,32 @@ async def test_events_wait_unsealed_until_sealed_in_order(store: db.Store, now: 
     assert (report.ok, report.checked, report.pending, report.oldest_pending) == (
         True, 0, 5, now,
     )  # fmt: skip
-    assert await sealer.unsealed_age(store, now + timedelta(seconds=2)) == (2.0, 5)
+    watch = sealer.Watch()
+    assert await watch.age(store, now) == (0.0, 5)  # the first look dates them
+    assert await watch.age(store, now + timedelta(seconds=2)) == (2.0, 5)
     assert await sealer.seal(store, limit=2) == 2  # a batch at most
     assert await sealer.seal(store) == 3
     assert await sealer.seal(store) == 0
     assert await store.read(sealed_places) == [(n, n) for n in range(1, 6)]
     assert await events.verify_chain(store) == events.ChainReport(5, None, 0, None)
-    assert await sealer.unsealed_age(store, now) == (0.0, 0)
+    assert await watch.age(store, now + timedelta(seconds=3)) == (0.0, 0)
+
+
+async def test_the_wait_counts_from_when_an_event_was_written_not_its_own_time(
+    store: db.Store, now: datetime
+) -> None:
+    """A long tick stamps its events with its start: written an hour later, they have
+    not waited an hour. A backlog the sealer works through keeps its oldest date."""
+    watch = sealer.Watch()
+    tick_started = now - timedelta(hours=1)
+    await written(store, tick_started, 3, tag="a")
+    assert await watch.age(store, now) == (0.0, 3)
+    await written(store, tick_started, 3, tag="b")
+    assert await watch.age(store, now + timedelta(seconds=1)) == (1.0, 6)
+    assert await sealer.seal(store, limit=4) == 4  # the first look's three, one of the next
+    assert await watch.age(store, now + timedelta(seconds=2)) == (1.0, 2)
+    assert await sealer.seal(store) == 2
+    assert await watch.age(store, now + timedelta(seconds=3)) == (0.0, 0)
 
 
 async def test_only_sealing_an_unsealed_event_once_gets_past_the_triggers(
@@ -172,12 +191,13 @@ async def test_a_seal_killed_mid_batch_leaves_none_of_it(store: db.Store, now: d
 
 async def test_a_late_seal_raises_one_alert_per_hour(store: db.Store, now: datetime) -> None:
     await written(store, now, 2)
-    promise = timedelta(seconds=1)
-    age = await store.write(sealing.alert_if_late_sync, now + promise, promise)
+    promise, watch = timedelta(seconds=1), sealer.Watch()
+    assert await store.write(sealing.alert_if_late_sync, watch, now, promise) == 0.0
+    age = await store.write(sealing.alert_if_late_sync, watch, now + promise, promise)
     assert age == 1.0 and await outbox.due(store, now + promise) == []  # at the promise: ok
     later = now + timedelta(seconds=3)
     for _ in range(2):
-        assert await store.write(sealing.alert_if_late_sync, later, promise) == 3.0
+        assert await store.write(sealing.alert_if_late_sync, watch, later, promise) == 3.0
     [alert] = await outbox.due(store, later)
     assert "2 unsealed, the oldest for 3.0 s (the promise is 1 s)" in alert.payload["text"]
 
