@@ -4,10 +4,11 @@
 lane is a thread owning one synchronous psycopg connection (autocommit, so a unit's
 `BEGIN ... COMMIT` is explicit as on SQLite; statements run often are prepared, unless
 `prepared_statements` is off for a pooler that cannot keep them). A write runs on a free
-lane in a READ COMMITTED transaction, shared with the units waiting beside it (store.pg_writers): a
-few run at once, here and in other processes, so the repositories lock what they decide
-on (see docs/architecture.md, "PostgreSQL inside"). A unit that loses a deadlock or a
-serialization check runs again from the start: units are database work only.
+lane in a READ COMMITTED transaction, which the units waiting beside it share
+(store.pg_writers): a few run at once, here and in other processes, so the repositories
+lock what they decide on (see docs/architecture.md, "PostgreSQL inside"). A unit that
+loses a deadlock or a serialization check runs again from the start: units are database
+work only.
 
 A unit writes its audit events unsealed; the leader seals them into the chain later
 (store.sealer), so writers share no lock for the chain.

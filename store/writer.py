@@ -52,8 +52,8 @@ def in_foreground() -> bool:
 def foreground() -> Iterator[None]:
     """Writes made inside this block (and in tasks it starts) go ahead of background work.
 
-    SQLite's single writer honours it; PostgreSQL's lanes write side by side and take
-    units in arrival order."""
+    SQLite's single writer runs them before the queued background units; PostgreSQL's
+    lanes take them first and keep a lane free for them (store.pg_writers)."""
     token = _foreground.set(True)
     try:
         yield
