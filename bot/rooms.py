@@ -129,12 +129,25 @@ class Rooms:
         if isinstance(room.topic, str):
             thread = await rooms.topic(self._store, chat, room.topic)
             if thread is None:
-                created = await bot.create_forum_topic(chat, room.topic)
-                thread = await rooms.add_topic(
-                    self._store, chat, room.topic, created.message_thread_id, now
-                )
-                log.info("created forum topic %r in chat %d", room.topic, chat)
+                thread = await self._create_topic(bot, chat, room.topic, now)
             room.thread_id = thread
+
+    async def _create_topic(self, bot: Bot, chat: int, name: str, now: datetime) -> int:
+        """Create the named topic; the store keeps the first one made. Workers starting
+        at once may each make one: those that lose delete theirs, so one topic stays."""
+        made = (await bot.create_forum_topic(chat, name)).message_thread_id
+        kept = await rooms.add_topic(self._store, chat, name, made, now)
+        if kept == made:
+            log.info("created forum topic %r in chat %d", name, chat)
+            return kept
+        try:
+            await bot.delete_forum_topic(chat, made)
+        except tg_error.TelegramError as exc:
+            log.warning(
+                "another worker created forum topic %r in chat %d first; deleting this "
+                "worker's copy (thread %d) failed: %s", name, chat, made, exc.message,
+            )  # fmt: skip
+        return kept
 
     async def moved(self, old: int, new: int, now: datetime) -> None:
         """Telegram moved a group to a supergroup: cards, prompts and this map follow

@@ -101,6 +101,14 @@ class Groups:
         group.topics[thread] = name
         return thread
 
+    def delete_topic(self, chat_id: int, thread: int) -> None:
+        group = self._by_id.get(chat_id)
+        if group is None:
+            raise bad_request("chat not found")
+        if thread not in group.topics:
+            raise bad_request("TOPIC_ID_INVALID")
+        del group.topics[thread]
+
     def migrate(self, old: int, new: int) -> Group:
         """`old` becomes a supergroup with id `new` (its members and title go along)."""
         group = self._by_id.get(old)

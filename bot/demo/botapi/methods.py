@@ -295,6 +295,11 @@ def create_forum_topic(request: Request) -> Any:
     return {"message_thread_id": thread, "name": name, "icon_color": 7322096}
 
 
+def delete_forum_topic(request: Request) -> Any:
+    request.state.delete_topic(request.chat_id(), request.get_int("message_thread_id"))
+    return True
+
+
 def get_chat_member(request: Request) -> Any:
     chat_id, user_id = request.chat_id(), request.get_int("user_id")
     group = request.state.groups.get(chat_id)
@@ -414,6 +419,7 @@ METHODS: dict[str, Callable[[Request], Any]] = {
     "sendmessage": send_message,
     "sendphoto": send_photo,
     "createforumtopic": create_forum_topic,
+    "deleteforumtopic": delete_forum_topic,
     "getchat": get_chat,
     "getchatmember": get_chat_member,
     "editmessagetext": edit_message_text,

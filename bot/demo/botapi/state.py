@@ -300,6 +300,11 @@ class LocalApiState:
             self._changed()
             return thread
 
+    def delete_topic(self, chat_id: int, thread: int) -> None:
+        with self._cond:
+            self.groups.delete_topic(chat_id, thread)
+            self._changed()
+
     def migrate(self, old: int, new: int, by: dict[str, Any], now: int) -> None:
         """A group becomes a supergroup: its messages go along (ids kept, as the bot sees
         them), and both chats get the service message Telegram sends."""

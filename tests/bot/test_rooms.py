@@ -1,0 +1,68 @@
+"""A pipeline's forum topic, named in its file, made once: against a real store and the
+local Bot API server over HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from datetime import datetime
+
+import pytest
+from telegram import Bot
+
+from bot.demo.botapi import server as localapi
+from bot.rooms import Rooms
+from pipelines import config
+from store import db
+
+TOKEN = "555222:rooms-test-token_abcdefghijklmnopqrstu"
+FORUM = -1001500
+ANA = 1001
+TEAM = config.Pipeline.model_validate(
+    {
+        "name": "team",
+        "schedule": "1h",
+        "sources": [{"type": "rss", "url": "http://127.0.0.1:9/feed.xml", "scope": "s"}],
+        "approval": {"operators": [ANA], "chat": FORUM, "topic": "Releases"},
+        "dispatch": {"type": "file", "path": "/tmp/never-written"},
+    }
+)
+
+
+@pytest.fixture
+def api() -> Iterator[localapi.LocalBotApi]:
+    with localapi.LocalBotApi(token=TOKEN) as server:
+        server.add_group(FORUM, "Review room", [ANA], forum=True)
+        yield server
+
+
+@pytest.fixture
+async def bot(api: localapi.LocalBotApi) -> AsyncIterator[Bot]:
+    async with Bot(TOKEN, base_url=api.base_url) as opened:
+        yield opened
+
+
+async def test_a_named_topic_is_created_once_and_found_again_at_the_next_start(
+    store: db.Store, api: localapi.LocalBotApi, bot: Bot, now: datetime
+) -> None:
+    first = Rooms(store, {"team": TEAM})
+    await first.prepare(bot, now)
+    [thread] = api.topics(FORUM)
+    assert api.topics(FORUM) == {thread: "Releases"}
+    again = Rooms(store, {"team": TEAM})
+    await again.prepare(bot, now)
+    assert (first.thread("team"), again.thread("team")) == (thread, thread)
+    assert len(api.calls("createForumTopic")) == 1
+
+
+async def test_workers_starting_at_once_leave_one_topic(
+    store: db.Store, api: localapi.LocalBotApi, bot: Bot, now: datetime
+) -> None:
+    """Both find no topic stored and both create one; the store keeps the first, and
+    the worker whose topic lost deletes it."""
+    workers = [Rooms(store, {"team": TEAM}) for _ in range(2)]
+    await asyncio.gather(*(rooms.prepare(bot, now) for rooms in workers))
+    assert len(api.calls("createForumTopic")) == 2  # the race happened
+    [kept] = api.topics(FORUM)
+    assert api.topics(FORUM) == {kept: "Releases"}
+    assert [rooms.thread("team") for rooms in workers] == [kept, kept]
