@@ -107,8 +107,8 @@ class Writers:
 
         try:
             lane.start(done, self._run_batch, [p.unit for p in batch])
-        except Exception as exc:  # the lane has stopped: nothing ran
-            self._closed = True
+        except Exception as exc:  # the lane has stopped (the store is closing): nothing ran
+            self.close()
             done(None, exc)
 
     def _answer(self, batch: list[_Pending], outcomes: Any, error: BaseException | None) -> None:
