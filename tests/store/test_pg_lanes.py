@@ -152,3 +152,24 @@ async def test_statements_run_often_are_prepared_unless_turned_off(
         assert (await store.write(repeat_then_count) > 0) is prepared
     finally:
         await store.close()
+
+
+async def test_units_still_queued_when_the_store_closes_are_told_so(
+    pg_run_database: pg_databases.Server, tmp_path: Path
+) -> None:
+    """The batch on its lane finishes; what never reached a lane raises Closed."""
+    store = await db.open(dataclasses.replace(config(pg_run_database, tmp_path), writers=1))
+
+    def slow(conn: backend.Conn) -> str:
+        conn.execute("SELECT pg_sleep(0.2)")
+        return "done"
+
+    running = asyncio.create_task(store.write(slow))
+    await asyncio.sleep(0.05)  # on the one lane
+    queued = [asyncio.create_task(store.write(slow)) for _ in range(3)]
+    await asyncio.sleep(0)
+    await store.close()
+    assert await running == "done"
+    for task in queued:
+        with pytest.raises(errors.Closed):
+            await task
