@@ -6,7 +6,7 @@ import asyncio
 import itertools
 import json
 import logging
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -41,12 +41,6 @@ def _timedelta(monkeypatch: pytest.MonkeyPatch) -> None:
 def api() -> Iterator[localapi.LocalBotApi]:
     with localapi.LocalBotApi(token=TOKEN) as server:
         yield server
-
-
-@pytest.fixture
-async def bot(api: localapi.LocalBotApi) -> AsyncIterator[Bot]:
-    async with Bot(TOKEN, base_url=api.base_url) as opened:
-        yield opened
 
 
 def make_sender(store: db.Store, bot: Bot, now: datetime) -> sender.Sender:

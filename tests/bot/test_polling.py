@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -37,12 +37,6 @@ def test_a_long_poll_ends_a_second_before_the_trust_does(
 def api() -> Iterator[localapi.LocalBotApi]:
     with localapi.LocalBotApi(token=TOKEN) as server:
         yield server
-
-
-@pytest.fixture
-async def bot(api: localapi.LocalBotApi) -> AsyncIterator[Bot]:
-    async with Bot(TOKEN, base_url=api.base_url) as opened:
-        yield opened
 
 
 async def test_a_worker_that_does_not_lead_sends_no_card(

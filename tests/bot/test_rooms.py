@@ -4,7 +4,7 @@ local Bot API server over HTTP."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from datetime import datetime
 
 import pytest
@@ -34,12 +34,6 @@ def api() -> Iterator[localapi.LocalBotApi]:
     with localapi.LocalBotApi(token=TOKEN) as server:
         server.add_group(FORUM, "Review room", [ANA], forum=True)
         yield server
-
-
-@pytest.fixture
-async def bot(api: localapi.LocalBotApi) -> AsyncIterator[Bot]:
-    async with Bot(TOKEN, base_url=api.base_url) as opened:
-        yield opened
 
 
 async def test_a_named_topic_is_created_once_and_found_again_at_the_next_start(
