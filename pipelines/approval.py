@@ -219,15 +219,14 @@ async def edit(
 ) -> Draft:
     """An operator's replacement text: validated like any draft, then a new card."""
     validation.validate(text, pipeline.draft.output_schema)
-    actor = events.operator(operator_id)
+    who = actor or events.operator(operator_id)
 
     def unit(conn: backend.Conn) -> Draft:
         check_operator(
             pipeline, operator_id, conn, (item_id, items.get_sync(conn, item_id).attempt)
         )
-        draft = drafts.edit_sync(conn, item_id, shown_version, text, operator_id, now, actor)
+        draft = drafts.edit_sync(conn, item_id, shown_version, text, operator_id, now, who)
         item = items.get_sync(conn, item_id)
-        who = actor or events.operator(operator_id)
         status = f"✏️ edited by {who}: see version {draft.version} below"
         edit_card_sync(conn, pipeline, item, shown_version, status, now)
         queue_card(conn, pipeline, item, draft, now, note=f"edited by {who}")

@@ -356,3 +356,17 @@ async def test_the_awaited_approver_is_named_when_only_one_can_complete_the_quor
         approval.vote_words(vote, p, ALICE)
         == f"your vote is in: 1 of 2 (waiting for operator:{BOB})"
     )
+
+
+async def test_an_edit_from_the_terminal_is_recorded_as_its_unix_user(
+    store: db.Store, now: datetime
+) -> None:
+    p, item = pipeline(), await awaiting(store, now)
+    edited = await review.at_terminal(
+        store, {"news": p}, "edit", item.id, "cli:ana", now, text="the words ana chose"
+    )
+    assert edited.said == "edited: version 2"
+    last = (await items.history(store, item.id))[-1]
+    assert (last.actor, last.reason) == ("cli:ana", "edited: version 1 -> 2")
+    [card] = [r.payload for r in await outbox.for_item(store, item.id, "card") if r.payload]
+    assert card.get("note") == "edited by cli:ana"
