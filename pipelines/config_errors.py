@@ -93,7 +93,11 @@ class _BoundedLoader(yaml.SafeLoader):
 
 def parse_yaml(text: str) -> tuple[yaml.Node, dict[str, Any]]:
     """The node tree (for line numbers) and the data, or a Problem."""
-    loader = _BoundedLoader(text)
+    try:
+        # PyYAML's reader refuses control characters here, in the constructor.
+        loader = _BoundedLoader(text)
+    except yaml.reader.ReaderError as exc:
+        raise _unprintable(text, exc) from None
     try:
         node = loader.get_single_node()
         if node is not None:
@@ -118,6 +122,18 @@ def parse_yaml(text: str) -> tuple[yaml.Node, dict[str, Any]]:
         )
     _check_duplicate_keys(node, ())
     return node, data
+
+
+def _unprintable(text: str, exc: yaml.reader.ReaderError) -> Problem:
+    """A character YAML refuses anywhere in a file (a NUL, a BEL, ...), with where it is."""
+    line = text.count("\n", 0, exc.position) + 1
+    column = exc.position - (text.rfind("\n", 0, exc.position) + 1) + 1
+    return Problem(
+        line,
+        None,
+        f"invalid YAML: unprintable character U+{exc.character:04X} at column {column};"
+        " YAML allows tabs, line breaks and printable characters: remove it",
+    )
 
 
 def _check_size(root: yaml.Node) -> None:

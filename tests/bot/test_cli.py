@@ -396,6 +396,19 @@ async def test_check_prints_hostile_files_as_errors_not_tracebacks(
     assert json.loads(out)["pipelines"] == ["news"]
 
 
+async def test_check_names_a_file_with_a_control_character_and_loads_the_others(
+    data_dir: Path, pipelines_dir: Path
+) -> None:
+    (pipelines_dir / "bell.yaml").write_bytes(b"name: bell\x07\nschedule: 1h\n")
+    code, out, err = await gatehouse(data_dir, pipelines_dir, "check", "--json")
+    assert code == 1 and "Traceback" not in out + err
+    assert json.loads(out)["problems"][0] == (
+        f"{pipelines_dir / 'bell.yaml'}:1: invalid YAML: unprintable character U+0007 at"
+        " column 11; YAML allows tabs, line breaks and printable characters: remove it"
+    )
+    assert json.loads(out)["pipelines"] == ["news"]
+
+
 async def test_check_refuses_a_quorum_the_operators_cannot_reach(
     data_dir: Path, pipelines_dir: Path
 ) -> None:

@@ -418,6 +418,19 @@ def test_deep_nesting_is_an_error_on_its_file_and_the_others_load(
     assert result.errors[0].line in (2, 3)
 
 
+@pytest.mark.parametrize("byte", ["\x07", "\x00"])
+def test_a_control_character_fails_its_file_alone(tmp_path: Path, byte: str) -> None:
+    stray = write(tmp_path, "stray.yaml", GOOD.format(name="stray").replace("5m", f"5m{byte}"))
+    write(tmp_path, "news.yaml", GOOD.format(name="news"))
+    result = config.load_dir(tmp_path)
+    assert list(result.pipelines) == ["news"]
+    assert [str(error) for error in result.errors] == [
+        f"{stray}:2: invalid YAML: unprintable character U+{ord(byte):04X} at column 13;"
+        " YAML allows tabs, line breaks and printable characters: remove it"
+    ]
+    assert config_names.name_in(stray) is None
+
+
 def test_a_file_too_large_to_be_a_pipeline_is_refused_unread(tmp_path: Path) -> None:
     big = write(tmp_path, "big.yaml", GOOD.format(name="big") + "#" * config_errors.MAX_FILE_BYTES)
     error = only_error(tmp_path)

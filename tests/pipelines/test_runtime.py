@@ -17,8 +17,16 @@ from tests.fakes.feed_server import FeedServer
 from tests.fakes.feeds import rss
 
 
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "name: bad\nschedule: sometimes\nsources: []\ndispatch:\n  type: none\n",
+        "name: bad\x07\nschedule: 5m\n",  # a stray control character: PyYAML's reader refuses it
+    ],
+    ids=["invalid-fields", "control-character"],
+)
 async def test_runtime_runs_due_pipelines_and_reports_bad_files(
-    tmp_path: Path, now: datetime
+    tmp_path: Path, now: datetime, bad: str
 ) -> None:
     pipelines_dir = tmp_path / "pipelines"
     pipelines_dir.mkdir()
@@ -28,9 +36,7 @@ async def test_runtime_runs_due_pipelines_and_reports_bad_files(
             "name: good\nschedule: 5m\nsources:\n  - type: rss\n"
             f"    url: {feeds.url('/feed.xml')}\ndispatch:\n  type: none\n"
         )
-        (pipelines_dir / "bad.yaml").write_text(
-            "name: bad\nschedule: sometimes\nsources: []\ndispatch:\n  type: none\n"
-        )
+        (pipelines_dir / "bad.yaml").write_text(bad)
         cfg = runtime.RuntimeConfig(
             store=db.StoreConfig(data_dir=tmp_path / "data"),
             pipelines_dir=pipelines_dir,
