@@ -10,7 +10,8 @@ Replies are taken from the script in order; once it runs out, every request
 gets 200 with `{"id": "<n>"}`. `observe`, when set, is called from the server thread
 with each request once it is recorded and before it is answered (the crash bench kills
 the sender there). A reply with `delay` waits that long before
-answering (to trip a client timeout); closing the server cuts the wait short.
+answering (to trip a client timeout); a `held` reply waits until `release()`, so a test
+can look at the world while a call hangs; closing the server cuts either wait short.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     #: Seconds to wait before answering.
     delay: float = 0.0
+    #: Answer only once the test calls WebhookServer.release().
+    held: bool = False
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,10 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.owner.observe(request)
         if reply.delay and self.server.owner.closing.wait(reply.delay):
             return
+        if reply.held:
+            self.server.owner.released.wait()
+            if self.server.owner.closing.is_set():
+                return
         self.send_response(reply.status)
         for name, value in reply.headers.items():
             self.send_header(name, value)
@@ -93,6 +100,7 @@ class WebhookServer:
         self.requests: list[Recorded] = []
         self.observe: Callable[[Recorded], None] | None = None
         self.closing = threading.Event()
+        self.released = threading.Event()
         self._script: list[Reply] = []
         self._lock = threading.Lock()
         self._server = _Server(self)
@@ -110,6 +118,10 @@ class WebhookServer:
         """Queue replies for the next requests, in order."""
         with self._lock:
             self._script.extend(replies)
+
+    def release(self) -> None:
+        """Let every held reply (and any later one) answer."""
+        self.released.set()
 
     def record(self, request: Recorded) -> Reply:
         with self._lock:
@@ -130,6 +142,7 @@ class WebhookServer:
         tb: TracebackType | None,
     ) -> None:
         self.closing.set()
+        self.released.set()
         self._server.shutdown()
         self._server.server_close()
         self._thread.join()

@@ -452,18 +452,25 @@ async def test_a_hanging_destination_holds_up_only_its_own_rows(
         f"dispatch:\n  type: file\n  path: {tmp_path / 'out'}\n"
     )
     files = config.load_dir(folder).pipelines["files"]
-    both = {"news": pipeline, "files": files}
+    # The webhook hangs until released, not for a while: no client timeout ends it first.
+    patient = pipeline.dispatch.model_copy(update={"timeout": 300})
+    both = {"news": pipeline.model_copy(update={"dispatch": patient}), "files": files}
     eng = engine.Engine(store, both, client=client)
     for name, p in both.items():
         await eng.tick(name, "schedule", now)
         [item] = await items.in_state(store, State.AWAITING_APPROVAL, name)
         await approval.decide(store, p, item.id, item.attempt, item.version, 7, "approve", now)
-    hook.script(Reply(200, b'{"id": "slow"}', delay=3))  # the webhook hangs for 3 s
+    hook.script(Reply(200, b'{"id": "slow"}', held=True))
     running = asyncio.create_task(dispatcher.run_once(store, both, client, now))
-    await eventually(lambda: any((tmp_path / "out").glob("files-*.md")))
-    # The file went out while the webhook's answer is still awaited.
-    assert len(await items.in_state(store, State.DISPATCHING, "news")) == 1
-    assert not running.done() and len(hook.requests) == 1
+    try:
+        # The file may be written before the webhook's request even arrives: wait for both.
+        out = tmp_path / "out"
+        await eventually(lambda: len(hook.requests) == 1 and any(out.glob("files-*.md")))
+        # The file went out while the webhook's answer is still held back.
+        assert len(await items.in_state(store, State.DISPATCHING, "news")) == 1
+        assert not running.done()
+    finally:
+        hook.release()
     assert await running == 2
     assert [i.pipeline for i in await items.in_state(store, State.DISPATCHED)] == ["news", "files"]
 
