@@ -8,7 +8,8 @@ One bad file never stops the others, however hostile: a file is read up to
 config_errors.MAX_FILE_BYTES, and its YAML nesting and alias expansion are bounded.
 Every model forbids unknown fields, so a typo is an error rather than a silently
 ignored setting. Paths inside a file (`draft.prompt`,
-a `draft.output_schema` file) are relative to that file.
+a `draft.output_schema` file) are relative to that file and may not leave its directory
+(symlinks are followed): those files are sent to the LLM provider.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from pydantic import (
 from pipelines import config_errors, config_names, dispatch, schedule, sources
 from pipelines.drafting import prompt as drafting
 from pipelines.sources import common
+from pipelines.text import validation
 
 ConfigError = config_errors.ConfigError
 
@@ -108,7 +110,7 @@ class DraftConfig(_Model):
             if info.data.get("drafter") == "llm":
                 raise ValueError("required when drafter is llm: the path of a prompt file")
             return None
-        resolved = (_base_dir(info) / value).resolve()
+        resolved = _inside(info, value, "prompt file")
         if not resolved.is_file():
             raise ValueError(f"prompt file not found: {resolved}")
         try:
@@ -125,7 +127,7 @@ class DraftConfig(_Model):
         if value is None:
             return None
         if isinstance(value, str):
-            value = _read_json(_base_dir(info) / value)
+            value = _read_json(_inside(info, Path(value), "schema file"))
         if not isinstance(value, dict):
             raise ValueError("must be a JSON Schema mapping or the path of a .json file")
         import jsonschema  # only pipelines with an output schema pay for it
@@ -138,6 +140,7 @@ class DraftConfig(_Model):
             raise ValueError(
                 f"invalid JSON Schema: {exc.message}" + (f" (at {where})" if where else "")
             ) from None
+        validation.check_patterns(value)
         return value
 
     @model_validator(mode="after")
@@ -360,6 +363,19 @@ def _base_dir(info: ValidationInfo) -> Path:
     context = info.context if isinstance(info.context, dict) else {}
     base = context.get("base_dir")
     return base if isinstance(base, Path) else Path()
+
+
+def _inside(info: ValidationInfo, value: Path, noun: str) -> Path:
+    """`value` resolved (symlinks too) against the pipeline file's directory; refused when
+    it leaves that directory, since what the file holds is sent to the LLM provider."""
+    base = _base_dir(info).resolve()
+    resolved = (base / value).resolve()
+    if not resolved.is_relative_to(base):
+        raise ValueError(
+            f"{noun} {str(value)!r} resolves to {resolved}, outside the pipelines directory"
+            f" {base}: it is sent to the LLM provider, so it must be in that directory or below"
+        )
+    return resolved
 
 
 def _read_json(path: Path) -> object:

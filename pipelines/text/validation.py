@@ -7,11 +7,14 @@ invisible character. Every draft, a model's or an operator's edit, passes `valid
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import unicodedata
+from collections.abc import Iterator
 from typing import Any
 
+from pipelines.text import safe_regex
 from store import errors
 
 #: What marks a cut made by `clean`.
@@ -73,9 +76,55 @@ def validate(text: str, schema: dict[str, Any] | None) -> None:
         raise InvalidDraft(
             f"the output is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
         ) from None
-    error = jsonschema.exceptions.best_match(
-        jsonschema.Draft202012Validator(schema).iter_errors(document)
-    )
+    error = jsonschema.exceptions.best_match(_validator()(schema).iter_errors(document))
     if error is not None:
         where = "/".join(str(part) for part in error.absolute_path) or "(the top level)"
         raise InvalidDraft(f"the output does not match the schema at {where}: {error.message}")
+
+
+def check_patterns(schema: object) -> None:
+    """Refuse, naming it, a schema pattern that would run on model output outside RE2.
+
+    A prompt injection controls that output, so every `pattern` runs on RE2 (linear
+    time); `patternProperties` is refused, since jsonschema matches its patterns with
+    Python's `re` in several places (propertyNames with a pattern does the same job).
+    """
+    for where, node in _mappings(schema, ()):
+        at = f" (at {'/'.join(where)})" if where else ""
+        if isinstance(node.get("patternProperties"), dict):
+            raise ValueError(
+                f"patternProperties is not supported{at}: its patterns would not run on RE2;"
+                " use propertyNames with a pattern, or name the properties"
+            )
+        pattern = node.get("pattern")
+        if isinstance(pattern, str):
+            try:
+                safe_regex.compile(pattern)
+            except safe_regex.Unsupported as exc:
+                raise ValueError(f"{exc}{at}") from None
+
+
+def _mappings(
+    node: object, where: tuple[str, ...]
+) -> Iterator[tuple[tuple[str, ...], dict[str, Any]]]:
+    # Every mapping, not only the keywords known to hold schemas: a $ref may point anywhere.
+    if isinstance(node, dict):
+        yield where, node
+        for key, value in node.items():
+            yield from _mappings(value, (*where, str(key)))
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            yield from _mappings(value, (*where, str(index)))
+
+
+@functools.cache
+def _validator() -> Any:
+    """Draft 2020-12 with `pattern` matched by RE2 (built once, on first use)."""
+    import jsonschema
+
+    def pattern(validator: Any, regex: str, instance: object, schema: object) -> Iterator[Any]:
+        if isinstance(instance, str) and not safe_regex.search(regex, instance):
+            yield jsonschema.ValidationError(f"{instance!r} does not match {regex!r}")
+
+    draft = jsonschema.Draft202012Validator
+    return jsonschema.validators.extend(draft, {"pattern": pattern})  # type: ignore[no-untyped-call]

@@ -79,7 +79,7 @@ async def running(
     **runtime: Any,
 ) -> AsyncIterator[Bot]:  # fmt: skip
     pipelines_dir, data_dir = tmp_path / "pipelines", tmp_path / "data"
-    pipelines_dir.mkdir()
+    pipelines_dir.mkdir(exist_ok=True)  # a test may have put its prompt file there
     (pipelines_dir / "news.yaml").write_text(
         PIPELINE.format(
             url=feed.url("/feed.xml"),
@@ -227,8 +227,9 @@ async def test_a_digest_lists_what_waits_with_buttons_for_all(
 
 
 async def test_redraft_passes_the_note_to_the_model(tmp_path: Path, feed: FeedServer) -> None:
-    (tmp_path / "prompt.txt").write_text("Write a post about {title}.\n{text}\n")
-    draft = f"draft:\n  drafter: llm\n  prompt: {tmp_path / 'prompt.txt'}"
+    (tmp_path / "pipelines").mkdir()
+    (tmp_path / "pipelines" / "prompt.txt").write_text("Write a post about {title}.\n{text}\n")
+    draft = "draft:\n  drafter: llm\n  prompt: prompt.txt"
     with FakeLLM() as model:
         llm = {
             "llm": {"kind": "openai", "base_url": model.base_url, "api_key": "k", "model": "m"},

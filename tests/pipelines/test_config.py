@@ -216,6 +216,65 @@ def test_bad_output_schema_file(tmp_path: Path, content: str | None, reason: str
     assert error.reason.startswith(reason.format(path=path.resolve()))
 
 
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("prompt", "../../../../../../../..{outside}/ask.txt"),  # up to / and down again
+        ("prompt", "{outside}/ask.txt"),
+        ("prompt", "linked.txt"),  # a symlink in the directory, to a file outside it
+        ("output_schema", "../outside/out.json"),
+    ],
+)
+def test_a_file_sent_to_the_provider_may_not_leave_the_pipelines_directory(
+    tmp_path: Path, field: str, value: str
+) -> None:
+    outside = tmp_path / "outside"
+    write(outside, "ask.txt", "Summarise {title}")
+    write(outside, "out.json", '{"type": "object"}')
+    here = tmp_path / "pipelines"
+    write(here, "ask.txt", "Summarise {title}")
+    (here / "linked.txt").symlink_to(outside / "ask.txt")
+    value = value.format(outside=outside)
+    draft = f"prompt: {value}" if field == "prompt" else f"prompt: ask.txt\n  {field}: {value}"
+    text = GOOD.format(name="news") + f"draft:\n  drafter: llm\n  {draft}\n"
+    file = write(here, "news.yaml", text)
+    noun = "prompt file" if field == "prompt" else "schema file"
+    assert only_error(here) == ConfigError(
+        file,
+        10 if field == "prompt" else 11,
+        f"draft.{field}",
+        f"{noun} {value!r} resolves to {(here / value).resolve()}, outside the pipelines"
+        f" directory {here.resolve()}: it is sent to the LLM provider, so it must be in that"
+        " directory or below",
+    )
+
+
+def test_a_prompt_symlinked_within_the_pipelines_directory_is_followed(tmp_path: Path) -> None:
+    prompt = write(tmp_path, "prompts/ask.txt", "Summarise {title}")
+    (tmp_path / "ask.txt").symlink_to(prompt)
+    write(
+        tmp_path,
+        "news.yaml",
+        GOOD.format(name="news") + "draft:\n  drafter: llm\n  prompt: ask.txt\n",
+    )
+    assert config.load_dir(tmp_path).pipelines["news"].draft.prompt == prompt.resolve()
+
+
+def test_an_output_schema_pattern_re2_cannot_run_is_refused_naming_it(tmp_path: Path) -> None:
+    text = GOOD.format(name="news") + (
+        "draft:\n  output_schema:\n    type: object\n    properties:\n"
+        "      tag: {type: string, pattern: '(?<=#)[a-z]+'}\n"
+    )
+    file = write(tmp_path, "news.yaml", text)
+    assert only_error(tmp_path) == ConfigError(
+        file,
+        9,
+        "draft.output_schema",
+        "pattern '(?<=#)[a-z]+' cannot run on RE2 (invalid perl operator: (?<=); RE2 has no"
+        " lookahead, lookbehind or backreferences: rewrite it without them (at properties/tag)",
+    )
+
+
 def test_duplicate_name_keeps_the_first_and_names_both_files(tmp_path: Path) -> None:
     first = write(tmp_path, "a.yaml", GOOD.format(name="news"))
     second = write(tmp_path, "b.yml", "# the same name again\n" + GOOD.format(name="news"))
