@@ -1,15 +1,17 @@
 """Try a pipeline before it goes live: the real engine, run against a throwaway store.
 
-    report = await dryrun.run(pipeline, client, now)                 # template drafts
-    report = await dryrun.run(pipeline, client, now, llm=dryrun.Llm(settings, prices, left))
-    for item_id, payload in report.cards[:5]:
+    report = await dryrun.run(pipeline, client, now, limit=5)        # template drafts
+    report = await dryrun.run(pipeline, client, now, dryrun.Llm(settings, prices, left), limit=2)
+    for item_id, payload in report.cards:
         print(render.card(item_id, payload))
 
-The engine fetches, dedups, records and drafts exactly as a scheduled run would, but
-into a temporary store that is deleted afterwards: the pipeline's own store marks
-nothing seen and records no run, and no card, mail or webhook leaves the machine (no
-bot and no dispatcher run). The duplicate gate sees no earlier approvals, so no card is
-marked as a possible duplicate.
+The engine fetches, dedups, records and drafts as a scheduled run would, except that it
+drafts only the `limit` newest new items (by published date; undated ones after, in the
+source's order), so `--limit 2` makes at most two provider calls; the report counts the
+rest as undrafted. It works in a temporary store that is deleted afterwards: the
+pipeline's own store marks nothing seen and records no run, and no card, mail or webhook
+leaves the machine (no bot and no dispatcher run). The duplicate gate sees no earlier
+approvals, so no card is marked as a possible duplicate.
 
 Without `llm`, drafts come from the template drafter and an LLM pipeline is drafted with
 its template fallback, so nothing is spent. With `llm`, an LLM pipeline calls its provider
@@ -23,8 +25,8 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +71,9 @@ class Report:
     #: Tokens and provider request ids of the LLM drafts on the cards.
     usage: ledger_prices.Usage = NO_USAGE
     request_ids: tuple[str, ...] = ()
+    #: New items (fetched and not duplicates), and how many of them the limit left undrafted.
+    new: int = 0
+    undrafted: int = 0
 
     @property
     def llm_drafts(self) -> int:
@@ -88,9 +93,43 @@ def _template(pipeline: config.Pipeline) -> drafters.Drafter:
     return drafters.TemplateDrafter(pipeline, note=note)
 
 
+@dataclass
+class _Newest:
+    """Picks the `limit` newest of a tick's new items, and remembers which, newest first."""
+
+    limit: int | None
+    picked: list[int] = field(default_factory=list)
+
+    def __call__(self, waiting: list[items.Item]) -> list[items.Item]:
+        # A stable sort: items of one date, or with none, keep the source's order.
+        chosen = sorted(waiting, key=_published, reverse=True)[: self.limit]
+        self.picked += [item.id for item in chosen]
+        return chosen
+
+
+def _published(item: items.Item) -> datetime:
+    when = item.payload.get("published")
+    try:
+        found = datetime.fromisoformat(when) if isinstance(when, str) else None
+    except ValueError:
+        found = None
+    if found is None:
+        return datetime.min.replace(tzinfo=UTC)
+    return found if found.tzinfo else found.replace(tzinfo=UTC)
+
+
 async def run(
-    pipeline: config.Pipeline, client: httpx.AsyncClient, now: datetime, llm: Llm | None = None
+    pipeline: config.Pipeline,
+    client: httpx.AsyncClient,
+    now: datetime,
+    llm: Llm | None = None,
+    *,
+    limit: int | None = None,
 ) -> Report:
+    """Fetch and draft the pipeline into a throwaway store: at most `limit` drafts."""
+    if limit is not None and limit < 1:
+        raise ValueError(f"limit must be at least 1, got {limit}")
+    newest = _Newest(limit)
     with tempfile.TemporaryDirectory(prefix="gatehouse-dry-run-") as scratch:
         # NORMAL: nothing here must survive a power cut, so skip the fsyncs.
         cfg = db.StoreConfig(data_dir=Path(scratch) / "data", synchronous="NORMAL")
@@ -104,11 +143,12 @@ async def run(
                 {pipeline.name: pipeline},
                 client=client,
                 drafter_for=_template if choose is None else lambda p: choose(store, p),
+                select=newest,
             )
             tick = await engine.tick(pipeline.name, "manual", now)
             cards = [
                 (row.item_id, row.payload)
-                for item_id in tick.created
+                for item_id in newest.picked
                 for row in await outbox.for_item(store, item_id, "card")
                 if row.item_id is not None
             ]
@@ -121,8 +161,9 @@ async def run(
                 await choose.aclose()
             await store.close()
     return Report(
-        pipeline.name, tick.counts.fetched, tick.errors, cards, failed, spend, usage, request_ids
-    )
+        pipeline.name, tick.counts.fetched, tick.errors, cards, failed, spend, usage, request_ids,
+        new=tick.counts.new, undrafted=tick.counts.new - len(newest.picked),
+    )  # fmt: skip
 
 
 async def _drafted(

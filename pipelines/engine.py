@@ -51,6 +51,8 @@ RECORD_CHUNK = 100
 MAX_ITEMS_PER_TICK = 10_000
 
 DrafterFactory = Callable[[config.Pipeline], drafters.Drafter]
+#: Which of a tick's new items it drafts, in the order given; the others stay new.
+Selector = Callable[[list[Item]], list[Item]]
 
 
 @dataclass
@@ -75,6 +77,7 @@ class Engine:
         client: httpx.AsyncClient,
         drafter_for: DrafterFactory | None = None,
         max_items_per_tick: int = MAX_ITEMS_PER_TICK,
+        select: Selector | None = None,
     ) -> None:
         if max_items_per_tick < 1:
             raise ValueError(f"max_items_per_tick must be at least 1, got {max_items_per_tick}")
@@ -86,6 +89,8 @@ class Engine:
         #: left there by a crash (or an error) and the next tick resumes it.
         self._in_flight: set[int] = set()
         self.max_items_per_tick = max_items_per_tick
+        #: A dry run drafts only some of what it fetched (`--limit`); a live run drafts all.
+        self._select = select
 
     async def tick(
         self, name: str, trigger: runs.Trigger, now: datetime, *, run_id: int | None = None
@@ -158,7 +163,7 @@ class Engine:
                 "pipeline %s: more than %d new items; the rest go to a follow-up run", name, cap
             )
             await schedules.request_run(self.store, name, now)
-        return waiting[:cap]
+        return waiting[:cap] if self._select is None else self._select(waiting[:cap])
 
     async def _record(
         self,

@@ -2,7 +2,8 @@
 
     gatehouse dry-run news [--limit 5] [--llm] [--json]
 
-Prints each card as it would look; nothing is marked seen, stored or sent. With --llm,
+Drafts at most --limit of the new items, the newest first, and prints each card as it
+would look; nothing is marked seen, stored or sent. With --llm,
 LLM drafts are real provider calls through the budget ledger (pipelines/dryrun.py), and
 what the provider billed is then counted against the store's budgets: one settled claim,
 through the running bot's control socket when it runs.
@@ -39,7 +40,8 @@ def add_arguments(parser: argparse.ArgumentParser, positive: Callable[[str], int
         type=positive,
         default=5,
         metavar="N",
-        help="cards printed at most (default: %(default)s)",
+        help="draft at most N new items, the newest first; the rest are counted, not drafted"
+        " (default: %(default)s)",
     )
     parser.add_argument(
         "--llm",
@@ -59,15 +61,15 @@ def run(
     """Fetch and draft one pipeline into a throwaway store; print the cards it would send."""
     name = operations.check_pipeline(args.pipeline, found)
     llm = _llm(cfg, found[name], now, read) if args.llm else None
-    report = asyncio.run(_run(found[name], now, llm))
+    report = asyncio.run(_run(found[name], now, llm, args.limit))
     counted = _count_spend(cfg, report, now) if report.spent_micros else None
-    shown = report.cards[: args.limit]
     value = {
         "pipeline": name,
         "fetched": report.fetched,
+        "new": report.new,
         "errors": report.errors,
-        "cards": [payload for _, payload in shown],
-        "not_shown": len(report.cards) - len(shown),
+        "cards": [payload for _, payload in report.cards],
+        "undrafted": report.undrafted,
         "failed": [{"item": item, "reason": reason} for item, reason in report.failed],
         "llm": None
         if report.spend is None
@@ -78,7 +80,7 @@ def run(
             "counted": counted,
         },
     }
-    cli_output.emit(args, value, lambda: cli_output.dry_run(report, shown, counted))
+    cli_output.emit(args, value, lambda: cli_output.dry_run(report, args.limit, counted))
     not_counted = counted is not None and counted["claim"] is None
     return 1 if report.errors or report.failed or not_counted else 0
 
@@ -150,10 +152,12 @@ def _llm(
     return dryrun.Llm(cfg.llm, cfg.prices, left)
 
 
-async def _run(pipeline: config.Pipeline, now: datetime, llm: dryrun.Llm | None) -> dryrun.Report:
+async def _run(
+    pipeline: config.Pipeline, now: datetime, llm: dryrun.Llm | None, limit: int
+) -> dryrun.Report:
     import httpx  # the engine's client, for this command alone
 
     from pipelines import dryrun, httpclient
 
     async with httpclient.new(timeout=httpx.Timeout(30.0, connect=10.0)) as client:
-        return await dryrun.run(pipeline, client, now, llm)
+        return await dryrun.run(pipeline, client, now, llm, limit=limit)

@@ -4,7 +4,7 @@
     gatehouse init                             create an empty store in the data directory
     gatehouse demo [--port N] [--data-dir D]   offline demo in a browser: no token, no API key
     gatehouse check [--online]                 settings, pipeline files, secrets (exit 1 on errors)
-    gatehouse dry-run <pipeline> [--limit 5] [--llm]   fetch and draft now; print the cards
+    gatehouse dry-run <pipeline> [--limit 5] [--llm]   fetch now, draft the newest 5; print them
     gatehouse health                           exit 0 while the bot and all its workers run
     gatehouse status [pipeline] [--verbose]    every pipeline, or one pipeline's recent runs
     gatehouse runs [pipeline] [--limit 10]     recent runs, with the last green / first red run

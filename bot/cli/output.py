@@ -234,19 +234,15 @@ def progress(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-def dry_run(
-    report: dryrun.Report,
-    shown: Sequence[tuple[int, dict[str, Any]]],
-    counted: dict[str, Any] | None = None,
-) -> str:
-    """The cards as plain text, as a phone would show them, with what was not shown."""
-    lines = [f"dry run of {report.pipeline}: fetched {report.fetched}, {len(report.cards)} new"]
+def dry_run(report: dryrun.Report, limit: int, counted: dict[str, Any] | None = None) -> str:
+    """The cards as plain text, as a phone would show them, with what was left undrafted."""
+    lines = [f"dry run of {report.pipeline}: fetched {report.fetched}, {report.new} new"]
     lines += [f"error: {error}" for error in report.errors]
     lines += [f"failed: item {item}: {reason}" for item, reason in report.failed]
-    for item_id, payload in shown:
+    for item_id, payload in report.cards:
         lines += ["", "─" * 40, _plain(render.card(item_id, payload))]
-    if len(report.cards) > len(shown):
-        lines += ["", f"… and {len(report.cards) - len(shown)} more (--limit)"]
+    if report.undrafted:
+        lines += ["", f"… and {report.undrafted} more not drafted (--limit {limit})"]
     if report.spend is not None:
         lines += ["", f"LLM: {report.llm_drafts} draft(s) through the budget ledger, cost "
                       f"{budgets.usd(report.spent_micros)}"]  # fmt: skip

@@ -75,12 +75,12 @@ def test_dry_run_prints_the_cards_and_keeps_nothing(tmp_path: Path) -> None:
     assert out.startswith("dry run of news: fetched 5, 5 new\n")
     assert [t for t in titles if t in out] == titles[:3]
     assert out.count("📝 news · item") == 3
-    assert "… and 2 more (--limit)" in out
+    assert "… and 2 more not drafted (--limit 3)" in out
     assert out.rstrip().endswith("nothing was marked seen, stored or sent")
     # Nothing was marked seen: the second run finds all five again.
     shown = json.loads(again.stdout)
     assert [card["title"] for card in shown["cards"]] == titles
-    assert shown["not_shown"] == 0
+    assert (shown["new"], shown["undrafted"]) == (5, 0)
     assert digest.returncode == 0, digest.stderr
     assert "dry run: drafted with the template; the LLM is not called" in digest.stdout
     assert "Release 2.4 shipped" in digest.stdout

@@ -128,6 +128,33 @@ def test_llm_drafts_are_paid_through_the_ledger_and_the_report_says_what_they_co
     assert claim[3].startswith("dry run of news: 2 draft(s); requests req_fake_")
 
 
+def test_limit_bounds_the_provider_calls_to_the_newest_items(
+    tmp_path: Path, servers: tuple[FeedServer, FakeLLM]
+) -> None:
+    feed, llm = servers
+    six = [(f"s{n}", f"Story {n}", f"What happened {n}.") for n in range(1, 7)]
+    # Not in date order: the newest two are the fifth and the third.
+    days = ["02", "01", "05", "03", "06", "04"]
+    feed.set("/feed.xml", rss(six, dates=[f"Tue, {d} Jun 2026 08:00:00 GMT" for d in days]))
+    assert gatehouse(tmp_path, feed, llm, "init").returncode == 0
+    assert gatehouse(tmp_path, feed, llm, "set-budget", "global", "day", "1").returncode == 0
+
+    done = gatehouse(tmp_path, feed, llm, "dry-run", "news", "--limit", "2", "--llm", "--json")
+    assert done.returncode == 0, done.stderr
+    assert llm.calls == 2
+    report = json.loads(done.stdout)
+    assert [card["title"] for card in report["cards"]] == ["Story 5", "Story 3"]
+    assert (report["fetched"], report["new"], report["undrafted"]) == (6, 6, 4)
+    assert report["llm"]["drafts"] == 2
+
+    text = gatehouse(tmp_path, feed, llm, "dry-run", "news", "--limit", "2", "--llm")
+    assert text.returncode == 0, text.stderr
+    assert llm.calls == 4
+    assert text.stdout.startswith("dry run of news: fetched 6, 6 new\n")
+    assert "… and 4 more not drafted (--limit 2)" in text.stdout
+    assert "LLM: 2 draft(s) through the budget ledger" in text.stdout
+
+
 def test_without_llm_or_without_a_budget_nothing_is_spent(
     tmp_path: Path, servers: tuple[FeedServer, FakeLLM]
 ) -> None:
