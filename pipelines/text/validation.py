@@ -14,7 +14,6 @@ import unicodedata
 from collections.abc import Iterator
 from typing import Any
 
-from pipelines.text import safe_regex
 from store import errors
 
 #: What marks a cut made by `clean`.
@@ -89,6 +88,8 @@ def check_patterns(schema: object) -> None:
     time); `patternProperties` is refused, since jsonschema matches its patterns with
     Python's `re` in several places (propertyNames with a pattern does the same job).
     """
+    from pipelines.text import safe_regex  # RE2: only pipelines with a schema load it
+
     for where, node in _mappings(schema, ()):
         at = f" (at {'/'.join(where)})" if where else ""
         if isinstance(node.get("patternProperties"), dict):
@@ -121,6 +122,8 @@ def _mappings(
 def _validator() -> Any:
     """Draft 2020-12 with `pattern` matched by RE2 (built once, on first use)."""
     import jsonschema
+
+    from pipelines.text import safe_regex
 
     def pattern(validator: Any, regex: str, instance: object, schema: object) -> Iterator[Any]:
         if isinstance(instance, str) and not safe_regex.search(regex, instance):
