@@ -386,13 +386,7 @@ def main(
     except (settings_mod.SettingsInvalid, startup.StartupRefused) as exc:
         print(f"gatehouse: {exc}", file=sys.stderr)
         return 2
-    llm_key = cfg.llm.api_key if cfg.llm is not None else None
-    secrets = [token] + [
-        s.get_secret_value()
-        for s in (cfg.telegram.webhook_secret, cfg.telegram.callback_secret, llm_key)
-        if s is not None
-    ]
-    logs.setup(cfg.log_level, secrets, json_lines=cfg.log_format == "json")
+    logs.setup(cfg.log_level, [token, *cfg.secrets()], json_lines=cfg.log_format == "json")
     try:
         with contextlib.suppress(KeyboardInterrupt):
             asyncio.run(run(cfg, token))
