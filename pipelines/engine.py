@@ -86,6 +86,13 @@ class Engine:
         #: left there by a crash (or an error) and the next tick resumes it.
         self._in_flight: set[int] = set()
         self.max_items_per_tick = max_items_per_tick
+        #: Set by park(): a clean stop has begun.
+        self._parked = False
+
+    def park(self) -> None:
+        """Begin no more drafts (a clean stop): drafts already begun finish; the items not
+        begun stay in new or drafting, and the next start's run takes them up."""
+        self._parked = True
 
     async def tick(
         self, name: str, trigger: runs.Trigger, now: datetime, *, run_id: int | None = None
@@ -233,6 +240,8 @@ class Engine:
         """
         drafting = list(orphans)
         for first in range(0, len(waiting), RECORD_CHUNK):
+            if self._parked:
+                break  # stopping: the rest stay new for the next start
             chunk = waiting[first : first + RECORD_CHUNK]
             drafting += await self.store.write(_start_drafting, chunk, now)
         if orphans:
@@ -245,6 +254,8 @@ class Engine:
 
         async def one(item: Item) -> bool | None:
             async with gate:
+                if self._parked:
+                    return None  # stopping: left in drafting for the next start
                 with logfields.bound(item=item.id, attempt=item.attempt):
                     return await self._draft_one(pipeline, drafter, item, earlier, report, now)
 
