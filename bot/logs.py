@@ -57,6 +57,8 @@ class HideUpdates(logging.Filter):
     senders: an update carries whatever a stranger typed, which no log line may keep."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, dict) and "update_id" in record.args:
+            record.args = (record.args,)  # logging unwraps a lone dict argument
         if not record.name.startswith("telegram") or not isinstance(record.args, tuple):
             return True
         message = str(record.msg)
