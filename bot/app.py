@@ -18,7 +18,6 @@ os.environ.setdefault("PTB_TIMEDELTA", "1")
 
 import asyncio
 import contextlib
-import functools
 import logging
 import signal
 import sys
@@ -61,7 +60,7 @@ from bot import (
     storage_alarm,
 )
 from bot import settings as settings_mod
-from pipelines import card_trail, httpclient, nudges
+from pipelines import card_trail, httpclient, nudges, workers
 from pipelines import runtime as runtime_mod
 from pipelines.audit import witness as audit_witness
 from pipelines.dispatch import dispatcher
@@ -264,13 +263,21 @@ async def serve(
             await stop.wait()
         finally:
             menu.cancel()
-            # Leader duties use the bot: they end before it does, and the lease goes.
-            await runtime.leader.stand_down()
-            assert application.updater is not None
-            if application.updater.running:
-                await application.updater.stop()
-            await application.stop()
+            await _stop_cleanly(application, runtime)
             await asyncio.gather(menu, return_exceptions=True)
+
+
+async def _stop_cleanly(application: App, runtime: runtime_mod.Runtime) -> None:
+    """Take no new updates or work; handle the taps in hand and let the engine's work in
+    flight finish or park; then the leader's duties end and the audit head is sealed and
+    signed over every event written. Leader duties use the bot: all before it closes."""
+    assert application.updater is not None
+    if application.updater.running:  # webhook mode; polling is a duty that ends now too
+        await application.updater.stop()
+    runtime.take_no_new_work()
+    await application.stop()
+    await runtime.finish_work()
+    await runtime.leader.stand_down()
 
 
 async def _start_updates(
@@ -281,7 +288,16 @@ async def _start_updates(
     tg = cfg.telegram
     assert application.updater is not None
     if tg.mode == "polling":
-        poll = functools.partial(polling.poll, application, runtime.leader, ALLOWED_UPDATES)
+
+        async def poll(lost: asyncio.Event) -> None:
+            # Until the lead is lost, or a clean stop begins (no new taps from then on).
+            stop = asyncio.Event()
+            watch = asyncio.ensure_future(workers.set_when_any(stop, (lost, runtime.stopping)))
+            try:
+                await polling.poll(application, runtime.leader, ALLOWED_UPDATES, stop)
+            finally:
+                watch.cancel()
+
         runtime.lead(polling.NAME, poll)
         return
     assert tg.webhook_secret is not None and tg.webhook_url is not None
@@ -386,13 +402,7 @@ def main(
     except (settings_mod.SettingsInvalid, startup.StartupRefused) as exc:
         print(f"gatehouse: {exc}", file=sys.stderr)
         return 2
-    llm_key = cfg.llm.api_key if cfg.llm is not None else None
-    secrets = [token] + [
-        s.get_secret_value()
-        for s in (cfg.telegram.webhook_secret, cfg.telegram.callback_secret, llm_key)
-        if s is not None
-    ]
-    logs.setup(cfg.log_level, secrets, json_lines=cfg.log_format == "json")
+    logs.setup(cfg.log_level, [token, *cfg.secrets()], json_lines=cfg.log_format == "json")
     try:
         with contextlib.suppress(KeyboardInterrupt):
             asyncio.run(run(cfg, token))

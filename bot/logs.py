@@ -1,13 +1,16 @@
-"""Logging for the bot: filters that redact bot tokens and hide what users wrote, and
-quiet HTTP client loggers.
+"""Logging for the bot: every record is redacted and stripped of what users wrote, and
+HTTP client loggers are quiet.
 
     logs.setup("INFO", secrets=[settings.telegram.token])   # once, at startup
 
 The token sits inside every Bot API URL (`.../bot<token>/sendMessage`), so any library
-that logs a URL or an exception about one would leak it. At DEBUG, python-telegram-bot
-logs every incoming update whole, a stranger's text included; those lines keep the
-update's id, kind and sender id only. The filters run on the root handlers, so they see
-every record that reaches a log line, from any logger.
+that logs a URL or an exception about one would leak it; tornado logs the whole value of
+a header it refuses (a trigger token followed by a control character). Redaction
+(pipelines.text.redaction) covers every kind of token and secret gatehouse issues or
+holds. At DEBUG, python-telegram-bot logs every incoming update whole, a stranger's text
+included; those lines keep the update's id, kind and sender id only. Both are done when
+a record is made (the logging module's record factory), so no handler, whoever added it
+and whenever, and no logger, gatehouse's or a library's, ever sees the raw text.
 """
 
 from __future__ import annotations
@@ -19,21 +22,22 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pipelines import logfields
-from pipelines.text import telegram as telegram_text
+from pipelines.text import redaction
 
 #: Libraries whose INFO/DEBUG lines include request URLs.
 NOISY_LOGGERS = ("httpx", "httpcore")
 
 
 class RedactTokens(logging.Filter):
-    """Replace bot tokens (the configured ones and anything shaped like one) in a record."""
+    """Replace tokens and secrets (the given ones, the remembered ones and anything shaped
+    like one) in a record."""
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         super().__init__()
         self.secrets = tuple(s for s in secrets if s)
 
     def redact(self, text: str) -> str:
-        return telegram_text.redact(text, self.secrets)
+        return redaction.redact(text, self.secrets)
 
     def filter(self, record: logging.LogRecord) -> bool:
         # Merge msg and args first: a token may sit in either, or be split across them.
@@ -53,6 +57,8 @@ class HideUpdates(logging.Filter):
     senders: an update carries whatever a stranger typed, which no log line may keep."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, dict) and "update_id" in record.args:
+            record.args = (record.args,)  # logging unwraps a lone dict argument
         if not record.name.startswith("telegram") or not isinstance(record.args, tuple):
             return True
         message = str(record.msg)
@@ -81,17 +87,27 @@ def describe_updates(value: Any) -> Any:
     return f"update {data['update_id']} ({kind} from {sender})"
 
 
+_make_record = logging.getLogRecordFactory()
+_HIDER = HideUpdates()
+_REDACTOR = RedactTokens()
+
+
+def _clean_record(*args: Any, **kwargs: Any) -> logging.LogRecord:
+    record = _make_record(*args, **kwargs)
+    # Updates first: the redactor merges a record's arguments into its message.
+    _HIDER.filter(record)
+    _REDACTOR.filter(record)
+    return record
+
+
 def install(secrets: Iterable[str] = ()) -> RedactTokens:
-    """Put the filters on every root handler and keep HTTP client loggers at WARNING."""
-    redactor = RedactTokens(secrets)
-    hider = HideUpdates()
-    for handler in logging.getLogger().handlers:
-        # Updates first: the redactor merges a record's arguments into its message.
-        handler.addFilter(hider)
-        handler.addFilter(redactor)
+    """Remember `secrets`, clean every record from now on as it is made, and keep HTTP
+    client loggers at WARNING."""
+    redaction.remember(*secrets)
+    logging.setLogRecordFactory(_clean_record)
     for name in NOISY_LOGGERS:
         logging.getLogger(name).setLevel(logging.WARNING)
-    return redactor
+    return _REDACTOR
 
 
 class JsonLines(logging.Formatter):
@@ -117,7 +133,7 @@ class JsonLines(logging.Formatter):
 
 
 def setup(level: str, secrets: Iterable[str] = (), *, json_lines: bool = False) -> RedactTokens:
-    """Configure root logging to stderr at `level`, with the redacting filter installed;
+    """Configure root logging to stderr at `level`, with every record redacted;
     `json_lines`: one JSON object per line instead of text."""
     logging.basicConfig(
         level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True
@@ -125,5 +141,6 @@ def setup(level: str, secrets: Iterable[str] = (), *, json_lines: bool = False) 
     if json_lines:
         for handler in logging.getLogger().handlers:
             handler.setFormatter(JsonLines())
-        logging.captureWarnings(True)  # a library's warning is a JSON line too, not raw text
+    # A library's warning is a log line too (redacted, and JSON in JSON mode), not raw text.
+    logging.captureWarnings(True)
     return install(secrets)

@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import urllib.parse
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal
@@ -194,6 +195,17 @@ class Settings(BaseSettings):
     llm: providers.ProviderSettings | None = None
     #: Model name -> price in micros per million tokens (JSON); a model without one is not used.
     prices: dict[str, ledger_prices.Price] = Field(default_factory=dict)
+
+    def secrets(self) -> list[str]:
+        """Every secret these settings hold, to keep out of every log line (the bot token
+        is checked and added at startup)."""
+        held = [self.telegram.webhook_secret, self.telegram.callback_secret, self.database_url]
+        if self.llm is not None:
+            held.append(self.llm.api_key)
+        found = [s.get_secret_value() for s in held if s is not None]
+        if self.database_url is not None:
+            found.append(urllib.parse.urlsplit(self.database_url.get_secret_value()).password or "")
+        return [s for s in found if s]
 
     @field_validator("database_url")
     @classmethod

@@ -91,6 +91,13 @@ class Engine:
         self.max_items_per_tick = max_items_per_tick
         #: A dry run drafts only some of what it fetched (`--limit`); a live run drafts all.
         self._select = select
+        #: Set by park(): a clean stop has begun.
+        self._parked = False
+
+    def park(self) -> None:
+        """Begin no more drafts (a clean stop): drafts already begun finish; the items not
+        begun stay in new or drafting, and the next start's run takes them up."""
+        self._parked = True
 
     async def tick(
         self, name: str, trigger: runs.Trigger, now: datetime, *, run_id: int | None = None
@@ -238,6 +245,8 @@ class Engine:
         """
         drafting = list(orphans)
         for first in range(0, len(waiting), RECORD_CHUNK):
+            if self._parked:
+                break  # stopping: the rest stay new for the next start
             chunk = waiting[first : first + RECORD_CHUNK]
             drafting += await self.store.write(_start_drafting, chunk, now)
         if orphans:
@@ -250,6 +259,8 @@ class Engine:
 
         async def one(item: Item) -> bool | None:
             async with gate:
+                if self._parked:
+                    return None  # stopping: left in drafting for the next start
                 with logfields.bound(item=item.id, attempt=item.attempt):
                     return await self._draft_one(pipeline, drafter, item, earlier, report, now)
 

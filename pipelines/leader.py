@@ -68,6 +68,8 @@ class Leadership:
         self._stop: asyncio.Event | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._expiry: asyncio.TimerHandle | None = None
+        #: Run once standing down, after every duty ended, while the lease is still held.
+        self._finals: dict[str, Callable[[], Awaitable[object]]] = {}
         #: Set by stand_down: this worker leads no more in this process's life.
         self._closed = False
 
@@ -78,11 +80,6 @@ class Leadership:
     @property
     def leading(self) -> bool:
         return self._stop is not None
-
-    @property
-    def standing_down(self) -> bool:
-        """Whether stand_down began: the lease stays this worker's until its duties end."""
-        return self._closed
 
     def _monotonic(self) -> float:
         return asyncio.get_running_loop().time()
@@ -102,6 +99,12 @@ class Leadership:
             self._start(name, duty, self._stop)
         else:
             self._registry.standby(name)
+
+    def at_stand_down(self, name: str, final: Callable[[], Awaitable[object]]) -> None:
+        """Run `final` (once, under `name`) when this worker stands down as the leader:
+        after every duty has ended and before the lease goes, so nothing else of this
+        process writes meanwhile (the audit head is signed there)."""
+        self._finals[name] = final
 
     async def step(self) -> bool:
         """Elect or renew once; True while leading. A store error keeps the trust
@@ -157,6 +160,13 @@ class Leadership:
         self.term = None
         self._trusted_until = float("-inf")
 
+    async def _run_finals(self) -> None:
+        for name, final in self._finals.items():
+            try:
+                await asyncio.wait_for(final(), STAND_DOWN_S)
+            except Exception:  # logged; the lease is released all the same
+                log.exception("%s failed while standing down", name)
+
     async def stand_down(self) -> None:
         """Stop the duties (they finish what they hold), then give the lease up for good."""
         self._closed = True
@@ -170,6 +180,7 @@ class Leadership:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
         if term is not None:
+            await self._run_finals()
             try:
                 await leases.release(self.store, LEASE, self.holder, term, self._clock())
             except errors.StoreError as exc:

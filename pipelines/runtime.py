@@ -4,11 +4,17 @@ started together and stopped together in one event loop.
     runtime = await Runtime.start(RuntimeConfig(store=..., pipelines_dir=...))
     runtime.spawn("outbox-sender", lambda: sender.run(stop), stop)   # one more worker
     runtime.workers.not_running()         # what health and /status report
-    await runtime.stop()
+    await runtime.stop()                  # a clean stop (below)
 
 Every long-running part runs under `runtime.workers` (pipelines.workers): a crash is
 logged, reported once and followed by a restart after a capped backoff.
 `now` comes from one clock function, so tests can drive time.
+
+A clean stop goes in order: take no new work (`take_no_new_work`: no run starts, no
+draft begins, the workers end), let what is in flight finish or park (`finish_work`:
+drafts already at the provider are kept; items not begun stay where they are for the
+next start), then stand down as the leader, whose last act seals every event written
+and signs the head, then close. It fits the 30 s the deploy files give a stop.
 
 Several runtimes may share one store (PostgreSQL), each a worker with a heartbeat.
 Any worker runs the scheduler (a run is claimed by one) and dispatches (rows are
@@ -41,6 +47,11 @@ log = logging.getLogger(__name__)
 
 #: How often the SLA sweep and claim recovery run (seconds); deadlines are minutes long.
 SWEEP_EVERY_S = 30.0
+#: Seconds a clean stop gives the work in flight (drafts at the provider, a dispatch,
+#: a tap) before cancelling it: with the leader's STAND_DOWN_S for its duties and the
+#: last seal and signature, a stop stays inside the deploy files' 30 s
+#: (TimeoutStopSec, stop_grace_period).
+STOP_WORK_S = 12.0
 #: How long claimed dispatch rows stay a worker's (seconds): longer than a batch takes
 #: to deliver, and what a worker that dies holding rows delays them by at most.
 DISPATCH_LEASE_S = 300.0
@@ -104,12 +115,16 @@ class Runtime:
         self.scheduler = Scheduler(
             store, self.engine, self.pipelines, worker=self.me.id, run_lease=self.run_lease
         )
+        #: Set at a clean stop's first step: take no new work.
         self.stopping = asyncio.Event()
+        #: Set at its last: the heartbeat, which keeps the leader's lease meanwhile, ends.
+        self._closing = asyncio.Event()
         self.workers = workers.Registry(store, cfg.clock, first_backoff_s=cfg.first_backoff_s)
         self.leader = leader.Leadership(
             store, self.me.id, cfg.lease_ttl, cfg.clock, self.workers, exclusive=exclusive(store)
         )
         self._tasks: list[asyncio.Task[None]] = []
+        self._heartbeat: asyncio.Task[None] | None = None
 
     @property
     def run_lease(self) -> timedelta:
@@ -137,7 +152,9 @@ class Runtime:
         stopping = runtime.stopping
         await runtime._beat()
         await runtime.leader.step()
-        runtime.spawn("heartbeat", runtime._heartbeat_forever)
+        runtime._heartbeat = runtime.workers.spawn(
+            "heartbeat", runtime._heartbeat_forever, runtime._closing
+        )
         runtime.spawn("scheduler", lambda: runtime.scheduler.run_forever(stopping, cfg.clock))
         sweeps = (
             ("sla-sweep", sla.sweep, cfg.sweep_every_s),
@@ -198,25 +215,45 @@ class Runtime:
     async def _heartbeat_forever(self) -> None:
         """Say this worker is alive and renew (or seek) the leader's lease, every quarter
         of its TTL. A failed beat escapes to the supervisor, which reports it."""
-        while not self.stopping.is_set():
-            await workers.wait_any((self.stopping,), self.leader.renew_every_s)
-            if self.stopping.is_set():
+        while not self._closing.is_set():
+            await workers.wait_any((self._closing,), self.leader.renew_every_s)
+            if self._closing.is_set():
                 return
             await self._beat()
             await self.leader.step()
 
-    async def stop(self) -> None:
-        """Stop the workers (they finish what they hold), then close the client and store."""
+    def take_no_new_work(self) -> None:
+        """A clean stop's first step: no run starts, no draft begins, the workers end."""
         self.stopping.set()
+        self.engine.park()
+
+    async def finish_work(self) -> None:
+        """Let the work in flight finish or park (cancelled after STOP_WORK_S); the
+        leader's duties and the heartbeat go on meanwhile."""
+        self.take_no_new_work()
+        await _within(self._tasks, STOP_WORK_S)
+
+    async def stop(self) -> None:
+        """A clean stop: finish the work, stand down as the leader (its last act seals
+        what this process wrote and signs the head), then close the client and store."""
+        await self.finish_work()
         await self.leader.stand_down()
+        self._closing.set()
         with contextlib.suppress(errors.StoreError):
             await heartbeats.stopped(self.store, self.me.id, self.now())
-        _, pending = await asyncio.wait(self._tasks, timeout=10) if self._tasks else (set(), set())
-        for task in pending:
-            task.cancel()
-        await asyncio.gather(*pending, return_exceptions=True)
+        await _within([self._heartbeat] if self._heartbeat else [], STOP_WORK_S)
         await self.client.aclose()
         await self.store.close()
+
+
+async def _within(tasks: list[asyncio.Task[None]], seconds: float) -> None:
+    """Wait for `tasks` to end, cancelling those still running after `seconds`."""
+    if not tasks:
+        return
+    _, pending = await asyncio.wait(tasks, timeout=seconds)
+    for task in pending:
+        task.cancel()
+    await asyncio.gather(*pending, return_exceptions=True)
 
 
 def exclusive(store: Store) -> bool:

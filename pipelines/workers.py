@@ -73,6 +73,17 @@ async def wait_any(events: tuple[asyncio.Event, ...], seconds: float) -> None:
             waiting.cancel()
 
 
+async def set_when_any(target: asyncio.Event, events: tuple[asyncio.Event, ...]) -> None:
+    """Set `target` as soon as any of `events` is set."""
+    waits = [asyncio.ensure_future(event.wait()) for event in events]
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiting in waits:
+            waiting.cancel()
+    target.set()
+
+
 class Registry:
     """The workers of this process and their states; reports faults to the operators."""
 

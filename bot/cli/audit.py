@@ -1,7 +1,9 @@
 """`gatehouse audit ...`: verify the chain in place, export it, check an export offline,
 and print the public key that checks it.
 
-    gatehouse audit verify                                   the store's chain (exit 1 if broken)
+    gatehouse audit verify [--public-key KEY ...]            the store's chain and its newest
+                                  signed checkpoint (exit 1 if broken or not signed by the
+                                  data directory's key or a KEY given)
     gatehouse audit export [--since DATE] [--format jsonl|csv] [--out FILE]
     gatehouse audit verify --export FILE --public-key KEY    offline: no store, no bot
                                   [--public-key OLD ...]    each key the checkpoints name
@@ -22,7 +24,7 @@ from bot import settings as settings_mod
 from bot.cli import output as cli_output
 from pipelines import operations
 from pipelines.audit import export as audit_export
-from store import datadir
+from store import datadir, events
 
 # pipelines.audit.keys (and cryptography with it) is imported by the actions that use a
 # key, so the CLI's other commands start without it.
@@ -40,8 +42,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--public-key",
         action="append",
-        help="verify --export: ed25519:<base64>, or a file with it; once per key the "
-        "checkpoints name (a store restored under a new key: the old one too)",
+        help="verify: ed25519:<base64>, or a file with it; once per key the checkpoints "
+        "name (a store restored under a new key: the old one too; another leader's). "
+        "In place, the data directory's own key is used as well",
     )
     parser.add_argument("--since", type=since_arg, help="export: events from this UTC date on")
     parser.add_argument(
@@ -77,9 +80,25 @@ def run(cfg: settings_mod.Settings, args: argparse.Namespace, read: Read) -> int
         return _export(cfg, args, read)
     if args.export is not None:
         return _verify_export(args)
-    report = read(cfg, operations.audit)
+    signature = _signature_check(cfg, args.public_key or [])
+    report = read(cfg, lambda store: operations.audit(store, signature))
     cli_output.emit(args, report, lambda: cli_output.audit(report))
     return 0 if report.ok else 1
+
+
+def _signature_check(cfg: settings_mod.Settings, given: list[str]) -> events.SignatureCheck:
+    """The newest checkpoint's signature is checked with the data directory's own key and
+    any --public-key given (another leader's, or the key before a restore)."""
+    from pipelines.audit import keys as audit_keys
+
+    try:
+        publics = [audit_keys.parse_public(_key_text(text)) for text in given]
+        local = audit_keys.local_public(cfg.data_dir)
+    except ValueError as exc:  # BadKey, or a key file that is not a PEM private key
+        raise operations.Invalid(str(exc)) from None
+    except OSError as exc:
+        raise operations.Invalid(f"cannot read {exc.filename}: {exc.strerror or exc}") from None
+    return audit_keys.checkpoint_check(publics + ([local] if local else []))
 
 
 def _export(cfg: settings_mod.Settings, args: argparse.Namespace, read: Read) -> int:

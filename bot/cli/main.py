@@ -16,7 +16,7 @@
     gatehouse run-now|pause|resume <pipeline>  run a pipeline now, stop or restart its schedule
     gatehouse reconcile-claim <claim> <usd> <evidence>   settle an uncertain AI spend claim
     gatehouse reconcile [--backfill|--prune]   file dispatch folders against the store
-    gatehouse audit verify                     check the event hash chain (exit 1 if broken)
+    gatehouse audit verify                     check the hash chain and its signed head (1: broken)
     gatehouse audit export|key                 export events with hashes; print the signing key
     gatehouse audit verify --export F --public-key K   check an export offline
     gatehouse sweep [--days 90]                forget seen ids older than that

@@ -4,6 +4,7 @@
     key_id, signature = audit_keys.signer(key)(message)
     audit_keys.public_text(key)                     # "ed25519:<base64>" (`gatehouse audit key`)
     audit_keys.check(public, message, signature)    # False for a forged or altered checkpoint
+    audit_keys.checkpoint_check([public, ...])      # for `events.verify_chain` in the store
 
 The private key never leaves the data directory and is never logged; the public key is
 what an auditor keeps elsewhere to check an export offline.
@@ -15,13 +16,14 @@ import base64
 import binascii
 import hashlib
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
-from store import checkpoints
+from store import checkpoints, events
 
 KEY_FILE = "audit-signing.key"
 #: How a public key is written out: this prefix, then the 32 raw bytes in base64.
@@ -52,6 +54,13 @@ def load_or_create(data_dir: Path) -> ed25519.Ed25519PrivateKey:
         out.flush()
         os.fsync(out.fileno())
     return key
+
+
+def local_public(data_dir: Path) -> ed25519.Ed25519PublicKey | None:
+    """The public half of the data directory's signing key; None when it has none yet
+    (read only: checking never makes a key)."""
+    path = data_dir / KEY_FILE
+    return _read(path).public_key() if path.exists() else None
 
 
 def _read(path: Path) -> ed25519.Ed25519PrivateKey:
@@ -112,3 +121,26 @@ def check(public: ed25519.Ed25519PublicKey, message: bytes, signature: str) -> b
     except (InvalidSignature, binascii.Error, ValueError):
         return False
     return True
+
+
+def checkpoint_check(publics: Sequence[ed25519.Ed25519PublicKey]) -> events.SignatureCheck:
+    """A check of a checkpoint's signature with these keys: the key its `key_id` names
+    must be one of them, and must have signed exactly its event, hash and time."""
+    by_id = {key_id(public): public for public in publics}
+
+    def problem(event_id: int, hash_: str, signed_at: int, kid: str, signature: str) -> str | None:
+        public = by_id.get(kid)
+        if public is None:
+            known = ", ".join(by_id) or "none: no audit-signing.key in the data directory"
+            return (
+                f"its signed checkpoint names key {kid[:16]!r}, which is not a key given "
+                f"here (known: {known}); add the signer's --public-key"
+            )
+        if not check(public, checkpoints.message(event_id, hash_, signed_at), signature):
+            return (
+                f"its signed checkpoint's signature does not verify with key {kid}: the "
+                "checkpoint or the chain before it was rewritten"
+            )
+        return None
+
+    return problem

@@ -59,15 +59,19 @@ async def sign(
 
 
 async def worker(runtime: Any, stop: asyncio.Event) -> None:
-    """Sign every SIGN_EVERY_S, and once more when the leader stands down (its lease
-    is still held then; after a lost lease another leader signs); post the first head
-    of each day."""
+    """Sign every SIGN_EVERY_S, and once more when the leader stands down (after its
+    other duties and the engine have ended, its lease still held; after a lost lease
+    another leader signs); post the first head of each day."""
     key = audit_keys.load_or_create(runtime.store.config.data_dir)
+
+    async def at_shutdown() -> None:
+        # Nothing of this process writes any more: the head signed is the newest event.
+        await sign(runtime.store, key, runtime.now(), post=False, seal_first=True)
+        log.info("audit head signed at shutdown")
+
+    runtime.leader.at_stand_down("audit-head", at_shutdown)
     while not stop.is_set():
         # Sealing first: a head signed right after start must not miss what waits unsealed
         # (it would sign nothing, or an older head, until the next turn).
         await sign(runtime.store, key, runtime.now(), post=True, seal_first=True)
         await workers.wait_any((stop,), SIGN_EVERY_S)
-    if runtime.leader.standing_down:
-        await sign(runtime.store, key, runtime.now(), post=False, seal_first=True)
-        log.info("audit head signed at shutdown")

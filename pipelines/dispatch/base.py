@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 import pydantic
 
 from pipelines import retry
+from pipelines.text import redaction
 
 if TYPE_CHECKING:  # types only: reading pipeline files loads no store
     from store.drafts import Draft
@@ -270,4 +271,5 @@ def read_env(name: str, env: Mapping[str, str] | None, *, needed_for: str) -> st
     value = (os.environ if env is None else env).get(name)
     if not value:
         raise PermanentDispatchError(f"{needed_for}: environment variable {name} is not set")
+    redaction.remember(value)  # a password or a header's secret: never logged
     return value

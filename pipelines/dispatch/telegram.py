@@ -21,6 +21,7 @@ from telegram import warnings as tg_warnings
 
 from pipelines import retry
 from pipelines.dispatch import base
+from pipelines.text import redaction
 from pipelines.text import telegram as telegram_text
 
 
@@ -55,7 +56,7 @@ async def send(
 
 def _translate(error: tg_error.TelegramError, where: str, token: str) -> base.DispatchError:
     """Flood control and network trouble are transient; refusals and bad requests are not."""
-    text = telegram_text.redact(str(error.message), [token])
+    text = redaction.redact(str(error.message), [token])
     problem = f"{where}: {type(error).__name__}: {text}"
     if isinstance(error, tg_error.RetryAfter):
         return base.TransientDispatchError(problem, retry_after=_seconds(error))

@@ -68,8 +68,10 @@ class Drafters:
         return llm_drafter.LlmDrafter(store, pipeline, client, price, clock=self._clock)
 
     async def worker(self, runtime: Any, stop: asyncio.Event) -> None:
-        """A RuntimeConfig worker: close the provider clients when the runtime stops."""
+        """A RuntimeConfig worker: close the provider clients when the runtime stops,
+        once the runs in flight have ended (a clean stop keeps the drafts they began)."""
         await stop.wait()
+        await runtime.scheduler.idle()
         await self.aclose()
 
     async def aclose(self) -> None:

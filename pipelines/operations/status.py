@@ -122,6 +122,7 @@ async def history(store: Store, item_id: int) -> History:
     return History(item, await events.for_entity(store, "item", item_id))
 
 
-async def audit(store: Store) -> events.ChainReport:
-    """Recompute the event hash chain; the first broken link, if any, is named."""
-    return await events.verify_chain(store)
+async def audit(store: Store, signature: events.SignatureCheck | None = None) -> events.ChainReport:
+    """Recompute the event hash chain (and, with `signature`, check the newest signed
+    checkpoint's signature); the first broken link, if any, is named."""
+    return await events.verify_chain(store, signature)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ValidationInfo, model_validator
 
 from pipelines.sources import base
+from pipelines.text import redaction
 
 if TYPE_CHECKING:
     import httpx
@@ -87,6 +88,7 @@ def resolve(value: str, what: str) -> str:
     resolved = os.environ.get(name)
     if resolved is None:
         raise base.SourceError(f"{what}: environment variable {name} is not set")
+    redaction.remember(resolved)  # kept in the environment: a secret, never logged
     return resolved
 
 

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from pipelines.sources import base, common
+from pipelines.text import redaction
 
 if TYPE_CHECKING:
     import httpx
@@ -99,6 +100,7 @@ async def fetch(
     and, past `max_messages`, never reach newer ones.
     """
     password = common.resolve(config.password.get_secret_value(), "imap password")
+    redaction.remember(password)
     where = f"{config.username}@{config.host}"
     import aioimaplib  # only a running engine reads mail: the CLI starts without it
 

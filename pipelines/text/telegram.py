@@ -1,7 +1,8 @@
-"""Text bound for Telegram: its 4,096-unit message limit and the bot token kept out of sight.
+"""Text bound for Telegram: its 4,096-unit message limit.
 
     parts = telegram.split(html_text)          # messages of at most 4,096 UTF-16 units
-    telegram.redact("GET /bot123:ABC.../getMe")  # "GET /bot<redacted>/getMe"
+
+(The bot token and every other secret are kept out of sight by pipelines.text.redaction.)
 
 Telegram counts a message in UTF-16 code units, so an emoji outside the Basic
 Multilingual Plane counts twice. `split` takes HTML whose tags never span a line
@@ -12,23 +13,13 @@ built of several code points (an emoji with a skin tone, a family joined by ZWJ,
 
 from __future__ import annotations
 
-import re
 import unicodedata
-from collections.abc import Iterable
 
 #: Telegram's limit on a message's text, in UTF-16 code units. We count the HTML, which
 #: is never shorter than the text Telegram counts after parsing it.
 MAX_MESSAGE = 4096
 #: The smallest limit `split` accepts: room for the longest escape it never cuts.
 MIN_LIMIT = 8
-#: What a redacted secret becomes.
-REDACTED = "<redacted>"
-
-# Telegram bot tokens look like "<bot id>:<secret>"; inside Bot API URLs the whole path
-# segment after "/bot" is the token, well-formed or not.
-_URL_TOKEN = re.compile(r"(/bot)[^/\s]+")
-_BARE_TOKEN = re.compile(r"\b\d{3,}:[A-Za-z0-9_-]{20,}\b")
-
 _ZWJ = "\u200d"
 # Code points that attach to the one before them: variation selectors, skin tones, the
 # keycap mark and emoji tag characters (combining marks are found by unicodedata).
@@ -61,14 +52,6 @@ def split(text: str, limit: int = MAX_MESSAGE) -> list[str]:
     if text or not parts:
         parts.append(text)
     return parts
-
-
-def redact(text: str, secrets: Iterable[str] = ()) -> str:
-    """`text` with each of `secrets` and anything shaped like a bot token replaced."""
-    for secret in sorted({s for s in secrets if s}, key=len, reverse=True):
-        text = text.replace(secret, REDACTED)
-    text = _URL_TOKEN.sub(r"\1" + REDACTED, text)
-    return _BARE_TOKEN.sub(REDACTED, text)
 
 
 def _cut(text: str, limit: int) -> int:

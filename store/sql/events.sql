@@ -70,5 +70,6 @@ SELECT at FROM events
  ORDER BY id DESC LIMIT 1
 
 -- name: newest_checkpoint
--- The newest signed head: a sealed chain that ends before it was cut short.
-SELECT event_id, hash FROM audit_checkpoints ORDER BY id DESC LIMIT 1
+-- The newest signed head: a sealed chain that ends before it was cut short, and what
+-- its signature covers (checked with the caller's key).
+SELECT event_id, hash, signed_at, key_id, signature FROM audit_checkpoints ORDER BY id DESC LIMIT 1

@@ -15,7 +15,7 @@ from telegram import Update
 from bot import app, auth, callbacks, handlers, logs, render
 from bot import settings as settings_mod
 from pipelines import operations
-from pipelines.text import telegram as telegram_text
+from pipelines.text import redaction
 
 KEY = callbacks.derive_key("123:abc")
 TOKEN = "8123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw_x"
@@ -332,7 +332,7 @@ def test_the_filter_redacts_tokens_in_messages_args_and_tracebacks(
     finally:
         caplog.handler.removeFilter(redactor)
     assert TOKEN not in caplog.text and "short-local-token" not in caplog.text
-    assert caplog.text.count(telegram_text.REDACTED) >= 3
+    assert caplog.text.count(redaction.REDACTED) >= 3
 
 
 @pytest.mark.parametrize(

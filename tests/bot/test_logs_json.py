@@ -70,3 +70,24 @@ def test_an_unknown_field_is_refused() -> None:
     unknown = logfields.bound(token="x")
     with pytest.raises(ValueError, match="valid: pipeline, run, item, attempt, outbox"):
         unknown.__enter__()
+
+
+def test_installed_cleaning_reaches_a_handler_added_later_on_any_logger() -> None:
+    """The cleaning happens as a record is made: a library's own handler, added after
+    setup, gets the record redacted and an update reduced to its id."""
+    before = logging.getLogRecordFactory()
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    library = logging.getLogger("telegram.ext.Updater")
+    try:
+        logs.install(["configured-secret-e5f1a2"])
+        library.addHandler(handler)
+        library.warning("token %s in %s", "ghtk_abcdefghijklmnop", "configured-secret-e5f1a2")
+        library.warning("Processing update %s", {"update_id": 5, "message": {"text": "hi"}})
+    finally:
+        library.removeHandler(handler)
+        logging.setLogRecordFactory(before)
+    assert stream.getvalue().splitlines() == [
+        "token ghtk_<redacted> in <redacted>",
+        "Processing update update 5 (message from None)",
+    ]

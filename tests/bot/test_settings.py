@@ -136,3 +136,21 @@ def test_a_database_url_reaches_the_store_config(
     config = settings.store_config(loaded)
     assert config.database_url == "postgresql://u:hunter2@h/db"
     assert "hunter2" not in repr(config)
+
+
+def test_every_secret_setting_is_listed_for_redaction(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    held = {
+        "GATEHOUSE_DATABASE_URL": "postgresql://u:db-pass-4c1e@h/db",
+        "GATEHOUSE_TELEGRAM__WEBHOOK_SECRET": "hook-secret-9b2d",
+        "GATEHOUSE_TELEGRAM__CALLBACK_SECRET": "callback-secret-6a7e5f4d3c2b",
+        "GATEHOUSE_LLM__API_KEY": "sk-llm-key-1f0e",
+    }
+    for name, value in held.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("GATEHOUSE_LLM__KIND", "openai")
+    monkeypatch.setenv("GATEHOUSE_LLM__MODEL", "m")
+    found = settings.load().secrets()
+    assert set(held.values()) | {"db-pass-4c1e"} == set(found)

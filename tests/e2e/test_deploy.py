@@ -21,6 +21,7 @@ from dotenv import dotenv_values
 
 from bot import settings
 from bot.cli import main as cli
+from pipelines import leader, runtime
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -204,3 +205,16 @@ def test_every_compose_file_gives_matplotlib_a_writable_cache(name: str) -> None
         if "image" in service and service["image"].startswith("gatehouse"):
             assert service["environment"]["MPLCONFIGDIR"].startswith("/tmp/"), name
             assert "/tmp" in service["tmpfs"]
+
+
+def test_a_clean_stop_fits_the_stop_timeout_every_deploy_file_gives() -> None:
+    """The work in flight, then the leader's duties and last signature, with room left
+    for closing: otherwise systemd or docker would SIGKILL a stop that was going well."""
+    needed = runtime.STOP_WORK_S + leader.STAND_DOWN_S
+    given = {"gatehouse.service": float(_unit("gatehouse.service")["Service"]["TimeoutStopSec"])}
+    for name in ("docker-compose.yml", "docker-compose.postgres.yml"):
+        compose = yaml.safe_load((DEPLOY / name).read_text())
+        for service, spec in compose["services"].items():
+            if "stop_grace_period" in spec:
+                given[f"{name} {service}"] = float(spec["stop_grace_period"].removesuffix("s"))
+    assert len(given) >= 3 and all(seconds >= needed + 5 for seconds in given.values()), given

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 
 from bot.demo.botapi import control as localapi_control
 from bot.demo.botapi import methods as localapi_methods
-from pipelines.text import telegram as telegram_text
+from pipelines.text import redaction
 
 # One logger for the whole server, so one level setting shows (or hides) its requests.
 logger = logging.getLogger("bot.demo.botapi.server")
@@ -106,7 +106,7 @@ def multipart(content_type: str, body: bytes) -> dict[str, Any]:
 
 def redact(text: str) -> str:
     """Hide the bot token that sits inside every Bot API path."""
-    return telegram_text.redact(text)
+    return redaction.redact(text)
 
 
 class Served(localapi_control.Driven, Protocol):
