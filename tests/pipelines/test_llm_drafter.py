@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import AsyncIterator, Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -191,6 +192,21 @@ async def test_a_timeout_after_start_leaves_the_claim_uncertain(
     with pytest.raises(drafters.DraftFailed, match="could pay twice") as failed:
         await rig.drafter.draft(item, now + timedelta(minutes=1))
     assert failed.value.reason == "provider" and llm.calls == 1
+
+
+async def test_a_failed_provider_call_logs_the_item_once_with_its_pipeline_and_reason(
+    store: db.Store, rig_for: Any, llm: FakeLLM, now: datetime, caplog: pytest.LogCaptureFixture
+) -> None:
+    rig = rig_for()
+    await budget(store, now)
+    llm.queue_fault("drop")  # the connection closes halfway through the reply
+    caplog.set_level(logging.WARNING)
+    item = await rig.tick(now)
+    assert item.state == State.FAILED and item.reason is not None
+    told = [r for r in caplog.records if f"item {item.id} " in r.getMessage()]
+    assert [(r.levelno, r.getMessage()) for r in told] == [
+        (logging.WARNING, f"item {item.id} (news) failed: {item.reason}")
+    ]
 
 
 async def test_a_429_then_success_is_one_settled_claim(
