@@ -34,6 +34,9 @@ What each provider outcome does to the claim and the item:
 - ProviderUncertain (timeout after sending, 5xx): uncertain; the item fails (`provider`);
 - ProviderBadOutput (2xx with an unusable body): charged but the usage is unreadable, so
   uncertain; the item fails (`invalid_output`) with the body kept;
+- ProviderTooLarge (2xx past max_reply_bytes, not read): charged, so settled at the
+  worst case held; the item fails (`invalid_output`) saying which setting to raise;
+- of any reply, at most max_kept_chars characters are kept (more than any usable draft);
 - no budget configured: the template drafter, with a note on the card;
 - budget exceeded: the item fails with reason `budget` (the engine queues the alert).
 """
@@ -238,7 +241,8 @@ class LlmDrafter:
                 json_output=self._schema is not None,
             )
         except Exception as exc:
-            return await self._recorded(work, self._outcome(work, item, exc), self._later(now))
+            outcome = self._outcome(work, item, prompt, exc)
+            return await self._recorded(work, outcome, self._later(now))
         record: Record = lambda at: self._accept(work, item, reply, at)  # noqa: E731
         try:
             return await self._recorded(work, record, self._later(now))
@@ -262,7 +266,7 @@ class LlmDrafter:
             self._unrecorded[work.id] = record
             raise
 
-    def _outcome(self, work: claims.Work, item: Item, exc: Exception) -> Record:
+    def _outcome(self, work: claims.Work, item: Item, prompt: str, exc: Exception) -> Record:
         """The record of a call that gave no usable reply, and the failure it means."""
 
         async def not_called(at: datetime) -> drafters.DraftResult:
@@ -280,8 +284,25 @@ class LlmDrafter:
             await ledger.fail(self._store, work.id, f"the provider may have charged: {exc}", at)
             raise drafters.DraftFailed(str(exc), reason="provider")
 
+        async def too_large(at: datetime) -> drafters.DraftResult:
+            # Paid, and the usage sits in the body not read: settled at the worst case.
+            usage = ledger_prices.Usage(
+                max_input_tokens(self._system, prompt), self._pipeline.draft.max_tokens
+            )
+            message = (
+                f"the provider's reply was larger than GATEHOUSE_LLM__MAX_REPLY_BYTES "
+                f"({self._provider.settings.max_reply_bytes} bytes) and was not read; "
+                "its claim is settled at the worst case"
+            )
+            model = self._provider.settings.model
+            request_id = getattr(exc, "request_id", None)
+            await self._record(work, item, "", model, request_id, usage, message, at)
+            raise drafters.DraftFailed(message, reason="invalid_output")
+
         if isinstance(exc, providers.ProviderNotCalled):
             return not_called
+        if isinstance(exc, providers.ProviderTooLarge):
+            return too_large
         if isinstance(exc, providers.ProviderBadOutput):
             return unusable
         if not isinstance(exc, providers.ProviderUncertain):  # a bug after the request left
@@ -329,6 +350,9 @@ class LlmDrafter:
     ) -> claims.Claim:
         """Keep the output and settle (usage known) or mark uncertain: one transaction."""
         evidence = _evidence(model, request_id, reply)
+        # A usable draft is never longer than max_kept_chars (see its setting): only an
+        # unusable reply is cut, so a huge one does not sit in the database whole.
+        text = text[: self._provider.settings.max_kept_chars]
 
         def unit(conn: backend.Conn) -> tuple[claims.Claim, str | None]:
             llm_outputs.save_sync(conn, work.id, text, model, request_id, error, now)
