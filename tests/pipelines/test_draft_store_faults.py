@@ -181,7 +181,7 @@ async def test_a_lost_connection_while_drafting_leaves_items_to_draft_once_it_is
     async def cut() -> None:
         with psycopg.connect(url, autocommit=True) as admin:
             admin.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity"
                 " WHERE datname = current_database() AND pid <> pg_backend_pid()"
             )
 
