@@ -111,6 +111,8 @@ class Engine:
         try:
             await self._run(report, now)
         except Exception as exc:
+            if isinstance(exc, errors.PASSING):  # weather: run again once the store answers
+                self._owed_runs.add(name)
             await self._abandon(report, exc, now)
             raise
         return report

@@ -127,6 +127,8 @@ class LlmDrafter:
         kept = None if note is not None else await self._reusable(item)
         if kept is not None:  # answered before (a crash, a replay) and never shown: no call
             claim, output = kept
+            # A write cut off by a lost connection may have committed after all.
+            self._unrecorded.pop(claim.id, None)
             return self._result(output.text, output.model, output.request_id, claim)
         work = await self._begin(item, prompt, now)
         if not work.provider_allowed:

@@ -26,7 +26,7 @@ import pytest
 from pipelines import engine, scheduler
 from pipelines.drafting import llm as llm_drafter
 from pipelines.providers import client as providers
-from store import db, errors, items, outbox, runs
+from store import db, errors, items, outbox, runs, schedules
 from store.machine import State
 from tests import pg_databases
 from tests.e2e.test_storage_faults import NO_LIMIT, set_page_limit
@@ -189,3 +189,18 @@ async def test_a_lost_connection_while_drafting_leaves_items_to_draft_once_it_is
         return None
 
     await draft_through(store, tmp_path, feeds, llm, client, now, fault=cut, recover=nothing)
+
+
+async def test_a_run_stopped_by_a_store_fault_is_asked_for_again(
+    store: db.Store, tmp_path: Path, feeds: FeedServer, client: httpx.AsyncClient, now: datetime
+) -> None:
+    pipeline = write_pipeline(tmp_path, feeds.url("/feed.xml"))
+
+    def busy(_: object) -> llm_drafter.LlmDrafter:
+        raise errors.Busy()  # as a store fault met between two of the run's steps
+
+    rig = engine.Engine(store, {"news": pipeline}, client=client, drafter_for=busy)
+    with pytest.raises(errors.Busy):
+        await rig.tick("news", "schedule", now)
+    await rig.ask_owed_runs(now)  # what the scheduler does at each pass
+    assert (await schedules.all_states(store))["news"].run_requested_at is not None
