@@ -59,11 +59,11 @@ class State:
 
 def waits_for_store(exc: BaseException, what: str, *args: object) -> bool:
     """True for a store fault that passes by itself (errors.PASSING), logged here in one
-    line at info: the store logs the episode once, and the storage alarm tells the
+    line with no traceback: the store logs the episode, and the storage alarm tells the
     operators, so a loop that meets it again and again adds no traceback and no alert."""
     if not isinstance(exc, errors.PASSING):
         return False
-    log.info(f"{what} waits for the store: %s", *args, exc)
+    log.warning(f"{what} waits for the store: %s", *args, exc)
     return True
 
 

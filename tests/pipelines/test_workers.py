@@ -84,7 +84,7 @@ async def test_a_store_fault_in_a_worker_is_one_quiet_line_per_crash_and_no_aler
     task = registry.spawn("sender", full, stop)
     await eventually(lambda: len(runs) == 4)
     assert registry.snapshot()[0].restarts == 3
-    assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.WARNING]
+    assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR]
     waits = [r.getMessage() for r in caplog.records if r.name == "pipelines.workers"]
     assert waits == ["worker sender waits for the store: " + str(errors.StorageFull())] * 3
     assert fault_alerts(await outbox.due(store, now, ["alert"])) == []
