@@ -85,16 +85,16 @@ class Engine:
         self.pipelines = pipelines
         self.client = client
         self._drafter_for = drafter_for or drafters.TemplateDrafter
-        #: Items a tick of this engine is drafting now; any other item in drafting was
-        #: left there by a crash (or an error) and the next tick resumes it.
-        self._in_flight: set[int] = set()
-        self.max_items_per_tick = max_items_per_tick
         #: The kind of store fault last logged for items left waiting (None: the store
         #: answered since), so that one episode is one log line, not one per item.
         self._store_fault: str | None = None
         #: Pipelines whose follow-up run could not be recorded while the store failed;
         #: the scheduler asks again at each pass (`ask_owed_runs`) until it can.
         self._owed_runs: set[str] = set()
+        #: Items a tick of this engine is drafting now; any other item in drafting was
+        #: left there by a crash (or an error) and the next tick resumes it.
+        self._in_flight: set[int] = set()
+        self.max_items_per_tick = max_items_per_tick
 
     async def tick(
         self, name: str, trigger: runs.Trigger, now: datetime, *, run_id: int | None = None
