@@ -12,7 +12,8 @@ for a run at once, see store/startup.py): the drafter reuses an output the provi
 already gave, drafts again under the same claim when no call was made, and holds the
 item (the claim's one alert says what to run) when a call may have been charged and
 left nothing. An exception in one item fails that item alone, with its reason, and the
-run ends `error`.
+run ends `error`; a store fault (errors.PASSING) is not the item's: it waits in
+drafting, and a follow-up run takes it up once the store answers.
 """
 
 from __future__ import annotations
@@ -62,6 +63,8 @@ class TickReport:
     counts: runs.Counts = field(default_factory=runs.Counts)
     errors: list[str] = field(default_factory=list)
     created: list[int] = field(default_factory=list)
+    #: Items left in drafting by a store fault; a follow-up run takes them up.
+    waiting_for_store: int = 0
 
     @property
     def status(self) -> str:
@@ -85,6 +88,12 @@ class Engine:
         self.pipelines = pipelines
         self.client = client
         self._drafter_for = drafter_for or drafters.TemplateDrafter
+        #: The kind of store fault last logged for items left waiting (None: the store
+        #: answered since), so that one episode is one log line, not one per item.
+        self._store_fault: str | None = None
+        #: Pipelines whose follow-up run could not be recorded while the store failed;
+        #: the scheduler asks again at each pass (`ask_owed_runs`) until it can.
+        self._owed_runs: set[str] = set()
         #: Items a tick of this engine is drafting now; any other item in drafting was
         #: left there by a crash (or an error) and the next tick resumes it.
         self._in_flight: set[int] = set()
@@ -114,6 +123,8 @@ class Engine:
         try:
             await self._run(report, now)
         except Exception as exc:
+            if isinstance(exc, errors.PASSING):  # weather: run again once the store answers
+                self._owed_runs.add(name)
             await self._abandon(report, exc, now)
             raise
         return report
@@ -272,10 +283,40 @@ class Engine:
         finally:
             self._in_flight.difference_update(item.id for item in drafting)
         for item, outcome in zip(drafting, outcomes, strict=True):
-            if isinstance(outcome, BaseException):  # not even failing it could be recorded
+            if isinstance(outcome, errors.PASSING):  # failing it met the store's fault
+                self._waits_for_store(report, item, outcome)
+            elif isinstance(outcome, BaseException):  # not even failing it could be recorded
                 log.error("item %s stays in drafting for the next tick: %r", item.id, outcome)
                 report.errors.append(f"item {item.id}: not recorded ({outcome!r})"[:500])
+        if report.waiting_for_store:
+            self._owed_runs.add(pipeline.name)
+            await self.ask_owed_runs(now)
         return outcomes.count(True), outcomes.count(False)
+
+    def _waits_for_store(self, report: TickReport, item: Item, exc: Exception) -> None:
+        """An item left in drafting by a store fault: one line per episode, at info (the
+        store logs the fault itself, and the storage alarm tells the operators)."""
+        report.waiting_for_store += 1
+        kind = type(exc).__name__
+        if self._store_fault == kind:
+            log.debug("item %s waits in drafting for the store: %s", item.id, exc)
+            return
+        self._store_fault = kind
+        log.info(
+            "pipeline %s: items wait in drafting until the store answers again (%s: %s)",
+            report.pipeline, kind, exc,
+        )  # fmt: skip
+
+    async def ask_owed_runs(self, now: datetime) -> None:
+        """Ask for a run of each pipeline whose items wait for the store, so that they go
+        on as soon as it answers; while it still fails, they stay owed (in memory)."""
+        for name in sorted(self._owed_runs):
+            try:
+                await schedules.request_run(self.store, name, now)
+            except errors.PASSING as exc:
+                log.debug("pipeline %s: follow-up run not recorded yet: %s", name, exc)
+                return
+            self._owed_runs.discard(name)
 
     async def _draft_one(
         self,
@@ -299,6 +340,7 @@ class Engine:
             )
             await self.store.write(_to_approval, pipeline, item, result, duplicate, now)
             log.debug("item %s drafted; its card is queued", item.id)
+            self._store_fault = None
             return True
         except drafters.DraftHeld as held:
             # The claim's own alert (queued once, as it became uncertain) names the item
@@ -308,6 +350,11 @@ class Engine:
         except drafters.DraftFailed as exc:
             await self._fail(item, exc, now)
             return False
+        except errors.PASSING as exc:
+            # Weather, not the item's fault: it waits in drafting, as after a crash, and
+            # a reply already paid for is kept by the drafter (never paid for twice).
+            self._waits_for_store(report, item, exc)
+            return None
         except Exception as exc:  # a bug or a fault in this item alone: fail it, go on
             log.exception("pipeline %s: drafting item %s failed", pipeline.name, item.id)
             message = store_text.clean(f"{type(exc).__name__}: {exc}")[:500]

@@ -204,8 +204,9 @@ class Runtime:
             except errors.Closed:
                 return
             except Exception as exc:
-                log.exception("%s failed; trying again in %g s", name, every_s)
-                await self.workers.report(name, exc)
+                if not workers.waits_for_store(exc, "%s", name):
+                    log.exception("%s failed; trying again in %g s", name, every_s)
+                    await self.workers.report(name, exc)
             await workers.wait_any((stop,), every_s)
 
     async def _beat(self) -> None:

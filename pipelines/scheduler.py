@@ -69,6 +69,7 @@ class Scheduler:
 
     async def run_once(self, now: datetime, *, wait: bool = True) -> list[str]:
         """Start every pipeline that is due now; with wait, until their ticks finish."""
+        await self.engine.ask_owed_runs(now)
         states = await schedules.all_states(self.store)
         share = await self._share(now)
         started = []
@@ -151,6 +152,8 @@ class Scheduler:
     async def _tick(self, name: str, trigger: runs.Trigger, now: datetime, run_id: int) -> None:
         try:
             await self.engine.tick(name, trigger, now, run_id=run_id)
+        except errors.PASSING as exc:  # weather: the store logs the fault itself
+            log.info("pipeline %s: the run stopped on a store fault: %s", name, exc)
         except Exception:
             log.exception("pipeline %s: the run crashed", name)
 

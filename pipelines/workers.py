@@ -57,6 +57,16 @@ class State:
         return self.status == "running"
 
 
+def waits_for_store(exc: BaseException, what: str, *args: object) -> bool:
+    """True for a store fault that passes by itself (errors.PASSING), logged here in one
+    line with no traceback: the store logs the episode, and the storage alarm tells the
+    operators, so a loop that meets it again and again adds no traceback and no alert."""
+    if not isinstance(exc, errors.PASSING):
+        return False
+    log.warning(f"{what} waits for the store: %s", *args, exc)
+    return True
+
+
 def describe(exc: BaseException) -> str:
     """`Type: message`, shortened, for a log line, a state or a parked row's reason."""
     text = f"{type(exc).__name__}: {exc}".strip().removesuffix(":")
@@ -134,9 +144,10 @@ class Registry:
                 except Exception as exc:
                     failures = 1 if loop.time() - started > HEALTHY_AFTER_S else failures + 1
                     delay = retry.backoff_s(failures, self._first_backoff_s, MAX_BACKOFF_S)
-                    log.exception("worker %s crashed; starting it again in %g s", name, delay)
                     self._set(name, "restarting", describe(exc))
-                    await self.report(name, exc)
+                    if not waits_for_store(exc, "worker %s", name):
+                        log.exception("worker %s crashed; starting it again in %g s", name, delay)
+                        await self.report(name, exc)
                 await wait_any((stop,), delay)
                 self._set(name, "running")
         finally:

@@ -92,16 +92,26 @@ class StorageIOError(StoreError):
 STORAGE_FAULTS = (StorageFull, StorageIOError)
 
 
+class Closed(StoreError):
+    """The store is closed."""
+
+
+class ConnectionLost(StoreError):
+    """The database could not be reached or dropped the connection."""
+
+
+#: Faults of the store that pass by themselves (a busy or full database, a failing
+#: disk, a lost connection, a store closing for a stop): the work waits where it is and
+#: goes on once the store answers, and is never failed for them.
+PASSING = (Busy, StorageFull, StorageIOError, ConnectionLost, Closed)
+
+
 class Corrupt(StoreError):
     """The database file is damaged."""
 
 
 class ConstraintViolation(StoreError):
     """A write broke a database constraint; nothing was written."""
-
-
-class Closed(StoreError):
-    """The store is closed."""
 
 
 def translate(exc: sqlite3.Error) -> StoreError:
@@ -129,6 +139,8 @@ _POSTGRES_STATES: tuple[tuple[str, type[StoreError]], ...] = (
     ("40", Busy),  # serialization_failure, deadlock_detected: the unit may run again
     ("55P03", Busy),  # lock_not_available
     ("57014", Busy),  # query_canceled (statement_timeout)
+    ("08", ConnectionLost),  # connection_exception and its kinds
+    ("57P", ConnectionLost),  # admin_shutdown (pg_terminate_backend), crash_shutdown, ...
     ("XX001", Corrupt),  # data_corrupted
     ("XX002", Corrupt),  # index_corrupted
     ("23", ConstraintViolation),  # integrity_constraint_violation and its kinds
@@ -144,6 +156,10 @@ def translate_postgres(exc: Exception) -> StoreError | None:
         return None
     state = getattr(exc, "sqlstate", None) or ""
     text = str(exc).strip()
+    if not state and type(exc).__name__ == "OperationalError":
+        # A connection that died under the query ("server closed the connection
+        # unexpectedly", "consuming input failed") comes with no SQLSTATE.
+        return ConnectionLost(f"{ConnectionLost.__doc__} ({text})")
     for prefix, kind in _POSTGRES_STATES:
         if state.startswith(prefix):
             error = kind(f"{kind.__doc__} ({text})")

@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import logging
 import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -27,6 +28,8 @@ from typing import Any
 from store import backend, clock, errors, events, machine, sql, text
 from store.core import Store
 from store.machine import State
+
+log = logging.getLogger(__name__)
 
 Q = sql.load("items")
 
@@ -239,6 +242,10 @@ def transition_sync(
         # Unreachable with one writer; kept as the compare-and-set guard.
         raise errors.Conflict(f"item {item_id} changed underneath this transition")
     events.append(conn, "item", item_id, state, to, actor, now, attempt=attempt, reason=reason)
+    if to == State.FAILED:
+        # Every path that fails an item comes through here, so each failure is logged
+        # once, whatever else (an alert, an event) the caller records with it.
+        log.warning("item %s (%s) failed: %s", item_id, row["pipeline"], reason or "no reason")
     return Item.moved(row, to, reason, at, due)
 
 

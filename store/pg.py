@@ -168,7 +168,15 @@ def connect(url: str, *, reader: bool = False, prepared: bool = True) -> Conn:
 
 def _read(conn: Conn, query: Callable[[Conn], T]) -> T:
     conn.reopen_if_dropped()
-    return query(conn)
+    try:
+        return query(conn)
+    except psycopg.OperationalError:
+        if not conn.raw.closed:
+            raise
+        # The server dropped the connection under the read (a restart, a failover,
+        # pg_terminate_backend); a read changes nothing, so it runs again, once.
+        conn.reopen_if_dropped()
+        return query(conn)
 
 
 def run_batch(conn: Conn, units: list[pg_writers.Unit]) -> list[tuple[bool, Any]]:

@@ -51,6 +51,8 @@ class Drafters:
         self._prices = dict(price_table)
         self._clock = clock
         self._clients: dict[str, providers.ProviderClient] = {}
+        #: What calls gave while the store failed, kept across ticks (see LlmDrafter).
+        self._unrecorded: dict[int, llm_drafter.Record] = {}
 
     def __call__(self, store: Store, pipeline: config.Pipeline) -> drafters.Drafter:
         if pipeline.draft.drafter == "template":
@@ -65,7 +67,9 @@ class Drafters:
             client = providers.ProviderClient(self._llm.model_copy(update={"model": model}))
             self._clients[model] = client
         price = ledger_prices.lookup(self._prices, model)
-        return llm_drafter.LlmDrafter(store, pipeline, client, price, clock=self._clock)
+        return llm_drafter.LlmDrafter(
+            store, pipeline, client, price, clock=self._clock, unrecorded=self._unrecorded
+        )
 
     async def worker(self, runtime: Any, stop: asyncio.Event) -> None:
         """A RuntimeConfig worker: close the provider clients when the runtime stops,

@@ -18,6 +18,13 @@ outcome says whether the provider may have charged for it:
 - `ProviderUncertain`: the request reached the provider and may have been charged.
 - `ProviderBadOutput`: the provider answered 2xx with an unusable body; it was
   charged. `raw_text` holds the body for the operator.
+- `ProviderTooLarge`: the provider answered 2xx with a body larger than
+  `max_reply_bytes` (on the wire or decompressed), read no further; it was charged,
+  and the usage in the body is unknown.
+
+A reply is read as the sources read an answer (pipelines/sources/common.py
+`read_bounded`): streamed, gzip or deflate inflated a chunk at a time, never held past
+`max_reply_bytes`.
 
 Retries: connect failures, 408, 409, 429 and 5xx, with exponential backoff and full
 jitter, honouring `retry-after-ms` and `retry-after`, bounded by `max_retries` and by
@@ -115,6 +122,10 @@ class ProviderBadOutput(ProviderError):
     def __init__(self, message: str | None = None, *, raw_text: str = "", **kwargs: Any) -> None:
         super().__init__(message, **kwargs)
         self.raw_text = raw_text
+
+
+class ProviderTooLarge(ProviderError):
+    """The provider answered 2xx, and so charged, with a reply larger than max_reply_bytes."""
 
 
 def retry_delay(
@@ -245,6 +256,8 @@ class ProviderClient:
         }
         if failure.error is ProviderBadOutput:
             return ProviderBadOutput(message, raw_text=failure.raw_text, **common)
+        if failure.error is ProviderTooLarge:
+            return ProviderTooLarge(message, **common)
         if uncertain:
             return ProviderUncertain(message, **common)
         return failure.error(message, **common)
@@ -252,10 +265,14 @@ class ProviderClient:
     async def _attempt(self, request: wire.WireRequest) -> Completion | _Failure:
         import httpx
 
+        from pipelines.sources import common  # the sources' bounded read
+
+        headers = {**request.headers, "Accept-Encoding": common.ACCEPT_ENCODING}
         try:
-            response = await self._client.post(
-                request.url, headers=request.headers, json=request.body, timeout=self._timeout
-            )
+            async with self._client.stream(
+                "POST", request.url, headers=headers, json=request.body, timeout=self._timeout
+            ) as response:
+                return await self._judge(response)
         except (
             httpx.ConnectError,
             httpx.ConnectTimeout,
@@ -282,14 +299,16 @@ class ProviderClient:
                 ProviderUncertain,
                 False,
             )
-        return self._judge(response)
 
-    def _judge(self, response: httpx.Response) -> Completion | _Failure:
+    async def _judge(self, response: httpx.Response) -> Completion | _Failure:
         status = response.status_code
         request_id = response.headers.get("x-request-id") or response.headers.get("request-id")
+        text = await self._body(response, request_id)
+        if isinstance(text, _Failure):
+            return text
         if 200 <= status < 300:
-            return self._parse(response.text, request_id, status)
-        reason = f"HTTP {status} from {self._host}: {self._scrub(wire.error_detail(response.text))}"
+            return self._parse(text, request_id, status)
+        reason = f"HTTP {status} from {self._host}: {self._scrub(wire.error_detail(text))}"
         if status in RETRYABLE_NOT_CHARGED:
             error: type[ProviderError] = ProviderNotCalled
         elif status >= 500:
@@ -297,6 +316,29 @@ class ProviderClient:
         else:
             return _Failure(reason, ProviderRejected, False, status, response.headers, request_id)
         return _Failure(reason, error, True, status, response.headers, request_id)
+
+    async def _body(self, response: httpx.Response, request_id: str | None) -> str | _Failure:
+        """The reply's text, read within max_reply_bytes; past that (or in an encoding it
+        cannot read), a 2xx is a failure and an error status is judged without its body."""
+        from pipelines.sources import base, common
+
+        cap = self.settings.max_reply_bytes
+        status = response.status_code
+        try:
+            content = await common.read_bounded(
+                response, common.Limits(cap, cap), f"POST {self._host}"
+            )
+        except common.TooLarge:
+            why = f"a reply larger than max_reply_bytes ({cap} bytes), not read"
+            error: type[ProviderError] = ProviderTooLarge
+        except base.SourceError as exc:
+            why, error = f"a body it cannot read: {exc}", ProviderBadOutput
+        else:
+            return content.decode("utf-8", "replace")
+        if not 200 <= status < 300:
+            return ""
+        reason = f"HTTP {status} from {self._host} with {why}"
+        return _Failure(reason, error, False, status, request_id=request_id)
 
     def _parse(self, text: str, request_id: str | None, status: int) -> Completion | _Failure:
         try:

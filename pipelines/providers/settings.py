@@ -6,6 +6,15 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+#: The largest reply read from a provider (bytes, on the wire and decompressed): a draft
+#: of a few thousand tokens is tens of KB of JSON, so 1 MiB leaves ample room.
+DEFAULT_MAX_REPLY_BYTES = 1024 * 1024
+#: How much of a reply's text is kept in the ledger's outputs (characters), at most.
+#: At least a draft's longest (validation.MAX_DRAFT_CHARS), so a usable draft is kept
+#: whole; only an unusable reply is cut.
+DEFAULT_MAX_KEPT_CHARS = 40_000
+MIN_KEPT_CHARS = 20_000
+
 #: The providers' own API hosts; any OpenAI-compatible server can stand in via base_url.
 DEFAULT_BASE_URLS = {
     "openai": "https://api.openai.com/v1",
@@ -27,6 +36,8 @@ class ProviderSettings(BaseModel):
     connect_timeout_s: float = Field(default=10, gt=0)
     max_retries: int = Field(default=4, ge=0)
     max_retry_wait_s: float = Field(default=60, ge=0)
+    max_reply_bytes: int = Field(default=DEFAULT_MAX_REPLY_BYTES, ge=1024)
+    max_kept_chars: int = Field(default=DEFAULT_MAX_KEPT_CHARS, ge=MIN_KEPT_CHARS)
     anthropic_version: str = "2023-06-01"
 
     @model_validator(mode="before")

@@ -35,7 +35,7 @@ DEFAULT_MAX_BYTES = 10 * 1024 * 1024
 #: Parsing costs several times the size (feedparser: about 6x), so it stays at 10 MiB.
 DEFAULT_MAX_DECOMPRESSED_BYTES = 10 * 1024 * 1024
 #: The only encodings asked for and decoded: each is inflated here, a chunk at a time.
-_ACCEPT_ENCODING = "gzip, deflate"
+ACCEPT_ENCODING = "gzip, deflate"
 
 # Tags after which a reader expects a line break; everything else flows inline.
 _BLOCK_TAGS = frozenset(
@@ -202,7 +202,7 @@ async def get(
     import httpx  # loaded by the engine's first fetch, so the CLI starts without it
 
     shown = redact_url(url)
-    asked = dict(headers) | {"Accept-Encoding": _ACCEPT_ENCODING}
+    asked = dict(headers) | {"Accept-Encoding": ACCEPT_ENCODING}
     try:
         async with asyncio.timeout(seconds):
             return await _read(client, url, asked, seconds, limits, shown)
@@ -226,22 +226,36 @@ async def _read(
         if response.status_code >= 400:
             status = f"{response.status_code} {response.reason_phrase}".rstrip()
             raise base.SourceError(f"GET {shown} answered HTTP {status}")
-        declared = response.headers.get("content-length", "")
-        if declared.isascii() and declared.isdigit() and int(declared) > limits.max_bytes:
-            raise base.SourceError(_too_large(shown, "max_bytes", limits.max_bytes))
-        body = _Body(response.headers.get("content-encoding", ""), shown, limits)
-        async for chunk in response.aiter_raw():
-            if response.num_bytes_downloaded > limits.max_bytes:
-                raise base.SourceError(_too_large(shown, "max_bytes", limits.max_bytes))
-            body.feed(chunk)
-        return Response(response.status_code, response.headers, body.finish())
+        content = await read_bounded(response, limits, f"GET {shown}")
+        return Response(response.status_code, response.headers, content)
 
 
-def _too_large(shown: str, setting: str, limit: int) -> str:
-    return (
-        f"GET {shown}: the answer is larger than {setting} ({limit} bytes); raise {setting}"
-        " on this source if it is expected"
-    )
+class TooLarge(base.SourceError):
+    """An answer larger than its byte cap: not read further."""
+
+    def __init__(self, shown: str, setting: str, limit: int) -> None:
+        super().__init__(
+            f"{shown}: the answer is larger than {setting} ({limit} bytes); raise {setting}"
+            " on this source if it is expected"
+        )
+        self.setting = setting
+        self.limit = limit
+
+
+async def read_bounded(response: httpx.Response, limits: Limits, shown: str) -> bytes:
+    """A streamed answer's body, decoded, within `limits` on the wire and decompressed
+    (TooLarge past either, a SourceError for an encoding it cannot decode). `shown` names
+    the request in messages ("GET https://..."). The request must have asked for the
+    encodings this reads: ACCEPT_ENCODING."""
+    declared = response.headers.get("content-length", "")
+    if declared.isascii() and declared.isdigit() and int(declared) > limits.max_bytes:
+        raise TooLarge(shown, "max_bytes", limits.max_bytes)
+    body = _Body(response.headers.get("content-encoding", ""), shown, limits)
+    async for chunk in response.aiter_raw():
+        if response.num_bytes_downloaded > limits.max_bytes:
+            raise TooLarge(shown, "max_bytes", limits.max_bytes)
+        body.feed(chunk)
+    return body.finish()
 
 
 class _Body:
@@ -258,7 +272,7 @@ class _Body:
             self.decoder = zlib.decompressobj(32 + zlib.MAX_WBITS)
         elif self.name not in ("", "identity"):
             raise base.SourceError(
-                f"GET {shown}: unsupported Content-Encoding {encoding!r}; valid: gzip, deflate"
+                f"{shown}: unsupported Content-Encoding {encoding!r}; valid: gzip, deflate"
             )
 
     def feed(self, chunk: bytes) -> None:
@@ -269,9 +283,7 @@ class _Body:
             out = self.decoder.decompress(chunk, self._room())
         except zlib.error:
             if self.name != "deflate" or self.data:
-                raise base.SourceError(
-                    f"GET {self.shown}: the {self.name} body is corrupt"
-                ) from None
+                raise base.SourceError(f"{self.shown}: the {self.name} body is corrupt") from None
             self.decoder = zlib.decompressobj(-zlib.MAX_WBITS)
             out = self.decoder.decompress(chunk, self._room())
         self._keep(out)
@@ -289,5 +301,5 @@ class _Body:
 
     def _keep(self, out: bytes) -> None:
         if len(self.data) + len(out) > self.cap:
-            raise base.SourceError(_too_large(self.shown, "max_decompressed_bytes", self.cap))
+            raise TooLarge(self.shown, "max_decompressed_bytes", self.cap)
         self.data += out

@@ -12,8 +12,7 @@ from bot.demo import content, resume
 from bot.demo import llm as demo_llm
 from bot.demo.botapi import server as localapi
 from pipelines import config
-from pipelines.drafting import llm as llm_drafter
-from pipelines.drafting import prompt
+from pipelines.drafting import calls, prompt
 from pipelines.sources import rss
 from store import machine
 from store.ledger import budgets, prices
@@ -130,9 +129,7 @@ def test_the_demo_is_set_up_to_show_an_sla_warning_and_a_budget_alert_in_its_fir
     assert len(prompts) == 5
     # Every draft holds its worst case at once (they are drafted side by side) ...
     worst = [
-        prices.worst_case(
-            price, llm_drafter.max_input_tokens(llm_drafter.SYSTEM, text), news.draft.max_tokens
-        )
+        prices.worst_case(price, calls.max_input_tokens(calls.SYSTEM, text), news.draft.max_tokens)
         for text in prompts
     ]
     assert sum(worst) <= limit

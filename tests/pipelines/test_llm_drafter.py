@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import AsyncIterator, Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -18,6 +19,8 @@ from pipelines.drafting import base as drafters
 from pipelines.drafting import choice
 from pipelines.drafting import llm as llm_drafter
 from pipelines.providers import client as providers
+from pipelines.providers import settings as provider_settings_mod
+from pipelines.text import validation
 from store import db, drafts, events, items, ledger, outbox
 from store.ledger import outputs as llm_outputs
 from store.ledger import prices as ledger_prices
@@ -191,6 +194,61 @@ async def test_a_timeout_after_start_leaves_the_claim_uncertain(
     with pytest.raises(drafters.DraftFailed, match="could pay twice") as failed:
         await rig.drafter.draft(item, now + timedelta(minutes=1))
     assert failed.value.reason == "provider" and llm.calls == 1
+
+
+async def test_a_failed_provider_call_logs_the_item_once_with_its_pipeline_and_reason(
+    store: db.Store, rig_for: Any, llm: FakeLLM, now: datetime, caplog: pytest.LogCaptureFixture
+) -> None:
+    rig = rig_for()
+    await budget(store, now)
+    llm.queue_fault("drop")  # the connection closes halfway through the reply
+    caplog.set_level(logging.WARNING)
+    item = await rig.tick(now)
+    assert item.state == State.FAILED and item.reason is not None
+    told = [r for r in caplog.records if f"item {item.id} " in r.getMessage()]
+    assert [(r.levelno, r.getMessage()) for r in told] == [
+        (logging.WARNING, f"item {item.id} (news) failed: {item.reason}")
+    ]
+
+
+async def test_an_over_size_reply_fails_the_item_and_settles_its_claim_as_paid(
+    store: db.Store, rig_for: Any, llm: FakeLLM, now: datetime
+) -> None:
+    rig = rig_for(max_reply_bytes=64 * 1024)
+    await budget(store, now)
+    llm.queue_reply("x" * 200_000)
+    item = await rig.tick(now)
+    assert item.state == State.FAILED and item.reason is not None
+    assert item.reason.startswith("invalid_output: the provider's reply was larger than")
+    assert "GATEHOUSE_LLM__MAX_REPLY_BYTES (65536 bytes)" in item.reason
+    [(claim_id, state)] = await claim_rows(store)
+    claim = await ledger.get(store, claim_id)
+    assert state == ClaimState.SETTLED and claim.actual_micros == claim.reserved_micros > 0
+    kept = await llm_outputs.get(store, claim_id)
+    assert kept is not None and kept.text == "" and kept.error is not None
+    assert llm.calls == 1
+
+
+async def test_an_unusable_reply_is_kept_up_to_max_kept_chars(
+    store: db.Store, rig_for: Any, llm: FakeLLM, now: datetime
+) -> None:
+    rig = rig_for(max_kept_chars=25_000)
+    await budget(store, now)
+    llm.queue_reply("y" * 60_000)  # read whole, but longer than any draft
+    item = await rig.tick(now)
+    assert item.state == State.FAILED and item.reason is not None
+    assert item.reason.startswith("invalid_output: the draft has 60000 characters")
+    [(claim_id, state)] = await claim_rows(store)
+    kept = await llm_outputs.get(store, claim_id)
+    assert state == ClaimState.SETTLED and kept is not None and kept.text == "y" * 25_000
+
+
+def test_max_kept_chars_keeps_at_least_a_whole_draft() -> None:
+    assert provider_settings_mod.MIN_KEPT_CHARS == validation.MAX_DRAFT_CHARS
+    with pytest.raises(ValueError, match="max_kept_chars"):
+        providers.ProviderSettings(
+            kind="openai", api_key=SecretStr("k"), model=MODEL, max_kept_chars=100
+        )
 
 
 async def test_a_429_then_success_is_one_settled_claim(

@@ -15,6 +15,7 @@ from bot import alerts as bot_alerts
 from bot import callbacks, render
 from pipelines import config, engine, operations, sla
 from pipelines.drafting import base as drafters
+from pipelines.drafting import calls
 from pipelines.drafting import llm as llm_drafter
 from pipelines.providers import client as providers
 from store import (
@@ -203,11 +204,11 @@ async def orphan_claim(rig: Rig, now: datetime, lease: timedelta) -> tuple[items
     item = await items.create(rig.store, "news", "s0", "x1", {"title": "T", "text": "b"}, now)
     assert item is not None
     item = await items.transition(rig.store, item.id, State.DRAFTING, "system", now)
-    version = llm_drafter.prompt_version(rig.engine.pipelines["news"].draft.prompt_text or "")
-    key = llm_drafter.claim_key("news", item.id, 1, version)
+    version = calls.prompt_version(rig.engine.pipelines["news"].draft.prompt_text or "")
+    key = calls.claim_key("news", item.id, 1, version)
     request = {"model": MODEL, "max_tokens": 200, "prompt_version": version}
     work = await ledger.begin(
-        rig.store, key, llm_drafter.ENDPOINT, request, 50_000, "news", item.id, now, lease
+        rig.store, key, calls.ENDPOINT, request, 50_000, "news", item.id, now, lease
     )
     return item, work.id
 

@@ -15,7 +15,7 @@ import pytest
 from bot import control, render
 from pipelines import operations, retry, workers
 from pipelines import runtime as runtime_mod
-from store import db, outbox
+from store import db, errors, outbox
 from tests.bot.test_cli import gatehouse
 
 #: How many 10 ms looks a test takes before it gives up waiting.
@@ -63,6 +63,33 @@ async def test_a_crash_is_logged_at_once_reported_once_and_survived(
     stop.set()
     await task
     assert registry.snapshot()[0].status == "stopped"
+
+
+async def test_a_store_fault_in_a_worker_is_one_quiet_line_per_crash_and_no_alert(
+    store: db.Store, now: datetime, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The store logs a full disk once per episode and the storage alarm tells the
+    operators: a worker meeting it again and again adds no traceback and no alert."""
+    caplog.set_level(logging.INFO)
+    registry = workers.Registry(store, lambda: now, first_backoff_s=0.01)
+    stop = asyncio.Event()
+    runs: list[int] = []
+
+    async def full() -> None:
+        runs.append(len(runs))
+        if len(runs) <= 3:
+            raise errors.StorageFull()
+        await stop.wait()
+
+    task = registry.spawn("sender", full, stop)
+    await eventually(lambda: len(runs) == 4)
+    assert registry.snapshot()[0].restarts == 3
+    assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR]
+    waits = [r.getMessage() for r in caplog.records if r.name == "pipelines.workers"]
+    assert waits == ["worker sender waits for the store: " + str(errors.StorageFull())] * 3
+    assert fault_alerts(await outbox.due(store, now, ["alert"])) == []
+    stop.set()
+    await task
 
 
 async def test_a_worker_that_ends_is_reported_as_not_running(

@@ -232,7 +232,7 @@ def test_every_query_prepares_on_postgres(pg_run_database: pg_databases.Server) 
 
 async def test_a_server_that_does_not_answer_is_a_store_error(tmp_path: Path) -> None:
     url = "postgresql://gatehouse:hunter2@127.0.0.1:1/gh"
-    with pytest.raises(errors.StoreError, match="database error: connection failed") as caught:
+    with pytest.raises(errors.ConnectionLost, match="connection failed") as caught:
         await db.open(db.StoreConfig(data_dir=tmp_path, database_url=url))
     assert "hunter2" not in str(caught.value)
 
