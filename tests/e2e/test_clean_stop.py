@@ -96,10 +96,10 @@ def wait_until(check: Any, what: str, within_s: float = 60.0) -> None:
 def test_sigterm_while_drafting_seals_signs_and_exits_0(
     tmp_path: Path, api: localapi.LocalBotApi, many: FeedServer, model: FakeLLM
 ) -> None:
-    (tmp_path / "prompt.txt").write_text("Write a post about {title}.\n{text}\n")
     (tmp_path / "pipelines").mkdir()
+    (tmp_path / "pipelines" / "prompt.txt").write_text("Write a post about {title}.\n{text}\n")
     (tmp_path / "pipelines" / "news.yaml").write_text(
-        PIPELINE.format(url=many.url("/many.xml"), prompt=tmp_path / "prompt.txt")
+        PIPELINE.format(url=many.url("/many.xml"), prompt="prompt.txt")
     )
     data = tmp_path / "data"
     asyncio.run(set_budget(data))
