@@ -33,9 +33,14 @@ PING_TIMEOUT_S = 3.0
 
 def pipelines(cfg: settings_mod.Settings) -> dict[str, config.Pipeline]:
     """The pipeline files as they are on disk (what `check` and `dry-run` try)."""
+    return loaded(cfg).pipelines
+
+
+def loaded(cfg: settings_mod.Settings) -> config.LoadResult:
+    """The pipeline files as they are on disk, with the files that failed and why."""
     from pipelines import config  # the models: only the commands that load pipelines
 
-    return config.load_dir(cfg.pipelines_dir, settings_mod.pipeline_context(cfg)).pipelines
+    return config.load_dir(cfg.pipelines_dir, settings_mod.pipeline_context(cfg))
 
 
 def pipeline_names(cfg: settings_mod.Settings) -> list[str]:
