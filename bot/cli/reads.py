@@ -98,7 +98,10 @@ def cmd_status(cfg: settings_mod.Settings, args: argparse.Namespace, now: dateti
 
 def cmd_runs(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
     known = pipeline_names(cfg)
-    names = [operations.check_pipeline(args.pipeline, known)] if args.pipeline else known
+    if args.pipeline and args.pipeline not in known:
+        # Read the files only now: a file that failed to load is named with its errors.
+        operations.check_pipeline(args.pipeline, known, loaded(cfg).broken)
+    names = [args.pipeline] if args.pipeline else known
     limit = getattr(args, "limit", operations.RUNS_SHOWN)
 
     async def fn(store: db.Store) -> list[operations.PipelineRuns]:

@@ -115,3 +115,18 @@ def test_dry_run_of_a_pipeline_whose_file_failed_names_its_errors(tmp_path: Path
         f"  {city}:7: nope: unknown field 'nope'; valid: name, schedule, jitter,"
         " misfire_window, sources, dedup, draft, approval, dispatch",
     ]
+
+
+def test_status_of_a_pipeline_whose_file_is_not_yaml_names_its_file(tmp_path: Path) -> None:
+    folder = tmp_path / "pipelines"
+    folder.mkdir()
+    city = folder / "city.yaml"
+    city.write_text("name: city\nschedule: [1h\n")
+    assert gatehouse(tmp_path, folder, "init").returncode == 0
+    done = gatehouse(tmp_path, folder, "status", "city")
+    assert done.returncode == 2
+    first, *errors = done.stderr.splitlines()
+    assert first.endswith(
+        "pipeline 'city' did not load: its file has errors (gatehouse check lists every file's):"
+    )
+    assert errors and errors[0].startswith(f"  {city}:")
