@@ -246,7 +246,7 @@ async def serve(
     gate = auth.Gate(cfg.telegram.operators, cfg.telegram.rate_limit_per_minute)
     application.bot_data["deps"] = handlers.Deps(
         runtime.store, runtime.pipelines, runtime.scheduler, gate, key, outbox_sender, runtime.now,
-        workers=runtime.workers, lease_ttl=runtime.config.lease_ttl,
+        workers=runtime.workers, lease_ttl=runtime.config.lease_ttl, broken=runtime.loaded.broken,
     )  # fmt: skip
     async with application:
         await application.start()

@@ -102,8 +102,10 @@ async def _replay(rt: Any, args: dict[str, Any]) -> Any:
 
 def _schedule(action: str) -> Handler:
     async def run(rt: Any, args: dict[str, Any]) -> Any:
+        # A pipeline whose file failed to load is named with its errors, not as unknown.
+        name = operations.check_pipeline(str(args["pipeline"]), rt.pipelines, rt.loaded.broken)
         return await operations.schedule(
-            rt.store, rt.pipelines, action, str(args["pipeline"]), ACTOR, rt.now(),
+            rt.store, rt.pipelines, action, name, ACTOR, rt.now(),
             scheduler=rt.scheduler,
         )  # fmt: skip
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import difflib
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -78,6 +78,8 @@ class Deps:
     workers: workers_mod.Registry | None = None
     #: The leader's lease TTL: a worker silent for longer is shown as such.
     lease_ttl: timedelta = timedelta(seconds=leader.TTL_S)
+    #: The pipelines whose files failed to load, with their errors.
+    broken: Mapping[str, Sequence[object]] = field(default_factory=dict)
 
 
 class BadInput(Exception):
@@ -138,7 +140,7 @@ def pipeline_arg(context: Context, command: str) -> str:
     if len(args) != 1:
         raise BadInput(f"usage: /{command} &lt;pipeline&gt;; pipelines: {', '.join(known)}")
     try:
-        return operations.check_pipeline(args[0], known)
+        return operations.check_pipeline(args[0], known, deps(context).broken)
     except operations.Invalid as exc:
         raise BadInput(render.esc(exc)) from None
 

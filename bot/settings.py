@@ -7,10 +7,12 @@
 
 from __future__ import annotations
 
+import json
+import re
 import urllib.parse
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -234,16 +236,55 @@ def load(**overrides: object) -> Settings:
     try:
         return Settings(**overrides)  # type: ignore[arg-type]
     except ValidationError as exc:
-        from pipelines import config_errors  # the project's wording of pydantic's errors
-
-        lines = [
-            f"{env_name(err['loc'])}: {config_errors.plain(err)}"
-            for err in exc.errors(include_input=False)
-        ]
+        errors = exc.errors(include_input=False)
+        lines = [f"{_where(err['loc'])}: {_reason(err)}" for err in errors]
+        if any(err["loc"][0] == "prices" for err in errors):
+            lines.append(PRICES_HINT)
         raise SettingsInvalid("invalid settings:\n  " + "\n  ".join(lines)) from None
     except _SourceError as exc:
-        # pydantic-settings says which field failed to parse; the value is not in its text.
-        raise SettingsInvalid(f"invalid settings: {exc}") from None
+        raise SettingsInvalid(f"invalid settings:\n  {_unreadable(exc)}") from None
+
+
+#: Said with every error about GATEHOUSE_PRICES: its shape and its unit.
+PRICES_HINT = (
+    'GATEHOUSE_PRICES is JSON such as {"gpt-4o-mini": {"input_micros_per_mtok": 150000,'
+    ' "output_micros_per_mtok": 600000}}, in integer micro-dollars per million tokens'
+    " ($0.15 is 150000)"
+)
+
+
+def _where(loc: tuple[int | str, ...]) -> str:
+    """The variable behind an error; inside GATEHOUSE_PRICES, the model and the field
+    (the JSON's keys: GATEHOUSE_PRICES__<MODEL>__... is no variable anyone set)."""
+    if loc[0] == "prices" and len(loc) > 1:
+        return f"GATEHOUSE_PRICES: model {loc[1]!r}" + "".join(f", {part}" for part in loc[2:])
+    return env_name(loc)
+
+
+def _reason(error: Any) -> str:
+    from pipelines import config_errors  # the project's wording of pydantic's errors
+
+    return config_errors.plain(error)
+
+
+#: pydantic-settings names the field it could not decode only in its message.
+_UNDECODED = re.compile(r'field "(?P<field>\w+)" from source "(?P<source>\w+)"')
+
+
+def _unreadable(exc: _SourceError) -> str:
+    """A value pydantic-settings could not decode, by variable and reason (never the value:
+    a JSON error's own message holds only a position)."""
+    found = _UNDECODED.search(str(exc))
+    if found is None:
+        return str(exc)
+    name = env_name((found["field"],))
+    where = " (in the env file)" if found["source"].startswith("DotEnv") else ""
+    cause = exc.__cause__
+    if not isinstance(cause, json.JSONDecodeError):
+        return f"{name}{where}: could not be read"
+    reason = f"not valid JSON ({cause.msg} at line {cause.lineno} column {cause.colno})"
+    hint = f"\n  {PRICES_HINT}" if found["field"] == "prices" else ""
+    return f"{name}{where}: {reason}{hint}"
 
 
 def load_for(env_file: Path | None = None, data_dir: Path | None = None) -> Settings:

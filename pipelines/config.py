@@ -7,9 +7,9 @@
 One bad file never stops the others, however hostile: a file is read up to
 config_errors.MAX_FILE_BYTES, and its YAML nesting and alias expansion are bounded.
 Every model forbids unknown fields, so a typo is an error rather than a silently
-ignored setting. Paths inside a file (`draft.prompt`,
-a `draft.output_schema` file) are relative to that file and may not leave its directory
-(symlinks are followed): those files are sent to the LLM provider.
+ignored setting. Every path inside a file is relative to that file, wherever gatehouse
+starts (`config_paths`); `draft.prompt` and a `draft.output_schema` file may not leave
+its directory (symlinks are followed): those files are sent to the LLM provider.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from pydantic import (
     model_validator,
 )
 
-from pipelines import config_errors, config_names, dispatch, schedule, sources
+from pipelines import config_errors, config_names, config_paths, dispatch, schedule, sources
 from pipelines.drafting import prompt as drafting
 from pipelines.sources import common
 from pipelines.text import validation
@@ -299,6 +299,9 @@ class LoadResult:
     errors: list[ConfigError] = field(default_factory=list)
     #: The file each pipeline came from.
     files: dict[str, Path] = field(default_factory=dict)
+    #: The files that did not load, by the name they declare (else their file name's
+    #: stem), with their errors: what a command naming such a pipeline answers.
+    broken: dict[str, list[ConfigError]] = field(default_factory=dict)
 
 
 def load_dir(path: Path, context: LoadContext | None = None) -> LoadResult:
@@ -311,6 +314,7 @@ def load_dir(path: Path, context: LoadContext | None = None) -> LoadResult:
         pipeline, errors = load_file(file, context)
         result.errors.extend(errors)
         if pipeline is None:
+            result.broken.setdefault(config_names.name_in(file) or file.stem, []).extend(errors)
             continue
         if pipeline.name in result.pipelines:
             first = result.files[pipeline.name]
@@ -334,7 +338,7 @@ def load_file(
     except config_errors.Problem as problem:
         return None, [ConfigError(file, problem.line, problem.field, problem.reason)]
     checks = {
-        "base_dir": file.parent,
+        config_paths.BASE_DIR: file.parent.absolute(),
         "operators": context.operators,
         common.LIMITS_CONTEXT: context.source_limits,
     }
@@ -359,16 +363,10 @@ def format_errors(errors: list[ConfigError]) -> str:
     return "\n".join(str(error) for error in errors)
 
 
-def _base_dir(info: ValidationInfo) -> Path:
-    context = info.context if isinstance(info.context, dict) else {}
-    base = context.get("base_dir")
-    return base if isinstance(base, Path) else Path()
-
-
 def _inside(info: ValidationInfo, value: Path, noun: str) -> Path:
     """`value` resolved (symlinks too) against the pipeline file's directory; refused when
     it leaves that directory, since what the file holds is sent to the LLM provider."""
-    base = _base_dir(info).resolve()
+    base = config_paths.base_dir(info).resolve()
     resolved = (base / value).resolve()
     if not resolved.is_relative_to(base):
         raise ValueError(

@@ -227,6 +227,7 @@ _PLAIN = {
     "less_than": "must be less than {lt}",
     "int_parsing": "must be a whole number",
     "int_from_float": "must be a whole number",
+    "int_type": "must be a whole number",
     "float_parsing": "must be a number",
     "bool_parsing": "must be true or false",
     "string_type": "must be text",

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -57,9 +57,11 @@ def run(
     now: datetime,
     found: dict[str, config.Pipeline],
     read: Read,
+    broken: Mapping[str, Sequence[object]] | None = None,
 ) -> int:
-    """Fetch and draft one pipeline into a throwaway store; print the cards it would send."""
-    name = operations.check_pipeline(args.pipeline, found)
+    """Fetch and draft one pipeline into a throwaway store; print the cards it would send.
+    `broken`: the pipelines whose files failed to load, with their errors."""
+    name = operations.check_pipeline(args.pipeline, found, broken)
     llm = _llm(cfg, found[name], now, read) if args.llm else None
     report = asyncio.run(_run(found[name], now, llm, args.limit))
     counted = _count_spend(cfg, report, now) if report.spent_micros else None

@@ -184,7 +184,8 @@ def cmd_migrate_to_postgres(
 
 
 def cmd_dry_run(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
-    return cli_dry_run.run(cfg, args, now, cli_reads.pipelines(cfg), cli_reads.read)
+    loaded = cli_reads.loaded(cfg)
+    return cli_dry_run.run(cfg, args, now, loaded.pipelines, cli_reads.read, loaded.broken)
 
 
 # -- arguments ------------------------------------------------------------------------------

@@ -33,9 +33,14 @@ PING_TIMEOUT_S = 3.0
 
 def pipelines(cfg: settings_mod.Settings) -> dict[str, config.Pipeline]:
     """The pipeline files as they are on disk (what `check` and `dry-run` try)."""
+    return loaded(cfg).pipelines
+
+
+def loaded(cfg: settings_mod.Settings) -> config.LoadResult:
+    """The pipeline files as they are on disk, with the files that failed and why."""
     from pipelines import config  # the models: only the commands that load pipelines
 
-    return config.load_dir(cfg.pipelines_dir, settings_mod.pipeline_context(cfg)).pipelines
+    return config.load_dir(cfg.pipelines_dir, settings_mod.pipeline_context(cfg))
 
 
 def pipeline_names(cfg: settings_mod.Settings) -> list[str]:
@@ -93,7 +98,10 @@ def cmd_status(cfg: settings_mod.Settings, args: argparse.Namespace, now: dateti
 
 def cmd_runs(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
     known = pipeline_names(cfg)
-    names = [operations.check_pipeline(args.pipeline, known)] if args.pipeline else known
+    if args.pipeline and args.pipeline not in known:
+        # Read the files only now: a file that failed to load is named with its errors.
+        operations.check_pipeline(args.pipeline, known, loaded(cfg).broken)
+    names = [args.pipeline] if args.pipeline else known
     limit = getattr(args, "limit", operations.RUNS_SHOWN)
 
     async def fn(store: db.Store) -> list[operations.PipelineRuns]:

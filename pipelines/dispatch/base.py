@@ -33,12 +33,11 @@ import re
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import pydantic
 
-from pipelines import retry
+from pipelines import config_paths, retry
 from pipelines.text import redaction
 
 if TYPE_CHECKING:  # types only: reading pipeline files loads no store
@@ -202,7 +201,8 @@ class FileTarget(_Target):
     """Write each draft as `<path>/<pipeline>-<item_id>-v<version>.md` with YAML front matter."""
 
     type: Literal["file"]
-    path: Path
+    #: Relative to the pipeline file, wherever gatehouse starts.
+    path: config_paths.BesideFile
 
 
 class SmtpTarget(_Target):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import difflib
-from collections.abc import Collection
+from collections.abc import Collection, Mapping, Sequence
 
 from store import errors
 
@@ -32,10 +32,19 @@ def whole_number(value: object, what: str, low: int = 1, high: int = MAX_ID) -> 
     return number
 
 
-def check_pipeline(name: str, known: Collection[str]) -> str:
-    """`name` if it is configured; Invalid with close matches and the valid names otherwise."""
+def check_pipeline(
+    name: str, known: Collection[str], broken: Mapping[str, Sequence[object]] | None = None
+) -> str:
+    """`name` if it is configured; Invalid with close matches and the valid names otherwise,
+    or with the errors of its file when `broken` (name -> errors) says it failed to load."""
     if name in known:
         return name
+    if broken and name in broken:
+        errors = "\n".join(f"  {error}" for error in broken[name])
+        raise Invalid(
+            f"pipeline {name!r} did not load: its file has errors (gatehouse check lists"
+            f" every file's):\n{errors}"
+        )
     close = difflib.get_close_matches(name, sorted(known), n=3)
     hint = f" Did you mean {', '.join(close)}?" if close else ""
     valid = ", ".join(sorted(known)) or "none configured"

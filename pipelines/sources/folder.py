@@ -1,6 +1,7 @@
 """A directory of markdown notes (`*.md`, recursive), synced incrementally by content hash.
 
-YAML: `source: {type: folder, path: /srv/notes}`. Each file is an item whose
+YAML: `source: {type: folder, path: /srv/notes}` (a relative path is read beside the
+pipeline file). Each file is an item whose
 source_id is "<relative path>@<first 16 hex of its sha256>": an unchanged file
 repeats its id and dedups away downstream, a changed file becomes a new item.
 An optional YAML front matter block (--- ... ---) lands in `extra["front_matter"]`.
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import yaml
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
+from pipelines import config_paths
 from pipelines.sources import base, common
 
 if TYPE_CHECKING:
@@ -35,7 +37,8 @@ class Config(common.ByteLimits):
     model_config = ConfigDict(extra="forbid")
 
     type: Literal["folder"]
-    path: Path
+    #: Relative to the pipeline file, wherever gatehouse starts.
+    path: config_paths.BesideFile
     #: Dedup scope; defaults to "folder:<path>".
     scope: str = ""
     #: A file-name glob matched at every depth below `path`.
@@ -52,11 +55,16 @@ class Config(common.ByteLimits):
             raise ValueError('must be a file-name glob such as "*.md", without directories')
         return value
 
-    @model_validator(mode="after")
-    def _default_scope(self) -> Config:
-        if not self.scope:
-            self.scope = f"folder:{self.path}"
-        return self
+    @model_validator(mode="before")
+    @classmethod
+    def _default_scope(cls, data: Any) -> Any:
+        # From the path as written, not as resolved: the scope files what was seen, so a
+        # folder read from elsewhere than before must not make every note new again.
+        if isinstance(data, dict) and not data.get("scope"):
+            path = data.get("path")
+            if isinstance(path, str | Path):
+                return {**data, "scope": f"folder:{Path(path)}"}
+        return data
 
 
 async def fetch(

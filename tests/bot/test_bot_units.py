@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import types
 from datetime import datetime, timedelta
 
 import pytest
@@ -367,3 +368,19 @@ def test_help_names_each_command_once_with_its_arguments() -> None:
     )
     assert len(lines) == 1 + len(handlers.COMMANDS)
     assert not [line for line in lines[1:] if line.count("/") != 1]  # no "/run: /run ..."
+
+
+def test_a_command_naming_a_pipeline_whose_file_failed_names_its_errors() -> None:
+    """/status city, /run city ... when city.yaml did not load: its errors, not 'unknown'."""
+    error = "/p/city.yaml:7: nope: unknown field 'nope'"
+    deps = handlers.Deps(
+        None, {}, None, auth.Gate([1], 0), KEY, None, datetime.now,  # type: ignore[arg-type]
+        broken={"city": [error]},
+    )  # fmt: skip
+    context = types.SimpleNamespace(bot_data={"deps": deps}, args=["city"])
+    with pytest.raises(handlers.BadInput) as refused:
+        handlers.pipeline_arg(context, "status")  # type: ignore[arg-type]
+    assert str(refused.value) == (
+        "pipeline &#x27;city&#x27; did not load: its file has errors (gatehouse check lists"
+        f" every file&#x27;s):\n  {render.esc(error)}"
+    )

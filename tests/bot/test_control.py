@@ -216,6 +216,22 @@ async def test_refusals_from_the_operation_say_why_and_change_nothing(
     assert await snapshot(runtime.store, item.id) == before
 
 
+async def test_run_of_a_pipeline_whose_file_failed_names_its_errors(
+    short_dir: Path, tmp_path: Path
+) -> None:
+    pipelines = tmp_path / "pipelines"
+    pipelines.mkdir()
+    (pipelines / "news.yaml").write_text(PIPELINE.format(notes=tmp_path))
+    city = pipelines / "city.yaml"
+    city.write_text(PIPELINE.format(notes=tmp_path).replace("news", "city") + "nope: 1\n")
+    async with running.with_control(short_dir, pipelines):
+        path = control.socket_path(short_dir)
+        answer = await raw_exchange(path, b'{"op": "run", "args": {"pipeline": "city"}}\n')
+    assert answer["kind"] == "invalid", answer
+    assert answer["error"].startswith("pipeline 'city' did not load: its file has errors")
+    assert f"{city}:8: nope: unknown field 'nope'" in answer["error"]
+
+
 async def test_the_client_says_when_nothing_answers_or_no_answer_came(tmp_path: Path) -> None:
     with pytest.raises(control.Unavailable, match="nothing answers at"):
         await asyncio.to_thread(control.request, tmp_path, "ping", {}, 5)

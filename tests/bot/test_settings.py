@@ -70,6 +70,41 @@ def test_cli_exits_2_on_a_bad_setting(tmp_path: Path) -> None:
     assert not (tmp_path / "data").exists()
 
 
+def check_with_prices(tmp_path: Path, value: str) -> subprocess.CompletedProcess[str]:
+    """`gatehouse check` with GATEHOUSE_PRICES set to `value`."""
+    env = {**os.environ, "GATEHOUSE_PRICES": value, "GATEHOUSE_DATA_DIR": str(tmp_path / "d")}
+    return subprocess.run(
+        [sys.executable, "-m", "bot.cli", "check"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+
+
+def test_prices_that_are_not_json_are_named_and_never_echoed(tmp_path: Path) -> None:
+    done = check_with_prices(tmp_path, "{'gpt-4o-mini': 's3cr3t-VALUE'}")
+    assert done.returncode == 2
+    assert "GATEHOUSE_PRICES: not valid JSON (Expecting property name" in done.stderr
+    assert "micro-dollars per million tokens ($0.15 is 150000)" in done.stderr
+    assert "EnvSettingsSource" not in done.stderr
+    assert "s3cr3t-VALUE" not in done.stderr + done.stdout
+
+
+def test_a_price_in_dollars_names_the_model_the_field_and_the_unit(tmp_path: Path) -> None:
+    price = '{"gpt-4o-mini": {"input_micros_per_mtok": 0.17, "output_micros_per_mtok": 600000}}'
+    done = check_with_prices(tmp_path, price)
+    assert done.returncode == 2
+    lines = done.stderr.splitlines()
+    assert lines[1].strip() == (
+        "GATEHOUSE_PRICES: model 'gpt-4o-mini', input_micros_per_mtok: must be a whole number"
+    )
+    assert "integer micro-dollars per million tokens ($0.15 is 150000)" in lines[2]
+    assert "GATEHOUSE_PRICES__" not in done.stderr  # a variable nobody set
+    assert "0.17" not in done.stderr + done.stdout
+
+
 def test_cli_exits_2_on_an_unsafe_data_dir(tmp_path: Path) -> None:
     loose = tmp_path / "loose"
     loose.mkdir(mode=0o755)

@@ -28,8 +28,7 @@ def _examples(tmp_path: Path, feed_url: str, hook_url: str) -> Path:
     news = folder / "news.yaml"
     news.write_text(news.read_text().replace("http://127.0.0.1:8765/feeds/demo.xml", feed_url))
     digest = folder / "digest.yaml"
-    text = digest.read_text().replace("http://127.0.0.1:8766/hooks/digest", hook_url)
-    digest.write_text(text.replace("path: pipelines/examples/notes", f"path: {folder / 'notes'}"))
+    digest.write_text(digest.read_text().replace("http://127.0.0.1:8766/hooks/digest", hook_url))
     return folder
 
 
