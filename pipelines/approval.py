@@ -8,9 +8,11 @@ holding the vote or the new draft, the transition it causes, and the outbox rows
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from pipelines import quorum
 from pipelines.text import similarity, validation
 from store import backend, decisions, drafts, errors, events, followups, items, outbox, payloads
 from store.db import Store
@@ -24,6 +26,40 @@ if TYPE_CHECKING:
 
 class NotAllowed(errors.Refused):
     """This operator may not decide on this pipeline's drafts."""
+
+
+class WroteThisVersion(errors.Conflict):
+    """Four eyes: the operator who wrote a draft version may not approve it."""
+
+
+@dataclass(frozen=True)
+class Vote(decisions.Decision):
+    """A decision and who may still approve the version it was on."""
+
+    reach: quorum.Reach | None = None
+
+
+def reach_of(decision: decisions.Decision, pipeline: config.Pipeline) -> quorum.Reach:
+    """Who may approve the decided version (as `decide` found it)."""
+    if isinstance(decision, Vote) and decision.reach is not None:
+        return decision.reach
+    return quorum.of(pipeline.approval, voted=decision.approvals)
+
+
+def reach_sync(
+    conn: backend.Conn, pipeline: config.Pipeline, item: Item, voted: Sequence[int] = (),
+    draft: Draft | None = None,
+) -> quorum.Reach:  # fmt: skip
+    """Who may approve the item's current version (`draft`, read when not given): its
+    author is the operator who wrote it (an edit); its escalation is read from its
+    follow-ups."""
+    draft = draft or drafts.get_sync(conn, item.id, item.version)
+    author = draft.provenance.get("operator")
+    if not isinstance(author, int):
+        # A drafter's version: everyone listed may approve it, escalated or not.
+        return quorum.of(pipeline.approval, voted=voted)
+    escalated = followups.nudged_sync(conn, item.id, item.attempt, "escalate")
+    return quorum.of(pipeline.approval, author=author, voted=voted, escalated=escalated)
 
 
 def queue_card(
@@ -52,6 +88,7 @@ def queue_card(
         "cost_micros": draft.cost_micros,
         "note": note,
         "quorum": pipeline.approval.quorum,
+        **_shortfall(reach_sync(conn, pipeline, item, draft=draft)),
         "duplicate_of": duplicate.item_id if duplicate else None,
         "duplicate_reason": "similar to an item approved recently" if duplicate else None,
     }
@@ -62,6 +99,15 @@ def queue_card(
     return outbox.enqueue_sync(
         conn, "card", outbox.OPERATORS, payload, now, item_id=item.id, dedupe_key=key
     )
+
+
+def _shortfall(found: quorum.Reach) -> dict[str, Any]:
+    """The card's warning when too few may approve its version, and whether it offers
+    Escalate; nothing when enough may."""
+    if not found.short:
+        return {}
+    escalate = payloads.ESCALATE_BUTTONS if found.can_escalate else ""
+    return {"short_of": quorum.shortfall(found), "buttons": escalate}
 
 
 def edit_card_sync(
@@ -98,10 +144,15 @@ def _status_line(
 
 def awaited(decision: decisions.Decision, pipeline: config.Pipeline) -> str:
     """Who the quorum still waits for: "waiting for operator:2", "waiting for 1 more of
-    operator:2, operator:3" (the approvers not yet heard), "waiting for 1 more"."""
+    operator:2, operator:3" (those who may approve and have not), "waiting for 1 more";
+    when too few may approve the version, what the card says instead (quorum.shortfall).
+    """
+    found = reach_of(decision, pipeline)
+    if found.short:
+        return quorum.shortfall(found)
     more = decision.quorum - len(decision.approvals)
-    left = [o for o in pipeline.approval.operators if o not in decision.approvals]
-    names = ", ".join(events.operator(o) for o in left)
+    left = found.waiting or ()
+    names = quorum.names(left)
     if not left:
         return f"waiting for {more} more"
     return f"waiting for {names}" if len(left) == more else f"waiting for {more} more of {names}"
@@ -179,11 +230,14 @@ async def decide(
 
     def unit(conn: backend.Conn) -> decisions.Decision:
         check_operator(pipeline, operator_id, conn, (item_id, attempt))
-        decision = decisions.decide_sync(
+        if choice == "approve":
+            _check_four_eyes(conn, pipeline, item_id, attempt, version, operator_id)
+        voted = decisions.decide_sync(
             conn, item_id, attempt, version, operator_id, choice, now,
             quorum=pipeline.approval.quorum, reason=reason, actor=actor,
-            separate_editor=pipeline.approval.four_eyes,
         )  # fmt: skip
+        found = reach_sync(conn, pipeline, voted.item, voted.approvals)
+        decision = Vote(voted.item, voted.outcome, voted.approvals, voted.quorum, found)
         if decision.outcome == "unchanged":
             return decision
         window = pipeline.approval.undo_window
@@ -204,6 +258,22 @@ async def decide(
         return decision
 
     return await store.write(unit)
+
+
+def _check_four_eyes(
+    conn: backend.Conn, pipeline: config.Pipeline, item_id: int, attempt: int, version: int,
+    operator_id: int,
+) -> None:  # fmt: skip
+    """WroteThisVersion when the operator wrote the version awaiting approval."""
+    item = items.lock_sync(conn, item_id)
+    if (item.state, item.attempt, item.version) != (State.AWAITING_APPROVAL, attempt, version):
+        return  # decide_sync answers a stale card or a decided item
+    found = reach_sync(conn, pipeline, item)
+    if operator_id in found.barred:
+        raise WroteThisVersion(
+            f"you wrote version {item.version} of item {item.id}: another approver must "
+            "approve it (four eyes: approval.separate_editor)"
+        )
 
 
 async def edit(
