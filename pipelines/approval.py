@@ -7,7 +7,8 @@ holding the vote or the new draft, the transition it causes, and the outbox rows
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import hashlib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -274,6 +275,51 @@ def _check_four_eyes(
             f"you wrote version {item.version} of item {item.id}: another approver must "
             "approve it (four eyes: approval.separate_editor)"
         )
+
+
+#: Waiting items looked at per pipeline when the pipelines are loaded (longest-waiting first).
+RECHECKED = 1_000
+
+
+async def recheck(store: Store, pipelines: Mapping[str, config.Pipeline], now: datetime) -> int:
+    """At load: each waiting item whose shown version too few may approve under the rules
+    as loaded now (an edit, a shorter approvers list) gets a card edit saying so, once per
+    version and wording; returns how many were flagged."""
+    flagged = 0
+    for pipeline in pipelines.values():
+        waiting = await items.in_state(store, State.AWAITING_APPROVAL, pipeline.name, RECHECKED)
+        short = await store.read(_short_sync, pipeline, waiting)
+        for item, found in short:
+            flagged += await store.write(_flag_sync, pipeline, item, found, now)
+    return flagged
+
+
+def _short_sync(
+    conn: backend.Conn, pipeline: config.Pipeline, waiting: Sequence[Item]
+) -> list[tuple[Item, quorum.Reach]]:
+    found = [(item, reach_sync(conn, pipeline, item, decisions.approvals_sync(conn, item)))
+             for item in waiting]  # fmt: skip
+    return [(item, reach) for item, reach in found if reach.short]
+
+
+def _flag_sync(
+    conn: backend.Conn, pipeline: config.Pipeline, item: Item, found: quorum.Reach,
+    now: datetime,
+) -> bool:  # fmt: skip
+    locked = items.lock_sync(conn, item.id)  # decided or edited since it was read: leave it
+    if (locked.state, locked.attempt, locked.version) != (item.state, item.attempt, item.version):
+        return False
+    status = "⚠️ " + quorum.shortfall(found)
+    edit = payloads.CardEdit(
+        item.id, item.attempt, item.version, item.state.value, status,
+        buttons=_shortfall(found).get("buttons", ""), pipeline=pipeline.name,
+    )  # fmt: skip
+    digest = hashlib.sha256(status.encode()).hexdigest()[:16]
+    key = f"short:{item.id}:{item.attempt}:{item.version}:{digest}"
+    queued = outbox.enqueue_sync(
+        conn, "card_edit", outbox.OPERATORS, edit.to_json(), now, item_id=item.id, dedupe_key=key
+    )
+    return queued is not None
 
 
 async def edit(

@@ -82,7 +82,7 @@ def decide_sync(
             f"version {item.version} of attempt {item.attempt}"
         )
     if item.state != State.AWAITING_APPROVAL:
-        return Decision(item, "unchanged", _approvals(conn, item), quorum)
+        return Decision(item, "unchanged", approvals_sync(conn, item), quorum)
     params = {
         "item_id": item_id,
         "attempt": attempt,
@@ -92,8 +92,8 @@ def decide_sync(
         "now": clock.to_ms(now),
     }
     if conn.execute(Q["vote"], params).rowcount == 0:  # this operator already voted on it
-        return Decision(item, "unchanged", _approvals(conn, item), quorum)
-    approvals = _approvals(conn, item)
+        return Decision(item, "unchanged", approvals_sync(conn, item), quorum)
+    approvals = approvals_sync(conn, item)
     actor = actor or events.operator(operator_id)
     if choice == "reject":
         why = f"rejected by {actor}" + (f": {reason[:MAX_REASON]}" if reason else "")
@@ -182,6 +182,7 @@ def _move_back(
     return items.get_sync(conn, item.id)
 
 
-def _approvals(conn: backend.Conn, item: Item) -> tuple[int, ...]:
+def approvals_sync(conn: backend.Conn, item: Item) -> tuple[int, ...]:
+    """Who approved the item's current version so far."""
     params = {"item_id": item.id, "attempt": item.attempt, "version": item.version}
     return tuple(row[0] for row in conn.execute(Q["approvals"], params))

@@ -5,6 +5,7 @@ listed set while one item changes version underneath, and four eyes under quorum
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -234,14 +235,22 @@ async def test_separate_editor_refused_under_quorum_two(
     assert refused["show_alert"] is True
     assert e2e.settled(await e2e.read(tmp_path / "data", snapshot.tables)) == e2e.settled(before)
 
-    # The other approver's vote counts; the editor's still does not reach the quorum.
+    # The other approver's vote counts; the editor's never can, and the card says so
+    # plainly instead of waiting for the editor.
     theirs = api.wait_for(
         lambda: [m for m in api.sent(SECOND) if "My own words" in m.text and m.reply_markup]
     )[0]
+    stuck = re.compile(r"needs 2 approvals from people other than (.+); only (.+) can: reject")
+    shown = stuck.search(theirs.text)
+    assert shown is not None and shown[1] != shown[2], theirs.text
+    # (Names as the bot knows them: the second operator's from their first tap on.)
     query = api.inject_callback(SECOND, SECOND, theirs.message_id, e2e.button(theirs, "Approve"))
-    assert e2e.answer_to(api, query)["text"] == "your vote is in: 1 of 2 (waiting for 1 more)"
+    said = e2e.answer_to(api, query)["text"]
+    assert said.startswith("your vote is in: 1 of 2 (needs 2") and stuck.search(said), said
     again = api.inject_callback(SECOND, SECOND, theirs.message_id, e2e.button(theirs, "Approve"))
-    assert e2e.answer_to(api, again)["text"] == (
-        "you already approved this version: 1 of 2 (waiting for 1 more)"
-    )
+    said = e2e.answer_to(api, again)["text"]
+    assert said.startswith("you already approved this version: 1 of 2 (needs 2"), said
+    voted = latest(api, mine, " · needs 2 approvals from people other than")
+    assert "waiting for" not in voted.text, voted.text
+    assert "Approve" in str(voted.reply_markup) and "Escalate" not in str(voted.reply_markup)
     assert (await items_get(tmp_path, item_a)).state == State.AWAITING_APPROVAL

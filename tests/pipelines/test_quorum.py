@@ -117,3 +117,24 @@ async def test_after_an_edit_the_card_says_who_can_and_never_waits_for_its_autho
     await approval.decide(store, helped, other.id, 1, 2, bob, "approve", now)
     carol = await approval.decide(store, helped, other.id, 1, 2, test_review.CAROL, "approve", now)
     assert carol.outcome == "approved"
+
+
+async def test_at_load_a_waiting_card_too_few_may_approve_says_so_once(
+    store: db.Store, now: datetime
+) -> None:
+    alice, bob, carol = test_review.ALICE, test_review.BOB, test_review.CAROL
+    three = pipeline(quorum=2, operators=[alice, bob, carol])
+    item = await test_review.awaiting(store, now)
+    untouched = await test_review.awaiting(store, now, "g2")
+    await approval.edit(store, three, item.id, 1, "Alice's words", alice, now)
+    assert await approval.recheck(store, {"news": three}, now) == 0
+    # Carol leaves the approvers: only Bob may approve Alice's version now.
+    two = pipeline(quorum=2, operators=[alice, bob])
+    assert await approval.recheck(store, {"news": two}, now) == 1
+    assert await approval.recheck(store, {"news": two}, now) == 0  # said once
+    edits = [payloads.CardEdit.of(r) for r in await outbox.for_item(store, item.id, "card_edit")]
+    assert [e.status for e in edits if e.version == 2] == [
+        f"⚠️ needs 2 approvals from people other than operator:{alice}; "
+        f"only operator:{bob} can: reject"
+    ]
+    assert await outbox.for_item(store, untouched.id, "card_edit") == []
