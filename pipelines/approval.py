@@ -237,7 +237,9 @@ async def decide(
             conn, item_id, attempt, version, operator_id, choice, now,
             quorum=pipeline.approval.quorum, reason=reason, actor=actor,
         )  # fmt: skip
-        found = reach_sync(conn, pipeline, voted.item, voted.approvals)
+        # Who may still approve matters only while the item waits (the words of a vote).
+        waiting = voted.outcome in ("pending", "unchanged")
+        found = reach_sync(conn, pipeline, voted.item, voted.approvals) if waiting else None
         decision = Vote(voted.item, voted.outcome, voted.approvals, voted.quorum, found)
         if decision.outcome == "unchanged":
             return decision
@@ -266,6 +268,8 @@ def _check_four_eyes(
     operator_id: int,
 ) -> None:  # fmt: skip
     """WroteThisVersion when the operator wrote the version awaiting approval."""
+    if not pipeline.approval.four_eyes:
+        return
     item = items.lock_sync(conn, item_id)
     if (item.state, item.attempt, item.version) != (State.AWAITING_APPROVAL, attempt, version):
         return  # decide_sync answers a stale card or a decided item
