@@ -63,6 +63,15 @@ def reach_sync(
     return quorum.of(pipeline.approval, author=author, voted=voted, escalated=escalated)
 
 
+async def reach(store: Store, pipeline: config.Pipeline, item: Item) -> quorum.Reach:
+    """Who may approve the item's current version now, with the votes it has."""
+
+    def read(conn: backend.Conn) -> quorum.Reach:
+        return reach_sync(conn, pipeline, item, decisions.approvals_sync(conn, item))
+
+    return await store.read(read)
+
+
 def queue_card(
     conn: backend.Conn,
     pipeline: config.Pipeline,
