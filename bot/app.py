@@ -189,6 +189,8 @@ def _item_buttons(
         return card_taps.warning_keyboard(key, item_id, attempt, version)
     if buttons == payloads.REPLAY_BUTTONS:
         return card_actions.replay_keyboard(key, item_id, attempt, version)
+    if buttons == payloads.ESCALATE_BUTTONS:
+        return card_taps.card_keyboard(key, item_id, attempt, version, escalate=True)
     return None
 
 
@@ -205,7 +207,10 @@ def _keyboard(key: bytes, runtime: runtime_mod.Runtime) -> sender.Keyboard:
             return None
         if row.kind == "card":
             card = payloads.Card.of(row)
-            return card_taps.card_keyboard(key, row.item_id, card.attempt, card.version)
+            escalate = card.buttons == payloads.ESCALATE_BUTTONS
+            return card_taps.card_keyboard(
+                key, row.item_id, card.attempt, card.version, escalate=escalate
+            )
         edit = payloads.CardEdit.of(row)
         if edit.buttons:
             return _item_buttons(key, edit.buttons, row.item_id, edit.attempt, edit.version)

@@ -30,7 +30,8 @@ TAG_BYTES = 12
 
 Action = Literal[
     "approve", "reject", "edit", "replay", "fresh", "retry", "show", "why", "other", "back",
-    "undo", "redraft", "extend", "all_approve", "all_reject", "yes_approve", "yes_reject", "cancel",
+    "undo", "redraft", "extend", "escalate", "all_approve", "all_reject", "yes_approve",
+    "yes_reject", "cancel",
 ]  # fmt: skip
 _CODES: dict[Action, str] = {
     "approve": "a",
@@ -46,6 +47,7 @@ _CODES: dict[Action, str] = {
     "undo": "u",
     "redraft": "d",
     "extend": "x",  # give a waiting item its approval window once more
+    "escalate": "E",  # bring in approval.escalate_to now (too few may approve)
     # A listed set: item_id is the list's id, version the number of items on it.
     "all_approve": "A",
     "all_reject": "R",

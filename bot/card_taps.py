@@ -23,11 +23,16 @@ from store.machine import State
 EDIT_PLACEHOLDER = "your text becomes the new draft"
 
 
-def card_keyboard(key: bytes, item_id: int, attempt: int, version: int) -> InlineKeyboardMarkup:
-    return card_actions.item_row(
-        key, item_id, attempt, version,
+def card_keyboard(
+    key: bytes, item_id: int, attempt: int, version: int, *, escalate: bool = False
+) -> InlineKeyboardMarkup:
+    """A card's buttons; with `escalate` (too few may approve it), Escalate too."""
+    buttons: list[tuple[str, callbacks.Action]] = [
         ("✅ Approve", "approve"), ("❌ Reject", "reject"), ("✏️ Edit", "edit"),
-    )  # fmt: skip
+    ]  # fmt: skip
+    if escalate:
+        buttons.append(("🔺 Escalate", "escalate"))
+    return card_actions.item_row(key, item_id, attempt, version, *buttons)
 
 
 def warning_keyboard(key: bytes, item_id: int, attempt: int, version: int) -> InlineKeyboardMarkup:
@@ -58,6 +63,8 @@ async def tap(update: Update, context: handlers.Context) -> None:
             await _ask_for_edit(query, d, item, button)
         elif button.action == "extend":
             await _extend(query, d, pipeline, button, now)
+        elif button.action == "escalate":
+            await _escalate(query, d, pipeline, button, now)
         elif button.action == "retry":
             await card_actions.retry(query, d, pipeline, button, now)
         elif button.action == "show":
@@ -103,6 +110,20 @@ async def _extend(
         query.answer(f"⏳ extended: {left} left to decide"), d.sender.flush_item(item.id, now)
     )
     await card_actions.settle_reply(query)
+
+
+async def _escalate(
+    query: Any, d: handlers.Deps, pipeline: config.Pipeline, button: callbacks.Button, now: datetime
+) -> None:
+    brought = await nudges.escalate(
+        d.store, pipeline, button.item_id, button.attempt, query.from_user.id, now
+    )
+    if not brought:
+        await query.answer("already escalated, or no longer waiting", show_alert=True)
+        return
+    who = ", ".join(map(events.operator, pipeline.approval.escalate_to))
+    await query.answer(await people.humanize(d.store, f"🔺 escalated to {who}"))
+    d.sender.wake()
 
 
 async def _ask_for_edit(

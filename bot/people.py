@@ -86,7 +86,7 @@ async def humanize(store: Store, text: str, *, as_html: bool = False) -> str:
 async def card_payload(store: Store, payload: dict[str, Any]) -> dict[str, Any]:
     """A card or card edit payload whose note and status lines name people."""
     out = dict(payload)
-    for field in ("note", "status"):
+    for field in ("note", "status", "short_of"):
         if isinstance(out.get(field), str):
             out[field] = await humanize(store, out[field])
     return out

@@ -74,6 +74,8 @@ def card(item_id: int, payload: dict[str, Any]) -> str:
     lines.append("<i>" + " · ".join(meta) + "</i>")
     if payload.get("note"):
         lines.append(f"<i>{esc(payload['note'])}</i>")
+    if payload.get("short_of"):
+        lines.append(f"⚠️ {esc(payload['short_of'])}")
     return "\n".join(lines)
 
 

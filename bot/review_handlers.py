@@ -98,7 +98,9 @@ async def _on_item(
         await _buttons(query, review_keyboards.reasons_keyboard(d.key, pipeline, *ids))
     elif button.action == "back":
         await query.answer()
-        await _buttons(query, card_taps.card_keyboard(d.key, *ids))
+        found = await approval.reach(d.store, pipeline, item)  # Escalate, if the card had it
+        escalate = found.short and found.can_escalate
+        await _buttons(query, card_taps.card_keyboard(d.key, *ids, escalate=escalate))
     elif button.action == "other":
         await _ask(query, d, "reject", ids, f"Why reject item {item.id}? Reply with the reason.")
     elif button.action == "why":

@@ -7,10 +7,13 @@ holding the vote or the new draft, the transition it causes, and the outbox rows
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from pipelines import quorum
 from pipelines.text import similarity, validation
 from store import backend, decisions, drafts, errors, events, followups, items, outbox, payloads
 from store.db import Store
@@ -24,6 +27,49 @@ if TYPE_CHECKING:
 
 class NotAllowed(errors.Refused):
     """This operator may not decide on this pipeline's drafts."""
+
+
+class WroteThisVersion(errors.Conflict):
+    """Four eyes: the operator who wrote a draft version may not approve it."""
+
+
+@dataclass(frozen=True)
+class Vote(decisions.Decision):
+    """A decision and who may still approve the version it was on."""
+
+    reach: quorum.Reach | None = None
+
+
+def reach_of(decision: decisions.Decision, pipeline: config.Pipeline) -> quorum.Reach:
+    """Who may approve the decided version (as `decide` found it)."""
+    if isinstance(decision, Vote) and decision.reach is not None:
+        return decision.reach
+    return quorum.of(pipeline.approval, voted=decision.approvals)
+
+
+def reach_sync(
+    conn: backend.Conn, pipeline: config.Pipeline, item: Item, voted: Sequence[int] = (),
+    draft: Draft | None = None,
+) -> quorum.Reach:  # fmt: skip
+    """Who may approve the item's current version (`draft`, read when not given): its
+    author is the operator who wrote it (an edit); its escalation is read from its
+    follow-ups."""
+    draft = draft or drafts.get_sync(conn, item.id, item.version)
+    author = draft.provenance.get("operator")
+    if not isinstance(author, int):
+        # A drafter's version: everyone listed may approve it, escalated or not.
+        return quorum.of(pipeline.approval, voted=voted)
+    escalated = followups.nudged_sync(conn, item.id, item.attempt, "escalate")
+    return quorum.of(pipeline.approval, author=author, voted=voted, escalated=escalated)
+
+
+async def reach(store: Store, pipeline: config.Pipeline, item: Item) -> quorum.Reach:
+    """Who may approve the item's current version now, with the votes it has."""
+
+    def read(conn: backend.Conn) -> quorum.Reach:
+        return reach_sync(conn, pipeline, item, decisions.approvals_sync(conn, item))
+
+    return await store.read(read)
 
 
 def queue_card(
@@ -52,6 +98,7 @@ def queue_card(
         "cost_micros": draft.cost_micros,
         "note": note,
         "quorum": pipeline.approval.quorum,
+        **_shortfall(reach_sync(conn, pipeline, item, draft=draft)),
         "duplicate_of": duplicate.item_id if duplicate else None,
         "duplicate_reason": "similar to an item approved recently" if duplicate else None,
     }
@@ -62,6 +109,15 @@ def queue_card(
     return outbox.enqueue_sync(
         conn, "card", outbox.OPERATORS, payload, now, item_id=item.id, dedupe_key=key
     )
+
+
+def _shortfall(found: quorum.Reach) -> dict[str, Any]:
+    """The card's warning when too few may approve its version, and whether it offers
+    Escalate; nothing when enough may."""
+    if not found.short:
+        return {}
+    escalate = payloads.ESCALATE_BUTTONS if found.can_escalate else ""
+    return {"short_of": quorum.shortfall(found), "buttons": escalate}
 
 
 def edit_card_sync(
@@ -98,10 +154,15 @@ def _status_line(
 
 def awaited(decision: decisions.Decision, pipeline: config.Pipeline) -> str:
     """Who the quorum still waits for: "waiting for operator:2", "waiting for 1 more of
-    operator:2, operator:3" (the approvers not yet heard), "waiting for 1 more"."""
+    operator:2, operator:3" (those who may approve and have not), "waiting for 1 more";
+    when too few may approve the version, what the card says instead (quorum.shortfall).
+    """
+    found = reach_of(decision, pipeline)
+    if found.short:
+        return quorum.shortfall(found)
     more = decision.quorum - len(decision.approvals)
-    left = [o for o in pipeline.approval.operators if o not in decision.approvals]
-    names = ", ".join(events.operator(o) for o in left)
+    left = found.waiting or ()
+    names = quorum.names(left)
     if not left:
         return f"waiting for {more} more"
     return f"waiting for {names}" if len(left) == more else f"waiting for {more} more of {names}"
@@ -179,11 +240,16 @@ async def decide(
 
     def unit(conn: backend.Conn) -> decisions.Decision:
         check_operator(pipeline, operator_id, conn, (item_id, attempt))
-        decision = decisions.decide_sync(
+        if choice == "approve":
+            _check_four_eyes(conn, pipeline, item_id, attempt, version, operator_id)
+        voted = decisions.decide_sync(
             conn, item_id, attempt, version, operator_id, choice, now,
             quorum=pipeline.approval.quorum, reason=reason, actor=actor,
-            separate_editor=pipeline.approval.four_eyes,
         )  # fmt: skip
+        # Who may still approve matters only while the item waits (the words of a vote).
+        waiting = voted.outcome in ("pending", "unchanged")
+        found = reach_sync(conn, pipeline, voted.item, voted.approvals) if waiting else None
+        decision = Vote(voted.item, voted.outcome, voted.approvals, voted.quorum, found)
         if decision.outcome == "unchanged":
             return decision
         window = pipeline.approval.undo_window
@@ -204,6 +270,69 @@ async def decide(
         return decision
 
     return await store.write(unit)
+
+
+def _check_four_eyes(
+    conn: backend.Conn, pipeline: config.Pipeline, item_id: int, attempt: int, version: int,
+    operator_id: int,
+) -> None:  # fmt: skip
+    """WroteThisVersion when the operator wrote the version awaiting approval."""
+    if not pipeline.approval.four_eyes:
+        return
+    item = items.lock_sync(conn, item_id)
+    if (item.state, item.attempt, item.version) != (State.AWAITING_APPROVAL, attempt, version):
+        return  # decide_sync answers a stale card or a decided item
+    found = reach_sync(conn, pipeline, item)
+    if operator_id in found.barred:
+        raise WroteThisVersion(
+            f"you wrote version {item.version} of item {item.id}: another approver must "
+            "approve it (four eyes: approval.separate_editor)"
+        )
+
+
+#: Waiting items looked at per pipeline when the pipelines are loaded (longest-waiting first).
+RECHECKED = 1_000
+
+
+async def recheck(store: Store, pipelines: Mapping[str, config.Pipeline], now: datetime) -> int:
+    """At load: each waiting item whose shown version too few may approve under the rules
+    as loaded now (an edit, a shorter approvers list) gets a card edit saying so, once per
+    version and wording; returns how many were flagged."""
+    flagged = 0
+    for pipeline in pipelines.values():
+        waiting = await items.in_state(store, State.AWAITING_APPROVAL, pipeline.name, RECHECKED)
+        short = await store.read(_short_sync, pipeline, waiting)
+        for item, found in short:
+            flagged += await store.write(_flag_sync, pipeline, item, found, now)
+    return flagged
+
+
+def _short_sync(
+    conn: backend.Conn, pipeline: config.Pipeline, waiting: Sequence[Item]
+) -> list[tuple[Item, quorum.Reach]]:
+    found = [(item, reach_sync(conn, pipeline, item, decisions.approvals_sync(conn, item)))
+             for item in waiting]  # fmt: skip
+    return [(item, reach) for item, reach in found if reach.short]
+
+
+def _flag_sync(
+    conn: backend.Conn, pipeline: config.Pipeline, item: Item, found: quorum.Reach,
+    now: datetime,
+) -> bool:  # fmt: skip
+    locked = items.lock_sync(conn, item.id)  # decided or edited since it was read: leave it
+    if (locked.state, locked.attempt, locked.version) != (item.state, item.attempt, item.version):
+        return False
+    status = "⚠️ " + quorum.shortfall(found)
+    edit = payloads.CardEdit(
+        item.id, item.attempt, item.version, item.state.value, status,
+        buttons=_shortfall(found).get("buttons", ""), pipeline=pipeline.name,
+    )  # fmt: skip
+    digest = hashlib.sha256(status.encode()).hexdigest()[:16]
+    key = f"short:{item.id}:{item.attempt}:{item.version}:{digest}"
+    queued = outbox.enqueue_sync(
+        conn, "card_edit", outbox.OPERATORS, edit.to_json(), now, item_id=item.id, dedupe_key=key
+    )
+    return queued is not None
 
 
 async def edit(

@@ -188,10 +188,28 @@ class ApprovalConfig(_Model):
     topic: int | Annotated[str, Field(min_length=1, max_length=128)] | None = None
     #: Send one message listing what waits at these times, instead of a card per item.
     digest: ScheduleField | None = None
+    _approvers: tuple[int, ...] = PrivateAttr(default=())
 
     @property
     def four_eyes(self) -> bool:
         return self.separate_editor if self.separate_editor is not None else self.quorum >= 2
+
+    @property
+    def approvers(self) -> tuple[int, ...]:
+        """Who may decide: the listed operators that are bot operators, else every bot
+        operator (known when the file was loaded with them); empty: not known."""
+        return self._approvers
+
+    @model_validator(mode="after")
+    def _resolve_approvers(self, info: ValidationInfo) -> ApprovalConfig:
+        context = info.context if isinstance(info.context, dict) else {}
+        configured = set(context.get("operators") or ())
+        listed = self.operators
+        self._approvers = tuple(
+            [o for o in listed if o in configured] if listed and configured else
+            listed or sorted(configured)
+        )  # fmt: skip
+        return self
 
     @model_validator(mode="after")
     def _escalation_complete(self) -> ApprovalConfig:

@@ -101,10 +101,28 @@ async def _send(
     return await store.write(_nudge, pipeline, item.id, item.attempt, kind, now)
 
 
+async def escalate(
+    store: Store, pipeline: config.Pipeline, item_id: int, attempt: int, operator_id: int,
+    now: datetime,
+) -> bool:  # fmt: skip
+    """Bring in `escalate_to` now, at an approver's tap (a card too few may approve offers
+    it); False when this attempt was escalated already or is no longer waiting."""
+    if not pipeline.approval.escalate_to:
+        raise errors.Conflict(f"{pipeline.name} has no approval.escalate_to to bring in")
+
+    def unit(conn: backend.Conn) -> bool:
+        approval.check_operator(pipeline, operator_id, conn, (item_id, attempt))
+        by = events.operator(operator_id)
+        return _nudge(conn, pipeline, item_id, attempt, "escalate", now, by=by)
+
+    return await store.write(unit)
+
+
 def _nudge(
     conn: backend.Conn, pipeline: config.Pipeline, item_id: int, attempt: int,
-    kind: followups.NudgeKind, now: datetime,
+    kind: followups.NudgeKind, now: datetime, *, by: str | None = None,
 ) -> bool:  # fmt: skip
+    """One reminder or escalation, due after a wait (the sweep) or asked for (`by`)."""
     item = items.lock_sync(conn, item_id)  # re-read: it may have been decided meanwhile
     if item.state != State.AWAITING_APPROVAL or item.attempt != attempt:
         return False
@@ -124,15 +142,16 @@ def _nudge(
         )  # fmt: skip
     else:
         who = ", ".join(map(str, pipeline.approval.escalate_to))
-        reason = f"escalated to {who} after {wait}"
+        reason = f"escalated to {who} " + (f"by {by}" if by else f"after {wait}")
         draft = drafts.get_sync(conn, item_id, item.version)
         approval.queue_card(
             conn, pipeline, item, draft, now, chats=pipeline.approval.escalate_to,
             note=f"🔺 escalated to you: waiting for a decision for {wait}",
         )  # fmt: skip
     events.append(
-        conn, "item", item_id, item.state, item.state, "sweep", now, attempt=attempt, reason=reason
-    )
+        conn, "item", item_id, item.state, item.state, by or "sweep", now, attempt=attempt,
+        reason=reason,
+    )  # fmt: skip
     return True
 
 

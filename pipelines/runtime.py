@@ -37,7 +37,7 @@ from pathlib import Path
 
 import httpx
 
-from pipelines import config, engine, httpclient, leader, sealing, sla, workers
+from pipelines import approval, config, engine, httpclient, leader, sealing, sla, workers
 from pipelines.drafting import base as drafters
 from pipelines.scheduler import Scheduler
 from store import db, errors, heartbeats, ledger, outbox, retention, startup
@@ -141,6 +141,7 @@ class Runtime:
             await startup.recover(store, cfg.clock(), exclusive=exclusive(store))
             loaded = config.load_dir(cfg.pipelines_dir, cfg.load_context)
             await _report_config_errors(store, loaded, cfg.clock())
+            await _recheck_quorums(store, loaded.pipelines, cfg.clock())
         except BaseException:
             await store.close()
             raise
@@ -276,6 +277,15 @@ def _name(worker: Worker, registry: workers.Registry) -> str:
         n += 1
         name = f"{base}-{n}"
     return name
+
+
+async def _recheck_quorums(
+    store: Store, pipelines: dict[str, config.Pipeline], now: datetime
+) -> None:
+    """Cards whose version too few may approve under the rules as loaded say so."""
+    flagged = await approval.recheck(store, pipelines, now)
+    if flagged:
+        log.warning("%d waiting item(s) cannot reach their quorum; their cards say so", flagged)
 
 
 async def _report_config_errors(store: Store, loaded: config.LoadResult, now: datetime) -> None:

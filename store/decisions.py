@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
-from store import backend, clock, drafts, errors, events, items, machine, outbox, sql
+from store import backend, clock, errors, events, items, machine, outbox, sql
 from store.items import Item
 from store.machine import State
 
@@ -30,10 +30,6 @@ Outcome = Literal["approved", "rejected", "pending", "unchanged"]
 TERMINAL = 0
 #: The longest reject reason kept (characters); a longer one is cut.
 MAX_REASON = 300
-
-
-class WroteThisVersion(errors.Conflict):
-    """Four eyes: the operator who wrote a draft version may not approve it."""
 
 
 def voter(operator_id: int) -> str:
@@ -68,15 +64,14 @@ def decide_sync(
     quorum: int = 1,
     reason: str | None = None,
     actor: str | None = None,
-    separate_editor: bool = False,
 ) -> Decision:
     """Record one operator's decision inside the caller's unit (which may add its own rows).
 
     `await store.write(decisions.decide_sync, item_id, attempt, version, operator, "approve", now)`
 
     `reason` goes with a reject into its event; `actor` names who decided when it is not
-    the Telegram operator `operator_id`; with `separate_editor` the operator who wrote
-    the version (an edit) may not approve it.
+    the Telegram operator `operator_id`. Who may approve (four eyes) is the caller's
+    rule: pipelines.approval checks it first.
     """
     if choice not in ("approve", "reject"):
         raise ValueError(f"unknown decision {choice!r}; valid: approve, reject")
@@ -87,9 +82,7 @@ def decide_sync(
             f"version {item.version} of attempt {item.attempt}"
         )
     if item.state != State.AWAITING_APPROVAL:
-        return Decision(item, "unchanged", _approvals(conn, item), quorum)
-    if separate_editor and choice == "approve":
-        _check_four_eyes(conn, item, operator_id)
+        return Decision(item, "unchanged", approvals_sync(conn, item), quorum)
     params = {
         "item_id": item_id,
         "attempt": attempt,
@@ -99,8 +92,8 @@ def decide_sync(
         "now": clock.to_ms(now),
     }
     if conn.execute(Q["vote"], params).rowcount == 0:  # this operator already voted on it
-        return Decision(item, "unchanged", _approvals(conn, item), quorum)
-    approvals = _approvals(conn, item)
+        return Decision(item, "unchanged", approvals_sync(conn, item), quorum)
+    approvals = approvals_sync(conn, item)
     actor = actor or events.operator(operator_id)
     if choice == "reject":
         why = f"rejected by {actor}" + (f": {reason[:MAX_REASON]}" if reason else "")
@@ -121,15 +114,6 @@ def decide_sync(
     else:
         return Decision(item, "pending", approvals, quorum)
     return Decision(moved, "rejected" if choice == "reject" else "approved", approvals, quorum)
-
-
-def _check_four_eyes(conn: backend.Conn, item: Item, operator_id: int) -> None:
-    author = drafts.get_sync(conn, item.id, item.version).provenance.get("operator")
-    if author == operator_id:
-        raise WroteThisVersion(
-            f"you wrote version {item.version} of item {item.id}: another approver must "
-            "approve it (four eyes: approval.separate_editor)"
-        )
 
 
 def undo_sync(
@@ -198,6 +182,7 @@ def _move_back(
     return items.get_sync(conn, item.id)
 
 
-def _approvals(conn: backend.Conn, item: Item) -> tuple[int, ...]:
+def approvals_sync(conn: backend.Conn, item: Item) -> tuple[int, ...]:
+    """Who approved the item's current version so far."""
     params = {"item_id": item.id, "attempt": item.attempt, "version": item.version}
     return tuple(row[0] for row in conn.execute(Q["approvals"], params))

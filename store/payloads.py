@@ -109,6 +109,10 @@ class Card(_Payload):
     duplicate_reason: str | None = None
     #: A copy for these chats alone (an escalation); none: the pipeline's operators.
     chats: tuple[int, ...] = ()
+    #: Why too few may approve this version ("needs 2 approvals from people other than ...").
+    short_of: str | None = None
+    #: Buttons beyond the card's own (the bot builds them): ESCALATE_BUTTONS.
+    buttons: str = ""
     text: str = ""
 
     def to_json(self) -> dict[str, Any]:
@@ -166,6 +170,8 @@ RETRY_BUTTONS = "retry"
 DECIDE_BUTTONS = "decide"
 #: `buttons` of an alert or a card edit: Replay (an expired card, a breach).
 REPLAY_BUTTONS = "replay"
+#: `buttons` of a card or a card edit: the card's own and Escalate (too few may approve).
+ESCALATE_BUTTONS = "escalate"
 
 
 _TYPES: dict[str, tuple[type, ...]] = {

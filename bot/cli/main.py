@@ -73,7 +73,7 @@ USAGE_ERRORS = (*errors.STARTUP_ERRORS, errors.Refused, ValueError, control.NoAn
 
 def cmd_check(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
     from bot import startup  # PTB loads only for the commands that need it
-    from pipelines import config, preflight  # the models, mail and HTTP clients: this command
+    from pipelines import config, preflight, quorum  # the models, mail and HTTP clients
 
     problems = [str(e) for e in config.check(cfg.pipelines_dir, settings_mod.pipeline_context(cfg))]
     try:
@@ -91,15 +91,21 @@ def cmd_check(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetim
     answers = asyncio.run(_online(found, needs)) if args.online else []
     failed = [str(answer) for answer in answers if not answer.ok]
     loaded = sorted(found)
+    # Warnings leave the exit code alone: the bot runs, but an operator should know.
+    warnings = [
+        f"{name}: {w}" for name in loaded if (w := quorum.after_any_edit(found[name].approval))
+    ]
     value = {
         "ok": not (problems or failed),
         "problems": problems + failed,
+        "warnings": warnings,
         "pipelines": loaded,
         "online": [{"part": str(a), "ok": a.ok} for a in answers],
     }
     summary = f"ok: {len(loaded)} pipeline(s): {', '.join(loaded) or 'none'}"
     checked = [f"{'ok' if a.ok else 'FAILED'}  {a}" for a in answers]
-    text = "\n".join([*checked, *problems, *([] if problems or failed else [summary])])
+    warned = [f"warning: {w}" for w in warnings]
+    text = "\n".join([*checked, *problems, *warned, *([] if problems or failed else [summary])])
     cli_output.emit(args, value, lambda: text)
     return 1 if problems or failed else 0
 

@@ -6,8 +6,10 @@
 - `news`: the bundled Riverside Gazette feed, drafted by the demo's LLM (so cards show a
   cost and the budget fills), approved by either operator, filed under out/news.
 - `team`: the bundled release notes, drafted by the template, posted as one card per
-  item into the "Releases" topic of a forum group (the team room) where both demo
-  operators vote on it (quorum 2) before it is filed under out/team.
+  item into the "Releases" topic of a forum group (the team room) where any two of the
+  three demo operators approve it (quorum 2) before it is filed under out/team. Three,
+  so that a draft one of them edited can still be approved by the other two (four eyes:
+  an editor may not approve their own version).
 - `urgent`: one breaking story with a 40-second approval window, so the SLA warning
   arrives within the first minute (and, unanswered, the card expires).
 """
@@ -32,11 +34,11 @@ NOTES = EXAMPLES / "notes"
 #: for a local stand-in, checked as a provider would).
 MODEL = "demo-model"
 API_KEY = "demo-key-not-secret"
-#: The demo's operators: the page speaks as either one.
-OPERATORS = (1001, 1002)
+#: The demo's operators: the page speaks as any one of them.
+OPERATORS = (1001, 1002, 1003)
 #: Their first names and usernames, shown wherever the bot says who acted.
-NAMES = {1001: ("Alex", "alex"), 1002: ("Sam", "sam")}
-#: The team room: a forum supergroup both operators are in, and its topic for the cards.
+NAMES = {1001: ("Alex", "alex"), 1002: ("Sam", "sam"), 1003: ("Kim", "kim")}
+#: The team room: a forum supergroup the operators are in, and its topic for the cards.
 ROOM = -1001000000001
 ROOM_TITLE = "Team room"
 ROOM_TOPIC = "Releases"
@@ -85,7 +87,8 @@ dispatch:
 """
 
 TEAM = """\
-# Written by `gatehouse demo`: release notes that need both operators' approval.
+# Written by `gatehouse demo`: release notes that need two of the three operators'
+# approval; an edited note needs two besides its editor (four eyes).
 name: team
 schedule: 15m
 sources:

@@ -7,14 +7,14 @@ Everything runs in this one process, on loopback only:
 
 - the local Bot API server (`bot.demo.botapi.server`) stands in for Telegram;
 - a web chat page (`bot.demo.webchat`, port 8780 unless --port says otherwise) shows the chat
-  of either of two made-up operators with the bot, lets you tap the buttons and type
+  of any of three made-up operators with the bot, lets you tap the buttons and type
   commands, and serves the bundled feeds;
 - the demo's LLM (`bot.demo.llm`), an OpenAI-compatible server with a price, so drafts
   go through the budget ledger: cards show a cost and /budget fills up;
 - the real bot (`bot.app.serve`) and engine (`pipelines.runtime`), exactly as in
   production, with the pipelines of `bot.demo.content`: `news` (LLM drafts), `team`
-  (quorum 2: both operators approve) and `urgent` (a short approval window, so an SLA
-  warning arrives in the first minute).
+  (quorum 2: two of the three operators approve, an edited draft too) and `urgent` (a
+  short approval window, so an SLA warning arrives in the first minute).
 
 Data goes into a fresh private temporary directory, removed at the end, unless
 `--data-dir` names one: then a later run with the same directory resumes, with the
@@ -259,8 +259,9 @@ def _print_banner(running: Running) -> None:
         f"\n  posts {running.out_dir}  (approved drafts land here)\n"
         f"{resumed}"
         "\nCards arrive in a few seconds: `news` is drafted by a local stand-in LLM with a"
-        "\nprice (each card shows its cost; /budget shows the spend), `team` needs both"
-        "\noperators (switch at the top of the page), and `urgent` must be approved within"
+        "\nprice (each card shows its cost; /budget shows the spend), `team` needs two of the"
+        "\nthree operators (switch at the top of the page; an editor's own version needs the"
+        "\nother two), and `urgent` must be approved within"
         "\n40 s (watch for the SLA warning). Tap Approve, Reject or Edit; try /status,"
         "\n/pending, /budget. From another terminal, the CLI sees it too:"
         f"\n  {cli_command(running, 'status')}"

@@ -428,6 +428,37 @@ async def test_check_refuses_a_quorum_the_operators_cannot_reach(
     assert json.loads(out)["pipelines"] == []
 
 
+async def test_check_warns_about_a_quorum_any_edit_makes_unreachable(
+    data_dir: Path, pipelines_dir: Path
+) -> None:
+    (data_dir.parent / ".env").write_text(
+        "GATEHOUSE_TELEGRAM__OPERATORS=11,12,13\n"
+        "GATEHOUSE_TELEGRAM__TOKEN=123456789:check-test-token-not-real\n"
+    )
+    text = (pipelines_dir / "news.yaml").read_text()
+    (pipelines_dir / "news.yaml").write_text(
+        text + "approval:\n  operators: [11, 12]\n  quorum: 2\n"
+    )
+    code, out, err = await gatehouse(data_dir, pipelines_dir, "check", "--json")
+    # A warning, not an error: the pipeline loads and runs; its edits wait for escalation.
+    assert code == 0 and "Traceback" not in out + err, out + err
+    checked = json.loads(out)
+    assert checked["pipelines"] == ["news"] and checked["problems"] == []
+    assert checked["warnings"] == [
+        "news: approval: quorum 2 of 2 approvers with four eyes on: after an edit only 1 may "
+        "approve the edited version (its author may not), so it waits until it expires; add "
+        "an approver or escalate_to, lower the quorum, or set separate_editor: false"
+    ]
+    code, out, _ = await gatehouse(data_dir, pipelines_dir, "check")
+    assert code == 0 and "warning: news: approval: quorum 2 of 2 approvers" in out
+    # Three approvers for quorum 2: an edit leaves two, and nothing is said.
+    (pipelines_dir / "news.yaml").write_text(
+        text + "approval:\n  operators: [11, 12, 13]\n  quorum: 2\n"
+    )
+    code, out, _ = await gatehouse(data_dir, pipelines_dir, "check", "--json")
+    assert code == 0 and json.loads(out)["warnings"] == []
+
+
 @pytest.mark.parametrize(
     ("text", "micros"), [("25", 25_000_000), ("$12.50", 12_500_000), ("0.000001", 1), ("0", 0)]
 )

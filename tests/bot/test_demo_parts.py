@@ -11,7 +11,7 @@ import pytest
 from bot.demo import content, resume
 from bot.demo import llm as demo_llm
 from bot.demo.botapi import server as localapi
-from pipelines import config
+from pipelines import config, quorum
 from pipelines.drafting import calls, prompt
 from pipelines.sources import rss
 from store import machine
@@ -120,7 +120,10 @@ def test_the_demo_is_set_up_to_show_an_sla_warning_and_a_budget_alert_in_its_fir
     assert not loaded.errors, config.format_errors(loaded.errors)
     window = loaded.pipelines["urgent"].approval.window
     assert window.total_seconds() * machine.WARN_AT + content.SWEEP_EVERY_S < 45
-    assert loaded.pipelines["team"].approval.quorum == len(content.OPERATORS) == 2
+    # Two of three: an edited note still has two who may approve it (four eyes).
+    team = loaded.pipelines["team"].approval
+    assert (team.quorum, len(team.approvers), len(content.OPERATORS)) == (2, 3, 3)
+    assert quorum.after_any_edit(team) is None
 
     news = loaded.pipelines["news"]
     price = content.PRICES[demo_llm.MODEL]

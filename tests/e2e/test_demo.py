@@ -178,32 +178,59 @@ async def test_llm_drafts_cost_money_and_the_budget_says_so(page: Page) -> None:
     assert bar.count("▓") >= 3  # the bar: more than half of it spent
 
 
-async def test_the_team_room_holds_one_card_that_both_operators_vote_on(page: Page) -> None:
+async def test_the_team_room_holds_one_card_that_two_operators_vote_on(page: Page) -> None:
     """A quorum of two in a forum group: the one card shows the first vote and who is
-    awaited, the second operator (the page speaks as them with `as`) completes it from the
+    awaited, a second operator (the page speaks as them with `as`) completes it from the
     same card, and the post is dispatched; no team card went to a private chat."""
-    alex, sam = demo.content.OPERATORS
+    alex, sam, kim = demo.content.OPERATORS
     room = Page(page.client, {"room": "1"})
     [card] = await room.until(lambda s: cards(s, "team"))
     assert card["message_thread_id"] is not None  # in the team room's topic
     body = {"message_id": card["message_id"], "data": button(card, "Approve"), "room": True}
     await page.post("/api/tap", body)
-    await room.until(
-        lambda s: _message(s, card["message_id"], "✅ Alex (@alex) · waiting for Sam (@sam)")
-    )
-    assert (await page.chat())["operators"] == [alex, sam]
+    awaited = "✅ Alex (@alex) · waiting for 1 more of Sam (@sam), Kim (@kim)"
+    await room.until(lambda s: _message(s, card["message_id"], awaited))
+    assert (await page.chat())["operators"] == [alex, sam, kim]
 
     as_sam = Page(page.client, {"room": "1", "as": str(sam)})
     [theirs] = cards(await as_sam.chat(), "team")
-    assert theirs["message_id"] == card["message_id"]  # the same card, seen by both
+    assert theirs["message_id"] == card["message_id"]  # the same card, seen by all
     await page.post("/api/tap", {**body, "data": button(theirs, "Approve"), "as": sam})
     done = await room.until(lambda s: _message(s, card["message_id"], "📤 sent"))
     assert "approved by Alex (@alex), Sam (@sam)" in done["text"]
-    for operator in (alex, sam):
+    for operator in (alex, sam, kim):
         private = Page(page.client, {"as": str(operator)})
         assert cards(await private.chat(), "team") == []
     stranger = await page.client.get("/api/chat", params={"as": 4242})
-    assert stranger.status_code == 400 and "1001, 1002" in stranger.json()["error"]
+    assert stranger.status_code == 400 and "1001, 1002, 1003" in stranger.json()["error"]
+
+
+async def test_a_team_card_one_operator_edited_is_approved_by_the_other_two(page: Page) -> None:
+    """Four eyes in the team room: Alex edits, may not approve his own version, and the
+    new card never waits for him; Sam and Kim approve it and it is sent."""
+    _, sam, kim = demo.content.OPERATORS
+    room = Page(page.client, {"room": "1"})
+    [card] = await room.until(lambda s: cards(s, "team"))
+    await page.post(
+        "/api/tap", {"message_id": card["message_id"], "data": button(card, "Edit"), "room": True}
+    )
+    asked = await room.until(_reply_to(0, "tap the draft to copy it"))
+    words = "Release notes, as Alex would put them"
+    sent = {"text": words, "reply_to_message_id": asked["message_id"], "room": True}
+    await page.post("/api/send", sent)
+    [mine] = await room.until(lambda s: [c for c in cards(s, "team") if words in c["text"]])
+    assert "version 2" in mine["text"] and "needs 2 approvals" not in mine["text"]
+    tap = {"message_id": mine["message_id"], "data": button(mine, "Approve"), "room": True}
+    refused = await page.post("/api/tap", tap)
+    answer = await room.until(lambda s: s["answers"].get(refused["query_id"]))
+    assert answer.startswith("you wrote version 2 of item")
+
+    await page.post("/api/tap", {**tap, "as": sam})
+    voted = await room.until(lambda s: _message(s, mine["message_id"], "✅ Sam (@sam) · "))
+    assert "waiting for Kim (@kim)" in voted["text"] and "Alex" not in voted["text"].split("✅")[-1]
+    await page.post("/api/tap", {**tap, "as": kim})
+    done = await room.until(lambda s: _message(s, mine["message_id"], "📤 sent"))
+    assert "approved by Sam (@sam), Kim (@kim)" in done["text"]
 
 
 async def test_a_restart_with_its_data_dir_shows_the_chat_and_sends_open_cards_again(

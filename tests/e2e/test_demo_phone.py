@@ -175,14 +175,18 @@ async def test_the_team_room_on_a_phone_shows_both_votes_on_one_card(
     await page.get_by_role("button", name="Team room").click()
     card = page.locator(".msg.bot", has_text="📝 team · item")
     await card.get_by_role("button", name="Approve").click()
-    await async_api.expect(card).to_contain_text("✅ Alex (@alex) · waiting for Sam (@sam)")
+    await async_api.expect(card).to_contain_text(
+        "✅ Alex (@alex) · waiting for 1 more of Sam (@sam), Kim (@kim)"
+    )
     await async_api.expect(card.get_by_role("button", name="Approve")).to_be_visible()
 
     # Sam, in the same room, sees Alex's vote on the same card and completes the quorum.
     await page.get_by_role("button", name="operator 1002").click()
     await async_api.expect(page.locator("#operator")).to_have_text("1002")
     theirs = page.locator(".msg.bot", has_text="📝 team · item")
-    await async_api.expect(theirs).to_contain_text("✅ Alex (@alex) · waiting for Sam (@sam)")
+    await async_api.expect(theirs).to_contain_text(
+        "✅ Alex (@alex) · waiting for 1 more of Sam (@sam), Kim (@kim)"
+    )
     await theirs.get_by_role("button", name="Approve").click()
     await async_api.expect(theirs).to_contain_text("approved by Alex (@alex), Sam (@sam)")
     await async_api.expect(theirs).to_contain_text("📤 sent")

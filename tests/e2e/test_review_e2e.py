@@ -5,6 +5,7 @@ listed set while one item changes version underneath, and four eyes under quorum
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -80,6 +81,17 @@ def with_button(api: localapi.LocalBotApi, message: Any, label: str) -> Any:
     def shown() -> Any:
         now = api.history(OPERATOR, message.message_id)[-1]
         return now if label in str(now.reply_markup) else None
+
+    return api.wait_for(shown, timeout=15)
+
+
+def latest_with(api: localapi.LocalBotApi, chat: int, message_id: int, label: str) -> Any:
+    """The message in `chat` as it looks once one of its buttons' labels holds `label`."""
+
+    def shown() -> Any:
+        now = api.history(chat, message_id)[-1]
+        rows = (now.reply_markup or {}).get("inline_keyboard", [])
+        return now if any(label in key["text"] for row in rows for key in row) else None
 
     return api.wait_for(shown, timeout=15)
 
@@ -234,14 +246,63 @@ async def test_separate_editor_refused_under_quorum_two(
     assert refused["show_alert"] is True
     assert e2e.settled(await e2e.read(tmp_path / "data", snapshot.tables)) == e2e.settled(before)
 
-    # The other approver's vote counts; the editor's still does not reach the quorum.
+    # The other approver's vote counts; the editor's never can, and the card says so
+    # plainly instead of waiting for the editor.
     theirs = api.wait_for(
         lambda: [m for m in api.sent(SECOND) if "My own words" in m.text and m.reply_markup]
     )[0]
+    stuck = re.compile(r"needs 2 approvals from people other than (.+); only (.+) can: reject")
+    shown = stuck.search(theirs.text)
+    assert shown is not None and shown[1] != shown[2], theirs.text
+    # (Names as the bot knows them: the second operator's from their first tap on.)
     query = api.inject_callback(SECOND, SECOND, theirs.message_id, e2e.button(theirs, "Approve"))
-    assert e2e.answer_to(api, query)["text"] == "your vote is in: 1 of 2 (waiting for 1 more)"
+    said = e2e.answer_to(api, query)["text"]
+    assert said.startswith("your vote is in: 1 of 2 (needs 2") and stuck.search(said), said
     again = api.inject_callback(SECOND, SECOND, theirs.message_id, e2e.button(theirs, "Approve"))
-    assert e2e.answer_to(api, again)["text"] == (
-        "you already approved this version: 1 of 2 (waiting for 1 more)"
-    )
+    said = e2e.answer_to(api, again)["text"]
+    assert said.startswith("you already approved this version: 1 of 2 (needs 2"), said
+    voted = latest(api, mine, " · needs 2 approvals from people other than")
+    assert "waiting for" not in voted.text, voted.text
+    assert "Approve" in str(voted.reply_markup) and "Escalate" not in str(voted.reply_markup)
     assert (await items_get(tmp_path, item_a)).state == State.AWAITING_APPROVAL
+
+
+async def test_a_card_too_few_may_approve_offers_escalate_which_brings_in_escalate_to(
+    start_bot: StartBot, api: localapi.LocalBotApi, tmp_path: Path
+) -> None:
+    third = 1003
+    start_bot(
+        f"  operators: [{OPERATOR}, {SECOND}]\n  quorum: 2\n  undo_window: 0s\n"
+        f"  escalate_after: 24h\n  escalate_to: [{third}]",
+        operators=f"{OPERATOR},{SECOND},{third}",
+    )
+    first, _ = e2e.two_cards(api)
+    item_a = e2e.item_id_of(first)
+    e2e.tap(api, OPERATOR, first, "Edit")
+    edit = prompt(api, "tap the draft to copy it")
+    api.inject_message(OPERATOR, OPERATOR, "Edited words", reply_to_message_id=edit.message_id)
+    theirs = api.wait_for(
+        lambda: [m for m in api.sent(SECOND) if "Edited words" in m.text and m.reply_markup]
+    )[0]
+    assert "can: escalate or reject" in theirs.text and "Escalate" in str(theirs.reply_markup)
+    # Reject's reasons and back again: the card keeps its Escalate.
+    card_id = theirs.message_id
+    for label, then in (("Reject", "back"), ("back", "Escalate")):
+        query = api.inject_callback(SECOND, SECOND, card_id, e2e.button(theirs, label))
+        e2e.answer_to(api, query)
+        theirs = latest_with(api, SECOND, card_id, then)
+
+    query = api.inject_callback(SECOND, SECOND, theirs.message_id, e2e.button(theirs, "Escalate"))
+    assert e2e.answer_to(api, query)["text"].startswith("🔺 escalated to ")
+    brought = api.wait_for(
+        lambda: [m for m in api.sent(third) if "Edited words" in m.text and m.reply_markup]
+    )[0]
+    assert "needs 2 approvals" not in brought.text and "escalated to you" in brought.text
+    again = api.inject_callback(SECOND, SECOND, theirs.message_id, e2e.button(theirs, "Escalate"))
+    assert e2e.answer_to(api, again)["text"] == "already escalated, or no longer waiting"
+
+    vote = api.inject_callback(SECOND, SECOND, theirs.message_id, e2e.button(theirs, "Approve"))
+    assert e2e.answer_to(api, vote)["text"].startswith("your vote is in: 1 of 2 (waiting for ")
+    last = api.inject_callback(third, third, brought.message_id, e2e.button(brought, "Approve"))
+    assert e2e.answer_to(api, last)["text"] == "✅ approved"
+    await e2e.until_state(tmp_path / "data", item_a, State.DISPATCHED)

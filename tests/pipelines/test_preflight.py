@@ -125,8 +125,9 @@ def test_check_fails_on_the_examples_until_their_secrets_and_budget_are_set(
         "GATEHOUSE_DATA_DIR": str(tmp_path / "data"),
         "GATEHOUSE_PIPELINES_DIR": str(ROOT / "pipelines" / "examples"),
         "GATEHOUSE_TELEGRAM__TOKEN": TOKEN,
-        # digest's approvers: its quorum of 2 needs both to be bot operators.
-        "GATEHOUSE_TELEGRAM__OPERATORS": "111111111,222222222",
+        # digest's approvers: its quorum of 2 needs two of them to be bot operators, and
+        # three, or check warns that an edited version could not be approved.
+        "GATEHOUSE_TELEGRAM__OPERATORS": "111111111,222222222,333333333",
     }
     first = _gatehouse(env, "check")
     assert first.returncode == 1

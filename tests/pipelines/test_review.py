@@ -150,7 +150,7 @@ async def test_the_author_of_a_version_cannot_approve_it_under_four_eyes(
         f"you wrote version 2 of item {item.id}: another approver must approve it "
         "(four eyes: approval.separate_editor)"
     )
-    with pytest.raises(decisions.WroteThisVersion, match=f"^{re.escape(mine)}$"):
+    with pytest.raises(approval.WroteThisVersion, match=f"^{re.escape(mine)}$"):
         await approval.decide(store, p, item.id, 1, 2, ALICE, "approve", now)
     assert await snapshot.tables(store) == before
     # Rejecting one's own version is allowed; others approve it.

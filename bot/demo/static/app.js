@@ -19,7 +19,7 @@ const pendingTaps = new Map(); // query id -> the tapped button, until the bot a
 // Who the page speaks as: one of the demo's operators, kept in the address (#as=1002)
 // so a reload shows the same chat; null: the server's first operator.
 let speakAs = Number(new URLSearchParams(location.hash.slice(1)).get("as")) || null;
-// Whether the page shows the team room (a group both operators are in) instead of the
+// Whether the page shows the team room (a group the operators are in) instead of the
 // operator's private chat; kept in the address too (#as=1002&room=1).
 let inRoom = new URLSearchParams(location.hash.slice(1)).get("room") === "1";
 
