@@ -11,7 +11,9 @@ The lease (store.leases) lasts `ttl` from the moment a renewal was asked for. Th
 leader trusts itself for only three quarters of that, counted on the event loop's
 monotonic clock from before it asked, and renews every quarter: one failed renewal
 is absorbed, a second ends its trust a quarter of the TTL before any other worker
-can take the lease over. When trust ends, by a lost or failed renewal or by the
+can take the lease over. A renewal is written on a connection of its own
+(`store.write_now`), never behind the worker's own work, and is given up after a
+quarter of the TTL (the next one asks again). When trust ends, by a lost or failed renewal or by the
 timer set at each renewal (a store call that hangs does not delay it), every duty's
 stop event is set; the duties are supervised workers that finish the row in hand.
 
@@ -110,10 +112,16 @@ class Leadership:
             return False
         asked = self._monotonic()
         try:
-            term = await leases.acquire(
-                self.store, LEASE, self.holder, self.term, self._clock(), self.ttl,
-                steal=self._exclusive,
-            )  # fmt: skip
+            async with asyncio.timeout(self.renew_every_s):
+                term = await leases.acquire(
+                    self.store, LEASE, self.holder, self.term, self._clock(), self.ttl,
+                    steal=self._exclusive,
+                )  # fmt: skip
+        except TimeoutError:
+            # The next step asks again; the trust already earned still holds, and its
+            # timer ends it in time.
+            log.warning("leader lease not renewed within %g s; asking again", self.renew_every_s)
+            return self.trusted()
         except errors.StoreError as exc:
             log.warning("leader lease not renewed: %s", exc)
             return self.trusted()

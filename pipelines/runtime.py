@@ -202,8 +202,8 @@ class Runtime:
             await workers.wait_any((self.stopping,), self.leader.renew_every_s)
             if self.stopping.is_set():
                 return
+            await self.leader.step()  # first: the lease has the tighter deadline
             await self._beat()
-            await self.leader.step()
 
     async def stop(self) -> None:
         """Stop the workers (they finish what they hold), then close the client and store."""
