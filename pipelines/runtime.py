@@ -222,7 +222,7 @@ class Runtime:
 def exclusive(store: Store) -> bool:
     """Whether this process alone can open the store (SQLite's writer lock): then no
     other worker can be alive, and this one leads and recovers without waiting."""
-    return store.dialect == "sqlite"
+    return not store.shared
 
 
 def _bind(worker: Worker, runtime: Runtime) -> Callable[[], Awaitable[None]]:

@@ -85,6 +85,9 @@ class Store:
     """The open store. Create with `await db.open(config)`; close with `await close()`."""
 
     dialect: ClassVar[backend.Dialect]
+    #: Whether other processes may write this store at the same time (PostgreSQL's
+    #: workers); False where one process alone opens it (SQLite's writer lock).
+    shared: ClassVar[bool] = False
 
     def __init__(self, config: StoreConfig, readonly: bool) -> None:
         self.config = config

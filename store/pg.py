@@ -246,6 +246,7 @@ class PgStore(core.Store):
     """The store in a PostgreSQL database shared by any number of gatehouse processes."""
 
     dialect = "postgres"
+    shared = True
 
     def __init__(self, config: core.StoreConfig, readonly: bool) -> None:
         super().__init__(config, readonly)
