@@ -75,3 +75,32 @@ async def test_renewal_and_heartbeat_go_ahead_while_every_lane_is_held(
     finally:
         release.set()
         await asyncio.gather(*held)
+
+
+async def test_a_renewal_that_hangs_is_given_up_and_trust_ends_on_time(
+    pg_store: db.Store,
+) -> None:
+    ttl = timedelta(seconds=1.2)
+    me = leader.Leadership(pg_store, "me", ttl, utcnow, workers.Registry(pg_store, utcnow))
+    assert await me.step()
+    release = threading.Event()
+
+    def hanging(conn: backend.Conn) -> None:
+        release.wait(WITHIN_S)  # the lease's own connection does not answer
+
+    stuck = asyncio.ensure_future(pg_store.write_now(hanging))
+    try:
+        stepped = asyncio.ensure_future(me.step())
+        await eventually(stepped.done)  # given up, not waited out
+        await eventually(lambda: not me.trusted() and not me.leading)
+        assert not stuck.done()
+    finally:
+        release.set()
+        await stuck
+    # The connection answers again: it leads again (once its old lease lapsed).
+    for _ in range(int(WITHIN_S * 20)):
+        if await me.step():
+            break
+        await asyncio.sleep(0.05)
+    assert me.trusted()
+    await me.stand_down()
