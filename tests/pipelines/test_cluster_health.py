@@ -16,7 +16,7 @@ import httpx
 import pytest
 from prometheus_client import parser
 
-from bot import control, metrics
+from bot import control, metrics, render
 from pipelines import operations
 from pipelines import runtime as runtime_mod
 from store import datadir, db
@@ -123,6 +123,9 @@ async def test_a_follower_on_standby_is_healthy_in_health_status_and_metrics(
             runtime.store, runtime.pipelines, now, runtime.workers.snapshot()
         )
         assert overview.workers_down == []
+        text = render.status_overview(overview)
+        assert "not running" not in text
+        assert ("on standby: another worker leads" in text) is (runtime is follower), text
 
     for runtime, address in ((leader, leader_at), (follower, follower_at)):
         running = await worker_running(address)
