@@ -131,6 +131,11 @@ class Leadership:
         except errors.StoreError as exc:
             log.warning("leader lease not renewed: %s", exc)
             return self.trusted()
+        took = self._monotonic() - asked
+        if took > self.renew_every_s:  # each such renewal eats into the trust it earns
+            log.warning(
+                "leader lease renewal took %.1f s (TTL %g s)", took, self.ttl.total_seconds()
+            )
         if term is None or term != self.term:
             self._lose("lease lost" if self.leading else "")
         if term is None:
