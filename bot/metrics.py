@@ -172,9 +172,11 @@ def families(
     yield _value("sla_breach_items", "Items in breach (stuck past their SLA)", breached)
     yield _value("store_wal_bytes", "Size of the store's write-ahead log", wal_bytes)
     yield _value("leader", "1 when this process is the leader", int(_leader()))
-    up = _gauge("worker_running", "1 while a supervised worker runs", ["worker"])
+    up = _gauge(
+        "worker_running", "1 while a supervised worker runs or stands by to lead", ["worker"]
+    )
     for worker in states:
-        up.add_metric([worker.name], int(worker.running))
+        up.add_metric([worker.name], int(worker.up))
     yield up
 
 

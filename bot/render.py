@@ -124,7 +124,8 @@ def status_overview(overview: operations.Overview) -> str:
             waiting.append("⚠️ " + wording.plural(p.breaches, "breach"))
         lines.append("  " + " · ".join(waiting))
     if overview.worker_states and not overview.workers_down:
-        lines.append("\n" + workers_line((), len(overview.worker_states), now))
+        standby = sum(w.status == "standby" for w in overview.worker_states)
+        lines.append("\n" + workers_line((), len(overview.worker_states), now, standby))
     return "\n".join(lines)
 
 
@@ -160,8 +161,11 @@ def headline(overview: operations.Overview) -> str:
 _redact = logs.RedactTokens().redact
 
 
-def workers_line(down: Sequence[workers.State], total: int, now: datetime) -> str:
-    """`workers: all 6 running`, or one line per worker that is not running."""
+def workers_line(down: Sequence[workers.State], total: int, now: datetime, standby: int = 0) -> str:
+    """`workers: all 6 running` (saying how many stand by for the leader), or one line
+    per worker that is not running."""
+    if not down and standby:
+        return f"workers: all {total} well ({standby} on standby: another worker leads)"
     if not down:
         return f"workers: all {total} running"
     lines = [f"⚠️ {len(down)} of {wording.plural(total, 'worker')} not running:"]

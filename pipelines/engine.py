@@ -412,7 +412,14 @@ class Engine:
                 text = f"⚠️ run {report.run_id} of {report.pipeline} failed: {error_text}"
                 outbox.alert_sync(conn, text, now, key=f"run-failed:{report.run_id}")
 
-        await self.store.write(unit)
+        try:
+            await self.store.write(unit)
+        except errors.Conflict as closed:
+            # This worker was stopped (paused) past its run's lease, and another worker
+            # closed the run: what it drafted meanwhile is recorded all the same.
+            log.warning(
+                "run %d was closed while this worker was stopped: %s", report.run_id, closed
+            )
 
 
 def _sources(item: Item) -> frozenset[str]:

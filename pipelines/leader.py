@@ -11,9 +11,12 @@ The lease (store.leases) lasts `ttl` from the moment a renewal was asked for. Th
 leader trusts itself for only three quarters of that, counted on the event loop's
 monotonic clock from before it asked, and renews every quarter: one failed renewal
 is absorbed, a second ends its trust a quarter of the TTL before any other worker
-can take the lease over. When trust ends, by a lost or failed renewal or by the
-timer set at each renewal (a store call that hangs does not delay it), every duty's
-stop event is set; the duties are supervised workers that finish the row in hand.
+can take the lease over. A renewal is written on a connection of its own
+(`store.write_now`), never behind the worker's own work, and is given up after half
+the TTL, when an answer could earn at most a quarter of trust (the next step asks
+again). When trust ends, by a lost or failed renewal or by the timer set at each
+renewal (a store call that hangs does not delay it), every duty's stop event is set;
+the duties are supervised workers that finish the row in hand.
 
 On a store only one process can open (SQLite), that process is the only worker: it
 takes the lease over at once, even from its own crashed predecessor.
@@ -78,6 +81,11 @@ class Leadership:
         return self.ttl.total_seconds() / 4
 
     @property
+    def renew_deadline_s(self) -> float:
+        """How long a renewal may take: half the TTL, well inside the trust it earns."""
+        return self.ttl.total_seconds() / 2
+
+    @property
     def leading(self) -> bool:
         return self._stop is not None
 
@@ -113,13 +121,24 @@ class Leadership:
             return False
         asked = self._monotonic()
         try:
-            term = await leases.acquire(
-                self.store, LEASE, self.holder, self.term, self._clock(), self.ttl,
-                steal=self._exclusive,
-            )  # fmt: skip
+            async with asyncio.timeout(self.renew_deadline_s):
+                term = await leases.acquire(
+                    self.store, LEASE, self.holder, self.term, self._clock(), self.ttl,
+                    steal=self._exclusive,
+                )  # fmt: skip
+        except TimeoutError:
+            # The next step asks again; the trust already earned still holds, and its
+            # timer ends it in time.
+            log.warning("leader lease not renewed within %g s", self.renew_deadline_s)
+            return self.trusted()
         except errors.StoreError as exc:
             log.warning("leader lease not renewed: %s", exc)
             return self.trusted()
+        took = self._monotonic() - asked
+        if took > self.renew_every_s:  # each such renewal eats into the trust it earns
+            log.warning(
+                "leader lease renewal took %.1f s (TTL %g s)", took, self.ttl.total_seconds()
+            )
         if term is None or term != self.term:
             self._lose("lease lost" if self.leading else "")
         if term is None:

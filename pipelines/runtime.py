@@ -221,8 +221,8 @@ class Runtime:
             await workers.wait_any((self._closing,), self.leader.renew_every_s)
             if self._closing.is_set():
                 return
+            await self.leader.step()  # first: the lease has the tighter deadline
             await self._beat()
-            await self.leader.step()
 
     def take_no_new_work(self) -> None:
         """A clean stop's first step: no run starts, no draft begins, the workers end."""
@@ -261,7 +261,7 @@ async def _within(tasks: list[asyncio.Task[None]], seconds: float) -> None:
 def exclusive(store: Store) -> bool:
     """Whether this process alone can open the store (SQLite's writer lock): then no
     other worker can be alive, and this one leads and recovers without waiting."""
-    return store.dialect == "sqlite"
+    return not store.shared
 
 
 def _bind(worker: Worker, runtime: Runtime) -> Callable[[], Awaitable[None]]:

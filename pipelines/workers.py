@@ -39,6 +39,10 @@ MAX_ERROR_CHARS = 300
 
 #: standby: a leader-only worker in a worker that does not lead (pipelines.leader).
 Status = Literal["running", "restarting", "stopped", "standby"]
+#: The statuses of a worker that is where it should be. A leader-only worker on
+#: standby in a follower is well: counting it as down would have every health check
+#: restart every follower for ever. Health, /status and metrics all use this one rule.
+UP: frozenset[str] = frozenset({"running", "standby"})
 #: Registry.report's shape: (worker, exception, where) -> tells the operators once.
 Report = Callable[[str, BaseException, str], Awaitable[None]]
 
@@ -55,6 +59,16 @@ class State:
     @property
     def running(self) -> bool:
         return self.status == "running"
+
+    @property
+    def up(self) -> bool:
+        """Running, or on standby until this worker leads (see UP)."""
+        return is_up(self.status)
+
+
+def is_up(status: object) -> bool:
+    """Whether a worker in `status` (as a State or a ping answer gives it) is well."""
+    return status in UP
 
 
 def waits_for_store(exc: BaseException, what: str, *args: object) -> bool:
@@ -117,7 +131,7 @@ class Registry:
 
     def not_running(self) -> list[State]:
         """Workers that should run and do not (a worker on standby is where it should be)."""
-        return [s for s in self.snapshot() if not s.running and s.status != "standby"]
+        return [s for s in self.snapshot() if not s.up]
 
     def standby(self, name: str) -> None:
         """Mark `name` as waiting for this worker to lead."""

@@ -11,14 +11,13 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import ClassVar, Concatenate, Literal, ParamSpec, TypeVar
 
-from store import backend, datadir, errors, notify
-from store.writer import StorageFaults
+from store import backend, datadir, errors, notify, writer
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -86,12 +85,15 @@ class Store:
     """The open store. Create with `await db.open(config)`; close with `await close()`."""
 
     dialect: ClassVar[backend.Dialect]
+    #: Whether other processes may write this store at the same time (PostgreSQL's
+    #: workers); False where one process alone opens it (SQLite's writer lock).
+    shared: ClassVar[bool] = False
 
     def __init__(self, config: StoreConfig, readonly: bool) -> None:
         self.config = config
         self.readonly = readonly
         #: Storage faults writes met (disk full, I/O errors), kept in memory.
-        self.faults = StorageFaults()
+        self.faults = writer.StorageFaults()
         self.checkpoint_stats = CheckpointStats()
         #: Called with each committed write's seconds, queueing included (metrics).
         self.write_observer: Callable[[float], None] | None = None
@@ -117,6 +119,25 @@ class Store:
 
         `await store.write(items.transition_sync, item_id, State.DRAFTING, "system", now)`
         """
+        return await self._written(self._write, unit, *args, **kw)
+
+    async def write_now(
+        self, unit: Callable[Concatenate[backend.Conn, P], T], *args: P.args, **kw: P.kwargs
+    ) -> T:
+        """As `write`, for a small write that must never wait behind this process's own
+        work (the leader's lease, the heartbeat that keeps its runs): it goes ahead of
+        every queued unit, and on PostgreSQL runs on a connection of its own, so lanes
+        held by long units or a tick's backlog cannot starve it."""
+        with writer.foreground():
+            return await self._written(self._write_now, unit, *args, **kw)
+
+    async def _written(
+        self,
+        via: Callable[[Callable[[backend.Conn], T]], Awaitable[T]],
+        unit: Callable[Concatenate[backend.Conn, P], T],
+        *args: P.args,
+        **kw: P.kwargs,
+    ) -> T:
         if self.readonly:
             raise errors.StoreError(
                 "this store was opened read-only; writes go through the running bot"
@@ -132,7 +153,7 @@ class Store:
                 _after_commit.reset(token)
 
         started = time.perf_counter()
-        result = await self._write(run)
+        result = await via(run)
         if self.write_observer is not None:
             self.write_observer(time.perf_counter() - started)
         for fn in after.values():
@@ -141,6 +162,10 @@ class Store:
 
     async def _write(self, unit: Callable[[backend.Conn], T]) -> T:
         raise NotImplementedError
+
+    async def _write_now(self, unit: Callable[[backend.Conn], T]) -> T:
+        """One writer (SQLite): ahead of the queue is the best there is."""
+        return await self._write(unit)
 
     async def read(
         self, query: Callable[Concatenate[backend.Conn, P], T], *args: P.args, **kw: P.kwargs

@@ -69,7 +69,7 @@ async def beat(
 ) -> None:
     """Say `me` is alive, and keep the runs it is running (`run_ids`) its own."""
     ids = list(run_ids)
-    await store.write(lambda conn: beat_sync(conn, me, now, run_lease, ids))
+    await store.write_now(lambda conn: beat_sync(conn, me, now, run_lease, ids))
 
 
 async def stopped(store: Store, worker_id: str, now: datetime) -> None:

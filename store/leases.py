@@ -10,6 +10,8 @@ workers can therefore never both renew: the row's own compare-and-set decides. H
 long a holder trusts itself is the caller's business (pipelines.leader), which stops
 acting before the lease can lapse. Times are the callers' clocks: workers sharing a
 store keep their clocks in sync (NTP) to well within the lease's safety margin.
+`acquire` writes with `store.write_now`: a renewal never waits behind its process's
+own work.
 """
 
 from __future__ import annotations
@@ -79,14 +81,14 @@ async def acquire(
     *,
     steal: bool = False,
 ) -> int | None:
-    return await store.write(
+    return await store.write_now(
         lambda conn: acquire_sync(conn, name, holder, term, now, ttl, steal=steal)
     )
 
 
 async def release(store: Store, name: str, holder: str, term: int, now: datetime) -> None:
     params = {"name": name, "holder": holder, "term": term, "now": clock.to_ms(now)}
-    await store.write(lambda conn: conn.execute(Q["release"], params))
+    await store.write_now(lambda conn: conn.execute(Q["release"], params))
 
 
 def get_sync(conn: backend.Conn, name: str) -> Lease | None:

@@ -254,6 +254,7 @@ class PgStore(core.Store):
     """The store in a PostgreSQL database shared by any number of gatehouse processes."""
 
     dialect = "postgres"
+    shared = True
 
     def __init__(self, config: core.StoreConfig, readonly: bool) -> None:
         super().__init__(config, readonly)
@@ -263,6 +264,11 @@ class PgStore(core.Store):
             Lane(f"store-pg-writer-{i}", translate) for i in range(count)
         ]
         self._batches = pg_writers.Writers(self._writers, self.faults, run_batch)
+        #: `write_now`'s lane: the leader's lease and the heartbeat never queue behind
+        #: this process's own units, nor wait for a lane a long unit holds.
+        self._urgent: Lane[Conn] | None = (
+            None if readonly else Lane("store-pg-urgent-writer", translate)
+        )
         self._readers: list[Lane[Conn]] = [
             Lane(f"store-pg-reader-{i}", translate) for i in range(config.readers)
         ]
@@ -288,11 +294,25 @@ class PgStore(core.Store):
         if self._writers:
             await self._writers[0].run(apply_migrations)
             await self._writers[0].run(_check_collation)
+        if self._urgent is not None:
+            await self._urgent.open(lambda: connect(url, prepared=prepared))
         for lane in self._readers:
             await lane.open(lambda: connect(url, reader=True, prepared=prepared))
 
     async def _write(self, unit: Callable[[backend.Conn], T]) -> T:
         result: T = await self._batches.submit(unit)
+        return result
+
+    async def _write_now(self, unit: Callable[[backend.Conn], T]) -> T:
+        """Run `unit` alone in a transaction on the urgent lane (see `write_now`)."""
+        if self._urgent is None:
+            raise errors.Closed()
+        [(ok, value)] = await self._urgent.run(run_batch, [unit])
+        if not ok:
+            self.faults.failed(value)
+            raise value
+        self.faults.committed(full_too=True)
+        result: T = value
         return result
 
     async def _read(self, query: Callable[[backend.Conn], T]) -> T:
@@ -326,6 +346,7 @@ class PgStore(core.Store):
         if self._listener is not None:
             await self._listener.close()
             self._listener = None
-        for lane in [*self._writers, *self._readers]:
+        urgent = [] if self._urgent is None else [self._urgent]
+        for lane in [*self._writers, *urgent, *self._readers]:
             with contextlib.suppress(errors.StoreError):
                 await lane.close()

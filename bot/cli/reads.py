@@ -21,6 +21,7 @@ from bot.cli import audit as cli_audit
 from bot.cli import output as cli_output
 from bot.cli import writes as cli_writes
 from pipelines import operations
+from pipelines import workers as workers_mod
 from store import backup, datadir, db, info, writer
 
 if TYPE_CHECKING:
@@ -215,7 +216,7 @@ def cmd_health(cfg: settings_mod.Settings, args: argparse.Namespace, now: dateti
             problem = f"process {pid} holds the store but does not answer: {exc}"
         else:
             fault = _storage(answer)
-            down = [w for w in answer.get("workers", []) if w.get("status") != "running"]
+            down = [w for w in answer.get("workers", []) if not workers_mod.is_up(w.get("status"))]
             if fault is not None:
                 problem = f"process {pid} runs, but {storage_alarm.describe(fault)}"
             elif down:

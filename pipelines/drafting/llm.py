@@ -15,7 +15,12 @@ Resuming after a crash (the engine never drafts one item twice at once, so any c
 it finds past reserve was left by a crash): reserved, even past its lease, is started
 under the same key; started becomes uncertain; uncertain with no output raises
 DraftHeld (the item waits; the claim's one alert names it and reconcile-claim); settled
-with no output, or released, fails the item saying what to do (replay).
+with no output, or released, fails the item saying what to do (replay). On a store
+other workers share, a claim started and still within its lease may be another
+worker's call in flight (that worker paused past its run's lease): the item waits in
+drafting for its reply, with no second call, and claim recovery makes the claim
+uncertain only once its lease lapses. A claim another worker started between this
+one's begin and its start_provider is treated the same way.
 
 A store fault (errors.PASSING) while recording what a call gave is not the item's: the
 record is kept in memory (`unrecorded`, shared across ticks) and the fault raised, so
@@ -146,6 +151,9 @@ class LlmDrafter:
         try:
             await ledger.start_provider(self._store, work.id, now)
         except (errors.IllegalTransition, errors.LeaseExpired) as exc:
+            moved = await ledger.get(self._store, work.id)
+            if moved.state != ClaimState.RESERVED:  # another worker got past the gate first
+                return await self._resume(claims.Work.of(moved, replayed=True), item, now)
             raise drafters.DraftFailed(
                 f"the provider call was not authorized: {exc}", reason="provider"
             ) from None
@@ -365,9 +373,14 @@ class LlmDrafter:
 
     async def _resume(self, work: claims.Work, item: Item, now: datetime) -> drafters.DraftResult:
         """The attempt's claim got past reserve earlier: reuse its output, or say why not."""
+        if work.state == ClaimState.STARTED and self._store.shared and now < work.lease_until:
+            # Maybe another worker's call, still in flight: a worker paused past its
+            # run's lease (a GC pause, a VM stall) answers late. The item waits for that
+            # reply; if none comes, claim recovery makes the claim uncertain at its lease.
+            raise drafters.DraftHeld(in_flight_reason(work), claim_id=work.id)
         if work.state == ClaimState.STARTED:
-            # The engine never drafts an item twice at once, so only a crash left this
-            # call unfinished: it may have been charged, so the hold stays (uncertain).
+            # Its process died (this process alone opens the store, or the call outlived
+            # its lease); it may have been charged, so the hold stays (uncertain).
             await ledger.fail(self._store, work.id, held_reason(item.id), now)
         elif work.state == ClaimState.RELEASED:
             raise drafters.DraftFailed(
@@ -417,6 +430,15 @@ class LlmDrafter:
 
     def _later(self, now: datetime) -> datetime:
         return now if self._clock is None else max(now, self._clock())
+
+
+def in_flight_reason(work: claims.Work) -> str:
+    """Why an item whose claim another worker started waits in drafting."""
+    return (
+        f"budget claim {work.id} is started by another worker whose provider call may "
+        f"still answer (its lease runs to {work.lease_until:%Y-%m-%d %H:%M:%S} UTC); the "
+        "item waits in drafting for that reply, and no second call is made"
+    )
 
 
 def held_reason(item_id: int) -> str:

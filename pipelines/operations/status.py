@@ -48,7 +48,8 @@ class Overview:
 
     @property
     def workers_down(self) -> list[workers.State]:
-        return [w for w in self.worker_states if not w.running]
+        """Workers that should run and do not (one on standby in a follower is well)."""
+        return [w for w in self.worker_states if not w.up]
 
 
 async def overview(
