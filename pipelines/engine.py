@@ -338,9 +338,15 @@ class Engine:
                 if earlier
                 else None
             )
-            await self.store.write(_to_approval, pipeline, item, result, duplicate, now)
-            log.debug("item %s drafted; its card is queued", item.id)
+            moved = await self.store.write(_to_approval, pipeline, item, result, duplicate, now)
             self._store_fault = None
+            if not moved:
+                log.info(
+                    "item %s reached approval by another worker meanwhile; this draft is not used",
+                    item.id,
+                )
+                return None
+            log.debug("item %s drafted; its card is queued", item.id)
             return True
         except drafters.DraftHeld as held:
             # The claim's own alert (queued once, as it became uncertain) names the item
@@ -449,8 +455,13 @@ def _to_approval(
     result: drafters.DraftResult,
     duplicate: similarity.Earlier | None,
     now: datetime,
-) -> None:
-    """Store the draft, move to awaiting_approval and queue the card: one transaction."""
+) -> bool:
+    """Store the draft, move to awaiting_approval and queue the card: one transaction.
+    False, writing nothing, when the item left this attempt's drafting meanwhile (a
+    worker that read it before another worker's late reply reached approval)."""
+    current = items.lock_sync(conn, item.id)
+    if current.state != State.DRAFTING or current.attempt != item.attempt:
+        return False
     draft = drafts.add_sync(
         conn, item.id, result.text, result.provenance, now, cost_micros=result.cost_micros
     )
@@ -469,3 +480,4 @@ def _to_approval(
         )
     if pipeline.dedup.mark_at == "success":
         seen.mark_seen_sync(conn, pipeline.name, item.scope, [item.source_id], now)
+    return True

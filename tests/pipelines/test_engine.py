@@ -284,3 +284,27 @@ async def test_the_tick_cap_carries_the_rest_to_a_follow_up_run(
 def test_the_tick_cap_must_be_positive(store: db.Store, client: httpx.AsyncClient) -> None:
     with pytest.raises(ValueError, match="at least 1"):
         engine.Engine(store, {}, client=client, max_items_per_tick=0)
+
+
+async def test_a_draft_for_an_item_another_worker_already_brought_to_approval_is_not_used(
+    store: db.Store, tmp_path: Path, now: datetime
+) -> None:
+    """A worker that read an item in drafting just before another worker's late reply
+    took it to approval writes nothing: one draft, one card."""
+    pipeline = write_pipeline(tmp_path, "news", ["https://example.org/feed.xml"])
+
+    def drafting(conn: sqlite3.Connection) -> items.Item:
+        created = items.create_sync(conn, "news", "s0", "a", {"title": "A"}, now)
+        assert created is not None
+        return items.transition_sync(conn, created.id, State.DRAFTING, "system", now)
+
+    stale = await store.write(drafting)
+    reply = drafters.DraftResult("the one reply", {"drafter": "llm"})
+    first = await store.write(engine._to_approval, pipeline, stale, reply, None, now)
+    second = await store.write(engine._to_approval, pipeline, stale, reply, None, now)
+
+    assert (first, second) == (True, False)
+    after = await items.get(store, stale.id)
+    assert (after.state, after.version) == (State.AWAITING_APPROVAL, 1)
+    cards = await outbox.due(store, now + timedelta(hours=1), ["card"])
+    assert [c.item_id for c in cards] == [stale.id]
