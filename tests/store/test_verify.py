@@ -9,8 +9,6 @@ miscounts fails here.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 
 import pytest
@@ -156,28 +154,9 @@ async def test_an_event_with_a_hash_or_a_place_alone_is_named(
     as an edit: verify names either as half-sealed before it walks."""
     await sealed(store, now, 2)
     await written(store, now, 1, tag="u")
-    with forger.raw(store, triggers=False) as raw, checks_off(store, raw):
+    with forger.raw(store, triggers=False) as raw, forger.checks_off(store, raw):
         raw.execute(f"UPDATE events SET {forged} WHERE id = 3")
     report = await verify(store)
     assert (report.ok, report.checked, report.broken) == (
         False, 0, events.BrokenLink(3, HALF_SEALED)
     )  # fmt: skip
-
-
-@contextlib.contextmanager
-def checks_off(store: db.Store, raw: backend.Conn) -> Iterator[None]:
-    """The events table's CHECK that a row is sealed or not, off for one forgery: SQLite
-    ignores it on this connection; PostgreSQL drops it, then adds it back unchecked
-    against the forged row, so later tests in the run's database keep it."""
-    if store.dialect != "postgres":
-        raw.execute("PRAGMA ignore_check_constraints = ON")
-        yield
-        return
-    raw.execute("ALTER TABLE events DROP CONSTRAINT events_sealed_check")
-    try:
-        yield
-    finally:
-        raw.execute(
-            "ALTER TABLE events ADD CONSTRAINT events_sealed_check"
-            " CHECK ((seq IS NULL) = (hash IS NULL)) NOT VALID"
-        )
