@@ -195,6 +195,14 @@ class Settings(BaseSettings):
     #: Model name -> price in micros per million tokens (JSON); a model without one is not used.
     prices: dict[str, ledger_prices.Price] = Field(default_factory=dict)
 
+    @field_validator("data_dir", mode="before")
+    @classmethod
+    def _data_dir(cls, value: object) -> object:
+        # Path("") is the working directory: an empty setting must not quietly mean it.
+        if isinstance(value, str) and not value.strip():
+            raise ValueError("is empty; give a directory of gatehouse's own, e.g. data")
+        return value
+
     @field_validator("database_url")
     @classmethod
     def _postgres_url(cls, value: SecretStr | None) -> SecretStr | None:
