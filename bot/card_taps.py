@@ -15,8 +15,8 @@ from telegram import ForceReply, InlineKeyboardMarkup, Message, Update
 from telegram.constants import ParseMode
 
 from bot import callbacks, card_actions, handlers, metrics, people, render
-from pipelines import approval, config, nudges, operations
-from store import drafts, errors, events, items, prompts
+from pipelines import approval, config, operations
+from store import drafts, errors, events, items, prompts, units
 from store.machine import State
 
 #: What the reply box says while an Edit prompt waits (Telegram shows at most 64 characters).
@@ -98,7 +98,7 @@ async def _extend(
         d.store, pipeline, button.item_id, button.attempt, button.version, query.from_user.id, now
     )
     assert item.deadline is not None
-    left = nudges.waited(item.deadline - now)
+    left = units.duration(item.deadline - now)
     await asyncio.gather(
         query.answer(f"⏳ extended: {left} left to decide"), d.sender.flush_item(item.id, now)
     )

@@ -17,7 +17,7 @@ import functools
 from dataclasses import dataclass
 from datetime import datetime
 
-from store import backend, clock, items, machine, outbox, payloads
+from store import backend, clock, items, machine, outbox, payloads, units
 from store.db import Store
 from store.items import Item
 
@@ -64,8 +64,7 @@ def _sweep_items(conn: backend.Conn, item_ids: list[int], now: datetime) -> Swee
 
 def _left(item: Item, now: datetime) -> str:
     assert item.deadline is not None
-    seconds = int((item.deadline - now).total_seconds())
-    return f"{seconds // 60} min" if seconds >= 60 else f"{seconds} s"
+    return units.duration(item.deadline - now)
 
 
 def _warn(conn: backend.Conn, item: Item, now: datetime) -> bool:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pipelines import approval
 from pipelines.text import validation
-from store import backend, deadlines, decisions, errors, events, followups, items, schedules
+from store import backend, deadlines, decisions, errors, events, followups, items, schedules, units
 from store.db import Store
 from store.items import Item
 from store.ledger import outputs as llm_outputs
@@ -100,7 +100,7 @@ async def extend(
         item = deadlines.extend_sync(conn, item_id, attempt, version, window, who, now, most=most)
         assert item.deadline is not None
         until = item.deadline.strftime("%Y-%m-%d %H:%M UTC")
-        status = f"⏳ window extended by {deadlines.span(window)} by {who}: open until {until}"
+        status = f"⏳ window extended by {units.duration(window)} by {who}: open until {until}"
         approval.edit_card_sync(conn, pipeline, item, version, status, now)
         return item
 

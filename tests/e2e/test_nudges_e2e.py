@@ -148,7 +148,10 @@ async def test_a_reminder_and_an_escalation_with_a_moved_clock(
         assert f"item {item_id} (news) has waited" in reminder.text
         assert not card_texts(api, BROUGHT_IN)
         reminded = (await trail(bot, item_id))[-1]
-        assert (reminded.actor, reminded.reason) == ("sweep", "reminded the approvers after 61 min")
+        assert (reminded.actor, reminded.reason) == (
+            "sweep",
+            "reminded the approvers after 1 h 1 min",
+        )
 
         bot.clock.offset = timedelta(minutes=122)
         brought = (await api.await_for(lambda: mine(api, BROUGHT_IN, item_id), timeout=20))[0]

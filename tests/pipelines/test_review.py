@@ -257,7 +257,7 @@ async def test_one_reminder_and_one_escalation_per_attempt(store: db.Store, now:
     assert (second.reminded, second.escalated) == ([], [item.id])
     assert await nudges.sweep(store, {"news": p}, now + timedelta(hours=4)) == nudges.Report()
     reasons = [e.reason for e in await items.history(store, item.id) if e.actor == "sweep"]
-    assert reasons == ["reminded the approvers after 61 min", "escalated to 13 after 3 h"]
+    assert reasons == ["reminded the approvers after 1 h 1 min", "escalated to 13 after 3 h"]
     cards = await outbox.for_item(store, item.id, "card")
     assert [c.payload.get("chats") for c in cards] == [[CAROL]]
     decided = await approval.decide(store, p, item.id, 1, 1, CAROL, "approve", now)

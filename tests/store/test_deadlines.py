@@ -114,3 +114,20 @@ async def test_an_expired_card_says_so_and_offers_replay(store: db.Store, now: d
     assert edit.payload["buttons"] == payloads.REPLAY_BUTTONS
     [alert] = [row for row in await outbox.for_item(store, item.id, "alert")]
     assert payloads.Alert.of(alert).buttons == payloads.REPLAY_BUTTONS
+
+
+@pytest.mark.parametrize(
+    ("window", "said"),
+    [(timedelta(seconds=40), "40 s"), (timedelta(seconds=150), "2 min 30 s")],
+)
+async def test_a_short_window_is_extended_by_what_it_is(
+    store: db.Store, now: datetime, window: timedelta, said: str
+) -> None:
+    item = await _waiting(store, now)
+    await store.write(
+        lambda conn: deadlines.extend_sync(
+            conn, item.id, item.attempt, item.version, window, "operator:7", now, most=1
+        )
+    )
+    [event] = (await items.history(store, item.id))[-1:]
+    assert event.reason is not None and event.reason.startswith(f"window extended by {said},")
