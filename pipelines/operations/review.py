@@ -213,10 +213,18 @@ class Listed:
 @dataclass(frozen=True)
 class ListedResult:
     choice: decisions.Choice
-    #: Items the decision moved or counted a vote on.
+    #: Items the decision moved (approved or rejected).
     decided: list[int]
+    #: (item id, where its quorum stands) for items that took a vote and still wait:
+    #: "1 of 2; waiting for operator:1002". A vote is not a decision.
+    voted: list[tuple[int, str]]
     #: (item id, why nothing changed) for the others.
     refused: list[tuple[int, str]]
+
+    @property
+    def changed(self) -> list[int]:
+        """Items whose card changes: those decided and those that took a vote."""
+        return self.decided + [item_id for item_id, _ in self.voted]
 
 
 async def offer(
@@ -242,6 +250,7 @@ async def decide_listed(
     listed = await followups.get_offer(store, offer_id, now)
     await store.write(followups.close_offer_sync, offer_id, now)
     decided: list[int] = []
+    voted: list[tuple[int, str]] = []
     refused: list[tuple[int, str]] = []
     reason = "rejected with the whole list" if choice == "reject" else None
     for item_id, attempt, version in listed.items:
@@ -264,6 +273,9 @@ async def decide_listed(
             continue
         if decision.outcome == "unchanged":
             refused.append((item_id, f"nothing changed: it is {decision.item.state}"))
+        elif decision.outcome == "pending":
+            stands = f"{len(decision.approvals)} of {decision.quorum}"
+            voted.append((item_id, f"{stands}; {approval.awaited(decision, pipeline)}"))
         else:
             decided.append(item_id)
-    return ListedResult(choice, decided, refused)
+    return ListedResult(choice, decided, voted, refused)

@@ -216,6 +216,18 @@ async def test_a_listed_decision_applies_to_the_listed_versions_once(
 # -- redraft ------------------------------------------------------------------------------
 
 
+async def test_approve_all_on_a_quorum_counts_votes_apart_from_decisions(
+    store: db.Store, now: datetime
+) -> None:
+    p = pipeline(quorum=2, operators=[ALICE, BOB])
+    item = await awaiting(store, now)
+    listed = await review.offer(store, "news", now)
+    result = await review.decide_listed(store, {"news": p}, listed.offer.id, ALICE, "approve", now)
+    assert (result.decided, result.refused) == ([], [])
+    assert result.voted == [(item.id, f"1 of 2; waiting for operator:{BOB}")]
+    assert (await items.get(store, item.id)).state == S.AWAITING_APPROVAL
+
+
 async def test_a_redraft_is_a_new_attempt_carrying_the_note(store: db.Store, now: datetime) -> None:
     p = pipeline()
     llm = p.model_copy(update={"draft": p.draft.model_copy(update={"drafter": "llm"})})
