@@ -63,7 +63,7 @@ async def tap(update: Update, context: handlers.Context) -> None:
         elif button.action == "show":
             await card_actions.show(query, d, item, now)
         else:
-            await _replay(query, d, item, button, now)
+            await _replay(query, d, pipeline, item, button, now)
     except errors.Refused as exc:
         await query.answer(_short(str(exc)), show_alert=True)
 
@@ -126,8 +126,11 @@ async def _ask_for_edit(
 
 
 async def _replay(
-    query: Any, d: handlers.Deps, item: items.Item, button: callbacks.Button, now: datetime
-) -> None:
+    query: Any, d: handlers.Deps, pipeline: config.Pipeline, item: items.Item,
+    button: callbacks.Button, now: datetime,
+) -> None:  # fmt: skip
+    # Under a card or an alert about the item: for its approvers, as Approve is.
+    approval.check_operator(pipeline, query.from_user.id)
     if item.attempt != button.attempt:
         await query.answer("Already replayed: this offer is out of date.", show_alert=True)
         return

@@ -13,7 +13,7 @@ from bot.demo.botapi import server as localapi
 from store import items
 from store.machine import State
 from tests.e2e import test_bot_e2e as e2e
-from tests.e2e.test_nudges_e2e import OPERATOR, answers, card_texts, running, tap, trail
+from tests.e2e.test_nudges_e2e import BROUGHT_IN, OPERATOR, answers, card_texts, running, tap, trail
 from tests.fakes.feed_server import FeedServer
 
 RULES = "  window: 1h"
@@ -84,6 +84,18 @@ async def test_a_warning_can_be_acted_on_and_an_expired_card_replayed(
         assert "nobody decided within the approval window" in expired.text
         assert labels(expired) == ["🔁 Replay"]
         assert (await items.get(bot.runtime.store, item_a)).state == State.EXPIRED
+        # The alert about it went where its card is: to the approver. Someone who is
+        # not one (an operator of the bot, seeing it in a shared chat) is refused.
+        expiry = await api.await_for(
+            lambda: [m for m in api.sent(OPERATOR) if f"🚨 item {item_a} (news)" in m.text],
+            timeout=20,
+        )
+        other = api.inject_callback(
+            OPERATOR, BROUGHT_IN, expiry[0].message_id, e2e.button(expiry[0], "Replay")
+        )
+        said = await api.await_for(lambda: answers(api, other), timeout=10)
+        assert "not an approver" in said[0]["text"] and said[0]["show_alert"]
+        assert (await items.get(bot.runtime.store, item_a)).state == State.EXPIRED
         replayed = await tap(api, expired, "Replay")
         assert replayed["text"] == "replayed: attempt 2"
         fresh = await api.await_for(
@@ -103,3 +115,5 @@ async def test_a_warning_can_be_acted_on_and_an_expired_card_replayed(
         )
         found = await api.await_for(lambda: answers(api, stale), timeout=10)
         assert "out of date" in found[0]["text"]
+        # Nothing about the item reached the operator who does not approve news.
+        assert not [m for m in api.sent(BROUGHT_IN) if f"item {item_a} " in m.text]
