@@ -158,10 +158,25 @@ async def _listed(query: Any, d: handlers.Deps, button: callbacks.Button, now: d
     )
     votes = f", {wording.plural(len(result.voted), 'vote')} recorded" if result.voted else ""
     await query.answer(f"{len(result.decided)} of {count} {choice}d{votes}")
-    await _buttons(query, None)
+    await _relist(query, d, result.pipeline, now)
     for item_id in result.changed:
         await d.sender.flush_item(item_id, now)
     await query.message.reply_text(await people.humanize(d.store, listed_summary(result, count)))
+
+
+async def _relist(query: Any, d: handlers.Deps, pipeline: str | None, now: datetime) -> None:
+    """The decided list, edited to what waits now and without its buttons: it must not
+    go on saying "2 items waiting" once they were decided."""
+    waiting = await items.in_state(
+        d.store, State.AWAITING_APPROVAL, pipeline, limit=review.MAX_LISTED
+    )
+    head = f"📋 {render.esc(pipeline or 'every pipeline')}: this list was decided"
+    text = f"{head}\n{render.pending(waiting, now)}\n<i>/pending lists again.</i>"
+    try:
+        await query.edit_message_text(text, parse_mode=ParseMode.HTML, reply_markup=None)
+    except tg_error.BadRequest as exc:
+        if not (sent_messages.not_modified(exc) or sent_messages.gone(exc)):
+            raise
 
 
 def listed_summary(result: review.ListedResult, count: int) -> str:

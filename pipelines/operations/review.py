@@ -220,6 +220,8 @@ class ListedResult:
     voted: list[tuple[int, str]]
     #: (item id, why nothing changed) for the others.
     refused: list[tuple[int, str]]
+    #: The pipeline the list was of (None: all of them).
+    pipeline: str | None = None
 
     @property
     def changed(self) -> list[int]:
@@ -278,4 +280,4 @@ async def decide_listed(
             voted.append((item_id, f"{stands}; {approval.awaited(decision, pipeline)}"))
         else:
             decided.append(item_id)
-    return ListedResult(choice, decided, voted, refused)
+    return ListedResult(choice, decided, voted, refused, listed.pipeline)

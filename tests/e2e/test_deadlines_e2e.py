@@ -57,6 +57,9 @@ async def test_a_warning_can_be_acted_on_and_an_expired_card_replayed(
         assert (await tap(api, warning_b, "Approve"))["text"] == "✅ approved"
         await api.await_for(lambda: "approved by" in latest(api, second).text, timeout=10)
         await api.await_for(lambda: latest(api, warning_b).reply_markup is None, timeout=10)
+        # ...and no longer counts down: it says what happened.
+        await api.await_for(lambda: "approved by" in latest(api, warning_b).text, timeout=10)
+        assert "left" not in latest(api, warning_b).text
 
         # Extend: the window once more, written as an event, said on the card.
         answer = await tap(api, warning_a, "Extend")
@@ -67,6 +70,7 @@ async def test_a_warning_can_be_acted_on_and_an_expired_card_replayed(
         await api.await_for(lambda: "window extended by 1 h" in latest(api, first).text, timeout=10)
         assert labels(latest(api, first))[:2] == ["✅ Approve", "❌ Reject"]  # still open
         await api.await_for(lambda: latest(api, warning_a).reply_markup is None, timeout=10)
+        await api.await_for(lambda: "extended by 1 h" in latest(api, warning_a).text, timeout=10)
 
         # The extended window warns again; a second Extend is refused, nothing changes.
         bot.clock.offset = timedelta(minutes=100)
@@ -84,6 +88,11 @@ async def test_a_warning_can_be_acted_on_and_an_expired_card_replayed(
         assert "nobody decided within the approval window" in expired.text
         assert labels(expired) == ["🔁 Replay"]
         assert (await items.get(bot.runtime.store, item_a)).state == State.EXPIRED
+        # The second warning, never acted on, loses its buttons and says it expired.
+        settled = await api.await_for(
+            lambda: "expired" in latest(api, again[0]).text and latest(api, again[0]), timeout=10
+        )
+        assert settled.reply_markup is None and "left" not in settled.text
         # The alert about it went where its card is: to the approver. Someone who is
         # not one (an operator of the bot, seeing it in a shared chat) is refused.
         expiry = await api.await_for(

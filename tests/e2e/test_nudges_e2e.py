@@ -157,7 +157,7 @@ async def test_a_reminder_and_an_escalation_with_a_moved_clock(
         brought = (await api.await_for(lambda: mine(api, BROUGHT_IN, item_id), timeout=20))[0]
         assert "escalated to you" in brought.text and f"item {item_id}" in brought.text
         escalated = (await trail(bot, item_id))[-1]
-        assert escalated.reason == f"escalated to {BROUGHT_IN} after 2 h"
+        assert escalated.reason == f"escalated to {BROUGHT_IN} after 2 h 2 min"
         # One reminder and one escalation, however many passes.
         await asyncio.sleep(0.6)
         assert len(told(api, words)) == 1 and len(mine(api, BROUGHT_IN, item_id)) == 1
