@@ -1,4 +1,5 @@
-"""The SLA sweep: warn at 80% of a transient state's deadline, act once it passes.
+"""The SLA sweep: warn at 80% of a transient state's deadline (and at least
+`machine.WARN_LEAD` before it), act once it passes.
 
     report = await sla.sweep(store, now)
 
@@ -36,8 +37,10 @@ def _since(item: Item) -> str:
 
 
 def _warn_at(item: Item) -> datetime:
+    """At 80 % of the stay, or earlier: at least WARN_LEAD before the deadline."""
     assert item.deadline is not None
-    return item.last_transition_at + (item.deadline - item.last_transition_at) * machine.WARN_AT
+    share = item.last_transition_at + (item.deadline - item.last_transition_at) * machine.WARN_AT
+    return min(share, item.deadline - machine.WARN_LEAD)
 
 
 def _entry_key(item: Item) -> str:

@@ -8,8 +8,9 @@
 - `team`: the bundled release notes, drafted by the template, posted as one card per
   item into the "Releases" topic of a forum group (the team room) where both demo
   operators vote on it (quorum 2) before it is filed under out/team.
-- `urgent`: one breaking story with a 40-second approval window, so the SLA warning
-  arrives within the first minute (and, unanswered, the card expires).
+- `urgent`: one breaking story with a 90-second approval window, so the SLA warning
+  arrives within the first minute with 40 s left to act on it (and, unanswered, the
+  card expires).
 """
 
 from __future__ import annotations
@@ -114,7 +115,7 @@ sources:
     scope: demo-urgent
 approval:
   quorum: 1
-  window: 40s
+  window: 90s
 dispatch:
   type: file
   path: {out}/urgent

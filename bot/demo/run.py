@@ -261,7 +261,7 @@ def _print_banner(running: Running) -> None:
         "\nCards arrive in a few seconds: `news` is drafted by a local stand-in LLM with a"
         "\nprice (each card shows its cost; /budget shows the spend), `team` needs both"
         "\noperators (switch at the top of the page), and `urgent` must be approved within"
-        "\n40 s (watch for the SLA warning). Tap Approve, Reject or Edit; try /status,"
+        "\n90 s (its SLA warning comes 40 s before that). Tap Approve, Reject or Edit; try /status,"
         "\n/pending, /budget. From another terminal, the CLI sees it too:"
         f"\n  {cli_command(running, 'status')}"
         "\n\nPress Ctrl-C to stop.\n",

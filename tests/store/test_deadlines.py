@@ -131,3 +131,24 @@ async def test_a_short_window_is_extended_by_what_it_is(
     )
     [event] = (await items.history(store, item.id))[-1:]
     assert event.reason is not None and event.reason.startswith(f"window extended by {said},")
+
+
+async def test_a_short_window_warns_early_enough_for_a_person_to_act(
+    store: db.Store, now: datetime
+) -> None:
+    item = await items.create(store, "news", "feed", "guid-1", {"title": "T"}, now)
+    assert item is not None
+    await items.transition(store, item.id, State.DRAFTING, "system", now)
+
+    def unit(conn: backend.Conn) -> items.Item:
+        drafts.add_sync(conn, item.id, "draft text", {"drafter": "template"}, now)
+        return items.transition_sync(
+            conn, item.id, State.AWAITING_APPROVAL, "system", now, deadline=timedelta(seconds=60)
+        )
+
+    await store.write(unit)
+    # 80 % of a minute would leave 12 s; the warning comes WARN_LEAD (40 s) ahead instead.
+    assert (await sla.sweep(store, now + timedelta(seconds=19))).warned == ()
+    assert (await sla.sweep(store, now + timedelta(seconds=20))).warned == (item.id,)
+    [warning] = await outbox.due(store, now + timedelta(seconds=20), ["alert"])
+    assert payloads.Alert.of(warning).text.endswith("is waiting for approval, 40 s left")
