@@ -312,6 +312,27 @@ async def test_the_banners_cli_command_works_as_printed_from_anywhere(
     assert status["store"]["path"] == str(running.data_dir / "gatehouse.db")
 
 
+async def test_every_command_the_banner_prints_exits_0_against_the_running_demo(
+    running: demo.Running,
+) -> None:
+    """check names no missing token nor a missing LLM: demo.env holds the demo's own."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GATEHOUSE_")}
+
+    async def run(command: str) -> subprocess.CompletedProcess[str]:
+        return await asyncio.to_thread(
+            subprocess.run, shlex.split(demo.cli_command(running, command)), cwd="/", env=env,
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+
+    for command in demo.BANNER_COMMANDS:
+        done = await run(command)
+        assert done.returncode == 0, f"{command}: {done.stdout}{done.stderr}"
+    # Drafting with the demo's priced LLM is set up too (the budget may refuse some).
+    llm = await run("dry-run news --llm --limit 1")
+    assert "no LLM provider configured" not in llm.stdout + llm.stderr
+    assert llm.returncode in (0, 1), llm.stderr
+
+
 async def test_without_a_data_dir_the_demo_removes_its_temporary_one() -> None:
     running, stop, task = await start_demo(demo.Options(port=0))
     assert running.temporary and (running.data_dir / "gatehouse.db").exists()
