@@ -199,7 +199,7 @@ async def test_the_team_room_on_a_phone_shows_both_votes_on_one_card(
     await async_api.expect(card.get_by_role("button", name="Approve")).to_be_visible()
 
     # Sam, in the same room, sees Alex's vote on the same card and completes the quorum.
-    await page.get_by_role("button", name="operator 1002").click()
+    await page.get_by_role("button", name="Sam (@sam)").click()  # named as on the cards
     await async_api.expect(page.locator("#operator")).to_have_text("1002")
     theirs = page.locator(".msg.bot", has_text="📝 team · item")
     await async_api.expect(theirs).to_contain_text("✅ Alex (@alex) · waiting for Sam (@sam)")

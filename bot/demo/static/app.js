@@ -183,7 +183,7 @@ function render(state) {
   if (speakAs !== null && state.user_id !== speakAs) return; // an answer from before a switch
   if (state.room && state.room.open !== inRoom) return;
   document.getElementById("operator").textContent = state.user_id;
-  renderOperators(state.operators || [state.user_id], state.user_id, state.room);
+  renderOperators(state.operators || [state.user_id], state.user_id, state.room, state.names || {});
   const nearBottom = chat.scrollHeight - chat.scrollTop - chat.clientHeight < 80;
   const known = new Map([...chat.querySelectorAll(".msg")].map((el) => [el.dataset.messageId, el]));
   const messages = state.messages.filter((m) => !m.deleted);
@@ -283,7 +283,7 @@ function renderChips(commands) {
 }
 
 let operatorsShown = "";
-function renderOperators(operators, current, room) {
+function renderOperators(operators, current, room, names) {
   const key = operators.join() + ":" + current + ":" + inRoom;
   if (key === operatorsShown) return;
   operatorsShown = key;
@@ -292,7 +292,7 @@ function renderOperators(operators, current, room) {
   const chips = operators.map((id) => {
     const button = document.createElement("button");
     button.type = "button";
-    button.textContent = "operator " + id;
+    button.textContent = names[id] || "operator " + id; // as the cards name them
     button.setAttribute("aria-pressed", String(id === current));
     button.addEventListener("click", () => switchTo(id, inRoom));
     return button;
