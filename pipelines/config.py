@@ -7,8 +7,8 @@
 One bad file never stops the others, however hostile: a file is read up to
 config_errors.MAX_FILE_BYTES, and its YAML nesting and alias expansion are bounded.
 Every model forbids unknown fields, so a typo is an error rather than a silently
-ignored setting. Paths inside a file (`draft.prompt`, a `draft.output_schema` file,
-a folder source's `path`) are relative to that file.
+ignored setting. Paths inside a file (`draft.prompt`,
+a `draft.output_schema` file) are relative to that file.
 """
 
 from __future__ import annotations
@@ -331,7 +331,7 @@ def load_file(
     except config_errors.Problem as problem:
         return None, [ConfigError(file, problem.line, problem.field, problem.reason)]
     checks = {
-        common.BASE_DIR_CONTEXT: file.parent,
+        "base_dir": file.parent,
         "operators": context.operators,
         common.LIMITS_CONTEXT: context.source_limits,
     }
@@ -358,7 +358,7 @@ def format_errors(errors: list[ConfigError]) -> str:
 
 def _base_dir(info: ValidationInfo) -> Path:
     context = info.context if isinstance(info.context, dict) else {}
-    base = context.get(common.BASE_DIR_CONTEXT)
+    base = context.get("base_dir")
     return base if isinstance(base, Path) else Path()
 
 

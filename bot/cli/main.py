@@ -184,17 +184,7 @@ def cmd_migrate_to_postgres(
 
 
 def cmd_dry_run(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
-    from pipelines import config
-
-    loaded = config.load_dir(cfg.pipelines_dir, settings_mod.pipeline_context(cfg))
-    broken = [e for e in loaded.errors if e.file.stem == args.pipeline]
-    if args.pipeline not in loaded.pipelines and broken:
-        # "unknown pipeline" would send the operator looking for a name that is there.
-        raise operations.Invalid(
-            f"pipeline {args.pipeline!r} did not load: {broken[0].file.name} has errors "
-            f"(`gatehouse check` lists them all):\n{config.format_errors(broken)}"
-        )
-    return cli_dry_run.run(cfg, args, now, loaded.pipelines, cli_reads.read)
+    return cli_dry_run.run(cfg, args, now, cli_reads.pipelines(cfg), cli_reads.read)
 
 
 # -- arguments ------------------------------------------------------------------------------

@@ -130,8 +130,6 @@ class Limits:
 
 #: The key under which pipeline loading passes the configured defaults to the models.
 LIMITS_CONTEXT = "source_limits"
-#: ...and the pipeline file's directory, which relative paths in the file start from.
-BASE_DIR_CONTEXT = "base_dir"
 
 
 class ByteLimits(BaseModel):

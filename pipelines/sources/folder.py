@@ -1,9 +1,8 @@
 """A directory of markdown notes (`*.md`, recursive), synced incrementally by content hash.
 
-YAML: `source: {type: folder, path: /srv/notes}` (a relative path is beside the pipeline
-file). Each file is an item whose source_id is "<relative path>@<first 16 hex of its
-sha256>": an unchanged file repeats its id and dedups away downstream, a changed file
-becomes a new item.
+YAML: `source: {type: folder, path: /srv/notes}`. Each file is an item whose
+source_id is "<relative path>@<first 16 hex of its sha256>": an unchanged file
+repeats its id and dedups away downstream, a changed file becomes a new item.
 An optional YAML front matter block (--- ... ---) lands in `extra["front_matter"]`.
 A leading `# Heading` is the item's title (else the file name), and is not repeated
 in its text; the rest of the markdown becomes plain text (`text.markdown`).
@@ -21,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
-from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from pipelines.sources import base, common
 from pipelines.text import markdown
@@ -59,16 +58,9 @@ class Config(common.ByteLimits):
         return value
 
     @model_validator(mode="after")
-    def _default_scope(self, info: ValidationInfo) -> Config:
+    def _default_scope(self) -> Config:
         if not self.scope:
-            # The path as written: the dedup scope must not move with where it resolves.
             self.scope = f"folder:{self.path}"
-        # A relative path is read beside the pipeline file, as its prompt is, wherever
-        # gatehouse was started.
-        context = info.context if isinstance(info.context, dict) else {}
-        base = context.get(common.BASE_DIR_CONTEXT)
-        if not self.path.is_absolute() and isinstance(base, Path):
-            self.path = base / self.path
         return self
 
 
