@@ -7,10 +7,9 @@
 
 from __future__ import annotations
 
-import re
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -233,42 +232,14 @@ def load(**overrides: object) -> Settings:
     except ValidationError as exc:
         from pipelines import config_errors  # the project's wording of pydantic's errors
 
-        errs = exc.errors(include_input=False)
-        lines = [_said(err, config_errors.plain(err)) for err in errs]
-        if any(err["loc"][0] == "prices" for err in errs):
-            lines.append(PRICES_FORMAT)  # once, after the lines it explains
+        lines = [
+            f"{env_name(err['loc'])}: {config_errors.plain(err)}"
+            for err in exc.errors(include_input=False)
+        ]
         raise SettingsInvalid("invalid settings:\n  " + "\n  ".join(lines)) from None
     except _SourceError as exc:
-        # pydantic-settings names the field whose JSON failed to parse; never the value.
-        found = _UNPARSED.search(str(exc))
-        if found is None:
-            raise SettingsInvalid(f"invalid settings: {exc}") from None
-        field = found.group(1)
-        hint = f"; {PRICES_FORMAT}" if field == "prices" else ""
-        raise SettingsInvalid(
-            f"invalid settings:\n  {ENV_PREFIX}{field.upper()}: is not valid JSON"
-            f" (JSON wants double quotes){hint}"
-        ) from None
-
-
-#: pydantic-settings' words for a value whose JSON did not parse.
-_UNPARSED = re.compile(r'error parsing value for field "(\w+)"')
-#: What GATEHOUSE_PRICES holds, in the words an error about it ends with.
-PRICES_FORMAT = (
-    'GATEHOUSE_PRICES is JSON: {"<model>": {"input_micros_per_mtok": N, '
-    '"output_micros_per_mtok": N}}, integer micro-dollars per million tokens '
-    "($0.15 is 150000)"
-)
-
-
-def _said(err: Any, reason: str) -> str:
-    """One validation error as a line naming the variable to fix. Prices are one JSON
-    variable (GATEHOUSE_PRICES), so an error in one is named by its model and field."""
-    loc = err["loc"]
-    if loc[0] != "prices" or len(loc) < 2:
-        return f"{env_name(loc)}: {reason}"
-    where = f"model {loc[1]!r}" + (f", field {loc[2]!r}" if len(loc) > 2 else "")
-    return f"{ENV_PREFIX}PRICES: {where}: {reason}"
+        # pydantic-settings says which field failed to parse; the value is not in its text.
+        raise SettingsInvalid(f"invalid settings: {exc}") from None
 
 
 def load_for(env_file: Path | None = None, data_dir: Path | None = None) -> Settings:

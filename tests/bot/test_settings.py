@@ -168,25 +168,3 @@ def test_a_database_url_reaches_the_store_config(
     config = settings.store_config(loaded)
     assert config.database_url == "postgresql://u:hunter2@h/db"
     assert "hunter2" not in repr(config)
-
-
-def test_prices_with_single_quotes_name_the_variable_and_say_not_json(tmp_path: Path) -> None:
-    done = _cli(tmp_path, "check", env={"GATEHOUSE_PRICES": "{'m': 1}"})
-    assert done.returncode == 2
-    assert "GATEHOUSE_PRICES: is not valid JSON" in done.stderr
-    assert "EnvSettingsSource" not in done.stderr
-
-
-def test_a_price_in_dollars_names_the_model_field_and_unit(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv(
-        "GATEHOUSE_PRICES",
-        '{"gpt-4o-mini": {"input_micros_per_mtok": 0.15, "output_micros_per_mtok": 600000}}',
-    )
-    with pytest.raises(settings.SettingsInvalid) as caught:
-        settings.load()
-    said = str(caught.value)
-    assert "GATEHOUSE_PRICES: model 'gpt-4o-mini', field 'input_micros_per_mtok'" in said
-    assert "$0.15 is 150000" in said and "GATEHOUSE_PRICES__" not in said
