@@ -14,8 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from bot import render
-from store import outbox, payloads
-from store.ledger.budgets import usd
+from store import outbox, payloads, units
 
 
 def text(alert: payloads.Alert) -> str:
@@ -44,8 +43,8 @@ def row_text(row: outbox.Row) -> str:
 
 def _budget_threshold(f: Mapping[str, Any], item_id: int | None) -> str:
     return (
-        f"Budget {f['budget']}: {f['pct']}% reached — spent {usd(f['spent_micros'])} "
-        f"of {usd(f['limit_micros'])} ({usd(f['held_micros'])} held)"
+        f"Budget {f['budget']}: {f['pct']}% reached — spent {units.usd(f['spent_micros'])} "
+        f"of {units.usd(f['limit_micros'])} ({units.usd(f['held_micros'])} held)"
     )
 
 
@@ -53,14 +52,14 @@ def _claim_uncertain(f: Mapping[str, Any], item_id: int | None) -> str:
     item = f", item {item_id}" if item_id is not None else ""
     return (
         f"💸 claim {f['claim_id']} ({f['pipeline']}{item}) is uncertain: {f['reason']}. "
-        f"Its hold of {usd(f['held_micros'])} stays until you reconcile it with the "
+        f"Its hold of {units.usd(f['held_micros'])} stays until you reconcile it with the "
         f"provider's figure: gatehouse reconcile-claim {f['claim_id']} <usd> <evidence>"
     )
 
 
 def _claim_overrun(f: Mapping[str, Any], item_id: int | None) -> str:
     return (
-        f"Claim {f['claim_id']} cost {usd(f['cost_micros'])} ({f['cost_micros']} micros), "
+        f"Claim {f['claim_id']} cost {units.usd(f['cost_micros'])} ({f['cost_micros']} micros), "
         f"more than the {f['held_micros']} micros held for its worst case: check the price "
         "table and max_tokens"
     )

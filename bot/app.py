@@ -150,11 +150,20 @@ def _targets(
 ) -> sender.Targets:
     operators = list(cfg.telegram.operators)
 
+    def approvers(name: str) -> list[int]:
+        pipeline = runtime.pipelines.get(name)
+        # An operator's private chat has the operator's user id.
+        return list(pipeline.approval.operators or operators) if pipeline else operators
+
     def targets(row: outbox.Row) -> list[int]:
         name = str(row.payload.get("pipeline") or "")
         room = groups.chat(name, runtime.now()) if name else None
         if row.target == outbox.ALERTS:  # about an item of a group's pipeline: the group
-            return [room] if room is not None else alert_chats(cfg)
+            if room is not None:
+                return [room]
+            about_an_item = row.item_id is not None and name in runtime.pipelines
+            # About one item: where its card is (its approvers), not to everyone.
+            return approvers(name) if about_an_item else alert_chats(cfg)
         chats = payloads.Card.of(row).chats if row.kind == "card" else ()
         if chats:  # an escalation's card: the people brought in
             return list(chats)
@@ -162,9 +171,7 @@ def _targets(
             return [int(row.target.removeprefix(card_trail.CHAT_TARGET))]
         if room is not None:  # one card for the whole team
             return [room]
-        pipeline = runtime.pipelines.get(name)
-        # An operator's private chat has the operator's user id.
-        return list(pipeline.approval.operators or operators) if pipeline else operators
+        return approvers(name)
 
     return targets
 

@@ -5,7 +5,8 @@
 The sender (bot.sender) calls this for each card_edit row and records what it returns
 as the row's message ids. Every copy of the card is edited (the first one and any fresh
 copy "Show card" sent), in place, in each chat: the last part of the card gets the
-decision's line and the buttons the edit calls for.
+decision's line and the buttons the edit calls for. SLA warnings about the version are
+brought up to date too (bot.warning_edits).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from telegram import Bot, InlineKeyboardMarkup, LinkPreviewOptions
 from telegram import error as tg_error
 from telegram.constants import ParseMode
 
-from bot import people, render, sent_messages
+from bot import people, render, sent_messages, warning_edits
 from bot.sent_messages import UNREAD, Sent
 from pipelines import card_trail
 from store import errors, outbox
@@ -55,6 +56,7 @@ async def edit(store: Store, bot: Bot, keyboard: Keyboard, row: outbox.Row) -> S
         text = render.decided_card(last_part, change, row.created_at)
         markup = _markup(keyboard, row, card)
         edited.update(await _edit_messages(store, bot, markup, row, card, text))
+    await warning_edits.settle(store, bot, row)  # the replies that counted down to it
     return edited
 
 

@@ -16,7 +16,7 @@ from telegram.constants import ParseMode
 
 from bot import callbacks, card_actions, handlers, metrics, people, render
 from pipelines import approval, config, nudges, operations
-from store import drafts, errors, events, items, prompts
+from store import drafts, errors, events, items, prompts, units
 from store.machine import State
 
 #: What the reply box says while an Edit prompt waits (Telegram shows at most 64 characters).
@@ -70,7 +70,7 @@ async def tap(update: Update, context: handlers.Context) -> None:
         elif button.action == "show":
             await card_actions.show(query, d, item, now)
         else:
-            await _replay(query, d, item, button, now)
+            await _replay(query, d, pipeline, item, button, now)
     except errors.Refused as exc:
         await query.answer(_short(str(exc)), show_alert=True)
 
@@ -105,7 +105,7 @@ async def _extend(
         d.store, pipeline, button.item_id, button.attempt, button.version, query.from_user.id, now
     )
     assert item.deadline is not None
-    left = nudges.waited(item.deadline - now)
+    left = units.duration(item.deadline - now)
     await asyncio.gather(
         query.answer(f"⏳ extended: {left} left to decide"), d.sender.flush_item(item.id, now)
     )
@@ -147,8 +147,11 @@ async def _ask_for_edit(
 
 
 async def _replay(
-    query: Any, d: handlers.Deps, item: items.Item, button: callbacks.Button, now: datetime
-) -> None:
+    query: Any, d: handlers.Deps, pipeline: config.Pipeline, item: items.Item,
+    button: callbacks.Button, now: datetime,
+) -> None:  # fmt: skip
+    # Under a card or an alert about the item: for its approvers, as Approve is.
+    approval.check_operator(pipeline, query.from_user.id)
     if item.attempt != button.attempt:
         await query.answer("Already replayed: this offer is out of date.", show_alert=True)
         return

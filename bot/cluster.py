@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 
 from bot import render
 from pipelines import leader as leader_mod
-from store import heartbeats, leases
+from store import heartbeats, leases, units
 from store.db import Store
 
 #: Workers listed at most (the most recently started first).
@@ -50,14 +50,15 @@ async def read(store: Store, now: datetime, ttl: timedelta) -> Cluster:
 
 def lines(found: Cluster) -> list[str]:
     """How many workers are alive, `leader: <id> (term n)`, then one line per worker;
-    nothing for a lone process, whose leader and lease are itself."""
-    if len(found.workers) < 2:
+    nothing for a lone process, whose leader and lease are itself (one restarted after a
+    clean stop is still alone: its earlier self is not a worker that failed)."""
+    if sum(w.stopped_at is None for w in found.workers) < 2:
         return []
     now, lease, leader = found.at, found.lease, found.leader
     alive = sum(found.state(w) == "alive" for w in found.workers)
     if lease is not None and leader is not None:
-        left = int((lease.expires_at - now).total_seconds())
-        head = f"leader: {leader} (term {lease.term}, lease renewed, {left}s left)"
+        left = units.duration(lease.expires_at - now)
+        head = f"leader: {leader} (term {lease.term}, lease renewed, {left} left)"
     else:
         head = "leader: none right now (the next worker to renew takes the lease)"
     out = [f"cluster: {alive} of {len(found.workers)} workers alive (heard from in a day)", head]

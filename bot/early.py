@@ -37,13 +37,13 @@ def data_dir(env_file: Path = ENV_FILE, override: Path | None = None) -> Path:
         return override
     for key, value in os.environ.items():
         if key.upper() == DATA_DIR_VARIABLE:
-            return Path(value)
+            return datadir.parse(value)
     if env_file.is_file():
         import dotenv  # only when there is a file to read
 
         for key, found in dotenv.dotenv_values(env_file).items():
             if key.upper() == DATA_DIR_VARIABLE and found is not None:
-                return Path(found)
+                return datadir.parse(found)
     return DEFAULT_DATA_DIR
 
 
@@ -69,7 +69,11 @@ def run(env_file: Path | None = None, data_dir_override: Path | None = None) -> 
     if env_file is not None and not env_file.is_file():
         print(f"gatehouse: --env-file {env_file}: no such file", file=sys.stderr)
         return 2
-    path = data_dir(env_file or ENV_FILE, data_dir_override)
+    try:
+        path = data_dir(env_file or ENV_FILE, data_dir_override)
+    except errors.DataDirError as exc:
+        print(f"gatehouse: {exc}", file=sys.stderr)
+        return 2
     try:
         datadir.claim(path)
     except (errors.DataDirError, errors.LockHeld) as exc:

@@ -164,7 +164,9 @@ def families(
     for (state, pipeline), n in sorted(snap.claims.items()):
         claims.add_metric([state, pipeline], n)
     yield claims
-    warned = _gauge("sla_warning_items", "Items past 80% of their deadline", ["state"])
+    warned = _gauge(
+        "sla_warning_items", "Items past 80% of their deadline or in its last 40 s", ["state"]
+    )
     for state, n in sorted(snap.sla_warned.items()):
         warned.add_metric([state], n)
     yield warned

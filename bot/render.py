@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import html
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from bot import logs, storage_alarm, wording
 from pipelines import operations, workers
 from pipelines.text import telegram as telegram_text
 from pipelines.text import validation
-from store import events, items, runs
-from store.ledger import budgets
+from store import events, items, runs, units
 from store.ledger import reporting as ledger_report
 
 #: The longest title a card shows (characters).
@@ -31,16 +30,12 @@ def esc(text: object) -> str:
     return html.escape(str(text), quote=True)
 
 
-def when(at: datetime) -> str:
-    return at.strftime("%Y-%m-%d %H:%M UTC")
-
-
-def age(at: datetime | None, now: datetime) -> str:
-    return wording.ago(at, now)
+when = units.when
+age = units.ago
 
 
 def usd(micros: int | None) -> str:
-    return "n/a" if micros is None else budgets.usd(micros)
+    return "n/a" if micros is None else units.usd(micros)
 
 
 # -- approval cards ---------------------------------------------------------------------
@@ -217,13 +212,23 @@ def pending(waiting: Sequence[items.Item], now: datetime) -> str:
 def history(item: items.Item, trail: Sequence[events.Event]) -> str:
     lines = [f"<b>item {item.id}</b> ({esc(item.pipeline)}): {esc(wording.state(item.state))}"]
     for event in trail:
-        said = f"{event.to_state} by {event.actor}"
-        reason = f": {esc(event.reason)}" if event.reason and event.reason != said else ""
+        told = own_words(event)
+        reason = f": {esc(told)}" if told else ""
         lines.append(
             f"  {when(event.at)} {esc(wording.state(event.to_state))}"
             f" by {esc(event.actor)} (attempt {event.attempt}){reason}"
         )
     return "\n".join(lines)
+
+
+def own_words(event: events.Event) -> str:
+    """What an event's reason adds to its line: "rejected by A: too long" on a line
+    that already says "rejected by A" adds "too long" (the operator is named once)."""
+    reason = event.reason or ""
+    said = f"{event.to_state} by {event.actor}"
+    return (
+        reason.removeprefix(said).removeprefix(":").strip() if reason.startswith(said) else reason
+    )
 
 
 def replay_offer(item: items.Item, trail: Sequence[events.Event], kept: Sequence[int] = ()) -> str:
@@ -264,5 +269,4 @@ def budget(report: ledger_report.Report, now: datetime) -> str:
     return "\n".join(lines)
 
 
-def duration(span: timedelta) -> str:
-    return wording.span(int(span.total_seconds()))
+duration = units.duration

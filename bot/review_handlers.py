@@ -22,9 +22,11 @@ from bot import (
     card_actions,
     card_taps,
     handlers,
+    people,
     render,
     review_keyboards,
     sent_messages,
+    wording,
 )
 from pipelines import approval, config
 from pipelines.operations import review
@@ -156,18 +158,37 @@ async def _listed(query: Any, d: handlers.Deps, button: callbacks.Button, now: d
     result = await review.decide_listed(
         d.store, d.pipelines, offer_id, query.from_user.id, choice, now, actor=actor
     )
-    await query.answer(f"{len(result.decided)} of {count} {choice}d")
-    await _buttons(query, None)
-    for item_id in result.decided:
+    votes = f", {wording.plural(len(result.voted), 'vote')} recorded" if result.voted else ""
+    await query.answer(f"{len(result.decided)} of {count} {choice}d{votes}")
+    await _relist(query, d, result.pipeline, now)
+    for item_id in result.changed:
         await d.sender.flush_item(item_id, now)
-    await query.message.reply_text(listed_summary(result, count))
+    await query.message.reply_text(await people.humanize(d.store, listed_summary(result, count)))
+
+
+async def _relist(query: Any, d: handlers.Deps, pipeline: str | None, now: datetime) -> None:
+    """The decided list, edited to what waits now and without its buttons: it must not
+    go on saying "2 items waiting" once they were decided."""
+    waiting = await items.in_state(
+        d.store, State.AWAITING_APPROVAL, pipeline, limit=review.MAX_LISTED
+    )
+    head = f"📋 {render.esc(pipeline or 'every pipeline')}: this list was decided"
+    text = f"{head}\n{render.pending(waiting, now)}\n<i>/pending lists again.</i>"
+    try:
+        await query.edit_message_text(text, parse_mode=ParseMode.HTML, reply_markup=None)
+    except tg_error.BadRequest as exc:
+        if not (sent_messages.not_modified(exc) or sent_messages.gone(exc)):
+            raise
 
 
 def listed_summary(result: review.ListedResult, count: int) -> str:
+    """Decisions and votes counted apart: a vote toward a quorum decided nothing yet."""
     verb = "approved" if result.choice == "approve" else "rejected"
-    lines = [
-        f"{'✅' if result.choice == 'approve' else '❌'} {verb} {len(result.decided)} of {count}"
-    ]
+    head = f"{'✅' if result.choice == 'approve' else '❌'} {verb} {len(result.decided)} of {count}"
+    if result.voted:
+        head += f"; {wording.plural(len(result.voted), 'vote')} recorded, still waiting"
+    lines = [head]
+    lines += [f"• item {item_id}: vote recorded, {stands}" for item_id, stands in result.voted]
     lines += [f"• item {item_id} not {verb}: {why}" for item_id, why in result.refused]
     return "\n".join(lines)
 

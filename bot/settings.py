@@ -209,6 +209,14 @@ class Settings(BaseSettings):
             found.append(urllib.parse.urlsplit(self.database_url.get_secret_value()).password or "")
         return [s for s in found if s]
 
+    @field_validator("data_dir", mode="before")
+    @classmethod
+    def _data_dir(cls, value: object) -> object:
+        # Path("") is the working directory: an empty setting must not quietly mean it.
+        if isinstance(value, str) and not value.strip():
+            raise ValueError("is empty; give a directory of gatehouse's own, e.g. data")
+        return value
+
     @field_validator("database_url")
     @classmethod
     def _postgres_url(cls, value: SecretStr | None) -> SecretStr | None:

@@ -1,7 +1,6 @@
-"""Words for a phone screen: states as words, short relative times, plurals, bars.
+"""Words for a phone screen: states as words, plurals, bars (times and money: store.units).
 
     wording.state("awaiting_approval")          # "waiting for approval"
-    wording.ago(then, now)                       # "5m ago", "in 14m", "3d ago"
     wording.plural(1, "run")                     # "1 run"; plural(2, "run") "2 runs"
     wording.bar(0.62)                            # "▓▓▓░░"
 
@@ -9,8 +8,6 @@ Pure functions; nothing reads the clock.
 """
 
 from __future__ import annotations
-
-from datetime import datetime
 
 #: Every item state in words an operator reads at a glance.
 STATES = {
@@ -39,24 +36,6 @@ def state(value: object) -> str:
 def plural(count: int, word: str) -> str:
     """ "1 run", "2 runs", "0 breaches"."""
     return f"{count} {word if count == 1 else _IRREGULAR.get(word, word + 's')}"
-
-
-def span(seconds: int) -> str:
-    """A short duration: 45s, 12m, 5h, 3d."""
-    if seconds < 60:
-        return f"{seconds}s"
-    if seconds < 3600:
-        return f"{seconds // 60}m"
-    if seconds < 48 * 3600:
-        return f"{seconds // 3600}h"
-    return f"{seconds // 86400}d"
-
-
-def ago(at: datetime | None, now: datetime) -> str:
-    if at is None:
-        return "never"
-    seconds = int((now - at).total_seconds())
-    return f"in {span(-seconds)}" if seconds < 0 else f"{span(seconds)} ago"
 
 
 def bar(share: float) -> str:

@@ -386,7 +386,7 @@ class Engine:
             if exc.raw is not None:
                 text += f"\nraw output: {store_text.clean(exc.raw[:1000])}"
             key = f"draft-failed:{item.id}:{item.attempt}"
-            outbox.alert_sync(conn, text, now, key=key, item_id=item.id)
+            outbox.alert_sync(conn, text, now, key=key, item_id=item.id, pipeline=item.pipeline)
 
         try:
             await self.store.write(unit)

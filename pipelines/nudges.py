@@ -26,7 +26,7 @@ from typing import Any
 
 from pipelines import approval, config, workers
 from pipelines.operations import review
-from store import backend, drafts, errors, events, followups, items, outbox, payloads
+from store import backend, drafts, errors, events, followups, items, outbox, payloads, units
 from store.db import Store
 from store.machine import State
 
@@ -45,14 +45,6 @@ class Report:
     reminded: list[int] = field(default_factory=list)
     escalated: list[int] = field(default_factory=list)
     digests: list[str] = field(default_factory=list)
-
-
-def waited(span: timedelta) -> str:
-    """A wait in words: "45 min", "3 h", "2 d"."""
-    minutes = int(span.total_seconds() // 60)
-    if minutes < 120:
-        return f"{minutes} min"
-    return f"{minutes // 60} h" if minutes < 48 * 60 else f"{minutes // 1440} d"
 
 
 async def sweep(store: Store, pipelines: Mapping[str, config.Pipeline], now: datetime) -> Report:
@@ -128,7 +120,7 @@ def _nudge(
         return False
     if not followups.nudge_sync(conn, item_id, attempt, kind, now):
         return False
-    wait = waited(now - item.last_transition_at)
+    wait = units.duration(now - item.last_transition_at)
     if kind == "remind":
         reason = f"reminded the approvers after {wait}"
         text = f"🔔 Reminder: item {item_id} ({pipeline.name}) has waited {wait} for a decision"
@@ -179,7 +171,7 @@ async def _digest(store: Store, pipeline: config.Pipeline, now: datetime) -> boo
     lines = [f"📋 {pipeline.name}: {len(listed.items)} awaiting approval"]
     lines += [
         f"• item {item.id} v{item.version}: {str(item.payload.get('title') or item.source_id)[:80]}"
-        f" · waiting {waited(now - item.last_transition_at)}"
+        f" · waiting {units.duration(now - item.last_transition_at)}"
         for item in listed.items
     ]
     digest = payloads.Alert(

@@ -1,4 +1,5 @@
-"""The SLA sweep: warn at 80% of a transient state's deadline, act once it passes.
+"""The SLA sweep: warn at 80% of a transient state's deadline (and at least
+`machine.WARN_LEAD` before it), act once it passes.
 
     report = await sla.sweep(store, now)
 
@@ -17,7 +18,7 @@ import functools
 from dataclasses import dataclass
 from datetime import datetime
 
-from store import backend, clock, items, machine, outbox, payloads
+from store import backend, clock, items, machine, outbox, payloads, units
 from store.db import Store
 from store.items import Item
 
@@ -36,8 +37,10 @@ def _since(item: Item) -> str:
 
 
 def _warn_at(item: Item) -> datetime:
+    """At 80 % of the stay, or earlier: at least WARN_LEAD before the deadline."""
     assert item.deadline is not None
-    return item.last_transition_at + (item.deadline - item.last_transition_at) * machine.WARN_AT
+    share = item.last_transition_at + (item.deadline - item.last_transition_at) * machine.WARN_AT
+    return min(share, item.deadline - machine.WARN_LEAD)
 
 
 def _entry_key(item: Item) -> str:
@@ -64,8 +67,7 @@ def _sweep_items(conn: backend.Conn, item_ids: list[int], now: datetime) -> Swee
 
 def _left(item: Item, now: datetime) -> str:
     assert item.deadline is not None
-    seconds = int((item.deadline - now).total_seconds())
-    return f"{seconds // 60} min" if seconds >= 60 else f"{seconds} s"
+    return units.duration(item.deadline - now)
 
 
 def _warn(conn: backend.Conn, item: Item, now: datetime) -> bool:

@@ -19,16 +19,52 @@ from store import errors
 LOCK_NAME = "gatehouse.lock"
 DB_NAME = "gatehouse.db"
 
+#: Directories that belong to the system or to everyone: never a data directory, whatever
+#: their mode (a sticky directory such as /tmp is refused on its own, see `_not_its_own`).
+SYSTEM_DIRS = frozenset(
+    Path("/", name)
+    for name in (
+        *("", "bin", "boot", "dev", "dev/shm", "etc", "home", "lib", "mnt", "opt", "proc"),
+        *("root", "run", "sbin", "srv", "sys", "tmp", "usr", "var", "var/tmp"),
+    )
+)
+
 #: Locks this process took early (see `claim`), by lock path, until its store adopts them.
 _claimed: dict[Path, int] = {}
+
+
+def parse(text: str) -> Path:
+    """A data directory as given on the command line or in a setting; an empty one is an
+    error rather than the working directory it would silently mean."""
+    if not text.strip():
+        raise errors.DataDirError(
+            "the data directory is empty; give a directory of gatehouse's own, e.g. data"
+        )
+    return Path(text)
+
+
+def _not_its_own(path: Path, info: os.stat_result) -> str | None:
+    """Why `path` is a directory others share (so gatehouse must not take it over), or None.
+
+    Its mode is not ours to change: `chmod 700 /tmp` would break every other user of it.
+    """
+    resolved = path.absolute().resolve()
+    if info.st_mode & stat.S_ISVTX:
+        return "is a shared directory (sticky bit, like /tmp)"
+    if resolved in SYSTEM_DIRS:
+        return "is a system directory"
+    if resolved == Path.home().resolve():
+        return "is the home folder"
+    return None
 
 
 def prepare(path: Path) -> Path:
     """Create the data directory 0700, or check an existing one.
 
-    Refuses a symlink, a non-directory, a directory owned by someone else, and one
-    that the group or others can access: the store holds operator decisions and
-    spend, and its files inherit the directory's exposure.
+    Refuses a symlink, a non-directory, a directory owned by someone else, one that
+    the group or others can access (the store holds operator decisions and spend, and
+    its files inherit the directory's exposure), and one that is not gatehouse's own
+    (/, the home folder, a system or sticky directory), whose mode it must not change.
     """
     try:
         info = path.lstat()
@@ -41,6 +77,12 @@ def prepare(path: Path) -> Path:
         )
     if not stat.S_ISDIR(info.st_mode):
         raise errors.DataDirError(f"data directory {path} exists and is not a directory")
+    shared = _not_its_own(path, info)
+    if shared is not None:
+        raise errors.DataDirError(
+            f"data directory {path} {shared}, not gatehouse's own; use a directory of its "
+            f"own, e.g. {path.absolute() / 'gatehouse'}"
+        )
     if info.st_uid != os.geteuid():
         raise errors.DataDirError(
             f"data directory {path} belongs to uid {info.st_uid}, not to this user ({os.geteuid()})"

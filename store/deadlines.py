@@ -12,21 +12,13 @@ from __future__ import annotations
 import dataclasses
 from datetime import datetime, timedelta
 
-from store import backend, clock, errors, events, items, sql
+from store import backend, clock, errors, events, items, sql, units
 from store.items import Item
 from store.machine import State
 
 Q = sql.load("deadlines")
 #: How an extension's event reason starts (the count looks for it).
 EXTENDED = "window extended"
-
-
-def span(by: timedelta) -> str:
-    """ "4 h", "90 min", "2 d": the extension as the event and the answer say it."""
-    minutes = int(by.total_seconds() // 60)
-    if minutes % (24 * 60) == 0:
-        return f"{minutes // (24 * 60)} d"
-    return f"{minutes // 60} h" if minutes % 60 == 0 else f"{minutes} min"
 
 
 def extensions_sync(conn: backend.Conn, item_id: int, attempt: int) -> int:
@@ -53,7 +45,7 @@ def extend_sync(
     deadline = max(item.deadline or now, now) + by
     params = {"id": item_id, "attempt": attempt, "version": version}
     conn.execute(Q["extend"], {**params, "deadline": clock.to_ms(deadline)})
-    reason = f"{EXTENDED} by {span(by)}, until {deadline:%Y-%m-%d %H:%M UTC}"
+    reason = f"{EXTENDED} by {units.duration(by)}, until {units.when(deadline)}"
     events.append(
         conn, "item", item_id, item.state, item.state, actor, now, attempt=attempt, reason=reason
     )

@@ -13,7 +13,7 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from store import backend, clock, machine, sql
+from store import backend, clock, items, machine, sql
 from store.core import Store
 from store.ledger import budgets
 from store.ledger import machine as ledger_machine
@@ -72,7 +72,7 @@ def snapshot_sync(conn: backend.Conn, pipelines: Collection[str], now: datetime)
         row[0]: (int(row[1]), max(0.0, (at - int(row[2])) / 1000))
         for row in conn.execute(Q["outbox_pending"])
     }
-    warned = conn.execute(Q["sla_warned"], {"now": at, "warn_share": machine.WARN_AT})
+    warned = conn.execute(Q["sla_warned"], {"now": at, **items.warn_params()})
     return Snapshot(
         items=_per_state(conn, Q["items_in_state"], pipelines, machine.STATES),
         runs=runs,

@@ -314,7 +314,13 @@ def in_state_sync(
 
 def sla_due_sync(conn: backend.Conn, now: datetime) -> list[Item]:
     """Items past their deadline, or past the warning share of it."""
-    return _many(conn, Q["sla_due"], {"now": clock.to_ms(now), "warn_share": machine.WARN_AT})
+    return _many(conn, Q["sla_due"], {"now": clock.to_ms(now), **warn_params()})
+
+
+def warn_params() -> dict[str, float | int]:
+    """When a deadline's warning is due, as query parameters: its share and lead (ms)."""
+    lead_ms = int(machine.WARN_LEAD.total_seconds() * 1000)
+    return {"warn_share": machine.WARN_AT, "warn_lead": lead_ms}
 
 
 async def create(

@@ -87,6 +87,10 @@ ON_DEADLINE: dict[State, State] = {
 
 #: Share of a deadline after which one warning alert is queued.
 WARN_AT = 0.8
+#: ...or earlier, so that it comes at least this long before the deadline: a short
+#: window's warning at 80 % would leave seconds, too few for a person to read and act.
+#: 40 s leaves 30 s to act after a sweep's pass and the message's delivery.
+WARN_LEAD = timedelta(seconds=40)
 
 #: Minimum time between automatic entries into the same state by one item, so a
 #: crash loop cannot write an event storm; operator actions are not floored.

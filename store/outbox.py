@@ -128,9 +128,11 @@ def alert_sync(
     key: str | None = None,
     item_id: int | None = None,
     level: payloads.Level = "error",
+    pipeline: str = "",
 ) -> int | None:
-    """Queue words for the operators inside the caller's unit (at most once per key)."""
-    alert = payloads.Alert(level=level, text=text, item_id=item_id)
+    """Queue words for the operators inside the caller's unit (at most once per key); one
+    about an item of `pipeline` goes where its card goes."""
+    alert = payloads.Alert(level=level, text=text, item_id=item_id, pipeline=pipeline)
     return enqueue_sync(
         conn, "alert", ALERTS, alert.to_json(), now, item_id=item_id, dedupe_key=key
     )
@@ -145,9 +147,13 @@ def alert_about_sync(
     key: str,
     item_id: int | None = None,
     level: payloads.Level = "error",
+    pipeline: str = "",
 ) -> int | None:
-    """Queue facts the bot words for the operators (`bot/alerts.py`), at most once per key."""
-    alert = payloads.Alert(level=level, item_id=item_id, about=about, facts=facts)
+    """Queue facts the bot words for the operators (`bot/alerts.py`), at most once per key;
+    one about an item of `pipeline` goes where its card goes."""
+    alert = payloads.Alert(
+        level=level, item_id=item_id, about=about, facts=facts, pipeline=pipeline
+    )
     return enqueue_sync(
         conn, "alert", ALERTS, alert.to_json(), now, item_id=item_id, dedupe_key=key
     )

@@ -214,6 +214,14 @@ Command = Callable[[settings_mod.Settings, argparse.Namespace, datetime], int]
 PIPELINE_HELP = "the pipeline's name, as `gatehouse status` lists it"
 
 
+def _data_dir(text: str) -> Path:
+    """--data-dir's value: an empty one is a usage error, not the working directory."""
+    try:
+        return datadir.parse(text)
+    except errors.DataDirError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _config_options(parser: argparse.ArgumentParser, default: object) -> None:
     parser.add_argument(
         "--env-file",
@@ -224,7 +232,7 @@ def _config_options(parser: argparse.ArgumentParser, default: object) -> None:
     )
     parser.add_argument(
         "--data-dir",
-        type=Path,
+        type=_data_dir,
         default=default,
         metavar="DIR",
         help="the data directory, relative to the working directory "
@@ -275,7 +283,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
     )
     demo.add_argument(
         "--data-dir",
-        type=Path,
+        type=_data_dir,
         metavar="DIR",
         help="keep its data here, and resume from it next time "
         "(default: a temporary directory, removed when the demo stops)",

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from bot import people, render, storage_alarm, wording
 from pipelines import operations
 from store import backup as store_backup
-from store import events, info, items, ledger, runs
+from store import events, info, items, ledger, runs, units
 from store.ledger import budgets
 
 if TYPE_CHECKING:
@@ -148,7 +148,7 @@ def history(found: operations.History, names: dict[int, str] | None = None) -> s
 
 
 def _event_row(e: events.Event, names: dict[int, str]) -> tuple[object, ...]:
-    actor, reason = people.replace(e.actor, names), people.replace(e.reason or "", names)
+    actor, reason = people.replace(e.actor, names), people.replace(render.own_words(e), names)
     return (e.id, render.when(e.at), e.from_state or "·", e.to_state, actor, e.attempt,
             reason[:70])  # fmt: skip
 
@@ -245,14 +245,14 @@ def dry_run(report: dryrun.Report, limit: int, counted: dict[str, Any] | None = 
         lines += ["", f"… and {report.undrafted} more not drafted (--limit {limit})"]
     if report.spend is not None:
         lines += ["", f"LLM: {report.llm_drafts} draft(s) through the budget ledger, cost "
-                      f"{budgets.usd(report.spent_micros)}"]  # fmt: skip
+                      f"{units.usd(report.spent_micros)}"]  # fmt: skip
         if counted is not None and counted["claim"] is not None:
             lines.append(f"     counted against the store's budgets as claim {counted['claim']}")
         elif counted is not None:
             lines.append(f"     NOT counted against the store's budgets: {counted['problem']}")
         if report.uncertain_micros:
             lines.append(
-                f"     and {budgets.usd(report.uncertain_micros)} held as uncertain: "
+                f"     and {units.usd(report.uncertain_micros)} held as uncertain: "
                 "the provider reported no usage (see its bill)"
             )
     lines += ["", "nothing was marked seen, stored or sent"]

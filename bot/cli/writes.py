@@ -13,7 +13,7 @@ from bot import control
 from bot import settings as settings_mod
 from bot.cli import output as cli_output
 from pipelines import operations
-from store import datadir, db, errors
+from store import datadir, db, errors, units
 from store.ledger import budgets
 
 T = TypeVar("T")
@@ -108,7 +108,7 @@ def cmd_reconcile_claim(cfg: settings_mod.Settings, args: argparse.Namespace, no
     )
     data = operations.plain(result)
     claim = data["claim"]
-    text = f"claim {claim['id']} settled at {budgets.usd(claim['actual_micros'])}"
+    text = f"claim {claim['id']} settled at {units.usd(claim['actual_micros'])}"
     cli_output.emit(
         args, data, lambda: text + (" (already settled so)" if data["replayed"] else "")
     )

@@ -10,8 +10,9 @@
   three demo operators approve it (quorum 2) before it is filed under out/team. Three,
   so that a draft one of them edited can still be approved by the other two (four eyes:
   an editor may not approve their own version).
-- `urgent`: one breaking story with a 40-second approval window, so the SLA warning
-  arrives within the first minute (and, unanswered, the card expires).
+- `urgent`: one breaking story with a 90-second approval window, so the SLA warning
+  arrives within the first minute with 40 s left to act on it (and, unanswered, the
+  card expires).
 """
 
 from __future__ import annotations
@@ -117,7 +118,7 @@ sources:
     scope: demo-urgent
 approval:
   quorum: 1
-  window: 40s
+  window: 90s
 dispatch:
   type: file
   path: {out}/urgent

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import logging
 import shlex
 import shutil
@@ -115,17 +116,36 @@ def prepare_data_dir(data_dir: Path | None) -> tuple[Path, bool]:
     return datadir.prepare(data_dir.expanduser().absolute()), False
 
 
-def write_env_file(data_dir: Path, pipelines_dir: Path) -> Path:
-    """The settings the CLI needs to see this demo, so the banner's command works as
-    printed from any directory (the CLI reads them with --env-file)."""
-    env_file = data_dir / "demo.env"
-    operators = ",".join(map(str, content.OPERATORS))
-    env_file.write_text(
-        "# Written by `gatehouse demo`: what the CLI needs to find it.\n"
-        f"GATEHOUSE_DATA_DIR={data_dir}\nGATEHOUSE_PIPELINES_DIR={pipelines_dir}\n"
-        f"GATEHOUSE_TELEGRAM__OPERATORS={operators}\n"
-    )
+def write_env_file(cfg: settings_mod.Settings) -> Path:
+    """The demo's own settings, so that every command the banner suggests (status, check,
+    dry-run --llm, ...) works as printed from any directory against the running demo
+    (the CLI reads them with --env-file). Its token and key are the demo's made-up ones."""
+    env_file = cfg.data_dir / "demo.env"
+    llm = cfg.llm
+    assert llm is not None, "the demo drafts with its own LLM"
+    prices = {model: price.model_dump() for model, price in cfg.prices.items()}
+    lines = {
+        "DATA_DIR": str(cfg.data_dir),
+        "PIPELINES_DIR": str(cfg.pipelines_dir),
+        "TELEGRAM__OPERATORS": ",".join(map(str, cfg.telegram.operators)),
+        "TELEGRAM__TOKEN": TOKEN,
+        "TELEGRAM__BASE_URL": cfg.telegram.base_url,
+        "LLM__KIND": llm.kind,
+        "LLM__BASE_URL": llm.base_url,
+        "LLM__API_KEY": llm.api_key.get_secret_value(),
+        "LLM__MODEL": llm.model,
+        "PRICES": f"'{json.dumps(prices)}'",  # quoted: dotenv keeps the JSON's quotes
+    }
+    text = "".join(f"{settings_mod.ENV_PREFIX}{key}={value}\n" for key, value in lines.items())
+    with datadir.private_files():
+        env_file.write_text(
+            "# Written by `gatehouse demo`: what the CLI needs to find it.\n" + text
+        )
     return env_file
+
+
+#: The CLI commands the banner suggests: each works against the running demo (a test runs them).
+BANNER_COMMANDS = ("status", "pending", "check", "dry-run news")
 
 
 def cli_command(running: Running, command: str) -> str:
@@ -182,8 +202,8 @@ async def run(
             saver = demo_resume.Saver(api, data_dir).start()
             try:
                 files = content.write(data_dir, web.url)
-                env_file = write_env_file(data_dir, files.pipelines_dir)
                 cfg = settings(data_dir, files.pipelines_dir, api.base_url, llm.base_url)
+                env_file = write_env_file(cfg)
                 resent = await prepare_store(cfg, datetime.now(UTC))
                 running = Running(
                     web.url, data_dir, files.out_dir, env_file, api, web,
@@ -262,10 +282,10 @@ def _print_banner(running: Running) -> None:
         "\nprice (each card shows its cost; /budget shows the spend), `team` needs two of the"
         "\nthree operators (switch at the top of the page; an editor's own version needs the"
         "\nother two), and `urgent` must be approved within"
-        "\n40 s (watch for the SLA warning). Tap Approve, Reject or Edit; try /status,"
+        "\n90 s (its SLA warning comes 40 s before that). Tap Approve, Reject or Edit; try /status,"
         "\n/pending, /budget. From another terminal, the CLI sees it too:"
-        f"\n  {cli_command(running, 'status')}"
-        "\n\nPress Ctrl-C to stop.\n",
+        + "".join(f"\n  {cli_command(running, command)}" for command in BANNER_COMMANDS)
+        + "\n\nPress Ctrl-C to stop.\n",
         flush=True,
     )
 

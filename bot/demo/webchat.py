@@ -10,8 +10,8 @@ The page (`bot/demo/static/`) shows the bot's messages as Telegram would (text w
 entities, inline keyboards, edits in place) and sends what the person types or taps as the
 operator. It talks only to this server, same origin, through a small JSON API:
 
-    GET  /api/chat?as=ID&room=1           {revision, user_id, operators, room, messages,
-                                           answers, commands}
+    GET  /api/chat?as=ID&room=1           {revision, user_id, operators, names, room,
+                                           messages, answers, commands}
     GET  /api/wait?after=REV&timeout=S    {revision}: long-polls until the chat changes
     GET  /api/photo?message_id=N&as=ID    the picture of a photo message (a chart)
     POST /api/send {text, reply_to_message_id?, as?, room?}   a command or a message
@@ -161,11 +161,17 @@ class WebChat:
             "revision": revision,
             "user_id": who,
             "operators": list(self.operators),
+            # As the cards name them ("Alex (@alex)"), so the switcher reads the same.
+            "names": {str(o): self._label(o) for o in self.operators},
             "room": None if self.room is None else {"title": self.room[1], "open": where != who},
             "messages": messages,
             "answers": answers,
             "commands": lists[0] if lists else [],
         }
+
+    def _label(self, user_id: int) -> str:
+        first, username = self.api.names.get(user_id, (f"operator {user_id}", None))
+        return f"{first} (@{username})" if username else first
 
     def wait(self, params: dict[str, Any]) -> dict[str, Any]:
         after = _int(params, "after")

@@ -31,11 +31,12 @@ SIGN_EVERY_S = 600.0
 
 
 def head_text(cp: checkpoints.Checkpoint) -> str:
-    """The day's message: a short line a phone shows whole. The signature and the public
-    key (screens of base64) are in `gatehouse audit export` and `gatehouse audit key`."""
+    """The day's message: a short line a phone shows whole, plain text (an alert's text
+    is shown as written, so no markdown marks). The signature and the public key (screens
+    of base64) are in `gatehouse audit export` and `gatehouse audit key`."""
     return (
         f"🔏 audit head #{cp.event_id} signed {cp.signed_at:%Y-%m-%d}, key {cp.key_id[:8]}…, "
-        f"hash {cp.hash[:12]}…: full signature in `gatehouse audit export`"
+        f"hash {cp.hash[:12]}…; the full signature: gatehouse audit export"
     )
 
 

@@ -312,7 +312,7 @@ def _fail_sync(conn: backend.Conn, row: outbox.Row, item: Item, reason: str, now
     )
     text = f"❌ item {item.id} ({item.pipeline}) was not dispatched: {reason}"
     key = f"dispatch-failed:{item.id}:{item.attempt}:{item.version}"
-    outbox.alert_sync(conn, text, now, key=key, item_id=item.id)
+    outbox.alert_sync(conn, text, now, key=key, item_id=item.id, pipeline=item.pipeline)
     card_trail.failed_sync(conn, item, reason, now)
     outbox.mark_failed_sync(conn, row.id, reason)
 

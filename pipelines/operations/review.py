@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pipelines import approval
 from pipelines.text import validation
-from store import backend, deadlines, decisions, errors, events, followups, items, schedules
+from store import backend, deadlines, decisions, errors, events, followups, items, schedules, units
 from store.db import Store
 from store.items import Item
 from store.ledger import outputs as llm_outputs
@@ -100,7 +100,7 @@ async def extend(
         item = deadlines.extend_sync(conn, item_id, attempt, version, window, who, now, most=most)
         assert item.deadline is not None
         until = item.deadline.strftime("%Y-%m-%d %H:%M UTC")
-        status = f"⏳ window extended by {deadlines.span(window)} by {who}: open until {until}"
+        status = f"⏳ window extended by {units.duration(window)} by {who}: open until {until}"
         approval.edit_card_sync(conn, pipeline, item, version, status, now)
         return item
 
@@ -213,10 +213,20 @@ class Listed:
 @dataclass(frozen=True)
 class ListedResult:
     choice: decisions.Choice
-    #: Items the decision moved or counted a vote on.
+    #: Items the decision moved (approved or rejected).
     decided: list[int]
+    #: (item id, where its quorum stands) for items that took a vote and still wait:
+    #: "1 of 2; waiting for operator:1002". A vote is not a decision.
+    voted: list[tuple[int, str]]
     #: (item id, why nothing changed) for the others.
     refused: list[tuple[int, str]]
+    #: The pipeline the list was of (None: all of them).
+    pipeline: str | None = None
+
+    @property
+    def changed(self) -> list[int]:
+        """Items whose card changes: those decided and those that took a vote."""
+        return self.decided + [item_id for item_id, _ in self.voted]
 
 
 async def offer(
@@ -242,6 +252,7 @@ async def decide_listed(
     listed = await followups.get_offer(store, offer_id, now)
     await store.write(followups.close_offer_sync, offer_id, now)
     decided: list[int] = []
+    voted: list[tuple[int, str]] = []
     refused: list[tuple[int, str]] = []
     reason = "rejected with the whole list" if choice == "reject" else None
     for item_id, attempt, version in listed.items:
@@ -264,6 +275,9 @@ async def decide_listed(
             continue
         if decision.outcome == "unchanged":
             refused.append((item_id, f"nothing changed: it is {decision.item.state}"))
+        elif decision.outcome == "pending":
+            stands = f"{len(decision.approvals)} of {decision.quorum}"
+            voted.append((item_id, f"{stands}; {approval.awaited(decision, pipeline)}"))
         else:
             decided.append(item_id)
-    return ListedResult(choice, decided, refused)
+    return ListedResult(choice, decided, voted, refused, listed.pipeline)

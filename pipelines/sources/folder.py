@@ -5,6 +5,8 @@ pipeline file). Each file is an item whose
 source_id is "<relative path>@<first 16 hex of its sha256>": an unchanged file
 repeats its id and dedups away downstream, a changed file becomes a new item.
 An optional YAML front matter block (--- ... ---) lands in `extra["front_matter"]`.
+A leading `# Heading` is the item's title (else the file name), and is not repeated
+in its text; the rest of the markdown becomes plain text (`text.markdown`).
 """
 
 from __future__ import annotations
@@ -23,12 +25,15 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from pipelines import config_paths
 from pipelines.sources import base, common
+from pipelines.text import markdown
 
 if TYPE_CHECKING:
     import httpx
 
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)", re.DOTALL)
 _HEADING = re.compile(r"^# +(.+?)\s*#*\s*$", re.MULTILINE)
+#: A title heading that opens the note (blank lines before it allowed).
+_LEADING_HEADING = re.compile(r"\A\s*# +(.+?)[ \t]*#*[ \t]*(?:\r?\n|\Z)")
 
 
 class Config(common.ByteLimits):
@@ -104,17 +109,27 @@ def _read_one(root: Path, path: Path, max_bytes: int) -> base.FetchedItem:
     except UnicodeDecodeError:
         raise base.SourceError(f"folder {root}: {relative} is not valid UTF-8") from None
     front_matter, body = _split_front_matter(content, relative)
-    heading = _HEADING.search(body)
+    title, body = _title(body, path.stem)
     extra: dict[str, Any] = {"path": relative}
     if front_matter is not None:
         extra["front_matter"] = front_matter
     return base.FetchedItem(
         source_id=f"{relative}@{hashlib.sha256(raw).hexdigest()[:16]}",
-        title=heading.group(1) if heading else path.stem,
-        text=body.strip(),
+        title=title,
+        text=markdown.to_plain(body),
         published=datetime.fromtimestamp(path.stat().st_mtime, tz=UTC),
         extra=extra,
     )
+
+
+def _title(body: str, stem: str) -> tuple[str, str]:
+    """The note's title and the body left to show: a heading that opens the note is the
+    title and leaves the body (shown once); else the first `# heading`, else the name."""
+    opening = _LEADING_HEADING.match(body)
+    if opening:
+        return markdown.to_plain(opening.group(1)), body[opening.end() :]
+    heading = _HEADING.search(body)
+    return (markdown.to_plain(heading.group(1)) if heading else stem), body
 
 
 def _split_front_matter(content: str, relative: str) -> tuple[dict[str, Any] | None, str]:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal, get_args
 
-from store import backend, clock, errors, events, outbox, payloads, sql
+from store import backend, clock, errors, events, outbox, payloads, sql, units
 from store.writer import savepoint
 
 Q = sql.load("budgets")
@@ -60,11 +60,6 @@ def period_start(period: Period, now: datetime) -> datetime:
     day = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
     starts = {"day": day, "month": day.replace(day=1)}
     return starts[check_period(period)]
-
-
-def usd(micros: int) -> str:
-    """Micros as dollars for people to read (never for arithmetic)."""
-    return f"${micros / 1_000_000:,.2f}"
 
 
 @dataclass(frozen=True)
@@ -178,7 +173,7 @@ def set_budget_sync(
         f"limit:{limit_micros}",
         actor,
         now,
-        reason=f"{kind} limit {usd(limit_micros)} ({limit_micros} micros)",
+        reason=f"{kind} limit {units.usd(limit_micros)} ({limit_micros} micros)",
     )
     return _row(conn, scope, kind, start_ms)
 

@@ -278,7 +278,7 @@ def _alert_uncertain(conn: backend.Conn, claim: Claim, now: datetime) -> None:
     }
     outbox.alert_about_sync(
         conn, "claim_uncertain", facts, now,
-        key=f"claim-uncertain:{claim.id}", item_id=claim.item_id,
+        key=f"claim-uncertain:{claim.id}", item_id=claim.item_id, pipeline=claim.pipeline,
     )  # fmt: skip
 
 

@@ -16,11 +16,12 @@ SELECT kind, count(*), min(created_at) FROM outbox WHERE state = 'pending' GROUP
 SELECT count(*) FROM claims WHERE state = :state AND pipeline = :pipeline
 
 -- name: sla_warned
--- The state of each item past the warning share of its deadline but not yet past it:
--- a range of items_by_deadline (items with a future deadline: those still in flight).
+-- The state of each item past the warning share or lead of its deadline but not yet past
+-- it: a range of items_by_deadline (items with a future deadline: those still in flight).
 SELECT state FROM items
  WHERE deadline IS NOT NULL AND deadline > :now
-   AND last_transition_at + CAST((deadline - last_transition_at) * :warn_share AS INTEGER) <= :now
+   AND (deadline - :warn_lead <= :now
+        OR last_transition_at + CAST((deadline - last_transition_at) * :warn_share AS INTEGER) <= :now)
 
 -- name: spend_by_day
 -- Each scope's day budgets since a day: spent and limit, oldest first.

@@ -58,10 +58,12 @@ SELECT * FROM items
  ORDER BY last_transition_at, id LIMIT :limit
 
 -- name: sla_due
--- Items in a transient state past their deadline or its warning share, soonest first.
+-- Items in a transient state past their deadline, its warning share or its warning lead
+-- (store.machine.WARN_LEAD before it, in ms), soonest first.
 SELECT * FROM items
  WHERE deadline IS NOT NULL
    AND (deadline <= :now
+        OR deadline - :warn_lead <= :now
         OR last_transition_at + CAST((deadline - last_transition_at) * :warn_share AS INTEGER) <= :now)
  ORDER BY deadline, id
 

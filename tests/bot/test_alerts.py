@@ -13,7 +13,7 @@ def fact(about: payloads.About, item_id: int | None = None, **facts: object) -> 
 def test_an_overrun_says_what_was_held_and_what_it_cost() -> None:
     said = alerts.text(fact("claim_overrun", claim_id=7, held_micros=1000, cost_micros=1250))
     assert said == (
-        "Claim 7 cost $0.00 (1250 micros), more than the 1000 micros held "
+        "Claim 7 cost $0.00125 (1250 micros), more than the 1000 micros held "
         "for its worst case: check the price table and max_tokens"
     )
 

@@ -113,13 +113,15 @@ def test_the_demo_is_set_up_to_show_an_sla_warning_and_a_budget_alert_in_its_fir
     tmp_path: Path,
 ) -> None:
     """What the first minute shows follows from the demo's settings, not from luck: the
-    urgent window warns at 80 % well inside the minute, and the news drafts' holds fit
+    urgent window warns inside the minute with 30 s and more to act, and the news drafts' holds fit
     the budget side by side while their settled cost passes its first alert."""
     files = content.write(tmp_path, "http://127.0.0.1:1/")
     loaded = config.load_dir(files.pipelines_dir, config.LoadContext(frozenset(content.OPERATORS)))
     assert not loaded.errors, config.format_errors(loaded.errors)
     window = loaded.pipelines["urgent"].approval.window
-    assert window.total_seconds() * machine.WARN_AT + content.SWEEP_EVERY_S < 45
+    warned = min(window * machine.WARN_AT, window - machine.WARN_LEAD).total_seconds()
+    assert warned + content.SWEEP_EVERY_S < 60
+    assert window.total_seconds() - warned - content.SWEEP_EVERY_S >= 30
     # Two of three: an edited note still has two who may approve it (four eyes).
     team = loaded.pipelines["team"].approval
     assert (team.quorum, len(team.approvers), len(content.OPERATORS)) == (2, 3, 3)

@@ -4,14 +4,15 @@ history that does not say the same thing twice."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from bot import render, wording
+from bot import cluster, render, wording
 from bot.cli import output as cli_output
 from pipelines import operations, workers
-from store import events, info, items, runs
+from store import events, heartbeats, info, items, runs
 from store.machine import State
 
 NOW = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
@@ -40,7 +41,7 @@ def test_status_puts_the_worst_news_first_and_no_next_run_when_paused() -> None:
     )
     news = text.split("<b>news</b>")[1]
     assert "⏸ paused" in news and "next run" not in news and "2 items waiting" in news
-    assert "next run in 14m" in text.split("<b>mail</b>")[1].split("<b>news</b>")[0]
+    assert "next run in 14 min" in text.split("<b>mail</b>")[1].split("<b>news</b>")[0]
     assert "1 item waiting · ⚠️ 1 breach" in text
     assert "WAL" not in text and "KiB" not in text and "awaiting_approval" not in text
     calm = operations.Overview(NOW, [status("news")], wal_bytes=0)
@@ -60,7 +61,6 @@ def test_words_and_plurals() -> None:
     assert wording.state("dispatched") == "sent"
     assert [wording.plural(n, "run") for n in (0, 1, 2)] == ["0 runs", "1 run", "2 runs"]
     assert wording.plural(2, "breach") == "2 breaches"
-    assert wording.ago(NOW - timedelta(days=3), NOW) == "3d ago"
 
 
 def test_every_version_of_a_card_has_the_same_lines() -> None:
@@ -91,3 +91,18 @@ def test_the_wal_size_is_for_gatehouse_status_verbose_only() -> None:
     verbose = cli_output.status(overview, summary, None, NOW, verbose=True)
     assert "wal" not in plain and "wal     358 KiB" in verbose
     assert "in 14m" not in plain  # paused: no next run
+
+
+def test_a_process_restarted_after_a_clean_stop_shows_no_cluster() -> None:
+    """The one-process demo after a restart: its earlier self stopped cleanly, so there is
+    no "1 of 2 workers alive" to read as a failure."""
+    earlier = heartbeats.Worker(
+        "h:1:a", "h", 1, NOW - timedelta(hours=1), NOW - timedelta(minutes=30),
+        NOW - timedelta(minutes=30),
+    )  # fmt: skip
+    now_running = heartbeats.Worker("h:2:b", "h", 2, NOW - timedelta(minutes=5), NOW, None)
+    found = cluster.Cluster(NOW, [now_running, earlier], None, 30.0)
+    assert cluster.lines(found) == []
+    killed = dataclasses.replace(earlier, stopped_at=None)  # silent, not stopped: shown
+    shown = cluster.lines(cluster.Cluster(NOW, [now_running, killed], None, 30.0))
+    assert shown[0] == "cluster: 1 of 2 workers alive (heard from in a day)"

@@ -15,7 +15,7 @@ import pytest
 from bot import render
 from bot.cli import output as cli_output
 from pipelines import operations
-from store import db, drafts, items, ledger, runs
+from store import db, decisions, drafts, items, ledger, runs
 from store.machine import State
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -65,15 +65,15 @@ async def test_budget_with_an_uncertain_hold(world: db.Store) -> None:
         "<b>news</b> ░░░░░ 0% of $2.00 this month\n"
         "  $0.00 spent · $0.05 held · $1.95 left\n"
         "\n⚠️ <b>1 uncertain hold</b> (settle: gatehouse reconcile-claim):\n"
-        "• claim 1 news item 1 (waiting for approval): $0.05 since 1h ago; timeout after sending"
+        "• claim 1 news item 1 (waiting for approval): $0.05 since 1 h ago; timeout after sending"
     )
     assert cli_output.budget(report, NOW) == (
         "scope   period  spent  held   remaining  limit   used\n"
         "global  day     $0.00  $0.05  $9.95      $10.00  0%\n"
         "news    month   $0.00  $0.05  $1.95      $2.00   0%\n"
         "\n1 uncertain hold (settle each: gatehouse reconcile-claim):\n"
-        "claim  pipeline  item  reserved  since   reason\n"
-        "    1  news         1  $0.05     1h ago  timeout after sending"
+        "claim  pipeline  item  reserved  since    reason\n"
+        "    1  news         1  $0.05     1 h ago  timeout after sending"
     )
 
 
@@ -81,27 +81,27 @@ async def test_runs_with_the_last_green_and_the_first_red(world: db.Store) -> No
     found = await operations.pipeline_runs(world, "news")
     assert render.status_pipeline("news", found.recent, found.window, NOW) == (
         "<b>news</b>: last 2 runs, newest first\n"
-        "  #2 manual: 🔴 error 30m ago: 0 new of 0, 0 drafted: "
+        "  #2 manual: 🔴 error 30 min ago: 0 new of 0, 0 drafted: "
         "feed answered 503 &lt;Unavailable&gt;\n"
-        "  #1 schedule: 🟢 ok 5h ago: 2 new of 3, 2 drafted\n"
-        "last green: #1 5h ago\n"
-        "first red after it: #2 30m ago"
+        "  #1 schedule: 🟢 ok 5 h ago: 2 new of 3, 2 drafted\n"
+        "last green: #1 5 h ago\n"
+        "first red after it: #2 30 min ago"
     )
     assert cli_output.pipeline_runs(found, NOW) == (
         "news: last 2 runs, newest first\n"
-        "run  trigger   status  started               took  fetched  new  drafted  failed"
+        "run  trigger   status  started               took   fetched  new  drafted  failed"
         "  error\n"
-        "#2   manual    error   2026-11-30 11:30 UTC  1m          0    0        0       0"
+        "#2   manual    error   2026-11-30 11:30 UTC  1 min        0    0        0       0"
         "  feed answered 503 <Unavailable>\n"
-        "#1   schedule  ok      2026-11-30 07:00 UTC  4s          3    2        2       0\n"
-        "last green: #1 5h ago\n"
-        "first red after it: #2 30m ago"
+        "#1   schedule  ok      2026-11-30 07:00 UTC  4 s          3    2        2       0\n"
+        "last green: #1 5 h ago\n"
+        "first red after it: #2 30 min ago"
     )
     overview = render.status_overview(await operations.overview(world, ["news"], NOW))
     # The worst news first, and nothing about the store's internals.
     assert overview == (
         "<b>gatehouse</b> · 1 uncertain hold · 1 failed run · 1 waiting\n\n<b>news</b>\n"
-        "  last run 🔴 error 30m ago: 0 new of 0, 0 drafted: "
+        "  last run 🔴 error 30 min ago: 0 new of 0, 0 drafted: "
         "feed answered 503 &lt;Unavailable&gt;\n"
         "  next run not scheduled\n"
         "  1 item waiting"
@@ -112,10 +112,10 @@ async def test_pending_and_history(world: db.Store) -> None:
     waiting = await operations.pending(world)
     assert render.pending(waiting, NOW) == (
         "<b>1 item waiting for approval</b>, oldest first\n"
-        "• <b>1</b> news v1 · 2h: Tom &amp; &lt;Jerry&gt;"
+        "• <b>1</b> news v1 · 2 h: Tom &amp; &lt;Jerry&gt;"
     )
     assert cli_output.pending(waiting, NOW) == (
-        "item  pipeline  version  waiting  title\n   1  news      v1       2h       Tom & <Jerry>"
+        "item  pipeline  version  waiting  title\n   1  news      v1       2 h      Tom & <Jerry>"
     )
     found = await operations.history(world, 1)
     assert render.history(found.item, found.events) == (
@@ -135,9 +135,20 @@ async def test_pending_and_history(world: db.Store) -> None:
 
 @pytest.mark.parametrize(
     ("seconds", "shown"),
-    [(0, "0s ago"), (59, "59s ago"), (60, "1m ago"), (3599, "59m ago"), (5400, "1h ago"),
-     (48 * 3600 - 1, "47h ago"), (48 * 3600, "2d ago"), (-120, "in 2m")],
+    [(0, "0 s ago"), (59, "59 s ago"), (60, "1 min ago"), (3599, "59 min 59 s ago"),
+     (5400, "1 h 30 min ago"), (48 * 3600 - 1, "1 d 23 h ago"), (48 * 3600, "2 d ago"),
+     (-120, "in 2 min")],
 )  # fmt: skip
 def test_ages_read_naturally(seconds: int, shown: str) -> None:
     assert render.age(NOW - timedelta(seconds=seconds), NOW) == shown
     assert render.age(None, NOW) == "never"
+
+
+async def test_history_names_the_rejecting_operator_once_per_line(world: db.Store) -> None:
+    await world.write(decisions.decide_sync, 1, 1, 1, 7, "reject", NOW, reason="too long")
+    found = await operations.history(world, 1)
+    last = render.history(found.item, found.events).splitlines()[-1]
+    assert last.endswith("rejected by operator:7 (attempt 1): too long"), last
+    assert last.count("operator:7") == 1
+    row = next(r for r in cli_output.history(found, {7: "Ann"}).splitlines() if "too long" in r)
+    assert row.count("Ann") == 1 and row.endswith("too long"), row

@@ -8,7 +8,8 @@ import hmac
 
 import pytest
 
-from bot import callbacks, review_keyboards
+from bot import callbacks, review_handlers, review_keyboards
+from pipelines.operations import review
 from store import payloads
 from tests.pipelines.test_review import pipeline
 
@@ -83,3 +84,16 @@ def test_a_list_of_one_says_it_and_the_confirmation_names_the_count() -> None:
     assert labels(confirm) == ["❌ Yes, reject 3", "Cancel"]
     yes = callbacks.decode(KEY, str(confirm.inline_keyboard[0][0].callback_data))
     assert (yes.action, yes.item_id, yes.version) == ("yes_reject", 7, 3)
+
+
+def test_approve_all_counts_a_vote_toward_a_quorum_apart_from_a_decision() -> None:
+    result = review.ListedResult(
+        "approve", decided=[4], voted=[(5, "1 of 2; waiting for operator:12")],
+        refused=[(6, "nothing changed: it is rejected")],
+    )  # fmt: skip
+    assert review_handlers.listed_summary(result, 3) == (
+        "✅ approved 1 of 3; 1 vote recorded, still waiting\n"
+        "• item 5: vote recorded, 1 of 2; waiting for operator:12\n"
+        "• item 6 not approved: nothing changed: it is rejected"
+    )
+    assert result.changed == [4, 5]

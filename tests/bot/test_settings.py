@@ -122,6 +122,38 @@ def test_cli_exits_2_on_an_unsafe_data_dir(tmp_path: Path) -> None:
     assert "chmod 700" in done.stderr
 
 
+def _cli(
+    tmp_path: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "bot.cli", *args],
+        cwd=tmp_path,
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+
+
+def test_cli_never_advises_chmod_on_a_shared_directory(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)  # what /tmp is: everyone's, sticky
+    done = _cli(tmp_path, "--data-dir", str(shared), "status")
+    assert done.returncode == 2
+    assert "chmod 700" not in done.stderr
+    assert "sticky" in done.stderr and "a directory of its own" in done.stderr
+    assert shared.stat().st_mode & 0o7777 == 0o1777
+
+
+@pytest.mark.parametrize("env", [{}, {"GATEHOUSE_DATA_DIR": ""}])
+def test_cli_refuses_an_empty_data_dir(tmp_path: Path, env: dict[str, str]) -> None:
+    args = ["status"] if env else ["--data-dir", "", "status"]
+    done = _cli(tmp_path, *args, env=env)
+    assert done.returncode == 2
+    assert "data directory is empty" in done.stderr or "DATA_DIR: is empty" in done.stderr
+
+
 def _variables(model: type[BaseModel], prefix: str) -> list[str]:
     names = []
     for name, field in model.model_fields.items():

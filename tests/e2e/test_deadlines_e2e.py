@@ -4,6 +4,7 @@ Reject and Extend; Extend works once; an expired card says so and offers Replay.
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ from bot.demo.botapi import server as localapi
 from store import items
 from store.machine import State
 from tests.e2e import test_bot_e2e as e2e
-from tests.e2e.test_nudges_e2e import OPERATOR, answers, card_texts, running, tap, trail
+from tests.e2e.test_nudges_e2e import BROUGHT_IN, OPERATOR, answers, card_texts, running, tap, trail
 from tests.fakes.feed_server import FeedServer
 
 RULES = "  window: 1h"
@@ -48,13 +49,17 @@ async def test_a_warning_can_be_acted_on_and_an_expired_card_replayed(
         assert warning_a.reply_to_message_id == first.message_id
         assert warning_b.reply_to_message_id == second.message_id
         assert f"item {item_a} (news) is waiting for approval, " in warning_a.text
-        assert warning_a.text.endswith(" min left") and "awaiting_approval" not in warning_a.text
+        assert re.search(r", \d+ min( \d+ s)? left$", warning_a.text), warning_a.text
+        assert "awaiting_approval" not in warning_a.text
         assert labels(warning_a) == ["✅ Approve", "❌ Reject", "⏳ Extend"]
 
         # Approve from the warning: the card shows it, the warning loses its buttons.
         assert (await tap(api, warning_b, "Approve"))["text"] == "✅ approved"
         await api.await_for(lambda: "approved by" in latest(api, second).text, timeout=10)
         await api.await_for(lambda: latest(api, warning_b).reply_markup is None, timeout=10)
+        # ...and no longer counts down: it says what happened.
+        await api.await_for(lambda: "approved by" in latest(api, warning_b).text, timeout=10)
+        assert "left" not in latest(api, warning_b).text
 
         # Extend: the window once more, written as an event, said on the card.
         answer = await tap(api, warning_a, "Extend")
@@ -65,6 +70,7 @@ async def test_a_warning_can_be_acted_on_and_an_expired_card_replayed(
         await api.await_for(lambda: "window extended by 1 h" in latest(api, first).text, timeout=10)
         assert labels(latest(api, first))[:2] == ["✅ Approve", "❌ Reject"]  # still open
         await api.await_for(lambda: latest(api, warning_a).reply_markup is None, timeout=10)
+        await api.await_for(lambda: "extended by 1 h" in latest(api, warning_a).text, timeout=10)
 
         # The extended window warns again; a second Extend is refused, nothing changes.
         bot.clock.offset = timedelta(minutes=100)
@@ -81,6 +87,23 @@ async def test_a_warning_can_be_acted_on_and_an_expired_card_replayed(
         )
         assert "nobody decided within the approval window" in expired.text
         assert labels(expired) == ["🔁 Replay"]
+        assert (await items.get(bot.runtime.store, item_a)).state == State.EXPIRED
+        # The second warning, never acted on, loses its buttons and says it expired.
+        settled = await api.await_for(
+            lambda: "expired" in latest(api, again[0]).text and latest(api, again[0]), timeout=10
+        )
+        assert settled.reply_markup is None and "left" not in settled.text
+        # The alert about it went where its card is: to the approver. Someone who is
+        # not one (an operator of the bot, seeing it in a shared chat) is refused.
+        expiry = await api.await_for(
+            lambda: [m for m in api.sent(OPERATOR) if f"🚨 item {item_a} (news)" in m.text],
+            timeout=20,
+        )
+        other = api.inject_callback(
+            OPERATOR, BROUGHT_IN, expiry[0].message_id, e2e.button(expiry[0], "Replay")
+        )
+        said = await api.await_for(lambda: answers(api, other), timeout=10)
+        assert "not an approver" in said[0]["text"] and said[0]["show_alert"]
         assert (await items.get(bot.runtime.store, item_a)).state == State.EXPIRED
         replayed = await tap(api, expired, "Replay")
         assert replayed["text"] == "replayed: attempt 2"
@@ -101,3 +124,5 @@ async def test_a_warning_can_be_acted_on_and_an_expired_card_replayed(
         )
         found = await api.await_for(lambda: answers(api, stale), timeout=10)
         assert "out of date" in found[0]["text"]
+        # Nothing about the item reached the operator who does not approve news.
+        assert not [m for m in api.sent(BROUGHT_IN) if f"item {item_a} " in m.text]

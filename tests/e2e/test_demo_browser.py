@@ -137,8 +137,8 @@ async def test_edit_asks_for_a_reply_and_posts_the_new_draft(
 
 # -- the whole product in the first minute --------------------------------------------------
 
-#: How long the SLA warning may take to show: the urgent window (40 s) at 80 %, plus a
-#: sweep's pass and the card's own delivery; generous, as every wait here.
+#: How long the SLA warning may take to show: the urgent window (90 s) less its 40 s
+#: warning lead, plus a sweep's pass and the card's own delivery; generous, as every wait.
 WARNING_PATIENCE_MS = 90_000
 
 
@@ -157,7 +157,7 @@ async def test_the_first_minute_shows_costs_the_budget_an_alert_an_sla_warning_a
     try:
         await page.goto(running.url)
         # Every news card was drafted by the demo's priced LLM and shows what it cost.
-        costly = page.locator(".msg.bot", has_text=re.compile(r"drafter llm · cost \$0\.0[1-9]"))
+        costly = page.locator(".msg.bot", has_text=re.compile(r"drafter llm · cost \$0\.0\d*[1-9]"))
         await async_api.expect(costly).to_have_count(5)
         # Their spend passed half of the day's budget: the threshold alert.
         alert = page.locator(".msg.bot", has_text="50% reached")
@@ -173,9 +173,9 @@ async def test_the_first_minute_shows_costs_the_budget_an_alert_an_sla_warning_a
         await page.locator("#text").press("Enter")
         budget = page.locator(".msg.bot", has_text="budgets")
         await async_api.expect(budget).to_contain_text(re.compile(r"global ▓▓▓[▓░]{2} \d+% of"))
-        await async_api.expect(budget).to_contain_text(re.compile(r"\$0\.\d\d spent"))
+        await async_api.expect(budget).to_contain_text(re.compile(r"\$0\.\d+ spent"))
 
-        # The urgent pipeline's 40-second window: warned at 80 %, well inside the minute.
+        # The urgent pipeline's 90-second window: warned 40 s ahead, inside the minute.
         warning = page.locator(".msg.bot", has_text="⏳ item")
         await async_api.expect(warning).to_contain_text("(urgent)", timeout=WARNING_PATIENCE_MS)
         await page.screenshot(path=str(tmp_path / "first-minute.png"), full_page=True)

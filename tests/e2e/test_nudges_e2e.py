@@ -148,13 +148,16 @@ async def test_a_reminder_and_an_escalation_with_a_moved_clock(
         assert f"item {item_id} (news) has waited" in reminder.text
         assert not card_texts(api, BROUGHT_IN)
         reminded = (await trail(bot, item_id))[-1]
-        assert (reminded.actor, reminded.reason) == ("sweep", "reminded the approvers after 61 min")
+        assert (reminded.actor, reminded.reason) == (
+            "sweep",
+            "reminded the approvers after 1 h 1 min",
+        )
 
         bot.clock.offset = timedelta(minutes=122)
         brought = (await api.await_for(lambda: mine(api, BROUGHT_IN, item_id), timeout=20))[0]
         assert "escalated to you" in brought.text and f"item {item_id}" in brought.text
         escalated = (await trail(bot, item_id))[-1]
-        assert escalated.reason == f"escalated to {BROUGHT_IN} after 2 h"
+        assert escalated.reason == f"escalated to {BROUGHT_IN} after 2 h 2 min"
         # One reminder and one escalation, however many passes.
         await asyncio.sleep(0.6)
         assert len(told(api, words)) == 1 and len(mine(api, BROUGHT_IN, item_id)) == 1

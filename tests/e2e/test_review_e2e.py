@@ -219,6 +219,10 @@ async def test_approve_all_while_one_item_changes_version_underneath(
     answer = e2e.tap(api, OPERATOR, confirm, "Yes, approve 2")
     assert answer["text"] == "1 of 2 approved"
     summary = prompt(api, "approved 1 of 2")
+    # The list itself no longer says two wait, and offers nothing more to decide.
+    relisted = api.history(OPERATOR, listed.message_id)[-1]
+    assert "1 item waiting for approval" in relisted.text and "2 items" not in relisted.text
+    assert f"• {item_a} news v2" in relisted.text and relisted.reply_markup is None
     assert f"item {item_a} not approved: this card shows version 1 of attempt 1" in summary.text
     assert (await items_get(tmp_path, item_a)).state == State.AWAITING_APPROVAL
     b_moves = [e for e in await trail(tmp_path, item_b) if e.to_state == State.APPROVED]

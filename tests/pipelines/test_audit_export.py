@@ -160,4 +160,5 @@ async def test_the_key_is_private_and_kept_and_the_head_is_posted_once_a_day(
     assert len(posts) == 1 and f"audit head #{first.event_id} " in posts[0].payload["text"]
     text = posts[0].payload["text"]  # one short line: the key by its id, no base64
     assert f"key {first.key_id[:8]}…" in text and audit_keys.public_text(key) not in text
+    assert "`" not in text  # shown as written: a literal backtick would be noise
     assert (await checkpoints.latest(store)) == second

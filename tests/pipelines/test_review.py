@@ -216,6 +216,18 @@ async def test_a_listed_decision_applies_to_the_listed_versions_once(
 # -- redraft ------------------------------------------------------------------------------
 
 
+async def test_approve_all_on_a_quorum_counts_votes_apart_from_decisions(
+    store: db.Store, now: datetime
+) -> None:
+    p = pipeline(quorum=2, operators=[ALICE, BOB])
+    item = await awaiting(store, now)
+    listed = await review.offer(store, "news", now)
+    result = await review.decide_listed(store, {"news": p}, listed.offer.id, ALICE, "approve", now)
+    assert (result.decided, result.refused) == ([], [])
+    assert result.voted == [(item.id, f"1 of 2; waiting for operator:{BOB}")]
+    assert (await items.get(store, item.id)).state == S.AWAITING_APPROVAL
+
+
 async def test_a_redraft_is_a_new_attempt_carrying_the_note(store: db.Store, now: datetime) -> None:
     p = pipeline()
     llm = p.model_copy(update={"draft": p.draft.model_copy(update={"drafter": "llm"})})
@@ -257,7 +269,7 @@ async def test_one_reminder_and_one_escalation_per_attempt(store: db.Store, now:
     assert (second.reminded, second.escalated) == ([], [item.id])
     assert await nudges.sweep(store, {"news": p}, now + timedelta(hours=4)) == nudges.Report()
     reasons = [e.reason for e in await items.history(store, item.id) if e.actor == "sweep"]
-    assert reasons == ["reminded the approvers after 61 min", "escalated to 13 after 3 h"]
+    assert reasons == ["reminded the approvers after 1 h 1 min", "escalated to 13 after 3 h"]
     cards = await outbox.for_item(store, item.id, "card")
     assert [c.payload.get("chats") for c in cards] == [[CAROL]]
     decided = await approval.decide(store, p, item.id, 1, 1, CAROL, "approve", now)

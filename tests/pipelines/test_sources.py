@@ -331,7 +331,7 @@ async def test_folder_incremental_new_unchanged_changed(tmp_path: Path) -> None:
     ]
     digest = hashlib.sha256(b"# Alpha\n\nfirst version\n").hexdigest()[:16]
     assert first[0].source_id == f"a.md@{digest}"
-    assert first[0].text == "# Alpha\n\nfirst version"
+    assert first[0].text == "first version"
 
     assert new_items(await fetch_folder(tmp_path)) == []  # nothing changed
 
@@ -339,8 +339,8 @@ async def test_folder_incremental_new_unchanged_changed(tmp_path: Path) -> None:
     (tmp_path / "c.md").write_text("# Gamma\n")
     changed = new_items(await fetch_folder(tmp_path))
     assert [(item.title, item.text) for item in changed] == [
-        ("Alpha", "# Alpha\n\nsecond version"),
-        ("Gamma", "# Gamma"),
+        ("Alpha", "second version"),
+        ("Gamma", ""),
     ]
 
 
@@ -355,7 +355,23 @@ async def test_folder_front_matter(tmp_path: Path) -> None:
         "tags": ["a", "b"],
     }
     assert item.title == "Heading"
-    assert item.text == "# Heading\nBody"
+    assert item.text == "Body"
+
+
+async def test_folder_note_heading_is_the_title_once_and_markdown_becomes_text(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "city.md").write_text(
+        "# Council **votes** on trams\n\nThe council *voted* 7 to 2, see [the minutes]"
+        "(https://example.org/m).\n\n## Next steps\n\n- a vote in May\n- `tram_line` costs\n"
+    )
+    [item] = await fetch_folder(tmp_path)
+    assert item.title == "Council votes on trams"
+    assert item.text == (
+        "The council voted 7 to 2, see the minutes (https://example.org/m).\n\n"
+        "Next steps\n\n• a vote in May\n• tram_line costs"
+    )
+    assert "#" not in item.text and "Council" not in item.text
 
 
 def test_folder_pattern_must_be_a_file_glob(tmp_path: Path) -> None:

@@ -176,7 +176,7 @@ async def test_health_and_status_name_a_worker_that_is_not_running(
         overview = await operations.overview(rt.store, rt.pipelines, now, rt.workers.snapshot())
         text = render.status_overview(overview)
         assert "⚠️ 1 of 9 workers not running:" in text
-        assert "test_workers restarting since 0s ago: RuntimeError: the worker bug at" in text
+        assert "test_workers restarting since 0 s ago: RuntimeError: the worker bug at" in text
         assert "ABCDEFGHIJ" not in text and "ABCDEFGHIJ" not in out
     finally:
         await rt.stop()

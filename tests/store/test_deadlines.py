@@ -114,3 +114,41 @@ async def test_an_expired_card_says_so_and_offers_replay(store: db.Store, now: d
     assert edit.payload["buttons"] == payloads.REPLAY_BUTTONS
     [alert] = [row for row in await outbox.for_item(store, item.id, "alert")]
     assert payloads.Alert.of(alert).buttons == payloads.REPLAY_BUTTONS
+
+
+@pytest.mark.parametrize(
+    ("window", "said"),
+    [(timedelta(seconds=40), "40 s"), (timedelta(seconds=150), "2 min 30 s")],
+)
+async def test_a_short_window_is_extended_by_what_it_is(
+    store: db.Store, now: datetime, window: timedelta, said: str
+) -> None:
+    item = await _waiting(store, now)
+    await store.write(
+        lambda conn: deadlines.extend_sync(
+            conn, item.id, item.attempt, item.version, window, "operator:7", now, most=1
+        )
+    )
+    [event] = (await items.history(store, item.id))[-1:]
+    assert event.reason is not None and event.reason.startswith(f"window extended by {said},")
+
+
+async def test_a_short_window_warns_early_enough_for_a_person_to_act(
+    store: db.Store, now: datetime
+) -> None:
+    item = await items.create(store, "news", "feed", "guid-1", {"title": "T"}, now)
+    assert item is not None
+    await items.transition(store, item.id, State.DRAFTING, "system", now)
+
+    def unit(conn: backend.Conn) -> items.Item:
+        drafts.add_sync(conn, item.id, "draft text", {"drafter": "template"}, now)
+        return items.transition_sync(
+            conn, item.id, State.AWAITING_APPROVAL, "system", now, deadline=timedelta(seconds=60)
+        )
+
+    await store.write(unit)
+    # 80 % of a minute would leave 12 s; the warning comes WARN_LEAD (40 s) ahead instead.
+    assert (await sla.sweep(store, now + timedelta(seconds=19))).warned == ()
+    assert (await sla.sweep(store, now + timedelta(seconds=20))).warned == (item.id,)
+    [warning] = await outbox.due(store, now + timedelta(seconds=20), ["alert"])
+    assert payloads.Alert.of(warning).text.endswith("is waiting for approval, 40 s left")

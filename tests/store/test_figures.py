@@ -5,8 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from pipelines import operations
-from store import db, figures, items, runs
-from store.ledger import budgets
+from store import db, figures, items, runs, units
 from store.machine import State
 from tests.store.test_query_plans import assert_no_full_scan, awaiting_item
 from tests.store.test_query_plans import store as store  # one reader, traced
@@ -31,7 +30,7 @@ async def test_snapshot_counts_by_state_without_scanning(store: db.Store, now: d
     assert [(b.scope, b.period, b.limit_micros) for b in snap.budgets] == [
         ("global", "day", 2_500_000)
     ]
-    assert isinstance(budgets.usd(snap.budgets[0].spent_micros), str)
+    assert isinstance(units.usd(snap.budgets[0].spent_micros), str)
 
 
 async def test_week_has_runs_per_day_and_approval_waits(store: db.Store, now: datetime) -> None:

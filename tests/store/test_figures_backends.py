@@ -44,10 +44,11 @@ async def test_sla_warnings_truncate_the_warning_share_as_sqlite_does(
     made = await items.create(store, "news", "s", "g9", {"title": "T"}, now)
     assert made is not None
     await items.transition(store, made.id, State.DRAFTING, "system", now)
-    window = timedelta(milliseconds=1002)  # 0.8 of it is 801.6 ms: truncated to 801
+    # 0.8 of it is 160,001.6 ms: truncated to 160,001, before the 40 s lead (160,002).
+    window = timedelta(milliseconds=200_002)
     await items.transition(store, made.id, State.AWAITING_APPROVAL, "system", now, deadline=window)
-    at = await figures.snapshot(store, ["news"], now + timedelta(milliseconds=801))
-    before = await figures.snapshot(store, ["news"], now + timedelta(milliseconds=800))
+    at = await figures.snapshot(store, ["news"], now + timedelta(milliseconds=160_001))
+    before = await figures.snapshot(store, ["news"], now + timedelta(milliseconds=160_000))
     assert (before.sla_warned, at.sla_warned) == ({}, {"awaiting_approval": 1})
 
 

@@ -212,13 +212,6 @@ async def test_this_months_row_counts_the_spend_of_earlier_days(
     assert (month.period_start, month.spent_micros) == (now.replace(day=1, hour=0), 700)
 
 
-def test_micros_read_as_dollars() -> None:
-    assert budgets.usd(0) == "$0.00"
-    assert budgets.usd(1_234_567) == "$1.23"
-    assert budgets.usd(1_234_500_000) == "$1,234.50"
-    assert budgets.usd(10**12) == "$1,000,000.00"
-
-
 async def test_refusals_name_what_is_valid(store: db.Store, now: datetime) -> None:
     with pytest.raises(ValueError) as bad_scope:
         await ledger.set_budget(store, "news feed", "day", 1, OP, now)

@@ -90,6 +90,21 @@ async def test_group_or_world_accessible_data_dir_is_refused(tmp_path: Path, mod
     assert not (loose / "gatehouse.db").exists()
 
 
+@pytest.mark.parametrize("where", ["/", "/tmp", "/var/tmp", "~"])
+def test_a_directory_not_gatehouses_own_is_refused_not_chmodded(where: str) -> None:
+    path = Path(where).expanduser()
+    before = path.stat().st_mode
+    with pytest.raises(errors.DataDirError, match="a directory of its own") as caught:
+        datadir.prepare(path)
+    assert "chmod" not in str(caught.value)
+    assert path.stat().st_mode == before
+
+
+def test_an_empty_data_dir_is_an_error_not_the_working_directory() -> None:
+    with pytest.raises(errors.DataDirError, match="empty"):
+        datadir.parse("")
+
+
 def test_pragma_mismatch_is_refused(tmp_path: Path) -> None:
     conn = sqlite3.connect(tmp_path / "raw.db")
     conn.execute("PRAGMA synchronous=OFF")

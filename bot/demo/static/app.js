@@ -15,6 +15,7 @@ let revision = 0;
 let replyTo = null; // the bot's ForceReply message an edit answers
 let scrollDown = true; // after the person acts, show the bot's answer at the bottom
 let seenForceReply = null; // prompts already there when this chat was first shown
+let firstDraw = true; // the chat's first drawing shows history: nothing in it is news
 const pendingTaps = new Map(); // query id -> the tapped button, until the bot answers
 // Who the page speaks as: one of the demo's operators, kept in the address (#as=1002)
 // so a reload shows the same chat; null: the server's first operator.
@@ -55,8 +56,22 @@ function wrap(node, entity, text) {
     element.rel = "noopener noreferrer";
   }
   if (entity.type === "spoiler") element.className = "spoiler";
+  if (tag === "code" || tag === "pre") {
+    // Telegram copies a tapped code block; the page puts it in the message box too, so
+    // "tap the draft to copy it" leaves the draft ready to change and send.
+    element.classList.add("copyable");
+    element.title = "tap to copy";
+    element.addEventListener("click", () => copyToInput(text));
+  }
   element.appendChild(node);
   return element;
+}
+
+function copyToInput(text) {
+  input.value = text;
+  input.focus();
+  if (navigator.clipboard) navigator.clipboard.writeText(text).catch(() => {}); // http: may refuse
+  flash("Copied: change it below and send");
 }
 
 // Entity offsets count UTF-16 code units, which is what JS string indices count too.
@@ -150,7 +165,16 @@ function renderMessage(message, byId) {
   if (message.reply_markup && message.reply_markup.inline_keyboard) {
     item.appendChild(renderKeyboard(message));
   }
+  if (isDeadlineWarning(message)) item.classList.add("warning");
   return item;
+}
+
+// An SLA warning one can still act on: "⏳ item 7 (urgent) is waiting for approval, 40 s
+// left" with its buttons. It must not scroll by unseen under a pile of cards.
+function isDeadlineWarning(message) {
+  const buttons = message.reply_markup && message.reply_markup.inline_keyboard;
+  return message.from_bot && /^⏳ item \d+/.test(message.text) && / left$/.test(message.text)
+    && Boolean(buttons && buttons.length);
 }
 
 // -- following the chat ------------------------------------------------------------------
@@ -159,12 +183,13 @@ function render(state) {
   if (speakAs !== null && state.user_id !== speakAs) return; // an answer from before a switch
   if (state.room && state.room.open !== inRoom) return;
   document.getElementById("operator").textContent = state.user_id;
-  renderOperators(state.operators || [state.user_id], state.user_id, state.room);
+  renderOperators(state.operators || [state.user_id], state.user_id, state.room, state.names || {});
   const nearBottom = chat.scrollHeight - chat.scrollTop - chat.clientHeight < 80;
   const known = new Map([...chat.querySelectorAll(".msg")].map((el) => [el.dataset.messageId, el]));
   const messages = state.messages.filter((m) => !m.deleted);
   const byId = new Map(messages.map((m) => [m.message_id, m]));
   let added = false;
+  let warned = null; // a deadline warning that just arrived: shown wherever one is reading
   for (const message of messages) {
     const id = String(message.message_id);
     const old = known.get(id);
@@ -177,6 +202,7 @@ function render(state) {
     } else {
       chat.appendChild(fresh);
       added = true;
+      if (fresh.classList.contains("warning")) warned = fresh;
     }
   }
   for (const gone of known.values()) gone.remove();
@@ -186,6 +212,11 @@ function render(state) {
     chat.scrollTop = chat.scrollHeight;
     scrollDown = false;
   }
+  if (warned && !firstDraw) {
+    warned.scrollIntoView({ block: "center" });
+    flash(warned.querySelector(".text").textContent.split("\n")[0]);
+  }
+  firstDraw = false;
   showAnswers(state.answers);
   renderChips(state.commands);
 }
@@ -252,7 +283,7 @@ function renderChips(commands) {
 }
 
 let operatorsShown = "";
-function renderOperators(operators, current, room) {
+function renderOperators(operators, current, room, names) {
   const key = operators.join() + ":" + current + ":" + inRoom;
   if (key === operatorsShown) return;
   operatorsShown = key;
@@ -261,7 +292,7 @@ function renderOperators(operators, current, room) {
   const chips = operators.map((id) => {
     const button = document.createElement("button");
     button.type = "button";
-    button.textContent = "operator " + id;
+    button.textContent = names[id] || "operator " + id; // as the cards name them
     button.setAttribute("aria-pressed", String(id === current));
     button.addEventListener("click", () => switchTo(id, inRoom));
     return button;
@@ -285,6 +316,7 @@ function switchTo(id, room) {
   history.replaceState(null, "", "#as=" + id + (room ? "&room=1" : ""));
   chat.querySelectorAll(".msg").forEach((el) => el.remove());
   seenForceReply = null;
+  firstDraw = true;
   setReplyTo(null);
   scrollDown = true;
   refresh();

@@ -6,10 +6,11 @@ SELECT pipeline, status, count(*), CAST(sum(fetched) AS bigint), CAST(sum(new) A
   FROM pipeline_runs WHERE status != 'running' GROUP BY pipeline, status
 
 -- name: sla_warned
--- The state of each item past the warning share of its deadline but not yet past it
--- (the share's product truncated toward zero, as SQLite's CAST AS INTEGER does).
+-- The state of each item past the warning share or lead of its deadline but not yet past
+-- it (the share's product truncated toward zero, as SQLite's CAST AS INTEGER does).
 SELECT state FROM items
  WHERE deadline IS NOT NULL AND deadline > :now
-   AND last_transition_at
-       + CAST(trunc((deadline - last_transition_at) * CAST(:warn_share AS double precision)) AS bigint)
-       <= :now
+   AND (deadline - CAST(:warn_lead AS bigint) <= :now
+        OR last_transition_at
+           + CAST(trunc((deadline - last_transition_at) * CAST(:warn_share AS double precision)) AS bigint)
+           <= :now)

@@ -5,11 +5,12 @@ SELECT * FROM items
  ORDER BY last_transition_at, id LIMIT :limit
 
 -- name: sla_due
--- Items in a transient state past their deadline or its warning share, soonest first
+-- Items in a transient state past their deadline, its warning share or its warning lead
 -- (the share's product truncated toward zero, as SQLite's CAST AS INTEGER does).
 SELECT * FROM items
  WHERE deadline IS NOT NULL
    AND (deadline <= :now
+        OR deadline - CAST(:warn_lead AS bigint) <= :now
         OR last_transition_at
            + CAST(trunc((deadline - last_transition_at) * CAST(:warn_share AS double precision)) AS bigint)
            <= :now)

@@ -1,0 +1,65 @@
+"""Durations, times and money as people read them: the one formatter every card,
+reply, alert, refusal and CLI line uses, so the same amount always reads the same.
+
+    units.duration(150)                  # "2 min 30 s"
+    units.duration(timedelta(hours=4))   # "4 h"
+    units.ago(then, now)                 # "5 min ago", "in 14 min", "never"
+    units.usd(150_000)                   # "$0.15"
+    units.usd(28)                        # "$0.000028"
+    units.when(at)                       # "2026-12-04 17:10 UTC"
+
+Exact enough to be true: a duration shows its two largest units (what it drops is
+smaller than the last one shown), and money is never rounded to a cent it is not.
+Pure functions; nothing reads the clock.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+MICROS_PER_USD = 1_000_000
+MICROS_PER_CENT = 10_000
+#: Each unit's length in seconds, largest first, and its short name.
+_UNITS = ((86_400, "d"), (3_600, "h"), (60, "min"), (1, "s"))
+#: At most this many units are shown ("1 d 2 h", not "1 d 2 h 3 min 4 s").
+_SHOWN = 2
+
+
+def duration(span: float | timedelta) -> str:
+    """ "40 s", "2 min 30 s", "4 h", "1 d 2 h": whole seconds, the two largest units."""
+    seconds = int(span.total_seconds() if isinstance(span, timedelta) else span)
+    if seconds < 0:
+        return f"-{duration(-seconds)}"
+    parts: list[str] = []
+    for size, name in _UNITS:
+        count, seconds = divmod(seconds, size)
+        if count or parts:
+            parts.append(f"{count} {name}")
+        if len(parts) == _SHOWN:
+            break
+    # "2 h 0 min" says no more than "2 h"
+    shown = [part for part in parts if not part.startswith("0 ")]
+    return " ".join(shown) or "0 s"
+
+
+def ago(at: datetime | None, now: datetime) -> str:
+    """ "5 min ago", "in 14 min", or "never" for no time at all."""
+    if at is None:
+        return "never"
+    seconds = int((now - at).total_seconds())
+    return f"in {duration(-seconds)}" if seconds < 0 else f"{duration(seconds)} ago"
+
+
+def when(at: datetime) -> str:
+    """A moment to the minute, in UTC as the store keeps it."""
+    return at.strftime("%Y-%m-%d %H:%M UTC")
+
+
+def usd(micros: int) -> str:
+    """Micro-dollars as dollars, never rounded: "$5.00", "$0.15", "$1.234567", "$0.000028"."""
+    if micros < 0:
+        return f"-{usd(-micros)}"
+    dollars, rest = divmod(micros, MICROS_PER_USD)
+    if rest % MICROS_PER_CENT == 0:
+        return f"${dollars:,}.{rest // MICROS_PER_CENT:02d}"
+    return f"${dollars:,}.{rest:06d}".rstrip("0")
