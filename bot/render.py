@@ -174,6 +174,7 @@ def _run_summary(run: runs.Run, now: datetime) -> str:
     mark = {"ok": "🟢", "error": "🔴", "running": "🔄"}.get(run.status, "")
     text = f"{mark} {esc(run.status)} {age(run.started_at, now)}: {c.new} new of {c.fetched}"
     text += f", {c.drafted} drafted" + (f", {c.failed} failed" if c.failed else "")
+    text += f", {c.filtered} filtered" if c.filtered else ""
     if run.error_text:
         text += f": {esc(run.error_text[:200])}"
     return text
