@@ -4,6 +4,11 @@ counted and listed, and /replay brings one back past the filter to a paid card."
 
 from __future__ import annotations
 
+import asyncio
+import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -151,3 +156,44 @@ async def test_filtered_entries_are_recorded_never_charged_and_replayed_past_the
     assert [row.payload["attempt"] for row in cards] == [2]
     assert (llm.calls, (await _claimed_items(store))[-1]) == (3, weather.id)
     assert await operations.filtered_today(store, "city", later) == 3
+
+
+def test_gatehouse_filtered_lists_each_entry_with_its_rule(tmp_path: Path, now: datetime) -> None:
+    """The CLI as an operator runs it: a subprocess reading the store's file."""
+    with FeedServer() as feeds:
+        feeds.set("/feed.xml", rss(ENTRIES))
+        _pipeline(tmp_path, feeds.url("/feed.xml"))
+
+        async def record() -> None:
+            async with httpx.AsyncClient() as client:
+                store = await db.open(db.StoreConfig(data_dir=tmp_path / "data"))
+                try:
+                    pipeline = config.load_dir(tmp_path).pipelines["city"]
+                    # Recorded and filtered as a tick records them; nothing drafted.
+                    eng = engine.Engine(store, {"city": pipeline}, client=client)
+                    await eng.tick("city", "schedule", now)
+                finally:
+                    await store.close()
+
+        asyncio.run(record())
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GATEHOUSE_")}
+    env |= {"GATEHOUSE_DATA_DIR": str(tmp_path / "data"), "GATEHOUSE_PIPELINES_DIR": str(tmp_path)}
+
+    def gatehouse(*argv: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "bot.cli", *argv]
+        return subprocess.run(
+            command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False
+        )
+
+    shown = gatehouse("filtered", "city")
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert lines[0].split() == ["item", "filtered", "title", "rule"]
+    assert len(lines) == 2 + len(RULES)
+    for rule in RULES.values():
+        assert sum(rule in line for line in lines) == 1
+    assert lines[-1] == "bring one back past the filter with: gatehouse replay <item>"
+    listed = json.loads(gatehouse("filtered", "city", "--json").stdout)
+    assert {(row["source_id"], row["reason"]) for row in listed} == set(RULES.items())
+    unknown = gatehouse("filtered", "cty")
+    assert unknown.returncode == 2 and "Did you mean city?" in unknown.stderr
