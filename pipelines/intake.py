@@ -68,20 +68,24 @@ def record_sync(
         if fetched.source_id not in keep:
             continue
         keep.discard(fetched.source_id)  # the first of repeated ids wins
-        item = items.create_sync(
-            conn, pipeline.name, scope, fetched.source_id, _payload(fetched), now
-        )
+        payload = _payload(fetched)
+        item = items.create_sync(conn, pipeline.name, scope, fetched.source_id, payload, now)
         if item is not None:
-            created.append(_filtered(conn, pipeline, item, now))
+            created.append(_filtered(conn, pipeline, item, payload, now))
     if source_state is not None:
         schedules.save_source_state_sync(conn, pipeline.name, scope, source_state, now)
     return created
 
 
-def _filtered(conn: backend.Conn, pipeline: config.Pipeline, item: Item, now: datetime) -> Item:
-    """The new item, or the item moved to filtered when the pipeline's filter drops it
-    (the payload as stored, so a dry run and the listing see what the filter saw)."""
-    verdict = filters.verdict(pipeline.filter, item.payload)
+def _filtered(
+    conn: backend.Conn,
+    pipeline: config.Pipeline,
+    item: Item,
+    payload: dict[str, object],
+    now: datetime,
+) -> Item:
+    """The new item, or the item moved to filtered when the pipeline's filter drops it."""
+    verdict = filters.verdict(pipeline.filter, payload)
     if not verdict.dropped:
         return item
     return items.transition_sync(

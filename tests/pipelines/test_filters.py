@@ -167,3 +167,24 @@ def test_check_names_file_line_and_fix(tmp_path: Path) -> None:
         f"{file}:12: filter.exclude.3: empty rule: give it words: [a, b] (whole words, any"
         " case) or regex: '...' (RE2)",
     ]
+
+
+def test_the_one_pass_shortcut_gives_the_rules_own_verdicts() -> None:
+    """Each list first asks the alternation of its rules per field; without it (RE2 could
+    not take them together) the rules run one by one: the verdicts are the same."""
+    rules = {
+        "exclude": [{"words": ["sponsored"]}, {"regex": "^ad:", "field": "title"}],
+        "include": [{"words": ["tram"]}, {"regex": "bus$", "field": ["text", "link"]}],
+    }
+    fast = _filter(**rules)
+    slow = _filter(**rules)
+    slow._any_exclude = dict.fromkeys(slow._any_exclude)
+    slow._any_include = dict.fromkeys(slow._any_include)
+    entries = [
+        _entry("tram news"), _entry("ad: tram"), _entry("x", "take the bus"),
+        _entry("x", "y", link="https://e.org/bus"), _entry("sponsored tram"), _entry("weather"),
+        _entry("x", "ad: tram"), _entry("sponsored", "bus"),
+    ]  # fmt: skip
+    found = [fast.verdict(entry) for entry in entries]
+    assert found == [slow.verdict(entry) for entry in entries]
+    assert [v.dropped for v in found] == [False, True, False, False, True, True, False, True]
