@@ -133,7 +133,8 @@ class Rule(BaseModel):
         return self._source
 
     def describe(self) -> str:
-        what = f"words [{', '.join(self.words)}]" if self.words else f"regex {self.regex!r}"
+        # As written in the file (a repr would double every backslash).
+        what = f"words [{', '.join(self.words)}]" if self.words else f"regex '{self.regex}'"
         if tuple(self.field) == DEFAULT_FIELDS:
             return what
         return f"{what} in {', '.join(self.field)}"

@@ -64,7 +64,7 @@ ENTRIES = [
 #: What each dropped entry's event says, by its guid.
 RULES = {
     "f1": "filter exclude #1 (words [sponsored, giveaway]) matched 'Sponsored' in title",
-    "f2": "filter exclude #2 (regex '(?i)\\\\bpodcast\\\\b' in title) matched 'podcast' in title",
+    "f2": "filter exclude #2 (regex '(?i)\\bpodcast\\b' in title) matched 'podcast' in title",
     "f3": "filter include: no rule matched (words [tram, bus, metro])",
     "f4": "filter exclude #1 (words [sponsored, giveaway]) matched 'GIVEAWAY' in title",
 }
