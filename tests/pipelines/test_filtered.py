@@ -150,7 +150,7 @@ async def test_filtered_entries_are_recorded_never_charged_and_replayed_past_the
     assert (events[2].to_state, events[2].actor, events[2].reason) == (
         "new",
         "operator:42",
-        "replayed by operator:42",
+        "replayed by operator:42 past the filter",
     )
     cards = await outbox.for_item(store, weather.id, "card")
     assert [row.payload["attempt"] for row in cards] == [2]
