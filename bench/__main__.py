@@ -4,6 +4,7 @@ python -m bench dedup [--rows N] [--batches B]
 python -m bench startup [--runs 10]
 python -m bench memory [--runs 3]        idle memory, with and without metrics and the trigger
 python -m bench tick [--items 1000] [--history 500]
+python -m bench filters [--rules 100] [--entries 10000]   the filter's cost, RE2 on (a+)+$
 python -m bench queries [--items N]      operator queries on a store of N items (1M)
 python -m bench lifecycle [--items N]    N items fetched, drafted, approved, dispatched
 python -m bench scale [--items N]        the same with 1, 2, 4 workers on PostgreSQL
@@ -19,6 +20,7 @@ import sys
 
 BENCHES = {
     "dedup": "bench.dedup",
+    "filters": "bench.filters",
     "ledger": "bench.ledger",
     "lifecycle": "bench.lifecycle",
     "queries": "bench.queries",

@@ -145,13 +145,20 @@ def seed_history(
 
 
 async def one_tick(
-    tmp: Path, feeds: FeedServer, path: str, history: list[tuple[str, str]], count: int
+    tmp: Path,
+    feeds: FeedServer,
+    path: str,
+    history: list[tuple[str, str]],
+    count: int,
+    *,
+    extra: str = "",
 ) -> dict[str, float]:
+    """`extra`: YAML appended to the pipeline file (bench/filters.py adds a filter)."""
     pipelines_dir = tmp / "pipelines"
     pipelines_dir.mkdir()
     (pipelines_dir / "bench.yaml").write_text(
         "name: bench\nschedule: 5m\nsources:\n  - type: rss\n"
-        f"    url: {feeds.url(path)}\ndispatch:\n  type: none\n"
+        f"    url: {feeds.url(path)}\ndispatch:\n  type: none\n{extra}"
     )
     pipeline = config.load_dir(pipelines_dir).pipelines["bench"]
     store = await db.open(db.StoreConfig(data_dir=tmp / "data"))

@@ -220,8 +220,8 @@ async def status(update: Update, context: Context, d: Deps, now: datetime) -> No
         await charts.reply_status(update, d.store, now)
         return
     if context.args:
-        found = await operations.pipeline_runs(d.store, pipeline_arg(context, "status"))
-        await reply(update, render.status_pipeline(found.name, found.recent, found.window, now))
+        found = await operations.pipeline_runs(d.store, pipeline_arg(context, "status"), now)
+        await reply(update, render.status_pipeline(found, now))
         return
     states = d.workers.snapshot() if d.workers else []
     overview = await operations.overview(d.store, d.pipelines, now, states)

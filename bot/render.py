@@ -175,15 +175,15 @@ def _run_summary(run: runs.Run, now: datetime) -> str:
     mark = {"ok": "🟢", "error": "🔴", "running": "🔄"}.get(run.status, "")
     text = f"{mark} {esc(run.status)} {age(run.started_at, now)}: {c.new} new of {c.fetched}"
     text += f", {c.drafted} drafted" + (f", {c.failed} failed" if c.failed else "")
+    text += f", {c.filtered} filtered" if c.filtered else ""
     if run.error_text:
         text += f": {esc(run.error_text[:200])}"
     return text
 
 
-def status_pipeline(
-    name: str, recent: Sequence[runs.Run], window: runs.Window, now: datetime
-) -> str:
-    lines = [f"<b>{esc(name)}</b>: last {wording.plural(len(recent), 'run')}, newest first"]
+def status_pipeline(found: operations.PipelineRuns, now: datetime) -> str:
+    recent, window = found.recent, found.window
+    lines = [f"<b>{esc(found.name)}</b>: last {wording.plural(len(recent), 'run')}, newest first"]
     lines.extend(f"  #{run.id} {run.trigger}: {_run_summary(run, now)}" for run in recent)
     if not recent:
         lines.append("  no runs yet")
@@ -192,6 +192,8 @@ def status_pipeline(
     if window.first_error_after is not None:
         red = window.first_error_after
         lines.append(f"first red after it: #{red.id} {age(red.started_at, now)}")
+    if found.filtered_today:
+        lines.append(f"{found.filtered_today} filtered today (gatehouse filtered {found.name})")
     return "\n".join(lines)
 
 

@@ -21,6 +21,7 @@ STATES = {
     "expired": "expired",
     "failed": "failed",
     "breach": "stuck (past its SLA)",
+    "filtered": "filtered out",
 }
 #: Cells in a budget bar: five fit any phone line beside the figures.
 BAR_CELLS = 5

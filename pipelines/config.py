@@ -33,7 +33,15 @@ from pydantic import (
     model_validator,
 )
 
-from pipelines import config_errors, config_names, config_paths, dispatch, schedule, sources
+from pipelines import (
+    config_errors,
+    config_names,
+    config_paths,
+    dispatch,
+    filters,
+    schedule,
+    sources,
+)
 from pipelines.drafting import prompt as drafting
 from pipelines.sources import common
 from pipelines.text import validation
@@ -286,6 +294,8 @@ class Pipeline(_Model):
     misfire_window: Interval = timedelta(hours=1)
     sources: SourceList
     dedup: DedupConfig = Field(default_factory=DedupConfig)
+    #: Entries dropped before anything is drafted (pipelines.filters); none: all go on.
+    filter: filters.FilterConfig | None = None
     draft: DraftConfig = Field(default_factory=DraftConfig)
     approval: ApprovalConfig = Field(default_factory=ApprovalConfig)
     #: Where an approved draft goes; the models and behaviour live in pipelines.dispatch.

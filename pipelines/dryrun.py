@@ -5,7 +5,9 @@
     for item_id, payload in report.cards:
         print(render.card(item_id, payload))
 
-The engine fetches, dedups, records and drafts as a scheduled run would, except that it
+The engine fetches, dedups, filters, records and drafts as a scheduled run would (each new
+entry's verdict under the pipeline's `filter:` is in the report, with the rule that dropped
+it, so a filter can be tried before it goes live), except that it
 drafts only the `limit` newest new items (by published date; undated ones after, in the
 source's order), so `--limit 2` makes at most two provider calls; the report counts the
 rest as undrafted. It works in a temporary store that is deleted afterwards: the
@@ -57,6 +59,15 @@ class Llm:
 
 
 @dataclass(frozen=True)
+class Verdict:
+    """One new entry under the pipeline's filter: `rule` names what dropped it (None: kept)."""
+
+    item: int
+    title: str
+    rule: str | None
+
+
+@dataclass(frozen=True)
 class Report:
     pipeline: str
     fetched: int
@@ -74,6 +85,12 @@ class Report:
     #: New items (fetched and not duplicates), and how many of them the limit left undrafted.
     new: int = 0
     undrafted: int = 0
+    #: Every new entry's verdict under the filter, in the order fetched.
+    verdicts: tuple[Verdict, ...] = ()
+
+    @property
+    def filtered(self) -> int:
+        return sum(1 for verdict in self.verdicts if verdict.rule is not None)
 
     @property
     def llm_drafts(self) -> int:
@@ -156,14 +173,28 @@ async def run(
             failed = [(item.id, item.reason or "no reason recorded") for item in dropped]
             spend = None if llm is None else await ledger.report(store, now)
             usage, request_ids = await _drafted(store, cards)
+            verdicts = await _verdicts(store, tick.created)
         finally:
             if choose is not None:
                 await choose.aclose()
             await store.close()
     return Report(
         pipeline.name, tick.counts.fetched, tick.errors, cards, failed, spend, usage, request_ids,
-        new=tick.counts.new, undrafted=tick.counts.new - len(newest.picked),
+        new=tick.counts.new, undrafted=tick.counts.new - tick.counts.filtered - len(newest.picked),
+        verdicts=verdicts,
     )  # fmt: skip
+
+
+async def _verdicts(store: Store, created: list[int]) -> tuple[Verdict, ...]:
+    found = [await items.get(store, item_id) for item_id in created]
+    return tuple(
+        Verdict(
+            item.id,
+            str(item.payload.get("title") or item.source_id),
+            item.reason if item.state == State.FILTERED else None,
+        )
+        for item in found
+    )
 
 
 async def _drafted(

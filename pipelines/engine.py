@@ -154,8 +154,9 @@ class Engine:
         orphans = [item for item in left if item.id not in self._in_flight]
         drafted, failed = await self._draft_all(pipeline, waiting, orphans, report, now)
         report.created = [item.id for item in new_items]
+        filtered = sum(1 for item in new_items if item.state == State.FILTERED)
         report.counts = runs.Counts(
-            fetched=fetched, new=len(new_items), drafted=drafted, failed=failed
+            fetched=fetched, new=len(new_items), drafted=drafted, failed=failed, filtered=filtered
         )
         await self._finish(report, now)
 
@@ -407,9 +408,9 @@ class Engine:
         error_text = "; ".join(report.errors) or None
         counts = report.counts
         log.info(
-            "run %d of %s ended %s: fetched %d, new %d, drafted %d, failed %d",
+            "run %d of %s ended %s: fetched %d, new %d, filtered %d, drafted %d, failed %d",
             report.run_id, report.pipeline, status,
-            counts.fetched, counts.new, counts.drafted, counts.failed,
+            counts.fetched, counts.new, counts.filtered, counts.drafted, counts.failed,
         )  # fmt: skip
 
         def unit(conn: backend.Conn) -> None:

@@ -1,5 +1,8 @@
 """What a fetch brings in: source ids cleaned for storage, deduplicated, and recorded as
-new items, one chunk per transaction (the engine and the trigger endpoint share it).
+new items, one chunk per transaction (the engine and the trigger endpoint share it). An
+entry the pipeline's filter drops is recorded all the same and ends `filtered` in the same
+transaction, its event naming the rule: never drafted, never charged, and /replay brings
+it back past the filter (only intake filters).
 
     fetched = intake.storable(await sources.fetch(source, state, client))
     created = await store.write(intake.record_sync, pipeline, scope, chunk, state, now, dedup=True)
@@ -10,11 +13,12 @@ from __future__ import annotations
 import dataclasses
 from datetime import datetime
 
-from pipelines import config
+from pipelines import config, filters
 from pipelines.sources import base
 from store import backend, items, schedules, seen
 from store import text as store_text
 from store.items import Item
+from store.machine import State
 
 
 def _payload(fetched: base.FetchedItem) -> dict[str, object]:
@@ -64,11 +68,26 @@ def record_sync(
         if fetched.source_id not in keep:
             continue
         keep.discard(fetched.source_id)  # the first of repeated ids wins
-        item = items.create_sync(
-            conn, pipeline.name, scope, fetched.source_id, _payload(fetched), now
-        )
+        payload = _payload(fetched)
+        item = items.create_sync(conn, pipeline.name, scope, fetched.source_id, payload, now)
         if item is not None:
-            created.append(item)
+            created.append(_filtered(conn, pipeline, item, payload, now))
     if source_state is not None:
         schedules.save_source_state_sync(conn, pipeline.name, scope, source_state, now)
     return created
+
+
+def _filtered(
+    conn: backend.Conn,
+    pipeline: config.Pipeline,
+    item: Item,
+    payload: dict[str, object],
+    now: datetime,
+) -> Item:
+    """The new item, or the item moved to filtered when the pipeline's filter drops it."""
+    verdict = filters.verdict(pipeline.filter, payload)
+    if not verdict.dropped:
+        return item
+    return items.transition_sync(
+        conn, item.id, State.FILTERED, "system", now, reason=verdict.reason
+    )

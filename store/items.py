@@ -278,8 +278,8 @@ def replay_sync(
             else ""
         )
         raise errors.IllegalTransition(
-            f"item {item_id} is {item.state}, not dropped; only rejected, expired, failed "
-            f"or breach items can be replayed{hint}"
+            f"item {item_id} is {item.state}, not dropped; only "
+            f"{', '.join(sorted(machine.DROPPED))} items can be replayed{hint}"
         )
     _check_floor(conn, item.id, State.NEW, actor, now)
     params = {

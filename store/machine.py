@@ -6,12 +6,16 @@
                 │               │
                 └─► breach ◄────┘ (drafting, dispatching: stuck past the SLA)
 
-    dropped (rejected, expired, failed, breach) ──replay──► new (attempt + 1)
+    new ──► filtered (the pipeline's filter dropped it: the event names the rule)
+
+    dropped (rejected, expired, failed, breach, filtered) ──replay──► new (attempt + 1)
     dispatched ──replay(force)──► new
 
 States carry `#:` comments; TRANSITIONS is the one table of allowed moves; the
 SQL CHECK on items.state is generated from STATES (`check_constraint()`), and
-tests/store/test_machine.py fails if the migration's text drifts from it.
+tests/store/test_machine.py fails if either dialect's schema drifts from it. A new
+dropped state (a triage's `skipped`, say) is one member here, its move in TRANSITIONS,
+its place in TERMINAL and DROPPED, and a migration that widens the CHECK.
 
 Where the states differ from the plain life of an item, and why:
 - awaiting_approval past its window becomes `expired` (the approval window
@@ -41,6 +45,7 @@ class State(StrEnum):
     EXPIRED = "expired"  #: nobody decided within the approval window; dropped
     FAILED = "failed"  #: drafting or dispatch failed for good; dropped
     BREACH = "breach"  #: stuck in a transient state past its SLA; dropped
+    FILTERED = "filtered"  #: the pipeline's filter dropped it, never drafted; dropped
 
 
 S = State
@@ -48,7 +53,7 @@ S = State
 STATES: tuple[State, ...] = tuple(State)
 
 TRANSITIONS: dict[State, frozenset[State]] = {
-    S.NEW: frozenset({S.DRAFTING, S.FAILED}),
+    S.NEW: frozenset({S.DRAFTING, S.FAILED, S.FILTERED}),
     S.DRAFTING: frozenset({S.AWAITING_APPROVAL, S.FAILED, S.BREACH}),
     S.AWAITING_APPROVAL: frozenset({S.APPROVED, S.REJECTED, S.EXPIRED, S.FAILED}),
     S.APPROVED: frozenset({S.DISPATCHING, S.FAILED}),
@@ -58,13 +63,16 @@ TRANSITIONS: dict[State, frozenset[State]] = {
     S.EXPIRED: frozenset(),
     S.FAILED: frozenset(),
     S.BREACH: frozenset(),
+    S.FILTERED: frozenset(),
 }
 
 #: End states: a repeat of the same state is silently accepted; only replay leaves them.
-TERMINAL: frozenset[State] = frozenset({S.DISPATCHED, S.REJECTED, S.EXPIRED, S.FAILED, S.BREACH})
+TERMINAL: frozenset[State] = frozenset(
+    {S.DISPATCHED, S.REJECTED, S.EXPIRED, S.FAILED, S.BREACH, S.FILTERED}
+)
 
 #: Dropped states: what /replay brings back without force.
-DROPPED: frozenset[State] = frozenset({S.REJECTED, S.EXPIRED, S.FAILED, S.BREACH})
+DROPPED: frozenset[State] = frozenset({S.REJECTED, S.EXPIRED, S.FAILED, S.BREACH, S.FILTERED})
 
 #: Decisions an operator may take back within the pipeline's undo window: back to
 #: awaiting_approval, same attempt and version. Outside TRANSITIONS, as replay is, so

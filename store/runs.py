@@ -28,6 +28,8 @@ class Counts:
     new: int = 0
     drafted: int = 0
     failed: int = 0
+    #: New entries the pipeline's filter dropped (counted in `new` too).
+    filtered: int = 0
 
 
 @dataclass(frozen=True)
@@ -50,7 +52,9 @@ class Run:
             started_at=clock.from_ms(row["started_at"]),
             ended_at=clock.maybe_from_ms(row["ended_at"]),
             status=row["status"],
-            counts=Counts(row["fetched"], row["new"], row["drafted"], row["failed"]),
+            counts=Counts(
+                row["fetched"], row["new"], row["drafted"], row["failed"], row["filtered"]
+            ),
             error_text=row["error_text"],
         )
 
@@ -120,6 +124,7 @@ def finish_run_sync(
         "new": counts.new,
         "drafted": counts.drafted,
         "failed": counts.failed,
+        "filtered": counts.filtered,
         "error_text": error_text,
     }
     if conn.execute(Q["finish_run"], params).rowcount != 1:

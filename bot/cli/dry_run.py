@@ -72,6 +72,11 @@ def run(
         "errors": report.errors,
         "cards": [payload for _, payload in report.cards],
         "undrafted": report.undrafted,
+        "filtered": report.filtered,
+        "verdicts": [
+            {"title": v.title, "verdict": "filtered" if v.rule else "kept", "rule": v.rule}
+            for v in report.verdicts
+        ],
         "failed": [{"item": item, "reason": reason} for item, reason in report.failed],
         "llm": None
         if report.spend is None
@@ -82,7 +87,10 @@ def run(
             "counted": counted,
         },
     }
-    cli_output.emit(args, value, lambda: cli_output.dry_run(report, args.limit, counted))
+    has_filter = found[name].filter is not None
+    cli_output.emit(
+        args, value, lambda: cli_output.dry_run(report, args.limit, counted, filtered=has_filter)
+    )
     not_counted = counted is not None and counted["claim"] is None
     return 1 if report.errors or report.failed or not_counted else 0
 

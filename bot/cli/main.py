@@ -9,6 +9,7 @@
     gatehouse status [pipeline] [--verbose]    every pipeline, or one pipeline's recent runs
     gatehouse runs [pipeline] [--limit 10]     recent runs, with the last green / first red run
     gatehouse pending                          items awaiting approval, oldest first
+    gatehouse filtered <pipeline> [--limit 50] entries its filter dropped, with the rule
     gatehouse history <item>                   one item's events
     gatehouse replay <item> [--force] [--fresh] replay a dropped item (force: a dispatched one)
     gatehouse budget                           spend, holds and limits, today and this month
@@ -317,6 +318,15 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
         help="runs shown (default: %(default)s)",
     )
     add("pending", cli_reads.cmd_pending, "items awaiting approval, oldest first")
+    filtered = add("filtered", cli_reads.cmd_filtered, "entries a pipeline's filter dropped")
+    filtered.add_argument("pipeline", help="the pipeline's name, as `gatehouse status` lists it")
+    filtered.add_argument(
+        "--limit",
+        type=positive,
+        default=operations.FILTERED_SHOWN,
+        metavar="N",
+        help="entries shown, the most recently filtered first (default: %(default)s)",
+    )
     add("history", cli_reads.cmd_history, "one item's events").add_argument(
         "item", type=item_id, help="the item id, as /pending and the cards show it"
     )

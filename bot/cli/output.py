@@ -115,6 +115,8 @@ def pipeline_runs(found: operations.PipelineRuns, now: datetime) -> str:
     if window.first_error_after is not None:
         red = window.first_error_after
         lines.append(f"first red after it: #{red.id} {render.age(red.started_at, now)}")
+    if found.filtered_today:
+        lines.append(f"{found.filtered_today} filtered today (gatehouse filtered {found.name})")
     return "\n".join(lines)
 
 
@@ -132,6 +134,23 @@ def pending(waiting: Sequence[items.Item], now: datetime) -> str:
         for item in waiting
     ]
     return table(("item", "pipeline", "version", "waiting", "title"), rows)
+
+
+def filtered(name: str, found: Sequence[items.Item], now: datetime) -> str:
+    """A pipeline's filtered entries, the most recent first, each with its rule."""
+    if not found:
+        return f"Nothing of {name} was filtered (or every filtered entry was replayed)."
+    rows = [
+        (
+            item.id,
+            render.age(item.last_transition_at, now),
+            str(item.payload.get("title") or item.source_id)[:50],
+            item.reason or "no reason recorded",
+        )
+        for item in found
+    ]
+    text = table(("item", "filtered", "title", "rule"), rows)
+    return text + "\nbring one back past the filter with: gatehouse replay <item>"
 
 
 def history(found: operations.History, names: dict[int, str] | None = None) -> str:
@@ -234,11 +253,21 @@ def progress(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-def dry_run(report: dryrun.Report, limit: int, counted: dict[str, Any] | None = None) -> str:
-    """The cards as plain text, as a phone would show them, with what was left undrafted."""
+def dry_run(
+    report: dryrun.Report,
+    limit: int,
+    counted: dict[str, Any] | None = None,
+    *,
+    filtered: bool = False,
+) -> str:
+    """The cards as plain text, as a phone would show them, with what was left undrafted;
+    `filtered` (the pipeline has a filter): each new entry's verdict and rule first."""
     lines = [f"dry run of {report.pipeline}: fetched {report.fetched}, {report.new} new"]
     lines += [f"error: {error}" for error in report.errors]
     lines += [f"failed: item {item}: {reason}" for item, reason in report.failed]
+    if filtered:
+        lines += ["", f"filter: {report.filtered} of {report.new} new entries dropped"]
+        lines += [_verdict(verdict) for verdict in report.verdicts]
     for item_id, payload in report.cards:
         lines += ["", "─" * 40, _plain(render.card(item_id, payload))]
     if report.undrafted:
@@ -257,6 +286,12 @@ def dry_run(report: dryrun.Report, limit: int, counted: dict[str, Any] | None = 
             )
     lines += ["", "nothing was marked seen, stored or sent"]
     return "\n".join(lines)
+
+
+def _verdict(verdict: dryrun.Verdict) -> str:
+    if verdict.rule is None:
+        return f"  kept      {verdict.title[:60]}"
+    return f"  filtered  {verdict.title[:60]}: {verdict.rule}"
 
 
 def _plain(card_html: str) -> str:

@@ -106,7 +106,7 @@ def cmd_runs(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime
     limit = getattr(args, "limit", operations.RUNS_SHOWN)
 
     async def fn(store: db.Store) -> list[operations.PipelineRuns]:
-        return [await operations.pipeline_runs(store, name, limit) for name in names]
+        return [await operations.pipeline_runs(store, name, now, limit) for name in names]
 
     found = read(cfg, fn)
     cli_output.emit(
@@ -118,6 +118,15 @@ def cmd_runs(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime
 def cmd_pending(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
     waiting = read(cfg, operations.pending)
     cli_output.emit(args, waiting, lambda: cli_output.pending(waiting, now))
+    return 0
+
+
+def cmd_filtered(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
+    known = pipeline_names(cfg)
+    if args.pipeline not in known:
+        operations.check_pipeline(args.pipeline, known, loaded(cfg).broken)
+    found = read(cfg, lambda store: operations.filtered(store, args.pipeline, args.limit))
+    cli_output.emit(args, found, lambda: cli_output.filtered(args.pipeline, found, now))
     return 0
 
 

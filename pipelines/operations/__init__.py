@@ -9,7 +9,8 @@ or JSON). Writes take the actor and `now`, so each one's event says who and when
 A bad argument raises `Invalid`, whose message says what is valid.
 
 Families of actions live in submodules, and the names callers use are importable from
-here: `inputs` (checks on ids and pipeline names), `status` (the reads), `budget`,
+here: `inputs` (checks on ids and pipeline names), `status` (the reads), `dropped` (what
+a filter left out), `budget`,
 `replays`, `scheduling` (run / pause / resume, sweep), and `review`, the decisions
 beyond one tap (a reject's reason, undo, redraft, decisions on a listed set, and the
 terminal's approve / reject / edit / redraft). `files` (reconciling file dispatch
@@ -34,6 +35,7 @@ from pipelines.operations.budget import (
     reconcile_claim,
     set_budget,
 )
+from pipelines.operations.dropped import FILTERED_SHOWN, filtered, filtered_today
 from pipelines.operations.inputs import MAX_ID, Invalid, check_pipeline, whole_number
 from pipelines.operations.replays import replay, unshown_drafts
 from pipelines.operations.scheduling import (
@@ -60,6 +62,7 @@ from pipelines.operations.status import (
 from store import items
 
 __all__ = [
+    "FILTERED_SHOWN",
     "MAX_BUDGET_USD",
     "MAX_ID",
     "MAX_SWEEP_DAYS",
@@ -76,6 +79,8 @@ __all__ = [
     "audit",
     "budget",
     "check_pipeline",
+    "filtered",
+    "filtered_today",
     "history",
     "overview",
     "parse_usd",

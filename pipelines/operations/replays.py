@@ -9,6 +9,7 @@ from pipelines.operations import review
 from store import backend, items
 from store.db import Store
 from store.ledger import outputs as llm_outputs
+from store.machine import State
 
 if TYPE_CHECKING:  # the CLI reads operations without loading the engine
     from pipelines.scheduler import Scheduler
@@ -26,14 +27,19 @@ async def replay(
 ) -> items.Item:
     """Bring a dropped item back to new (attempt + 1) and ask its pipeline to run.
 
-    An LLM output the provider already gave for this item and no card showed is drafted
-    again without a new provider call; `fresh` refuses it (in the same transaction), so
-    the new attempt pays for a new draft. The run request is persisted, so without a
+    A filtered entry comes back past the filter (its event says so). An LLM output the
+    provider already gave for this item and no card showed is drafted again without a
+    new provider call; `fresh` refuses it (in the same transaction), so the new attempt
+    pays for a new draft. The run request is persisted, so without a
     running scheduler (the CLI writing directly) the bot drafts the item at its next start.
     """
-    reason = f"replayed by {actor}" + (" with a fresh draft" if fresh else "")
 
     def unit(conn: backend.Conn) -> items.Item:
+        # Only intake filters, so a replayed entry is drafted whatever the filter says:
+        # the event records that the operator overruled it.
+        overruled = items.lock_sync(conn, item_id).state == State.FILTERED
+        reason = f"replayed by {actor}" + (" past the filter" if overruled else "")
+        reason += " with a fresh draft" if fresh else ""
         replayed = items.replay_sync(conn, item_id, actor, now, reason, force=force)
         if fresh:
             llm_outputs.refuse_unshown_sync(conn, item_id, f"a fresh draft was asked ({reason})")

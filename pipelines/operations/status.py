@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from pipelines import workers
+from pipelines.operations import dropped
 from pipelines.operations.inputs import Invalid
 from store import events, items, machine, runs, schedules, writer
 from store.db import Store
@@ -91,15 +92,20 @@ class PipelineRuns:
     recent: list[runs.Run]
     #: The last green run and the first red one after it: where to start looking.
     window: runs.Window
+    #: Entries its filter dropped today (UTC) and not replayed since.
+    filtered_today: int = 0
 
 
-async def pipeline_runs(store: Store, name: str, n: int = RUNS_SHOWN) -> PipelineRuns:
-    """One pipeline's last n runs (newest first) and its investigation window."""
+async def pipeline_runs(
+    store: Store, name: str, now: datetime, n: int = RUNS_SHOWN
+) -> PipelineRuns:
+    """One pipeline's last n runs (newest first), its investigation window, and what its
+    filter dropped today."""
     if n < 1:
         raise Invalid(f"the number of runs must be at least 1, not {n}")
-    return PipelineRuns(
-        name, await runs.recent_runs(store, name, n), await runs.investigation_window(store, name)
-    )
+    recent = await runs.recent_runs(store, name, n)
+    window = await runs.investigation_window(store, name)
+    return PipelineRuns(name, recent, window, await dropped.filtered_today(store, name, now))
 
 
 async def pending(store: Store, limit: int = PENDING_LIMIT) -> list[items.Item]:

@@ -81,6 +81,9 @@ def _item(entry: Any, feed_title: str) -> base.FetchedItem:
     extra: dict[str, Any] = {"feed_title": feed_title}
     if author := entry.get("author"):
         extra["author"] = str(author)
+    # <category> (RSS) and <category term> (Atom): what a filter's `field: categories` reads.
+    if categories := [str(tag.get("term")) for tag in entry.get("tags") or [] if tag.get("term")]:
+        extra["categories"] = categories
     return base.FetchedItem(
         source_id=_source_id(entry, title, text),
         title=title,

@@ -31,6 +31,8 @@ CREATE TABLE pipeline_runs (
     -- The worker running it and until when its lease holds (migration 0011).
     worker      TEXT,
     lease_until INTEGER,
+    -- Entries the pipeline's filter dropped (migration 0016).
+    filtered    INTEGER NOT NULL DEFAULT 0,
     CHECK ((status = 'running') = (ended_at IS NULL))
 );
 
@@ -87,7 +89,7 @@ CREATE TABLE items (
     source_id          TEXT NOT NULL,
     payload            TEXT NOT NULL CHECK (json_valid(payload)),
     content_hash       TEXT NOT NULL,
-    state              TEXT NOT NULL CHECK (state IN ('new', 'drafting', 'awaiting_approval', 'approved', 'dispatching', 'dispatched', 'rejected', 'expired', 'failed', 'breach')),
+    state              TEXT NOT NULL CHECK (state IN ('new', 'drafting', 'awaiting_approval', 'approved', 'dispatching', 'dispatched', 'rejected', 'expired', 'failed', 'breach', 'filtered')),
     attempt            INTEGER NOT NULL DEFAULT 1 CHECK (attempt >= 1),
     version            INTEGER NOT NULL DEFAULT 0 CHECK (version >= 0),
     reason             TEXT,

@@ -78,8 +78,8 @@ async def test_budget_with_an_uncertain_hold(world: db.Store) -> None:
 
 
 async def test_runs_with_the_last_green_and_the_first_red(world: db.Store) -> None:
-    found = await operations.pipeline_runs(world, "news")
-    assert render.status_pipeline("news", found.recent, found.window, NOW) == (
+    found = await operations.pipeline_runs(world, "news", NOW)
+    assert render.status_pipeline(found, NOW) == (
         "<b>news</b>: last 2 runs, newest first\n"
         "  #2 manual: 🔴 error 30 min ago: 0 new of 0, 0 drafted: "
         "feed answered 503 &lt;Unavailable&gt;\n"

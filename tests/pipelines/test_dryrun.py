@@ -117,3 +117,44 @@ def test_a_failing_source_is_reported_and_exits_1(tmp_path: Path) -> None:
     assert first == "dry run of news: fetched 0, 0 new"
     assert error.startswith("error: source demo-news: ")
     assert not (tmp_path / "data").exists()
+
+
+FILTER = """
+filter:
+  exclude:
+    - words: [rovers]
+  include:
+    - words: [street, road, library, rovers]
+"""
+
+
+def test_dry_run_prints_each_entry_s_verdict_and_rule(tmp_path: Path) -> None:
+    feed_xml = (EXAMPLES / "feeds" / "demo.xml").read_text()
+    titles = re.findall(r"<item>\s*<title>([^<]+)</title>", feed_xml)
+    with FeedServer() as feed, WebhookServer() as hook:
+        feed.set("/demo.xml", feed_xml)
+        folder = _examples(tmp_path, feed.url("/demo.xml"), hook.url)
+        news = folder / "news.yaml"
+        news.write_text(news.read_text() + FILTER)
+        text = _gatehouse(tmp_path, folder, "dry-run", "news")
+        shown = _gatehouse(tmp_path, folder, "dry-run", "news", "--json")
+    assert text.returncode == 0, text.stderr
+    kept = [t for t in titles if re.search(r"\b(Street|Road|Library)\b", t)]
+    assert len(kept) == 3
+    exclude = "filter exclude #1 (words [rovers]) matched 'Rovers' in title"
+    include = "filter include: no rule matched (words [street, road, library, rovers])"
+    rules = {titles[3]: exclude, titles[4]: include}
+    assert text.stdout.splitlines()[2:8] == [
+        "filter: 2 of 5 new entries dropped",
+        *(
+            f"  filtered  {t[:60]}: {rules[t]}" if t in rules else f"  kept      {t}"
+            for t in titles
+        ),
+    ]
+    assert text.stdout.count("📝 news · item") == 3
+    value = json.loads(shown.stdout)
+    assert value["filtered"] == 2 and [c["title"] for c in value["cards"]] == kept
+    assert value["verdicts"] == [
+        {"title": t, "verdict": "filtered" if t in rules else "kept", "rule": rules.get(t)}
+        for t in titles
+    ]

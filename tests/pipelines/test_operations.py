@@ -56,7 +56,7 @@ async def test_argument_refusals_write_nothing(store: db.Store, now: datetime) -
     before = await snapshot.tables(store)
     refusals = [
         (
-            operations.pipeline_runs(store, "news", 0),
+            operations.pipeline_runs(store, "news", now, 0),
             "the number of runs must be at least 1, not 0",
         ),
         (operations.sweep(store, now, days=0), "--days must be from 1 to 36500, not 0"),

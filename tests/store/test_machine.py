@@ -23,6 +23,7 @@ from store import (
     outbox,
     payloads,
     sealer,
+    sql,
 )
 from store.machine import State
 from tests import forger, snapshot
@@ -53,10 +54,30 @@ async def _event_count(store: db.Store) -> int:
     return await store.read(lambda c: c.execute("SELECT count(*) FROM events").fetchone()[0])
 
 
-def test_check_constraint_in_sql_matches_the_declaration() -> None:
-    migration = (migrate.MIGRATIONS_DIR / "0002_items_events_outbox.sql").read_text()
-    items_table = migration[migration.index("CREATE TABLE items") :]
+def _state_check(schema: str) -> str:
+    items_table = schema[schema.index("CREATE TABLE items") :]
     found = re.search(r"state\s+TEXT NOT NULL (CHECK \(state IN \([^)]*\)\))", items_table)
+    assert found is not None
+    return found.group(1)
+
+
+@pytest.mark.parametrize("schema", [sql.SQL_DIR, sql.POSTGRES_DIR], ids=["sqlite", "postgres"])
+def test_check_constraint_in_sql_matches_the_declaration(schema: Path) -> None:
+    assert _state_check((schema / "schema.sql").read_text()) == machine.check_constraint()
+
+
+def test_migrations_give_the_declared_check(tmp_path: Path) -> None:
+    """What an upgraded SQLite store holds, and PostgreSQL's newest word on the list."""
+    conn = sqlite3.connect(tmp_path / "replayed.db", isolation_level=None)
+    migrate.apply_pending(conn)
+    (table,) = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'items'").fetchone()
+    assert _state_check(table) == machine.check_constraint()
+    newest = [
+        path.read_text()
+        for path in sorted((sql.POSTGRES_DIR / "migrations").glob("*.sql"))
+        if "items_state_check CHECK" in path.read_text()
+    ][-1]
+    found = re.search(r"items_state_check (CHECK \(state IN \([^)]*\)\))", newest)
     assert found is not None
     assert found.group(1) == machine.check_constraint()
 
