@@ -12,7 +12,6 @@ signature shows it was not made up afterwards.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -56,7 +55,6 @@ class Checkpoint:
 
 def _many(conn: backend.Conn, query: str, params: dict[str, object]) -> list[Checkpoint]:
     cursor = conn.execute(query, params)
-    cursor.row_factory = sqlite3.Row
     return [Checkpoint.from_row(row) for row in cursor.fetchall()]
 
 
@@ -106,7 +104,6 @@ async def events_from(store: Store, from_id: int, batch: int) -> list[dict[str, 
 
     def query(conn: backend.Conn) -> list[dict[str, Any]]:
         cursor = conn.execute(Q["events_from"], params)
-        cursor.row_factory = sqlite3.Row
         return [dict(row) for row in cursor.fetchall()]
 
     return await store.read(query)

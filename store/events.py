@@ -19,7 +19,6 @@ import dataclasses
 import hashlib
 import json
 import re
-import sqlite3
 from collections.abc import Callable
 from datetime import datetime
 from typing import Literal, cast
@@ -155,7 +154,6 @@ def last_automatic_entry(
 
 def _events(conn: backend.Conn, query: str, params: dict[str, object]) -> list[Event]:
     cursor = conn.execute(query, params)
-    cursor.row_factory = sqlite3.Row
     return [Event.from_row(row) for row in cursor.fetchall()]
 
 
@@ -218,7 +216,6 @@ def _walk(conn: backend.Conn, batch: int, checkpoint: tuple[int, str] | None) ->
     while True:
         params = {"from_id": expected_id, "batch": batch, "genesis": GENESIS}
         cursor = conn.execute(Q["all_from"], params)
-        cursor.row_factory = sqlite3.Row
         rows = cursor.fetchall()
         for row in rows:
             fields = dict(row)

@@ -19,7 +19,6 @@ import functools
 import hashlib
 import json
 import logging
-import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -116,14 +115,12 @@ def content_hash(payload: dict[str, Any]) -> str:
 
 def _one(conn: backend.Conn, query: str, params: dict[str, Any]) -> Item | None:
     cursor = conn.execute(query, params)
-    cursor.row_factory = sqlite3.Row
     row = cursor.fetchone()
     return Item.from_row(row) if row else None
 
 
 def _many(conn: backend.Conn, query: str, params: dict[str, Any]) -> list[Item]:
     cursor = conn.execute(query, params)
-    cursor.row_factory = sqlite3.Row
     return [Item.from_row(row) for row in cursor.fetchall()]
 
 
@@ -143,7 +140,6 @@ def lock_sync(conn: backend.Conn, item_id: int) -> Item:
 
 def _locked_row(conn: backend.Conn, item_id: int) -> backend.Row:
     cursor = conn.execute(Q["lock"], {"id": item_id})
-    cursor.row_factory = sqlite3.Row
     row = cursor.fetchone()
     if row is None:
         raise errors.NotFound(f"no item {item_id}")
@@ -374,7 +370,6 @@ async def approved_since(
 
     def query(conn: backend.Conn) -> list[Approved]:
         cursor = conn.execute(Q["approved_since"], params)
-        cursor.row_factory = sqlite3.Row
         return [Approved.from_row(row) for row in cursor.fetchall()]
 
     return await store.read(query)

@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
-import sqlite3
 import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -83,7 +82,6 @@ class Row:
 
 def _rows(conn: backend.Conn, query: str, params: dict[str, Any]) -> list[Row]:
     cursor = conn.execute(query, params)
-    cursor.row_factory = sqlite3.Row
     return [Row.from_row(row) for row in cursor.fetchall()]
 
 

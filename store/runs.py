@@ -7,7 +7,6 @@ window = await runs.investigation_window(store, "news")
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
@@ -65,7 +64,6 @@ class Window:
 
 def _rows(conn: backend.Conn, query: str, params: dict[str, object]) -> list[Run]:
     cursor = conn.execute(query, params)
-    cursor.row_factory = sqlite3.Row
     return [Run.from_row(row) for row in cursor.fetchall()]
 
 

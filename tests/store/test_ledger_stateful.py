@@ -246,7 +246,6 @@ class LedgerMachine(RuleBasedStateMachine):
             conn: sqlite3.Connection,
         ) -> tuple[list[budgets.Budget], dict[tuple[object, ...], tuple[int, int]]]:
             cursor = conn.execute("SELECT * FROM budgets")
-            cursor.row_factory = sqlite3.Row
             rows = [budgets.Budget.from_row(r) for r in cursor.fetchall()]
             sums = {
                 tuple(r[:3]): (r[3], r[4])

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from store import db, drafts, events, items, migrate, outbox, retention, sealer
+from store import db, drafts, events, items, migrate, outbox, retention, sealer, sqlite_store
 from store.ledger import outputs as llm_outputs
 from store.machine import State
 from tests import forger
@@ -160,6 +160,7 @@ def before_operator_queries(tmp_path: Path) -> tuple[sqlite3.Connection, int]:
     for migration in every[: every.index(mine)]:
         shutil.copy(migration.path, older / migration.path.name)
     conn = sqlite3.connect(tmp_path / "db", isolation_level=None)
+    conn.row_factory = sqlite_store.Row  # as the store's own connections hand rows back
     migrate.apply_pending(conn, older)
     return conn, mine.version
 
