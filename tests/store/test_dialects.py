@@ -14,6 +14,7 @@ import psycopg
 import pytest
 
 from store import db, errors, migrate, pg, seen, sql
+from store.sql import generate
 from tests import pg_databases
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -71,6 +72,13 @@ def test_postgres_migrations_replay_to_its_canonical_schema(scratch: dict[str, s
         replayed.close()
     assert applied == [m.version for m in migrate.discover(pg.MIGRATIONS_DIR)]
     assert _catalog(scratch["replayed"]) == _catalog(scratch["canonical"])
+
+
+def test_the_postgres_schema_file_is_generated_from_its_migrations(
+    pg_run_database: pg_databases.Server,
+) -> None:
+    made = generate.postgres_schema(pg_run_database.admin_url)
+    assert generate.POSTGRES_SCHEMA.read_text() == made, "run `python3 dev.py schema`"
 
 
 def test_every_migration_has_its_postgres_twin_of_the_same_number() -> None:
