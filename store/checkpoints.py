@@ -1,7 +1,7 @@
 """Signed heads of the event chain: "event N had hash H", signed by the bot's key.
 
-    cp = await checkpoints.sign_head(store, signer, now)   # None: no events yet
-    newest = await checkpoints.latest(store)
+    cp = await store.write(checkpoints.sign_head_sync, signer, now)   # None: no events yet
+    newest = await store.read(checkpoints.latest_sync)
 
 The store keeps checkpoints and never sees the key: `signer` turns the message
 (`message(event_id, hash, signed_at)`) into (key id, signature). A checkpoint is taken
@@ -82,14 +82,6 @@ def sign_head_sync(conn: backend.Conn, signer: Signer, now: datetime) -> Checkpo
     }
     row_id = conn.execute(Q["insert"], params).fetchone()[0]
     return Checkpoint(row_id, head[0], head[1], clock.from_ms(signed_at), key_id, signature)
-
-
-async def sign_head(store: Store, signer: Signer, now: datetime) -> Checkpoint | None:
-    return await store.write(sign_head_sync, signer, now)
-
-
-async def latest(store: Store) -> Checkpoint | None:
-    return await store.read(latest_sync)
 
 
 async def since(store: Store, event_id: int) -> list[Checkpoint]:

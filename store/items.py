@@ -1,10 +1,10 @@
 """Items and their transitions: each change and its event commit together.
 
-    item = await items.create(store, "news", "feed", "guid-1", {"title": ...}, now)
-    item = await items.transition(store, item.id, State.DRAFTING, "system", now)
+    item = await store.write(items.create_sync, "news", "feed", "guid-1", {"title": ...}, now)
+    item = await store.write(items.transition_sync, item.id, State.DRAFTING, "system", now)
 
-`*_sync` functions run inside a caller's write unit, so rows that belong with a
-transition (a draft, a vote, an outbox row) commit in the same transaction:
+Each `*_sync` function is a unit, or a part of a caller's unit, so rows that belong with
+a transition (a draft, a vote, an outbox row) commit in the same transaction:
 
     def unit(conn):
         moved = items.transition_sync(conn, item_id, State.AWAITING_APPROVAL, "system", now)
@@ -312,46 +312,8 @@ def sla_due_sync(conn: backend.Conn, now: datetime) -> list[Item]:
     return _many(conn, Q["sla_due"], {"now": clock.to_ms(now), "warn_share": machine.WARN_AT})
 
 
-async def create(
-    store: Store, pipeline: str, scope: str, source_id: str, payload: dict[str, Any], now: datetime
-) -> Item | None:
-    return await store.write(create_sync, pipeline, scope, source_id, payload, now)
-
-
-async def transition(
-    store: Store,
-    item_id: int,
-    to: State,
-    actor: str,
-    now: datetime,
-    *,
-    reason: str | None = None,
-    expect_version: int | None = None,
-    expect_attempt: int | None = None,
-    deadline: timedelta | None = None,
-) -> Item:
-    """One BEGIN IMMEDIATE transaction: the compare-and-set move and exactly one event."""
-    return await store.write(
-        transition_sync,
-        item_id,
-        to,
-        actor,
-        now,
-        reason=reason,
-        expect_version=expect_version,
-        expect_attempt=expect_attempt,
-        deadline=deadline,
-    )
-
-
 async def get(store: Store, item_id: int) -> Item:
     return await store.read(get_sync, item_id)
-
-
-async def history(store: Store, item_id: int) -> list[events.Event]:
-    """The item's events, oldest first."""
-    await get(store, item_id)  # NotFound for an unknown item, rather than an empty list
-    return await events.for_entity(store, "item", item_id)
 
 
 async def in_state(

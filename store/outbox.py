@@ -262,8 +262,8 @@ def release_claims_sync(conn: backend.Conn) -> int:
     return int(conn.execute(Q["release_claims"]).rowcount)
 
 
-async def get(store: Store, row_id: int) -> Row:
-    found = await store.read(_rows, Q["get"], {"id": row_id})
+def get_sync(conn: backend.Conn, row_id: int) -> Row:
+    found = _rows(conn, Q["get"], {"id": row_id})
     if not found:
         raise errors.NotFound(f"no outbox row {row_id}")
     return found[0]

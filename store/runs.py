@@ -167,8 +167,8 @@ def close_of_worker_sync(conn: backend.Conn, worker: str, now: datetime) -> list
     return sorted({str(row[0]) for row in conn.execute(Q["close_of_worker"], params)})
 
 
-async def get(store: Store, run_id: int) -> Run:
-    found = await store.read(_rows, Q["get"], {"id": run_id})
+def get_sync(conn: backend.Conn, run_id: int) -> Run:
+    found = _rows(conn, Q["get"], {"id": run_id})
     if not found:
         raise errors.NotFound(f"no run {run_id}")
     return found[0]

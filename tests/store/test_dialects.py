@@ -190,7 +190,7 @@ async def test_a_connection_the_server_dropped_is_opened_again(
     config = db.StoreConfig(data_dir=tmp_path, database_url=url, writers=1, readers=1)
     store = await db.open(config)
     try:
-        await seen.mark_seen(store, "news", "feed", ["a"], NOW)
+        await store.write(seen.mark_seen_sync, "news", "feed", ["a"], NOW)
         with psycopg.connect(url, autocommit=True) as admin:
             # The timeout makes the call wait until each backend has exited: without it
             # the next unit may still reach its backend and the one after meet the goodbye.
@@ -199,11 +199,11 @@ async def test_a_connection_the_server_dropped_is_opened_again(
                 " WHERE datname = current_database() AND pid != pg_backend_pid()"
             )
         with contextlib.suppress(errors.StoreError):  # the server's goodbye may arrive here
-            await seen.mark_seen(store, "news", "feed", ["b"], NOW)
+            await store.write(seen.mark_seen_sync, "news", "feed", ["b"], NOW)
         with contextlib.suppress(errors.StoreError):
-            await seen.filter_unseen(store, "news", "feed", ["c"])
-        assert await seen.mark_seen(store, "news", "feed", ["c"], NOW) == ["c"]
-        assert await seen.filter_unseen(store, "news", "feed", ["a", "d"]) == ["d"]
+            await store.read(seen.filter_unseen_sync, "news", "feed", ["c"])
+        assert await store.write(seen.mark_seen_sync, "news", "feed", ["c"], NOW) == ["c"]
+        assert await store.read(seen.filter_unseen_sync, "news", "feed", ["a", "d"]) == ["d"]
     finally:
         await store.close()
 

@@ -61,7 +61,9 @@ class LedgerMachine(RuleBasedStateMachine):
         self.by_key: dict[str, Model] = {}
         for scope, period, limit in LIMITS:
             self.run(ledger.set_budget(self.store, scope, period, limit, OP, self.now))
-        item = self.run(items.create(self.store, "news", "feed", "g1", {"t": 1}, self.now))
+        item = self.run(
+            self.store.write(items.create_sync, "news", "feed", "g1", {"t": 1}, self.now)
+        )
         assert item is not None
         self.item = item
 
