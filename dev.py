@@ -5,6 +5,8 @@
     python3 dev.py test --fast   # all but the slow end-to-end tests (pytest -m "not slow")
     python3 dev.py lint     # ruff and mypy
     python3 dev.py coverage # the test suite under coverage: line and branch, per package
+    python3 dev.py schema   # write both schema.sql files from the migrations
+    python3 dev.py schema --check   # fail when either schema.sql is not what the migrations make
     python3 dev.py setup    # only create .venv and install the locked dependencies
     python3 dev.py setup --production   # the same, without the test and lint tools (servers)
 
@@ -121,7 +123,10 @@ def main(argv: list[str]) -> int:
         return _demo(rest)
     if command == "coverage":
         return _coverage(rest)
-    print(f"unknown command {command!r}; valid: demo, test, lint, coverage, setup", file=sys.stderr)
+    if command == "schema":  # PostgreSQL's needs the local server (see store/sql/generate.py)
+        return subprocess.call([str(PY), "-m", "store.sql.generate", *rest], cwd=ROOT)
+    valid = "demo, test, lint, coverage, schema, setup"
+    print(f"unknown command {command!r}; valid: {valid}", file=sys.stderr)
     return 2
 
 

@@ -57,9 +57,10 @@ async def run_store(data_dir: Path, work: list[list[str]]) -> tuple[float, list[
         started = time.perf_counter()
         for ids in work:
             t0 = time.perf_counter()
-            unseen = await seen.filter_unseen(store, PIPELINE, SCOPE, ids)
+            unseen = await store.read(seen.filter_unseen_sync, PIPELINE, SCOPE, ids)
             lat.append((time.perf_counter() - t0) * 1000)
-            await seen.mark_seen(store, PIPELINE, SCOPE, unseen, now)
+            if unseen:  # nothing new: no write transaction
+                await store.write(seen.mark_seen_sync, PIPELINE, SCOPE, unseen, now)
         elapsed = time.perf_counter() - started
     finally:
         await store.close()

@@ -47,7 +47,10 @@ NOW = datetime(2026, 11, 30, tzinfo=UTC)
 
 async def create_items(store: db.Store, count: int, tag: str) -> list[int]:
     made = await asyncio.gather(
-        *(items.create(store, "bench", "s", f"{tag}-{n}", {"n": n}, NOW) for n in range(count))
+        *(
+            store.write(items.create_sync, "bench", "s", f"{tag}-{n}", {"n": n}, NOW)
+            for n in range(count)
+        )
     )
     return [item.id for item in made if item is not None]
 
@@ -55,7 +58,7 @@ async def create_items(store: db.Store, count: int, tag: str) -> list[int]:
 async def sequential(store: db.Store, ids: list[int]) -> float:
     started = time.perf_counter()
     for item_id in ids:
-        await items.transition(store, item_id, State.DRAFTING, "system", NOW)
+        await store.write(items.transition_sync, item_id, State.DRAFTING, "system", NOW)
     return len(ids) / (time.perf_counter() - started)
 
 
@@ -90,7 +93,7 @@ async def concurrent(store: db.Store, ids: list[int], callers: int) -> float:
 
     async def caller() -> None:
         while queue:
-            await items.transition(store, queue.pop(), State.DRAFTING, "system", NOW)
+            await store.write(items.transition_sync, queue.pop(), State.DRAFTING, "system", NOW)
 
     started = time.perf_counter()
     await asyncio.gather(*(caller() for _ in range(callers)))

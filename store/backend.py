@@ -24,9 +24,6 @@ Row = Any
 class Cursor(Protocol):
     """What a unit reads back from one statement."""
 
-    #: Ignored by PostgreSQL, whose rows always allow names; SQLite's default is tuples.
-    row_factory: Any
-
     @property
     def rowcount(self) -> int: ...
 

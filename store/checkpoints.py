@@ -1,7 +1,7 @@
 """Signed heads of the event chain: "event N had hash H", signed by the bot's key.
 
-    cp = await checkpoints.sign_head(store, signer, now)   # None: no events yet
-    newest = await checkpoints.latest(store)
+    cp = await store.write(checkpoints.sign_head_sync, signer, now)   # None: no events yet
+    newest = await store.read(checkpoints.latest_sync)
 
 The store keeps checkpoints and never sees the key: `signer` turns the message
 (`message(event_id, hash, signed_at)`) into (key id, signature). A checkpoint is taken
@@ -12,7 +12,6 @@ signature shows it was not made up afterwards.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -56,7 +55,6 @@ class Checkpoint:
 
 def _many(conn: backend.Conn, query: str, params: dict[str, object]) -> list[Checkpoint]:
     cursor = conn.execute(query, params)
-    cursor.row_factory = sqlite3.Row
     return [Checkpoint.from_row(row) for row in cursor.fetchall()]
 
 
@@ -86,14 +84,6 @@ def sign_head_sync(conn: backend.Conn, signer: Signer, now: datetime) -> Checkpo
     return Checkpoint(row_id, head[0], head[1], clock.from_ms(signed_at), key_id, signature)
 
 
-async def sign_head(store: Store, signer: Signer, now: datetime) -> Checkpoint | None:
-    return await store.write(sign_head_sync, signer, now)
-
-
-async def latest(store: Store) -> Checkpoint | None:
-    return await store.read(latest_sync)
-
-
 async def since(store: Store, event_id: int) -> list[Checkpoint]:
     """Checkpoints naming event `event_id` or a later one, oldest first."""
     return await store.read(_many, Q["since"], {"event_id": event_id})
@@ -106,7 +96,6 @@ async def events_from(store: Store, from_id: int, batch: int) -> list[dict[str, 
 
     def query(conn: backend.Conn) -> list[dict[str, Any]]:
         cursor = conn.execute(Q["events_from"], params)
-        cursor.row_factory = sqlite3.Row
         return [dict(row) for row in cursor.fetchall()]
 
     return await store.read(query)

@@ -15,8 +15,8 @@ _MS = timedelta(milliseconds=1)
 _MAX_MS = 253_402_300_799_999
 
 # Every transition converts several times each way, so these two are written for speed:
-# one aware subtraction and one floor division (0.46 µs a call, was 1.6), positional
-# timedelta arguments (0.41 µs, was 0.65).
+# one aware subtraction and one floor division rather than a float timestamp, and
+# positional timedelta arguments, which skip keyword parsing.
 
 
 def to_ms(value: datetime) -> int:

@@ -3,7 +3,7 @@
 Use:
 
     store = await db.open(db.StoreConfig(data_dir=Path("data")))
-    new = await seen.mark_seen(store, "news", "feed", ["a", "b"], now)
+    new = await store.write(seen.mark_seen_sync, "news", "feed", ["a", "b"], now)
     await store.close()
 
 `open` returns the backend `config.database_url` asks for: without one, SQLite in the

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -117,7 +116,6 @@ def edit_sync(
 
 def get_sync(conn: backend.Conn, item_id: int, version: int) -> Draft:
     cursor = conn.execute(Q["draft"], {"item_id": item_id, "version": version})
-    cursor.row_factory = sqlite3.Row
     row = cursor.fetchone()
     if row is None:
         raise errors.NotFound(f"item {item_id} has no draft version {version}")

@@ -7,7 +7,6 @@ other such state the machine declares), listed with the reason their event recor
 
 from __future__ import annotations
 
-import sqlite3
 from datetime import datetime
 
 from store import backend, clock, sql
@@ -23,9 +22,7 @@ async def recent(store: Store, pipeline: str, state: State, limit: int) -> list[
     params = {"pipeline": pipeline, "state": State(state).value, "limit": limit}
 
     def query(conn: backend.Conn) -> list[Item]:
-        cursor = conn.execute(Q["recent"], params)
-        cursor.row_factory = sqlite3.Row
-        return [Item.from_row(row) for row in cursor.fetchall()]
+        return [Item.from_row(row) for row in conn.execute(Q["recent"], params).fetchall()]
 
     return await store.read(query)
 

@@ -161,10 +161,6 @@ def nudged_sync(conn: backend.Conn, item_id: int, attempt: int, kind: NudgeKind)
     return conn.execute(Q["nudged"], params).fetchone() is not None
 
 
-async def escalated(store: Store, item_id: int, attempt: int) -> bool:
-    return await store.read(nudged_sync, item_id, attempt, "escalate")
-
-
 async def nudges_of(store: Store, item_ids: list[int]) -> set[tuple[int, int, str]]:
     """(item id, attempt, kind) of the reminders and escalations sent for these items."""
 

@@ -1,10 +1,10 @@
 """Items and their transitions: each change and its event commit together.
 
-    item = await items.create(store, "news", "feed", "guid-1", {"title": ...}, now)
-    item = await items.transition(store, item.id, State.DRAFTING, "system", now)
+    item = await store.write(items.create_sync, "news", "feed", "guid-1", {"title": ...}, now)
+    item = await store.write(items.transition_sync, item.id, State.DRAFTING, "system", now)
 
-`*_sync` functions run inside a caller's write unit, so rows that belong with a
-transition (a draft, a vote, an outbox row) commit in the same transaction:
+Each `*_sync` function is a unit, or a part of a caller's unit, so rows that belong with
+a transition (a draft, a vote, an outbox row) commit in the same transaction:
 
     def unit(conn):
         moved = items.transition_sync(conn, item_id, State.AWAITING_APPROVAL, "system", now)
@@ -19,7 +19,6 @@ import functools
 import hashlib
 import json
 import logging
-import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -43,9 +42,8 @@ class Item:
     """An item as read: a snapshot that nothing writes back through.
 
     Not frozen, unlike the store's other records: every transition and every listed row
-    builds one, and a frozen dataclass's __init__ sets each of the 13 fields through
-    object.__setattr__, 1.2 µs against 0.15 µs (a twentieth of a transition's own
-    instructions, counted with callgrind)."""
+    builds one, and a frozen dataclass's __init__ sets each of its fields through
+    object.__setattr__, several times the cost of a plain assignment."""
 
     id: int
     pipeline: str
@@ -116,14 +114,12 @@ def content_hash(payload: dict[str, Any]) -> str:
 
 def _one(conn: backend.Conn, query: str, params: dict[str, Any]) -> Item | None:
     cursor = conn.execute(query, params)
-    cursor.row_factory = sqlite3.Row
     row = cursor.fetchone()
     return Item.from_row(row) if row else None
 
 
 def _many(conn: backend.Conn, query: str, params: dict[str, Any]) -> list[Item]:
     cursor = conn.execute(query, params)
-    cursor.row_factory = sqlite3.Row
     return [Item.from_row(row) for row in cursor.fetchall()]
 
 
@@ -143,7 +139,6 @@ def lock_sync(conn: backend.Conn, item_id: int) -> Item:
 
 def _locked_row(conn: backend.Conn, item_id: int) -> backend.Row:
     cursor = conn.execute(Q["lock"], {"id": item_id})
-    cursor.row_factory = sqlite3.Row
     row = cursor.fetchone()
     if row is None:
         raise errors.NotFound(f"no item {item_id}")
@@ -323,46 +318,8 @@ def warn_params() -> dict[str, float | int]:
     return {"warn_share": machine.WARN_AT, "warn_lead": lead_ms}
 
 
-async def create(
-    store: Store, pipeline: str, scope: str, source_id: str, payload: dict[str, Any], now: datetime
-) -> Item | None:
-    return await store.write(create_sync, pipeline, scope, source_id, payload, now)
-
-
-async def transition(
-    store: Store,
-    item_id: int,
-    to: State,
-    actor: str,
-    now: datetime,
-    *,
-    reason: str | None = None,
-    expect_version: int | None = None,
-    expect_attempt: int | None = None,
-    deadline: timedelta | None = None,
-) -> Item:
-    """One BEGIN IMMEDIATE transaction: the compare-and-set move and exactly one event."""
-    return await store.write(
-        transition_sync,
-        item_id,
-        to,
-        actor,
-        now,
-        reason=reason,
-        expect_version=expect_version,
-        expect_attempt=expect_attempt,
-        deadline=deadline,
-    )
-
-
 async def get(store: Store, item_id: int) -> Item:
     return await store.read(get_sync, item_id)
-
-
-async def history(store: Store, item_id: int) -> list[events.Event]:
-    """The item's events, oldest first."""
-    await get(store, item_id)  # NotFound for an unknown item, rather than an empty list
-    return await events.for_entity(store, "item", item_id)
 
 
 async def in_state(
@@ -380,7 +337,6 @@ async def approved_since(
 
     def query(conn: backend.Conn) -> list[Approved]:
         cursor = conn.execute(Q["approved_since"], params)
-        cursor.row_factory = sqlite3.Row
         return [Approved.from_row(row) for row in cursor.fetchall()]
 
     return await store.read(query)

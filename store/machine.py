@@ -11,11 +11,12 @@
     dropped (rejected, expired, failed, breach, filtered) ──replay──► new (attempt + 1)
     dispatched ──replay(force)──► new
 
-States carry `#:` comments; TRANSITIONS is the one table of allowed moves; the
-SQL CHECK on items.state is generated from STATES (`check_constraint()`), and
-tests/store/test_machine.py fails if either dialect's schema drifts from it. A new
-dropped state (a triage's `skipped`, say) is one member here, its move in TRANSITIONS,
-its place in TERMINAL and DROPPED, and a migration that widens the CHECK.
+States carry `#:` comments; TRANSITIONS is the one table of allowed moves. The
+SQL CHECK on items.state is written in the migrations; `check_constraint()` builds
+it from STATES, and tests/store/test_machine.py fails if the migration's text
+differs from that. A new dropped state (a triage's `skipped`, say) is one member here,
+its move in TRANSITIONS, its place in TERMINAL and DROPPED, and a migration that
+widens the CHECK.
 
 Where the states differ from the plain life of an item, and why:
 - awaiting_approval past its window becomes `expired` (the approval window
@@ -110,7 +111,7 @@ def allowed(source: State, target: State) -> bool:
 
 
 def check_constraint(column: str = "state") -> str:
-    """The CHECK clause that the items table must carry, generated from STATES."""
+    """The CHECK clause that the items table must carry, built from STATES."""
     listed = ", ".join(f"'{state.value}'" for state in STATES)
     return f"CHECK ({column} IN ({listed}))"
 

@@ -1,9 +1,9 @@
 """Numbered schema migrations: `store/sql/migrations/NNNN_name.sql`, applied in order.
 
 Each migration and its bookkeeping row commit in one transaction, so a failed
-migration leaves the database exactly as it was. `store/sql/schema.sql` is the
-canonical schema; a test builds one database from it and one by replaying every
-migration, and requires them to be identical.
+migration leaves the database exactly as it was. The migrations are the schema's
+only source: `store/sql/schema.sql` is generated from them (`python3 dev.py schema`,
+see store.sql.generate), and a test fails when it is not current.
 """
 
 from __future__ import annotations

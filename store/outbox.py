@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
-import sqlite3
 import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -83,7 +82,6 @@ class Row:
 
 def _rows(conn: backend.Conn, query: str, params: dict[str, Any]) -> list[Row]:
     cursor = conn.execute(query, params)
-    cursor.row_factory = sqlite3.Row
     return [Row.from_row(row) for row in cursor.fetchall()]
 
 
@@ -270,8 +268,8 @@ def release_claims_sync(conn: backend.Conn) -> int:
     return int(conn.execute(Q["release_claims"]).rowcount)
 
 
-async def get(store: Store, row_id: int) -> Row:
-    found = await store.read(_rows, Q["get"], {"id": row_id})
+def get_sync(conn: backend.Conn, row_id: int) -> Row:
+    found = _rows(conn, Q["get"], {"id": row_id})
     if not found:
         raise errors.NotFound(f"no outbox row {row_id}")
     return found[0]

@@ -10,7 +10,6 @@ Names are facts about a person, not state changes of an item: no event is writte
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
@@ -62,7 +61,6 @@ async def remember(
 
 def many_sync(conn: backend.Conn, ids: Iterable[int]) -> dict[int, Person]:
     cursor = conn.execute(Q["many"], {"ids": json.dumps(sorted(set(ids)))})
-    cursor.row_factory = sqlite3.Row
     return {row["user_id"]: Person.from_row(row) for row in cursor.fetchall()}
 
 

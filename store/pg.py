@@ -91,9 +91,6 @@ def _row_factory(cursor: Any) -> RowMaker[Row]:
 class Cursor:
     """One statement's results, shaped as sqlite3's cursor for the units."""
 
-    #: Rows always allow names here; a unit's `cursor.row_factory = sqlite3.Row` is moot.
-    row_factory: Any = None
-
     def __init__(self, cursor: psycopg.Cursor[Row]) -> None:
         self._cursor = cursor
 

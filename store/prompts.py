@@ -11,7 +11,6 @@ prompt with no row, and its reply is refused with a hint to tap Edit again.
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -70,7 +69,6 @@ async def remember(
 
 def get_sync(conn: backend.Conn, chat_id: int, message_id: int) -> Prompt | None:
     cursor = conn.execute(Q["get"], {"chat_id": chat_id, "message_id": message_id})
-    cursor.row_factory = sqlite3.Row
     row = cursor.fetchone()
     return Prompt.from_row(row) if row else None
 

@@ -11,7 +11,6 @@ replay, this leaves a dropped state outside the transition table, and writes its
 
 from __future__ import annotations
 
-import sqlite3
 from datetime import datetime
 
 from store import backend, clock, errors, events, items, sql
@@ -53,7 +52,6 @@ def retry_sync(
         "now": clock.to_ms(now),
     }
     cursor = conn.execute(Q["retry"], params)
-    cursor.row_factory = sqlite3.Row
     row = cursor.fetchone()
     if row is None:
         raise errors.Conflict(f"item {item_id} changed underneath this retry")

@@ -7,7 +7,6 @@ window = await runs.investigation_window(store, "news")
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
@@ -69,7 +68,6 @@ class Window:
 
 def _rows(conn: backend.Conn, query: str, params: dict[str, object]) -> list[Run]:
     cursor = conn.execute(query, params)
-    cursor.row_factory = sqlite3.Row
     return [Run.from_row(row) for row in cursor.fetchall()]
 
 
@@ -174,8 +172,8 @@ def close_of_worker_sync(conn: backend.Conn, worker: str, now: datetime) -> list
     return sorted({str(row[0]) for row in conn.execute(Q["close_of_worker"], params)})
 
 
-async def get(store: Store, run_id: int) -> Run:
-    found = await store.read(_rows, Q["get"], {"id": run_id})
+def get_sync(conn: backend.Conn, run_id: int) -> Run:
+    found = _rows(conn, Q["get"], {"id": run_id})
     if not found:
         raise errors.NotFound(f"no run {run_id}")
     return found[0]

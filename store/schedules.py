@@ -7,7 +7,6 @@ Pausing and resuming are operator actions: each writes an event with its actor.
 from __future__ import annotations
 
 import json
-import sqlite3
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -42,7 +41,6 @@ def _ms(value: datetime | None) -> int | None:
 
 def all_sync(conn: backend.Conn) -> dict[str, PipelineState]:
     cursor = conn.execute(Q["all"])
-    cursor.row_factory = sqlite3.Row
     return {row["pipeline"]: PipelineState.from_row(row) for row in cursor.fetchall()}
 
 

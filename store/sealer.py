@@ -16,7 +16,6 @@ unique index on `seq` stays as the last guard: a fork of the chain cannot commit
 
 from __future__ import annotations
 
-import sqlite3
 from collections import deque
 from datetime import datetime
 
@@ -32,7 +31,6 @@ def seal_sync(conn: backend.Conn, limit: int = BATCH) -> int:
     """Seal up to `limit` of the oldest unsealed events onto the sealed head."""
     conn.execute(events.Q["lock_head"]).fetchall()
     cursor = conn.execute(events.Q["unsealed"], {"limit": limit})
-    cursor.row_factory = sqlite3.Row
     waiting = cursor.fetchall()
     if not waiting:
         return 0

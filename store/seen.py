@@ -1,7 +1,9 @@
 """Dedup memory: which item ids each (pipeline, scope) has already fetched.
 
-unseen = await seen.filter_unseen(store, "news", "feed", ids)
-new = await seen.mark_seen(store, "news", "feed", unseen, now)
+    unseen = await store.read(seen.filter_unseen_sync, "news", "feed", ids)
+    new = await store.write(seen.mark_seen_sync, "news", "feed", unseen, now)
+
+Intake marks ids inside the unit that writes their items, so both commit together.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ def _chunks(ids: Sequence[str]) -> Iterable[Sequence[str]]:
 def filter_unseen_sync(
     conn: backend.Conn, pipeline: str, scope: str, ids: Sequence[str]
 ) -> list[str]:
+    """The ids not seen before, in input order (each once), one query per chunk."""
     out: list[str] = []
     for chunk in _chunks(_unique(ids)):
         params = {"pipeline": pipeline, "scope": scope, "ids": json.dumps(list(chunk))}
@@ -49,6 +52,7 @@ def filter_unseen_sync(
 def mark_seen_sync(
     conn: backend.Conn, pipeline: str, scope: str, ids: Sequence[str], now: datetime
 ) -> list[str]:
+    """Record ids as seen; returns those that were new, in input order."""
     at = clock.to_ms(now)
     unique = _unique(ids)
     new: set[str] = set()
@@ -56,33 +60,6 @@ def mark_seen_sync(
         params = {"pipeline": pipeline, "scope": scope, "ids": json.dumps(list(chunk)), "now": at}
         new.update(row[0] for row in conn.execute(Q["mark_seen"], params))
     return [item_id for item_id in unique if item_id in new]
-
-
-async def filter_unseen(store: Store, pipeline: str, scope: str, ids: Sequence[str]) -> list[str]:
-    """The ids not seen before, in input order (each once), one query per chunk."""
-    if not ids:
-        return []
-    return await store.read(filter_unseen_sync, pipeline, scope, ids)
-
-
-async def mark_seen(
-    store: Store, pipeline: str, scope: str, ids: Sequence[str], now: datetime
-) -> list[str]:
-    """Record ids as seen in one transaction; returns those that were new, in input order."""
-    if not ids:
-        return []
-    clock.to_ms(now)  # reject a bad time before queueing anything
-    return await store.write(mark_seen_sync, pipeline, scope, ids, now)
-
-
-async def forget(store: Store, pipeline: str, scope: str, item_id: str) -> bool:
-    """Forget one id (for replay); True if it was remembered."""
-
-    def unit(conn: backend.Conn) -> bool:
-        params = {"pipeline": pipeline, "scope": scope, "item_id": item_id}
-        return conn.execute(Q["forget"], params).rowcount > 0
-
-    return await store.write(unit)
 
 
 def _sweep_batch(conn: backend.Conn, params: dict[str, object]) -> int:

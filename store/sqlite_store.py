@@ -45,6 +45,26 @@ CHECKPOINT_BUSY_MS = 10
 FRAME_HEADER = 24
 
 
+class Row(sqlite3.Row):
+    """A result row readable by column name that also equals the tuple of its values.
+
+    Every connection units run on hands these back, as `pg.Row` does on PostgreSQL,
+    so a unit reads `row["state"]` on either backend without asking for it.
+    """
+
+    def __eq__(self, other: object) -> bool:
+        return tuple(self) == (tuple(other) if isinstance(other, sqlite3.Row) else other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return f"Row{tuple(self)!r}"
+
+
 def required_pragmas(config: StoreConfig) -> dict[str, object]:
     return {
         "journal_mode": "wal",
@@ -74,6 +94,7 @@ def check_pragmas(conn: sqlite3.Connection, required: dict[str, object]) -> None
 def _connect_writer(config: StoreConfig) -> sqlite3.Connection:
     with datadir.private_files():
         conn = sqlite3.connect(config.db_path, isolation_level=None, check_same_thread=True)
+        conn.row_factory = Row
         conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         conn.execute("PRAGMA journal_mode=WAL")  # creates the database, WAL and shm files
     conn.execute(f"PRAGMA synchronous={config.synchronous}")
@@ -108,6 +129,7 @@ def _connect_checkpointer(config: StoreConfig) -> sqlite3.Connection:
 
 def _connect_reader(config: StoreConfig) -> sqlite3.Connection:
     conn = sqlite3.connect(config.db_path, isolation_level=None, check_same_thread=True)
+    conn.row_factory = Row
     conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
     conn.execute("PRAGMA query_only=ON")
     conn.execute("PRAGMA foreign_keys=ON")

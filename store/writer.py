@@ -11,7 +11,7 @@ command) run before background work queued earlier, in batches of their own, so 
 waits for at most the transaction in flight, not for a tick's queue. A background batch
 in flight when such a unit arrives commits after the unit it is running, and the rest of
 it goes back to the front of the queue: the operator waits for one unit and a commit, not
-for up to MAX_BATCH units (a batch ran 87 ms at p99 under bench lifecycle, 2 vCPUs).
+for up to MAX_BATCH units.
 """
 
 from __future__ import annotations

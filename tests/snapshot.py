@@ -44,7 +44,6 @@ def _rows(conn: backend.Conn, name: str) -> list[tuple[Any, ...]]:
     """A table's rows sorted by value (WITHOUT ROWID tables have no rowid), the events'
     seal left out: the leader's sealer seals events whenever it runs, not a refusal."""
     cursor = conn.execute(f'SELECT * FROM "{name}"')
-    cursor.row_factory = sqlite3.Row  # names on both backends (PostgreSQL's rows have them)
     return sorted(
         # A row iterates its values: keys() names the columns.
         (tuple(row[c] for c in row.keys() if (name, c) not in SEAL) for row in cursor.fetchall()),  # noqa: SIM118

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import re
-import sqlite3
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal, get_args
@@ -124,7 +123,6 @@ class Hold:
 
 def _rows(conn: backend.Conn, query: str, params: dict[str, Any]) -> list[backend.Row]:
     cursor = conn.execute(query, params)
-    cursor.row_factory = sqlite3.Row
     return cursor.fetchall()
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -127,7 +126,6 @@ def check_micros(name: str, value: int) -> int:
 def one_sync(conn: backend.Conn, query: str, params: dict[str, Any]) -> Claim | None:
     """Run a query that returns at most one claims row."""
     cursor = conn.execute(query, params)
-    cursor.row_factory = sqlite3.Row
     row = cursor.fetchone()
     return Claim.from_row(row) if row else None
 
@@ -351,7 +349,6 @@ def recover_sync(conn: backend.Conn, now: datetime, batch: int) -> list[Claim]:
     if batch < 1:
         raise ValueError(f"batch must be at least 1, got {batch}")
     cursor = conn.execute(Q["expired"], {"now": clock.to_ms(now), "batch": batch})
-    cursor.row_factory = sqlite3.Row
     expired = [Claim.from_row(row) for row in cursor.fetchall()]
     reason = "lease expired at {}"
     return [

@@ -16,9 +16,9 @@ What each state promises about money:
   stays until an operator reconciles it with evidence.
 - settled / released / unbudgeted: end states; a claim settles at most once.
 
-States carry `#:` comments; TRANSITIONS is the one table of allowed moves; the SQL
-CHECK on claims.state is generated from STATES (`check_constraint()`), and
-tests/store/test_ledger.py fails if the migration's text drifts from it.
+States carry `#:` comments; TRANSITIONS is the one table of allowed moves. The SQL
+CHECK on claims.state is written in the migrations; `check_constraint()` builds it
+from STATES, and tests/store/test_ledger.py fails if the migration's text differs.
 
 Where the states differ from the plain life of a claim (reserved, started, completed,
 failed, uncertain, settled), and why:
@@ -77,7 +77,7 @@ def allowed(source: ClaimState, target: ClaimState) -> bool:
 
 
 def check_constraint(column: str = "state") -> str:
-    """The CHECK clause that the claims table must carry, generated from STATES."""
+    """The CHECK clause that the claims table must carry, built from STATES."""
     listed = ", ".join(f"'{state.value}'" for state in STATES)
     return f"CHECK ({column} IN ({listed}))"
 

@@ -20,7 +20,6 @@ refuses it (`refuse_unshown_sync`).
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -83,7 +82,6 @@ def save_sync(
 
 def get_sync(conn: backend.Conn, claim_id: int) -> Output | None:
     cursor = conn.execute(Q["get"], {"claim_id": claim_id})
-    cursor.row_factory = sqlite3.Row
     row = cursor.fetchone()
     return Output.from_row(row) if row else None
 

@@ -5,7 +5,6 @@ Read through `ledger.report(store, now)`; these run inside one read transaction.
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -65,7 +64,6 @@ class Report:
 
 def _rows(conn: backend.Conn, query: str, params: dict[str, object]) -> list[backend.Row]:
     cursor = conn.execute(query, params)
-    cursor.row_factory = sqlite3.Row
     return cursor.fetchall()
 
 

@@ -14,10 +14,6 @@ SELECT :pipeline, :scope, ids.value, :now FROM json_each(:ids) AS ids WHERE true
     ON CONFLICT DO NOTHING
 RETURNING item_id
 
--- name: forget
--- Drop one id so that the next fetch treats it as new (replay).
-DELETE FROM seen_items WHERE pipeline = :pipeline AND scope = :scope AND item_id = :item_id
-
 -- name: scopes
 -- Every (pipeline, scope) pair that has rows, in order.
 SELECT DISTINCT pipeline, scope FROM seen_items ORDER BY pipeline, scope

@@ -48,7 +48,9 @@ def make_sender(store: db.Store, bot: Bot, now: datetime) -> sender.Sender:
 
 
 async def card_row(store: db.Store, now: datetime, text: str = "the draft <b>") -> int:
-    item = await items.create(store, "news", "s", f"g{next(SOURCE_IDS)}", {"title": "T"}, now)
+    item = await store.write(
+        items.create_sync, "news", "s", f"g{next(SOURCE_IDS)}", {"title": "T"}, now
+    )
     assert item is not None
     payload = {"pipeline": "news", "title": "T", "link": None, "text": text}
     row_id = await outbox.enqueue(
@@ -64,7 +66,7 @@ async def test_a_card_reaches_every_chat_and_records_its_messages(
 ) -> None:
     row_id = await card_row(store, now, text="line\n" * 1000)  # two messages per chat
     assert await make_sender(store, bot, now).send_due(now) == 1
-    row = await outbox.get(store, row_id)
+    row = await store.read(outbox.get_sync, row_id)
     ids = json.loads(row.external_id or "")
     assert row.state == "sent" and sorted(ids) == ["11", "12"]
     for chat in CHATS:
@@ -82,7 +84,7 @@ async def test_flood_control_and_server_errors_retry_later(
     api.fail_next("sendMessage", status, retry_after=7)
     the_sender = make_sender(store, bot, now)
     assert await the_sender.send_due(now) == 0
-    row = await outbox.get(store, row_id)
+    row = await store.read(outbox.get_sync, row_id)
     wait = timedelta(seconds=7) if status == 429 else timedelta(seconds=2)
     assert row.state == "pending" and row.next_attempt_at == now + wait
     assert row.last_error == (
@@ -107,7 +109,7 @@ async def test_a_card_edit_counts_not_modified_as_success(
     row_id = await card_row(store, now)
     the_sender = make_sender(store, bot, now)
     await the_sender.send_due(now)
-    card = await outbox.get(store, row_id)
+    card = await store.read(outbox.get_sync, row_id)
     assert card.item_id is not None
     edit = {"attempt": 1, "version": 1, "state": "approved", "status": "✅ approved by 11"}
     edit_id = await outbox.enqueue(
@@ -116,7 +118,7 @@ async def test_a_card_edit_counts_not_modified_as_success(
     assert edit_id is not None
     api.fail_next("editMessageText", 400, description="Bad Request: message is not modified")
     assert await the_sender.flush_item(card.item_id, now) == 1
-    assert (await outbox.get(store, edit_id)).state == "sent"
+    assert (await store.read(outbox.get_sync, edit_id)).state == "sent"
     # One chat answered "not modified"; the other shows the decision, without buttons.
     unchanged, edited = (api.sent(chat)[0] for chat in CHATS)
     assert "✅ approved by 11" not in unchanged.text and unchanged.reply_markup is not None
@@ -133,7 +135,7 @@ async def test_rows_pending_at_a_crash_are_sent_by_the_next_process(
     second = await db.open(config)
     try:
         assert await make_sender(second, bot, now).send_due(now) == 1
-        assert (await outbox.get(second, row_id)).state == "sent"
+        assert (await second.read(outbox.get_sync, row_id)).state == "sent"
     finally:
         await second.close()
     assert [len(api.sent(chat)) for chat in CHATS] == [1, 1]
@@ -150,7 +152,7 @@ async def test_an_alert_goes_once_with_its_message_id(
     assert await the_sender.send_due(now) == 0
     [message] = api.sent(11)
     assert message.text == "⚠️ budget <80%> used"
-    row = await outbox.get(store, row_id)
+    row = await store.read(outbox.get_sync, row_id)
     assert json.loads(row.external_id or "")["11"] == [message.message_id]
 
 
@@ -198,12 +200,12 @@ async def test_a_reply_with_a_date_in_milliseconds_counts_as_sent_and_the_next_c
     [logged] = unexpected_errors(caplog)
     assert logged.levelno == logging.ERROR and "unreadable answer for chat 11" in logged.message
     # The first card is not sent to chat 11 again (Telegram may well show it): id unknown.
-    row = await outbox.get(store, first)
+    row = await store.read(outbox.get_sync, first)
     assert row.state == "sent" and json.loads(row.external_id or "")["11"] == [sent_messages.UNREAD]
     assert draft_of(api.sent(12)[0]) == "first"
     assert draft_of(api.sent(11)[-1]) == "second"
     assert len(api.calls("sendMessage")) == 4
-    assert (await outbox.get(store, second)).state == "sent"
+    assert (await store.read(outbox.get_sync, second)).state == "sent"
     [alert] = fault_alerts(await outbox.due(store, now, ["alert"]))
     assert "unexpected ValueError reading Telegram's answer" in alert.payload["text"]
 
@@ -211,7 +213,7 @@ async def test_a_reply_with_a_date_in_milliseconds_counts_as_sent_and_the_next_c
 async def sent_card_and_edit(store: db.Store, the_sender: sender.Sender, now: datetime) -> int:
     card_id = await card_row(store, now)
     assert await the_sender.send_due(now) == 1
-    card = await outbox.get(store, card_id)
+    card = await store.read(outbox.get_sync, card_id)
     assert card.item_id is not None
     edit = {"attempt": 1, "version": 1, "state": "approved", "status": "✅ approved by 11"}
     edit_id = await outbox.enqueue(
@@ -235,17 +237,17 @@ async def test_an_edit_answered_null_is_logged_at_once_and_the_next_card_still_g
     assert await the_sender.send_due(now) == 1  # the next card; the edit waits
     [logged] = unexpected_errors(caplog)
     assert f"outbox row {edit_id} (card_edit) failed unexpectedly" in logged.message
-    assert (await outbox.get(store, next_card)).state == "sent"
+    assert (await store.read(outbox.get_sync, next_card)).state == "sent"
     assert draft_of(api.sent(11)[-1]) == "next card"
-    edit = await outbox.get(store, edit_id)
+    edit = await store.read(outbox.get_sync, edit_id)
     assert (edit.state, edit.attempts) == ("pending", 1)
     assert edit.next_attempt_at == now + timedelta(seconds=2)
     assert edit.last_error is not None and edit.last_error.startswith("unexpected AttributeError")
     # At its retry the edit goes through, with the operators' alert about the fault.
     [alert] = fault_alerts(await outbox.due(store, now, ["alert"]))
     assert await the_sender.send_due(now + timedelta(seconds=2)) == 2
-    assert (await outbox.get(store, edit_id)).state == "sent"
-    assert (await outbox.get(store, alert.id)).state == "sent"
+    assert (await store.read(outbox.get_sync, edit_id)).state == "sent"
+    assert (await store.read(outbox.get_sync, alert.id)).state == "sent"
     assert all("✅ approved by 11" in api.sent(chat)[0].text for chat in CHATS)
 
 
@@ -259,9 +261,9 @@ async def test_a_row_that_keeps_failing_is_parked_with_its_reason_and_the_rest_g
         api.answer_next("editMessageText", None)
         alert = await outbox.enqueue(store, "alert", outbox.ALERTS, {"text": f"n{attempt}"}, at)
         await the_sender.send_due(at)
-        assert alert is not None and (await outbox.get(store, alert)).state == "sent"
-        at = (await outbox.get(store, edit_id)).next_attempt_at
-    edit = await outbox.get(store, edit_id)
+        assert alert is not None and (await store.read(outbox.get_sync, alert)).state == "sent"
+        at = (await store.read(outbox.get_sync, edit_id)).next_attempt_at
+    edit = await store.read(outbox.get_sync, edit_id)
     assert (edit.state, edit.attempts) == ("failed", sender.MAX_ATTEMPTS)
     assert edit.last_error is not None
     assert edit.last_error.startswith(f"parked after {sender.MAX_ATTEMPTS} attempts: unexpected")
@@ -285,10 +287,10 @@ async def test_telegram_refusing_a_card_fails_it_at_once_and_the_next_goes(
     api.fail_next("sendMessage", 403, description="Forbidden: bot was blocked by the user")
     the_sender = make_sender(store, bot, now)
     assert await the_sender.send_due(now) == 1
-    row = await outbox.get(store, blocked)
+    row = await store.read(outbox.get_sync, blocked)
     assert (row.state, row.attempts) == ("failed", 1)
     assert row.last_error == "Forbidden: bot was blocked by the user"
-    assert (await outbox.get(store, after)).state == "sent"
+    assert (await store.read(outbox.get_sync, after)).state == "sent"
     assert await the_sender.send_due(now + timedelta(days=1)) == 0
     assert [draft_of(m) for m in api.sent(11)] == ["after"]
 
@@ -302,8 +304,8 @@ async def test_transient_errors_give_up_after_max_attempts(
     for _ in range(sender.MAX_ATTEMPTS):
         api.fail_next("sendMessage", 502)
         assert await the_sender.send_due(at) == 0
-        at = (await outbox.get(store, row_id)).next_attempt_at
-    row = await outbox.get(store, row_id)
+        at = (await store.read(outbox.get_sync, row_id)).next_attempt_at
+    row = await store.read(outbox.get_sync, row_id)
     assert (row.state, row.attempts) == ("failed", sender.MAX_ATTEMPTS)
     assert (
         row.last_error == f"parked after {sender.MAX_ATTEMPTS} attempts: NetworkError: Bad Gateway"
@@ -323,14 +325,14 @@ async def test_a_card_cut_short_by_an_error_resumes_at_the_missing_part_after_a_
     api.state.add_fault("sendmessage", localapi_state.Fault(None))
     api.fail_next("sendMessage", 502)
     assert await make_sender(first, bot, now).send_due(now) == 0
-    pending = await outbox.get(first, row_id)
+    pending = await first.read(outbox.get_sync, row_id)
     [part_one] = api.sent(11)
     assert json.loads(pending.external_id or "") == {"11": [part_one.message_id]}
     await first.close()  # the process ends; the next one must not send part one again
     second = await db.open(config)
     try:
         assert await make_sender(second, bot, now).send_due(now + timedelta(seconds=2)) == 1
-        row = await outbox.get(second, row_id)
+        row = await second.read(outbox.get_sync, row_id)
     finally:
         await second.close()
     assert [len(api.sent(chat)) for chat in CHATS] == [2, 2]
@@ -366,7 +368,7 @@ async def test_three_429s_hold_back_every_later_card_until_retry_after_in_order(
     for flood in floods:  # nothing went anywhere within retry_after of a 429
         assert not [c for c in calls if c.status == 200 and 0 < c.at - flood.at < 1.0]
     for row_id in rows:
-        row = await outbox.get(store, row_id)
+        row = await store.read(outbox.get_sync, row_id)
         assert (row.state, row.attempts) == ("sent", 1)  # a flood wait is not an attempt
 
 
@@ -406,7 +408,7 @@ async def test_a_second_chat_limited_while_one_is_held_holds_every_chat(
     assert await the_sender.send_due(now + timedelta(seconds=4)) == 0
     assert await the_sender.send_due(now + timedelta(seconds=5)) == 3
     assert [len(api.sent(chat)) for chat in (11, 12, 13)] == [1, 1, 1]
-    rows = [await outbox.get(store, row_id) for row_id in ids if row_id is not None]
+    rows = [await store.read(outbox.get_sync, row_id) for row_id in ids if row_id is not None]
     assert [(r.state, r.attempts) for r in rows] == [("sent", 1)] * 3
 
 
@@ -414,7 +416,7 @@ async def test_an_edit_waiting_for_its_card_is_not_worn_out_by_the_wait(
     store: db.Store, bot: Bot, api: localapi.LocalBotApi, now: datetime
 ) -> None:
     card_id = await card_row(store, now)
-    card = await outbox.get(store, card_id)
+    card = await store.read(outbox.get_sync, card_id)
     edit = {"attempt": 1, "version": 1, "state": "approved", "status": "✅ approved by 11"}
     edit_id = await outbox.enqueue(
         store, "card_edit", outbox.OPERATORS, edit, now, item_id=card.item_id
@@ -425,8 +427,8 @@ async def test_an_edit_waiting_for_its_card_is_not_worn_out_by_the_wait(
         api.fail_next("sendMessage", 502)
     for second in range(2 * sender.MAX_ATTEMPTS):  # the edit looks every second meanwhile
         await the_sender.send_due(now + timedelta(seconds=second))
-    assert (await outbox.get(store, card_id)).state == "sent"
-    done = await outbox.get(store, edit_id)
+    assert (await store.read(outbox.get_sync, card_id)).state == "sent"
+    done = await store.read(outbox.get_sync, edit_id)
     assert (done.state, done.attempts) == ("sent", 1)
     assert all("✅ approved by 11" in api.sent(chat)[0].text for chat in CHATS)
 
@@ -447,7 +449,7 @@ async def test_a_flood_wait_still_holds_its_chats_after_a_restart(
         await the_sender.restore_holds(now + timedelta(seconds=10))
         assert await the_sender.send_due(now + timedelta(seconds=10)) == 0  # no overtaking
         assert await the_sender.send_due(now + timedelta(seconds=30)) == 2
-        states = [(await outbox.get(second, r)).state for r in (held, later)]
+        states = [(await second.read(outbox.get_sync, r)).state for r in (held, later)]
     finally:
         await second.close()
     assert states == ["sent", "sent"]
@@ -460,7 +462,9 @@ async def test_a_row_read_before_it_was_sent_is_not_sent_again(
 ) -> None:
     the_sender = make_sender(store, bot, now)
     edit_id = await sent_card_and_edit(store, the_sender, now)
-    stale_copy = await outbox.get(store, edit_id)  # the loop read it; a tap flushes it first
+    stale_copy = await store.read(
+        outbox.get_sync, edit_id
+    )  # the loop read it; a tap flushes it first
     assert stale_copy.item_id is not None
     assert await the_sender.flush_item(stale_copy.item_id, now) == 1
     assert await the_sender.send_row(stale_copy, now) is False

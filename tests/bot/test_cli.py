@@ -23,7 +23,19 @@ from bot import control, early
 from pipelines import operations
 from pipelines import runtime as runtime_mod
 from pipelines.dispatch import file as dispatch_file
-from store import datadir, db, drafts, events, info, items, ledger, outbox, schedules, sealer
+from store import (
+    datadir,
+    db,
+    drafts,
+    events,
+    info,
+    items,
+    ledger,
+    outbox,
+    schedules,
+    sealer,
+    sqlite_store,
+)
 from store.machine import State
 from tests import running, snapshot
 
@@ -71,9 +83,13 @@ async def gatehouse(data_dir: Path, pipelines_dir: Path, *args: str) -> tuple[in
 
 async def dropped_item(store: db.Store, now: datetime) -> items.Item:
     source_id = f"{now:%H%M}.md"  # one item per minute of `now`
-    item = await items.create(store, "news", "notes", source_id, {"title": "A note"}, now)
+    item = await store.write(
+        items.create_sync, "news", "notes", source_id, {"title": "A note"}, now
+    )
     assert item is not None
-    return await items.transition(store, item.id, State.FAILED, "system", now, reason="boom")
+    return await store.write(
+        items.transition_sync, item.id, State.FAILED, "system", now, reason="boom"
+    )
 
 
 async def tables_at(data_dir: Path) -> snapshot.Tables:
@@ -115,7 +131,7 @@ async def test_writes_go_through_the_running_bot(
     code, out, err = await gatehouse(data_dir, pipelines_dir, "replay", str(item.id), "--json")
     assert code == 0, err
     assert json.loads(out)["attempt"] == 2
-    trail = await items.history(runtime.store, item.id)
+    trail = await events.for_entity(runtime.store, "item", item.id)
     replays = [e for e in trail if e.to_state == State.NEW and e.attempt == 2]
     assert [e.actor for e in replays] == ["cli"]
     # The replay asked the running scheduler for a run: the bot drafts it again.
@@ -300,6 +316,7 @@ async def test_backup_is_online_verified_and_never_overwrites(
     assert "backup: 100%" in err and "row counts match" in out
     assert stat.S_IMODE(target.stat().st_mode) == 0o600
     conn = sqlite3.connect(target)
+    conn.row_factory = sqlite_store.Row  # as the store's own connections hand rows back
     try:
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         copied = conn.execute("SELECT count(*) FROM items").fetchone()[0]
@@ -319,7 +336,7 @@ async def test_reconcile_finds_orphans_and_ghosts_and_fixes_them(
 ) -> None:
     out_dir = tmp_path / "out"
     out_dir.mkdir()
-    item = await items.create(store, "news", "notes", "b.md", {"title": "B"}, now)
+    item = await store.write(items.create_sync, "news", "notes", "b.md", {"title": "B"}, now)
     assert item is not None
 
     def dispatched(conn: sqlite3.Connection) -> None:
@@ -598,9 +615,9 @@ async def test_status_lists_the_store_pipelines_whose_file_is_gone(
     store = await db.open(db.StoreConfig(data_dir=data_dir))
     try:
         await schedules.ensure(store, "old-digest", None)
-        item = await items.create(store, "old-digest", "s", "x1", {"title": "x"}, now)
+        item = await store.write(items.create_sync, "old-digest", "s", "x1", {"title": "x"}, now)
         assert item is not None
-        await items.transition(store, item.id, State.DRAFTING, "system", now)
+        await store.write(items.transition_sync, item.id, State.DRAFTING, "system", now)
 
         def unit(conn: sqlite3.Connection) -> items.Item:
             drafts.add_sync(conn, item.id, "draft", {"drafter": "template"}, now)

@@ -53,7 +53,7 @@ async def _fill(data_dir: Path, now: datetime) -> None:
     store = await db.open(db.StoreConfig(data_dir=data_dir))
     try:
         for n in range(5):
-            await items.create(store, "news", "feed", f"g{n}", {"title": f"t{n}"}, now)
+            await store.write(items.create_sync, "news", "feed", f"g{n}", {"title": f"t{n}"}, now)
         await sealer.seal(store)  # no leader runs here to seal them
     finally:
         await store.close()

@@ -65,9 +65,11 @@ async def snapshot(store: db.Store, item_id: int) -> tuple[Any, ...]:
 
 
 async def dropped_item(store: db.Store, now: datetime) -> items.Item:
-    item = await items.create(store, "news", "notes", "a.md", {"title": "A note"}, now)
+    item = await store.write(items.create_sync, "news", "notes", "a.md", {"title": "A note"}, now)
     assert item is not None
-    return await items.transition(store, item.id, State.FAILED, "system", now, reason="boom")
+    return await store.write(
+        items.transition_sync, item.id, State.FAILED, "system", now, reason="boom"
+    )
 
 
 async def raw_exchange(path: Path, payload: bytes) -> dict[str, Any]:
@@ -197,7 +199,9 @@ async def test_another_uid_is_refused_even_when_the_socket_is_reachable(
 async def test_refusals_from_the_operation_say_why_and_change_nothing(
     runtime: runtime_mod.Runtime, short_dir: Path, now: datetime
 ) -> None:
-    item = await items.create(runtime.store, "news", "notes", "b.md", {"title": "B"}, now)
+    item = await runtime.store.write(
+        items.create_sync, "news", "notes", "b.md", {"title": "B"}, now
+    )
     assert item is not None and item.state == State.NEW  # not dropped: nothing to replay
     before = await snapshot(runtime.store, item.id)
     path = control.socket_path(short_dir)

@@ -72,7 +72,7 @@ async def test_a_scrape_shows_how_long_audit_events_wait_to_be_sealed(tmp_path: 
     ):
         assert await sample(address, "gatehouse_audit_unsealed_age_seconds") == 0
         stamped = runtime.now() - timedelta(hours=1)  # an event's own time tells nothing
-        await items.create(runtime.store, "news", "api", "x1", {"title": "T"}, stamped)
+        await runtime.store.write(items.create_sync, "news", "api", "x1", {"title": "T"}, stamped)
         assert await sample(address, "gatehouse_audit_unsealed_age_seconds") == 0
         moment[0] += timedelta(seconds=5)
         assert await sample(address, "gatehouse_audit_unsealed_age_seconds") == 5
@@ -98,7 +98,7 @@ async def test_close_scrapes_share_one_read_of_the_store(
     monkeypatch.setattr(metrics, "MIN_READ_INTERVAL_S", 0.5)
     await asyncio.sleep(0.6)
     assert await new_items(address) == 0
-    await items.create(runtime.store, "news", "api", "x1", {"title": "T"}, runtime.now())
+    await runtime.store.write(items.create_sync, "news", "api", "x1", {"title": "T"}, runtime.now())
     assert await new_items(address) == 0  # within the interval: the same read
     await asyncio.sleep(0.6)
     assert await new_items(address) == 1

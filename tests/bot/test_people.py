@@ -48,9 +48,11 @@ async def test_names_are_kept_and_written_only_when_they_change(
 
 
 async def test_the_cli_history_names_who_acted(store: db.Store, now: datetime) -> None:
-    item = await items.create(store, "news", "feed", "g1", {"title": "T"}, now)
+    item = await store.write(items.create_sync, "news", "feed", "g1", {"title": "T"}, now)
     assert item is not None
-    await items.transition(store, item.id, State.FAILED, "operator:7", now, reason="by operator:7")
+    await store.write(
+        items.transition_sync, item.id, State.FAILED, "operator:7", now, reason="by operator:7"
+    )
     await people.note(store, User(7, "Ana", "ana"), now)
     found = await operations.history(store, item.id)
     text = cli_output.history(found, await people.labels(store, [7]))

@@ -42,7 +42,9 @@ def api() -> Iterator[localapi.LocalBotApi]:
 async def test_a_worker_that_does_not_lead_sends_no_card(
     store: db.Store, bot: Bot, api: localapi.LocalBotApi, now: datetime
 ) -> None:
-    item = await items.create(store, "news", "s", f"g{next(SOURCE_IDS)}", {"title": "T"}, now)
+    item = await store.write(
+        items.create_sync, "news", "s", f"g{next(SOURCE_IDS)}", {"title": "T"}, now
+    )
     assert item is not None
     payload = {"pipeline": "news", "title": "T", "link": None, "text": "draft"}
     row_id = await outbox.enqueue(
@@ -56,10 +58,10 @@ async def test_a_worker_that_does_not_lead_sends_no_card(
         may_send=lambda: leading,
     )  # fmt: skip
     assert await follower.send_due(now) == 0
-    assert (await outbox.get(store, row_id)).state == "pending" and api.sent(11) == []
+    assert (await store.read(outbox.get_sync, row_id)).state == "pending" and api.sent(11) == []
     leading = True
     assert await follower.send_due(now) == 1
-    assert (await outbox.get(store, row_id)).state == "sent" and len(api.sent(11)) == 1
+    assert (await store.read(outbox.get_sync, row_id)).state == "sent" and len(api.sent(11)) == 1
 
 
 async def test_an_update_read_again_is_acted_on_once(

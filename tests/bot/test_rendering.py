@@ -24,9 +24,11 @@ AGO = {n: NOW - timedelta(hours=n) for n in (1, 2, 3, 5)}
 
 @pytest.fixture
 async def world(store: db.Store) -> AsyncIterator[db.Store]:
-    item = await items.create(store, "news", "feed", "guid-1", {"title": "Tom & <Jerry>"}, AGO[3])
+    item = await store.write(
+        items.create_sync, "news", "feed", "guid-1", {"title": "Tom & <Jerry>"}, AGO[3]
+    )
     assert item is not None
-    await items.transition(store, item.id, State.DRAFTING, "system", AGO[3])
+    await store.write(items.transition_sync, item.id, State.DRAFTING, "system", AGO[3])
 
     def unit(conn: sqlite3.Connection) -> None:
         drafts.add_sync(conn, item.id, "text", {"drafter": "template"}, AGO[2])

@@ -211,7 +211,7 @@ async def test_cards_taps_and_commands(
     assert answer["text"] == "✅ approved"
     edited = version_of(api, first.message_id, 2)
     assert f"approved by User {OPERATOR}" in edited.text and edited.reply_markup is None
-    trail = await read(data, lambda s: items.history(s, item_a))
+    trail = await read(data, lambda s: events.for_entity(s, "item", item_a))
     approvals = [e for e in trail if e.to_state == State.APPROVED]
     assert len(approvals) == 1 and approvals[0].actor == events.operator(OPERATOR)
 
@@ -220,7 +220,7 @@ async def test_cards_taps_and_commands(
     api.wait_for(lambda: list(out.glob(f"news-{item_a}-v1.md")), timeout=15)
     assert "Body one & more" in (out / f"news-{item_a}-v1.md").read_text()
     await until_state(data, item_a, State.DISPATCHED)
-    dispatched = await read(data, lambda s: items.history(s, item_a))
+    dispatched = await read(data, lambda s: events.for_entity(s, "item", item_a))
     # The dispatcher wakes on the approval's commit, so it may have begun before `trail`.
     after = [e.to_state for e in dispatched][-3:]
     assert after == [State.APPROVED, State.DISPATCHING, State.DISPATCHED]
@@ -229,7 +229,7 @@ async def test_cards_taps_and_commands(
     again = answer_to(api, api.inject_callback(OPERATOR, OPERATOR, first.message_id, approve))
     assert again["text"] == "nothing changed: the item is dispatched"
     # The sealer may seal the trail meanwhile; what must not change is which events it holds.
-    unchanged = await read(data, lambda s: items.history(s, item_a))
+    unchanged = await read(data, lambda s: events.for_entity(s, "item", item_a))
     assert [(e.id, e.to_state) for e in unchanged] == [(e.id, e.to_state) for e in dispatched]
     assert len(api.history(OPERATOR, first.message_id)) == 3  # the card, approved, sent
 
@@ -237,7 +237,7 @@ async def test_cards_taps_and_commands(
     item_b = item_id_of(second)
     stranger = api.inject_callback(OPERATOR, STRANGER, second.message_id, button(second, "Reject"))
     assert "not an operator" in answer_to(api, stranger)["text"]
-    trail_b = await read(data, lambda s: items.history(s, item_b))
+    trail_b = await read(data, lambda s: events.for_entity(s, "item", item_b))
     assert trail_b[-1].to_state == State.AWAITING_APPROVAL
     # A forged tag: refused the same way.
     forged = button(second, "Reject")[:-4] + "AAAA"
@@ -247,7 +247,7 @@ async def test_cards_taps_and_commands(
             "text"
         ]
     )
-    assert await read(data, lambda s: items.history(s, item_b)) == trail_b
+    assert await read(data, lambda s: events.for_entity(s, "item", item_b)) == trail_b
 
     status = command(api, "/status")
     assert "news" in status and "1 item waiting" in status and "WAL" not in status
@@ -301,7 +301,7 @@ async def test_a_card_pending_at_sigkill_works_after_restart(
     item_id = item_id_of(first)
     api.wait_for(lambda: list((tmp_path / "out").glob(f"news-{item_id}-v1.md")), timeout=15)
     await until_state(tmp_path / "data", item_id, State.DISPATCHED)
-    trail = await read(tmp_path / "data", lambda s: items.history(s, item_id))
+    trail = await read(tmp_path / "data", lambda s: events.for_entity(s, "item", item_id))
     assert [(e.to_state, e.actor) for e in trail[-3:]] == [
         (State.APPROVED, events.operator(OPERATOR)),
         (State.DISPATCHING, "system"),

@@ -80,7 +80,7 @@ async def audit_state(data_dir: Path) -> dict[str, Any]:
 
     try:
         found = await store.read(read)
-        found["signed"] = await checkpoints.latest(store)
+        found["signed"] = await store.read(checkpoints.latest_sync)
         return found
     finally:
         await store.close()

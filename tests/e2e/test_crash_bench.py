@@ -69,9 +69,11 @@ def test_twenty_kills_break_nothing(tmp_path: Path) -> None:
 async def _store_with_one_item(data_dir: Path, now: datetime) -> int:
     store = await db.open(db.StoreConfig(data_dir=data_dir))
     try:
-        item = await items.create(store, "news", "s0", "crash-00001", {"title": "t"}, now)
+        item = await store.write(
+            items.create_sync, "news", "s0", "crash-00001", {"title": "t"}, now
+        )
         assert item is not None
-        await seen.mark_seen(store, "news", "s0", ["crash-00001"], now)
+        await store.write(seen.mark_seen_sync, "news", "s0", ["crash-00001"], now)
         await sealer.seal(store)  # as the bot's leader would within 100 ms
         return item.id
     finally:

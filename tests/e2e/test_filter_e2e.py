@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from bot.demo.botapi import server as localapi
-from store import items
+from store import events, items
 from store.machine import State
 from tests.e2e.test_bot_e2e import (
     OPERATOR,
@@ -95,7 +95,7 @@ async def test_a_filtered_entry_is_counted_and_replayed_to_a_card(
     assert tap(api, OPERATOR, api.sent(OPERATOR)[-1], "Replay")["text"] == "replayed: attempt 2"
     third = _cards_of(api, 3)[-1]
     assert item_id_of(third) == dropped.id and "Sponsored tram" in third.text
-    trail = await read(data, lambda s: items.history(s, dropped.id))
+    trail = await read(data, lambda s: events.for_entity(s, "item", dropped.id))
     assert (trail[2].actor, trail[2].reason) == (
         f"operator:{OPERATOR}",
         f"replayed by operator:{OPERATOR} past the filter",

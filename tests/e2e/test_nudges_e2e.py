@@ -123,7 +123,7 @@ def card_texts(api: localapi.LocalBotApi, chat: int) -> list[Any]:
 
 
 async def trail(bot: Bot, item_id: int) -> list[events.Event]:
-    return await items.history(bot.runtime.store, item_id)
+    return await events.for_entity(bot.runtime.store, "item", item_id)
 
 
 async def test_a_reminder_and_an_escalation_with_a_moved_clock(

@@ -23,7 +23,7 @@ import pytest
 
 from bot.demo.botapi import server as localapi
 from pipelines import dispatch
-from store import items, outbox
+from store import events, items, outbox
 from store.machine import State
 from tests.e2e import test_bot_e2e as e2e
 from tests.fakes import feeds
@@ -123,7 +123,7 @@ async def test_a_permanent_failure_shows_the_error_and_retry_sends_with_the_same
         assert "answered 200" in sent.text and sent.reply_markup is None
         keys = {r.headers["idempotency-key"] for r in hook.requests}
         assert keys == {dispatch.idempotency_key("news", item_id, 1, 1)} and len(hook.requests) == 2
-        trail = await e2e.read(tmp_path / "data", lambda s: items.history(s, item_id))
+        trail = await e2e.read(tmp_path / "data", lambda s: events.for_entity(s, "item", item_id))
         assert [e.to_state for e in trail[-4:]] == [
             State.FAILED, State.APPROVED, State.DISPATCHING, State.DISPATCHED,
         ]  # fmt: skip

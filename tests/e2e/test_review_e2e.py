@@ -60,7 +60,7 @@ def start_bot(tmp_path: Path, api: localapi.LocalBotApi, feed: FeedServer) -> It
 
 async def trail(tmp_path: Path, item_id: int) -> list[events.Event]:
     found: list[events.Event] = await e2e.read(
-        tmp_path / "data", lambda s: items.history(s, item_id)
+        tmp_path / "data", lambda s: events.for_entity(s, "item", item_id)
     )
     return found
 

@@ -73,19 +73,21 @@ async def test_a_full_store_is_recorded_in_memory_and_clears_when_room_returns(
     before = await rows(store)
     await set_page_limit(store, None)
     with pytest.raises(errors.StorageFull):
-        await items.create(store, "news", "notes", "a", {"title": "A", "text": BIG}, NOW)
+        await store.write(items.create_sync, "news", "notes", "a", {"title": "A", "text": BIG}, NOW)
     fault = store.faults.current
     assert fault is not None and fault.kind == "full" and "full" in fault.detail
     assert store.faults.count == 1 and store.faults.last == fault
     assert await rows(store) == before  # rolled back whole: no item, no event
 
     with pytest.raises(errors.StorageFull):  # still full: the same fault, counted again
-        await items.create(store, "news", "notes", "b", {"title": "B", "text": BIG}, NOW)
+        await store.write(items.create_sync, "news", "notes", "b", {"title": "B", "text": BIG}, NOW)
     assert store.faults.current is not None and store.faults.current.since == fault.since
     assert store.faults.count == 2
 
     await set_page_limit(store, NO_LIMIT)
-    created = await items.create(store, "news", "notes", "a", {"title": "A", "text": BIG}, NOW)
+    created = await store.write(
+        items.create_sync, "news", "notes", "a", {"title": "A", "text": BIG}, NOW
+    )
     assert created is not None
     # A write that fits proves nothing about room: only a measure of the room ends it.
     assert store.faults.current is not None
@@ -99,9 +101,9 @@ async def test_full_lasts_until_there_is_room_even_when_small_writes_fit(
     for attempt in range(2):  # a second fault, after room was freed once, lasts as well
         await set_page_limit(store, None)
         with pytest.raises(errors.StorageFull):
-            await items.create(store, "news", "n", f"{attempt}", {"t": BIG}, NOW)
+            await store.write(items.create_sync, "news", "n", f"{attempt}", {"t": BIG}, NOW)
         # Small writes still fit into free space inside the pages already there.
-        await items.create(store, "news", "n", f"small-{attempt}", {"t": "x"}, NOW)
+        await store.write(items.create_sync, "news", "n", f"small-{attempt}", {"t": "x"}, NOW)
         assert await store.measure_room() < writer.ROOM_BYTES
         assert store.faults.current is not None and store.faults.current.kind == "full"
         await set_page_limit(store, NO_LIMIT)
@@ -131,14 +133,18 @@ async def test_an_io_error_is_recorded_and_clears_after(
     resource.setrlimit(resource.RLIMIT_FSIZE, (16 * 1024, hard))
     try:
         with pytest.raises(errors.StorageIOError):
-            await items.create(store, "news", "notes", "a", {"title": "A", "text": BIG}, NOW)
+            await store.write(
+                items.create_sync, "news", "notes", "a", {"title": "A", "text": BIG}, NOW
+            )
     finally:
         resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
     fault = store.faults.current
     assert fault is not None and fault.kind == "io" and "I/O" in fault.detail
     assert await rows(store) == before
     # The next write that commits ends an I/O fault: the disk writes again.
-    assert await items.create(store, "news", "notes", "a", {"title": "A"}, NOW) is not None
+    assert (
+        await store.write(items.create_sync, "news", "notes", "a", {"title": "A"}, NOW) is not None
+    )
     assert store.faults.current is None
 
 

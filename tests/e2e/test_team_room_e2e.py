@@ -19,7 +19,7 @@ from bot import settings as settings_mod
 from bot.demo.botapi import server as localapi
 from pipelines import runtime as runtime_mod
 from pipelines.operations import review
-from store import items
+from store import events, items
 from store.machine import State
 from tests.e2e import test_bot_e2e as e2e
 from tests.fakes import feeds
@@ -140,9 +140,9 @@ async def test_a_forum_topic_holds_one_card_per_item_and_everyones_votes(
         item = e2e.item_id_of(first)
 
         # A member who is not an operator: answered, and nothing changes.
-        before = await items.history(store, item)
+        before = await events.for_entity(store, "item", item)
         assert "not an operator" in await tap(api, FORUM, STRANGER, first, "Approve")
-        assert await items.history(store, item) == before
+        assert await events.for_entity(store, "item", item) == before
 
         # The first vote shows on the one card, for everyone.
         said = await tap(api, FORUM, ANA, first, "Approve")
@@ -299,7 +299,7 @@ async def test_approve_all_of_fifty_in_a_group_keeps_the_groups_pace(
         assert await tap(api, GROUP, ANA, confirm, "Yes, approve 50") == "50 of 50 approved"
         # One approval event per item, at once; the cards follow at the group's pace.
         for card in sent:
-            trail = await items.history(store, e2e.item_id_of(card))
+            trail = await events.for_entity(store, "item", e2e.item_id_of(card))
             assert [e.to_state for e in trail].count(State.APPROVED) == 1
         await api.await_for(
             lambda: all("approved by Ana" in latest(api, GROUP, c).text for c in sent), 60

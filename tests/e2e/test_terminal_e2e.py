@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from store import events, items
+from store import events
 from store.machine import State
 from tests.e2e import test_bot_e2e as e2e
 from tests.e2e import test_nudges_e2e as live
@@ -51,15 +51,15 @@ async def test_decisions_from_a_terminal_name_the_unix_user(
         code, out = await gatehouse(tmp_path, "reject", str(item_a), "--reason", "stale news")
         assert code == 0, out
         assert f"item {item_a}: ❌ rejected (now rejected, version 1 of attempt 1)" in out
-        last = (await items.history(store, item_a))[-1]
+        last = (await events.for_entity(store, "item", item_a))[-1]
         assert (last.actor, last.reason) == (USER, f"rejected by {USER}: stale news")
         await api.await_for(lambda: edited(api, first, f"rejected by {USER}"), timeout=10)
 
         # A version the item is not at: refused, nothing changes.
-        before = await items.history(store, item_b)
+        before = await events.for_entity(store, "item", item_b)
         code, out = await gatehouse(tmp_path, "approve", str(item_b), "--version", "9")
         assert code == 2 and "this card shows version 9 of attempt 1" in out, out
-        assert await items.history(store, item_b) == before
+        assert await events.for_entity(store, "item", item_b) == before
 
         code, out = await gatehouse(tmp_path, "edit", str(item_b), "--text", "-", stdin=b"Mine")
         assert code == 0 and f"item {item_b}: edited: version 2 (now waiting for approval" in out
@@ -68,7 +68,11 @@ async def test_decisions_from_a_terminal_name_the_unix_user(
         )
         code, out = await gatehouse(tmp_path, "approve", str(item_b), "--json")
         assert code == 0, out
-        approved = [e for e in await items.history(store, item_b) if e.to_state == State.APPROVED]
+        approved = [
+            e
+            for e in await events.for_entity(store, "item", item_b)
+            if e.to_state == State.APPROVED
+        ]
         assert [e.actor for e in approved] == [USER]
         assert approved[0].reason == f"approved by {USER}"
 

@@ -22,9 +22,13 @@ from store.machine import State
 
 async def some_events(store: db.Store, now: datetime, n: int = 3, tag: str = "g") -> None:
     for i in range(n):
-        item = await items.create(store, "news", "feed", f"{tag}{i}", {"title": f"T{i}"}, now)
+        item = await store.write(
+            items.create_sync, "news", "feed", f"{tag}{i}", {"title": f"T{i}"}, now
+        )
         assert item is not None
-        await items.transition(store, item.id, State.FAILED, "system", now, reason='x, "y"\n')
+        await store.write(
+            items.transition_sync, item.id, State.FAILED, "system", now, reason='x, "y"\n'
+        )
     await sealer.seal(store)
 
 
@@ -122,9 +126,9 @@ async def test_since_exports_from_a_date_and_the_chain_still_checks(
 
 
 async def some_events_later(store: db.Store, at: datetime) -> None:
-    item = await items.create(store, "news", "feed", "later", {"title": "L"}, at)
+    item = await store.write(items.create_sync, "news", "feed", "later", {"title": "L"}, at)
     assert item is not None
-    await items.transition(store, item.id, State.FAILED, "system", at, reason="late")
+    await store.write(items.transition_sync, item.id, State.FAILED, "system", at, reason="late")
     await sealer.seal(store)
 
 
@@ -161,4 +165,4 @@ async def test_the_key_is_private_and_kept_and_the_head_is_posted_once_a_day(
     text = posts[0].payload["text"]  # one short line: the key by its id, no base64
     assert f"key {first.key_id[:8]}…" in text and audit_keys.public_text(key) not in text
     assert "`" not in text  # shown as written: a literal backtick would be noise
-    assert (await checkpoints.latest(store)) == second
+    assert (await store.read(checkpoints.latest_sync)) == second

@@ -50,7 +50,7 @@ async def opened(url: str, tmp_path: Path) -> db.Store:
 
 async def first_signed(store: db.Store) -> None:
     for _ in range(int(WITHIN_S / 0.05)):
-        if await checkpoints.latest(store) is not None:
+        if await store.read(checkpoints.latest_sync) is not None:
             return
         await asyncio.sleep(0.05)
     raise AssertionError("the leader never signed the head")
@@ -60,16 +60,16 @@ async def test_only_the_leader_signs_and_it_signs_once_more_standing_down(
     tmp_path: Path, database_url: str, now: datetime
 ) -> None:
     store = await opened(database_url, tmp_path)
-    await items.create(store, "news", "feed", "g1", {"title": "one"}, now)
+    await store.write(items.create_sync, "news", "feed", "g1", {"title": "one"}, now)
     leader = await runtime.Runtime.start(worker_config(tmp_path, "a", database_url))
     await first_signed(store)
-    await items.create(store, "news", "feed", "g2", {"title": "two"}, now)
+    await store.write(items.create_sync, "news", "feed", "g2", {"title": "two"}, now)
 
     follower = await runtime.Runtime.start(worker_config(tmp_path, "b", database_url))
     assert not follower.leader.leading
     await asyncio.sleep(0.1)  # its workers start: a witness among them would sign now
     await follower.stop()  # a follower signs neither at its start nor at its stop
-    await items.create(store, "news", "feed", "g3", {"title": "three"}, now)
+    await store.write(items.create_sync, "news", "feed", "g3", {"title": "three"}, now)
     await leader.stop()  # the leader seals and signs the new head standing down
 
     a_key = audit_keys.key_id(audit_keys.load_or_create(tmp_path / "a").public_key())

@@ -64,7 +64,9 @@ async def test_only_a_dispatch_failure_of_the_shown_version_is_retried(
     eng = engine.Engine(store, {"news": pipeline}, client=client)
     await eng.tick("news", "schedule", now)
     [item] = await items.in_state(store, State.AWAITING_APPROVAL, "news")
-    await items.transition(store, item.id, State.FAILED, "system", now, reason="drafting: boom")
+    await store.write(
+        items.transition_sync, item.id, State.FAILED, "system", now, reason="drafting: boom"
+    )
     with pytest.raises(errors.Conflict, match="not failed at dispatch"):
         await card_trail.retry(store, pipeline, item.id, 1, 1, 7, now)
     with pytest.raises(errors.Conflict, match="is now at version 1"):
@@ -82,7 +84,7 @@ async def test_a_fresh_card_goes_to_one_chat_while_the_item_waits(
     cards = await outbox.for_item(store, item.id, "card")
     assert [c.target for c in cards] == ["chat:1001", outbox.OPERATORS]
     assert cards[0].payload == cards[1].payload  # the same card, draft text joined
-    await items.transition(store, item.id, State.EXPIRED, "sweep", now)
+    await store.write(items.transition_sync, item.id, State.EXPIRED, "sweep", now)
     with pytest.raises(errors.Conflict, match="nothing waits"):
         await card_trail.show_again(store, item.id, 1001, now)
 

@@ -56,9 +56,11 @@ async def test_a_call_in_flight_on_another_worker_is_waited_for_and_its_reply_us
         llm.observe = hold
         pipeline = write_pipeline(tmp_path, "http://127.0.0.1:9/feed.xml")
         await ledger.set_budget(a, "global", "day", 10_000_000, "cli", now)
-        made = await items.create(a, "news", "s0", "g1", {"title": "Launch", "text": "Monday"}, now)
+        made = await a.write(
+            items.create_sync, "news", "s0", "g1", {"title": "Launch", "text": "Monday"}, now
+        )
         assert made is not None
-        item = await items.transition(a, made.id, State.DRAFTING, "system", now)
+        item = await a.write(items.transition_sync, made.id, State.DRAFTING, "system", now)
         first = providers.ProviderClient(provider_settings(llm))
         second = providers.ProviderClient(provider_settings(llm))
         try:

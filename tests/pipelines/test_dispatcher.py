@@ -103,7 +103,7 @@ async def test_an_approved_draft_is_dispatched_once_with_its_key(
     assert sent.json()["text"].startswith("Launch\n\nThe product launches on Monday.")
     done = await items.get(store, item.id)
     assert done.state == State.DISPATCHED
-    history = [e.to_state for e in await items.history(store, item.id)]
+    history = [e.to_state for e in await events.for_entity(store, "item", item.id)]
     assert history[-3:] == ["approved", "dispatching", "dispatched"]
     [row] = await outbox.for_item(store, item.id, "dispatch")
     assert (row.state, row.external_id) == ("sent", "1")
@@ -157,7 +157,7 @@ async def test_a_dispatch_retried_after_a_crash_sends_the_same_key(
         assert await run(store, pipeline, client, now + timedelta(minutes=1)) == 1
         first, second = (r.headers["idempotency-key"] for r in hook.requests)
         assert first == second == dispatch.idempotency_key("news", item.id, 1, 1)
-        history = [e.to_state for e in await items.history(store, item.id)]
+        history = [e.to_state for e in await events.for_entity(store, "item", item.id)]
         assert history.count("dispatching") == 1 and history[-1] == "dispatched"
     finally:
         await store.close()
@@ -197,7 +197,7 @@ async def test_a_refusal_fails_the_item_with_the_reason_and_an_alert(
     await run(store, pipeline, client, now)
     failed = await items.get(store, item.id)
     assert failed.state == State.FAILED
-    last = (await items.history(store, item.id))[-1]
+    last = (await events.for_entity(store, "item", item.id))[-1]
     assert last.reason is not None and "422" in last.reason and last.reason.startswith("dispatch:")
     [alert] = await outbox.due(store, now, ["alert"])
     assert "was not dispatched" in alert.payload["text"] and "422" in alert.payload["text"]
@@ -303,15 +303,18 @@ async def test_a_row_for_an_older_attempt_is_closed_as_stale_without_sending(
     [queued] = await outbox.for_item(store, item.id, "dispatch")
     await outbox.mark_sent(store, queued.id, None, now)  # only the stale row is left
     stale = await dispatch_row(store, item, now, attempt=item.attempt - 1)
-    events_before = len(await items.history(store, item.id))
+    events_before = len(await events.for_entity(store, "item", item.id))
     assert await run(store, pipeline, client, now) == 1
-    row = await outbox.get(store, stale)
+    row = await store.read(outbox.get_sync, stale)
     assert (row.state, row.last_error) == (
         "failed",
         f"stale: item is now at attempt {item.attempt}",
     )
     assert (await items.get(store, item.id)).state == State.APPROVED
-    assert len(await items.history(store, item.id)) == events_before and hook.requests == []
+    assert (
+        len(await events.for_entity(store, "item", item.id)) == events_before
+        and hook.requests == []
+    )
 
 
 async def test_a_row_whose_item_was_already_dispatched_is_closed_as_sent(
@@ -322,10 +325,13 @@ async def test_a_row_whose_item_was_already_dispatched_is_closed_as_sent(
     assert await run(store, pipeline, client, now) == 1
     # The item's commit landed; a crash kept the row's: here, a second pending row.
     leftover = await dispatch_row(store, item, now)
-    events_before = len(await items.history(store, item.id))
+    events_before = len(await events.for_entity(store, "item", item.id))
     assert await run(store, pipeline, client, now) == 1
-    assert (await outbox.get(store, leftover)).state == "sent"
-    assert len(hook.requests) == 1 and len(await items.history(store, item.id)) == events_before
+    assert (await store.read(outbox.get_sync, leftover)).state == "sent"
+    assert (
+        len(hook.requests) == 1
+        and len(await events.for_entity(store, "item", item.id)) == events_before
+    )
 
 
 async def test_a_row_whose_item_failed_meanwhile_is_closed_with_the_items_reason(
@@ -335,10 +341,12 @@ async def test_a_row_whose_item_failed_meanwhile_is_closed_with_the_items_reason
     item = await approved_item(store, pipeline, client, now)
     hook.script(Reply(503, b"busy"))
     await run(store, pipeline, client, now)
-    await items.transition(store, item.id, State.BREACH, "sweep", now, reason="stuck past SLA")
+    await store.write(
+        items.transition_sync, item.id, State.BREACH, "sweep", now, reason="stuck past SLA"
+    )
     [row] = await outbox.for_item(store, item.id, "dispatch")
     assert await run(store, pipeline, client, now + timedelta(hours=1)) == 1
-    closed = await outbox.get(store, row.id)
+    closed = await store.read(outbox.get_sync, row.id)
     assert (closed.state, closed.last_error) == ("failed", "stuck past SLA")
     assert len(hook.requests) == 1 and (await items.get(store, item.id)).state == State.BREACH
 
@@ -369,21 +377,23 @@ async def test_an_item_back_in_dispatching_too_soon_waits_without_using_an_attem
     hook.script(Reply(503, b"busy"))
     first = now + timedelta(seconds=6)  # drafting may be entered again from now + 5 s
     await run(store, pipeline, client, first)  # attempt 1 enters dispatching
-    await items.transition(store, item.id, State.FAILED, "system", first, reason="gave up")
+    await store.write(
+        items.transition_sync, item.id, State.FAILED, "system", first, reason="gave up"
+    )
     second = first + timedelta(seconds=1)
     await store.write(items.replay_sync, item.id, "operator:7", second, "again")
     again = await approved_item(store, pipeline, client, second)
     row, old = await outbox.for_item(store, item.id, "dispatch")  # newest first
     soon = second + timedelta(seconds=1)
     assert await run(store, pipeline, client, soon) == 1
-    waiting = await outbox.get(store, row.id)
+    waiting = await store.read(outbox.get_sync, row.id)
     assert (waiting.state, waiting.attempts) == ("pending", 0)
     assert waiting.next_attempt_at == soon + machine.FLOOR
     assert (await items.get(store, item.id)).state == State.APPROVED and len(hook.requests) == 1
     # Then it goes; attempt 1's row, due again too, is closed as stale.
     assert await run(store, pipeline, client, soon + machine.FLOOR) == 2
     assert (await items.get(store, again.id)).state == State.DISPATCHED
-    assert (await outbox.get(store, old.id)).state == "failed" and len(hook.requests) == 2
+    assert (await store.read(outbox.get_sync, old.id)).state == "failed" and len(hook.requests) == 2
 
 
 async def test_a_row_that_keeps_failing_unexpectedly_is_parked_and_the_rest_go_on(
@@ -402,8 +412,8 @@ async def test_a_row_that_keeps_failing_unexpectedly_is_parked_and_the_rest_go_o
         await dispatcher.run_once(
             store, {"news": pipeline}, client, at, rng=random.Random(1), report=registry.report
         )
-        at = max(at, (await outbox.get(store, broken)).next_attempt_at)
-    parked = await outbox.get(store, broken)
+        at = max(at, (await store.read(outbox.get_sync, broken)).next_attempt_at)
+    parked = await store.read(outbox.get_sync, broken)
     assert (parked.state, parked.attempts) == ("failed", dispatch.MAX_ATTEMPTS)
     assert parked.last_error == (
         f"gave up after {dispatch.MAX_ATTEMPTS} attempts: unexpected BadPayload: "
@@ -493,10 +503,12 @@ async def test_a_closing_write_that_fails_is_retried_and_the_next_row_still_goes
     running = asyncio.create_task(run(store, pipeline, client, now))
     await eventually(lambda: len(hook.requests) == 1)  # the first row's call is under way
     [first_row] = [r for r in await outbox.for_item(store, first.id, "dispatch")]
-    await items.transition(store, first.id, State.FAILED, "system", now, reason="closed elsewhere")
+    await store.write(
+        items.transition_sync, first.id, State.FAILED, "system", now, reason="closed elsewhere"
+    )
     assert await running == 2
     assert (await items.get(store, second.id)).state == State.DISPATCHED
-    retried = await outbox.get(store, first_row.id)
+    retried = await store.read(outbox.get_sync, first_row.id)
     assert (retried.state, retried.attempts) == ("pending", 1)
     assert retried.last_error is not None and "unexpected IllegalTransition" in retried.last_error
     assert len(hook.requests) == 2
@@ -582,7 +594,7 @@ async def test_a_bad_row_among_rows_started_together_is_retried_and_the_others_g
     assert await dispatcher.run_once(store, {"files": files}, client, now) == 3
     for item in (first, second):
         assert (await items.get(store, item.id)).state == State.DISPATCHED
-    retried = await outbox.get(store, broken)
+    retried = await store.read(outbox.get_sync, broken)
     assert (retried.state, retried.attempts) == ("pending", 1)
     assert retried.last_error is not None and "unexpected BadPayload" in retried.last_error
 
@@ -612,7 +624,7 @@ async def test_rows_started_together_and_cut_off_by_a_crash_go_out_after_the_res
         await startup.recover(store, later)  # frees the dead worker's claims
         assert await dispatcher.run_once(store, {"files": files}, client, later) == 3
         for item in approved:
-            history = [e.to_state for e in await items.history(store, item.id)]
+            history = [e.to_state for e in await events.for_entity(store, "item", item.id)]
             assert history.count("dispatching") == 1 and history[-1] == "dispatched"
         assert len(list((tmp_path / "out").glob("files-*.md"))) == 3
     finally:

@@ -12,7 +12,7 @@ import pytest
 
 from pipelines import approval, config, engine, scheduler
 from pipelines.drafting import base as drafters
-from store import db, items, outbox, runs, schedules, seen
+from store import db, events, items, outbox, runs, schedules, seen
 from store.machine import State
 from tests.fakes.feed_server import FeedServer
 from tests.fakes.feeds import rss
@@ -72,7 +72,7 @@ async def test_ticks_create_each_item_once(
     assert (card.payload["version"], card.payload["attempt"]) == (1, 1)
     gamma = next(i for i in waiting if i.source_id == "c")
     assert gamma.deadline == now + timedelta(minutes=10, hours=2)
-    history = await items.history(store, gamma.id)
+    history = await events.for_entity(store, "item", gamma.id)
     assert [e.to_state for e in history] == ["new", "drafting", "awaiting_approval"]
     recent = await runs.recent_runs(store, "news")
     assert [r.counts.new for r in recent] == [1, 0, 2]
@@ -210,7 +210,7 @@ async def test_mark_at_success_marks_only_what_reached_approval(
     )
     report = await eng.tick("news", "schedule", now)
     assert (report.counts.drafted, report.counts.failed) == (1, 1)
-    assert await seen.filter_unseen(store, "news", "s0", ["ok1", "bad1"]) == ["bad1"]
+    assert await store.read(seen.filter_unseen_sync, "news", "s0", ["ok1", "bad1"]) == ["bad1"]
     # Its row exists (failed, replayable), so fetching it again creates nothing new.
     again = await eng.tick("news", "schedule", now + timedelta(minutes=5))
     assert again.counts.new == 0
@@ -245,7 +245,7 @@ async def test_a_batch_records_in_chunks_and_saves_the_etag_with_the_last(
     waiting = await items.in_state(store, State.AWAITING_APPROVAL, "news")
     assert sorted(i.source_id for i in waiting) == ["e0", "e1"]
     ids = [f"e{n}" for n in range(5)]
-    assert await seen.filter_unseen(store, "news", "s0", ids) == ["e2", "e3", "e4"]
+    assert await store.read(seen.filter_unseen_sync, "news", "s0", ids) == ["e2", "e3", "e4"]
     assert await schedules.source_state(store, "news", "s0") == {}  # no ETag: refetch all
 
     raw.execute("DROP TRIGGER boom")

@@ -22,7 +22,7 @@ from bot.cli import output as cli_output
 from pipelines import config, engine, operations
 from pipelines.drafting import llm as llm_drafter
 from pipelines.providers import client as providers
-from store import db, items, ledger, outbox, runs
+from store import db, events, items, ledger, outbox, runs
 from store.ledger import prices as ledger_prices
 from store.machine import State
 from tests.fakes.feed_server import FeedServer
@@ -119,7 +119,7 @@ async def test_filtered_entries_are_recorded_never_charged_and_replayed_past_the
             }
             assert {g for g, i in by_guid.items() if i.state == State.FILTERED} == set(RULES)
             for guid, rule in RULES.items():
-                history = await items.history(store, by_guid[guid].id)
+                history = await events.for_entity(store, "item", by_guid[guid].id)
                 assert [(e.to_state, e.actor, e.reason) for e in history] == [
                     ("new", "system", "fetched"),
                     ("filtered", "system", rule),
@@ -146,8 +146,8 @@ async def test_filtered_entries_are_recorded_never_charged_and_replayed_past_the
 
     back = await items.get(store, weather.id)
     assert back.state == State.AWAITING_APPROVAL
-    events = await items.history(store, weather.id)
-    assert (events[2].to_state, events[2].actor, events[2].reason) == (
+    trail = await events.for_entity(store, "item", weather.id)
+    assert (trail[2].to_state, trail[2].actor, trail[2].reason) == (
         "new",
         "operator:42",
         "replayed by operator:42 past the filter",

@@ -314,7 +314,7 @@ async def test_bad_output_fails_the_item_with_the_reason_in_its_history(
         llm.queue_reply(reply)
     item = await rig.tick(now)
     assert item.state == State.FAILED
-    last = (await items.history(store, item.id))[-1]
+    last = (await events.for_entity(store, "item", item.id))[-1]
     assert last.to_state == State.FAILED
     assert last.reason is not None and last.reason.startswith("invalid_output: ")
     assert message in last.reason
@@ -406,7 +406,9 @@ async def test_drafters_picks_each_pipelines_drafter_and_says_why(
 ) -> None:
     pipeline = write_pipeline(tmp_path, feeds.url("/feed.xml"))
     plain = pipeline.model_copy(update={"draft": config.DraftConfig(drafter="template")}, deep=True)
-    item = await items.create(store, "news", "s0", "x", {"title": "T", "text": "body"}, now)
+    item = await store.write(
+        items.create_sync, "news", "s0", "x", {"title": "T", "text": "body"}, now
+    )
     assert item is not None
     unpriced = choice.Drafters(provider_settings(llm), {})
     result = await unpriced(store, pipeline).draft(item, now)

@@ -74,9 +74,9 @@ async def test_argument_refusals_write_nothing(store: db.Store, now: datetime) -
 
 
 async def test_a_replay_without_a_scheduler_requests_a_run(store: db.Store, now: datetime) -> None:
-    item = await items.create(store, "news", "feed", "g", {"title": "t"}, now)
+    item = await store.write(items.create_sync, "news", "feed", "g", {"title": "t"}, now)
     assert item is not None
-    await items.transition(store, item.id, State.FAILED, "system", now, reason="boom")
+    await store.write(items.transition_sync, item.id, State.FAILED, "system", now, reason="boom")
     replayed = await operations.replay(store, item.id, "cli", now)
     assert (replayed.state, replayed.attempt, replayed.reason) == (
         State.NEW,

@@ -92,9 +92,11 @@ async def one_item_answered_but_never_shown(
     """An item whose provider call was settled and kept, then dropped before its card
     (as the SLA found it stuck in drafting after a crash); the feed has nothing else."""
     feeds.set("/feed.xml", rss([]))
-    item = await items.create(rig.store, "news", "s0", "x1", {"title": "T", "text": "body"}, now)
+    item = await rig.store.write(
+        items.create_sync, "news", "s0", "x1", {"title": "T", "text": "body"}, now
+    )
     assert item is not None
-    drafting = await items.transition(rig.store, item.id, State.DRAFTING, "system", now)
+    drafting = await rig.store.write(items.transition_sync, item.id, State.DRAFTING, "system", now)
     await rig.drafter.draft(drafting, now)
     await sla.sweep(rig.store, now + timedelta(hours=1))
     dropped = await items.get(rig.store, item.id)
@@ -125,7 +127,7 @@ async def test_a_fresh_replay_pays_for_a_new_draft(
     item = await one_item_answered_but_never_shown(rig, feeds, now)
     later = now + timedelta(hours=2)
     await operations.replay(rig.store, item.id, "operator:7", later, fresh=True)
-    trail = await items.history(rig.store, item.id)
+    trail = await events.for_entity(rig.store, "item", item.id)
     assert trail[-1].reason == "replayed by operator:7 with a fresh draft"
     await rig.tick(later)
     assert (await items.get(rig.store, item.id)).state == State.AWAITING_APPROVAL
@@ -142,7 +144,7 @@ async def test_a_shown_output_is_never_shown_again_after_a_replay(
 ) -> None:
     await rig.tick(now)
     [item, *_] = await items.in_state(rig.store, State.AWAITING_APPROVAL, "news")
-    await items.transition(rig.store, item.id, State.REJECTED, "operator:7", now)
+    await rig.store.write(items.transition_sync, item.id, State.REJECTED, "operator:7", now)
     await operations.replay(rig.store, item.id, "operator:7", now + timedelta(minutes=1))
     await rig.tick(now + timedelta(minutes=1))
     assert llm.calls == ITEMS + 1  # the rejected text is not offered again
@@ -161,10 +163,10 @@ async def test_a_reply_the_store_cannot_hold_fails_that_item_alone(
     llm.queue_reply(reply)  # sent as the JSON escape "\ud800" or "\u0000"
     report = await rig.tick(now)
     assert (report.counts.drafted, report.counts.failed) == (ITEMS - 1, 1)
-    run = await runs.get(rig.store, report.run_id)
+    run = await rig.store.read(runs.get_sync, report.run_id)
     assert run.status == "ok" and run.ended_at == now  # closed, not left running
     [failed] = await items.in_state(rig.store, State.FAILED, "news")
-    last = (await items.history(rig.store, failed.id))[-1]
+    last = (await events.for_entity(rig.store, "item", failed.id))[-1]
     assert last.reason == f"invalid_output: the reply holds text that cannot be stored: {problem}"
     assert len(await items.in_state(rig.store, State.AWAITING_APPROVAL, "news")) == ITEMS - 1
     assert await claim_states(rig.store) == ["settled"] * ITEMS  # the bad reply was paid for
@@ -192,7 +194,7 @@ async def test_an_exception_in_one_item_fails_it_and_the_run_says_so(
     [failed] = await items.in_state(store, State.FAILED, "news")
     assert failed.reason == "internal: KeyError: 'a bug'"
     assert len(await items.in_state(store, State.AWAITING_APPROVAL, "news")) == ITEMS - 1
-    run = await runs.get(store, report.run_id)
+    run = await store.read(runs.get_sync, report.run_id)
     assert (run.status, run.error_text) == (
         "error",
         f"item {failed.id}: internal: KeyError: 'a bug'",
@@ -201,9 +203,11 @@ async def test_an_exception_in_one_item_fails_it_and_the_run_says_so(
 
 async def orphan_claim(rig: Rig, now: datetime, lease: timedelta) -> tuple[items.Item, int]:
     """An item left in drafting with the claim its draft began (as a crash leaves it)."""
-    item = await items.create(rig.store, "news", "s0", "x1", {"title": "T", "text": "b"}, now)
+    item = await rig.store.write(
+        items.create_sync, "news", "s0", "x1", {"title": "T", "text": "b"}, now
+    )
     assert item is not None
-    item = await items.transition(rig.store, item.id, State.DRAFTING, "system", now)
+    item = await rig.store.write(items.transition_sync, item.id, State.DRAFTING, "system", now)
     version = calls.prompt_version(rig.engine.pipelines["news"].draft.prompt_text or "")
     key = calls.claim_key("news", item.id, 1, version)
     request = {"model": MODEL, "max_tokens": 200, "prompt_version": version}
@@ -296,7 +300,7 @@ async def test_text_sqlite_cannot_hold_is_cleaned_when_an_item_is_recorded(
     store: db.Store, now: datetime
 ) -> None:
     payload = {"title": "bad \ud800 title", "text": "fine", "extra": {"n": ["\udfff"]}}
-    item = await items.create(store, "news", "s0", "x1", payload, now)
+    item = await store.write(items.create_sync, "news", "s0", "x1", payload, now)
     assert item is not None
     assert item.payload == {"title": "bad \ufffd title", "text": "fine", "extra": {"n": ["\ufffd"]}}
     assert json.loads(item.payload_json) == item.payload
@@ -308,7 +312,9 @@ async def test_the_cli_and_the_replay_offer_ask_for_a_fresh_draft(
 ) -> None:
     item = await one_item_answered_but_never_shown(rig, feeds, now)
     [claim_id] = await operations.unshown_drafts(rig.store, item.id)
-    offer = render.replay_offer(item, await items.history(rig.store, item.id), [claim_id])
+    offer = render.replay_offer(
+        item, await events.for_entity(rig.store, "item", item.id), [claim_id]
+    )
     assert f"a draft no card showed (budget claim {claim_id})" in offer
     key = b"k" * 32
     data = callbacks.encode(key, callbacks.Button("fresh", item.id, item.attempt, item.version))
@@ -322,7 +328,7 @@ async def test_the_cli_and_the_replay_offer_ask_for_a_fresh_draft(
     store = await db.open(db.StoreConfig(data_dir=data_dir))
     try:
         assert await operations.unshown_drafts(store, item.id) == []
-        last = (await items.history(store, item.id))[-1]
+        last = (await events.for_entity(store, "item", item.id))[-1]
         assert (last.actor, last.reason) == ("cli", "replayed by cli with a fresh draft")
     finally:
         await store.close()
@@ -335,12 +341,12 @@ async def test_startup_asks_for_a_run_of_each_pipeline_a_crash_left_work_in(
         [("news", State.DRAFTING), ("mail", State.NEW), ("done", State.AWAITING_APPROVAL)]
     ):
         await schedules.ensure(store, pipeline, now + timedelta(days=1))
-        item = await items.create(store, pipeline, "s0", f"x{n}", {"title": "T"}, now)
+        item = await store.write(items.create_sync, pipeline, "s0", f"x{n}", {"title": "T"}, now)
         assert item is not None
         if state != State.NEW:
-            item = await items.transition(store, item.id, State.DRAFTING, "system", now)
+            item = await store.write(items.transition_sync, item.id, State.DRAFTING, "system", now)
         if state == State.AWAITING_APPROVAL:
-            await items.transition(store, item.id, state, "system", now)
+            await store.write(items.transition_sync, item.id, state, "system", now)
     later = now + timedelta(minutes=1)
     await startup.recover(store, later)
     requested = {

@@ -33,9 +33,9 @@ def pipeline(**rules: Any) -> config.Pipeline:
 
 
 async def awaiting(store: db.Store, now: datetime, source_id: str = "g1") -> items.Item:
-    item = await items.create(store, "news", "s", source_id, {"title": source_id}, now)
+    item = await store.write(items.create_sync, "news", "s", source_id, {"title": source_id}, now)
     assert item is not None
-    await items.transition(store, item.id, S.DRAFTING, "system", now)
+    await store.write(items.transition_sync, item.id, S.DRAFTING, "system", now)
 
     def unit(conn: sqlite3.Connection) -> items.Item:
         drafts.add_sync(conn, item.id, "draft text", {"drafter": "template"}, now)
@@ -56,7 +56,7 @@ async def test_a_reason_goes_into_the_event_and_onto_the_card(
 ) -> None:
     p, item = pipeline(), await awaiting(store, now)
     await review.reject(store, p, item.id, 1, 1, ALICE, "  off\u200b-topic \n", now)
-    moved = (await items.history(store, item.id))[-1]
+    moved = (await events.for_entity(store, "item", item.id))[-1]
     assert moved.reason == f"rejected by {events.operator(ALICE)}: off-topic"
     edit = (await outbox.for_item(store, item.id, "card_edit"))[0].payload
     assert (
@@ -84,7 +84,7 @@ async def test_an_undone_approval_calls_off_its_dispatch_and_can_be_approved_aga
     assert (undone.state, undone.version, undone.reason) == (S.AWAITING_APPROVAL, 1, why)
     assert undone.deadline == at + p.approval.window  # a fresh approval window
     # Its one event, in the item's own history: the move back, by whom, on which attempt.
-    undo_event = (await items.history(store, item.id))[-1]
+    undo_event = (await events.for_entity(store, "item", item.id))[-1]
     assert (
         undo_event.from_state, undo_event.to_state, undo_event.actor, undo_event.attempt,
         undo_event.reason,
@@ -120,7 +120,9 @@ async def test_undo_after_the_window_or_once_sent_changes_nothing(
 
     other = await awaiting(store, now, "g2")
     await approval.decide(store, p, other.id, 1, 1, ALICE, "approve", now)
-    await items.transition(store, other.id, S.DISPATCHING, "system", now, expect_version=1)
+    await store.write(
+        items.transition_sync, other.id, S.DISPATCHING, "system", now, expect_version=1
+    )
     sent = (
         f"item {other.id} is dispatching: only an approval not yet sent or a reject can be undone"
     )
@@ -181,7 +183,7 @@ async def test_an_approval_names_each_voter_and_the_terminal_by_its_user(
     # ...and the deciding vote is named by the actor who cast it: the terminal's Unix user.
     await approval.decide(store, p, second.id, 1, 1, ALICE, "approve", now)
     await approval.decide(store, p, second.id, 1, 1, decisions.TERMINAL, "approve", now, actor=ana)
-    reasons = [(await items.history(store, i.id))[-1] for i in (first, second)]
+    reasons = [(await events.for_entity(store, "item", i.id))[-1] for i in (first, second)]
     assert [(e.actor, e.reason) for e in reasons] == [
         (f"operator:{ALICE}", f"approved by the terminal, operator:{ALICE}"),
         ("cli:ana", f"approved by cli:ana, operator:{ALICE}"),
@@ -204,7 +206,9 @@ async def test_a_listed_decision_applies_to_the_listed_versions_once(
     [(refused, why)] = result.refused
     assert refused == first.id and "is now at version 2" in why
     assert (await items.get(store, first.id)).state == S.AWAITING_APPROVAL
-    moved = [e for e in await items.history(store, second.id) if e.to_state == S.APPROVED]
+    moved = [
+        e for e in await events.for_entity(store, "item", second.id) if e.to_state == S.APPROVED
+    ]
     assert len(moved) == 1
     with pytest.raises(errors.Conflict, match="decided already"):
         await review.decide_listed(store, {"news": p}, listed.offer.id, ALICE, "approve", now)
@@ -268,7 +272,9 @@ async def test_one_reminder_and_one_escalation_per_attempt(store: db.Store, now:
     second = await nudges.sweep(store, {"news": p}, now + timedelta(hours=3))
     assert (second.reminded, second.escalated) == ([], [item.id])
     assert await nudges.sweep(store, {"news": p}, now + timedelta(hours=4)) == nudges.Report()
-    reasons = [e.reason for e in await items.history(store, item.id) if e.actor == "sweep"]
+    reasons = [
+        e.reason for e in await events.for_entity(store, "item", item.id) if e.actor == "sweep"
+    ]
     assert reasons == ["reminded the approvers after 1 h 1 min", "escalated to 13 after 3 h"]
     cards = await outbox.for_item(store, item.id, "card")
     assert [c.payload.get("chats") for c in cards] == [[CAROL]]
@@ -378,7 +384,7 @@ async def test_an_edit_from_the_terminal_is_recorded_as_its_unix_user(
         store, {"news": p}, "edit", item.id, "cli:ana", now, text="the words ana chose"
     )
     assert edited.said == "edited: version 2"
-    last = (await items.history(store, item.id))[-1]
+    last = (await events.for_entity(store, "item", item.id))[-1]
     assert (last.actor, last.reason) == ("cli:ana", "edited: version 1 -> 2")
     [card] = [r.payload for r in await outbox.for_item(store, item.id, "card") if r.payload]
     assert card.get("note") == "edited by cli:ana"

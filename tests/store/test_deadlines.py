@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 import pytest
 
 from pipelines import sla
-from store import backend, db, deadlines, drafts, errors, items, outbox, payloads
+from store import backend, db, deadlines, drafts, errors, events, items, outbox, payloads
 from store.machine import State
 from tests import snapshot
 
@@ -16,9 +16,9 @@ WINDOW = timedelta(hours=2)
 
 
 async def _waiting(store: db.Store, now: datetime) -> items.Item:
-    item = await items.create(store, "news", "feed", "guid-1", {"title": "T"}, now)
+    item = await store.write(items.create_sync, "news", "feed", "guid-1", {"title": "T"}, now)
     assert item is not None
-    await items.transition(store, item.id, State.DRAFTING, "system", now)
+    await store.write(items.transition_sync, item.id, State.DRAFTING, "system", now)
 
     def unit(conn: backend.Conn) -> items.Item:
         drafts.add_sync(conn, item.id, "draft text", {"drafter": "template"}, now)
@@ -62,7 +62,7 @@ async def test_extend_moves_the_deadline_once_and_says_so_in_an_event(
     extended = await store.write(_extend(item, later))
     assert extended.deadline == now + 2 * WINDOW
     assert (await items.get(store, item.id)).deadline == now + 2 * WINDOW
-    [event] = (await items.history(store, item.id))[-1:]
+    [event] = (await events.for_entity(store, "item", item.id))[-1:]
     assert (event.from_state, event.to_state, event.actor) == (
         State.AWAITING_APPROVAL, State.AWAITING_APPROVAL, "operator:7",
     )  # fmt: skip
@@ -82,10 +82,10 @@ async def test_extend_is_refused_for_a_card_out_of_date(store: db.Store, now: da
     unchanged = await snapshot.tables(store)
     with pytest.raises(errors.Conflict, match="out of date"):
         await store.write(_extend(item, now, version=2))
-    await items.transition(store, item.id, State.APPROVED, "operator:7", now)
+    await store.write(items.transition_sync, item.id, State.APPROVED, "operator:7", now)
     with pytest.raises(errors.Conflict, match="out of date: item 1 is approved"):
         await store.write(_extend(item, now))
-    assert len(await items.history(store, item.id)) == len(unchanged["events"]) + 1
+    assert len(await events.for_entity(store, "item", item.id)) == len(unchanged["events"]) + 1
 
 
 async def test_an_extended_window_warns_again_before_its_new_deadline(
@@ -129,16 +129,16 @@ async def test_a_short_window_is_extended_by_what_it_is(
             conn, item.id, item.attempt, item.version, window, "operator:7", now, most=1
         )
     )
-    [event] = (await items.history(store, item.id))[-1:]
+    [event] = (await events.for_entity(store, "item", item.id))[-1:]
     assert event.reason is not None and event.reason.startswith(f"window extended by {said},")
 
 
 async def test_a_short_window_warns_early_enough_for_a_person_to_act(
     store: db.Store, now: datetime
 ) -> None:
-    item = await items.create(store, "news", "feed", "guid-1", {"title": "T"}, now)
+    item = await store.write(items.create_sync, "news", "feed", "guid-1", {"title": "T"}, now)
     assert item is not None
-    await items.transition(store, item.id, State.DRAFTING, "system", now)
+    await store.write(items.transition_sync, item.id, State.DRAFTING, "system", now)
 
     def unit(conn: backend.Conn) -> items.Item:
         drafts.add_sync(conn, item.id, "draft text", {"drafter": "template"}, now)

@@ -14,6 +14,7 @@ import psycopg
 import pytest
 
 from store import db, errors, migrate, pg, seen, sql
+from store.sql import generate
 from tests import pg_databases
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -71,6 +72,13 @@ def test_postgres_migrations_replay_to_its_canonical_schema(scratch: dict[str, s
         replayed.close()
     assert applied == [m.version for m in migrate.discover(pg.MIGRATIONS_DIR)]
     assert _catalog(scratch["replayed"]) == _catalog(scratch["canonical"])
+
+
+def test_the_postgres_schema_file_is_generated_from_its_migrations(
+    pg_run_database: pg_databases.Server,
+) -> None:
+    made = generate.postgres_schema(pg_run_database.admin_url)
+    assert generate.POSTGRES_SCHEMA.read_text() == made, "run `python3 dev.py schema`"
 
 
 def test_every_migration_has_its_postgres_twin_of_the_same_number() -> None:
@@ -182,7 +190,7 @@ async def test_a_connection_the_server_dropped_is_opened_again(
     config = db.StoreConfig(data_dir=tmp_path, database_url=url, writers=1, readers=1)
     store = await db.open(config)
     try:
-        await seen.mark_seen(store, "news", "feed", ["a"], NOW)
+        await store.write(seen.mark_seen_sync, "news", "feed", ["a"], NOW)
         with psycopg.connect(url, autocommit=True) as admin:
             # The timeout makes the call wait until each backend has exited: without it
             # the next unit may still reach its backend and the one after meet the goodbye.
@@ -191,11 +199,11 @@ async def test_a_connection_the_server_dropped_is_opened_again(
                 " WHERE datname = current_database() AND pid != pg_backend_pid()"
             )
         with contextlib.suppress(errors.StoreError):  # the server's goodbye may arrive here
-            await seen.mark_seen(store, "news", "feed", ["b"], NOW)
+            await store.write(seen.mark_seen_sync, "news", "feed", ["b"], NOW)
         with contextlib.suppress(errors.StoreError):
-            await seen.filter_unseen(store, "news", "feed", ["c"])
-        assert await seen.mark_seen(store, "news", "feed", ["c"], NOW) == ["c"]
-        assert await seen.filter_unseen(store, "news", "feed", ["a", "d"]) == ["d"]
+            await store.read(seen.filter_unseen_sync, "news", "feed", ["c"])
+        assert await store.write(seen.mark_seen_sync, "news", "feed", ["c"], NOW) == ["c"]
+        assert await store.read(seen.filter_unseen_sync, "news", "feed", ["a", "d"]) == ["d"]
     finally:
         await store.close()
 

@@ -10,9 +10,11 @@ from store.machine import State
 
 
 async def _filtered(store: db.Store, pipeline: str, n: int, at: datetime) -> items.Item:
-    item = await items.create(store, pipeline, "feed", f"g{n}", {"title": f"T{n}"}, at)
+    item = await store.write(items.create_sync, pipeline, "feed", f"g{n}", {"title": f"T{n}"}, at)
     assert item is not None
-    return await items.transition(store, item.id, State.FILTERED, "system", at, reason=f"rule {n}")
+    return await store.write(
+        items.transition_sync, item.id, State.FILTERED, "system", at, reason=f"rule {n}"
+    )
 
 
 async def test_filtered_items_are_listed_and_counted(store: db.Store, now: datetime) -> None:
@@ -21,7 +23,7 @@ async def test_filtered_items_are_listed_and_counted(store: db.Store, now: datet
     first = await _filtered(store, "city", 2, now)
     second = await _filtered(store, "city", 3, now + timedelta(minutes=1))
     await _filtered(store, "other", 4, now)
-    kept = await items.create(store, "city", "feed", "g5", {"title": "T5"}, now)
+    kept = await store.write(items.create_sync, "city", "feed", "g5", {"title": "T5"}, now)
     assert kept is not None
 
     found = await dropped.recent(store, "city", State.FILTERED, 10)

@@ -36,7 +36,7 @@ async def test_snapshot_counts_by_state_without_scanning(store: db.Store, now: d
 async def test_week_has_runs_per_day_and_approval_waits(store: db.Store, now: datetime) -> None:
     item = await awaiting_item(store, now)
     decided = now + timedelta(minutes=12)
-    await items.transition(store, item.id, State.APPROVED, "operator:7", decided)
+    await store.write(items.transition_sync, item.id, State.APPROVED, "operator:7", decided)
     run = await runs.start_run(store, "news", "schedule", now)
     await runs.finish_run(store, run, "error", runs.Counts(), "boom", now)
 
@@ -52,11 +52,13 @@ async def test_week_has_runs_per_day_and_approval_waits(store: db.Store, now: da
 async def test_sla_warnings_count_items_past_most_of_their_deadline(
     store: db.Store, now: datetime
 ) -> None:
-    made = await items.create(store, "news", "s", "g9", {"title": "T"}, now)
+    made = await store.write(items.create_sync, "news", "s", "g9", {"title": "T"}, now)
     assert made is not None
-    await items.transition(store, made.id, State.DRAFTING, "system", now)
+    await store.write(items.transition_sync, made.id, State.DRAFTING, "system", now)
     window = timedelta(minutes=10)
-    await items.transition(store, made.id, State.AWAITING_APPROVAL, "system", now, deadline=window)
+    await store.write(
+        items.transition_sync, made.id, State.AWAITING_APPROVAL, "system", now, deadline=window
+    )
     early = await figures.snapshot(store, ["news"], now + timedelta(minutes=7))
     late = await figures.snapshot(store, ["news"], now + timedelta(minutes=9))
     past = await figures.snapshot(store, ["news"], now + timedelta(minutes=11))

@@ -25,8 +25,8 @@ async def test_the_snapshot_and_the_week(store: db.Store, now: datetime) -> None
     assert [(b.scope, b.period, b.limit_micros) for b in snap.budgets] == [
         ("global", "day", 2_500_000)
     ]
-    await items.transition(
-        store, first.id, State.APPROVED, "operator:7", now + timedelta(minutes=12)
+    await store.write(
+        items.transition_sync, first.id, State.APPROVED, "operator:7", now + timedelta(minutes=12)
     )
     week = await figures.week(store, now - timedelta(days=7))
     day = int(now.timestamp() * 1000) // 86_400_000
@@ -41,12 +41,14 @@ async def test_the_snapshot_and_the_week(store: db.Store, now: datetime) -> None
 async def test_sla_warnings_truncate_the_warning_share_as_sqlite_does(
     store: db.Store, now: datetime
 ) -> None:
-    made = await items.create(store, "news", "s", "g9", {"title": "T"}, now)
+    made = await store.write(items.create_sync, "news", "s", "g9", {"title": "T"}, now)
     assert made is not None
-    await items.transition(store, made.id, State.DRAFTING, "system", now)
+    await store.write(items.transition_sync, made.id, State.DRAFTING, "system", now)
     # 0.8 of it is 160,001.6 ms: truncated to 160,001, before the 40 s lead (160,002).
     window = timedelta(milliseconds=200_002)
-    await items.transition(store, made.id, State.AWAITING_APPROVAL, "system", now, deadline=window)
+    await store.write(
+        items.transition_sync, made.id, State.AWAITING_APPROVAL, "system", now, deadline=window
+    )
     at = await figures.snapshot(store, ["news"], now + timedelta(milliseconds=160_001))
     before = await figures.snapshot(store, ["news"], now + timedelta(milliseconds=160_000))
     assert (before.sla_warned, at.sla_warned) == ({}, {"awaiting_approval": 1})
@@ -58,13 +60,13 @@ async def test_the_item_counts_follow_every_move_and_agree_with_the_items(
     """Counted by triggers, not by scanning: creation, transitions, a replay and two
     writers at once all keep the counts equal to the items' own states."""
     made = [await awaiting_item(store, now, f"g{n}") for n in range(6)]
-    await items.transition(store, made[0].id, State.APPROVED, "operator:7", now)
-    await items.transition(store, made[1].id, State.REJECTED, "operator:7", now)
+    await store.write(items.transition_sync, made[0].id, State.APPROVED, "operator:7", now)
+    await store.write(items.transition_sync, made[1].id, State.REJECTED, "operator:7", now)
     await store.write(items.replay_sync, made[1].id, "cli", now + timedelta(minutes=1), "again")
     await asyncio.gather(*(
-        items.transition(store, m.id, State.EXPIRED, "sweep", now) for m in made[2:]
+        store.write(items.transition_sync, m.id, State.EXPIRED, "sweep", now) for m in made[2:]
     ))  # fmt: skip
-    await items.create(store, "digest", "s", "d1", {"title": "T"}, now)
+    await store.write(items.create_sync, "digest", "s", "d1", {"title": "T"}, now)
 
     def truth(conn: backend.Conn) -> dict[tuple[str, str], int]:
         rows = conn.execute("SELECT pipeline, state, count(*) FROM items GROUP BY 1, 2")

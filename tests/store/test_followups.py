@@ -12,14 +12,16 @@ from store import db, errors, followups, items
 async def test_each_nudge_is_sent_once_and_read_back_by_item(
     store: db.Store, now: datetime
 ) -> None:
-    made = [await items.create(store, "news", "feed", f"g{n}", {"n": n}, now) for n in (1, 2)]
+    made = [
+        await store.write(items.create_sync, "news", "feed", f"g{n}", {"n": n}, now) for n in (1, 2)
+    ]
     ids = [item.id for item in made if item is not None]
 
     assert await store.write(lambda conn: followups.nudge_sync(conn, ids[0], 1, "remind", now))
     assert not await store.write(lambda conn: followups.nudge_sync(conn, ids[0], 1, "remind", now))
     assert await store.write(lambda conn: followups.nudge_sync(conn, ids[1], 1, "escalate", now))
     assert await followups.nudges_of(store, ids) == {(ids[0], 1, "remind"), (ids[1], 1, "escalate")}
-    assert await followups.escalated(store, ids[1], 1)
+    assert await store.read(followups.nudged_sync, ids[1], 1, "escalate")
     assert await followups.nudges_of(store, []) == set()
 
 

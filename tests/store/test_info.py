@@ -10,7 +10,7 @@ from store import db, info, items, migrate, pg
 
 async def test_the_summary_counts_rows_and_names_the_store(store: db.Store, now: datetime) -> None:
     for n in range(3):
-        await items.create(store, "news", "feed", f"guid-{n}", {"n": n}, now)
+        await store.write(items.create_sync, "news", "feed", f"guid-{n}", {"n": n}, now)
     summary = await info.info(store)
     assert summary.schema_version == migrate.discover()[-1].version
     assert (summary.rows["items"], summary.rows["events"], summary.rows["claims"]) == (3, 3, 0)

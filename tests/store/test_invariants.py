@@ -63,7 +63,7 @@ def test_every_field_of_an_event_changes_its_hash(field: str) -> None:
 
 async def _chain(store: db.Store, now: datetime, count: int) -> None:
     for n in range(count):
-        await items.create(store, "news", "feed", f"guid-{n}", {"n": n}, now)
+        await store.write(items.create_sync, "news", "feed", f"guid-{n}", {"n": n}, now)
     await sealer.seal(store)
 
 
@@ -150,15 +150,16 @@ async def test_appended_events_link_to_their_predecessor(store: db.Store, now: d
 async def test_every_actor_s_move_writes_exactly_one_event(
     store: db.Store, now: datetime, actor: str
 ) -> None:
-    item = await items.create(store, "news", "feed", "guid", {"t": 1}, now)
+    item = await store.write(items.create_sync, "news", "feed", "guid", {"t": 1}, now)
     assert item is not None
-    await items.transition(store, item.id, State.DRAFTING, actor, now)
-    await items.transition(store, item.id, State.FAILED, actor, now, reason="boom")
+    await store.write(items.transition_sync, item.id, State.DRAFTING, actor, now)
+    await store.write(items.transition_sync, item.id, State.FAILED, actor, now, reason="boom")
     replayed = await store.write(
         items.replay_sync, item.id, actor, now + timedelta(seconds=10), "again"
     )
     history = [
-        (e.from_state, e.to_state, e.actor, e.attempt) for e in await items.history(store, item.id)
+        (e.from_state, e.to_state, e.actor, e.attempt)
+        for e in await events.for_entity(store, "item", item.id)
     ]
     assert history == [
         (None, "new", "system", 1),
@@ -173,11 +174,11 @@ async def test_every_actor_s_move_writes_exactly_one_event(
 async def test_the_sweep_s_breach_and_expiry_each_write_one_event(
     store: db.Store, now: datetime
 ) -> None:
-    stuck = await items.create(store, "news", "feed", "stuck", {"t": 1}, now)
-    waiting = await items.create(store, "news", "feed", "waiting", {"t": 2}, now)
+    stuck = await store.write(items.create_sync, "news", "feed", "stuck", {"t": 1}, now)
+    waiting = await store.write(items.create_sync, "news", "feed", "waiting", {"t": 2}, now)
     assert stuck is not None and waiting is not None
-    await items.transition(store, stuck.id, State.DRAFTING, "system", now)
-    await items.transition(store, waiting.id, State.DRAFTING, "system", now)
+    await store.write(items.transition_sync, stuck.id, State.DRAFTING, "system", now)
+    await store.write(items.transition_sync, waiting.id, State.DRAFTING, "system", now)
 
     def to_approval(conn: sqlite3.Connection) -> None:
         drafts.add_sync(conn, waiting.id, "text", {"drafter": "template"}, now)
@@ -192,9 +193,11 @@ async def test_the_sweep_s_breach_and_expiry_each_write_one_event(
         (stuck.id, "drafting", "breach"),
         (waiting.id, "awaiting_approval", "expired"),
     ):
-        last = (await items.history(store, item_id))[-1]
+        last = (await events.for_entity(store, "item", item_id))[-1]
         assert (last.from_state, last.to_state, last.actor) == (before, after, "sweep")
-        assert len(await items.history(store, item_id)) == 4 if after == "expired" else 3
+        assert (
+            len(await events.for_entity(store, "item", item_id)) == 4 if after == "expired" else 3
+        )
     assert (await events.verify_chain(store)).ok
 
 
@@ -202,9 +205,9 @@ async def test_the_sweep_s_breach_and_expiry_each_write_one_event(
 
 
 async def _awaiting(store: db.Store, now: datetime) -> items.Item:
-    item = await items.create(store, "news", "feed", "guid", {"t": 1}, now)
+    item = await store.write(items.create_sync, "news", "feed", "guid", {"t": 1}, now)
     assert item is not None
-    await items.transition(store, item.id, State.DRAFTING, "system", now)
+    await store.write(items.transition_sync, item.id, State.DRAFTING, "system", now)
 
     def unit(conn: sqlite3.Connection) -> items.Item:
         drafts.add_sync(conn, item.id, "draft text", {"drafter": "template"}, now)
@@ -230,7 +233,7 @@ async def test_an_edit_outside_approval_or_empty_is_refused_and_writes_nothing(
     with pytest.raises(ValueError, match="replacement text is empty"):
         await store.write(drafts.edit_sync, item.id, 1, "  \n", 7, now)
     assert await snapshot.tables(store) == before
-    await items.transition(store, item.id, State.REJECTED, "operator:7", now)
+    await store.write(items.transition_sync, item.id, State.REJECTED, "operator:7", now)
     before = await snapshot.tables(store)
     with pytest.raises(errors.IllegalTransition, match="only drafts awaiting approval"):
         await store.write(drafts.edit_sync, item.id, 1, "words", 7, now)

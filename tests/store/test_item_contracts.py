@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from store import backend, db, decisions, drafts, errors, items, outbox
+from store import backend, db, decisions, drafts, errors, events, items, outbox
 from store.machine import State
 from tests import snapshot
 
@@ -22,9 +22,11 @@ S = State
 
 
 async def _awaiting(store: db.Store, now: datetime, source_id: str = "guid") -> items.Item:
-    item = await items.create(store, "news", "feed", source_id, {"title": source_id}, now)
+    item = await store.write(
+        items.create_sync, "news", "feed", source_id, {"title": source_id}, now
+    )
     assert item is not None
-    await items.transition(store, item.id, S.DRAFTING, "system", now)
+    await store.write(items.transition_sync, item.id, S.DRAFTING, "system", now)
 
     def unit(conn: sqlite3.Connection) -> items.Item:
         drafts.add_sync(conn, item.id, "draft text", {"drafter": "template"}, now, cost_micros=42)
@@ -52,7 +54,7 @@ async def test_a_reject_says_who_and_carries_the_votes(store: db.Store, now: dat
     current = await items.get(store, item.id)
     assert rejected == decisions.Decision(current, "rejected", (7,), 2)
     assert (current.state, current.reason) == (S.REJECTED, "rejected by operator:8")
-    last = (await items.history(store, item.id))[-1]
+    last = (await events.for_entity(store, "item", item.id))[-1]
     assert (last.to_state, last.actor, last.reason) == (S.REJECTED, "operator:8", current.reason)
 
 
@@ -136,7 +138,7 @@ async def test_an_edit_is_a_same_state_event_by_the_operator(
     assert edited == drafts.Draft(
         item.id, 2, "better words", edited.content_hash, {"operator": 7, "edit_of": 1}, None, later
     )
-    last = (await items.history(store, item.id))[-1]
+    last = (await events.for_entity(store, "item", item.id))[-1]
     assert (last.from_state, last.to_state, last.actor, last.attempt, last.reason, last.at) == (
         S.AWAITING_APPROVAL,
         S.AWAITING_APPROVAL,
@@ -163,7 +165,7 @@ async def test_a_replay_records_its_reason_and_actor(store: db.Store, now: datet
     item = await _awaiting(store, now)
     await store.write(decisions.decide_sync, item.id, 1, 1, 7, "reject", now)
     replayed = await store.write(items.replay_sync, item.id, "operator:7", now, "second look")
-    last = (await items.history(store, item.id))[-1]
+    last = (await events.for_entity(store, "item", item.id))[-1]
     assert (last.from_state, last.to_state, last.actor, last.attempt, last.reason) == (
         S.REJECTED,
         S.NEW,
@@ -179,7 +181,7 @@ async def test_replay_refusals_say_exactly_why(store: db.Store, now: datetime) -
     sent = await _awaiting(store, now, "sent")
     await store.write(decisions.decide_sync, sent.id, 1, 1, 7, "approve", now)
     for state in (S.DISPATCHING, S.DISPATCHED):
-        await items.transition(store, sent.id, state, "system", now)
+        await store.write(items.transition_sync, sent.id, state, "system", now)
     before = await snapshot.tables(store)
     tail = "only breach, expired, failed, filtered, rejected items can be replayed"
     with pytest.raises(errors.IllegalTransition) as refused:
@@ -197,9 +199,9 @@ async def test_replay_refusals_say_exactly_why(store: db.Store, now: datetime) -
 async def test_an_automatic_replay_right_after_an_automatic_entry_is_floored(
     store: db.Store, now: datetime
 ) -> None:
-    item = await items.create(store, "news", "feed", "guid", {"t": 1}, now)
+    item = await store.write(items.create_sync, "news", "feed", "guid", {"t": 1}, now)
     assert item is not None
-    await items.transition(store, item.id, S.FAILED, "system", now)
+    await store.write(items.transition_sync, item.id, S.FAILED, "system", now)
     before = await snapshot.tables(store)
     with pytest.raises(items.Throttled, match="entered new automatically"):
         await store.write(
@@ -255,7 +257,9 @@ def test_the_content_hash_is_a_known_answer_independent_of_key_order() -> None:
 
 
 async def test_an_item_reads_back_field_for_field(store: db.Store, now: datetime) -> None:
-    made = await items.create(store, "news", "city", "guid-9", {"title": "T", "n": 1}, now)
+    made = await store.write(
+        items.create_sync, "news", "city", "guid-9", {"title": "T", "n": 1}, now
+    )
     assert made is not None
     assert await items.get(store, made.id) == items.Item(
         id=made.id,
@@ -273,9 +277,9 @@ async def test_an_item_reads_back_field_for_field(store: db.Store, now: datetime
         deadline=None,
     )
     assert made.payload == {"title": "T", "n": 1}
-    (created,) = await items.history(store, made.id)
+    (created,) = await events.for_entity(store, "item", made.id)
     assert (created.from_state, created.to_state, created.reason) == (None, "new", "fetched")
-    cafe = await items.create(store, "news", "city", "guid-10", {"title": "café"}, now)
+    cafe = await store.write(items.create_sync, "news", "city", "guid-10", {"title": "café"}, now)
     assert cafe is not None and cafe.payload_json == '{"title": "café"}'  # stored readable
     before = await snapshot.tables(store)
     with pytest.raises(errors.NotFound, match=r"^no item 999$"):
@@ -286,11 +290,17 @@ async def test_an_item_reads_back_field_for_field(store: db.Store, now: datetime
 async def test_a_transition_returns_the_row_as_stored_and_records_its_reason(
     store: db.Store, now: datetime
 ) -> None:
-    made = await items.create(store, "news", "city", "guid-9", {"title": "T"}, now)
+    made = await store.write(items.create_sync, "news", "city", "guid-9", {"title": "T"}, now)
     assert made is not None
     later = now + timedelta(minutes=2)
-    moved = await items.transition(
-        store, made.id, S.DRAFTING, "scheduler", later, reason="tick", deadline=timedelta(hours=1)
+    moved = await store.write(
+        items.transition_sync,
+        made.id,
+        S.DRAFTING,
+        "scheduler",
+        later,
+        reason="tick",
+        deadline=timedelta(hours=1),
     )
     assert moved == await items.get(store, made.id)
     assert (moved.reason, moved.last_transition_at, moved.deadline) == (
@@ -298,42 +308,44 @@ async def test_a_transition_returns_the_row_as_stored_and_records_its_reason(
         later,
         later + timedelta(hours=1),
     )
-    last = (await items.history(store, made.id))[-1]
+    last = (await events.for_entity(store, "item", made.id))[-1]
     assert (last.reason, last.actor, last.at) == ("tick", "scheduler", later)
     # A state without a deadline gets none, whatever the caller passed.
-    failed = await items.transition(
-        store, made.id, S.FAILED, "system", later, deadline=timedelta(hours=1)
+    failed = await store.write(
+        items.transition_sync, made.id, S.FAILED, "system", later, deadline=timedelta(hours=1)
     )
     assert failed.deadline is None and (await items.get(store, made.id)).deadline is None
 
 
 async def test_transition_refusals_say_exactly_why(store: db.Store, now: datetime) -> None:
-    made = await items.create(store, "news", "city", "guid-9", {"title": "T"}, now)
+    made = await store.write(items.create_sync, "news", "city", "guid-9", {"title": "T"}, now)
     assert made is not None
-    await items.transition(store, made.id, S.DRAFTING, "system", now)
+    await store.write(items.transition_sync, made.id, S.DRAFTING, "system", now)
     before = await snapshot.tables(store)
     with pytest.raises(errors.Conflict) as refused:
-        await items.transition(store, made.id, S.FAILED, "system", now, expect_attempt=5)
+        await store.write(items.transition_sync, made.id, S.FAILED, "system", now, expect_attempt=5)
     assert str(refused.value) == (
         f"item {made.id} is at version 0 attempt 1; this request is for version None attempt 5"
     )
     assert await snapshot.tables(store) == before
 
-    await items.transition(store, made.id, S.FAILED, "system", now)
+    await store.write(items.transition_sync, made.id, S.FAILED, "system", now)
     await store.write(items.replay_sync, made.id, "operator:1", now, "again")
     before = await snapshot.tables(store)
     with pytest.raises(items.Throttled) as floored:
-        await items.transition(store, made.id, S.DRAFTING, "sweep", now + timedelta(seconds=1))
+        await store.write(
+            items.transition_sync, made.id, S.DRAFTING, "sweep", now + timedelta(seconds=1)
+        )
     assert str(floored.value) == (
         f"item {made.id} entered drafting automatically at {now.isoformat()}; "
         "automatic re-entry waits 5 s"
     )
     assert await snapshot.tables(store) == before
 
-    await items.transition(store, made.id, S.FAILED, "operator:1", now)
+    await store.write(items.transition_sync, made.id, S.FAILED, "operator:1", now)
     before = await snapshot.tables(store)
     with pytest.raises(errors.IllegalTransition) as illegal:
-        await items.transition(store, made.id, S.DRAFTING, "system", now)
+        await store.write(items.transition_sync, made.id, S.DRAFTING, "system", now)
     assert str(illegal.value) == (
         f"item {made.id} cannot go from failed to drafting; "
         "from failed: none (an end state; use replay)"
@@ -345,7 +357,9 @@ async def test_a_lone_surrogate_in_a_payload_is_stored_as_a_replacement_characte
     store: db.Store, now: datetime
 ) -> None:
     """SQLite cannot hold a lone surrogate: the item is still recorded, cleaned, readable."""
-    made = await items.create(store, "news", "feed", "odd", {"title": "bad \ud800 t", "n": 1}, now)
+    made = await store.write(
+        items.create_sync, "news", "feed", "odd", {"title": "bad \ud800 t", "n": 1}, now
+    )
     assert made is not None
     cleaned = {"title": "bad \ufffd t", "n": 1}
     assert made.payload == cleaned

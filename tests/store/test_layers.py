@@ -136,3 +136,46 @@ def test_the_circle_check_finds_a_circle() -> None:
 def test_the_checks_see_an_import_inside_a_function() -> None:
     tree = ast.parse("def f():\n    import sqlite3\n    from bot import render\n")
     assert [name for _, name in imported(tree)] == ["sqlite3", "bot", "bot.render"]
+
+
+def dotted(path: Path) -> str:
+    """The module a source file is: store/ledger/__init__.py is `store.ledger`."""
+    parts = path.with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def referred(tree: ast.Module, module: str) -> Iterator[str]:
+    """Every `module.name` a file names: through its imports, or its own names bare."""
+    aliases = {
+        alias.asname or alias.name: f"{node.module}.{alias.name}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0
+        for alias in node.names
+    }
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            if node.value.id in aliases:
+                yield f"{aliases[node.value.id]}.{node.attr}"
+        elif isinstance(node, ast.Name):
+            yield aliases.get(node.id, f"{module}.{node.id}")
+
+
+def test_every_async_function_of_the_store_has_a_caller_outside_the_tests() -> None:
+    """A store function is what the product calls; a test calls it too, or runs the unit
+    itself (`await store.write(items.transition_sync, ...)`), never a twin of its own."""
+    used = {
+        name
+        for package in LAYERS
+        for path, tree in modules(package)
+        for name in referred(tree, dotted(path))
+    }
+    unused = [
+        f"{path}:{node.lineno} {node.name}"
+        for path, tree in modules("store")
+        for node in tree.body
+        if isinstance(node, ast.AsyncFunctionDef)
+        and not node.name.startswith("_")
+        and f"{dotted(path)}.{node.name}" not in used
+    ]
+    listed = "\n".join(unused)
+    assert not unused, f"async functions nothing in bot/, pipelines/ or store/ calls:\n{listed}"

@@ -429,7 +429,7 @@ async def test_fail_before_start_releases_and_after_start_keeps_the_hold(
 
 async def test_a_changed_item_makes_the_claim_uncertain(store: db.Store, now: datetime) -> None:
     await ledger.set_budget(store, "global", "day", 10_000, OP, now)
-    item = await items.create(store, "news", "feed", "guid-1", {"title": "a"}, now)
+    item = await store.write(items.create_sync, "news", "feed", "guid-1", {"title": "a"}, now)
     assert item is not None
     work = await begin(store, now, item_id=item.id)
     await ledger.start_provider(store, work.id, now)

@@ -144,7 +144,7 @@ async def test_a_second_completion_with_other_figures_says_both(
 
 
 async def test_a_changed_item_names_both_hashes(store: db.Store, now: datetime) -> None:
-    item = await items.create(store, "news", "feed", "g", {"title": "a"}, now)
+    item = await store.write(items.create_sync, "news", "feed", "g", {"title": "a"}, now)
     assert item is not None
     work = await _started(store, now, item.id)
     with pytest.raises(errors.Conflict) as refused:
@@ -217,7 +217,7 @@ async def test_a_negative_figure_is_refused_by_name(store: db.Store, now: dateti
 async def test_a_changed_stored_item_is_named_and_the_claim_returned_uncertain(
     store: db.Store, now: datetime
 ) -> None:
-    item = await items.create(store, "news", "feed", "g", {"title": "a"}, now)
+    item = await store.write(items.create_sync, "news", "feed", "g", {"title": "a"}, now)
     assert item is not None
     work = await _started(store, now, item.id)
     await store.write(

@@ -61,7 +61,9 @@ class LedgerMachine(RuleBasedStateMachine):
         self.by_key: dict[str, Model] = {}
         for scope, period, limit in LIMITS:
             self.run(ledger.set_budget(self.store, scope, period, limit, OP, self.now))
-        item = self.run(items.create(self.store, "news", "feed", "g1", {"t": 1}, self.now))
+        item = self.run(
+            self.store.write(items.create_sync, "news", "feed", "g1", {"t": 1}, self.now)
+        )
         assert item is not None
         self.item = item
 
@@ -246,7 +248,6 @@ class LedgerMachine(RuleBasedStateMachine):
             conn: sqlite3.Connection,
         ) -> tuple[list[budgets.Budget], dict[tuple[object, ...], tuple[int, int]]]:
             cursor = conn.execute("SELECT * FROM budgets")
-            cursor.row_factory = sqlite3.Row
             rows = [budgets.Budget.from_row(r) for r in cursor.fetchall()]
             sums = {
                 tuple(r[:3]): (r[3], r[4])

@@ -114,7 +114,7 @@ async def test_an_uncertain_claim_alerts_once_naming_its_item(
     store: db.Store, now: datetime
 ) -> None:
     await ledger.set_budget(store, "global", "day", 10_000, OP, now)
-    item = await items.create(store, "news", "feed", "g1", {"title": "t"}, now)
+    item = await store.write(items.create_sync, "news", "feed", "g1", {"title": "t"}, now)
     assert item is not None
     work = await begin(store, now, item_id=item.id)
     await ledger.start_provider(store, work.id, now)

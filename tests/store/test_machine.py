@@ -32,8 +32,8 @@ S = State
 
 
 async def _item(store: db.Store, now: datetime, source_id: str = "guid-1") -> items.Item:
-    created = await items.create(
-        store, "news", "feed", source_id, {"title": "T", "text": "body"}, now
+    created = await store.write(
+        items.create_sync, "news", "feed", source_id, {"title": "T", "text": "body"}, now
     )
     assert created is not None
     return created
@@ -41,7 +41,7 @@ async def _item(store: db.Store, now: datetime, source_id: str = "guid-1") -> it
 
 async def _awaiting(store: db.Store, now: datetime, source_id: str = "guid-1") -> items.Item:
     item = await _item(store, now, source_id)
-    await items.transition(store, item.id, S.DRAFTING, "system", now)
+    await store.write(items.transition_sync, item.id, S.DRAFTING, "system", now)
 
     def unit(conn: sqlite3.Connection) -> items.Item:
         drafts.add_sync(conn, item.id, "draft text", {"drafter": "template"}, now)
@@ -146,10 +146,12 @@ async def test_the_live_schema_rejects_an_undeclared_state(store: db.Store, now:
 
 async def test_a_transition_writes_exactly_one_event(store: db.Store, now: datetime) -> None:
     item = await _item(store, now)
-    moved = await items.transition(store, item.id, S.DRAFTING, "system", now, reason="drafting")
+    moved = await store.write(
+        items.transition_sync, item.id, S.DRAFTING, "system", now, reason="drafting"
+    )
     assert moved.state == S.DRAFTING
     assert moved.deadline == now + timedelta(minutes=15)
-    history = await items.history(store, item.id)
+    history = await events.for_entity(store, "item", item.id)
     assert [(e.from_state, e.to_state, e.actor) for e in history] == [
         (None, "new", "system"),
         ("new", "drafting", "system"),
@@ -162,7 +164,7 @@ async def test_an_illegal_transition_raises_and_writes_nothing(
     item = await _item(store, now)
     unchanged = await snapshot.tables(store)
     with pytest.raises(errors.IllegalTransition, match="from new: drafting, failed"):
-        await items.transition(store, item.id, S.DISPATCHED, "system", now)
+        await store.write(items.transition_sync, item.id, S.DISPATCHED, "system", now)
     assert await snapshot.tables(store) == unchanged
     assert (await items.get(store, item.id)).state == S.NEW
 
@@ -170,8 +172,8 @@ async def test_an_illegal_transition_raises_and_writes_nothing(
 async def test_reasserting_the_same_work_is_a_no_op(store: db.Store, now: datetime) -> None:
     item = await _awaiting(store, now)
     before = await snapshot.tables(store)
-    again = await items.transition(
-        store, item.id, S.AWAITING_APPROVAL, "system", now, expect_version=1
+    again = await store.write(
+        items.transition_sync, item.id, S.AWAITING_APPROVAL, "system", now, expect_version=1
     )
     assert again.state == S.AWAITING_APPROVAL
     assert await snapshot.tables(store) == before
@@ -183,16 +185,18 @@ async def test_reasserting_with_different_work_is_a_conflict(
     item = await _awaiting(store, now)
     before = await snapshot.tables(store)
     with pytest.raises(errors.Conflict, match="already awaiting_approval with version 1"):
-        await items.transition(store, item.id, S.AWAITING_APPROVAL, "system", now, expect_version=2)
+        await store.write(
+            items.transition_sync, item.id, S.AWAITING_APPROVAL, "system", now, expect_version=2
+        )
     assert await snapshot.tables(store) == before
 
 
 async def test_terminal_states_accept_repeats_silently(store: db.Store, now: datetime) -> None:
     item = await _item(store, now)
-    await items.transition(store, item.id, S.FAILED, "system", now, reason="boom")
+    await store.write(items.transition_sync, item.id, S.FAILED, "system", now, reason="boom")
     before = await snapshot.tables(store)
-    repeat = await items.transition(
-        store, item.id, S.FAILED, "system", now, reason="again", expect_attempt=7
+    repeat = await store.write(
+        items.transition_sync, item.id, S.FAILED, "system", now, reason="again", expect_attempt=7
     )
     assert repeat.state == S.FAILED and repeat.reason == "boom"
     assert await snapshot.tables(store) == before
@@ -202,7 +206,9 @@ async def test_a_stale_version_moves_nothing(store: db.Store, now: datetime) -> 
     item = await _awaiting(store, now)
     before = await snapshot.tables(store)
     with pytest.raises(errors.Conflict, match="is at version 1 attempt 1; this request is for ver"):
-        await items.transition(store, item.id, S.APPROVED, "operator:1", now, expect_version=0)
+        await store.write(
+            items.transition_sync, item.id, S.APPROVED, "operator:1", now, expect_version=0
+        )
     assert await snapshot.tables(store) == before
 
 
@@ -210,18 +216,24 @@ async def test_the_floor_stops_an_automatic_loop_but_not_operators(
     store: db.Store, now: datetime
 ) -> None:
     item = await _item(store, now)
-    await items.transition(store, item.id, S.DRAFTING, "system", now)
-    await items.transition(store, item.id, S.FAILED, "system", now)
+    await store.write(items.transition_sync, item.id, S.DRAFTING, "system", now)
+    await store.write(items.transition_sync, item.id, S.FAILED, "system", now)
     await store.write(items.replay_sync, item.id, "operator:5", now, "try again")
     unchanged = await snapshot.tables(store)
     with pytest.raises(items.Throttled):
-        await items.transition(store, item.id, S.DRAFTING, "system", now + timedelta(seconds=2))
+        await store.write(
+            items.transition_sync, item.id, S.DRAFTING, "system", now + timedelta(seconds=2)
+        )
     assert await snapshot.tables(store) == unchanged
     assert (await items.get(store, item.id)).state == S.NEW
-    later = await items.transition(store, item.id, S.DRAFTING, "system", now + timedelta(seconds=5))
+    later = await store.write(
+        items.transition_sync, item.id, S.DRAFTING, "system", now + timedelta(seconds=5)
+    )
     assert later.state == S.DRAFTING and later.attempt == 2
     # Operators are never floored.
-    await items.transition(store, item.id, S.FAILED, "operator:5", now + timedelta(seconds=5))
+    await store.write(
+        items.transition_sync, item.id, S.FAILED, "operator:5", now + timedelta(seconds=5)
+    )
     await store.write(items.replay_sync, item.id, "operator:5", now + timedelta(seconds=5), "again")
 
 
@@ -248,7 +260,7 @@ async def test_the_floor_counts_the_units_own_earlier_moves(store: db.Store, now
 
 async def test_a_move_of_an_unknown_item_says_which(store: db.Store, now: datetime) -> None:
     with pytest.raises(errors.NotFound) as missing:
-        await items.transition(store, 4242, S.DRAFTING, "system", now)
+        await store.write(items.transition_sync, 4242, S.DRAFTING, "system", now)
     assert str(missing.value) == "no item 4242"
 
 
@@ -271,7 +283,7 @@ async def test_replay_only_from_dropped_or_forced(store: db.Store, now: datetime
     await store.write(decisions.decide_sync, item.id, 1, 1, 42, "reject", now)
     replayed = await store.write(items.replay_sync, item.id, "operator:42", now, "second look")
     assert (replayed.state, replayed.attempt) == (S.NEW, 2)
-    last = (await items.history(store, item.id))[-1]
+    last = (await events.for_entity(store, "item", item.id))[-1]
     assert (last.from_state, last.to_state, last.actor, last.attempt) == (
         "rejected",
         "new",
@@ -284,7 +296,7 @@ async def test_replay_of_dispatched_needs_force(store: db.Store, now: datetime) 
     item = await _awaiting(store, now)
     await store.write(decisions.decide_sync, item.id, 1, 1, 42, "approve", now)
     for state in (S.DISPATCHING, S.DISPATCHED):
-        await items.transition(store, item.id, state, "system", now)
+        await store.write(items.transition_sync, item.id, state, "system", now)
     unchanged = await snapshot.tables(store)
     with pytest.raises(errors.IllegalTransition, match=r"gatehouse replay \d+ --force"):
         await store.write(items.replay_sync, item.id, "cli", now, "resend")
@@ -348,13 +360,13 @@ async def test_an_edit_makes_older_cards_stale(store: db.Store, now: datetime) -
     assert await snapshot.tables(store) == unchanged
     decided = await store.write(decisions.decide_sync, item.id, 1, 2, 7, "approve", now)
     assert decided.outcome == "approved"
-    history = await items.history(store, item.id)
+    history = await events.for_entity(store, "item", item.id)
     assert history[-2].reason == "edited: version 1 -> 2" and history[-2].actor == "operator:7"
 
 
 async def test_sla_sweep_warns_once_then_breaches_once(store: db.Store, now: datetime) -> None:
     item = await _item(store, now)
-    await items.transition(store, item.id, S.DRAFTING, "system", now)
+    await store.write(items.transition_sync, item.id, S.DRAFTING, "system", now)
     assert await sla.sweep(store, now + timedelta(minutes=11)) == sla.SweepReport((), ())
     assert (await sla.sweep(store, now + timedelta(minutes=12))).warned == (item.id,)
     assert await sla.sweep(store, now + timedelta(minutes=13)) == sla.SweepReport((), ())
@@ -381,7 +393,7 @@ async def test_a_warning_less_than_a_minute_ahead_counts_seconds(
     store: db.Store, now: datetime
 ) -> None:
     item = await _item(store, now)
-    await items.transition(store, item.id, S.DRAFTING, "system", now)
+    await store.write(items.transition_sync, item.id, S.DRAFTING, "system", now)
     deadline = now + machine.DEADLINES[S.DRAFTING]
     assert (await sla.sweep(store, deadline - timedelta(seconds=40))).warned == (item.id,)
     [alert] = await outbox.due(store, deadline, ["alert"])
@@ -390,7 +402,7 @@ async def test_a_warning_less_than_a_minute_ahead_counts_seconds(
 
 async def test_awaiting_approval_expires_after_its_window(store: db.Store, now: datetime) -> None:
     item = await _item(store, now)
-    await items.transition(store, item.id, S.DRAFTING, "system", now)
+    await store.write(items.transition_sync, item.id, S.DRAFTING, "system", now)
 
     def unit(conn: sqlite3.Connection) -> items.Item:
         drafts.add_sync(conn, item.id, "text", {"drafter": "template"}, now)
@@ -414,8 +426,8 @@ async def test_sweep_warning_not_starved_by_an_earlier_deadline(
 ) -> None:
     long_wait = await _awaiting(store, now, "long")  # 24 h window, warns at 19.2 h
     short = await _item(store, now + timedelta(hours=19, minutes=10), "short")
-    await items.transition(
-        store, short.id, S.DRAFTING, "system", now + timedelta(hours=19, minutes=10)
+    await store.write(
+        items.transition_sync, short.id, S.DRAFTING, "system", now + timedelta(hours=19, minutes=10)
     )
     report = await sla.sweep(store, now + timedelta(hours=19, minutes=15))
     assert report.warned == (long_wait.id,)
@@ -437,7 +449,7 @@ async def test_verify_chain_names_the_edited_row(
 ) -> None:
     for n in range(5):
         item = await _item(store, now, f"guid-{n}")
-        await items.transition(store, item.id, S.DRAFTING, "system", now)
+        await store.write(items.transition_sync, item.id, S.DRAFTING, "system", now)
     await sealer.seal(store)
     assert (await events.verify_chain(store)).ok
     with forger.raw(store, triggers=False) as raw:
@@ -466,7 +478,7 @@ async def test_bad_actor_is_refused(store: db.Store, now: datetime) -> None:
     item = await _item(store, now)
     unchanged = await snapshot.tables(store)
     with pytest.raises(ValueError, match="unknown actor"):
-        await items.transition(store, item.id, S.DRAFTING, "operator:bob", now)
+        await store.write(items.transition_sync, item.id, S.DRAFTING, "operator:bob", now)
     assert await snapshot.tables(store) == unchanged
     assert (await items.get(store, item.id)).state == S.NEW
 
@@ -487,4 +499,4 @@ async def test_rows_that_belong_with_a_transition_commit_with_it(
     assert await snapshot.tables(store) == unchanged
     assert (await items.get(store, item.id)).state == S.NEW
     assert await outbox.for_item(store, item.id, "alert") == []
-    assert len(await items.history(store, item.id)) == 1
+    assert len(await events.for_entity(store, "item", item.id)) == 1

@@ -84,8 +84,8 @@ class ItemMachine(RuleBasedStateMachine):
     @rule()
     def create(self) -> None:
         item = self.run(
-            items.create(
-                self.store, "p", "s", f"src-{len(self.ids)}", {"n": len(self.ids)}, self.now
+            self.store.write(
+                items.create_sync, "p", "s", f"src-{len(self.ids)}", {"n": len(self.ids)}, self.now
             )
         )
         assert item is not None
@@ -112,7 +112,7 @@ class ItemMachine(RuleBasedStateMachine):
 
                 self.run(self.store.write(unit))
             else:
-                self.run(items.transition(self.store, item_id, to, actor, self.now))
+                self.run(self.store.write(items.transition_sync, item_id, to, actor, self.now))
         except errors.IllegalTransition:
             # Refused only when the table forbids the move, and then nothing was written.
             assert to != current[0] and to not in machine.TRANSITIONS[State(current[0])]

@@ -15,7 +15,7 @@ LEASE = timedelta(seconds=30)
 
 
 async def _item(store: db.Store, now: datetime) -> int:
-    made = await items.create(store, "news", "feed", "guid-1", {"title": "t"}, now)
+    made = await store.write(items.create_sync, "news", "feed", "guid-1", {"title": "t"}, now)
     assert made is not None
     return made.id
 
@@ -31,11 +31,11 @@ async def test_a_row_reads_back_its_times_and_what_got_through(
 ) -> None:
     row_id = await outbox.enqueue(store, "dispatch", "news", {"n": 1}, now)
     assert row_id is not None
-    queued = await outbox.get(store, row_id)
+    queued = await store.read(outbox.get_sync, row_id)
     assert (queued.created_at, queued.next_attempt_at, queued.sent_at) == (now, now, None)
     later = now + timedelta(seconds=7)
     assert await outbox.mark_sent(store, row_id, "msg-9", later)
-    sent = await outbox.get(store, row_id)
+    sent = await store.read(outbox.get_sync, row_id)
     assert (sent.state, sent.created_at, sent.sent_at, sent.external_id) == (
         "sent",
         now,
@@ -50,7 +50,7 @@ async def test_an_alert_names_its_item_on_the_row_and_in_its_payload(
     item_id = await _item(store, now)
     row_id = await store.write(outbox.alert_sync, "stuck", now, key="a1", item_id=item_id)
     assert row_id is not None
-    row = await outbox.get(store, row_id)
+    row = await store.read(outbox.get_sync, row_id)
     assert (row.kind, row.target, row.item_id, row.dedupe_key) == ("alert", "alerts", item_id, "a1")
     alert = payloads.Alert.from_json(row.payload)
     assert (alert.text, alert.item_id, alert.level) == ("stuck", item_id, "error")
@@ -71,7 +71,7 @@ async def test_an_alert_about_facts_carries_them_for_the_bot_to_word(
         level="warning",
     )
     assert row_id is not None
-    row = await outbox.get(store, row_id)
+    row = await store.read(outbox.get_sync, row_id)
     assert (row.kind, row.target, row.item_id, row.dedupe_key) == (
         "alert",
         "alerts",
@@ -98,7 +98,7 @@ async def test_an_alert_about_defaults_to_an_error_about_no_item(
 ) -> None:
     row_id = await store.write(outbox.alert_about_sync, "claim_overrun", {"claim": 3}, now, key="o")
     assert row_id is not None
-    row = await outbox.get(store, row_id)
+    row = await store.read(outbox.get_sync, row_id)
     alert = payloads.Alert.from_json(row.payload)
     assert (row.item_id, alert.item_id, alert.level, alert.about) == (
         None,
@@ -137,7 +137,7 @@ async def test_a_deferred_row_keeps_what_already_got_through(
     assert row_id is not None
     later = now + timedelta(seconds=30)
     assert await outbox.defer(store, row_id, "flood wait", later, progress="part-1")
-    row = await outbox.get(store, row_id)
+    row = await store.read(outbox.get_sync, row_id)
     assert (row.state, row.attempts, row.next_attempt_at, row.last_error, row.external_id) == (
         "pending",
         0,
@@ -177,7 +177,7 @@ async def test_refusals_name_what_is_valid(store: db.Store, now: datetime) -> No
         "unknown outbox kind 'fax'; valid: card, card_edit, alert, dispatch"
     )
     with pytest.raises(errors.NotFound) as missing:
-        await outbox.get(store, 404)
+        await store.read(outbox.get_sync, 404)
     assert str(missing.value) == "no outbox row 404"
 
 

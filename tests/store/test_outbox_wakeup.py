@@ -65,5 +65,5 @@ async def test_next_due_is_the_earliest_pending_row_of_the_kinds(
     await outbox.enqueue(store, "dispatch", "news", {"item_id": 1}, now)
     assert await outbox.next_due(store, ["alert"]) == now + timedelta(minutes=5)
     assert await outbox.next_due(store, ["dispatch"]) == now
-    row = await outbox.get(store, first)
+    row = await store.read(outbox.get_sync, first)
     assert (row.attempts, row.last_error) == (0, "later")  # a deferral is not an attempt

@@ -59,7 +59,7 @@ async def test_of_reads_a_row_of_its_own_kind_only(store: db.Store, now: datetim
     first = await store.write(lambda c: outbox.alert_sync(c, "hi", now, key=key, level="warning"))
     again = await store.write(lambda c: outbox.alert_sync(c, "hi", now, key=key))
     assert first is not None and again is None  # one alert per key
-    row = await outbox.get(store, first)
+    row = await store.read(outbox.get_sync, first)
     assert payloads.Alert.of(row) == payloads.Alert(level="warning", text="hi")
     with pytest.raises(
         payloads.BadPayload, match=f"outbox row {first} is of kind alert, not dispatch"

@@ -22,14 +22,16 @@ async def test_names_are_kept_latest_first_and_read_by_id(store: db.Store, now: 
 async def test_a_checkpoint_signs_the_head_once_and_stays_as_written(
     store: db.Store, now: datetime
 ) -> None:
-    await items.create(store, "news", "feed", "g1", {"n": 1}, now)
-    assert await checkpoints.sign_head(store, lambda body: ("k0", "x"), now) is None  # unsealed
+    await store.write(items.create_sync, "news", "feed", "g1", {"n": 1}, now)
+    assert (
+        await store.write(checkpoints.sign_head_sync, lambda body: ("k0", "x"), now) is None
+    )  # unsealed
     await sealer.seal(store)
-    signed = await checkpoints.sign_head(store, lambda body: ("k1", body.hex()), now)
+    signed = await store.write(checkpoints.sign_head_sync, lambda body: ("k1", body.hex()), now)
     assert signed is not None and signed.event_id == 1
-    assert await checkpoints.sign_head(store, lambda body: ("k2", "x"), now) == signed
+    assert await store.write(checkpoints.sign_head_sync, lambda body: ("k2", "x"), now) == signed
     with forger.raw(store) as conn, pytest.raises(Exception, match="append-only"):
         conn.execute("UPDATE audit_checkpoints SET key_id = 'forged'")
-    assert await checkpoints.latest(store) == signed
+    assert await store.read(checkpoints.latest_sync) == signed
     with pytest.raises(errors.ConstraintViolation, match="append-only"):
         await store.write(lambda conn: conn.execute("DELETE FROM audit_checkpoints"))

@@ -8,7 +8,7 @@ from store import db, items, prompts
 
 
 async def test_a_prompt_is_kept_until_answered_or_stale(store: db.Store, now: datetime) -> None:
-    item = await items.create(store, "news", "s", "a", {"title": "A"}, now)
+    item = await store.write(items.create_sync, "news", "s", "a", {"title": "A"}, now)
     assert item is not None
     await prompts.remember(store, 42, 7, item.id, 1, now)
     asked = await prompts.get(store, 42, 7)

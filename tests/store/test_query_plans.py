@@ -39,10 +39,12 @@ async def store(data_dir: Path) -> AsyncIterator[db.Store]:
 
 
 async def awaiting_item(store: db.Store, now: datetime, source_id: str = "g1") -> items.Item:
-    item = await items.create(store, "news", "s", source_id, {"title": "T"}, now)
+    item = await store.write(items.create_sync, "news", "s", source_id, {"title": "T"}, now)
     assert item is not None
-    await items.transition(store, item.id, State.DRAFTING, "system", now)
-    moved = await items.transition(store, item.id, State.AWAITING_APPROVAL, "system", now)
+    await store.write(items.transition_sync, item.id, State.DRAFTING, "system", now)
+    moved = await store.write(
+        items.transition_sync, item.id, State.AWAITING_APPROVAL, "system", now
+    )
     payload = {"pipeline": "news", "attempt": 1, "version": 1}
     await outbox.enqueue(store, "card", outbox.OPERATORS, payload, now, item_id=item.id)
     return moved

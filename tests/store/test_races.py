@@ -102,9 +102,9 @@ class _Held:
 
 
 async def _awaiting(store: db.Store, now: datetime) -> items.Item:
-    created = await items.create(store, "news", "feed", "guid-1", {"title": "T"}, now)
+    created = await store.write(items.create_sync, "news", "feed", "guid-1", {"title": "T"}, now)
     assert created is not None
-    await items.transition(store, created.id, State.DRAFTING, "system", now)
+    await store.write(items.transition_sync, created.id, State.DRAFTING, "system", now)
 
     def unit(conn: backend.Conn) -> items.Item:
         drafts.add_sync(conn, created.id, "draft text", {"drafter": "template"}, now)
@@ -212,7 +212,7 @@ async def test_events_appended_at_once_make_one_unbroken_chain(
     share no chain head, and the sealer then makes one unbroken chain of them all."""
     meeting = Meeting(WRITERS, after="move")
     created = [
-        await items.create(store, "news", "feed", f"guid-{n}", {"n": n}, now)
+        await store.write(items.create_sync, "news", "feed", f"guid-{n}", {"n": n}, now)
         for n in range(WRITERS)
     ]
 
@@ -235,7 +235,7 @@ async def test_two_sealers_at_once_seal_one_unforked_chain(store: db.Store, now:
     """A deposed leader's sealer and the new one's, both past reading the head: the
     second seals after the first, from the head the first left, not beside it."""
     for n in range(7):
-        await items.create(store, "news", "feed", f"guid-{n}", {"n": n}, now)
+        await store.write(items.create_sync, "news", "feed", f"guid-{n}", {"n": n}, now)
     assert await sealer.seal(store, limit=1) == 1  # a head to lock
     meeting = Meeting(2, after="sealed_head")
     sealing = meeting.holding(lambda conn: sealer.seal_sync(conn, 3))
@@ -271,7 +271,8 @@ async def test_a_unit_waiting_for_a_row_does_not_hold_up_the_chain(
     that item. Were the chain's lock taken at A's append, B's append would wait for A
     and A for B: a deadlock, which PostgreSQL breaks after a second by failing one."""
     first, second = [
-        await items.create(store, "news", "feed", f"guid-{n}", {"n": n}, now) for n in (1, 2)
+        await store.write(items.create_sync, "news", "feed", f"guid-{n}", {"n": n}, now)
+        for n in (1, 2)
     ]
     assert first is not None and second is not None
     a_appended, both_appended = threading.Event(), threading.Barrier(2)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from store import db, drafts, events, items, migrate, outbox, retention, sealer
+from store import db, drafts, events, items, migrate, outbox, retention, sealer, sqlite_store
 from store.ledger import outputs as llm_outputs
 from store.machine import State
 from tests import forger
@@ -24,12 +24,12 @@ DAY = timedelta(days=1)
 
 async def ended_item(store: db.Store, now: datetime, source_id: str) -> items.Item:
     """An item rejected at `now`, with a sent card, a sent card edit and a dispatch row."""
-    item = await items.create(store, "news", "s", source_id, {"title": source_id}, now)
+    item = await store.write(items.create_sync, "news", "s", source_id, {"title": source_id}, now)
     assert item is not None
-    await items.transition(store, item.id, State.DRAFTING, "system", now)
+    await store.write(items.transition_sync, item.id, State.DRAFTING, "system", now)
     await store.write(lambda c: drafts.add_sync(c, item.id, f"draft {source_id}", {}, now))
-    await items.transition(store, item.id, State.AWAITING_APPROVAL, "system", now)
-    await items.transition(store, item.id, State.REJECTED, "operator:7", now)
+    await store.write(items.transition_sync, item.id, State.AWAITING_APPROVAL, "system", now)
+    await store.write(items.transition_sync, item.id, State.REJECTED, "operator:7", now)
     for kind in ("card", "card_edit", "dispatch"):
         payload = {"attempt": 1, "version": 1}
         row = await outbox.enqueue(store, kind, "operators", payload, now, item_id=item.id)
@@ -51,12 +51,12 @@ async def test_sent_messages_of_ended_items_go_and_the_record_stays(
     recent = await ended_item(store, now - 5 * DAY, "recent")
     # A live item's card stays however old: its card edit still has to find it. So does
     # the old card of an item that ended within the age (its ending edit may be pending).
-    live = await items.create(store, "news", "s", "live", {}, now - 40 * DAY)
+    live = await store.write(items.create_sync, "news", "s", "live", {}, now - 40 * DAY)
     assert live is not None
-    late = await items.create(store, "news", "s", "late", {}, now - 40 * DAY)
+    late = await store.write(items.create_sync, "news", "s", "late", {}, now - 40 * DAY)
     assert late is not None
-    await items.transition(store, late.id, State.DRAFTING, "system", now - 40 * DAY)
-    await items.transition(store, late.id, State.FAILED, "system", now - 2 * DAY)
+    await store.write(items.transition_sync, late.id, State.DRAFTING, "system", now - 40 * DAY)
+    await store.write(items.transition_sync, late.id, State.FAILED, "system", now - 2 * DAY)
     for item_id in (live.id, late.id):
         card = await outbox.enqueue(store, "card", "operators", {}, now - 40 * DAY, item_id=item_id)
         assert card is not None
@@ -128,7 +128,7 @@ async def test_llm_outputs_of_finished_claims_go_after_the_age(
 async def test_a_card_row_holds_no_draft_text_and_reads_it_from_the_draft(
     store: db.Store, now: datetime
 ) -> None:
-    item = await items.create(store, "news", "s", "g", {"title": "T"}, now)
+    item = await store.write(items.create_sync, "news", "s", "g", {"title": "T"}, now)
     assert item is not None
     await store.write(lambda c: drafts.add_sync(c, item.id, "the draft <b>", {}, now))
     payload = {"pipeline": "news", "attempt": 1, "version": 1}
@@ -138,7 +138,7 @@ async def test_a_card_row_holds_no_draft_text_and_reads_it_from_the_draft(
         lambda c: c.execute("SELECT payload FROM outbox WHERE id = ?", (row_id,)).fetchone()[0]
     )
     assert json.loads(stored) == payload
-    row = await outbox.get(store, row_id)
+    row = await store.read(outbox.get_sync, row_id)
     assert row.payload == {**payload, "text": "the draft <b>"}
     [due] = await outbox.due(store, now)
     [listed] = await outbox.for_item(store, item.id, "card")
@@ -160,6 +160,7 @@ def before_operator_queries(tmp_path: Path) -> tuple[sqlite3.Connection, int]:
     for migration in every[: every.index(mine)]:
         shutil.copy(migration.path, older / migration.path.name)
     conn = sqlite3.connect(tmp_path / "db", isolation_level=None)
+    conn.row_factory = sqlite_store.Row  # as the store's own connections hand rows back
     migrate.apply_pending(conn, older)
     return conn, mine.version
 

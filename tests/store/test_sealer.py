@@ -23,7 +23,7 @@ RELINKED = "its prev_hash does not match the previous event's hash"
 
 async def written(store: db.Store, now: datetime, count: int, tag: str = "g") -> None:
     for n in range(count):
-        await items.create(store, "news", "feed", f"{tag}{n}", {"n": n}, now)
+        await store.write(items.create_sync, "news", "feed", f"{tag}{n}", {"n": n}, now)
 
 
 def sealed_places(conn: backend.Conn) -> list[tuple[int, int | None]]:
@@ -136,10 +136,10 @@ async def test_verify_names_a_cut_tail_against_the_newest_checkpoint(
 ) -> None:
     await written(store, now, 5)
     await sealer.seal(store)
-    signed = await checkpoints.sign_head(store, lambda body: ("k", "sig"), now)
+    signed = await store.write(checkpoints.sign_head_sync, lambda body: ("k", "sig"), now)
     assert signed is not None and signed.event_id == 5
     await written(store, now, 1, tag="later")  # unsealed: never what a checkpoint names
-    assert await checkpoints.sign_head(store, lambda body: ("k", "sig"), now) == signed
+    assert await store.write(checkpoints.sign_head_sync, lambda body: ("k", "sig"), now) == signed
     with forger.raw(store, triggers=False) as raw:
         raw.execute("DELETE FROM events WHERE seq >= 4")
     report = await events.verify_chain(store)

@@ -18,8 +18,8 @@ async def test_filter_unseen_keeps_order_beyond_the_variable_limit(
     ids = [f"id-{i:06d}" for i in range(40_000)]
     ids.reverse()  # not sorted: order must come from the input
     already = ids[::3]
-    assert await seen.mark_seen(store, "p", "feed", already, now) == already
-    unseen = await seen.filter_unseen(store, "p", "feed", ids)
+    assert await store.write(seen.mark_seen_sync, "p", "feed", already, now) == already
+    unseen = await store.read(seen.filter_unseen_sync, "p", "feed", ids)
     skipped = set(already)
     assert unseen == [i for i in ids if i not in skipped]
 
@@ -27,27 +27,20 @@ async def test_filter_unseen_keeps_order_beyond_the_variable_limit(
 async def test_filter_unseen_collapses_repeats_and_scopes_are_separate(
     store: db.Store, now: datetime
 ) -> None:
-    await seen.mark_seen(store, "p", "mail", ["a"], now)
-    assert await seen.filter_unseen(store, "p", "feed", ["b", "a", "b", "c", "a"]) == [
+    await store.write(seen.mark_seen_sync, "p", "mail", ["a"], now)
+    assert await store.read(seen.filter_unseen_sync, "p", "feed", ["b", "a", "b", "c", "a"]) == [
         "b",
         "a",
         "c",
     ]
-    assert await seen.filter_unseen(store, "p", "mail", ["b", "a"]) == ["b"]
-    assert await seen.filter_unseen(store, "other", "mail", ["a"]) == ["a"]
+    assert await store.read(seen.filter_unseen_sync, "p", "mail", ["b", "a"]) == ["b"]
+    assert await store.read(seen.filter_unseen_sync, "other", "mail", ["a"]) == ["a"]
 
 
 async def test_mark_seen_returns_only_new_ids_in_order(store: db.Store, now: datetime) -> None:
-    assert await seen.mark_seen(store, "p", "s", ["x", "y"], now) == ["x", "y"]
-    assert await seen.mark_seen(store, "p", "s", ["z", "x", "w", "z"], now) == ["z", "w"]
-    assert await seen.filter_unseen(store, "p", "s", ["w", "x", "y", "z", "v"]) == ["v"]
-
-
-async def test_forget_makes_an_id_new_again(store: db.Store, now: datetime) -> None:
-    await seen.mark_seen(store, "p", "s", ["x"], now)
-    assert await seen.forget(store, "p", "s", "x") is True
-    assert await seen.forget(store, "p", "s", "x") is False
-    assert await seen.filter_unseen(store, "p", "s", ["x"]) == ["x"]
+    assert await store.write(seen.mark_seen_sync, "p", "s", ["x", "y"], now) == ["x", "y"]
+    assert await store.write(seen.mark_seen_sync, "p", "s", ["z", "x", "w", "z"], now) == ["z", "w"]
+    assert await store.read(seen.filter_unseen_sync, "p", "s", ["w", "x", "y", "z", "v"]) == ["v"]
 
 
 async def test_sweep_deletes_only_old_rows(
@@ -55,14 +48,14 @@ async def test_sweep_deletes_only_old_rows(
 ) -> None:
     monkeypatch.setattr(seen, "SWEEP_BATCH", 7)  # several batches per scope
     old = [f"old-{i}" for i in range(20)]
-    await seen.mark_seen(store, "p", "a", old, now - timedelta(days=100))
-    await seen.mark_seen(store, "p", "b", old[:5], now - timedelta(days=100))
-    await seen.mark_seen(store, "p", "a", ["fresh"], now - timedelta(days=10))
+    await store.write(seen.mark_seen_sync, "p", "a", old, now - timedelta(days=100))
+    await store.write(seen.mark_seen_sync, "p", "b", old[:5], now - timedelta(days=100))
+    await store.write(seen.mark_seen_sync, "p", "a", ["fresh"], now - timedelta(days=10))
     progress: list[tuple[str, str, int]] = []
     deleted = await seen.sweep(store, now, progress=lambda *step: progress.append(step))
     assert deleted == 25
     assert progress[-1] == ("p", "b", 25)
-    assert await seen.filter_unseen(store, "p", "a", ["fresh", "old-1"]) == ["old-1"]
+    assert await store.read(seen.filter_unseen_sync, "p", "a", ["fresh", "old-1"]) == ["old-1"]
 
 
 @pytest.mark.parametrize(
@@ -79,7 +72,7 @@ async def test_out_of_range_timestamps_are_rejected_and_nothing_is_written(
 ) -> None:
     unchanged = await snapshot.tables(store)
     with pytest.raises(errors.TimestampOutOfRange):
-        await seen.mark_seen(store, "p", "s", ["x"], bad)
+        await store.write(seen.mark_seen_sync, "p", "s", ["x"], bad)
     assert await snapshot.tables(store) == unchanged
     with pytest.raises(errors.TimestampOutOfRange):
         await runs.start_run(store, "p", "schedule", bad)
@@ -111,8 +104,8 @@ async def test_bad_time_midway_rolls_back_the_whole_unit(store: db.Store, now: d
     with pytest.raises(errors.TimestampOutOfRange):
         await store.write(unit)
     assert await snapshot.tables(store) == unchanged
-    assert await seen.filter_unseen(store, "p", "s", ["a", "b"]) == ["a", "b"]
-    assert (await runs.get(store, run_id)).status == "running"
+    assert await store.read(seen.filter_unseen_sync, "p", "s", ["a", "b"]) == ["a", "b"]
+    assert (await store.read(runs.get_sync, run_id)).status == "running"
 
 
 def test_clock_round_trips_milliseconds() -> None:
@@ -177,13 +170,13 @@ async def test_runs_left_running_by_a_crash_become_interrupted(
     second = await db.open(store_config)
     try:
         await startup.recover(second, now + timedelta(minutes=5))
-        run = await runs.get(second, crashed)
+        run = await second.read(runs.get_sync, crashed)
         assert (run.status, run.error_text, run.ended_at) == (
             "error",
             "interrupted",
             now + timedelta(minutes=5),
         )
-        assert (await runs.get(second, finished)).status == "ok"
+        assert (await second.read(runs.get_sync, finished)).status == "ok"
     finally:
         await second.close()
 

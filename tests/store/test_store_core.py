@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from store import datadir, db, errors, sqlite_store
+from store import backend, datadir, db, errors, sqlite_store
 
 
 def _mode(path: Path) -> int:
@@ -135,6 +135,21 @@ async def test_normal_synchronous_by_setting(data_dir: Path) -> None:
         assert level == 1
     finally:
         await opened.close()
+
+
+async def test_units_read_rows_by_column_name_on_every_connection(store: db.Store) -> None:
+    """Both backends hand units rows readable by name that still equal plain tuples."""
+
+    def unit(conn: backend.Conn) -> tuple[object, ...]:
+        row = conn.execute("SELECT 1 AS one, 'two' AS two").fetchone()
+        assert row == (1, "two")
+        assert (row != (1, "two")) is False
+        assert {row: "hashable"}[(1, "two")] == "hashable"
+        return (row["one"], row["two"], dict(row), *row)
+
+    expected = (1, "two", {"one": 1, "two": "two"}, 1, "two")
+    assert await store.write(unit) == expected
+    assert await store.read(unit) == expected
 
 
 async def test_readers_cannot_write(store: db.Store) -> None:

@@ -57,7 +57,7 @@ async def test_a_provider_output_with_nul_is_kept_cleaned_on_both_backends(
 async def test_a_payload_with_nul_round_trips_as_a_json_escape(
     store: db.Store, now: datetime
 ) -> None:
-    made = await items.create(store, "news", "feed", "nul", {"title": "a\x00b"}, now)
+    made = await store.write(items.create_sync, "news", "feed", "nul", {"title": "a\x00b"}, now)
     assert made is not None
     assert "\\u0000" in made.payload_json and "\x00" not in made.payload_json
     assert (await items.get(store, made.id)).payload == {"title": "a\x00b"}

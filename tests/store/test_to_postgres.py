@@ -33,9 +33,11 @@ async def filled(data_dir: Path, now: datetime) -> db.StoreConfig:
     store = await db.open(cfg)
     try:
         for n in range(30):
-            item = await items.create(store, "news", "feed", f"g{n}", {"title": f"t{n}"}, now)
+            item = await store.write(
+                items.create_sync, "news", "feed", f"g{n}", {"title": f"t{n}"}, now
+            )
             assert item is not None
-            await items.transition(store, item.id, State.DRAFTING, "system", now)
+            await store.write(items.transition_sync, item.id, State.DRAFTING, "system", now)
             await outbox.enqueue(store, "alert", outbox.ALERTS, {"text": f"a{n}"}, now)
         run = await runs.start_run(store, "news", "schedule", now)
         await runs.finish_run(store, run, "ok", runs.Counts(fetched=30, new=30), None, now)
@@ -58,9 +60,9 @@ async def test_a_store_arrives_whole_with_its_chain_intact(
     # The copy is a working store: ids continue after the copied ones, the chain too.
     target = await db.open(db.StoreConfig(data_dir=data_dir, database_url=empty_database))
     try:
-        item = await items.create(target, "news", "feed", "g-new", {"title": "new"}, now)
+        item = await target.write(items.create_sync, "news", "feed", "g-new", {"title": "new"}, now)
         assert item is not None and item.id == 31
-        await items.transition(target, item.id, State.DRAFTING, "system", now)
+        await target.write(items.transition_sync, item.id, State.DRAFTING, "system", now)
         await sealer.seal(target)
         assert (await target.read(events.verify_sync)).checked == 62
     finally:

@@ -25,7 +25,7 @@ NOT_CHECKPOINTED = "its hash is not the one its signed checkpoint names"
 async def written(store: db.Store, at: datetime, count: int, tag: str) -> None:
     """`count` events (one new item each), unsealed."""
     for n in range(count):
-        await items.create(store, "news", "feed", f"{tag}{n}", {"n": n}, at)
+        await store.write(items.create_sync, "news", "feed", f"{tag}{n}", {"n": n}, at)
 
 
 async def sealed(store: db.Store, now: datetime, count: int, tag: str = "s") -> None:
@@ -38,7 +38,7 @@ async def signed_head(store: db.Store, now: datetime) -> int:
     witness signs it; returns that event's place."""
     store.config.data_dir.mkdir(mode=0o700, exist_ok=True)  # PostgreSQL's may not be made
     key = audit_keys.load_or_create(store.config.data_dir)
-    signed = await checkpoints.sign_head(store, audit_keys.signer(key), now)
+    signed = await store.write(checkpoints.sign_head_sync, audit_keys.signer(key), now)
     assert signed is not None
     return signed.event_id
 

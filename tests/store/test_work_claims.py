@@ -120,9 +120,9 @@ async def test_a_run_whose_worker_died_is_closed_when_its_lease_lapses(
     assert await startup.recover_lapsed(store, later) == []
     closed = await startup.recover_lapsed(store, now + LEASE + timedelta(seconds=1))
     assert closed == ["digest"]
-    run = await runs.get(store, left)
+    run = await store.read(runs.get_sync, left)
     assert (run.status, run.error_text) == ("error", "interrupted: its worker stopped")
-    assert (await runs.get(store, kept)).status == "running"
+    assert (await store.read(runs.get_sync, kept)).status == "running"
 
 
 async def test_startup_on_a_shared_store_closes_only_lapsed_runs(
@@ -130,9 +130,9 @@ async def test_startup_on_a_shared_store_closes_only_lapsed_runs(
 ) -> None:
     live = await runs.start_run(store, "news", "schedule", now, worker="a", lease=LEASE)
     await startup.recover(store, now + timedelta(seconds=1), exclusive=False)
-    assert (await runs.get(store, live)).status == "running"
+    assert (await store.read(runs.get_sync, live)).status == "running"
     await startup.recover(store, now + timedelta(seconds=1))
-    assert (await runs.get(store, live)).status == "error"
+    assert (await store.read(runs.get_sync, live)).status == "error"
 
 
 @pytest.fixture
@@ -165,10 +165,10 @@ async def test_startup_closes_at_once_the_runs_of_a_process_on_this_host_that_is
         )
     # Well within every lease: only the run whose process is gone is closed.
     await startup.recover(store, now + timedelta(seconds=1), exclusive=False)
-    closed = await runs.get(store, started["dead"])
+    closed = await store.read(runs.get_sync, started["dead"])
     assert (closed.status, closed.error_text) == ("error", "interrupted: its worker stopped")
-    assert (await runs.get(store, started["far"])).status == "running"
-    assert (await runs.get(store, started["alive"])).status == "running"
+    assert (await store.read(runs.get_sync, started["far"])).status == "running"
+    assert (await store.read(runs.get_sync, started["alive"])).status == "running"
     found = {w.id: w for w in await heartbeats.recent(store, now + timedelta(seconds=1))}
     assert found["dead"].stopped_at is not None and found["alive"].stopped_at is None
 
@@ -214,5 +214,5 @@ async def test_a_beat_renews_only_the_runs_its_worker_still_runs(
     later = now + LEASE - timedelta(seconds=1)
     await heartbeats.beat(store, me, later, LEASE, [live])
     assert await startup.recover_lapsed(store, now + LEASE + timedelta(seconds=1)) == ["digest"]
-    assert (await runs.get(store, stuck)).status == "error"
-    assert (await runs.get(store, live)).status == "running"
+    assert (await store.read(runs.get_sync, stuck)).status == "error"
+    assert (await store.read(runs.get_sync, live)).status == "running"

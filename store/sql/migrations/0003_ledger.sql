@@ -1,7 +1,7 @@
 -- The budget ledger: configured limits, one budget row per scope per period
 -- instance, idempotent claims and the budget rows each claim holds against.
--- The claim state list in the CHECK is generated from store/ledger_machine.py;
--- tests/test_ledger.py fails on any drift. Money is integer micros (1 USD = 1e6).
+-- The claim state list in the CHECK is store/ledger/machine.py's check_constraint();
+-- tests/store/test_ledger.py fails on any drift. Money is integer micros (1 USD = 1e6).
 
 CREATE TABLE budget_limits (
     scope        TEXT NOT NULL,

@@ -1,6 +1,6 @@
 -- Items and their state machine, draft versions, operator votes, the audit
--- chain and the outbox. The state lists in the CHECK constraints are generated
--- from store/machine.py; tests/test_machine.py fails on any drift.
+-- chain and the outbox. The state lists in the CHECK constraints are those
+-- store/machine.py declares; tests/store/test_machine.py fails on any drift.
 
 CREATE TABLE events (
     id         BIGINT PRIMARY KEY,
