@@ -61,9 +61,10 @@ def _state_check(schema: str) -> str:
     return found.group(1)
 
 
-@pytest.mark.parametrize("schema", [sql.SQL_DIR, sql.POSTGRES_DIR], ids=["sqlite", "postgres"])
-def test_check_constraint_in_sql_matches_the_declaration(schema: Path) -> None:
-    assert _state_check((schema / "schema.sql").read_text()) == machine.check_constraint()
+def test_check_constraint_in_sql_matches_the_declaration() -> None:
+    # PostgreSQL's schema file is pg_dump's (ARRAY[...] form): its CHECK is pinned by the
+    # newest PostgreSQL migration below, and the file by `dev.py schema --check`.
+    assert _state_check((sql.SQL_DIR / "schema.sql").read_text()) == machine.check_constraint()
 
 
 def test_migrations_give_the_declared_check(tmp_path: Path) -> None:
