@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Callable
+from typing import Any
 
 from telegram import Bot, InlineKeyboardMarkup, LinkPreviewOptions
 from telegram import error as tg_error
@@ -34,6 +35,17 @@ Keyboard = Callable[[outbox.Row], InlineKeyboardMarkup | None]
 NO_PREVIEW = LinkPreviewOptions(is_disabled=True)
 
 
+def preview(card: dict[str, Any], index: int) -> LinkPreviewOptions:
+    """The link preview of a card's part `index`: the version's image, large and above the
+    text, on its first part; none elsewhere. A preview keeps the card one text message,
+    so its buttons and every later edit work as for a card without an image; each edit
+    passes it again, since an edit without it would drop the picture."""
+    image = card.get("image_url")
+    if index != 0 or not isinstance(image, str) or not image:
+        return NO_PREVIEW
+    return LinkPreviewOptions(url=image, show_above_text=True, prefer_large_media=True)
+
+
 async def edit(store: Store, bot: Bot, keyboard: Keyboard, row: outbox.Row) -> Sent | None:
     """Edit every sent copy of the row's card; the message ids edited, per chat.
 
@@ -51,10 +63,11 @@ async def edit(store: Store, bot: Bot, keyboard: Keyboard, row: outbox.Row) -> S
     edited: Sent = {}
     for card in cards:
         shown = await people.card_payload(store, card.payload)
-        last_part = render.card_parts(row.item_id, shown)[-1]
-        text = render.decided_card(last_part, change, row.created_at)
+        parts = render.card_parts(row.item_id, shown)
+        text = render.decided_card(parts[-1], change, row.created_at)
         markup = _markup(keyboard, row, card)
-        edited.update(await _edit_messages(store, bot, markup, row, card, text))
+        shows = preview(shown, len(parts) - 1)
+        edited.update(await _edit_messages(store, bot, markup, row, card, text, shows))
     return edited
 
 
@@ -72,7 +85,7 @@ def _markup(keyboard: Keyboard, row: outbox.Row, card: outbox.Row) -> InlineKeyb
 
 async def _edit_messages(
     store: Store, bot: Bot, markup: InlineKeyboardMarkup | None, row: outbox.Row,
-    card: outbox.Row, text: str,
+    card: outbox.Row, text: str, shows: LinkPreviewOptions,
 ) -> Sent:  # fmt: skip
     edited: Sent = {}
     for chat, ids in sent_messages.message_ids(card).items():
@@ -86,7 +99,7 @@ async def _edit_messages(
                 message_id=ids[-1],
                 parse_mode=ParseMode.HTML,
                 reply_markup=markup,
-                link_preview_options=NO_PREVIEW,
+                link_preview_options=shows,
             )
         except tg_error.ChatMigrated as exc:
             raise sent_messages.Moved(int(chat), exc.new_chat_id) from exc

@@ -89,6 +89,7 @@ def queue_card(
         "pipeline": pipeline.name,
         "title": item.payload.get("title", ""),
         "link": item.payload.get("link"),
+        "image_url": draft.image_url,
         # No "text": readers of the card join its draft row (store.outbox).
         "attempt": item.attempt,
         "version": draft.version,

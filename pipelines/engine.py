@@ -452,8 +452,9 @@ def _to_approval(
 ) -> None:
     """Store the draft, move to awaiting_approval and queue the card: one transaction."""
     draft = drafts.add_sync(
-        conn, item.id, result.text, result.provenance, now, cost_micros=result.cost_micros
-    )
+        conn, item.id, result.text, result.provenance, now, cost_micros=result.cost_micros,
+        image_url=item.payload.get("image_url"),
+    )  # fmt: skip
     moved = items.transition_sync(
         conn,
         item.id,

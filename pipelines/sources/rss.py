@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from pipelines.sources import base, common
+from pipelines.sources import base, common, images
 
 if TYPE_CHECKING:
     import httpx
@@ -87,6 +87,7 @@ def _item(entry: Any, feed_title: str) -> base.FetchedItem:
         text=text,
         link=str(link) if link else None,
         published=_published(entry),
+        image_url=images.from_entry(entry),
         extra=extra,
     )
 

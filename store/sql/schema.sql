@@ -109,6 +109,7 @@ CREATE TABLE drafts (
     provenance   TEXT NOT NULL CHECK (json_valid(provenance)),
     cost_micros  INTEGER,
     created_at   INTEGER NOT NULL,
+    image_url    TEXT,
     PRIMARY KEY (item_id, version)
 );
 

@@ -135,6 +135,7 @@ CREATE TABLE drafts (
     provenance   TEXT NOT NULL CHECK (json_valid(provenance)),
     cost_micros  BIGINT,
     created_at   BIGINT NOT NULL,
+    image_url    TEXT,
     PRIMARY KEY (item_id, version)
 );
 
