@@ -27,9 +27,9 @@ from typing import Literal
 
 import httpx
 
-from pipelines import approval, config, intake, logfields, sources
+from pipelines import approval, config, fulltext, intake, logfields, sources
 from pipelines.drafting import base as drafters
-from pipelines.sources import base
+from pipelines.sources import articles, base
 from pipelines.text import similarity
 from store import backend, drafts, errors, items, outbox, runs, schedules, seen
 from store import text as store_text
@@ -102,6 +102,8 @@ class Engine:
         self._select = select
         #: Set by park(): a clean stop has begun.
         self._parked = False
+        #: Articles for sources with full_text, a few at once per host across ticks.
+        self._articles = articles.Fetcher(client)
 
     def park(self) -> None:
         """Begin no more drafts (a clean stop): drafts already begun finish; the items not
@@ -331,7 +333,9 @@ class Engine:
         it failed, None when it waits in drafting for an operator. Whatever goes wrong
         stays with this item; the others go on."""
         try:
-            result = await drafter.draft(item, now)
+            # Full text: after dedup and filters, before the drafter's budget claim.
+            item, article_note = await fulltext.enrich(self._articles, pipeline, item)
+            result = fulltext.with_note(await drafter.draft(item, now), article_note)
             # CPU work that grows with the text: in a thread, so taps keep being answered.
             duplicate = (
                 await asyncio.to_thread(earlier.find, result.text, _sources(item))
