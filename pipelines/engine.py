@@ -81,6 +81,7 @@ class Engine:
         drafter_for: DrafterFactory | None = None,
         max_items_per_tick: int = MAX_ITEMS_PER_TICK,
         select: Selector | None = None,
+        full_text_lengths: bool = False,
     ) -> None:
         if max_items_per_tick < 1:
             raise ValueError(f"max_items_per_tick must be at least 1, got {max_items_per_tick}")
@@ -104,6 +105,8 @@ class Engine:
         self._parked = False
         #: Articles for sources with full_text, a few at once per host across ticks.
         self._articles = articles.Fetcher(client)
+        #: Cards say how long each article was (a dry run), not only why one was not used.
+        self._lengths = full_text_lengths
 
     def park(self) -> None:
         """Begin no more drafts (a clean stop): drafts already begun finish; the items not
@@ -334,7 +337,9 @@ class Engine:
         stays with this item; the others go on."""
         try:
             # Full text: after dedup and filters, before the drafter's budget claim.
-            item, article_note = await fulltext.enrich(self._articles, pipeline, item)
+            item, article_note = await fulltext.enrich(
+                self._articles, pipeline, item, lengths=self._lengths
+            )
             result = fulltext.with_note(await drafter.draft(item, now), article_note)
             # CPU work that grows with the text: in a thread, so taps keep being answered.
             duplicate = (

@@ -41,14 +41,17 @@ def wanted(pipeline: config.Pipeline, item: Item) -> articles.Source | None:
 
 
 async def enrich(
-    fetcher: articles.Fetcher, pipeline: config.Pipeline, item: Item
+    fetcher: articles.Fetcher, pipeline: config.Pipeline, item: Item, *, lengths: bool = False
 ) -> tuple[Item, str | None]:
-    """The item as the drafter reads it, and the card's line when the teaser is used."""
+    """The item as the drafter reads it, and the card's line when the teaser is used
+    (with `lengths`, as a dry run asks, also the article's length when it is not)."""
     source = wanted(pipeline, item)
     if source is None:
         return item, None
     link = item.payload.get("link")
     article = await fetcher.fetch(link, source, articles.user_agent(pipeline.name))
+    if lengths and article.text:
+        return with_article(item, article), f"📄 full text: {len(article.text):,} characters"
     return with_article(item, article), note(article)
 
 

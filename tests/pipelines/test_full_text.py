@@ -3,6 +3,7 @@ drafter against the fake provider (which records the prompts), a real SQLite sto
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -10,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from pipelines import config, engine
+from pipelines import config, dryrun, engine
 from pipelines.drafting import llm as llm_drafter
 from pipelines.providers import client as providers
 from store import db, drafts, items, outbox
@@ -154,3 +155,17 @@ async def test_an_item_seen_before_is_not_fetched_again(
     await draft_all(store, pipeline, client, llm, now)
     await draft_all(store, pipeline, client, llm, now)
     assert len(news.requests_to(site.page_path("good"))) == 1
+
+
+async def test_a_dry_run_shows_each_articles_length_or_why_the_teaser_was_used(
+    news: FeedServer, client: httpx.AsyncClient, tmp_path: Path, now: datetime
+) -> None:
+    pipeline = write_pipeline(tmp_path, news.url("/feed.xml"))
+    report = await dryrun.run(pipeline, client, now)
+    notes = {payload["title"]: payload["note"] for _, payload in report.cards}
+    length = len(" ".join(ARTICLE))
+    assert re.search(r"📄 full text: [\d,]+ characters", notes["Bridge vote"])
+    found = int(re.findall(r"([\d,]+) characters", notes["Bridge vote"])[0].replace(",", ""))
+    assert length <= found < length + 100  # the article, with its headline; no menu
+    assert "📄 full text not used (no article found on the page)" in notes["Empty story"]
+    assert "full text not used (the page timed out after 1 s)" in notes["Slow story"]
