@@ -31,6 +31,10 @@ log = logging.getLogger(__name__)
 #: card's from its edit (Undo, Redraft), a digest's.
 Keyboard = Callable[[outbox.Row], InlineKeyboardMarkup | None]
 
+#: How the status line of a card replaced by a new version begins (pipelines.approval:
+#: an operator's edit, an image removed): the old card loses its buttons.
+REPLACED = ("✏️", "🖼")
+
 #: Cards show the source link as a link, not as a large preview.
 NO_PREVIEW = LinkPreviewOptions(is_disabled=True)
 
@@ -78,7 +82,7 @@ def _markup(keyboard: Keyboard, row: outbox.Row, card: outbox.Row) -> InlineKeyb
         return keyboard(row)
     still_open = row.payload.get("state") == "awaiting_approval" and not row.payload.get(
         "status", ""
-    ).startswith("✏️")
+    ).startswith(REPLACED)
     # A decided card's own buttons (Undo, Redraft) come from the edit.
     return keyboard(card) if still_open else keyboard(row)
 

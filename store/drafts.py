@@ -110,9 +110,6 @@ def remove_image_sync(
 ) -> Draft:
     """A new version with the shown version's text and no image, recorded as an edit is
     (an event with its actor), so the history shows who took the picture off."""
-    shown = get_sync(conn, item_id, shown_version)
-    if shown.image_url is None:
-        raise errors.Conflict(f"item {item_id} version {shown_version} has no image to remove")
     return _revise(conn, item_id, shown_version, operator_id, now, actor, image=False)
 
 
@@ -131,6 +128,8 @@ def _revise(
             f"item {item_id} is at version {item.version}; the edit was for version {shown_version}"
         )
     shown = get_sync(conn, item_id, shown_version)
+    if not image and shown.image_url is None:
+        raise errors.Conflict(f"item {item_id} version {shown_version} has no image to remove")
     draft = add_sync(
         conn, item_id, shown.text if text is None else text,
         {"operator": operator_id, "edit_of": shown_version}, now,

@@ -11,7 +11,7 @@ import pytest
 
 from pipelines import engine
 from pipelines.sources import images
-from store import db, drafts, items, outbox
+from store import backend, db, drafts, errors, items, outbox
 from store.machine import State
 from tests.fakes.feed_server import FeedServer
 from tests.pipelines.test_engine import write_pipeline
@@ -91,3 +91,32 @@ def test_an_image_url_is_kept_up_to_its_bound() -> None:
     at_bound = "https://x.org/" + "a" * (images.MAX_URL_CHARS - len("https://x.org/"))
     assert images.checked(at_bound) == at_bound
     assert images.checked(at_bound + "a") is None
+
+
+async def test_removing_the_image_is_refused_when_there_is_none_or_the_card_is_stale(
+    store: db.Store, now: datetime
+) -> None:
+    item = await items.create(store, "news", "s", "g1", {"title": "T"}, now)
+    assert item is not None
+
+    def drafted(conn: backend.Conn) -> None:
+        drafts.add_sync(conn, item.id, "plain", {"drafter": "template"}, now)
+        items.transition_sync(conn, item.id, State.DRAFTING, "system", now)
+        items.transition_sync(conn, item.id, State.AWAITING_APPROVAL, "system", now)
+
+    await store.write(drafted)
+    with pytest.raises(errors.Conflict, match="has no image to remove"):
+        await store.write(drafts.remove_image_sync, item.id, 1, 7, now)
+
+    def pictured(conn: backend.Conn) -> None:
+        drafts.add_sync(
+            conn, item.id, "with", {"drafter": "template"}, now, image_url="https://x.org/i.png"
+        )
+
+    await store.write(pictured)
+    with pytest.raises(errors.Conflict, match="is at version 2; the edit was for version 1"):
+        await store.write(drafts.remove_image_sync, item.id, 1, 7, now)
+    removed = await store.write(drafts.remove_image_sync, item.id, 2, 7, now)
+    assert (removed.version, removed.text, removed.image_url) == (3, "with", None)
+    edited = await store.write(drafts.edit_sync, item.id, 3, "new words", 7, now)
+    assert edited.image_url is None  # an edit keeps what the version it replaces shows
