@@ -40,7 +40,7 @@ import pydantic_settings
 
 from bot import app, demo, logs
 from bot import settings as settings_mod
-from bot.demo import content, webchat
+from bot.demo import content, site, webchat
 from bot.demo import llm as demo_llm
 from bot.demo import resume as demo_resume
 from bot.demo.botapi import server as localapi
@@ -182,6 +182,8 @@ async def run(
             saver = demo_resume.Saver(api, data_dir).start()
             try:
                 files = content.write(data_dir, web.url)
+                # The news site's pages and pictures: the page server's own URL is in them.
+                web.files.update(site.files(web.url))
                 env_file = write_env_file(data_dir, files.pipelines_dir)
                 cfg = settings(data_dir, files.pipelines_dir, api.base_url, llm.base_url)
                 resent = await prepare_store(cfg, datetime.now(UTC))
