@@ -9,11 +9,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from pipelines import engine
+from pipelines import approval, engine
+from pipelines.operations import review
 from pipelines.sources import images
 from store import backend, db, drafts, errors, items, outbox
 from store.machine import State
 from tests.fakes.feed_server import FeedServer
+from tests.pipelines import test_review as review_tests
 from tests.pipelines.test_engine import write_pipeline
 
 MEDIA = 'xmlns:media="http://search.yahoo.com/mrss/"'
@@ -120,3 +122,30 @@ async def test_removing_the_image_is_refused_when_there_is_none_or_the_card_is_s
     assert (removed.version, removed.text, removed.image_url) == (3, "with", None)
     edited = await store.write(drafts.edit_sync, item.id, 3, "new words", 7, now)
     assert edited.image_url is None  # an edit keeps what the version it replaces shows
+
+
+async def test_the_terminal_removes_the_image_as_the_card_button_does(
+    store: db.Store, now: datetime
+) -> None:
+    p = review_tests.pipeline()
+    item = await items.create(store, "news", "s", "g1", {"title": "T"}, now)
+    assert item is not None
+
+    def pictured(conn: backend.Conn) -> None:
+        image = "https://x.org/i.png"
+        draft = drafts.add_sync(conn, item.id, "words", {"drafter": "t"}, now, image_url=image)
+        items.transition_sync(conn, item.id, State.DRAFTING, "system", now)
+        moved = items.transition_sync(conn, item.id, State.AWAITING_APPROVAL, "system", now)
+        approval.queue_card(conn, p, moved, draft, now)
+
+    await store.write(pictured)
+    done = await review.at_terminal(store, {"news": p}, "remove-image", item.id, "cli:ana", now)
+    assert done.said == "image removed: version 2" and done.item.version == 2
+    last = (await items.history(store, item.id))[-1]
+    assert (last.actor, last.reason) == ("cli:ana", "image removed: version 1 -> 2")
+    rows = sorted(await outbox.for_item(store, item.id, "card"), key=lambda r: r.id)
+    cards = [r.payload for r in rows]
+    assert [c.get("image_url") for c in cards] == ["https://x.org/i.png", None]
+    assert cards[-1]["note"] == "image removed by cli:ana"
+    with pytest.raises(errors.Conflict, match="has no image to remove"):
+        await review.at_terminal(store, {"news": p}, "remove-image", item.id, "cli:ana", now)
