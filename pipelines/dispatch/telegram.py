@@ -53,14 +53,14 @@ async def send(
         message_ids = await _post(bot, target.chat_id, delivery, parts)
     except tg_error.TelegramError as error:
         raise _translate(error, where, getattr(bot, "token", "")) from None
-    what = "a photo" if _as_photo(delivery, parts) else f"{len(parts)} message(s)"
+    what = "a photo" if _as_photo(delivery) else f"{len(parts)} message(s)"
     return base.DispatchResult(
         external_id=message_ids[-1],
         detail=f"posted {what} to {where}: {', '.join(message_ids)}",
     )
 
 
-def _as_photo(delivery: base.Delivery, parts: list[str]) -> bool:
+def _as_photo(delivery: base.Delivery) -> bool:
     # The text is escaped plain text: once Telegram parses the HTML it is the text again.
     text = delivery.text.strip()
     return bool(delivery.image_url) and telegram_text.utf16_len(text) <= MAX_CAPTION
@@ -69,7 +69,7 @@ def _as_photo(delivery: base.Delivery, parts: list[str]) -> bool:
 async def _post(
     bot: Any, chat_id: int | str, delivery: base.Delivery, parts: list[str]
 ) -> list[str]:
-    if _as_photo(delivery, parts):
+    if _as_photo(delivery):
         caption = html.escape(delivery.text.strip(), quote=False)
         message = await bot.send_photo(
             chat_id=chat_id, photo=delivery.image_url, caption=caption, parse_mode="HTML"

@@ -19,7 +19,9 @@ runs on a thread: parsing a large page would stall the bot's event loop.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import urllib.parse
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -69,17 +71,32 @@ class Fetcher:
 
     def __init__(self, client: httpx.AsyncClient) -> None:
         self.client = client
-        self._hosts: dict[str, asyncio.Semaphore] = {}
+        #: host -> (its gate, how many fetches hold or wait for it); dropped at zero, so
+        #: a feed linking to many sites leaves nothing behind.
+        self._hosts: dict[str, tuple[asyncio.Semaphore, int]] = {}
+
+    @contextlib.asynccontextmanager
+    async def _turn(self, host: str) -> AsyncIterator[None]:
+        gate, users = self._hosts.get(host, (asyncio.Semaphore(PER_HOST), 0))
+        self._hosts[host] = (gate, users + 1)
+        try:
+            async with gate:
+                yield
+        finally:
+            gate, users = self._hosts[host]
+            if users == 1:
+                del self._hosts[host]
+            else:
+                self._hosts[host] = (gate, users - 1)
 
     async def fetch(self, link: str | None, source: Source, agent: str) -> Article:
         """The article at `link`, fetched within the source's bounds."""
         if not link:
             return Article(None, reason="the item has no link")
         host = (urllib.parse.urlsplit(link).hostname or "").lower()
-        gate = self._hosts.setdefault(host, asyncio.Semaphore(PER_HOST))
         seconds = float(source.timeout_seconds)
         try:
-            async with gate, asyncio.timeout(seconds):
+            async with self._turn(host), asyncio.timeout(seconds):
                 page, url = await self._get(link, source, agent)
         except TimeoutError:
             return Article(None, reason=f"the page timed out after {seconds:g} s")

@@ -106,3 +106,4 @@ async def test_at_most_two_fetches_of_one_host_run_at_once(
     release.set()
     found = await task
     assert all(a.text for a in found) and len(arrived) == len(links)
+    assert fetcher._hosts == {}  # nothing kept for a host once its fetches are done
