@@ -50,10 +50,9 @@ async def send(
     if not parts:
         raise base.PermanentDispatchError(f"{where}: item {delivery.item_id} has no text")
     try:
-        message_ids = await _post(bot, target.chat_id, delivery, parts)
+        message_ids, what = await _post(bot, target.chat_id, delivery, parts)
     except tg_error.TelegramError as error:
         raise _translate(error, where, getattr(bot, "token", "")) from None
-    what = "a photo" if _as_photo(delivery) else f"{len(parts)} message(s)"
     return base.DispatchResult(
         external_id=message_ids[-1],
         detail=f"posted {what} to {where}: {', '.join(message_ids)}",
@@ -68,13 +67,20 @@ def _as_photo(delivery: base.Delivery) -> bool:
 
 async def _post(
     bot: Any, chat_id: int | str, delivery: base.Delivery, parts: list[str]
-) -> list[str]:
+) -> tuple[list[str], str]:
+    """The ids of the messages posted, and what they were ("a photo", "2 message(s)")."""
     if _as_photo(delivery):
         caption = html.escape(delivery.text.strip(), quote=False)
-        message = await bot.send_photo(
-            chat_id=chat_id, photo=delivery.image_url, caption=caption, parse_mode="HTML"
-        )
-        return [str(message.message_id)]
+        try:
+            message = await bot.send_photo(
+                chat_id=chat_id, photo=delivery.image_url, caption=caption, parse_mode="HTML"
+            )
+            return [str(message.message_id)], "a photo"
+        except tg_error.BadRequest as error:
+            if not _picture_refused(error):
+                raise
+            # Telegram could not use the picture (unreachable, too large, not an image)
+            # and posted nothing: the text goes as a message, its preview doing what it can.
     message_ids = []
     for index, part in enumerate(parts):
         preview = None
@@ -86,7 +92,13 @@ async def _post(
             chat_id=chat_id, text=part, parse_mode="HTML", link_preview_options=preview
         )
         message_ids.append(str(message.message_id))
-    return message_ids
+    return message_ids, f"{len(parts)} message(s)"
+
+
+def _picture_refused(error: tg_error.BadRequest) -> bool:
+    """Telegram's answers when it cannot fetch or read a photo given by URL."""
+    words = error.message.lower()
+    return any(sign in words for sign in ("url", "file identifier", "image", "photo", "webpage"))
 
 
 def _translate(error: tg_error.TelegramError, where: str, token: str) -> base.DispatchError:

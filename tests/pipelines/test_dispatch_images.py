@@ -112,3 +112,15 @@ async def test_the_mail_links_the_image(
     (envelope,) = recorder.envelopes
     message = email.message_from_bytes(envelope.content, policy=email.policy.default)
     assert message.get_content().rstrip().endswith(f"Image: {IMAGE}")
+
+
+async def test_a_picture_telegram_cannot_fetch_leaves_the_post_as_text(
+    bot_api: tuple[localapi.LocalBotApi, telegram.Bot], client: httpx.AsyncClient
+) -> None:
+    api, bot = bot_api
+    refused = "Bad Request: failed to get HTTP URL content"
+    api.fail_next("sendPhoto", 400, description=refused)
+    result = await dispatch.dispatch(channel(), with_image(), client=client, bot=bot)
+    (posted,) = api.sent(CHANNEL)
+    assert posted.photo_url is None and posted.text == "Short <b>post</b> & more"
+    assert posted.link_preview_options == PREVIEW and "1 message(s)" in result.detail
