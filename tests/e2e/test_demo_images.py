@@ -23,6 +23,11 @@ phone = phone_tests.phone
 
 
 @pytest.fixture
+def chromium() -> None:
+    real.require(None if browser.CHROMIUM.exists() else "needs Debian's chromium")
+
+
+@pytest.fixture
 async def page(running: demo.Running) -> AsyncIterator[Page]:  # noqa: F811
     async with httpx.AsyncClient(base_url=running.url, timeout=test_demo.PATIENCE) as client:
         yield Page(client)
@@ -51,12 +56,13 @@ async def test_each_news_card_is_drafted_from_its_article_and_shows_its_picture(
     assert "the first such lanes in Riverside" in bikes["text"]
 
 
+@pytest.mark.slow
 async def test_a_phone_shows_the_picture_above_the_cards_text(
+    chromium: None,
     running: demo.Running,  # noqa: F811
     phone: async_api.Page,
     tmp_path: Path,
 ) -> None:
-    real.require(None if browser.CHROMIUM.exists() else "needs Debian's chromium")
     await phone.goto(running.url)
     card = phone.locator(".msg.bot", has_text="Council approves bike lanes")
     picture = card.locator("img.preview")
