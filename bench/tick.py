@@ -1,6 +1,6 @@
 """One pipeline tick over a feed of N new items with the template drafter.
 
-    python -m bench tick [--items 1000] [--history 500] [--rounds 3]
+    python -m bench tick [--items 1000] [--history 500] [--rounds 3] [--full-text]
 
 Two stores per round: an empty one, and one holding `--history` approved drafts in
 the duplicate window, so the duplicate gate compares every new draft with them.
@@ -12,6 +12,11 @@ history_items_per_s and history_ratio (with the approved drafts), max_loop_stall
 (the longest the event loop went unanswered during the history tick, measured by a
 ticker task that sleeps 1 ms at a time) and store_share (the share of the empty tick
 during which at least one store call was in flight). Medians over the rounds.
+
+With --full-text, the feed's entries link to article pages on the same local site and
+the source has `full_text: true`: each item's page is fetched (two at a time, one host)
+and extracted on a thread. Prints full_text_items_per_s and full_text_max_loop_stall_ms
+(the longest the event loop went unanswered during those ticks).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import argparse
 import asyncio
 import gc
 import random
+import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -34,6 +40,7 @@ from pipelines import config, engine
 from pipelines.drafting import base as drafters
 from store import backend, db, drafts, items
 from store.machine import State
+from tests.fakes import site
 from tests.fakes.feed_server import FeedServer
 from tests.fakes.feeds import rss
 
@@ -144,6 +151,12 @@ def seed_history(
     return unit
 
 
+#: The bot's GIL switch interval (bot.app.GIL_SWITCH_S; not imported: it loads the bot).
+GIL_SWITCH_S = 0.0005
+#: The source's lines that make it fetch each item's article (the site is local).
+FULL_TEXT = "    full_text: true\n    allow_private_addresses: true\n"
+
+
 async def one_tick(
     tmp: Path,
     feeds: FeedServer,
@@ -152,13 +165,15 @@ async def one_tick(
     count: int,
     *,
     extra: str = "",
+    source_lines: str = "",
 ) -> dict[str, float]:
-    """`extra`: YAML appended to the pipeline file (bench/filters.py adds a filter)."""
+    """`extra`: YAML appended to the pipeline file (bench/filters.py adds a filter);
+    `source_lines`: lines added to its source (`--full-text`)."""
     pipelines_dir = tmp / "pipelines"
     pipelines_dir.mkdir()
     (pipelines_dir / "bench.yaml").write_text(
         "name: bench\nschedule: 5m\nsources:\n  - type: rss\n"
-        f"    url: {feeds.url(path)}\ndispatch:\n  type: none\n{extra}"
+        f"    url: {feeds.url(path)}\n{source_lines}dispatch:\n  type: none\n{extra}"
     )
     pipeline = config.load_dir(pipelines_dir).pipelines["bench"]
     store = await db.open(db.StoreConfig(data_dir=tmp / "data"))
@@ -191,7 +206,11 @@ async def main(argv: list[str]) -> None:
     parser.add_argument("--items", type=int, default=1000)
     parser.add_argument("--history", type=int, default=engine.DUPLICATE_LOOKBACK)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--full-text", action="store_true", help="fetch each item's article")
     args = parser.parse_args(argv)
+    if args.full_text:
+        await full_text(args.items, args.rounds)
+        return
     history = approved_stories(args.history)
     gc.freeze()  # as the runtime does once started (pipelines/runtime.py)
     empty: list[dict[str, float]] = []
@@ -226,5 +245,46 @@ async def main(argv: list[str]) -> None:
             "history_ratio": round(history_rate / rate, 3),
             "max_loop_stall_ms": round(max(r["max_stall"] for r in full) * 1000, 1),
             "empty_max_loop_stall_ms": round(max(r["max_stall"] for r in empty) * 1000, 1),
+        }
+    )
+
+
+def articles(count: int) -> list[site.Story]:
+    """Stories whose pages hold a few paragraphs of vocabulary text each."""
+    rng = random.Random(7)
+    words = vocabulary(rng)
+    stories = []
+    for n in range(count):
+        title, teaser = story(rng, words, 12)
+        paragraphs = tuple(story(rng, words, 60)[1] for _ in range(4))
+        stories.append(site.Story(f"a{n}", title, teaser, paragraphs))
+    return stories
+
+
+async def full_text(count: int, rounds: int) -> None:
+    """Ticks of a full_text source against a local site: items/s and the loop's stalls."""
+    # As the bot runs (bot.app): the extractor's thread hands the GIL back sooner.
+    sys.setswitchinterval(GIL_SWITCH_S)
+    ticks: list[dict[str, float]] = []
+    with FeedServer() as feeds:
+        site.serve(feeds, articles(count))
+        for round_no in range(rounds + 1):  # round 0 warms up (imports, the extractor)
+            with tempfile.TemporaryDirectory() as tmp:
+                tick = await one_tick(
+                    Path(tmp), feeds, "/feed.xml", [], count, source_lines=FULL_TEXT
+                )
+            if round_no:
+                ticks.append(tick)
+    seconds = common.median([r["elapsed"] for r in ticks])
+    common.report(
+        {
+            "bench": "tick",
+            "items": count,
+            "drafter": "template",
+            "full_text": True,
+            "rounds": rounds,
+            "seconds": round(seconds, 3),
+            "full_text_items_per_s": round(count / seconds),
+            "full_text_max_loop_stall_ms": round(max(r["max_stall"] for r in ticks) * 1000, 1),
         }
     )

@@ -216,8 +216,9 @@ def _keyboard(key: bytes, runtime: runtime_mod.Runtime) -> sender.Keyboard:
             card = payloads.Card.of(row)
             escalate = card.buttons == payloads.ESCALATE_BUTTONS
             return card_taps.card_keyboard(
-                key, row.item_id, card.attempt, card.version, escalate=escalate
-            )
+                key, row.item_id, card.attempt, card.version, escalate=escalate,
+                image=bool(card.image_url),
+            )  # fmt: skip
         edit = payloads.CardEdit.of(row)
         if edit.buttons:
             return _item_buttons(key, edit.buttons, row.item_id, edit.attempt, edit.version)

@@ -31,7 +31,7 @@ TAG_BYTES = 12
 Action = Literal[
     "approve", "reject", "edit", "replay", "fresh", "retry", "show", "why", "other", "back",
     "undo", "redraft", "extend", "escalate", "all_approve", "all_reject", "yes_approve",
-    "yes_reject", "cancel",
+    "yes_reject", "cancel", "noimage",
 ]  # fmt: skip
 _CODES: dict[Action, str] = {
     "approve": "a",
@@ -54,6 +54,7 @@ _CODES: dict[Action, str] = {
     "yes_approve": "Y",
     "yes_reject": "N",
     "cancel": "c",
+    "noimage": "i",  # a new version without the image
 }
 _ACTIONS: dict[str, Action] = {code: action for action, code in _CODES.items()}
 _REPLAYS: frozenset[Action] = frozenset({"replay", "fresh"})

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Callable
+from typing import Any
 
 from telegram import Bot, InlineKeyboardMarkup, LinkPreviewOptions
 from telegram import error as tg_error
@@ -31,8 +32,23 @@ log = logging.getLogger(__name__)
 #: card's from its edit (Undo, Redraft), a digest's.
 Keyboard = Callable[[outbox.Row], InlineKeyboardMarkup | None]
 
+#: How the status line of a card replaced by a new version begins (pipelines.approval:
+#: an operator's edit, an image removed): the old card loses its buttons.
+REPLACED = ("✏️", "🖼")
+
 #: Cards show the source link as a link, not as a large preview.
 NO_PREVIEW = LinkPreviewOptions(is_disabled=True)
+
+
+def preview(card: dict[str, Any], index: int) -> LinkPreviewOptions:
+    """The link preview of a card's part `index`: the version's image, large and above the
+    text, on its first part; none elsewhere. A preview keeps the card one text message,
+    so its buttons and every later edit work as for a card without an image; each edit
+    passes it again, since an edit without it would drop the picture."""
+    image = card.get("image_url")
+    if index != 0 or not isinstance(image, str) or not image:
+        return NO_PREVIEW
+    return LinkPreviewOptions(url=image, show_above_text=True, prefer_large_media=True)
 
 
 async def edit(store: Store, bot: Bot, keyboard: Keyboard, row: outbox.Row) -> Sent | None:
@@ -52,10 +68,11 @@ async def edit(store: Store, bot: Bot, keyboard: Keyboard, row: outbox.Row) -> S
     edited: Sent = {}
     for card in cards:
         shown = await people.card_payload(store, card.payload)
-        last_part = render.card_parts(row.item_id, shown)[-1]
-        text = render.decided_card(last_part, change, row.created_at)
+        parts = render.card_parts(row.item_id, shown)
+        text = render.decided_card(parts[-1], change, row.created_at)
         markup = _markup(keyboard, row, card)
-        edited.update(await _edit_messages(store, bot, markup, row, card, text))
+        shows = preview(shown, len(parts) - 1)
+        edited.update(await _edit_messages(store, bot, markup, row, card, text, shows))
     await warning_edits.settle(store, bot, row)  # the replies that counted down to it
     return edited
 
@@ -67,14 +84,14 @@ def _markup(keyboard: Keyboard, row: outbox.Row, card: outbox.Row) -> InlineKeyb
         return keyboard(row)
     still_open = row.payload.get("state") == "awaiting_approval" and not row.payload.get(
         "status", ""
-    ).startswith("✏️")
+    ).startswith(REPLACED)
     # A decided card's own buttons (Undo, Redraft) come from the edit.
     return keyboard(card) if still_open else keyboard(row)
 
 
 async def _edit_messages(
     store: Store, bot: Bot, markup: InlineKeyboardMarkup | None, row: outbox.Row,
-    card: outbox.Row, text: str,
+    card: outbox.Row, text: str, shows: LinkPreviewOptions,
 ) -> Sent:  # fmt: skip
     edited: Sent = {}
     for chat, ids in sent_messages.message_ids(card).items():
@@ -88,7 +105,7 @@ async def _edit_messages(
                 message_id=ids[-1],
                 parse_mode=ParseMode.HTML,
                 reply_markup=markup,
-                link_preview_options=NO_PREVIEW,
+                link_preview_options=shows,
             )
         except tg_error.ChatMigrated as exc:
             raise sent_messages.Moved(int(chat), exc.new_chat_id) from exc

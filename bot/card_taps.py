@@ -24,15 +24,21 @@ EDIT_PLACEHOLDER = "your text becomes the new draft"
 
 
 def card_keyboard(
-    key: bytes, item_id: int, attempt: int, version: int, *, escalate: bool = False
-) -> InlineKeyboardMarkup:
-    """A card's buttons; with `escalate` (too few may approve it), Escalate too."""
+    key: bytes, item_id: int, attempt: int, version: int, *, escalate: bool = False,
+    image: bool = False,
+) -> InlineKeyboardMarkup:  # fmt: skip
+    """A card's buttons; with `escalate` (too few may approve it), Escalate too; with
+    `image` (the version has one), a second row that removes it."""
     buttons: list[tuple[str, callbacks.Action]] = [
         ("✅ Approve", "approve"), ("❌ Reject", "reject"), ("✏️ Edit", "edit"),
     ]  # fmt: skip
     if escalate:
         buttons.append(("🔺 Escalate", "escalate"))
-    return card_actions.item_row(key, item_id, attempt, version, *buttons)
+    row = card_actions.item_row(key, item_id, attempt, version, *buttons)
+    if not image:
+        return row
+    remove = card_actions.item_row(key, item_id, attempt, version, ("🖼 Remove image", "noimage"))
+    return InlineKeyboardMarkup([*row.inline_keyboard, *remove.inline_keyboard])
 
 
 def warning_keyboard(key: bytes, item_id: int, attempt: int, version: int) -> InlineKeyboardMarkup:
@@ -61,6 +67,8 @@ async def tap(update: Update, context: handlers.Context) -> None:
             await _decide(query, d, pipeline, button, now)
         elif button.action == "edit":
             await _ask_for_edit(query, d, item, button)
+        elif button.action == "noimage":
+            await _remove_image(query, d, pipeline, button, now)
         elif button.action == "extend":
             await _extend(query, d, pipeline, button, now)
         elif button.action == "escalate":
@@ -124,6 +132,18 @@ async def _escalate(
     who = ", ".join(map(events.operator, pipeline.approval.escalate_to))
     await query.answer(await people.humanize(d.store, f"🔺 escalated to {who}"))
     d.sender.wake()
+
+
+async def _remove_image(
+    query: Any, d: handlers.Deps, pipeline: config.Pipeline, button: callbacks.Button, now: datetime
+) -> None:
+    draft = await approval.remove_image(
+        d.store, pipeline, button.item_id, button.version, query.from_user.id, now
+    )
+    await asyncio.gather(
+        query.answer(f"🖼 image removed: version {draft.version} follows"),
+        d.sender.flush_item(button.item_id, now),
+    )
 
 
 async def _ask_for_edit(

@@ -30,7 +30,7 @@ from bot import (
 )
 from pipelines import approval, config
 from pipelines.operations import review
-from store import decisions, errors, events, followups, items
+from store import decisions, drafts, errors, events, followups, items
 from store.machine import State
 
 log = logging.getLogger(__name__)
@@ -102,7 +102,9 @@ async def _on_item(
         await query.answer()
         found = await approval.reach(d.store, pipeline, item)  # Escalate, if the card had it
         escalate = found.short and found.can_escalate
-        await _buttons(query, card_taps.card_keyboard(d.key, *ids, escalate=escalate))
+        image = (await drafts.get(d.store, item.id, item.version)).image_url is not None
+        keyboard = card_taps.card_keyboard(d.key, *ids, escalate=escalate, image=image)
+        await _buttons(query, keyboard)
     elif button.action == "other":
         await _ask(query, d, "reject", ids, f"Why reject item {item.id}? Reply with the reason.")
     elif button.action == "why":

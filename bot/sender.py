@@ -40,7 +40,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from aiolimiter import AsyncLimiter
-from telegram import Bot, InlineKeyboardMarkup, ReplyParameters
+from telegram import Bot, InlineKeyboardMarkup, LinkPreviewOptions, ReplyParameters
 from telegram import error as tg_error
 from telegram.constants import ParseMode
 
@@ -331,6 +331,7 @@ class Sender:
             parts = render.card_parts(row.item_id, payload)
             markup = self.keyboard(row)
         else:
+            payload = row.payload
             parts = telegram_text.split(alerts.html(payloads.Alert.of(row)))
             markup = self.keyboard(row)  # a digest's list carries its buttons
         replies = await sent_messages.replies_to(self.store, row) if row.kind == "alert" else {}
@@ -343,9 +344,12 @@ class Sender:
                 await self._limiter(chat).acquire()
                 reply_to = replies.get(str(chat)) if index == 0 else None
                 part = parts[index]
+                shows = card_edits.preview(payload, index)  # an alert has no image
                 try:
                     ids.append(
-                        await self._send_part(row, chat, part, markup if last else None, reply_to)
+                        await self._send_part(
+                            row, chat, part, markup if last else None, reply_to, shows
+                        )
                     )
                 except tg_error.ChatMigrated as exc:
                     raise sent_messages.Moved(chat, exc.new_chat_id) from exc
@@ -365,7 +369,7 @@ class Sender:
 
     async def _send_part(
         self, row: outbox.Row, chat: int, text: str, markup: InlineKeyboardMarkup | None,
-        reply_to: int | None = None,
+        reply_to: int | None = None, shows: LinkPreviewOptions = NO_PREVIEW,
     ) -> int:  # fmt: skip
         try:
             message = await self.bot.send_message(
@@ -374,7 +378,7 @@ class Sender:
                 message_thread_id=self._threads(row, chat),
                 parse_mode=ParseMode.HTML,
                 reply_markup=markup,
-                link_preview_options=NO_PREVIEW,
+                link_preview_options=shows,
                 reply_parameters=(
                     ReplyParameters(reply_to, allow_sending_without_reply=True)
                     if reply_to

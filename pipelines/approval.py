@@ -89,6 +89,7 @@ def queue_card(
         "pipeline": pipeline.name,
         "title": item.payload.get("title", ""),
         "link": item.payload.get("link"),
+        "image_url": draft.image_url,
         # No "text": readers of the card join its draft row (store.outbox).
         "attempt": item.attempt,
         "version": draft.version,
@@ -359,6 +360,27 @@ async def edit(
         status = f"✏️ edited by {who}: see version {draft.version} below"
         edit_card_sync(conn, pipeline, item, shown_version, status, now)
         queue_card(conn, pipeline, item, draft, now, note=f"edited by {who}")
+        return draft
+
+    return await store.write(unit)
+
+
+async def remove_image(
+    store: Store, pipeline: config.Pipeline, item_id: int, shown_version: int,
+    operator_id: int, now: datetime, *, actor: str | None = None,
+) -> Draft:  # fmt: skip
+    """The shown version without its image, as a new version with a new card (an edit:
+    audited with its actor, and the older card's buttons stop working)."""
+    who = actor or events.operator(operator_id)
+
+    def unit(conn: backend.Conn) -> Draft:
+        item = items.get_sync(conn, item_id)
+        check_operator(pipeline, operator_id, conn, (item_id, item.attempt))
+        draft = drafts.remove_image_sync(conn, item_id, shown_version, operator_id, now, who)
+        item = items.get_sync(conn, item_id)
+        status = f"🖼 image removed by {who}: see version {draft.version} below"
+        edit_card_sync(conn, pipeline, item, shown_version, status, now)
+        queue_card(conn, pipeline, item, draft, now, note=f"image removed by {who}")
         return draft
 
     return await store.write(unit)

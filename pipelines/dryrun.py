@@ -12,8 +12,9 @@ drafts only the `limit` newest new items (by published date; undated ones after,
 source's order), so `--limit 2` makes at most two provider calls; the report counts the
 rest as undrafted. It works in a temporary store that is deleted afterwards: the
 pipeline's own store marks nothing seen and records no run, and no card, mail or webhook
-leaves the machine (no bot and no dispatcher run). The duplicate gate sees no earlier
-approvals, so no card is marked as a possible duplicate.
+leaves the machine (no bot and no dispatcher run). With a source's `full_text`, each card
+says how long the extracted article was, or why the teaser was used. The duplicate gate
+sees no earlier approvals, so no card is marked as a possible duplicate.
 
 Without `llm`, drafts come from the template drafter and an LLM pipeline is drafted with
 its template fallback, so nothing is spent. With `llm`, an LLM pipeline calls its provider
@@ -161,6 +162,7 @@ async def run(
                 client=client,
                 drafter_for=_template if choose is None else lambda p: choose(store, p),
                 select=newest,
+                full_text_lengths=True,
             )
             tick = await engine.tick(pipeline.name, "manual", now)
             cards = [

@@ -27,9 +27,9 @@ from typing import Literal
 
 import httpx
 
-from pipelines import approval, config, intake, logfields, sources
+from pipelines import approval, config, fulltext, intake, logfields, sources
 from pipelines.drafting import base as drafters
-from pipelines.sources import base
+from pipelines.sources import articles, base
 from pipelines.text import similarity
 from store import backend, drafts, errors, items, outbox, runs, schedules, seen
 from store import text as store_text
@@ -81,6 +81,7 @@ class Engine:
         drafter_for: DrafterFactory | None = None,
         max_items_per_tick: int = MAX_ITEMS_PER_TICK,
         select: Selector | None = None,
+        full_text_lengths: bool = False,
     ) -> None:
         if max_items_per_tick < 1:
             raise ValueError(f"max_items_per_tick must be at least 1, got {max_items_per_tick}")
@@ -102,6 +103,10 @@ class Engine:
         self._select = select
         #: Set by park(): a clean stop has begun.
         self._parked = False
+        #: Articles for sources with full_text, a few at once per host across ticks.
+        self._articles = articles.Fetcher(client)
+        #: Cards say how long each article was (a dry run), not only why one was not used.
+        self._lengths = full_text_lengths
 
     def park(self) -> None:
         """Begin no more drafts (a clean stop): drafts already begun finish; the items not
@@ -332,7 +337,11 @@ class Engine:
         it failed, None when it waits in drafting for an operator. Whatever goes wrong
         stays with this item; the others go on."""
         try:
-            result = await drafter.draft(item, now)
+            # Full text: after dedup and filters, before the drafter's budget claim.
+            item, article_note = await fulltext.enrich(
+                self._articles, pipeline, item, lengths=self._lengths
+            )
+            result = fulltext.with_note(await drafter.draft(item, now), article_note)
             # CPU work that grows with the text: in a thread, so taps keep being answered.
             duplicate = (
                 await asyncio.to_thread(earlier.find, result.text, _sources(item))
@@ -464,8 +473,9 @@ def _to_approval(
     if current.state != State.DRAFTING or current.attempt != item.attempt:
         return False
     draft = drafts.add_sync(
-        conn, item.id, result.text, result.provenance, now, cost_micros=result.cost_micros
-    )
+        conn, item.id, result.text, result.provenance, now, cost_micros=result.cost_micros,
+        image_url=item.payload.get("image_url"),
+    )  # fmt: skip
     moved = items.transition_sync(
         conn,
         item.id,

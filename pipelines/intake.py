@@ -22,13 +22,16 @@ from store.machine import State
 
 
 def _payload(fetched: base.FetchedItem) -> dict[str, object]:
-    return {
+    payload: dict[str, object] = {
         "title": fetched.title,
         "text": fetched.text,
         "link": fetched.link,
         "published": fetched.published.isoformat() if fetched.published else None,
         "extra": fetched.extra,
     }
+    if fetched.image_url:  # only when there is one: older items' hashes stay as they were
+        payload["image_url"] = fetched.image_url
+    return payload
 
 
 def storable(fetched: base.Fetched) -> base.Fetched:

@@ -29,6 +29,8 @@ class Draft:
     provenance: dict[str, Any]
     cost_micros: int | None
     created_at: datetime
+    #: The image this version shows and sends (an http(s) URL), or None.
+    image_url: str | None = None
 
     @classmethod
     def from_row(cls, row: backend.Row) -> Draft:
@@ -40,6 +42,7 @@ class Draft:
             provenance=json.loads(row["provenance"]),
             cost_micros=row["cost_micros"],
             created_at=clock.from_ms(row["created_at"]),
+            image_url=row["image_url"],
         )
 
 
@@ -55,6 +58,7 @@ def add_sync(
     now: datetime,
     *,
     cost_micros: int | None = None,
+    image_url: str | None = None,
 ) -> Draft:
     """Store the next version and point the item at it (inside the caller's unit)."""
     item = items.lock_sync(conn, item_id)
@@ -67,6 +71,7 @@ def add_sync(
         "provenance": json.dumps(provenance, ensure_ascii=False),
         "cost_micros": cost_micros,
         "now": clock.to_ms(now),
+        "image_url": image_url,
     }
     conn.execute(Q["insert_draft"], params)
     if conn.execute(Q["set_version"], {"id": item_id, "version": version}).rowcount != 1:
@@ -86,8 +91,32 @@ def edit_sync(
     """An operator's replacement text becomes a new version; older cards go stale.
 
     Recorded as an awaiting_approval -> awaiting_approval event with its actor, so
-    the history shows who changed the words the item is approved on.
+    the history shows who changed the words the item is approved on. The new version
+    keeps the image of the one it replaces.
     """
+    if not text.strip():
+        raise ValueError("the replacement text is empty")
+    return _revise(conn, item_id, shown_version, operator_id, now, actor, text=text)
+
+
+def remove_image_sync(
+    conn: backend.Conn,
+    item_id: int,
+    shown_version: int,
+    operator_id: int,
+    now: datetime,
+    actor: str | None = None,
+) -> Draft:
+    """A new version with the shown version's text and no image, recorded as an edit is
+    (an event with its actor), so the history shows who took the picture off."""
+    return _revise(conn, item_id, shown_version, operator_id, now, actor, image=False)
+
+
+def _revise(
+    conn: backend.Conn, item_id: int, shown_version: int, operator_id: int, now: datetime,
+    actor: str | None, *, text: str | None = None, image: bool = True,
+) -> Draft:  # fmt: skip
+    """The version after `shown_version`: its text replaced (`text`) or its image dropped."""
     item = items.lock_sync(conn, item_id)
     if item.state != State.AWAITING_APPROVAL:
         raise errors.IllegalTransition(
@@ -97,9 +126,15 @@ def edit_sync(
         raise errors.Conflict(
             f"item {item_id} is at version {item.version}; the edit was for version {shown_version}"
         )
-    if not text.strip():
-        raise ValueError("the replacement text is empty")
-    draft = add_sync(conn, item_id, text, {"operator": operator_id, "edit_of": shown_version}, now)
+    shown = get_sync(conn, item_id, shown_version)
+    if not image and shown.image_url is None:
+        raise errors.Conflict(f"item {item_id} version {shown_version} has no image to remove")
+    draft = add_sync(
+        conn, item_id, shown.text if text is None else text,
+        {"operator": operator_id, "edit_of": shown_version}, now,
+        image_url=shown.image_url if image else None,
+    )  # fmt: skip
+    what = "edited" if text is not None else "image removed"
     events.append(
         conn,
         "item",
@@ -109,7 +144,7 @@ def edit_sync(
         actor or events.operator(operator_id),
         now,
         attempt=item.attempt,
-        reason=f"edited: version {shown_version} -> {draft.version}",
+        reason=f"{what}: version {shown_version} -> {draft.version}",
     )
     return draft
 

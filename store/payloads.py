@@ -101,6 +101,8 @@ class Card(_Payload):
     version: int
     title: str = ""
     link: str | None = None
+    #: The version's image, shown as the card's link preview above its text.
+    image_url: str | None = None
     drafter: str = "?"
     cost_micros: int | None = None
     note: str | None = None

@@ -1,5 +1,5 @@
-"""`gatehouse approve|reject|edit|redraft ITEM`: an operator's decision from a terminal,
-for when Telegram is unreachable.
+"""`gatehouse approve|reject|edit|redraft|remove-image ITEM`: an operator's decision from
+a terminal, for when Telegram is unreachable.
 
 Through the running bot's control socket (or, with no bot running, holding the writer
 lock), by the same functions the Telegram buttons call. The events name the Unix user
@@ -31,6 +31,7 @@ HELP = {
     "reject": "reject an item's draft, with --reason",
     "edit": "replace an item's draft with --text (or - for stdin): a new version",
     "redraft": "draft a rejected or expired item again with --note for the model",
+    "remove-image": "take the image off an item's draft (as a card's Remove image does)",
 }
 #: The longest text read from stdin for --text - (bytes); a draft is far shorter.
 MAX_STDIN = 256 * 1024
@@ -77,7 +78,7 @@ def cmd_decide(cfg: settings_mod.Settings, args: argparse.Namespace, now: dateti
 
 
 def _text(args: argparse.Namespace) -> str:
-    if args.command == "approve":
+    if args.command in ("approve", "remove-image"):
         return ""
     if args.command == "reject":
         return str(args.reason)

@@ -75,6 +75,9 @@ sources:
   - type: rss
     url: {web}/feeds/demo.xml
     scope: demo-news
+    # Draft from the linked article (the demo's own pages, so on 127.0.0.1).
+    full_text: true
+    allow_private_addresses: true
 draft:
   drafter: llm
   prompt: prompts/news.txt

@@ -41,7 +41,7 @@ import pydantic_settings
 
 from bot import app, demo, logs
 from bot import settings as settings_mod
-from bot.demo import content, webchat
+from bot.demo import content, site, webchat
 from bot.demo import llm as demo_llm
 from bot.demo import resume as demo_resume
 from bot.demo.botapi import server as localapi
@@ -202,6 +202,8 @@ async def run(
             saver = demo_resume.Saver(api, data_dir).start()
             try:
                 files = content.write(data_dir, web.url)
+                # The news site's pages and pictures: the page server's own URL is in them.
+                web.files.update(site.files(web.url))
                 cfg = settings(data_dir, files.pipelines_dir, api.base_url, llm.base_url)
                 env_file = write_env_file(cfg)
                 resent = await prepare_store(cfg, datetime.now(UTC))

@@ -60,8 +60,20 @@ class BadRequest(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class StaticFile:
-    path: Path
+    path: Path | None
     content_type: str
+    #: The answer itself, when it is made rather than read from `path`.
+    body: bytes | None = None
+
+    @classmethod
+    def of(cls, body: bytes, content_type: str) -> StaticFile:
+        return cls(None, content_type, body)
+
+    def read(self) -> bytes:
+        if self.body is not None:
+            return self.body
+        assert self.path is not None, "a static file has a path or a body"
+        return self.path.read_bytes()
 
 
 class WebChat:
@@ -317,8 +329,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self._send(200, "image/png", found)
 
     def _file(self, static: StaticFile) -> None:
-        body = static.path.read_bytes()
-        self._send(200, static.content_type, body)
+        self._send(200, static.content_type, static.read())
 
     def _json(self, status: int, body: dict[str, Any]) -> None:
         self._send(status, "application/json", json.dumps(body).encode())

@@ -121,6 +121,8 @@ class Delivery:
     #: What the source kept about the item (e-mail: from, to, subject, message_id, references).
     source: dict[str, Any]
     idempotency_key: str
+    #: The approved version's image (an http(s) URL), or None.
+    image_url: str | None = None
 
     @classmethod
     def build(
@@ -134,10 +136,12 @@ class Delivery:
         title: str,
         link: str | None = None,
         source: Mapping[str, Any] | None = None,
+        image_url: str | None = None,
     ) -> Delivery:
         """A delivery whose idempotency key is derived from its identity."""
         key = idempotency_key(pipeline, item_id, attempt, version)
-        return cls(item_id, pipeline, version, attempt, text, title, link, dict(source or {}), key)
+        source = dict(source or {})
+        return cls(item_id, pipeline, version, attempt, text, title, link, source, key, image_url)
 
     @classmethod
     def of(cls, item: Item, draft: Draft, attempt: int) -> Delivery:
@@ -151,6 +155,7 @@ class Delivery:
             title=str(item.payload.get("title", "")),
             link=item.payload.get("link"),
             source=item.payload.get("extra") or {},
+            image_url=draft.image_url,
         )
 
 

@@ -61,6 +61,8 @@ def render(delivery: base.Delivery) -> str:
         "title": delivery.title,
         "link": delivery.link,
     }
+    if delivery.image_url:
+        meta["image"] = delivery.image_url
     front = yaml.safe_dump(meta, sort_keys=False, allow_unicode=True, width=1000)
     text = delivery.text if delivery.text.endswith("\n") else delivery.text + "\n"
     return f"---\n{front}---\n\n{text}"

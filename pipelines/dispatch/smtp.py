@@ -59,13 +59,21 @@ def build_message(
         if isinstance(original_id, str) and original_id.strip():
             message["In-Reply-To"] = original_id.strip()
             message["References"] = " ".join([*_references(source.get("references")), original_id])
-        message.set_content(delivery.text)
+        message.set_content(_body(delivery))
     except ValueError as error:
         # The email package refuses header values with line breaks (header injection).
         raise base.PermanentDispatchError(
             f"smtp dispatch: item {delivery.item_id} cannot become a reply: {error}"
         ) from None
     return message
+
+
+def _body(delivery: base.Delivery) -> str:
+    """The reply's text, and its image as a link on a line of its own (a plain-text mail
+    carries no picture, and a link is what a reader can open)."""
+    if not delivery.image_url:
+        return delivery.text
+    return f"{delivery.text.rstrip()}\n\nImage: {delivery.image_url}\n"
 
 
 def _references(value: object) -> list[str]:

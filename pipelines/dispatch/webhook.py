@@ -31,6 +31,7 @@ def payload(delivery: base.Delivery) -> dict[str, Any]:
         "attempt": delivery.attempt,
         "title": delivery.title,
         "link": delivery.link,
+        "image_url": delivery.image_url,
         "text": delivery.text,
     }
 

@@ -64,6 +64,7 @@ def draft_item(item: Item) -> drafting.DraftItem:
         text=str(payload.get("text", "")),
         link=payload.get("link"),
         pipeline=item.pipeline,
+        summary=str(payload["summary"]) if "summary" in payload else None,
     )
 
 

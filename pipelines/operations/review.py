@@ -154,8 +154,10 @@ async def ask_run(
 
 # -- from a terminal ---------------------------------------------------------------------
 
-TerminalAction = Literal["approve", "reject", "edit", "redraft"]
-TERMINAL_ACTIONS: tuple[TerminalAction, ...] = ("approve", "reject", "edit", "redraft")
+TerminalAction = Literal["approve", "reject", "edit", "redraft", "remove-image"]
+TERMINAL_ACTIONS: tuple[TerminalAction, ...] = (
+    "approve", "reject", "edit", "redraft", "remove-image",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -184,6 +186,11 @@ async def at_terminal(
     if action == "edit":
         draft = await approval.edit(store, pipeline, item_id, shown, text, voter, now, actor=actor)
         return Decided(await items.get(store, item_id), f"edited: version {draft.version}")
+    if action == "remove-image":
+        draft = await approval.remove_image(
+            store, pipeline, item_id, shown, voter, now, actor=actor
+        )
+        return Decided(await items.get(store, item_id), f"image removed: version {draft.version}")
     if action == "redraft":
         again = await redraft(
             store, pipeline, item_id, item.attempt, text, voter, actor, now, scheduler=scheduler

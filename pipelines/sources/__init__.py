@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 
 from pydantic import Field
 
-from pipelines.sources import base, folder, http_json, imap, rss
+from pipelines.sources import base, folder, http_json, images, imap, rss
 from pipelines.text import validation
 
 if TYPE_CHECKING:
@@ -43,7 +43,8 @@ def _bounded(item: base.FetchedItem) -> base.FetchedItem:
     # source_id stays as the source made it: dedup must see the same id as before.
     title = validation.clean(item.title, MAX_TITLE_CHARS)
     text = validation.clean(item.text, MAX_TEXT_CHARS)
-    return dataclasses.replace(item, title=title, text=text)
+    image_url = images.checked(item.image_url)
+    return dataclasses.replace(item, title=title, text=text, image_url=image_url)
 
 
 async def _fetch(

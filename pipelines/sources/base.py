@@ -21,6 +21,8 @@ class FetchedItem:
     text: str
     link: str | None = None
     published: datetime | None = None
+    #: The item's image as an http(s) URL (sources.images.checked), or None.
+    image_url: str | None = None
     #: Everything a replay or a dispatcher (e.g. an SMTP reply) needs; JSON-serialisable.
     extra: dict[str, Any] = field(default_factory=dict)
 

@@ -47,6 +47,10 @@ class Config(common.ByteLimits):
     text_field: str = "text"
     link_field: str | None = None
     timeout_seconds: float = Field(default=30.0, gt=0)
+    #: Draft from the linked article (sources.articles) instead of the feed's teaser.
+    full_text: bool = False
+    #: Fetch article links whose host resolves to a private address (an intranet site).
+    allow_private_addresses: bool = False
     #: Largest answer accepted as sent (compressed), in bytes; unset: the configured default.
     max_bytes: int | None = Field(default=None, ge=1)
     #: Largest answer accepted once decompressed, in bytes; unset: the configured default.

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from pipelines.sources import base, common
+from pipelines.sources import base, common, images
 
 if TYPE_CHECKING:
     import httpx
@@ -32,6 +32,10 @@ class Config(common.ByteLimits):
     #: Dedup scope; defaults to "rss:<url>" (a query is replaced by a hash of the URL).
     scope: str = ""
     timeout_seconds: float = Field(default=30.0, gt=0)
+    #: Draft from the linked article (sources.articles) instead of the feed's teaser.
+    full_text: bool = False
+    #: Fetch article links whose host resolves to a private address (an intranet site).
+    allow_private_addresses: bool = False
     #: Largest answer accepted as sent (compressed), in bytes; unset: the configured default.
     max_bytes: int | None = Field(default=None, ge=1)
     #: Largest answer accepted once decompressed, in bytes; unset: the configured default.
@@ -90,6 +94,7 @@ def _item(entry: Any, feed_title: str) -> base.FetchedItem:
         text=text,
         link=str(link) if link else None,
         published=_published(entry),
+        image_url=images.from_entry(entry),
         extra=extra,
     )
 

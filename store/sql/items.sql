@@ -32,8 +32,8 @@ UPDATE items SET version = :version WHERE id = :id AND version = :version - 1
 
 -- name: insert_draft
 -- One draft version.
-INSERT INTO drafts (item_id, version, text, content_hash, provenance, cost_micros, created_at)
-VALUES (:item_id, :version, :text, :content_hash, :provenance, :cost_micros, :now)
+INSERT INTO drafts (item_id, version, text, content_hash, provenance, cost_micros, created_at, image_url)
+VALUES (:item_id, :version, :text, :content_hash, :provenance, :cost_micros, :now, :image_url)
 
 -- name: draft
 -- One draft version of an item.

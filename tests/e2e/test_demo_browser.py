@@ -86,8 +86,9 @@ async def test_click_approve_and_the_card_changes(
     await card.wait_for()
     # The card renders Telegram's formatting: the source is a link, the pipeline bold.
     link = card.locator("a", has_text="source")
+    # The demo's own news site, served by the page server.
     assert await link.get_attribute("href") == (
-        "https://gazette.example.org/2024/05/13/main-street-bike-lanes"
+        running.url.rstrip("/") + "/gazette/2024/05/13/main-street-bike-lanes"
     )
     assert await card.locator("b", has_text="news").count() == 1
     await page.screenshot(path=str(tmp_path / "card.png"))

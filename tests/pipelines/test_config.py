@@ -174,7 +174,7 @@ def test_prompt_with_unknown_placeholder(tmp_path: Path) -> None:
         10,
         "draft.prompt",
         f"prompt file {prompt.resolve()}: unknown placeholder {{body}} in prompt template;"
-        " valid: {link}, {pipeline}, {text}, {title}",
+        " valid: {link}, {pipeline}, {summary}, {text}, {title}",
     )
 
 

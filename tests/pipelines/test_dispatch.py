@@ -154,6 +154,7 @@ async def test_webhook_posts_json_with_the_idempotency_key(
         "attempt": 1,
         "title": "A title",
         "link": "https://example.org/a",
+        "image_url": None,
         "text": "Approved <b>text</b> & more",
     }
 

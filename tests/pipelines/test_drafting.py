@@ -86,7 +86,7 @@ def test_render_prompt_rejects_unknown_placeholders() -> None:
         drafting.render_prompt("{title} {body} {author}", item())
     assert str(info.value) == (
         "unknown placeholder {author}, {body} in prompt template;"
-        " valid: {link}, {pipeline}, {text}, {title}"
+        " valid: {link}, {pipeline}, {summary}, {text}, {title}"
     )
 
 
@@ -107,8 +107,8 @@ def test_template_draft_trims_long_text_at_a_word() -> None:
 def test_template_draft_with_template_has_no_delimiters() -> None:
     draft = drafting.template_draft(item(text="Body\x00!"), "[{pipeline}] {title}: {text} ({link})")
     assert draft == "[news] Bike lanes approved: Body! (https://example.org/a)"
-    with pytest.raises(ValueError, match=r"unknown placeholder \{summary\}"):
-        drafting.template_draft(item(), "{summary}")
+    with pytest.raises(ValueError, match=r"unknown placeholder \{teaser\}"):
+        drafting.template_draft(item(), "{teaser}")
 
 
 def test_draft_item_from_fetched() -> None:

@@ -12,14 +12,12 @@ from collections.abc import Callable
 from typing import Any
 
 from bot.demo.botapi import html as localapi_html
+from bot.demo.botapi import media
 from bot.demo.botapi.objects import bot_object
 from bot.demo.botapi.state import ApiError, LocalApiState, bad_request, user_object
 
 #: Telegram's limit on a message's text after entity parsing.
 MAX_TEXT = 4096
-#: Telegram's limit on a photo's caption.
-MAX_CAPTION = 1024
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 #: Telegram's limit on a button's callback_data, in bytes.
 MAX_CALLBACK_DATA = 64
 #: The longest getUpdates long poll Telegram honours, in seconds.
@@ -34,6 +32,7 @@ _JSON_FIELDS = frozenset(
         "commands",
         "scope",
         "entities",
+        "caption_entities",
         "link_preview_options",
     }
 )
@@ -285,6 +284,7 @@ def send_message(request: Request) -> Any:
         reply_to_message_id=reply_to,
         now=request.now,
         message_thread_id=request.thread(chat_id, reply_to),
+        link_preview_options=media.link_preview_options(request.params),
     )
     return request.state.telegram_message(message)
 
@@ -321,37 +321,37 @@ def get_chat(request: Request) -> Any:
 
 
 def send_photo(request: Request) -> Any:
-    """A photo uploaded as a file (multipart); the local server reads PNG pictures only."""
+    """A photo uploaded as a file (multipart; PNG only here) or named by an http(s) URL,
+    which Telegram would fetch and the local server keeps as it is."""
     chat_id = request.chat_id()
-    upload = request.params.get("photo")
-    if not isinstance(upload, Upload):
-        raise bad_request("photo must be uploaded as a file (file ids are not kept here)")
-    size = png_size(upload.content)
-    if size is None:
-        raise bad_request("IMAGE_PROCESS_FAILED: the local server reads PNG pictures only")
-    caption = request.get_str("caption")
-    if len(caption) > MAX_CAPTION:
-        raise bad_request("message caption is too long")
-    meta = {"width": size[0], "height": size[1], "file_size": len(upload.content)}
+    photo = request.params.get("photo")
+    url, picture = None, None
+    if isinstance(photo, Upload):
+        size = media.png_size(photo.content)
+        if size is None:
+            raise bad_request("IMAGE_PROCESS_FAILED: the local server reads PNG pictures only")
+        meta = {"width": size[0], "height": size[1], "file_size": len(photo.content)}
+        picture = (photo.content, meta)
+    elif media.is_http_url(photo):
+        url = str(photo)
+    else:
+        raise bad_request("wrong file identifier/HTTP URL specified")
+    text, entities = media.caption(request.params)
+    reply_to = _reply_to(request, chat_id)
     message = request.state.add_message(
         chat_id,
         from_bot=True,
         sender=request.bot_user(),
-        text=caption,
-        entities=[],
+        text=text,
+        entities=entities,
         reply_markup=_reply_markup(request),
-        reply_to_message_id=_reply_to(request, chat_id),
+        reply_to_message_id=reply_to,
         now=request.now,
-        photo=(upload.content, meta),
+        photo=picture,
+        message_thread_id=request.thread(chat_id, reply_to),
+        photo_url=url,
     )
     return request.state.telegram_message(message)
-
-
-def png_size(data: bytes) -> tuple[int, int] | None:
-    """(width, height) from a PNG's header chunk, or None if `data` is not a PNG."""
-    if len(data) < 24 or not data.startswith(PNG_SIGNATURE) or data[12:16] != b"IHDR":
-        return None
-    return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
 
 
 def edit_message_text(request: Request) -> Any:
@@ -365,6 +365,7 @@ def edit_message_text(request: Request) -> Any:
         text=text,
         entities=entities,
         reply_markup=_reply_markup(request),
+        link_preview_options=media.link_preview_options(request.params),
     )
     return request.state.telegram_message(message)
 

@@ -49,6 +49,10 @@ class ChatMessage:
     photo: dict[str, int] | None = None
     #: The forum topic the message is in (None: the chat itself, or its General topic).
     message_thread_id: int | None = None
+    #: The LinkPreviewOptions the bot sent (a card's image: url, show_above_text, ...).
+    link_preview_options: dict[str, Any] | None = None
+    #: A photo sent by URL: the URL (Telegram would fetch it; the local server keeps it).
+    photo_url: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)

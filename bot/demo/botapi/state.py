@@ -181,7 +181,9 @@ class LocalApiState:
         now: int,
         photo: tuple[bytes, dict[str, int]] | None = None,
         message_thread_id: int | None = None,
+        **media: Any,
     ) -> ChatMessage:
+        """`media`: link_preview_options, or photo_url for a photo sent by URL."""
         with self._cond:
             if from_bot:
                 self.groups.check_post(chat_id, message_thread_id)
@@ -200,6 +202,7 @@ class LocalApiState:
                 date=now,
                 photo=photo[1] if photo else None,
                 message_thread_id=message_thread_id,
+                **media,
             )
             if photo is not None:
                 self._photos[(chat_id, message_id)] = photo[0]
@@ -232,10 +235,11 @@ class LocalApiState:
             edited = dataclasses.replace(
                 current, **changes, edit_date=now, version=current.version + 1
             )
-            if (edited.text, edited.entities, edited.reply_markup) == (
+            if (edited.text, edited.entities, edited.reply_markup, edited.link_preview_options) == (
                 current.text,
                 current.entities,
                 current.reply_markup,
+                current.link_preview_options,
             ):
                 raise bad_request(
                     "message is not modified: specified new message content and reply markup"
@@ -264,15 +268,21 @@ class LocalApiState:
         if message.message_thread_id is not None:
             result["message_thread_id"] = message.message_thread_id
             result["is_topic_message"] = True
-        if message.photo is not None:
+        if message.photo is not None or message.photo_url is not None:
             file_id = f"photo-{message.chat_id}-{message.message_id}"
-            result["photo"] = [{"file_id": file_id, "file_unique_id": file_id, **message.photo}]
+            # A photo by URL is not fetched here: its size is Telegram's usual largest.
+            size = message.photo or {"width": 1280, "height": 720}
+            result["photo"] = [{"file_id": file_id, "file_unique_id": file_id, **size}]
             if message.text:
                 result["caption"] = message.text
+            if message.entities:
+                result["caption_entities"] = message.entities
         else:
             result["text"] = message.text
-        if message.entities:
-            result["entities"] = message.entities
+            if message.entities:
+                result["entities"] = message.entities
+        if message.link_preview_options:
+            result["link_preview_options"] = message.link_preview_options
         if message.edit_date is not None:
             result["edit_date"] = message.edit_date
         # Only inline keyboards show on a Message; force_reply and keyboards do not.

@@ -136,6 +136,16 @@ function renderQuote(replied) {
   return quote;
 }
 
+// A card's image: its link preview (the picture at `url`), as Telegram shows it.
+function linkPreview(options) {
+  if (!options || options.is_disabled || !options.url) return null;
+  const picture = document.createElement("img");
+  picture.className = "preview" + (options.prefer_large_media ? " large" : "");
+  picture.alt = "";
+  picture.src = options.url;
+  return picture;
+}
+
 function renderMessage(message, byId) {
   const item = document.createElement("div");
   item.className = "msg " + (message.from_bot ? "bot" : "me");
@@ -147,6 +157,8 @@ function renderMessage(message, byId) {
     item.dataset.replyTo = message.reply_to_message_id;
     bubble.appendChild(renderQuote(byId.get(message.reply_to_message_id)));
   }
+  const preview = linkPreview(message.link_preview_options);
+  if (preview && message.link_preview_options.show_above_text) bubble.appendChild(preview);
   if (message.photo) {  // a chart: the picture, then its caption
     const picture = document.createElement("img");
     picture.className = "photo";
@@ -160,7 +172,9 @@ function renderMessage(message, byId) {
   const meta = document.createElement("div");
   meta.className = "meta";
   meta.textContent = (message.version > 1 ? "edited " : "") + time(message.edit_date || message.date);
-  bubble.append(body, meta);
+  bubble.append(body);
+  if (preview && !message.link_preview_options.show_above_text) bubble.appendChild(preview);
+  bubble.append(meta);
   item.appendChild(bubble);
   if (message.reply_markup && message.reply_markup.inline_keyboard) {
     item.appendChild(renderKeyboard(message));

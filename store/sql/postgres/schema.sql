@@ -218,6 +218,7 @@ CREATE TABLE public.drafts (
     provenance text NOT NULL,
     cost_micros bigint,
     created_at bigint NOT NULL,
+    image_url text,
     CONSTRAINT drafts_provenance_check CHECK (public.json_valid(provenance)),
     CONSTRAINT drafts_version_check CHECK ((version >= 1))
 );
