@@ -169,3 +169,23 @@ async def test_a_dry_run_shows_each_articles_length_or_why_the_teaser_was_used(
     assert length <= found < length + 100  # the article, with its headline; no menu
     assert "📄 full text not used (no article found on the page)" in notes["Empty story"]
     assert "full text not used (the page timed out after 1 s)" in notes["Slow story"]
+
+
+async def test_a_filtered_entry_is_neither_fetched_nor_drafted(
+    store: db.Store, news: FeedServer, client: httpx.AsyncClient, llm: FakeLLM,
+    tmp_path: Path, now: datetime,
+) -> None:  # fmt: skip
+    news.set("/feed.xml", site.feed(news, [GOOD, EMPTY]), "application/rss+xml")
+    write_pipeline(tmp_path, news.url("/feed.xml"))
+    filtered = (tmp_path / "news.yaml").read_text() + "filter:\n  exclude:\n    - words: [bridge]\n"
+    (tmp_path / "news.yaml").write_text(filtered)
+    loaded = config.load_dir(tmp_path)
+    assert not loaded.errors, config.format_errors(loaded.errors)
+
+    drafted = await draft_all(store, loaded.pipelines["news"], client, llm, now)
+
+    assert sorted(drafted) == ["empty"]
+    assert [i.source_id for i in await items.in_state(store, State.FILTERED, "news")] == ["good"]
+    assert not news.requests_to(site.page_path("good"))
+    assert len(news.requests_to(site.page_path("empty"))) == 1
+    assert len(llm.requests) == 1
