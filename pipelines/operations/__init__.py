@@ -35,7 +35,7 @@ from pipelines.operations.budget import (
     reconcile_claim,
     set_budget,
 )
-from pipelines.operations.dropped import FILTERED_SHOWN, filtered, filtered_today
+from pipelines.operations.dropped import FILTERED_SHOWN, filtered, filtered_today, skipped
 from pipelines.operations.inputs import MAX_ID, Invalid, check_pipeline, whole_number
 from pipelines.operations.replays import replay, unshown_drafts
 from pipelines.operations.scheduling import (
@@ -92,6 +92,7 @@ __all__ = [
     "review",
     "schedule",
     "set_budget",
+    "skipped",
     "sweep",
     "unshown_drafts",
     "whole_number",

@@ -33,6 +33,8 @@ CREATE TABLE pipeline_runs (
     lease_until INTEGER,
     -- Entries the pipeline's filter dropped (migration 0016).
     filtered    INTEGER NOT NULL DEFAULT 0,
+    -- Entries the pipeline's triage skipped (migration 0017).
+    skipped     INTEGER NOT NULL DEFAULT 0,
     CHECK ((status = 'running') = (ended_at IS NULL))
 );
 
@@ -89,7 +91,7 @@ CREATE TABLE items (
     source_id          TEXT NOT NULL,
     payload            TEXT NOT NULL CHECK (json_valid(payload)),
     content_hash       TEXT NOT NULL,
-    state              TEXT NOT NULL CHECK (state IN ('new', 'drafting', 'awaiting_approval', 'approved', 'dispatching', 'dispatched', 'rejected', 'expired', 'failed', 'breach', 'filtered')),
+    state              TEXT NOT NULL CHECK (state IN ('new', 'drafting', 'awaiting_approval', 'approved', 'dispatching', 'dispatched', 'rejected', 'expired', 'failed', 'breach', 'filtered', 'skipped')),
     attempt            INTEGER NOT NULL DEFAULT 1 CHECK (attempt >= 1),
     version            INTEGER NOT NULL DEFAULT 0 CHECK (version >= 0),
     reason             TEXT,
