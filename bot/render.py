@@ -233,6 +233,23 @@ def replay_offer(item: items.Item, trail: Sequence[events.Event], kept: Sequence
     return text + "\nReplay it?"
 
 
+def skipped(name: str, found: Sequence[items.Item], now: datetime, more: bool) -> str:
+    """A pipeline's skipped entries, each with the triage's score and reason; its buttons
+    (one per entry, in the same order) bring one to a card."""
+    if not found:
+        return f"Nothing of <b>{esc(name)}</b> was skipped (or every skipped entry was replayed)."
+    lines = [f"<b>{esc(name)}</b>: {len(found)} skipped, newest first"]
+    for n, item in enumerate(found, 1):
+        title = str(item.payload.get("title") or item.source_id)[:80]
+        why = item.reason or "no reason recorded"
+        lines.append(f"{n}. #{item.id} {esc(title)} ({age(item.last_transition_at, now)})")
+        lines.append(f"    <i>{esc(why)}</i>")
+    if more:
+        lines.append(f"older ones: gatehouse skipped {esc(name)} --limit 200")
+    lines.append("Tap a number to bring that entry to a card (a replay past triage).")
+    return "\n".join(lines)
+
+
 def budget(report: ledger_report.Report, now: datetime) -> str:
     if not report.budgets:
         lines = ["No budgets configured: LLM drafting is off; the template drafter runs."]

@@ -153,6 +153,23 @@ def filtered(name: str, found: Sequence[items.Item], now: datetime) -> str:
     return text + "\nbring one back past the filter with: gatehouse replay <item>"
 
 
+def skipped(name: str, found: Sequence[items.Item], now: datetime) -> str:
+    """A pipeline's skipped entries, the most recent first, each with the triage's verdict."""
+    if not found:
+        return f"Nothing of {name} was skipped (or every skipped entry was replayed)."
+    rows = [
+        (
+            item.id,
+            render.age(item.last_transition_at, now),
+            str(item.payload.get("title") or item.source_id)[:50],
+            item.reason or "no reason recorded",
+        )
+        for item in found
+    ]
+    text = table(("item", "skipped", "title", "triage"), rows)
+    return text + "\nbring one to a card past triage with: gatehouse replay <item>"
+
+
 def history(found: operations.History, names: dict[int, str] | None = None) -> str:
     """An item's events; `names` (user id to label) names the operators who acted."""
     item = found.item
