@@ -130,6 +130,7 @@ def build(cfg: settings_mod.Settings, token: str) -> App:
     add(CommandHandler("history", handlers.history))
     add(CommandHandler("replay", handlers.replay))
     add(CommandHandler("skipped", handlers.skipped))
+    add(CommandHandler("stats", handlers.stats))
     add(MessageHandler(filters.COMMAND, handlers.unknown))
     add(CallbackQueryHandler(review_handlers.tap, pattern=review_handlers.PATTERN))
     add(CallbackQueryHandler(card_taps.tap))

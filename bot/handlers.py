@@ -51,6 +51,7 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("history", "an item's events"),
     ("replay", "why an item dropped, and replay it"),
     ("skipped", "entries the triage skipped, each a tap from a card"),
+    ("stats", "the editor's numbers: what entries became, decision times, AI spend"),
     ("help", "this list"),
 )
 #: What each command takes, as /help shows it.
@@ -64,6 +65,7 @@ ARGUMENTS = {
     "history": "<item>",
     "replay": "<item>",
     "skipped": "<pipeline>",
+    "stats": "[pipeline] [7d | 30d]",
 }
 #: Skipped entries /skipped shows, newest first (a keyboard of one button each).
 SKIPPED_SHOWN = 20
@@ -311,6 +313,26 @@ async def skipped(update: Update, context: Context, d: Deps, now: datetime) -> N
     rows = [keys[i : i + 5] for i in range(0, len(keys), 5)]
     text = render.skipped(name, shown, now, more=len(found) > SKIPPED_SHOWN)
     await reply(update, text, InlineKeyboardMarkup(rows) if rows else None)
+
+
+@command
+async def stats(update: Update, context: Context, d: Deps, now: datetime) -> None:
+    """The editor's numbers per pipeline over the last 7 (or 30) days."""
+    names, days = sorted(d.pipelines), operations.WINDOWS[0]
+    for arg in context.args or []:
+        if arg in d.pipelines:
+            names = [arg]
+            continue
+        try:
+            days = operations.window(arg)
+        except operations.Invalid:
+            known = ", ".join(sorted(d.pipelines))
+            raise BadInput(
+                f"usage: /stats [pipeline] [7d | 30d]; {render.esc(arg)} is neither a window "
+                f"nor a pipeline ({render.esc(known)})"
+            ) from None
+    found = await operations.stats(d.store, names, days, now)
+    await reply(update, render.stats(found, days))
 
 
 async def _schedule_command(update: Update, context: Context, d: Deps, now: datetime) -> None:

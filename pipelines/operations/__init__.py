@@ -45,6 +45,7 @@ from pipelines.operations.scheduling import (
     schedule,
     sweep,
 )
+from pipelines.operations.stats import WINDOWS, Stats, stats, window
 from pipelines.operations.status import (
     PENDING_LIMIT,
     RUNS_SHOWN,
@@ -70,12 +71,14 @@ __all__ = [
     "RUNS_SHOWN",
     "SCHEDULE_ACTIONS",
     "UNCERTAIN_COUNTED",
+    "WINDOWS",
     "History",
     "Invalid",
     "Overview",
     "PipelineRuns",
     "PipelineStatus",
     "ScheduleAction",
+    "Stats",
     "audit",
     "budget",
     "check_pipeline",
@@ -93,9 +96,11 @@ __all__ = [
     "schedule",
     "set_budget",
     "skipped",
+    "stats",
     "sweep",
     "unshown_drafts",
     "whole_number",
+    "window",
 ]
 
 

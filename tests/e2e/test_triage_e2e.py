@@ -1,6 +1,7 @@
 """End to end: the real bot (in this process) with a pipeline whose priced triage skips an
 entry: a card only for the entry that passed, its note giving the score; /skipped lists the
-skipped one with the model's reason, and its button brings it to a card past triage."""
+skipped one with the model's reason, its button brings it to a card past triage, and
+/stats counts what happened."""
 
 from __future__ import annotations
 
@@ -92,3 +93,12 @@ async def test_skipped_entries_are_listed_and_a_tap_brings_one_to_a_card(
             report = await ledger.report(store, bot.clock())
             [spend] = report.pipelines
             assert (spend.pipeline, spend.claims) == ("news", 4) and model.calls == 4
+
+            # /stats has the numbers: two entries, one skipped, two cards (one a replay).
+            api.inject_command(OPERATOR, OPERATOR, "/stats news 30d")
+            numbers = (await api.await_for(lambda: told(api, "last 30 days"), 10))[0].text
+            assert "entries 2 · filtered 0 · skipped 1 · carded 2" in numbers
+            assert "approved 0 · rejected 0" in numbers and "approval rate n/a" in numbers
+            api.inject_command(OPERATOR, OPERATOR, "/stats 9d")
+            refused = (await api.await_for(lambda: told(api, "neither a window"), 10))[0].text
+            assert "usage: /stats [pipeline] [7d | 30d]" in refused
