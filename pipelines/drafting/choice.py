@@ -31,6 +31,15 @@ def fallback_reason(
     return _unpriced(llm, pipeline.draft.model or (llm.model if llm else ""), price_table)
 
 
+def triage_reason(
+    block: triage.TriageConfig,
+    llm: providers.ProviderSettings | None,
+    price_table: ledger_prices.PriceTable,
+) -> str | None:
+    """Why a pipeline's triage cannot be asked (no provider, no price), or None."""
+    return _unpriced(llm, block.model or (llm.model if llm else ""), price_table)
+
+
 def _unpriced(
     llm: providers.ProviderSettings | None, model: str, price_table: ledger_prices.PriceTable
 ) -> str | None:
@@ -83,10 +92,11 @@ class Drafters:
         self, store: Store, pipeline: config.Pipeline, config_: triage.TriageConfig
     ) -> triage_drafter.Asker:
         """The LlmDrafter for each try of a triage, or what says why it cannot run."""
-        model = config_.model or (self._llm.model if self._llm else "")
-        why = _unpriced(self._llm, model, self._prices)
+        why = triage_reason(config_, self._llm, self._prices)
         if why is not None:
             return lambda call: _CannotAsk(why)
+        assert self._llm is not None
+        model = config_.model or self._llm.model
         client = self._client(model)
         price = ledger_prices.lookup(self._prices, model)
 
