@@ -262,3 +262,32 @@ def test_a_bad_triage_block_names_the_field(tmp_path: Path) -> None:
     loaded = config.load_dir(tmp_path)
     said = config.format_errors(loaded.errors)
     assert "triage" in said and "threshold" in said and "on_failure" in said
+
+
+async def test_a_triage_call_cut_off_by_a_crash_is_never_asked_again(
+    store: db.Store, rig_for: object, llm: FakeLLM, feeds: FeedServer, now: datetime
+) -> None:
+    """A claim left started (the process died during the call) may have been paid: the
+    entry waits for reconcile-claim, with pass as with hold, and nothing is called."""
+    await ledger.set_budget(store, "global", "day", 10_000_000, "cli", now)
+    feeds.set("/feed.xml", rss(ENTRIES[:1]))
+    llm.queue_fault("401")  # the first run's triage: refused, nothing charged; held
+    await rig_for("hold").tick(now)  # type: ignore[operator]
+    [item] = (await _by_guid(store)).values()
+    assert item.state == State.DRAFTING
+    block = triage.TriageConfig(question="Is this about public transport in the city?")
+    call = triage_drafter.call_for(block, 1)  # the next try, begun and started, then a kill
+    key = calls.claim_key("city", item.id, 1, call.version)
+    request = {"model": "fake-1", "max_tokens": 60, "prompt_version": call.version}
+    work = await ledger.begin(
+        store, key, triage_drafter.ENDPOINT, request, 1_000, "city", item.id, now,
+        timedelta(minutes=5),
+    )  # fmt: skip
+    await ledger.start_provider(store, work.id, now)
+    calls_before = llm.calls
+
+    # Restarted, now with on_failure: pass: still no second call, and no draft.
+    await rig_for("pass").tick(now + timedelta(minutes=10))  # type: ignore[operator]
+    assert (await items.get(store, item.id)).state == State.DRAFTING
+    assert (await ledger.get(store, work.id)).state == "uncertain"
+    assert llm.calls == calls_before
