@@ -60,7 +60,7 @@ from bot import (
     storage_alarm,
 )
 from bot import settings as settings_mod
-from pipelines import card_trail, httpclient, nudges, workers
+from pipelines import card_trail, httpclient, nudges, triage_digest, workers
 from pipelines import runtime as runtime_mod
 from pipelines.audit import witness as audit_witness
 from pipelines.dispatch import dispatcher
@@ -129,6 +129,8 @@ def build(cfg: settings_mod.Settings, token: str) -> App:
     add(CommandHandler(["run", "pause", "resume"], handlers.schedule_command))
     add(CommandHandler("history", handlers.history))
     add(CommandHandler("replay", handlers.replay))
+    add(CommandHandler("skipped", handlers.skipped))
+    add(CommandHandler("stats", handlers.stats))
     add(MessageHandler(filters.COMMAND, handlers.unknown))
     add(CallbackQueryHandler(review_handlers.tap, pattern=review_handlers.PATTERN))
     add(CallbackQueryHandler(card_taps.tap))
@@ -361,7 +363,7 @@ def runtime_config(cfg: settings_mod.Settings, application: App) -> runtime_mod.
             nudges.worker,
             *listeners(cfg),
         ),
-        duties=(audit_witness.worker,),
+        duties=(audit_witness.worker, triage_digest.worker),
         max_items_per_tick=cfg.engine.max_items_per_tick,
         lease_ttl=timedelta(seconds=cfg.cluster.lease_ttl_s),
         dispatch_lease=timedelta(seconds=cfg.cluster.dispatch_lease_s),

@@ -50,6 +50,8 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("resume", "restart a pipeline's schedule"),
     ("history", "an item's events"),
     ("replay", "why an item dropped, and replay it"),
+    ("skipped", "entries the triage skipped, each a tap from a card"),
+    ("stats", "the editor's numbers: what entries became, decision times, AI spend"),
     ("help", "this list"),
 )
 #: What each command takes, as /help shows it.
@@ -62,7 +64,11 @@ ARGUMENTS = {
     "resume": "<pipeline>",
     "history": "<item>",
     "replay": "<item>",
+    "skipped": "<pipeline>",
+    "stats": "[pipeline] [7d | 30d]",
 }
+#: Skipped entries /skipped shows, newest first (a keyboard of one button each).
+SKIPPED_SHOWN = 20
 
 
 @dataclass
@@ -290,6 +296,43 @@ async def replay(update: Update, context: Context, d: Deps, now: datetime) -> No
     row = [button("🔁 Replay", "replay")] + ([button("🆕 Fresh draft", "fresh")] if kept else [])
     text = await people.humanize(d.store, render.replay_offer(item, trail, kept), as_html=True)
     await card_actions.reply_about(update, d.store, item.id, text, InlineKeyboardMarkup([row]))
+
+
+@command
+async def skipped(update: Update, context: Context, d: Deps, now: datetime) -> None:
+    """The entries a pipeline's triage skipped, with a button each that replays it."""
+    name = pipeline_arg(context, "skipped")
+    found = await operations.skipped(d.store, name, SKIPPED_SHOWN + 1)
+    shown = found[:SKIPPED_SHOWN]
+
+    def button(n: int, item: Any) -> InlineKeyboardButton:
+        tapped = callbacks.Button("replay", item.id, item.attempt, item.version)
+        return InlineKeyboardButton(f"🔁 {n}", callback_data=callbacks.encode(d.key, tapped))
+
+    keys = [button(n, item) for n, item in enumerate(shown, 1)]
+    rows = [keys[i : i + 5] for i in range(0, len(keys), 5)]
+    text = render.skipped(name, shown, now, more=len(found) > SKIPPED_SHOWN)
+    await reply(update, text, InlineKeyboardMarkup(rows) if rows else None)
+
+
+@command
+async def stats(update: Update, context: Context, d: Deps, now: datetime) -> None:
+    """The editor's numbers per pipeline over the last 7 (or 30) days."""
+    names, days = sorted(d.pipelines), operations.WINDOWS[0]
+    for arg in context.args or []:
+        if arg in d.pipelines:
+            names = [arg]
+            continue
+        try:
+            days = operations.window(arg)
+        except operations.Invalid:
+            known = ", ".join(sorted(d.pipelines))
+            raise BadInput(
+                f"usage: /stats [pipeline] [7d | 30d]; {render.esc(arg)} is neither a window "
+                f"nor a pipeline ({render.esc(known)})"
+            ) from None
+    found = await operations.stats(d.store, names, days, now)
+    await reply(update, render.stats(found, days))
 
 
 async def _schedule_command(update: Update, context: Context, d: Deps, now: datetime) -> None:

@@ -244,6 +244,50 @@ def replay_offer(item: items.Item, trail: Sequence[events.Event], kept: Sequence
     return text + "\nReplay it?"
 
 
+def skipped(name: str, found: Sequence[items.Item], now: datetime, more: bool) -> str:
+    """A pipeline's skipped entries, each with the triage's score and reason; its buttons
+    (one per entry, in the same order) bring one to a card."""
+    if not found:
+        return f"Nothing of <b>{esc(name)}</b> was skipped (or every skipped entry was replayed)."
+    lines = [f"<b>{esc(name)}</b>: {len(found)} skipped, newest first"]
+    for n, item in enumerate(found, 1):
+        title = str(item.payload.get("title") or item.source_id)[:80]
+        why = item.reason or "no reason recorded"
+        lines.append(f"{n}. #{item.id} {esc(title)} ({age(item.last_transition_at, now)})")
+        lines.append(f"    <i>{esc(why)}</i>")
+    if more:
+        lines.append(f"older ones: gatehouse skipped {esc(name)} --limit 200")
+    lines.append("Tap a number to bring that entry to a card (a replay past triage).")
+    return "\n".join(lines)
+
+
+def stats(found: Sequence[operations.Stats], days: int) -> str:
+    """Each pipeline's numbers over the window, as an editor reads them on a phone."""
+    if not found:
+        return "No pipelines."
+    return "\n\n".join(_stats_one(one, days) for one in found)
+
+
+def _stats_one(s: operations.Stats, days: int) -> str:
+    rate = "n/a" if s.approval_rate is None else f"{s.approval_rate:.0%}"
+    lines = [
+        f"<b>{esc(s.pipeline)}</b>, last {days} days",
+        f"entries {s.entries} · filtered {s.filtered} · skipped {s.skipped} · carded {s.carded}",
+        f"approved {s.approved} · rejected {s.rejected} · expired {s.expired} · undone {s.undone}",
+        f"approval rate {rate}",
+        f"card to decision: median {_wait(s.median_wait_s)}, p90 {_wait(s.p90_wait_s)}",
+        f"AI spend {usd(s.spend_micros)}, per approved post {usd(s.spend_per_approved_micros)}",
+    ]
+    if s.reject_reasons:
+        reasons = ", ".join(f"{esc(why)} ({n})" for why, n in s.reject_reasons)
+        lines.append(f"top reject reasons: {reasons}")
+    return "\n".join(lines)
+
+
+def _wait(seconds: float | None) -> str:
+    return "n/a" if seconds is None else units.duration(int(seconds))
+
+
 def budget(report: ledger_report.Report, now: datetime) -> str:
     if not report.budgets:
         lines = ["No budgets configured: LLM drafting is off; the template drafter runs."]

@@ -42,6 +42,7 @@ from pipelines import (
     schedule,
     sources,
 )
+from pipelines import triage as triage_block
 from pipelines.drafting import prompt as drafting
 from pipelines.sources import common
 from pipelines.text import validation
@@ -296,6 +297,9 @@ class Pipeline(_Model):
     dedup: DedupConfig = Field(default_factory=DedupConfig)
     #: Entries dropped before anything is drafted (pipelines.filters); none: all go on.
     filter: filters.FilterConfig | None = None
+    #: A cheap model's score of each entry before drafting (pipelines.triage); none: all
+    #: entries are drafted.
+    triage: triage_block.TriageConfig | None = None
     draft: DraftConfig = Field(default_factory=DraftConfig)
     approval: ApprovalConfig = Field(default_factory=ApprovalConfig)
     #: Where an approved draft goes; the models and behaviour live in pipelines.dispatch.

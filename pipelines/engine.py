@@ -19,6 +19,7 @@ drafting, and a follow-up run takes it up once the store answers.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -161,7 +162,12 @@ class Engine:
         report.created = [item.id for item in new_items]
         filtered = sum(1 for item in new_items if item.state == State.FILTERED)
         report.counts = runs.Counts(
-            fetched=fetched, new=len(new_items), drafted=drafted, failed=failed, filtered=filtered
+            fetched=fetched,
+            new=len(new_items),
+            drafted=drafted,
+            failed=failed,
+            filtered=filtered,
+            skipped=report.counts.skipped,
         )
         await self._finish(report, now)
 
@@ -358,9 +364,13 @@ class Engine:
                 return None
             log.debug("item %s drafted; its card is queued", item.id)
             return True
-        except drafters.DraftHeld as held:
-            # The claim's own alert (queued once, as it became uncertain) names the item
-            # and the reconcile-claim to run; the item waits here until then.
+        except drafters.Skipped as skipped:
+            await self._skip(item, skipped, now)
+            report.counts = dataclasses.replace(report.counts, skipped=report.counts.skipped + 1)
+            return None
+        except drafters.DraftWaits as held:
+            # A held claim's own alert (queued once, as it became uncertain) names the item
+            # and the reconcile-claim to run; a held triage is tried again each run.
             log.warning("item %s waits in drafting: %s", item.id, held)
             return None
         except drafters.DraftFailed as exc:
@@ -378,6 +388,22 @@ class Engine:
             report.errors.append(f"item {item.id}: internal: {message}")
             await self._fail(item, failure, now)
             return False
+
+    async def _skip(self, item: Item, skipped: drafters.Skipped, now: datetime) -> None:
+        """The triage's verdict ends the item skipped; the event gives score and reason."""
+        reason = store_text.clean(str(skipped))[:2000]
+        try:
+            await self.store.write(
+                items.transition_sync,
+                item.id,
+                State.SKIPPED,
+                "system",
+                now,
+                reason=reason,
+                expect_attempt=item.attempt,
+            )
+        except (errors.Conflict, errors.IllegalTransition) as moved:
+            log.warning("item %s not skipped: %s", item.id, moved)
 
     async def _fail(self, item: Item, exc: drafters.DraftFailed, now: datetime) -> None:
         reason = store_text.clean(f"{exc.reason}: {exc}")[:2000]
@@ -417,9 +443,10 @@ class Engine:
         error_text = "; ".join(report.errors) or None
         counts = report.counts
         log.info(
-            "run %d of %s ended %s: fetched %d, new %d, filtered %d, drafted %d, failed %d",
-            report.run_id, report.pipeline, status,
-            counts.fetched, counts.new, counts.filtered, counts.drafted, counts.failed,
+            "run %d of %s ended %s: fetched %d, new %d, filtered %d, skipped %d, drafted %d, "
+            "failed %d",
+            report.run_id, report.pipeline, status, counts.fetched, counts.new,
+            counts.filtered, counts.skipped, counts.drafted, counts.failed,
         )  # fmt: skip
 
         def unit(conn: backend.Conn) -> None:

@@ -24,7 +24,7 @@ import aiosmtplib
 import httpx
 from pydantic import BaseModel, SecretStr
 
-from pipelines import config, dispatch
+from pipelines import config, dispatch, triage
 from pipelines.drafting import choice
 from pipelines.providers import client as providers
 from pipelines.sources import imap
@@ -74,7 +74,22 @@ def offline(pipelines: Mapping[str, config.Pipeline], needs: Needs) -> list[Find
                     found.append(Finding(name, part, False, detail))
         if pipeline.draft.drafter == "llm":
             found += _llm_problems(pipeline, needs)
+        if pipeline.triage is not None:
+            found += _triage_problems(pipeline, pipeline.triage, needs)
     return found
+
+
+def _triage_problems(
+    pipeline: config.Pipeline, block: triage.TriageConfig, needs: Needs
+) -> list[Finding]:
+    """A triage that could never run: every entry would go on as on_failure says."""
+    why = choice.triage_reason(block, needs.llm, needs.prices)
+    if why is None and not needs.budget_scopes & {"global", pipeline.name}:
+        why = f"no budget (set one with `gatehouse set-budget {pipeline.name} day 5`)"
+    if why is None:
+        return []
+    detail = f"{why}: triage cannot run, so each entry goes on as on_failure: {block.on_failure}"
+    return [Finding(pipeline.name, "triage", False, detail)]
 
 
 def _parts(pipeline: config.Pipeline) -> Iterator[tuple[str, BaseModel]]:

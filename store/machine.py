@@ -7,8 +7,10 @@
                 └─► breach ◄────┘ (drafting, dispatching: stuck past the SLA)
 
     new ──► filtered (the pipeline's filter dropped it: the event names the rule)
+    drafting ──► skipped (the pipeline's triage scored it below its threshold: the event
+                          gives the score and the model's reason)
 
-    dropped (rejected, expired, failed, breach, filtered) ──replay──► new (attempt + 1)
+    dropped (rejected, expired, failed, breach, filtered, skipped) ──replay──► new (attempt + 1)
     dispatched ──replay(force)──► new
 
 States carry `#:` comments; TRANSITIONS is the one table of allowed moves. The
@@ -47,6 +49,7 @@ class State(StrEnum):
     FAILED = "failed"  #: drafting or dispatch failed for good; dropped
     BREACH = "breach"  #: stuck in a transient state past its SLA; dropped
     FILTERED = "filtered"  #: the pipeline's filter dropped it, never drafted; dropped
+    SKIPPED = "skipped"  #: the pipeline's triage scored it below its threshold; dropped
 
 
 S = State
@@ -55,7 +58,7 @@ STATES: tuple[State, ...] = tuple(State)
 
 TRANSITIONS: dict[State, frozenset[State]] = {
     S.NEW: frozenset({S.DRAFTING, S.FAILED, S.FILTERED}),
-    S.DRAFTING: frozenset({S.AWAITING_APPROVAL, S.FAILED, S.BREACH}),
+    S.DRAFTING: frozenset({S.AWAITING_APPROVAL, S.FAILED, S.BREACH, S.SKIPPED}),
     S.AWAITING_APPROVAL: frozenset({S.APPROVED, S.REJECTED, S.EXPIRED, S.FAILED}),
     S.APPROVED: frozenset({S.DISPATCHING, S.FAILED}),
     S.DISPATCHING: frozenset({S.DISPATCHED, S.FAILED, S.BREACH}),
@@ -65,15 +68,18 @@ TRANSITIONS: dict[State, frozenset[State]] = {
     S.FAILED: frozenset(),
     S.BREACH: frozenset(),
     S.FILTERED: frozenset(),
+    S.SKIPPED: frozenset(),
 }
 
 #: End states: a repeat of the same state is silently accepted; only replay leaves them.
 TERMINAL: frozenset[State] = frozenset(
-    {S.DISPATCHED, S.REJECTED, S.EXPIRED, S.FAILED, S.BREACH, S.FILTERED}
+    {S.DISPATCHED, S.REJECTED, S.EXPIRED, S.FAILED, S.BREACH, S.FILTERED, S.SKIPPED}
 )
 
 #: Dropped states: what /replay brings back without force.
-DROPPED: frozenset[State] = frozenset({S.REJECTED, S.EXPIRED, S.FAILED, S.BREACH, S.FILTERED})
+DROPPED: frozenset[State] = frozenset(
+    {S.REJECTED, S.EXPIRED, S.FAILED, S.BREACH, S.FILTERED, S.SKIPPED}
+)
 
 #: Decisions an operator may take back within the pipeline's undo window: back to
 #: awaiting_approval, same attempt and version. Outside TRANSITIONS, as replay is, so

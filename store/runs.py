@@ -29,6 +29,8 @@ class Counts:
     failed: int = 0
     #: New entries the pipeline's filter dropped (counted in `new` too).
     filtered: int = 0
+    #: Entries the pipeline's triage scored below its threshold (counted in `new` too).
+    skipped: int = 0
 
 
 @dataclass(frozen=True)
@@ -52,7 +54,12 @@ class Run:
             ended_at=clock.maybe_from_ms(row["ended_at"]),
             status=row["status"],
             counts=Counts(
-                row["fetched"], row["new"], row["drafted"], row["failed"], row["filtered"]
+                row["fetched"],
+                row["new"],
+                row["drafted"],
+                row["failed"],
+                row["filtered"],
+                row["skipped"],
             ),
             error_text=row["error_text"],
         )
@@ -123,6 +130,7 @@ def finish_run_sync(
         "drafted": counts.drafted,
         "failed": counts.failed,
         "filtered": counts.filtered,
+        "skipped": counts.skipped,
         "error_text": error_text,
     }
     if conn.execute(Q["finish_run"], params).rowcount != 1:

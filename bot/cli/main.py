@@ -10,6 +10,8 @@
     gatehouse runs [pipeline] [--limit 10]     recent runs, with the last green / first red run
     gatehouse pending                          items awaiting approval, oldest first
     gatehouse filtered <pipeline> [--limit 50] entries its filter dropped, with the rule
+    gatehouse skipped <pipeline> [--limit 50]  entries its triage skipped, with the reason
+    gatehouse stats [pipeline] [--days 7|30]   the editor's numbers per pipeline
     gatehouse history <item>                   one item's events
     gatehouse replay <item> [--force] [--fresh] replay a dropped item (force: a dispatched one)
     gatehouse budget                           spend, holds and limits, today and this month
@@ -326,6 +328,24 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
         default=operations.FILTERED_SHOWN,
         metavar="N",
         help="entries shown, the most recently filtered first (default: %(default)s)",
+    )
+    skipped = add("skipped", cli_reads.cmd_skipped, "entries a pipeline's triage skipped")
+    skipped.add_argument("pipeline", help="the pipeline's name, as `gatehouse status` lists it")
+    skipped.add_argument(
+        "--limit",
+        type=positive,
+        default=operations.FILTERED_SHOWN,
+        metavar="N",
+        help="entries shown, the most recently skipped first (default: %(default)s)",
+    )
+    stats = add("stats", cli_reads.cmd_stats, "the editor's numbers per pipeline")
+    stats.add_argument("pipeline", nargs="?", help="one pipeline (default: every pipeline)")
+    stats.add_argument(
+        "--days",
+        type=int,
+        choices=operations.WINDOWS,
+        default=operations.WINDOWS[0],
+        help="the window, in days (default: %(default)s)",
     )
     add("history", cli_reads.cmd_history, "one item's events").add_argument(
         "item", type=item_id, help="the item id, as /pending and the cards show it"

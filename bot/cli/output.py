@@ -153,6 +153,53 @@ def filtered(name: str, found: Sequence[items.Item], now: datetime) -> str:
     return text + "\nbring one back past the filter with: gatehouse replay <item>"
 
 
+def skipped(name: str, found: Sequence[items.Item], now: datetime) -> str:
+    """A pipeline's skipped entries, the most recent first, each with the triage's verdict."""
+    if not found:
+        return f"Nothing of {name} was skipped (or every skipped entry was replayed)."
+    rows = [
+        (
+            item.id,
+            render.age(item.last_transition_at, now),
+            str(item.payload.get("title") or item.source_id)[:50],
+            item.reason or "no reason recorded",
+        )
+        for item in found
+    ]
+    text = table(("item", "skipped", "title", "triage"), rows)
+    return text + "\nbring one to a card past triage with: gatehouse replay <item>"
+
+
+def stats(found: Sequence[operations.Stats], days: int) -> str:
+    """Each pipeline's numbers over the window, one table row per pipeline."""
+    if not found:
+        return "No pipelines."
+    rows = [
+        (
+            s.pipeline, s.entries, s.filtered, s.skipped, s.carded, s.approved, s.rejected,
+            s.expired, s.undone,
+            "n/a" if s.approval_rate is None else f"{s.approval_rate:.0%}",
+            _seconds(s.median_wait_s), _seconds(s.p90_wait_s),
+            render.usd(s.spend_micros), render.usd(s.spend_per_approved_micros),
+        )
+        for s in found
+    ]  # fmt: skip
+    headers = (
+        "pipeline", "entries", "filtered", "skipped", "carded", "approved", "rejected",
+        "expired", "undone", "rate", "median", "p90", "spend", "per approved",
+    )  # fmt: skip
+    lines = [f"last {days} days", table(headers, rows)]
+    for s in found:
+        if s.reject_reasons:
+            reasons = ", ".join(f"{why} ({n})" for why, n in s.reject_reasons)
+            lines.append(f"{s.pipeline}: top reject reasons: {reasons}")
+    return "\n".join(lines)
+
+
+def _seconds(value: float | None) -> str:
+    return "n/a" if value is None else units.duration(int(value))
+
+
 def history(found: operations.History, names: dict[int, str] | None = None) -> str:
     """An item's events; `names` (user id to label) names the operators who acted."""
     item = found.item

@@ -130,6 +130,25 @@ def cmd_filtered(cfg: settings_mod.Settings, args: argparse.Namespace, now: date
     return 0
 
 
+def cmd_skipped(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
+    known = pipeline_names(cfg)
+    if args.pipeline not in known:
+        operations.check_pipeline(args.pipeline, known, loaded(cfg).broken)
+    found = read(cfg, lambda store: operations.skipped(store, args.pipeline, args.limit))
+    cli_output.emit(args, found, lambda: cli_output.skipped(args.pipeline, found, now))
+    return 0
+
+
+def cmd_stats(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
+    known = pipeline_names(cfg)
+    names = sorted(known)
+    if args.pipeline is not None:
+        names = [operations.check_pipeline(args.pipeline, known, loaded(cfg).broken)]
+    found = read(cfg, lambda store: operations.stats(store, names, args.days, now))
+    cli_output.emit(args, found, lambda: cli_output.stats(found, args.days))
+    return 0
+
+
 def cmd_history(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
     async def fn(store: db.Store) -> tuple[operations.History, dict[int, str]]:
         found = await operations.history(store, args.item)

@@ -32,7 +32,20 @@ class DraftFailed(Exception):
         self.raw = raw
 
 
-class DraftHeld(DraftFailed):
+class DraftWaits(DraftFailed):
+    """The item cannot be drafted now and must not fail: it waits in drafting, and each
+    run tries it again (a triage held by `on_failure: hold`, say)."""
+
+
+class Skipped(DraftFailed):
+    """The pipeline's triage scored the item below its threshold: it ends skipped, the
+    score and the model's reason (`verdict`) in its event; nothing is drafted."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, reason="skipped")
+
+
+class DraftHeld(DraftWaits):
     """The attempt's provider call may have happened and left no output: drafting it
     again could pay twice, so the item waits in drafting for an operator to settle
     budget claim `claim_id` (`gatehouse reconcile-claim`)."""

@@ -11,11 +11,14 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from pipelines import config
+from pipelines import config, triage
 from pipelines.drafting import base as drafters
+from pipelines.drafting import calls
 from pipelines.drafting import llm as llm_drafter
+from pipelines.drafting import triage as triage_drafter
 from pipelines.providers import client as providers
 from store.db import Store
+from store.items import Item
 from store.ledger import prices as ledger_prices
 
 
@@ -25,12 +28,36 @@ def fallback_reason(
     price_table: ledger_prices.PriceTable,
 ) -> str | None:
     """Why an llm pipeline has to use the template drafter, or None when it can use the LLM."""
+    return _unpriced(llm, pipeline.draft.model or (llm.model if llm else ""), price_table)
+
+
+def triage_reason(
+    block: triage.TriageConfig,
+    llm: providers.ProviderSettings | None,
+    price_table: ledger_prices.PriceTable,
+) -> str | None:
+    """Why a pipeline's triage cannot be asked (no provider, no price), or None."""
+    return _unpriced(llm, block.model or (llm.model if llm else ""), price_table)
+
+
+def _unpriced(
+    llm: providers.ProviderSettings | None, model: str, price_table: ledger_prices.PriceTable
+) -> str | None:
     if llm is None:
         return "no LLM provider configured (GATEHOUSE_LLM__*)"
-    model = pipeline.draft.model or llm.model
     if model not in price_table:
         return f"no price for model {model!r} in GATEHOUSE_PRICES"
     return None
+
+
+class _CannotAsk:
+    """A triage that cannot be asked (no provider, no price): on_failure decides."""
+
+    def __init__(self, why: str) -> None:
+        self._why = why
+
+    async def draft(self, item: Item, now: datetime) -> drafters.DraftResult:
+        raise drafters.DraftFailed(self._why, reason="triage")
 
 
 class Drafters:
@@ -55,6 +82,39 @@ class Drafters:
         self._unrecorded: dict[int, llm_drafter.Record] = {}
 
     def __call__(self, store: Store, pipeline: config.Pipeline) -> drafters.Drafter:
+        drafter = self._drafter(store, pipeline)
+        if pipeline.triage is None:
+            return drafter
+        asker = self._asker(store, pipeline, pipeline.triage)
+        return triage_drafter.Triaged(store, pipeline.name, pipeline.triage, drafter, asker)
+
+    def _asker(
+        self, store: Store, pipeline: config.Pipeline, config_: triage.TriageConfig
+    ) -> triage_drafter.Asker:
+        """The LlmDrafter for each try of a triage, or what says why it cannot run."""
+        why = triage_reason(config_, self._llm, self._prices)
+        if why is not None:
+            return lambda call: _CannotAsk(why)
+        assert self._llm is not None
+        model = config_.model or self._llm.model
+        client = self._client(model)
+        price = ledger_prices.lookup(self._prices, model)
+
+        def ask(call: calls.Call) -> drafters.Drafter:
+            return llm_drafter.LlmDrafter(
+                store,
+                pipeline,
+                client,
+                price,
+                clock=self._clock,
+                unrecorded=self._unrecorded,
+                call=call,
+                fallback=triage_drafter.NoBudget(),
+            )
+
+        return ask
+
+    def _drafter(self, store: Store, pipeline: config.Pipeline) -> drafters.Drafter:
         if pipeline.draft.drafter == "template":
             return drafters.TemplateDrafter(pipeline)
         why = fallback_reason(pipeline, self._llm, self._prices)
@@ -62,14 +122,20 @@ class Drafters:
             return drafters.TemplateDrafter(pipeline, note=f"{why}: template drafter used")
         assert self._llm is not None
         model = pipeline.draft.model or self._llm.model
-        client = self._clients.get(model)
-        if client is None:
-            client = providers.ProviderClient(self._llm.model_copy(update={"model": model}))
-            self._clients[model] = client
+        client = self._client(model)
         price = ledger_prices.lookup(self._prices, model)
         return llm_drafter.LlmDrafter(
             store, pipeline, client, price, clock=self._clock, unrecorded=self._unrecorded
         )
+
+    def _client(self, model: str) -> providers.ProviderClient:
+        """The one provider client of this model."""
+        assert self._llm is not None
+        client = self._clients.get(model)
+        if client is None:
+            client = providers.ProviderClient(self._llm.model_copy(update={"model": model}))
+            self._clients[model] = client
+        return client
 
     async def worker(self, runtime: Any, stop: asyncio.Event) -> None:
         """A RuntimeConfig worker: close the provider clients when the runtime stops,

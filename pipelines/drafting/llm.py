@@ -93,22 +93,26 @@ class LlmDrafter:
         *,
         clock: Callable[[], datetime] | None = None,
         unrecorded: dict[int, Record] | None = None,
+        call: calls.Call | None = None,
+        fallback: drafters.Drafter | None = None,
     ) -> None:
-        template = pipeline.draft.prompt_text
-        if pipeline.draft.drafter != "llm" or template is None:
-            raise ValueError(f"pipeline {pipeline.name} does not draft with an llm prompt")
+        if call is None:
+            call = _draft_call(pipeline)
         self._store = store
         self._pipeline = pipeline
         self._provider = provider
         self._price = price
         #: Read once after the provider answers, to date the settlement; None: use `now`.
         self._clock = clock
-        self._template = template
-        self._version = calls.prompt_version(template)
-        self._schema = pipeline.draft.output_schema
+        self._endpoint = call.endpoint
+        self._max_tokens = call.max_tokens
+        self._template = call.template
+        self._version = call.version
+        self._schema = call.schema
         self._system = calls.system_prompt(self._schema)
         self._lease = calls.lease_for(provider.settings)
-        self._fallback = drafters.TemplateDrafter(pipeline, note=NO_BUDGET_NOTE)
+        #: What answers when no budget is configured (the ledger allows no provider call).
+        self._fallback = fallback or drafters.TemplateDrafter(pipeline, note=NO_BUDGET_NOTE)
         #: By claim id, what a call of this process gave while the store failed (a lost
         #: connection, a full disk): the next tick records it instead of calling again.
         #: Shared by the drafters of one process (choice.Drafters), which outlive a tick.
@@ -123,6 +127,10 @@ class LlmDrafter:
             return result
         said = f"✍️ redrafted with the note: “{note}”"
         return dataclasses.replace(result, note=f"{said}\n{result.note}" if result.note else said)
+
+    async def ask(self, item: Item, now: datetime) -> drafters.DraftResult:
+        """The call's answer for this item, paid once (a triage asks this way)."""
+        return await self._draft(item, now, None)
 
     async def _draft(self, item: Item, now: datetime, note: str | None) -> drafters.DraftResult:
         prompt = drafting.render_prompt(self._template, drafters.draft_item(item))
@@ -167,7 +175,7 @@ class LlmDrafter:
     def _request(self) -> dict[str, Any]:
         return {
             "model": self._provider.settings.model,
-            "max_tokens": self._pipeline.draft.max_tokens,
+            "max_tokens": self._max_tokens,
             "prompt_version": self._version,
         }
 
@@ -180,7 +188,7 @@ class LlmDrafter:
         ]
         digest = claims.request_digest(item.pipeline, item.id, self._request())
         return await llm_outputs.reusable(
-            self._store, calls.ENDPOINT, keys, item.id, digest, item.content_hash
+            self._store, self._endpoint, keys, item.id, digest, item.content_hash
         )
 
     async def _begin(self, item: Item, prompt: str, now: datetime) -> claims.Work:
@@ -188,14 +196,14 @@ class LlmDrafter:
         worst = ledger_prices.worst_case(
             self._price,
             calls.max_input_tokens(self._system, prompt),
-            self._pipeline.draft.max_tokens,
+            self._max_tokens,
         )
         key = calls.claim_key(self._pipeline.name, item.id, item.attempt, self._version)
         try:
             return await ledger.begin(
                 self._store,
                 key,
-                calls.ENDPOINT,
+                self._endpoint,
                 request,
                 worst,
                 item.pipeline,
@@ -215,7 +223,7 @@ class LlmDrafter:
             reply = await self._provider.complete(
                 self._system,
                 prompt,
-                max_tokens=self._pipeline.draft.max_tokens,
+                max_tokens=self._max_tokens,
                 json_output=self._schema is not None,
             )
         except Exception as exc:
@@ -265,7 +273,7 @@ class LlmDrafter:
         async def too_large(at: datetime) -> drafters.DraftResult:
             # Paid, and the usage sits in the body not read: settled at the worst case.
             usage = ledger_prices.Usage(
-                calls.max_input_tokens(self._system, prompt), self._pipeline.draft.max_tokens
+                calls.max_input_tokens(self._system, prompt), self._max_tokens
             )
             message = (
                 f"the provider's reply was larger than GATEHOUSE_LLM__MAX_REPLY_BYTES "
@@ -439,6 +447,13 @@ def in_flight_reason(work: claims.Work) -> str:
         f"still answer (its lease runs to {work.lease_until:%Y-%m-%d %H:%M:%S} UTC); the "
         "item waits in drafting for that reply, and no second call is made"
     )
+
+
+def _draft_call(pipeline: config.Pipeline) -> calls.Call:
+    template = pipeline.draft.prompt_text
+    if pipeline.draft.drafter != "llm" or template is None:
+        raise ValueError(f"pipeline {pipeline.name} does not draft with an llm prompt")
+    return calls.draft_call(template, pipeline.draft.output_schema, pipeline.draft.max_tokens)
 
 
 def held_reason(item_id: int) -> str:

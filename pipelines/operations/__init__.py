@@ -35,7 +35,7 @@ from pipelines.operations.budget import (
     reconcile_claim,
     set_budget,
 )
-from pipelines.operations.dropped import FILTERED_SHOWN, filtered, filtered_today
+from pipelines.operations.dropped import FILTERED_SHOWN, filtered, filtered_today, skipped
 from pipelines.operations.inputs import MAX_ID, Invalid, check_pipeline, whole_number
 from pipelines.operations.replays import replay, unshown_drafts
 from pipelines.operations.scheduling import (
@@ -45,6 +45,7 @@ from pipelines.operations.scheduling import (
     schedule,
     sweep,
 )
+from pipelines.operations.stats import WINDOWS, Stats, stats, window
 from pipelines.operations.status import (
     PENDING_LIMIT,
     RUNS_SHOWN,
@@ -70,12 +71,14 @@ __all__ = [
     "RUNS_SHOWN",
     "SCHEDULE_ACTIONS",
     "UNCERTAIN_COUNTED",
+    "WINDOWS",
     "History",
     "Invalid",
     "Overview",
     "PipelineRuns",
     "PipelineStatus",
     "ScheduleAction",
+    "Stats",
     "audit",
     "budget",
     "check_pipeline",
@@ -92,9 +95,12 @@ __all__ = [
     "review",
     "schedule",
     "set_budget",
+    "skipped",
+    "stats",
     "sweep",
     "unshown_drafts",
     "whole_number",
+    "window",
 ]
 
 

@@ -27,6 +27,14 @@ async def filtered(store: Store, name: str, limit: int = FILTERED_SHOWN) -> list
     return await dropped.recent(store, name, State.FILTERED, limit)
 
 
+async def skipped(store: Store, name: str, limit: int = FILTERED_SHOWN) -> list[items.Item]:
+    """The pipeline's entries its triage skipped, the most recently skipped first; each
+    item's reason holds the model's score and reason."""
+    if limit < 1:
+        raise Invalid(f"the number of entries must be at least 1, not {limit}")
+    return await dropped.recent(store, name, State.SKIPPED, limit)
+
+
 async def filtered_today(store: Store, name: str, now: datetime) -> int:
     """Entries the pipeline's filter dropped since midnight UTC (budgets' day too) and not
     replayed since."""

@@ -14,7 +14,7 @@ SELECT id FROM pipeline_runs WHERE pipeline = :pipeline AND status = 'running'
 -- Close a running run with its outcome and counts.
 UPDATE pipeline_runs
    SET ended_at = :now, status = :status, fetched = :fetched, new = :new,
-       drafted = :drafted, failed = :failed, filtered = :filtered, error_text = :error_text
+       drafted = :drafted, failed = :failed, filtered = :filtered, skipped = :skipped, error_text = :error_text
  WHERE id = :id AND status = 'running'
 
 -- name: close_interrupted

@@ -26,7 +26,7 @@ CREATE TABLE pipeline_runs (
     new        INTEGER NOT NULL DEFAULT 0,
     drafted    INTEGER NOT NULL DEFAULT 0,
     failed     INTEGER NOT NULL DEFAULT 0,
-    error_text TEXT, worker TEXT, lease_until INTEGER, filtered INTEGER NOT NULL DEFAULT 0,
+    error_text TEXT, worker TEXT, lease_until INTEGER, filtered INTEGER NOT NULL DEFAULT 0, skipped INTEGER NOT NULL DEFAULT 0,
     CHECK ((status = 'running') = (ended_at IS NULL))
 );
 
@@ -39,7 +39,7 @@ CREATE TABLE items (
     source_id          TEXT NOT NULL,
     payload            TEXT NOT NULL CHECK (json_valid(payload)),
     content_hash       TEXT NOT NULL,
-    state              TEXT NOT NULL CHECK (state IN ('new', 'drafting', 'awaiting_approval', 'approved', 'dispatching', 'dispatched', 'rejected', 'expired', 'failed', 'breach', 'filtered')),
+    state              TEXT NOT NULL CHECK (state IN ('new', 'drafting', 'awaiting_approval', 'approved', 'dispatching', 'dispatched', 'rejected', 'expired', 'failed', 'breach', 'filtered', 'skipped')),
     attempt            INTEGER NOT NULL DEFAULT 1 CHECK (attempt >= 1),
     version            INTEGER NOT NULL DEFAULT 0 CHECK (version >= 0),
     reason             TEXT,

@@ -26,7 +26,7 @@ def api() -> Iterator[localapi.LocalBotApi]:
 
 
 async def image_card(store: db.Store, now: datetime, text: str, source_id: str = "g1") -> int:
-    item = await items.create(store, "news", "s", source_id, {"title": "T"}, now)
+    item = await store.write(items.create_sync, "news", "s", source_id, {"title": "T"}, now)
     assert item is not None
     payload = {"pipeline": "news", "title": "T", "text": text, "image_url": IMAGE}
     row_id = await outbox.enqueue(

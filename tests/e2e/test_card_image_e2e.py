@@ -11,7 +11,7 @@ import pytest
 
 from bot.demo.botapi import server as localapi
 from pipelines.dispatch import file as dispatch_file
-from store import items
+from store import events, items
 from tests.e2e import test_bot_e2e as e2e
 from tests.fakes.feed_server import FeedServer
 
@@ -68,5 +68,7 @@ async def test_removing_the_image_gives_a_new_version_that_is_dispatched_without
     api.wait_for(written.exists, timeout=30)
     front = dispatch_file.read_front_matter(written)
     assert front["version"] == 2 and "image" not in front
-    history = await e2e.read(tmp_path / "data", lambda s: items.history(s, front["item"]))
+    history = await e2e.read(
+        tmp_path / "data", lambda s: events.for_entity(s, "item", front["item"])
+    )
     assert any((e.reason or "").startswith("image removed: version 1 -> 2") for e in history)

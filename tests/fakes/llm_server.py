@@ -21,7 +21,8 @@ is "DRAFT: " plus the first 60 characters of the user message, with usage and an
 Faults, one per call, in queue order: any status code ("429", "500", "401", "529"),
 "timeout" (hold the connection for `hold_s`, then close without answering),
 "malformed" (200, not JSON), "missing_usage" (200 without usage) and "drop" (close
-the socket halfway through the body).
+the socket halfway through the body). `answer`, when set, answers unscripted calls
+from their text.
 """
 
 from __future__ import annotations
@@ -86,6 +87,9 @@ class FakeLLM:
         self.api_key = api_key
         self.requests: list[RecordedRequest] = []
         self.observe: Callable[[str, RecordedRequest], None] | None = None
+        #: When set, answers an unscripted call from its last message's text (None: the
+        #: default reply): a triage's score by the entry, say, whatever the call order.
+        self.answer: Callable[[str], str | None] | None = None
         self._script: collections.deque[_Script] = collections.deque()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -235,9 +239,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._fault(shape, script, body, n)
         else:
             fake._stopping.wait(fake.delay_s)
-            self._send(
-                200, _reply(shape, body, script.text, n), demo_llm.request_id_header(shape, n)
-            )
+            text = script.text
+            if text is None and fake.answer is not None:
+                text = fake.answer(demo_llm.user_text(body))
+            self._send(200, _reply(shape, body, text, n), demo_llm.request_id_header(shape, n))
             self.wfile.flush()
             if fake.observe is not None:
                 fake.observe("answered", request)

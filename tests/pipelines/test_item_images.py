@@ -12,7 +12,7 @@ import pytest
 from pipelines import approval, engine
 from pipelines.operations import review
 from pipelines.sources import images
-from store import backend, db, drafts, errors, items, outbox
+from store import backend, db, drafts, errors, events, items, outbox
 from store.machine import State
 from tests.fakes.feed_server import FeedServer
 from tests.pipelines import test_review as review_tests
@@ -98,7 +98,7 @@ def test_an_image_url_is_kept_up_to_its_bound() -> None:
 async def test_removing_the_image_is_refused_when_there_is_none_or_the_card_is_stale(
     store: db.Store, now: datetime
 ) -> None:
-    item = await items.create(store, "news", "s", "g1", {"title": "T"}, now)
+    item = await store.write(items.create_sync, "news", "s", "g1", {"title": "T"}, now)
     assert item is not None
 
     def drafted(conn: backend.Conn) -> None:
@@ -128,7 +128,7 @@ async def test_the_terminal_removes_the_image_as_the_card_button_does(
     store: db.Store, now: datetime
 ) -> None:
     p = review_tests.pipeline()
-    item = await items.create(store, "news", "s", "g1", {"title": "T"}, now)
+    item = await store.write(items.create_sync, "news", "s", "g1", {"title": "T"}, now)
     assert item is not None
 
     def pictured(conn: backend.Conn) -> None:
@@ -141,7 +141,7 @@ async def test_the_terminal_removes_the_image_as_the_card_button_does(
     await store.write(pictured)
     done = await review.at_terminal(store, {"news": p}, "remove-image", item.id, "cli:ana", now)
     assert done.said == "image removed: version 2" and done.item.version == 2
-    last = (await items.history(store, item.id))[-1]
+    last = (await events.for_entity(store, "item", item.id))[-1]
     assert (last.actor, last.reason) == ("cli:ana", "image removed: version 1 -> 2")
     rows = sorted(await outbox.for_item(store, item.id, "card"), key=lambda r: r.id)
     cards = [r.payload for r in rows]

@@ -3,6 +3,7 @@ sends nothing to anyone (local Bot API server, fake LLM, Dovecot, aiosmtpd, a we
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -83,6 +84,21 @@ def test_unset_secrets_and_an_unready_llm_pipeline_are_named(tmp_path: Path) -> 
         llm=priced.llm, prices=PRICES, budget_scopes=frozenset({"global"}), env=priced.env
     )
     assert preflight.offline(found, budgeted) == []
+
+
+def test_a_triage_that_could_never_run_is_named(tmp_path: Path) -> None:
+    block = '\ntriage: {question: "About trams?", model: cheap-model, on_failure: hold}\n'
+    found = _load(tmp_path, writer=LLM_PIPELINE + block)
+    needs = preflight.Needs(
+        llm=_llm("http://127.0.0.1:9/v1"), prices=PRICES, budget_scopes=frozenset({"global"}),
+        env={},
+    )  # fmt: skip
+    assert [str(f) for f in preflight.offline(found, needs)] == [
+        "writer: triage: no price for model 'cheap-model' in GATEHOUSE_PRICES: triage cannot "
+        "run, so each entry goes on as on_failure: hold"
+    ]
+    priced = {**PRICES, "cheap-model": PRICES["fake-model"]}
+    assert preflight.offline(found, dataclasses.replace(needs, prices=priced)) == []
 
 
 def test_an_imap_password_from_the_environment_is_checked(tmp_path: Path) -> None:

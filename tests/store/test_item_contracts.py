@@ -183,7 +183,7 @@ async def test_replay_refusals_say_exactly_why(store: db.Store, now: datetime) -
     for state in (S.DISPATCHING, S.DISPATCHED):
         await store.write(items.transition_sync, sent.id, state, "system", now)
     before = await snapshot.tables(store)
-    tail = "only breach, expired, failed, filtered, rejected items can be replayed"
+    tail = "only breach, expired, failed, filtered, rejected, skipped items can be replayed"
     with pytest.raises(errors.IllegalTransition) as refused:
         await store.write(items.replay_sync, waiting.id, "cli", now, "why")
     assert str(refused.value) == f"item {waiting.id} is awaiting_approval, not dropped; {tail}"

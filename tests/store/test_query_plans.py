@@ -197,3 +197,12 @@ async def test_due_reads_each_kind_alone_and_merges_them_oldest_first(
     assert [r.id for r in due] == [ids[0], ids[1], ids[3], ids[4]]
     sender = await outbox.due(store, now, ("card", "card_edit", "alert"))
     assert [r.id for r in sender] == [ids[1], ids[3], ids[4]]
+
+
+async def test_stats(store: db.Store, now: datetime) -> None:
+    await awaiting_item(store, now)
+    since = now - timedelta(days=7)
+    plans = await assert_no_full_scan(store, lambda: operations.stats(store, ["news"], 7, now))
+    assert "events_by_entity" in plans and "claims_by_created" in plans
+    [found] = await operations.stats(store, ["news"], 7, now + timedelta(seconds=1))
+    assert (found.entries, found.carded, found.since) == (1, 1, since + timedelta(seconds=1))

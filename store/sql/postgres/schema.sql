@@ -293,7 +293,7 @@ CREATE TABLE public.items (
     deadline bigint,
     CONSTRAINT items_attempt_check CHECK ((attempt >= 1)),
     CONSTRAINT items_payload_check CHECK (public.json_valid(payload)),
-    CONSTRAINT items_state_check CHECK ((state = ANY (ARRAY['new'::text, 'drafting'::text, 'awaiting_approval'::text, 'approved'::text, 'dispatching'::text, 'dispatched'::text, 'rejected'::text, 'expired'::text, 'failed'::text, 'breach'::text, 'filtered'::text]))),
+    CONSTRAINT items_state_check CHECK ((state = ANY (ARRAY['new'::text, 'drafting'::text, 'awaiting_approval'::text, 'approved'::text, 'dispatching'::text, 'dispatched'::text, 'rejected'::text, 'expired'::text, 'failed'::text, 'breach'::text, 'filtered'::text, 'skipped'::text]))),
     CONSTRAINT items_version_check CHECK ((version >= 0))
 );
 
@@ -376,6 +376,7 @@ CREATE TABLE public.pipeline_runs (
     worker text,
     lease_until bigint,
     filtered bigint DEFAULT 0 NOT NULL,
+    skipped bigint DEFAULT 0 NOT NULL,
     CONSTRAINT pipeline_runs_check CHECK (((status = 'running'::text) = (ended_at IS NULL))),
     CONSTRAINT pipeline_runs_status_check CHECK ((status = ANY (ARRAY['running'::text, 'ok'::text, 'error'::text]))),
     CONSTRAINT pipeline_runs_trigger_check CHECK ((trigger = ANY (ARRAY['schedule'::text, 'manual'::text, 'replay'::text])))
