@@ -4,7 +4,7 @@
 
 Every step goes through the project's own functions, with the stages running side by
 side as in the bot: a fetcher records items as a tick does (dedup marks and item rows in
-one transaction, the move to drafting in another, engine.RECORD_CHUNK items each) and
+one transaction, the move to drafting in another, intake.RECORD_CHUNK items each) and
 drafts them with the template drafter (draft, awaiting_approval and card in one
 transaction); an approver approves the pending items (`approval.decide`: vote, approved,
 card edit and dispatch row); a sender marks cards and card edits sent as the Telegram
@@ -36,14 +36,14 @@ from typing import Any
 import httpx
 
 from bench import common
-from pipelines import approval, config, engine, sealing
+from pipelines import approval, config, intake, sealing
 from pipelines.dispatch import dispatcher
 from pipelines.drafting import base as drafters
 from store import backend, db, drafts, events, items, outbox, retention, seen
 from store.machine import State
 
 #: Items recorded per fetch transaction, and moved to drafting per transaction: a tick's.
-CHUNK = engine.RECORD_CHUNK
+CHUNK = intake.RECORD_CHUNK
 #: Drafts and approvals in flight at once.
 CONCURRENCY = 32
 OPERATOR = 1001

@@ -28,11 +28,12 @@ from typing import Literal
 
 import httpx
 
-from pipelines import approval, config, fulltext, intake, logfields, sources
+from pipelines import config, fulltext, intake, logfields, sources
 from pipelines.drafting import base as drafters
+from pipelines.drafting import moves
 from pipelines.sources import articles, base
 from pipelines.text import similarity
-from store import backend, drafts, errors, items, outbox, runs, schedules, seen
+from store import backend, errors, items, outbox, runs, schedules
 from store import text as store_text
 from store.db import Store
 from store.items import Item
@@ -44,11 +45,6 @@ log = logging.getLogger(__name__)
 CONCURRENCY = 32
 #: Earlier approved drafts the duplicate gate compares against, at most.
 DUPLICATE_LOOKBACK = 500
-#: Items recorded, or moved to drafting, per write transaction. About 50 and 40
-#: microseconds each, so one chunk holds the writer for 4-5 ms and a tap's write (which
-#: goes ahead of the tick's queued ones) never waits much longer; the extra commits cost
-#: one fsync per chunk.
-RECORD_CHUNK = 100
 #: New items a tick drafts when no setting says otherwise; the rest go to a follow-up run.
 MAX_ITEMS_PER_TICK = 10_000
 
@@ -154,7 +150,9 @@ class Engine:
             if result is None:
                 continue
             fetched += len(result.items)
-            new_items += await self._record(pipeline, source.scope, result, report, now)
+            new_items += await intake.record(
+                self.store, pipeline, source.scope, result, report.errors, now
+            )
         waiting = await self._waiting(name, now)
         left = await items.in_state(self.store, State.DRAFTING, name, limit=self.max_items_per_tick)
         orphans = [item for item in left if item.id not in self._in_flight]
@@ -195,65 +193,6 @@ class Engine:
             await schedules.request_run(self.store, name, now)
         return waiting[:cap] if self._select is None else self._select(waiting[:cap])
 
-    async def _record(
-        self,
-        pipeline: config.Pipeline,
-        scope: str,
-        result: base.Fetched,
-        report: TickReport,
-        now: datetime,
-    ) -> list[Item]:
-        """Dedup the batch and create an item row for each new id, RECORD_CHUNK at a time.
-
-        Each chunk's dedup marks and item rows commit together, and the source's saved
-        state (its ETag) commits only with the last chunk: a crash can neither lose items
-        behind a 304 nor mark ids whose rows were never written. After a crash between
-        chunks the next fetch sees the whole batch again, and dedup skips what was kept.
-        Chunks keep each transaction short, so an operator's tap never waits long behind
-        a large batch.
-        """
-        created: list[Item] = []
-        dedup = True
-        batch = result.items
-        for first in range(0, max(len(batch), 1), RECORD_CHUNK):
-            chunk = batch[first : first + RECORD_CHUNK]
-            state = result.state if first + RECORD_CHUNK >= len(batch) else None
-            try:
-                created += await self._record_chunk(pipeline, scope, chunk, state, now, dedup)
-            except errors.StoreError as exc:
-                if not dedup:
-                    raise
-                if pipeline.dedup.fail_closed:
-                    report.errors.append(
-                        f"source {scope}: dedup unavailable ({exc}); batch skipped (fail_closed)"
-                    )
-                    return created
-                # Degrade open: items already recorded stay unique in `items`.
-                log.warning(
-                    "pipeline %s: dedup unavailable, processing the batch unfiltered: %s",
-                    pipeline.name,
-                    exc,
-                )
-                report.errors.append(
-                    f"source {scope}: dedup unavailable ({exc}); processed the batch unfiltered"
-                )
-                dedup = False
-                created += await self._record_chunk(pipeline, scope, chunk, state, now, dedup)
-        return created
-
-    async def _record_chunk(
-        self,
-        pipeline: config.Pipeline,
-        scope: str,
-        chunk: list[base.FetchedItem],
-        state: dict[str, str] | None,
-        now: datetime,
-        dedup: bool,
-    ) -> list[Item]:
-        return await self.store.write(
-            intake.record_sync, pipeline, scope, chunk, state, now, dedup=dedup
-        )
-
     async def _draft_all(
         self,
         pipeline: config.Pipeline,
@@ -267,11 +206,11 @@ class Engine:
         Returns (reached approval, failed); an item held for an operator is neither.
         """
         drafting = list(orphans)
-        for first in range(0, len(waiting), RECORD_CHUNK):
+        for first in range(0, len(waiting), intake.RECORD_CHUNK):
             if self._parked:
                 break  # stopping: the rest stay new for the next start
-            chunk = waiting[first : first + RECORD_CHUNK]
-            drafting += await self.store.write(_start_drafting, chunk, now)
+            chunk = waiting[first : first + intake.RECORD_CHUNK]
+            drafting += await self.store.write(moves.start_drafting, chunk, now)
         if orphans:
             log.info(
                 "pipeline %s: resuming %d item(s) left in drafting", pipeline.name, len(orphans)
@@ -354,7 +293,9 @@ class Engine:
                 if earlier
                 else None
             )
-            moved = await self.store.write(_to_approval, pipeline, item, result, duplicate, now)
+            moved = await self.store.write(
+                moves.to_approval, pipeline, item, result, duplicate, now
+            )
             self._store_fault = None
             if not moved:
                 log.info(
@@ -391,41 +332,14 @@ class Engine:
 
     async def _skip(self, item: Item, skipped: drafters.Skipped, now: datetime) -> None:
         """The triage's verdict ends the item skipped; the event gives score and reason."""
-        reason = store_text.clean(str(skipped))[:2000]
         try:
-            await self.store.write(
-                items.transition_sync,
-                item.id,
-                State.SKIPPED,
-                "system",
-                now,
-                reason=reason,
-                expect_attempt=item.attempt,
-            )
+            await self.store.write(moves.skip, item, str(skipped), now)
         except (errors.Conflict, errors.IllegalTransition) as moved:
             log.warning("item %s not skipped: %s", item.id, moved)
 
     async def _fail(self, item: Item, exc: drafters.DraftFailed, now: datetime) -> None:
-        reason = store_text.clean(f"{exc.reason}: {exc}")[:2000]
-
-        def unit(conn: backend.Conn) -> None:
-            items.transition_sync(
-                conn,
-                item.id,
-                State.FAILED,
-                "system",
-                now,
-                reason=reason,
-                expect_attempt=item.attempt,
-            )
-            text = f"❌ item {item.id} ({item.pipeline}) failed while drafting: {reason}"
-            if exc.raw is not None:
-                text += f"\nraw output: {store_text.clean(exc.raw[:1000])}"
-            key = f"draft-failed:{item.id}:{item.attempt}"
-            outbox.alert_sync(conn, text, now, key=key, item_id=item.id, pipeline=item.pipeline)
-
         try:
-            await self.store.write(unit)
+            await self.store.write(moves.fail, item, exc, now)
         except (errors.Conflict, errors.IllegalTransition) as moved:
             # Moved meanwhile (the SLA sweep, say): nothing is left here to fail.
             log.warning("item %s not failed: %s", item.id, moved)
@@ -467,55 +381,3 @@ class Engine:
 
 def _sources(item: Item) -> frozenset[str]:
     return frozenset({item.source_id})
-
-
-def _start_drafting(conn: backend.Conn, waiting: list[Item], now: datetime) -> list[Item]:
-    """Move waiting items to drafting in one transaction; skip those that must wait."""
-    moved = []
-    for item in waiting:
-        try:
-            moved.append(
-                items.transition_sync(
-                    conn, item.id, State.DRAFTING, "system", now, expect_attempt=item.attempt
-                )
-            )
-        except (items.Throttled, errors.Conflict, errors.IllegalTransition) as exc:
-            # Checked before anything is written, so skipping leaves the unit clean.
-            log.info("item %s not drafted now: %s", item.id, exc)
-    return moved
-
-
-def _to_approval(
-    conn: backend.Conn,
-    pipeline: config.Pipeline,
-    item: Item,
-    result: drafters.DraftResult,
-    duplicate: similarity.Earlier | None,
-    now: datetime,
-) -> bool:
-    """Store the draft, move to awaiting_approval and queue the card: one transaction.
-    False, writing nothing, when the item left this attempt's drafting meanwhile (a
-    worker that read it before another worker's late reply reached approval)."""
-    current = items.lock_sync(conn, item.id)
-    if current.state != State.DRAFTING or current.attempt != item.attempt:
-        return False
-    draft = drafts.add_sync(
-        conn, item.id, result.text, result.provenance, now, cost_micros=result.cost_micros,
-        image_url=item.payload.get("image_url"),
-    )  # fmt: skip
-    moved = items.transition_sync(
-        conn,
-        item.id,
-        State.AWAITING_APPROVAL,
-        "system",
-        now,
-        deadline=pipeline.approval.window,
-        expect_attempt=item.attempt,
-    )
-    if pipeline.approval.digest is None:  # else the pipeline's digest lists it
-        approval.queue_card(
-            conn, pipeline, moved, draft, now, note=result.note, duplicate=duplicate
-        )
-    if pipeline.dedup.mark_at == "success":
-        seen.mark_seen_sync(conn, pipeline.name, item.scope, [item.source_id], now)
-    return True

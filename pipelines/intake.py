@@ -5,20 +5,29 @@ transaction, its event naming the rule: never drafted, never charged, and /repla
 it back past the filter (only intake filters).
 
     fetched = intake.storable(await sources.fetch(source, state, client))
-    created = await store.write(intake.record_sync, pipeline, scope, chunk, state, now, dedup=True)
+    created = await intake.record(store, pipeline, scope, fetched, errors_out, now)
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 from datetime import datetime
 
 from pipelines import config, filters
 from pipelines.sources import base
-from store import backend, items, schedules, seen
+from store import backend, errors, items, schedules, seen
 from store import text as store_text
+from store.core import Store
 from store.items import Item
 from store.machine import State
+
+log = logging.getLogger(__name__)
+
+#: Items recorded, or moved to drafting, per write transaction. One chunk holds the
+#: writer for a few milliseconds, so a tap's write (which goes ahead of the tick's queued
+#: ones) never waits much longer; the extra commits cost one fsync per chunk.
+RECORD_CHUNK = 100
 
 
 def _payload(fetched: base.FetchedItem) -> dict[str, object]:
@@ -94,3 +103,54 @@ def _filtered(
     return items.transition_sync(
         conn, item.id, State.FILTERED, "system", now, reason=verdict.reason
     )
+
+
+async def record(
+    store: Store,
+    pipeline: config.Pipeline,
+    scope: str,
+    result: base.Fetched,
+    errors_out: list[str],
+    now: datetime,
+) -> list[Item]:
+    """Dedup the batch and create an item row for each new id, RECORD_CHUNK at a time;
+    what went wrong is added to `errors_out` (the run's errors).
+
+    Each chunk's dedup marks and item rows commit together, and the source's saved
+    state (its ETag) commits only with the last chunk: a crash can neither lose items
+    behind a 304 nor mark ids whose rows were never written. After a crash between
+    chunks the next fetch sees the whole batch again, and dedup skips what was kept.
+    Chunks keep each transaction short, so an operator's tap never waits long behind
+    a large batch.
+    """
+    created: list[Item] = []
+    dedup = True
+    batch = result.items
+    for first in range(0, max(len(batch), 1), RECORD_CHUNK):
+        chunk = batch[first : first + RECORD_CHUNK]
+        state = result.state if first + RECORD_CHUNK >= len(batch) else None
+        try:
+            created += await store.write(
+                record_sync, pipeline, scope, chunk, state, now, dedup=dedup
+            )
+        except errors.StoreError as exc:
+            if not dedup:
+                raise
+            if pipeline.dedup.fail_closed:
+                errors_out.append(
+                    f"source {scope}: dedup unavailable ({exc}); batch skipped (fail_closed)"
+                )
+                return created
+            # Degrade open: items already recorded stay unique in `items`.
+            log.warning(
+                "pipeline %s: dedup unavailable, processing the batch unfiltered: %s",
+                pipeline.name, exc,
+            )  # fmt: skip
+            errors_out.append(
+                f"source {scope}: dedup unavailable ({exc}); processed the batch unfiltered"
+            )
+            dedup = False
+            created += await store.write(
+                record_sync, pipeline, scope, chunk, state, now, dedup=dedup
+            )
+    return created

@@ -28,7 +28,7 @@ from pydantic import SecretStr
 from bot import alerts as bot_alerts
 from pipelines import approval, config, engine, runtime
 from pipelines.dispatch import dispatcher
-from pipelines.drafting import choice
+from pipelines.drafting import choice, moves
 from pipelines.drafting import llm as llm_drafter
 from pipelines.providers import client as providers
 from store import db, drafts, items, ledger, outbox, runs, schedules, startup
@@ -59,8 +59,8 @@ def _kill_self_at(point: str) -> None:
     """SIGKILL this process when the KILL_AT-th item reaches `point`."""
     if point in ("none", "batch"):
         return
-    module: Any = engine if point == "answered" else ledger
-    name = "_to_approval" if point == "answered" else "start_provider"
+    module: Any = moves if point == "answered" else ledger
+    name = "to_approval" if point == "answered" else "start_provider"
     original = getattr(module, name)
     seen = itertools.count(1)
 

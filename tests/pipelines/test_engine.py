@@ -10,8 +10,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from pipelines import approval, config, engine, scheduler
+from pipelines import approval, config, engine, intake, scheduler
 from pipelines.drafting import base as drafters
+from pipelines.drafting import moves
 from store import db, events, items, outbox, runs, schedules, seen
 from store.machine import State
 from tests.fakes.feed_server import FeedServer
@@ -225,7 +226,7 @@ async def test_a_batch_records_in_chunks_and_saves_the_etag_with_the_last(
     now: datetime,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(engine, "RECORD_CHUNK", 2)
+    monkeypatch.setattr(intake, "RECORD_CHUNK", 2)
     entries = [(f"e{n}", f"Story {n}", f"body {n}") for n in range(5)]
     feeds.set("/feed.xml", rss(entries), etag='"v1"')
     pipeline = write_pipeline(tmp_path, "news", [feeds.url("/feed.xml")])
@@ -300,8 +301,8 @@ async def test_a_draft_for_an_item_another_worker_already_brought_to_approval_is
 
     stale = await store.write(drafting)
     reply = drafters.DraftResult("the one reply", {"drafter": "llm"})
-    first = await store.write(engine._to_approval, pipeline, stale, reply, None, now)
-    second = await store.write(engine._to_approval, pipeline, stale, reply, None, now)
+    first = await store.write(moves.to_approval, pipeline, stale, reply, None, now)
+    second = await store.write(moves.to_approval, pipeline, stale, reply, None, now)
 
     assert (first, second) == (True, False)
     after = await items.get(store, stale.id)

@@ -1,0 +1,95 @@
+"""The write units that move an item through drafting, each one transaction with its
+event: into drafting, and out of it to approval (the draft and its card), skipped (the
+triage's verdict) or failed (the item's own fault, with its alert).
+
+    moved = await store.write(moves.start_drafting, waiting, now)
+    reached = await store.write(moves.to_approval, pipeline, item, result, duplicate, now)
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+from pipelines import approval, config
+from pipelines.drafting import base as drafters
+from pipelines.text import similarity
+from store import backend, drafts, errors, items, outbox, seen
+from store import text as store_text
+from store.items import Item
+from store.machine import State
+
+log = logging.getLogger(__name__)
+
+
+def start_drafting(conn: backend.Conn, waiting: list[Item], now: datetime) -> list[Item]:
+    """Move waiting items to drafting in one transaction; skip those that must wait."""
+    moved = []
+    for item in waiting:
+        try:
+            moved.append(
+                items.transition_sync(
+                    conn, item.id, State.DRAFTING, "system", now, expect_attempt=item.attempt
+                )
+            )
+        except (items.Throttled, errors.Conflict, errors.IllegalTransition) as exc:
+            # Checked before anything is written, so skipping leaves the unit clean.
+            log.info("item %s not drafted now: %s", item.id, exc)
+    return moved
+
+
+def to_approval(
+    conn: backend.Conn,
+    pipeline: config.Pipeline,
+    item: Item,
+    result: drafters.DraftResult,
+    duplicate: similarity.Earlier | None,
+    now: datetime,
+) -> bool:
+    """Store the draft, move to awaiting_approval and queue the card: one transaction.
+    False, writing nothing, when the item left this attempt's drafting meanwhile (a
+    worker that read it before another worker's late reply reached approval)."""
+    current = items.lock_sync(conn, item.id)
+    if current.state != State.DRAFTING or current.attempt != item.attempt:
+        return False
+    draft = drafts.add_sync(
+        conn, item.id, result.text, result.provenance, now, cost_micros=result.cost_micros,
+        image_url=item.payload.get("image_url"),
+    )  # fmt: skip
+    moved = items.transition_sync(
+        conn,
+        item.id,
+        State.AWAITING_APPROVAL,
+        "system",
+        now,
+        deadline=pipeline.approval.window,
+        expect_attempt=item.attempt,
+    )
+    if pipeline.approval.digest is None:  # else the pipeline's digest lists it
+        approval.queue_card(
+            conn, pipeline, moved, draft, now, note=result.note, duplicate=duplicate
+        )
+    if pipeline.dedup.mark_at == "success":
+        seen.mark_seen_sync(conn, pipeline.name, item.scope, [item.source_id], now)
+    return True
+
+
+def skip(conn: backend.Conn, item: Item, verdict: str, now: datetime) -> None:
+    """The triage's verdict ends the item skipped; the event gives score and reason."""
+    reason = store_text.clean(verdict)[:2000]
+    items.transition_sync(
+        conn, item.id, State.SKIPPED, "system", now, reason=reason, expect_attempt=item.attempt
+    )
+
+
+def fail(conn: backend.Conn, item: Item, exc: drafters.DraftFailed, now: datetime) -> None:
+    """The item's own fault ends it failed, with one alert saying why."""
+    reason = store_text.clean(f"{exc.reason}: {exc}")[:2000]
+    items.transition_sync(
+        conn, item.id, State.FAILED, "system", now, reason=reason, expect_attempt=item.attempt
+    )
+    text = f"❌ item {item.id} ({item.pipeline}) failed while drafting: {reason}"
+    if exc.raw is not None:
+        text += f"\nraw output: {store_text.clean(exc.raw[:1000])}"
+    key = f"draft-failed:{item.id}:{item.attempt}"
+    outbox.alert_sync(conn, text, now, key=key, item_id=item.id, pipeline=item.pipeline)
