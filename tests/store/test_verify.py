@@ -4,7 +4,9 @@ names and why, how many events checked out before it, and how many wait for the 
 
 Each test plays one forger with a raw connection (the append-only triggers off) and
 asserts the whole report, so a verify that accepts the forgery, names another event or
-miscounts fails here.
+miscounts fails here. The tests at the end give verify the newest checkpoint's signature
+check, as `gatehouse audit verify` does: a forger who rewrote the chain and the
+checkpoint's hash gets past everything else, but not past the key.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from pipelines.audit import keys as audit_keys
 from store import backend, checkpoints, db, events, items, sealer
@@ -20,6 +23,14 @@ from tests import forger
 EDITED = "its contents do not match its hash (edited after it was written)"
 HALF_SEALED = "it has a place in the chain or a hash but not both (tampered before sealing)"
 NOT_CHECKPOINTED = "its hash is not the one its signed checkpoint names"
+NOT_SIGNED = (
+    "its signed checkpoint's signature does not verify with key {}: "
+    "the checkpoint or the chain before it was rewritten"
+)
+UNKNOWN_KEY = (
+    "its signed checkpoint names key '{}', which is not a key given here (known: {}); "
+    "add the signer's --public-key"
+)
 
 
 async def written(store: db.Store, at: datetime, count: int, tag: str) -> None:
@@ -33,12 +44,18 @@ async def sealed(store: db.Store, now: datetime, count: int, tag: str = "s") -> 
     assert await sealer.seal(store) == count
 
 
-async def signed_head(store: db.Store, now: datetime) -> int:
-    """A checkpoint of the newest sealed event, signed by the data directory's key as the
-    witness signs it; returns that event's place."""
+def local_key(store: db.Store) -> ed25519.Ed25519PrivateKey:
     store.config.data_dir.mkdir(mode=0o700, exist_ok=True)  # PostgreSQL's may not be made
-    key = audit_keys.load_or_create(store.config.data_dir)
-    signed = await store.write(checkpoints.sign_head_sync, audit_keys.signer(key), now)
+    return audit_keys.load_or_create(store.config.data_dir)
+
+
+async def signed_head(
+    store: db.Store, now: datetime, key: ed25519.Ed25519PrivateKey | None = None
+) -> int:
+    """A checkpoint of the newest sealed event, signed by `key` (the data directory's key
+    by default) as the witness signs it; returns that event's place."""
+    signer = audit_keys.signer(key or local_key(store))
+    signed = await store.write(checkpoints.sign_head_sync, signer, now)
     assert signed is not None
     return signed.event_id
 
@@ -160,3 +177,80 @@ async def test_an_event_with_a_hash_or_a_place_alone_is_named(
     assert (report.ok, report.checked, report.broken) == (
         False, 0, events.BrokenLink(3, HALF_SEALED)
     )  # fmt: skip
+
+
+def checked_with(*keys: ed25519.Ed25519PrivateKey) -> events.SignatureCheck:
+    """The signature check `gatehouse audit verify` gives verify, with these public keys."""
+    return audit_keys.checkpoint_check([key.public_key() for key in keys])
+
+
+def key_id(key: ed25519.Ed25519PrivateKey) -> str:
+    return audit_keys.key_id(key.public_key())
+
+
+async def test_a_good_signature_passes(store: db.Store, now: datetime) -> None:
+    await sealed(store, now, 3, tag="a")
+    assert await signed_head(store, now) == 3
+    await sealed(store, now, 2, tag="b")
+    await written(store, now, 1, tag="c")
+    report = await events.verify_chain(store, checked_with(local_key(store)))
+    assert report == events.ChainReport(5, None, pending=1, oldest_pending=now)
+
+
+async def test_a_chain_and_checkpoint_rewritten_without_the_key_is_named_by_its_signature(
+    store: db.Store, now: datetime
+) -> None:
+    """The forger rewrites the chain from event 2 and writes a newer checkpoint naming
+    event 3's new hash, under the old signature: the walk finds nothing, the key does."""
+    await sealed(store, now, 3, tag="a")
+    assert await signed_head(store, now) == 3
+    await sealed(store, now, 2, tag="b")
+    await written(store, now, 1, tag="c")
+    with forger.raw(store, triggers=False) as raw:
+        rehash_from(raw, 2, actor="operator:666")
+        (new_hash,) = raw.execute("SELECT hash FROM events WHERE seq = 3").fetchone()
+        old = raw.execute("SELECT signed_at, key_id, signature FROM audit_checkpoints").fetchone()
+        raw.execute(
+            "INSERT INTO audit_checkpoints (event_id, hash, signed_at, key_id, signature)"
+            " VALUES (3, ?, ?, ?, ?)",
+            (new_hash, *old),
+        )
+    unsigned = events.ChainReport(5, None, pending=1, oldest_pending=now)
+    assert await verify(store) == unsigned
+    key = local_key(store)
+    report = await events.verify_chain(store, checked_with(key))
+    broken = events.BrokenLink(3, NOT_SIGNED.format(key_id(key)))
+    assert report == events.ChainReport(5, broken, pending=1, oldest_pending=now)
+
+
+async def test_a_checkpoint_signed_by_a_key_not_given_is_named(
+    store: db.Store, now: datetime
+) -> None:
+    stranger = ed25519.Ed25519PrivateKey.generate()
+    await sealed(store, now, 4)
+    assert await signed_head(store, now, stranger) == 4
+    key = local_key(store)
+    report = await events.verify_chain(store, checked_with(key))
+    problem = UNKNOWN_KEY.format(key_id(stranger), key_id(key))
+    assert report == events.ChainReport(4, events.BrokenLink(4, problem))
+
+
+async def test_without_a_checkpoint_there_is_no_signature_to_check(
+    store: db.Store, now: datetime
+) -> None:
+    await sealed(store, now, 3)
+    report = await events.verify_chain(store, checked_with(local_key(store)))
+    assert report == events.ChainReport(3, None)
+
+
+async def test_a_broken_chain_is_named_before_the_checkpoint_s_signature(
+    store: db.Store, now: datetime
+) -> None:
+    """An edited event and a checkpoint signed by a key not given: the edit, the earlier
+    and surer finding, is the one named."""
+    await sealed(store, now, 4)
+    assert await signed_head(store, now, ed25519.Ed25519PrivateKey.generate()) == 4
+    with forger.raw(store, triggers=False) as raw:
+        raw.execute("UPDATE events SET reason = 'nothing happened' WHERE seq = 2")
+    report = await events.verify_chain(store, checked_with(local_key(store)))
+    assert report == events.ChainReport(1, events.BrokenLink(2, EDITED))
