@@ -275,7 +275,7 @@ def _stats_one(s: operations.Stats, days: int) -> str:
         f"entries {s.entries} · filtered {s.filtered} · skipped {s.skipped} · carded {s.carded}",
         f"approved {s.approved} · rejected {s.rejected} · expired {s.expired} · undone {s.undone}",
         f"approval rate {rate}",
-        f"card to decision: median {_wait(s.median_wait_s)}, p90 {_wait(s.p90_wait_s)}",
+        f"card to decision: median {wait(s.median_wait_s)}, p90 {wait(s.p90_wait_s)}",
         f"AI spend {usd(s.spend_micros)}, per approved post {usd(s.spend_per_approved_micros)}",
     ]
     if s.reject_reasons:
@@ -284,7 +284,8 @@ def _stats_one(s: operations.Stats, days: int) -> str:
     return "\n".join(lines)
 
 
-def _wait(seconds: float | None) -> str:
+def wait(seconds: float | None) -> str:
+    """A wait in seconds as a duration; n/a when nothing was decided."""
     return "n/a" if seconds is None else units.duration(int(seconds))
 
 

@@ -138,25 +138,20 @@ def pending(waiting: Sequence[items.Item], now: datetime) -> str:
 
 def filtered(name: str, found: Sequence[items.Item], now: datetime) -> str:
     """A pipeline's filtered entries, the most recent first, each with its rule."""
-    if not found:
-        return f"Nothing of {name} was filtered (or every filtered entry was replayed)."
-    rows = [
-        (
-            item.id,
-            render.age(item.last_transition_at, now),
-            str(item.payload.get("title") or item.source_id)[:50],
-            item.reason or "no reason recorded",
-        )
-        for item in found
-    ]
-    text = table(("item", "filtered", "title", "rule"), rows)
-    return text + "\nbring one back past the filter with: gatehouse replay <item>"
+    return _dropped(name, found, now, ("filtered", "rule"), "back past the filter")
 
 
 def skipped(name: str, found: Sequence[items.Item], now: datetime) -> str:
     """A pipeline's skipped entries, the most recent first, each with the triage's verdict."""
+    return _dropped(name, found, now, ("skipped", "triage"), "to a card past triage")
+
+
+def _dropped(
+    name: str, found: Sequence[items.Item], now: datetime, words: tuple[str, str], back: str
+) -> str:
+    state, why = words
     if not found:
-        return f"Nothing of {name} was skipped (or every skipped entry was replayed)."
+        return f"Nothing of {name} was {state} (or every {state} entry was replayed)."
     rows = [
         (
             item.id,
@@ -166,8 +161,8 @@ def skipped(name: str, found: Sequence[items.Item], now: datetime) -> str:
         )
         for item in found
     ]
-    text = table(("item", "skipped", "title", "triage"), rows)
-    return text + "\nbring one to a card past triage with: gatehouse replay <item>"
+    text = table(("item", state, "title", why), rows)
+    return text + f"\nbring one {back} with: gatehouse replay <item>"
 
 
 def stats(found: Sequence[operations.Stats], days: int) -> str:
@@ -179,7 +174,7 @@ def stats(found: Sequence[operations.Stats], days: int) -> str:
             s.pipeline, s.entries, s.filtered, s.skipped, s.carded, s.approved, s.rejected,
             s.expired, s.undone,
             "n/a" if s.approval_rate is None else f"{s.approval_rate:.0%}",
-            _seconds(s.median_wait_s), _seconds(s.p90_wait_s),
+            render.wait(s.median_wait_s), render.wait(s.p90_wait_s),
             render.usd(s.spend_micros), render.usd(s.spend_per_approved_micros),
         )
         for s in found
@@ -194,10 +189,6 @@ def stats(found: Sequence[operations.Stats], days: int) -> str:
             reasons = ", ".join(f"{why} ({n})" for why, n in s.reject_reasons)
             lines.append(f"{s.pipeline}: top reject reasons: {reasons}")
     return "\n".join(lines)
-
-
-def _seconds(value: float | None) -> str:
-    return "n/a" if value is None else units.duration(int(value))
 
 
 def history(found: operations.History, names: dict[int, str] | None = None) -> str:
