@@ -45,6 +45,7 @@ from bot import (
     api,
     auth,
     card_actions,
+    card_routes,
     card_taps,
     control,
     group_events,
@@ -106,6 +107,7 @@ def build(cfg: settings_mod.Settings, token: str) -> App:
     application: App = (
         ApplicationBuilder()
         .token(token)
+        .context_types(handlers.CONTEXT_TYPES)
         .base_url(cfg.telegram.base_url)
         .base_file_url(file_url(cfg.telegram.base_url))
         .rate_limiter(limiter)
@@ -130,8 +132,7 @@ def build(cfg: settings_mod.Settings, token: str) -> App:
     add(CommandHandler("history", handlers.history))
     add(CommandHandler("replay", handlers.replay))
     add(MessageHandler(filters.COMMAND, handlers.unknown))
-    add(CallbackQueryHandler(review_handlers.tap, pattern=review_handlers.PATTERN))
-    add(CallbackQueryHandler(card_taps.tap))
+    add(CallbackQueryHandler(card_routes.tap))  # every button: its route is in ROUTES
     add(MessageHandler(filters.REPLY & filters.TEXT & ~filters.COMMAND, review_handlers.reply))
     # Private chats only: in a group, talk among people is not for the bot.
     add(MessageHandler(filters.ChatType.PRIVATE & filters.TEXT, handlers.plain_text))
