@@ -1,8 +1,8 @@
-"""A card's buttons and the Edit prompt's reply: approve, edit, retry, show, replay.
+"""A card's buttons and the Edit prompt's reply: approve, edit, extend, escalate, retry,
+show, replay (bot.review_handlers has Reject, Undo, Redraft and a listed set's).
 
-Registered by bot.app after bot.review_handlers, which takes Reject, Undo, Redraft and
-the buttons of a listed set. A button's tag is verified before anything is read, so a
-forged button changes nothing.
+bot.card_routes routes each button here once its tag is verified and its item read; each
+handler gets a handlers.ItemTap and answers the tap.
 """
 
 from __future__ import annotations
