@@ -45,6 +45,7 @@ from bot import (
     api,
     auth,
     card_actions,
+    card_routes,
     card_taps,
     control,
     group_events,
@@ -75,8 +76,7 @@ ALLOWED_UPDATES = [Update.MESSAGE, Update.CALLBACK_QUERY, Update.MY_CHAT_MEMBER]
 #: How long a thread may hold the GIL while another waits (Python's default is 5 ms).
 #: Feed parsing and the duplicate gate run in threads beside the event loop and the
 #: store's lanes, and a tap's every step from one thread to the next could wait a whole
-#: interval behind them. Measured here (2 vCPUs): at 5 ms a tap during a tick took up to
-#: ~200 ms (p99), at 0.5 ms ~70 ms, and the tick itself ran as fast (bench bot, tick).
+#: interval behind them; a shorter interval costs the tick nothing (`bench bot`, tick).
 GIL_SWITCH_S = 0.0005
 
 App: TypeAlias = Application[Any, Any, Any, Any, Any, Any]
@@ -106,6 +106,7 @@ def build(cfg: settings_mod.Settings, token: str) -> App:
     application: App = (
         ApplicationBuilder()
         .token(token)
+        .context_types(handlers.CONTEXT_TYPES)
         .base_url(cfg.telegram.base_url)
         .base_file_url(file_url(cfg.telegram.base_url))
         .rate_limiter(limiter)
@@ -132,8 +133,7 @@ def build(cfg: settings_mod.Settings, token: str) -> App:
     add(CommandHandler("skipped", handlers.skipped))
     add(CommandHandler("stats", handlers.stats))
     add(MessageHandler(filters.COMMAND, handlers.unknown))
-    add(CallbackQueryHandler(review_handlers.tap, pattern=review_handlers.PATTERN))
-    add(CallbackQueryHandler(card_taps.tap))
+    add(CallbackQueryHandler(card_routes.tap))  # every button: its route is in ROUTES
     add(MessageHandler(filters.REPLY & filters.TEXT & ~filters.COMMAND, review_handlers.reply))
     # Private chats only: in a group, talk among people is not for the bot.
     add(MessageHandler(filters.ChatType.PRIVATE & filters.TEXT, handlers.plain_text))

@@ -17,7 +17,7 @@ import base64
 import hashlib
 import hmac
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 #: Bump when the layout changes; older buttons are then refused with a clear answer.
 FORMAT = "1"
@@ -67,6 +67,14 @@ class InvalidButton(ValueError):
     """The callback_data is not a button this bot made (forged, garbled or too old)."""
 
 
+class Shown(NamedTuple):
+    """What a card showed: an item's attempt and draft version, the one a decision applies to."""
+
+    item_id: int
+    attempt: int
+    version: int
+
+
 @dataclass(frozen=True)
 class Button:
     action: Action
@@ -75,6 +83,10 @@ class Button:
     version: int
     #: A small number the action needs (which preset reason); 0 when unused.
     arg: int = 0
+
+    @property
+    def shown(self) -> Shown:
+        return Shown(self.item_id, self.attempt, self.version)
 
 
 def derive_key(token: str) -> bytes:

@@ -1,10 +1,9 @@
 """Reaching an item's card from anywhere: "Show card" buttons (in /pending), replies that
-name an item sent as replies to its card, and Retry under a card whose dispatch failed.
+name an item sent as replies to its card, and the pieces the card's tap handlers share.
 
     markup = card_actions.show_buttons(key, waiting)              # under /pending
     await card_actions.reply_about(update, store, item_id, text)  # a reply to the card
-    await card_actions.show(query, d, item, now)                  # the Show card tap
-    await card_actions.retry(query, d, pipeline, button, now)     # the Retry tap
+    found = await card_actions.card_message(store, item, chat_id) # the Show card tap's
     await card_actions.settle_reply(query)                       # a decided warning's buttons
 
 Telegram cannot link to a message in a private chat, but a reply quotes it, and tapping
@@ -16,19 +15,22 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from datetime import datetime
-from typing import Any
 
-from telegram import InlineKeyboardButton, InlineKeyboardMarkup, ReplyParameters, Update
+from telegram import (
+    CallbackQuery,
+    InlineKeyboardButton,
+    InlineKeyboardMarkup,
+    Message,
+    ReplyParameters,
+    Update,
+)
 from telegram import error as tg_error
 from telegram.constants import ParseMode
 
 from bot import callbacks, render, sent_messages, wording
-from pipelines import card_trail, config
 from pipelines.text import telegram as telegram_text
-from store import items, outbox
+from store import errors, items, outbox
 from store.db import Store
-from store.machine import State
 
 log = logging.getLogger(__name__)
 
@@ -86,11 +88,11 @@ def replay_keyboard(key: bytes, item_id: int, attempt: int, version: int) -> Inl
     return item_row(key, item_id, attempt, version, ("🔁 Replay", "replay"))
 
 
-async def settle_reply(query: Any) -> None:
+async def settle_reply(query: CallbackQuery) -> None:
     """A decision taken on a reply about the item (an SLA warning) takes that reply's
     buttons away; the card itself says what happened (its edit is the sender's). A card
     is never a reply, so the tapped message being one tells them apart."""
-    if query.message.reply_to_message is None:
+    if tapped(query).reply_to_message is None:
         return
     try:
         await query.edit_message_reply_markup(reply_markup=None)
@@ -99,10 +101,22 @@ async def settle_reply(query: Any) -> None:
             raise
 
 
-def addressed(query: Any, text: str) -> str:
+def tapped(query: CallbackQuery) -> Message:
+    """The message under the tapped button; Telegram leaves it out once it is too old."""
+    if not isinstance(query.message, Message):
+        raise errors.Refused("This message is too old for the bot to read: /pending lists again.")
+    return query.message
+
+
+def short(text: str) -> str:
+    """A tap's answer: Telegram shows at most 200 characters of it."""
+    return text if len(text) <= 190 else text[:187] + "..."
+
+
+def addressed(query: CallbackQuery, text: str) -> str:
     """A prompt's HTML, naming the operator who tapped when the chat is a group: a
     selective ForceReply then opens the reply box for them alone."""
-    if query.message.chat.type == "private":
+    if tapped(query).chat.type == "private":
         return text
     user = query.from_user
     return f'<a href="tg://user?id={user.id}">{render.esc(user.first_name)}</a>, {text}'
@@ -149,40 +163,17 @@ async def reply_about(
         )
 
 
-async def show(query: Any, d: Any, item: items.Item, now: datetime) -> None:
-    """Point to the item's card with a reply to it, or queue a fresh card when it is gone."""
-    chat_id = query.message.chat_id
-    rows = await outbox.for_item(d.store, item.id, "card")
-    if any(row.state == "pending" for row in rows):
-        await query.answer("Its card is still being sent: it arrives in a moment.")
-        return
-    found = await card_message(d.store, item, chat_id)
-    if found is not None:
-        text = f"⬆️ item {item.id} ({item.pipeline}): {wording.state(item.state)}"
-        try:
-            await query.message.get_bot().send_message(
-                chat_id, text, reply_parameters=ReplyParameters(found)
-            )
-        except tg_error.BadRequest as exc:
-            if not sent_messages.gone(exc):
-                raise
-        else:
-            await query.answer("Its card is quoted below: tap the quote.")
-            return
-    if item.state != State.AWAITING_APPROVAL:
-        await query.answer(f"item {item.id} is {wording.state(item.state)}; its card is gone")
-        return
-    await card_trail.show_again(d.store, item.id, chat_id, now)
-    d.sender.wake()
-    await query.answer("A fresh card follows.")
-
-
-async def retry(
-    query: Any, d: Any, pipeline: config.Pipeline, button: callbacks.Button, now: datetime
-) -> None:
-    """Dispatch a failed item again with the same idempotency key."""
-    await card_trail.retry(
-        d.store, pipeline, button.item_id, button.attempt, button.version, query.from_user.id, now
-    )
-    await query.answer("🔁 dispatching again")
-    await d.sender.flush_item(button.item_id, now)
+async def quote_card(query: CallbackQuery, item: items.Item, card_id: int) -> bool:
+    """Reply to the item's card in the tapped chat; False when Telegram says it is gone."""
+    text = f"⬆️ item {item.id} ({item.pipeline}): {wording.state(item.state)}"
+    try:
+        await (
+            tapped(query)
+            .get_bot()
+            .send_message(tapped(query).chat_id, text, reply_parameters=ReplyParameters(card_id))
+        )
+    except tg_error.BadRequest as exc:
+        if not sent_messages.gone(exc):
+            raise
+        return False
+    return True

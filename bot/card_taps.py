@@ -1,22 +1,20 @@
-"""A card's buttons and the Edit prompt's reply: approve, edit, retry, show, replay.
+"""A card's buttons and the Edit prompt's reply: approve, edit, extend, escalate, retry,
+show, replay (bot.review_handlers has Reject, Undo, Redraft and a listed set's).
 
-Registered by bot.app after bot.review_handlers, which takes Reject, Undo, Redraft and
-the buttons of a listed set. A button's tag is verified before anything is read, so a
-forged button changes nothing.
+bot.card_routes routes each button here once its tag is verified and its item read; each
+handler gets a handlers.ItemTap and answers the tap.
 """
 
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime
-from typing import Any
 
 from telegram import ForceReply, InlineKeyboardMarkup, Message, Update
 from telegram.constants import ParseMode
 
-from bot import callbacks, card_actions, handlers, metrics, people, render
-from pipelines import approval, config, nudges, operations
-from store import drafts, errors, events, items, prompts, units
+from bot import callbacks, card_actions, handlers, metrics, people, render, wording
+from pipelines import approval, card_trail, nudges, operations
+from store import drafts, errors, events, items, outbox, prompts, units
 from store.machine import State
 
 #: What the reply box says while an Edit prompt waits (Telegram shows at most 64 characters).
@@ -49,115 +47,70 @@ def warning_keyboard(key: bytes, item_id: int, attempt: int, version: int) -> In
     )  # fmt: skip
 
 
-async def tap(update: Update, context: handlers.Context) -> None:
-    """A button: verify its tag, then decide, offer an edit, or replay; nothing else changes."""
-    query = update.callback_query
-    assert query is not None
-    d = handlers.deps(context)
-    now = d.clock()
-    button = await handlers.verified_button(query, d.key)
-    if button is None:
-        return
-    try:
-        item = await items.get(d.store, button.item_id)
-        pipeline = d.pipelines.get(item.pipeline)
-        if pipeline is None:
-            await query.answer(f"pipeline {item.pipeline} is no longer configured")
-        elif button.action == "approve":  # Reject's reasons: bot.review_handlers
-            await _decide(query, d, pipeline, button, now)
-        elif button.action == "edit":
-            await _ask_for_edit(query, d, item, button)
-        elif button.action == "noimage":
-            await _remove_image(query, d, pipeline, button, now)
-        elif button.action == "extend":
-            await _extend(query, d, pipeline, button, now)
-        elif button.action == "escalate":
-            await _escalate(query, d, pipeline, button, now)
-        elif button.action == "retry":
-            await card_actions.retry(query, d, pipeline, button, now)
-        elif button.action == "show":
-            await card_actions.show(query, d, item, now)
-        else:
-            await _replay(query, d, pipeline, item, button, now)
-    except errors.Refused as exc:
-        await query.answer(_short(str(exc)), show_alert=True)
-
-
-def _short(text: str) -> str:
-    return text if len(text) <= 190 else text[:187] + "..."
-
-
-async def _decide(
-    query: Any, d: handlers.Deps, pipeline: config.Pipeline, button: callbacks.Button, now: datetime
-) -> None:
-    decision = await approval.decide(
-        d.store, pipeline, button.item_id, button.attempt, button.version,
-        query.from_user.id, "approve", now,
-    )  # fmt: skip
-    said = _short(
-        await people.humanize(d.store, approval.vote_words(decision, pipeline, query.from_user.id))
-    )
+async def approve(tap: handlers.ItemTap) -> None:
+    """Approve (or a vote toward a quorum) on the version the card showed."""
+    d, pipeline = tap.deps, tap.pipeline
+    shown, user = tap.button.shown, tap.user
+    decision = await approval.decide(d.store, pipeline, *shown, user, "approve", tap.now)
+    words = approval.vote_words(decision, pipeline, tap.user)
+    said = card_actions.short(await people.humanize(d.store, words))
     if decision.outcome == "unchanged":
-        await query.answer(said)
+        await tap.query.answer(said)
         return
     # Edit the card now rather than at the sender's next pass, while the tap is answered.
-    await asyncio.gather(query.answer(said), d.sender.flush_item(button.item_id, now))
-    await card_actions.settle_reply(query)
-    await metrics.decided(d.store, pipeline.name, decision, now)
+    await asyncio.gather(tap.query.answer(said), d.sender.flush_item(tap.item.id, tap.now))
+    await card_actions.settle_reply(tap.query)
+    await metrics.decided(d.store, pipeline.name, decision, tap.now)
 
 
-async def _extend(
-    query: Any, d: handlers.Deps, pipeline: config.Pipeline, button: callbacks.Button, now: datetime
-) -> None:
-    item = await operations.review.extend(
-        d.store, pipeline, button.item_id, button.attempt, button.version, query.from_user.id, now
-    )
+async def extend(tap: handlers.ItemTap) -> None:
+    """Give a waiting item its approval window once more."""
+    d, now = tap.deps, tap.now
+    item = await operations.review.extend(d.store, tap.pipeline, *tap.button.shown, tap.user, now)
     assert item.deadline is not None
     left = units.duration(item.deadline - now)
     await asyncio.gather(
-        query.answer(f"⏳ extended: {left} left to decide"), d.sender.flush_item(item.id, now)
+        tap.query.answer(f"⏳ extended: {left} left to decide"), d.sender.flush_item(item.id, now)
     )
-    await card_actions.settle_reply(query)
+    await card_actions.settle_reply(tap.query)
 
 
-async def _escalate(
-    query: Any, d: handlers.Deps, pipeline: config.Pipeline, button: callbacks.Button, now: datetime
-) -> None:
+async def escalate(tap: handlers.ItemTap) -> None:
+    """Bring in approval.escalate_to now."""
+    d, pipeline, button = tap.deps, tap.pipeline, tap.button
     brought = await nudges.escalate(
-        d.store, pipeline, button.item_id, button.attempt, query.from_user.id, now
+        d.store, pipeline, button.item_id, button.attempt, tap.user, tap.now
     )
     if not brought:
-        await query.answer("already escalated, or no longer waiting", show_alert=True)
+        await tap.query.answer("already escalated, or no longer waiting", show_alert=True)
         return
     who = ", ".join(map(events.operator, pipeline.approval.escalate_to))
-    await query.answer(await people.humanize(d.store, f"🔺 escalated to {who}"))
+    await tap.query.answer(await people.humanize(d.store, f"🔺 escalated to {who}"))
     d.sender.wake()
 
 
-async def _remove_image(
-    query: Any, d: handlers.Deps, pipeline: config.Pipeline, button: callbacks.Button, now: datetime
-) -> None:
+async def remove_image(tap: handlers.ItemTap) -> None:
+    """A new version of the shown draft without its image (audited, like an edit)."""
+    d, now = tap.deps, tap.now
     draft = await approval.remove_image(
-        d.store, pipeline, button.item_id, button.version, query.from_user.id, now
+        d.store, tap.pipeline, tap.item.id, tap.button.version, tap.user, now
     )
     await asyncio.gather(
-        query.answer(f"🖼 image removed: version {draft.version} follows"),
-        d.sender.flush_item(button.item_id, now),
+        tap.query.answer(f"🖼 image removed: version {draft.version} follows"),
+        d.sender.flush_item(tap.item.id, now),
     )
 
 
-async def _ask_for_edit(
-    query: Any, d: handlers.Deps, item: items.Item, button: callbacks.Button
-) -> None:
-    if (item.state, item.attempt, item.version) != (
-        State.AWAITING_APPROVAL, button.attempt, button.version,
-    ):  # fmt: skip
-        await query.answer("This card is out of date: nothing to edit here.", show_alert=True)
+async def ask_for_edit(tap: handlers.ItemTap) -> None:
+    """Prompt for the new draft's text, as a reply to the card."""
+    item, d = tap.item, tap.deps
+    if not (tap.current and item.state == State.AWAITING_APPROVAL):
+        await tap.query.answer("This card is out of date: nothing to edit here.", show_alert=True)
         return
-    await query.answer()
+    await tap.query.answer()
     draft = await drafts.get(d.store, item.id, item.version)
-    prompt: Message = await query.message.reply_text(
-        card_actions.addressed(query, card_actions.edit_prompt(item, draft.text)),
+    prompt: Message = await card_actions.tapped(tap.query).reply_text(
+        card_actions.addressed(tap.query, card_actions.edit_prompt(item, draft.text)),
         parse_mode=ParseMode.HTML,
         reply_markup=ForceReply(selective=True, input_field_placeholder=EDIT_PLACEHOLDER),
     )
@@ -166,26 +119,52 @@ async def _ask_for_edit(
     )
 
 
-async def _replay(
-    query: Any, d: handlers.Deps, pipeline: config.Pipeline, item: items.Item,
-    button: callbacks.Button, now: datetime,
-) -> None:  # fmt: skip
-    # Under a card or an alert about the item: for its approvers, as Approve is.
-    approval.check_operator(pipeline, query.from_user.id)
-    if item.attempt != button.attempt:
+async def replay(tap: handlers.ItemTap) -> None:
+    """Replay (or Fresh: paying for a new draft) under a card or an alert about the item."""
+    item, d, query = tap.item, tap.deps, tap.query
+    # For the item's approvers, as Approve is.
+    approval.check_operator(tap.pipeline, tap.user)
+    if item.attempt != tap.button.attempt:
         await query.answer("Already replayed: this offer is out of date.", show_alert=True)
         return
-    actor = events.operator(query.from_user.id)
-    fresh = button.action == "fresh"
+    actor = events.operator(tap.user)
+    fresh = tap.button.action == "fresh"
     replayed = await operations.replay(
-        d.store, item.id, actor, now, fresh=fresh, scheduler=d.scheduler
+        d.store, item.id, actor, tap.now, fresh=fresh, scheduler=d.scheduler
     )
     await query.answer(f"replayed: attempt {replayed.attempt}")
     await query.edit_message_reply_markup(reply_markup=None)
-    text = (
-        f"🔁 item {item.id} replayed by {actor} at {render.when(now)}: attempt {replayed.attempt}"
-    )
-    await query.message.reply_text(await people.humanize(d.store, text))
+    when = render.when(tap.now)
+    text = f"🔁 item {item.id} replayed by {actor} at {when}: attempt {replayed.attempt}"
+    await card_actions.tapped(query).reply_text(await people.humanize(d.store, text))
+
+
+async def show(tap: handlers.ItemTap) -> None:
+    """Point to the item's card with a reply to it, or queue a fresh card when it is gone."""
+    item, d, query = tap.item, tap.deps, tap.query
+    chat_id = card_actions.tapped(query).chat_id
+    rows = await outbox.for_item(d.store, item.id, "card")
+    if any(row.state == "pending" for row in rows):
+        await query.answer("Its card is still being sent: it arrives in a moment.")
+        return
+    found = await card_actions.card_message(d.store, item, chat_id)
+    if found is not None and await card_actions.quote_card(query, item, found):
+        await query.answer("Its card is quoted below: tap the quote.")
+        return
+    if item.state != State.AWAITING_APPROVAL:
+        await query.answer(f"item {item.id} is {wording.state(item.state)}; its card is gone")
+        return
+    await card_trail.show_again(d.store, item.id, chat_id, tap.now)
+    d.sender.wake()
+    await query.answer("A fresh card follows.")
+
+
+async def retry(tap: handlers.ItemTap) -> None:
+    """Dispatch a failed item again with the same idempotency key."""
+    d = tap.deps
+    await card_trail.retry(d.store, tap.pipeline, *tap.button.shown, tap.user, tap.now)
+    await tap.query.answer("🔁 dispatching again")
+    await d.sender.flush_item(tap.item.id, tap.now)
 
 
 async def edit_reply(update: Update, context: handlers.Context) -> None:

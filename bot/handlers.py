@@ -12,11 +12,11 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypedDict
 
-from telegram import InlineKeyboardButton, InlineKeyboardMarkup, Update
+from telegram import CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup, Update
 from telegram.constants import ParseMode
-from telegram.ext import ApplicationHandlerStop, ContextTypes
+from telegram.ext import ApplicationHandlerStop, CallbackContext, ContextTypes, ExtBot
 
 from bot import (
     auth,
@@ -34,11 +34,10 @@ from pipelines import workers as workers_mod
 from pipelines.operations import review
 from pipelines.scheduler import Scheduler
 from pipelines.text import telegram as telegram_text
-from store import errors, events
+from store import errors, events, items
 from store.db import Store
 
 log = logging.getLogger(__name__)
-Context = ContextTypes.DEFAULT_TYPE
 
 #: (command, what it does) in the order /help and setMyCommands list them.
 COMMANDS: tuple[tuple[str, str], ...] = (
@@ -88,16 +87,54 @@ class Deps:
     broken: Mapping[str, Sequence[object]] = field(default_factory=dict)
 
 
+class BotData(TypedDict, total=False):
+    """The application's bot_data: what bot.app attaches for every handler."""
+
+    deps: Deps
+
+
+#: A handler's context, its bot_data typed (bot.app builds the application with CONTEXT_TYPES).
+Context = CallbackContext[ExtBot[None], dict[Any, Any], dict[Any, Any], BotData]
+CONTEXT_TYPES = ContextTypes(bot_data=BotData)
+
+
+@dataclass(frozen=True)
+class Tap:
+    """A verified button tap, as bot.card_routes hands it to the action's handler."""
+
+    query: CallbackQuery
+    deps: Deps
+    button: callbacks.Button
+    #: The clock read once, when the tap arrived.
+    now: datetime
+
+    @property
+    def user(self) -> int:
+        return self.query.from_user.id
+
+
+@dataclass(frozen=True)
+class ItemTap(Tap):
+    """A tap on an item's button: the item as read now, its pipeline still configured."""
+
+    item: items.Item
+    pipeline: config.Pipeline
+
+    @property
+    def current(self) -> bool:
+        """The card shows the item's current attempt and version."""
+        return (self.item.attempt, self.item.version) == (self.button.attempt, self.button.version)
+
+
 class BadInput(Exception):
     """A command's argument is wrong; the message says what is valid."""
 
 
 def deps(context: Context) -> Deps:
-    found: Deps = context.bot_data["deps"]
-    return found
+    return context.bot_data["deps"]
 
 
-async def verified_button(query: Any, key: bytes) -> callbacks.Button | None:
+async def verified_button(query: CallbackQuery, key: bytes) -> callbacks.Button | None:
     """The tapped button, its tag verified; None once a forged or unreadable one is
     answered with the reason (nothing is read or changed for it)."""
     try:

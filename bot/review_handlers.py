@@ -1,8 +1,8 @@
 """Buttons and replies beyond one tap: reject reasons, Undo, Redraft, decisions on a list.
 
-Registered by bot.app ahead of the card's own handlers: `tap` takes the buttons whose
-callback_data matches PATTERN, `reply` the replies to its prompts (anything else goes on
-to card_taps.edit_reply). Every action runs through pipelines.review, as the CLI's do.
+bot.card_routes routes the buttons here; bot.app registers `reply` for the replies to
+their prompts (anything else goes on to card_taps.edit_reply). Every action runs through
+pipelines.review, as the CLI's do.
 """
 
 from __future__ import annotations
@@ -10,15 +10,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from datetime import datetime
-from typing import Any
 
-from telegram import ForceReply, InlineKeyboardMarkup, Update
+from telegram import CallbackQuery, ForceReply, InlineKeyboardMarkup, Update
 from telegram import error as tg_error
 from telegram.constants import ParseMode
-from telegram.ext import ContextTypes
 
 from bot import (
-    callbacks,
     card_actions,
     card_taps,
     handlers,
@@ -28,16 +25,13 @@ from bot import (
     sent_messages,
     wording,
 )
-from pipelines import approval, config
+from pipelines import approval
 from pipelines.operations import review
 from store import decisions, drafts, errors, events, followups, items
 from store.machine import State
 
 log = logging.getLogger(__name__)
-Context = ContextTypes.DEFAULT_TYPE
 
-#: The callback_data this module answers (its actions' codes, see bot.callbacks).
-PATTERN = r"^1:[rwobudARYNc][0-9]?:"
 #: What the reply box says while a prompt waits: what the reply will do.
 PLACEHOLDERS: dict[followups.AskKind, str] = {
     "reject": "your text is the reason for the reject",
@@ -46,33 +40,75 @@ PLACEHOLDERS: dict[followups.AskKind, str] = {
 _REFUSALS = (errors.Conflict, errors.IllegalTransition, errors.NotFound, approval.NotAllowed)
 
 
-# -- buttons ------------------------------------------------------------------------------
+# -- buttons (routed by bot.card_routes) -----------------------------------------------
 
 
-async def tap(update: Update, context: Context) -> None:
-    """A reject reason, Undo, Redraft or a list's button: verify its tag, then act."""
-    query = update.callback_query
-    assert query is not None
-    d = handlers.deps(context)
-    now = d.clock()
-    button = await handlers.verified_button(query, d.key)
-    if button is None:
+async def reasons(tap: handlers.ItemTap) -> None:
+    """Reject: the pipeline's preset reasons in place of the card's buttons."""
+    if await _closed(tap, "reject"):
         return
-    try:
-        if button.action in ("all_approve", "all_reject", "yes_approve", "yes_reject", "cancel"):
-            await _listed(query, d, button, now)
-            return
-        item = await items.get(d.store, button.item_id)
-        pipeline = d.pipelines.get(item.pipeline)
-        if pipeline is None:
-            await query.answer(f"pipeline {item.pipeline} is no longer configured")
-            return
-        await _on_item(query, d, pipeline, item, button, now)
-    except _REFUSALS as exc:
-        await query.answer(_short(str(exc)), show_alert=True)
+    await tap.query.answer()
+    markup = review_keyboards.reasons_keyboard(tap.deps.key, tap.pipeline, *tap.button.shown)
+    await _buttons(tap.query, markup)
 
 
-async def _buttons(query: Any, markup: InlineKeyboardMarkup | None) -> None:
+async def back(tap: handlers.ItemTap) -> None:
+    """The card's own buttons again, Escalate too if the card had it."""
+    if await _closed(tap, "reject"):
+        return
+    await tap.query.answer()
+    found = await approval.reach(tap.deps.store, tap.pipeline, tap.item)
+    escalate = found.short and found.can_escalate
+    image = (await drafts.get(tap.deps.store, tap.item.id, tap.item.version)).image_url
+    markup = card_taps.card_keyboard(
+        tap.deps.key, *tap.button.shown, escalate=escalate, image=image is not None
+    )
+    await _buttons(tap.query, markup)
+
+
+async def other(tap: handlers.ItemTap) -> None:
+    """Reject with a typed reason: prompt for it."""
+    if await _closed(tap, "reject"):
+        return
+    await _ask(tap, "reject", f"Why reject item {tap.item.id}? Reply with the reason.")
+
+
+async def why(tap: handlers.ItemTap) -> None:
+    """Reject with the preset reason the button numbers."""
+    reasons = tap.pipeline.approval.reject_reasons
+    if tap.button.arg >= len(reasons):
+        await tap.query.answer("That reason is no longer offered.", show_alert=True)
+        return
+    reason = reasons[tap.button.arg]
+    await review.reject(tap.deps.store, tap.pipeline, *tap.button.shown, tap.user, reason, tap.now)
+    await _answered(tap, "❌ rejected")
+
+
+async def undo(tap: handlers.ItemTap) -> None:
+    """Take a decision back while its grace period lasts."""
+    await review.undo(tap.deps.store, tap.pipeline, *tap.button.shown, tap.user, tap.now)
+    await _answered(tap, "↩️ undone: it awaits a decision again")
+
+
+async def redraft(tap: handlers.ItemTap) -> None:
+    """Prompt for a note to the model for a new draft."""
+    if not (tap.current and tap.item.state in review.REDRAFTABLE):
+        text = "This card is out of date: nothing to redraft here."
+        await tap.query.answer(text, show_alert=True)
+        return
+    text = f"What should change in item {tap.item.id}'s next draft? Reply with your note."
+    await _ask(tap, "redraft", text)
+
+
+async def _closed(tap: handlers.ItemTap, what: str) -> bool:
+    """Answer a card that no longer shows a version awaiting a decision; True if so."""
+    if tap.current and tap.item.state == State.AWAITING_APPROVAL:
+        return False
+    await tap.query.answer(f"This card is out of date: nothing to {what} here.", show_alert=True)
+    return True
+
+
+async def _buttons(query: CallbackQuery, markup: InlineKeyboardMarkup | None) -> None:
     """Replace the buttons under the tapped message; the same buttons again (a double
     tap) is no error."""
     try:
@@ -82,93 +118,60 @@ async def _buttons(query: Any, markup: InlineKeyboardMarkup | None) -> None:
             raise
 
 
-def _short(text: str) -> str:
-    return text if len(text) <= 190 else text[:187] + "..."
-
-
-async def _on_item(
-    query: Any, d: handlers.Deps, pipeline: config.Pipeline, item: items.Item,
-    button: callbacks.Button, now: datetime,
-) -> None:  # fmt: skip
-    ids = (button.item_id, button.attempt, button.version)
-    shown = (item.attempt, item.version) == (button.attempt, button.version)
-    open_ = shown and item.state == State.AWAITING_APPROVAL
-    if button.action in ("reject", "back", "other") and not open_:
-        await query.answer("This card is out of date: nothing to reject here.", show_alert=True)
-    elif button.action == "reject":
-        await query.answer()
-        await _buttons(query, review_keyboards.reasons_keyboard(d.key, pipeline, *ids))
-    elif button.action == "back":
-        await query.answer()
-        found = await approval.reach(d.store, pipeline, item)  # Escalate, if the card had it
-        escalate = found.short and found.can_escalate
-        image = (await drafts.get(d.store, item.id, item.version)).image_url is not None
-        keyboard = card_taps.card_keyboard(d.key, *ids, escalate=escalate, image=image)
-        await _buttons(query, keyboard)
-    elif button.action == "other":
-        await _ask(query, d, "reject", ids, f"Why reject item {item.id}? Reply with the reason.")
-    elif button.action == "why":
-        reasons = pipeline.approval.reject_reasons
-        if button.arg >= len(reasons):
-            await query.answer("That reason is no longer offered.", show_alert=True)
-            return
-        user = query.from_user.id
-        await review.reject(d.store, pipeline, *ids, user, reasons[button.arg], now)
-        await _answered(query, d, button.item_id, "❌ rejected", now)
-    elif button.action == "undo":
-        await review.undo(d.store, pipeline, *ids, query.from_user.id, now)
-        await _answered(query, d, button.item_id, "↩️ undone: it awaits a decision again", now)
-    elif not (shown and item.state in review.REDRAFTABLE):
-        await query.answer("This card is out of date: nothing to redraft here.", show_alert=True)
-    else:
-        text = f"What should change in item {item.id}'s next draft? Reply with your note."
-        await _ask(query, d, "redraft", ids, text)
-
-
-async def _answered(query: Any, d: handlers.Deps, item_id: int, text: str, now: datetime) -> None:
+async def _answered(tap: handlers.ItemTap, text: str) -> None:
     # Edit the card now rather than at the sender's next pass, while the tap is answered.
-    await asyncio.gather(query.answer(text), d.sender.flush_item(item_id, now))
-    await card_actions.settle_reply(query)
+    await asyncio.gather(tap.query.answer(text), tap.deps.sender.flush_item(tap.item.id, tap.now))
+    await card_actions.settle_reply(tap.query)
 
 
-async def _ask(
-    query: Any, d: handlers.Deps, kind: followups.AskKind, ids: tuple[int, int, int], text: str
-) -> None:
-    await query.answer()
-    prompt = await query.message.reply_text(
-        card_actions.addressed(query, render.esc(text)),
+async def _ask(tap: handlers.ItemTap, kind: followups.AskKind, text: str) -> None:
+    await tap.query.answer()
+    prompt = await card_actions.tapped(tap.query).reply_text(
+        card_actions.addressed(tap.query, render.esc(text)),
         parse_mode=ParseMode.HTML,
         reply_markup=ForceReply(selective=True, input_field_placeholder=PLACEHOLDERS[kind]),
     )
-    await followups.ask(d.store, prompt.chat_id, prompt.message_id, kind, ids, d.clock())
+    d, shown = tap.deps, tap.button.shown
+    await followups.ask(d.store, prompt.chat_id, prompt.message_id, kind, shown, d.clock())
 
 
-async def _listed(query: Any, d: handlers.Deps, button: callbacks.Button, now: datetime) -> None:
-    offer_id, count = button.item_id, button.version
-    if button.action in ("all_approve", "all_reject"):
-        asked = "approve" if button.action == "all_approve" else "reject"
-        await followups.get_offer(d.store, offer_id, now)  # refused at once if stale
-        await query.answer()
-        await _buttons(query, review_keyboards.confirm_keyboard(d.key, offer_id, count, asked))
-        return
-    if button.action == "cancel":
-        await query.answer("nothing decided")
-        await _buttons(query, review_keyboards.listed_keyboard(d.key, offer_id, count))
-        return
-    choice: decisions.Choice = "approve" if button.action == "yes_approve" else "reject"
-    actor = events.operator(query.from_user.id)
+async def confirm(tap: handlers.Tap) -> None:
+    """Approve all or Reject all on a list: ask to confirm, naming the count."""
+    offer_id, count = tap.button.item_id, tap.button.version
+    asked = "approve" if tap.button.action == "all_approve" else "reject"
+    await followups.get_offer(tap.deps.store, offer_id, tap.now)  # refused at once if stale
+    await tap.query.answer()
+    markup = review_keyboards.confirm_keyboard(tap.deps.key, offer_id, count, asked)
+    await _buttons(tap.query, markup)
+
+
+async def cancel(tap: handlers.Tap) -> None:
+    """The list's own buttons again."""
+    await tap.query.answer("nothing decided")
+    markup = review_keyboards.listed_keyboard(tap.deps.key, tap.button.item_id, tap.button.version)
+    await _buttons(tap.query, markup)
+
+
+async def decide_listed(tap: handlers.Tap) -> None:
+    """Yes: decide every item on the list, and say what was decided and what was not."""
+    d, now, count = tap.deps, tap.now, tap.button.version
+    choice: decisions.Choice = "approve" if tap.button.action == "yes_approve" else "reject"
     result = await review.decide_listed(
-        d.store, d.pipelines, offer_id, query.from_user.id, choice, now, actor=actor
-    )
+        d.store, d.pipelines, tap.button.item_id, tap.user, choice, now,
+        actor=events.operator(tap.user),
+    )  # fmt: skip
     votes = f", {wording.plural(len(result.voted), 'vote')} recorded" if result.voted else ""
-    await query.answer(f"{len(result.decided)} of {count} {choice}d{votes}")
-    await _relist(query, d, result.pipeline, now)
+    await tap.query.answer(f"{len(result.decided)} of {count} {choice}d{votes}")
+    await _relist(tap.query, d, result.pipeline, now)
     for item_id in result.changed:
         await d.sender.flush_item(item_id, now)
-    await query.message.reply_text(await people.humanize(d.store, listed_summary(result, count)))
+    summary = await people.humanize(d.store, listed_summary(result, count))
+    await card_actions.tapped(tap.query).reply_text(summary)
 
 
-async def _relist(query: Any, d: handlers.Deps, pipeline: str | None, now: datetime) -> None:
+async def _relist(
+    query: CallbackQuery, d: handlers.Deps, pipeline: str | None, now: datetime
+) -> None:
     """The decided list, edited to what waits now and without its buttons: it must not
     go on saying "2 items waiting" once they were decided."""
     waiting = await items.in_state(
@@ -198,7 +201,7 @@ def listed_summary(result: review.ListedResult, count: int) -> str:
 # -- replies ------------------------------------------------------------------------------
 
 
-async def reply(update: Update, context: Context) -> None:
+async def reply(update: Update, context: handlers.Context) -> None:
     """A reply to a reason or note prompt; any other reply goes on to the Edit handler."""
     message = update.effective_message
     assert message is not None and message.reply_to_message is not None

@@ -24,7 +24,7 @@ from bot import settings as settings_mod
 from bot.cli import output as cli_output
 from pipelines import operations
 from pipelines.audit import export as audit_export
-from store import datadir, events
+from store import datadir, events, units
 
 # pipelines.audit.keys (and cryptography with it) is imported by the actions that use a
 # key, so the CLI's other commands start without it.
@@ -161,6 +161,6 @@ def verify_text(report: audit_export.Report) -> str:
     event_id, at = report.newest
     return (
         f"ok: {span} chain intact, {report.checkpoints} signed checkpoints; "
-        f"the newest names event {event_id} (signed {at:%Y-%m-%d %H:%M} UTC): "
+        f"the newest names event {event_id} (signed {units.when(at)}): "
         "compare it with the head posted in the operators' chat"
     )
