@@ -260,7 +260,7 @@ async def test_cards_taps_and_commands(
     assert button(listing, f"item {item_b}") and f"• {item_a} " not in pending
     assert "No budgets configured" in command(api, "/budget")
     assert "Did you mean news" in command(api, "/status nwes")
-    assert "Did you mean /status" in command(api, "/stauts")
+    assert "Did you mean /stats, /status?" in command(api, "/stauts")
     assert "usage: /replay <item id>" in command(api, "/replay twelve")
     # A stranger's command is ignored. Updates are handled in order, so the answer to the
     # operator's /help sent after it is a barrier: by then the stranger's /status has been

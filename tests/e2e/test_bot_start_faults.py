@@ -4,6 +4,7 @@ start-up call that fails does not stop the bot, and /status reports its workers.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -43,7 +44,7 @@ def test_a_command_menu_answered_500_does_not_stop_start_up(
     try:
         two_cards(api)  # started: the engine ran and the sender delivered
         status = command(api, "/status")
-        assert "workers: all 15 running" in status
+        assert re.search(r"workers: all \d+ running", status), status
         # The menu is set by a retry in the background.
         api.wait_for(lambda: [c for c in api.calls("setMyCommands") if c.status == 200], timeout=15)
         assert [c.status for c in api.calls("setMyCommands")] == [500, 200]

@@ -65,5 +65,5 @@ def test_the_local_server_refuses_a_picture_that_is_not_png(api: localapi.LocalB
     )
     assert answer.status_code == 400 and "PNG" in answer.json()["description"]
     by_id = httpx.post(url, data={"chat_id": str(OPERATOR), "photo": "AgAD-file-id"})
-    assert by_id.status_code == 400 and "uploaded as a file" in by_id.json()["description"]
+    assert by_id.status_code == 400 and "wrong file identifier" in by_id.json()["description"]
     assert api.sent(OPERATOR) == []

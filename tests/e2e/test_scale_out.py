@@ -214,7 +214,10 @@ def test_three_workers_share_the_work_and_survive_the_leader_dying(
                 worker.stop()
         logs = "".join(w.log.read_text() for w in workers)
         assert TOKEN not in logs, "the token reached a log line"
-        verify = cli(workers[0], "audit", "verify")
+        # Each worker signs with its own key while it leads: verify with all of them.
+        keys = [cli(w, "audit", "key").stdout.strip() for w in workers]
+        given = [arg for key in keys for arg in ("--public-key", key)]
+        verify = cli(workers[0], "audit", "verify", *given)
         assert verify.returncode == 0, verify.stdout + verify.stderr
         assert "pending" not in verify.stdout, verify.stdout
 
