@@ -7,10 +7,12 @@ servers in this process, all on 127.0.0.1: the local Bot API server, a fake LLM,
 and a webhook receiver. Its pipeline drafts with the LLM drafter through the budget
 ledger and dispatches to the webhook. Every round adds feed entries, then kills the bot:
 at a random moment, or at a named point seen from outside, inside the fake server's
-handler so the kill lands before the bot can react:
+handler so the kill lands before the bot can react. The pipeline triages each entry first
+(every third one scores below the threshold and ends skipped):
 
-    reserve    the fake LLM received a request (the claim is reserved and started);
-               killed before it answers
+    triage     the fake LLM received a triage question (its claim is reserved and
+               started); killed before it answers
+    reserve    the fake LLM received a draft's request; killed before it answers
     answered   the fake LLM has written its reply
     card       the Bot API server accepted a card (sendMessage with buttons); killed
                before the bot reads the answer, so the card may be sent again
@@ -25,7 +27,8 @@ the work settles (or nothing moves for a while), stops, and the whole run is che
 (bench/crash_checks.py): the CLI's `gatehouse audit verify`, every feed entry has an
 item, nothing left in drafting or dispatching (orphaned; an item the SLA sweep moved to
 breach counts too, as every fake answers at once), provider calls and claims at most one
-per item attempt and every claim settled at most once (double_paid), no webhook
+per item attempt, triage calls at most one per entry, every claim settled at most once
+(double_paid), no webhook
 idempotency key sent with two different bodies, and cards sent twice (cards_repeated,
 reported, not a violation).
 Violations are distinct findings; orphaned items and double payments count among them.
@@ -60,7 +63,7 @@ from tests.fakes.llm_server import FakeLLM, RecordedRequest
 from tests.fakes.webhook_server import Recorded, WebhookServer
 
 MODEL = "fake-crash"
-POINTS = ("random", "reserve", "answered", "card", "dispatch")
+POINTS = ("random", "triage", "reserve", "answered", "card", "dispatch")
 #: New feed entries per round, so every round has drafting, cards and dispatches to cut.
 ENTRIES_PER_KILL = 3
 #: A random kill lands this many seconds after the start, at most.
@@ -72,7 +75,7 @@ SETTLE_MAX_S = 60.0
 #: ... or once nothing has moved for this long (the dispatcher polls every 2 s).
 QUIET_S = 4.0
 #: States an item may rest in once the operator has approved every card.
-RESTING = frozenset({"dispatched", "failed", "rejected", "expired", "breach"})
+RESTING = frozenset({"dispatched", "failed", "rejected", "expired", "breach", "skipped"})
 PIPELINE = """\
 name: news
 schedule: 1s
@@ -80,6 +83,9 @@ sources:
   - type: rss
     url: {feed}
     scope: crash
+triage:
+  question: "Is this story worth a card?"
+  threshold: 0.5
 draft:
   drafter: llm
   prompt: prompt.txt
@@ -91,6 +97,25 @@ dispatch:
   url: {hook}
 """
 PROMPT = "Write a short post.\n{title}\n{text}\n"
+#: The entry numbers whose triage scores below the threshold.
+SKIP_EVERY = 3
+
+
+def triage_answer(text: str) -> str | None:
+    """The fake's answer to a triage question (None: a draft, the default reply)."""
+    if not text.startswith(crash_checks.TRIAGE_PROMPT_START):
+        return None
+    tag = crash_checks.ENTRY_TAG.search(text)
+    low = tag is not None and int(tag.group(0)[-5:]) % SKIP_EVERY == 0
+    score, reason = (0.1, "a minor story") if low else (0.9, "worth a look")
+    return json.dumps({"score": score, "reason": reason})
+
+
+def _point(phase: str, request: RecordedRequest) -> str:
+    """The kill point a fake LLM's moment is: a request is a triage's or a draft's."""
+    if phase != "request":
+        return phase
+    return "triage" if crash_checks.is_triage(request.body) else "reserve"
 
 
 class Run:
@@ -109,7 +134,7 @@ class Run:
         self.fired: collections.Counter[str] = collections.Counter()
         self.missed: collections.Counter[str] = collections.Counter()
         self.paid: list[str] = []
-        self.items = 0
+        self.items = self.skipped = 0
         self.held: dict[int, int] = {}
         self.stuck: dict[int, str] = {}
 
@@ -264,7 +289,7 @@ class Run:
         self.held = crash_checks.held(snap, _now_ms())
         self.stuck = crash_checks.orphans(snap, _now_ms())
         self.found([f"item {item} orphaned: {why}" for item, why in self.stuck.items()])
-        self.paid = crash_checks.double_paid(snap, self._calls())
+        self.paid = crash_checks.double_paid(snap, self._calls(), self._calls("triage"))
         self.found(self.paid)
         keyed = [
             (r.headers.get("idempotency-key"), r.body, int(r.headers.get("content-length", 0)))
@@ -272,10 +297,11 @@ class Run:
         ]
         self.found(crash_checks.conflicting_keys(keyed))
         self.items = len(snap.items)
+        self.skipped = sum(item.state == "skipped" for item in snap.items)
 
-    def _calls(self) -> collections.Counter[str]:
+    def _calls(self, kind: str = "draft") -> collections.Counter[str]:
         requests: list[RecordedRequest] = list(self.llm.requests)
-        return crash_checks.provider_calls(r.body for r in requests)
+        return crash_checks.provider_calls((r.body for r in requests), kind)
 
     def _posts(self) -> list[Recorded]:
         return list(self.hook.requests)
@@ -285,7 +311,7 @@ class Run:
         cut = sum(len(r.body) < int(r.headers.get("content-length", 0)) for r in posts)
         keys = collections.Counter(r.headers.get("idempotency-key") for r in posts)
         causes = collections.Counter(why.split(" (")[0] for why in self.stuck.values())
-        complete = sum(self._calls().values())
+        complete = sum(self._calls().values()) + sum(self._calls("triage").values())
         cards = self.api.sent(crash_parts.OPERATOR)
         return {
             "bench": "crash",
@@ -296,8 +322,10 @@ class Run:
             "double_paid": len(self.paid),
             "cards_repeated": crash_checks.repeated_cards(m.text for m in cards),
             "items": self.items,
+            "skipped": self.skipped,
             "entries": len(self.feed.entries),
             "provider_calls": complete,
+            "triage_calls": sum(self._calls("triage").values()),
             "provider_requests_cut": self.llm.calls - complete,
             "webhook_posts": len(posts),
             "webhook_resent": sum(n - 1 for n in keys.values()),
@@ -325,7 +353,8 @@ async def bench(kills: int, seed: int, tmp: Path, *, wait_leases: bool) -> dict[
         WebhookServer() as hook,
         FeedServer() as feed,
     ):
-        llm.observe = lambda phase, _: killer.hit("reserve" if phase == "request" else phase)
+        llm.observe = lambda phase, request: killer.hit(_point(phase, request))
+        llm.answer = triage_answer
         hook.observe = lambda _: killer.hit("dispatch")
         run = Run(
             tmp,

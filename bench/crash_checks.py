@@ -15,10 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bot.demo import llm as demo_llm
 from store import db, events
 
 #: Feed entries carry this tag in their title, so a provider request names its entry.
 ENTRY_TAG = re.compile(r"crash-\d{5}")
+#: How a triage question's prompt begins (pipelines/triage.py), and a draft's never does.
+TRIAGE_PROMPT_START = "Question:"
 _CARD_HEAD = re.compile(r"· item (\d+)\b")
 _CARD_META = re.compile(r"version (\d+) · attempt (\d+)")
 
@@ -174,42 +177,62 @@ def _claim_story(claim: Claim | None, now_ms: int) -> str:
     return f"claim {claim.state} {output} a stored output"
 
 
-def double_paid(snap: Snapshot, calls: collections.Counter[str]) -> list[str]:
-    """Provider calls, claims and settlements beyond one per item attempt."""
+def double_paid(
+    snap: Snapshot,
+    calls: collections.Counter[str],
+    triage_calls: collections.Counter[str] | None = None,
+) -> list[str]:
+    """Provider calls, claims and settlements beyond one per item attempt. With
+    `triage_calls` (the pipeline triages), also triage calls beyond one per entry (only a
+    first attempt is triaged), and one more claim is allowed per item: its triage's."""
     found = []
     claims_per_item = collections.Counter(c.item_id for c in snap.claims if c.item_id)
+    triaged = triage_calls is not None
     for item in snap.items:
         extra_calls = calls.get(item.source_id, 0) - item.attempt
         found += [
             f"item {item.id}: provider call {n + 1} for {item.attempt} attempt(s)"
             for n in range(item.attempt, item.attempt + max(0, extra_calls))
         ]
-        extra_claims = claims_per_item.get(item.id, 0) - item.attempt
+        if triage_calls is not None:
+            found += [
+                f"item {item.id}: triage call {n + 1}"
+                for n in range(1, triage_calls.get(item.source_id, 0))
+            ]
+        allowed = item.attempt + triaged
+        extra_claims = claims_per_item.get(item.id, 0) - allowed
         found += [
             f"item {item.id}: claim {n + 1} for {item.attempt} attempt(s)"
-            for n in range(item.attempt, item.attempt + max(0, extra_claims))
+            for n in range(allowed, allowed + max(0, extra_claims))
         ]
     for claim_id, times in snap.settled_twice.items():
         found += [f"claim {claim_id}: settlement {n + 2}" for n in range(times - 1)]
     known = {item.source_id for item in snap.items}
+    asked = set(calls) | set(triage_calls or ())
     found += [
-        f"provider called for {entry}, which has no item" for entry in calls if entry not in known
+        f"provider called for {entry}, which has no item" for entry in asked if entry not in known
     ]
     return found
 
 
-def provider_calls(bodies: Iterable[Any]) -> collections.Counter[str]:
-    """Complete requests the fake provider received, per feed entry named in the prompt.
+def provider_calls(bodies: Iterable[Any], kind: str = "draft") -> collections.Counter[str]:
+    """Complete requests the fake provider received, per feed entry named in the prompt:
+    drafts, or with kind="triage" the triage questions (their prompt starts "Question:").
 
     A body that is not JSON was cut short by a kill while it was being sent: no provider
     answers (or charges for) half a request, so it is not a call.
     """
     counted: collections.Counter[str] = collections.Counter()
     for body in bodies:
-        if isinstance(body, dict):
+        if isinstance(body, dict) and is_triage(body) == (kind == "triage"):
             match = ENTRY_TAG.search(json.dumps(body))
             counted[match.group(0) if match else "a request naming no entry"] += 1
     return counted
+
+
+def is_triage(body: Any) -> bool:
+    """Whether a request is a triage question rather than a draft."""
+    return demo_llm.user_text(body).startswith(TRIAGE_PROMPT_START)
 
 
 def conflicting_keys(requests: Iterable[tuple[str | None, bytes, int]]) -> list[str]:

@@ -1,5 +1,6 @@
 """Charts as photos: `/budget chart` (30 days of AI spend per scope against its daily
-limit) and `/status chart` (the last week's runs and approval waits).
+limit), `/status chart` (the last week's runs and approval waits) and `/stats chart`
+(what each pipeline's entries became, its approval rate and spend per approved post).
 
     png = charts.budget_png(days, now)      # pure: figures in, PNG bytes out
     await charts.reply_budget(update, store, now)
@@ -8,7 +9,8 @@ Drawn with matplotlib, the plotting library most Python operators know, kept up 
 large team and able to write a PNG with no display (the Agg backend). It costs tens of
 megabytes and about a second to import, so it is imported only when a chart is first
 asked for, never at startup; drawing runs in a thread, one chart at a time, so taps
-keep being answered meanwhile. Pictures are WIDTH x HEIGHT pixels.
+keep being answered meanwhile. Pictures are WIDTH x HEIGHT pixels; the /stats chart is
+a portrait STATS_WIDTH x STATS_HEIGHT drawn to be read at a phone's width (390 px).
 """
 
 from __future__ import annotations
@@ -24,11 +26,24 @@ from telegram import Update
 
 from store import figures
 from store.db import Store
+from store.stats import Stats
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 WIDTH, HEIGHT, DPI = 960, 540, 100
+#: Twice a phone's 390 px width, so a phone shows it at half size; text is drawn at
+#: STATS_FONT_PX or more, at least 11 px on the phone's screen.
+STATS_WIDTH, STATS_HEIGHT, STATS_FONT_PX = 780, 1170, 22
+#: What an entry became, in the order of the bars, and each one's colour.
+OUTCOMES = (
+    ("filtered", "tab:gray"),
+    ("skipped", "tab:orange"),
+    ("approved", "tab:green"),
+    ("rejected", "tab:red"),
+    ("expired", "tab:purple"),
+    ("waiting", "tab:blue"),
+)
 BUDGET_DAYS = 30
 STATUS_DAYS = 7
 DAY_MS = 86_400_000
@@ -36,13 +51,13 @@ DAY_MS = 86_400_000
 _drawing = threading.Lock()
 
 
-def _figure() -> Figure:
+def _figure(width: int = WIDTH, height: int = HEIGHT) -> Figure:
     import matplotlib
 
     matplotlib.use("Agg")
     from matplotlib.figure import Figure
 
-    return Figure(figsize=(WIDTH / DPI, HEIGHT / DPI), dpi=DPI)
+    return Figure(figsize=(width / DPI, height / DPI), dpi=DPI)
 
 
 def _png(figure: Figure) -> bytes:
@@ -110,6 +125,62 @@ def status_png(week: figures.Week, now: datetime) -> bytes:
         return _png(figure)
 
 
+def outcomes(row: Stats) -> dict[str, int]:
+    """What the window's entries became; carded ones not yet decided count as waiting."""
+    decided = row.approved + row.rejected + row.expired
+    return {
+        "filtered": row.filtered,
+        "skipped": row.skipped,
+        "approved": row.approved,
+        "rejected": row.rejected,
+        "expired": row.expired,
+        "waiting": max(0, row.carded - decided),
+    }
+
+
+def stats_png(found: list[Stats], days: int) -> bytes:
+    """Per pipeline, a bar of what its entries became, and its approval rate labelled with
+    its AI spend per approved post; big type, for a phone."""
+    with _drawing:
+        return _png(stats_figure(found, days))
+
+
+def stats_figure(found: list[Stats], days: int) -> Figure:
+    """The /stats chart's figure (the caller holds _drawing)."""
+    names = [row.pipeline for row in found]
+    points = STATS_FONT_PX * 72 / DPI  # matplotlib sizes type in points
+    from matplotlib.ticker import MaxNLocator
+
+    figure = _figure(STATS_WIDTH, STATS_HEIGHT)
+    became, rates = figure.subplots(2, 1, height_ratios=[3, 2])
+    left = [0] * len(found)
+    for outcome, colour in OUTCOMES:
+        counts = [outcomes(row)[outcome] for row in found]
+        became.barh(names, counts, left=left, color=colour, label=outcome)
+        left = [a + b for a, b in zip(left, counts, strict=True)]
+    became.set_title(f"what entries became, last {days} days", fontsize=points)
+    became.legend(loc="upper center", bbox_to_anchor=(0.5, -0.1), ncols=3, fontsize=points)
+    rate = [100 * (row.approval_rate or 0.0) for row in found]
+    rates.barh(names, rate, color="tab:green")
+    for n, row in enumerate(found):
+        rates.text(2, n, _rate_label(row), va="center", fontsize=points)
+    rates.set_xlim(0, 100)
+    rates.set_title("approved of decided (%)\nAI $ per approved post", fontsize=points)
+    for axes in (became, rates):
+        axes.tick_params(labelsize=points)
+        axes.xaxis.set_major_locator(MaxNLocator(4, integer=True))  # room for big type
+        axes.invert_yaxis()  # the first pipeline on top, as /stats lists them
+    if not found:
+        became.text(0.5, 0.5, "no pipelines", ha="center", transform=became.transAxes)
+    return figure
+
+
+def _rate_label(row: Stats) -> str:
+    rate = "n/a" if row.approval_rate is None else f"{100 * row.approval_rate:.0f}%"
+    per = row.spend_per_approved_micros
+    return f"{rate} · " + ("no approved post" if per is None else f"${per / 1e6:.4f}")
+
+
 async def reply_budget(update: Update, store: Store, now: datetime) -> None:
     days = _days(now, BUDGET_DAYS)
     spend = await figures.spend_by_day(store, days[0])
@@ -121,6 +192,11 @@ async def reply_status(update: Update, store: Store, now: datetime) -> None:
     week = await figures.week(store, _days(now, STATUS_DAYS)[0])
     png = await asyncio.to_thread(status_png, week, now)
     await _reply(update, png, f"runs and approval waits, last {STATUS_DAYS} days")
+
+
+async def reply_stats(update: Update, found: list[Stats], days: int) -> None:
+    png = await asyncio.to_thread(stats_png, found, days)
+    await _reply(update, png, f"the editor's numbers, last {days} days")
 
 
 async def _reply(update: Update, png: bytes, caption: str) -> None:

@@ -64,7 +64,7 @@ ARGUMENTS = {
     "history": "<item>",
     "replay": "<item>",
     "skipped": "<pipeline>",
-    "stats": "[pipeline] [7d | 30d]",
+    "stats": "[pipeline] [7d | 30d] [chart]",
 }
 #: Skipped entries /skipped shows, newest first (a keyboard of one button each).
 SKIPPED_SHOWN = 20
@@ -356,7 +356,10 @@ async def skipped(update: Update, context: Context, d: Deps, now: datetime) -> N
 async def stats(update: Update, context: Context, d: Deps, now: datetime) -> None:
     """The editor's numbers per pipeline over the last 7 (or 30) days."""
     names, days = sorted(d.pipelines), operations.WINDOWS[0]
-    for arg in context.args or []:
+    args = context.args or []
+    for arg in args:
+        if arg == "chart":
+            continue
         if arg in d.pipelines:
             names = [arg]
             continue
@@ -365,11 +368,14 @@ async def stats(update: Update, context: Context, d: Deps, now: datetime) -> Non
         except operations.Invalid:
             known = ", ".join(sorted(d.pipelines))
             raise BadInput(
-                f"usage: /stats [pipeline] [7d | 30d]; {render.esc(arg)} is neither a window "
-                f"nor a pipeline ({render.esc(known)})"
+                f"usage: /stats [pipeline] [7d | 30d] [chart]; {render.esc(arg)} is neither "
+                f"a window nor a pipeline ({render.esc(known)})"
             ) from None
     found = await operations.stats(d.store, names, days, now)
-    await reply(update, render.stats(found, days))
+    if "chart" in args:
+        await charts.reply_stats(update, found, days)
+    else:
+        await reply(update, render.stats(found, days))
 
 
 async def _schedule_command(update: Update, context: Context, d: Deps, now: datetime) -> None:

@@ -4,7 +4,9 @@
     settings.llm, settings.prices = content.llm(llm_server.base_url), content.PRICES
 
 - `news`: the bundled Riverside Gazette feed, drafted by the demo's LLM (so cards show a
-  cost and the budget fills), approved by either operator, filed under out/news.
+  cost and the budget fills), approved by either operator, filed under out/news; and a
+  national wire whose sponsored entries its filter drops and whose other entries its
+  priced triage skips (nothing local in them), so /skipped and /stats have entries.
 - `team`: the bundled release notes, drafted by the template, posted as one card per
   item into the "Releases" topic of a forum group (the team room) where any two of the
   three demo operators approve it (quorum 2) before it is filed under out/team. Three,
@@ -28,12 +30,15 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "pipelines" / "examples"
 FEEDS = {
     "/feeds/demo.xml": EXAMPLES / "feeds" / "demo.xml",
     "/feeds/urgent.xml": EXAMPLES / "feeds" / "urgent.xml",
+    "/feeds/wire.xml": EXAMPLES / "feeds" / "wire.xml",
 }
 NOTES = EXAMPLES / "notes"
 #: The demo page's port unless --port says otherwise (0 picks a free one).
 #: The demo LLM's model and the key the demo's settings present to it (a made-up key
 #: for a local stand-in, checked as a provider would).
 MODEL = "demo-model"
+#: The cheap model the news pipeline's triage asks (the same demo server answers it).
+TRIAGE_MODEL = "demo-triage"
 API_KEY = "demo-key-not-secret"
 #: The demo's operators: the page speaks as any one of them.
 OPERATORS = (1001, 1002, 1003)
@@ -44,8 +49,12 @@ ROOM = -1001000000001
 ROOM_TITLE = "Team room"
 ROOM_TOPIC = "Releases"
 #: The demo model's price: dear on purpose, so five drafts cross a budget alert.
+#: The triage model is a hundredth of that: its questions barely move the budget.
 PRICES = {
-    MODEL: ledger_prices.Price(input_micros_per_mtok=2_000_000, output_micros_per_mtok=200_000_000)
+    MODEL: ledger_prices.Price(input_micros_per_mtok=2_000_000, output_micros_per_mtok=200_000_000),
+    TRIAGE_MODEL: ledger_prices.Price(
+        input_micros_per_mtok=20_000, output_micros_per_mtok=2_000_000
+    ),
 }
 #: The day's budget for every pipeline together, in USD. A draft holds about $0.018
 #: (its worst case) and costs about $0.011: the feed's five drafts fit side by side, and
@@ -68,7 +77,8 @@ Story:
 """
 
 NEWS = """\
-# Written by `gatehouse demo`: the bundled feed, drafted by the demo's LLM.
+# Written by `gatehouse demo`: the bundled feed, drafted by the demo's LLM; a wire whose
+# sponsored entries the filter drops and the rest the triage skips (see /skipped, /stats).
 name: news
 schedule: 15m
 sources:
@@ -78,6 +88,16 @@ sources:
     # Draft from the linked article (the demo's own pages, so on 127.0.0.1).
     full_text: true
     allow_private_addresses: true
+  - type: rss
+    url: {web}/feeds/wire.xml
+    scope: demo-wire
+filter:
+  exclude:
+    - words: [sponsored]
+triage:
+  question: "Is this local news for people in Riverside?"
+  model: {triage_model}
+  threshold: 0.5
 draft:
   drafter: llm
   prompt: prompts/news.txt
@@ -143,7 +163,7 @@ def write(data_dir: Path, web_url: str) -> Files:
     web = web_url.rstrip("/")
     operators = ", ".join(map(str, OPERATORS))
     texts = {
-        "news": NEWS.format(web=web, out=out),
+        "news": NEWS.format(web=web, out=out, triage_model=TRIAGE_MODEL),
         "team": TEAM.format(notes=NOTES, operators=operators, out=out, room=ROOM, topic=ROOM_TOPIC),
         "urgent": URGENT.format(web=web, out=out),
     }

@@ -114,6 +114,27 @@ def write_post(prompt: str) -> str:
     return f"{title}: {body}" if body else title
 
 
+#: Words that make an entry local news for the demo model's triage (whole words, any case).
+LOCAL_WORDS = ("council", "library", "road", "street", "riverside", "market", "park", "school")
+#: How a triage question's prompt begins (pipelines/triage.py).
+TRIAGE_START = "Question:"
+
+
+def answer(prompt: str) -> str:
+    """A triage question's score and reason, or else a post."""
+    return triage_answer(prompt) if prompt.startswith(TRIAGE_START) else write_post(prompt)
+
+
+def triage_answer(prompt: str) -> str:
+    """The demo model's stand-in for judgement: an entry naming a local place or service
+    (LOCAL_WORDS) is local news, scored 0.9; any other scores 0.1."""
+    entry = " ".join(_FENCED.findall(prompt)).lower()
+    found = [word for word in LOCAL_WORDS if re.search(rf"\b{word}\b", entry)]
+    if found:
+        return json.dumps({"score": 0.9, "reason": f"local news: it mentions {found[0]}"})
+    return json.dumps({"score": 0.1, "reason": "national news with nothing local in it"})
+
+
 class DemoLLM:
     """The server in a daemon thread; a context manager."""
 
@@ -207,7 +228,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         llm = self.server.llm
         n = llm._count()
         llm._stopping.wait(llm.delay_s)
-        text = write_post(user_text(body))
+        text = answer(user_text(body))
         limit = body.get("max_tokens") if isinstance(body, dict) else None
         if isinstance(limit, int) and limit > 0:
             text = text[: limit * 4]  # a model stops at max_tokens; `tokens` counts 4 a token

@@ -12,7 +12,8 @@ Everything runs in this one process, on loopback only:
 - the demo's LLM (`bot.demo.llm`), an OpenAI-compatible server with a price, so drafts
   go through the budget ledger: cards show a cost and /budget fills up;
 - the real bot (`bot.app.serve`) and engine (`pipelines.runtime`), exactly as in
-  production, with the pipelines of `bot.demo.content`: `news` (LLM drafts), `team`
+  production, with the pipelines of `bot.demo.content`: `news` (LLM drafts; a wire's
+  entries dropped by its filter or skipped by its triage, see /skipped news), `team`
   (quorum 2: two of the three operators approve, an edited draft too) and `urgent` (a
   short approval window, so an SLA warning arrives in the first minute).
 
@@ -284,8 +285,10 @@ def _print_banner(running: Running) -> None:
         "\nprice (each card shows its cost; /budget shows the spend), `team` needs two of the"
         "\nthree operators (switch at the top of the page; an editor's own version needs the"
         "\nother two), and `urgent` must be approved within"
-        "\n90 s (its SLA warning comes 40 s before that). Tap Approve, Reject or Edit; try /status,"
-        "\n/pending, /budget. From another terminal, the CLI sees it too:"
+        "\n90 s (its SLA warning comes 40 s before that). `news` also reads a wire: its filter"
+        "\ndrops the sponsored entries and its triage skips the rest, with reasons."
+        "\nTap Approve, Reject or Edit; try /status, /pending, /budget, /skipped news, /stats."
+        "\nFrom another terminal, the CLI sees it too:"
         + "".join(f"\n  {cli_command(running, command)}" for command in BANNER_COMMANDS)
         + "\n\nPress Ctrl-C to stop.\n",
         flush=True,

@@ -7,9 +7,9 @@ ledger exactly as a draft is (the LlmDrafter makes the call under its own endpoi
 - score >= threshold: the inner drafter drafts; the card shows the score and reason;
 - score < threshold: `drafters.Skipped` (the engine ends the item skipped);
 - triage cannot run (no budget configured, budget spent, the provider down after its
-  retries, an unusable answer): `on_failure: pass` drafts and the card says it was not
-  triaged; `hold` raises `drafters.DraftWaits` (the item waits in drafting, tried again
-  each run);
+  retries, an unusable answer, an earlier try that ended with none): `on_failure: pass`
+  drafts and the card says it was not triaged, never asking a second time; `hold`
+  raises `drafters.DraftWaits` (the item waits in drafting, tried again each run);
 - a replay (attempt > 1) is the operator's overruling: it goes past triage.
 
 Idempotency: a try's key is (pipeline, item, attempt, prompt version, try). A try whose
@@ -87,24 +87,28 @@ class Triaged:
         return _noted(await self._inner.draft(item, now), f"🔎 {verdict.said()}")
 
     async def _judge(self, item: Item, now: datetime) -> triage.Verdict:
-        attempt_try = await self._store.read(self._try_sync, item)
+        attempt_try, begun = await self._store.read(self._try_sync, item)
+        if attempt_try > 0 and not begun and self._config.on_failure == "pass":
+            # An earlier try ended with no usable answer (a crash's call reconciled, say):
+            # it may have been paid, and under pass the person decides rather than a second.
+            raise drafters.DraftFailed("an earlier triage call ended without an answer")
         answer = await self._asker(call_for(self._config, attempt_try)).draft(item, now)
         return triage.read(answer.text)
 
-    def _try_sync(self, conn: backend.Conn, item: Item) -> int:
-        """The try to ask under: the first with no claim, or the last unless it ended
-        with nothing usable (then the next)."""
+    def _try_sync(self, conn: backend.Conn, item: Item) -> tuple[int, bool]:
+        """The try to ask under and whether it has a claim already: the first with no
+        claim, or the last unless it ended with nothing usable (then the next)."""
         last = 0
         for attempt_try in range(MAX_TRIES):
             call = call_for(self._config, attempt_try)
             key = calls.claim_key(self._pipeline, item.id, item.attempt, call.version)
             claim = claims.by_key_sync(conn, ENDPOINT, key)
             if claim is None:
-                return attempt_try
+                return attempt_try, False
             if not _ended_unusable(conn, claim):
-                return attempt_try
+                return attempt_try, True
             last = attempt_try
-        return last  # out of tries: the last one answers (its failure, no new call)
+        return last, True  # out of tries: the last one answers (its failure, no new call)
 
     async def _cannot_run(self, item: Item, now: datetime, why: str) -> drafters.DraftResult:
         if self._config.on_failure == "hold":

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import io
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from PIL import Image
 
 from bot import charts
 from store import figures
+from store.stats import Stats
 
 NOW = datetime(2026, 12, 1, 9, 30, tzinfo=UTC)
+#: A phone's screen width in CSS pixels, at which Telegram shows a photo.
+PHONE_PX = 390
 
 
 def size_of(png: bytes) -> tuple[int, int]:
@@ -34,3 +38,59 @@ def test_empty_charts_still_draw() -> None:
     assert size_of(charts.budget_png([], NOW)) == (charts.WIDTH, charts.HEIGHT)
     week = figures.Week({}, [])
     assert size_of(charts.status_png(week, NOW)) == (charts.WIDTH, charts.HEIGHT)
+
+
+def _stats(pipeline: str, **numbers: object) -> Stats:
+    return Stats(pipeline, NOW - timedelta(days=7), NOW, **numbers)  # type: ignore[arg-type]
+
+
+STATS = [
+    _stats(
+        "city-transport", entries=60, filtered=10, skipped=20, carded=30, approved=18,
+        rejected=6, expired=2, approval_rate=0.75, spend_per_approved_micros=4_200,
+    ),
+    _stats("releases", entries=3, carded=1),
+]  # fmt: skip
+
+
+def test_the_stats_chart_is_a_portrait_for_a_phone() -> None:
+    assert size_of(charts.stats_png(STATS, 7)) == (charts.STATS_WIDTH, charts.STATS_HEIGHT)
+    assert size_of(charts.stats_png([], 30)) == (charts.STATS_WIDTH, charts.STATS_HEIGHT)
+    assert charts.outcomes(STATS[0]) == {
+        "filtered": 10, "skipped": 20, "approved": 18, "rejected": 6, "expired": 2, "waiting": 4
+    }  # fmt: skip
+
+
+def test_every_word_of_the_stats_chart_is_readable_at_phone_width() -> None:
+    """Shown 390 px wide, each text is at least 11 px high and wholly inside the picture."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.text import Text
+
+    with charts._drawing:
+        figure = charts.stats_figure(STATS, 7)
+        renderer = FigureCanvasAgg(figure).get_renderer()
+        figure.tight_layout()
+        figure.draw(renderer)
+        texts = [t for t in figure.findobj(Text) if t.get_text().strip() and _drawn(t)]
+        scale = PHONE_PX / charts.STATS_WIDTH
+        shown = {t.get_text() for t in texts}
+        assert {"city-transport", "releases", "skipped", "75% · $0.0042"} <= shown
+        for text in texts:
+            assert text.get_fontsize() * charts.DPI / 72 * scale >= 11, text.get_text()
+            box = text.get_window_extent(renderer)
+            assert box.x0 >= 0 and box.y0 >= 0, text.get_text()
+            assert box.x1 <= charts.STATS_WIDTH and box.y1 <= charts.STATS_HEIGHT, text.get_text()
+
+
+def _drawn(text: Any) -> bool:
+    """Whether a text is drawn: visible, and if a tick's label, its tick within the view
+    (matplotlib keeps labels for the ticks just past the axis limits, undrawn)."""
+    if not text.get_visible():
+        return False
+    for axes in text.figure.axes if text.figure else []:
+        for axis, (low, high) in ((axes.xaxis, axes.get_xlim()), (axes.yaxis, axes.get_ylim())):
+            ticks = axis.get_majorticklocs()
+            for where, label in zip(ticks, axis.get_ticklabels(), strict=False):
+                if label is text:
+                    return bool(min(low, high) <= where <= max(low, high))
+    return True

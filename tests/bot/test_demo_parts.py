@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -149,3 +150,45 @@ def _items() -> list[prompt.DraftItem]:
     feed = content.FEEDS["/feeds/demo.xml"]
     fetched = rss._parse(str(feed), feed.read_bytes(), "application/rss+xml")
     return [prompt.DraftItem.from_fetched(item, "news") for item in fetched]
+
+
+def test_the_demo_news_filter_drops_the_sponsored_and_its_triage_skips_the_wire(
+    tmp_path: Path, llm: demo_llm.DemoLLM
+) -> None:
+    """The news pipeline's filter drops the wire's sponsored entries; the demo model,
+    asked the triage question over a real socket, passes every Gazette story with a
+    reason and skips the rest of the wire with one; its triage model has a price."""
+    from pipelines import filters, intake
+
+    files = content.write(tmp_path, "http://127.0.0.1:1/")
+    loaded = config.load_dir(files.pipelines_dir)
+    assert not loaded.errors, config.format_errors(loaded.errors)
+    news = loaded.pipelines["news"]
+    assert news.triage is not None and news.triage.model in content.PRICES
+    gazette, wire = (_fetched(path) for path in ("/feeds/demo.xml", "/feeds/wire.xml"))
+
+    def dropped(item: rss.base.FetchedItem) -> bool:
+        return filters.verdict(news.filter, intake._payload(item)).dropped
+
+    kept = [item for item in wire if not dropped(item)]
+    assert len(kept) == 3 and all("Sponsored" not in item.title for item in kept)
+    assert not any(dropped(item) for item in gazette)
+
+    def verdict(item: rss.base.FetchedItem) -> dict[str, object]:
+        question = prompt.render_prompt(
+            news.triage.template(),  # type: ignore[union-attr]
+            prompt.DraftItem.from_fetched(item, "news"),
+        )
+        body = {"model": content.TRIAGE_MODEL, "messages": [{"role": "user", "content": question}]}
+        said = ask(llm, body).json()["choices"][0]["message"]["content"]
+        return json.loads(said)  # type: ignore[no-any-return]
+
+    for item in gazette:
+        assert verdict(item)["score"] == 0.9 and "local news" in str(verdict(item)["reason"])
+    for item in kept:
+        assert verdict(item) == {"score": 0.1, "reason": "national news with nothing local in it"}
+
+
+def _fetched(path: str) -> list[rss.base.FetchedItem]:
+    feed = content.FEEDS[path]
+    return list(rss._parse(str(feed), feed.read_bytes(), "application/rss+xml"))

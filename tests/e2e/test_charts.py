@@ -1,5 +1,6 @@
-"""Charts end to end: the real bot process answers /status chart and /budget chart with
-photos, which arrive at the local Bot API server as PNG pictures of the promised size."""
+"""Charts end to end: the real bot process answers /status chart, /budget chart and
+/stats chart with photos, which arrive at the local Bot API server as PNG pictures of the
+promised size."""
 
 from __future__ import annotations
 
@@ -24,16 +25,16 @@ def photo_reply(api: localapi.LocalBotApi, command: str) -> Any:
     return replies[-1]
 
 
-def check_png(api: localapi.LocalBotApi, message: Any) -> None:
+def check_png(
+    api: localapi.LocalBotApi, message: Any, size: tuple[int, int] = (charts.WIDTH, charts.HEIGHT)
+) -> None:
     data = api.photo(OPERATOR, message.message_id)
     assert data is not None and data.startswith(b"\x89PNG\r\n\x1a\n")
     with Image.open(io.BytesIO(data)) as picture:
         picture.verify()  # the whole file decodes: chunks and checksums
     with Image.open(io.BytesIO(data)) as picture:
-        assert (picture.format, picture.size) == ("PNG", (charts.WIDTH, charts.HEIGHT))
-    assert message.photo == {
-        "width": charts.WIDTH, "height": charts.HEIGHT, "file_size": len(data)
-    }  # fmt: skip
+        assert (picture.format, picture.size) == ("PNG", size)
+    assert message.photo == {"width": size[0], "height": size[1], "file_size": len(data)}
 
 
 def test_charts_arrive_as_photos(bot: BotProcess, api: localapi.LocalBotApi) -> None:
@@ -47,6 +48,9 @@ def test_charts_arrive_as_photos(bot: BotProcess, api: localapi.LocalBotApi) -> 
     budget = photo_reply(api, "/budget chart")
     assert "AI spend per scope" in budget.text
     check_png(api, budget)
+    numbers = photo_reply(api, "/stats news 30d chart")
+    assert numbers.text == "the editor's numbers, last 30 days"
+    check_png(api, numbers, (charts.STATS_WIDTH, charts.STATS_HEIGHT))
     assert "Traceback" not in bot.log.read_text()
 
 

@@ -46,12 +46,14 @@ def test_twenty_kills_break_nothing(tmp_path: Path) -> None:
     points = collections.Counter(report["points"]) + collections.Counter(report["points_missed"])
     assert sum(points.values()) == KILLS and set(points) == {
         "random",
+        "triage",
         "reserve",
         "answered",
         "card",
         "dispatch",
     }
     assert report["items"] == report["entries"] == 3 * KILLS
+    assert report["skipped"] >= 1 and report["triage_calls"] <= report["entries"]
     # A kill at "card" repeats that card and one at "dispatch" resends with the same key:
     # seen here, so those counters are known to count.
     if report["points"].get("card"):
@@ -207,6 +209,36 @@ async def test_provider_calls_and_claims_beyond_the_attempt_are_double_paid(
         await store.close()
     snap = await crash_checks.snapshot(data_dir)
     assert crash_checks.double_paid(snap, once) == [f"item {item_id}: claim 2 for 1 attempt(s)"]
+
+
+async def test_a_second_triage_call_or_claim_for_an_entry_is_double_paid(
+    data_dir: Path, now: datetime
+) -> None:
+    item_id = await _store_with_one_item(data_dir, now)
+    question = {"messages": [{"role": "user", "content": "Question: worth it?\ncrash-00001"}]}
+    draft = {"messages": [{"role": "user", "content": "Story crash-00001"}]}
+    bodies = [question, draft]
+    drafts = crash_checks.provider_calls(bodies)
+    asked = crash_checks.provider_calls(bodies, "triage")
+    assert (drafts, asked) == ({"crash-00001": 1}, {"crash-00001": 1})
+    snap = await crash_checks.snapshot(data_dir)
+    assert crash_checks.double_paid(snap, drafts, asked) == []
+    twice = crash_checks.provider_calls([question, question], "triage")
+    assert crash_checks.double_paid(snap, drafts, twice) == [f"item {item_id}: triage call 2"]
+
+    store = await db.open(db.StoreConfig(data_dir=data_dir))
+    try:
+        await ledger.set_budget(store, "global", "month", 10_000_000, "cli", now)
+        for key, endpoint in (("t0", "llm.triage"), ("d1", "llm.draft"), ("t1", "llm.triage")):
+            await ledger.begin(
+                store, key, endpoint, {}, 1000, "news", item_id, now, timedelta(minutes=1)
+            )
+    finally:
+        await store.close()
+    snap = await crash_checks.snapshot(data_dir)
+    assert crash_checks.double_paid(snap, drafts, asked) == [
+        f"item {item_id}: claim 3 for 1 attempt(s)"
+    ]
 
 
 def test_a_webhook_key_with_two_bodies_is_a_violation() -> None:

@@ -178,6 +178,28 @@ async def test_llm_drafts_cost_money_and_the_budget_says_so(page: Page) -> None:
     assert bar.count("▓") >= 3  # the bar: more than half of it spent
 
 
+async def test_the_wire_is_filtered_and_triaged_and_skipped_news_lists_it(page: Page) -> None:
+    """The news pipeline's wire: its two sponsored entries filtered, its three others
+    skipped by the priced triage with the model's reason; /skipped news lists them at
+    once and /stats counts them beside the five cards."""
+    await page.until(lambda s: cards(s) if len(cards(s)) == 5 else None)
+    for _ in range(60):  # a bound, not a speed: the wire's triage ends beside the cards
+        before = len((await page.chat())["messages"])
+        await page.post("/api/send", {"text": "/skipped news"})
+        listing = await page.until(_reply_to(before, "skipped"))
+        if "3 skipped" in listing["text"]:
+            break
+        await asyncio.sleep(0.5)
+    assert "3 skipped, newest first" in listing["text"], listing["text"]
+    for title in ("National lottery", "Celebrity chef", "Heatwave"):
+        assert title in listing["text"]
+    assert listing["text"].count("triage 0.10: national news with nothing local in it") == 3
+    before = len((await page.chat())["messages"])
+    await page.post("/api/send", {"text": "/stats news"})
+    numbers = await page.until(_reply_to(before, "last 7 days"))
+    assert "entries 10 · filtered 2 · skipped 3 · carded 5" in numbers["text"], numbers["text"]
+
+
 async def test_the_team_room_holds_one_card_that_two_operators_vote_on(page: Page) -> None:
     """A quorum of two in a forum group: the one card shows the first vote and who is
     awaited, a second operator (the page speaks as them with `as`) completes it from the

@@ -291,3 +291,36 @@ async def test_a_triage_call_cut_off_by_a_crash_is_never_asked_again(
     assert (await items.get(store, item.id)).state == State.DRAFTING
     assert (await ledger.get(store, work.id)).state == "uncertain"
     assert llm.calls == calls_before
+
+
+async def test_with_pass_a_triage_call_cut_off_and_reconciled_is_not_asked_again(
+    store: db.Store, rig_for: object, llm: FakeLLM, feeds: FeedServer, now: datetime
+) -> None:
+    """A crash cut off the triage call and the operator settled its claim with
+    reconcile-claim: with pass the entry is drafted as not triaged, with no second
+    triage call (the provider may have charged the first)."""
+    await ledger.set_budget(store, "global", "day", 10_000_000, "cli", now)
+    feeds.set("/feed.xml", rss(ENTRIES[1:2]))  # a weather entry: it would be skipped
+    llm.queue_fault("401")  # the first run's triage: refused, nothing charged; held
+    await rig_for("hold").tick(now)  # type: ignore[operator]
+    [item] = (await _by_guid(store)).values()
+    block = triage.TriageConfig(question="Is this about public transport in the city?")
+    call = triage_drafter.call_for(block, 1)  # the next try, begun and started, then a kill
+    key = calls.claim_key("city", item.id, 1, call.version)
+    request = {"model": "fake-1", "max_tokens": 60, "prompt_version": call.version}
+    work = await ledger.begin(
+        store, key, triage_drafter.ENDPOINT, request, 1_000, "city", item.id, now,
+        timedelta(minutes=5),
+    )  # fmt: skip
+    await ledger.start_provider(store, work.id, now)
+    later = now + timedelta(minutes=10)
+    await ledger.recover(store, later)
+    await ledger.reconcile(store, work.id, 700, "provider console", "cli", later)
+    calls_before = llm.calls
+
+    await rig_for("pass").tick(later)  # type: ignore[operator]
+    assert (await items.get(store, item.id)).state == State.AWAITING_APPROVAL
+    [card] = await outbox.for_item(store, item.id, "card")
+    assert card.payload["note"].startswith("⚠️ not triaged: ")
+    assert llm.calls == calls_before + 1  # the draft's alone
+    assert [c[1] for c in await _claims(store)] == ["llm.triage", "llm.triage", "llm.draft"]
