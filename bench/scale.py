@@ -18,7 +18,10 @@ what the database's busy connections wait on (wait_event_type/wait_event; "CPU/-
 a backend at work): the table shows whether workers queue on a lock.
 
 SQLite takes the same work in one process (one process holds an SQLite store). The
-ratios are items/s with 2 and 4 workers over items/s with one. With no PostgreSQL
+ratios are items/s with 2 and 4 workers over items/s with one. `pg_statements_per_item`
+counts the statements the workers' store connections sent (store.pg.statements_sent:
+each a round trip, BEGIN, COMMIT, savepoints and NOTIFYs included, polling too), and
+`cpu_ms_per_item` the CPU time of the workers and of a local server per item. With no PostgreSQL
 server reachable (GATEHOUSE_TEST_DATABASE_URL, else the local one) it says why and
 skips; the last line is one JSON object either way.
 """
@@ -36,6 +39,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from multiprocessing.sharedctypes import Synchronized
 from multiprocessing.synchronize import Event
 from pathlib import Path
 from typing import Any
@@ -46,7 +50,7 @@ import psycopg
 from bench import common
 from pipelines import approval, config, engine, scheduler, sealing
 from pipelines.dispatch import dispatcher
-from store import db, events, heartbeats, items, runs, schedules, sealer
+from store import db, events, heartbeats, items, pg, runs, schedules, sealer
 from store.machine import State
 from tests import pg_databases
 from tests.fakes.feed_server import FeedServer
@@ -169,8 +173,9 @@ class Worker:
 
 
 def child(store_cfg: db.StoreConfig, folder: Path, index: int, workers: int, total: int,
-          ready: Event, start: Event) -> None:  # fmt: skip
-    """A worker process: open the store, say ready, wait for the start, work until done."""
+          ready: Event, start: Event, sent: Synchronized[int]) -> None:  # fmt: skip
+    """A worker process: open the store, say ready, wait for the start, work until done;
+    `sent` gets the statements it sent to PostgreSQL meanwhile."""
 
     async def go() -> None:
         store = await db.open(store_cfg)
@@ -179,7 +184,9 @@ def child(store_cfg: db.StoreConfig, folder: Path, index: int, workers: int, tot
             await worker.beat(utcnow())
             ready.set()
             await asyncio.to_thread(start.wait)
+            before = pg.statements_sent()
             await worker.run(total)
+            sent.value = pg.statements_sent() - before
         finally:
             await store.close()
 
@@ -226,6 +233,11 @@ class Measured:
     #: on a lock (wait_event_type Lock), and every wait seen, "type/event" -> count.
     lock_waited: float = 0.0
     waits: dict[str, int] = field(default_factory=dict)
+    #: PostgreSQL only: statements the workers sent per item (each a round trip).
+    statements_per_item: float = 0.0
+    #: CPU milliseconds per item of the workers and of a local server.
+    worker_cpu_ms: float = 0.0
+    server_cpu_ms: float = 0.0
 
 
 async def measure(
@@ -236,8 +248,12 @@ async def measure(
     spawn = multiprocessing.get_context("spawn")
     start = spawn.Event()
     readies = [spawn.Event() for _ in range(workers)]
+    sent = [spawn.Value("q", 0) for _ in range(workers)]
     procs = [
-        spawn.Process(target=child, args=(store_cfg, folder, i, workers, total, readies[i], start))
+        spawn.Process(
+            target=child,
+            args=(store_cfg, folder, i, workers, total, readies[i], start, sent[i]),
+        )
         for i in range(workers)
     ]
     for proc in procs:
@@ -265,7 +281,12 @@ async def measure(
     cores = (_children_cpu_s() - cpu_before) / elapsed
     server = (_server_cpu_s() - server_before) / elapsed
     written = await check(store_cfg, names, total)
-    return Measured(total / elapsed, written / elapsed, cores, server, waited, waits)
+    per_item_ms = elapsed * 1000 / total
+    return Measured(
+        total / elapsed, written / elapsed, cores, server, waited, waits,
+        statements_per_item=sum(s.value for s in sent) / total,
+        worker_cpu_ms=cores * per_item_ms, server_cpu_ms=server * per_item_ms,
+    )  # fmt: skip
 
 
 #: What the database's busy connections (not idle between transactions) wait on now.
@@ -324,6 +345,11 @@ def _line(found: Measured) -> str:
     )
     if found.server_cores:
         line += f", the server on {found.server_cores:.2f}"
+    line += f"; per item {found.worker_cpu_ms:.2f} ms CPU in the workers"
+    if found.server_cores:
+        line += f", {found.server_cpu_ms:.2f} ms in the server"
+    if found.statements_per_item:
+        line += f", {found.statements_per_item:.1f} statements sent"
     if found.waits:
         line += f"; some connection waited on a lock in {found.lock_waited:.0%} of samples"
         line += "\n    waits (type/event: connections summed over samples): " + ", ".join(
@@ -361,7 +387,7 @@ async def main(argv: list[str]) -> None:
         sqlite_cfg = db.StoreConfig(data_dir=Path(tmp) / "sqlite")
         sqlite = await measure(sqlite_cfg, folder, names, 1, total)
         print(f"  sqlite, 1 worker: {_line(sqlite)}", flush=True)
-        pg_rates: dict[str, float] = {}
+        pg_found: dict[str, Measured] = {}
         for workers in (1, 2, 4):
             name = f"gh_pgscale_bench_{workers}_{os.getpid()}"
             server.drop(name)
@@ -373,15 +399,29 @@ async def main(argv: list[str]) -> None:
                 found = await measure(cfg, folder, names, workers, total)
             finally:
                 server.drop(name)
-            pg_rates[str(workers)] = found.items_per_s
+            pg_found[str(workers)] = found
             print(f"  postgres, {workers} worker(s): {_line(found)}", flush=True)
     load = ", ".join(f"{n:.1f}" for n in os.getloadavg())
     print(f"  {total} items over {args.pipelines} pipelines; {os.cpu_count()} CPUs, load {load}")
+    pg_rates = {k: found.items_per_s for k, found in pg_found.items()}
     figures: dict[str, Any] = {
         "bench": "scale",
         "sqlite_items_per_s": round(sqlite.items_per_s),
         "pg_items_per_s": {k: round(v) for k, v in pg_rates.items()},
         "ratio_2": round(pg_rates["2"] / pg_rates["1"], 2),
         "ratio_4": round(pg_rates["4"] / pg_rates["1"], 2),
+        "pg_statements_per_item": {
+            k: round(found.statements_per_item, 1) for k, found in pg_found.items()
+        },
+        "cpu_ms_per_item": {
+            "sqlite": round(sqlite.worker_cpu_ms, 2),
+            **{
+                f"pg_{k}": {
+                    "workers": round(found.worker_cpu_ms, 2),
+                    "server": round(found.server_cpu_ms, 2),
+                }
+                for k, found in pg_found.items()
+            },
+        },
     }
     common.report(figures)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
@@ -108,6 +109,22 @@ class Cursor:
         return iter(self.fetchall())
 
 
+_sent = 0
+_sent_lock = threading.Lock()
+
+
+def statements_sent() -> int:
+    """Statements this process's store connections sent to the server (each a round
+    trip; savepoints, COMMITs and NOTIFYs included): what `bench scale` counts."""
+    return _sent
+
+
+def _count(n: int = 1) -> None:
+    global _sent
+    with _sent_lock:
+        _sent += n
+
+
 class Conn:
     """A psycopg connection that runs the store's named SQL (`backend.Conn`).
 
@@ -139,12 +156,15 @@ class Conn:
             self.raw = self._open()
 
     def execute(self, query: str, parameters: Any = None, /) -> Cursor:
+        _count()
         # Always with parameters, so psycopg reads `%%` as `%` whether or not any are used.
         return Cursor(self.raw.execute(sql.postgres(query), parameters or {}))
 
     def executemany(self, query: str, parameters: Iterable[Any], /) -> Cursor:
+        rows = list(parameters)
+        _count(len(rows))
         cursor = self.raw.cursor()
-        cursor.executemany(sql.postgres(query), parameters)
+        cursor.executemany(sql.postgres(query), rows)
         return Cursor(cursor)
 
     def script(self, text: str) -> None:
