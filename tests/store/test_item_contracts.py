@@ -366,3 +366,49 @@ async def test_a_lone_surrogate_in_a_payload_is_stored_as_a_replacement_characte
     assert made.payload_json == '{"title": "bad \ufffd t", "n": 1}'  # the character itself
     assert made.content_hash == items.content_hash(cleaned)
     assert (await items.get(store, made.id)).payload == cleaned
+
+
+class _Counting:
+    """The unit's own connection, counting how often the item row is locked."""
+
+    def __init__(self, conn: backend.Conn) -> None:
+        self._conn = conn
+        self.locks = 0
+
+    def execute(self, query: str, parameters: object = None, /) -> backend.Cursor:
+        self.locks += query == items.Q["lock"]
+        return self._conn.execute(query, parameters)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._conn, name)
+
+
+async def test_a_decision_locks_its_item_once_and_moves_it(store: db.Store, now: datetime) -> None:
+    item = await _awaiting(store, now)
+
+    def unit(conn: backend.Conn) -> tuple[decisions.Decision, int]:
+        counting = _Counting(conn)
+        decided = decisions.decide_sync(counting, item.id, 1, 1, 7, "approve", now)  # type: ignore[arg-type]
+        return decided, counting.locks
+
+    decided, locks = await store.write(unit)
+    assert locks == 1
+    assert decided.item == await items.get(store, item.id)
+    assert decided.item.state == S.APPROVED
+
+
+async def test_a_transition_from_a_stale_locked_item_is_refused_and_writes_nothing(
+    store: db.Store, now: datetime
+) -> None:
+    item = await _awaiting(store, now)
+
+    def unit(conn: backend.Conn) -> None:
+        locked = items.lock_sync(conn, item.id)
+        items.transition_sync(conn, item.id, S.APPROVED, "operator:7", now, locked=locked)
+        items.transition_sync(conn, item.id, S.REJECTED, "operator:7", now, locked=locked)
+
+    with pytest.raises(errors.Conflict, match="changed underneath"):
+        await store.write(unit)
+    assert (await items.get(store, item.id)).state == S.AWAITING_APPROVAL
+    with pytest.raises(ValueError, match="locked is item"):
+        await store.write(items.transition_sync, item.id + 1, S.APPROVED, "x", now, locked=item)
