@@ -73,10 +73,10 @@ def add_sync(
         "now": clock.to_ms(now),
         "image_url": image_url,
     }
-    conn.execute(Q["insert_draft"], params)
+    stored = Draft.from_row(conn.execute(Q["insert_draft"], params).fetchone())
     if conn.execute(Q["set_version"], {"id": item_id, "version": version}).rowcount != 1:
         raise errors.Conflict(f"item {item_id} gained a draft version underneath this one")
-    return get_sync(conn, item_id, version)
+    return stored
 
 
 def edit_sync(

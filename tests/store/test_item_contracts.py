@@ -369,14 +369,19 @@ async def test_a_lone_surrogate_in_a_payload_is_stored_as_a_replacement_characte
 
 
 class _Counting:
-    """The unit's own connection, counting how often the item row is locked."""
+    """The unit's own connection, keeping the statements it runs (each a round trip on
+    PostgreSQL)."""
 
     def __init__(self, conn: backend.Conn) -> None:
         self._conn = conn
-        self.locks = 0
+        self.queries: list[str] = []
+
+    @property
+    def locks(self) -> int:
+        return self.queries.count(items.Q["lock"])
 
     def execute(self, query: str, parameters: object = None, /) -> backend.Cursor:
-        self.locks += query == items.Q["lock"]
+        self.queries.append(query)
         return self._conn.execute(query, parameters)
 
     def __getattr__(self, name: str) -> object:
@@ -412,3 +417,19 @@ async def test_a_transition_from_a_stale_locked_item_is_refused_and_writes_nothi
     assert (await items.get(store, item.id)).state == S.AWAITING_APPROVAL
     with pytest.raises(ValueError, match="locked is item"):
         await store.write(items.transition_sync, item.id + 1, S.APPROVED, "x", now, locked=item)
+
+
+async def test_a_new_draft_comes_back_from_its_insert_not_a_second_read(
+    store: db.Store, now: datetime
+) -> None:
+    made = await store.write(items.create_sync, "news", "feed", "guid", {"title": "t"}, now)
+    assert made is not None
+
+    def unit(conn: backend.Conn) -> tuple[drafts.Draft, int]:
+        counting = _Counting(conn)
+        draft = drafts.add_sync(counting, made.id, "text", {"drafter": "x"}, now)  # type: ignore[arg-type]
+        return draft, len(counting.queries)
+
+    draft, statements = await store.write(unit)
+    assert statements == 3  # lock the item, insert the draft, point the item at it
+    assert draft == await drafts.get(store, made.id, 1)
