@@ -501,8 +501,10 @@ def _to_approval(
         return False
     draft = drafts.add_sync(
         conn, item.id, result.text, result.provenance, now, cost_micros=result.cost_micros,
-        image_url=item.payload.get("image_url"),
+        image_url=item.payload.get("image_url"), locked=current,
     )  # fmt: skip
+    # The row locked above, at the version the draft just set: not read a third time.
+    drafted = dataclasses.replace(current, version=draft.version)
     moved = items.transition_sync(
         conn,
         item.id,
@@ -511,6 +513,7 @@ def _to_approval(
         now,
         deadline=pipeline.approval.window,
         expect_attempt=item.attempt,
+        locked=drafted,
     )
     if pipeline.approval.digest is None:  # else the pipeline's digest lists it
         approval.queue_card(
