@@ -1,41 +1,47 @@
-"""Items per second through fetch, template draft, approval and dispatch, with 1, 2 and 4
+"""Items per second through fetch, LLM draft, approval and dispatch, with 1, 2 and 4
 worker processes sharing one PostgreSQL database, and the same work on SQLite.
 
-    python -m bench scale [--items 2000] [--pipelines 8]
+    python -m bench scale [--items 2000] [--pipelines 8] [--template]
 
 Each worker is its own process running the project's own parts as a `gatehouse run`
 worker does: the scheduler claims a pipeline's run (compare-and-set on its schedule
 row, one running run per pipeline) and the engine fetches the pipeline's feed from a
-local feed server over a socket, records the items and drafts them with the template
-drafter; the worker approves its share of the waiting items (`approval.decide`, as
-an operator's tap does) and dispatches with `dispatcher.run_once`, which claims rows
-with a lease (`FOR UPDATE SKIP LOCKED` on PostgreSQL) to a `none` target. Worker 0
-also runs the sealer, as the leader does (pipelines.sealing). The clock runs from the
-moment every worker is ready until the last item is dispatched.
+local feed server over a socket, records the items and drafts them with the LLM
+drafter through the local fake LLM server (a small delay per reply), each call held
+and settled in two budgets, the pipeline's and the global one (bench.scale_llm);
+`--template` drafts with the template instead, which spends nothing. The worker
+approves its share of the waiting items (`approval.decide`, as an operator's tap
+does) and dispatches with `dispatcher.run_once`, which claims rows with a lease
+(`FOR UPDATE SKIP LOCKED` on PostgreSQL) to a `none` target. Worker 0 also runs the
+sealer, as the leader does (pipelines.sealing). The clock runs from the moment every
+worker is ready until the last item is dispatched.
 
 On PostgreSQL a sampler reads pg_stat_activity every 20 ms during the run and counts
 what the database's busy connections wait on (wait_event_type/wait_event; "CPU/-" is
 a backend at work): the table shows whether workers queue on a lock.
 
 SQLite takes the same work in one process (one process holds an SQLite store). The
-ratios are items/s with 2 and 4 workers over items/s with one. With no PostgreSQL
-server reachable (GATEHOUSE_TEST_DATABASE_URL, else the local one) it says why and
-skips; the last line is one JSON object either way.
+ratios are items/s with 2 and 4 workers over items/s with one. `pg_statements_per_item`
+counts the statements the workers' store connections sent (store.pg.statements_sent:
+each a round trip, BEGIN, COMMIT, savepoints and NOTIFYs included, polling too) and
+`cpu_ms_per_item` the CPU time of the workers and of a local server per item. With no
+PostgreSQL server reachable (GATEHOUSE_TEST_DATABASE_URL, else the local one) it says
+why and skips; the last line is one JSON object either way.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import multiprocessing
 import os
-import resource
 import tempfile
 import threading
 import time
-from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from multiprocessing.sharedctypes import Synchronized
 from multiprocessing.synchronize import Event
 from pathlib import Path
 from typing import Any
@@ -43,14 +49,16 @@ from typing import Any
 import httpx
 import psycopg
 
-from bench import common
+from bench import common, scale_llm
+from bench import scale_probes as probes
 from pipelines import approval, config, engine, scheduler, sealing
 from pipelines.dispatch import dispatcher
-from store import db, events, heartbeats, items, runs, schedules, sealer
+from store import db, events, heartbeats, items, pg, runs, schedules, sealer
 from store.machine import State
 from tests import pg_databases
 from tests.fakes.feed_server import FeedServer
 from tests.fakes.feeds import rss
+from tests.fakes.llm_server import FakeLLM
 
 OPERATOR = 1001
 #: Approvals in flight at once in one worker.
@@ -69,14 +77,19 @@ sources:
     scope: feed
 dedup:
   duplicate_window_days: 0
-dispatch:
+{draft}dispatch:
   type: none
 """
 
 
-def write_pipelines(folder: Path, feed: FeedServer, count: int, per_pipeline: int) -> list[str]:
-    """`count` pipelines, each with its own feed of `per_pipeline` entries."""
+def write_pipelines(
+    folder: Path, feed: FeedServer, count: int, per_pipeline: int, llm: bool
+) -> list[str]:
+    """`count` pipelines, each with its own feed of `per_pipeline` entries, drafted by
+    the LLM (`llm`) or the template."""
     folder.mkdir()
+    if llm:
+        scale_llm.write_prompt(folder)
     names = []
     for p in range(count):
         name = f"p{p}"
@@ -86,7 +99,9 @@ def write_pipelines(folder: Path, feed: FeedServer, count: int, per_pipeline: in
         ]
         feed.set(f"/{name}.xml", rss(entries), "application/rss+xml")
         (folder / f"{name}.yaml").write_text(
-            PIPELINE.format(name=name, url=feed.url(f"/{name}.xml"))
+            PIPELINE.format(
+                name=name, url=feed.url(f"/{name}.xml"), draft=scale_llm.DRAFT if llm else ""
+            )
         )
         names.append(name)
     return names
@@ -99,8 +114,11 @@ def utcnow() -> datetime:
 class Worker:
     """One worker process's loop: claim runs, approve its share, dispatch."""
 
-    def __init__(self, store: db.Store, folder: Path, index: int, workers: int) -> None:
+    def __init__(
+        self, store: db.Store, folder: Path, index: int, workers: int, llm_url: str | None
+    ) -> None:
         self.store = store
+        self.drafters = scale_llm.drafters(llm_url) if llm_url else None
         self.pipelines = config.load_dir(folder).pipelines
         self.index, self.workers = index, workers
         self.me = f"bench-{index}"
@@ -122,7 +140,8 @@ class Worker:
 
     async def _work(self, total: int) -> None:
         async with httpx.AsyncClient() as client:
-            eng = engine.Engine(self.store, self.pipelines, client=client)
+            drafter_for = functools.partial(self.drafters, self.store) if self.drafters else None
+            eng = engine.Engine(self.store, self.pipelines, client=client, drafter_for=drafter_for)
             sched = scheduler.Scheduler(self.store, eng, self.pipelines, worker=self.me)
             while await self.dispatched() < total:
                 now = utcnow()
@@ -135,6 +154,8 @@ class Worker:
                 if not approved and not handled:
                     await asyncio.sleep(0.01)
             await sched.idle()  # the last runs record their counts
+            if self.drafters is not None:
+                await self.drafters.aclose()
 
     async def beat(self, now: datetime, sched: scheduler.Scheduler | None = None) -> None:
         """Say this worker is alive, every second, as `gatehouse run` does: the
@@ -169,27 +190,34 @@ class Worker:
 
 
 def child(store_cfg: db.StoreConfig, folder: Path, index: int, workers: int, total: int,
-          ready: Event, start: Event) -> None:  # fmt: skip
-    """A worker process: open the store, say ready, wait for the start, work until done."""
+          llm_url: str | None, ready: Event, start: Event,
+          sent: Synchronized[int]) -> None:  # fmt: skip
+    """A worker process: open the store, say ready, wait for the start, work until done;
+    `sent` gets the statements it sent to PostgreSQL meanwhile."""
 
     async def go() -> None:
         store = await db.open(store_cfg)
         try:
-            worker = Worker(store, folder, index, workers)
+            worker = Worker(store, folder, index, workers, llm_url)
             await worker.beat(utcnow())
             ready.set()
             await asyncio.to_thread(start.wait)
+            before = pg.statements_sent()
             await worker.run(total)
+            sent.value = pg.statements_sent() - before
         finally:
             await store.close()
 
     asyncio.run(go())
 
 
-async def prepare(store_cfg: db.StoreConfig, names: list[str]) -> None:
-    """Create (migrate) the store and ask each pipeline for one run."""
+async def prepare(store_cfg: db.StoreConfig, names: list[str], llm: bool) -> None:
+    """Create (migrate) the store, set the budgets the LLM drafter spends within, and
+    ask each pipeline for one run."""
     store = await db.open(store_cfg)
     try:
+        if llm:
+            await scale_llm.set_budgets(store, names)
         for name in names:
             await schedules.request_run(store, name, utcnow())
     finally:
@@ -226,18 +254,32 @@ class Measured:
     #: on a lock (wait_event_type Lock), and every wait seen, "type/event" -> count.
     lock_waited: float = 0.0
     waits: dict[str, int] = field(default_factory=dict)
+    #: PostgreSQL only: statements the workers sent per item (each a round trip).
+    statements_per_item: float = 0.0
+    #: CPU milliseconds per item of the workers and of a local server.
+    worker_cpu_ms: float = 0.0
+    server_cpu_ms: float = 0.0
 
 
 async def measure(
-    store_cfg: db.StoreConfig, folder: Path, names: list[str], workers: int, total: int
+    store_cfg: db.StoreConfig,
+    folder: Path,
+    names: list[str],
+    workers: int,
+    total: int,
+    llm_url: str | None,
 ) -> Measured:
     """Items and audit events per second with `workers` processes on this store."""
-    await prepare(store_cfg, names)
+    await prepare(store_cfg, names, llm_url is not None)
     spawn = multiprocessing.get_context("spawn")
     start = spawn.Event()
     readies = [spawn.Event() for _ in range(workers)]
+    sent = [spawn.Value("q", 0) for _ in range(workers)]
     procs = [
-        spawn.Process(target=child, args=(store_cfg, folder, i, workers, total, readies[i], start))
+        spawn.Process(
+            target=child,
+            args=(store_cfg, folder, i, workers, total, llm_url, readies[i], start, sent[i]),
+        )
         for i in range(workers)
     ]
     for proc in procs:
@@ -246,11 +288,11 @@ async def measure(
         for ready in readies:
             if not await asyncio.to_thread(ready.wait, 60):
                 raise RuntimeError("a worker did not start within 60 s")
-        cpu_before, server_before = _children_cpu_s(), _server_cpu_s()
+        cpu_before, server_before = probes.children_cpu_s(), probes.server_cpu_s()
         started = time.perf_counter()
         start.set()
         sampling = threading.Event()
-        sampler = asyncio.create_task(asyncio.to_thread(_sample_waits, store_cfg, sampling))
+        sampler = asyncio.create_task(asyncio.to_thread(probes.sample_waits, store_cfg, sampling))
         for proc in procs:
             await asyncio.to_thread(proc.join, TIMEOUT_S)
             if proc.exitcode != 0:
@@ -262,59 +304,15 @@ async def measure(
         for proc in procs:
             if proc.is_alive():
                 proc.kill()
-    cores = (_children_cpu_s() - cpu_before) / elapsed
-    server = (_server_cpu_s() - server_before) / elapsed
+    cores = (probes.children_cpu_s() - cpu_before) / elapsed
+    server = (probes.server_cpu_s() - server_before) / elapsed
     written = await check(store_cfg, names, total)
-    return Measured(total / elapsed, written / elapsed, cores, server, waited, waits)
-
-
-#: What the database's busy connections (not idle between transactions) wait on now.
-_WAITING = (
-    "SELECT coalesce(wait_event_type, 'CPU'), coalesce(wait_event, '-'), count(*)"
-    " FROM pg_stat_activity WHERE datname = current_database() AND state <> 'idle'"
-    " AND pid <> pg_backend_pid() GROUP BY 1, 2"
-)
-
-
-def _sample_waits(store_cfg: db.StoreConfig, done: threading.Event) -> tuple[float, dict[str, int]]:
-    """Every 20 ms until `done`: what busy connections wait on; the share of samples
-    with a lock wait, and the count of each wait over all samples."""
-    if store_cfg.database_url is None:
-        return 0.0, {}
-    waits: Counter[str] = Counter()
-    samples = locked = 0
-    with psycopg.connect(store_cfg.database_url, autocommit=True) as conn:
-        while not done.is_set():
-            rows = conn.execute(_WAITING).fetchall()
-            samples += 1
-            locked += any(kind == "Lock" for kind, _, _ in rows)
-            for kind, event, n in rows:
-                waits[f"{kind}/{event}"] += n
-            time.sleep(0.02)
-    return (locked / samples if samples else 0.0), dict(waits.most_common())
-
-
-def _server_cpu_s() -> float:
-    """CPU seconds of the postgres processes on this machine (Linux /proc; 0 elsewhere)."""
-    tick = os.sysconf("SC_CLK_TCK")
-    total = 0
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            text = stat.read_text()
-        except OSError:  # the process ended meanwhile
-            continue
-        name, rest = text[text.index("(") + 1 : text.rindex(")")], text[text.rindex(")") + 2 :]
-        if name.startswith("postgres"):
-            fields = rest.split()
-            # utime, stime, and those of its reaped children (backends that ended)
-            total += sum(int(field) for field in fields[11:15])
-    return total / tick
-
-
-def _children_cpu_s() -> float:
-    """CPU seconds (user and system) of the worker processes that have ended."""
-    used = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return used.ru_utime + used.ru_stime
+    per_item_ms = elapsed * 1000 / total
+    return Measured(
+        total / elapsed, written / elapsed, cores, server, waited, waits,
+        statements_per_item=sum(s.value for s in sent) / total,
+        worker_cpu_ms=cores * per_item_ms, server_cpu_ms=server * per_item_ms,
+    )  # fmt: skip
 
 
 def _line(found: Measured) -> str:
@@ -324,6 +322,11 @@ def _line(found: Measured) -> str:
     )
     if found.server_cores:
         line += f", the server on {found.server_cores:.2f}"
+    line += f"; per item {found.worker_cpu_ms:.2f} ms CPU in the workers"
+    if found.server_cores:
+        line += f", {found.server_cpu_ms:.2f} ms in the server"
+    if found.statements_per_item:
+        line += f", {found.statements_per_item:.1f} statements sent"
     if found.waits:
         line += f"; some connection waited on a lock in {found.lock_waited:.0%} of samples"
         line += "\n    waits (type/event: connections summed over samples): " + ", ".join(
@@ -347,6 +350,9 @@ async def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench scale")
     parser.add_argument("--items", type=int, default=2000)
     parser.add_argument("--pipelines", type=int, default=8)
+    parser.add_argument(
+        "--template", action="store_true", help="draft with the template, not the LLM"
+    )
     args = parser.parse_args(argv)
     server = pg_databases.Server.find()
     if server.unreachable:
@@ -355,13 +361,15 @@ async def main(argv: list[str]) -> None:
         return
     per_pipeline = args.items // args.pipelines
     total = per_pipeline * args.pipelines
-    with tempfile.TemporaryDirectory() as tmp, FeedServer() as feed:
+    llm_server = FakeLLM(delay_s=scale_llm.REPLY_DELAY_S)
+    with tempfile.TemporaryDirectory() as tmp, FeedServer() as feed, llm_server as llm:
+        llm_url = None if args.template else llm.base_url
         folder = Path(tmp) / "pipelines"
-        names = write_pipelines(folder, feed, args.pipelines, per_pipeline)
+        names = write_pipelines(folder, feed, args.pipelines, per_pipeline, not args.template)
         sqlite_cfg = db.StoreConfig(data_dir=Path(tmp) / "sqlite")
-        sqlite = await measure(sqlite_cfg, folder, names, 1, total)
+        sqlite = await measure(sqlite_cfg, folder, names, 1, total, llm_url)
         print(f"  sqlite, 1 worker: {_line(sqlite)}", flush=True)
-        pg_rates: dict[str, float] = {}
+        pg_found: dict[str, Measured] = {}
         for workers in (1, 2, 4):
             name = f"gh_pgscale_bench_{workers}_{os.getpid()}"
             server.drop(name)
@@ -370,18 +378,33 @@ async def main(argv: list[str]) -> None:
                 if workers == 1:
                     print(f"  postgres: one durable commit alone takes {commit_ms(url):.2f} ms")
                 cfg = db.StoreConfig(data_dir=Path(tmp) / f"pg{workers}", database_url=url)
-                found = await measure(cfg, folder, names, workers, total)
+                found = await measure(cfg, folder, names, workers, total, llm_url)
             finally:
                 server.drop(name)
-            pg_rates[str(workers)] = found.items_per_s
+            pg_found[str(workers)] = found
             print(f"  postgres, {workers} worker(s): {_line(found)}", flush=True)
     load = ", ".join(f"{n:.1f}" for n in os.getloadavg())
     print(f"  {total} items over {args.pipelines} pipelines; {os.cpu_count()} CPUs, load {load}")
+    pg_rates = {k: found.items_per_s for k, found in pg_found.items()}
     figures: dict[str, Any] = {
         "bench": "scale",
+        "drafter": "template" if args.template else "llm",
         "sqlite_items_per_s": round(sqlite.items_per_s),
         "pg_items_per_s": {k: round(v) for k, v in pg_rates.items()},
         "ratio_2": round(pg_rates["2"] / pg_rates["1"], 2),
         "ratio_4": round(pg_rates["4"] / pg_rates["1"], 2),
+        "pg_statements_per_item": {
+            k: round(found.statements_per_item, 1) for k, found in pg_found.items()
+        },
+        "cpu_ms_per_item": {
+            "sqlite": round(sqlite.worker_cpu_ms, 2),
+            **{
+                f"pg_{k}": {
+                    "workers": round(found.worker_cpu_ms, 2),
+                    "server": round(found.server_cpu_ms, 2),
+                }
+                for k, found in pg_found.items()
+            },
+        },
     }
     common.report(figures)

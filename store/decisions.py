@@ -98,8 +98,9 @@ def decide_sync(
     if choice == "reject":
         why = f"rejected by {actor}" + (f": {reason[:MAX_REASON]}" if reason else "")
         moved = items.transition_sync(
-            conn, item_id, State.REJECTED, actor, now, reason=why, expect_version=version
-        )
+            conn, item_id, State.REJECTED, actor, now, reason=why, expect_version=version,
+            locked=item,
+        )  # fmt: skip
     elif len(approvals) >= quorum:
         who = ", ".join(actor if o == operator_id else voter(o) for o in approvals)
         moved = items.transition_sync(
@@ -110,6 +111,7 @@ def decide_sync(
             now,
             reason=f"approved by {who}",
             expect_version=version,
+            locked=item,
         )
     else:
         return Decision(item, "pending", approvals, quorum)

@@ -59,9 +59,13 @@ def add_sync(
     *,
     cost_micros: int | None = None,
     image_url: str | None = None,
+    locked: items.Item | None = None,
 ) -> Draft:
-    """Store the next version and point the item at it (inside the caller's unit)."""
-    item = items.lock_sync(conn, item_id)
+    """Store the next version and point the item at it (inside the caller's unit).
+    `locked`: the item as the unit already locked it (its row is not read again)."""
+    if locked is not None and locked.id != item_id:
+        raise ValueError(f"locked is item {locked.id}, not item {item_id}")
+    item = locked if locked is not None else items.lock_sync(conn, item_id)
     version = item.version + 1
     params = {
         "item_id": item_id,
@@ -73,10 +77,10 @@ def add_sync(
         "now": clock.to_ms(now),
         "image_url": image_url,
     }
-    conn.execute(Q["insert_draft"], params)
+    stored = Draft.from_row(conn.execute(Q["insert_draft"], params).fetchone())
     if conn.execute(Q["set_version"], {"id": item_id, "version": version}).rowcount != 1:
         raise errors.Conflict(f"item {item_id} gained a draft version underneath this one")
-    return get_sync(conn, item_id, version)
+    return stored
 
 
 def edit_sync(

@@ -15,6 +15,7 @@ a transition (a draft, a vote, an outbox row) commit in the same transaction:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -191,20 +192,25 @@ def transition_sync(
     expect_version: int | None = None,
     expect_attempt: int | None = None,
     deadline: timedelta | None = None,
+    locked: Item | None = None,
 ) -> Item:
     """Move an item and write its one event; see the module docstring of store.machine.
 
     Re-asserting the current state with the same work (version, attempt) returns
     the row unchanged; with different work it is a Conflict. A terminal state
     accepts repeats silently. A move not in the table raises IllegalTransition.
+    `locked` is the item as this unit already locked it (`lock_sync`): its row is not
+    read again, and the move's compare-and-set still refuses it if it went stale.
     """
     to = State(to)
-    row = _locked_row(conn, item_id)
-    state, attempt, version = row["state"], row["attempt"], row["version"]
+    if locked is not None and locked.id != item_id:
+        raise ValueError(f"locked is item {locked.id}, not item {item_id}")
+    current = locked if locked is not None else lock_sync(conn, item_id)
+    state, attempt, version = current.state, current.attempt, current.version
     same_work = expect_version in (None, version) and expect_attempt in (None, attempt)
     if state == to:
         if to in machine.TERMINAL or same_work:
-            return Item.from_row(row)
+            return current
         raise errors.Conflict(
             f"item {item_id} is already {to} with version {version} attempt {attempt}; "
             f"this request is for version {expect_version} attempt {expect_attempt}"
@@ -240,8 +246,14 @@ def transition_sync(
     if to == State.FAILED:
         # Every path that fails an item comes through here, so each failure is logged
         # once, whatever else (an alert, an event) the caller records with it.
-        log.warning("item %s (%s) failed: %s", item_id, row["pipeline"], reason or "no reason")
-    return Item.moved(row, to, reason, at, due)
+        log.warning("item %s (%s) failed: %s", item_id, current.pipeline, reason or "no reason")
+    return dataclasses.replace(
+        current,
+        state=to,
+        reason=reason,
+        last_transition_at=clock.from_ms(at),
+        deadline=clock.maybe_from_ms(due),
+    )
 
 
 def _check_floor(conn: backend.Conn, item_id: int, to: State, actor: str, now: datetime) -> None:

@@ -42,7 +42,11 @@ def check_channel(channel: str) -> str:
 
 
 def send_sync(conn: backend.Conn, channel: str) -> None:
-    """Inside a unit: tell every process listening on `channel`, once the unit commits."""
+    """Inside a unit: tell every process listening on `channel`, once the unit commits
+    (on PostgreSQL once per transaction, however many units of it send)."""
+    at_commit = getattr(conn, "notify_at_commit", None)
+    if at_commit is not None and at_commit(check_channel(channel)):
+        return
     conn.execute(Q["notify"], {"channel": check_channel(channel)})
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
@@ -108,12 +109,33 @@ class Cursor:
         return iter(self.fetchall())
 
 
+_sent = 0
+_sent_lock = threading.Lock()
+
+
+def statements_sent() -> int:
+    """Statements this process's store connections sent to the server (each a round
+    trip; savepoints, COMMITs and NOTIFYs included): what `bench scale` counts."""
+    return _sent
+
+
+def _count(n: int = 1) -> None:
+    global _sent
+    with _sent_lock:
+        _sent += n
+
+
 class Conn:
     """A psycopg connection that runs the store's named SQL (`backend.Conn`).
 
     A connection the server dropped (a restart, a failover) is opened again before
     the next unit; the unit it failed under is not run again, since its commit may
     have happened.
+
+    Inside a transaction a unit's `notify.send_sync` only notes its channel: each
+    channel is notified once, just before COMMIT (the server merges a transaction's
+    equal notifications anyway, so one statement per channel wakes the same
+    listeners); a savepoint rolled back forgets what its unit noted.
     """
 
     def __init__(self, url: str, *, reader: bool = False, prepared: bool = True) -> None:
@@ -121,6 +143,8 @@ class Conn:
         self._reader = reader
         self._prepare_threshold = PREPARE_THRESHOLD if prepared else None
         self.raw = self._open()
+        self._channels: set[str] = set()
+        self._savepoints: list[tuple[str, frozenset[str]]] = []
 
     def _open(self) -> psycopg.Connection[Row]:
         raw = psycopg.connect(
@@ -139,13 +163,43 @@ class Conn:
             self.raw = self._open()
 
     def execute(self, query: str, parameters: Any = None, /) -> Cursor:
+        self._track(query)
+        _count()
         # Always with parameters, so psycopg reads `%%` as `%` whether or not any are used.
         return Cursor(self.raw.execute(sql.postgres(query), parameters or {}))
 
     def executemany(self, query: str, parameters: Iterable[Any], /) -> Cursor:
+        rows = list(parameters)
+        _count(len(rows))
         cursor = self.raw.cursor()
-        cursor.executemany(sql.postgres(query), parameters)
+        cursor.executemany(sql.postgres(query), rows)
         return Cursor(cursor)
+
+    def notify_at_commit(self, channel: str) -> bool:
+        """Note `channel` to notify at this transaction's COMMIT; False outside one
+        (the caller then notifies at once)."""
+        if not self.in_transaction:
+            return False
+        self._channels.add(channel)
+        return True
+
+    def _track(self, query: str) -> None:
+        """Keep the noted channels in step with the transaction and its savepoints,
+        and send them just before COMMIT."""
+        word, _, name = query.partition(" ")
+        if word == "COMMIT":
+            for channel in sorted(self._channels):
+                _count()
+                self.raw.execute(sql.postgres(notify.Q["notify"]), {"channel": channel})
+        if word in ("BEGIN", "COMMIT", "ROLLBACK") and not name.startswith("TO "):
+            self._channels.clear()
+            self._savepoints.clear()
+        elif word == "SAVEPOINT":
+            self._savepoints.append((name, frozenset(self._channels)))
+        elif word == "ROLLBACK":  # ROLLBACK TO name: what the savepoint's units noted goes
+            self._channels = set(dict(self._savepoints).get(name[3:], self._channels))
+        elif word == "RELEASE" and self._savepoints:
+            self._savepoints.pop()
 
     def script(self, text: str) -> None:
         """Run several statements at once, as written (a migration)."""

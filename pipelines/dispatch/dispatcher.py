@@ -290,6 +290,7 @@ def _begin_sync(
             now,
             expect_attempt=job.attempt,
             expect_version=job.version,
+            locked=item,
         )
     except items.Throttled as exc:  # checked before anything is written
         # Not an attempt: the item re-entered dispatching moments ago (a crash loop).

@@ -8,6 +8,7 @@ triage's verdict) or failed (the item's own fault, with its alert).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from datetime import datetime
 
@@ -54,8 +55,10 @@ def to_approval(
         return False
     draft = drafts.add_sync(
         conn, item.id, result.text, result.provenance, now, cost_micros=result.cost_micros,
-        image_url=item.payload.get("image_url"),
+        image_url=item.payload.get("image_url"), locked=current,
     )  # fmt: skip
+    # The row locked above, at the version the draft just set: not read a third time.
+    drafted = dataclasses.replace(current, version=draft.version)
     moved = items.transition_sync(
         conn,
         item.id,
@@ -64,6 +67,7 @@ def to_approval(
         now,
         deadline=pipeline.approval.window,
         expect_attempt=item.attempt,
+        locked=drafted,
     )
     if pipeline.approval.digest is None:  # else the pipeline's digest lists it
         approval.queue_card(

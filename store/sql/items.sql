@@ -31,9 +31,10 @@ RETURNING *
 UPDATE items SET version = :version WHERE id = :id AND version = :version - 1
 
 -- name: insert_draft
--- One draft version.
+-- One draft version, as stored.
 INSERT INTO drafts (item_id, version, text, content_hash, provenance, cost_micros, created_at, image_url)
 VALUES (:item_id, :version, :text, :content_hash, :provenance, :cost_micros, :now, :image_url)
+RETURNING *
 
 -- name: draft
 -- One draft version of an item.

@@ -309,3 +309,37 @@ async def test_a_draft_for_an_item_another_worker_already_brought_to_approval_is
     assert (after.state, after.version) == (State.AWAITING_APPROVAL, 1)
     cards = await outbox.due(store, now + timedelta(hours=1), ["card"])
     assert [c.item_id for c in cards] == [stale.id]
+
+
+async def test_a_draft_reaches_approval_locking_its_item_once(
+    store: db.Store, tmp_path: Path, now: datetime
+) -> None:
+    pipeline = write_pipeline(tmp_path, "news", ["http://127.0.0.1:9/feed.xml"])
+    made = await store.write(items.create_sync, "news", "s0", "guid", {"title": "T"}, now)
+    assert made is not None
+    drafting = await store.write(items.transition_sync, made.id, State.DRAFTING, "system", now)
+    result = drafters.DraftResult("the draft", {"drafter": "template"})
+    locks: list[str] = []
+
+    class Counting:
+        """The unit's own connection, noting each lock of the item row."""
+
+        def __init__(self, conn: sqlite3.Connection) -> None:
+            self._conn = conn
+
+        def execute(self, query: str, parameters: object = None, /) -> object:
+            if query == items.Q["lock"]:
+                locks.append(query)
+            return self._conn.execute(query, parameters)  # type: ignore[arg-type]
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self._conn, name)
+
+    def unit(conn: sqlite3.Connection) -> bool:
+        return moves.to_approval(Counting(conn), pipeline, drafting, result, None, now)  # type: ignore[arg-type]
+
+    assert await store.write(unit)
+    assert len(locks) == 1
+    moved = await items.get(store, made.id)
+    assert (moved.state, moved.version) == (State.AWAITING_APPROVAL, 1)
+    assert moved.deadline == now + timedelta(hours=2)

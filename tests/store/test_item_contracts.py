@@ -366,3 +366,70 @@ async def test_a_lone_surrogate_in_a_payload_is_stored_as_a_replacement_characte
     assert made.payload_json == '{"title": "bad \ufffd t", "n": 1}'  # the character itself
     assert made.content_hash == items.content_hash(cleaned)
     assert (await items.get(store, made.id)).payload == cleaned
+
+
+class _Counting:
+    """The unit's own connection, keeping the statements it runs (each a round trip on
+    PostgreSQL)."""
+
+    def __init__(self, conn: backend.Conn) -> None:
+        self._conn = conn
+        self.queries: list[str] = []
+
+    @property
+    def locks(self) -> int:
+        return self.queries.count(items.Q["lock"])
+
+    def execute(self, query: str, parameters: object = None, /) -> backend.Cursor:
+        self.queries.append(query)
+        return self._conn.execute(query, parameters)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._conn, name)
+
+
+async def test_a_decision_locks_its_item_once_and_moves_it(store: db.Store, now: datetime) -> None:
+    item = await _awaiting(store, now)
+
+    def unit(conn: backend.Conn) -> tuple[decisions.Decision, int]:
+        counting = _Counting(conn)
+        decided = decisions.decide_sync(counting, item.id, 1, 1, 7, "approve", now)  # type: ignore[arg-type]
+        return decided, counting.locks
+
+    decided, locks = await store.write(unit)
+    assert locks == 1
+    assert decided.item == await items.get(store, item.id)
+    assert decided.item.state == S.APPROVED
+
+
+async def test_a_transition_from_a_stale_locked_item_is_refused_and_writes_nothing(
+    store: db.Store, now: datetime
+) -> None:
+    item = await _awaiting(store, now)
+
+    def unit(conn: backend.Conn) -> None:
+        locked = items.lock_sync(conn, item.id)
+        items.transition_sync(conn, item.id, S.APPROVED, "operator:7", now, locked=locked)
+        items.transition_sync(conn, item.id, S.REJECTED, "operator:7", now, locked=locked)
+
+    with pytest.raises(errors.Conflict, match="changed underneath"):
+        await store.write(unit)
+    assert (await items.get(store, item.id)).state == S.AWAITING_APPROVAL
+    with pytest.raises(ValueError, match="locked is item"):
+        await store.write(items.transition_sync, item.id + 1, S.APPROVED, "x", now, locked=item)
+
+
+async def test_a_new_draft_comes_back_from_its_insert_not_a_second_read(
+    store: db.Store, now: datetime
+) -> None:
+    made = await store.write(items.create_sync, "news", "feed", "guid", {"title": "t"}, now)
+    assert made is not None
+
+    def unit(conn: backend.Conn) -> tuple[drafts.Draft, int]:
+        counting = _Counting(conn)
+        draft = drafts.add_sync(counting, made.id, "text", {"drafter": "x"}, now)  # type: ignore[arg-type]
+        return draft, len(counting.queries)
+
+    draft, statements = await store.write(unit)
+    assert statements == 3  # lock the item, insert the draft, point the item at it
+    assert draft == await drafts.get(store, made.id, 1)

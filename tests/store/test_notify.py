@@ -9,7 +9,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from store import backend, db, notify
+from store import backend, db, notify, pg
 from tests import pg_databases
 
 #: Plenty for a notification over loopback, even on a busy machine.
@@ -78,3 +78,39 @@ async def test_sending_is_harmless_where_one_process_holds_the_store(store: db.S
     await store.write(_sending("outbox"))
     with pytest.raises(ValueError, match="invalid channel"):
         store.listen("Outbox; DROP TABLE items")
+
+
+def _sending_many(channels: list[str], fail: bool = False) -> Callable[[backend.Conn], None]:
+    def unit(conn: backend.Conn) -> None:
+        for channel in channels:
+            notify.send_sync(conn, channel)
+        if fail:
+            raise RuntimeError("rolled back")
+
+    return unit
+
+
+async def test_a_transaction_notifies_each_channel_once_at_commit(
+    two_processes: tuple[db.Store, db.Store],
+) -> None:
+    """Three rows queued on one channel send one NOTIFY, not three; a unit rolled back
+    in its savepoint sends none, while the units beside it still wake their channel."""
+    sender, listener = two_processes
+    woken, other = listener.listen("outbox"), listener.listen("runs")
+    marker = listener.listen("marker")
+    await asyncio.sleep(2 * notify.POLL_S)  # the listener's LISTEN is in place
+    before = pg.statements_sent()
+    await sender.write(_sending_many(["outbox", "outbox", "outbox"]))
+    assert pg.statements_sent() - before == 3  # BEGIN, one pg_notify, COMMIT
+    await asyncio.wait_for(woken.wait(), WAIT_S)
+    woken.clear()
+    failing = sender.write(_sending_many(["runs"], fail=True))
+    outcomes = await asyncio.gather(
+        failing, sender.write(_sending_many(["outbox"])), return_exceptions=True
+    )
+    assert isinstance(outcomes[0], RuntimeError)
+    await asyncio.wait_for(woken.wait(), WAIT_S)
+    # Notifications arrive in commit order: once a later one is in, "runs" would be.
+    await sender.write(_sending_many(["marker"]))
+    await asyncio.wait_for(marker.wait(), WAIT_S)
+    assert not other.is_set()
