@@ -33,11 +33,6 @@ def esc(text: object) -> str:
 when = units.when
 
 
-def when_exact(at: datetime) -> str:
-    """A moment to the second, for what is ordered within a minute (seals, storage faults)."""
-    return at.strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
 age = units.ago
 
 

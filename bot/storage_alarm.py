@@ -19,8 +19,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from bot import render
-from store import errors, writer
+from store import errors, units, writer
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +36,7 @@ Send = Callable[[str], Awaitable[None]]
 
 def describe(fault: writer.StorageFault) -> str:
     """One line for status and health: what failed, since when, and SQLite's own words."""
-    return f"{KIND_WORDS[fault.kind]} since {render.when_exact(fault.since)}: {fault.detail}"
+    return f"{KIND_WORDS[fault.kind]} since {units.when_exact(fault.since)}: {fault.detail}"
 
 
 def alert_text(fault: writer.StorageFault) -> str:

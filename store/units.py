@@ -55,6 +55,11 @@ def when(at: datetime) -> str:
     return at.strftime("%Y-%m-%d %H:%M UTC")
 
 
+def when_exact(at: datetime) -> str:
+    """A moment to the second, for what is ordered within a minute (seals, storage faults)."""
+    return at.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
 def usd(micros: int) -> str:
     """Micro-dollars as dollars, never rounded: "$5.00", "$0.15", "$1.234567", "$0.000028"."""
     if micros < 0:

@@ -252,7 +252,7 @@ def audit(report: events.ChainReport) -> str:
     if report.oldest_pending is not None:
         text += (
             f"; {report.pending} pending (not sealed into the chain yet, the oldest "
-            f"written {render.when_exact(report.oldest_pending)})"
+            f"written {units.when_exact(report.oldest_pending)})"
         )
     return text
 
