@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PIL import Image
 
 from bot import charts
 from store import figures
 from store.stats import Stats
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 NOW = datetime(2026, 12, 1, 9, 30, tzinfo=UTC)
 #: A phone's screen width in CSS pixels, at which Telegram shows a photo.
@@ -54,8 +58,8 @@ STATS = [
 
 
 def test_the_stats_chart_is_a_portrait_for_a_phone() -> None:
-    assert size_of(charts.stats_png(STATS, 7)) == (charts.STATS_WIDTH, charts.STATS_HEIGHT)
-    assert size_of(charts.stats_png([], 30)) == (charts.STATS_WIDTH, charts.STATS_HEIGHT)
+    assert size_of(charts.stats_png(STATS, 7)) == (charts.WIDTH, charts.HEIGHT)
+    assert size_of(charts.stats_png([], 30)) == (charts.WIDTH, charts.HEIGHT)
     assert charts.outcomes(STATS[0]) == {
         "filtered": 10, "skipped": 20, "approved": 18, "rejected": 6, "expired": 2, "waiting": 4
     }  # fmt: skip
@@ -63,23 +67,46 @@ def test_the_stats_chart_is_a_portrait_for_a_phone() -> None:
 
 def test_every_word_of_the_stats_chart_is_readable_at_phone_width() -> None:
     """Shown 390 px wide, each text is at least 11 px high and wholly inside the picture."""
+    shown = readable(lambda: charts.stats_figure(STATS, 7))
+    assert {"city-transport", "releases", "skipped", "75% · $0.0042"} <= shown
+
+
+def test_every_word_of_the_status_and_budget_charts_is_readable_at_phone_width() -> None:
+    today = NOW.replace(hour=0, minute=30)
+    spend = [
+        figures.DaySpend(scope, today - timedelta(days=n), 10_000 * n, limit)
+        for scope, limit in (("global", 2_000_000), ("city-transport", 500_000))
+        for n in range(12)
+    ]
+    shown = readable(lambda: charts.budget_figure(spend, NOW))
+    assert {"global spent", "city-transport limit", "USD"} <= shown
+    day = int(NOW.timestamp() * 1000) // charts.DAY_MS
+    week = figures.Week({(day, "ok"): 3, (day - 1, "error"): 1}, [(day, 90.0)])
+    shown = readable(lambda: charts.status_figure(week, NOW))
+    assert {"ok", "error", "Tue\n01"} <= shown
+
+
+def readable(draw: Callable[[], Figure]) -> set[str]:
+    """Draws a chart's figure and checks that, shown 390 px wide, each text is at least
+    11 px high and wholly inside the picture; returns the texts drawn."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.text import Text
 
     with charts._drawing:
-        figure = charts.stats_figure(STATS, 7)
+        figure = draw()
         renderer = FigureCanvasAgg(figure).get_renderer()
         figure.tight_layout()
         figure.draw(renderer)
+        width, height = figure.bbox.width, figure.bbox.height
+        assert (width, height) == (charts.WIDTH, charts.HEIGHT)
         texts = [t for t in figure.findobj(Text) if t.get_text().strip() and _drawn(t)]
-        scale = PHONE_PX / charts.STATS_WIDTH
-        shown = {t.get_text() for t in texts}
-        assert {"city-transport", "releases", "skipped", "75% · $0.0042"} <= shown
+        scale = PHONE_PX / width
         for text in texts:
             assert text.get_fontsize() * charts.DPI / 72 * scale >= 11, text.get_text()
             box = text.get_window_extent(renderer)
             assert box.x0 >= 0 and box.y0 >= 0, text.get_text()
-            assert box.x1 <= charts.STATS_WIDTH and box.y1 <= charts.STATS_HEIGHT, text.get_text()
+            assert box.x1 <= width and box.y1 <= height, text.get_text()
+        return {t.get_text() for t in texts}
 
 
 def _drawn(text: Any) -> bool:
