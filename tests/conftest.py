@@ -10,6 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from pipelines.text import redaction
 from store import db
 
 #: Whole processes, browsers and real servers: every end-to-end test, and the few files
@@ -27,6 +28,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         path = item.path
         if path.parent.name in SLOW_DIRS or path.name in SLOW_FILES:
             item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture(autouse=True)
+def remembered_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The secrets a test makes its process remember are forgotten after it: the registry
+    is process-wide, and one test's secret must not change another's log lines."""
+    monkeypatch.setattr(redaction, "_known", redaction._known)
 
 
 @pytest.fixture

@@ -23,6 +23,9 @@ from collections.abc import Iterable
 
 #: What a redacted secret becomes.
 REDACTED = "<redacted>"
+#: Shorter remembered values are not searched for: replacing every "p" of a one-letter
+#: test password would make each line unreadable and protect nothing.
+MIN_SECRET_CHARS = 4
 
 # Telegram bot tokens look like "<bot id>:<secret>"; inside Bot API URLs the whole path
 # segment after "/bot" is the token, well-formed or not.
@@ -53,7 +56,12 @@ def spellings(secret: str) -> set[str]:
 def remember(*secrets: str | None) -> None:
     """Redact these secrets from now on, in every line of this process."""
     global _known
-    found = {spelling for secret in secrets if secret for spelling in spellings(secret)}
+    found = {
+        spelling
+        for secret in secrets
+        if secret and len(secret) >= MIN_SECRET_CHARS
+        for spelling in spellings(secret)
+    }
     if not found - set(_known):
         return
     with _lock:

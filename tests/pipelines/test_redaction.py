@@ -53,6 +53,11 @@ def test_a_remembered_secret_is_redacted_as_written_escaped_and_percent_encoded(
         assert "91c2" not in redaction.redact(f"sent {spelling} on"), spelling
 
 
+def test_a_value_too_short_to_be_a_secret_is_not_searched_for() -> None:
+    redaction.remember("p", "abc", "pw-4")
+    assert redaction.redact("http://example.org/abc pw-4") == "http://example.org/abc <redacted>"
+
+
 def test_secrets_read_from_the_environment_are_remembered(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("E2E_SOURCE_HEADER", "source-header-secret-3e8a")
     monkeypatch.setenv("E2E_SMTP_PASSWORD", "smtp-password-secret-5d2c")
