@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-from pipelines import config
+from pipelines.config import spec
 from pipelines.drafting import prompt as drafting
 from store.items import Item
 
@@ -84,7 +84,7 @@ def draft_item(item: Item) -> drafting.DraftItem:
 class TemplateDrafter:
     """The deterministic drafter: the pipeline's template, or title + summary + link."""
 
-    def __init__(self, pipeline: config.Pipeline, note: str | None = None) -> None:
+    def __init__(self, pipeline: spec.Pipeline, note: str | None = None) -> None:
         self._template = (
             pipeline.draft.prompt_text if pipeline.draft.drafter == "template" else None
         )

@@ -24,9 +24,9 @@ import dataclasses
 from collections.abc import Callable
 from datetime import datetime
 
-from pipelines import triage
 from pipelines.drafting import base as drafters
 from pipelines.drafting import calls
+from pipelines.runs import triage
 from store import backend
 from store.db import Store
 from store.items import Item

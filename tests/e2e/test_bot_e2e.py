@@ -16,7 +16,8 @@ import pytest
 
 from bot.demo.botapi import server as localapi
 from bot.demo.botapi import state as localapi_state
-from store import db, events, items
+from store import db, items
+from store.audit import events
 from store.machine import State
 from tests import snapshot
 from tests.fakes import feeds

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from bot.demo.botapi import server as localapi
-from store import events, items
+from store import items
+from store.audit import events
 from store.machine import State
 from tests.e2e.test_bot_e2e import (
     OPERATOR,

@@ -23,7 +23,8 @@ import pytest
 
 from bot.demo.botapi import server as localapi
 from pipelines import dispatch
-from store import events, items, outbox
+from store import items, outbox
+from store.audit import events
 from store.machine import State
 from tests.e2e import test_bot_e2e as e2e
 from tests.fakes import feeds
