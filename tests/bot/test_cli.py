@@ -496,8 +496,9 @@ def test_the_cli_and_pipeline_files_load_without_the_engine(tmp_path: Path) -> N
         "dispatch:\n  type: webhook\n  url: http://127.0.0.1:9/hook\n"
     )
     code = (
-        "import sys; from pathlib import Path; import bot.cli.main; from pipelines import config\n"
-        f"assert config.load_dir(Path({str(tmp_path)!r})).pipelines\n"
+        "import sys; from pathlib import Path; import bot.cli.main\n"
+        "from pipelines.config import spec\n"
+        f"assert spec.load_dir(Path({str(tmp_path)!r})).pipelines\n"
         "engine = ('httpx', 'feedparser', 'telegram', 'aioimaplib', 'aiosmtplib', 'croniter',"
         " 'jsonschema', 'pipelines.runs.engine')\n"
         "print(sorted(name for name in engine if name in sys.modules))"
@@ -514,8 +515,8 @@ def test_status_lists_pipelines_without_loading_their_models(tmp_path: Path) -> 
     (tmp_path / "p.yaml").write_text("name: p\nschedule: '*/5 * * * *'\n")
     code = (
         "import sys; from pathlib import Path; import bot.cli.main\n"
-        "from pipelines import config_names\n"
-        f"print(config_names.declared(Path({str(tmp_path)!r})))\n"
+        "from pipelines.config import names\n"
+        f"print(names.declared(Path({str(tmp_path)!r})))\n"
         "heavy = ('pipelines.config.spec', 'croniter', 'jsonschema', 'cryptography',\n"
         "         'pipelines.providers.client', 'store.backends.to_postgres', 'bot.demo.content')\n"
         "print(sorted(n for n in heavy if n in sys.modules))"

@@ -158,7 +158,8 @@ async def test_a_seal_killed_mid_batch_leaves_none_of_it(store: db.Store, now: d
     script = textwrap.dedent(f"""
         import asyncio, os, signal
         from pathlib import Path
-        from store import db, sealer
+        from store import db
+        from store.audit import sealer
 
         def unit(conn):
             assert sealer.seal_sync(conn) == 4
