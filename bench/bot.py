@@ -40,7 +40,7 @@ from bench import common
 from bench import tick as tick_bench
 from bot import app
 from bot import settings as settings_mod
-from bot.demo.botapi import server as localapi
+from bot.demo.botapi import localapi
 from pipelines.approval import flow
 from pipelines.config import spec
 from pipelines.runs import engine

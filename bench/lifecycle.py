@@ -39,7 +39,7 @@ from bench import common
 from pipelines.approval import flow
 from pipelines.config import spec
 from pipelines.dispatch import dispatcher
-from pipelines.drafting import base as drafters
+from pipelines.drafting import drafters
 from pipelines.runs import intake
 from pipelines.service import seal_loop
 from store import backend, db, drafts, items, outbox, retention

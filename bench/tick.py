@@ -37,7 +37,7 @@ import httpx
 
 from bench import common
 from pipelines.config import spec
-from pipelines.drafting import base as drafters
+from pipelines.drafting import drafters
 from pipelines.runs import engine
 from store import backend, db, drafts, items
 from store.machine import State

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from pydantic_settings import SettingsError as _SourceError
 
-from pipelines.providers import settings as providers  # the model alone, not the client
+from pipelines.providers import settings as provider_settings  # the model, not the client
 from store import db
 from store.ledger import prices as ledger_prices
 
@@ -194,7 +194,7 @@ class Settings(BaseSettings):
     telegram: TelegramSettings = Field(default_factory=TelegramSettings)
     sources: SourceSettings = Field(default_factory=SourceSettings)
     #: The LLM provider for `drafter: llm` pipelines; unset: they use the template drafter.
-    llm: providers.ProviderSettings | None = None
+    llm: provider_settings.ProviderSettings | None = None
     #: Model name -> price in micros per million tokens (JSON); a model without one is not used.
     prices: dict[str, ledger_prices.Price] = Field(default_factory=dict)
 

@@ -5,7 +5,7 @@
 
 Everything runs in this one process, on loopback only:
 
-- the local Bot API server (`bot.demo.botapi.server`) stands in for Telegram;
+- the local Bot API server (`bot.demo.botapi.localapi`) stands in for Telegram;
 - a web chat page (`bot.demo.webchat`, port 8780 unless --port says otherwise) shows the chat
   of any of three made-up operators with the bot, lets you tap the buttons and type
   commands, and serves the bundled feeds;
@@ -45,7 +45,7 @@ from bot import settings as settings_mod
 from bot.demo import content, site, webchat
 from bot.demo import llm as demo_llm
 from bot.demo import resume as demo_resume
-from bot.demo.botapi import server as localapi
+from bot.demo.botapi import localapi
 from bot.process import logs
 from pipelines import operations
 from pipelines.approval import card_trail

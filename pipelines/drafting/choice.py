@@ -12,8 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from pipelines.config import spec
-from pipelines.drafting import base as drafters
-from pipelines.drafting import calls
+from pipelines.drafting import calls, drafters
 from pipelines.drafting import llm as llm_drafter
 from pipelines.drafting import triage as triage_drafter
 from pipelines.providers import client as providers

@@ -55,8 +55,7 @@ from datetime import datetime
 from typing import Any
 
 from pipelines.config import spec
-from pipelines.drafting import base as drafters
-from pipelines.drafting import calls
+from pipelines.drafting import calls, drafters
 from pipelines.drafting import prompt as drafting
 from pipelines.providers import client as providers
 from pipelines.text import validation

@@ -14,7 +14,7 @@ from datetime import datetime
 
 from pipelines.approval import flow
 from pipelines.config import spec
-from pipelines.drafting import base as drafters
+from pipelines.drafting import drafters
 from pipelines.text import similarity
 from store import backend, drafts, errors, items, outbox
 from store.backends import text as store_text

@@ -30,8 +30,7 @@ import httpx
 
 from pipelines import sources
 from pipelines.config import spec
-from pipelines.drafting import base as drafters
-from pipelines.drafting import moves
+from pipelines.drafting import drafters, moves
 from pipelines.runs import fulltext, intake, logfields
 from pipelines.sources import articles, base
 from pipelines.text import similarity

@@ -18,7 +18,7 @@ import json
 from typing import TYPE_CHECKING
 
 from pipelines import sources
-from pipelines.drafting import base as drafters
+from pipelines.drafting import drafters
 from pipelines.sources import articles, http_json, rss
 from pipelines.text import validation
 from store.items import Item

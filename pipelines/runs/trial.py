@@ -36,8 +36,7 @@ from typing import Any
 import httpx
 
 from pipelines.config import spec
-from pipelines.drafting import base as drafters
-from pipelines.drafting import choice
+from pipelines.drafting import choice, drafters
 from pipelines.providers import client as providers
 from pipelines.runs.engine import Engine
 from store import db, drafts, items, ledger, outbox

@@ -40,7 +40,7 @@ import httpx
 from pipelines import httpclient
 from pipelines.approval import flow, sla
 from pipelines.config import spec
-from pipelines.drafting import base as drafters
+from pipelines.drafting import drafters
 from pipelines.runs import engine
 from pipelines.service import leader, seal_loop, workers
 from pipelines.service.scheduler import Scheduler

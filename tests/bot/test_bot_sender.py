@@ -18,7 +18,7 @@ from telegram.ext import AIORateLimiter, ExtBot
 from bot import app
 from bot.cards import sent_messages
 from bot.chat import sender
-from bot.demo.botapi import server as localapi
+from bot.demo.botapi import localapi
 from bot.demo.botapi import state as localapi_state
 from pipelines.runs import retry
 from pipelines.service import workers

@@ -18,7 +18,7 @@ from bot import app
 from bot import settings as settings_mod
 from bot.cards import callbacks, routes
 from bot.chat import auth, handlers, sender
-from bot.demo.botapi import server as localapi
+from bot.demo.botapi import localapi
 from store import db, items
 from tests.pipelines.test_review import pipeline
 

@@ -11,7 +11,7 @@ import pytest
 
 from bot.demo import content, resume
 from bot.demo import llm as demo_llm
-from bot.demo.botapi import server as localapi
+from bot.demo.botapi import localapi
 from pipelines.approval import quorum
 from pipelines.config import spec
 from pipelines.drafting import calls, prompt

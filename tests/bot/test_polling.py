@@ -15,7 +15,7 @@ from telegram import Bot, Update
 from telegram.ext import ApplicationBuilder, TypeHandler
 
 from bot.chat import auth, handlers, polling, sender
-from bot.demo.botapi import server as localapi
+from bot.demo.botapi import localapi
 from bot.web import metrics
 from pipelines.service import leader, workers
 from store import db, items, outbox

@@ -11,7 +11,7 @@ import pytest
 from telegram import Bot
 
 from bot.chat.rooms import Rooms
-from bot.demo.botapi import server as localapi
+from bot.demo.botapi import localapi
 from pipelines.config import spec
 from store import db
 

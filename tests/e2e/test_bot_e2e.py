@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from bot.demo.botapi import server as localapi
+from bot.demo.botapi import localapi
 from bot.demo.botapi import state as localapi_state
 from store import db, items
 from store.audit import events

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from bot.cards import callbacks
-from bot.demo.botapi import server as localapi
+from bot.demo.botapi import localapi
 from pipelines import operations
 from store import items
 from store.machine import State

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 from PIL import Image
 
-from bot.demo.botapi import server as localapi
+from bot.demo.botapi import localapi
 from bot.web import charts
 from tests.e2e.test_bot_e2e import OPERATOR, TOKEN, BotProcess, tap, two_cards, version_of
 

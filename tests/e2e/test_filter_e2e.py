@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from bot.demo.botapi import server as localapi
+from bot.demo.botapi import localapi
 from store import items
 from store.audit import events
 from store.machine import State

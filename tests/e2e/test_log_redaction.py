@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.demo.botapi import server as localapi
+from bot.demo.botapi import localapi
 from bot.process import control
 from tests.bot import test_api
 from tests.bot.test_api import free_port

@@ -19,7 +19,7 @@ import httpx
 import pytest
 from prometheus_client import parser
 
-from bot.demo.botapi import server as localapi
+from bot.demo.botapi import localapi
 from bot.web import metrics
 from store import db
 from tests.bot.test_api import free_port

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from bot.demo.botapi import server as localapi
+from bot.demo.botapi import localapi
 from pipelines import dispatch
 from store import items, outbox
 from store.audit import events

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from bot import settings as settings_mod
-from bot.demo.botapi import server as localapi
+from bot.demo.botapi import localapi
 from bot.process import early
 from store.backends import datadir
 

@@ -12,8 +12,7 @@ import pytest
 
 from pipelines.approval import flow
 from pipelines.config import spec
-from pipelines.drafting import base as drafters
-from pipelines.drafting import moves
+from pipelines.drafting import drafters, moves
 from pipelines.runs import engine, intake
 from pipelines.service import scheduler
 from store import db, items, outbox

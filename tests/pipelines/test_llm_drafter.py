@@ -16,8 +16,7 @@ from pydantic import SecretStr
 from bot.chat import alerts as bot_alerts
 from pipelines.approval import flow
 from pipelines.config import spec
-from pipelines.drafting import base as drafters
-from pipelines.drafting import choice
+from pipelines.drafting import choice, drafters
 from pipelines.drafting import llm as llm_drafter
 from pipelines.providers import client as providers
 from pipelines.providers import settings as provider_settings_mod

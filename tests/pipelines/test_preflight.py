@@ -15,7 +15,7 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
-from bot.demo.botapi import server as localapi
+from bot.demo.botapi import localapi
 from pipelines.config import preflight, spec
 from pipelines.providers import client as providers
 from store.ledger import prices

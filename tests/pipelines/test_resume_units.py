@@ -17,8 +17,7 @@ from bot.chat import render
 from pipelines import operations
 from pipelines.approval import sla
 from pipelines.config import spec
-from pipelines.drafting import base as drafters
-from pipelines.drafting import calls
+from pipelines.drafting import calls, drafters
 from pipelines.drafting import llm as llm_drafter
 from pipelines.providers import client as providers
 from pipelines.runs import engine

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.demo.botapi import server as localapi
+from bot.demo.botapi import localapi
 from bot.process import control
 from pipelines.service import runtime
 from store import db, errors

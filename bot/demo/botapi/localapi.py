@@ -2,7 +2,7 @@
 
 Run it by hand (any well-formed token is accepted):
 
-    python -m bot.demo.botapi.server --port 8081
+    python -m bot.demo.botapi.localapi --port 8081
 
 then point the bot at it with `GATEHOUSE_TELEGRAM__BASE_URL=http://127.0.0.1:8081/bot`.
 In Python:
@@ -341,7 +341,7 @@ def _error(exc: localapi_state.ApiError) -> tuple[int, Any]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bot.demo.botapi.server", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m bot.demo.botapi.localapi", description=__doc__)
     parser.add_argument("--port", type=int, default=8081)
     parser.add_argument("--cors-origin", help="a page origin allowed to call /control")
     parser.add_argument("--verbose", action="store_true", help="log every request")
