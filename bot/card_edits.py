@@ -3,10 +3,14 @@
     edited = await card_edits.edit(store, bot, keyboard, row)   # None: its card is not sent yet
 
 The sender (bot.sender) calls this for each card_edit row and records what it returns
-as the row's message ids. Every copy of the card is edited (the first one and any fresh
-copy "Show card" sent), in place, in each chat: the last part of the card gets the
-decision's line and the buttons the edit calls for. SLA warnings about the version are
-brought up to date too (bot.warning_edits).
+as the row's message ids. Every live copy of the card is edited (the first one and any
+copy sent again), in place, in each chat: the last part of the card gets the decision's
+line and the buttons the edit calls for. SLA warnings about the version are brought up
+to date too (bot.warning_edits).
+
+A card sent again (pipelines.card_trail: `again_of`) comes with an edit naming it
+(`again_as`): once it is sent, the copy it replaced in each chat it reached says
+render.SENT_AGAIN, without buttons, and later edits leave that copy alone.
 """
 
 from __future__ import annotations
@@ -59,7 +63,7 @@ async def edit(store: Store, bot: Bot, keyboard: Keyboard, row: outbox.Row) -> S
     """
     assert row.item_id is not None, "a card_edit row names its item"
     if row.payload.get("again_as"):
-        return await _point_to_copy(store, bot, row, int(row.payload["again_as"]))
+        return await _point_to_copy(store, bot, row, row.item_id, int(row.payload["again_as"]))
     cards = await sent_messages.cards_for(store, row.item_id, row.payload)
     if not cards:
         log.warning("card_edit %d: item %d has no card; nothing to edit", row.id, row.item_id)
@@ -133,7 +137,9 @@ async def _edit_messages(
     return edited
 
 
-async def _point_to_copy(store: Store, bot: Bot, row: outbox.Row, again: int) -> Sent | None:
+async def _point_to_copy(
+    store: Store, bot: Bot, row: outbox.Row, item_id: int, again: int
+) -> Sent | None:
     """Edit the earlier copy of a card sent again, in each chat the new card reached, to
     say so, without buttons. None while the new card is pending; nothing if it failed.
     Idempotent: the same text each time, and "not modified" or "not found" is done."""
@@ -149,7 +155,7 @@ async def _point_to_copy(store: Store, bot: Bot, row: outbox.Row, again: int) ->
         if chat not in reached:
             continue  # the new copy is not there (its chat was not a target): leave it
         shown = await people.card_payload(store, earlier.payload)
-        parts = render.card_parts(card.item_id or 0, shown)
+        parts = render.card_parts(item_id, shown)
         text = f"{parts[-1]}\n\n{render.SENT_AGAIN}"
         shows = preview(shown, len(parts) - 1)
         if await _edit_quietly(bot, row, int(chat), message_id, text, shows):
