@@ -16,11 +16,12 @@ import pytest
 from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, Update
 
 from bot import app as bot_app
-from bot import auth, callbacks, card_edits, handlers, render, sender
 from bot import settings as settings_mod
-from bot.demo.botapi import server as localapi
+from bot.cards import callbacks, edits
+from bot.chat import auth, handlers, render, sender
+from bot.demo.botapi import localapi
 from bot.demo.botapi.state import ChatMessage
-from pipelines import approval, card_trail
+from pipelines.approval import card_trail, flow
 from store import db, drafts, items, outbox
 from tests.pipelines import test_review
 
@@ -56,7 +57,7 @@ async def sent_card(store: db.Store, bot: Bot, now: datetime) -> items.Item:
 
     def unit(conn: Any) -> int | None:
         draft = drafts.get_sync(conn, item.id, item.version)
-        return approval.queue_card(conn, test_review.pipeline(), item, draft, now)
+        return flow.queue_card(conn, test_review.pipeline(), item, draft, now)
 
     await store.write(unit)
     assert await make_sender(store, bot, now).send_due(now) == 1
@@ -102,9 +103,7 @@ async def test_open_cards_sent_again_after_a_restart_answer_and_retire_their_old
         assert last_reply(api)["allow_sending_without_reply"] is True
 
         # The decision edits the live copy; the old one keeps pointing to it.
-        await approval.decide(
-            store, test_review.pipeline(), item.id, 1, 1, CHATS[0], "approve", later
-        )
+        await flow.decide(store, test_review.pipeline(), item.id, 1, 1, CHATS[0], "approve", later)
         assert await make_sender(store, bot, later).send_due(later) == 1
         for chat in CHATS:
             old, new = copies(api, chat)
@@ -134,7 +133,7 @@ async def test_a_restart_between_the_new_card_and_the_edit_loses_nothing_and_sen
             old, new = copies(api, chat)  # two copies: the card did not go again
             assert pointed(old, new)
         # Done again (an edit cut off before it was recorded): Telegram's "not modified".
-        again = await card_edits.edit(store, bot, card_buttons, edit)
+        again = await edits.edit(store, bot, card_buttons, edit)
         assert again == {str(chat): [copies(api, chat)[0].message_id] for chat in CHATS}
     finally:
         await store.close()
@@ -151,7 +150,7 @@ async def test_a_fresh_card_for_one_chat_answers_and_retires_the_copy_there_only
     [other] = copies(api, CHATS[1])
     assert other.reply_markup == KEYBOARD.to_dict() and other.edit_date is None
 
-    await approval.decide(store, test_review.pipeline(), item.id, 1, 1, CHATS[0], "approve", now)
+    await flow.decide(store, test_review.pipeline(), item.id, 1, 1, CHATS[0], "approve", now)
     assert await make_sender(store, bot, now).send_due(now) == 1
     old, new = copies(api, CHATS[0])
     [other] = copies(api, CHATS[1])

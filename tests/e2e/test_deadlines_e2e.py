@@ -9,7 +9,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from bot.demo.botapi import server as localapi
+from bot.demo.botapi import localapi
 from store import items
 from store.machine import State
 from tests.e2e import test_bot_e2e as e2e
@@ -36,7 +36,7 @@ async def test_a_warning_can_be_acted_on_and_an_expired_card_replayed(
     tmp_path: Path, feed: FeedServer
 ) -> None:
     async with running(tmp_path, feed, RULES, sweep_every_s=0.2) as bot:
-        api = bot.api
+        api = bot.web.api
         first, second = await api.await_for(
             lambda: card_texts(api, OPERATOR)[1:] and card_texts(api, OPERATOR)[:2], timeout=60
         )

@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from bot import render
+from bot.chat import render
 from bot.demo import run as demo
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -17,10 +17,11 @@ import pytest
 
 from bot import app
 from bot import settings as settings_mod
-from bot.demo.botapi import server as localapi
-from pipelines import nudges
-from pipelines import runtime as runtime_mod
-from store import db, events, items, ledger
+from bot.demo.botapi import localapi
+from pipelines.approval import nudges
+from pipelines.service import runtime as runtime_mod
+from store import db, items, ledger
+from store.audit import events
 from store.ledger import prices as ledger_prices
 from store.machine import State
 from tests.e2e import test_bot_e2e as e2e
@@ -131,7 +132,7 @@ async def test_a_reminder_and_an_escalation_with_a_moved_clock(
 ) -> None:
     rules = f"  remind_after: 1h\n  escalate_after: 2h\n  escalate_to: [{BROUGHT_IN}]"
     async with running(tmp_path, feed, rules) as bot:
-        api = bot.api
+        api = bot.web.api
         card = (await api.await_for(lambda: card_texts(api, OPERATOR)[:1], timeout=60))[0]
         item_id = e2e.item_id_of(card)
         # Not yet an approver of this pipeline: refused, nothing recorded.
@@ -196,7 +197,7 @@ async def test_a_digest_lists_what_waits_with_buttons_for_all(
     slot = (datetime.now(UTC) + timedelta(hours=2)).replace(second=0, microsecond=0)
     rules = f'  digest: "{slot.minute} {slot.hour} * * *"'
     async with running(tmp_path, feed, rules) as bot:
-        api, store = bot.api, bot.runtime.store
+        api, store = bot.web.api, bot.runtime.store
 
         async def both_waiting() -> bool:
             return len(await items.in_state(store, State.AWAITING_APPROVAL)) == 2
@@ -240,7 +241,7 @@ async def test_redraft_passes_the_note_to_the_model(tmp_path: Path, feed: FeedSe
         }
         await set_budget(tmp_path / "data")
         async with running(tmp_path, feed, "", draft=draft, llm=llm) as bot:
-            api = bot.api
+            api = bot.web.api
             card = (await api.await_for(lambda: card_texts(api, OPERATOR)[:1], timeout=60))[0]
             item_id = e2e.item_id_of(card)
             assert "drafter llm" in card.text

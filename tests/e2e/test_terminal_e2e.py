@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from store import events
+from store.audit import events
 from store.machine import State
 from tests.e2e import test_bot_e2e as e2e
 from tests.e2e import test_nudges_e2e as live
@@ -42,7 +42,7 @@ async def test_decisions_from_a_terminal_name_the_unix_user(
     tmp_path: Path, feed: FeedServer
 ) -> None:
     async with live.running(tmp_path, feed, "") as bot:
-        api, store = bot.api, bot.runtime.store
+        api, store = bot.web.api, bot.runtime.store
         first, second = await api.await_for(
             lambda: (found := live.card_texts(api, e2e.OPERATOR))[1:] and found, timeout=60
         )

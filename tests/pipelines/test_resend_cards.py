@@ -10,8 +10,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bot import sent_messages
-from pipelines import approval, card_trail, engine
+from bot.cards import sent_messages
+from pipelines.approval import card_trail, flow
+from pipelines.runs import engine
 from store import db, items, outbox
 from store.machine import State
 from tests.fakes.feed_server import FeedServer
@@ -47,9 +48,9 @@ async def test_each_awaiting_items_sent_card_is_queued_again_once(
     assert (pointer.state, pointer.payload["again_as"]) == ("pending", again.id)
     assert len(await outbox.for_item(store, waiting.id, "card")) == 1
 
-    await approval.decide(store, pipeline, sent.id, 1, 1, 1001, "approve", later)
+    await flow.decide(store, pipeline, sent.id, 1, 1, 1001, "approve", later)
     edit, _ = await outbox.for_item(store, sent.id, "card_edit")
     # The sender edits the copies of the version an edit names: the new one too (and,
-    # in a chat the new one reached, not the old one: bot.card_edits).
+    # in a chat the new one reached, not the old one: bot.cards.edits).
     edited = await sent_messages.cards_for(store, sent.id, edit.payload)
     assert {card.id for card in edited} == {first.id, again.id}

@@ -1,0 +1,209 @@
+"""The run log: one row per pipeline execution.
+
+run_id = await runs.start_run(store, "news", "schedule", now)
+await runs.finish_run(store, run_id, "ok", runs.Counts(fetched=3, new=1), None, now)
+window = await runs.investigation_window(store, "news")
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Literal
+
+from store import backend, clock, errors, sql
+from store.backends.core import Store
+
+Q = sql.load("runs")
+
+Trigger = Literal["schedule", "manual", "replay"]
+Status = Literal["running", "ok", "error"]
+TRIGGERS: tuple[Trigger, ...] = ("schedule", "manual", "replay")
+
+
+@dataclass(frozen=True)
+class Counts:
+    fetched: int = 0
+    new: int = 0
+    drafted: int = 0
+    failed: int = 0
+    #: New entries the pipeline's filter dropped (counted in `new` too).
+    filtered: int = 0
+    #: Entries the pipeline's triage scored below its threshold (counted in `new` too).
+    skipped: int = 0
+
+
+@dataclass(frozen=True)
+class Run:
+    id: int
+    pipeline: str
+    trigger: Trigger
+    started_at: datetime
+    ended_at: datetime | None
+    status: Status
+    counts: Counts
+    error_text: str | None
+
+    @classmethod
+    def from_row(cls, row: backend.Row) -> Run:
+        return cls(
+            id=row["id"],
+            pipeline=row["pipeline"],
+            trigger=row["trigger"],
+            started_at=clock.from_ms(row["started_at"]),
+            ended_at=clock.maybe_from_ms(row["ended_at"]),
+            status=row["status"],
+            counts=Counts(
+                row["fetched"],
+                row["new"],
+                row["drafted"],
+                row["failed"],
+                row["filtered"],
+                row["skipped"],
+            ),
+            error_text=row["error_text"],
+        )
+
+
+@dataclass(frozen=True)
+class Window:
+    """The last green run and the first red one after it: where to start looking."""
+
+    last_ok: Run | None
+    first_error_after: Run | None
+
+
+def _rows(conn: backend.Conn, query: str, params: dict[str, object]) -> list[Run]:
+    cursor = conn.execute(query, params)
+    return [Run.from_row(row) for row in cursor.fetchall()]
+
+
+#: Who holds a run started without a worker (a script, a test): until the next start.
+NOBODY = "local"
+#: A run's lease when no worker renews it; long enough for any tick to finish.
+DEFAULT_LEASE = timedelta(hours=1)
+
+
+def start_run_sync(
+    conn: backend.Conn,
+    pipeline: str,
+    trigger: Trigger,
+    now: datetime,
+    *,
+    worker: str = NOBODY,
+    lease: timedelta = DEFAULT_LEASE,
+) -> int:
+    """Open a run held by `worker` for `lease`; Conflict if the pipeline is running."""
+    if trigger not in TRIGGERS:
+        raise ValueError(f"unknown run trigger {trigger!r}; valid: {', '.join(TRIGGERS)}")
+    params = {
+        "pipeline": pipeline,
+        "trigger": trigger,
+        "now": clock.to_ms(now),
+        "worker": worker,
+        "until": clock.to_ms(now + lease),
+    }
+    row = conn.execute(Q["start_run"], params).fetchone()
+    if row is None:
+        raise errors.Conflict(f"pipeline {pipeline!r} is running already")
+    return int(row[0])
+
+
+def running_sync(conn: backend.Conn, pipeline: str) -> bool:
+    return conn.execute(Q["running"], {"pipeline": pipeline}).fetchone() is not None
+
+
+def finish_run_sync(
+    conn: backend.Conn,
+    run_id: int,
+    status: Literal["ok", "error"],
+    counts: Counts,
+    error_text: str | None,
+    now: datetime,
+) -> None:
+    params = {
+        "id": run_id,
+        "status": status,
+        "now": clock.to_ms(now),
+        "fetched": counts.fetched,
+        "new": counts.new,
+        "drafted": counts.drafted,
+        "failed": counts.failed,
+        "filtered": counts.filtered,
+        "skipped": counts.skipped,
+        "error_text": error_text,
+    }
+    if conn.execute(Q["finish_run"], params).rowcount != 1:
+        raise errors.Conflict(f"run {run_id} is not running (already finished, or unknown)")
+
+
+async def start_run(
+    store: Store,
+    pipeline: str,
+    trigger: Trigger,
+    now: datetime,
+    *,
+    worker: str = NOBODY,
+    lease: timedelta = DEFAULT_LEASE,
+) -> int:
+    return await store.write(start_run_sync, pipeline, trigger, now, worker=worker, lease=lease)
+
+
+async def finish_run(
+    store: Store,
+    run_id: int,
+    status: Literal["ok", "error"],
+    counts: Counts,
+    error_text: str | None,
+    now: datetime,
+) -> None:
+    await store.write(finish_run_sync, run_id, status, counts, error_text, now)
+
+
+async def close_interrupted(store: Store, now: datetime) -> int:
+    """At startup: runs a crash left 'running' become errors with the reason 'interrupted'."""
+    at = clock.to_ms(now)
+    return await store.write(
+        lambda conn: conn.execute(Q["close_interrupted"], {"now": at}).rowcount
+    )
+
+
+def close_lapsed_sync(conn: backend.Conn, now: datetime) -> list[str]:
+    """Runs whose worker died (their lease lapsed) become errors; their pipelines."""
+    rows = conn.execute(Q["close_lapsed"], {"now": clock.to_ms(now)}).fetchall()
+    return sorted({str(row[0]) for row in rows})
+
+
+def close_of_worker_sync(conn: backend.Conn, worker: str, now: datetime) -> list[str]:
+    """Runs of a worker known dead end as errors now; their pipelines."""
+    params = {"worker": worker, "now": clock.to_ms(now)}
+    return sorted({str(row[0]) for row in conn.execute(Q["close_of_worker"], params)})
+
+
+def get_sync(conn: backend.Conn, run_id: int) -> Run:
+    found = _rows(conn, Q["get"], {"id": run_id})
+    if not found:
+        raise errors.NotFound(f"no run {run_id}")
+    return found[0]
+
+
+async def recent_runs(store: Store, pipeline: str, n: int = 10) -> list[Run]:
+    """A pipeline's last n runs, newest first."""
+    return await store.read(_rows, Q["recent"], {"pipeline": pipeline, "n": n})
+
+
+async def investigation_window(store: Store, pipeline: str) -> Window:
+    """The last ok run and the first error after it (or the first error ever)."""
+
+    def query(conn: backend.Conn) -> Window:
+        ok = _rows(conn, Q["last_ok"], {"pipeline": pipeline})
+        last_ok = ok[0] if ok else None
+        after = (clock.to_ms(last_ok.started_at), last_ok.id) if last_ok else (-1, -1)
+        red = _rows(
+            conn,
+            Q["first_error_after"],
+            {"pipeline": pipeline, "after": after[0], "after_id": after[1]},
+        )
+        return Window(last_ok, red[0] if red else None)
+
+    return await store.read(query)
