@@ -115,6 +115,10 @@ class Card(_Payload):
     short_of: str | None = None
     #: Buttons beyond the card's own (the bot builds them): ESCALATE_BUTTONS.
     buttons: str = ""
+    #: A copy sent again (a chat lost the card, a restart): the card row it copies. In each
+    #: chat holding an earlier copy of the version it answers that copy, which a CardEdit
+    #: with `again_as` then points here.
+    again_of: int | None = None
     text: str = ""
 
     def to_json(self) -> dict[str, Any]:
@@ -140,6 +144,9 @@ class CardEdit(_Payload):
     undo_until: str | None = None
     #: The item's pipeline: whose operators see the edit.
     pipeline: str = ""
+    #: The card row that sent the card again: the earlier copies in the chats it reached
+    #: say so and lose their buttons; decisions then edit the new copy there.
+    again_as: int | None = None
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,16 @@
 """Editing a card already in the chats: a card_edit row's text and buttons.
 
-    edited = await card_edits.edit(store, bot, keyboard, row)   # None: its card is not sent yet
+    edited = await edits.edit(store, bot, keyboard, row)   # None: its card is not sent yet
 
 The sender (bot.chat.sender) calls this for each card_edit row and records what it returns
-as the row's message ids. Every copy of the card is edited (the first one and any fresh
-copy "Show card" sent), in place, in each chat: the last part of the card gets the
-decision's line and the buttons the edit calls for. SLA warnings about the version are
-brought up to date too (bot.cards.warning_edits).
+as the row's message ids. Every live copy of the card is edited (the first one and any
+copy sent again), in place, in each chat: the last part of the card gets the decision's
+line and the buttons the edit calls for. SLA warnings about the version are brought up
+to date too (bot.cards.warning_edits).
+
+A card sent again (pipelines.approval.card_trail: `again_of`) comes with an edit naming it
+(`again_as`): once it is sent, the copy it replaced in each chat it reached says
+render.SENT_AGAIN, without buttons, and later edits leave that copy alone.
 """
 
 from __future__ import annotations
@@ -59,6 +63,8 @@ async def edit(store: Store, bot: Bot, keyboard: Keyboard, row: outbox.Row) -> S
     no card at all has nothing to edit ({}).
     """
     assert row.item_id is not None, "a card_edit row names its item"
+    if row.payload.get("again_as"):
+        return await _point_to_copy(store, bot, row, row.item_id, int(row.payload["again_as"]))
     cards = await sent_messages.cards_for(store, row.item_id, row.payload)
     if not cards:
         log.warning("card_edit %d: item %d has no card; nothing to edit", row.id, row.item_id)
@@ -67,13 +73,16 @@ async def edit(store: Store, bot: Bot, keyboard: Keyboard, row: outbox.Row) -> S
         return None
     change = await people.card_payload(store, row.payload)
     edited: Sent = {}
-    for card in cards:
+    replaced: set[str] = set()  # chats where a copy sent again took over from the older ones
+    for card in cards:  # newest first
         shown = await people.card_payload(store, card.payload)
         parts = render.card_parts(row.item_id, shown)
         text = render.decided_card(parts[-1], change, row.created_at)
         markup = _markup(keyboard, row, card)
         shows = preview(shown, len(parts) - 1)
-        edited.update(await _edit_messages(store, bot, markup, row, card, text, shows))
+        edited.update(await _edit_messages(store, bot, markup, row, card, text, shows, replaced))
+        if card.payload.get("again_of"):
+            replaced.update(sent_messages.message_ids(card))
     await warning_edits.settle(store, bot, row)  # the replies that counted down to it
     return edited
 
@@ -92,10 +101,12 @@ def _markup(keyboard: Keyboard, row: outbox.Row, card: outbox.Row) -> InlineKeyb
 
 async def _edit_messages(
     store: Store, bot: Bot, markup: InlineKeyboardMarkup | None, row: outbox.Row,
-    card: outbox.Row, text: str, shows: LinkPreviewOptions,
+    card: outbox.Row, text: str, shows: LinkPreviewOptions, replaced: set[str],
 ) -> Sent:  # fmt: skip
     edited: Sent = {}
     for chat, ids in sent_messages.message_ids(card).items():
+        if chat in replaced:
+            continue  # this copy points to the newer one below it, which is edited instead
         if not ids or ids[-1] == UNREAD:
             log.warning("card_edit %d: chat %s has no readable message id", row.id, chat)
             continue
@@ -125,3 +136,50 @@ async def _edit_messages(
             continue
         edited[chat] = ids[-1:]
     return edited
+
+
+async def _point_to_copy(
+    store: Store, bot: Bot, row: outbox.Row, item_id: int, again: int
+) -> Sent | None:
+    """Edit the earlier copy of a card sent again, in each chat the new card reached, to
+    say so, without buttons. None while the new card is pending; nothing if it failed.
+    Idempotent: the same text each time, and "not modified" or "not found" is done."""
+    try:
+        card = await store.read(outbox.get_sync, again)
+    except errors.NotFound:
+        return {}  # pruned with its ended item: nothing is live to point to
+    if card.state == "pending":
+        return None
+    reached = sent_messages.message_ids(card) if card.state == "sent" else {}
+    edited: Sent = {}
+    for chat, (earlier, message_id) in (await sent_messages.earlier_copies(store, card)).items():
+        if chat not in reached:
+            continue  # the new copy is not there (its chat was not a target): leave it
+        shown = await people.card_payload(store, earlier.payload)
+        parts = render.card_parts(item_id, shown)
+        text = f"{parts[-1]}\n\n{render.SENT_AGAIN}"
+        shows = preview(shown, len(parts) - 1)
+        if await _edit_quietly(bot, row, int(chat), message_id, text, shows):
+            edited[chat] = [message_id]
+    return edited
+
+
+async def _edit_quietly(
+    bot: Bot, row: outbox.Row, chat: int, message_id: int, text: str, shows: LinkPreviewOptions
+) -> bool:
+    """Edit one message, without buttons; False if it is gone or its chat refuses the bot."""
+    try:
+        await bot.edit_message_text(
+            text, chat_id=chat, message_id=message_id, parse_mode=ParseMode.HTML,
+            reply_markup=None, link_preview_options=shows,
+        )  # fmt: skip
+    except tg_error.ChatMigrated as exc:
+        raise sent_messages.Moved(chat, exc.new_chat_id) from exc
+    except (tg_error.BadRequest, tg_error.Forbidden) as exc:
+        if isinstance(exc, tg_error.BadRequest) and sent_messages.not_modified(exc):
+            return True  # edited before a crash, or by a retry
+        if not (sent_messages.gone(exc) or sent_messages.refused_by_chat(exc)):
+            raise
+        log.info("card_edit %d: message %d in chat %s: %s", row.id, message_id, chat, exc.message)
+        return False
+    return True

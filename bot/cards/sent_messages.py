@@ -33,12 +33,34 @@ async def cards_for(store: Store, item_id: int, edit: dict[str, Any]) -> list[ou
     return found or cards[:1]
 
 
+async def earlier_copies(store: Store, card: outbox.Row) -> dict[str, tuple[outbox.Row, int]]:
+    """chat -> the copy of the card's version sent there before `card` (the newest such)
+    and its last message: what a card sent again answers, and edits to point to it."""
+    assert card.item_id is not None, "a card row names its item"
+    shown = (card.payload.get("attempt"), card.payload.get("version"))
+    found: dict[str, tuple[outbox.Row, int]] = {}
+    for row in await outbox.for_item(store, card.item_id, "card"):  # newest first
+        if row.id >= card.id or row.state != "sent":
+            continue
+        if (row.payload.get("attempt"), row.payload.get("version")) != shown:
+            continue
+        for chat, ids in message_ids(row).items():
+            if ids and ids[-1] != UNREAD:
+                found.setdefault(chat, (row, ids[-1]))
+    return found
+
+
 async def replies_to(store: Store, row: outbox.Row) -> dict[str, int]:
-    """chat -> the message of the card an alert about one item answers: the card of the
-    version it names, else the item's newest card. Chats without a card get none."""
-    alert = payloads.Alert.of(row)
-    if row.item_id is None:
+    """chat -> the message a row's first part answers: for a card sent again, its earlier
+    copy there; for an alert about one item, the card of the version it names, else the
+    item's newest card. Chats without one get none."""
+    if row.item_id is None or row.kind not in ("card", "alert"):
         return {}
+    if row.kind == "card":
+        if not row.payload.get("again_of"):
+            return {}
+        return {chat: found for chat, (_, found) in (await earlier_copies(store, row)).items()}
+    alert = payloads.Alert.of(row)
     edit = {"attempt": alert.attempt, "version": alert.reply_to_version}
     found: dict[str, int] = {}
     for card in await cards_for(store, row.item_id, edit):

@@ -97,6 +97,10 @@ def decision_line(edit: dict[str, Any], at: datetime) -> str:
     return f"✅ approved by {esc(who)} at {when(at)}"
 
 
+#: The line an earlier copy of a card sent again gains (with its buttons gone).
+SENT_AGAIN = "⤵️ sent again below: this copy is no longer live"
+
+
 def decided_card(last_part: str, edit: dict[str, Any], at: datetime) -> str:
     return f"{last_part}\n\n{decision_line(edit, at)}"
 

@@ -337,7 +337,8 @@ class Sender:
             payload = row.payload
             parts = telegram_text.split(alerts.html(payloads.Alert.of(row)))
             markup = self.keyboard(row)  # a digest's list carries its buttons
-        replies = await sent_messages.replies_to(self.store, row) if row.kind == "alert" else {}
+        # A card sent again answers its earlier copy, an alert the card it is about.
+        replies = await sent_messages.replies_to(self.store, row)
         # What got through before an error, in this process or (recorded) an earlier one.
         sent = self._progress.setdefault(row.id, sent_messages.message_ids(row))
         for chat in self.targets(row):

@@ -10,7 +10,9 @@ report, so a card never says "sent" about a dispatch that did not commit:
     await card_trail.show_again(store, item_id, chat_id, now)      # a fresh card to one chat
     await card_trail.resend_open(store, now)                       # every open card, anew
 
-Status lines name people as `operator:<id>`; the bot shows their names when it sends.
+Status lines name people as `operator:<id>`; the bot shows their names when it sends. A
+card sent again answers its earlier copy in each chat, and that copy is edited to say
+so, without buttons (`again_of` on the card, `again_as` on the edit; bot.cards.edits).
 """
 
 from __future__ import annotations
@@ -99,6 +101,27 @@ async def retry(
     return await store.write(unit)
 
 
+def _again_sync(
+    conn: backend.Conn, item: Item, copied: outbox.Row, target: str, key: str, now: datetime
+) -> int | None:
+    """Queue `copied` again as a new card and, with it, the edit that points its earlier
+    copies at the new one: one unit, so a crash keeps both or neither, and the edit waits
+    in the outbox until the new card is sent (bot.cards.edits)."""
+    # The card row does not repeat its draft: readers join the draft's text.
+    payload = {k: v for k, v in copied.payload.items() if k != "text"} | {"again_of": copied.id}
+    card = outbox.enqueue_sync(conn, "card", target, payload, now, item_id=item.id, dedupe_key=key)
+    if card is not None:
+        edit = payloads.CardEdit(
+            item.id, item.attempt, int(payload["version"]), item.state.value,
+            pipeline=str(payload.get("pipeline") or ""), again_as=card,
+        )  # fmt: skip
+        outbox.enqueue_sync(
+            conn, "card_edit", target, edit.to_json(), now, item_id=item.id,
+            dedupe_key=f"again:{card}",
+        )  # fmt: skip
+    return card
+
+
 async def show_again(store: Store, item_id: int, chat_id: int, now: datetime) -> int | None:
     """Queue a fresh copy of the item's card for one chat; None if it no longer waits."""
 
@@ -114,18 +137,17 @@ async def show_again(store: Store, item_id: int, chat_id: int, now: datetime) ->
         ]
         if not shown:
             return None
-        payload = {k: v for k, v in shown[-1].payload.items() if k != "text"}
+        # The first card of the version: a later copy may be an escalation's, for others.
         key = f"card:{item_id}:{item.attempt}:{item.version}:{chat_id}:{len(shown)}"
-        return outbox.enqueue_sync(
-            conn, "card", f"{CHAT_TARGET}{chat_id}", payload, now, item_id=item_id, dedupe_key=key
-        )
+        return _again_sync(conn, item, shown[-1], f"{CHAT_TARGET}{chat_id}", key, now)
 
     return await store.write(unit)
 
 
 async def resend_open(store: Store, now: datetime) -> list[int]:
     """Queue each awaiting item's newest card again, as a new message, for a chat that
-    lost the old one; its decision then edits the new copy. Returns the items resent."""
+    lost the old one; its decision then edits the new copy, and the old copies point to
+    it. Returns the items resent."""
 
     def unit(conn: backend.Conn) -> list[int]:
         resent = []
@@ -136,13 +158,8 @@ async def resend_open(store: Store, now: datetime) -> list[int]:
             newest = cards[0]
             if newest.state != "sent":
                 continue  # still on its way (or given up on, with an alert): not lost
-            # The card row does not repeat its draft: readers join the draft's text.
-            payload = {k: v for k, v in newest.payload.items() if k != "text"}
-            key = f"card:{item.id}:{item.attempt}:{payload.get('version')}:again:{newest.id}"
-            queued = outbox.enqueue_sync(
-                conn, "card", outbox.OPERATORS, payload, now, item_id=item.id, dedupe_key=key
-            )
-            if queued is not None:
+            key = f"card:{item.id}:{item.attempt}:{newest.payload.get('version')}:again:{newest.id}"
+            if _again_sync(conn, item, newest, outbox.OPERATORS, key, now) is not None:
                 resent.append(item.id)
         return resent
 

@@ -15,7 +15,13 @@ from typing import Any
 
 import httpx
 import pytest
-from telegram import ForceReply, InlineKeyboardButton, InlineKeyboardMarkup, Update
+from telegram import (
+    ForceReply,
+    InlineKeyboardButton,
+    InlineKeyboardMarkup,
+    ReplyParameters,
+    Update,
+)
 from telegram import error as tg_error
 from telegram.ext import (
     AIORateLimiter,
@@ -210,6 +216,42 @@ async def test_send_message_checks_like_telegram(api: localapi.LocalBotApi) -> N
     )
     assert prompt.reply_markup is None  # force_reply is not echoed on the Message ...
     assert api.sent(CHAT)[-1].reply_markup == {"force_reply": True}  # ... but the store keeps it
+
+
+async def test_reply_parameters_as_the_bot_api_describes_them(api: localapi.LocalBotApi) -> None:
+    api.add_group(-1005, "Room", [USER], username="room")
+    async with build_app(api) as app:
+        card = await app.bot.send_message(CHAT, "card")
+        gone = await app.bot.send_message(CHAT, "gone")
+        await app.bot.delete_message(CHAT, gone.message_id)
+        here = ReplyParameters(card.message_id, chat_id=CHAT)
+        same_chat = await app.bot.send_message(CHAT, "a", reply_parameters=here)
+        missing = ReplyParameters(gone.message_id, allow_sending_without_reply=True)
+        without = await app.bot.send_message(CHAT, "b", reply_parameters=missing)
+        with pytest.raises(tg_error.BadRequest, match="Message to be replied not found"):
+            refused = ReplyParameters(gone.message_id, allow_sending_without_reply=False)
+            await app.bot.send_message(CHAT, "c", reply_parameters=refused)
+        with pytest.raises(tg_error.BadRequest, match="another chat are not supported"):
+            elsewhere = ReplyParameters(card.message_id, chat_id="@room")
+            await app.bot.send_message(CHAT, "d", reply_parameters=elsewhere)
+        in_room = await app.bot.send_message(-1005, "e")
+        by_name = ReplyParameters(in_room.message_id, chat_id="@room")
+        room_reply = await app.bot.send_message(-1005, "f", reply_parameters=by_name)
+    assert same_chat.reply_to_message is not None
+    assert same_chat.reply_to_message.message_id == card.message_id
+    assert without.reply_to_message is None and api.sent(CHAT)[-1].reply_to_message_id is None
+    assert room_reply.reply_to_message is not None
+    assert [m.text for m in api.sent(CHAT)] == ["card", "a", "b"]
+    # Shapes PTB never sends, as another client might: named errors, not a server fault.
+    async with httpx.AsyncClient() as client:
+        for shape, error in [
+            ("[1]", "reply_parameters must be a JSON object"),
+            ('{"chat_id": 4242}', "must name the message_id"),
+            ('{"message_id": "x"}', "invalid message_id"),
+        ]:
+            params = {"chat_id": CHAT, "text": "x", "reply_parameters": shape}
+            answer = await client.post(f"{api.base_url}{TOKEN}/sendMessage", data=params)
+            assert (answer.status_code, error in answer.json()["description"]) == (400, True)
 
 
 async def test_faults_5xx_and_slow(api: localapi.LocalBotApi) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
+from bot.chat import render
 from bot.demo import run as demo
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -95,6 +96,11 @@ def cards(state: dict[str, Any], pipeline: str = "news") -> list[dict[str, Any]]
     return [
         m for m in state["messages"] if m["from_bot"] and m["text"].startswith(f"📝 {pipeline} ·")
     ]
+
+
+def pointing(state: dict[str, Any]) -> list[dict[str, Any]]:
+    """The cards edited to point to a copy sent again below them."""
+    return [m for m in cards(state) if m["text"].endswith(render.SENT_AGAIN)]
 
 
 def button(card: dict[str, Any], label: str) -> str:
@@ -255,7 +261,7 @@ async def test_a_team_card_one_operator_edited_is_approved_by_the_other_two(page
     assert "approved by Sam (@sam), Kim (@kim)" in done["text"]
 
 
-async def test_a_restart_with_its_data_dir_shows_the_chat_and_sends_open_cards_again(
+async def test_a_restart_with_its_data_dir_shows_the_chat_and_sends_open_cards_again_below_old_ones(
     tmp_path: Path,
 ) -> None:
     options = demo.Options(data_dir=tmp_path / "data", port=0)
@@ -278,12 +284,16 @@ async def test_a_restart_with_its_data_dir_shows_the_chat_and_sends_open_cards_a
         assert open_items <= set(running.resent)
         async with httpx.AsyncClient(base_url=running.url, timeout=PATIENCE) as client:
             page = Page(client)
-            after = await page.until(lambda s: s if len(cards(s)) == 10 else None)
+            after = await page.until(lambda s: s if len(pointing(s)) == 5 else None)
             old, new = cards(after)[:5], cards(after)[5:]
-            # The conversation so far, ids and text kept; its buttons are gone.
-            assert [m["text"] for m in old] == [m["text"] for m in cards(before)]
+            # The conversation so far, ids kept; each old card says it was sent again,
+            # without buttons, and its new copy answers it (a quote that jumps to it).
+            pointer = f"\n\n{render.SENT_AGAIN}"
+            assert [m["text"] for m in old] == [m["text"] + pointer for m in cards(before)]
+            assert [m["message_id"] for m in old] == [m["message_id"] for m in cards(before)]
             assert all(m["reply_markup"] is None for m in old)
-            assert {m["text"] for m in new} == {m["text"] for m in old}
+            answered = {m["reply_to_message_id"]: m["text"] + pointer for m in new}
+            assert answered == {m["message_id"]: m["text"] for m in old}
             card = new[0]
             await page.post(
                 "/api/tap", {"message_id": card["message_id"], "data": button(card, "Approve")}

@@ -87,7 +87,10 @@ async def test_a_fresh_card_goes_to_one_chat_while_the_item_waits(
     assert await card_trail.show_again(store, item.id, 1001, now) is not None
     cards = await outbox.for_item(store, item.id, "card")
     assert [c.target for c in cards] == ["chat:1001", outbox.OPERATORS]
-    assert cards[0].payload == cards[1].payload  # the same card, draft text joined
+    # The same card, draft text joined, marked as a copy of the first.
+    assert cards[0].payload == cards[1].payload | {"again_of": cards[1].id}
+    [pointer] = await outbox.for_item(store, item.id, "card_edit")
+    assert (pointer.target, pointer.payload["again_as"]) == ("chat:1001", cards[0].id)
     await store.write(items.transition_sync, item.id, State.EXPIRED, "sweep", now)
     with pytest.raises(errors.Conflict, match="nothing waits"):
         await card_trail.show_again(store, item.id, 1001, now)

@@ -42,11 +42,15 @@ async def test_each_awaiting_items_sent_card_is_queued_again_once(
     assert await card_trail.resend_open(store, later) == []
     again, first = await outbox.for_item(store, sent.id, "card")
     assert (again.state, again.external_id, first.id) == ("pending", None, card.id)
-    assert again.payload == first.payload
+    assert again.payload == first.payload | {"again_of": first.id}
+    # With it, in the same unit, the edit that points the old copies to the new one.
+    [pointer] = await outbox.for_item(store, sent.id, "card_edit")
+    assert (pointer.state, pointer.payload["again_as"]) == ("pending", again.id)
     assert len(await outbox.for_item(store, waiting.id, "card")) == 1
 
     await flow.decide(store, pipeline, sent.id, 1, 1, 1001, "approve", later)
-    [edit] = await outbox.for_item(store, sent.id, "card_edit")
-    # The sender edits every copy of the version an edit names: the new one too.
+    edit, _ = await outbox.for_item(store, sent.id, "card_edit")
+    # The sender edits the copies of the version an edit names: the new one too (and,
+    # in a chat the new one reached, not the old one: bot.cards.edits).
     edited = await sent_messages.cards_for(store, sent.id, edit.payload)
     assert {card.id for card in edited} == {first.id, again.id}

@@ -86,22 +86,19 @@ class Request:
         return bot_object(self.token)
 
     def get_int(self, name: str, default: int | None = None) -> int:
-        value = self.params.get(name, default)
-        if value is None or value == "":
-            raise bad_request(f"{name} is empty")
-        try:
-            return int(value)
-        except (TypeError, ValueError):
-            raise bad_request(f"invalid {name} specified") from None
+        return _int(name, self.params.get(name, default))
 
     def chat_id(self) -> int:
-        value = self.params.get("chat_id")
+        return self.chat(self.params.get("chat_id"))
+
+    def chat(self, value: Any) -> int:
+        """A chat named by its id, or a group by its @username."""
         if isinstance(value, str) and value.startswith("@"):
             group = self.state.groups.by_username(value)
             if group is None:
                 raise bad_request("chat not found")  # only groups added with a username
             return group.id
-        return self.get_int("chat_id")
+        return _int("chat_id", value)
 
     def thread(self, chat_id: int, reply_to: int | None) -> int | None:
         """The forum topic to post in: message_thread_id, else the replied message's."""
@@ -116,6 +113,15 @@ class Request:
 
     def get_bool(self, name: str) -> bool:
         return self.params.get(name) in (True, "true", "True", "1", 1)
+
+
+def _int(name: str, value: Any) -> int:
+    if value is None or value == "":
+        raise bad_request(f"{name} is empty")
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise bad_request(f"invalid {name} specified") from None
 
 
 def decode_params(params: dict[str, Any]) -> dict[str, Any]:
@@ -174,18 +180,28 @@ def _check_button(button: dict[str, Any]) -> None:
 
 
 def _reply_to(request: Request, chat_id: int) -> int | None:
+    """The message a new one answers: reply_parameters (message_id; chat_id, when given,
+    must be this chat; allow_sending_without_reply) or the older reply_to_message_id."""
     reply = request.params.get("reply_parameters") or {}
-    message_id = reply.get("message_id") or request.params.get("reply_to_message_id")
-    if message_id is None:
+    if not isinstance(reply, dict):
+        raise bad_request("reply_parameters must be a JSON object")
+    if reply and "message_id" not in reply:
+        raise bad_request("reply_parameters must name the message_id to reply to")
+    if reply.get("chat_id") not in (None, "") and request.chat(reply["chat_id"]) != chat_id:
+        # Telegram quotes a message of another chat as an external reply; not modelled here.
+        raise bad_request("replies to a message in another chat are not supported locally")
+    named = reply.get("message_id") or request.params.get("reply_to_message_id")
+    if named in (None, ""):
         return None
-    allow_missing = reply.get("allow_sending_without_reply") or request.get_bool(
+    message_id = _int("message_id", named)
+    allow_missing = reply.get("allow_sending_without_reply") is True or request.get_bool(
         "allow_sending_without_reply"
     )
-    if request.state.find(chat_id, int(message_id)) is None:
+    if request.state.find(chat_id, message_id) is None:
         if allow_missing:
             return None
         raise bad_request("message to be replied not found")
-    return int(message_id)
+    return message_id
 
 
 def _edit_target(request: Request) -> tuple[int, int]:
