@@ -36,7 +36,7 @@ async def test_a_warning_can_be_acted_on_and_an_expired_card_replayed(
     tmp_path: Path, feed: FeedServer
 ) -> None:
     async with running(tmp_path, feed, RULES, sweep_every_s=0.2) as bot:
-        api = bot.web.api
+        api = bot.api
         first, second = await api.await_for(
             lambda: card_texts(api, OPERATOR)[1:] and card_texts(api, OPERATOR)[:2], timeout=60
         )

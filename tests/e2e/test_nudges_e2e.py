@@ -132,7 +132,7 @@ async def test_a_reminder_and_an_escalation_with_a_moved_clock(
 ) -> None:
     rules = f"  remind_after: 1h\n  escalate_after: 2h\n  escalate_to: [{BROUGHT_IN}]"
     async with running(tmp_path, feed, rules) as bot:
-        api = bot.web.api
+        api = bot.api
         card = (await api.await_for(lambda: card_texts(api, OPERATOR)[:1], timeout=60))[0]
         item_id = e2e.item_id_of(card)
         # Not yet an approver of this pipeline: refused, nothing recorded.
@@ -197,7 +197,7 @@ async def test_a_digest_lists_what_waits_with_buttons_for_all(
     slot = (datetime.now(UTC) + timedelta(hours=2)).replace(second=0, microsecond=0)
     rules = f'  digest: "{slot.minute} {slot.hour} * * *"'
     async with running(tmp_path, feed, rules) as bot:
-        api, store = bot.web.api, bot.runtime.store
+        api, store = bot.api, bot.runtime.store
 
         async def both_waiting() -> bool:
             return len(await items.in_state(store, State.AWAITING_APPROVAL)) == 2
@@ -241,7 +241,7 @@ async def test_redraft_passes_the_note_to_the_model(tmp_path: Path, feed: FeedSe
         }
         await set_budget(tmp_path / "data")
         async with running(tmp_path, feed, "", draft=draft, llm=llm) as bot:
-            api = bot.web.api
+            api = bot.api
             card = (await api.await_for(lambda: card_texts(api, OPERATOR)[:1], timeout=60))[0]
             item_id = e2e.item_id_of(card)
             assert "drafter llm" in card.text

@@ -42,7 +42,7 @@ async def test_decisions_from_a_terminal_name_the_unix_user(
     tmp_path: Path, feed: FeedServer
 ) -> None:
     async with live.running(tmp_path, feed, "") as bot:
-        api, store = bot.web.api, bot.runtime.store
+        api, store = bot.api, bot.runtime.store
         first, second = await api.await_for(
             lambda: (found := live.card_texts(api, e2e.OPERATOR))[1:] and found, timeout=60
         )

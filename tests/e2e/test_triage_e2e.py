@@ -59,7 +59,7 @@ async def test_skipped_entries_are_listed_and_a_tap_brings_one_to_a_card(
         }
         await set_budget(tmp_path / "data")
         async with running(tmp_path, feed, "", draft=DRAFT, llm=llm) as bot:
-            api, store = bot.web.api, bot.runtime.store
+            api, store = bot.api, bot.runtime.store
             card = (await api.await_for(lambda: card_texts(api, OPERATOR)[:1], timeout=60))[0]
             assert "First story" in card.text and "triage 0.90: the first story" in card.text
 
