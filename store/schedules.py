@@ -17,22 +17,12 @@ Q = sql.load("schedules")
 
 
 @dataclass(frozen=True)
-class PipelineState:
+class PipelineState(backend.Record):
     pipeline: str
     paused: bool
     last_started_at: datetime | None
     next_due_at: datetime | None
     run_requested_at: datetime | None
-
-    @classmethod
-    def from_row(cls, row: backend.Row) -> PipelineState:
-        return cls(
-            pipeline=row["pipeline"],
-            paused=bool(row["paused"]),
-            last_started_at=clock.maybe_from_ms(row["last_started_at"]),
-            next_due_at=clock.maybe_from_ms(row["next_due_at"]),
-            run_requested_at=clock.maybe_from_ms(row["run_requested_at"]),
-        )
 
 
 def _ms(value: datetime | None) -> int | None:
@@ -40,8 +30,8 @@ def _ms(value: datetime | None) -> int | None:
 
 
 def all_sync(conn: backend.Conn) -> dict[str, PipelineState]:
-    cursor = conn.execute(Q["all"])
-    return {row["pipeline"]: PipelineState.from_row(row) for row in cursor.fetchall()}
+    found = backend.fetch_all(conn, Q["all"], {}, PipelineState.from_row)
+    return {state.pipeline: state for state in found}
 
 
 async def all_states(store: Store) -> dict[str, PipelineState]:

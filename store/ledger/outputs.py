@@ -34,7 +34,7 @@ Q = sql.load("llm_outputs")
 
 
 @dataclass(frozen=True)
-class Output:
+class Output(backend.Record):
     claim_id: int
     text: str
     model: str
@@ -42,17 +42,6 @@ class Output:
     #: Why the output was refused (validation or an unusable body); None when it was used.
     error: str | None
     created_at: datetime
-
-    @classmethod
-    def from_row(cls, row: backend.Row) -> Output:
-        return cls(
-            claim_id=row["claim_id"],
-            text=row["text"],
-            model=row["model"],
-            request_id=row["request_id"],
-            error=row["error"],
-            created_at=clock.from_ms(row["created_at"]),
-        )
 
 
 def save_sync(
@@ -81,9 +70,7 @@ def save_sync(
 
 
 def get_sync(conn: backend.Conn, claim_id: int) -> Output | None:
-    cursor = conn.execute(Q["get"], {"claim_id": claim_id})
-    row = cursor.fetchone()
-    return Output.from_row(row) if row else None
+    return backend.fetch_one(conn, Q["get"], {"claim_id": claim_id}, Output.from_row)
 
 
 async def get(store: Store, claim_id: int) -> Output | None:
