@@ -320,24 +320,19 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
         help="runs shown (default: %(default)s)",
     )
     add("pending", cli_reads.cmd_pending, "items awaiting approval, oldest first")
-    filtered = add("filtered", cli_reads.cmd_filtered, "entries a pipeline's filter dropped")
-    filtered.add_argument("pipeline", help="the pipeline's name, as `gatehouse status` lists it")
-    filtered.add_argument(
-        "--limit",
-        type=positive,
-        default=operations.FILTERED_SHOWN,
-        metavar="N",
-        help="entries shown, the most recently filtered first (default: %(default)s)",
-    )
-    skipped = add("skipped", cli_reads.cmd_skipped, "entries a pipeline's triage skipped")
-    skipped.add_argument("pipeline", help="the pipeline's name, as `gatehouse status` lists it")
-    skipped.add_argument(
-        "--limit",
-        type=positive,
-        default=operations.FILTERED_SHOWN,
-        metavar="N",
-        help="entries shown, the most recently skipped first (default: %(default)s)",
-    )
+    for name, dropped_by, fn in (
+        ("filtered", "filter dropped", cli_reads.cmd_filtered),
+        ("skipped", "triage skipped", cli_reads.cmd_skipped),
+    ):
+        dropped = add(name, fn, f"entries a pipeline's {dropped_by}")
+        dropped.add_argument("pipeline", help=PIPELINE_HELP)
+        dropped.add_argument(
+            "--limit",
+            type=positive,
+            default=operations.FILTERED_SHOWN,
+            metavar="N",
+            help=f"entries shown, the most recently {name} first (default: %(default)s)",
+        )
     stats = add("stats", cli_reads.cmd_stats, "the editor's numbers per pipeline")
     stats.add_argument("pipeline", nargs="?", help="one pipeline (default: every pipeline)")
     stats.add_argument(

@@ -187,8 +187,8 @@ class LlmDrafter:
             for attempt in range(item.attempt, first - 1, -1)
         ]
         digest = claims.request_digest(item.pipeline, item.id, self._request())
-        return await llm_outputs.reusable(
-            self._store, self._endpoint, keys, item.id, digest, item.content_hash
+        return await self._store.read(
+            llm_outputs.reusable_sync, self._endpoint, keys, item.id, digest, item.content_hash
         )
 
     async def _begin(self, item: Item, prompt: str, now: datetime) -> claims.Work:

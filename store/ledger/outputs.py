@@ -5,7 +5,7 @@
         ledger_settle.complete_sync(conn, claim.id, usage, cost, evidence, item_hash, now)
     await store.write(unit)
     kept = await llm_outputs.get(store, claim.id)     # None: the call left nothing
-    found = await llm_outputs.reusable(store, ENDPOINT, keys, item_id, digest, item_hash)
+    found = await store.read(llm_outputs.reusable_sync, ENDPOINT, keys, item_id, digest, item_hash)
 
 The output is saved in the same transaction that settles (or marks uncertain) the
 claim, so a retry of the same attempt finds either both or neither: it reuses the
@@ -124,17 +124,6 @@ async def unshown(store: Store, item_id: int) -> list[int]:
 def refuse_unshown_sync(conn: backend.Conn, item_id: int, reason: str) -> int:
     """Refuse the item's kept outputs that no draft shows; returns how many."""
     return conn.execute(Q["refuse_unshown"], {"item_id": item_id, "error": reason}).rowcount
-
-
-async def reusable(
-    store: Store,
-    endpoint: str,
-    keys: Sequence[str],
-    item_id: int,
-    request_digest: str,
-    item_hash: str,
-) -> tuple[claims.Claim, Output] | None:
-    return await store.read(reusable_sync, endpoint, keys, item_id, request_digest, item_hash)
 
 
 def prune_sync(conn: backend.Conn, before: datetime, batch: int) -> int:
