@@ -180,19 +180,7 @@ def _wake(kind: Kind, store: Store) -> None:
         event.set()
 
 
-async def enqueue(
-    store: Store,
-    kind: Kind,
-    target: str,
-    payload: dict[str, Any],
-    now: datetime,
-    *,
-    item_id: int | None = None,
-    dedupe_key: str | None = None,
-) -> int | None:
-    return await store.write(
-        enqueue_sync, kind, target, payload, now, item_id=item_id, dedupe_key=dedupe_key
-    )
+enqueue = core.writes(enqueue_sync)
 
 
 async def due(

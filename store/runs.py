@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal, Self
 
-from store import backend, clock, errors, sql
+from store import backend, clock, core, errors, sql
 from store.core import Store
 
 Q = sql.load("runs")
@@ -112,27 +112,8 @@ def finish_run_sync(
         raise errors.Conflict(f"run {run_id} is not running (already finished, or unknown)")
 
 
-async def start_run(
-    store: Store,
-    pipeline: str,
-    trigger: Trigger,
-    now: datetime,
-    *,
-    worker: str = NOBODY,
-    lease: timedelta = DEFAULT_LEASE,
-) -> int:
-    return await store.write(start_run_sync, pipeline, trigger, now, worker=worker, lease=lease)
-
-
-async def finish_run(
-    store: Store,
-    run_id: int,
-    status: Literal["ok", "error"],
-    counts: Counts,
-    error_text: str | None,
-    now: datetime,
-) -> None:
-    await store.write(finish_run_sync, run_id, status, counts, error_text, now)
+start_run = core.writes(start_run_sync)
+finish_run = core.writes(finish_run_sync)
 
 
 async def close_interrupted(store: Store, now: datetime) -> int:

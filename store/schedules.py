@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from store import backend, clock, errors, events, runs, sql
+from store import backend, clock, core, errors, events, runs, sql
 from store.core import Store
 
 Q = sql.load("schedules")
@@ -78,22 +78,7 @@ def claim_run_sync(
     return runs.start_run_sync(conn, pipeline, trigger, now, worker=worker, lease=lease)
 
 
-async def claim_run(
-    store: Store,
-    seen: PipelineState,
-    next_due_at: datetime | None,
-    trigger: runs.Trigger,
-    now: datetime,
-    *,
-    worker: str,
-    lease: timedelta,
-) -> int | None:
-    """Compare-and-set on the pipeline's row, then open the run, in one unit."""
-    return await store.write(
-        lambda conn: claim_run_sync(
-            conn, seen, next_due_at, trigger, now, worker=worker, lease=lease
-        )
-    )
+claim_run = core.writes(claim_run_sync)
 
 
 async def set_paused(store: Store, pipeline: str, paused: bool, actor: str, now: datetime) -> bool:
