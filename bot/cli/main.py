@@ -225,6 +225,11 @@ def _data_dir(text: str) -> Path:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _limit(parser: argparse.ArgumentParser, default: int, shown: str) -> None:
+    help_ = shown + " (default: %(default)s)"
+    parser.add_argument("--limit", type=positive, default=default, metavar="N", help=help_)
+
+
 def _config_options(parser: argparse.ArgumentParser, default: object) -> None:
     parser.add_argument(
         "--env-file",
@@ -312,13 +317,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
     status.add_argument("--verbose", action="store_true", help="also the store's WAL size")
     runs = add("runs", cli_reads.cmd_runs, "recent runs with the last green and first red run")
     runs.add_argument("pipeline", nargs="?", help="only this pipeline (default: all)")
-    runs.add_argument(
-        "--limit",
-        type=positive,
-        default=operations.RUNS_SHOWN,
-        metavar="N",
-        help="runs shown (default: %(default)s)",
-    )
+    _limit(runs, operations.RUNS_SHOWN, "runs shown")
     add("pending", cli_reads.cmd_pending, "items awaiting approval, oldest first")
     for name, dropped_by, fn in (
         ("filtered", "filter dropped", cli_reads.cmd_filtered),
@@ -326,13 +325,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
     ):
         dropped = add(name, fn, f"entries a pipeline's {dropped_by}")
         dropped.add_argument("pipeline", help=PIPELINE_HELP)
-        dropped.add_argument(
-            "--limit",
-            type=positive,
-            default=operations.FILTERED_SHOWN,
-            metavar="N",
-            help=f"entries shown, the most recently {name} first (default: %(default)s)",
-        )
+        _limit(dropped, operations.FILTERED_SHOWN, f"entries shown, the most recently {name} first")
     stats = add("stats", cli_reads.cmd_stats, "the editor's numbers per pipeline")
     stats.add_argument("pipeline", nargs="?", help="one pipeline (default: every pipeline)")
     stats.add_argument(
