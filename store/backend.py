@@ -75,9 +75,9 @@ class Record:
     Each field takes the column of its own name, decoded by the field's type as the
     store encodes it: a datetime from epoch milliseconds (a `datetime | None` keeps
     NULL as None), a bool from 0/1 (SQLite has no booleans), an enum from its value,
-    a dict from its JSON text; anything else as the row holds it. A field whose column
-    is named otherwise or holds something else is passed in by name (`given`) from the
-    subclass's own from_row.
+    a dict from its JSON text; a str, int, float, bytes or Literal as the row holds it.
+    A field whose column is named otherwise, or of any other type, is passed in by name
+    (`given`) from the subclass's own from_row; one that is not is a TypeError naming it.
     """
 
     @classmethod
@@ -96,12 +96,27 @@ def _read(row: Row, name: str, decode: Callable[[Any], Any] | None) -> Any:
 def _plan(cls: type) -> _Plan:
     # Read once per class, on first use: by then every name its annotations use exists.
     hints = get_type_hints(cls)
-    plan = tuple((f.name, _decoder(hints[f.name])) for f in dataclasses.fields(cls) if f.init)
+    plan = tuple(
+        (f.name, _decoder(hints[f.name], f"{cls.__name__}.{f.name}"))
+        for f in dataclasses.fields(cls)
+        if f.init
+    )
     _PLANS[cls] = plan
     return plan
 
 
-def _decoder(hint: Any) -> Callable[[Any], Any] | None:
+_AS_STORED = (str, int, float, bytes, type(None))
+
+
+def _as_stored(hint: Any) -> bool:
+    if hint in _AS_STORED or get_origin(hint) is Literal:
+        return True
+    return isinstance(hint, types.UnionType) and all(_as_stored(a) for a in get_args(hint))
+
+
+def _decoder(hint: Any, field: str) -> Callable[[Any], Any] | None:
+    if _as_stored(hint):
+        return None
     if hint is datetime:
         return clock.from_ms
     if isinstance(hint, types.UnionType) and set(get_args(hint)) == {datetime, type(None)}:
@@ -112,4 +127,11 @@ def _decoder(hint: Any) -> Callable[[Any], Any] | None:
         return hint
     if get_origin(hint) is dict:
         return json.loads
-    return None
+
+    def unread(value: Any) -> Any:
+        raise TypeError(
+            f"{field} ({hint}) is not read from a column: pass it to from_row by name;"
+            " read from columns: datetime, bool, enums, dicts (JSON), str, int, float, bytes"
+        )
+
+    return unread

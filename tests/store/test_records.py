@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Self
+
+import pytest
 
 from store import backend, db
 
@@ -60,6 +62,22 @@ async def test_a_row_becomes_a_record_decoded_by_field_type(store: db.Store) -> 
 async def test_a_field_named_otherwise_is_given_by_the_subclass(store: db.Store) -> None:
     found = await store.read(backend.fetch_all, _ROW, {}, Renamed.from_row)
     assert found == [Renamed(7, "NEWS")]
+
+
+@dataclass(frozen=True)
+class Unread(backend.Record):
+    id: int
+    #: No column holds a timedelta: its record must pass it in.
+    at: timedelta
+
+
+async def test_a_field_no_column_can_hold_is_named_unless_given(store: db.Store) -> None:
+    with pytest.raises(TypeError, match=r"Unread\.at .* is not read from a column"):
+        await store.read(backend.fetch_one, _ROW, {}, Unread.from_row)
+    given = await store.read(
+        backend.fetch_one, _ROW, {}, lambda row: Unread.from_row(row, at=timedelta(seconds=1))
+    )
+    assert given == Unread(7, timedelta(seconds=1))
 
 
 async def test_no_row_is_none_or_an_empty_list(store: db.Store) -> None:
