@@ -15,7 +15,18 @@ from typing import TYPE_CHECKING, Any
 
 from pipelines import quorum
 from pipelines.text import similarity, validation
-from store import backend, decisions, drafts, errors, events, followups, items, outbox, payloads
+from store import (
+    backend,
+    decisions,
+    drafts,
+    errors,
+    events,
+    followups,
+    items,
+    outbox,
+    payloads,
+    units,
+)
 from store.db import Store
 from store.drafts import Draft
 from store.items import Item
@@ -139,7 +150,7 @@ def _status_line(
     decision: decisions.Decision, pipeline: config.Pipeline, who: str, reason: str | None,
     undo_until: datetime | None, now: datetime,
 ) -> str:  # fmt: skip
-    at = now.strftime("%Y-%m-%d %H:%M UTC")
+    at = units.when(now)
     if decision.outcome == "approved":
         line = f"✅ approved by {who} at {at}"
     elif decision.outcome == "rejected":
@@ -149,7 +160,7 @@ def _status_line(
         return f"✅ {voters} · {awaited(decision, pipeline)}"
     if undo_until is not None:
         action = "sends" if decision.outcome == "approved" else "final"
-        line += f"\n↩️ Undo until {undo_until.strftime('%H:%M:%S UTC')} ({action} then)"
+        line += f"\n↩️ Undo until {units.time_of_day(undo_until)} ({action} then)"
     return line
 
 

@@ -16,7 +16,7 @@ from datetime import datetime, time, timedelta
 from typing import Any
 
 from pipelines import config, workers
-from store import dropped, outbox
+from store import dropped, outbox, units
 from store.db import Store
 from store.items import Item
 from store.machine import State
@@ -31,7 +31,7 @@ READ_AT_MOST = 1_000
 
 def text(name: str, day: datetime, found: list[Item]) -> str:
     """The day's list as the operators read it (plain text: the alert sender escapes it)."""
-    lines = [f"🔎 {name}: triage skipped {len(found)} on {day:%Y-%m-%d}"]
+    lines = [f"🔎 {name}: triage skipped {len(found)} on {units.day(day)}"]
     for item in found[:LISTED]:
         title = str(item.payload.get("title") or item.source_id)[:80]
         lines.append(f"• #{item.id} {title}: {item.reason or 'no reason recorded'}")

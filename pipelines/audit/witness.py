@@ -21,7 +21,7 @@ from typing import Any
 
 from pipelines import workers
 from pipelines.audit import keys as audit_keys
-from store import backend, checkpoints, outbox, sealer
+from store import backend, checkpoints, outbox, sealer, units
 from store.db import Store
 
 log = logging.getLogger(__name__)
@@ -35,7 +35,7 @@ def head_text(cp: checkpoints.Checkpoint) -> str:
     is shown as written, so no markdown marks). The signature and the public key (screens
     of base64) are in `gatehouse audit export` and `gatehouse audit key`."""
     return (
-        f"🔏 audit head #{cp.event_id} signed {cp.signed_at:%Y-%m-%d}, key {cp.key_id[:8]}…, "
+        f"🔏 audit head #{cp.event_id} signed {units.day(cp.signed_at)}, key {cp.key_id[:8]}…, "
         f"hash {cp.hash[:12]}…; the full signature: gatehouse audit export"
     )
 

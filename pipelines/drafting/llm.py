@@ -60,7 +60,7 @@ from pipelines.drafting import calls
 from pipelines.drafting import prompt as drafting
 from pipelines.providers import client as providers
 from pipelines.text import validation
-from store import backend, errors, followups, ledger
+from store import backend, errors, followups, ledger, units
 from store import text as store_text
 from store.db import Store
 from store.items import Item
@@ -444,7 +444,7 @@ def in_flight_reason(work: claims.Work) -> str:
     """Why an item whose claim another worker started waits in drafting."""
     return (
         f"budget claim {work.id} is started by another worker whose provider call may "
-        f"still answer (its lease runs to {work.lease_until:%Y-%m-%d %H:%M:%S} UTC); the "
+        f"still answer (its lease runs to {units.when_exact(work.lease_until)}); the "
         "item waits in drafting for that reply, and no second call is made"
     )
 

@@ -86,7 +86,7 @@ class Budget(backend.Record):
 
     @property
     def label(self) -> str:
-        return f"{self.scope}/{self.period} from {self.period_start:%Y-%m-%d}"
+        return f"{self.scope}/{self.period} from {units.day(self.period_start)}"
 
 
 @dataclass(frozen=True)
