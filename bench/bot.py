@@ -40,9 +40,11 @@ from bench import common
 from bench import tick as tick_bench
 from bot import app
 from bot import settings as settings_mod
-from bot.demo.botapi import server as localapi
-from pipelines import approval, config, engine
-from pipelines import runtime as runtime_mod
+from bot.demo.botapi import localapi
+from pipelines.approval import flow
+from pipelines.config import spec
+from pipelines.runs import engine
+from pipelines.service import runtime as runtime_mod
 from store import backend, drafts, items
 from store.machine import State
 from tests.fakes.feed_server import FeedServer
@@ -103,9 +105,7 @@ def _operators(taps: int) -> list[int]:
     return [FIRST_OPERATOR + n for n in range(count)]
 
 
-def _seed(
-    pipelines: list[config.Pipeline], n: int, now: datetime
-) -> Callable[[backend.Conn], None]:
+def _seed(pipelines: list[spec.Pipeline], n: int, now: datetime) -> Callable[[backend.Conn], None]:
     """n items awaiting approval in each pipeline, each with its card queued, as the
     engine leaves them; queued in turn across the pipelines (and so across the chats)."""
 
@@ -118,7 +118,7 @@ def _seed(
                 items.transition_sync(conn, item.id, State.DRAFTING, "system", now)
                 draft = drafts.add_sync(conn, item.id, f"draft {i}", {"drafter": "bench"}, now)
                 item = items.transition_sync(conn, item.id, State.AWAITING_APPROVAL, "system", now)
-                approval.queue_card(conn, pipeline, item, draft, now)
+                flow.queue_card(conn, pipeline, item, draft, now)
 
     return unit
 

@@ -56,8 +56,8 @@ from pathlib import Path
 from typing import Any
 
 from bench import common, crash_checks, crash_parts
-from bot import control
-from pipelines import runtime
+from bot.process import control
+from pipelines.service import runtime
 from tests.fakes.feed_server import FeedServer
 from tests.fakes.llm_server import FakeLLM, RecordedRequest
 from tests.fakes.webhook_server import Recorded, WebhookServer

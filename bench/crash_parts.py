@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bot.demo.botapi import server as localapi
+from bot.demo.botapi import localapi
 from tests.fakes import feeds
 from tests.fakes.feed_server import FeedServer
 

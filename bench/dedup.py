@@ -17,7 +17,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bench import common
-from store import clock, datadir, db, seen
+from store import clock, db
+from store.backends import datadir
+from store.intake import seen
 
 PIPELINE, SCOPE, BATCH = "bench", "feed", 50
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import common, tick
-from pipelines import filters
+from pipelines.runs import filters
 from tests.fakes.feed_server import FeedServer
 from tests.fakes.feeds import rss
 

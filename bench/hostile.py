@@ -19,7 +19,8 @@ from pathlib import Path
 import httpx
 
 from bench import common
-from pipelines import config, sources
+from pipelines import sources
+from pipelines.config import spec
 from pipelines.sources import base, rss
 from tests.fakes.feed_server import FeedServer
 
@@ -42,7 +43,7 @@ def _load_hostile_dir() -> tuple[float, list[str], list[str]]:
         (folder / "deep.yaml").write_text("name: deep\nx: " + "[" * 20_000 + "]" * 20_000)
         (folder / "good.yaml").write_text(GOOD)
         started = time.perf_counter()
-        loaded = config.load_dir(folder)
+        loaded = spec.load_dir(folder)
         elapsed = time.perf_counter() - started
         return elapsed, sorted(loaded.pipelines), [e.reason for e in loaded.errors]
 

@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from bench import common
-from store import backend, clock, datadir, db, items, ledger, sql
+from store import backend, clock, db, items, ledger, sql
+from store.backends import datadir
 from store.ledger import prices
 
 PIPELINE, ENDPOINT = "bench", "drafts.create"

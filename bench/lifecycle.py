@@ -6,7 +6,7 @@ Every step goes through the project's own functions, with the stages running sid
 side as in the bot: a fetcher records items as a tick does (dedup marks and item rows in
 one transaction, the move to drafting in another, intake.RECORD_CHUNK items each) and
 drafts them with the template drafter (draft, awaiting_approval and card in one
-transaction); an approver approves the pending items (`approval.decide`: vote, approved,
+transaction); an approver approves the pending items (`flow.decide`: vote, approved,
 card edit and dispatch row); a sender marks cards and card edits sent as the Telegram
 sender does after sending; the dispatcher (`dispatcher.run_once`, back to back)
 dispatches to a `none` target.
@@ -36,10 +36,15 @@ from typing import Any
 import httpx
 
 from bench import common
-from pipelines import approval, config, intake, sealing
+from pipelines.approval import flow
+from pipelines.config import spec
 from pipelines.dispatch import dispatcher
-from pipelines.drafting import base as drafters
-from store import backend, db, drafts, events, items, outbox, retention, seen
+from pipelines.drafting import drafters
+from pipelines.runs import intake
+from pipelines.service import seal_loop
+from store import backend, db, drafts, items, outbox, retention
+from store.audit import events
+from store.intake import seen
 from store.machine import State
 
 #: Items recorded per fetch transaction, and moved to drafting per transaction: a tick's.
@@ -55,7 +60,7 @@ SUMMARY = (
 )
 
 
-def pipeline_config(tmp: Path) -> config.Pipeline:
+def pipeline_config(tmp: Path) -> spec.Pipeline:
     folder = tmp / "pipelines"
     folder.mkdir()
     # No undo window: an approval's dispatch row is due at once. The window (10 s by
@@ -66,7 +71,7 @@ def pipeline_config(tmp: Path) -> config.Pipeline:
         "    url: http://127.0.0.1:9/feed.xml\n    scope: feed\n"
         "approval:\n  undo_window: 0s\ndispatch:\n  type: none\n"
     )
-    return config.load_dir(folder).pipelines["bench"]
+    return spec.load_dir(folder).pipelines["bench"]
 
 
 def payload(n: int) -> dict[str, Any]:
@@ -80,7 +85,7 @@ def payload(n: int) -> dict[str, Any]:
 
 
 class Lifecycle:
-    def __init__(self, store: db.Store, pipeline: config.Pipeline, total: int) -> None:
+    def __init__(self, store: db.Store, pipeline: spec.Pipeline, total: int) -> None:
         self.store = store
         self.pipeline = pipeline
         self.total = total
@@ -133,7 +138,7 @@ class Lifecycle:
             moved = items.transition_sync(
                 conn, item.id, State.AWAITING_APPROVAL, "system", now, expect_attempt=1
             )
-            approval.queue_card(conn, self.pipeline, moved, draft, now, note=result.note)
+            flow.queue_card(conn, self.pipeline, moved, draft, now, note=result.note)
 
         await self.store.write(unit)
 
@@ -142,7 +147,7 @@ class Lifecycle:
 
         async def approve(item: items.Item) -> None:
             async with gate:
-                await approval.decide(
+                await flow.decide(
                     self.store, self.pipeline, item.id, 1, 1, OPERATOR, "approve", self.now()
                 )
                 self.approved += 1
@@ -218,8 +223,8 @@ async def main(argv: list[str]) -> None:
             async with httpx.AsyncClient() as client:
                 watcher = asyncio.create_task(life.watch(stop))
                 # The leader's sealer runs beside the writes, as in the bot.
-                seal = sealing.run(store, lambda: datetime.now(UTC), sealing.SEAL_EVERY_S,
-                                   timedelta(seconds=sealing.MAX_SEAL_DELAY_S), stop)  # fmt: skip
+                seal = seal_loop.run(store, lambda: datetime.now(UTC), seal_loop.SEAL_EVERY_S,
+                                   timedelta(seconds=seal_loop.MAX_SEAL_DELAY_S), stop)  # fmt: skip
                 sealing_task = asyncio.create_task(seal)
                 started = time.perf_counter()
                 await asyncio.gather(

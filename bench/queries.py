@@ -29,7 +29,9 @@ from typing import Any
 
 from bench import common
 from pipelines import operations
-from store import backend, clock, db, figures, info, migrate, sql
+from store import backend, clock, db, sql
+from store.backends import migrate
+from store.reports import figures, info
 
 #: The newest moment in the built store: items and claims spread over the year before.
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)

@@ -10,10 +10,10 @@ local feed server over a socket, records the items and drafts them with the LLM
 drafter through the local fake LLM server (a small delay per reply), each call held
 and settled in two budgets, the pipeline's and the global one (bench.scale_llm);
 `--template` drafts with the template instead, which spends nothing. The worker
-approves its share of the waiting items (`approval.decide`, as an operator's tap
+approves its share of the waiting items (`flow.decide`, as an operator's tap
 does) and dispatches with `dispatcher.run_once`, which claims rows with a lease
 (`FOR UPDATE SKIP LOCKED` on PostgreSQL) to a `none` target. Worker 0 also runs the
-sealer, as the leader does (pipelines.sealing). The clock runs from the moment every
+sealer, as the leader does (pipelines.service.seal_loop). The clock runs from the moment every
 worker is ready until the last item is dispatched.
 
 On PostgreSQL a sampler reads pg_stat_activity every 20 ms during the run and counts
@@ -22,7 +22,7 @@ a backend at work): the table shows whether workers queue on a lock.
 
 SQLite takes the same work in one process (one process holds an SQLite store). The
 ratios are items/s with 2 and 4 workers over items/s with one. `pg_statements_per_item`
-counts the statements the workers' store connections sent (store.pg.statements_sent:
+counts the statements the workers' store connections sent (store.backends.pg.statements_sent:
 each a round trip, BEGIN, COMMIT, savepoints and NOTIFYs included, polling too) and
 `cpu_ms_per_item` the CPU time of the workers and of a local server per item. With no
 PostgreSQL server reachable (GATEHOUSE_TEST_DATABASE_URL, else the local one) it says
@@ -51,9 +51,16 @@ import psycopg
 
 from bench import common, scale_llm
 from bench import scale_probes as probes
-from pipelines import approval, config, engine, scheduler, sealing
+from pipelines.approval import flow
+from pipelines.config import spec
 from pipelines.dispatch import dispatcher
-from store import db, events, heartbeats, items, pg, runs, schedules, sealer
+from pipelines.runs import engine
+from pipelines.service import scheduler, seal_loop
+from store import db, items
+from store.audit import events, sealer
+from store.backends import pg
+from store.cluster import heartbeats
+from store.intake import runs, timetable
 from store.machine import State
 from tests import pg_databases
 from tests.fakes.feed_server import FeedServer
@@ -119,7 +126,7 @@ class Worker:
     ) -> None:
         self.store = store
         self.drafters = scale_llm.drafters(llm_url) if llm_url else None
-        self.pipelines = config.load_dir(folder).pipelines
+        self.pipelines = spec.load_dir(folder).pipelines
         self.index, self.workers = index, workers
         self.me = f"bench-{index}"
         self._beat_at = 0.0
@@ -128,8 +135,8 @@ class Worker:
         stop = asyncio.Event()
         sealing_task = None
         if self.index == 0:  # the leader's sealer
-            delay = timedelta(seconds=sealing.MAX_SEAL_DELAY_S)
-            seal = sealing.run(self.store, utcnow, sealing.SEAL_EVERY_S, delay, stop)
+            delay = timedelta(seconds=seal_loop.MAX_SEAL_DELAY_S)
+            seal = seal_loop.run(self.store, utcnow, seal_loop.SEAL_EVERY_S, delay, stop)
             sealing_task = asyncio.create_task(seal)
         try:
             await self._work(total)
@@ -176,7 +183,7 @@ class Worker:
         async def one(item: items.Item) -> None:
             async with gate:
                 pipeline = self.pipelines[item.pipeline]
-                await approval.decide(
+                await flow.decide(
                     self.store, pipeline, item.id, item.attempt, item.version, OPERATOR,
                     "approve", now,
                 )  # fmt: skip
@@ -219,7 +226,7 @@ async def prepare(store_cfg: db.StoreConfig, names: list[str], llm: bool) -> Non
         if llm:
             await scale_llm.set_budgets(store, names)
         for name in names:
-            await schedules.request_run(store, name, utcnow())
+            await timetable.request_run(store, name, utcnow())
     finally:
         await store.close()
 

@@ -15,7 +15,8 @@ from pydantic import SecretStr
 
 from pipelines.drafting import choice
 from pipelines.providers import client as providers
-from store import db, events
+from store import db
+from store.audit import events
 from store.ledger import budgets, set_budget
 from store.ledger import prices as ledger_prices
 

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import common
-from bot.demo.botapi import server as localapi
+from bot.demo.botapi import localapi
 
 ROOT = Path(__file__).resolve().parent.parent
 GATEHOUSE = str(Path(sys.executable).parent / "gatehouse")

@@ -36,8 +36,9 @@ from typing import Any
 import httpx
 
 from bench import common
-from pipelines import config, engine
-from pipelines.drafting import base as drafters
+from pipelines.config import spec
+from pipelines.drafting import drafters
+from pipelines.runs import engine
 from store import backend, db, drafts, items
 from store.machine import State
 from tests.fakes import site
@@ -133,7 +134,7 @@ def approved_stories(count: int) -> list[tuple[str, str]]:
 
 
 def seed_history(
-    pipeline: config.Pipeline, stories: list[tuple[str, str]], at: datetime
+    pipeline: spec.Pipeline, stories: list[tuple[str, str]], at: datetime
 ) -> Callable[[backend.Conn], None]:
     """Approved drafts, as the engine and an operator leave them, inside the window."""
 
@@ -175,7 +176,7 @@ async def one_tick(
         "name: bench\nschedule: 5m\nsources:\n  - type: rss\n"
         f"    url: {feeds.url(path)}\n{source_lines}dispatch:\n  type: none\n{extra}"
     )
-    pipeline = config.load_dir(pipelines_dir).pipelines["bench"]
+    pipeline = spec.load_dir(pipelines_dir).pipelines["bench"]
     store = await db.open(db.StoreConfig(data_dir=tmp / "data"))
     try:
         if history:
@@ -212,7 +213,7 @@ async def main(argv: list[str]) -> None:
         await full_text(args.items, args.rounds)
         return
     history = approved_stories(args.history)
-    gc.freeze()  # as the runtime does once started (pipelines/runtime.py)
+    gc.freeze()  # as the runtime does once started (pipelines/service/runtime.py)
     empty: list[dict[str, float]] = []
     full: list[dict[str, float]] = []
     with FeedServer() as feeds:

@@ -39,7 +39,8 @@ from pathlib import Path
 from typing import Any
 
 from bench import common
-from store import clock, db, items, lanes, machine, sql, sqlite_store, writer
+from store import clock, db, items, machine, sql
+from store.backends import lanes, sqlite_store, writer
 from store.machine import State
 
 NOW = datetime(2026, 11, 30, tzinfo=UTC)

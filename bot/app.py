@@ -41,31 +41,19 @@ from telegram.ext import (
 )
 from telegram.request import HTTPXRequest
 
-from bot import (
-    api,
-    auth,
-    card_actions,
-    card_routes,
-    card_taps,
-    control,
-    group_events,
-    handlers,
-    logs,
-    metrics,
-    polling,
-    review_handlers,
-    review_keyboards,
-    rooms,
-    sender,
-    startup,
-    storage_alarm,
-)
 from bot import settings as settings_mod
-from pipelines import card_trail, httpclient, nudges, triage_digest, workers
-from pipelines import runtime as runtime_mod
+from bot.cards import actions, keyboards, review_handlers, routes, taps
+from bot.chat import auth, group_events, handlers, polling, rooms, sender
+from bot.process import control, logs, startup, storage_alarm
+from bot.web import api, metrics
+from pipelines import httpclient
+from pipelines.approval import card_trail, nudges
 from pipelines.audit import witness as audit_witness
 from pipelines.dispatch import dispatcher
 from pipelines.drafting import choice
+from pipelines.runs import triage_digest
+from pipelines.service import runtime as runtime_mod
+from pipelines.service import workers
 from store import db, errors, outbox, payloads
 
 log = logging.getLogger(__name__)
@@ -133,7 +121,7 @@ def build(cfg: settings_mod.Settings, token: str) -> App:
     add(CommandHandler("skipped", handlers.skipped))
     add(CommandHandler("stats", handlers.stats))
     add(MessageHandler(filters.COMMAND, handlers.unknown))
-    add(CallbackQueryHandler(card_routes.tap))  # every button: its route is in ROUTES
+    add(CallbackQueryHandler(routes.tap))  # every button: its route is in ROUTES
     add(MessageHandler(filters.REPLY & filters.TEXT & ~filters.COMMAND, review_handlers.reply))
     # Private chats only: in a group, talk among people is not for the bot.
     add(MessageHandler(filters.ChatType.PRIVATE & filters.TEXT, handlers.plain_text))
@@ -193,13 +181,13 @@ def _item_buttons(
     if attempt is None or version is None:
         return None
     if buttons == payloads.RETRY_BUTTONS:
-        return card_actions.retry_keyboard(key, item_id, attempt, version)
+        return actions.retry_keyboard(key, item_id, attempt, version)
     if buttons == payloads.DECIDE_BUTTONS:
-        return card_taps.warning_keyboard(key, item_id, attempt, version)
+        return taps.warning_keyboard(key, item_id, attempt, version)
     if buttons == payloads.REPLAY_BUTTONS:
-        return card_actions.replay_keyboard(key, item_id, attempt, version)
+        return actions.replay_keyboard(key, item_id, attempt, version)
     if buttons == payloads.ESCALATE_BUTTONS:
-        return card_taps.card_keyboard(key, item_id, attempt, version, escalate=True)
+        return taps.card_keyboard(key, item_id, attempt, version, escalate=True)
     return None
 
 
@@ -207,7 +195,7 @@ def _keyboard(key: bytes, runtime: runtime_mod.Runtime) -> sender.Keyboard:
     def keyboard(row: outbox.Row) -> InlineKeyboardMarkup | None:
         listed = payloads.Alert.of(row) if row.kind == "alert" else None
         if listed is not None and listed.offer is not None:  # a digest's list
-            return review_keyboards.listed_keyboard(key, listed.offer, listed.count or 0)
+            return keyboards.listed_keyboard(key, listed.offer, listed.count or 0)
         if listed is not None and listed.buttons and row.item_id is not None:
             return _item_buttons(
                 key, listed.buttons, row.item_id, listed.attempt, listed.reply_to_version
@@ -217,7 +205,7 @@ def _keyboard(key: bytes, runtime: runtime_mod.Runtime) -> sender.Keyboard:
         if row.kind == "card":
             card = payloads.Card.of(row)
             escalate = card.buttons == payloads.ESCALATE_BUTTONS
-            return card_taps.card_keyboard(
+            return taps.card_keyboard(
                 key, row.item_id, card.attempt, card.version, escalate=escalate,
                 image=bool(card.image_url),
             )  # fmt: skip
@@ -225,7 +213,7 @@ def _keyboard(key: bytes, runtime: runtime_mod.Runtime) -> sender.Keyboard:
         if edit.buttons:
             return _item_buttons(key, edit.buttons, row.item_id, edit.attempt, edit.version)
         # A decided card: Undo while it lasts, Redraft.
-        return review_keyboards.decided_keyboard(key, edit, runtime.pipelines.get(edit.pipeline))
+        return keyboards.decided_keyboard(key, edit, runtime.pipelines.get(edit.pipeline))
 
     return keyboard
 

@@ -23,7 +23,7 @@ from store import db
 from store.ledger import prices as ledger_prices
 
 if TYPE_CHECKING:
-    from pipelines import config
+    from pipelines.config import spec
 
 ENV_PREFIX = "GATEHOUSE_"
 
@@ -185,7 +185,7 @@ class Settings(BaseSettings):
     log_format: Literal["text", "json"] = "text"
     #: The Prometheus endpoint (GET /metrics), GATEHOUSE_METRICS__LISTEN.
     metrics: ListenSettings = Field(default_factory=ListenSettings)
-    #: The HTTP trigger (bot/api.py), GATEHOUSE_API__LISTEN.
+    #: The HTTP trigger (bot/web/api.py), GATEHOUSE_API__LISTEN.
     api: ApiSettings = Field(default_factory=ApiSettings)
     store: StoreSettings = Field(default_factory=StoreSettings)
     engine: EngineSettings = Field(default_factory=EngineSettings)
@@ -270,9 +270,9 @@ def _where(loc: tuple[int | str, ...]) -> str:
 
 
 def _reason(error: Any) -> str:
-    from pipelines import config_errors  # the project's wording of pydantic's errors
+    from pipelines.config import file_errors
 
-    return config_errors.plain(error)
+    return file_errors.plain(error)
 
 
 #: pydantic-settings names the field it could not decode only in its message.
@@ -306,23 +306,23 @@ def load_for(env_file: Path | None = None, data_dir: Path | None = None) -> Sett
     return load(**overrides)
 
 
-def pipeline_context(cfg: Settings) -> config.LoadContext:
+def pipeline_context(cfg: Settings) -> spec.LoadContext:
     """What pipeline files are checked against: the operators and the sources' byte caps."""
     # Imported here: reading settings must stay cheap (the CLI's lock check comes first).
-    from pipelines import config
+    from pipelines.config import spec
     from pipelines.sources import common
 
     limits = common.Limits(cfg.sources.max_bytes, cfg.sources.max_decompressed_bytes)
-    return config.LoadContext(frozenset(cfg.telegram.operators), limits)
+    return spec.LoadContext(frozenset(cfg.telegram.operators), limits)
 
 
 def declared_pipelines(cfg: Settings) -> list[str]:
     """The names the pipeline files declare (what a CLI lists while no bot runs), read
     through the data directory's cache so that unchanged files are not parsed again."""
-    from pipelines import config_names
+    from pipelines.config import names
 
-    cache = cfg.data_dir / config_names.CACHE_NAME if cfg.data_dir.is_dir() else None
-    return config_names.declared(cfg.pipelines_dir, cache)
+    cache = cfg.data_dir / names.CACHE_NAME if cfg.data_dir.is_dir() else None
+    return names.declared(cfg.pipelines_dir, cache)
 
 
 def store_config(cfg: Settings) -> db.StoreConfig:

@@ -2,8 +2,8 @@
 
 Every unit is `fn(conn)`: it runs statements from `store/sql/<noun>.sql` with the
 store's `:name` parameters and reads rows by index or by column name. Two backends
-hand units a connection of this shape: SQLite (`store.sqlite_store`, a sqlite3
-connection) and PostgreSQL (`store.pg`, a psycopg connection behind `pg.Conn`).
+hand units a connection of this shape: SQLite (`store.backends.sqlite_store`, a sqlite3
+connection) and PostgreSQL (`store.backends.pg`, a psycopg connection behind `pg.Conn`).
 Which one runs is `StoreConfig.database_url`; nothing outside `store/` can tell.
 
     def unit(conn: backend.Conn) -> int:

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from store import backend, clock, errors, events, items, sql
-from store.core import Store
+from store import backend, clock, errors, items, sql
+from store.audit import events
+from store.backends.core import Store
 from store.machine import State
 
 Q = sql.load("items")

@@ -25,8 +25,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from store import backend, clock, errors, events, machine, sql, text
-from store.core import Store
+from store import backend, clock, errors, machine, sql
+from store.audit import events
+from store.backends import text
+from store.backends.core import Store
 from store.machine import State
 
 log = logging.getLogger(__name__)

@@ -26,8 +26,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal, Self
 
-from store import backend, clock, core, errors, machine, notify, payloads, sql
-from store.core import Store
+from store import backend, clock, errors, machine, payloads, sql
+from store.backends import core
+from store.backends.core import Store
+from store.cluster import notify
 
 Q = sql.load("outbox")
 
@@ -132,7 +134,7 @@ def alert_about_sync(
     level: payloads.Level = "error",
     pipeline: str = "",
 ) -> int | None:
-    """Queue facts the bot words for the operators (`bot/alerts.py`), at most once per key;
+    """Queue facts the bot words for the operators (`bot/chat/alerts.py`), at most once per key;
     one about an item of `pipeline` goes where its card goes."""
     alert = payloads.Alert(
         level=level, item_id=item_id, about=about, facts=facts, pipeline=pipeline
@@ -165,7 +167,7 @@ def wakeup(store: Store, kinds: Iterable[Kind]) -> asyncio.Event:
 
 
 #: The longest a worker on a shared store waits without looking for rows other workers
-#: queued (seconds): their notification wakes it sooner (store.notify); this is the
+#: queued (seconds): their notification wakes it sooner (store.cluster.notify); this is the
 #: fallback should one be lost.
 SHARED_POLL_S = 5.0
 

@@ -5,7 +5,7 @@
 
 An alert the store raises itself (a budget threshold, an uncertain claim, an overrun)
 carries facts under `about`, never words: the bot words it when it sends it
-(`bot/alerts.py`). Alerts queued by pipelines carry their `text`. Keys a reader does
+(`bot/chat/alerts.py`). Alerts queued by pipelines carry their `text`. Keys a reader does
 not know are kept in the row and ignored here, so an older or newer row still reads.
 """
 

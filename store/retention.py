@@ -17,9 +17,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from store import backend, outbox, updates
-from store.core import Store
+from store import backend, outbox
+from store.backends.core import Store
 from store.ledger import outputs as llm_outputs
+from store.review import updates
 
 #: Rows one write deletes at most (a few milliseconds of the writer's time).
 BATCH = 500

@@ -11,7 +11,8 @@ import contextlib
 import sqlite3
 from collections.abc import Iterator
 
-from store import backend, db, pg
+from store import backend, db
+from store.backends import pg
 
 
 @contextlib.contextmanager

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 from psycopg import sql
 
-from store import pg
+from store.backends import pg
 
 #: The server tests use: the environment's, or the local one (trust auth, user postgres).
 ADMIN_URL = os.environ.get(

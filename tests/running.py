@@ -7,8 +7,8 @@ import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from bot import control
-from pipelines import runtime as runtime_mod
+from bot.process import control
+from pipelines.service import runtime as runtime_mod
 from store import db
 
 

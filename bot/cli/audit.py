@@ -24,7 +24,9 @@ from bot import settings as settings_mod
 from bot.cli import output as cli_output
 from pipelines import operations
 from pipelines.audit import export as audit_export
-from store import datadir, events, units
+from store import units
+from store.audit import events
+from store.backends import datadir
 
 # pipelines.audit.keys (and cryptography with it) is imported by the actions that use a
 # key, so the CLI's other commands start without it.

@@ -16,14 +16,16 @@ from collections.abc import Awaitable
 from datetime import datetime
 from typing import Any
 
-from bot import control, wording
 from bot import settings as settings_mod
+from bot.chat import wording
 from bot.cli import output as cli_output
 from bot.cli import reads as cli_reads
 from bot.cli import writes as cli_writes
+from bot.process import control
 from pipelines import operations
 from pipelines.operations import review
-from store import db, events
+from store import db
+from store.audit import events
 
 #: What each command does, as `gatehouse --help` lists it.
 HELP = {

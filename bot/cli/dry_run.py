@@ -4,7 +4,7 @@
 
 Drafts at most --limit of the new items, the newest first, and prints each card as it
 would look; nothing is marked seen, stored or sent. With --llm,
-LLM drafts are real provider calls through the budget ledger (pipelines/dryrun.py), and
+LLM drafts are real provider calls through the budget ledger (pipelines/runs/trial.py), and
 what the provider billed is then counted against the store's budgets: one settled claim,
 through the running bot's control socket when it runs.
 """
@@ -17,16 +17,18 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from bot import control
 from bot import settings as settings_mod
 from bot.cli import output as cli_output
 from bot.cli import writes as cli_writes
+from bot.process import control
 from pipelines import operations
-from store import datadir, db, errors, ledger
+from store import db, errors, ledger
+from store.backends import datadir
 from store.ledger import settle as ledger_settle
 
 if TYPE_CHECKING:  # the engine and the LLM client load for this command alone, when it runs
-    from pipelines import config, dryrun
+    from pipelines.config import spec
+    from pipelines.runs import trial
 
 #: How the CLI reads the store: `read(cfg, fn)` with a read-only store.
 Read = Callable[[settings_mod.Settings, Callable[[db.Store], Awaitable[Any]]], Any]
@@ -55,7 +57,7 @@ def run(
     cfg: settings_mod.Settings,
     args: argparse.Namespace,
     now: datetime,
-    found: dict[str, config.Pipeline],
+    found: dict[str, spec.Pipeline],
     read: Read,
     broken: Mapping[str, Sequence[object]] | None = None,
 ) -> int:
@@ -95,9 +97,7 @@ def run(
     return 1 if report.errors or report.failed or not_counted else 0
 
 
-def _count_spend(
-    cfg: settings_mod.Settings, report: dryrun.Report, now: datetime
-) -> dict[str, Any]:
+def _count_spend(cfg: settings_mod.Settings, report: trial.Report, now: datetime) -> dict[str, Any]:
     """Count the dry run's LLM spend against the store's budgets (the provider billed it):
     {"claim": id} or {"claim": None, "problem": why not}."""
     requests = ", ".join(report.request_ids) or "none reported"
@@ -129,8 +129,8 @@ class NoLlm(ValueError):
 
 
 def _llm(
-    cfg: settings_mod.Settings, pipeline: config.Pipeline, now: datetime, read: Read
-) -> dryrun.Llm:
+    cfg: settings_mod.Settings, pipeline: spec.Pipeline, now: datetime, read: Read
+) -> trial.Llm:
     """The provider and prices of these settings, and what the store's budgets for this
     pipeline and global have left (none: the drafts fall back to the template).
 
@@ -157,17 +157,18 @@ def _llm(
             f"--llm: no budget covers {name!r}; set one with `gatehouse set-budget {name} "
             "day 5` (or scope global); nothing was drafted"
         )
-    from pipelines import dryrun
+    from pipelines.runs import trial
 
-    return dryrun.Llm(cfg.llm, cfg.prices, left)
+    return trial.Llm(cfg.llm, cfg.prices, left)
 
 
 async def _run(
-    pipeline: config.Pipeline, now: datetime, llm: dryrun.Llm | None, limit: int
-) -> dryrun.Report:
+    pipeline: spec.Pipeline, now: datetime, llm: trial.Llm | None, limit: int
+) -> trial.Report:
     import httpx  # the engine's client, for this command alone
 
-    from pipelines import dryrun, httpclient
+    from pipelines import httpclient
+    from pipelines.runs import trial
 
     async with httpclient.new(timeout=httpx.Timeout(30.0, connect=10.0)) as client:
-        return await dryrun.run(pipeline, client, now, llm, limit=limit)
+        return await trial.run(pipeline, client, now, llm, limit=limit)

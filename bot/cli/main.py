@@ -31,7 +31,7 @@ Every command takes --env-file FILE (default: .env in the working directory) and
 --data-dir DIR (over GATEHOUSE_DATA_DIR); relative paths in settings resolve from the
 working directory. Every read command takes --json.
 Reads work while the bot runs (read-only connections).
-Writes while the bot runs go through its control socket (bot/control.py) as actor "cli",
+Writes while the bot runs go through its control socket (bot/process/control.py) as actor "cli",
 or are refused naming the bot's pid; with no bot running the command holds the store's
 writer lock itself for its duration. Progress of long operations goes to stderr.
 Every command but run, init, demo, check and dry-run refuses a data directory that
@@ -52,7 +52,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from bot import control
 from bot import settings as settings_mod
 from bot.cli import audit as cli_audit
 from bot.cli import decisions as cli_decisions
@@ -62,12 +61,14 @@ from bot.cli import reads as cli_reads
 from bot.cli import tokens as cli_tokens
 from bot.cli import writes as cli_writes
 from bot.demo import DEFAULT_PORT as DEMO_PORT
+from bot.process import control
 from pipelines import operations
-from store import datadir, db, errors
+from store import db, errors
+from store.backends import datadir
 from store.ledger import budgets
 
 if TYPE_CHECKING:
-    from pipelines import config, preflight
+    from pipelines.config import preflight, spec
 
 T = TypeVar("T")
 #: Errors that mean "fix the setup" or "cannot be done as asked": exit code 2.
@@ -75,10 +76,11 @@ USAGE_ERRORS = (*errors.STARTUP_ERRORS, errors.Refused, ValueError, control.NoAn
 
 
 def cmd_check(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
-    from bot import startup  # PTB loads only for the commands that need it
-    from pipelines import config, preflight, quorum  # the models, mail and HTTP clients
+    from bot.process import startup
+    from pipelines.approval import quorum
+    from pipelines.config import preflight, spec
 
-    problems = [str(e) for e in config.check(cfg.pipelines_dir, settings_mod.pipeline_context(cfg))]
+    problems = [str(e) for e in spec.check(cfg.pipelines_dir, settings_mod.pipeline_context(cfg))]
     try:
         startup.check(cfg)
     except startup.StartupRefused as exc:
@@ -114,14 +116,14 @@ def cmd_check(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetim
 
 
 def _preflight_needs(
-    cfg: settings_mod.Settings, found: dict[str, config.Pipeline]
+    cfg: settings_mod.Settings, found: dict[str, spec.Pipeline]
 ) -> preflight.Needs:
     """What the bot would run with, including the budgets already set in the store."""
     scopes = ["global", *found]
     limits: list[tuple[str, budgets.Period]] = []
     if (cfg.data_dir / datadir.DB_NAME).exists():
         limits = cli_reads.read(cfg, lambda s: s.read(budgets.configured_sync, scopes))
-    from pipelines import preflight
+    from pipelines.config import preflight
 
     return preflight.Needs(
         llm=cfg.llm,
@@ -133,9 +135,10 @@ def _preflight_needs(
 
 
 async def _online(
-    found: dict[str, config.Pipeline], needs: preflight.Needs
+    found: dict[str, spec.Pipeline], needs: preflight.Needs
 ) -> list[preflight.Finding]:
-    from pipelines import httpclient, preflight  # only the online check needs HTTP
+    from pipelines import httpclient
+    from pipelines.config import preflight
 
     async with httpclient.new() as client:
         return await preflight.online(found, needs, client)
@@ -398,14 +401,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser, table = _parser()
     args = parser.parse_args(argv)
     if args.command == "demo":  # its own settings: the environment's must not matter
-        from bot import early
+        from bot.process import early
 
         with early.loading():
             from bot.demo import run as demo  # PTB loads only for the commands that need it
 
         return demo.main(port=args.port, data_dir=args.data_dir, verbose=args.verbose)
     if args.command == "run":
-        from bot import early  # the lock first, then the bot: a second run is refused at once
+        from bot.process import early
 
         return early.run(args.env_file, args.data_dir)
     try:

@@ -15,15 +15,19 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from bot import people, render, storage_alarm, wording
+from bot.chat import people, render, wording
+from bot.process import storage_alarm
 from pipelines import operations
-from store import backup as store_backup
-from store import events, info, items, ledger, runs, units
+from store import items, ledger, units
+from store.audit import events
+from store.backends import backup as store_backup
+from store.intake import runs
 from store.ledger import budgets
+from store.reports import info
 
 if TYPE_CHECKING:
-    from pipelines import dryrun
     from pipelines.operations import files
+    from pipelines.runs import trial
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
@@ -283,7 +287,7 @@ def progress(text: str) -> None:
 
 
 def dry_run(
-    report: dryrun.Report,
+    report: trial.Report,
     limit: int,
     counted: dict[str, Any] | None = None,
     *,
@@ -317,7 +321,7 @@ def dry_run(
     return "\n".join(lines)
 
 
-def _verdict(verdict: dryrun.Verdict) -> str:
+def _verdict(verdict: trial.Verdict) -> str:
     if verdict.rule is None:
         return f"  kept      {verdict.title[:60]}"
     return f"  filtered  {verdict.title[:60]}: {verdict.rule}"

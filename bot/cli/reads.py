@@ -15,33 +15,36 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from bot import cluster, control, people, storage_alarm
 from bot import settings as settings_mod
+from bot.chat import cluster, people
 from bot.cli import audit as cli_audit
 from bot.cli import output as cli_output
 from bot.cli import writes as cli_writes
+from bot.process import control, storage_alarm
 from pipelines import operations
-from pipelines import workers as workers_mod
-from store import backup, datadir, db, info, writer
+from pipelines.service import workers as workers_mod
+from store import db
+from store.backends import backup, datadir, writer
+from store.reports import info
 
 if TYPE_CHECKING:
-    from pipelines import config
+    from pipelines.config import spec
 
 T = TypeVar("T")
 #: How long health and status wait for the running bot's answer (seconds).
 PING_TIMEOUT_S = 3.0
 
 
-def pipelines(cfg: settings_mod.Settings) -> dict[str, config.Pipeline]:
+def pipelines(cfg: settings_mod.Settings) -> dict[str, spec.Pipeline]:
     """The pipeline files as they are on disk (what `check` and `dry-run` try)."""
     return loaded(cfg).pipelines
 
 
-def loaded(cfg: settings_mod.Settings) -> config.LoadResult:
+def loaded(cfg: settings_mod.Settings) -> spec.LoadResult:
     """The pipeline files as they are on disk, with the files that failed and why."""
-    from pipelines import config  # the models: only the commands that load pipelines
+    from pipelines.config import spec
 
-    return config.load_dir(cfg.pipelines_dir, settings_mod.pipeline_context(cfg))
+    return spec.load_dir(cfg.pipelines_dir, settings_mod.pipeline_context(cfg))
 
 
 def known_pipeline(cfg: settings_mod.Settings, name: str) -> str:

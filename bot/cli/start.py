@@ -1,12 +1,12 @@
 """The `gatehouse` console script and `python -m bot.cli`: the command line, loaded with
-the cyclic collector paused (see `bot.early.loading`).
+the cyclic collector paused (see `bot.process.early.loading`).
 
     sys.exit(start.main())
 """
 
 from __future__ import annotations
 
-from bot import early
+from bot.process import early
 
 
 def main() -> int:

@@ -15,13 +15,14 @@ import argparse
 from collections.abc import Callable
 from datetime import datetime
 
-from bot import control
 from bot import settings as settings_mod
 from bot.cli import output as cli_output
 from bot.cli import reads as cli_reads
 from bot.cli import writes as cli_writes
+from bot.process import control
 from pipelines import operations
-from store import db, tokens
+from store import db
+from store.intake import tokens
 
 ACTIONS = ("create", "list", "revoke")
 

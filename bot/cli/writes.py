@@ -9,11 +9,12 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any, TypeVar
 
-from bot import control
 from bot import settings as settings_mod
 from bot.cli import output as cli_output
+from bot.process import control
 from pipelines import operations
-from store import datadir, db, errors, units
+from store import db, errors, units
+from store.backends import datadir
 from store.ledger import budgets
 
 T = TypeVar("T")

@@ -116,7 +116,7 @@ def write_post(prompt: str) -> str:
 
 #: Words that make an entry local news for the demo model's triage (whole words, any case).
 LOCAL_WORDS = ("council", "library", "road", "street", "riverside", "market", "park", "school")
-#: How a triage question's prompt begins (pipelines/triage.py).
+#: How a triage question's prompt begins (pipelines/runs/triage.py).
 TRIAGE_START = "Question:"
 
 

@@ -20,7 +20,7 @@ import os
 import threading
 from pathlib import Path
 
-from bot.demo.botapi import server as localapi
+from bot.demo.botapi import localapi
 from bot.demo.botapi import state as localapi_state
 
 log = logging.getLogger(__name__)

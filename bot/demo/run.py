@@ -5,13 +5,13 @@
 
 Everything runs in this one process, on loopback only:
 
-- the local Bot API server (`bot.demo.botapi.server`) stands in for Telegram;
+- the local Bot API server (`bot.demo.botapi.localapi`) stands in for Telegram;
 - a web chat page (`bot.demo.webchat`, port 8780 unless --port says otherwise) shows the chat
   of any of three made-up operators with the bot, lets you tap the buttons and type
   commands, and serves the bundled feeds;
 - the demo's LLM (`bot.demo.llm`), an OpenAI-compatible server with a price, so drafts
   go through the budget ledger: cards show a cost and /budget fills up;
-- the real bot (`bot.app.serve`) and engine (`pipelines.runtime`), exactly as in
+- the real bot (`bot.app.serve`) and engine (`pipelines.service.runtime`), exactly as in
   production, with the pipelines of `bot.demo.content`: `news` (LLM drafts; a wire's
   entries dropped by its filter or skipped by its triage, see /skipped news), `team`
   (quorum 2: two of the three operators approve, an edited draft too) and `urgent` (a
@@ -40,15 +40,18 @@ from pathlib import Path
 
 import pydantic_settings
 
-from bot import app, demo, logs
+from bot import app, demo
 from bot import settings as settings_mod
 from bot.demo import content, site, webchat
 from bot.demo import llm as demo_llm
 from bot.demo import resume as demo_resume
-from bot.demo.botapi import server as localapi
-from pipelines import card_trail, operations
-from pipelines import runtime as runtime_mod
-from store import datadir, db, errors
+from bot.demo.botapi import localapi
+from bot.process import logs
+from pipelines import operations
+from pipelines.approval import card_trail
+from pipelines.service import runtime as runtime_mod
+from store import db, errors
+from store.backends import datadir
 from store.ledger import budgets
 
 log = logging.getLogger(__name__)

@@ -1,5 +1,5 @@
 """The demo's web chat: a page on localhost that plays one operator's side of a Telegram chat
-held by the local Bot API server (`bot.demo.botapi.server`).
+held by the local Bot API server (`bot.demo.botapi.localapi`).
 
     web = webchat.WebChat(api, user_id=1001, port=0).start()
     print(web.url)          # open it in a browser
@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.demo.botapi import http as localapi_http
-from bot.demo.botapi import server as localapi
+from bot.demo.botapi import localapi
 
 log = logging.getLogger(__name__)
 

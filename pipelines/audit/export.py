@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, TextIO
 
-from store import checkpoints, clock, events, units
+from store import clock, units
+from store.audit import checkpoints, events
 from store.db import Store
 
 if TYPE_CHECKING:

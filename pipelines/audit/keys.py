@@ -23,7 +23,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
-from store import checkpoints, events
+from store.audit import checkpoints, events
 
 KEY_FILE = "audit-signing.key"
 #: How a public key is written out: this prefix, then the 32 raw bytes in base64.

@@ -19,9 +19,10 @@ import logging
 from datetime import datetime
 from typing import Any
 
-from pipelines import workers
 from pipelines.audit import keys as audit_keys
-from store import backend, checkpoints, outbox, sealer, units
+from pipelines.service import workers
+from store import backend, outbox, units
+from store.audit import checkpoints, sealer
 from store.db import Store
 
 log = logging.getLogger(__name__)

@@ -37,7 +37,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import pydantic
 
-from pipelines import config_paths, retry
+from pipelines.config import paths
+from pipelines.runs import retry
 from pipelines.text import redaction
 
 if TYPE_CHECKING:  # types only: reading pipeline files loads no store
@@ -207,7 +208,7 @@ class FileTarget(_Target):
 
     type: Literal["file"]
     #: Relative to the pipeline file, wherever gatehouse starts.
-    path: config_paths.BesideFile
+    path: paths.BesideFile
 
 
 class SmtpTarget(_Target):

@@ -45,10 +45,16 @@ from typing import Any
 
 import httpx
 
-from pipelines import card_trail, config, dispatch, logfields, workers
-from store import backend, drafts, errors, items, machine, outbox, payloads, runs, writer
-from store import text as store_text
+from pipelines import dispatch
+from pipelines.approval import card_trail
+from pipelines.config import spec
+from pipelines.runs import logfields
+from pipelines.service import workers
+from store import backend, drafts, errors, items, machine, outbox, payloads
+from store.backends import text as store_text
+from store.backends import writer
 from store.db import Store
+from store.intake import runs
 from store.items import Item
 from store.machine import State
 
@@ -73,7 +79,7 @@ Worker = Callable[[Any, asyncio.Event], Coroutine[Any, Any, None]]
 
 async def run_once(
     store: Store,
-    pipelines: Mapping[str, config.Pipeline],
+    pipelines: Mapping[str, spec.Pipeline],
     client: httpx.AsyncClient,
     now: datetime,
     *,
@@ -114,7 +120,7 @@ async def run_once(
             await unexpected(row, exc)
 
     async def deliver(
-        row: outbox.Row, started: Started, pipeline: config.Pipeline | None
+        row: outbox.Row, started: Started, pipeline: spec.Pipeline | None
     ) -> Callable[[backend.Conn], None] | None:
         """Call the target of a started row: the unit that records its success, if it had one."""
         logfields.tag(outbox=row.id, item=row.item_id)  # for this destination's task, row by row

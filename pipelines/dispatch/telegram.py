@@ -24,8 +24,8 @@ from telegram import LinkPreviewOptions
 from telegram import error as tg_error
 from telegram import warnings as tg_warnings
 
-from pipelines import retry
 from pipelines.dispatch import base
+from pipelines.runs import retry
 from pipelines.text import redaction
 from pipelines.text import telegram as telegram_text
 

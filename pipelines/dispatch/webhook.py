@@ -12,8 +12,8 @@ from typing import Any
 
 import httpx
 
-from pipelines import retry
 from pipelines.dispatch import base
+from pipelines.runs import retry
 
 # Statuses that mean "not now" rather than "never": timeout, a concurrent
 # request with the same key still running, and rate limiting.

@@ -11,19 +11,19 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from pipelines import config, triage
-from pipelines.drafting import base as drafters
-from pipelines.drafting import calls
+from pipelines.config import spec
+from pipelines.drafting import calls, drafters
 from pipelines.drafting import llm as llm_drafter
 from pipelines.drafting import triage as triage_drafter
 from pipelines.providers import client as providers
+from pipelines.runs import triage
 from store.db import Store
 from store.items import Item
 from store.ledger import prices as ledger_prices
 
 
 def fallback_reason(
-    pipeline: config.Pipeline,
+    pipeline: spec.Pipeline,
     llm: providers.ProviderSettings | None,
     price_table: ledger_prices.PriceTable,
 ) -> str | None:
@@ -81,7 +81,7 @@ class Drafters:
         #: What calls gave while the store failed, kept across ticks (see LlmDrafter).
         self._unrecorded: dict[int, llm_drafter.Record] = {}
 
-    def __call__(self, store: Store, pipeline: config.Pipeline) -> drafters.Drafter:
+    def __call__(self, store: Store, pipeline: spec.Pipeline) -> drafters.Drafter:
         drafter = self._drafter(store, pipeline)
         if pipeline.triage is None:
             return drafter
@@ -89,7 +89,7 @@ class Drafters:
         return triage_drafter.Triaged(store, pipeline.name, pipeline.triage, drafter, asker)
 
     def _asker(
-        self, store: Store, pipeline: config.Pipeline, config_: triage.TriageConfig
+        self, store: Store, pipeline: spec.Pipeline, config_: triage.TriageConfig
     ) -> triage_drafter.Asker:
         """The LlmDrafter for each try of a triage, or what says why it cannot run."""
         why = triage_reason(config_, self._llm, self._prices)
@@ -114,7 +114,7 @@ class Drafters:
 
         return ask
 
-    def _drafter(self, store: Store, pipeline: config.Pipeline) -> drafters.Drafter:
+    def _drafter(self, store: Store, pipeline: spec.Pipeline) -> drafters.Drafter:
         if pipeline.draft.drafter == "template":
             return drafters.TemplateDrafter(pipeline)
         why = fallback_reason(pipeline, self._llm, self._prices)

@@ -54,14 +54,13 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
-from pipelines import config
-from pipelines.drafting import base as drafters
-from pipelines.drafting import calls
+from pipelines.config import spec
+from pipelines.drafting import calls, drafters
 from pipelines.drafting import prompt as drafting
 from pipelines.providers import client as providers
 from pipelines.text import validation
-from store import backend, errors, followups, ledger, units
-from store import text as store_text
+from store import backend, errors, ledger, units
+from store.backends import text as store_text
 from store.db import Store
 from store.items import Item
 from store.ledger import claims
@@ -69,6 +68,7 @@ from store.ledger import outputs as llm_outputs
 from store.ledger import prices as ledger_prices
 from store.ledger import settle as ledger_settle
 from store.ledger.machine import ClaimState
+from store.review import followups
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +87,7 @@ class LlmDrafter:
     def __init__(
         self,
         store: Store,
-        pipeline: config.Pipeline,
+        pipeline: spec.Pipeline,
         provider: providers.ProviderClient,
         price: ledger_prices.Price,
         *,
@@ -449,7 +449,7 @@ def in_flight_reason(work: claims.Work) -> str:
     )
 
 
-def _draft_call(pipeline: config.Pipeline) -> calls.Call:
+def _draft_call(pipeline: spec.Pipeline) -> calls.Call:
     template = pipeline.draft.prompt_text
     if pipeline.draft.drafter != "llm" or template is None:
         raise ValueError(f"pipeline {pipeline.name} does not draft with an llm prompt")

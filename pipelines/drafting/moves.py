@@ -12,11 +12,13 @@ import dataclasses
 import logging
 from datetime import datetime
 
-from pipelines import approval, config
-from pipelines.drafting import base as drafters
+from pipelines.approval import flow
+from pipelines.config import spec
+from pipelines.drafting import drafters
 from pipelines.text import similarity
-from store import backend, drafts, errors, items, outbox, seen
-from store import text as store_text
+from store import backend, drafts, errors, items, outbox
+from store.backends import text as store_text
+from store.intake import seen
 from store.items import Item
 from store.machine import State
 
@@ -41,7 +43,7 @@ def start_drafting(conn: backend.Conn, waiting: list[Item], now: datetime) -> li
 
 def to_approval(
     conn: backend.Conn,
-    pipeline: config.Pipeline,
+    pipeline: spec.Pipeline,
     item: Item,
     result: drafters.DraftResult,
     duplicate: similarity.Earlier | None,
@@ -70,9 +72,7 @@ def to_approval(
         locked=drafted,
     )
     if pipeline.approval.digest is None:  # else the pipeline's digest lists it
-        approval.queue_card(
-            conn, pipeline, moved, draft, now, note=result.note, duplicate=duplicate
-        )
+        flow.queue_card(conn, pipeline, moved, draft, now, note=result.note, duplicate=duplicate)
     if pipeline.dedup.mark_at == "success":
         seen.mark_seen_sync(conn, pipeline.name, item.scope, [item.source_id], now)
     return True

@@ -24,9 +24,8 @@ import dataclasses
 from collections.abc import Callable
 from datetime import datetime
 
-from pipelines import triage
-from pipelines.drafting import base as drafters
-from pipelines.drafting import calls
+from pipelines.drafting import calls, drafters
+from pipelines.runs import triage
 from store import backend
 from store.db import Store
 from store.items import Item

@@ -4,7 +4,7 @@
     item = await operations.replay(store, 12, "cli", now)            # /replay, gatehouse replay 12
 
 Every function returns plain dataclasses (or the store's own frozen rows); rendering
-is the caller's business (bot/render.py for Telegram HTML, bot/cli/main.py for a terminal
+is the caller's business (bot/chat/render.py for Telegram HTML, bot/cli/main.py for a terminal
 or JSON). Writes take the actor and `now`, so each one's event says who and when.
 A bad argument raises `Invalid`, whose message says what is valid.
 

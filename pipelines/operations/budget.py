@@ -6,8 +6,9 @@ from datetime import datetime
 from decimal import Decimal, InvalidOperation
 
 from pipelines.operations.inputs import Invalid
-from store import items, ledger, schedules
+from store import items, ledger
 from store.db import Store
+from store.intake import timetable
 from store.ledger import budgets
 from store.ledger import settle as ledger_settle
 from store.machine import State
@@ -61,5 +62,5 @@ async def reconcile_claim(
     settled = await ledger.reconcile(store, claim_id, parse_usd(amount_usd), evidence, actor, now)
     held = settled.claim.item_id
     if held is not None and (await items.get(store, held)).state == State.DRAFTING:
-        await schedules.request_run(store, settled.claim.pipeline, now)
+        await timetable.request_run(store, settled.claim.pipeline, now)
     return settled

@@ -12,8 +12,9 @@ from __future__ import annotations
 from datetime import datetime, time
 
 from pipelines.operations.inputs import Invalid
-from store import dropped, items
+from store import items
 from store.db import Store
+from store.intake import dropped
 from store.machine import State
 
 #: Filtered entries `gatehouse filtered` lists by default, the most recent first.

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pipelines import config, dispatch
+from pipelines import dispatch
+from pipelines.config import spec
 from pipelines.dispatch import file as dispatch_file
 from store import drafts, items, outbox, payloads
 from store.db import Store
@@ -51,7 +52,7 @@ def _dispatch_row(row: outbox.Row) -> _Row:
     return _Row(row.target, job.item_id, job.attempt, job.version, row.state == "sent")
 
 
-def _folders(pipelines: Mapping[str, config.Pipeline]) -> dict[Path, list[str]]:
+def _folders(pipelines: Mapping[str, spec.Pipeline]) -> dict[Path, list[str]]:
     folders: dict[Path, list[str]] = {}
     for name, pipeline in sorted(pipelines.items()):
         if isinstance(pipeline.dispatch, dispatch.FileTarget):
@@ -61,7 +62,7 @@ def _folders(pipelines: Mapping[str, config.Pipeline]) -> dict[Path, list[str]]:
 
 async def reconcile(
     store: Store,
-    pipelines: Mapping[str, config.Pipeline],
+    pipelines: Mapping[str, spec.Pipeline],
     *,
     backfill: bool = False,
     prune: bool = False,

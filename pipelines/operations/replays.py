@@ -12,7 +12,7 @@ from store.ledger import outputs as llm_outputs
 from store.machine import State
 
 if TYPE_CHECKING:  # the CLI reads operations without loading the engine
-    from pipelines.scheduler import Scheduler
+    from pipelines.service.scheduler import Scheduler
 
 
 async def replay(

@@ -18,17 +18,20 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Literal
 
-from pipelines import approval
+from pipelines.approval import flow
 from pipelines.text import validation
-from store import backend, deadlines, decisions, errors, events, followups, items, schedules, units
+from store import backend, errors, items, units
+from store.audit import events
 from store.db import Store
+from store.intake import timetable
 from store.items import Item
 from store.ledger import outputs as llm_outputs
 from store.machine import State
+from store.review import deadlines, decisions, followups
 
 if TYPE_CHECKING:
-    from pipelines import config
-    from pipelines.scheduler import Scheduler
+    from pipelines.config import spec
+    from pipelines.service.scheduler import Scheduler
 
 #: The longest reject reason or redraft note an operator may type (characters).
 MAX_TEXT = 300
@@ -51,19 +54,19 @@ def operator_text(text: str, what: str) -> str:
 
 
 async def reject(
-    store: Store, pipeline: config.Pipeline, item_id: int, attempt: int, version: int,
+    store: Store, pipeline: spec.Pipeline, item_id: int, attempt: int, version: int,
     operator_id: int, reason: str, now: datetime, *, actor: str | None = None,
 ) -> decisions.Decision:  # fmt: skip
     """Reject the version shown, with the reason in the event and on the card."""
     why = operator_text(reason, "reason")
-    return await approval.decide(
+    return await flow.decide(
         store, pipeline, item_id, attempt, version, operator_id, "reject", now,
         reason=why, actor=actor,
     )  # fmt: skip
 
 
 async def undo(
-    store: Store, pipeline: config.Pipeline, item_id: int, attempt: int, version: int,
+    store: Store, pipeline: spec.Pipeline, item_id: int, attempt: int, version: int,
     operator_id: int, now: datetime, *, actor: str | None = None,
 ) -> Item:  # fmt: skip
     """Take back an approval (before it is sent) or a reject within the undo window."""
@@ -79,14 +82,14 @@ async def undo(
         who = actor or events.operator(operator_id)
         at = units.time_of_day(now)
         status = f"↩️ undone by {who} at {at}: awaiting a decision again"
-        approval.edit_card_sync(conn, pipeline, moved, version, status, now)
+        flow.edit_card_sync(conn, pipeline, moved, version, status, now)
         return moved
 
     return await store.write(unit)
 
 
 async def extend(
-    store: Store, pipeline: config.Pipeline, item_id: int, attempt: int, version: int,
+    store: Store, pipeline: spec.Pipeline, item_id: int, attempt: int, version: int,
     operator_id: int, now: datetime,
 ) -> Item:  # fmt: skip
     """Give a waiting item its pipeline's approval window once more (Extend on a warning)."""
@@ -101,14 +104,14 @@ async def extend(
         assert item.deadline is not None
         until = units.when(item.deadline)
         status = f"⏳ window extended by {units.duration(window)} by {who}: open until {until}"
-        approval.edit_card_sync(conn, pipeline, item, version, status, now)
+        flow.edit_card_sync(conn, pipeline, item, version, status, now)
         return item
 
     return await store.write(unit)
 
 
 async def redraft(
-    store: Store, pipeline: config.Pipeline, item_id: int, attempt: int, note: str,
+    store: Store, pipeline: spec.Pipeline, item_id: int, attempt: int, note: str,
     operator_id: int, actor: str, now: datetime, *, scheduler: Scheduler | None = None,
 ) -> Item:  # fmt: skip
     """Draft a rejected or expired item again (a new attempt, through the ledger), with
@@ -118,7 +121,7 @@ async def redraft(
     text = operator_text(note, "note")
 
     def unit(conn: backend.Conn) -> Item:
-        approval.check_operator(pipeline, operator_id, conn, (item_id, attempt))
+        flow.check_operator(pipeline, operator_id, conn, (item_id, attempt))
         item = items.lock_sync(conn, item_id)
         if item.attempt != attempt or item.state not in REDRAFTABLE:
             raise Refused(
@@ -131,9 +134,7 @@ async def redraft(
         llm_outputs.refuse_unshown_sync(conn, item_id, "a redraft with a note was asked")
         # The old card names its attempt; the item's state (new) leaves it no buttons.
         status = f"🔄 redraft asked by {actor}: {text}"
-        approval.edit_card_sync(
-            conn, pipeline, item, item.version, status, now, state=replayed.state
-        )
+        flow.edit_card_sync(conn, pipeline, item, item.version, status, now, state=replayed.state)
         return replayed
 
     replayed = await store.write(unit)
@@ -149,7 +150,7 @@ async def ask_run(
     if scheduler is not None and name in scheduler.pipelines:
         await scheduler.trigger(name, now)
     else:
-        await schedules.request_run(store, name, now)
+        await timetable.request_run(store, name, now)
 
 
 # -- from a terminal ---------------------------------------------------------------------
@@ -170,7 +171,7 @@ class Decided:
 
 
 async def at_terminal(
-    store: Store, pipelines: Mapping[str, config.Pipeline], action: str, item_id: int,
+    store: Store, pipelines: Mapping[str, spec.Pipeline], action: str, item_id: int,
     actor: str, now: datetime, *, version: int | None = None, text: str = "",
     scheduler: Scheduler | None = None,
 ) -> Decided:  # fmt: skip
@@ -184,12 +185,10 @@ async def at_terminal(
     shown = item.version if version is None else version
     voter = decisions.TERMINAL
     if action == "edit":
-        draft = await approval.edit(store, pipeline, item_id, shown, text, voter, now, actor=actor)
+        draft = await flow.edit(store, pipeline, item_id, shown, text, voter, now, actor=actor)
         return Decided(await items.get(store, item_id), f"edited: version {draft.version}")
     if action == "remove-image":
-        draft = await approval.remove_image(
-            store, pipeline, item_id, shown, voter, now, actor=actor
-        )
+        draft = await flow.remove_image(store, pipeline, item_id, shown, voter, now, actor=actor)
         return Decided(await items.get(store, item_id), f"image removed: version {draft.version}")
     if action == "redraft":
         again = await redraft(
@@ -199,13 +198,13 @@ async def at_terminal(
     if action not in ("approve", "reject"):
         raise Refused(f"unknown action {action!r}; valid: {', '.join(TERMINAL_ACTIONS)}")
     reason = operator_text(text, "reason") if text.strip() else None
-    decision = await approval.decide(
+    decision = await flow.decide(
         store, pipeline, item_id, item.attempt, shown, voter,
         "approve" if action == "approve" else "reject", now, reason=reason, actor=actor,
     )  # fmt: skip
-    if decision.outcome == "unchanged" and not approval.repeat_vote(decision, voter):
+    if decision.outcome == "unchanged" and not flow.repeat_vote(decision, voter):
         raise Refused(f"nothing changed: item {item_id} is {decision.item.state}")
-    return Decided(decision.item, approval.vote_words(decision, pipeline, voter))
+    return Decided(decision.item, flow.vote_words(decision, pipeline, voter))
 
 
 # -- decisions on a listed set ----------------------------------------------------------
@@ -247,7 +246,7 @@ async def offer(
 
 
 async def decide_listed(
-    store: Store, pipelines: Mapping[str, config.Pipeline], offer_id: int, operator_id: int,
+    store: Store, pipelines: Mapping[str, spec.Pipeline], offer_id: int, operator_id: int,
     choice: decisions.Choice, now: datetime, *, actor: str | None = None,
 ) -> ListedResult:  # fmt: skip
     """Apply one decision to exactly the versions listed; one event per item moved.
@@ -268,7 +267,7 @@ async def decide_listed(
             pipeline = pipelines.get(item.pipeline)
             if pipeline is None:
                 raise Refused(f"pipeline {item.pipeline} is no longer configured")
-            decision = await approval.decide(
+            decision = await flow.decide(
                 store, pipeline, item_id, attempt, version, operator_id, choice, now,
                 reason=reason, actor=actor,
             )  # fmt: skip
@@ -276,7 +275,7 @@ async def decide_listed(
             errors.Conflict,
             errors.IllegalTransition,
             errors.NotFound,
-            approval.NotAllowed,
+            flow.NotAllowed,
         ) as exc:
             refused.append((item_id, str(exc)))
             continue
@@ -284,7 +283,7 @@ async def decide_listed(
             refused.append((item_id, f"nothing changed: it is {decision.item.state}"))
         elif decision.outcome == "pending":
             stands = f"{len(decision.approvals)} of {decision.quorum}"
-            voted.append((item_id, f"{stands}; {approval.awaited(decision, pipeline)}"))
+            voted.append((item_id, f"{stands}; {flow.awaited(decision, pipeline)}"))
         else:
             decided.append(item_id)
     return ListedResult(choice, decided, voted, refused, listed.pipeline)

@@ -7,11 +7,11 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Literal
 
 from pipelines.operations.inputs import Invalid, check_pipeline
-from store import schedules, seen
 from store.db import Store
+from store.intake import seen, timetable
 
 if TYPE_CHECKING:  # the CLI reads operations without loading the engine
-    from pipelines.scheduler import Scheduler
+    from pipelines.service.scheduler import Scheduler
 
 ScheduleAction = Literal["run", "pause", "resume"]
 SCHEDULE_ACTIONS: tuple[ScheduleAction, ...] = ("run", "pause", "resume")
@@ -36,7 +36,7 @@ async def schedule(
         if scheduler is not None:
             await scheduler.trigger(name, now)
         else:
-            await schedules.request_run(store, name, now)
+            await timetable.request_run(store, name, now)
         return True
     if action not in ("pause", "resume"):
         raise Invalid(f"unknown action {action!r}; valid: {', '.join(SCHEDULE_ACTIONS)}")
@@ -44,7 +44,7 @@ async def schedule(
     if scheduler is not None:
         act = scheduler.pause if paused else scheduler.resume
         return await act(name, actor, now)
-    return await schedules.set_paused(store, name, paused, actor, now)
+    return await timetable.set_paused(store, name, paused, actor, now)
 
 
 async def sweep(

@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from pipelines.operations.inputs import Invalid
-from store import stats as store_stats
 from store.db import Store
+from store.reports import stats as store_stats
 
 #: The windows an editor steers by, in days.
 WINDOWS = (7, 30)

@@ -6,11 +6,14 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from pipelines import workers
 from pipelines.operations import dropped
 from pipelines.operations.inputs import Invalid
-from store import events, items, machine, runs, schedules, writer
+from pipelines.service import workers
+from store import items, machine
+from store.audit import events
+from store.backends import writer
 from store.db import Store
+from store.intake import runs, timetable
 from store.ledger import reporting as ledger_report
 from store.machine import State
 
@@ -61,7 +64,7 @@ async def overview(
 ) -> Overview:
     """Every pipeline configured or in the store: last run, next due, paused, awaiting
     and breached items. A pipeline whose file is gone stays listed (its items wait)."""
-    states = await schedules.all_states(store)
+    states = await timetable.all_states(store)
     known = sorted(set(pipelines) | set(states))
     counts = await items.counts(store, known, (State.AWAITING_APPROVAL, State.BREACH))
     rows = []

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import yaml
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from pipelines import config_paths
+from pipelines.config import paths
 from pipelines.sources import base, common
 from pipelines.text import markdown
 
@@ -43,7 +43,7 @@ class Config(common.ByteLimits):
 
     type: Literal["folder"]
     #: Relative to the pipeline file, wherever gatehouse starts.
-    path: config_paths.BesideFile
+    path: paths.BesideFile
     #: Dedup scope; defaults to "folder:<path>".
     scope: str = ""
     #: A file-name glob matched at every depth below `path`.

@@ -31,7 +31,7 @@ MIN_SECRET_CHARS = 4
 # segment after "/bot" is the token, well-formed or not.
 _URL_TOKEN = re.compile(r"(/bot)[^/\s]+")
 _BARE_TOKEN = re.compile(r"\b\d{3,}:[A-Za-z0-9_-]{20,}\b")
-# store.tokens.PREFIX; any tail, even a cut one, since a prefix of a token is a clue.
+# store.intake.tokens.PREFIX; any tail, even a cut one, since a prefix of a token is a clue.
 _TRIGGER_TOKEN = re.compile(r"ghtk_[A-Za-z0-9_-]+")
 # An Authorization value's credentials ("bearer" in any case, as HTTP allows; "Basic" as
 # written, so English "basic" stays).

@@ -28,7 +28,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from store import backend, errors
-from store.core import Store
+from store.backends.core import Store
 from store.ledger import budgets, claims
 from store.ledger import reporting as ledger_report
 from store.ledger import settle as ledger_settle

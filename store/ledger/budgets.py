@@ -23,8 +23,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal, get_args
 
-from store import backend, clock, errors, events, outbox, payloads, sql, units
-from store.writer import savepoint
+from store import backend, clock, errors, outbox, payloads, sql, units
+from store.audit import events
+from store.backends.writer import savepoint
 
 Q = sql.load("budgets")
 

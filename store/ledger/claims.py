@@ -19,12 +19,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Self
 
-from store import backend, clock, errors, events, outbox, sql
+from store import backend, clock, errors, outbox, sql
+from store.audit import events
+from store.backends.writer import savepoint
 from store.ledger import budgets
 from store.ledger import machine as lm
 from store.ledger.machine import ClaimState
 from store.ledger.prices import Usage
-from store.writer import savepoint
 
 Q = sql.load("claims")
 

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from store import backend, clock, sql
-from store import text as store_text
-from store.core import Store
+from store.backends import text as store_text
+from store.backends.core import Store
 from store.ledger import claims
 from store.ledger.machine import ClaimState
 

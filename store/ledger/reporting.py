@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from store import backend, clock, sql
-from store.core import Store
+from store.backends.core import Store
 from store.ledger import budgets
 
 Q = sql.load("ledger_report")

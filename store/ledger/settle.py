@@ -17,7 +17,8 @@ import json
 from dataclasses import dataclass
 from datetime import datetime
 
-from store import backend, clock, errors, events, sql
+from store import backend, clock, errors, sql
+from store.audit import events
 from store.ledger import budgets, claims
 from store.ledger.machine import ClaimState
 from store.ledger.prices import Usage

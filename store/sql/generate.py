@@ -21,7 +21,8 @@ import sys
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-from store import migrate, sql
+from store import sql
+from store.backends import migrate
 
 SQLITE_SCHEMA = sql.SQL_DIR / "schema.sql"
 POSTGRES_SCHEMA = sql.POSTGRES_DIR / "schema.sql"
@@ -59,7 +60,7 @@ def postgres_schema(admin_url: str = ADMIN_URL) -> str:
     """What `pg_dump --schema-only` says of a scratch database the migrations built."""
     import psycopg  # only this command and the PostgreSQL store need the driver
 
-    from store import pg
+    from store.backends import pg
 
     pg_dump = shutil.which("pg_dump")
     if pg_dump is None:

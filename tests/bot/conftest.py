@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 import pytest
 from telegram import Bot
 
-from bot.demo.botapi import server as localapi
+from bot.demo.botapi import localapi
 
 
 @pytest.fixture

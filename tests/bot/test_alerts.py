@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bot import alerts
+from bot.chat import alerts
 from store import payloads
 
 

@@ -14,9 +14,10 @@ import httpx
 import jsonschema
 import pytest
 
-from bot import api, listen
-from pipelines import runtime as runtime_mod
-from store import db, items, schedules, tokens
+from bot.web import api, listen
+from pipelines.service import runtime as runtime_mod
+from store import db, items
+from store.intake import timetable, tokens
 
 PIPELINE = """\
 name: news
@@ -144,7 +145,7 @@ async def test_an_item_is_recorded_once_and_a_retry_gets_the_first_answer(trigge
     assert [(i.id, i.source_id, i.scope) for i in recorded] == [(body["item"], "ext-1", "api")]
     assert recorded[0].payload["extra"] == {"via": "api", "caller": "ci"}
     # Asked for a run that drafts it (the scheduler clears the request as the run starts).
-    state = (await schedules.all_states(trigger.runtime.store))["news"]
+    state = (await timetable.all_states(trigger.runtime.store))["news"]
     assert state.run_requested_at is not None or state.last_started_at is not None
 
     # The same id under a new key: dedup has seen it, nothing new is recorded.

@@ -15,10 +15,13 @@ import pytest
 from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup
 from telegram.ext import AIORateLimiter, ExtBot
 
-from bot import app, sender, sent_messages
-from bot.demo.botapi import server as localapi
+from bot import app
+from bot.cards import sent_messages
+from bot.chat import sender
+from bot.demo.botapi import localapi
 from bot.demo.botapi import state as localapi_state
-from pipelines import retry, workers
+from pipelines.runs import retry
+from pipelines.service import workers
 from store import db, items, outbox
 
 TOKEN = "555111:sender-test-token_abcdefghijklmnopqrstu"
@@ -177,7 +180,7 @@ def reporting_sender(store: db.Store, bot: Bot, now: datetime) -> sender.Sender:
 
 
 def unexpected_errors(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
-    return [r for r in caplog.records if r.name == "bot.sender" and r.exc_info]
+    return [r for r in caplog.records if r.name == "bot.chat.sender" and r.exc_info]
 
 
 async def test_a_reply_with_a_date_in_milliseconds_counts_as_sent_and_the_next_card_goes(

@@ -13,8 +13,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 from telegram import Update
 
-from bot import app, auth, callbacks, handlers, logs, render
+from bot import app
 from bot import settings as settings_mod
+from bot.cards import callbacks
+from bot.chat import auth, handlers, render
+from bot.process import logs
 from pipelines import operations
 from pipelines.text import redaction
 
@@ -280,7 +283,7 @@ def test_the_gate_ignores_strangers_and_limits_each_operator(
     now = datetime(2026, 1, 1).astimezone()
     gate = auth.Gate([1, 2], per_minute=2)
     assert (gate.strangers, gate.limited) == (0, 0)
-    with caplog.at_level(logging.INFO, logger="bot.auth"):
+    with caplog.at_level(logging.INFO, logger="bot.chat.auth"):
         assert gate.check(3, now) == "stranger" and gate.check(None, now) == "stranger"
         assert [gate.check(1, now) for _ in range(4)] == [
             "operator",

@@ -10,7 +10,7 @@ import httpx
 import pytest
 from telegram import Bot
 
-from bot.demo.botapi import server as localapi
+from bot.demo.botapi import localapi
 from store import db, items, outbox
 from tests.bot.test_bot_sender import CHATS, make_sender
 

@@ -14,9 +14,11 @@ import pytest
 from telegram import Bot, Update
 from telegram.ext import CallbackQueryHandler
 
-from bot import app, auth, callbacks, card_routes, handlers, sender
+from bot import app
 from bot import settings as settings_mod
-from bot.demo.botapi import server as localapi
+from bot.cards import callbacks, routes
+from bot.chat import auth, handlers, sender
+from bot.demo.botapi import localapi
 from store import db, items
 from tests.pipelines.test_review import pipeline
 
@@ -32,9 +34,9 @@ LISTED = {"all_approve", "all_reject", "yes_approve", "yes_reject", "cancel"}
 def test_every_action_the_keyboards_make_has_exactly_one_route() -> None:
     declared = typing.get_args(callbacks.Action)
     assert len(declared) == len(set(declared))
-    assert sorted(card_routes.ROUTES) == sorted(declared)
+    assert sorted(routes.ROUTES) == sorted(declared)
     # A listed set's buttons name a list, every other one an item.
-    on_list = {a for a, r in card_routes.ROUTES.items() if isinstance(r, card_routes.OnList)}
+    on_list = {a for a, r in routes.ROUTES.items() if isinstance(r, routes.OnList)}
     assert on_list == LISTED
 
 
@@ -82,7 +84,7 @@ def test_the_bot_registers_one_handler_for_every_button(application: app.App) ->
         h for group in application.handlers.values() for h in group
         if isinstance(h, CallbackQueryHandler)
     ]  # fmt: skip
-    assert [h.callback for h in taps] == [card_routes.tap]
+    assert [h.callback for h in taps] == [routes.tap]
 
 
 async def test_a_button_sent_before_an_upgrade_still_routes(
@@ -105,10 +107,10 @@ async def test_a_button_with_no_route_is_refused_with_an_answer(
 ) -> None:
     item = await store.write(items.create_sync, "news", "s", "g1", {"title": "T"}, now)
     assert item is not None
-    monkeypatch.delitem(card_routes.ROUTES, "fresh")
+    monkeypatch.delitem(routes.ROUTES, "fresh")
     data = callbacks.encode(KEY, callbacks.Button("fresh", item.id, 1, 0))
     answer = await tap(application, api, bot, data)
-    assert (answer["text"], answer["show_alert"]) == (card_routes.NO_ROUTE, True)
+    assert (answer["text"], answer["show_alert"]) == (routes.NO_ROUTE, True)
     assert (await items.get(store, item.id)).attempt == 1  # nothing replayed
 
 

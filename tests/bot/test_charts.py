@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Any
 
 from PIL import Image
 
-from bot import charts
-from store import figures
-from store.stats import Stats
+from bot.web import charts
+from store.reports import figures
+from store.reports.stats import Stats
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

@@ -19,24 +19,16 @@ from typing import Any
 
 import pytest
 
-from bot import control, early
+from bot.process import control, early
 from pipelines import operations
-from pipelines import runtime as runtime_mod
 from pipelines.dispatch import file as dispatch_file
-from store import (
-    datadir,
-    db,
-    drafts,
-    events,
-    info,
-    items,
-    ledger,
-    outbox,
-    schedules,
-    sealer,
-    sqlite_store,
-)
+from pipelines.service import runtime as runtime_mod
+from store import db, drafts, items, ledger, outbox
+from store.audit import events, sealer
+from store.backends import datadir, sqlite_store
+from store.intake import timetable
 from store.machine import State
+from store.reports import info
 from tests import running, snapshot
 
 PIPELINE = """\
@@ -504,10 +496,11 @@ def test_the_cli_and_pipeline_files_load_without_the_engine(tmp_path: Path) -> N
         "dispatch:\n  type: webhook\n  url: http://127.0.0.1:9/hook\n"
     )
     code = (
-        "import sys; from pathlib import Path; import bot.cli.main; from pipelines import config\n"
-        f"assert config.load_dir(Path({str(tmp_path)!r})).pipelines\n"
+        "import sys; from pathlib import Path; import bot.cli.main\n"
+        "from pipelines.config import spec\n"
+        f"assert spec.load_dir(Path({str(tmp_path)!r})).pipelines\n"
         "engine = ('httpx', 'feedparser', 'telegram', 'aioimaplib', 'aiosmtplib', 'croniter',"
-        " 'jsonschema', 'pipelines.engine')\n"
+        " 'jsonschema', 'pipelines.runs.engine')\n"
         "print(sorted(name for name in engine if name in sys.modules))"
     )
     done = subprocess.run(
@@ -522,10 +515,10 @@ def test_status_lists_pipelines_without_loading_their_models(tmp_path: Path) -> 
     (tmp_path / "p.yaml").write_text("name: p\nschedule: '*/5 * * * *'\n")
     code = (
         "import sys; from pathlib import Path; import bot.cli.main\n"
-        "from pipelines import config_names\n"
-        f"print(config_names.declared(Path({str(tmp_path)!r})))\n"
-        "heavy = ('pipelines.config', 'croniter', 'jsonschema', 'cryptography',\n"
-        "         'pipelines.providers.client', 'store.to_postgres', 'bot.demo.content')\n"
+        "from pipelines.config import names\n"
+        f"print(names.declared(Path({str(tmp_path)!r})))\n"
+        "heavy = ('pipelines.config.spec', 'croniter', 'jsonschema', 'cryptography',\n"
+        "         'pipelines.providers.client', 'store.backends.to_postgres', 'bot.demo.content')\n"
         "print(sorted(n for n in heavy if n in sys.modules))"
     )
     done = subprocess.run(
@@ -614,7 +607,7 @@ async def test_status_lists_the_store_pipelines_whose_file_is_gone(
     # Items of a pipeline whose file was removed still wait: status must not hide them.
     store = await db.open(db.StoreConfig(data_dir=data_dir))
     try:
-        await schedules.ensure(store, "old-digest", None)
+        await timetable.ensure(store, "old-digest", None)
         item = await store.write(items.create_sync, "old-digest", "s", "x1", {"title": "x"}, now)
         assert item is not None
         await store.write(items.transition_sync, item.id, State.DRAFTING, "system", now)

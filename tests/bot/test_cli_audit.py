@@ -12,7 +12,8 @@ from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from pipelines.audit import keys as audit_keys
 from pipelines.audit import witness
-from store import db, events, sealer
+from store import db
+from store.audit import events, sealer
 from tests.bot import test_cli
 
 pipelines_dir = test_cli.pipelines_dir  # the CLI tests' pipeline folder (a fixture)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines import runtime as runtime_mod
+from pipelines.service import runtime as runtime_mod
 from tests import running
 
 BOT_PIPELINE = """\

@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from store import datadir, db, items, sealer
+from store import db, items
+from store.audit import sealer
+from store.backends import datadir
 from tests import pg_databases
 
 PASSWORD = "pw-never-printed-4471"

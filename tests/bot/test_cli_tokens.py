@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pipelines import runtime as runtime_mod
-from store import tokens
+from pipelines.service import runtime as runtime_mod
+from store.intake import tokens
 from tests import running
 from tests.bot.test_cli import gatehouse
 from tests.bot.test_cli import pipelines_dir as pipelines_dir  # the CLI tests' pipeline

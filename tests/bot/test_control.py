@@ -17,11 +17,13 @@ from typing import Any
 
 import pytest
 
-from bot import control
+from bot.process import control
 from pipelines import operations
-from pipelines import runtime as runtime_mod
-from store import db, events, info, items
+from pipelines.service import runtime as runtime_mod
+from store import db, items
+from store.audit import events
 from store.machine import State
+from store.reports import info
 from tests import running
 
 PIPELINE = """\

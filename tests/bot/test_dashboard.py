@@ -11,10 +11,10 @@ from pathlib import Path
 
 from prometheus_client import exposition, parser
 
-from bot import metrics
-from pipelines import workers
-from store import figures
+from bot.web import metrics
+from pipelines.service import workers
 from store.ledger import budgets
+from store.reports import figures
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "deploy" / "grafana-dashboard.json"
 

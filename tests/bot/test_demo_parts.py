@@ -11,8 +11,9 @@ import pytest
 
 from bot.demo import content, resume
 from bot.demo import llm as demo_llm
-from bot.demo.botapi import server as localapi
-from pipelines import config, quorum
+from bot.demo.botapi import localapi
+from pipelines.approval import quorum
+from pipelines.config import spec
 from pipelines.drafting import calls, prompt
 from pipelines.sources import rss
 from store import machine
@@ -117,8 +118,8 @@ def test_the_demo_is_set_up_to_show_an_sla_warning_and_a_budget_alert_in_its_fir
     urgent window warns inside the minute with 30 s and more to act, and the news drafts' holds fit
     the budget side by side while their settled cost passes its first alert."""
     files = content.write(tmp_path, "http://127.0.0.1:1/")
-    loaded = config.load_dir(files.pipelines_dir, config.LoadContext(frozenset(content.OPERATORS)))
-    assert not loaded.errors, config.format_errors(loaded.errors)
+    loaded = spec.load_dir(files.pipelines_dir, spec.LoadContext(frozenset(content.OPERATORS)))
+    assert not loaded.errors, spec.format_errors(loaded.errors)
     window = loaded.pipelines["urgent"].approval.window
     warned = min(window * machine.WARN_AT, window - machine.WARN_LEAD).total_seconds()
     assert warned + content.SWEEP_EVERY_S < 60
@@ -158,11 +159,11 @@ def test_the_demo_news_filter_drops_the_sponsored_and_its_triage_skips_the_wire(
     """The news pipeline's filter drops the wire's sponsored entries; the demo model,
     asked the triage question over a real socket, passes every Gazette story with a
     reason and skips the rest of the wire with one; its triage model has a price."""
-    from pipelines import filters, intake
+    from pipelines.runs import filters, intake
 
     files = content.write(tmp_path, "http://127.0.0.1:1/")
-    loaded = config.load_dir(files.pipelines_dir)
-    assert not loaded.errors, config.format_errors(loaded.errors)
+    loaded = spec.load_dir(files.pipelines_dir)
+    assert not loaded.errors, spec.format_errors(loaded.errors)
     news = loaded.pipelines["news"]
     assert news.triage is not None and news.triage.model in content.PRICES
     gazette, wire = (_fetched(path) for path in ("/feeds/demo.xml", "/feeds/wire.xml"))

@@ -16,10 +16,10 @@ from typing import Any
 import httpx
 import pytest
 
-from bot import charts
 from bot.demo import webchat
 from bot.demo.botapi import http as localapi_http
-from bot.demo.botapi import server as localapi
+from bot.demo.botapi import localapi
+from bot.web import charts
 
 USER = 1001
 

@@ -27,7 +27,7 @@ from telegram.ext import (
 )
 
 from bot.demo.botapi import html as localapi_html
-from bot.demo.botapi import server as localapi
+from bot.demo.botapi import localapi
 
 TOKEN = "123456:local-test-token_x"
 CHAT = 4242
@@ -327,7 +327,7 @@ async def test_http_control_api_drives_a_polling_bot(api: localapi.LocalBotApi) 
 async def test_logs_never_show_the_token(
     api: localapi.LocalBotApi, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.DEBUG, logger="bot.demo.botapi.server")
+    caplog.set_level(logging.DEBUG, logger="bot.demo.botapi.localapi")
     async with build_app(api) as app:
         await app.bot.get_me()
     assert any("/bot<redacted>/getMe" in r.getMessage() for r in caplog.records)
@@ -402,7 +402,7 @@ def test_html_parse_mode_entities_count_utf16() -> None:
 
 def test_runs_as_a_module(tmp_path: Path) -> None:
     process = subprocess.Popen(
-        [sys.executable, "-m", "bot.demo.botapi.server", "--port", "0"],
+        [sys.executable, "-m", "bot.demo.botapi.localapi", "--port", "0"],
         cwd=Path(__file__).resolve().parents[2],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from bot import logs
-from pipelines import logfields
+from bot.process import logs
+from pipelines.runs import logfields
 
 TOKEN = "123456:AAHsecretsecretsecretsecretsecret_xyz"
 

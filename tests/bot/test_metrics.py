@@ -15,9 +15,10 @@ import httpx
 import pytest
 from prometheus_client import parser
 
-from bot import listen, metrics
-from pipelines import runtime as runtime_mod
-from store import db, items, sealer
+from bot.web import listen, metrics
+from pipelines.service import runtime as runtime_mod
+from store import db, items
+from store.audit import sealer
 from tests.bot.test_api import PIPELINE, free_port
 
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from bot import people
+from bot.chat import people
 from bot.cli import output as cli_output
 from pipelines import operations
 from store import db, items
-from store import people as people_store
 from store.machine import State
+from store.review import people as people_store
 
 
 @dataclass

@@ -9,11 +9,16 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from bot import cluster, render, wording
+from bot.chat import cluster, render, wording
 from bot.cli import output as cli_output
-from pipelines import operations, workers
-from store import events, heartbeats, info, items, runs
+from pipelines import operations
+from pipelines.service import workers
+from store import items
+from store.audit import events
+from store.cluster import heartbeats
+from store.intake import runs
 from store.machine import State
+from store.reports import info
 
 NOW = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 

@@ -14,9 +14,10 @@ import pytest
 from telegram import Bot, Update
 from telegram.ext import ApplicationBuilder, TypeHandler
 
-from bot import auth, handlers, metrics, polling, sender
-from bot.demo.botapi import server as localapi
-from pipelines import leader, workers
+from bot.chat import auth, handlers, polling, sender
+from bot.demo.botapi import localapi
+from bot.web import metrics
+from pipelines.service import leader, workers
 from store import db, items, outbox
 
 TOKEN = "555222:polling-test-token_abcdefghijklmnopqrs"

@@ -12,11 +12,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from bot import render
+from bot.chat import render
 from bot.cli import output as cli_output
 from pipelines import operations
-from store import db, decisions, drafts, items, ledger, runs
+from store import db, drafts, items, ledger
+from store.intake import runs
 from store.machine import State
+from store.review import decisions
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 AGO = {n: NOW - timedelta(hours=n) for n in (1, 2, 3, 5)}

@@ -8,7 +8,7 @@ import hmac
 
 import pytest
 
-from bot import callbacks, review_handlers, review_keyboards
+from bot.cards import callbacks, keyboards, review_handlers
 from pipelines.operations import review
 from store import payloads
 from tests.pipelines.test_review import pipeline
@@ -49,9 +49,7 @@ def labels(markup: object) -> list[str]:
 
 
 def test_reject_offers_the_pipelines_reasons_then_other_and_back() -> None:
-    markup = review_keyboards.reasons_keyboard(
-        KEY, pipeline(reject_reasons=["a", "b", "c"]), 1, 1, 1
-    )
+    markup = keyboards.reasons_keyboard(KEY, pipeline(reject_reasons=["a", "b", "c"]), 1, 1, 1)
     assert labels(markup) == ["❌ a", "❌ b", "❌ c", "✍️ other…", "← back"]
     whys = [callbacks.decode(KEY, str(b.callback_data)) for b in markup.inline_keyboard[0]]
     assert [(w.action, w.arg) for w in whys] == [("why", 0), ("why", 1)]
@@ -65,22 +63,22 @@ def test_a_decided_card_shows_undo_while_it_lasts_and_redraft_for_an_llm_draft()
     p = pipeline()
     llm = p.model_copy(update={"draft": p.draft.model_copy(update={"drafter": "llm"})})
     edit = {"item_id": 4, "attempt": 1, "version": 2, "state": "rejected"}
-    assert review_keyboards.decided_keyboard(KEY, card_edit(edit), p) is None
-    assert labels(review_keyboards.decided_keyboard(KEY, card_edit(edit), llm)) == ["🔄 Redraft"]
+    assert keyboards.decided_keyboard(KEY, card_edit(edit), p) is None
+    assert labels(keyboards.decided_keyboard(KEY, card_edit(edit), llm)) == ["🔄 Redraft"]
     timed = edit | {"undo_until": "2026-01-01T00:00:10+00:00"}
-    assert labels(review_keyboards.decided_keyboard(KEY, card_edit(timed), llm)) == [
+    assert labels(keyboards.decided_keyboard(KEY, card_edit(timed), llm)) == [
         "↩️ Undo",
         "🔄 Redraft",
     ]
     approved = timed | {"state": "approved"}
-    assert labels(review_keyboards.decided_keyboard(KEY, card_edit(approved), llm)) == ["↩️ Undo"]
-    assert review_keyboards.decided_keyboard(KEY, card_edit(edit | {"state": "new"}), llm) is None
+    assert labels(keyboards.decided_keyboard(KEY, card_edit(approved), llm)) == ["↩️ Undo"]
+    assert keyboards.decided_keyboard(KEY, card_edit(edit | {"state": "new"}), llm) is None
 
 
 def test_a_list_of_one_says_it_and_the_confirmation_names_the_count() -> None:
-    assert labels(review_keyboards.listed_keyboard(KEY, 7, 1)) == ["✅ Approve it", "❌ Reject it"]
-    assert labels(review_keyboards.listed_keyboard(KEY, 7, 3))[0] == "✅ Approve all 3"
-    confirm = review_keyboards.confirm_keyboard(KEY, 7, 3, "reject")
+    assert labels(keyboards.listed_keyboard(KEY, 7, 1)) == ["✅ Approve it", "❌ Reject it"]
+    assert labels(keyboards.listed_keyboard(KEY, 7, 3))[0] == "✅ Approve all 3"
+    confirm = keyboards.confirm_keyboard(KEY, 7, 3, "reject")
     assert labels(confirm) == ["❌ Yes, reject 3", "Cancel"]
     yes = callbacks.decode(KEY, str(confirm.inline_keyboard[0][0].callback_data))
     assert (yes.action, yes.item_id, yes.version) == ("yes_reject", 7, 3)

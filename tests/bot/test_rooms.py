@@ -10,15 +10,15 @@ from datetime import datetime
 import pytest
 from telegram import Bot
 
-from bot.demo.botapi import server as localapi
-from bot.rooms import Rooms
-from pipelines import config
+from bot.chat.rooms import Rooms
+from bot.demo.botapi import localapi
+from pipelines.config import spec
 from store import db
 
 TOKEN = "555222:rooms-test-token_abcdefghijklmnopqrstu"
 FORUM = -1001500
 ANA = 1001
-TEAM = config.Pipeline.model_validate(
+TEAM = spec.Pipeline.model_validate(
     {
         "name": "team",
         "schedule": "1h",

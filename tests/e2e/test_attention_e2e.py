@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from bot.demo.botapi import server as localapi
+from bot.demo.botapi import localapi
 from store import items
 from store.machine import State
 from tests.e2e.test_bot_e2e import (

@@ -14,9 +14,10 @@ from typing import Any
 
 import pytest
 
-from bot.demo.botapi import server as localapi
+from bot.demo.botapi import localapi
 from bot.demo.botapi import state as localapi_state
-from store import db, events, items
+from store import db, items
+from store.audit import events
 from store.machine import State
 from tests import snapshot
 from tests.fakes import feeds

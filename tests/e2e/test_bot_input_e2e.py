@@ -11,11 +11,13 @@ from typing import Any
 
 import pytest
 
-from bot import callbacks
-from bot.demo.botapi import server as localapi
+from bot.cards import callbacks
+from bot.demo.botapi import localapi
 from pipelines import operations
-from store import info, items, prompts
+from store import items
 from store.machine import State
+from store.reports import info
+from store.review import prompts
 from tests.e2e import test_bot_e2e as e2e
 from tests.fakes import feeds
 from tests.fakes.feed_server import FeedServer

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from telegram import Bot
 
-from bot import startup
-from bot.demo.botapi import server as localapi
+from bot.demo.botapi import localapi
+from bot.process import startup
 from tests.e2e.test_bot_e2e import PIPELINE, TOKEN, BotProcess, command, two_cards
 from tests.fakes import feeds
 from tests.fakes.feed_server import FeedServer

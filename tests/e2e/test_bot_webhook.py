@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bot.demo.botapi import server as localapi
+from bot.demo.botapi import localapi
 from tests.e2e.test_bot_e2e import OPERATOR, TOKEN, BotProcess
 
 SECRET = "webhook-secret-123"

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from bot.demo.botapi import server as localapi
+from bot.demo.botapi import localapi
 from pipelines.dispatch import file as dispatch_file
-from store import events
+from store.audit import events
 from tests.e2e import test_bot_e2e as e2e
 from tests.fakes.feed_server import FeedServer
 

@@ -12,8 +12,8 @@ from typing import Any
 import httpx
 from PIL import Image
 
-from bot import charts
-from bot.demo.botapi import server as localapi
+from bot.demo.botapi import localapi
+from bot.web import charts
 from tests.e2e.test_bot_e2e import OPERATOR, TOKEN, BotProcess, tap, two_cards, version_of
 
 
@@ -55,7 +55,7 @@ def test_charts_arrive_as_photos(bot: BotProcess, api: localapi.LocalBotApi) -> 
 
 
 def test_the_bot_starts_without_matplotlib() -> None:
-    probe = "import sys, bot.app, bot.charts; print('matplotlib' in sys.modules)"
+    probe = "import sys, bot.app, bot.web.charts; print('matplotlib' in sys.modules)"
     done = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
     )

@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
-from bot.demo.botapi import server as localapi
-from store import checkpoints, db
+from bot.demo.botapi import localapi
+from store import db
+from store.audit import checkpoints
 from tests.e2e.test_bot_e2e import BotProcess
 from tests.e2e.test_nudges_e2e import set_budget
 from tests.fakes import feeds

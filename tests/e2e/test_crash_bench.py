@@ -18,7 +18,9 @@ import httpx
 import pytest
 
 from bench import crash_checks
-from store import db, events, items, ledger, sealer, seen
+from store import db, items, ledger
+from store.audit import events, sealer
+from store.intake import seen
 from store.machine import State
 from tests.fakes.llm_server import FakeLLM
 from tests.fakes.webhook_server import WebhookServer

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
-from pipelines import config
+from pipelines.config import spec
 from pipelines.drafting import llm as llm_drafter
 from pipelines.providers import client as providers
 from store import db, errors, items, ledger
@@ -32,7 +32,7 @@ POLLS = 3000
 
 
 async def _child(data_dir: str, pipelines_dir: str, base_url: str, item_id: str, now: str) -> None:
-    pipeline = config.load_dir(Path(pipelines_dir)).pipelines["news"]
+    pipeline = spec.load_dir(Path(pipelines_dir)).pipelines["news"]
     settings = providers.ProviderSettings(
         kind="openai", base_url=base_url, api_key=SecretStr("k"), model=MODEL, timeout_s=120
     )

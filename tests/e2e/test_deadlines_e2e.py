@@ -9,7 +9,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from bot.demo.botapi import server as localapi
+from bot.demo.botapi import localapi
 from store import items
 from store.machine import State
 from tests.e2e import test_bot_e2e as e2e

@@ -21,7 +21,7 @@ from dotenv import dotenv_values
 
 from bot import settings
 from bot.cli import main as cli
-from pipelines import leader, runtime
+from pipelines.service import leader, runtime
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -163,7 +163,7 @@ def test_run_takes_the_lock_where_its_options_say(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`gatehouse run --env-file F --data-dir D` locks the store the settings will open."""
-    from bot import early
+    from bot.process import early
 
     monkeypatch.delenv("GATEHOUSE_DATA_DIR", raising=False)
     env_file = tmp_path / "server.env"

@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from bot.demo.botapi import server as localapi
-from store import events, items
+from bot.demo.botapi import localapi
+from store import items
+from store.audit import events
 from store.machine import State
 from tests.e2e.test_bot_e2e import (
     OPERATOR,

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from bot import control
-from bot.demo.botapi import server as localapi
+from bot.demo.botapi import localapi
+from bot.process import control
 from tests.bot import test_api
 from tests.bot.test_api import free_port
 from tests.e2e.test_bot_e2e import TOKEN, BotProcess

@@ -17,10 +17,11 @@ import pytest
 
 from bot import app
 from bot import settings as settings_mod
-from bot.demo.botapi import server as localapi
-from pipelines import nudges
-from pipelines import runtime as runtime_mod
-from store import db, events, items, ledger
+from bot.demo.botapi import localapi
+from pipelines.approval import nudges
+from pipelines.service import runtime as runtime_mod
+from store import db, items, ledger
+from store.audit import events
 from store.ledger import prices as ledger_prices
 from store.machine import State
 from tests.e2e import test_bot_e2e as e2e

@@ -19,8 +19,8 @@ import httpx
 import pytest
 from prometheus_client import parser
 
-from bot import metrics
-from bot.demo.botapi import server as localapi
+from bot.demo.botapi import localapi
+from bot.web import metrics
 from store import db
 from tests.bot.test_api import free_port
 from tests.e2e.test_bot_e2e import (

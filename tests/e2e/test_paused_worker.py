@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.demo.botapi import server as localapi
+from bot.demo.botapi import localapi
 from tests.e2e.test_scale_out import (
     PIPELINE,
     TOKEN,

@@ -21,9 +21,10 @@ from typing import Any
 
 import pytest
 
-from bot.demo.botapi import server as localapi
+from bot.demo.botapi import localapi
 from pipelines import dispatch
-from store import events, items, outbox
+from store import items, outbox
+from store.audit import events
 from store.machine import State
 from tests.e2e import test_bot_e2e as e2e
 from tests.fakes import feeds

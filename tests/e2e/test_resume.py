@@ -25,13 +25,18 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
-from bot import alerts as bot_alerts
-from pipelines import approval, config, engine, runtime
+from bot.chat import alerts as bot_alerts
+from pipelines.approval import flow
+from pipelines.config import spec
 from pipelines.dispatch import dispatcher
 from pipelines.drafting import choice, moves
 from pipelines.drafting import llm as llm_drafter
 from pipelines.providers import client as providers
-from store import db, drafts, items, ledger, outbox, runs, schedules, startup
+from pipelines.runs import engine
+from pipelines.service import runtime
+from store import db, drafts, items, ledger, outbox
+from store.backends import startup
+from store.intake import runs, timetable
 from store.ledger import outputs as llm_outputs
 from store.ledger.machine import ClaimState
 from store.machine import State
@@ -76,7 +81,7 @@ async def _child(
     kind: str, data_dir: str, pipelines_dir: str, url: str, point: str, now: str
 ) -> None:
     at = datetime.fromisoformat(now)
-    pipeline = config.load_dir(Path(pipelines_dir)).pipelines["news"]
+    pipeline = spec.load_dir(Path(pipelines_dir)).pipelines["news"]
     store = await db.open(db.StoreConfig(data_dir=Path(data_dir)))
     async with httpx.AsyncClient() as client:
         if kind == "dispatch":
@@ -146,7 +151,7 @@ async def setup(data_dir: Path, tmp_path: Path, feeds: FeedServer, now: datetime
     await ledger.set_budget(store, "global", "month", 10_000_000, "cli", now)
     # As the scheduler leaves it: the pipeline is known, its next run due in a day, so
     # only startup recovery's request runs it at the restart.
-    await schedules.ensure(store, "news", now + timedelta(days=1))
+    await timetable.ensure(store, "news", now + timedelta(days=1))
     await store.close()  # one writer: the child takes the lock
     return pipelines_dir
 
@@ -332,14 +337,14 @@ async def test_a_kill_while_dispatching_resumes_with_the_same_key(
         (tmp_path / "news.yaml").write_text(
             DISPATCH_PIPELINE.format(feed=feeds.url("/feed.xml"), hook=hook.url)
         )
-        pipeline = config.load_dir(tmp_path).pipelines["news"]
+        pipeline = spec.load_dir(tmp_path).pipelines["news"]
         store = await db.open(db.StoreConfig(data_dir=data_dir))
         async with httpx.AsyncClient() as client:
             await engine.Engine(store, {"news": pipeline}, client=client).tick(
                 "news", "schedule", now
             )
             first = (await in_state(store, State.AWAITING_APPROVAL))[0]
-            await approval.decide(store, pipeline, first.id, 1, 1, 7, "approve", now)
+            await flow.decide(store, pipeline, first.id, 1, 1, 7, "approve", now)
         await store.close()
 
         hook.script(Reply(200, delay=60))  # the delivery hangs until the kill

@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from bot.demo.botapi import server as localapi
-from store import events, items
+from bot.demo.botapi import localapi
+from store import items
+from store.audit import events
 from store.machine import State
 from tests import snapshot
 from tests.e2e import test_bot_e2e as e2e

@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 import psycopg
 import pytest
 
-from bot.demo.botapi import server as localapi
+from bot.demo.botapi import localapi
 from bot.demo.botapi import state as localapi_state
 from tests import pg_databases
 from tests.fakes import feeds

@@ -21,11 +21,14 @@ from pathlib import Path
 
 import pytest
 
-from bot import app, storage_alarm
+from bot import app
 from bot import settings as settings_mod
-from bot.demo.botapi import server as localapi
-from pipelines import runtime as runtime_mod
-from store import db, errors, info, items, writer
+from bot.demo.botapi import localapi
+from bot.process import storage_alarm
+from pipelines.service import runtime as runtime_mod
+from store import db, errors, items
+from store.backends import writer
+from store.reports import info
 
 TOKEN = "987654:storage-secret-token-value_ABCDEFGHIJ"
 OPERATOR = 1001

@@ -16,10 +16,11 @@ import pytest
 
 from bot import app
 from bot import settings as settings_mod
-from bot.demo.botapi import server as localapi
-from pipelines import runtime as runtime_mod
+from bot.demo.botapi import localapi
 from pipelines.operations import review
-from store import events, items
+from pipelines.service import runtime as runtime_mod
+from store import items
+from store.audit import events
 from store.machine import State
 from tests.e2e import test_bot_e2e as e2e
 from tests.fakes import feeds

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from store import events
+from store.audit import events
 from store.machine import State
 from tests.e2e import test_bot_e2e as e2e
 from tests.e2e import test_nudges_e2e as live

@@ -16,7 +16,8 @@ from cryptography.hazmat.primitives.asymmetric import ed25519
 from pipelines.audit import export as audit_export
 from pipelines.audit import keys as audit_keys
 from pipelines.audit import witness as audit_witness
-from store import checkpoints, db, items, outbox, sealer
+from store import db, items, outbox
+from store.audit import checkpoints, sealer
 from store.machine import State
 
 

@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from pipelines import runtime
 from pipelines.audit import keys as audit_keys
 from pipelines.audit import witness
-from store import checkpoints, db, events, items
+from pipelines.service import runtime
+from store import db, items
+from store.audit import checkpoints, events
 from tests import pg_databases
 
 #: A bound for the test, not a speed: a loaded machine is slow.

@@ -10,9 +10,13 @@ from datetime import datetime, timedelta
 import httpx
 import pytest
 
-from pipelines import card_trail, config, dispatch, engine
+from pipelines import dispatch
+from pipelines.approval import card_trail
+from pipelines.config import spec
 from pipelines.dispatch import dispatcher
-from store import db, errors, events, items, outbox, payloads
+from pipelines.runs import engine
+from store import db, errors, items, outbox, payloads
+from store.audit import events
 from store.machine import State
 from tests.fakes.webhook_server import Reply, WebhookServer
 from tests.pipelines import test_dispatcher
@@ -27,7 +31,7 @@ async def edits(store: db.Store, item_id: int) -> list[dict[str, object]]:
 
 
 async def test_a_failure_offers_retry_and_the_retry_keeps_the_key(
-    store: db.Store, pipeline: config.Pipeline, client: httpx.AsyncClient,
+    store: db.Store, pipeline: spec.Pipeline, client: httpx.AsyncClient,
     hook: WebhookServer, now: datetime,
 ) -> None:  # fmt: skip
     item = await approved_item(store, pipeline, client, now)
@@ -59,7 +63,7 @@ async def test_a_failure_offers_retry_and_the_retry_keeps_the_key(
 
 
 async def test_only_a_dispatch_failure_of_the_shown_version_is_retried(
-    store: db.Store, pipeline: config.Pipeline, client: httpx.AsyncClient, now: datetime
+    store: db.Store, pipeline: spec.Pipeline, client: httpx.AsyncClient, now: datetime
 ) -> None:
     eng = engine.Engine(store, {"news": pipeline}, client=client)
     await eng.tick("news", "schedule", now)
@@ -75,7 +79,7 @@ async def test_only_a_dispatch_failure_of_the_shown_version_is_retried(
 
 
 async def test_a_fresh_card_goes_to_one_chat_while_the_item_waits(
-    store: db.Store, pipeline: config.Pipeline, client: httpx.AsyncClient, now: datetime
+    store: db.Store, pipeline: spec.Pipeline, client: httpx.AsyncClient, now: datetime
 ) -> None:
     eng = engine.Engine(store, {"news": pipeline}, client=client)
     await eng.tick("news", "schedule", now)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.drafting import base as drafters
+from pipelines.drafting import drafters
 from pipelines.drafting import llm as llm_drafter
 from pipelines.providers import client as providers
 from store import db, items, ledger

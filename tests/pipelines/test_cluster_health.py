@@ -16,10 +16,13 @@ import httpx
 import pytest
 from prometheus_client import parser
 
-from bot import control, metrics, render
+from bot.chat import render
+from bot.process import control
+from bot.web import metrics
 from pipelines import operations
-from pipelines import runtime as runtime_mod
-from store import datadir, db
+from pipelines.service import runtime as runtime_mod
+from store import db
+from store.backends import datadir
 from tests import pg_databases
 from tests.bot.test_api import free_port
 from tests.bot.test_cli import env

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from pipelines import config, config_errors, config_names, dispatch
-from pipelines.config import ConfigError
+from pipelines import dispatch
+from pipelines.config import file_errors, names, spec
+from pipelines.config.spec import ConfigError
 from pipelines.sources import folder, rss
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,14 +38,14 @@ def write(directory: Path, filename: str, text: str) -> Path:
 
 
 def only_error(directory: Path) -> ConfigError:
-    result = config.load_dir(directory)
+    result = spec.load_dir(directory)
     assert result.pipelines == {}
-    assert len(result.errors) == 1, config.format_errors(result.errors)
+    assert len(result.errors) == 1, spec.format_errors(result.errors)
     return result.errors[0]
 
 
 def test_examples_load_without_errors() -> None:
-    result = config.load_dir(EXAMPLES)
+    result = spec.load_dir(EXAMPLES)
     assert result.errors == []
     assert set(result.pipelines) >= {"news", "digest"}
     news, digest = result.pipelines["news"], result.pipelines["digest"]
@@ -60,7 +61,7 @@ def test_examples_load_without_errors() -> None:
 
 def test_defaults(tmp_path: Path) -> None:
     write(tmp_path, "news.yaml", GOOD.format(name="news"))
-    pipeline = config.load_dir(tmp_path).pipelines["news"]
+    pipeline = spec.load_dir(tmp_path).pipelines["news"]
     assert pipeline.jitter == timedelta(0)
     assert pipeline.misfire_window == timedelta(hours=1)
     assert (pipeline.dedup.mark_at, pipeline.dedup.fail_closed) == ("fetch", False)
@@ -192,7 +193,7 @@ def test_output_schema_from_a_file(tmp_path: Path) -> None:
     write(tmp_path, "schemas/out.json", json.dumps(schema))
     text = GOOD.format(name="news") + "draft:\n  output_schema: schemas/out.json\n"
     write(tmp_path, "news.yaml", text)
-    result = config.load_dir(tmp_path)
+    result = spec.load_dir(tmp_path)
     assert result.errors == []
     assert result.pipelines["news"].draft.output_schema == schema
 
@@ -257,7 +258,7 @@ def test_a_prompt_symlinked_within_the_pipelines_directory_is_followed(tmp_path:
         "news.yaml",
         GOOD.format(name="news") + "draft:\n  drafter: llm\n  prompt: ask.txt\n",
     )
-    assert config.load_dir(tmp_path).pipelines["news"].draft.prompt == prompt.resolve()
+    assert spec.load_dir(tmp_path).pipelines["news"].draft.prompt == prompt.resolve()
 
 
 def test_an_output_schema_pattern_re2_cannot_run_is_refused_naming_it(tmp_path: Path) -> None:
@@ -278,7 +279,7 @@ def test_an_output_schema_pattern_re2_cannot_run_is_refused_naming_it(tmp_path: 
 def test_duplicate_name_keeps_the_first_and_names_both_files(tmp_path: Path) -> None:
     first = write(tmp_path, "a.yaml", GOOD.format(name="news"))
     second = write(tmp_path, "b.yml", "# the same name again\n" + GOOD.format(name="news"))
-    result = config.load_dir(tmp_path)
+    result = spec.load_dir(tmp_path)
     assert list(result.pipelines) == ["news"]
     assert result.files["news"] == first
     assert result.errors == [
@@ -309,7 +310,7 @@ def test_unknown_field_inside_a_source_and_a_dispatch(tmp_path: Path) -> None:
     text = GOOD.format(name="news").replace("    url:", "    urll: x\n    url:")
     text = text.replace("type: none", "type: file\n  path: out\n  mode: append")
     file = write(tmp_path, "news.yaml", text)
-    result = config.load_dir(tmp_path)
+    result = spec.load_dir(tmp_path)
     assert [(e.file, e.line, e.field) for e in result.errors] == [
         (file, 5, "sources.0.urll"),
         (file, 10, "dispatch.mode"),
@@ -331,7 +332,7 @@ def test_unknown_dispatch_type(tmp_path: Path) -> None:
 
 def test_missing_required_fields(tmp_path: Path) -> None:
     file = write(tmp_path, "news.yaml", "name: news\nschedule: manual\nsources: []\n")
-    result = config.load_dir(tmp_path)
+    result = spec.load_dir(tmp_path)
     assert result.errors == [
         ConfigError(file, 1, "dispatch", "required field is missing"),
         ConfigError(file, 3, "sources", "at least one source is required"),
@@ -362,7 +363,7 @@ def test_other_rules(tmp_path: Path, extra: str, line: int, field: str, reason: 
 )
 def test_name_must_be_a_slug(tmp_path: Path, name: str, ok: bool) -> None:
     write(tmp_path, "p.yaml", GOOD.format(name=f"'{name}'"))
-    result = config.load_dir(tmp_path)
+    result = spec.load_dir(tmp_path)
     assert (name in result.pipelines) is ok
     if not ok:
         assert result.errors[0].field == "name"
@@ -390,11 +391,11 @@ def test_bad_files_do_not_stop_good_ones(tmp_path: Path) -> None:
     worse = write(tmp_path, "d.yaml", GOOD.format(name="delta").replace("rss", "rsss"))
     write(tmp_path, "e.yaml.bak", "not: [valid")
     write(tmp_path, "README.md", "# not a pipeline")
-    result = config.load_dir(tmp_path)
+    result = spec.load_dir(tmp_path)
     assert list(result.pipelines) == ["alpha", "gamma"]
     assert [error.file for error in result.errors] == [bad, worse]
-    assert config.check(tmp_path) == result.errors
-    lines = config.format_errors(result.errors).splitlines()
+    assert spec.check(tmp_path) == result.errors
+    lines = spec.format_errors(result.errors).splitlines()
     assert len(lines) == 2
     assert lines[0].startswith(f"{bad}:3: invalid YAML")
     assert lines[1] == (
@@ -405,10 +406,10 @@ def test_bad_files_do_not_stop_good_ones(tmp_path: Path) -> None:
 
 def test_missing_directory(tmp_path: Path) -> None:
     missing = tmp_path / "nope"
-    assert config.check(missing) == [
+    assert spec.check(missing) == [
         ConfigError(missing, None, None, "not a directory of pipeline files")
     ]
-    assert config.format_errors(config.check(missing)) == (
+    assert spec.format_errors(spec.check(missing)) == (
         f"{missing}: not a directory of pipeline files"
     )
 
@@ -425,7 +426,7 @@ def test_dispatch_block_uses_the_dispatch_targets(tmp_path: Path) -> None:
         "chan.yaml",
         GOOD.format(name="chan").replace("type: none", "type: telegram_channel\n  chat_id: -100"),
     )
-    result = config.load_dir(tmp_path)
+    result = spec.load_dir(tmp_path)
     assert result.errors == []
     mail = result.pipelines["mail"].dispatch
     assert isinstance(mail, dispatch.SmtpTarget)
@@ -446,13 +447,13 @@ def alias_bomb() -> str:
 def test_an_alias_bomb_is_an_error_on_its_file_and_the_others_load(tmp_path: Path) -> None:
     bomb = write(tmp_path, "bomb.yaml", alias_bomb())
     write(tmp_path, "news.yaml", GOOD.format(name="news"))
-    result = config.load_dir(tmp_path)
+    result = spec.load_dir(tmp_path)
     assert list(result.pipelines) == ["news"]
     assert len(result.errors) == 1
     error = result.errors[0]
     assert (error.file, error.field) == (bomb, None)
     assert error.line is not None and 8 <= error.line <= 17  # one of the a0..a9 lines
-    assert f"expands to more than {config_errors.MAX_NODES} values" in error.reason
+    assert f"expands to more than {file_errors.MAX_NODES} values" in error.reason
     assert str(error).startswith(f"{bomb}:{error.line}: ")
 
 
@@ -469,10 +470,10 @@ def test_deep_nesting_is_an_error_on_its_file_and_the_others_load(
 ) -> None:
     deep = write(tmp_path, "deep.yaml", "name: deep\nextra: " + nested + "\n")
     write(tmp_path, "news.yaml", GOOD.format(name="news"))
-    result = config.load_dir(tmp_path)
+    result = spec.load_dir(tmp_path)
     assert list(result.pipelines) == ["news"]
     assert [(e.file, e.reason) for e in result.errors] == [
-        (deep, f"nested more than {config_errors.MAX_DEPTH} levels deep")
+        (deep, f"nested more than {file_errors.MAX_DEPTH} levels deep")
     ]
     assert result.errors[0].line in (2, 3)
 
@@ -481,20 +482,20 @@ def test_deep_nesting_is_an_error_on_its_file_and_the_others_load(
 def test_a_control_character_fails_its_file_alone(tmp_path: Path, byte: str) -> None:
     stray = write(tmp_path, "stray.yaml", GOOD.format(name="stray").replace("5m", f"5m{byte}"))
     write(tmp_path, "news.yaml", GOOD.format(name="news"))
-    result = config.load_dir(tmp_path)
+    result = spec.load_dir(tmp_path)
     assert list(result.pipelines) == ["news"]
     assert [str(error) for error in result.errors] == [
         f"{stray}:2: invalid YAML: unprintable character U+{ord(byte):04X} at column 13;"
         " YAML allows tabs, line breaks and printable characters: remove it"
     ]
-    assert config_names.name_in(stray) is None
+    assert names.name_in(stray) is None
 
 
 def test_a_file_too_large_to_be_a_pipeline_is_refused_unread(tmp_path: Path) -> None:
-    big = write(tmp_path, "big.yaml", GOOD.format(name="big") + "#" * config_errors.MAX_FILE_BYTES)
+    big = write(tmp_path, "big.yaml", GOOD.format(name="big") + "#" * file_errors.MAX_FILE_BYTES)
     error = only_error(tmp_path)
     assert (error.file, error.line) == (big, None)
-    assert error.reason == f"file larger than {config_errors.MAX_FILE_BYTES} bytes: not a pipeline"
+    assert error.reason == f"file larger than {file_errors.MAX_FILE_BYTES} bytes: not a pipeline"
 
 
 def test_anchors_within_bounds_still_work(tmp_path: Path) -> None:
@@ -503,7 +504,7 @@ def test_anchors_within_bounds_still_work(tmp_path: Path) -> None:
         + "approval: {operators: &ops [1, 2], quorum: 2}\n"
     )
     write(tmp_path, "anchors.yaml", text)
-    result = config.load_dir(tmp_path)
+    result = spec.load_dir(tmp_path)
     assert result.errors == [] and result.pipelines["anchors"].approval.operators == [1, 2]
 
 
@@ -534,21 +535,21 @@ def test_quorum_is_at_most_the_operators_who_may_approve(
     tmp_path: Path, approval: str, operators: set[int], reason: str
 ) -> None:
     file = write(tmp_path, "q.yaml", GOOD.format(name="q") + f"approval:\n  {approval}\n")
-    context = config.LoadContext(operators=frozenset(operators))
-    result = config.load_dir(tmp_path, context)
+    context = spec.LoadContext(operators=frozenset(operators))
+    result = spec.load_dir(tmp_path, context)
     assert result.pipelines == {}
     assert [(e.file, e.field, e.reason) for e in result.errors] == [
         (file, "approval.quorum", reason)
     ]
     write(tmp_path, "q.yaml", GOOD.format(name="q") + "approval:\n  quorum: 2\n")
-    assert config.load_dir(tmp_path, context).errors == []
+    assert spec.load_dir(tmp_path, context).errors == []
 
 
 def test_declared_names_match_what_loading_finds_for_good_files(tmp_path: Path) -> None:
     write(tmp_path, "b.yaml", GOOD.format(name="beta"))
     write(tmp_path, "a.yml", GOOD.format(name="alpha"))
-    assert config_names.declared(tmp_path) == sorted(config.load_dir(tmp_path).pipelines)
-    assert config_names.declared(EXAMPLES) == sorted(config.load_dir(EXAMPLES).pipelines)
+    assert names.declared(tmp_path) == sorted(spec.load_dir(tmp_path).pipelines)
+    assert names.declared(EXAMPLES) == sorted(spec.load_dir(EXAMPLES).pipelines)
 
 
 def test_declared_names_skip_what_declares_no_valid_name(tmp_path: Path) -> None:
@@ -563,31 +564,31 @@ def test_declared_names_skip_what_declares_no_valid_name(tmp_path: Path) -> None
     write(tmp_path, "broken.yaml", "name: [unclosed\n")
     write(tmp_path, "deep.yaml", "name: deep\nx: " + "[" * 100 + "]" * 100 + "\n")
     write(tmp_path, "notes.txt", GOOD.format(name="text"))
-    assert config_names.declared(tmp_path) == ["later", "news"]
-    assert config_names.declared(tmp_path / "missing") == []
+    assert names.declared(tmp_path) == ["later", "news"]
+    assert names.declared(tmp_path / "missing") == []
 
 
 def test_declared_names_come_from_the_cache_until_a_file_changes(tmp_path: Path) -> None:
-    pipelines, cache = tmp_path / "pipelines", tmp_path / "data" / config_names.CACHE_NAME
+    pipelines, cache = tmp_path / "pipelines", tmp_path / "data" / names.CACHE_NAME
     pipelines.mkdir()
     cache.parent.mkdir()
     file = write(pipelines, "a.yaml", GOOD.format(name="alpha"))
     write(pipelines, "b.yaml", "name: [unclosed\n")
-    assert config_names.declared(pipelines, cache) == ["alpha"]
+    assert names.declared(pipelines, cache) == ["alpha"]
     assert cache.stat().st_mode & 0o777 == 0o600
     # An unchanged file is not read again: the cache's answer stands.
     entries = json.loads(cache.read_text())
     entries[str(file)][1] = "from-cache"
     cache.write_text(json.dumps(entries))
-    assert config_names.declared(pipelines, cache) == ["from-cache"]
+    assert names.declared(pipelines, cache) == ["from-cache"]
     # A changed file is read again, and so is one that is back after being removed.
     write(pipelines, "a.yaml", GOOD.format(name="renamed"))
-    assert config_names.declared(pipelines, cache) == ["renamed"]
+    assert names.declared(pipelines, cache) == ["renamed"]
     file.unlink()
-    assert config_names.declared(pipelines, cache) == []
+    assert names.declared(pipelines, cache) == []
     assert list(json.loads(cache.read_text())) == [str(pipelines / "b.yaml")]
     write(pipelines, "a.yaml", GOOD.format(name="alpha"))
-    assert config_names.declared(pipelines, cache) == ["alpha"]
+    assert names.declared(pipelines, cache) == ["alpha"]
 
 
 @pytest.mark.parametrize(
@@ -598,7 +599,7 @@ def test_declared_names_come_from_the_cache_until_a_file_changes(tmp_path: Path)
         '{"KEY": [[1, 2, 3], "short-stamp"]}',
         '{"KEY": [[1, 2, 3, 4], "Not A Name"]}',
         '{"KEY": [[1, 2, 3, 4], 7]}',
-        "x" * (config_names.CACHE_MAX_BYTES + 1),
+        "x" * (names.CACHE_MAX_BYTES + 1),
     ],
 )
 def test_a_cache_that_cannot_be_trusted_is_read_past_and_written_anew(
@@ -610,15 +611,15 @@ def test_a_cache_that_cannot_be_trusted_is_read_past_and_written_anew(
     cache = tmp_path / "names.json"
     # A forged entry with the file's real stamp where the shape allows one.
     cache.write_text(cached.replace("KEY", str(file)).replace("[1, 2, 3, 4]", json.dumps(stamp)))
-    assert config_names.declared(tmp_path, cache) == ["alpha"]
+    assert names.declared(tmp_path, cache) == ["alpha"]
     assert json.loads(cache.read_text()) == {str(file): [stamp, "alpha"]}
 
 
 def test_a_cache_that_cannot_be_written_costs_only_a_parse(tmp_path: Path) -> None:
     write(tmp_path, "a.yaml", GOOD.format(name="alpha"))
-    cache = tmp_path / "no-such-directory" / config_names.CACHE_NAME
-    assert config_names.declared(tmp_path, cache) == ["alpha"]
-    assert config_names.declared(tmp_path, cache) == ["alpha"]
+    cache = tmp_path / "no-such-directory" / names.CACHE_NAME
+    assert names.declared(tmp_path, cache) == ["alpha"]
+    assert names.declared(tmp_path, cache) == ["alpha"]
     assert not cache.parent.exists()
 
 
@@ -627,9 +628,9 @@ def test_a_warm_cache_spares_a_cli_start_the_yaml_parser(tmp_path: Path) -> None
     write(tmp_path, "a.yaml", GOOD.format(name="alpha"))
     cache = tmp_path / "names.json"
     probe = (
-        "import sys; from pathlib import Path; from pipelines import config_names; "
-        f"names = config_names.declared(Path({str(tmp_path)!r}), Path({str(cache)!r})); "
-        "print(names, 'yaml' in sys.modules)"
+        "import sys; from pathlib import Path; from pipelines.config import names; "
+        f"found = names.declared(Path({str(tmp_path)!r}), Path({str(cache)!r})); "
+        "print(found, 'yaml' in sys.modules)"
     )
 
     def start() -> str:

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from pipelines import config, dispatch
+from pipelines import dispatch
+from pipelines.config import spec
 from pipelines.sources import folder as folder_source
 
 PIPELINE = """\
@@ -51,7 +52,7 @@ def test_every_relative_path_is_read_beside_the_pipeline_file(
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
-    result = config.load_dir(Path("..") / "conf" / "pipelines")
+    result = spec.load_dir(Path("..") / "conf" / "pipelines")
     assert result.errors == []
     pipeline = result.pipelines["notes"]
     source = pipeline.sources[0]

@@ -18,7 +18,7 @@ import pytest
 import telegram
 import telegram.request
 
-from bot.demo.botapi import server as localapi
+from bot.demo.botapi import localapi
 from pipelines import dispatch
 from pipelines.dispatch import file as dispatch_file
 from pipelines.dispatch import smtp as dispatch_smtp

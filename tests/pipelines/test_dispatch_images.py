@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import telegram
 
-from bot.demo.botapi import server as localapi
+from bot.demo.botapi import localapi
 from pipelines import dispatch
 from pipelines.dispatch import file as dispatch_file
 from tests.fakes.smtp_server import Recorder

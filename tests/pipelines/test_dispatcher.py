@@ -11,9 +11,16 @@ from pathlib import Path
 import httpx
 import pytest
 
-from pipelines import approval, config, dispatch, engine, runtime, workers
+from pipelines import dispatch
+from pipelines.approval import flow
+from pipelines.config import spec
 from pipelines.dispatch import dispatcher
-from store import db, events, heartbeats, items, machine, outbox, startup
+from pipelines.runs import engine
+from pipelines.service import runtime, workers
+from store import db, items, machine, outbox
+from store.audit import events
+from store.backends import startup
+from store.cluster import heartbeats
 from store.machine import State
 from tests.fakes.feed_server import FeedServer
 from tests.fakes.feeds import rss
@@ -50,21 +57,21 @@ def hook() -> Iterator[WebhookServer]:
 
 
 @pytest.fixture
-def pipeline(tmp_path: Path, feeds: FeedServer, hook: WebhookServer) -> config.Pipeline:
+def pipeline(tmp_path: Path, feeds: FeedServer, hook: WebhookServer) -> spec.Pipeline:
     (tmp_path / "news.yaml").write_text(PIPELINE.format(feed=feeds.url("/feed.xml"), hook=hook.url))
-    loaded = config.load_dir(tmp_path)
-    assert not loaded.errors, config.format_errors(loaded.errors)
+    loaded = spec.load_dir(tmp_path)
+    assert not loaded.errors, spec.format_errors(loaded.errors)
     return loaded.pipelines["news"]
 
 
 async def approved_item(
-    store: db.Store, pipeline: config.Pipeline, client: httpx.AsyncClient, now: datetime
+    store: db.Store, pipeline: spec.Pipeline, client: httpx.AsyncClient, now: datetime
 ) -> items.Item:
     """Fetch, draft (template drafter) and approve one item; returns it approved."""
     eng = engine.Engine(store, {"news": pipeline}, client=client)
     await eng.tick("news", "schedule", now)
     [item] = await items.in_state(store, State.AWAITING_APPROVAL, "news")
-    decision = await approval.decide(
+    decision = await flow.decide(
         store, pipeline, item.id, item.attempt, item.version, 7, "approve", now
     )
     assert decision.outcome == "approved"
@@ -84,14 +91,14 @@ async def eventually(check: Callable[[], bool]) -> None:
 
 
 async def run(
-    store: db.Store, pipeline: config.Pipeline, client: httpx.AsyncClient, now: datetime
+    store: db.Store, pipeline: spec.Pipeline, client: httpx.AsyncClient, now: datetime
 ) -> int:
     return await dispatcher.run_once(store, {"news": pipeline}, client, now, rng=random.Random(1))
 
 
 async def test_an_approved_draft_is_dispatched_once_with_its_key(
     store: db.Store,
-    pipeline: config.Pipeline,
+    pipeline: spec.Pipeline,
     client: httpx.AsyncClient,
     hook: WebhookServer,
     now: datetime,
@@ -113,7 +120,7 @@ async def test_an_approved_draft_is_dispatched_once_with_its_key(
 
 async def test_a_forced_replay_is_a_new_attempt_with_a_new_key(
     store: db.Store,
-    pipeline: config.Pipeline,
+    pipeline: spec.Pipeline,
     client: httpx.AsyncClient,
     hook: WebhookServer,
     now: datetime,
@@ -134,7 +141,7 @@ async def test_a_forced_replay_is_a_new_attempt_with_a_new_key(
 
 async def test_a_dispatch_retried_after_a_crash_sends_the_same_key(
     data_dir: Path,
-    pipeline: config.Pipeline,
+    pipeline: spec.Pipeline,
     client: httpx.AsyncClient,
     hook: WebhookServer,
     now: datetime,
@@ -165,7 +172,7 @@ async def test_a_dispatch_retried_after_a_crash_sends_the_same_key(
 
 async def test_a_transient_failure_is_retried_later_with_the_same_key(
     store: db.Store,
-    pipeline: config.Pipeline,
+    pipeline: spec.Pipeline,
     client: httpx.AsyncClient,
     hook: WebhookServer,
     now: datetime,
@@ -187,7 +194,7 @@ async def test_a_transient_failure_is_retried_later_with_the_same_key(
 
 async def test_a_refusal_fails_the_item_with_the_reason_and_an_alert(
     store: db.Store,
-    pipeline: config.Pipeline,
+    pipeline: spec.Pipeline,
     client: httpx.AsyncClient,
     hook: WebhookServer,
     now: datetime,
@@ -207,7 +214,7 @@ async def test_a_refusal_fails_the_item_with_the_reason_and_an_alert(
 
 async def test_what_a_destination_says_is_kept_as_text_every_backend_can_hold(
     store: db.Store,
-    pipeline: config.Pipeline,
+    pipeline: spec.Pipeline,
     client: httpx.AsyncClient,
     hook: WebhookServer,
     now: datetime,
@@ -226,7 +233,7 @@ async def test_what_a_destination_says_is_kept_as_text_every_backend_can_hold(
 
 async def test_transient_failures_give_up_after_max_attempts(
     store: db.Store,
-    pipeline: config.Pipeline,
+    pipeline: spec.Pipeline,
     client: httpx.AsyncClient,
     hook: WebhookServer,
     now: datetime,
@@ -243,12 +250,12 @@ async def test_transient_failures_give_up_after_max_attempts(
 
 
 class FakeRuntime:
-    """The things the dispatch worker reads from pipelines.runtime.Runtime."""
+    """The things the dispatch worker reads from pipelines.service.runtime.Runtime."""
 
     def __init__(
         self,
         store: db.Store,
-        pipeline: config.Pipeline,
+        pipeline: spec.Pipeline,
         client: httpx.AsyncClient,
         now: datetime,
     ) -> None:
@@ -264,7 +271,7 @@ class FakeRuntime:
 
 async def test_the_worker_dispatches_until_stopped(
     store: db.Store,
-    pipeline: config.Pipeline,
+    pipeline: spec.Pipeline,
     client: httpx.AsyncClient,
     hook: WebhookServer,
     now: datetime,
@@ -296,7 +303,7 @@ async def dispatch_row(store: db.Store, item: items.Item, now: datetime, **paylo
 
 
 async def test_a_row_for_an_older_attempt_is_closed_as_stale_without_sending(
-    store: db.Store, pipeline: config.Pipeline, client: httpx.AsyncClient,
+    store: db.Store, pipeline: spec.Pipeline, client: httpx.AsyncClient,
     hook: WebhookServer, now: datetime,
 ) -> None:  # fmt: skip
     item = await approved_item(store, pipeline, client, now)
@@ -318,7 +325,7 @@ async def test_a_row_for_an_older_attempt_is_closed_as_stale_without_sending(
 
 
 async def test_a_row_whose_item_was_already_dispatched_is_closed_as_sent(
-    store: db.Store, pipeline: config.Pipeline, client: httpx.AsyncClient,
+    store: db.Store, pipeline: spec.Pipeline, client: httpx.AsyncClient,
     hook: WebhookServer, now: datetime,
 ) -> None:  # fmt: skip
     item = await approved_item(store, pipeline, client, now)
@@ -335,7 +342,7 @@ async def test_a_row_whose_item_was_already_dispatched_is_closed_as_sent(
 
 
 async def test_a_row_whose_item_failed_meanwhile_is_closed_with_the_items_reason(
-    store: db.Store, pipeline: config.Pipeline, client: httpx.AsyncClient,
+    store: db.Store, pipeline: spec.Pipeline, client: httpx.AsyncClient,
     hook: WebhookServer, now: datetime,
 ) -> None:  # fmt: skip
     item = await approved_item(store, pipeline, client, now)
@@ -352,7 +359,7 @@ async def test_a_row_whose_item_failed_meanwhile_is_closed_with_the_items_reason
 
 
 async def test_a_row_for_a_pipeline_no_longer_loaded_fails_its_item_with_an_alert(
-    store: db.Store, pipeline: config.Pipeline, client: httpx.AsyncClient,
+    store: db.Store, pipeline: spec.Pipeline, client: httpx.AsyncClient,
     hook: WebhookServer, now: datetime,
 ) -> None:  # fmt: skip
     item = await approved_item(store, pipeline, client, now)
@@ -370,7 +377,7 @@ async def test_a_row_for_a_pipeline_no_longer_loaded_fails_its_item_with_an_aler
 
 
 async def test_an_item_back_in_dispatching_too_soon_waits_without_using_an_attempt(
-    store: db.Store, pipeline: config.Pipeline, client: httpx.AsyncClient,
+    store: db.Store, pipeline: spec.Pipeline, client: httpx.AsyncClient,
     hook: WebhookServer, now: datetime,
 ) -> None:  # fmt: skip
     item = await approved_item(store, pipeline, client, now)
@@ -397,7 +404,7 @@ async def test_an_item_back_in_dispatching_too_soon_waits_without_using_an_attem
 
 
 async def test_a_row_that_keeps_failing_unexpectedly_is_parked_and_the_rest_go_on(
-    store: db.Store, pipeline: config.Pipeline, client: httpx.AsyncClient,
+    store: db.Store, pipeline: spec.Pipeline, client: httpx.AsyncClient,
     hook: WebhookServer, now: datetime,
 ) -> None:  # fmt: skip
     item = await approved_item(store, pipeline, client, now)
@@ -432,7 +439,7 @@ async def test_a_row_that_keeps_failing_unexpectedly_is_parked_and_the_rest_go_o
 
 
 async def test_the_worker_sleeps_until_an_approval_commits(
-    store: db.Store, pipeline: config.Pipeline, client: httpx.AsyncClient,
+    store: db.Store, pipeline: spec.Pipeline, client: httpx.AsyncClient,
     hook: WebhookServer, now: datetime,
 ) -> None:  # fmt: skip
     eng = engine.Engine(store, {"news": pipeline}, client=client)
@@ -443,7 +450,7 @@ async def test_the_worker_sleeps_until_an_approval_commits(
     fake = FakeRuntime(store, pipeline, client, now)
     task = asyncio.create_task(dispatcher.make_worker(poll_s=3600)(fake, stop))
     await asyncio.sleep(0.2)  # it found nothing and sleeps: an hour, unless woken
-    await approval.decide(store, pipeline, item.id, item.attempt, item.version, 7, "approve", now)
+    await flow.decide(store, pipeline, item.id, item.attempt, item.version, 7, "approve", now)
     await eventually(lambda: bool(hook.requests))
     stop.set()
     await asyncio.wait_for(task, 5)  # stop wakes it too
@@ -451,7 +458,7 @@ async def test_the_worker_sleeps_until_an_approval_commits(
 
 
 async def test_a_hanging_destination_holds_up_only_its_own_rows(
-    store: db.Store, pipeline: config.Pipeline, client: httpx.AsyncClient,
+    store: db.Store, pipeline: spec.Pipeline, client: httpx.AsyncClient,
     hook: WebhookServer, feeds: FeedServer, tmp_path: Path, now: datetime,
 ) -> None:  # fmt: skip
     folder = tmp_path / "other"
@@ -461,7 +468,7 @@ async def test_a_hanging_destination_holds_up_only_its_own_rows(
         f"    scope: s1\napproval:\n  undo_window: 0s\n"
         f"dispatch:\n  type: file\n  path: {tmp_path / 'out'}\n"
     )
-    files = config.load_dir(folder).pipelines["files"]
+    files = spec.load_dir(folder).pipelines["files"]
     # The webhook hangs until released, not for a while: no client timeout ends it first.
     patient = pipeline.dispatch.model_copy(update={"timeout": 300})
     both = {"news": pipeline.model_copy(update={"dispatch": patient}), "files": files}
@@ -469,7 +476,7 @@ async def test_a_hanging_destination_holds_up_only_its_own_rows(
     for name, p in both.items():
         await eng.tick(name, "schedule", now)
         [item] = await items.in_state(store, State.AWAITING_APPROVAL, name)
-        await approval.decide(store, p, item.id, item.attempt, item.version, 7, "approve", now)
+        await flow.decide(store, p, item.id, item.attempt, item.version, 7, "approve", now)
     hook.script(Reply(200, b'{"id": "slow"}', held=True))
     running = asyncio.create_task(dispatcher.run_once(store, both, client, now))
     try:
@@ -486,7 +493,7 @@ async def test_a_hanging_destination_holds_up_only_its_own_rows(
 
 
 async def test_a_closing_write_that_fails_is_retried_and_the_next_row_still_goes_out(
-    store: db.Store, pipeline: config.Pipeline, client: httpx.AsyncClient,
+    store: db.Store, pipeline: spec.Pipeline, client: httpx.AsyncClient,
     feeds: FeedServer, hook: WebhookServer, now: datetime,
 ) -> None:  # fmt: skip
     """A row's success is recorded while the next row starts; when that record fails
@@ -497,7 +504,7 @@ async def test_a_closing_write_that_fails_is_retried_and_the_next_row_still_goes
     await eng.tick("news", "schedule", now)
     first, second = await items.in_state(store, State.AWAITING_APPROVAL, "news")
     for item in (first, second):
-        await approval.decide(store, pipeline, item.id, 1, item.version, 7, "approve", now)
+        await flow.decide(store, pipeline, item.id, 1, item.version, 7, "approve", now)
     body = b'{"id": "x"}'
     hook.script(Reply(200, body, {"Content-Type": "application/json"}, delay=0.3))
     running = asyncio.create_task(run(store, pipeline, client, now))
@@ -530,13 +537,13 @@ dispatch:
 
 
 async def approve_all(
-    store: db.Store, name: str, pipeline: config.Pipeline, client: httpx.AsyncClient, now: datetime
+    store: db.Store, name: str, pipeline: spec.Pipeline, client: httpx.AsyncClient, now: datetime
 ) -> list[items.Item]:
     """Fetch and draft the pipeline's feed, then approve every card, oldest first."""
     await engine.Engine(store, {name: pipeline}, client=client).tick(name, "schedule", now)
     waiting = await items.in_state(store, State.AWAITING_APPROVAL, name)
     for item in waiting:
-        await approval.decide(store, pipeline, item.id, 1, item.version, 7, "approve", now)
+        await flow.decide(store, pipeline, item.id, 1, item.version, 7, "approve", now)
     return waiting
 
 
@@ -548,7 +555,7 @@ async def dispatch_trail(store: db.Store, found: list[items.Item]) -> list[tuple
 
 
 async def test_a_local_destination_starts_its_rows_together_and_a_network_one_row_by_row(
-    store: db.Store, pipeline: config.Pipeline, client: httpx.AsyncClient,
+    store: db.Store, pipeline: spec.Pipeline, client: httpx.AsyncClient,
     feeds: FeedServer, hook: WebhookServer, tmp_path: Path, now: datetime,
 ) -> None:  # fmt: skip
     feeds.set("/feed.xml", rss([(f"a{n}", f"Story {n}", f"Story {n} text.") for n in range(3)]))
@@ -557,7 +564,7 @@ async def test_a_local_destination_starts_its_rows_together_and_a_network_one_ro
     (folder / "files.yaml").write_text(
         FILES.format(feed=feeds.url("/feed.xml"), out=tmp_path / "out")
     )
-    files = config.load_dir(folder).pipelines["files"]
+    files = spec.load_dir(folder).pipelines["files"]
     local = await approve_all(store, "files", files, client, now)
     remote = await approve_all(store, "news", pipeline, client, now)
     both = {"news": pipeline, "files": files}
@@ -585,7 +592,7 @@ async def test_a_bad_row_among_rows_started_together_is_retried_and_the_others_g
     (tmp_path / "files.yaml").write_text(
         FILES.format(feed=feeds.url("/feed.xml"), out=tmp_path / "out")
     )
-    files = config.load_dir(tmp_path).pipelines["files"]
+    files = spec.load_dir(tmp_path).pipelines["files"]
     broken = await outbox.enqueue(  # a row written by a bug, first in line: it lacks the version
         store, "dispatch", "files", {"item_id": 1, "attempt": 1}, now
     )
@@ -607,7 +614,7 @@ async def test_rows_started_together_and_cut_off_by_a_crash_go_out_after_the_res
     (tmp_path / "files.yaml").write_text(
         FILES.format(feed=feeds.url("/feed.xml"), out=tmp_path / "out")
     )
-    files = config.load_dir(tmp_path).pipelines["files"]
+    files = spec.load_dir(tmp_path).pipelines["files"]
     store = await db.open(db.StoreConfig(data_dir=data_dir))
     approved = await approve_all(store, "files", files, client, now)
     # The process dies just after the chunk's start committed, before any file is written.

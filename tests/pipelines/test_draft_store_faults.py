@@ -23,10 +23,12 @@ import httpx
 import psycopg
 import pytest
 
-from pipelines import engine, scheduler
 from pipelines.drafting import llm as llm_drafter
 from pipelines.providers import client as providers
-from store import db, errors, items, outbox, runs, schedules
+from pipelines.runs import engine
+from pipelines.service import scheduler
+from store import db, errors, items, outbox
+from store.intake import runs, timetable
 from store.machine import State
 from tests import pg_databases
 from tests.e2e.test_storage_faults import NO_LIMIT, set_page_limit
@@ -163,7 +165,7 @@ async def test_a_full_store_while_drafting_leaves_items_to_draft_once_room_retur
     )
     # One line for the episode (the store's), and no traceback.
     told = [r for r in caplog.records if r.levelno >= logging.WARNING]
-    assert [r.name for r in told] == ["store.writer"]
+    assert [r.name for r in told] == ["store.backends.writer"]
     assert "full" in told[0].getMessage()
     assert not [r for r in caplog.records if r.exc_info]
 
@@ -203,4 +205,4 @@ async def test_a_run_stopped_by_a_store_fault_is_asked_for_again(
     with pytest.raises(errors.Busy):
         await rig.tick("news", "schedule", now)
     await rig.ask_owed_runs(now)  # what the scheduler does at each pass
-    assert (await schedules.all_states(store))["news"].run_requested_at is not None
+    assert (await timetable.all_states(store))["news"].run_requested_at is not None

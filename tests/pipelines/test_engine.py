@@ -10,10 +10,14 @@ from pathlib import Path
 import httpx
 import pytest
 
-from pipelines import approval, config, engine, intake, scheduler
-from pipelines.drafting import base as drafters
-from pipelines.drafting import moves
-from store import db, events, items, outbox, runs, schedules, seen
+from pipelines.approval import flow
+from pipelines.config import spec
+from pipelines.drafting import drafters, moves
+from pipelines.runs import engine, intake
+from pipelines.service import scheduler
+from store import db, items, outbox
+from store.audit import events
+from store.intake import runs, seen, timetable
 from store.machine import State
 from tests.fakes.feed_server import FeedServer
 from tests.fakes.feeds import rss
@@ -30,13 +34,13 @@ dispatch:
 """
 
 
-def write_pipeline(directory: Path, name: str, urls: list[str]) -> config.Pipeline:
+def write_pipeline(directory: Path, name: str, urls: list[str]) -> spec.Pipeline:
     sources = "".join(
         f"  - type: rss\n    url: {url}\n    scope: s{n}\n" for n, url in enumerate(urls)
     )
     (directory / f"{name}.yaml").write_text(PIPELINE.format(name=name, sources=sources))
-    loaded = config.load_dir(directory)
-    assert not loaded.errors, config.format_errors(loaded.errors)
+    loaded = spec.load_dir(directory)
+    assert not loaded.errors, spec.format_errors(loaded.errors)
     return loaded.pipelines[name]
 
 
@@ -106,7 +110,7 @@ async def test_duplicate_gate_marks_the_card(
     eng = engine.Engine(store, {"news": pipeline}, client=client)
     await eng.tick("news", "schedule", now)
     first = (await items.in_state(store, State.AWAITING_APPROVAL, "news"))[0]
-    decision = await approval.decide(store, pipeline, first.id, 1, 1, 7, "approve", now)
+    decision = await flow.decide(store, pipeline, first.id, 1, 1, 7, "approve", now)
     assert decision.outcome == "approved"
 
     feeds.set("/feed.xml", rss([("x2", "Launch day", "The product launches on Monday at noon.")]))
@@ -130,7 +134,7 @@ async def test_a_replayed_item_is_drafted_again(
     eng = engine.Engine(store, {"news": pipeline}, client=client)
     await eng.tick("news", "schedule", now)
     item = (await items.in_state(store, State.AWAITING_APPROVAL, "news"))[0]
-    await approval.decide(store, pipeline, item.id, 1, 1, 7, "reject", now)
+    await flow.decide(store, pipeline, item.id, 1, 1, 7, "reject", now)
     await store.write(items.replay_sync, item.id, "operator:7", now, "try again")
     report = await eng.tick("news", "replay", now + timedelta(minutes=1))
     assert (report.counts.new, report.counts.drafted) == (0, 1)
@@ -145,8 +149,8 @@ async def test_approval_queues_card_edit_and_dispatch_together(
     pipeline = write_pipeline(tmp_path, "news", [feeds.url("/feed.xml")])
     await engine.Engine(store, {"news": pipeline}, client=client).tick("news", "schedule", now)
     item = (await items.in_state(store, State.AWAITING_APPROVAL, "news"))[0]
-    await approval.decide(store, pipeline, item.id, 1, 1, 7, "approve", now)
-    again = await approval.decide(store, pipeline, item.id, 1, 1, 7, "approve", now)
+    await flow.decide(store, pipeline, item.id, 1, 1, 7, "approve", now)
+    again = await flow.decide(store, pipeline, item.id, 1, 1, 7, "approve", now)
     assert again.outcome == "unchanged"
     edits = await outbox.for_item(store, item.id, "card_edit")
     dispatches = await outbox.for_item(store, item.id, "dispatch")
@@ -190,7 +194,7 @@ async def test_a_broken_dedup_table_degrades_open_unless_fail_closed(
 class FailOn:
     """A drafter that fails for one source id and drafts the rest from the template."""
 
-    def __init__(self, pipeline: config.Pipeline, bad: str) -> None:
+    def __init__(self, pipeline: spec.Pipeline, bad: str) -> None:
         self.template = drafters.TemplateDrafter(pipeline)
         self.bad = bad
 
@@ -247,7 +251,7 @@ async def test_a_batch_records_in_chunks_and_saves_the_etag_with_the_last(
     assert sorted(i.source_id for i in waiting) == ["e0", "e1"]
     ids = [f"e{n}" for n in range(5)]
     assert await store.read(seen.filter_unseen_sync, "news", "s0", ids) == ["e2", "e3", "e4"]
-    assert await schedules.source_state(store, "news", "s0") == {}  # no ETag: refetch all
+    assert await timetable.source_state(store, "news", "s0") == {}  # no ETag: refetch all
 
     raw.execute("DROP TRIGGER boom")
     raw.close()
@@ -255,7 +259,7 @@ async def test_a_batch_records_in_chunks_and_saves_the_etag_with_the_last(
     assert (second.counts.fetched, second.counts.new, second.status) == (5, 3, "ok")
     waiting = await items.in_state(store, State.AWAITING_APPROVAL, "news")
     assert sorted(i.source_id for i in waiting) == ids
-    assert await schedules.source_state(store, "news", "s0") != {}
+    assert await timetable.source_state(store, "news", "s0") != {}
     third = await eng.tick("news", "schedule", now + timedelta(minutes=10))
     assert (third.counts.fetched, third.counts.new) == (0, 0)  # 304: the ETag was kept
 
@@ -271,14 +275,14 @@ async def test_the_tick_cap_carries_the_rest_to_a_follow_up_run(
     first = await eng.tick("news", "schedule", now)
     assert (first.counts.new, first.counts.drafted) == (5, 3)
     assert len(await items.in_state(store, State.NEW, "news")) == 2
-    assert (await schedules.all_states(store))["news"].run_requested_at == now
+    assert (await timetable.all_states(store))["news"].run_requested_at == now
 
     later = now + timedelta(seconds=1)
     assert await sched.run_once(later) == ["news"]
     recent = await runs.recent_runs(store, "news")
     assert [(r.trigger, r.counts.drafted) for r in recent] == [("manual", 2), ("schedule", 3)]
     assert len(await items.in_state(store, State.AWAITING_APPROVAL, "news")) == 5
-    assert (await schedules.all_states(store))["news"].run_requested_at is None
+    assert (await timetable.all_states(store))["news"].run_requested_at is None
     assert await sched.run_once(later + timedelta(seconds=1)) == []  # nothing left over
 
 

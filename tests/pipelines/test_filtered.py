@@ -17,12 +17,16 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
-from bot import render
+from bot.chat import render
 from bot.cli import output as cli_output
-from pipelines import config, engine, operations
+from pipelines import operations
+from pipelines.config import spec
 from pipelines.drafting import llm as llm_drafter
 from pipelines.providers import client as providers
-from store import db, events, items, ledger, outbox, runs
+from pipelines.runs import engine
+from store import db, items, ledger, outbox
+from store.audit import events
+from store.intake import runs
 from store.ledger import prices as ledger_prices
 from store.machine import State
 from tests.fakes.feed_server import FeedServer
@@ -77,11 +81,11 @@ def llm() -> Iterator[FakeLLM]:
         yield server
 
 
-def _pipeline(directory: Path, url: str) -> config.Pipeline:
+def _pipeline(directory: Path, url: str) -> spec.Pipeline:
     (directory / "prompt.txt").write_text("Write a post.\n{title}\n{text}\n")
     (directory / "city.yaml").write_text(PIPELINE.format(url=url))
-    loaded = config.load_dir(directory)
-    assert not loaded.errors, config.format_errors(loaded.errors)
+    loaded = spec.load_dir(directory)
+    assert not loaded.errors, spec.format_errors(loaded.errors)
     return loaded.pipelines["city"]
 
 
@@ -168,7 +172,7 @@ def test_gatehouse_filtered_lists_each_entry_with_its_rule(tmp_path: Path, now: 
             async with httpx.AsyncClient() as client:
                 store = await db.open(db.StoreConfig(data_dir=tmp_path / "data"))
                 try:
-                    pipeline = config.load_dir(tmp_path).pipelines["city"]
+                    pipeline = spec.load_dir(tmp_path).pipelines["city"]
                     # Recorded and filtered as a tick records them; nothing drafted.
                     eng = engine.Engine(store, {"city": pipeline}, client=client)
                     await eng.tick("city", "schedule", now)

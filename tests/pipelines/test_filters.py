@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from pipelines import config, filters
+from pipelines.config import spec
+from pipelines.runs import filters
 
 
 def _entry(title: str = "", text: str = "", **extra: Any) -> dict[str, Any]:
@@ -156,7 +157,7 @@ dispatch:
 
 def test_check_names_file_line_and_fix(tmp_path: Path) -> None:
     (tmp_path / "city.yaml").write_text(BAD)
-    found = [str(error) for error in config.check(tmp_path)]
+    found = [str(error) for error in spec.check(tmp_path)]
     file = tmp_path / "city.yaml"
     assert found == [
         f"{file}:9: filter.exclude.1.regex: pattern '(a)\\\\1' cannot run on RE2 (invalid escape"

@@ -11,9 +11,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from pipelines import config, dryrun, engine
+from pipelines.config import spec
 from pipelines.drafting import llm as llm_drafter
 from pipelines.providers import client as providers
+from pipelines.runs import engine, trial
 from store import db, drafts, items, outbox
 from store.machine import State
 from tests.fakes import site
@@ -53,12 +54,12 @@ HUGE = site.Story("huge", "Huge story", "A teaser for the huge page.")
 EMPTY = site.Story("empty", "Empty story", "A teaser for the empty page.")
 
 
-def write_pipeline(directory: Path, url: str, *, private: bool = True) -> config.Pipeline:
+def write_pipeline(directory: Path, url: str, *, private: bool = True) -> spec.Pipeline:
     (directory / "prompt.txt").write_text("{title}\nARTICLE:\n{text}\nTEASER:\n{summary}\n")
     text = PIPELINE.format(url=url, private="true" if private else "false")
     (directory / "news.yaml").write_text(text)
-    loaded = config.load_dir(directory)
-    assert not loaded.errors, config.format_errors(loaded.errors)
+    loaded = spec.load_dir(directory)
+    assert not loaded.errors, spec.format_errors(loaded.errors)
     return loaded.pipelines["news"]
 
 
@@ -81,7 +82,7 @@ def llm() -> Iterator[FakeLLM]:
 
 
 async def draft_all(
-    store: db.Store, pipeline: config.Pipeline, client: httpx.AsyncClient, llm: FakeLLM,
+    store: db.Store, pipeline: spec.Pipeline, client: httpx.AsyncClient, llm: FakeLLM,
     now: datetime,
 ) -> dict[str, items.Item]:  # fmt: skip
     await budget(store, now)
@@ -161,7 +162,7 @@ async def test_a_dry_run_shows_each_articles_length_or_why_the_teaser_was_used(
     news: FeedServer, client: httpx.AsyncClient, tmp_path: Path, now: datetime
 ) -> None:
     pipeline = write_pipeline(tmp_path, news.url("/feed.xml"))
-    report = await dryrun.run(pipeline, client, now)
+    report = await trial.run(pipeline, client, now)
     notes = {payload["title"]: payload["note"] for _, payload in report.cards}
     length = len(" ".join(ARTICLE))
     assert re.search(r"📄 full text: [\d,]+ characters", notes["Bridge vote"])
@@ -179,8 +180,8 @@ async def test_a_filtered_entry_is_neither_fetched_nor_drafted(
     write_pipeline(tmp_path, news.url("/feed.xml"))
     filtered = (tmp_path / "news.yaml").read_text() + "filter:\n  exclude:\n    - words: [bridge]\n"
     (tmp_path / "news.yaml").write_text(filtered)
-    loaded = config.load_dir(tmp_path)
-    assert not loaded.errors, config.format_errors(loaded.errors)
+    loaded = spec.load_dir(tmp_path)
+    assert not loaded.errors, spec.format_errors(loaded.errors)
 
     drafted = await draft_all(store, loaded.pipelines["news"], client, llm, now)
 

@@ -16,9 +16,9 @@ import pytest
 from bot import app
 from bot import settings as settings_mod
 from pipelines import httpclient
-from pipelines import runtime as runtime_mod
 from pipelines.providers import client as provider_client
 from pipelines.providers import settings as provider_settings
+from pipelines.service import runtime as runtime_mod
 
 TOKEN = "987654:tls-context-secret-token_ABCDEFGHIJKL"
 

@@ -9,10 +9,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from pipelines import approval, engine
+from pipelines.approval import flow
 from pipelines.operations import review
+from pipelines.runs import engine
 from pipelines.sources import images
-from store import backend, db, drafts, errors, events, items, outbox
+from store import backend, db, drafts, errors, items, outbox
+from store.audit import events
 from store.machine import State
 from tests.fakes.feed_server import FeedServer
 from tests.pipelines import test_review as review_tests
@@ -136,7 +138,7 @@ async def test_the_terminal_removes_the_image_as_the_card_button_does(
         draft = drafts.add_sync(conn, item.id, "words", {"drafter": "t"}, now, image_url=image)
         items.transition_sync(conn, item.id, State.DRAFTING, "system", now)
         moved = items.transition_sync(conn, item.id, State.AWAITING_APPROVAL, "system", now)
-        approval.queue_card(conn, p, moved, draft, now)
+        flow.queue_card(conn, p, moved, draft, now)
 
     await store.write(pictured)
     done = await review.at_terminal(store, {"news": p}, "remove-image", item.id, "cli:ana", now)

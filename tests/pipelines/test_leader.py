@@ -6,8 +6,9 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime, timedelta
 
-from pipelines import leader, workers
-from store import db, leases
+from pipelines.service import leader, workers
+from store import db
+from store.cluster import leases
 
 
 def utcnow() -> datetime:

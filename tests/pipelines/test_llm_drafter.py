@@ -13,15 +13,17 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
-from bot import alerts as bot_alerts
-from pipelines import approval, config, engine
-from pipelines.drafting import base as drafters
-from pipelines.drafting import choice
+from bot.chat import alerts as bot_alerts
+from pipelines.approval import flow
+from pipelines.config import spec
+from pipelines.drafting import choice, drafters
 from pipelines.drafting import llm as llm_drafter
 from pipelines.providers import client as providers
 from pipelines.providers import settings as provider_settings_mod
+from pipelines.runs import engine
 from pipelines.text import validation
-from store import db, drafts, events, items, ledger, outbox
+from store import db, drafts, items, ledger, outbox
+from store.audit import events
 from store.ledger import outputs as llm_outputs
 from store.ledger import prices as ledger_prices
 from store.ledger.machine import ClaimState
@@ -56,12 +58,12 @@ dispatch:
 
 def write_pipeline(
     directory: Path, url: str, *, name: str = "news", schema: str | None = None
-) -> config.Pipeline:
+) -> spec.Pipeline:
     (directory / "prompt.txt").write_text("Write a post for {pipeline}.\n{title}\n{text}\n")
     block = f"  output_schema: {schema}" if schema else ""
     (directory / f"{name}.yaml").write_text(PIPELINE.format(name=name, url=url, schema=block))
-    loaded = config.load_dir(directory)
-    assert not loaded.errors, config.format_errors(loaded.errors)
+    loaded = spec.load_dir(directory)
+    assert not loaded.errors, spec.format_errors(loaded.errors)
     return loaded.pipelines[name]
 
 
@@ -103,7 +105,7 @@ class Rig:
     def __init__(
         self,
         store: db.Store,
-        pipeline: config.Pipeline,
+        pipeline: spec.Pipeline,
         provider: providers.ProviderClient,
         client: httpx.AsyncClient,
     ) -> None:
@@ -393,7 +395,7 @@ async def test_a_replay_is_a_new_attempt_with_a_new_claim(
     rig = rig_for()
     await budget(store, now)
     item = await rig.tick(now)
-    await approval.decide(store, rig.pipeline, item.id, 1, 1, 7, "reject", now)
+    await flow.decide(store, rig.pipeline, item.id, 1, 1, 7, "reject", now)
     await store.write(items.replay_sync, item.id, events.operator(7), now, "try again")
     await rig.engine.tick("news", "replay", now + timedelta(minutes=1))
     again = await items.get(store, item.id)
@@ -405,7 +407,7 @@ async def test_drafters_picks_each_pipelines_drafter_and_says_why(
     store: db.Store, tmp_path: Path, feeds: FeedServer, llm: FakeLLM, now: datetime
 ) -> None:
     pipeline = write_pipeline(tmp_path, feeds.url("/feed.xml"))
-    plain = pipeline.model_copy(update={"draft": config.DraftConfig(drafter="template")}, deep=True)
+    plain = pipeline.model_copy(update={"draft": spec.DraftConfig(drafter="template")}, deep=True)
     item = await store.write(
         items.create_sync, "news", "s0", "x", {"title": "T", "text": "body"}, now
     )

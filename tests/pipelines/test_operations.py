@@ -12,7 +12,9 @@ from datetime import datetime, timedelta
 import pytest
 
 from pipelines import operations
-from store import db, events, items, ledger, schedules
+from store import db, items, ledger
+from store.audit import events
+from store.intake import timetable
 from store.machine import State
 from tests import snapshot
 
@@ -24,7 +26,7 @@ async def test_pause_resume_and_run_without_a_scheduler(store: db.Store, now: da
     assert not await operations.schedule(store, KNOWN, "pause", "news", "cli", now)  # already
     later = now + timedelta(minutes=1)
     assert await operations.schedule(store, KNOWN, "run", "news", "cli", later)
-    state = (await schedules.all_states(store))["news"]
+    state = (await timetable.all_states(store))["news"]
     assert (state.paused, state.run_requested_at) == (True, later)
     assert await operations.schedule(store, KNOWN, "resume", "news", "operator:3", now)
     trail = [
@@ -83,4 +85,4 @@ async def test_a_replay_without_a_scheduler_requests_a_run(store: db.Store, now:
         2,
         "replayed by cli",
     )
-    assert (await schedules.all_states(store))["news"].run_requested_at == now
+    assert (await timetable.all_states(store))["news"].run_requested_at == now

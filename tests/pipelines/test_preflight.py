@@ -15,8 +15,8 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
-from bot.demo.botapi import server as localapi
-from pipelines import config, preflight
+from bot.demo.botapi import localapi
+from pipelines.config import preflight, spec
 from pipelines.providers import client as providers
 from store.ledger import prices
 from tests.fakes import dovecot, smtp_server
@@ -45,13 +45,13 @@ dispatch:
 """
 
 
-def _load(tmp_path: Path, **files: str) -> dict[str, config.Pipeline]:
+def _load(tmp_path: Path, **files: str) -> dict[str, spec.Pipeline]:
     folder = tmp_path / "pipelines"
     folder.mkdir(exist_ok=True)
     (folder / "writer.txt").write_text("Write a post about {title}: {text}")
     for name, text in files.items():
         (folder / f"{name}.yaml").write_text(text)
-    loaded = config.load_dir(folder)
+    loaded = spec.load_dir(folder)
     assert loaded.errors == []
     return loaded.pipelines
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from pipelines import approval, nudges, quorum
+from pipelines.approval import flow, nudges, quorum
 from store import db, outbox, payloads
 from tests.pipelines import test_review
 from tests.pipelines.test_review import pipeline
@@ -90,32 +90,32 @@ async def test_after_an_edit_the_card_says_who_can_and_never_waits_for_its_autho
 ) -> None:
     alice, bob = test_review.ALICE, test_review.BOB
     p, item = pipeline(quorum=2, operators=[alice, bob]), await test_review.awaiting(store, now)
-    await approval.edit(store, p, item.id, 1, "Alice's words", alice, now)
+    await flow.edit(store, p, item.id, 1, "Alice's words", alice, now)
     card = payloads.Card.of((await outbox.for_item(store, item.id, "card"))[-1])
     stuck = (
         f"needs 2 approvals from people other than operator:{alice}; "
         f"only operator:{bob} can: reject"
     )
     assert (card.version, card.short_of, card.buttons) == (2, stuck, "")
-    vote = await approval.decide(store, p, item.id, 1, 2, bob, "approve", now)
-    assert approval.vote_words(vote, p, bob) == f"your vote is in: 1 of 2 ({stuck})"
+    vote = await flow.decide(store, p, item.id, 1, 2, bob, "approve", now)
+    assert flow.vote_words(vote, p, bob) == f"your vote is in: 1 of 2 ({stuck})"
     edits = [payloads.CardEdit.of(r) for r in await outbox.for_item(store, item.id, "card_edit")]
     assert [e.status for e in edits if e.version == 2] == [f"✅ operator:{bob} · {stuck}"]
-    with pytest.raises(approval.WroteThisVersion, match="you wrote version 2"):
-        await approval.decide(store, p, item.id, 1, 2, alice, "approve", now)
+    with pytest.raises(flow.WroteThisVersion, match="you wrote version 2"):
+        await flow.decide(store, p, item.id, 1, 2, alice, "approve", now)
     # With someone to bring in, the card offers Escalate; once brought in, they may approve.
     helped = pipeline(
         quorum=2, operators=[alice, bob], escalate_to=[test_review.CAROL], escalate_after="1h"
     )
     other = await test_review.awaiting(store, now, "g2")
-    await approval.edit(store, helped, other.id, 1, "mine", alice, now)
+    await flow.edit(store, helped, other.id, 1, "mine", alice, now)
     offered = payloads.Card.of((await outbox.for_item(store, other.id, "card"))[-1])
     assert offered.buttons == payloads.ESCALATE_BUTTONS
     assert offered.short_of is not None and offered.short_of.endswith("escalate or reject")
     assert await nudges.escalate(store, helped, other.id, 1, bob, now)
     assert not await nudges.escalate(store, helped, other.id, 1, bob, now)
-    await approval.decide(store, helped, other.id, 1, 2, bob, "approve", now)
-    carol = await approval.decide(store, helped, other.id, 1, 2, test_review.CAROL, "approve", now)
+    await flow.decide(store, helped, other.id, 1, 2, bob, "approve", now)
+    carol = await flow.decide(store, helped, other.id, 1, 2, test_review.CAROL, "approve", now)
     assert carol.outcome == "approved"
 
 
@@ -126,12 +126,12 @@ async def test_at_load_a_waiting_card_too_few_may_approve_says_so_once(
     three = pipeline(quorum=2, operators=[alice, bob, carol])
     item = await test_review.awaiting(store, now)
     untouched = await test_review.awaiting(store, now, "g2")
-    await approval.edit(store, three, item.id, 1, "Alice's words", alice, now)
-    assert await approval.recheck(store, {"news": three}, now) == 0
+    await flow.edit(store, three, item.id, 1, "Alice's words", alice, now)
+    assert await flow.recheck(store, {"news": three}, now) == 0
     # Carol leaves the approvers: only Bob may approve Alice's version now.
     two = pipeline(quorum=2, operators=[alice, bob])
-    assert await approval.recheck(store, {"news": two}, now) == 1
-    assert await approval.recheck(store, {"news": two}, now) == 0  # said once
+    assert await flow.recheck(store, {"news": two}, now) == 1
+    assert await flow.recheck(store, {"news": two}, now) == 0  # said once
     edits = [payloads.CardEdit.of(r) for r in await outbox.for_item(store, item.id, "card_edit")]
     assert [e.status for e in edits if e.version == 2] == [
         f"⚠️ needs 2 approvals from people other than operator:{alice}; "

@@ -10,8 +10,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bot import sent_messages
-from pipelines import approval, card_trail, engine
+from bot.cards import sent_messages
+from pipelines.approval import card_trail, flow
+from pipelines.runs import engine
 from store import db, items, outbox
 from store.machine import State
 from tests.fakes.feed_server import FeedServer
@@ -44,7 +45,7 @@ async def test_each_awaiting_items_sent_card_is_queued_again_once(
     assert again.payload == first.payload
     assert len(await outbox.for_item(store, waiting.id, "card")) == 1
 
-    await approval.decide(store, pipeline, sent.id, 1, 1, 1001, "approve", later)
+    await flow.decide(store, pipeline, sent.id, 1, 1, 1001, "approve", later)
     [edit] = await outbox.for_item(store, sent.id, "card_edit")
     # The sender edits every copy of the version an edit names: the new one too.
     edited = await sent_messages.cards_for(store, sent.id, edit.payload)

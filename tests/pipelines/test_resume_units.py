@@ -11,25 +11,20 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bot import alerts as bot_alerts
-from bot import callbacks, render
-from pipelines import config, engine, operations, sla
-from pipelines.drafting import base as drafters
-from pipelines.drafting import calls
+from bot.cards import callbacks
+from bot.chat import alerts as bot_alerts
+from bot.chat import render
+from pipelines import operations
+from pipelines.approval import sla
+from pipelines.config import spec
+from pipelines.drafting import calls, drafters
 from pipelines.drafting import llm as llm_drafter
 from pipelines.providers import client as providers
-from store import (
-    db,
-    drafts,
-    errors,
-    events,
-    items,
-    ledger,
-    outbox,
-    runs,
-    schedules,
-    startup,
-)
+from pipelines.runs import engine
+from store import db, drafts, errors, items, ledger, outbox
+from store.audit import events
+from store.backends import startup
+from store.intake import runs, timetable
 from store.ledger import claims
 from store.ledger import outputs as llm_outputs
 from store.ledger.machine import ClaimState
@@ -58,7 +53,7 @@ def llm() -> Iterator[FakeLLM]:
 
 
 class Rig:
-    def __init__(self, store: db.Store, pipeline: config.Pipeline, drafter: drafters.Drafter,
+    def __init__(self, store: db.Store, pipeline: spec.Pipeline, drafter: drafters.Drafter,
                  client: httpx.AsyncClient) -> None:  # fmt: skip
         self.store = store
         self.drafter = drafter
@@ -241,7 +236,7 @@ async def test_a_call_that_may_have_been_charged_waits_for_an_operator(
     await operations.reconcile_claim(
         rig.store, claim_id, "0.001234", "invoice 7", "operator:7", later
     )
-    assert (await schedules.all_states(rig.store))["news"].run_requested_at == later
+    assert (await timetable.all_states(rig.store))["news"].run_requested_at == later
     await rig.tick(later)
     failed = await items.get(rig.store, item.id)
     assert failed.state == State.FAILED and failed.reason is not None
@@ -340,7 +335,7 @@ async def test_startup_asks_for_a_run_of_each_pipeline_a_crash_left_work_in(
     for n, (pipeline, state) in enumerate(
         [("news", State.DRAFTING), ("mail", State.NEW), ("done", State.AWAITING_APPROVAL)]
     ):
-        await schedules.ensure(store, pipeline, now + timedelta(days=1))
+        await timetable.ensure(store, pipeline, now + timedelta(days=1))
         item = await store.write(items.create_sync, pipeline, "s0", f"x{n}", {"title": "T"}, now)
         assert item is not None
         if state != State.NEW:
@@ -350,7 +345,7 @@ async def test_startup_asks_for_a_run_of_each_pipeline_a_crash_left_work_in(
     later = now + timedelta(minutes=1)
     await startup.recover(store, later)
     requested = {
-        name: state.run_requested_at for name, state in (await schedules.all_states(store)).items()
+        name: state.run_requested_at for name, state in (await timetable.all_states(store)).items()
     }
     assert requested == {"news": later, "mail": later, "done": None}
 
@@ -379,7 +374,7 @@ async def test_an_entry_with_text_the_store_cannot_hold_is_recorded_cleaned(
     ]
     feeds.set_json("/items.json", entries)  # json.dumps sends "\ud800" and "\u0000" escapes
     (tmp_path / "news.yaml").write_text(JSON_PIPELINE.format(url=feeds.url("/items.json")))
-    pipeline = config.load_dir(tmp_path).pipelines["news"]
+    pipeline = spec.load_dir(tmp_path).pipelines["news"]
     report = await engine.Engine(store, {"news": pipeline}, client=client).tick(
         "news", "schedule", now
     )

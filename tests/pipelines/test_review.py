@@ -10,18 +10,21 @@ from typing import Any
 
 import pytest
 
-from pipelines import approval, config, nudges
+from pipelines.approval import flow, nudges
+from pipelines.config import spec
 from pipelines.operations import review
-from store import db, decisions, drafts, errors, events, followups, items, outbox, payloads
+from store import db, drafts, errors, items, outbox, payloads
+from store.audit import events
 from store.machine import State
+from store.review import decisions, followups
 from tests import snapshot
 
 S = State
 ALICE, BOB, CAROL = 11, 12, 13
 
 
-def pipeline(**rules: Any) -> config.Pipeline:
-    return config.Pipeline.model_validate(
+def pipeline(**rules: Any) -> spec.Pipeline:
+    return spec.Pipeline.model_validate(
         {
             "name": "news",
             "schedule": "1h",
@@ -71,7 +74,7 @@ async def test_an_undone_approval_calls_off_its_dispatch_and_can_be_approved_aga
     store: db.Store, now: datetime
 ) -> None:
     p, item = pipeline(), await awaiting(store, now)
-    await approval.decide(store, p, item.id, 1, 1, ALICE, "approve", now)
+    await flow.decide(store, p, item.id, 1, 1, ALICE, "approve", now)
     [held] = await dispatch_rows(store, item.id)
     assert held.next_attempt_at == now + timedelta(seconds=10)  # the dispatch waits
     assert await outbox.due(store, now, ["dispatch"]) == []
@@ -94,7 +97,7 @@ async def test_an_undone_approval_calls_off_its_dispatch_and_can_be_approved_aga
     assert called_off.last_error == f"undone by operator:{ALICE}"
 
     # The votes were forgotten: the same operator's approval counts again and dispatches.
-    again = await approval.decide(store, p, item.id, 1, 1, ALICE, "approve", now)
+    again = await flow.decide(store, p, item.id, 1, 1, ALICE, "approve", now)
     assert again.outcome == "approved"
     assert [r.state for r in await dispatch_rows(store, item.id)] == ["pending", "failed"]
 
@@ -119,7 +122,7 @@ async def test_undo_after_the_window_or_once_sent_changes_nothing(
         await review.undo(store, pipeline(undo_window="0s"), item.id, 1, 1, ALICE, now)
 
     other = await awaiting(store, now, "g2")
-    await approval.decide(store, p, other.id, 1, 1, ALICE, "approve", now)
+    await flow.decide(store, p, other.id, 1, 1, ALICE, "approve", now)
     await store.write(
         items.transition_sync, other.id, S.DISPATCHING, "system", now, expect_version=1
     )
@@ -132,7 +135,7 @@ async def test_undo_after_the_window_or_once_sent_changes_nothing(
 
 async def test_no_undo_window_dispatches_at_once(store: db.Store, now: datetime) -> None:
     p, item = pipeline(undo_window="0s"), await awaiting(store, now)
-    await approval.decide(store, p, item.id, 1, 1, ALICE, "approve", now)
+    await flow.decide(store, p, item.id, 1, 1, ALICE, "approve", now)
     assert [r.item_id for r in await outbox.due(store, now, ["dispatch"])] == [item.id]
     edit = payloads.CardEdit.of((await outbox.for_item(store, item.id, "card_edit"))[0])
     assert edit.undo_until is None and "Undo" not in edit.status
@@ -146,26 +149,24 @@ async def test_the_author_of_a_version_cannot_approve_it_under_four_eyes(
 ) -> None:
     p, item = pipeline(quorum=2), await awaiting(store, now)
     assert p.approval.four_eyes and not pipeline().approval.four_eyes
-    await approval.edit(store, p, item.id, 1, "Alice's words", ALICE, now)
+    await flow.edit(store, p, item.id, 1, "Alice's words", ALICE, now)
     before = await snapshot.tables(store)
     mine = (
         f"you wrote version 2 of item {item.id}: another approver must approve it "
         "(four eyes: approval.separate_editor)"
     )
-    with pytest.raises(approval.WroteThisVersion, match=f"^{re.escape(mine)}$"):
-        await approval.decide(store, p, item.id, 1, 2, ALICE, "approve", now)
+    with pytest.raises(flow.WroteThisVersion, match=f"^{re.escape(mine)}$"):
+        await flow.decide(store, p, item.id, 1, 2, ALICE, "approve", now)
     assert await snapshot.tables(store) == before
     # Rejecting one's own version is allowed; others approve it.
-    assert (
-        await approval.decide(store, p, item.id, 1, 2, BOB, "approve", now)
-    ).outcome == "pending"
-    assert (await approval.decide(store, p, item.id, 1, 2, CAROL, "approve", now)).outcome == (
+    assert (await flow.decide(store, p, item.id, 1, 2, BOB, "approve", now)).outcome == "pending"
+    assert (await flow.decide(store, p, item.id, 1, 2, CAROL, "approve", now)).outcome == (
         "approved"
     )
     # Turned off explicitly, the author may approve even under quorum 2.
     lax, second = pipeline(quorum=2, separate_editor=False), await awaiting(store, now, "g2")
-    await approval.edit(store, lax, second.id, 1, "mine", ALICE, now)
-    assert (await approval.decide(store, lax, second.id, 1, 2, ALICE, "approve", now)).outcome == (
+    await flow.edit(store, lax, second.id, 1, "mine", ALICE, now)
+    assert (await flow.decide(store, lax, second.id, 1, 2, ALICE, "approve", now)).outcome == (
         "pending"
     )
 
@@ -178,11 +179,11 @@ async def test_an_approval_names_each_voter_and_the_terminal_by_its_user(
     first, second = await awaiting(store, now), await awaiting(store, now, "g2")
     # Voters are listed by id (the terminal's is 0). A vote from the terminal counted
     # earlier is "the terminal" in the reason...
-    await approval.decide(store, p, first.id, 1, 1, decisions.TERMINAL, "approve", now, actor=ana)
-    await approval.decide(store, p, first.id, 1, 1, ALICE, "approve", now)
+    await flow.decide(store, p, first.id, 1, 1, decisions.TERMINAL, "approve", now, actor=ana)
+    await flow.decide(store, p, first.id, 1, 1, ALICE, "approve", now)
     # ...and the deciding vote is named by the actor who cast it: the terminal's Unix user.
-    await approval.decide(store, p, second.id, 1, 1, ALICE, "approve", now)
-    await approval.decide(store, p, second.id, 1, 1, decisions.TERMINAL, "approve", now, actor=ana)
+    await flow.decide(store, p, second.id, 1, 1, ALICE, "approve", now)
+    await flow.decide(store, p, second.id, 1, 1, decisions.TERMINAL, "approve", now, actor=ana)
     reasons = [(await events.for_entity(store, "item", i.id))[-1] for i in (first, second)]
     assert [(e.actor, e.reason) for e in reasons] == [
         (f"operator:{ALICE}", f"approved by the terminal, operator:{ALICE}"),
@@ -200,7 +201,7 @@ async def test_a_listed_decision_applies_to_the_listed_versions_once(
     first, second = await awaiting(store, now, "g1"), await awaiting(store, now, "g2")
     listed = await review.offer(store, "news", now)
     assert listed.offer.items == ((first.id, 1, 1), (second.id, 1, 1))
-    await approval.edit(store, p, first.id, 1, "newer", BOB, now)  # moved on since listed
+    await flow.edit(store, p, first.id, 1, "newer", BOB, now)  # moved on since listed
     result = await review.decide_listed(store, {"news": p}, listed.offer.id, ALICE, "approve", now)
     assert result.decided == [second.id]
     [(refused, why)] = result.refused
@@ -253,7 +254,7 @@ async def test_a_redraft_is_a_new_attempt_carrying_the_note(store: db.Store, now
     await review.reject(
         store, p, (other := await awaiting(store, now, "g2")).id, 1, 1, BOB, "no", now
     )
-    with pytest.raises(approval.NotAllowed):
+    with pytest.raises(flow.NotAllowed):
         await review.redraft(store, strict, other.id, 1, "again", ALICE, "operator:11", later)
 
 
@@ -264,8 +265,8 @@ async def test_one_reminder_and_one_escalation_per_attempt(store: db.Store, now:
     p = pipeline(operators=[ALICE], remind_after="1h", escalate_after="2h", escalate_to=[CAROL])
     item = await awaiting(store, now)
     assert await nudges.sweep(store, {"news": p}, now + timedelta(minutes=59)) == nudges.Report()
-    with pytest.raises(approval.NotAllowed):
-        await approval.decide(store, p, item.id, 1, 1, CAROL, "approve", now)
+    with pytest.raises(flow.NotAllowed):
+        await flow.decide(store, p, item.id, 1, 1, CAROL, "approve", now)
 
     first = await nudges.sweep(store, {"news": p}, now + timedelta(minutes=61))
     assert (first.reminded, first.escalated) == ([item.id], [])
@@ -278,7 +279,7 @@ async def test_one_reminder_and_one_escalation_per_attempt(store: db.Store, now:
     assert reasons == ["reminded the approvers after 1 h 1 min", "escalated to 13 after 3 h"]
     cards = await outbox.for_item(store, item.id, "card")
     assert [c.payload.get("chats") for c in cards] == [[CAROL]]
-    decided = await approval.decide(store, p, item.id, 1, 1, CAROL, "approve", now)
+    decided = await flow.decide(store, p, item.id, 1, 1, CAROL, "approve", now)
     assert decided.outcome == "approved"
 
 
@@ -324,7 +325,7 @@ def test_escalation_must_name_bot_operators() -> None:
     data = pipeline().model_dump(mode="json")
     data["approval"] |= {"escalate_after": "1h", "escalate_to": [99]}
     with pytest.raises(ValueError, match="99 not among the bot operators"):
-        config.Pipeline.model_validate(data, context={"operators": frozenset({1, 2})})
+        spec.Pipeline.model_validate(data, context={"operators": frozenset({1, 2})})
 
 
 async def test_a_pipeline_whose_pass_fails_does_not_stop_the_others(
@@ -357,10 +358,10 @@ async def test_a_vote_toward_a_quorum_says_how_many_are_in_and_who_is_awaited(
     assert again.said == f"you already approved this version: 1 of 2 (waiting for 1 more of {who})"
     assert await snapshot.tables(store) == unchanged
 
-    alice = await approval.decide(store, p, item.id, 1, 1, ALICE, "approve", now)
-    assert approval.vote_words(alice, p, ALICE) == "✅ approved"
-    late = await approval.decide(store, p, item.id, 1, 1, BOB, "approve", now)
-    assert approval.vote_words(late, p, BOB) == "nothing changed: the item is approved"
+    alice = await flow.decide(store, p, item.id, 1, 1, ALICE, "approve", now)
+    assert flow.vote_words(alice, p, ALICE) == "✅ approved"
+    late = await flow.decide(store, p, item.id, 1, 1, BOB, "approve", now)
+    assert flow.vote_words(late, p, BOB) == "nothing changed: the item is approved"
     with pytest.raises(review.Refused, match=f"nothing changed: item {item.id} is approved"):
         await review.at_terminal(store, pipelines, "approve", item.id, cli, now)
 
@@ -369,10 +370,9 @@ async def test_the_awaited_approver_is_named_when_only_one_can_complete_the_quor
     store: db.Store, now: datetime
 ) -> None:
     p, item = pipeline(quorum=2, operators=[ALICE, BOB]), await awaiting(store, now)
-    vote = await approval.decide(store, p, item.id, 1, 1, ALICE, "approve", now)
+    vote = await flow.decide(store, p, item.id, 1, 1, ALICE, "approve", now)
     assert (
-        approval.vote_words(vote, p, ALICE)
-        == f"your vote is in: 1 of 2 (waiting for operator:{BOB})"
+        flow.vote_words(vote, p, ALICE) == f"your vote is in: 1 of 2 (waiting for operator:{BOB})"
     )
 
 

@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from bot import alerts as bot_alerts
-from pipelines import runtime
-from store import datadir, db, errors, items, ledger, outbox, runs
+from bot.chat import alerts as bot_alerts
+from pipelines.service import runtime
+from store import db, errors, items, ledger, outbox
+from store.backends import datadir
+from store.intake import runs
 from store.machine import State
 from tests.fakes.feed_server import FeedServer
 from tests.fakes.feeds import rss

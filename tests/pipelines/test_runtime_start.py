@@ -11,10 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from bot import control
-from bot.demo.botapi import server as localapi
-from pipelines import runtime
-from store import datadir, db, errors, info, runs
+from bot.demo.botapi import localapi
+from bot.process import control
+from pipelines.service import runtime
+from store import db, errors
+from store.backends import datadir
+from store.intake import runs
+from store.reports import info
 
 TOKEN = "987654:runtime-start-secret-token_ABCDEFGHIJ"
 BAD_PIPELINE = "name: bad\nschedule: sometimes\nsources: []\ndispatch:\n  type: none\n"

@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from pipelines import schedule
-from pipelines.schedule import Action
+from pipelines.service import cadence
+from pipelines.service.cadence import Action
 
 
 def utc(
@@ -31,13 +31,13 @@ def utc(
     ],
 )
 def test_parse_interval(text: str, expected: timedelta) -> None:
-    assert schedule.parse_interval(text) == expected
+    assert cadence.parse_interval(text) == expected
 
 
 @pytest.mark.parametrize("text", ["", "5", "m", "5x", "-5m", "1.5h", "30m1h", "5 m", "1w"])
 def test_parse_interval_rejects_with_valid_forms(text: str) -> None:
     with pytest.raises(ValueError, match=r"invalid interval .*like 30s, 5m, 1h, 2d or 1h30m"):
-        schedule.parse_interval(text)
+        cadence.parse_interval(text)
 
 
 @pytest.mark.parametrize(
@@ -52,7 +52,7 @@ def test_parse_interval_rejects_with_valid_forms(text: str) -> None:
     ],
 )
 def test_parse_schedule(text: str, kind: str, interval: timedelta | None, cron: str | None) -> None:
-    parsed = schedule.parse_schedule(text)
+    parsed = cadence.parse_schedule(text)
     assert (parsed.kind, parsed.interval, parsed.cron) == (kind, interval, cron)
 
 
@@ -61,7 +61,7 @@ def test_parse_schedule(text: str, kind: str, interval: timedelta | None, cron: 
 )
 def test_parse_schedule_rejects_with_valid_forms(text: str) -> None:
     with pytest.raises(ValueError) as info:
-        schedule.parse_schedule(text)
+        cadence.parse_schedule(text)
     message = str(info.value)
     assert repr(" ".join(text.split())) in message or repr(text) in message
     if text != "0s":
@@ -92,7 +92,7 @@ def test_parse_schedule_rejects_with_valid_forms(text: str) -> None:
     ],
 )
 def test_next_run_table(text: str, previous: datetime, expected: datetime) -> None:
-    got = schedule.next_run(schedule.parse_schedule(text), previous)
+    got = cadence.next_run(cadence.parse_schedule(text), previous)
     assert got == expected
     assert got is not None and got.tzinfo is UTC
 
@@ -100,42 +100,42 @@ def test_next_run_table(text: str, previous: datetime, expected: datetime) -> No
 def test_next_run_converts_other_offsets_to_utc() -> None:
     plus_two = timezone(timedelta(hours=2))
     previous = datetime(2024, 1, 1, 12, 0, tzinfo=plus_two)  # 10:00 UTC
-    got = schedule.next_run(schedule.parse_schedule("0 11 * * *"), previous)
+    got = cadence.next_run(cadence.parse_schedule("0 11 * * *"), previous)
     assert got == utc(2024, 1, 1, 11, 0)
 
 
 def test_next_run_manual_is_none() -> None:
-    assert schedule.next_run(schedule.parse_schedule("manual"), utc(2024, 1, 1)) is None
+    assert cadence.next_run(cadence.parse_schedule("manual"), utc(2024, 1, 1)) is None
 
 
 @pytest.mark.parametrize("text", ["5m", "*/15 * * * *", "manual"])
 def test_naive_datetimes_are_rejected(text: str) -> None:
-    parsed = schedule.parse_schedule(text)
+    parsed = cadence.parse_schedule(text)
     with pytest.raises(ValueError, match="aware"):
-        schedule.next_run(parsed, datetime(2024, 1, 1, 10, 0))
+        cadence.next_run(parsed, datetime(2024, 1, 1, 10, 0))
     with pytest.raises(ValueError, match="aware"):
-        schedule.due_action(parsed, utc(2024, 1, 1), datetime(2024, 1, 1), timedelta(hours=1))
+        cadence.due_action(parsed, utc(2024, 1, 1), datetime(2024, 1, 1), timedelta(hours=1))
 
 
 @pytest.mark.parametrize("text", ["5m", "0 * * * *"])
 def test_jitter_is_bounded_and_seeded(text: str) -> None:
-    parsed = schedule.parse_schedule(text)
+    parsed = cadence.parse_schedule(text)
     previous = utc(2024, 1, 1, 10, 0)
-    base = schedule.next_run(parsed, previous)
+    base = cadence.next_run(parsed, previous)
     assert base is not None
     jitter = timedelta(seconds=30)
     rng = random.Random(7)
-    results = [schedule.next_run(parsed, previous, jitter=jitter, rng=rng) for _ in range(200)]
+    results = [cadence.next_run(parsed, previous, jitter=jitter, rng=rng) for _ in range(200)]
     assert all(r is not None and base <= r <= base + jitter for r in results)
     assert len(set(results)) > 100  # it really spreads
     again = random.Random(7)
-    assert results[0] == schedule.next_run(parsed, previous, jitter=jitter, rng=again)
+    assert results[0] == cadence.next_run(parsed, previous, jitter=jitter, rng=again)
 
 
 def test_negative_jitter_is_rejected() -> None:
     with pytest.raises(ValueError, match="jitter"):
-        schedule.next_run(
-            schedule.parse_schedule("5m"), utc(2024, 1, 1), jitter=timedelta(seconds=-1)
+        cadence.next_run(
+            cadence.parse_schedule("5m"), utc(2024, 1, 1), jitter=timedelta(seconds=-1)
         )
 
 
@@ -173,14 +173,14 @@ HOUR = timedelta(hours=1)
 def test_due_action_table(
     text: str, due: datetime | None, now: datetime, action: Action, next_due: datetime | None
 ) -> None:
-    decision = schedule.due_action(schedule.parse_schedule(text), due, now, HOUR)
-    assert decision == schedule.Decision(action, next_due)
+    decision = cadence.due_action(cadence.parse_schedule(text), due, now, HOUR)
+    assert decision == cadence.Decision(action, next_due)
 
 
 def test_due_action_applies_jitter_to_the_following_run() -> None:
-    parsed = schedule.parse_schedule("5m")
+    parsed = cadence.parse_schedule("5m")
     now = utc(2024, 1, 1, 10, 5)
-    decision = schedule.due_action(
+    decision = cadence.due_action(
         parsed, now, now, HOUR, jitter=timedelta(seconds=10), rng=random.Random(1)
     )
     assert decision.action is Action.RUN
@@ -199,4 +199,4 @@ def test_due_action_applies_jitter_to_the_following_run() -> None:
     ],
 )
 def test_first_due(text: str, now: datetime, expected: datetime | None) -> None:
-    assert schedule.first_due(schedule.parse_schedule(text), now) == expected
+    assert cadence.first_due(cadence.parse_schedule(text), now) == expected

@@ -11,8 +11,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from pipelines import config, engine, scheduler
-from store import db, errors, events, heartbeats, runs
+from pipelines.config import spec
+from pipelines.runs import engine
+from pipelines.service import scheduler
+from store import db, errors
+from store.audit import events
+from store.cluster import heartbeats
+from store.intake import runs
 from tests import snapshot
 from tests.fakes.feed_server import FeedServer
 from tests.fakes.feeds import rss
@@ -39,17 +44,17 @@ def feeds() -> Iterator[FeedServer]:
 
 def load(
     tmp_path: Path, feeds: FeedServer, schedule: str = "5m", name: str = "news"
-) -> dict[str, config.Pipeline]:
+) -> dict[str, spec.Pipeline]:
     (tmp_path / f"{name}.yaml").write_text(
         YAML.format(name=name, schedule=schedule, url=feeds.url("/feed.xml"))
     )
-    loaded = config.load_dir(tmp_path)
-    assert not loaded.errors, config.format_errors(loaded.errors)
+    loaded = spec.load_dir(tmp_path)
+    assert not loaded.errors, spec.format_errors(loaded.errors)
     return loaded.pipelines
 
 
 def make(
-    store: db.Store, pipelines: dict[str, config.Pipeline], client: httpx.AsyncClient
+    store: db.Store, pipelines: dict[str, spec.Pipeline], client: httpx.AsyncClient
 ) -> scheduler.Scheduler:
     eng = engine.Engine(store, pipelines, client=client)
     return scheduler.Scheduler(store, eng, pipelines, rng=random.Random(1))
@@ -167,7 +172,7 @@ async def test_pipelines_due_together_spread_over_the_live_workers(
     feeds.set("/feed.xml", "", hang=True)  # runs last until the test ends them
     for name in ("a", "b", "c", "d"):
         load(tmp_path, feeds, name=name)
-    pipelines = config.load_dir(tmp_path).pipelines
+    pipelines = spec.load_dir(tmp_path).pipelines
     live, stopped, silent = [heartbeats.Me(f"host:{pid}:w", "host", pid) for pid in (1, 2, 3)]
     for me in (live, stopped):
         await heartbeats.beat(store, me, now, runs.DEFAULT_LEASE)

@@ -15,9 +15,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from pipelines import config, engine, sources
+from pipelines import sources
+from pipelines.config import spec
+from pipelines.runs import engine
 from pipelines.sources import base, common, rss
-from store import db, items, runs
+from store import db, items
+from store.intake import runs
 from store.machine import State
 from tests.fakes.feed_server import FeedServer
 from tests.fakes.feeds import rss as rss_document
@@ -84,7 +87,7 @@ async def test_a_gzip_bomb_and_50_mb_items_fail_their_sources_alone_in_bounded_m
         "good": feeds.url("/good.xml"),
     }
     (tmp_path / "mixed.yaml").write_text(PIPELINE.format(**urls))
-    loaded = config.load_dir(tmp_path)
+    loaded = spec.load_dir(tmp_path)
     assert loaded.errors == []
     eng = engine.Engine(store, loaded.pipelines, client=client)
 
@@ -197,7 +200,7 @@ def test_settings_carry_the_global_caps_into_pipeline_loading(tmp_path: Path) ->
         "name: p\nschedule: manual\nsources:\n  - {type: rss, url: 'http://127.0.0.1:9/f',"
         " max_decompressed_bytes: 99}\ndispatch: {type: none}\n"
     )
-    loaded = config.load_dir(tmp_path, settings.pipeline_context(cfg))
+    loaded = spec.load_dir(tmp_path, settings.pipeline_context(cfg))
     source = loaded.pipelines["p"].sources[0]
     assert isinstance(source, rss.Config)
     assert (source.max_bytes, source.max_decompressed_bytes) == (1234, 99)

@@ -15,11 +15,15 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
-from pipelines import config, engine, operations, triage
+from pipelines import operations
+from pipelines.config import spec
 from pipelines.drafting import calls, choice
 from pipelines.drafting import triage as triage_drafter
 from pipelines.providers import client as providers
-from store import db, events, items, ledger, outbox, runs
+from pipelines.runs import engine, triage
+from store import db, items, ledger, outbox
+from store.audit import events
+from store.intake import runs
 from store.ledger import claims as ledger_claims
 from store.ledger import prices as ledger_prices
 from store.machine import State
@@ -82,7 +86,7 @@ def feeds() -> Iterator[FeedServer]:
 
 
 class Rig:
-    def __init__(self, eng: engine.Engine, pipeline: config.Pipeline) -> None:
+    def __init__(self, eng: engine.Engine, pipeline: spec.Pipeline) -> None:
         self.engine = eng
         self.pipeline = pipeline
 
@@ -104,8 +108,8 @@ async def rig_for(
         (tmp_path / "prompt.txt").write_text("Write a post.\n{title}\n{text}\n")
         text = PIPELINE.format(url=feeds.url("/feed.xml"), on_failure=on_failure)
         (tmp_path / "city.yaml").write_text(text)
-        loaded = config.load_dir(tmp_path)
-        assert not loaded.errors, config.format_errors(loaded.errors)
+        loaded = spec.load_dir(tmp_path)
+        assert not loaded.errors, spec.format_errors(loaded.errors)
         pipeline = loaded.pipelines["city"]
         drafter = chooser(store, pipeline)
         eng = engine.Engine(store, {"city": pipeline}, client=client, drafter_for=lambda _: drafter)
@@ -259,8 +263,8 @@ def test_a_bad_triage_block_names_the_field(tmp_path: Path) -> None:
     (tmp_path / "prompt.txt").write_text("x {title}")
     bad = PIPELINE.format(url="http://127.0.0.1:1/f", on_failure="maybe")
     (tmp_path / "city.yaml").write_text(bad.replace("threshold: 0.6", "threshold: 2"))
-    loaded = config.load_dir(tmp_path)
-    said = config.format_errors(loaded.errors)
+    loaded = spec.load_dir(tmp_path)
+    said = spec.format_errors(loaded.errors)
     assert "triage" in said and "threshold" in said and "on_failure" in said
 
 

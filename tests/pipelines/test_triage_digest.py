@@ -6,7 +6,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from pipelines import config, triage_digest
+from pipelines.config import spec
+from pipelines.runs import triage_digest
 from store import backend, db, items
 from store.machine import State
 
@@ -42,7 +43,7 @@ async def test_yesterdays_skipped_entries_are_listed_once(
 ) -> None:
     (tmp_path / "city.yaml").write_text(PIPELINE.format(name="city", triage=TRIAGE))
     (tmp_path / "plain.yaml").write_text(PIPELINE.format(name="plain", triage=""))
-    pipelines = config.load_dir(tmp_path).pipelines
+    pipelines = spec.load_dir(tmp_path).pipelines
     midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
     await store.write(_skip, "city", "Weather today", midnight - timedelta(hours=3))
     await store.write(_skip, "city", "Football", midnight - timedelta(hours=30))  # the day before

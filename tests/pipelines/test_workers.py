@@ -12,9 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from bot import control, render
-from pipelines import operations, retry, workers
-from pipelines import runtime as runtime_mod
+from bot.chat import render
+from bot.process import control
+from pipelines import operations
+from pipelines.runs import retry
+from pipelines.service import runtime as runtime_mod
+from pipelines.service import workers
 from store import db, errors, outbox
 from tests.bot.test_cli import gatehouse
 
@@ -52,7 +55,7 @@ async def test_a_crash_is_logged_at_once_reported_once_and_survived(
     [state] = registry.snapshot()
     assert (state.name, state.status, state.restarts) == ("flaky", "running", 3)
     assert state.error == "ValueError: bad answer number 3"
-    crashes = [r for r in caplog.records if r.name == "pipelines.workers" and r.exc_info]
+    crashes = [r for r in caplog.records if r.name == "pipelines.service.workers" and r.exc_info]
     assert len(crashes) == 3 and all(r.levelno == logging.ERROR for r in crashes)
     assert "worker flaky crashed" in crashes[0].getMessage()
     # Told once, though it crashed three times.
@@ -85,7 +88,7 @@ async def test_a_store_fault_in_a_worker_is_one_quiet_line_per_crash_and_no_aler
     await eventually(lambda: len(runs) == 4)
     assert registry.snapshot()[0].restarts == 3
     assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR]
-    waits = [r.getMessage() for r in caplog.records if r.name == "pipelines.workers"]
+    waits = [r.getMessage() for r in caplog.records if r.name == "pipelines.service.workers"]
     assert waits == ["worker sender waits for the store: " + str(errors.StorageFull())] * 3
     assert fault_alerts(await outbox.due(store, now, ["alert"])) == []
     stop.set()

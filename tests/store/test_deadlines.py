@@ -7,9 +7,11 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from pipelines import sla
-from store import backend, db, deadlines, drafts, errors, events, items, outbox, payloads
+from pipelines.approval import sla
+from store import backend, db, drafts, errors, items, outbox, payloads
+from store.audit import events
 from store.machine import State
+from store.review import deadlines
 from tests import snapshot
 
 WINDOW = timedelta(hours=2)

@@ -13,7 +13,9 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from store import db, errors, migrate, pg, seen, sql
+from store import db, errors, sql
+from store.backends import migrate, pg
+from store.intake import seen
 from store.sql import generate
 from tests import pg_databases
 
@@ -257,7 +259,7 @@ def test_a_database_sorting_text_by_language_is_named_at_start(
     try:
         conn = pg.connect(pg_databases.url_for(pg_run_database.admin_url, name))
         try:
-            with caplog.at_level("WARNING", logger="store.pg"):
+            with caplog.at_level("WARNING", logger="store.backends.pg"):
                 assert pg._check_collation(conn) is False
             assert "does not sort text by code point" in caplog.text
         finally:

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from store import db, dropped, events, items
+from store import db, items
+from store.audit import events
+from store.intake import dropped
 from store.machine import State
 
 

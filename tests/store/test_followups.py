@@ -6,7 +6,8 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from store import db, errors, followups, items
+from store import db, errors, items
+from store.review import followups
 
 
 async def test_each_nudge_is_sent_once_and_read_back_by_item(

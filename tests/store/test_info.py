@@ -5,7 +5,9 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 
-from store import db, info, items, migrate, pg
+from store import db, items
+from store.backends import migrate, pg
+from store.reports import info
 
 
 async def test_the_summary_counts_rows_and_names_the_store(store: db.Store, now: datetime) -> None:

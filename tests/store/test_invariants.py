@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from pipelines import sla
-from store import backend, db, drafts, errors, events, items, ledger, sealer
+from pipelines.approval import sla
+from store import backend, db, drafts, errors, items, ledger
+from store.audit import events, sealer
 from store.ledger import claims
 from store.ledger import settle as ledger_settle
 from store.ledger.machine import ClaimState

@@ -14,8 +14,10 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from store import backend, db, decisions, drafts, errors, events, items, outbox
+from store import backend, db, drafts, errors, items, outbox
+from store.audit import events
 from store.machine import State
+from store.review import decisions
 from tests import snapshot
 
 S = State

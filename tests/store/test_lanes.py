@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from store import db, errors
-from store.lanes import Lane
+from store.backends.lanes import Lane
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -62,7 +62,7 @@ async def test_run_passes_arguments_by_position_and_by_name(
 def test_a_process_that_never_closes_its_lane_still_exits(tmp_path: Path) -> None:
     script = (
         "import asyncio, sqlite3\n"
-        "from store.lanes import Lane\n"
+        "from store.backends.lanes import Lane\n"
         "async def main():\n"
         "    lane = Lane('left-open')\n"
         f"    await lane.open(lambda: sqlite3.connect({str(tmp_path / 'lane.db')!r}))\n"

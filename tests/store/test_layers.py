@@ -18,7 +18,12 @@ ROOT = Path(__file__).resolve().parents[2]
 LAYERS = {"store": set(), "pipelines": {"store"}, "bot": {"pipelines", "store"}}
 #: Database drivers, and the store's own insides (its SQL files, its backends).
 DRIVERS = {"sqlite3", "psycopg", "psycopg_pool", "aiosqlite"}
-STORE_INSIDES = {"store.sql", "store.sqlite_store", "store.pg", "store.lanes"}
+STORE_INSIDES = {
+    "store.sql",
+    "store.backends.sqlite_store",
+    "store.backends.pg",
+    "store.backends.lanes",
+}
 # A string that opens like a statement is SQL written outside the store.
 _SQL = re.compile(r"^\s*(SELECT|INSERT|UPDATE|DELETE|PRAGMA|BEGIN|CREATE|ALTER|DROP)\s")
 

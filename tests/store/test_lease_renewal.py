@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from pipelines import leader, workers
-from store import backend, db, heartbeats, leases
+from pipelines.service import leader, workers
+from store import backend, db
+from store.cluster import heartbeats, leases
 from tests import pg_databases
 
 #: A bound for the test, not a speed: a loaded machine is slow.

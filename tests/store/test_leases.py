@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 from datetime import datetime, timedelta
 
-from store import db, leases
+from store import db
+from store.cluster import leases
 
 TTL = timedelta(seconds=6)
 

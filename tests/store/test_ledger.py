@@ -11,7 +11,8 @@ from typing import Any
 import pydantic
 import pytest
 
-from store import db, errors, events, items, ledger, sql
+from store import db, errors, items, ledger, sql
+from store.audit import events
 from store.ledger import budgets, claims, prices
 from store.ledger import machine as ledger_machine
 from store.ledger.machine import ClaimState

@@ -13,7 +13,8 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from store import db, errors, events, items, ledger
+from store import db, errors, items, ledger
+from store.audit import events
 from store.ledger import settle as ledger_settle
 from store.ledger.machine import ClaimState
 from store.ledger.prices import Usage

@@ -24,7 +24,8 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from store import db, errors, events, items, ledger
+from store import db, errors, items, ledger
+from store.audit import events
 from store.ledger import budgets
 from store.ledger.machine import ClaimState as S
 from store.ledger.prices import Usage

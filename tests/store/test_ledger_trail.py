@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from store import db, errors, events, items, ledger
+from store import db, errors, items, ledger
+from store.audit import events
 from store.ledger import budgets, claims
 from store.ledger.machine import ClaimState
 from store.ledger.prices import Usage

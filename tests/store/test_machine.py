@@ -10,22 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from pipelines import sla
-from store import (
-    db,
-    decisions,
-    drafts,
-    errors,
-    events,
-    items,
-    machine,
-    migrate,
-    outbox,
-    payloads,
-    sealer,
-    sql,
-)
+from pipelines.approval import sla
+from store import db, drafts, errors, items, machine, outbox, payloads, sql
+from store.audit import events, sealer
+from store.backends import migrate
 from store.machine import State
+from store.review import decisions
 from tests import forger, snapshot
 
 S = State

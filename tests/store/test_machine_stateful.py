@@ -26,9 +26,11 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from pipelines import sla
-from store import db, decisions, drafts, errors, events, items, machine
+from pipelines.approval import sla
+from store import db, drafts, errors, items, machine
+from store.audit import events
 from store.machine import State
+from store.review import decisions
 from tests import snapshot
 
 ACTORS = st.sampled_from(["system", "scheduler", "sweep", "cli", "operator:1", "operator:2"])

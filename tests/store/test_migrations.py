@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from store import errors, migrate, sql
+from store import errors, sql
+from store.backends import migrate
 from store.sql import generate
 
-ROOT = Path(migrate.__file__).resolve().parents[1]
+ROOT = Path(migrate.__file__).resolve().parents[2]
 #: Every package whose modules may load named SQL.
 PACKAGES = ("store", "pipelines", "bot")
 

@@ -9,7 +9,9 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from store import backend, db, notify, pg
+from store import backend, db
+from store.backends import pg
+from store.cluster import notify
 from tests import pg_databases
 
 #: Plenty for a notification over loopback, even on a busy machine.

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from store import backend, db, notify, outbox
+from store import backend, db, outbox
+from store.cluster import notify
 from tests import pg_databases
 
 #: A bound for the test, not a speed: a loaded machine is slow.

@@ -6,7 +6,9 @@ from datetime import datetime
 
 import pytest
 
-from store import checkpoints, db, errors, items, people, sealer
+from store import db, errors, items
+from store.audit import checkpoints, sealer
+from store.review import people
 from tests import forger
 
 

@@ -1,4 +1,4 @@
-"""PostgreSQL's write lanes (store.pg_writers): units that wait share a transaction, each
+"""PostgreSQL's write lanes (store.backends.pg_writers): units that wait share a transaction, each
 caller hears its own outcome, a unit that loses a deadlock runs again without its
 batch, an operator's write does not queue behind a tick's batches, and statements run
 often are prepared unless that is turned off."""
@@ -90,7 +90,7 @@ async def test_a_unit_that_loses_a_deadlock_runs_again_and_its_batch_commits(
             conn.execute(LOSE_A_DEADLOCK)
         return "done"
 
-    with caplog.at_level("INFO", logger="store.pg_writers"):
+    with caplog.at_level("INFO", logger="store.backends.pg_writers"):
         outcomes = await asyncio.gather(
             *(store.write(inserting(n)) for n in range(10)),
             store.write(losing_twice),

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from store import db, items, prompts
+from store import db, items
+from store.review import prompts
 
 
 async def test_a_prompt_is_kept_until_answered_or_stale(store: db.Store, now: datetime) -> None:

@@ -19,8 +19,9 @@ from typing import Any
 import pytest
 
 from pipelines import operations
-from store import db, info, items, outbox, retention
+from store import db, items, outbox, retention
 from store.machine import State
+from store.reports import info
 
 #: The big tables: a full pass over any of them grows with the installation's age.
 BIG = ("items", "events", "claims", "outbox", "llm_outputs")

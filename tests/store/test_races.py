@@ -19,22 +19,14 @@ from typing import Any, TypeVar, cast
 
 import pytest
 
-from pipelines import config, trigger
-from store import (
-    backend,
-    db,
-    decisions,
-    drafts,
-    errors,
-    events,
-    items,
-    ledger,
-    sealer,
-    seen,
-    tokens,
-)
+from pipelines.config import spec
+from pipelines.runs import trigger
+from store import backend, db, drafts, errors, items, ledger
+from store.audit import events, sealer
+from store.intake import seen, tokens
 from store.ledger import budgets, claims
 from store.machine import State
+from store.review import decisions
 from tests import snapshot
 
 T = TypeVar("T")
@@ -290,13 +282,13 @@ async def test_a_unit_waiting_for_a_row_does_not_hold_up_the_chain(
         with contextlib.suppress(threading.BrokenBarrierError):
             both_appended.wait(MEETING_S)
 
-    with caplog.at_level("INFO", logger="store.pg"):
+    with caplog.at_level("INFO", logger="store.backends.pg"):
         await asyncio.gather(store.write(a), store.write(b))
     assert [r.message for r in caplog.records if "running it again" in r.message] == []
     assert (await events.verify_chain(store)).ok
 
 
-NEWS = config.Pipeline.model_validate(
+NEWS = spec.Pipeline.model_validate(
     {
         "name": "news",
         "schedule": "1h",

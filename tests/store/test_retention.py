@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from store import db, drafts, events, items, migrate, outbox, retention, sealer, sqlite_store
+from store import db, drafts, items, outbox, retention
+from store.audit import events, sealer
+from store.backends import migrate, sqlite_store
 from store.ledger import outputs as llm_outputs
 from store.machine import State
 from tests import forger

@@ -6,7 +6,9 @@ from __future__ import annotations
 import contextlib
 from datetime import datetime
 
-from store import backend, db, events, writer
+from store import backend, db
+from store.audit import events
+from store.backends import writer
 
 
 async def test_events_of_a_rolled_back_savepoint_are_not_written(

@@ -13,8 +13,9 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from pipelines import sealing
-from store import backend, checkpoints, db, errors, events, items, outbox, sealer
+from pipelines.service import seal_loop
+from store import backend, db, errors, items, outbox
+from store.audit import checkpoints, events, sealer
 from tests import forger
 
 EDITED = "its contents do not match its hash (edited after it was written)"
@@ -157,7 +158,8 @@ async def test_a_seal_killed_mid_batch_leaves_none_of_it(store: db.Store, now: d
     script = textwrap.dedent(f"""
         import asyncio, os, signal
         from pathlib import Path
-        from store import db, sealer
+        from store import db
+        from store.audit import sealer
 
         def unit(conn):
             assert sealer.seal_sync(conn) == 4
@@ -188,19 +190,19 @@ async def test_a_seal_killed_mid_batch_leaves_none_of_it(store: db.Store, now: d
 async def test_a_late_seal_raises_one_alert_per_hour(store: db.Store, now: datetime) -> None:
     await written(store, now, 2)
     promise, watch = timedelta(seconds=1), sealer.Watch()
-    assert await store.write(sealing.alert_if_late_sync, watch, now, promise) == 0.0
-    age = await store.write(sealing.alert_if_late_sync, watch, now + promise, promise)
+    assert await store.write(seal_loop.alert_if_late_sync, watch, now, promise) == 0.0
+    age = await store.write(seal_loop.alert_if_late_sync, watch, now + promise, promise)
     assert age == 1.0 and await outbox.due(store, now + promise) == []  # at the promise: ok
     later = now + timedelta(seconds=3)
     for _ in range(2):
-        assert await store.write(sealing.alert_if_late_sync, watch, later, promise) == 3.0
+        assert await store.write(seal_loop.alert_if_late_sync, watch, later, promise) == 3.0
     [alert] = await outbox.due(store, later)
     assert "2 unsealed, the oldest for 3.0 s (the promise is 1 s)" in alert.payload["text"]
 
 
 async def test_the_sealer_duty_seals_every_interval(store: db.Store, now: datetime) -> None:
     stop = asyncio.Event()
-    duty = asyncio.create_task(sealing.run(store, lambda: now, 0.05, timedelta(seconds=1), stop))
+    duty = asyncio.create_task(seal_loop.run(store, lambda: now, 0.05, timedelta(seconds=1), stop))
     await written(store, now, 3)
     for _ in range(200):
         if (await events.verify_chain(store)).checked == 3:
@@ -216,7 +218,7 @@ async def test_the_sealer_duty_seals_once_more_when_it_stops(
 ) -> None:
     """A leader standing down seals what is left before it gives the lease up."""
     stop = asyncio.Event()
-    duty = asyncio.create_task(sealing.run(store, lambda: now, 600, timedelta(seconds=1), stop))
+    duty = asyncio.create_task(seal_loop.run(store, lambda: now, 600, timedelta(seconds=1), stop))
     await asyncio.sleep(0.1)  # its first pass found nothing; the next is 600 s away
     await written(store, now, 3)
     stop.set()

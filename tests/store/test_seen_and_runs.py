@@ -7,7 +7,9 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from store import clock, db, errors, runs, seen, startup
+from store import clock, db, errors
+from store.backends import startup
+from store.intake import runs, seen
 from tests import snapshot
 
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from store import backend, db, decisions, drafts, items, ledger, stats
+from store import backend, db, drafts, items, ledger
 from store.ledger.prices import Usage
 from store.machine import State
+from store.reports import stats
+from store.review import decisions
 
 MIN = timedelta(minutes=1)
 

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from store import backend, datadir, db, errors, sqlite_store
+from store import backend, db, errors
+from store.backends import datadir, sqlite_store
 
 
 def _mode(path: Path) -> int:

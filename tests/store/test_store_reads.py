@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from store import db, decisions, items, outbox
+from store import db, items, outbox
 from store.machine import State
+from store.review import decisions
 from tests.store.test_item_contracts import _awaiting
 
 

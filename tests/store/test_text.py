@@ -8,7 +8,8 @@ from datetime import datetime
 
 import pytest
 
-from store import db, items, text
+from store import db, items
+from store.backends import text
 from store.ledger import outputs as llm_outputs
 
 

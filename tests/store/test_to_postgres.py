@@ -10,7 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from store import db, errors, events, heartbeats, items, outbox, runs, sealer, to_postgres
+from store import db, errors, items, outbox
+from store.audit import events, sealer
+from store.backends import to_postgres
+from store.cluster import heartbeats
+from store.intake import runs
 from store.machine import State
 from tests import pg_databases
 

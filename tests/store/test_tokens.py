@@ -6,7 +6,9 @@ from datetime import datetime
 
 import pytest
 
-from store import db, errors, events, sealer, tokens
+from store import db, errors
+from store.audit import events, sealer
+from store.intake import tokens
 from tests import snapshot
 
 

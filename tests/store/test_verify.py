@@ -17,7 +17,8 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from pipelines.audit import keys as audit_keys
-from store import backend, checkpoints, db, events, items, sealer
+from store import backend, db, items
+from store.audit import checkpoints, events, sealer
 from tests import forger
 
 EDITED = "its contents do not match its hash (edited after it was written)"

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from store import db, errors, sqlite_store
+from store import db, errors
+from store.backends import sqlite_store
 
 BOUND = 4 * 1024 * 1024
 

@@ -11,7 +11,11 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from store import db, errors, heartbeats, outbox, retention, runs, schedules, startup, updates
+from store import db, errors, outbox, retention
+from store.backends import startup
+from store.cluster import heartbeats
+from store.intake import runs, timetable
+from store.review import updates
 
 LEASE = timedelta(seconds=30)
 
@@ -62,34 +66,34 @@ async def test_claims_take_only_due_rows_of_the_kinds_asked(store: db.Store, now
     assert await outbox.claim_due(store, "a", now, ["dispatch"], LEASE) == []
 
 
-def _seen(state: schedules.PipelineState | None) -> schedules.PipelineState:
+def _seen(state: timetable.PipelineState | None) -> timetable.PipelineState:
     assert state is not None
     return state
 
 
 async def test_a_due_run_is_started_by_one_worker_only(store: db.Store, now: datetime) -> None:
-    await schedules.ensure(store, "news", now)
-    seen = _seen((await schedules.all_states(store)).get("news"))
+    await timetable.ensure(store, "news", now)
+    seen = _seen((await timetable.all_states(store)).get("news"))
     nxt = now + timedelta(hours=1)
-    first = await schedules.claim_run(store, seen, nxt, "schedule", now, worker="a", lease=LEASE)
+    first = await timetable.claim_run(store, seen, nxt, "schedule", now, worker="a", lease=LEASE)
     assert first is not None
     await runs.finish_run(store, first, "ok", runs.Counts(), None, now)
     # Another worker read the same row before the first claimed it: the slot is gone.
-    again = await schedules.claim_run(store, seen, nxt, "schedule", now, worker="b", lease=LEASE)
+    again = await timetable.claim_run(store, seen, nxt, "schedule", now, worker="b", lease=LEASE)
     assert again is None
-    state = _seen((await schedules.all_states(store)).get("news"))
+    state = _seen((await timetable.all_states(store)).get("news"))
     assert (state.next_due_at, state.last_started_at) == (nxt, now)
 
 
 async def test_workers_racing_for_one_due_run_start_exactly_one(
     store: db.Store, now: datetime
 ) -> None:
-    await schedules.ensure(store, "news", now)
-    seen = _seen((await schedules.all_states(store)).get("news"))
+    await timetable.ensure(store, "news", now)
+    seen = _seen((await timetable.all_states(store)).get("news"))
     nxt = now + timedelta(hours=1)
     started = await asyncio.gather(
         *(
-            schedules.claim_run(store, seen, nxt, "schedule", now, worker=f"w{i}", lease=LEASE)
+            timetable.claim_run(store, seen, nxt, "schedule", now, worker=f"w{i}", lease=LEASE)
             for i in range(8)
         )
     )
@@ -101,12 +105,12 @@ async def test_a_pipeline_never_has_two_running_runs(store: db.Store, now: datet
     with pytest.raises(errors.Conflict, match="running already"):
         await runs.start_run(store, "news", "manual", now, worker="b")
     # A manual request while it runs waits: nothing is claimed, the request stays.
-    await schedules.request_run(store, "news", now)
-    seen = _seen((await schedules.all_states(store)).get("news"))
+    await timetable.request_run(store, "news", now)
+    seen = _seen((await timetable.all_states(store)).get("news"))
     assert (
-        await schedules.claim_run(store, seen, None, "manual", now, worker="b", lease=LEASE) is None
+        await timetable.claim_run(store, seen, None, "manual", now, worker="b", lease=LEASE) is None
     )
-    assert _seen((await schedules.all_states(store)).get("news")).run_requested_at == now
+    assert _seen((await timetable.all_states(store)).get("news")).run_requested_at == now
 
 
 async def test_a_run_whose_worker_died_is_closed_when_its_lease_lapses(

@@ -30,7 +30,7 @@ from bot.demo.botapi import methods as localapi_methods
 from pipelines.text import redaction
 
 # One logger for the whole server, so one level setting shows (or hides) its requests.
-logger = logging.getLogger("bot.demo.botapi.server")
+logger = logging.getLogger("bot.demo.botapi.localapi")
 
 #: The largest request body read (bytes): a 4,096-character message with its keyboard,
 #: form-encoded, is far below it.

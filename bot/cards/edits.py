@@ -1,0 +1,127 @@
+"""Editing a card already in the chats: a card_edit row's text and buttons.
+
+    edited = await card_edits.edit(store, bot, keyboard, row)   # None: its card is not sent yet
+
+The sender (bot.chat.sender) calls this for each card_edit row and records what it returns
+as the row's message ids. Every copy of the card is edited (the first one and any fresh
+copy "Show card" sent), in place, in each chat: the last part of the card gets the
+decision's line and the buttons the edit calls for. SLA warnings about the version are
+brought up to date too (bot.cards.warning_edits).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from telegram import Bot, InlineKeyboardMarkup, LinkPreviewOptions
+from telegram import error as tg_error
+from telegram.constants import ParseMode
+
+from bot.cards import sent_messages, warning_edits
+from bot.cards.sent_messages import UNREAD, Sent
+from bot.chat import people, render
+from pipelines.approval import card_trail
+from store import errors, outbox
+from store.db import Store
+
+log = logging.getLogger(__name__)
+
+#: row -> the buttons under its last part (None: no buttons): a card's own, a decided
+#: card's from its edit (Undo, Redraft), a digest's.
+Keyboard = Callable[[outbox.Row], InlineKeyboardMarkup | None]
+
+#: How the status line of a card replaced by a new version begins (pipelines.approval.flow:
+#: an operator's edit, an image removed): the old card loses its buttons.
+REPLACED = ("✏️", "🖼")
+
+#: Cards show the source link as a link, not as a large preview.
+NO_PREVIEW = LinkPreviewOptions(is_disabled=True)
+
+
+def preview(card: dict[str, Any], index: int) -> LinkPreviewOptions:
+    """The link preview of a card's part `index`: the version's image, large and above the
+    text, on its first part; none elsewhere. A preview keeps the card one text message,
+    so its buttons and every later edit work as for a card without an image; each edit
+    passes it again, since an edit without it would drop the picture."""
+    image = card.get("image_url")
+    if index != 0 or not isinstance(image, str) or not image:
+        return NO_PREVIEW
+    return LinkPreviewOptions(url=image, show_above_text=True, prefer_large_media=True)
+
+
+async def edit(store: Store, bot: Bot, keyboard: Keyboard, row: outbox.Row) -> Sent | None:
+    """Edit every sent copy of the row's card; the message ids edited, per chat.
+
+    None when a copy of the card is still pending: the edit waits for it. An item with
+    no card at all has nothing to edit ({}).
+    """
+    assert row.item_id is not None, "a card_edit row names its item"
+    cards = await sent_messages.cards_for(store, row.item_id, row.payload)
+    if not cards:
+        log.warning("card_edit %d: item %d has no card; nothing to edit", row.id, row.item_id)
+        return {}
+    if any(card.state == "pending" for card in cards):
+        return None
+    change = await people.card_payload(store, row.payload)
+    edited: Sent = {}
+    for card in cards:
+        shown = await people.card_payload(store, card.payload)
+        parts = render.card_parts(row.item_id, shown)
+        text = render.decided_card(parts[-1], change, row.created_at)
+        markup = _markup(keyboard, row, card)
+        shows = preview(shown, len(parts) - 1)
+        edited.update(await _edit_messages(store, bot, markup, row, card, text, shows))
+    await warning_edits.settle(store, bot, row)  # the replies that counted down to it
+    return edited
+
+
+def _markup(keyboard: Keyboard, row: outbox.Row, card: outbox.Row) -> InlineKeyboardMarkup | None:
+    """Quorum progress keeps the card's buttons; a decision, or an edit that replaced
+    this version with a new card, takes them away; a failed dispatch offers Retry."""
+    if row.payload.get("buttons"):
+        return keyboard(row)
+    still_open = row.payload.get("state") == "awaiting_approval" and not row.payload.get(
+        "status", ""
+    ).startswith(REPLACED)
+    # A decided card's own buttons (Undo, Redraft) come from the edit.
+    return keyboard(card) if still_open else keyboard(row)
+
+
+async def _edit_messages(
+    store: Store, bot: Bot, markup: InlineKeyboardMarkup | None, row: outbox.Row,
+    card: outbox.Row, text: str, shows: LinkPreviewOptions,
+) -> Sent:  # fmt: skip
+    edited: Sent = {}
+    for chat, ids in sent_messages.message_ids(card).items():
+        if not ids or ids[-1] == UNREAD:
+            log.warning("card_edit %d: chat %s has no readable message id", row.id, chat)
+            continue
+        try:
+            await bot.edit_message_text(
+                text,
+                chat_id=int(chat),
+                message_id=ids[-1],
+                parse_mode=ParseMode.HTML,
+                reply_markup=markup,
+                link_preview_options=shows,
+            )
+        except tg_error.ChatMigrated as exc:
+            raise sent_messages.Moved(int(chat), exc.new_chat_id) from exc
+        except (tg_error.BadRequest, tg_error.Forbidden) as exc:
+            if isinstance(exc, tg_error.BadRequest) and sent_messages.not_modified(exc):
+                edited[chat] = ids[-1:]
+                continue
+            if not (sent_messages.gone(exc) or sent_messages.refused_by_chat(exc)):
+                raise
+            # Deleted (a cleared chat), or a group that no longer lets the bot edit: the
+            # edit goes on in the other chats; an open card is sent again where it was lost.
+            log.info("card_edit %d: the card in chat %s is gone: %s", row.id, chat, exc.message)
+            if sent_messages.gone(exc) and row.payload.get("state") == "awaiting_approval":
+                with contextlib.suppress(errors.Conflict):  # decided meanwhile: no card needed
+                    await card_trail.show_again(store, card.item_id or 0, int(chat), row.created_at)
+            continue
+        edited[chat] = ids[-1:]
+    return edited

@@ -1,0 +1,333 @@
+"""What the bot says, as Telegram HTML: cards, decisions, /status, /pending, /budget, ...
+
+Pure functions from store rows to text; nothing here reads the clock (`now` is passed)
+or does I/O. Every fetched or generated text goes through `esc` (html.escape), so a
+feed title with `<b>` in it stays text. Tags never span a line, so
+`pipelines.text.telegram.split` can cut a long text into messages Telegram accepts.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from bot.chat import wording
+from bot.process import logs, storage_alarm
+from pipelines import operations
+from pipelines.service import workers
+from pipelines.text import telegram as telegram_text
+from pipelines.text import validation
+from store import items, units
+from store.audit import events
+from store.intake import runs
+from store.ledger import reporting as ledger_report
+
+#: The longest title a card shows (characters).
+TITLE_SHOWN = 1_000
+#: Room kept free on a card's last part for the decision line added when it is edited.
+DECISION_ROOM = 300
+
+
+def esc(text: object) -> str:
+    return html.escape(str(text), quote=True)
+
+
+when = units.when
+
+
+age = units.ago
+
+
+def usd(micros: int | None) -> str:
+    return "n/a" if micros is None else units.usd(micros)
+
+
+# -- approval cards ---------------------------------------------------------------------
+
+
+def card(item_id: int, payload: dict[str, Any]) -> str:
+    """An approval card from a `card` outbox row's payload."""
+    lines = [f"📝 <b>{esc(payload.get('pipeline', '?'))}</b> · item {item_id}"]
+    # Cleaned as drafts are (items stored before titles were cleaned at load keep their
+    # zero-width characters), so a title and a draft that opens with it compare equal.
+    title = validation.clean(str(payload.get("title") or ""), TITLE_SHOWN)
+    link = payload.get("link")
+    # Every version's card has the same lines: the source as a link of its own, then the
+    # title, unless the draft opens with it (the template drafter's shape): said once.
+    if link:
+        lines.append(f'🔗 <a href="{esc(link)}">source</a>')
+    if title and not str(payload.get("text", "")).lstrip().startswith(title):
+        lines.append(esc(title))
+    if payload.get("duplicate_of") is not None:
+        reason = payload.get("duplicate_reason") or "similar text"
+        lines.append(f"⚠️ possible duplicate of item {esc(payload['duplicate_of'])}: {esc(reason)}")
+    lines.append("")
+    lines.extend(esc(payload.get("text", "")).split("\n"))
+    lines.append("")
+    meta = [
+        f"version {esc(payload.get('version', '?'))}",
+        f"attempt {esc(payload.get('attempt', '?'))}",
+        f"drafter {esc(payload.get('drafter', '?'))}",
+        f"cost {usd(payload.get('cost_micros'))}",
+    ]
+    lines.append("<i>" + " · ".join(meta) + "</i>")
+    if payload.get("note"):
+        lines.append(f"<i>{esc(payload['note'])}</i>")
+    if payload.get("short_of"):
+        lines.append(f"⚠️ {esc(payload['short_of'])}")
+    return "\n".join(lines)
+
+
+def card_parts(item_id: int, payload: dict[str, Any]) -> list[str]:
+    return telegram_text.split(card(item_id, payload), telegram_text.MAX_MESSAGE - DECISION_ROOM)
+
+
+def decision_line(edit: dict[str, Any], at: datetime) -> str:
+    """The line a decided card gains, from a `card_edit` payload (its status line if any)."""
+    if edit.get("status"):
+        return esc(edit["status"])
+    who = ", ".join(str(x) for x in edit.get("decided_by") or []) or "?"
+    state = str(edit.get("state", ""))
+    if state == "rejected":
+        return f"❌ rejected by {esc(who)} at {when(at)}"
+    if state == "awaiting_approval":
+        return f"⏳ votes so far: {esc(who)}"
+    return f"✅ approved by {esc(who)} at {when(at)}"
+
+
+def decided_card(last_part: str, edit: dict[str, Any], at: datetime) -> str:
+    return f"{last_part}\n\n{decision_line(edit, at)}"
+
+
+# -- commands ---------------------------------------------------------------------------
+
+
+def status_overview(overview: operations.Overview) -> str:
+    """Worst news first, then one short block per pipeline."""
+    now = overview.at
+    lines = [headline(overview)]
+    if overview.storage is not None:
+        lines.append(f"🚨 {esc(storage_alarm.describe(overview.storage))}")
+    if overview.workers_down:
+        lines.append(workers_line(overview.workers_down, len(overview.worker_states), now))
+    for p in overview.pipelines:
+        lines.append(f"\n<b>{esc(p.name)}</b>" + (" ⏸ paused" if p.paused else ""))
+        if not p.has_file:
+            lines.append("  ⚠️ " + esc(no_file_note(p)))
+        lines.append("  last run " + (_run_summary(p.last_run, now) if p.last_run else "none yet"))
+        if not p.paused and p.has_file:
+            due = p.next_due_at
+            lines.append(f"  next run {age(due, now) if due else 'not scheduled'}")
+        waiting = [wording.plural(p.awaiting, "item") + " waiting"]
+        if p.breaches:
+            waiting.append("⚠️ " + wording.plural(p.breaches, "breach"))
+        lines.append("  " + " · ".join(waiting))
+    if overview.worker_states and not overview.workers_down:
+        standby = sum(w.status == "standby" for w in overview.worker_states)
+        lines.append("\n" + workers_line((), len(overview.worker_states), now, standby))
+    return "\n".join(lines)
+
+
+def no_file_note(p: operations.PipelineStatus) -> str:
+    """What a pipeline the store knows but no file declares means for its items."""
+    left = wording.plural(p.awaiting + p.breaches, "item")
+    return f"{p.name}: no pipeline file: {left} still waiting, and nothing will run it"
+
+
+def headline(overview: operations.Overview) -> str:
+    """ "gatehouse · 1 breach · 2 uncertain holds": what needs a person, worst first."""
+    bad: list[str] = []
+    if overview.storage is not None:
+        bad.append("🚨 storage failing")
+    if overview.workers_down:
+        bad.append(wording.plural(len(overview.workers_down), "worker") + " down")
+    breaches = sum(p.breaches for p in overview.pipelines)
+    if breaches:
+        bad.append(wording.plural(breaches, "breach"))
+    if overview.uncertain_holds:
+        bad.append(wording.plural(overview.uncertain_holds, "uncertain hold"))
+    failed = sum(1 for p in overview.pipelines if p.last_run and p.last_run.status == "error")
+    if failed:
+        bad.append(wording.plural(failed, "failed run"))
+    waiting = sum(p.awaiting for p in overview.pipelines)
+    news = bad or ["✅ all well"]
+    if waiting:
+        news.append(f"{waiting} waiting")
+    return "<b>gatehouse</b> · " + " · ".join(news)
+
+
+#: A worker's last error may quote a URL: token-shaped text is never shown.
+_redact = logs.RedactTokens().redact
+
+
+def workers_line(down: Sequence[workers.State], total: int, now: datetime, standby: int = 0) -> str:
+    """`workers: all 6 running` (saying how many stand by for the leader), or one line
+    per worker that is not running."""
+    if not down and standby:
+        return f"workers: all {total} well ({standby} on standby: another worker leads)"
+    if not down:
+        return f"workers: all {total} running"
+    lines = [f"⚠️ {len(down)} of {wording.plural(total, 'worker')} not running:"]
+    for w in down:
+        error = f": {esc(_redact(w.error))}" if w.error else ""
+        lines.append(f"  {esc(w.name)} {esc(w.status)} since {age(w.since, now)}{error}")
+    return "\n".join(lines)
+
+
+def _run_summary(run: runs.Run, now: datetime) -> str:
+    c = run.counts
+    mark = {"ok": "🟢", "error": "🔴", "running": "🔄"}.get(run.status, "")
+    text = f"{mark} {esc(run.status)} {age(run.started_at, now)}: {c.new} new of {c.fetched}"
+    text += f", {c.drafted} drafted" + (f", {c.failed} failed" if c.failed else "")
+    text += f", {c.filtered} filtered" if c.filtered else ""
+    if run.error_text:
+        text += f": {esc(run.error_text[:200])}"
+    return text
+
+
+def status_pipeline(found: operations.PipelineRuns, now: datetime) -> str:
+    recent = found.recent
+    lines = [f"<b>{esc(found.name)}</b>: last {wording.plural(len(recent), 'run')}, newest first"]
+    lines.extend(f"  #{run.id} {run.trigger}: {_run_summary(run, now)}" for run in recent)
+    if not recent:
+        lines.append("  no runs yet")
+    return "\n".join(lines + where_to_look(found, now))
+
+
+def where_to_look(found: operations.PipelineRuns, now: datetime) -> list[str]:
+    """The lines under a pipeline's runs (Telegram and the CLI alike): the last green run,
+    the first red one after it, and what the filter dropped today."""
+    lines = []
+    window = found.window
+    if window.last_ok is not None:
+        lines.append(f"last green: #{window.last_ok.id} {age(window.last_ok.started_at, now)}")
+    if window.first_error_after is not None:
+        red = window.first_error_after
+        lines.append(f"first red after it: #{red.id} {age(red.started_at, now)}")
+    if found.filtered_today:
+        lines.append(f"{found.filtered_today} filtered today (gatehouse filtered {found.name})")
+    return lines
+
+
+def pending(waiting: Sequence[items.Item], now: datetime) -> str:
+    """Items awaiting approval, oldest first (the buttons below show each one's card)."""
+    if not waiting:
+        return "Nothing is waiting for approval."
+    lines = [f"<b>{wording.plural(len(waiting), 'item')} waiting for approval</b>, oldest first"]
+    for item in waiting:
+        title = str(item.payload.get("title") or item.source_id)[:80]
+        waited = age(item.last_transition_at, now).removesuffix(" ago")
+        lines.append(
+            f"• <b>{item.id}</b> {esc(item.pipeline)} v{item.version} · {waited}: {esc(title)}"
+        )
+    return "\n".join(lines)
+
+
+def history(item: items.Item, trail: Sequence[events.Event]) -> str:
+    lines = [f"<b>item {item.id}</b> ({esc(item.pipeline)}): {esc(wording.state(item.state))}"]
+    for event in trail:
+        told = own_words(event)
+        reason = f": {esc(told)}" if told else ""
+        lines.append(
+            f"  {when(event.at)} {esc(wording.state(event.to_state))}"
+            f" by {esc(event.actor)} (attempt {event.attempt}){reason}"
+        )
+    return "\n".join(lines)
+
+
+def own_words(event: events.Event) -> str:
+    """What an event's reason adds to its line: "rejected by A: too long" on a line
+    that already says "rejected by A" adds "too long" (the operator is named once)."""
+    reason = event.reason or ""
+    said = f"{event.to_state} by {event.actor}"
+    return (
+        reason.removeprefix(said).removeprefix(":").strip() if reason.startswith(said) else reason
+    )
+
+
+def replay_offer(item: items.Item, trail: Sequence[events.Event], kept: Sequence[int] = ()) -> str:
+    why = item.reason or "no reason recorded"
+    text = f"{history(item, trail)}\n\n<b>dropped</b>: {esc(wording.state(item.state))}, {esc(why)}"
+    if kept:
+        text += (
+            f"\nThe provider already wrote a draft no card showed (budget claim {kept[-1]}): "
+            "Replay shows it without a new call; Fresh draft pays for a new one."
+        )
+    return text + "\nReplay it?"
+
+
+def skipped(name: str, found: Sequence[items.Item], now: datetime, more: bool) -> str:
+    """A pipeline's skipped entries, each with the triage's score and reason; its buttons
+    (one per entry, in the same order) bring one to a card."""
+    if not found:
+        return f"Nothing of <b>{esc(name)}</b> was skipped (or every skipped entry was replayed)."
+    lines = [f"<b>{esc(name)}</b>: {len(found)} skipped, newest first"]
+    for n, item in enumerate(found, 1):
+        title = str(item.payload.get("title") or item.source_id)[:80]
+        why = item.reason or "no reason recorded"
+        lines.append(f"{n}. #{item.id} {esc(title)} ({age(item.last_transition_at, now)})")
+        lines.append(f"    <i>{esc(why)}</i>")
+    if more:
+        lines.append(f"older ones: gatehouse skipped {esc(name)} --limit 200")
+    lines.append("Tap a number to bring that entry to a card (a replay past triage).")
+    return "\n".join(lines)
+
+
+def stats(found: Sequence[operations.Stats], days: int) -> str:
+    """Each pipeline's numbers over the window, as an editor reads them on a phone."""
+    if not found:
+        return "No pipelines."
+    return "\n\n".join(_stats_one(one, days) for one in found)
+
+
+def _stats_one(s: operations.Stats, days: int) -> str:
+    rate = "n/a" if s.approval_rate is None else f"{s.approval_rate:.0%}"
+    lines = [
+        f"<b>{esc(s.pipeline)}</b>, last {days} days",
+        f"entries {s.entries} · filtered {s.filtered} · skipped {s.skipped} · carded {s.carded}",
+        f"approved {s.approved} · rejected {s.rejected} · expired {s.expired} · undone {s.undone}",
+        f"approval rate {rate}",
+        f"card to decision: median {wait(s.median_wait_s)}, p90 {wait(s.p90_wait_s)}",
+        f"AI spend {usd(s.spend_micros)}, per approved post {usd(s.spend_per_approved_micros)}",
+    ]
+    if s.reject_reasons:
+        reasons = ", ".join(f"{esc(why)} ({n})" for why, n in s.reject_reasons)
+        lines.append(f"top reject reasons: {reasons}")
+    return "\n".join(lines)
+
+
+def wait(seconds: float | None) -> str:
+    """A wait in seconds as a duration; n/a when nothing was decided."""
+    return "n/a" if seconds is None else units.duration(int(seconds))
+
+
+def budget(report: ledger_report.Report, now: datetime) -> str:
+    if not report.budgets:
+        lines = ["No budgets configured: LLM drafting is off; the template drafter runs."]
+    else:
+        lines = ["<b>budgets</b>"]
+    for b in sorted(report.budgets, key=lambda b: (b.scope, b.period)):
+        period = "today" if b.period == "day" else "this month"
+        lines.append(
+            f"<b>{esc(b.scope)}</b> {wording.bar(b.pct_used / 100)} {b.pct_used:.0f}%"
+            f" of {usd(b.limit_micros)} {period}"
+        )
+        held = f" · {usd(b.held_micros)} held" if b.held_micros else ""
+        lines.append(f"  {usd(b.spent_micros)} spent{held} · {usd(b.remaining_micros)} left")
+    if report.uncertain:
+        count = wording.plural(len(report.uncertain), "uncertain hold")
+        lines.append(f"\n⚠️ <b>{count}</b> (settle: gatehouse reconcile-claim):")
+        for hold in report.uncertain:
+            lines.append(
+                f"• claim {hold.claim_id} {esc(hold.pipeline)} item {hold.item_id}"
+                f" ({esc(wording.state(hold.item_state or '?'))}): {usd(hold.reserved_micros)}"
+                f" since {age(hold.since, now)}; {esc(hold.reason or '')}"
+            )
+    else:
+        lines.append("no uncertain holds")
+    return "\n".join(lines)
+
+
+duration = units.duration

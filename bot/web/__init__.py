@@ -1,0 +1,2 @@
+"""The bot's HTTP surfaces: the trigger API, Prometheus metrics, charts, and their
+bounded listeners."""

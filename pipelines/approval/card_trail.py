@@ -1,0 +1,149 @@
+"""The card follows its item to the end: where a dispatch went, why it failed (with a
+Retry button), a retry, and a fresh copy of a card whose message is gone.
+
+Each function queues outbox rows inside the caller's unit, with the transition they
+report, so a card never says "sent" about a dispatch that did not commit:
+
+    card_trail.dispatched_sync(conn, item, result.detail, now)     # 📤 sent: ...
+    card_trail.failed_sync(conn, item, reason, now)                # ⚠️ not sent: ... [Retry]
+    item = await card_trail.retry(store, pipeline, item_id, attempt, version, operator_id, now)
+    await card_trail.show_again(store, item_id, chat_id, now)      # a fresh card to one chat
+    await card_trail.resend_open(store, now)                       # every open card, anew
+
+Status lines name people as `operator:<id>`; the bot shows their names when it sends.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pipelines.approval import flow
+from pipelines.config import spec
+from store import backend, errors, items, outbox, payloads
+from store.audit import events
+from store.db import Store
+from store.items import Item
+from store.machine import State
+from store.review import redispatch
+
+#: The target of a card sent to one chat only: "chat:<id>".
+CHAT_TARGET = "chat:"
+#: Open cards sent again at most, oldest first (a resend is for a chat that lost them).
+RESEND_LIMIT = 100
+
+
+def _previous_status(conn: backend.Conn, item: Item) -> str:
+    """The newest status line the card showed for this version (who approved it)."""
+    for row in outbox.for_item_sync(conn, item.id, "card_edit"):
+        shown = (row.payload.get("attempt"), row.payload.get("version"))
+        if shown == (item.attempt, item.version) and row.payload.get("status"):
+            return str(row.payload["status"]).split("\n")[0]
+    return ""
+
+
+def _edit(
+    conn: backend.Conn, item: Item, state: State, line: str, now: datetime, buttons: str = ""
+) -> None:
+    before = _previous_status(conn, item)
+    status = f"{before}\n{line}" if before else line
+    edit = payloads.CardEdit(item.id, item.attempt, item.version, state.value, status, (), buttons)
+    outbox.enqueue_sync(conn, "card_edit", outbox.OPERATORS, edit.to_json(), now, item_id=item.id)
+
+
+def sent_line(detail: str, external_id: str | None = None) -> str:
+    """ "📤 sent: webhook host answered 200 · id abc", "📤 sent to ana@example.org via ..."."""
+    if detail == "no dispatch target":
+        return "🏁 done: this pipeline sends nothing"
+    line = f"📤 {detail}" if detail.startswith("sent ") else f"📤 sent: {detail}"
+    if external_id and external_id not in detail:
+        line += f" · id {external_id}"  # the receiver's id for it, or the mail's Message-ID
+    return line
+
+
+def dispatched_sync(
+    conn: backend.Conn, item: Item, detail: str, now: datetime, external_id: str | None
+) -> None:
+    """The card says where the draft went."""
+    _edit(conn, item, State.DISPATCHED, sent_line(detail, external_id), now)
+
+
+def failed_sync(conn: backend.Conn, item: Item, reason: str, now: datetime) -> None:
+    """The card shows the error, with a Retry button."""
+    _edit(conn, item, State.FAILED, f"⚠️ not sent: {reason}", now, buttons=payloads.RETRY_BUTTONS)
+
+
+async def retry(
+    store: Store,
+    pipeline: spec.Pipeline,
+    item_id: int,
+    attempt: int,
+    version: int,
+    operator_id: int,
+    now: datetime,
+) -> Item:
+    """Dispatch again with the same idempotency key (same attempt and version)."""
+    flow.check_operator(pipeline, operator_id)
+    actor = events.operator(operator_id)
+
+    def unit(conn: backend.Conn) -> Item:
+        item = redispatch.retry_sync(conn, item_id, attempt, version, actor, now)
+        tries = len(outbox.for_item_sync(conn, item_id, "dispatch"))
+        payload = payloads.Dispatch(item_id, attempt, version, pipeline.name).to_json()
+        key = f"dispatch:{item_id}:{attempt}:{version}:{tries}"
+        outbox.enqueue_sync(
+            conn, "dispatch", pipeline.name, payload, now, item_id=item_id, dedupe_key=key
+        )
+        _edit(conn, item, State.APPROVED, f"🔁 retry by {actor} at {now:%H:%M} UTC", now)
+        return item
+
+    return await store.write(unit)
+
+
+async def show_again(store: Store, item_id: int, chat_id: int, now: datetime) -> int | None:
+    """Queue a fresh copy of the item's card for one chat; None if it no longer waits."""
+
+    def unit(conn: backend.Conn) -> int | None:
+        item = items.get_sync(conn, item_id)
+        if item.state != State.AWAITING_APPROVAL:
+            raise errors.Conflict(f"item {item_id} is {item.state}: nothing waits for a decision")
+        shown = [
+            row
+            for row in outbox.for_item_sync(conn, item_id, "card")
+            if (row.payload.get("attempt"), row.payload.get("version"))
+            == (item.attempt, item.version)
+        ]
+        if not shown:
+            return None
+        payload = {k: v for k, v in shown[-1].payload.items() if k != "text"}
+        key = f"card:{item_id}:{item.attempt}:{item.version}:{chat_id}:{len(shown)}"
+        return outbox.enqueue_sync(
+            conn, "card", f"{CHAT_TARGET}{chat_id}", payload, now, item_id=item_id, dedupe_key=key
+        )
+
+    return await store.write(unit)
+
+
+async def resend_open(store: Store, now: datetime) -> list[int]:
+    """Queue each awaiting item's newest card again, as a new message, for a chat that
+    lost the old one; its decision then edits the new copy. Returns the items resent."""
+
+    def unit(conn: backend.Conn) -> list[int]:
+        resent = []
+        for item in items.in_state_sync(conn, State.AWAITING_APPROVAL, limit=RESEND_LIMIT):
+            cards = outbox.for_item_sync(conn, item.id, "card")
+            if not cards:
+                continue
+            newest = cards[0]
+            if newest.state != "sent":
+                continue  # still on its way (or given up on, with an alert): not lost
+            # The card row does not repeat its draft: readers join the draft's text.
+            payload = {k: v for k, v in newest.payload.items() if k != "text"}
+            key = f"card:{item.id}:{item.attempt}:{payload.get('version')}:again:{newest.id}"
+            queued = outbox.enqueue_sync(
+                conn, "card", outbox.OPERATORS, payload, now, item_id=item.id, dedupe_key=key
+            )
+            if queued is not None:
+                resent.append(item.id)
+        return resent
+
+    return await store.write(unit)

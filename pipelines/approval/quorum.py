@@ -1,0 +1,113 @@
+"""Who may still approve the version a card shows, and whether they are enough.
+
+    reach = quorum.of(pipeline.approval, author=1001, voted=(1002,), escalated=False)
+    reach.short        # fewer people may approve this version than the quorum needs
+    reach.waiting      # whom the card may say it waits for (never someone barred)
+    quorum.shortfall(reach)   # "needs 2 approvals from people other than operator:1001; ..."
+
+The one place that decides it, for the card, the vote and `gatehouse check`. Four eyes
+(`approval.separate_editor`, on by default from quorum 2): whoever wrote a version (an
+edit) may not approve it. The people who may approve are the pipeline's approvers
+(`approval.operators`, else every bot operator) and, once the item was escalated,
+`escalate_to`. The terminal (`gatehouse approve`) is not counted as a person here.
+Pure: no store, no clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from store.review import decisions
+
+if TYPE_CHECKING:
+    from pipelines.config import spec
+
+
+@dataclass(frozen=True)
+class Reach:
+    quorum: int
+    #: Who may approve the version (voted or not); None: not known (any bot operator).
+    may: tuple[int, ...] | None
+    #: Who may not approve it: its author under four eyes.
+    barred: tuple[int, ...]
+    #: Who approved it so far.
+    voted: tuple[int, ...]
+    #: Whether bringing in `escalate_to` now would add someone who may approve.
+    can_escalate: bool
+
+    @property
+    def waiting(self) -> tuple[int, ...] | None:
+        """Who may still approve and has not: the only people a card may wait for."""
+        return None if self.may is None else tuple(o for o in self.may if o not in self.voted)
+
+    @property
+    def short(self) -> bool:
+        """Fewer votes are possible than the quorum needs (so the item can only expire)."""
+        if self.may is None:
+            return False
+        return len(set(self.may) | set(self.voted)) < self.quorum
+
+
+def reach(
+    approvers: Sequence[int],
+    quorum: int,
+    *,
+    four_eyes: bool,
+    author: int | None = None,
+    voted: Sequence[int] = (),
+    escalate_to: Sequence[int] = (),
+    escalated: bool = False,
+) -> Reach:
+    """The rule, from plain values: `approvers` empty means not known (anyone may)."""
+    barred = (author,) if four_eyes and author is not None else ()
+    people = [*approvers, *(escalate_to if escalated else ())]
+    may = None if not approvers else tuple(dict.fromkeys(o for o in people if o not in barred))
+    brought = [o for o in escalate_to if o not in barred and o not in (may or ())]
+    return Reach(quorum, may, barred, tuple(voted), bool(brought) and not escalated)
+
+
+def of(
+    rules: spec.ApprovalConfig,
+    *,
+    author: int | None = None,
+    voted: Sequence[int] = (),
+    escalated: bool = False,
+) -> Reach:
+    """The rule for one pipeline's version: `author` wrote it (None: a drafter did)."""
+    return reach(
+        rules.approvers, rules.quorum, four_eyes=rules.four_eyes, author=author, voted=voted,
+        escalate_to=rules.escalate_to, escalated=escalated,
+    )  # fmt: skip
+
+
+def names(people: Sequence[int]) -> str:
+    """People as events name them: "operator:1001, the terminal" (the bot shows names)."""
+    return ", ".join(decisions.voter(o) for o in people)
+
+
+def shortfall(found: Reach) -> str:
+    """What a card says when too few may approve: "needs 2 approvals from people other
+    than operator:1001; only operator:1002 can: escalate or reject"."""
+    others = f" from people other than {names(found.barred)}" if found.barred else ""
+    able = sorted(set(found.may or ()) | set(found.voted))
+    who = f"only {names(able)} can" if able else "no one else can"
+    way = "escalate or reject" if found.can_escalate else "reject"
+    need = f"{found.quorum} approval" + ("s" if found.quorum != 1 else "")
+    return f"needs {need}{others}; {who}: {way}"
+
+
+def after_any_edit(rules: spec.ApprovalConfig) -> str | None:
+    """`gatehouse check`'s warning when an approver's edit leaves too few who may approve
+    the edited version, even after escalation; None when every edit can be approved."""
+    for author in rules.approvers:
+        found = of(rules, author=author, escalated=True)
+        if found.short:
+            return (
+                f"approval: quorum {rules.quorum} of {len(rules.approvers)} approvers with four "
+                f"eyes on: after an edit only {len(found.may or ())} may approve the edited "
+                "version (its author may not), so it waits until it expires; add an approver "
+                "or escalate_to, lower the quorum, or set separate_editor: false"
+            )
+    return None

@@ -1,0 +1,1 @@
+"""The audit chain: events, their sealing, and signed checkpoints."""

@@ -1,0 +1,1 @@
+"""Processes sharing one store: heartbeats, leases and wake-ups."""
