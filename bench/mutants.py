@@ -112,11 +112,10 @@ GROUPS = {
             "tests/pipelines/test_resend_cards.py",
         ),
     ),
-    # Not in DEFAULT yet: on 2026-12-03 (writer.py only) 260 of 329 were killed, and of
-    # the 69 survivors 31 were StorageFaults' (tested by test_storage_faults.py, now run
-    # here too); most others are SQL keywords in lower case, the task's name, and grouping
-    # (MAX_BATCH's bound, the early-commit flag), still to be listed as equivalents. A
-    # mutant that deadlocks costs the 60 s test timeout: 372 of 399 ran in 40 min here.
+    # Not in DEFAULT yet: most of its survivors are equivalent mutants still to be listed
+    # as such (SQL keywords in lower case, the task's name, grouping: MAX_BATCH's bound,
+    # the early-commit flag), and a mutant that deadlocks costs the whole test timeout,
+    # so a run takes far longer than the other groups'.
     "writer": Group(
         ("store/backends/writer.py", "store/backends/lanes.py"),
         (

@@ -21,7 +21,7 @@ Q = sql.load("items")
 
 
 @dataclass(frozen=True)
-class Draft:
+class Draft(backend.Record):
     item_id: int
     version: int
     text: str
@@ -32,19 +32,6 @@ class Draft:
     created_at: datetime
     #: The image this version shows and sends (an http(s) URL), or None.
     image_url: str | None = None
-
-    @classmethod
-    def from_row(cls, row: backend.Row) -> Draft:
-        return cls(
-            item_id=row["item_id"],
-            version=row["version"],
-            text=row["text"],
-            content_hash=row["content_hash"],
-            provenance=json.loads(row["provenance"]),
-            cost_micros=row["cost_micros"],
-            created_at=clock.from_ms(row["created_at"]),
-            image_url=row["image_url"],
-        )
 
 
 def _text_hash(text: str) -> str:
@@ -155,11 +142,11 @@ def _revise(
 
 
 def get_sync(conn: backend.Conn, item_id: int, version: int) -> Draft:
-    cursor = conn.execute(Q["draft"], {"item_id": item_id, "version": version})
-    row = cursor.fetchone()
-    if row is None:
+    params = {"item_id": item_id, "version": version}
+    draft = backend.fetch_one(conn, Q["draft"], params, Draft.from_row)
+    if draft is None:
         raise errors.NotFound(f"item {item_id} has no draft version {version}")
-    return Draft.from_row(row)
+    return draft
 
 
 async def get(store: Store, item_id: int, version: int) -> Draft:

@@ -24,7 +24,7 @@ import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 from store import backend, clock, errors, machine, payloads, sql
 from store.backends import core
@@ -44,7 +44,7 @@ _ENDED = json.dumps(sorted(machine.TERMINAL))
 
 
 @dataclass(frozen=True)
-class Row:
+class Row(backend.Record):
     id: int
     kind: Kind
     target: str
@@ -60,31 +60,16 @@ class Row:
     sent_at: datetime | None
 
     @classmethod
-    def from_row(cls, row: backend.Row) -> Row:
+    def from_row(cls, row: backend.Row, /, **given: Any) -> Self:
         payload = json.loads(row["payload"])
         if row["draft_text"] is not None:
             # A card row does not repeat its draft: the query joins the draft's text.
             payload["text"] = row["draft_text"]
-        return cls(
-            id=row["id"],
-            kind=row["kind"],
-            target=row["target"],
-            item_id=row["item_id"],
-            payload=payload,
-            dedupe_key=row["dedupe_key"],
-            state=row["state"],
-            attempts=row["attempts"],
-            next_attempt_at=clock.from_ms(row["next_attempt_at"]),
-            last_error=row["last_error"],
-            external_id=row["external_id"],
-            created_at=clock.from_ms(row["created_at"]),
-            sent_at=clock.maybe_from_ms(row["sent_at"]),
-        )
+        return super().from_row(row, payload=payload, **given)
 
 
 def _rows(conn: backend.Conn, query: str, params: dict[str, Any]) -> list[Row]:
-    cursor = conn.execute(query, params)
-    return [Row.from_row(row) for row in cursor.fetchall()]
+    return backend.fetch_all(conn, query, params, Row.from_row)
 
 
 def enqueue_sync(
@@ -197,19 +182,7 @@ def _wake(kind: Kind, store: Store) -> None:
         event.set()
 
 
-async def enqueue(
-    store: Store,
-    kind: Kind,
-    target: str,
-    payload: dict[str, Any],
-    now: datetime,
-    *,
-    item_id: int | None = None,
-    dedupe_key: str | None = None,
-) -> int | None:
-    return await store.write(
-        enqueue_sync, kind, target, payload, now, item_id=item_id, dedupe_key=dedupe_key
-    )
+enqueue = core.writes(enqueue_sync)
 
 
 async def due(

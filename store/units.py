@@ -7,6 +7,8 @@ reply, alert, refusal and CLI line uses, so the same amount always reads the sam
     units.usd(150_000)                   # "$0.15"
     units.usd(28)                        # "$0.000028"
     units.when(at)                       # "2026-12-04 17:10 UTC"
+    units.time_of_day(at)                # "17:10:05 UTC"
+    units.day(at)                        # "2026-12-04"
 
 Exact enough to be true: a duration shows its two largest units (what it drops is
 smaller than the last one shown), and money is never rounded to a cent it is not.
@@ -58,6 +60,16 @@ def when(at: datetime) -> str:
 def when_exact(at: datetime) -> str:
     """A moment to the second, for what is ordered within a minute (seals, storage faults)."""
     return at.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def time_of_day(at: datetime) -> str:
+    """The second within today a short window closes at (an undo), in UTC."""
+    return at.strftime("%H:%M:%S UTC")
+
+
+def day(at: datetime) -> str:
+    """The day something happened on (a digest, a signed head, a budget's period)."""
+    return at.strftime("%Y-%m-%d")
 
 
 def usd(micros: int) -> str:

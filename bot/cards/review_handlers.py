@@ -197,10 +197,7 @@ def listed_summary(result: review.ListedResult, count: int) -> str:
 
 async def reply(update: Update, context: handlers.Context) -> None:
     """A reply to a reason or note prompt; any other reply goes on to the Edit handler."""
-    message = update.effective_message
-    assert message is not None and message.reply_to_message is not None
-    d = handlers.deps(context)
-    prompt_id = message.reply_to_message.message_id
+    message, d, prompt_id = handlers.prompt_reply(update, context)
     asked = await followups.asked(d.store, message.chat_id, prompt_id)
     if asked is None:
         await taps.edit_reply(update, context)

@@ -174,10 +174,7 @@ async def retry(tap: handlers.ItemTap) -> None:
 
 async def edit_reply(update: Update, context: handlers.Context) -> None:
     """A reply to an Edit prompt becomes the item's new draft version and a new card."""
-    message = update.effective_message
-    assert message is not None and message.reply_to_message is not None
-    d = handlers.deps(context)
-    prompt_id = message.reply_to_message.message_id
+    message, d, prompt_id = handlers.prompt_reply(update, context)
     asked = await prompts.get(d.store, message.chat_id, prompt_id)
     if asked is None:
         await message.reply_text("That prompt is no longer open: tap Edit on the card again.")

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, TypedDict
 
-from telegram import CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup, Update
+from telegram import CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup, Message, Update
 from telegram.constants import ParseMode
 from telegram.ext import ApplicationHandlerStop, CallbackContext, ContextTypes, ExtBot
 
@@ -127,6 +127,13 @@ class BadInput(Exception):
 
 def deps(context: Context) -> Deps:
     return context.bot_data["deps"]
+
+
+def prompt_reply(update: Update, context: Context) -> tuple[Message, Deps, int]:
+    """A reply to one of the bot's prompts: the reply, the deps, and the prompt's id."""
+    message = update.effective_message
+    assert message is not None and message.reply_to_message is not None
+    return message, deps(context), message.reply_to_message.message_id
 
 
 async def verified_button(query: CallbackQuery, key: bytes) -> callbacks.Button | None:

@@ -192,11 +192,19 @@ def _run_summary(run: runs.Run, now: datetime) -> str:
 
 
 def status_pipeline(found: operations.PipelineRuns, now: datetime) -> str:
-    recent, window = found.recent, found.window
+    recent = found.recent
     lines = [f"<b>{esc(found.name)}</b>: last {wording.plural(len(recent), 'run')}, newest first"]
     lines.extend(f"  #{run.id} {run.trigger}: {_run_summary(run, now)}" for run in recent)
     if not recent:
         lines.append("  no runs yet")
+    return "\n".join(lines + where_to_look(found, now))
+
+
+def where_to_look(found: operations.PipelineRuns, now: datetime) -> list[str]:
+    """The lines under a pipeline's runs (Telegram and the CLI alike): the last green run,
+    the first red one after it, and what the filter dropped today."""
+    lines = []
+    window = found.window
     if window.last_ok is not None:
         lines.append(f"last green: #{window.last_ok.id} {age(window.last_ok.started_at, now)}")
     if window.first_error_after is not None:
@@ -204,7 +212,7 @@ def status_pipeline(found: operations.PipelineRuns, now: datetime) -> str:
         lines.append(f"first red after it: #{red.id} {age(red.started_at, now)}")
     if found.filtered_today:
         lines.append(f"{found.filtered_today} filtered today (gatehouse filtered {found.name})")
-    return "\n".join(lines)
+    return lines
 
 
 def pending(waiting: Sequence[items.Item], now: datetime) -> str:

@@ -228,6 +228,11 @@ def _data_dir(text: str) -> Path:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _limit(parser: argparse.ArgumentParser, default: int, shown: str) -> None:
+    help_ = shown + " (default: %(default)s)"
+    parser.add_argument("--limit", type=positive, default=default, metavar="N", help=help_)
+
+
 def _config_options(parser: argparse.ArgumentParser, default: object) -> None:
     parser.add_argument(
         "--env-file",
@@ -315,32 +320,15 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
     status.add_argument("--verbose", action="store_true", help="also the store's WAL size")
     runs = add("runs", cli_reads.cmd_runs, "recent runs with the last green and first red run")
     runs.add_argument("pipeline", nargs="?", help="only this pipeline (default: all)")
-    runs.add_argument(
-        "--limit",
-        type=positive,
-        default=operations.RUNS_SHOWN,
-        metavar="N",
-        help="runs shown (default: %(default)s)",
-    )
+    _limit(runs, operations.RUNS_SHOWN, "runs shown")
     add("pending", cli_reads.cmd_pending, "items awaiting approval, oldest first")
-    filtered = add("filtered", cli_reads.cmd_filtered, "entries a pipeline's filter dropped")
-    filtered.add_argument("pipeline", help="the pipeline's name, as `gatehouse status` lists it")
-    filtered.add_argument(
-        "--limit",
-        type=positive,
-        default=operations.FILTERED_SHOWN,
-        metavar="N",
-        help="entries shown, the most recently filtered first (default: %(default)s)",
-    )
-    skipped = add("skipped", cli_reads.cmd_skipped, "entries a pipeline's triage skipped")
-    skipped.add_argument("pipeline", help="the pipeline's name, as `gatehouse status` lists it")
-    skipped.add_argument(
-        "--limit",
-        type=positive,
-        default=operations.FILTERED_SHOWN,
-        metavar="N",
-        help="entries shown, the most recently skipped first (default: %(default)s)",
-    )
+    for name, dropped_by, fn in (
+        ("filtered", "filter dropped", cli_reads.cmd_filtered),
+        ("skipped", "triage skipped", cli_reads.cmd_skipped),
+    ):
+        dropped = add(name, fn, f"entries a pipeline's {dropped_by}")
+        dropped.add_argument("pipeline", help=PIPELINE_HELP)
+        _limit(dropped, operations.FILTERED_SHOWN, f"entries shown, the most recently {name} first")
     stats = add("stats", cli_reads.cmd_stats, "the editor's numbers per pipeline")
     stats.add_argument("pipeline", nargs="?", help="one pipeline (default: every pipeline)")
     stats.add_argument(

@@ -112,16 +112,7 @@ def pipeline_runs(found: operations.PipelineRuns, now: datetime) -> str:
     head = ("run", "trigger", "status", "started", "took", "fetched", "new", "drafted", "failed")
     lines = [f"{found.name}: last {len(rows)} runs, newest first"]
     lines.append(table((*head, "error"), rows) if rows else "  no runs yet")
-    window = found.window
-    if window.last_ok is not None:
-        green = window.last_ok
-        lines.append(f"last green: #{green.id} {render.age(green.started_at, now)}")
-    if window.first_error_after is not None:
-        red = window.first_error_after
-        lines.append(f"first red after it: #{red.id} {render.age(red.started_at, now)}")
-    if found.filtered_today:
-        lines.append(f"{found.filtered_today} filtered today (gatehouse filtered {found.name})")
-    return "\n".join(lines)
+    return "\n".join(lines + render.where_to_look(found, now))
 
 
 def pending(waiting: Sequence[items.Item], now: datetime) -> str:

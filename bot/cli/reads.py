@@ -47,6 +47,16 @@ def loaded(cfg: settings_mod.Settings) -> spec.LoadResult:
     return spec.load_dir(cfg.pipelines_dir, settings_mod.pipeline_context(cfg))
 
 
+def known_pipeline(cfg: settings_mod.Settings, name: str) -> str:
+    """`name` if the running bot (or, with none, the files) knows it; else Invalid with
+    close matches, or with the errors of its file when it failed to load."""
+    known = pipeline_names(cfg)
+    if name in known:
+        return name
+    # Read the files only now: a file that failed to load is named with its errors.
+    return operations.check_pipeline(name, known, loaded(cfg).broken)
+
+
 def pipeline_names(cfg: settings_mod.Settings) -> list[str]:
     """The pipelines the running bot has loaded, asked over its control socket, so the
     CLI never disagrees with it; with no bot running, the names the files declare."""
@@ -101,11 +111,7 @@ def cmd_status(cfg: settings_mod.Settings, args: argparse.Namespace, now: dateti
 
 
 def cmd_runs(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
-    known = pipeline_names(cfg)
-    if args.pipeline and args.pipeline not in known:
-        # Read the files only now: a file that failed to load is named with its errors.
-        operations.check_pipeline(args.pipeline, known, loaded(cfg).broken)
-    names = [args.pipeline] if args.pipeline else known
+    names = [known_pipeline(cfg, args.pipeline)] if args.pipeline else pipeline_names(cfg)
     limit = getattr(args, "limit", operations.RUNS_SHOWN)
 
     async def fn(store: db.Store) -> list[operations.PipelineRuns]:
@@ -125,28 +131,24 @@ def cmd_pending(cfg: settings_mod.Settings, args: argparse.Namespace, now: datet
 
 
 def cmd_filtered(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
-    known = pipeline_names(cfg)
-    if args.pipeline not in known:
-        operations.check_pipeline(args.pipeline, known, loaded(cfg).broken)
+    known_pipeline(cfg, args.pipeline)
     found = read(cfg, lambda store: operations.filtered(store, args.pipeline, args.limit))
     cli_output.emit(args, found, lambda: cli_output.filtered(args.pipeline, found, now))
     return 0
 
 
 def cmd_skipped(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
-    known = pipeline_names(cfg)
-    if args.pipeline not in known:
-        operations.check_pipeline(args.pipeline, known, loaded(cfg).broken)
+    known_pipeline(cfg, args.pipeline)
     found = read(cfg, lambda store: operations.skipped(store, args.pipeline, args.limit))
     cli_output.emit(args, found, lambda: cli_output.skipped(args.pipeline, found, now))
     return 0
 
 
 def cmd_stats(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
-    known = pipeline_names(cfg)
-    names = sorted(known)
-    if args.pipeline is not None:
-        names = [operations.check_pipeline(args.pipeline, known, loaded(cfg).broken)]
+    if args.pipeline is None:
+        names = sorted(pipeline_names(cfg))
+    else:
+        names = [known_pipeline(cfg, args.pipeline)]
     found = read(cfg, lambda store: operations.stats(store, names, args.days, now))
     cli_output.emit(args, found, lambda: cli_output.stats(found, args.days))
     return 0

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from pipelines.approval import quorum
 from pipelines.text import similarity, validation
-from store import backend, drafts, errors, items, outbox, payloads
+from store import backend, drafts, errors, items, outbox, payloads, units
 from store.audit import events
 from store.db import Store
 from store.drafts import Draft
@@ -141,7 +141,7 @@ def _status_line(
     decision: decisions.Decision, pipeline: spec.Pipeline, who: str, reason: str | None,
     undo_until: datetime | None, now: datetime,
 ) -> str:  # fmt: skip
-    at = now.strftime("%Y-%m-%d %H:%M UTC")
+    at = units.when(now)
     if decision.outcome == "approved":
         line = f"✅ approved by {who} at {at}"
     elif decision.outcome == "rejected":
@@ -151,7 +151,7 @@ def _status_line(
         return f"✅ {voters} · {awaited(decision, pipeline)}"
     if undo_until is not None:
         action = "sends" if decision.outcome == "approved" else "final"
-        line += f"\n↩️ Undo until {undo_until.strftime('%H:%M:%S UTC')} ({action} then)"
+        line += f"\n↩️ Undo until {units.time_of_day(undo_until)} ({action} then)"
     return line
 
 
@@ -352,19 +352,9 @@ async def edit(
     """An operator's replacement text: validated like any draft, then a new card."""
     validation.validate(text, pipeline.draft.output_schema)
     who = actor or events.operator(operator_id)
-
-    def unit(conn: backend.Conn) -> Draft:
-        check_operator(
-            pipeline, operator_id, conn, (item_id, items.get_sync(conn, item_id).attempt)
-        )
-        draft = drafts.edit_sync(conn, item_id, shown_version, text, operator_id, now, who)
-        item = items.get_sync(conn, item_id)
-        status = f"✏️ edited by {who}: see version {draft.version} below"
-        edit_card_sync(conn, pipeline, item, shown_version, status, now)
-        queue_card(conn, pipeline, item, draft, now, note=f"edited by {who}")
-        return draft
-
-    return await store.write(unit)
+    return await store.write(
+        _revise_sync, pipeline, item_id, shown_version, operator_id, now, who, text
+    )
 
 
 async def remove_image(
@@ -374,15 +364,26 @@ async def remove_image(
     """The shown version without its image, as a new version with a new card (an edit:
     audited with its actor, and the older card's buttons stop working)."""
     who = actor or events.operator(operator_id)
+    return await store.write(
+        _revise_sync, pipeline, item_id, shown_version, operator_id, now, who, None
+    )
 
-    def unit(conn: backend.Conn) -> Draft:
-        item = items.get_sync(conn, item_id)
-        check_operator(pipeline, operator_id, conn, (item_id, item.attempt))
+
+def _revise_sync(
+    conn: backend.Conn, pipeline: spec.Pipeline, item_id: int, shown_version: int,
+    operator_id: int, now: datetime, who: str, text: str | None,
+) -> Draft:  # fmt: skip
+    """An operator's new version: the text replaced by `text`, or (None) the image taken
+    off. The shown card says so and a new card follows, in the same unit."""
+    check_operator(pipeline, operator_id, conn, (item_id, items.get_sync(conn, item_id).attempt))
+    if text is None:
         draft = drafts.remove_image_sync(conn, item_id, shown_version, operator_id, now, who)
-        item = items.get_sync(conn, item_id)
-        status = f"🖼 image removed by {who}: see version {draft.version} below"
-        edit_card_sync(conn, pipeline, item, shown_version, status, now)
-        queue_card(conn, pipeline, item, draft, now, note=f"image removed by {who}")
-        return draft
-
-    return await store.write(unit)
+        mark, done = "🖼", "image removed"
+    else:
+        draft = drafts.edit_sync(conn, item_id, shown_version, text, operator_id, now, who)
+        mark, done = "✏️", "edited"
+    item = items.get_sync(conn, item_id)
+    status = f"{mark} {done} by {who}: see version {draft.version} below"
+    edit_card_sync(conn, pipeline, item, shown_version, status, now)
+    queue_card(conn, pipeline, item, draft, now, note=f"{done} by {who}")
+    return draft

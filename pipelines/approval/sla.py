@@ -33,7 +33,7 @@ class SweepReport:
 
 
 def _since(item: Item) -> str:
-    return item.last_transition_at.strftime("%Y-%m-%d %H:%M UTC")
+    return units.when(item.last_transition_at)
 
 
 def _warn_at(item: Item) -> datetime:
@@ -107,7 +107,7 @@ def _act(conn: backend.Conn, item: Item, now: datetime) -> None:
         # Its card still shows Approve and Reject: it says it expired, and offers Replay.
         edit = payloads.CardEdit(
             item.id, item.attempt, item.version, moved.state.value,
-            f"⌛ expired at {now:%Y-%m-%d %H:%M UTC}: nobody decided within the approval "
+            f"⌛ expired at {units.when(now)}: nobody decided within the approval "
             f"window (waiting since {_since(item)})",
             buttons=payloads.REPLAY_BUTTONS, pipeline=item.pipeline,
         )  # fmt: skip

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, TextIO
 
-from store import clock
+from store import clock, units
 from store.audit import checkpoints, events
 from store.db import Store
 
@@ -287,7 +287,7 @@ def _check_checkpoint(
     if event_id > last:
         report.problems.append(
             f"the tail is cut: the export ends at event {last}, but a checkpoint signed at "
-            f"{when:%Y-%m-%d %H:%M:%S} UTC names event {event_id}"
+            f"{units.when_exact(when)} names event {event_id}"
         )
     elif event_id in hashes and hashes[event_id] != hash_:
         report.problems.append(f"event {event_id} differs from the one its checkpoint signed")

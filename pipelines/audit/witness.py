@@ -21,7 +21,7 @@ from typing import Any
 
 from pipelines.audit import keys as audit_keys
 from pipelines.service import workers
-from store import backend, outbox
+from store import backend, outbox, units
 from store.audit import checkpoints, sealer
 from store.db import Store
 
@@ -36,7 +36,7 @@ def head_text(cp: checkpoints.Checkpoint) -> str:
     is shown as written, so no markdown marks). The signature and the public key (screens
     of base64) are in `gatehouse audit export` and `gatehouse audit key`."""
     return (
-        f"🔏 audit head #{cp.event_id} signed {cp.signed_at:%Y-%m-%d}, key {cp.key_id[:8]}…, "
+        f"🔏 audit head #{cp.event_id} signed {units.day(cp.signed_at)}, key {cp.key_id[:8]}…, "
         f"hash {cp.hash[:12]}…; the full signature: gatehouse audit export"
     )
 

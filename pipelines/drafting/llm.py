@@ -59,7 +59,7 @@ from pipelines.drafting import calls, drafters
 from pipelines.drafting import prompt as drafting
 from pipelines.providers import client as providers
 from pipelines.text import validation
-from store import backend, errors, ledger
+from store import backend, errors, ledger, units
 from store.backends import text as store_text
 from store.db import Store
 from store.items import Item
@@ -187,8 +187,8 @@ class LlmDrafter:
             for attempt in range(item.attempt, first - 1, -1)
         ]
         digest = claims.request_digest(item.pipeline, item.id, self._request())
-        return await llm_outputs.reusable(
-            self._store, self._endpoint, keys, item.id, digest, item.content_hash
+        return await self._store.read(
+            llm_outputs.reusable_sync, self._endpoint, keys, item.id, digest, item.content_hash
         )
 
     async def _begin(self, item: Item, prompt: str, now: datetime) -> claims.Work:
@@ -444,7 +444,7 @@ def in_flight_reason(work: claims.Work) -> str:
     """Why an item whose claim another worker started waits in drafting."""
     return (
         f"budget claim {work.id} is started by another worker whose provider call may "
-        f"still answer (its lease runs to {work.lease_until:%Y-%m-%d %H:%M:%S} UTC); the "
+        f"still answer (its lease runs to {units.when_exact(work.lease_until)}); the "
         "item waits in drafting for that reply, and no second call is made"
     )
 

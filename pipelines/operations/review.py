@@ -80,7 +80,7 @@ async def undo(
             window=window, deadline=pipeline.approval.window, actor=actor,
         )  # fmt: skip
         who = actor or events.operator(operator_id)
-        at = now.strftime("%H:%M:%S UTC")
+        at = units.time_of_day(now)
         status = f"↩️ undone by {who} at {at}: awaiting a decision again"
         flow.edit_card_sync(conn, pipeline, moved, version, status, now)
         return moved
@@ -102,7 +102,7 @@ async def extend(
     def unit(conn: backend.Conn) -> Item:
         item = deadlines.extend_sync(conn, item_id, attempt, version, window, who, now, most=most)
         assert item.deadline is not None
-        until = item.deadline.strftime("%Y-%m-%d %H:%M UTC")
+        until = units.when(item.deadline)
         status = f"⏳ window extended by {units.duration(window)} by {who}: open until {until}"
         flow.edit_card_sync(conn, pipeline, item, version, status, now)
         return item

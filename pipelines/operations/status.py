@@ -53,7 +53,7 @@ class Overview:
     @property
     def workers_down(self) -> list[workers.State]:
         """Workers that should run and do not (one on standby in a follower is well)."""
-        return [w for w in self.worker_states if not w.up]
+        return workers.down(self.worker_states)
 
 
 async def overview(

@@ -17,7 +17,7 @@ from typing import Any
 
 from pipelines.config import spec
 from pipelines.service import workers
-from store import outbox
+from store import outbox, units
 from store.db import Store
 from store.intake import dropped
 from store.items import Item
@@ -33,7 +33,7 @@ READ_AT_MOST = 1_000
 
 def text(name: str, day: datetime, found: list[Item]) -> str:
     """The day's list as the operators read it (plain text: the alert sender escapes it)."""
-    lines = [f"🔎 {name}: triage skipped {len(found)} on {day:%Y-%m-%d}"]
+    lines = [f"🔎 {name}: triage skipped {len(found)} on {units.day(day)}"]
     for item in found[:LISTED]:
         title = str(item.payload.get("title") or item.source_id)[:80]
         lines.append(f"• #{item.id} {title}: {item.reason or 'no reason recorded'}")

@@ -3,7 +3,7 @@ started together and stopped together in one event loop.
 
     runtime = await Runtime.start(RuntimeConfig(store=..., pipelines_dir=...))
     runtime.spawn("outbox-sender", lambda: sender.run(stop), stop)   # one more worker
-    runtime.workers.not_running()         # what health and /status report
+    workers.down(runtime.workers.snapshot())   # what health and /status report
     await runtime.stop()                  # a clean stop (below)
 
 Every long-running part runs under `runtime.workers` (pipelines.service.workers): a crash is

@@ -3,6 +3,7 @@
     registry = workers.Registry(store, clock)
     task = registry.spawn("dispatcher", lambda: dispatch_forever(stop), stop)
     registry.snapshot()                      # [State(name, status, since, restarts, error)]
+    workers.down(registry.snapshot())        # those that should run and do not
     await registry.report("dispatcher", exc, "on row 12")   # log it, tell the operators once
 
 A worker is a coroutine factory that runs until `stop` is set. An exception that
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Literal
@@ -57,10 +58,6 @@ class State:
     error: str | None = None
 
     @property
-    def running(self) -> bool:
-        return self.status == "running"
-
-    @property
     def up(self) -> bool:
         """Running, or on standby until this worker leads (see UP)."""
         return is_up(self.status)
@@ -69,6 +66,11 @@ class State:
 def is_up(status: object) -> bool:
     """Whether a worker in `status` (as a State or a ping answer gives it) is well."""
     return status in UP
+
+
+def down(states: Iterable[State]) -> list[State]:
+    """The workers that should run and do not: what health and /status report."""
+    return [state for state in states if not state.up]
 
 
 def waits_for_store(exc: BaseException, what: str, *args: object) -> bool:
@@ -128,10 +130,6 @@ class Registry:
 
     def snapshot(self) -> list[State]:
         return [self._states[name] for name in sorted(self._states)]
-
-    def not_running(self) -> list[State]:
-        """Workers that should run and do not (a worker on standby is where it should be)."""
-        return [s for s in self.snapshot() if not s.up]
 
     def standby(self, name: str) -> None:
         """Mark `name` as waiting for this worker to lead."""

@@ -17,9 +17,9 @@ import urllib.parse
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
-from pydantic import BaseModel, ValidationInfo, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from pipelines.sources import base
 from pipelines.text import redaction
@@ -136,8 +136,9 @@ LIMITS_CONTEXT = "source_limits"
 
 class ByteLimits(BaseModel):
     """A source with byte caps on its answer (a file, for a folder): it declares the fields
-    `max_bytes` and `max_decompressed_bytes` (declared last, so error messages list the
-    source's own fields first), and any left unset takes the configured default."""
+    `max_bytes` and `max_decompressed_bytes` (declared after its own fields, so error
+    messages list those first, except where a WebSource declares them), and any left
+    unset takes the configured default."""
 
     @model_validator(mode="after")
     def _default_limits(self, info: ValidationInfo) -> Any:
@@ -156,6 +157,35 @@ class ByteLimits(BaseModel):
             getattr(self, "max_bytes", None) or DEFAULT_MAX_BYTES,
             getattr(self, "max_decompressed_bytes", None) or DEFAULT_MAX_DECOMPRESSED_BYTES,
         )
+
+
+class WebSource(ByteLimits):
+    """A source fetched from an http(s) URL (rss, http_json): what every such source
+    takes. A source's own fields follow these; its `type` keeps the first place."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: str
+    url: str
+    #: Dedup scope; defaults to "<type>:<url>" (a query is replaced by a hash of the URL).
+    scope: str = ""
+    timeout_seconds: float = Field(default=30.0, gt=0)
+    #: Draft from the linked article (sources.articles) instead of the feed's teaser.
+    full_text: bool = False
+    #: Fetch article links whose host resolves to a private address (an intranet site).
+    allow_private_addresses: bool = False
+    #: Largest answer accepted as sent (compressed), in bytes; unset: the configured default.
+    max_bytes: int | None = Field(default=None, ge=1)
+    #: Largest answer accepted once decompressed, in bytes; unset: the configured default.
+    max_decompressed_bytes: int | None = Field(default=None, ge=1)
+
+    _check_url = field_validator("url")(check_http_url)
+
+    @model_validator(mode="after")
+    def _default_scope(self) -> Self:
+        if not self.scope:
+            self.scope = default_scope(self.type, self.url)
+        return self
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import ConfigDict, Field, field_validator, model_validator
+from pydantic import Field
 
 from pipelines.sources import base, common
 
@@ -30,15 +30,10 @@ if TYPE_CHECKING:
 MAX_EXTRA_CHARS = 100_000
 
 
-class Config(common.ByteLimits):
+class Config(common.WebSource):
     """Where the JSON lives and which fields make an item."""
 
-    model_config = ConfigDict(extra="forbid")
-
     type: Literal["http_json"]
-    url: str
-    #: Dedup scope; defaults to "http_json:<url>" (query replaced by a hash).
-    scope: str = ""
     #: Values are literal, or "env:VAR" to read VAR from the environment at fetch time.
     headers: dict[str, str] = Field(default_factory=dict)
     items_path: str = ""
@@ -46,23 +41,6 @@ class Config(common.ByteLimits):
     title_field: str = "title"
     text_field: str = "text"
     link_field: str | None = None
-    timeout_seconds: float = Field(default=30.0, gt=0)
-    #: Draft from the linked article (sources.articles) instead of the feed's teaser.
-    full_text: bool = False
-    #: Fetch article links whose host resolves to a private address (an intranet site).
-    allow_private_addresses: bool = False
-    #: Largest answer accepted as sent (compressed), in bytes; unset: the configured default.
-    max_bytes: int | None = Field(default=None, ge=1)
-    #: Largest answer accepted once decompressed, in bytes; unset: the configured default.
-    max_decompressed_bytes: int | None = Field(default=None, ge=1)
-
-    _check_url = field_validator("url")(common.check_http_url)
-
-    @model_validator(mode="after")
-    def _default_scope(self) -> Config:
-        if not self.scope:
-            self.scope = common.default_scope("http_json", self.url)
-        return self
 
 
 async def fetch(

@@ -14,40 +14,16 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import ConfigDict, Field, field_validator, model_validator
-
 from pipelines.sources import base, common, images
 
 if TYPE_CHECKING:
     import httpx
 
 
-class Config(common.ByteLimits):
+class Config(common.WebSource):
     """An RSS or Atom feed at an http(s) URL."""
 
-    model_config = ConfigDict(extra="forbid")
-
     type: Literal["rss"]
-    url: str
-    #: Dedup scope; defaults to "rss:<url>" (a query is replaced by a hash of the URL).
-    scope: str = ""
-    timeout_seconds: float = Field(default=30.0, gt=0)
-    #: Draft from the linked article (sources.articles) instead of the feed's teaser.
-    full_text: bool = False
-    #: Fetch article links whose host resolves to a private address (an intranet site).
-    allow_private_addresses: bool = False
-    #: Largest answer accepted as sent (compressed), in bytes; unset: the configured default.
-    max_bytes: int | None = Field(default=None, ge=1)
-    #: Largest answer accepted once decompressed, in bytes; unset: the configured default.
-    max_decompressed_bytes: int | None = Field(default=None, ge=1)
-
-    _check_url = field_validator("url")(common.check_http_url)
-
-    @model_validator(mode="after")
-    def _default_scope(self) -> Config:
-        if not self.scope:
-            self.scope = common.default_scope("rss", self.url)
-        return self
 
 
 async def fetch(

@@ -34,7 +34,7 @@ def message(event_id: int, hash_: str, signed_at_ms: int) -> bytes:
 
 
 @dataclass(frozen=True)
-class Checkpoint:
+class Checkpoint(backend.Record):
     id: int
     event_id: int
     hash: str
@@ -42,26 +42,9 @@ class Checkpoint:
     key_id: str
     signature: str
 
-    @classmethod
-    def from_row(cls, row: backend.Row) -> Checkpoint:
-        return cls(
-            id=row["id"],
-            event_id=row["event_id"],
-            hash=row["hash"],
-            signed_at=clock.from_ms(row["signed_at"]),
-            key_id=row["key_id"],
-            signature=row["signature"],
-        )
-
-
-def _many(conn: backend.Conn, query: str, params: dict[str, object]) -> list[Checkpoint]:
-    cursor = conn.execute(query, params)
-    return [Checkpoint.from_row(row) for row in cursor.fetchall()]
-
 
 def latest_sync(conn: backend.Conn) -> Checkpoint | None:
-    found = _many(conn, Q["latest"], {})
-    return found[0] if found else None
+    return backend.fetch_one(conn, Q["latest"], {}, Checkpoint.from_row)
 
 
 def sign_head_sync(conn: backend.Conn, signer: Signer, now: datetime) -> Checkpoint | None:
@@ -87,7 +70,8 @@ def sign_head_sync(conn: backend.Conn, signer: Signer, now: datetime) -> Checkpo
 
 async def since(store: Store, event_id: int) -> list[Checkpoint]:
     """Checkpoints naming event `event_id` or a later one, oldest first."""
-    return await store.read(_many, Q["since"], {"event_id": event_id})
+    params = {"event_id": event_id}
+    return await store.read(backend.fetch_all, Q["since"], params, Checkpoint.from_row)
 
 
 async def events_from(store: Store, from_id: int, batch: int) -> list[dict[str, Any]]:
@@ -95,8 +79,4 @@ async def events_from(store: Store, from_id: int, batch: int) -> list[dict[str, 
     hash each chains to."""
     params = {"from_id": from_id, "batch": batch, "genesis": events.GENESIS}
 
-    def query(conn: backend.Conn) -> list[dict[str, Any]]:
-        cursor = conn.execute(Q["events_from"], params)
-        return [dict(row) for row in cursor.fetchall()]
-
-    return await store.read(query)
+    return await store.read(backend.fetch_all, Q["events_from"], params, dict)

@@ -57,7 +57,7 @@ def check_actor(actor: str) -> str:
 
 
 @dataclasses.dataclass(frozen=True)
-class Event:
+class Event(backend.Record):
     id: int
     entity: Entity
     entity_id: str
@@ -71,23 +71,6 @@ class Event:
     seq: int | None
     prev_hash: str | None
     hash: str | None
-
-    @classmethod
-    def from_row(cls, row: backend.Row) -> Event:
-        return cls(
-            id=row["id"],
-            entity=row["entity"],
-            entity_id=row["entity_id"],
-            from_state=row["from_state"],
-            to_state=row["to_state"],
-            actor=row["actor"],
-            attempt=row["attempt"],
-            reason=row["reason"],
-            at=clock.from_ms(row["at"]),
-            seq=row["seq"],
-            prev_hash=row["prev_hash"],
-            hash=row["hash"],
-        )
 
 
 #: The hashed fields, in order (prev_hash last). "id" is the event's place in the chain
@@ -152,14 +135,9 @@ def last_automatic_entry(
     return clock.from_ms(row[0]) if row else None
 
 
-def _events(conn: backend.Conn, query: str, params: dict[str, object]) -> list[Event]:
-    cursor = conn.execute(query, params)
-    return [Event.from_row(row) for row in cursor.fetchall()]
-
-
 def for_entity_sync(conn: backend.Conn, entity: Entity, entity_id: str | int) -> list[Event]:
     params: dict[str, object] = {"entity": entity, "entity_id": str(entity_id), "genesis": GENESIS}
-    return _events(conn, Q["for_entity"], params)
+    return backend.fetch_all(conn, Q["for_entity"], params, Event.from_row)
 
 
 async def for_entity(store: Store, entity: Entity, entity_id: str | int) -> list[Event]:

@@ -205,3 +205,18 @@ class Store:
     async def checkpoint(self, mode: CheckpointMode = "PASSIVE") -> tuple[int, int, int]:
         """(busy, frames in the WAL, frames copied); (0, 0, 0) where the server checkpoints."""
         return (0, 0, 0)
+
+
+def writes(
+    unit: Callable[Concatenate[backend.Conn, P], T],
+) -> Callable[Concatenate[Store, P], Awaitable[T]]:
+    """The async twin of a write unit that does nothing else: `start_run =
+    writes(start_run_sync)` is `await store.write(start_run_sync, ...)` under the unit's
+    own signature, which a hand-written twin would only repeat."""
+
+    async def twin(store: Store, /, *args: P.args, **kw: P.kwargs) -> T:
+        return await store.write(unit, *args, **kw)
+
+    twin.__name__ = twin.__qualname__ = unit.__name__.removesuffix("_sync")
+    twin.__doc__ = unit.__doc__
+    return twin

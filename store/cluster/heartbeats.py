@@ -42,7 +42,7 @@ class Me:
 
 
 @dataclass(frozen=True)
-class Worker:
+class Worker(backend.Record):
     id: str
     host: str
     pid: int
@@ -77,18 +77,8 @@ async def stopped(store: Store, worker_id: str, now: datetime) -> None:
 
 
 def recent_sync(conn: backend.Conn, now: datetime) -> list[Worker]:
-    rows = conn.execute(Q["all"], {"since": clock.to_ms(now - FORGET_AFTER)}).fetchall()
-    return [
-        Worker(
-            row[0],
-            row[1],
-            int(row[2]),
-            clock.from_ms(row[3]),
-            clock.from_ms(row[4]),
-            clock.maybe_from_ms(row[5]),
-        )
-        for row in rows
-    ]
+    params = {"since": clock.to_ms(now - FORGET_AFTER)}
+    return backend.fetch_all(conn, Q["all"], params, Worker.from_row)
 
 
 async def recent(store: Store, now: datetime) -> list[Worker]:

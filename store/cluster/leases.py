@@ -26,7 +26,7 @@ Q = sql.load("leases")
 
 
 @dataclass(frozen=True)
-class Lease:
+class Lease(backend.Record):
     name: str
     holder: str
     term: int
@@ -92,10 +92,7 @@ async def release(store: Store, name: str, holder: str, term: int, now: datetime
 
 
 def get_sync(conn: backend.Conn, name: str) -> Lease | None:
-    row = conn.execute(Q["get"], {"name": name}).fetchone()
-    if row is None:
-        return None
-    return Lease(row[0], row[1], int(row[2]), clock.from_ms(row[3]), clock.from_ms(row[4]))
+    return backend.fetch_one(conn, Q["get"], {"name": name}, Lease.from_row)
 
 
 async def get(store: Store, name: str) -> Lease | None:

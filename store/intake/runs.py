@@ -7,11 +7,13 @@ window = await runs.investigation_window(store, "news")
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Literal
+from typing import Any, Literal, Self
 
 from store import backend, clock, errors, sql
+from store.backends import core
 from store.backends.core import Store
 
 Q = sql.load("runs")
@@ -22,7 +24,7 @@ TRIGGERS: tuple[Trigger, ...] = ("schedule", "manual", "replay")
 
 
 @dataclass(frozen=True)
-class Counts:
+class Counts(backend.Record):
     fetched: int = 0
     new: int = 0
     drafted: int = 0
@@ -34,7 +36,7 @@ class Counts:
 
 
 @dataclass(frozen=True)
-class Run:
+class Run(backend.Record):
     id: int
     pipeline: str
     trigger: Trigger
@@ -45,24 +47,8 @@ class Run:
     error_text: str | None
 
     @classmethod
-    def from_row(cls, row: backend.Row) -> Run:
-        return cls(
-            id=row["id"],
-            pipeline=row["pipeline"],
-            trigger=row["trigger"],
-            started_at=clock.from_ms(row["started_at"]),
-            ended_at=clock.maybe_from_ms(row["ended_at"]),
-            status=row["status"],
-            counts=Counts(
-                row["fetched"],
-                row["new"],
-                row["drafted"],
-                row["failed"],
-                row["filtered"],
-                row["skipped"],
-            ),
-            error_text=row["error_text"],
-        )
+    def from_row(cls, row: backend.Row, /, **given: Any) -> Self:
+        return super().from_row(row, counts=Counts.from_row(row), **given)
 
 
 @dataclass(frozen=True)
@@ -71,11 +57,6 @@ class Window:
 
     last_ok: Run | None
     first_error_after: Run | None
-
-
-def _rows(conn: backend.Conn, query: str, params: dict[str, object]) -> list[Run]:
-    cursor = conn.execute(query, params)
-    return [Run.from_row(row) for row in cursor.fetchall()]
 
 
 #: Who holds a run started without a worker (a script, a test): until the next start.
@@ -125,39 +106,15 @@ def finish_run_sync(
         "id": run_id,
         "status": status,
         "now": clock.to_ms(now),
-        "fetched": counts.fetched,
-        "new": counts.new,
-        "drafted": counts.drafted,
-        "failed": counts.failed,
-        "filtered": counts.filtered,
-        "skipped": counts.skipped,
+        **dataclasses.asdict(counts),
         "error_text": error_text,
     }
     if conn.execute(Q["finish_run"], params).rowcount != 1:
         raise errors.Conflict(f"run {run_id} is not running (already finished, or unknown)")
 
 
-async def start_run(
-    store: Store,
-    pipeline: str,
-    trigger: Trigger,
-    now: datetime,
-    *,
-    worker: str = NOBODY,
-    lease: timedelta = DEFAULT_LEASE,
-) -> int:
-    return await store.write(start_run_sync, pipeline, trigger, now, worker=worker, lease=lease)
-
-
-async def finish_run(
-    store: Store,
-    run_id: int,
-    status: Literal["ok", "error"],
-    counts: Counts,
-    error_text: str | None,
-    now: datetime,
-) -> None:
-    await store.write(finish_run_sync, run_id, status, counts, error_text, now)
+start_run = core.writes(start_run_sync)
+finish_run = core.writes(finish_run_sync)
 
 
 async def close_interrupted(store: Store, now: datetime) -> int:
@@ -181,29 +138,26 @@ def close_of_worker_sync(conn: backend.Conn, worker: str, now: datetime) -> list
 
 
 def get_sync(conn: backend.Conn, run_id: int) -> Run:
-    found = _rows(conn, Q["get"], {"id": run_id})
-    if not found:
+    found = backend.fetch_one(conn, Q["get"], {"id": run_id}, Run.from_row)
+    if found is None:
         raise errors.NotFound(f"no run {run_id}")
-    return found[0]
+    return found
 
 
 async def recent_runs(store: Store, pipeline: str, n: int = 10) -> list[Run]:
     """A pipeline's last n runs, newest first."""
-    return await store.read(_rows, Q["recent"], {"pipeline": pipeline, "n": n})
+    params = {"pipeline": pipeline, "n": n}
+    return await store.read(backend.fetch_all, Q["recent"], params, Run.from_row)
 
 
 async def investigation_window(store: Store, pipeline: str) -> Window:
     """The last ok run and the first error after it (or the first error ever)."""
 
     def query(conn: backend.Conn) -> Window:
-        ok = _rows(conn, Q["last_ok"], {"pipeline": pipeline})
-        last_ok = ok[0] if ok else None
+        last_ok = backend.fetch_one(conn, Q["last_ok"], {"pipeline": pipeline}, Run.from_row)
         after = (clock.to_ms(last_ok.started_at), last_ok.id) if last_ok else (-1, -1)
-        red = _rows(
-            conn,
-            Q["first_error_after"],
-            {"pipeline": pipeline, "after": after[0], "after_id": after[1]},
-        )
-        return Window(last_ok, red[0] if red else None)
+        params = {"pipeline": pipeline, "after": after[0], "after_id": after[1]}
+        first_error = backend.fetch_one(conn, Q["first_error_after"], params, Run.from_row)
+        return Window(last_ok, first_error)
 
     return await store.read(query)

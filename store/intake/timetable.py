@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 
 from store import backend, clock, errors, sql
 from store.audit import events
+from store.backends import core
 from store.backends.core import Store
 from store.intake import runs
 
@@ -19,22 +20,12 @@ Q = sql.load("schedules")
 
 
 @dataclass(frozen=True)
-class PipelineState:
+class PipelineState(backend.Record):
     pipeline: str
     paused: bool
     last_started_at: datetime | None
     next_due_at: datetime | None
     run_requested_at: datetime | None
-
-    @classmethod
-    def from_row(cls, row: backend.Row) -> PipelineState:
-        return cls(
-            pipeline=row["pipeline"],
-            paused=bool(row["paused"]),
-            last_started_at=clock.maybe_from_ms(row["last_started_at"]),
-            next_due_at=clock.maybe_from_ms(row["next_due_at"]),
-            run_requested_at=clock.maybe_from_ms(row["run_requested_at"]),
-        )
 
 
 def _ms(value: datetime | None) -> int | None:
@@ -42,8 +33,8 @@ def _ms(value: datetime | None) -> int | None:
 
 
 def all_sync(conn: backend.Conn) -> dict[str, PipelineState]:
-    cursor = conn.execute(Q["all"])
-    return {row["pipeline"]: PipelineState.from_row(row) for row in cursor.fetchall()}
+    found = backend.fetch_all(conn, Q["all"], {}, PipelineState.from_row)
+    return {state.pipeline: state for state in found}
 
 
 async def all_states(store: Store) -> dict[str, PipelineState]:
@@ -90,22 +81,7 @@ def claim_run_sync(
     return runs.start_run_sync(conn, pipeline, trigger, now, worker=worker, lease=lease)
 
 
-async def claim_run(
-    store: Store,
-    seen: PipelineState,
-    next_due_at: datetime | None,
-    trigger: runs.Trigger,
-    now: datetime,
-    *,
-    worker: str,
-    lease: timedelta,
-) -> int | None:
-    """Compare-and-set on the pipeline's row, then open the run, in one unit."""
-    return await store.write(
-        lambda conn: claim_run_sync(
-            conn, seen, next_due_at, trigger, now, worker=worker, lease=lease
-        )
-    )
+claim_run = core.writes(claim_run_sync)
 
 
 async def set_paused(store: Store, pipeline: str, paused: bool, actor: str, now: datetime) -> bool:

@@ -41,15 +41,11 @@ KEEP_ANSWERS = timedelta(days=7)
 
 
 @dataclass(frozen=True)
-class Token:
+class Token(backend.Record):
     id: int
     name: str
     created_at: datetime
     revoked_at: datetime | None
-
-    @classmethod
-    def from_row(cls, row: tuple[Any, ...]) -> Token:
-        return cls(row[0], row[1], clock.from_ms(row[2]), clock.maybe_from_ms(row[3]))
 
 
 @dataclass(frozen=True)
@@ -116,15 +112,13 @@ async def revoke(store: Store, name: str, actor: str, now: datetime) -> Token:
 
 
 async def all_tokens(store: Store) -> list[Token]:
-    rows = await store.read(lambda conn: conn.execute(Q["all"]).fetchall())
-    return [Token.from_row(row) for row in rows]
+    return await store.read(backend.fetch_all, Q["all"], {}, Token.from_row)
 
 
 async def authenticate(store: Store, token: str) -> Token | None:
     """The live token `token` is, or None (unknown or revoked)."""
     params = {"hash": digest(token)}
-    row = await store.read(lambda conn: conn.execute(Q["live_by_hash"], params).fetchone())
-    return None if row is None else Token.from_row(row)
+    return await store.read(backend.fetch_one, Q["live_by_hash"], params, Token.from_row)
 
 
 def remembered_sync(conn: backend.Conn, token_id: int, key: str) -> Answer | None:

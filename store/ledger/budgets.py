@@ -63,7 +63,7 @@ def period_start(period: Period, now: datetime) -> datetime:
 
 
 @dataclass(frozen=True)
-class Budget:
+class Budget(backend.Record):
     """One period instance of one scope's budget."""
 
     scope: str
@@ -72,17 +72,6 @@ class Budget:
     limit_micros: int
     spent_micros: int
     held_micros: int
-
-    @classmethod
-    def from_row(cls, row: backend.Row) -> Budget:
-        return cls(
-            scope=row["scope"],
-            period=row["period"],
-            period_start=clock.from_ms(row["period_start"]),
-            limit_micros=row["limit_micros"],
-            spent_micros=row["spent_micros"],
-            held_micros=row["held_micros"],
-        )
 
     @property
     def remaining_micros(self) -> int:
@@ -98,21 +87,17 @@ class Budget:
 
     @property
     def label(self) -> str:
-        return f"{self.scope}/{self.period} from {self.period_start:%Y-%m-%d}"
+        return f"{self.scope}/{self.period} from {units.day(self.period_start)}"
 
 
 @dataclass(frozen=True)
-class Hold:
+class Hold(backend.Record):
     """What one claim holds (or held) against one budget row."""
 
     scope: str
     period: Period
     period_start: datetime
     micros: int
-
-    @classmethod
-    def from_row(cls, row: backend.Row) -> Hold:
-        return cls(row["scope"], row["period"], clock.from_ms(row["period_start"]), row["micros"])
 
     def key(self) -> dict[str, Any]:
         return {
@@ -233,7 +218,7 @@ def _exceeded(
 
 
 def holds_sync(conn: backend.Conn, claim_id: int) -> list[Hold]:
-    return [Hold.from_row(row) for row in _rows(conn, Q["claim_holds"], {"claim_id": claim_id})]
+    return backend.fetch_all(conn, Q["claim_holds"], {"claim_id": claim_id}, Hold.from_row)
 
 
 def release_sync(conn: backend.Conn, claim_id: int) -> list[Hold]:
@@ -285,4 +270,4 @@ def current_sync(conn: backend.Conn, now: datetime) -> list[Budget]:
         "day_start": clock.to_ms(period_start("day", now)),
         "month_start": clock.to_ms(period_start("month", now)),
     }
-    return [Budget.from_row(row) for row in _rows(conn, Q["current"], params)]
+    return backend.fetch_all(conn, Q["current"], params, Budget.from_row)

@@ -17,7 +17,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Self
 
 from store import backend, clock, errors, outbox, sql
 from store.audit import events
@@ -31,7 +31,7 @@ Q = sql.load("claims")
 
 
 @dataclass(frozen=True)
-class Claim:
+class Claim(backend.Record):
     id: int
     pipeline: str
     item_id: int | None
@@ -50,26 +50,10 @@ class Claim:
     request_digest: str
 
     @classmethod
-    def from_row(cls, row: backend.Row) -> Claim:
+    def from_row(cls, row: backend.Row, /, **given: Any) -> Self:
         usage = json.loads(row["usage"]) if row["usage"] else None
-        return cls(
-            id=row["id"],
-            pipeline=row["pipeline"],
-            item_id=row["item_id"],
-            item_hash=row["item_hash"],
-            state=ClaimState(row["state"]),
-            provider_allowed=bool(row["provider_allowed"]),
-            reserved_micros=row["reserved_micros"],
-            actual_micros=row["actual_micros"],
-            lease_until=clock.from_ms(row["lease_until"]),
-            evidence=row["evidence"],
-            usage=Usage(usage["input_tokens"], usage["output_tokens"]) if usage else None,
-            reason=row["reason"],
-            created_at=clock.from_ms(row["created_at"]),
-            started_at=clock.maybe_from_ms(row["started_at"]),
-            ended_at=clock.maybe_from_ms(row["ended_at"]),
-            request_digest=row["request_digest"],
-        )
+        found = Usage(usage["input_tokens"], usage["output_tokens"]) if usage else None
+        return super().from_row(row, usage=found, **given)
 
 
 @dataclass(frozen=True)
@@ -126,9 +110,7 @@ def check_micros(name: str, value: int) -> int:
 
 def one_sync(conn: backend.Conn, query: str, params: dict[str, Any]) -> Claim | None:
     """Run a query that returns at most one claims row."""
-    cursor = conn.execute(query, params)
-    row = cursor.fetchone()
-    return Claim.from_row(row) if row else None
+    return backend.fetch_one(conn, query, params, Claim.from_row)
 
 
 def get_sync(conn: backend.Conn, claim_id: int) -> Claim:
@@ -349,8 +331,8 @@ def recover_sync(conn: backend.Conn, now: datetime, batch: int) -> list[Claim]:
     """Fail up to `batch` claims whose lease expired, as fail() would; uncertain ones stay."""
     if batch < 1:
         raise ValueError(f"batch must be at least 1, got {batch}")
-    cursor = conn.execute(Q["expired"], {"now": clock.to_ms(now), "batch": batch})
-    expired = [Claim.from_row(row) for row in cursor.fetchall()]
+    params = {"now": clock.to_ms(now), "batch": batch}
+    expired = backend.fetch_all(conn, Q["expired"], params, Claim.from_row)
     reason = "lease expired at {}"
     return [
         fail_sync(conn, c.id, reason.format(c.lease_until.isoformat()), now, "sweep")

@@ -5,7 +5,7 @@
         ledger_settle.complete_sync(conn, claim.id, usage, cost, evidence, item_hash, now)
     await store.write(unit)
     kept = await llm_outputs.get(store, claim.id)     # None: the call left nothing
-    found = await llm_outputs.reusable(store, ENDPOINT, keys, item_id, digest, item_hash)
+    found = await store.read(llm_outputs.reusable_sync, ENDPOINT, keys, item_id, digest, item_hash)
 
 The output is saved in the same transaction that settles (or marks uncertain) the
 claim, so a retry of the same attempt finds either both or neither: it reuses the
@@ -34,7 +34,7 @@ Q = sql.load("llm_outputs")
 
 
 @dataclass(frozen=True)
-class Output:
+class Output(backend.Record):
     claim_id: int
     text: str
     model: str
@@ -42,17 +42,6 @@ class Output:
     #: Why the output was refused (validation or an unusable body); None when it was used.
     error: str | None
     created_at: datetime
-
-    @classmethod
-    def from_row(cls, row: backend.Row) -> Output:
-        return cls(
-            claim_id=row["claim_id"],
-            text=row["text"],
-            model=row["model"],
-            request_id=row["request_id"],
-            error=row["error"],
-            created_at=clock.from_ms(row["created_at"]),
-        )
 
 
 def save_sync(
@@ -81,9 +70,7 @@ def save_sync(
 
 
 def get_sync(conn: backend.Conn, claim_id: int) -> Output | None:
-    cursor = conn.execute(Q["get"], {"claim_id": claim_id})
-    row = cursor.fetchone()
-    return Output.from_row(row) if row else None
+    return backend.fetch_one(conn, Q["get"], {"claim_id": claim_id}, Output.from_row)
 
 
 async def get(store: Store, claim_id: int) -> Output | None:
@@ -137,17 +124,6 @@ async def unshown(store: Store, item_id: int) -> list[int]:
 def refuse_unshown_sync(conn: backend.Conn, item_id: int, reason: str) -> int:
     """Refuse the item's kept outputs that no draft shows; returns how many."""
     return conn.execute(Q["refuse_unshown"], {"item_id": item_id, "error": reason}).rowcount
-
-
-async def reusable(
-    store: Store,
-    endpoint: str,
-    keys: Sequence[str],
-    item_id: int,
-    request_digest: str,
-    item_hash: str,
-) -> tuple[claims.Claim, Output] | None:
-    return await store.read(reusable_sync, endpoint, keys, item_id, request_digest, item_hash)
 
 
 def prune_sync(conn: backend.Conn, before: datetime, batch: int) -> int:

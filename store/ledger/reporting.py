@@ -16,7 +16,7 @@ Q = sql.load("ledger_report")
 
 
 @dataclass(frozen=True)
-class UncertainHold:
+class UncertainHold(backend.Record):
     """A hold whose provider call may have been charged: reconcile it with evidence."""
 
     claim_id: int
@@ -28,30 +28,13 @@ class UncertainHold:
     started_at: datetime | None
     since: datetime
 
-    @classmethod
-    def from_row(cls, row: backend.Row) -> UncertainHold:
-        return cls(
-            claim_id=row["id"],
-            pipeline=row["pipeline"],
-            item_id=row["item_id"],
-            item_state=row["item_state"],
-            reserved_micros=row["reserved_micros"],
-            reason=row["reason"],
-            started_at=clock.maybe_from_ms(row["started_at"]),
-            since=clock.from_ms(row["updated_at"]),
-        )
-
 
 @dataclass(frozen=True)
-class PipelineSpend:
+class PipelineSpend(backend.Record):
     pipeline: str
     spent_micros: int
     held_micros: int
     claims: int
-
-    @classmethod
-    def from_row(cls, row: backend.Row) -> PipelineSpend:
-        return cls(row["pipeline"], row["spent_micros"], row["held_micros"], row["claims"])
 
 
 @dataclass(frozen=True)
@@ -62,13 +45,8 @@ class Report:
     pipelines: list[PipelineSpend]
 
 
-def _rows(conn: backend.Conn, query: str, params: dict[str, object]) -> list[backend.Row]:
-    cursor = conn.execute(query, params)
-    return cursor.fetchall()
-
-
 def uncertain_sync(conn: backend.Conn, limit: int = 50) -> list[UncertainHold]:
-    return [UncertainHold.from_row(row) for row in _rows(conn, Q["uncertain"], {"limit": limit})]
+    return backend.fetch_all(conn, Q["uncertain"], {"limit": limit}, UncertainHold.from_row)
 
 
 async def uncertain(store: Store, limit: int = 50) -> list[UncertainHold]:
@@ -80,9 +58,8 @@ def pipelines_by_spend_sync(
     conn: backend.Conn, now: datetime, period: budgets.Period = "month"
 ) -> list[PipelineSpend]:
     since = clock.to_ms(budgets.period_start(period, now))
-    return [
-        PipelineSpend.from_row(r) for r in _rows(conn, Q["pipelines_by_spend"], {"since": since})
-    ]
+    params = {"since": since}
+    return backend.fetch_all(conn, Q["pipelines_by_spend"], params, PipelineSpend.from_row)
 
 
 def report_sync(conn: backend.Conn, now: datetime, uncertain_limit: int = 50) -> Report:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
-from store import backend, clock, errors, items, machine, outbox, sql
+from store import backend, clock, errors, items, machine, outbox, sql, units
 from store.audit import events
 from store.items import Item
 from store.machine import State
@@ -149,9 +149,7 @@ def undo_sync(
         )
     closes = item.last_transition_at + window
     if now >= closes:
-        raise errors.Conflict(
-            f"too late to undo: the window closed at {closes.strftime('%H:%M:%S UTC')}"
-        )
+        raise errors.Conflict(f"too late to undo: the window closed at {units.time_of_day(closes)}")
     params = {"item_id": item_id, "attempt": attempt, "version": version}
     if conn.execute(Q["voted"], {**params, "operator": operator_id}).fetchone() is None:
         raise errors.Conflict(f"only an operator who decided on item {item_id} can undo it")

@@ -23,14 +23,10 @@ MAX_NAME = 64
 
 
 @dataclass(frozen=True)
-class Person:
+class Person(backend.Record):
     user_id: int
     first_name: str | None
     username: str | None
-
-    @classmethod
-    def from_row(cls, row: backend.Row) -> Person:
-        return cls(row["user_id"], row["first_name"], row["username"])
 
 
 def _clip(name: str | None) -> str | None:
@@ -60,8 +56,8 @@ async def remember(
 
 
 def many_sync(conn: backend.Conn, ids: Iterable[int]) -> dict[int, Person]:
-    cursor = conn.execute(Q["many"], {"ids": json.dumps(sorted(set(ids)))})
-    return {row["user_id"]: Person.from_row(row) for row in cursor.fetchall()}
+    params = {"ids": json.dumps(sorted(set(ids)))}
+    return {p.user_id: p for p in backend.fetch_all(conn, Q["many"], params, Person.from_row)}
 
 
 async def many(store: Store, ids: Iterable[int]) -> dict[int, Person]:

@@ -23,22 +23,12 @@ KEEP = timedelta(days=7)
 
 
 @dataclass(frozen=True)
-class Prompt:
+class Prompt(backend.Record):
     chat_id: int
     message_id: int
     item_id: int
     version: int
     created_at: datetime
-
-    @classmethod
-    def from_row(cls, row: backend.Row) -> Prompt:
-        return cls(
-            chat_id=row["chat_id"],
-            message_id=row["message_id"],
-            item_id=row["item_id"],
-            version=row["version"],
-            created_at=clock.from_ms(row["created_at"]),
-        )
 
 
 def remember_sync(
@@ -68,9 +58,8 @@ async def remember(
 
 
 def get_sync(conn: backend.Conn, chat_id: int, message_id: int) -> Prompt | None:
-    cursor = conn.execute(Q["get"], {"chat_id": chat_id, "message_id": message_id})
-    row = cursor.fetchone()
-    return Prompt.from_row(row) if row else None
+    params = {"chat_id": chat_id, "message_id": message_id}
+    return backend.fetch_one(conn, Q["get"], params, Prompt.from_row)
 
 
 async def get(store: Store, chat_id: int, message_id: int) -> Prompt | None:

@@ -1,7 +1,7 @@
 -- name: uncertain
 -- Uncertain holds with their items, the oldest first: what an operator must reconcile.
-SELECT c.id, c.pipeline, c.item_id, i.state AS item_state, c.reserved_micros, c.reason,
-       c.started_at, c.updated_at
+SELECT c.id AS claim_id, c.pipeline, c.item_id, i.state AS item_state, c.reserved_micros,
+       c.reason, c.started_at, c.updated_at AS since
   FROM claims c LEFT JOIN items i ON i.id = c.item_id
  WHERE c.state = 'uncertain'
  ORDER BY c.updated_at, c.id LIMIT :limit

@@ -107,7 +107,9 @@ async def test_a_worker_that_ends_is_reported_as_not_running(
     await registry.spawn("quitter", quits, stop)
     registry.spawn("steady", stop.wait, stop)
     await asyncio.sleep(0)
-    assert [(s.name, s.status) for s in registry.not_running()] == [("quitter", "stopped")]
+    assert [(s.name, s.status) for s in workers.down(registry.snapshot())] == [
+        ("quitter", "stopped")
+    ]
     stop.set()
 
 
@@ -163,8 +165,8 @@ async def test_health_and_status_name_a_worker_that_is_not_running(
     rt = await runtime_mod.Runtime.start(cfg)
     try:
         await eventually(lambda: control.socket_path(data_dir).exists())
-        await eventually(lambda: bool(rt.workers.not_running()))
-        [down] = rt.workers.not_running()
+        await eventually(lambda: bool(workers.down(rt.workers.snapshot())))
+        [down] = workers.down(rt.workers.snapshot())
         assert (down.name, down.status) == ("test_workers", "restarting")
 
         code, out, err = await gatehouse(data_dir, pipelines_dir, "health", "--json")

@@ -27,6 +27,8 @@ def test_ages_and_moments() -> None:
     assert units.ago(NOW + timedelta(minutes=14), NOW) == "in 14 min"
     assert units.ago(None, NOW) == "never"
     assert units.when(NOW) == "2026-12-04 17:10 UTC"
+    assert units.time_of_day(NOW + timedelta(seconds=5)) == "17:10:05 UTC"
+    assert units.day(NOW) == "2026-12-04"
 
 
 @pytest.mark.parametrize(

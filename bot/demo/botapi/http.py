@@ -1,7 +1,7 @@
 """The HTTP side of the local Bot API server: a threaded stdlib server with keep-alive.
 
 Routes `/bot<token>/<method>` to `LocalBotApi.handle_bot_api` and `/control/<name>` to
-`localapi_control.handle`. Tuned as measured with PTB: TCP_NODELAY and a deep accept
+`localapi_control.handle`. Tuned for PTB: TCP_NODELAY and a deep accept
 backlog, or keep-alive replies stall ~40 ms and bursts get their connections reset.
 
 It listens on loopback only, yet any web page the user opens can send requests to it,

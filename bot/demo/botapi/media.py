@@ -49,17 +49,26 @@ def caption(params: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
     text = params.get("caption") or ""
     if not isinstance(text, str):
         raise bad_request("caption must be a string")
-    mode = str(params.get("parse_mode") or "").lower()
     entities: list[dict[str, Any]] = params.get("caption_entities") or []
-    if mode == "html":
-        try:
-            text, entities = localapi_html.parse(text)
-        except localapi_html.ParseError as exc:
-            raise bad_request(f"can't parse entities: {exc}") from None
-    elif mode not in ("", "markdown", "markdownv2"):
-        raise bad_request(f"unsupported parse_mode {params.get('parse_mode')!r}")
+    text, entities = formatted(text, params.get("parse_mode"), entities)
     if len(text) > MAX_CAPTION:
         raise bad_request("message caption is too long")
+    return text, entities
+
+
+def formatted(
+    text: str, parse_mode: Any, entities: list[dict[str, Any]]
+) -> tuple[str, list[dict[str, Any]]]:
+    """A text and its entities as a message keeps them: HTML parsed into entities;
+    Markdown modes stored as given (no test or demo relies on their parsing yet)."""
+    mode = str(parse_mode or "").lower()
+    if mode == "html":
+        try:
+            return localapi_html.parse(text)
+        except localapi_html.ParseError as exc:
+            raise bad_request(f"can't parse entities: {exc}") from None
+    if mode not in ("", "markdown", "markdownv2"):
+        raise bad_request(f"unsupported parse_mode {parse_mode!r}")
     return text, entities
 
 

@@ -11,7 +11,6 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from bot.demo.botapi import html as localapi_html
 from bot.demo.botapi import media
 from bot.demo.botapi.objects import bot_object
 from bot.demo.botapi.state import ApiError, LocalApiState, bad_request, user_object
@@ -140,16 +139,8 @@ def _text_and_entities(request: Request) -> tuple[str, list[dict[str, Any]]]:
     text = request.get_str("text")
     if not text.strip():
         raise bad_request("message text is empty")
-    mode = request.get_str("parse_mode").lower()
     entities: list[dict[str, Any]] = request.params.get("entities") or []
-    if mode == "html":
-        try:
-            text, entities = localapi_html.parse(text)
-        except localapi_html.ParseError as exc:
-            raise bad_request(f"can't parse entities: {exc}") from None
-    elif mode not in ("", "markdown", "markdownv2"):
-        raise bad_request(f"unsupported parse_mode {request.get_str('parse_mode')!r}")
-    # Markdown modes are stored as given: no test or demo relies on their parsing yet.
+    text, entities = media.formatted(text, request.get_str("parse_mode"), entities)
     if len(text) > MAX_TEXT:
         raise bad_request("message is too long")
     if not text.strip():
@@ -289,6 +280,15 @@ def get_my_commands(request: Request) -> Any:
 def send_message(request: Request) -> Any:
     chat_id = request.chat_id()
     text, entities = _text_and_entities(request)
+    preview = media.link_preview_options(request.params)
+    return _from_bot(request, chat_id, text, entities, link_preview_options=preview)
+
+
+def _from_bot(
+    request: Request, chat_id: int, text: str, entities: list[dict[str, Any]], **shown: Any
+) -> Any:
+    """A message the bot sends to `chat_id` (in reply, in a topic, with buttons, as the
+    request asks); `shown`: what else it carries (a photo, a link preview)."""
     reply_to = _reply_to(request, chat_id)
     message = request.state.add_message(
         chat_id,
@@ -300,7 +300,7 @@ def send_message(request: Request) -> Any:
         reply_to_message_id=reply_to,
         now=request.now,
         message_thread_id=request.thread(chat_id, reply_to),
-        link_preview_options=media.link_preview_options(request.params),
+        **shown,
     )
     return request.state.telegram_message(message)
 
@@ -353,21 +353,7 @@ def send_photo(request: Request) -> Any:
     else:
         raise bad_request("wrong file identifier/HTTP URL specified")
     text, entities = media.caption(request.params)
-    reply_to = _reply_to(request, chat_id)
-    message = request.state.add_message(
-        chat_id,
-        from_bot=True,
-        sender=request.bot_user(),
-        text=text,
-        entities=entities,
-        reply_markup=_reply_markup(request),
-        reply_to_message_id=reply_to,
-        now=request.now,
-        photo=picture,
-        message_thread_id=request.thread(chat_id, reply_to),
-        photo_url=url,
-    )
-    return request.state.telegram_message(message)
+    return _from_bot(request, chat_id, text, entities, photo=picture, photo_url=url)
 
 
 def edit_message_text(request: Request) -> Any:
