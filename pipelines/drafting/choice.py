@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from pipelines.config import spec
-from pipelines.drafting import calls, drafters
+from pipelines.drafting import calls, drafters, replies
 from pipelines.drafting import llm as llm_drafter
 from pipelines.drafting import triage as triage_drafter
 from pipelines.providers import client as providers
@@ -79,7 +79,7 @@ class Drafters:
         self._clock = clock
         self._clients: dict[str, providers.ProviderClient] = {}
         #: What calls gave while the store failed, kept across ticks (see LlmDrafter).
-        self._unrecorded: dict[int, llm_drafter.Record] = {}
+        self._unrecorded: dict[int, replies.Record] = {}
 
     def __call__(self, store: Store, pipeline: spec.Pipeline) -> drafters.Drafter:
         drafter = self._drafter(store, pipeline)

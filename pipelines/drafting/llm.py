@@ -26,7 +26,8 @@ A store fault (errors.PASSING) while recording what a call gave is not the item'
 record is kept in memory (`unrecorded`, shared across ticks) and the fault raised, so
 the item waits in drafting; the next draft of that claim writes it, with no new call.
 
-What each provider outcome does to the claim and the item:
+What each provider outcome does to the claim and the item (written by
+pipelines.drafting.replies):
 
 - a reply with usage: settled at the price-table cost; the draft goes to approval, or,
   if it fails validation (not JSON, schema violation, text the store cannot hold: a
@@ -50,23 +51,20 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
 from pipelines.config import spec
-from pipelines.drafting import calls, drafters
+from pipelines.drafting import calls, drafters, replies
 from pipelines.drafting import prompt as drafting
 from pipelines.providers import client as providers
-from pipelines.text import validation
-from store import backend, errors, ledger, units
-from store.backends import text as store_text
+from store import errors, ledger, units
 from store.db import Store
 from store.items import Item
 from store.ledger import claims
 from store.ledger import outputs as llm_outputs
 from store.ledger import prices as ledger_prices
-from store.ledger import settle as ledger_settle
 from store.ledger.machine import ClaimState
 from store.review import followups
 
@@ -75,10 +73,6 @@ log = logging.getLogger(__name__)
 #: Earlier attempts whose unshown output a replay may reuse (the newest claim decides).
 REUSE_LOOKBACK = 10
 NO_BUDGET_NOTE = "no budget configured: template drafter used"
-
-#: What a provider call gave, to be recorded once the store answers: the write (keep
-#: the output, settle or leave uncertain) and what the item gets then.
-Record = Callable[[datetime], Awaitable[drafters.DraftResult]]
 
 
 class LlmDrafter:
@@ -92,7 +86,7 @@ class LlmDrafter:
         price: ledger_prices.Price,
         *,
         clock: Callable[[], datetime] | None = None,
-        unrecorded: dict[int, Record] | None = None,
+        unrecorded: dict[int, replies.Record] | None = None,
         call: calls.Call | None = None,
         fallback: drafters.Drafter | None = None,
     ) -> None:
@@ -111,6 +105,9 @@ class LlmDrafter:
         self._schema = call.schema
         self._system = calls.system_prompt(self._schema)
         self._lease = calls.lease_for(provider.settings)
+        self._replies = replies.Replies(
+            store, provider.settings, price, self._system, self._max_tokens, self._schema
+        )
         #: What answers when no budget is configured (the ledger allows no provider call).
         self._fallback = fallback or drafters.TemplateDrafter(pipeline, note=NO_BUDGET_NOTE)
         #: By claim id, what a call of this process gave while the store failed (a lost
@@ -227,9 +224,9 @@ class LlmDrafter:
                 json_output=self._schema is not None,
             )
         except Exception as exc:
-            outcome = self._outcome(work, item, prompt, exc)
+            outcome = self._replies.of_failure(work, item, prompt, exc)
             return await self._recorded(work, outcome, self._later(now))
-        record: Record = lambda at: self._accept(work, item, reply, at)  # noqa: E731
+        record: replies.Record = lambda at: self._accepted(work, item, reply, at)  # noqa: E731
         try:
             return await self._recorded(work, record, self._later(now))
         except (drafters.DraftFailed, *errors.PASSING):
@@ -240,8 +237,14 @@ class LlmDrafter:
             await ledger.fail(self._store, work.id, reason[:1000], self._later(now))
             raise drafters.DraftFailed(reason, reason="internal") from None
 
+    async def _accepted(
+        self, work: claims.Work, item: Item, reply: providers.Completion, now: datetime
+    ) -> drafters.DraftResult:
+        claim, kept = await self._replies.accept(work, item, reply, now)
+        return self._result(kept.text, kept.model, kept.request_id, claim)
+
     async def _recorded(
-        self, work: claims.Work, record: Record, now: datetime
+        self, work: claims.Work, record: replies.Record, now: datetime
     ) -> drafters.DraftResult:
         """Run the write that records what the call gave. When the store fails (a lost
         connection, a full disk), keep it in memory for the next tick and raise: the item
@@ -251,133 +254,6 @@ class LlmDrafter:
         except errors.PASSING:
             self._unrecorded[work.id] = record
             raise
-
-    def _outcome(self, work: claims.Work, item: Item, prompt: str, exc: Exception) -> Record:
-        """The record of a call that gave no usable reply, and the failure it means."""
-
-        async def not_called(at: datetime) -> drafters.DraftResult:
-            await self._not_charged(work, item, exc, at)
-            raise drafters.DraftFailed(str(exc), reason="provider")
-
-        async def unusable(at: datetime) -> drafters.DraftResult:
-            assert isinstance(exc, providers.ProviderBadOutput)
-            model = self._provider.settings.model
-            message = f"the provider's reply was unusable: {exc}"
-            await self._record(work, item, exc.raw_text, model, exc.request_id, None, message, at)
-            raise drafters.DraftFailed(message, reason="invalid_output", raw=exc.raw_text)
-
-        async def maybe_charged(at: datetime) -> drafters.DraftResult:
-            await ledger.fail(self._store, work.id, f"the provider may have charged: {exc}", at)
-            raise drafters.DraftFailed(str(exc), reason="provider")
-
-        async def too_large(at: datetime) -> drafters.DraftResult:
-            # Paid, and the usage sits in the body not read: settled at the worst case.
-            usage = ledger_prices.Usage(
-                calls.max_input_tokens(self._system, prompt), self._max_tokens
-            )
-            message = (
-                f"the provider's reply was larger than GATEHOUSE_LLM__MAX_REPLY_BYTES "
-                f"({self._provider.settings.max_reply_bytes} bytes) and was not read; "
-                "its claim is settled at the worst case"
-            )
-            model = self._provider.settings.model
-            request_id = getattr(exc, "request_id", None)
-            await self._record(work, item, "", model, request_id, usage, message, at)
-            raise drafters.DraftFailed(message, reason="invalid_output")
-
-        if isinstance(exc, providers.ProviderNotCalled):
-            return not_called
-        if isinstance(exc, providers.ProviderTooLarge):
-            return too_large
-        if isinstance(exc, providers.ProviderBadOutput):
-            return unusable
-        if not isinstance(exc, providers.ProviderUncertain):  # a bug after the request left
-            log.exception("draft of item %s: unexpected error in the provider call", item.id)
-        return maybe_charged
-
-    async def _accept(
-        self, work: claims.Work, item: Item, reply: providers.Completion, now: datetime
-    ) -> drafters.DraftResult:
-        error = _unstorable(reply.text)
-        reply = dataclasses.replace(
-            reply,
-            text=store_text.clean(reply.text),
-            model=store_text.clean(reply.model),
-            request_id=reply.request_id and store_text.clean(reply.request_id),
-        )
-        if error is None:
-            try:
-                validation.validate(reply.text, self._schema)
-            except validation.InvalidDraft as exc:
-                error = store_text.clean(str(exc))
-        usage = (
-            ledger_prices.Usage(reply.input_tokens, reply.output_tokens)
-            if reply.input_tokens is not None and reply.output_tokens is not None
-            else None
-        )
-        claim = await self._record(
-            work, item, reply.text, reply.model, reply.request_id, usage, error, now, reply
-        )
-        if error is not None:
-            raise drafters.DraftFailed(error, reason="invalid_output", raw=reply.text)
-        return self._result(reply.text, reply.model, reply.request_id, claim)
-
-    async def _record(
-        self,
-        work: claims.Work,
-        item: Item,
-        text: str,
-        model: str,
-        request_id: str | None,
-        usage: ledger_prices.Usage | None,
-        error: str | None,
-        now: datetime,
-        reply: providers.Completion | None = None,
-    ) -> claims.Claim:
-        """Keep the output and settle (usage known) or mark uncertain: one transaction."""
-        evidence = _evidence(model, request_id, reply)
-        # A usable draft is never longer than max_kept_chars (see its setting): only an
-        # unusable reply is cut, so a huge one does not sit in the database whole.
-        text = text[: self._provider.settings.max_kept_chars]
-
-        def unit(conn: backend.Conn) -> tuple[claims.Claim, str | None]:
-            llm_outputs.save_sync(conn, work.id, text, model, request_id, error, now)
-            if usage is None:
-                reason = f"charged, but the usage is unknown ({evidence}); reconcile with the bill"
-                return claims.fail_sync(conn, work.id, reason, now), None
-            settled = ledger_settle.complete_sync(
-                conn,
-                work.id,
-                usage,
-                ledger_prices.cost(usage, self._price),
-                evidence,
-                item.content_hash,
-                now,
-            )
-            return settled.claim, settled.content_changed
-
-        claim, changed = await self._store.write(unit)
-        if changed:
-            raise drafters.DraftFailed(changed, reason="content_changed")
-        return claim
-
-    async def _not_charged(
-        self, work: claims.Work, item: Item, exc: Exception, now: datetime
-    ) -> None:
-        """Nothing was generated: settle at 0, which releases the hold."""
-        evidence = f"not charged: {exc}"[: ledger_settle.MAX_EVIDENCE]
-        try:
-            await ledger.complete(
-                self._store,
-                work.id,
-                ledger_prices.Usage(0, 0),
-                0,
-                evidence,
-                item.content_hash,
-                now,
-            )
-        except errors.Conflict as conflict:  # the item changed: the claim stays uncertain
-            log.warning("claim %s not settled: %s", work.id, conflict)
 
     async def _resume(self, work: claims.Work, item: Item, now: datetime) -> drafters.DraftResult:
         """The attempt's claim got past reserve earlier: reuse its output, or say why not."""
@@ -462,15 +338,3 @@ def held_reason(item_id: int) -> str:
         f"the process stopped during its provider call; item {item_id} waits in drafting "
         "until this claim is settled, then fails so that /replay can draft it again"
     )
-
-
-def _unstorable(text: str) -> str | None:
-    problem = store_text.unstorable(text)
-    return None if problem is None else f"the reply holds text that cannot be stored: {problem}"
-
-
-def _evidence(model: str, request_id: str | None, reply: providers.Completion | None) -> str:
-    text = f"request {request_id}" if request_id else f"{model} reply without a request id"
-    if reply is not None and reply.uncertain_attempts:
-        text += f"; {reply.uncertain_attempts} earlier attempt(s) got a 5xx after sending"
-    return text[: ledger_settle.MAX_EVIDENCE]
