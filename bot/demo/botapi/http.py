@@ -25,8 +25,8 @@ import threading
 import urllib.parse
 from typing import Any, Protocol
 
+from bot.demo.botapi import calls
 from bot.demo.botapi import control as localapi_control
-from bot.demo.botapi import methods as localapi_methods
 from pipelines.text import redaction
 
 # One logger for the whole server, so one level setting shows (or hides) its requests.
@@ -100,7 +100,7 @@ def multipart(content_type: str, body: bytes) -> dict[str, Any]:
         if not isinstance(name, str) or not isinstance(content, bytes):
             raise ValueError("every multipart part needs a name and a body")
         filename = part.get_filename()
-        fields[name] = localapi_methods.Upload(filename, content) if filename else content.decode()
+        fields[name] = calls.Upload(filename, content) if filename else content.decode()
     return fields
 
 

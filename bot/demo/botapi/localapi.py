@@ -31,6 +31,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any, TypeVar
 
+from bot.demo.botapi import calls
 from bot.demo.botapi import groups as localapi_groups
 from bot.demo.botapi import http as localapi_http
 from bot.demo.botapi import methods as localapi_methods
@@ -134,11 +135,11 @@ class LocalBotApi:
         message's); returns the queued Update."""
         if not text:
             raise ValueError("text must be a non-empty string")
-        if len(text) > localapi_methods.MAX_TEXT:
+        if len(text) > calls.MAX_TEXT:
             # What Telegram answers, and no client can send a longer message anyway.
             raise ValueError(
                 f"Bad Request: message is too long ({len(text)} characters;"
-                f" at most {localapi_methods.MAX_TEXT})"
+                f" at most {calls.MAX_TEXT})"
             )
         replied = self.state.find(chat_id, reply_to_message_id) if reply_to_message_id else None
         if reply_to_message_id is not None and replied is None:
@@ -326,8 +327,8 @@ class LocalBotApi:
             if fault.replace_result:
                 return 200, {"ok": True, "result": fault.result}
         try:
-            decoded = localapi_methods.decode_params(params)
-            request = localapi_methods.Request(self.state, token, decoded, int(time.time()))
+            decoded = calls.decode_params(params)
+            request = calls.Request(self.state, token, decoded, int(time.time()))
             return 200, {"ok": True, "result": handler(request)}
         except localapi_state.ApiError as exc:
             return _error(exc)

@@ -6,35 +6,14 @@ Each handler takes a `Request` (state, token, parameters, the time) and returns 
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Callable
 from typing import Any
 
-from bot.demo.botapi import media
-from bot.demo.botapi.objects import bot_object
-from bot.demo.botapi.state import ApiError, LocalApiState, bad_request, user_object
+from bot.demo.botapi import calls, media
+from bot.demo.botapi.calls import Request, Upload
+from bot.demo.botapi.state import ApiError, bad_request, user_object
 
-#: Telegram's limit on a message's text after entity parsing.
-MAX_TEXT = 4096
-#: Telegram's limit on a button's callback_data, in bytes.
-MAX_CALLBACK_DATA = 64
-#: The longest getUpdates long poll Telegram honours, in seconds.
-MAX_POLL_TIMEOUT = 50
-
-# Parameters that PTB (and Telegram's form encoding) send as JSON-encoded strings.
-_JSON_FIELDS = frozenset(
-    {
-        "reply_markup",
-        "reply_parameters",
-        "allowed_updates",
-        "commands",
-        "scope",
-        "entities",
-        "caption_entities",
-        "link_preview_options",
-    }
-)
 _CHAT_ACTIONS = frozenset(
     {
         "typing",
@@ -50,156 +29,6 @@ _CHAT_ACTIONS = frozenset(
         "upload_video_note",
     }
 )
-_BUTTON_ACTIONS = frozenset(
-    {
-        "callback_data",
-        "url",
-        "web_app",
-        "login_url",
-        "switch_inline_query",
-        "switch_inline_query_current_chat",
-        "switch_inline_query_chosen_chat",
-        "copy_text",
-        "callback_game",
-        "pay",
-    }
-)
-
-
-@dataclasses.dataclass(frozen=True)
-class Upload:
-    """A file part of a multipart request."""
-
-    filename: str
-    content: bytes
-
-
-@dataclasses.dataclass(frozen=True)
-class Request:
-    state: LocalApiState
-    token: str
-    params: dict[str, Any]
-    now: int
-
-    def bot_user(self) -> dict[str, Any]:
-        return bot_object(self.token)
-
-    def get_int(self, name: str, default: int | None = None) -> int:
-        return _int(name, self.params.get(name, default))
-
-    def chat_id(self) -> int:
-        return self.chat(self.params.get("chat_id"))
-
-    def chat(self, value: Any) -> int:
-        """A chat named by its id, or a group by its @username."""
-        if isinstance(value, str) and value.startswith("@"):
-            group = self.state.groups.by_username(value)
-            if group is None:
-                raise bad_request("chat not found")  # only groups added with a username
-            return group.id
-        return _int("chat_id", value)
-
-    def thread(self, chat_id: int, reply_to: int | None) -> int | None:
-        """The forum topic to post in: message_thread_id, else the replied message's."""
-        if self.params.get("message_thread_id") not in (None, ""):
-            return self.get_int("message_thread_id")
-        replied = self.state.find(chat_id, reply_to) if reply_to else None
-        return replied.message_thread_id if replied else None
-
-    def get_str(self, name: str, default: str = "") -> str:
-        value = self.params.get(name, default)
-        return value if isinstance(value, str) else json.dumps(value)
-
-    def get_bool(self, name: str) -> bool:
-        return self.params.get(name) in (True, "true", "True", "1", 1)
-
-
-def _int(name: str, value: Any) -> int:
-    if value is None or value == "":
-        raise bad_request(f"{name} is empty")
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise bad_request(f"invalid {name} specified") from None
-
-
-def decode_params(params: dict[str, Any]) -> dict[str, Any]:
-    """Turn JSON-encoded nested fields into objects; reject ones that are not JSON."""
-    decoded = dict(params)
-    for name in _JSON_FIELDS & decoded.keys():
-        if isinstance(decoded[name], str):
-            try:
-                decoded[name] = json.loads(decoded[name])
-            except json.JSONDecodeError:
-                raise bad_request(f"can't parse {name} JSON object") from None
-    return decoded
-
-
-def _text_and_entities(request: Request) -> tuple[str, list[dict[str, Any]]]:
-    text = request.get_str("text")
-    if not text.strip():
-        raise bad_request("message text is empty")
-    entities: list[dict[str, Any]] = request.params.get("entities") or []
-    text, entities = media.formatted(text, request.get_str("parse_mode"), entities)
-    if len(text) > MAX_TEXT:
-        raise bad_request("message is too long")
-    if not text.strip():
-        raise bad_request("message text is empty")
-    return text, entities
-
-
-def _reply_markup(request: Request) -> dict[str, Any] | None:
-    markup = request.params.get("reply_markup")
-    if markup is None:
-        return None
-    if not isinstance(markup, dict):
-        raise bad_request("reply_markup must be a JSON object")
-    for row in markup.get("inline_keyboard", []):
-        for button in row:
-            _check_button(button)
-    return markup
-
-
-def _check_button(button: dict[str, Any]) -> None:
-    if not button.get("text"):
-        raise bad_request("button text is empty")
-    if not _BUTTON_ACTIONS & button.keys():
-        raise bad_request("text buttons are unallowed in the inline keyboard")
-    data = button.get("callback_data")
-    if data is not None and not 1 <= len(str(data).encode()) <= MAX_CALLBACK_DATA:
-        raise bad_request("BUTTON_DATA_INVALID")
-
-
-def _reply_to(request: Request, chat_id: int) -> int | None:
-    """The message a new one answers: reply_parameters (message_id; chat_id, when given,
-    must be this chat; allow_sending_without_reply) or the older reply_to_message_id."""
-    reply = request.params.get("reply_parameters") or {}
-    if not isinstance(reply, dict):
-        raise bad_request("reply_parameters must be a JSON object")
-    if reply and "message_id" not in reply:
-        raise bad_request("reply_parameters must name the message_id to reply to")
-    if reply.get("chat_id") not in (None, "") and request.chat(reply["chat_id"]) != chat_id:
-        # Telegram quotes a message of another chat as an external reply; not modelled here.
-        raise bad_request("replies to a message in another chat are not supported locally")
-    named = reply.get("message_id") or request.params.get("reply_to_message_id")
-    if named in (None, ""):
-        return None
-    message_id = _int("message_id", named)
-    allow_missing = reply.get("allow_sending_without_reply") is True or request.get_bool(
-        "allow_sending_without_reply"
-    )
-    if request.state.find(chat_id, message_id) is None:
-        if allow_missing:
-            return None
-        raise bad_request("message to be replied not found")
-    return message_id
-
-
-def _edit_target(request: Request) -> tuple[int, int]:
-    if "inline_message_id" in request.params:
-        raise bad_request("inline messages are not supported by the local server")
-    return request.chat_id(), request.get_int("message_id")
-
 
 # -- handlers -----------------------------------------------------------------
 
@@ -219,7 +48,7 @@ def get_updates(request: Request) -> Any:
     return request.state.take_updates(
         offset=request.get_int("offset", 0),
         limit=min(max(request.get_int("limit", 100), 1), 100),
-        timeout=min(max(request.get_int("timeout", 0), 0), MAX_POLL_TIMEOUT),
+        timeout=min(max(request.get_int("timeout", 0), 0), calls.MAX_POLL_TIMEOUT),
         allowed=list(allowed) if isinstance(allowed, list) else None,
     )
 
@@ -279,7 +108,7 @@ def get_my_commands(request: Request) -> Any:
 
 def send_message(request: Request) -> Any:
     chat_id = request.chat_id()
-    text, entities = _text_and_entities(request)
+    text, entities = calls.text_and_entities(request)
     preview = media.link_preview_options(request.params)
     return _from_bot(request, chat_id, text, entities, link_preview_options=preview)
 
@@ -289,14 +118,14 @@ def _from_bot(
 ) -> Any:
     """A message the bot sends to `chat_id` (in reply, in a topic, with buttons, as the
     request asks); `shown`: what else it carries (a photo, a link preview)."""
-    reply_to = _reply_to(request, chat_id)
+    reply_to = calls.reply_to(request, chat_id)
     message = request.state.add_message(
         chat_id,
         from_bot=True,
         sender=request.bot_user(),
         text=text,
         entities=entities,
-        reply_markup=_reply_markup(request),
+        reply_markup=calls.reply_markup(request),
         reply_to_message_id=reply_to,
         now=request.now,
         message_thread_id=request.thread(chat_id, reply_to),
@@ -357,8 +186,8 @@ def send_photo(request: Request) -> Any:
 
 
 def edit_message_text(request: Request) -> Any:
-    chat_id, message_id = _edit_target(request)
-    text, entities = _text_and_entities(request)
+    chat_id, message_id = calls.edit_target(request)
+    text, entities = calls.text_and_entities(request)
     # As on Telegram, an edit without reply_markup removes the inline keyboard.
     message = request.state.edit(
         chat_id,
@@ -366,16 +195,16 @@ def edit_message_text(request: Request) -> Any:
         request.now,
         text=text,
         entities=entities,
-        reply_markup=_reply_markup(request),
+        reply_markup=calls.reply_markup(request),
         link_preview_options=media.link_preview_options(request.params),
     )
     return request.state.telegram_message(message)
 
 
 def edit_message_reply_markup(request: Request) -> Any:
-    chat_id, message_id = _edit_target(request)
+    chat_id, message_id = calls.edit_target(request)
     message = request.state.edit(
-        chat_id, message_id, request.now, reply_markup=_reply_markup(request)
+        chat_id, message_id, request.now, reply_markup=calls.reply_markup(request)
     )
     return request.state.telegram_message(message)
 
