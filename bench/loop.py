@@ -43,6 +43,8 @@ class Wake:
     late: float
     loop_cpu: float
     process_cpu: float
+    #: CPU time of garbage collections in that time (whichever thread ran them).
+    gc_cpu: float
 
 
 class LoopTicker:
@@ -54,6 +56,7 @@ class LoopTicker:
         #: The longest garbage collection: seconds, CPU seconds of its thread, generation.
         self.longest_gc = (0.0, 0.0, -1)
         self._gc_started = (0.0, 0.0)
+        self._gc_cpu = 0.0
         self._task: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> LoopTicker:
@@ -71,11 +74,12 @@ class LoopTicker:
     async def _run(self) -> None:
         while True:
             started = time.perf_counter()
-            loop_cpu, process_cpu = time.thread_time(), time.process_time()
+            loop_cpu, process_cpu, gc_cpu = time.thread_time(), time.process_time(), self._gc_cpu
             await asyncio.sleep(TICKER_S)
             late = time.perf_counter() - started - TICKER_S
             loop_cpu = time.thread_time() - loop_cpu
-            self.wakes.append(Wake(late, loop_cpu, time.process_time() - process_cpu))
+            process_cpu = time.process_time() - process_cpu
+            self.wakes.append(Wake(late, loop_cpu, process_cpu, self._gc_cpu - gc_cpu))
             self.max_stall = max(self.max_stall, late)
 
     def _collected(self, phase: str, info: dict[str, Any]) -> None:
@@ -84,22 +88,28 @@ class LoopTicker:
             self._gc_started = (time.perf_counter(), time.thread_time())
             return
         took = time.perf_counter() - self._gc_started[0]
+        cpu = time.thread_time() - self._gc_started[1]
+        self._gc_cpu += cpu
         if took > self.longest_gc[0]:
-            cpu = time.thread_time() - self._gc_started[1]
             self.longest_gc = (took, cpu, int(info["generation"]))
 
 
 def figures(tickers: list[LoopTicker], prefix: str) -> dict[str, Any]:
     """The loop's figures over these ticks, as the report's keys (milliseconds)."""
     wakes = [wake for ticker in tickers for wake in ticker.wakes]
-    worst = max(wakes, key=lambda wake: wake.late, default=Wake(0.0, 0.0, 0.0))
+    none = Wake(0.0, 0.0, 0.0, 0.0)
+    worst = max(wakes, key=lambda wake: wake.late, default=none)
+    busiest = max(wakes, key=lambda wake: wake.loop_cpu, default=none)
     gc_s, gc_cpu, gc_generation = max(ticker.longest_gc for ticker in tickers)
     return {
         f"{prefix}loop_lag_p99_ms": _ms(common.percentile([w.late for w in wakes], 99)),
         f"{prefix}stalls_over_50_ms": sum(1 for w in wakes if w.late > STALL_LIMIT_S),
         f"{prefix}worst_stall_loop_cpu_ms": _ms(worst.loop_cpu),
         f"{prefix}worst_stall_process_cpu_ms": _ms(worst.process_cpu),
-        f"{prefix}max_loop_cpu_between_wakes_ms": _ms(max((w.loop_cpu for w in wakes), default=0)),
+        f"{prefix}worst_stall_gc_cpu_ms": _ms(worst.gc_cpu),
+        # The longest the loop's own thread worked without answering the ticker.
+        f"{prefix}max_loop_cpu_between_wakes_ms": _ms(busiest.loop_cpu),
+        f"{prefix}max_loop_cpu_between_wakes_gc_cpu_ms": _ms(busiest.gc_cpu),
         f"{prefix}longest_gc_ms": _ms(gc_s),
         f"{prefix}longest_gc_cpu_ms": _ms(gc_cpu),
         f"{prefix}longest_gc_generation": gc_generation,
