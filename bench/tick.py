@@ -47,6 +47,7 @@ import httpx
 from bench import common, loop
 from pipelines import config, engine
 from pipelines.drafting import base as drafters
+from pipelines.sources import articles as sources_articles
 from store import backend, db, drafts, items
 from store.machine import State
 from tests.fakes import site
@@ -266,7 +267,9 @@ async def full_text(count: int, rounds: int, load: int) -> None:
     ticks: list[Tick] = []
     with FeedServer() as feeds, spinning(load):
         site.serve(feeds, articles(count))
-        gc.freeze()  # as the runtime does once started (pipelines/runtime.py)
+        # As the runtime starts with a full_text pipeline (pipelines/runtime.py).
+        await sources_articles.warm()
+        gc.freeze()
         for round_no in range(rounds + 1):  # round 0 warms up (imports, the extractor)
             with tempfile.TemporaryDirectory() as tmp:
                 tick = await one_tick(

@@ -37,9 +37,20 @@ from pathlib import Path
 
 import httpx
 
-from pipelines import approval, config, engine, httpclient, leader, sealing, sla, workers
+from pipelines import (
+    approval,
+    config,
+    engine,
+    fulltext,
+    httpclient,
+    leader,
+    sealing,
+    sla,
+    workers,
+)
 from pipelines.drafting import base as drafters
 from pipelines.scheduler import Scheduler
+from pipelines.sources import articles
 from store import db, errors, heartbeats, ledger, outbox, retention, startup
 from store.db import Store
 
@@ -146,6 +157,8 @@ class Runtime:
             await store.close()
             raise
         runtime = cls(cfg, store, loaded, httpclient.new(timeout=httpx.Timeout(30.0, connect=10.0)))
+        if fulltext.used(loaded.pipelines.values()):
+            await articles.warm()  # before the freeze below, so the extractor is frozen too
         # Everything start-up allocated (modules, models, the bot) leaves the collector's
         # reach: a full collection then scans only what came later, instead of stalling
         # the event loop, and every tap waiting on it, for a tenth of a second or more.
