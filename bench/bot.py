@@ -36,7 +36,7 @@ os.environ.setdefault("PTB_TIMEDELTA", "1")
 from telegram import InlineKeyboardButton, InlineKeyboardMarkup, Update
 from telegram.ext import AIORateLimiter, ApplicationBuilder, CallbackQueryHandler, ContextTypes
 
-from bench import common
+from bench import common, loop
 from bench import tick as tick_bench
 from bot import app
 from bot import settings as settings_mod
@@ -188,7 +188,7 @@ async def gatehouse(taps: int, feed_items: int, tmp: Path) -> dict[str, float]:
             quiet, busy = cards[: taps // 2], cards[taps // 2 :]
             figures = await _measure(api, quiet)
             done = asyncio.Event()
-            async with tick_bench.LoopTicker() as ticker:
+            async with loop.LoopTicker() as ticker:
                 ticking = asyncio.create_task(_ticks_until(runtime, feeds, feed_items, done))
                 await asyncio.sleep(0.05)  # the first tick is under way
                 during = await _taps(api, busy)

@@ -106,8 +106,8 @@ async def tick_ratio(items: int, rounds: int, rules: int) -> dict[str, float]:
                     Path(tmp), feeds, "/feed.xml", [], items, extra=filter_yaml(rules)
                 )
             if round_no:
-                plain.append(bare["elapsed"])
-                filtered.append(ruled["elapsed"])
+                plain.append(bare.elapsed)
+                filtered.append(ruled.elapsed)
     rate = items / common.median(plain)
     with_rules = items / common.median(filtered)
     return {

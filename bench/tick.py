@@ -1,6 +1,7 @@
 """One pipeline tick over a feed of N new items with the template drafter.
 
-    python -m bench tick [--items 1000] [--history 500] [--rounds 3] [--full-text]
+    python -m bench tick [--items 1000] [--history 500] [--rounds 3]
+    python -m bench tick --full-text [--items 1000] [--rounds 3] [--load N]
 
 Two stores per round: an empty one, and one holding `--history` approved drafts in
 the duplicate window, so the duplicate gate compares every new draft with them.
@@ -9,36 +10,45 @@ and a few new items repeat an approved story so the gate also finds matches.
 
 Prints items_per_s (fetch, dedup, record, draft, card, for every item, empty store),
 history_items_per_s and history_ratio (with the approved drafts), max_loop_stall_ms
-(the longest the event loop went unanswered during the history tick, measured by a
-ticker task that sleeps 1 ms at a time) and store_share (the share of the empty tick
-during which at least one store call was in flight). Medians over the rounds.
+(the longest the event loop went unanswered during the history tick) and store_share
+(the share of the empty tick during which at least one store call was in flight).
+Medians over the rounds. The loop's lag is sampled by a ticker task that sleeps 1 ms
+at a time (bench/loop.py says how, and what the figures beside it tell): its p99, the
+wake-ups over 50 ms late, the CPU the loop's thread and the whole process used during
+the worst one, and the longest garbage collection.
 
 With --full-text, the feed's entries link to article pages on the same local site and
 the source has `full_text: true`: each item's page is fetched (two at a time, one host)
-and extracted on a thread. Prints full_text_items_per_s and full_text_max_loop_stall_ms
-(the longest the event loop went unanswered during those ticks).
+and extracted on the extraction thread. Prints full_text_items_per_s,
+full_text_max_loop_stall_ms and the same loop figures for those ticks. `--load N` runs
+N processes that only burn CPU beside it: the stalls that other processes' work causes
+on a shared machine, made on purpose.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
+import contextlib
 import gc
+import os
 import random
+import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from bench import common
+from bench import common, loop
 from pipelines.config import spec
 from pipelines.drafting import drafters
 from pipelines.runs import engine
+from pipelines.sources import articles as sources_articles
 from store import backend, db, drafts, items
 from store.machine import State
 from tests.fakes import site
@@ -48,11 +58,20 @@ from tests.fakes.feeds import rss
 NOW = datetime(2026, 11, 30, tzinfo=UTC)
 #: One new item in this many repeats an approved story (reworded at its end).
 REPEAT_EVERY = 50
-TICKER_S = 0.001
 FLAGGED = (
     "SELECT count(*) FROM outbox WHERE kind = 'card'"
     " AND json_extract(payload, '$.duplicate_of') IS NOT NULL"
 )
+
+
+@dataclass(frozen=True)
+class Tick:
+    """One measured tick: its wall time, the share of it with a store call in flight,
+    and the loop's lag during it."""
+
+    elapsed: float
+    store_share: float
+    ticker: loop.LoopTicker
 
 
 class StoreClock:
@@ -76,30 +95,6 @@ class StoreClock:
                     self.busy += time.perf_counter() - self.since
 
         return timed
-
-
-class LoopTicker:
-    """The longest gap between wake-ups of a task that asks to sleep TICKER_S."""
-
-    def __init__(self) -> None:
-        self.max_stall = 0.0
-        self._task: asyncio.Task[None] | None = None
-
-    async def __aenter__(self) -> LoopTicker:
-        self._task = asyncio.create_task(self._run())
-        await asyncio.sleep(0)
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        assert self._task is not None
-        self._task.cancel()
-        await asyncio.gather(self._task, return_exceptions=True)
-
-    async def _run(self) -> None:
-        while True:
-            started = time.perf_counter()
-            await asyncio.sleep(TICKER_S)
-            self.max_stall = max(self.max_stall, time.perf_counter() - started - TICKER_S)
 
 
 def vocabulary(rng: random.Random, size: int = 3000) -> list[str]:
@@ -167,7 +162,7 @@ async def one_tick(
     *,
     extra: str = "",
     source_lines: str = "",
-) -> dict[str, float]:
+) -> Tick:
     """`extra`: YAML appended to the pipeline file (bench/filters.py adds a filter);
     `source_lines`: lines added to its source (`--full-text`)."""
     pipelines_dir = tmp / "pipelines"
@@ -188,7 +183,7 @@ async def one_tick(
             eng = engine.Engine(
                 store, {"bench": pipeline}, client=client, drafter_for=drafters.TemplateDrafter
             )
-            async with LoopTicker() as ticker:
+            async with loop.LoopTicker() as ticker:
                 started = time.perf_counter()
                 report = await eng.tick("bench", "manual", NOW)
                 elapsed = time.perf_counter() - started
@@ -199,7 +194,7 @@ async def one_tick(
     assert report.counts.drafted == count == len(waiting), report
     # Every repeated story, and nothing else, is flagged as a possible duplicate.
     assert flagged == (len(range(0, count, REPEAT_EVERY)) if history else 0), flagged
-    return {"elapsed": elapsed, "store_share": clock.busy / elapsed, "max_stall": ticker.max_stall}
+    return Tick(elapsed, clock.busy / elapsed, ticker)
 
 
 async def main(argv: list[str]) -> None:
@@ -208,14 +203,17 @@ async def main(argv: list[str]) -> None:
     parser.add_argument("--history", type=int, default=engine.DUPLICATE_LOOKBACK)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--full-text", action="store_true", help="fetch each item's article")
+    parser.add_argument(
+        "--load", type=int, default=0, help="with --full-text: processes burning CPU beside it"
+    )
     args = parser.parse_args(argv)
     if args.full_text:
-        await full_text(args.items, args.rounds)
+        await full_text(args.items, args.rounds, args.load)
         return
     history = approved_stories(args.history)
     gc.freeze()  # as the runtime does once started (pipelines/service/runtime.py)
-    empty: list[dict[str, float]] = []
-    full: list[dict[str, float]] = []
+    empty: list[Tick] = []
+    full: list[Tick] = []
     with FeedServer() as feeds:
         feeds.set("/empty.xml", rss(feed_entries(args.items, [])))
         feeds.set("/history.xml", rss(feed_entries(args.items, history)))
@@ -229,23 +227,24 @@ async def main(argv: list[str]) -> None:
             if round_no:
                 empty.append(plain)
                 full.append(gated)
-    rate = args.items / common.median([r["elapsed"] for r in empty])
-    history_rate = args.items / common.median([r["elapsed"] for r in full])
+    rate = args.items / common.median([r.elapsed for r in empty])
+    history_rate = args.items / common.median([r.elapsed for r in full])
     common.report(
         {
             "bench": "tick",
             "items": args.items,
             "drafter": "template",
             "rounds": args.rounds,
-            "seconds": round(common.median([r["elapsed"] for r in empty]), 3),
+            "seconds": round(common.median([r.elapsed for r in empty]), 3),
             "items_per_s": round(rate),
-            "store_share": round(common.median([r["store_share"] for r in empty]), 3),
+            "store_share": round(common.median([r.store_share for r in empty]), 3),
             "history_drafts": args.history,
-            "history_seconds": round(common.median([r["elapsed"] for r in full]), 3),
+            "history_seconds": round(common.median([r.elapsed for r in full]), 3),
             "history_items_per_s": round(history_rate),
             "history_ratio": round(history_rate / rate, 3),
-            "max_loop_stall_ms": round(max(r["max_stall"] for r in full) * 1000, 1),
-            "empty_max_loop_stall_ms": round(max(r["max_stall"] for r in empty) * 1000, 1),
+            "max_loop_stall_ms": round(max(r.ticker.max_stall for r in full) * 1000, 1),
+            "empty_max_loop_stall_ms": round(max(r.ticker.max_stall for r in empty) * 1000, 1),
+            **loop.figures([r.ticker for r in full], ""),
         }
     )
 
@@ -262,13 +261,16 @@ def articles(count: int) -> list[site.Story]:
     return stories
 
 
-async def full_text(count: int, rounds: int) -> None:
+async def full_text(count: int, rounds: int, load: int) -> None:
     """Ticks of a full_text source against a local site: items/s and the loop's stalls."""
     # As the bot runs (bot.app): the extractor's thread hands the GIL back sooner.
     sys.setswitchinterval(GIL_SWITCH_S)
-    ticks: list[dict[str, float]] = []
-    with FeedServer() as feeds:
+    ticks: list[Tick] = []
+    with FeedServer() as feeds, spinning(load):
         site.serve(feeds, articles(count))
+        # As the runtime starts with a full_text pipeline (pipelines/service/runtime.py).
+        await sources_articles.warm()
+        gc.freeze()
         for round_no in range(rounds + 1):  # round 0 warms up (imports, the extractor)
             with tempfile.TemporaryDirectory() as tmp:
                 tick = await one_tick(
@@ -276,7 +278,7 @@ async def full_text(count: int, rounds: int) -> None:
                 )
             if round_no:
                 ticks.append(tick)
-    seconds = common.median([r["elapsed"] for r in ticks])
+    seconds = common.median([r.elapsed for r in ticks])
     common.report(
         {
             "bench": "tick",
@@ -284,8 +286,36 @@ async def full_text(count: int, rounds: int) -> None:
             "drafter": "template",
             "full_text": True,
             "rounds": rounds,
+            "spinning_processes": load,
             "seconds": round(seconds, 3),
             "full_text_items_per_s": round(count / seconds),
-            "full_text_max_loop_stall_ms": round(max(r["max_stall"] for r in ticks) * 1000, 1),
+            "full_text_max_loop_stall_ms": round(max(r.ticker.max_stall for r in ticks) * 1000, 1),
+            **loop.figures([r.ticker for r in ticks], "full_text_"),
         }
     )
+
+
+#: A process that only burns CPU, and ends when the bench that started it is gone (a
+#: SIGKILLed bench leaves no spinner behind).
+SPINNER = """
+import os, sys
+parent = int(sys.argv[1])
+while os.getppid() == parent:
+    for _ in range(100_000):
+        pass
+"""
+
+
+@contextlib.contextmanager
+def spinning(count: int) -> Iterator[None]:
+    """`count` processes burning CPU beside the bench: the machine's other work, on
+    purpose, to see how much of a stall is the contention's and not the engine's."""
+    spinners = [
+        subprocess.Popen([sys.executable, "-c", SPINNER, str(os.getpid())]) for _ in range(count)
+    ]
+    try:
+        yield
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+            spinner.wait()

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from pipelines import sources
@@ -30,6 +31,15 @@ if TYPE_CHECKING:
 def source_of(pipeline: spec.Pipeline, item: Item) -> sources.SourceConfig | None:
     """The source the item came from (by its dedup scope), if the pipeline still has it."""
     return next((source for source in pipeline.sources if source.scope == item.scope), None)
+
+
+def used(pipelines: Iterable[spec.Pipeline]) -> bool:
+    """Whether any of these pipelines has a source that asks for full text."""
+    return any(
+        isinstance(source, rss.Config | http_json.Config) and source.full_text
+        for pipeline in pipelines
+        for source in pipeline.sources
+    )
 
 
 def wanted(pipeline: spec.Pipeline, item: Item) -> articles.Source | None:

@@ -41,9 +41,10 @@ from pipelines import httpclient
 from pipelines.approval import flow, sla
 from pipelines.config import spec
 from pipelines.drafting import drafters
-from pipelines.runs import engine
+from pipelines.runs import engine, fulltext
 from pipelines.service import leader, seal_loop, workers
 from pipelines.service.scheduler import Scheduler
+from pipelines.sources import articles
 from store import db, errors, ledger, outbox, retention
 from store.backends import startup
 from store.cluster import heartbeats
@@ -152,6 +153,8 @@ class Runtime:
             await store.close()
             raise
         runtime = cls(cfg, store, loaded, httpclient.new(timeout=httpx.Timeout(30.0, connect=10.0)))
+        if fulltext.used(loaded.pipelines.values()):
+            await articles.warm()  # before the freeze below, so the extractor is frozen too
         # Everything start-up allocated (modules, models, the bot) leaves the collector's
         # reach: a full collection then scans only what came later, instead of stalling
         # the event loop, and every tap waiting on it, for a tenth of a second or more.

@@ -107,3 +107,37 @@ async def test_at_most_two_fetches_of_one_host_run_at_once(
     found = await task
     assert all(a.text for a in found) and len(arrived) == len(links)
     assert fetcher._hosts == {}  # nothing kept for a host once its fetches are done
+
+
+async def test_pages_are_extracted_off_the_loop_one_at_a_time(
+    site: FeedServer, client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Extraction on the loop's thread would stall the bot; two extractions at once only
+    make the loop wait longer for the GIL. Each extraction waits a moment for another to
+    start beside it: with more than one thread one would."""
+    real = articles.extract
+    lock = threading.Lock()
+    running: list[int] = []
+    beside = threading.Event()
+    seen: list[tuple[int, int]] = []  # (thread, extractions running when it began)
+
+    def watched(page: bytes, url: str) -> tuple[str | None, str | None]:
+        with lock:
+            running.append(threading.get_ident())
+            seen.append((threading.get_ident(), len(running)))
+            if len(running) > 1:
+                beside.set()
+        beside.wait(0.2)
+        try:
+            return real(page, url)
+        finally:
+            with lock:
+                running.remove(threading.get_ident())
+
+    monkeypatch.setattr(articles, "extract", watched)
+    fetcher = articles.Fetcher(client)
+    links = [site.url(f"/story?n={n}") for n in range(articles.PER_HOST)]
+    found = await asyncio.gather(*(fetcher.fetch(link, source(), "ua") for link in links))
+    assert all(a.text for a in found) and len(seen) == len(links)
+    assert threading.get_ident() not in {thread for thread, _ in seen}
+    assert [at_once for _, at_once in seen] == [1] * len(links)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.abc
+import importlib.machinery
 import ssl
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -19,6 +22,7 @@ from pipelines import httpclient
 from pipelines.providers import client as provider_client
 from pipelines.providers import settings as provider_settings
 from pipelines.service import runtime as runtime_mod
+from tests.fakes.feed_server import FeedServer
 
 TOKEN = "987654:tls-context-secret-token_ABCDEFGHIJKL"
 
@@ -132,3 +136,28 @@ def test_a_prefetch_that_fails_leaves_the_error_to_the_first_client(
     assert unhandled == []  # nothing printed from the thread
     with pytest.raises(FileNotFoundError):
         httpclient.new()
+
+
+class Looked(importlib.abc.MetaPathFinder):
+    """Records every module name the import system goes looking for (finds nothing)."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def find_spec(self, fullname: str, *args: object) -> importlib.machinery.ModuleSpec | None:
+        self.names.append(fullname)
+        return None
+
+
+async def test_a_request_looks_for_no_module(monkeypatch: pytest.MonkeyPatch) -> None:
+    """httpcore imports sniffio inside every lock and shield it sets up; without it that
+    import failed, and searched the whole sys.path, several times per request."""
+    looked = Looked()
+    with FeedServer() as server:
+        server.set("/page", "<p>hello</p>", "text/html")
+        async with httpclient.new() as client:
+            await client.get(server.url("/page"))  # first use may import for real
+            monkeypatch.setattr(sys, "meta_path", [looked, *sys.meta_path])
+            for _ in range(3):
+                assert (await client.get(server.url("/page"))).status_code == 200
+    assert looked.names == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import sqlite3
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -11,6 +12,7 @@ import pytest
 
 from bot.chat import alerts as bot_alerts
 from pipelines.service import runtime
+from pipelines.sources import articles
 from store import db, errors, items, ledger, outbox
 from store.backends import datadir
 from store.intake import runs
@@ -149,3 +151,37 @@ async def test_a_crashing_worker_and_a_failing_sweep_are_logged_and_the_rest_run
     assert "worker test_runtime crashed; starting it again in 1 s" in caplog.messages
     assert "claim-recovery failed; trying again in 0.02 s" in caplog.messages
     assert survived == ["steady"]
+
+
+@pytest.mark.parametrize("full_text", [True, False])
+async def test_the_extractor_is_loaded_before_start_up_freezes_what_it_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, full_text: bool
+) -> None:
+    """Frozen, the extractor's tables are never walked again by a full collection, which
+    holds the GIL (and so the event loop) throughout; a runtime without full text never
+    loads it."""
+    pipelines_dir = tmp_path / "pipelines"
+    pipelines_dir.mkdir()
+    (pipelines_dir / "news.yaml").write_text(
+        "name: news\nschedule: 5m\nsources:\n  - type: rss\n    url: http://127.0.0.1:9/f\n"
+        f"    full_text: {'true' if full_text else 'false'}\ndispatch:\n  type: none\n"
+    )
+    order: list[str] = []
+    real_warm, real_freeze = articles.warm, gc.freeze
+
+    async def warm() -> None:
+        order.append("warm")
+        await real_warm()
+
+    def freeze() -> None:
+        order.append("freeze")
+        real_freeze()
+
+    monkeypatch.setattr(articles, "warm", warm)
+    monkeypatch.setattr(gc, "freeze", freeze)
+    cfg = runtime.RuntimeConfig(
+        store=db.StoreConfig(data_dir=tmp_path / "data"), pipelines_dir=pipelines_dir
+    )
+    started = await runtime.Runtime.start(cfg)
+    await started.stop()
+    assert order == (["warm", "freeze"] if full_text else ["freeze"])
