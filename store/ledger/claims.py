@@ -340,7 +340,7 @@ def fail_sync(
             raise errors.Conflict(f"claim {work_id} is already settled; it cannot fail")
         return claim
     if target == ClaimState.RELEASED:
-        budgets.release_sync(conn, claim.id)
+        budgets.release_sync(conn, claim.id, claim.reserved_micros)
     return move_sync(conn, claim, target, actor, now, reason or "failed")
 
 
