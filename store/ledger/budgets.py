@@ -233,12 +233,20 @@ def settle_sync(
         _alert_thresholds(conn, Budget.from_row(row), row["alerted_pct"], now)
 
 
+def alert_reached_sync(conn: backend.Conn, now: datetime) -> None:
+    """Alert the thresholds the current periods' spend reached and no settlement alerted
+    (run by the claim sweep): settlements committed at once in other slots each see the
+    spend without the others', and may all stay below a line that their sum passed."""
+    for row in _rows(conn, Q["current"], _current_params(now)):
+        _alert_thresholds(conn, Budget.from_row(row), row["alerted_pct"], now)
+
+
 def _alert_thresholds(conn: backend.Conn, row: Budget, alerted_pct: int, now: datetime) -> None:
     """Alert each threshold the spend reached that no writer alerted yet: the row's
     alerted_pct, raised by one conditional UPDATE, makes exactly one writer alert it.
 
     Spend settled at once in other slots and not committed yet is not seen here; the
-    first settlement that sees it past a threshold alerts then.
+    next settlement, or else the claim sweep (alert_reached_sync), alerts it then.
     """
     for pct in _reached(row):
         if pct <= alerted_pct:
@@ -280,8 +288,11 @@ def alert_overrun(
 
 
 def current_sync(conn: backend.Conn, now: datetime) -> list[Budget]:
-    params = {
+    return [Budget.from_row(row) for row in _rows(conn, Q["current"], _current_params(now))]
+
+
+def _current_params(now: datetime) -> dict[str, Any]:
+    return {
         "day_start": clock.to_ms(period_start("day", now)),
         "month_start": clock.to_ms(period_start("month", now)),
     }
-    return [Budget.from_row(row) for row in _rows(conn, Q["current"], params)]

@@ -345,13 +345,16 @@ def fail_sync(
 
 
 def recover_sync(conn: backend.Conn, now: datetime, batch: int) -> list[Claim]:
-    """Fail up to `batch` claims whose lease expired, as fail() would; uncertain ones stay."""
+    """Fail up to `batch` claims whose lease expired, as fail() would; uncertain ones stay.
+    Then alert the budget thresholds reached that no settlement saw (several at once)."""
     if batch < 1:
         raise ValueError(f"batch must be at least 1, got {batch}")
     cursor = conn.execute(Q["expired"], {"now": clock.to_ms(now), "batch": batch})
     expired = [Claim.from_row(row) for row in cursor.fetchall()]
     reason = "lease expired at {}"
-    return [
+    failed = [
         fail_sync(conn, c.id, reason.format(c.lease_until.isoformat()), now, "sweep")
         for c in expired
     ]
+    budgets.alert_reached_sync(conn, now)
+    return failed

@@ -75,6 +75,7 @@ SELECT * FROM claim_holds WHERE claim_id = :claim_id ORDER BY scope = 'global', 
 SELECT l.scope, l.period,
        CASE l.period WHEN 'day' THEN :day_start ELSE :month_start END AS period_start,
        coalesce(b.limit_micros, l.limit_micros) AS limit_micros,
+       coalesce(b.alerted_pct, 0) AS alerted_pct,
        CAST(coalesce(sum(s.spent_micros), 0) AS BIGINT) AS spent_micros,
        CAST(coalesce(sum(s.held_micros), 0) AS BIGINT) AS held_micros
   FROM budget_limits l
@@ -83,5 +84,5 @@ SELECT l.scope, l.period,
    AND b.period_start = CASE l.period WHEN 'day' THEN :day_start ELSE :month_start END
   LEFT JOIN budget_slots s
     ON s.scope = b.scope AND s.period = b.period AND s.period_start = b.period_start
- GROUP BY l.scope, l.period, l.limit_micros, b.limit_micros
+ GROUP BY l.scope, l.period, l.limit_micros, b.limit_micros, b.alerted_pct
  ORDER BY l.scope = 'global' DESC, l.scope, l.period

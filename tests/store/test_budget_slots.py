@@ -25,8 +25,10 @@ import pytest
 
 from store import backend, db, errors, ledger
 from store.ledger import claims
+from store.ledger import settle as ledger_settle
 from store.ledger.prices import Usage
 from tests import pg_databases
+from tests.store.test_ledger_trail import alert_rows
 
 #: A bound for the test, not a speed: a loaded machine is slow.
 WITHIN_S = 30.0
@@ -178,6 +180,40 @@ async def test_a_worker_paused_inside_a_transaction_holds_up_no_other(
         await stopped
     [row] = (await ledger.report(other, now)).budgets
     assert (row.spent_micros, row.held_micros) == (900 + 20 * 700, 1_000)
+
+
+async def test_a_threshold_two_settlements_passed_together_is_alerted_by_the_sweep(
+    workers: Callable[[int], Any],
+) -> None:
+    """Two workers settle 300 of 1,000 at once, each seeing only its own 300 (the other's
+    is not committed yet): neither alerts 50 %, and the claim sweep does, once."""
+    a, b = await workers(2)
+    now = _now()
+    await ledger.set_budget(a, "global", "day", 1_000, "cli", now)
+    first, second = await _begin(a, "a", 300, now), await _begin(b, "b", 300, now)
+    for store, work in ((a, first), (b, second)):
+        await ledger.start_provider(store, work.id, now)
+    inside, resume = threading.Event(), threading.Event()
+
+    def settling_then_stopped(conn: backend.Conn) -> ledger_settle.Settlement:
+        settled = ledger_settle.complete_sync(conn, first.id, Usage(1, 1), 300, "req-a", None, now)
+        inside.set()
+        resume.wait(WITHIN_S)  # not committed while the other settles
+        return settled
+
+    stopped = asyncio.ensure_future(a.write(settling_then_stopped))
+    try:
+        assert await asyncio.to_thread(inside.wait, WITHIN_S)
+        settling = ledger.complete(b, second.id, Usage(1, 1), 300, "req-b", None, now)
+        await asyncio.wait_for(settling, WITHIN_S)
+    finally:
+        resume.set()
+        await stopped
+    [row] = (await ledger.report(b, now)).budgets
+    assert row.spent_micros == 600 and await alert_rows(b) == []
+    for _ in range(2):
+        await ledger.recover(b, now)
+        assert [p["facts"]["pct"] for _, _, p in await alert_rows(b)] == [50]
 
 
 CHILD = """
