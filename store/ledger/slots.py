@@ -53,8 +53,11 @@ def hold_sync(conn: backend.Conn, key: Key, micros: int) -> bool:
     left. The row must be configured (budget_limits)."""
     if conn.execute(Q["add_hold"], {**key, "micros": micros}).fetchone():
         return True
-    conn.execute(BQ["ensure_row"], key)
     budget = conn.execute(Q["lock_budget"], key).fetchone()
+    if budget is None:  # the period's first hold opens its row; opening it as a rule
+        # would also wait on every writer that changed the row (its unique check)
+        conn.execute(BQ["ensure_row"], key)
+        budget = conn.execute(Q["lock_budget"], key).fetchone()
     left = budget["limit_micros"] - budget["granted_micros"]
     taken = 0
     if left < micros:
