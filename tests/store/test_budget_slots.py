@@ -13,6 +13,8 @@ import asyncio
 import dataclasses
 import os
 import random
+import shutil
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -23,8 +25,8 @@ from typing import Any
 
 import pytest
 
-from store import backend, db, errors, ledger
-from store.ledger import claims
+from store import backend, clock, db, errors, ledger, migrate
+from store.ledger import budgets, claims, slots
 from store.ledger import settle as ledger_settle
 from store.ledger.prices import Usage
 from tests import pg_databases
@@ -274,3 +276,33 @@ async def test_a_killed_workers_room_goes_back_to_the_others_and_its_spend_stays
     await _spend(alive, "the-rest", 800, 800, now)
     [row] = (await ledger.report(alive, now)).budgets
     assert row.spent_micros == row.limit_micros == 10_000
+
+
+def test_migrating_keeps_what_each_budget_spent_and_holds(tmp_path: Path) -> None:
+    """A store from before the slots (0018): each budget's spent and held move to one slot
+    granted exactly that, the thresholds already crossed are remembered, and what is left
+    can still be held, to the micro."""
+    earlier = tmp_path / "migrations"
+    earlier.mkdir()
+    for migration in migrate.discover()[:18]:
+        shutil.copy(migration.path, earlier / migration.path.name)
+    conn = sqlite3.connect(tmp_path / "db", isolation_level=None)
+    conn.row_factory = sqlite3.Row
+    migrate.apply_pending(conn, earlier)
+    now = datetime(2026, 12, 5, 12, tzinfo=UTC)
+    day = clock.to_ms(budgets.period_start("day", now))
+    conn.execute("INSERT INTO budget_limits VALUES ('global', 'day', 1000, 'cli', 0)")
+    conn.execute("INSERT INTO budgets VALUES ('global', 'day', ?, 1000, 600, 300)", (day,))
+    migrate.apply_pending(conn)
+    [row] = budgets.current_sync(conn, now)
+    assert (row.spent_micros, row.held_micros, row.remaining_micros) == (600, 300, 100)
+    assert conn.execute("SELECT granted_micros, alerted_pct FROM budgets").fetchone()[:] == (
+        900,
+        50,
+    )
+    key = {"scope": "global", "period": "day", "period_start": day}
+    conn.execute("BEGIN")
+    assert not slots.hold_sync(conn, key, 101)
+    assert slots.hold_sync(conn, key, 100)
+    conn.execute("COMMIT")
+    assert budgets.current_sync(conn, now)[0].held_micros == 400
