@@ -2,7 +2,7 @@
 
     if not slots.hold_sync(conn, key, micros):    # key: scope, period, period_start
         ...                                        # too little left: nothing was held
-    slots.settle_sync(conn, claim_id, actual)      # every hold of a claim, in one statement
+    slots.settle_sync(conn, claim_id, actual, reserved)  # every hold of a claim, at once
     if not slots.set_limit_sync(conn, key, limit): # a lowered limit below what is used
         ...
 
@@ -11,19 +11,22 @@ of a (scope, period) made each writer wait for the commit of the one before. Ins
 budget row grants its slots room (the escrow pattern), and a slot's holds and spend are
 counted in the slot's row, summed on read (budgets.current_sync, as item_counts are).
 A connection writes its own slot only (its backend pid on PostgreSQL, 0 on SQLite's one
-writer), so two writers meet only when a slot needs more room.
+writer), so two writers meet only when a slot needs more room: its first hold in each
+budget and period, and the holds near the limit.
 
 Why the budget is never overspent, whatever the slots, the crashes or the pauses:
 - every slot keeps spent + held <= granted (a CHECK in the table): a hold is added only
   by a conditional UPDATE that checks it; a settlement or a release lowers spent + held
   (an overrun, a provider charging past the worst case, is granted with it);
 - the budget row's granted_micros is the sum of its slots' grants, and changes only
-  under the row's lock, by a grant that fits the limit or by room taken back;
+  under the row's lock, by a grant that fits the limit, by room taken back, or by an
+  overrun (spent past the limit is the truth, and alerted, as before the slots);
 - so the sum of every slot's spent + held is at most granted, itself at most the limit.
 
-Room left in a slot is nobody's spend: a slot short of room first takes back what the
+Room left in a slot is nobody's spend: a slot short of room is granted a share of what
+the budget has not granted yet, and when that is too little, first takes back what the
 other slots leave unused (skipping any whose row another transaction holds locked, so
-a paused worker never holds the others up), so a dead worker's room goes back to the
+a paused worker never holds the others up): a dead worker's room goes back to the
 living when the budget runs short, and its settled spend stays counted. A hold may be
 settled or released by another connection than the one that took it (a claim resumed
 by another worker, recovered by the sweep): that slot's held goes negative, and only
