@@ -84,7 +84,7 @@ def _event(conn: backend.Conn, claim_id: int, old: str | None, new: str, reason:
 
 def raw_begin(conn: backend.Conn, key: str, item_id: int, day_ms: int, now_ms: int) -> int:
     """The statements begin() runs, without the store around them."""
-    cq, bq = sql.load("claims"), sql.load("budgets")
+    cq, bq, slq = sql.load("claims"), sql.load("budgets"), sql.load("budget_slots")
     idem = hashlib.sha256(f"{ENDPOINT}\x00{key}".encode()).hexdigest()
     request = {"pipeline": PIPELINE, "item_id": item_id, "request": {"k": key}}
     digest = hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()
@@ -107,11 +107,15 @@ def raw_begin(conn: backend.Conn, key: str, item_id: int, day_ms: int, now_ms: i
     claim_id: int = conn.execute(cq["insert"], params).fetchone()[0]
     for scope in SCOPES:
         row = {"scope": scope, "period": "day", "period_start": day_ms}
-        conn.execute(bq["ensure_row"], row)
-        conn.execute(bq["get_row"], row).fetchone()
+        if conn.execute(slq["add_hold"], {**row, "micros": WORST}).fetchone() is None:
+            # The slot's first hold: its grant (all that is left: one writer, one slot).
+            conn.execute(bq["ensure_row"], row)
+            limit, granted = conn.execute(slq["lock_budget"], row).fetchone()
+            more = {"granted": limit - granted, "micros": WORST}
+            conn.execute(slq["add_granted"], {**row, "micros": limit - granted})
+            conn.execute(slq["grant_and_hold"], {**row, **more})
     for scope in SCOPES:
         row = {"scope": scope, "period": "day", "period_start": day_ms}
-        conn.execute(bq["add_hold"], {**row, "micros": WORST})
         conn.execute(bq["insert_claim_hold"], {**row, "micros": WORST, "claim_id": claim_id})
     _event(conn, claim_id, None, "reserved", "holds")
     return claim_id
@@ -127,6 +131,7 @@ def raw_start(conn: backend.Conn, claim_id: int, now_ms: int) -> None:
 
 def raw_complete(conn: backend.Conn, claim_id: int, item_id: int, now_ms: int) -> None:
     cq, bq, sq = sql.load("claims"), sql.load("budgets"), sql.load("ledger_settle")
+    slq = sql.load("budget_slots")
     conn.execute(cq["get"], {"id": claim_id}).fetchone()
     conn.execute(cq["item_hash"], {"id": item_id}).fetchone()  # the content check
     settle = {
@@ -139,10 +144,8 @@ def raw_complete(conn: backend.Conn, claim_id: int, item_id: int, now_ms: int) -
         "now": now_ms,
     }
     conn.execute(sq["settle"], settle).fetchone()
-    holds = conn.execute(bq["claim_holds"], {"claim_id": claim_id}).fetchall()
-    for _, scope, period, start, micros in holds:
-        row = {"scope": scope, "period": period, "period_start": start}
-        conn.execute(bq["settle_hold"], {**row, "micros": micros, "actual": ACTUAL}).fetchone()
+    conn.execute(slq["settle_holds"], {"claim_id": claim_id, "actual": ACTUAL})
+    conn.execute(bq["claim_rows"], {"claim_id": claim_id}).fetchall()  # the thresholds
     _event(conn, claim_id, "started", "settled", "settled")
 
 
@@ -215,7 +218,7 @@ async def main(argv: list[str]) -> None:
         seq_raw_s = run_raw(path, take(seq_n), 1, "r1", latency)
         conn = sqlite3.connect(path)
         settled = conn.execute("SELECT count(*) FROM claims WHERE state = 'settled'").fetchone()[0]
-        held = conn.execute("SELECT sum(held_micros) FROM budgets").fetchone()[0]
+        held = conn.execute("SELECT sum(held_micros) FROM budget_slots").fetchone()[0]
         conn.close()
     assert settled == warm_n + 2 * n + 2 * seq_n and held == 0, (settled, held)
     rate, raw_rate = n / store_s, n / raw_s

@@ -257,10 +257,8 @@ class Measured:
     worker_cores: float
     #: The same for a PostgreSQL server on this machine (0 when it runs elsewhere).
     server_cores: float
-    #: PostgreSQL only, sampled: the share of samples in which some connection waited
-    #: on a lock (wait_event_type Lock), and every wait seen, "type/event" -> count.
-    lock_waited: float = 0.0
-    waits: dict[str, int] = field(default_factory=dict)
+    #: PostgreSQL only, sampled: lock waits (all, and on the budget rows) and every wait.
+    waits: probes.Waits = field(default_factory=probes.Waits)
     #: PostgreSQL only: statements the workers sent per item (each a round trip).
     statements_per_item: float = 0.0
     #: CPU milliseconds per item of the workers and of a local server.
@@ -306,7 +304,7 @@ async def measure(
                 raise RuntimeError(f"a worker ended with exit code {proc.exitcode}")
         elapsed = time.perf_counter() - started
         sampling.set()
-        waited, waits = await sampler
+        waits = await sampler
     finally:
         for proc in procs:
             if proc.is_alive():
@@ -316,7 +314,7 @@ async def measure(
     written = await check(store_cfg, names, total)
     per_item_ms = elapsed * 1000 / total
     return Measured(
-        total / elapsed, written / elapsed, cores, server, waited, waits,
+        total / elapsed, written / elapsed, cores, server, waits,
         statements_per_item=sum(s.value for s in sent) / total,
         worker_cpu_ms=cores * per_item_ms, server_cpu_ms=server * per_item_ms,
     )  # fmt: skip
@@ -334,10 +332,11 @@ def _line(found: Measured) -> str:
         line += f", {found.server_cpu_ms:.2f} ms in the server"
     if found.statements_per_item:
         line += f", {found.statements_per_item:.1f} statements sent"
-    if found.waits:
-        line += f"; some connection waited on a lock in {found.lock_waited:.0%} of samples"
+    if found.waits.seen:
+        line += f"; some connection waited on a lock in {found.waits.locked:.0%} of samples"
+        line += f", on a budget row in {found.waits.budget_locked:.1%}"
         line += "\n    waits (type/event: connections summed over samples): " + ", ".join(
-            f"{name} {n}" for name, n in found.waits.items()
+            f"{name} {n}" for name, n in found.waits.seen.items()
         )
     return line
 
@@ -400,6 +399,9 @@ async def main(argv: list[str]) -> None:
         "pg_items_per_s": {k: round(v) for k, v in pg_rates.items()},
         "ratio_2": round(pg_rates["2"] / pg_rates["1"], 2),
         "ratio_4": round(pg_rates["4"] / pg_rates["1"], 2),
+        "pg_budget_lock_waited": {
+            k: round(found.waits.budget_locked, 3) for k, found in pg_found.items()
+        },
         "pg_statements_per_item": {
             k: round(found.statements_per_item, 1) for k, found in pg_found.items()
         },

@@ -8,36 +8,52 @@ import resource
 import threading
 import time
 from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import psycopg
 
 from store import db
 
-#: What the database's busy connections (not idle between transactions) wait on now.
+#: What the database's busy connections (not idle between transactions) wait on now,
+#: and how many of them run a statement on the budget rows (budgets, budget_slots).
 _WAITING = (
-    "SELECT coalesce(wait_event_type, 'CPU'), coalesce(wait_event, '-'), count(*)"
+    "SELECT coalesce(wait_event_type, 'CPU'), coalesce(wait_event, '-'), count(*),"
+    " count(*) FILTER (WHERE query ILIKE '%budget%')"
     " FROM pg_stat_activity WHERE datname = current_database() AND state <> 'idle'"
     " AND pid <> pg_backend_pid() GROUP BY 1, 2"
 )
 
 
-def sample_waits(store_cfg: db.StoreConfig, done: threading.Event) -> tuple[float, dict[str, int]]:
-    """Every 20 ms until `done`: what busy connections wait on; the share of samples
-    with a lock wait, and the count of each wait over all samples."""
+@dataclass(frozen=True)
+class Waits:
+    """What the sampler saw: the share of samples in which some connection waited on a
+    lock, the share in which one waited on a lock in a statement on the budget rows,
+    and every wait seen ("type/event" -> connections summed over samples)."""
+
+    locked: float = 0.0
+    budget_locked: float = 0.0
+    seen: dict[str, int] = field(default_factory=dict)
+
+
+def sample_waits(store_cfg: db.StoreConfig, done: threading.Event) -> Waits:
+    """Every 20 ms until `done`: what busy connections wait on."""
     if store_cfg.database_url is None:
-        return 0.0, {}
+        return Waits()
     waits: Counter[str] = Counter()
-    samples = locked = 0
+    samples = locked = budget_locked = 0
     with psycopg.connect(store_cfg.database_url, autocommit=True) as conn:
         while not done.is_set():
             rows = conn.execute(_WAITING).fetchall()
             samples += 1
-            locked += any(kind == "Lock" for kind, _, _ in rows)
-            for kind, event, n in rows:
+            locked += any(kind == "Lock" for kind, _, _, _ in rows)
+            budget_locked += any(kind == "Lock" and on_budget for kind, _, _, on_budget in rows)
+            for kind, event, n, _ in rows:
                 waits[f"{kind}/{event}"] += n
             time.sleep(0.02)
-    return (locked / samples if samples else 0.0), dict(waits.most_common())
+    if not samples:
+        return Waits()
+    return Waits(locked / samples, budget_locked / samples, dict(waits.most_common()))
 
 
 def server_cpu_s() -> float:

@@ -100,7 +100,8 @@ async def fail(store: Store, work_id: int, reason: str, now: datetime) -> Claim:
 
 
 async def recover(store: Store, now: datetime, batch: int = 100) -> list[Claim]:
-    """Fail one bounded batch of expired leases; call again while it returns `batch` claims."""
+    """Fail one bounded batch of expired leases; call again while it returns `batch` claims.
+    Also alerts the budget thresholds reached by settlements made at once."""
     return await store.write(claims.recover_sync, now, batch)
 
 

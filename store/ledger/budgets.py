@@ -5,8 +5,10 @@
 
 A scope is "global" or a pipeline's name; a period is a UTC day or a UTC month.
 `budget_limits` holds what the operator configured; `budgets` holds one row per
-(scope, period, period_start) with its limit, spent and held micros, opened
-lazily by the first claim of that period with the limit configured then.
+(scope, period, period_start) with its limit, opened lazily by the first claim of
+that period with the limit configured then. Its spent and held micros are counted in
+its slots, one per writing connection, and summed on read (store/ledger/slots.py):
+writers at once never wait on one row.
 
 A claim holds against the period instances current at begin() and settles into
 those same rows, even if it completes after midnight: the money is counted in
@@ -26,6 +28,7 @@ from typing import Any, Literal, get_args
 from store import backend, clock, errors, outbox, payloads, sql, units
 from store.audit import events
 from store.backends.writer import savepoint
+from store.ledger import slots
 
 Q = sql.load("budgets")
 
@@ -90,23 +93,6 @@ class Budget(backend.Record):
         return f"{self.scope}/{self.period} from {units.day(self.period_start)}"
 
 
-@dataclass(frozen=True)
-class Hold(backend.Record):
-    """What one claim holds (or held) against one budget row."""
-
-    scope: str
-    period: Period
-    period_start: datetime
-    micros: int
-
-    def key(self) -> dict[str, Any]:
-        return {
-            "scope": self.scope,
-            "period": self.period,
-            "period_start": clock.to_ms(self.period_start),
-        }
-
-
 def _rows(conn: backend.Conn, query: str, params: dict[str, Any]) -> list[backend.Row]:
     cursor = conn.execute(query, params)
     return cursor.fetchall()
@@ -142,13 +128,17 @@ def set_budget_sync(
     before = _rows(conn, Q["get_limit"], {"scope": scope, "period": kind})
     old = before[0]["limit_micros"] if before else None
     params = {"scope": scope, "period": kind, "limit_micros": limit_micros}
-    # The row's conditional UPDATE is the one check of spent + held (on PostgreSQL a
-    # hold may commit after any look from here); its refusal undoes the limit's upsert.
+    key = {"scope": scope, "period": kind, "period_start": start_ms}
+    # The row's conditional UPDATE, under its lock, is the one check of what the slots
+    # use (on PostgreSQL a hold may commit after any look from here); its refusal undoes
+    # the limit's upsert.
     with savepoint(conn, "set_budget"):
         conn.execute(Q["upsert_limit"], {**params, "actor": actor, "now": clock.to_ms(now)})
-        conn.execute(Q["ensure_row"], {**params, "period_start": start_ms})
-        if not _rows(conn, Q["set_row_limit"], {**params, "period_start": start_ms}):
+        conn.execute(Q["ensure_row"], key)
+        if not slots.set_limit_sync(conn, key, limit_micros):
             raise _below_use(_row(conn, scope, kind, start_ms))
+    row = _row(conn, scope, kind, start_ms)
+    conn.execute(Q["set_alerted"], {**key, "pct": max(_reached(row), default=0)})
     events.append(
         conn,
         "budget",
@@ -159,7 +149,7 @@ def set_budget_sync(
         now,
         reason=f"{kind} limit {units.usd(limit_micros)} ({limit_micros} micros)",
     )
-    return _row(conn, scope, kind, start_ms)
+    return row
 
 
 def _below_use(row: Budget) -> errors.Conflict:
@@ -186,18 +176,17 @@ def hold_sync(
 ) -> None:
     """Hold `micros` in the current instance of every pair, or raise and hold nothing.
 
-    Each row is held by a conditional UPDATE, in the order given (configured_sync's,
-    the same for every writer, so two never wait on each other's rows). When one row
-    has too little left, the holds already taken go back before raising.
+    Each row is held in this connection's slot (slots.hold_sync), in the order given
+    (configured_sync's, the same for every writer). When one row has too little left,
+    the holds already taken go back before raising.
     """
     held: list[dict[str, Any]] = []
     for scope, period in pairs:
         start_ms = clock.to_ms(period_start(period, now))
         key = {"scope": scope, "period": period, "period_start": start_ms}
-        conn.execute(Q["ensure_row"], key)
-        if not _rows(conn, Q["add_hold"], {**key, "micros": micros}):
+        if not slots.hold_sync(conn, key, micros):
             for earlier in held:  # the rows before this one: give them back
-                conn.execute(Q["release_hold"], {**earlier, "micros": micros})
+                slots.take_hold_back_sync(conn, earlier, micros)
             raise _exceeded(conn, scope, period, start_ms, micros)
         held.append(key)
     for key in held:
@@ -217,34 +206,43 @@ def _exceeded(
     )
 
 
-def holds_sync(conn: backend.Conn, claim_id: int) -> list[Hold]:
-    return backend.fetch_all(conn, Q["claim_holds"], {"claim_id": claim_id}, Hold.from_row)
+def release_sync(conn: backend.Conn, claim_id: int, reserved: int) -> None:
+    """Give every hold of a claim (`reserved` each) back to its budget."""
+    slots.settle_sync(conn, claim_id, 0, reserved)
 
 
-def release_sync(conn: backend.Conn, claim_id: int) -> list[Hold]:
-    """Give every hold of a claim back to its budget row."""
-    holds = holds_sync(conn, claim_id)
-    for hold in holds:
-        conn.execute(Q["release_hold"], {**hold.key(), "micros": hold.micros})
-    return holds
-
-
-def settle_sync(conn: backend.Conn, claim_id: int, actual_micros: int, now: datetime) -> None:
-    """held -= reserved and spent += actual in every row the claim held against.
+def settle_sync(
+    conn: backend.Conn, claim_id: int, reserved: int, actual_micros: int, now: datetime
+) -> None:
+    """held -= reserved and spent += actual in every budget the claim held against.
 
     Thresholds crossed by this spend queue their alerts in the same transaction.
     """
-    for hold in holds_sync(conn, claim_id):
-        params = {**hold.key(), "micros": hold.micros, "actual": actual_micros}
-        row = Budget.from_row(_rows(conn, Q["settle_hold"], params)[0])
-        _alert_thresholds(conn, row, row.spent_micros - actual_micros, now)
+    slots.settle_sync(conn, claim_id, actual_micros, reserved)
+    for row in _rows(conn, Q["claim_rows"], {"claim_id": claim_id}):
+        _alert_thresholds(conn, Budget.from_row(row), row["alerted_pct"], now)
 
 
-def _alert_thresholds(conn: backend.Conn, row: Budget, spent_before: int, now: datetime) -> None:
-    for pct in THRESHOLDS_PCT:
-        line = row.limit_micros * pct  # compare spent * 100 >= line: integers only
-        if not spent_before * 100 < line <= row.spent_micros * 100:
+def alert_reached_sync(conn: backend.Conn, now: datetime) -> None:
+    """Alert the thresholds the current periods' spend reached and no settlement alerted
+    (run by the claim sweep): settlements committed at once in other slots each see the
+    spend without the others', and may all stay below a line that their sum passed."""
+    for row in _rows(conn, Q["current"], _current_params(now)):
+        _alert_thresholds(conn, Budget.from_row(row), row["alerted_pct"], now)
+
+
+def _alert_thresholds(conn: backend.Conn, row: Budget, alerted_pct: int, now: datetime) -> None:
+    """Alert each threshold the spend reached that no writer alerted yet: the row's
+    alerted_pct, raised by one conditional UPDATE, makes exactly one writer alert it.
+
+    Spend settled at once in other slots and not committed yet is not seen here; the
+    next settlement, or else the claim sweep (alert_reached_sync), alerts it then.
+    """
+    for pct in _reached(row):
+        if pct <= alerted_pct:
             continue
+        if not _rows(conn, Q["mark_alerted"], {**_key(row), "pct": pct}):
+            continue  # another writer alerted it meanwhile
         facts = {
             "budget": row.label,
             "pct": pct,
@@ -257,6 +255,20 @@ def _alert_thresholds(conn: backend.Conn, row: Budget, spent_before: int, now: d
         outbox.alert_about_sync(conn, "budget_threshold", facts, now, key=key, level=level)
 
 
+def _reached(row: Budget) -> list[int]:
+    """The thresholds the row's spend has reached (none with nothing spent)."""
+    # Compare spent * 100 with limit * pct: integers only.
+    return [
+        pct
+        for pct in THRESHOLDS_PCT
+        if row.spent_micros > 0 and row.limit_micros * pct <= row.spent_micros * 100
+    ]
+
+
+def _key(row: Budget) -> dict[str, Any]:
+    return {"scope": row.scope, "period": row.period, "period_start": clock.to_ms(row.period_start)}
+
+
 def alert_overrun(
     conn: backend.Conn, claim_id: int, reserved: int, actual: int, now: datetime
 ) -> None:
@@ -266,8 +278,11 @@ def alert_overrun(
 
 
 def current_sync(conn: backend.Conn, now: datetime) -> list[Budget]:
-    params = {
+    return [Budget.from_row(row) for row in _rows(conn, Q["current"], _current_params(now))]
+
+
+def _current_params(now: datetime) -> dict[str, Any]:
+    return {
         "day_start": clock.to_ms(period_start("day", now)),
         "month_start": clock.to_ms(period_start("month", now)),
     }
-    return backend.fetch_all(conn, Q["current"], params, Budget.from_row)

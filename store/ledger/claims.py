@@ -323,18 +323,21 @@ def fail_sync(
             raise errors.Conflict(f"claim {work_id} is already settled; it cannot fail")
         return claim
     if target == ClaimState.RELEASED:
-        budgets.release_sync(conn, claim.id)
+        budgets.release_sync(conn, claim.id, claim.reserved_micros)
     return move_sync(conn, claim, target, actor, now, reason or "failed")
 
 
 def recover_sync(conn: backend.Conn, now: datetime, batch: int) -> list[Claim]:
-    """Fail up to `batch` claims whose lease expired, as fail() would; uncertain ones stay."""
+    """Fail up to `batch` claims whose lease expired, as fail() would; uncertain ones stay.
+    Then alert the budget thresholds reached that no settlement saw (several at once)."""
     if batch < 1:
         raise ValueError(f"batch must be at least 1, got {batch}")
     params = {"now": clock.to_ms(now), "batch": batch}
     expired = backend.fetch_all(conn, Q["expired"], params, Claim.from_row)
     reason = "lease expired at {}"
-    return [
+    failed = [
         fail_sync(conn, c.id, reason.format(c.lease_until.isoformat()), now, "sweep")
         for c in expired
     ]
+    budgets.alert_reached_sync(conn, now)
+    return failed

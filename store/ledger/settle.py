@@ -139,7 +139,7 @@ def _settle(
     settled = claims.one_sync(conn, Q["settle"], params)
     if settled is None:  # unreachable with one writer; the compare-and-set guard
         raise errors.Conflict(f"claim {claim.id} changed underneath its settlement")
-    budgets.settle_sync(conn, claim.id, actual, now)
+    budgets.settle_sync(conn, claim.id, claim.reserved_micros, actual, now)
     if overrun:
         budgets.alert_overrun(conn, claim.id, claim.reserved_micros, actual, now)
     events.append(

@@ -23,24 +23,42 @@ SELECT scope, period, :period_start, limit_micros FROM budget_limits
     ON CONFLICT (scope, period, period_start) DO NOTHING
 
 -- name: get_row
--- One period instance's budget row.
-SELECT * FROM budgets WHERE scope = :scope AND period = :period AND period_start = :period_start
+-- One period instance's budget row, with what its slots spent and hold (summed).
+SELECT b.scope, b.period, b.period_start, b.limit_micros, b.granted_micros, b.alerted_pct,
+       CAST(coalesce(sum(s.spent_micros), 0) AS BIGINT) AS spent_micros,
+       CAST(coalesce(sum(s.held_micros), 0) AS BIGINT) AS held_micros
+  FROM budgets b
+  LEFT JOIN budget_slots s
+    ON s.scope = b.scope AND s.period = b.period AND s.period_start = b.period_start
+ WHERE b.scope = :scope AND b.period = :period AND b.period_start = :period_start
+ GROUP BY b.scope, b.period, b.period_start, b.limit_micros, b.granted_micros, b.alerted_pct
 
--- name: set_row_limit
--- Apply a new limit to the period instance already open, only if what it spent and
--- holds still fits (a hold committed since the caller looked may no longer).
-UPDATE budgets SET limit_micros = :limit_micros
- WHERE scope = :scope AND period = :period AND period_start = :period_start
-   AND spent_micros + held_micros <= :limit_micros
-RETURNING *
+-- name: claim_rows
+-- The budget rows a claim holds (or held) against, with what their slots spent and hold.
+SELECT b.scope, b.period, b.period_start, b.limit_micros, b.granted_micros, b.alerted_pct,
+       CAST(coalesce(sum(s.spent_micros), 0) AS BIGINT) AS spent_micros,
+       CAST(coalesce(sum(s.held_micros), 0) AS BIGINT) AS held_micros
+  FROM claim_holds h
+  JOIN budgets b
+    ON b.scope = h.scope AND b.period = h.period AND b.period_start = h.period_start
+  LEFT JOIN budget_slots s
+    ON s.scope = b.scope AND s.period = b.period AND s.period_start = b.period_start
+ WHERE h.claim_id = :claim_id
+ GROUP BY b.scope, b.period, b.period_start, b.limit_micros, b.granted_micros, b.alerted_pct
+ ORDER BY b.scope = 'global', b.scope, b.period
 
--- name: add_hold
--- Hold micros against a budget row, only if spent + held stays within the limit: the
--- check and the change are one statement, so writers at once never grant past it.
-UPDATE budgets SET held_micros = held_micros + :micros
+-- name: mark_alerted
+-- Record that spend crossed a threshold, once: only the first writer to see it gets the row.
+UPDATE budgets SET alerted_pct = :pct
  WHERE scope = :scope AND period = :period AND period_start = :period_start
-   AND spent_micros + held_micros + :micros <= limit_micros
-RETURNING *
+   AND alerted_pct < :pct
+RETURNING alerted_pct
+
+-- name: set_alerted
+-- The highest threshold the spend has reached under a new limit: a limit lowered past
+-- spend alerts only when new spend crosses a line; one raised lets its lines alert again.
+UPDATE budgets SET alerted_pct = :pct
+ WHERE scope = :scope AND period = :period AND period_start = :period_start
 
 -- name: insert_claim_hold
 -- Record which budget row a claim holds against, and how much.
@@ -51,26 +69,20 @@ VALUES (:claim_id, :scope, :period, :period_start, :micros)
 -- The budget rows a claim holds (or held) against.
 SELECT * FROM claim_holds WHERE claim_id = :claim_id ORDER BY scope = 'global', scope, period
 
--- name: release_hold
--- Give a hold back to its budget row.
-UPDATE budgets SET held_micros = held_micros - :micros
- WHERE scope = :scope AND period = :period AND period_start = :period_start
-
--- name: settle_hold
--- Turn a hold into spend: held -= reserved, spent += actual.
-UPDATE budgets SET held_micros = held_micros - :micros, spent_micros = spent_micros + :actual
- WHERE scope = :scope AND period = :period AND period_start = :period_start
-RETURNING *
-
 -- name: current
--- Every configured limit with its current period instance (zeros when not open yet).
+-- Every configured limit with its current period instance, its slots summed (zeros when
+-- not open yet).
 SELECT l.scope, l.period,
        CASE l.period WHEN 'day' THEN :day_start ELSE :month_start END AS period_start,
        coalesce(b.limit_micros, l.limit_micros) AS limit_micros,
-       coalesce(b.spent_micros, 0) AS spent_micros,
-       coalesce(b.held_micros, 0) AS held_micros
+       coalesce(b.alerted_pct, 0) AS alerted_pct,
+       CAST(coalesce(sum(s.spent_micros), 0) AS BIGINT) AS spent_micros,
+       CAST(coalesce(sum(s.held_micros), 0) AS BIGINT) AS held_micros
   FROM budget_limits l
   LEFT JOIN budgets b
     ON b.scope = l.scope AND b.period = l.period
    AND b.period_start = CASE l.period WHEN 'day' THEN :day_start ELSE :month_start END
+  LEFT JOIN budget_slots s
+    ON s.scope = b.scope AND s.period = b.period AND s.period_start = b.period_start
+ GROUP BY l.scope, l.period, l.limit_micros, b.limit_micros, b.alerted_pct
  ORDER BY l.scope = 'global' DESC, l.scope, l.period

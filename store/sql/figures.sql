@@ -24,9 +24,14 @@ SELECT state FROM items
         OR last_transition_at + CAST((deadline - last_transition_at) * :warn_share AS INTEGER) <= :now)
 
 -- name: spend_by_day
--- Each scope's day budgets since a day: spent and limit, oldest first.
-SELECT scope, period_start, spent_micros, limit_micros FROM budgets
- WHERE period = 'day' AND period_start >= :since ORDER BY scope, period_start
+-- Each scope's day budgets since a day: spent (its slots summed) and limit, oldest first.
+SELECT b.scope, b.period_start, CAST(coalesce(sum(s.spent_micros), 0) AS BIGINT), b.limit_micros
+  FROM budgets b
+  LEFT JOIN budget_slots s
+    ON s.scope = b.scope AND s.period = b.period AND s.period_start = b.period_start
+ WHERE b.period = 'day' AND b.period_start >= :since
+ GROUP BY b.scope, b.period_start, b.limit_micros
+ ORDER BY b.scope, b.period_start
 
 -- name: runs_by_day
 -- Runs started since a moment, per UTC day and status.

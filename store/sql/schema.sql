@@ -106,8 +106,7 @@ CREATE TABLE budgets (
     period       TEXT NOT NULL CHECK (period IN ('day', 'month')),
     period_start INTEGER NOT NULL,
     limit_micros INTEGER NOT NULL CHECK (limit_micros >= 0),
-    spent_micros INTEGER NOT NULL DEFAULT 0 CHECK (spent_micros >= 0),
-    held_micros  INTEGER NOT NULL DEFAULT 0 CHECK (held_micros >= 0),
+    granted_micros INTEGER NOT NULL DEFAULT 0, alerted_pct INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (scope, period, period_start),
     FOREIGN KEY (scope, period) REFERENCES budget_limits (scope, period)
 ) WITHOUT ROWID;
@@ -382,3 +381,16 @@ BEGIN
     INSERT INTO item_counts (pipeline, state, slot, n) VALUES (new.pipeline, new.state, 0, 1)
         ON CONFLICT (pipeline, state, slot) DO UPDATE SET n = n + 1;
 END;
+
+CREATE TABLE budget_slots (
+    scope          TEXT NOT NULL,
+    period         TEXT NOT NULL,
+    period_start   INTEGER NOT NULL,
+    slot           INTEGER NOT NULL,
+    granted_micros INTEGER NOT NULL,
+    spent_micros   INTEGER NOT NULL DEFAULT 0 CHECK (spent_micros >= 0),
+    held_micros    INTEGER NOT NULL DEFAULT 0,
+    CHECK (spent_micros + held_micros <= granted_micros),
+    PRIMARY KEY (scope, period, period_start, slot),
+    FOREIGN KEY (scope, period, period_start) REFERENCES budgets (scope, period, period_start)
+) WITHOUT ROWID;

@@ -248,8 +248,21 @@ class LedgerMachine(RuleBasedStateMachine):
         def query(
             conn: sqlite3.Connection,
         ) -> tuple[list[budgets.Budget], dict[tuple[object, ...], tuple[int, int]]]:
-            cursor = conn.execute("SELECT * FROM budgets")
-            rows = [budgets.Budget.from_row(r) for r in cursor.fetchall()]
+            cursor = conn.execute(
+                "SELECT b.scope, b.period, b.period_start, b.limit_micros,"
+                " CAST(coalesce(sum(s.spent_micros), 0) AS BIGINT) AS spent_micros,"
+                " CAST(coalesce(sum(s.held_micros), 0) AS BIGINT) AS held_micros,"
+                " b.granted_micros - CAST(coalesce(sum(s.granted_micros), 0) AS BIGINT)"
+                "  AS ungranted_drift,"
+                " b.limit_micros - b.granted_micros AS ungranted"
+                " FROM budgets b LEFT JOIN budget_slots s ON s.scope = b.scope"
+                "  AND s.period = b.period AND s.period_start = b.period_start"
+                " GROUP BY b.scope, b.period, b.period_start, b.limit_micros, b.granted_micros"
+            )
+            found = cursor.fetchall()
+            # The slots' escrow: the row counts exactly what it granted them, within its limit.
+            assert all(r["ungranted_drift"] == 0 and r["ungranted"] >= 0 for r in found), found
+            rows = [budgets.Budget.from_row(r) for r in found]
             sums = {
                 tuple(r[:3]): (r[3], r[4])
                 for r in conn.execute(

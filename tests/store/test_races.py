@@ -130,7 +130,7 @@ async def test_concurrent_holds_never_pass_the_limit(store: db.Store, now: datet
     """Every caller reads the budget with room left before any holds: only a check made
     in the holding UPDATE itself keeps the total within the limit."""
     await ledger.set_budget(store, "global", "day", 1_000, "cli", now)
-    meeting = Meeting(WRITERS, after="ensure_row")
+    meeting = Meeting(WRITERS, after="add_hold")  # each slot found short of room
 
     def beginning(n: int) -> Callable[[backend.Conn], claims.Work]:
         return meeting.holding(
@@ -163,7 +163,7 @@ async def test_a_limit_lowered_while_a_hold_commits_never_falls_below_use(
         return budgets.set_budget_sync(conn, "global", "day", 920, "cli", now)
 
     results = await asyncio.gather(
-        store.write(meeting.holding(lowering, after="get_row")),
+        store.write(meeting.holding(lowering, after="lock_budget")),
         store.write(meeting.holding(_beginning(9, 100, now), after="add_hold")),
         return_exceptions=True,
     )

@@ -127,17 +127,27 @@ CREATE TABLE public.budget_limits (
     CONSTRAINT budget_limits_period_check CHECK ((period = ANY (ARRAY['day'::text, 'month'::text])))
 );
 
+CREATE TABLE public.budget_slots (
+    scope text NOT NULL,
+    period text NOT NULL,
+    period_start bigint NOT NULL,
+    slot bigint NOT NULL,
+    granted_micros bigint NOT NULL,
+    spent_micros bigint DEFAULT 0 NOT NULL,
+    held_micros bigint DEFAULT 0 NOT NULL,
+    CONSTRAINT budget_slots_check CHECK (((spent_micros + held_micros) <= granted_micros)),
+    CONSTRAINT budget_slots_spent_micros_check CHECK ((spent_micros >= 0))
+);
+
 CREATE TABLE public.budgets (
     scope text NOT NULL,
     period text NOT NULL,
     period_start bigint NOT NULL,
     limit_micros bigint NOT NULL,
-    spent_micros bigint DEFAULT 0 NOT NULL,
-    held_micros bigint DEFAULT 0 NOT NULL,
-    CONSTRAINT budgets_held_micros_check CHECK ((held_micros >= 0)),
+    granted_micros bigint DEFAULT 0 NOT NULL,
+    alerted_pct integer DEFAULT 0 NOT NULL,
     CONSTRAINT budgets_limit_micros_check CHECK ((limit_micros >= 0)),
-    CONSTRAINT budgets_period_check CHECK ((period = ANY (ARRAY['day'::text, 'month'::text]))),
-    CONSTRAINT budgets_spent_micros_check CHECK ((spent_micros >= 0))
+    CONSTRAINT budgets_period_check CHECK ((period = ANY (ARRAY['day'::text, 'month'::text])))
 );
 
 CREATE TABLE public.bulk_offers (
@@ -477,6 +487,9 @@ ALTER TABLE ONLY public.audit_checkpoints
 ALTER TABLE ONLY public.budget_limits
     ADD CONSTRAINT budget_limits_pkey PRIMARY KEY (scope, period);
 
+ALTER TABLE ONLY public.budget_slots
+    ADD CONSTRAINT budget_slots_pkey PRIMARY KEY (scope, period, period_start, slot);
+
 ALTER TABLE ONLY public.budgets
     ADD CONSTRAINT budgets_pkey PRIMARY KEY (scope, period, period_start);
 
@@ -614,6 +627,9 @@ ALTER TABLE ONLY public.api_requests
 
 ALTER TABLE ONLY public.approval_nudges
     ADD CONSTRAINT approval_nudges_item_id_fkey FOREIGN KEY (item_id) REFERENCES public.items(id);
+
+ALTER TABLE ONLY public.budget_slots
+    ADD CONSTRAINT budget_slots_scope_period_period_start_fkey FOREIGN KEY (scope, period, period_start) REFERENCES public.budgets(scope, period, period_start);
 
 ALTER TABLE ONLY public.budgets
     ADD CONSTRAINT budgets_scope_period_fkey FOREIGN KEY (scope, period) REFERENCES public.budget_limits(scope, period);
