@@ -5,8 +5,8 @@
     python3 dev.py test --fast   # all but the slow end-to-end tests (pytest -m "not slow")
     python3 dev.py lint     # ruff and mypy
     python3 dev.py coverage # the test suite under coverage: line and branch, per package
-    python3 dev.py schema   # write both schema.sql files from the migrations
-    python3 dev.py schema --check   # fail when either schema.sql is not what the migrations make
+    python3 dev.py schema   # write docs/schema/*.sql from the migrations
+    python3 dev.py schema --check   # fail when either schema file is not what the migrations make
     python3 dev.py setup    # only create .venv and install the locked dependencies
     python3 dev.py setup --production   # the same, without the test and lint tools (servers)
 

@@ -29,9 +29,10 @@ from typing import Any
 
 from bench import common
 from pipelines import operations
-from store import backend, clock, db, sql
+from store import backend, clock, db
 from store.backends import migrate
 from store.reports import figures, info
+from store.sql import generate
 
 #: The newest moment in the built store: items and claims spread over the year before.
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -92,7 +93,7 @@ SELECT j, printf('%064x', j), 'digest', 'p' || (j % 5), j * 10,
 
 def cache_dir(items: int) -> Path:
     """Where the built store is kept; its name changes with the schema."""
-    schema = sql.SQL_DIR.joinpath("schema.sql").read_bytes()
+    schema = generate.SQLITE_SCHEMA.read_bytes()
     names = ",".join(m.path.name for m in migrate.discover()).encode()
     key = hashlib.sha256(schema + names + bytes([BUILD_VERSION])).hexdigest()[:12]
     root = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "gatehouse-bench"

@@ -2,8 +2,9 @@
 
 Each migration and its bookkeeping row commit in one transaction, so a failed
 migration leaves the database exactly as it was. The migrations are the schema's
-only source: `store/sql/schema.sql` is generated from them (`python3 dev.py schema`,
-see store.sql.generate), and a test fails when it is not current.
+only source: `docs/schema/sqlite.sql` and `postgres.sql` are generated from them
+(`python3 dev.py schema`, see store.sql.generate), and a test fails when either is not
+current.
 """
 
 from __future__ import annotations

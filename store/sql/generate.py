@@ -1,6 +1,6 @@
-"""The two `schema.sql` files, generated from the migrations, which are the only source.
+"""The two schema files, generated from the migrations, which are the only source.
 
-    python3 dev.py schema           # write store/sql/schema.sql and store/sql/postgres/schema.sql
+    python3 dev.py schema           # write docs/schema/sqlite.sql and docs/schema/postgres.sql
     python3 dev.py schema --check   # exit 1, naming the file, when either is not current
 
 SQLite's schema is the migrations replayed into an in-memory database, read back from
@@ -21,11 +21,12 @@ import sys
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-from store import sql
 from store.backends import migrate
 
-SQLITE_SCHEMA = sql.SQL_DIR / "schema.sql"
-POSTGRES_SCHEMA = sql.POSTGRES_DIR / "schema.sql"
+#: Read by people (and the tests), never loaded: the store runs the migrations.
+SCHEMA_DIR = Path(__file__).resolve().parents[2] / "docs" / "schema"
+SQLITE_SCHEMA = SCHEMA_DIR / "sqlite.sql"
+POSTGRES_SCHEMA = SCHEMA_DIR / "postgres.sql"
 #: The server whose scratch database the PostgreSQL schema is made in, as the tests'
 #: (a failed connection is reported by its kind only, so a password never shows).
 ADMIN_URL = os.environ.get(

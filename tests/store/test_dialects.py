@@ -65,7 +65,7 @@ def _catalog(url: str) -> list[str]:
 
 def test_postgres_migrations_replay_to_its_canonical_schema(scratch: dict[str, str]) -> None:
     with psycopg.connect(scratch["canonical"], autocommit=True) as conn:
-        conn.execute((sql.POSTGRES_DIR / "schema.sql").read_text().encode())
+        conn.execute(generate.POSTGRES_SCHEMA.read_text().encode())
     replayed = pg.connect(scratch["replayed"])
     try:
         applied = pg.apply_migrations(replayed)
@@ -125,8 +125,6 @@ async def test_workers_starting_together_migrate_once(
 
 def test_every_override_replaces_a_shared_query_of_the_same_name() -> None:
     for path in sorted(sql.POSTGRES_DIR.glob("*.sql")):
-        if path.name == "schema.sql":
-            continue
         shared = sql.load(path.stem)
         for name in sql.parse(path.read_text(), str(path)):
             assert name in shared, f"{path.name}: {name!r} overrides no query in {path.stem}.sql"
@@ -227,8 +225,6 @@ def test_every_query_prepares_on_postgres(pg_run_database: pg_databases.Server) 
     failed = []
     with psycopg.connect(pg_run_database.run_url) as conn:
         for path in sorted(sql.SQL_DIR.glob("*.sql")):
-            if path.name == "schema.sql":
-                continue
             for name, query in sql.load(path.stem).items():
                 try:
                     conn.execute(f"PREPARE q AS {_numbered(sql.postgres(query))}".encode())

@@ -17,6 +17,7 @@ from store.ledger import budgets, claims, prices
 from store.ledger import machine as ledger_machine
 from store.ledger.machine import ClaimState
 from store.ledger.prices import Usage
+from store.sql import generate
 from tests import snapshot
 
 OP = events.operator(42)
@@ -75,7 +76,7 @@ async def begin(
 
 def test_claim_states_in_code_match_the_migration_and_schema() -> None:
     clause = ledger_machine.check_constraint()
-    for path in (sql.SQL_DIR / "migrations" / "0003_ledger.sql", sql.SQL_DIR / "schema.sql"):
+    for path in (sql.SQL_DIR / "migrations" / "0003_ledger.sql", generate.SQLITE_SCHEMA):
         text = path.read_text()
         found = re.findall(
             r"state\s+TEXT NOT NULL (CHECK \(state IN \([^)]*'reserved'[^)]*\)\))", text

@@ -16,6 +16,7 @@ from store.audit import events, sealer
 from store.backends import migrate
 from store.machine import State
 from store.review import decisions
+from store.sql import generate
 from tests import forger, snapshot
 
 S = State
@@ -54,7 +55,7 @@ def _state_check(schema: str) -> str:
 def test_check_constraint_in_sql_matches_the_declaration() -> None:
     # PostgreSQL's schema file is pg_dump's (ARRAY[...] form): its CHECK is pinned by the
     # newest PostgreSQL migration below, and the file by `dev.py schema --check`.
-    assert _state_check((sql.SQL_DIR / "schema.sql").read_text()) == machine.check_constraint()
+    assert _state_check(generate.SQLITE_SCHEMA.read_text()) == machine.check_constraint()
 
 
 def test_migrations_give_the_declared_check(tmp_path: Path) -> None:
