@@ -155,8 +155,11 @@ def _key_text(given: str) -> str:
 
 
 def verify_text(report: audit_export.Report) -> str:
-    if not report.ok:
-        return "BROKEN: " + "; ".join(report.problems)
+    if report.problems:
+        return "BROKEN: " + "; ".join(report.problems + report.unverified)
+    if report.unverified:
+        # A missing key is the reader's gap, not the log's: say so, not "broken".
+        return "NOT VERIFIED (a signing key is missing): " + "; ".join(report.unverified)
     span = f"events {report.first_id} to {report.last_id}"
     if report.newest is None:
         return f"ok: {span} chain intact; no signed checkpoint, so a cut tail is not ruled out"
