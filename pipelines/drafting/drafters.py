@@ -63,6 +63,8 @@ class DraftResult:
     #: Said on the card, e.g. "no budget configured: template drafter used".
     note: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    #: An image found while drafting (the article page's), for an item whose feed gave none.
+    image_url: str | None = None
 
 
 class Drafter(Protocol):

@@ -57,7 +57,7 @@ def to_approval(
         return False
     draft = drafts.add_sync(
         conn, item.id, result.text, result.provenance, now, cost_micros=result.cost_micros,
-        image_url=item.payload.get("image_url"), locked=current,
+        image_url=item.payload.get("image_url") or result.image_url, locked=current,
     )  # fmt: skip
     # The row locked above, at the version the draft just set: not read a third time.
     drafted = dataclasses.replace(current, version=draft.version)

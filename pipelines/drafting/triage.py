@@ -72,6 +72,14 @@ class Triaged:
         self._inner = inner
         self._asker = asker
 
+    @property
+    def inner(self) -> drafters.Drafter:
+        return self._inner
+
+    def drafting_with(self, inner: drafters.Drafter) -> Triaged:
+        """The same triage in front of another drafter."""
+        return Triaged(self._store, self._pipeline, self._config, inner, self._asker)
+
     async def draft(self, item: Item, now: datetime) -> drafters.DraftResult:
         if item.attempt > 1:  # a replay: the operator overruled triage
             return await self._inner.draft(item, now)

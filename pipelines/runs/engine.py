@@ -218,7 +218,9 @@ class Engine:
                 "pipeline %s: resuming %d item(s) left in drafting", pipeline.name, len(orphans)
             )
         earlier = await self._approved_recently(pipeline, now)
-        drafter = self._drafter_for(pipeline)
+        drafter = fulltext.reading(
+            self._drafter_for(pipeline), self._articles, pipeline, lengths=self._lengths
+        )
         gate = asyncio.Semaphore(CONCURRENCY)
 
         async def one(item: Item) -> bool | None:
@@ -284,11 +286,7 @@ class Engine:
         it failed, None when it waits in drafting for an operator. Whatever goes wrong
         stays with this item; the others go on."""
         try:
-            # Full text: after dedup and filters, before the drafter's budget claim.
-            item, article_note = await fulltext.enrich(
-                self._articles, pipeline, item, lengths=self._lengths
-            )
-            result = fulltext.with_note(await drafter.draft(item, now), article_note)
+            result = await drafter.draft(item, now)
             # CPU work that grows with the text: in a thread, so taps keep being answered.
             duplicate = (
                 await asyncio.to_thread(earlier.find, result.text, _sources(item))

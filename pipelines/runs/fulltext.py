@@ -1,11 +1,11 @@
 """The full-text step of drafting: for an item of a source with `full_text: true`, the
 drafter reads the linked article as `text` and the feed's teaser as `summary`.
 
-    item, note = await fulltext.enrich(fetcher, pipeline, item)
-    result = await drafter.draft(item, now)     # `note`, when not None, goes on the card
+    drafter = fulltext.reading(drafter, fetcher, pipeline)   # the engine, each tick
+    result = await drafter.draft(item, now)   # the article fetched, then drafted from
 
-It runs after dedup and filters (only items that will be drafted are fetched) and
-before the budget claim. The article is not stored: the item's payload and its content
+It runs after dedup, filters and triage (only items that will be drafted are fetched)
+and before the draft's budget claim. The article is not stored: the item's payload and its content
 hash stay as fetched, and a drafting resumed after a crash fetches the page again. A
 failed fetch or a page with no article leaves the teaser, and `note` says why in one
 line. The page's image (og:image, twitter:image) is used when the feed gave none.
@@ -16,16 +16,50 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Iterable
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from pipelines import sources
 from pipelines.drafting import drafters
+from pipelines.drafting import triage as triage_drafter
 from pipelines.sources import articles, http_json, rss
 from pipelines.text import validation
 from store.items import Item
 
 if TYPE_CHECKING:
     from pipelines.config import spec
+
+
+def reading(
+    drafter: drafters.Drafter,
+    fetcher: articles.Fetcher,
+    pipeline: spec.Pipeline,
+    *,
+    lengths: bool = False,
+) -> drafters.Drafter:
+    """`drafter` with the full-text step right before the draft: behind any triage, so an
+    entry triage skips is never fetched, and ahead of the draft's budget claim."""
+    if not used([pipeline]):
+        return drafter
+    if isinstance(drafter, triage_drafter.Triaged):
+        return drafter.drafting_with(Reading(drafter.inner, fetcher, pipeline, lengths))
+    return Reading(drafter, fetcher, pipeline, lengths)
+
+
+@dataclasses.dataclass(frozen=True)
+class Reading:
+    """Reads the item's article (with its card's line when the teaser stands in), then
+    lets `inner` draft from it."""
+
+    inner: drafters.Drafter
+    fetcher: articles.Fetcher
+    pipeline: spec.Pipeline
+    lengths: bool
+
+    async def draft(self, item: Item, now: datetime) -> drafters.DraftResult:
+        read, line = await enrich(self.fetcher, self.pipeline, item, lengths=self.lengths)
+        result = with_note(await self.inner.draft(read, now), line)
+        return dataclasses.replace(result, image_url=read.payload.get("image_url"))
 
 
 def source_of(pipeline: spec.Pipeline, item: Item) -> sources.SourceConfig | None:

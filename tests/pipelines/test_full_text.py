@@ -3,6 +3,7 @@ drafter against the fake provider (which records the prompts), a real SQLite sto
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from datetime import datetime
@@ -12,6 +13,7 @@ import httpx
 import pytest
 
 from pipelines.config import spec
+from pipelines.drafting import choice
 from pipelines.drafting import llm as llm_drafter
 from pipelines.providers import client as providers
 from pipelines.runs import engine, trial
@@ -20,7 +22,7 @@ from store.machine import State
 from tests.fakes import site
 from tests.fakes.feed_server import FeedServer
 from tests.fakes.llm_server import FakeLLM
-from tests.pipelines.test_llm_drafter import PRICE, budget, provider_settings
+from tests.pipelines.test_llm_drafter import MODEL, PRICE, budget, provider_settings
 
 PIPELINE = """
 name: news
@@ -190,3 +192,45 @@ async def test_a_filtered_entry_is_neither_fetched_nor_drafted(
     assert not news.requests_to(site.page_path("good"))
     assert len(news.requests_to(site.page_path("empty"))) == 1
     assert len(llm.requests) == 1
+
+
+async def test_an_entry_triage_skips_is_never_fetched(
+    store: db.Store, news: FeedServer, client: httpx.AsyncClient, tmp_path: Path, now: datetime
+) -> None:
+    """Triage runs before the article is fetched: a skipped entry costs its triage call
+    and nothing more, no page request to its site."""
+    news.set("/feed.xml", site.feed(news, [GOOD, EMPTY]), "application/rss+xml")
+    write_pipeline(tmp_path, news.url("/feed.xml"))
+    triaged = (tmp_path / "news.yaml").read_text() + (
+        "triage:\n  question: Is this about the bridge?\n  threshold: 0.6\n  max_tokens: 60\n"
+    )
+    (tmp_path / "news.yaml").write_text(triaged)
+    loaded = spec.load_dir(tmp_path)
+    assert not loaded.errors, spec.format_errors(loaded.errors)
+    pipeline = loaded.pipelines["news"]
+
+    def answer(text: str) -> str | None:
+        if not text.startswith("Question:"):
+            return "A post."
+        score = 0.1 if "Bridge vote" in text else 0.9
+        return json.dumps({"score": score, "reason": "scored by title"})
+
+    with FakeLLM() as model:
+        model.answer = answer
+        await budget(store, now)
+        chooser = choice.Drafters(provider_settings(model), {MODEL: PRICE})
+        try:
+            drafter = chooser(store, pipeline)
+            rig = engine.Engine(
+                store, {"news": pipeline}, client=client, drafter_for=lambda _: drafter
+            )
+            await rig.tick("news", "manual", now)
+        finally:
+            await chooser.aclose()
+
+    [skipped] = await items.in_state(store, State.SKIPPED, "news")
+    assert skipped.source_id == "good"
+    assert not news.requests_to(site.page_path("good"))
+    assert len(news.requests_to(site.page_path("empty"))) == 1
+    waiting = await items.in_state(store, State.AWAITING_APPROVAL, "news")
+    assert [item.source_id for item in waiting] == ["empty"]
