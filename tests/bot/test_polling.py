@@ -169,3 +169,41 @@ async def test_an_update_that_cannot_be_read_is_skipped_and_the_rest_handled(
     assert update.message is not None and update.message.text == "/status"
     assert following.message is not None and following.message.text == "/help"
     assert api.state.pending_update_count() == 0 and update.update_id > skipped
+
+
+async def test_a_tap_sent_while_the_lease_changes_hands_is_read_by_the_next_leader(
+    store: db.Store, api: localapi.LocalBotApi
+) -> None:
+    """The leader's poll ends with its lease (its long poll is cancelled, not answered);
+    a tap sent before another worker leads waits at Telegram, unconfirmed, and the next
+    leader's first poll reads it: no tap is lost in a handover."""
+
+    def clock() -> datetime:
+        return datetime.now(UTC)
+
+    registry = workers.Registry(store, clock)
+    first = leader.Leadership(store, "w1", timedelta(seconds=30), clock, registry)
+    assert await first.step()
+    old = ApplicationBuilder().token(TOKEN).base_url(api.base_url).build()
+    new = ApplicationBuilder().token(TOKEN).base_url(api.base_url).build()
+    stop_old, stop_new = asyncio.Event(), asyncio.Event()
+    async with old, new:
+        old_poll = asyncio.create_task(polling.poll(old, first, [Update.MESSAGE], stop_old))
+        api.inject_command(77, 77, "/status")
+        read_before = await asyncio.wait_for(old.update_queue.get(), 20)
+        await asyncio.sleep(0.3)  # the old leader's next long poll is with the server
+        await first.stand_down()
+        stop_old.set()  # as the runtime stops a duty when its worker stops leading
+        await asyncio.wait_for(old_poll, 20)
+        api.inject_command(77, 77, "/help")  # the tap, while no worker leads
+        second = leader.Leadership(store, "w2", timedelta(seconds=30), clock, registry)
+        assert await second.step()
+        new_poll = asyncio.create_task(polling.poll(new, second, [Update.MESSAGE], stop_new))
+        read_after = await asyncio.wait_for(new.update_queue.get(), 20)
+        stop_new.set()
+        await asyncio.wait_for(new_poll, 20)
+        await second.stand_down()
+        assert old.update_queue.empty()
+    assert read_before.message is not None and read_before.message.text == "/status"
+    assert read_after.message is not None and read_after.message.text == "/help"
+    assert read_after.update_id > read_before.update_id
