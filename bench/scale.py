@@ -41,7 +41,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from multiprocessing.sharedctypes import Synchronized
+from multiprocessing.queues import Queue
 from multiprocessing.synchronize import Event
 from pathlib import Path
 from typing import Any
@@ -191,9 +191,9 @@ class Worker:
 
 def child(store_cfg: db.StoreConfig, folder: Path, index: int, workers: int, total: int,
           llm_url: str | None, ready: Event, start: Event,
-          sent: Synchronized[int]) -> None:  # fmt: skip
+          sent: Queue[dict[str, int]]) -> None:  # fmt: skip
     """A worker process: open the store, say ready, wait for the start, work until done;
-    `sent` gets the statements it sent to PostgreSQL meanwhile."""
+    `sent` gets the statements it sent to PostgreSQL meanwhile, by statement."""
 
     async def go() -> None:
         store = await db.open(store_cfg)
@@ -202,9 +202,9 @@ def child(store_cfg: db.StoreConfig, folder: Path, index: int, workers: int, tot
             await worker.beat(utcnow())
             ready.set()
             await asyncio.to_thread(start.wait)
-            before = pg.statements_sent()
+            before = pg.statements_by_label()
             await worker.run(total)
-            sent.value = pg.statements_sent() - before
+            sent.put(probes.since(before, pg.statements_by_label()))
         finally:
             await store.close()
 
@@ -259,6 +259,8 @@ class Measured:
     #: CPU milliseconds per item of the workers and of a local server.
     worker_cpu_ms: float = 0.0
     server_cpu_ms: float = 0.0
+    #: PostgreSQL only: `statements_per_item` by statement (store.pg.statements_by_label).
+    by_statement: dict[str, float] = field(default_factory=dict)
 
 
 async def measure(
@@ -274,11 +276,11 @@ async def measure(
     spawn = multiprocessing.get_context("spawn")
     start = spawn.Event()
     readies = [spawn.Event() for _ in range(workers)]
-    sent = [spawn.Value("q", 0) for _ in range(workers)]
+    sent: Queue[dict[str, int]] = spawn.Queue()
     procs = [
         spawn.Process(
             target=child,
-            args=(store_cfg, folder, i, workers, total, llm_url, readies[i], start, sent[i]),
+            args=(store_cfg, folder, i, workers, total, llm_url, readies[i], start, sent),
         )
         for i in range(workers)
     ]
@@ -298,6 +300,7 @@ async def measure(
             if proc.exitcode != 0:
                 raise RuntimeError(f"a worker ended with exit code {proc.exitcode}")
         elapsed = time.perf_counter() - started
+        statements = probes.summed(sent.get(timeout=10) for _ in procs)
         sampling.set()
         waited, waits = await sampler
     finally:
@@ -310,7 +313,8 @@ async def measure(
     per_item_ms = elapsed * 1000 / total
     return Measured(
         total / elapsed, written / elapsed, cores, server, waited, waits,
-        statements_per_item=sum(s.value for s in sent) / total,
+        statements_per_item=sum(statements.values()) / total,
+        by_statement={label: n / total for label, n in statements.items()},
         worker_cpu_ms=cores * per_item_ms, server_cpu_ms=server * per_item_ms,
     )  # fmt: skip
 
@@ -353,6 +357,12 @@ async def main(argv: list[str]) -> None:
     parser.add_argument(
         "--template", action="store_true", help="draft with the template, not the LLM"
     )
+    parser.add_argument(
+        "--by-statement", action="store_true", help="list PostgreSQL's statements per item"
+    )
+    parser.add_argument(
+        "--workers", type=int, nargs="+", default=[1, 2, 4], help="PostgreSQL worker counts"
+    )
     args = parser.parse_args(argv)
     server = pg_databases.Server.find()
     if server.unreachable:
@@ -370,7 +380,7 @@ async def main(argv: list[str]) -> None:
         sqlite = await measure(sqlite_cfg, folder, names, 1, total, llm_url)
         print(f"  sqlite, 1 worker: {_line(sqlite)}", flush=True)
         pg_found: dict[str, Measured] = {}
-        for workers in (1, 2, 4):
+        for workers in args.workers:
             name = f"gh_pgscale_bench_{workers}_{os.getpid()}"
             server.drop(name)
             try:
@@ -383,6 +393,8 @@ async def main(argv: list[str]) -> None:
                 server.drop(name)
             pg_found[str(workers)] = found
             print(f"  postgres, {workers} worker(s): {_line(found)}", flush=True)
+            if args.by_statement:
+                print(probes.by_statement(found.by_statement), flush=True)
     load = ", ".join(f"{n:.1f}" for n in os.getloadavg())
     print(f"  {total} items over {args.pipelines} pipelines; {os.cpu_count()} CPUs, load {load}")
     pg_rates = {k: found.items_per_s for k, found in pg_found.items()}
@@ -391,8 +403,11 @@ async def main(argv: list[str]) -> None:
         "drafter": "template" if args.template else "llm",
         "sqlite_items_per_s": round(sqlite.items_per_s),
         "pg_items_per_s": {k: round(v) for k, v in pg_rates.items()},
-        "ratio_2": round(pg_rates["2"] / pg_rates["1"], 2),
-        "ratio_4": round(pg_rates["4"] / pg_rates["1"], 2),
+        **{
+            f"ratio_{k}": round(rate / pg_rates["1"], 2)
+            for k, rate in pg_rates.items()
+            if k != "1" and "1" in pg_rates
+        },
         "pg_statements_per_item": {
             k: round(found.statements_per_item, 1) for k, found in pg_found.items()
         },

@@ -8,6 +8,7 @@ import resource
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
 
 import psycopg
@@ -61,3 +62,22 @@ def children_cpu_s() -> float:
     """CPU seconds (user and system) of the worker processes that have ended."""
     used = resource.getrusage(resource.RUSAGE_CHILDREN)
     return used.ru_utime + used.ru_stime
+
+
+def since(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
+    """Statements sent between two `store.pg.statements_by_label()` readings."""
+    sent = {label: n - before.get(label, 0) for label, n in after.items()}
+    return {label: n for label, n in sent.items() if n}
+
+
+def summed(counts: Iterable[dict[str, int]]) -> dict[str, int]:
+    total: Counter[str] = Counter()
+    for one in counts:
+        total.update(one)
+    return dict(total)
+
+
+def by_statement(per_item: dict[str, float]) -> str:
+    """Statements per item, the most sent first, one line each."""
+    ranked = sorted(per_item.items(), key=lambda pair: (-pair[1], pair[0]))
+    return "\n".join(f"      {n:6.2f}  {label}" for label, n in ranked if n >= 0.005)
