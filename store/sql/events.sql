@@ -18,8 +18,12 @@ SELECT id, entity, entity_id, from_state, to_state, actor, attempt, reason, at, 
   FROM events WHERE seq IS NULL ORDER BY id LIMIT :limit
 
 -- name: seal
--- Seal one event, once (the trigger allows no other change).
-UPDATE events SET seq = :seq, hash = :hash WHERE id = :id AND seq IS NULL
+-- Seal a batch of events in one statement, each once (the trigger allows no other
+-- change): :seals is a JSON array of {"id", "seq", "hash"}; the rows changed are those
+-- this sealer sealed.
+UPDATE events SET seq = s.value ->> '$.seq', hash = s.value ->> '$.hash'
+  FROM json_each(:seals) AS s
+ WHERE events.id = s.value ->> '$.id' AND events.seq IS NULL
 
 -- name: unsealed_span
 -- The oldest and newest unsealed events' ids, and how many wait (the partial index

@@ -16,6 +16,7 @@ import pytest
 from pipelines import sealing
 from store import backend, checkpoints, db, errors, events, items, outbox, sealer
 from tests import forger
+from tests.store import statements
 
 EDITED = "its contents do not match its hash (edited after it was written)"
 RELINKED = "its prev_hash does not match the previous event's hash"
@@ -222,3 +223,16 @@ async def test_the_sealer_duty_seals_once_more_when_it_stops(
     stop.set()
     await duty
     assert await events.verify_chain(store) == events.ChainReport(3, None)
+
+
+async def test_a_batch_is_sealed_in_one_statement(store: db.Store, now: datetime) -> None:
+    """One round trip seals the batch, not one per event; the chain verifies."""
+    await written(store, now, 30)
+
+    def seal(conn: backend.Conn) -> tuple[int, int]:
+        counted = statements.Counting(conn)
+        return sealer.seal_sync(counted), counted.sent["events.seal"]
+
+    assert await store.write(seal) == (30, 1)
+    assert await store.read(sealed_places) == [(n, n) for n in range(1, 31)]
+    assert await events.verify_chain(store) == events.ChainReport(30, None, 0, None)

@@ -3,3 +3,10 @@
 -- leader's sealer and the new one's then seal one after the other, the second from the
 -- head the first left. Writers never touch sealed rows, so they never wait on this.
 SELECT seq FROM events WHERE seq IS NOT NULL ORDER BY seq DESC LIMIT 1 FOR UPDATE
+
+-- name: seal
+-- Seal a batch of events in one statement, each once (the trigger allows no other
+-- change): :seals is a JSON array of {"id", "seq", "hash"}.
+UPDATE events AS e SET seq = s.seq, hash = s.hash
+  FROM json_to_recordset(CAST(:seals AS json)) AS s (id bigint, seq bigint, hash text)
+ WHERE e.id = s.id AND e.seq IS NULL
