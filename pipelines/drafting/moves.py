@@ -24,9 +24,16 @@ log = logging.getLogger(__name__)
 
 
 def start_drafting(conn: backend.Conn, waiting: list[Item], now: datetime) -> list[Item]:
-    """Move waiting items to drafting in one transaction; skip those that must wait."""
+    """Move waiting items to drafting in one transaction; skip those that must wait.
+
+    Those still where they were read move together in one statement; each of the rest
+    is tried alone, which says why it waits (or finds it in drafting already)."""
+    together = {i.id: i for i in items.move_many_sync(conn, waiting, State.DRAFTING, "system", now)}
     moved = []
     for item in waiting:
+        if item.id in together:
+            moved.append(together[item.id])
+            continue
         try:
             moved.append(
                 items.transition_sync(

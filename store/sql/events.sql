@@ -3,6 +3,14 @@
 INSERT INTO events (entity, entity_id, from_state, to_state, actor, attempt, reason, at)
 VALUES (:entity, :entity_id, :from_state, :to_state, :actor, :attempt, :reason, :at)
 
+-- name: insert_many
+-- Append several unsealed events in one statement, alike but for what :moved gives each
+-- (a JSON array of {"entity_id", "from_state", "attempt"}), in its order.
+INSERT INTO events (entity, entity_id, from_state, to_state, actor, attempt, reason, at)
+SELECT :entity, m.value ->> '$.entity_id', m.value ->> '$.from_state', :to_state, :actor,
+       m.value ->> '$.attempt', :reason, :at
+  FROM json_each(:moved) AS m ORDER BY m.key
+
 -- name: lock_head
 -- Take the newest sealed event for this sealer alone until it commits (no-op on SQLite,
 -- whose one writer runs one sealing unit at a time).

@@ -10,3 +10,13 @@ SELECT seq FROM events WHERE seq IS NOT NULL ORDER BY seq DESC LIMIT 1 FOR UPDAT
 UPDATE events AS e SET seq = s.seq, hash = s.hash
   FROM json_to_recordset(CAST(:seals AS json)) AS s (id bigint, seq bigint, hash text)
  WHERE e.id = s.id AND e.seq IS NULL
+
+-- name: insert_many
+-- Append several unsealed events in one statement, alike but for what :moved gives each
+-- (a JSON array of {"entity_id", "from_state", "attempt"}), in its order.
+INSERT INTO events (entity, entity_id, from_state, to_state, actor, attempt, reason, at)
+SELECT :entity, m.entity_id, m.from_state, :to_state, :actor, m.attempt, :reason, :at
+  FROM ROWS FROM (json_to_recordset(CAST(:moved AS json))
+                  AS (entity_id text, from_state text, attempt bigint)) WITH ORDINALITY
+       AS m (entity_id, from_state, attempt, n)
+ ORDER BY m.n
