@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from pipelines.drafting import moves
-from store import backend, db, events, items
+from store import backend, db, drafts, events, items, outbox
 from store.machine import State
 from tests import snapshot
 from tests.store import statements
@@ -118,3 +118,30 @@ async def test_an_automatic_move_checks_its_floor_within_the_move(
         return dict(counted.sent)
 
     assert await store.write(unit) == {"items.lock": 1, "items.move": 1, "events.insert": 1}
+
+
+async def test_claimed_rows_come_back_from_the_claim_whole(store: db.Store, now: datetime) -> None:
+    """A claim returns each row as a read gives it (a card with its draft's text), so
+    no row is read a second time."""
+    [item] = await _recorded(store, now, ["a"])
+    await store.write(drafts.add_sync, item.id, "the draft", {"drafter": "x"}, now)
+
+    def queue(conn: backend.Conn) -> None:
+        payload = {"attempt": 1, "version": 1}
+        outbox.enqueue_sync(conn, "card", outbox.OPERATORS, payload, now, item_id=item.id)
+        outbox.enqueue_sync(conn, "dispatch", "news", payload, now, item_id=item.id)
+
+    await store.write(queue)
+
+    def claim(conn: backend.Conn) -> tuple[list[outbox.Row], dict[str, int]]:
+        counted = statements.Counting(conn)
+        kinds: list[outbox.Kind] = ["card", "dispatch"]
+        rows = outbox.claim_due_sync(counted, "w1", now, kinds, timedelta(minutes=1), 10)
+        return rows, dict(counted.sent)
+
+    rows, sent = await store.write(claim)
+    assert sent == {"outbox.claim_due": 2}
+    assert rows == [await store.read(outbox.get_sync, row.id) for row in rows]
+    assert [(row.kind, row.payload.get("text")) for row in rows] == [
+        ("card", "the draft"), ("dispatch", None),
+    ]  # fmt: skip
