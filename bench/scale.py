@@ -12,7 +12,9 @@ and settled in two budgets, the pipeline's and the global one (bench.scale_llm);
 `--template` drafts with the template instead, which spends nothing. The worker
 approves its share of the waiting items (`approval.decide`, as an operator's tap
 does) and dispatches with `dispatcher.run_once`, which claims rows with a lease
-(`FOR UPDATE SKIP LOCKED` on PostgreSQL) to a `none` target. Worker 0 also runs the
+(`FOR UPDATE SKIP LOCKED` on PostgreSQL) to a `none` target; as in production, the
+scheduler passes once a second and an idle worker waits for a card or dispatch row to be
+committed (store.notify), not polling. Worker 0 also runs the
 sealer, as the leader does (pipelines.sealing). The clock runs from the moment every
 worker is ready until the last item is dispatched.
 
@@ -35,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import functools
 import multiprocessing
 import os
@@ -55,7 +58,7 @@ from bench import common, scale_llm
 from bench import scale_probes as probes
 from pipelines import approval, config, engine, scheduler, sealing
 from pipelines.dispatch import dispatcher
-from store import db, events, heartbeats, items, pg, runs, schedules, sealer
+from store import db, events, heartbeats, items, outbox, pg, runs, schedules, sealer
 from store.machine import State
 from tests import pg_databases
 from tests.fakes.feed_server import FeedServer
@@ -70,6 +73,9 @@ CONCURRENCY = 32
 TIMEOUT_S = 600.0
 #: How long claimed dispatch rows stay a worker's.
 LEASE = timedelta(seconds=60)
+#: The longest an idle worker waits for a wake-up before it looks again (seconds): the
+#: finish line, and rows another worker left, are seen within it.
+IDLE_S = 0.1
 
 PIPELINE = """\
 name: {name}
@@ -148,16 +154,24 @@ class Worker:
             drafter_for = functools.partial(self.drafters, self.store) if self.drafters else None
             eng = engine.Engine(self.store, self.pipelines, client=client, drafter_for=drafter_for)
             sched = scheduler.Scheduler(self.store, eng, self.pipelines, worker=self.me)
+            # Woken as `gatehouse run`'s workers are: by a card or a dispatch row committed
+            # (here or by another worker), not by a look every few milliseconds.
+            woken = outbox.wakeup(self.store, ["card", "dispatch"])
+            passed_at = -scheduler.POLL_S
             while await self.dispatched() < total:
+                woken.clear()  # before looking, so a row committed meanwhile wakes the wait
                 now = utcnow()
                 await self.beat(now, sched)
-                await sched.run_once(now, wait=False)
+                if time.monotonic() - passed_at >= scheduler.POLL_S:  # its pace in production
+                    passed_at = time.monotonic()
+                    await sched.run_once(now, wait=False)
                 approved = await self.approve(now)
                 handled = await dispatcher.run_once(
                     self.store, self.pipelines, client, now, worker=self.me, lease=LEASE
                 )
                 if not approved and not handled:
-                    await asyncio.sleep(0.01)
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(woken.wait(), IDLE_S)
             await sched.idle()  # the last runs record their counts
             if self.drafters is not None:
                 await self.drafters.aclose()
