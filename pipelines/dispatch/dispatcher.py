@@ -46,7 +46,7 @@ from typing import Any
 import httpx
 
 from pipelines import card_trail, config, dispatch, logfields, workers
-from store import backend, drafts, errors, items, machine, outbox, payloads, runs, writer
+from store import backend, drafts, errors, items, machine, outbox, payloads, runs
 from store import text as store_text
 from store.db import Store
 from store.items import Item
@@ -145,7 +145,7 @@ async def run_once(
         try:
             for at in range(0, len(queue), together):
                 chunk = queue[at : at + together]
-                begun = await store.write(_begin_rows, chunk, pipeline is not None, now)
+                begun = await _begin(store, chunk, pipeline is not None, now)
                 for row, task in closing:
                     await settle(row, task)
                 closing = []
@@ -169,21 +169,30 @@ async def run_once(
 Started = tuple[Item, drafts.Draft] | Exception | None
 
 
+async def _begin(
+    store: Store, rows: list[outbox.Row], loaded: bool, now: datetime
+) -> list[Started]:
+    """Start each row (see `_begin_sync`) in one transaction; a row that raises is
+    answered with its exception, so one bad row does not hold up the others.
+
+    Rows rarely raise, so they start with no savepoint each (two statements a row): when
+    one raises, its transaction is rolled back whole and each row starts again alone.
+    A fault of the store (errors.PASSING) is no row's: it escapes."""
+    try:
+        started: list[Started] = await store.write(_begin_rows, rows, loaded, now)
+        return started
+    except errors.PASSING:
+        raise
+    except Exception as exc:
+        if len(rows) == 1:
+            return [exc]
+    return [(await _begin(store, [row], loaded, now))[0] for row in rows]
+
+
 def _begin_rows(
     conn: backend.Conn, rows: list[outbox.Row], loaded: bool, now: datetime
 ) -> list[Started]:
-    """Start each row (see `_begin_sync`); a row that raises is rolled back alone and
-    answered with its exception, so one bad row does not hold up the others."""
-    started: list[Started] = []
-    for row in rows:
-        try:
-            with writer.savepoint(conn, "begin_row"):
-                started.append(_begin_sync(conn, row, payloads.Dispatch.of(row), loaded, now))
-        except Exception as exc:
-            if not conn.in_transaction:  # the store failed (a full disk): the whole unit fails
-                raise
-            started.append(exc)
-    return started
+    return [_begin_sync(conn, row, payloads.Dispatch.of(row), loaded, now) for row in rows]
 
 
 async def _send(

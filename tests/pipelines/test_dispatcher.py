@@ -13,11 +13,12 @@ import pytest
 
 from pipelines import approval, config, dispatch, engine, runtime, workers
 from pipelines.dispatch import dispatcher
-from store import db, events, heartbeats, items, machine, outbox, startup
+from store import backend, db, events, heartbeats, items, machine, outbox, startup
 from store.machine import State
 from tests.fakes.feed_server import FeedServer
 from tests.fakes.feeds import rss
 from tests.fakes.webhook_server import Reply, WebhookServer
+from tests.store import statements
 
 PIPELINE = """
 name: news
@@ -597,6 +598,29 @@ async def test_a_bad_row_among_rows_started_together_is_retried_and_the_others_g
     retried = await store.read(outbox.get_sync, broken)
     assert (retried.state, retried.attempts) == ("pending", 1)
     assert retried.last_error is not None and "unexpected BadPayload" in retried.last_error
+
+
+async def test_rows_start_together_without_a_savepoint_each(
+    store: db.Store, client: httpx.AsyncClient, feeds: FeedServer, tmp_path: Path,
+    now: datetime,
+) -> None:  # fmt: skip
+    """Two statements a row saved on a database server: a bad row rolls back the chunk,
+    and each row then starts alone (the test above)."""
+    feeds.set("/feed.xml", rss([("a1", "One", "First."), ("a2", "Two", "Second.")]))
+    (tmp_path / "files.yaml").write_text(
+        FILES.format(feed=feeds.url("/feed.xml"), out=tmp_path / "out")
+    )
+    files = config.load_dir(tmp_path).pipelines["files"]
+    await approve_all(store, "files", files, client, now)
+    rows = await outbox.claim_due(store, "w1", now, ["dispatch"], dispatcher.LEASE, limit=50)
+
+    def begin(conn: backend.Conn) -> tuple[list[dispatcher.Started], dict[str, int]]:
+        counted = statements.Counting(conn)
+        return dispatcher._begin_rows(counted, rows, True, now), dict(counted.sent)
+
+    started, sent = await store.write(begin)
+    assert len(started) == 2 and all(isinstance(s, tuple) for s in started)
+    assert "SAVEPOINT" not in sent and sent["items.move"] == 2
 
 
 async def test_rows_started_together_and_cut_off_by_a_crash_go_out_after_the_restart(
