@@ -7,9 +7,9 @@ SELECT seq FROM events WHERE seq IS NOT NULL ORDER BY seq DESC LIMIT 1 FOR UPDAT
 -- name: seal
 -- Seal a batch of events in one statement, each once (the trigger allows no other
 -- change): :seals is a JSON array of {"id", "seq", "hash"}.
-UPDATE events AS e SET seq = s.seq, hash = s.hash
+UPDATE events SET seq = s.seq, hash = s.hash
   FROM json_to_recordset(CAST(:seals AS json)) AS s (id bigint, seq bigint, hash text)
- WHERE e.id = s.id AND e.seq IS NULL
+ WHERE events.id = s.id AND events.seq IS NULL
 
 -- name: insert_many
 -- Append several unsealed events in one statement, alike but for what :moved gives each
