@@ -272,18 +272,28 @@ def transition_sync(
 
 
 def move_many_sync(
-    conn: backend.Conn, seen: list[Item], to: State, actor: str, now: datetime
+    conn: backend.Conn,
+    seen: list[Item],
+    to: State,
+    actor: str,
+    now: datetime,
+    *,
+    reason: str | None = None,
+    deadline: timedelta | None = None,
+    new_version: bool = False,
 ) -> list[Item]:
     """Move each item of `seen` to `to` in one statement (and write their events in one
-    more), if it is still where it was read and the floor allows; returns those moved, in
-    the order given. An item left behind is the caller's to try with `transition_sync`,
-    which says why (or finds it moved already with the same work). Only moves allowed
-    from each item's state are asked for."""
+    more), if it is still as it was read and the floor allows; returns those moved, in the
+    order given. An item left behind is the caller's to try with `transition_sync`, which
+    says why (or finds it moved already with the same work). `new_version`: the move
+    takes each item to its next draft version, which the caller stores in the same unit.
+    Never to failed, whose every move `transition_sync` logs."""
     to = State(to)
+    if to == State.FAILED:
+        raise ValueError("failing an item goes through transition_sync, which logs it")
     asked = [item for item in seen if machine.allowed(item.state, to)]
     if not asked:
         return []
-    at, due = clock.to_ms(now), _due(to, now, None)
     rows = [
         {"id": i.id, "state": str(i.state), "attempt": i.attempt, "version": i.version}
         for i in asked
@@ -291,14 +301,16 @@ def move_many_sync(
     params = {
         "seen": json.dumps(rows),
         "to_state": to.value,
-        "reason": None,
-        "now": at,
-        "deadline": due,
+        "reason": reason,
+        "now": clock.to_ms(now),
+        "deadline": _due(to, now, deadline),
         "floor_from": _floor_from(actor, now),
+        "bump": int(new_version),
     }
     moved = {item.id: item for item in _many(conn, Q["move_many"], params)}
     was = [item for item in asked if item.id in moved]
-    events.append_many(conn, "item", [(i.id, i.state, i.attempt) for i in was], to, actor, now)
+    moves = [(i.id, i.state, i.attempt) for i in was]
+    events.append_many(conn, "item", moves, to, actor, now, reason=reason)
     return [moved[item.id] for item in was]
 
 

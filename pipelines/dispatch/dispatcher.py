@@ -228,16 +228,19 @@ async def _send(
 
     def done(conn: backend.Conn) -> None:
         # One commit for the item and its row: no window where one is recorded alone.
-        items.transition_sync(
-            conn,
-            item.id,
-            State.DISPATCHED,
-            "system",
-            now,
-            reason=detail,
-            expect_attempt=attempt,
-            expect_version=version,
-        )
+        # The item as it began dispatching moves in one statement; else it is locked,
+        # and the move says why it cannot be made (or finds it made).
+        if not items.move_many_sync(conn, [item], State.DISPATCHED, "system", now, reason=detail):
+            items.transition_sync(
+                conn,
+                item.id,
+                State.DISPATCHED,
+                "system",
+                now,
+                reason=detail,
+                expect_attempt=attempt,
+                expect_version=version,
+            )
         outbox.mark_sent_sync(conn, row.id, external_id, now)
         card_trail.dispatched_sync(conn, item, detail, now, external_id)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from pipelines import approval, config
 from pipelines.drafting import base as drafters
@@ -56,26 +56,25 @@ def to_approval(
 ) -> bool:
     """Store the draft, move to awaiting_approval and queue the card: one transaction.
     False, writing nothing, when the item left this attempt's drafting meanwhile (a
-    worker that read it before another worker's late reply reached approval)."""
-    current = items.lock_sync(conn, item.id)
-    if current.state != State.DRAFTING or current.attempt != item.attempt:
-        return False
-    draft = drafts.add_sync(
-        conn, item.id, result.text, result.provenance, now, cost_micros=result.cost_micros,
-        image_url=item.payload.get("image_url"), locked=current,
-    )  # fmt: skip
-    # The row locked above, at the version the draft just set: not read a third time.
-    drafted = dataclasses.replace(current, version=draft.version)
-    moved = items.transition_sync(
-        conn,
-        item.id,
-        State.AWAITING_APPROVAL,
-        "system",
-        now,
-        deadline=pipeline.approval.window,
-        expect_attempt=item.attempt,
-        locked=drafted,
+    worker that read it before another worker's late reply reached approval).
+
+    An item still as it was read moves to its next version in one statement, and the
+    draft is stored under that version; any other is locked and decided on."""
+    window = pipeline.approval.window
+    quick = items.move_many_sync(
+        conn, [item], State.AWAITING_APPROVAL, "system", now, deadline=window, new_version=True
     )
+    if quick:
+        [moved] = quick
+        draft = drafts.insert_sync(
+            conn, item.id, moved.version, result.text, result.provenance, now,
+            cost_micros=result.cost_micros, image_url=item.payload.get("image_url"),
+        )  # fmt: skip
+    else:
+        found = _locked_to_approval(conn, item, result, window, now)
+        if found is None:
+            return False
+        moved, draft = found
     if pipeline.approval.digest is None:  # else the pipeline's digest lists it
         approval.queue_card(
             conn, pipeline, moved, draft, now, note=result.note, duplicate=duplicate
@@ -83,6 +82,32 @@ def to_approval(
     if pipeline.dedup.mark_at == "success":
         seen.mark_seen_sync(conn, pipeline.name, item.scope, [item.source_id], now)
     return True
+
+
+def _locked_to_approval(
+    conn: backend.Conn,
+    item: Item,
+    result: drafters.DraftResult,
+    window: timedelta,
+    now: datetime,
+) -> tuple[Item, drafts.Draft] | None:
+    """`to_approval` for an item no longer as it was read: locked, and drafted and moved
+    only if still in this attempt's drafting (None, writing nothing, if not); the move
+    says why it cannot be made."""
+    current = items.lock_sync(conn, item.id)
+    if current.state != State.DRAFTING or current.attempt != item.attempt:
+        return None
+    draft = drafts.add_sync(
+        conn, item.id, result.text, result.provenance, now, cost_micros=result.cost_micros,
+        image_url=item.payload.get("image_url"), locked=current,
+    )  # fmt: skip
+    # The row locked above, at the version the draft just set: not read a third time.
+    drafted = dataclasses.replace(current, version=draft.version)
+    moved = items.transition_sync(
+        conn, item.id, State.AWAITING_APPROVAL, "system", now, deadline=window,
+        expect_attempt=item.attempt, locked=drafted,
+    )  # fmt: skip
+    return moved, draft
 
 
 def skip(conn: backend.Conn, item: Item, verdict: str, now: datetime) -> None:

@@ -33,9 +33,10 @@ UPDATE items
 -- name: move_many
 -- The compare-and-set of `move` for several items at once (a tick's chunk): :seen is a
 -- JSON array of {"id", "state", "attempt", "version"} as the caller read each item;
--- returns the items moved.
+-- :bump 1 takes each to its next draft version. Returns the items moved.
 UPDATE items
-   SET state = :to_state, reason = :reason, last_transition_at = :now, deadline = :deadline
+   SET state = :to_state, reason = :reason, last_transition_at = :now, deadline = :deadline,
+       version = items.version + :bump
   FROM json_each(:seen) AS s
  WHERE items.id = s.value ->> '$.id' AND items.state = s.value ->> '$.state'
    AND items.attempt = s.value ->> '$.attempt' AND items.version = s.value ->> '$.version'

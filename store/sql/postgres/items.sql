@@ -24,9 +24,10 @@ SELECT * FROM items WHERE id = :id FOR UPDATE
 -- name: move_many
 -- The compare-and-set of `move` for several items at once (a tick's chunk): :seen is a
 -- JSON array of {"id", "state", "attempt", "version"} as the caller read each item;
--- returns the items moved.
+-- :bump 1 takes each to its next draft version. Returns the items moved.
 UPDATE items
-   SET state = :to_state, reason = :reason, last_transition_at = :now, deadline = :deadline
+   SET state = :to_state, reason = :reason, last_transition_at = :now, deadline = :deadline,
+       version = items.version + :bump
   FROM json_to_recordset(CAST(:seen AS json)) AS s (id bigint, state text, attempt bigint, version bigint)
  WHERE items.id = s.id AND items.state = s.state AND items.attempt = s.attempt
    AND items.version = s.version
