@@ -275,7 +275,8 @@ class Measured:
     events_per_s: float
     #: The workers' CPU time over the wall time: how many cores they kept busy.
     worker_cores: float
-    #: The same for a PostgreSQL server on this machine (0 when it runs elsewhere).
+    #: The same for this database's backends on a PostgreSQL server on this machine (0
+    #: when it runs elsewhere; other databases on the server are not counted).
     server_cores: float
     #: PostgreSQL only, sampled: the share of samples in which some connection waited
     #: on a lock (wait_event_type Lock), and every wait seen, "type/event" -> count.
@@ -317,7 +318,7 @@ async def measure(
         for ready in readies:
             if not await asyncio.to_thread(ready.wait, 60):
                 raise RuntimeError("a worker did not start within 60 s")
-        cpu_before, server_before = probes.children_cpu_s(), probes.server_cpu_s()
+        cpu_before = probes.children_cpu_s()
         started = time.perf_counter()
         start.set()
         sampling = threading.Event()
@@ -329,17 +330,17 @@ async def measure(
         elapsed = time.perf_counter() - started
         statements = probes.summed(sent.get(timeout=10) for _ in procs)
         sampling.set()
-        waited, waits = await sampler
+        sampled = await sampler
     finally:
         for proc in procs:
             if proc.is_alive():
                 proc.kill()
     cores = (probes.children_cpu_s() - cpu_before) / elapsed
-    server = (probes.server_cpu_s() - server_before) / elapsed
+    server = sampled.server_cpu_s / elapsed
     written = await check(store_cfg, names, total)
     per_item_ms = elapsed * 1000 / total
     return Measured(
-        total / elapsed, written / elapsed, cores, server, waited, waits,
+        total / elapsed, written / elapsed, cores, server, sampled.lock_waited, sampled.waits,
         statements_per_item=sum(statements.values()) / total,
         by_statement={label: n / total for label, n in statements.items()},
         worker_cpu_ms=cores * per_item_ms, server_cpu_ms=server * per_item_ms,

@@ -1,5 +1,6 @@
 """What `bench scale` reads beside its clock: what PostgreSQL's busy connections wait
-on (pg_stat_activity), and the CPU time of the workers and of a local server (/proc)."""
+on (pg_stat_activity), and the CPU time of the workers and of the bench database's
+backends on a local server (/proc)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import psycopg
@@ -23,13 +25,33 @@ _WAITING = (
 )
 
 
-def sample_waits(store_cfg: db.StoreConfig, done: threading.Event) -> tuple[float, dict[str, int]]:
-    """Every 20 ms until `done`: what busy connections wait on; the share of samples
-    with a lock wait, and the count of each wait over all samples."""
+#: The database's other connections: the workers' backends, whose CPU is the server's.
+_BACKENDS = (
+    "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+    " AND pid <> pg_backend_pid()"
+)
+
+
+@dataclass
+class Sampled:
+    #: The share of samples in which some connection waited on a lock.
+    lock_waited: float = 0.0
+    #: Every wait seen, "type/event" -> connections summed over samples.
+    waits: dict[str, int] = field(default_factory=dict)
+    #: CPU seconds the database's backends used while sampled (0 for a remote server).
+    server_cpu_s: float = 0.0
+
+
+def sample_waits(store_cfg: db.StoreConfig, done: threading.Event) -> Sampled:
+    """Every 20 ms until `done`: what busy connections wait on, and the CPU time of this
+    database's backends (first and last look at each), so that other databases' work on
+    a shared server is not counted."""
     if store_cfg.database_url is None:
-        return 0.0, {}
+        return Sampled()
     waits: Counter[str] = Counter()
     samples = locked = 0
+    first: dict[int, float] = {}
+    last: dict[int, float] = {}
     with psycopg.connect(store_cfg.database_url, autocommit=True) as conn:
         while not done.is_set():
             rows = conn.execute(_WAITING).fetchall()
@@ -37,25 +59,24 @@ def sample_waits(store_cfg: db.StoreConfig, done: threading.Event) -> tuple[floa
             locked += any(kind == "Lock" for kind, _, _ in rows)
             for kind, event, n in rows:
                 waits[f"{kind}/{event}"] += n
+            for (pid,) in conn.execute(_BACKENDS).fetchall():
+                used = _cpu_s(pid)
+                if used is not None:
+                    first.setdefault(pid, used)
+                    last[pid] = used
             time.sleep(0.02)
-    return (locked / samples if samples else 0.0), dict(waits.most_common())
+    share = locked / samples if samples else 0.0
+    return Sampled(share, dict(waits.most_common()), sum(last[p] - first[p] for p in last))
 
 
-def server_cpu_s() -> float:
-    """CPU seconds of the postgres processes on this machine (Linux /proc; 0 elsewhere)."""
-    tick = os.sysconf("SC_CLK_TCK")
-    total = 0
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            text = stat.read_text()
-        except OSError:  # the process ended meanwhile
-            continue
-        name, rest = text[text.index("(") + 1 : text.rindex(")")], text[text.rindex(")") + 2 :]
-        if name.startswith("postgres"):
-            fields = rest.split()
-            # utime, stime, and those of its reaped children (backends that ended)
-            total += sum(int(field) for field in fields[11:15])
-    return total / tick
+def _cpu_s(pid: int) -> float | None:
+    """A local process's CPU seconds (user and system), or None (gone, or not local)."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def children_cpu_s() -> float:
