@@ -33,6 +33,10 @@ UPDATE events SET seq = s.value ->> '$.seq', hash = s.value ->> '$.hash'
   FROM json_each(:seals) AS s
  WHERE events.id = s.value ->> '$.id' AND events.seq IS NULL
 
+-- name: any_unsealed
+-- Whether any event waits to be sealed: one look at the partial index events_unsealed.
+SELECT id FROM events WHERE seq IS NULL LIMIT 1
+
 -- name: unsealed_span
 -- The oldest and newest unsealed events' ids, and how many wait (the partial index
 -- events_unsealed holds only these rows).

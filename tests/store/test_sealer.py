@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 import pytest
 
 from pipelines import sealing
-from store import backend, checkpoints, db, errors, events, items, outbox, sealer
+from store import backend, checkpoints, db, errors, events, items, outbox, pg, sealer
 from tests import forger
 from tests.store import statements
 
@@ -236,3 +236,16 @@ async def test_a_batch_is_sealed_in_one_statement(store: db.Store, now: datetime
     assert await store.write(seal) == (30, 1)
     assert await store.read(sealed_places) == [(n, n) for n in range(1, 31)]
     assert await events.verify_chain(store) == events.ChainReport(30, None, 0, None)
+
+
+async def test_a_pass_with_nothing_to_seal_is_one_read(store: db.Store, now: datetime) -> None:
+    """No transaction, no lock of the head: the leader passes every 100 ms."""
+    await written(store, now, 2)
+    assert await sealer.seal(store) == 2
+    before = pg.statements_by_label()
+    assert await sealer.seal(store) == 0
+    if store.dialect == "postgres":
+        sent = {k: n - before.get(k, 0) for k, n in pg.statements_by_label().items()}
+        assert {k: n for k, n in sent.items() if n} == {"read events.any_unsealed": 1}
+    await written(store, now, 1, tag="h")
+    assert await sealer.seal(store) == 1
