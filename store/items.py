@@ -20,10 +20,10 @@ import functools
 import hashlib
 import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from store import backend, clock, errors, events, machine, sql, text
 from store.core import Store
@@ -271,9 +271,19 @@ def transition_sync(
     )
 
 
+class Seen(NamedTuple):
+    """An item as a caller knows it without its row (a dispatch row's job, say): what a
+    compare-and-set move needs."""
+
+    id: int
+    state: State
+    attempt: int
+    version: int
+
+
 def move_many_sync(
     conn: backend.Conn,
-    seen: list[Item],
+    seen: Sequence[Item | Seen],
     to: State,
     actor: str,
     now: datetime,
