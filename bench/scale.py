@@ -12,7 +12,9 @@ and settled in two budgets, the pipeline's and the global one (bench.scale_llm);
 `--template` drafts with the template instead, which spends nothing. The worker
 approves its share of the waiting items (`flow.decide`, as an operator's tap
 does) and dispatches with `dispatcher.run_once`, which claims rows with a lease
-(`FOR UPDATE SKIP LOCKED` on PostgreSQL) to a `none` target. Worker 0 also runs the
+(`FOR UPDATE SKIP LOCKED` on PostgreSQL) to a `none` target; as in production, the
+scheduler passes once a second and an idle worker waits for a card or dispatch row to be
+committed (store.cluster.notify), not polling. Worker 0 also runs the
 sealer, as the leader does (pipelines.service.seal_loop). The clock runs from the moment every
 worker is ready until the last item is dispatched.
 
@@ -23,8 +25,10 @@ a backend at work): the table shows whether workers queue on a lock.
 SQLite takes the same work in one process (one process holds an SQLite store). The
 ratios are items/s with 2 and 4 workers over items/s with one. `pg_statements_per_item`
 counts the statements the workers' store connections sent (store.backends.pg.statements_sent:
-each a round trip, BEGIN, COMMIT, savepoints and NOTIFYs included, polling too) and
-`cpu_ms_per_item` the CPU time of the workers and of a local server per item. With no
+each a round trip, BEGIN, COMMIT, savepoints and NOTIFYs included, the workers' polling
+too, but not the bench's own look at how many items are dispatched; `--by-statement`
+lists them by name) and `cpu_ms_per_item` the CPU time of the workers and of a local
+server per item. With no
 PostgreSQL server reachable (GATEHOUSE_TEST_DATABASE_URL, else the local one) it says
 why and skips; the last line is one JSON object either way.
 """
@@ -33,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import functools
 import multiprocessing
 import os
@@ -41,7 +46,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from multiprocessing.sharedctypes import Synchronized
+from multiprocessing.queues import Queue
 from multiprocessing.synchronize import Event
 from pathlib import Path
 from typing import Any
@@ -56,7 +61,7 @@ from pipelines.config import spec
 from pipelines.dispatch import dispatcher
 from pipelines.runs import engine
 from pipelines.service import scheduler, seal_loop
-from store import db, items
+from store import db, items, outbox
 from store.audit import events, sealer
 from store.backends import pg
 from store.cluster import heartbeats
@@ -68,12 +73,16 @@ from tests.fakes.feeds import rss
 from tests.fakes.llm_server import FakeLLM
 
 OPERATOR = 1001
+_DISPATCHED = "SELECT count(*) FROM items WHERE state = 'dispatched'"
 #: Approvals in flight at once in one worker.
 CONCURRENCY = 32
 #: The longest one measurement may take (seconds): a stuck worker fails the bench.
 TIMEOUT_S = 600.0
 #: How long claimed dispatch rows stay a worker's.
 LEASE = timedelta(seconds=60)
+#: The longest an idle worker waits for a wake-up before it looks again (seconds): the
+#: finish line, and rows another worker left, are seen within it.
+IDLE_S = 0.1
 
 PIPELINE = """\
 name: {name}
@@ -130,6 +139,8 @@ class Worker:
         self.index, self.workers = index, workers
         self.me = f"bench-{index}"
         self._beat_at = 0.0
+        url = store.config.database_url
+        self.finish_line = None if url is None else psycopg.connect(url, autocommit=True)
 
     async def run(self, total: int) -> None:
         stop = asyncio.Event()
@@ -150,16 +161,24 @@ class Worker:
             drafter_for = functools.partial(self.drafters, self.store) if self.drafters else None
             eng = engine.Engine(self.store, self.pipelines, client=client, drafter_for=drafter_for)
             sched = scheduler.Scheduler(self.store, eng, self.pipelines, worker=self.me)
+            # Woken as `gatehouse run`'s workers are: by a card or a dispatch row committed
+            # (here or by another worker), not by a look every few milliseconds.
+            woken = outbox.wakeup(self.store, ["card", "dispatch"])
+            passed_at = -scheduler.POLL_S
             while await self.dispatched() < total:
+                woken.clear()  # before looking, so a row committed meanwhile wakes the wait
                 now = utcnow()
                 await self.beat(now, sched)
-                await sched.run_once(now, wait=False)
+                if time.monotonic() - passed_at >= scheduler.POLL_S:  # its pace in production
+                    passed_at = time.monotonic()
+                    await sched.run_once(now, wait=False)
                 approved = await self.approve(now)
                 handled = await dispatcher.run_once(
                     self.store, self.pipelines, client, now, worker=self.me, lease=LEASE
                 )
                 if not approved and not handled:
-                    await asyncio.sleep(0.01)
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(woken.wait(), IDLE_S)
             await sched.idle()  # the last runs record their counts
             if self.drafters is not None:
                 await self.drafters.aclose()
@@ -192,15 +211,21 @@ class Worker:
         return len(mine)
 
     async def dispatched(self) -> int:
+        """Items dispatched so far: the bench's finish line. On PostgreSQL it is read over
+        a connection of its own, so the statements counted are the workers' alone."""
+        if self.finish_line is not None:
+            cursor = await asyncio.to_thread(self.finish_line.execute, _DISPATCHED)
+            [(count,)] = cursor.fetchall()
+            return int(count)
         found = await items.counts(self.store, self.pipelines, [State.DISPATCHED])
         return sum(by_state.get(State.DISPATCHED, 0) for by_state in found.values())
 
 
 def child(store_cfg: db.StoreConfig, folder: Path, index: int, workers: int, total: int,
           llm_url: str | None, ready: Event, start: Event,
-          sent: Synchronized[int]) -> None:  # fmt: skip
+          sent: Queue[dict[str, int]]) -> None:  # fmt: skip
     """A worker process: open the store, say ready, wait for the start, work until done;
-    `sent` gets the statements it sent to PostgreSQL meanwhile."""
+    `sent` gets the statements it sent to PostgreSQL meanwhile, by statement."""
 
     async def go() -> None:
         store = await db.open(store_cfg)
@@ -209,9 +234,11 @@ def child(store_cfg: db.StoreConfig, folder: Path, index: int, workers: int, tot
             await worker.beat(utcnow())
             ready.set()
             await asyncio.to_thread(start.wait)
-            before = pg.statements_sent()
+            before = pg.statements_by_label()
             await worker.run(total)
-            sent.value = pg.statements_sent() - before
+            sent.put(probes.since(before, pg.statements_by_label()))
+            if worker.finish_line is not None:
+                worker.finish_line.close()
         finally:
             await store.close()
 
@@ -255,15 +282,18 @@ class Measured:
     events_per_s: float
     #: The workers' CPU time over the wall time: how many cores they kept busy.
     worker_cores: float
-    #: The same for a PostgreSQL server on this machine (0 when it runs elsewhere).
+    #: The same for this database's backends on a PostgreSQL server on this machine (0
+    #: when it runs elsewhere; other databases on the server are not counted).
     server_cores: float
     #: PostgreSQL only, sampled: lock waits (all, and on the budget rows) and every wait.
-    waits: probes.Waits = field(default_factory=probes.Waits)
+    sampled: probes.Sampled = field(default_factory=probes.Sampled)
     #: PostgreSQL only: statements the workers sent per item (each a round trip).
     statements_per_item: float = 0.0
     #: CPU milliseconds per item of the workers and of a local server.
     worker_cpu_ms: float = 0.0
     server_cpu_ms: float = 0.0
+    #: PostgreSQL only: `statements_per_item` by statement (store.backends.pg.statements_by_label).
+    by_statement: dict[str, float] = field(default_factory=dict)
 
 
 async def measure(
@@ -279,11 +309,11 @@ async def measure(
     spawn = multiprocessing.get_context("spawn")
     start = spawn.Event()
     readies = [spawn.Event() for _ in range(workers)]
-    sent = [spawn.Value("q", 0) for _ in range(workers)]
+    sent: Queue[dict[str, int]] = spawn.Queue()
     procs = [
         spawn.Process(
             target=child,
-            args=(store_cfg, folder, i, workers, total, llm_url, readies[i], start, sent[i]),
+            args=(store_cfg, folder, i, workers, total, llm_url, readies[i], start, sent),
         )
         for i in range(workers)
     ]
@@ -293,7 +323,7 @@ async def measure(
         for ready in readies:
             if not await asyncio.to_thread(ready.wait, 60):
                 raise RuntimeError("a worker did not start within 60 s")
-        cpu_before, server_before = probes.children_cpu_s(), probes.server_cpu_s()
+        cpu_before = probes.children_cpu_s()
         started = time.perf_counter()
         start.set()
         sampling = threading.Event()
@@ -303,19 +333,21 @@ async def measure(
             if proc.exitcode != 0:
                 raise RuntimeError(f"a worker ended with exit code {proc.exitcode}")
         elapsed = time.perf_counter() - started
+        statements = probes.summed(sent.get(timeout=10) for _ in procs)
         sampling.set()
-        waits = await sampler
+        sampled = await sampler
     finally:
         for proc in procs:
             if proc.is_alive():
                 proc.kill()
     cores = (probes.children_cpu_s() - cpu_before) / elapsed
-    server = (probes.server_cpu_s() - server_before) / elapsed
+    server = sampled.server_cpu_s / elapsed
     written = await check(store_cfg, names, total)
     per_item_ms = elapsed * 1000 / total
     return Measured(
-        total / elapsed, written / elapsed, cores, server, waits,
-        statements_per_item=sum(s.value for s in sent) / total,
+        total / elapsed, written / elapsed, cores, server, sampled,
+        statements_per_item=sum(statements.values()) / total,
+        by_statement={label: n / total for label, n in statements.items()},
         worker_cpu_ms=cores * per_item_ms, server_cpu_ms=server * per_item_ms,
     )  # fmt: skip
 
@@ -332,11 +364,11 @@ def _line(found: Measured) -> str:
         line += f", {found.server_cpu_ms:.2f} ms in the server"
     if found.statements_per_item:
         line += f", {found.statements_per_item:.1f} statements sent"
-    if found.waits.seen:
-        line += f"; some connection waited on a lock in {found.waits.locked:.0%} of samples"
-        line += f", on a budget row in {found.waits.budget_locked:.1%}"
+    if found.sampled.waits:
+        line += f"; some connection waited on a lock in {found.sampled.lock_waited:.0%} of samples"
+        line += f", on a budget row in {found.sampled.budget_lock_waited:.1%}"
         line += "\n    waits (type/event: connections summed over samples): " + ", ".join(
-            f"{name} {n}" for name, n in found.waits.seen.items()
+            f"{name} {n}" for name, n in found.sampled.waits.items()
         )
     return line
 
@@ -359,6 +391,12 @@ async def main(argv: list[str]) -> None:
     parser.add_argument(
         "--template", action="store_true", help="draft with the template, not the LLM"
     )
+    parser.add_argument(
+        "--by-statement", action="store_true", help="list PostgreSQL's statements per item"
+    )
+    parser.add_argument(
+        "--workers", type=int, nargs="+", default=[1, 2, 4], help="PostgreSQL worker counts"
+    )
     args = parser.parse_args(argv)
     server = pg_databases.Server.find()
     if server.unreachable:
@@ -376,7 +414,7 @@ async def main(argv: list[str]) -> None:
         sqlite = await measure(sqlite_cfg, folder, names, 1, total, llm_url)
         print(f"  sqlite, 1 worker: {_line(sqlite)}", flush=True)
         pg_found: dict[str, Measured] = {}
-        for workers in (1, 2, 4):
+        for workers in args.workers:
             name = f"gh_pgscale_bench_{workers}_{os.getpid()}"
             server.drop(name)
             try:
@@ -389,6 +427,8 @@ async def main(argv: list[str]) -> None:
                 server.drop(name)
             pg_found[str(workers)] = found
             print(f"  postgres, {workers} worker(s): {_line(found)}", flush=True)
+            if args.by_statement:
+                print(probes.by_statement(found.by_statement), flush=True)
     load = ", ".join(f"{n:.1f}" for n in os.getloadavg())
     print(f"  {total} items over {args.pipelines} pipelines; {os.cpu_count()} CPUs, load {load}")
     pg_rates = {k: found.items_per_s for k, found in pg_found.items()}
@@ -397,13 +437,17 @@ async def main(argv: list[str]) -> None:
         "drafter": "template" if args.template else "llm",
         "sqlite_items_per_s": round(sqlite.items_per_s),
         "pg_items_per_s": {k: round(v) for k, v in pg_rates.items()},
-        "ratio_2": round(pg_rates["2"] / pg_rates["1"], 2),
-        "ratio_4": round(pg_rates["4"] / pg_rates["1"], 2),
-        "pg_budget_lock_waited": {
-            k: round(found.waits.budget_locked, 3) for k, found in pg_found.items()
+        **{
+            f"ratio_{k}": round(rate / pg_rates["1"], 2)
+            for k, rate in pg_rates.items()
+            if k != "1" and "1" in pg_rates
         },
         "pg_statements_per_item": {
             k: round(found.statements_per_item, 1) for k, found in pg_found.items()
+        },
+        "pg_lock_waited": {k: round(found.sampled.lock_waited, 3) for k, found in pg_found.items()},
+        "pg_budget_lock_waited": {
+            k: round(found.sampled.budget_lock_waited, 3) for k, found in pg_found.items()
         },
         "cpu_ms_per_item": {
             "sqlite": round(sqlite.worker_cpu_ms, 2),

@@ -1,5 +1,6 @@
 """What `bench scale` reads beside its clock: what PostgreSQL's busy connections wait
-on (pg_stat_activity), and the CPU time of the workers and of a local server (/proc)."""
+on (pg_stat_activity), and the CPU time of the workers and of the bench database's
+backends on a local server (/proc)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import resource
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,23 +27,35 @@ _WAITING = (
 )
 
 
-@dataclass(frozen=True)
-class Waits:
-    """What the sampler saw: the share of samples in which some connection waited on a
-    lock, the share in which one waited on a lock in a statement on the budget rows,
-    and every wait seen ("type/event" -> connections summed over samples)."""
-
-    locked: float = 0.0
-    budget_locked: float = 0.0
-    seen: dict[str, int] = field(default_factory=dict)
+#: The database's other connections: the workers' backends, whose CPU is the server's.
+_BACKENDS = (
+    "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+    " AND pid <> pg_backend_pid()"
+)
 
 
-def sample_waits(store_cfg: db.StoreConfig, done: threading.Event) -> Waits:
-    """Every 20 ms until `done`: what busy connections wait on."""
+@dataclass
+class Sampled:
+    #: The share of samples in which some connection waited on a lock.
+    lock_waited: float = 0.0
+    #: The share in which one waited on a lock in a statement on the budget rows.
+    budget_lock_waited: float = 0.0
+    #: Every wait seen, "type/event" -> connections summed over samples.
+    waits: dict[str, int] = field(default_factory=dict)
+    #: CPU seconds the database's backends used while sampled (0 for a remote server).
+    server_cpu_s: float = 0.0
+
+
+def sample_waits(store_cfg: db.StoreConfig, done: threading.Event) -> Sampled:
+    """Every 20 ms until `done`: what busy connections wait on, and the CPU time of this
+    database's backends (first and last look at each), so that other databases' work on
+    a shared server is not counted."""
     if store_cfg.database_url is None:
-        return Waits()
+        return Sampled()
     waits: Counter[str] = Counter()
     samples = locked = budget_locked = 0
+    first: dict[int, float] = {}
+    last: dict[int, float] = {}
     with psycopg.connect(store_cfg.database_url, autocommit=True) as conn:
         while not done.is_set():
             rows = conn.execute(_WAITING).fetchall()
@@ -50,30 +64,48 @@ def sample_waits(store_cfg: db.StoreConfig, done: threading.Event) -> Waits:
             budget_locked += any(kind == "Lock" and on_budget for kind, _, _, on_budget in rows)
             for kind, event, n, _ in rows:
                 waits[f"{kind}/{event}"] += n
+            for (pid,) in conn.execute(_BACKENDS).fetchall():
+                used = _cpu_s(pid)
+                if used is not None:
+                    first.setdefault(pid, used)
+                    last[pid] = used
             time.sleep(0.02)
     if not samples:
-        return Waits()
-    return Waits(locked / samples, budget_locked / samples, dict(waits.most_common()))
+        return Sampled()
+    server = sum(last[p] - first[p] for p in last)
+    return Sampled(locked / samples, budget_locked / samples, dict(waits.most_common()), server)
 
 
-def server_cpu_s() -> float:
-    """CPU seconds of the postgres processes on this machine (Linux /proc; 0 elsewhere)."""
-    tick = os.sysconf("SC_CLK_TCK")
-    total = 0
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            text = stat.read_text()
-        except OSError:  # the process ended meanwhile
-            continue
-        name, rest = text[text.index("(") + 1 : text.rindex(")")], text[text.rindex(")") + 2 :]
-        if name.startswith("postgres"):
-            fields = rest.split()
-            # utime, stime, and those of its reaped children (backends that ended)
-            total += sum(int(field) for field in fields[11:15])
-    return total / tick
+def _cpu_s(pid: int) -> float | None:
+    """A local process's CPU seconds (user and system), or None (gone, or not local)."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def children_cpu_s() -> float:
     """CPU seconds (user and system) of the worker processes that have ended."""
     used = resource.getrusage(resource.RUSAGE_CHILDREN)
     return used.ru_utime + used.ru_stime
+
+
+def since(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
+    """Statements sent between two `store.backends.pg.statements_by_label()` readings."""
+    sent = {label: n - before.get(label, 0) for label, n in after.items()}
+    return {label: n for label, n in sent.items() if n}
+
+
+def summed(counts: Iterable[dict[str, int]]) -> dict[str, int]:
+    total: Counter[str] = Counter()
+    for one in counts:
+        total.update(one)
+    return dict(total)
+
+
+def by_statement(per_item: dict[str, float]) -> str:
+    """Statements per item, the most sent first, one line each."""
+    ranked = sorted(per_item.items(), key=lambda pair: (-pair[1], pair[0]))
+    return "\n".join(f"      {n:6.2f}  {label}" for label, n in ranked if n >= 0.005)

@@ -55,6 +55,28 @@ def add_sync(
         raise ValueError(f"locked is item {locked.id}, not item {item_id}")
     item = locked if locked is not None else items.lock_sync(conn, item_id)
     version = item.version + 1
+    stored = insert_sync(
+        conn, item_id, version, text, provenance, now, cost_micros=cost_micros,
+        image_url=image_url,
+    )  # fmt: skip
+    if conn.execute(Q["set_version"], {"id": item_id, "version": version}).rowcount != 1:
+        raise errors.Conflict(f"item {item_id} gained a draft version underneath this one")
+    return stored
+
+
+def insert_sync(
+    conn: backend.Conn,
+    item_id: int,
+    version: int,
+    text: str,
+    provenance: dict[str, Any],
+    now: datetime,
+    *,
+    cost_micros: int | None = None,
+    image_url: str | None = None,
+) -> Draft:
+    """Store one draft version as given: the item already points at it, or is moved to it
+    in the same unit (`items.move_many_sync(..., new_version=True)`)."""
     params = {
         "item_id": item_id,
         "version": version,
@@ -65,10 +87,7 @@ def add_sync(
         "now": clock.to_ms(now),
         "image_url": image_url,
     }
-    stored = Draft.from_row(conn.execute(Q["insert_draft"], params).fetchone())
-    if conn.execute(Q["set_version"], {"id": item_id, "version": version}).rowcount != 1:
-        raise errors.Conflict(f"item {item_id} gained a draft version underneath this one")
-    return stored
+    return Draft.from_row(conn.execute(Q["insert_draft"], params).fetchone())
 
 
 def edit_sync(

@@ -20,10 +20,10 @@ import functools
 import hashlib
 import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from store import backend, clock, errors, machine, sql
 from store.audit import events
@@ -163,24 +163,39 @@ def create_sync(
     so one odd entry is still recorded rather than failing its whole batch. A NUL needs
     nothing: JSON writes it as an escape, which PostgreSQL's text holds.
     """
+    made = create_many_sync(conn, pipeline, scope, {source_id: payload}, now, actor)
+    return made[0] if made else None
+
+
+def create_many_sync(
+    conn: backend.Conn,
+    pipeline: str,
+    scope: str,
+    fetched: dict[str, dict[str, Any]],
+    now: datetime,
+    actor: str = "system",
+) -> list[Item]:
+    """`create_sync` for a chunk (source id -> payload) in two statements, however many
+    items: the new ones in the order given; those already known are left alone."""
+    if not fetched:
+        return []
+    rows = [_storable(source_id, payload) for source_id, payload in fetched.items()]
+    params = {"pipeline": pipeline, "scope": scope, "now": clock.to_ms(now)}
+    created = _many(conn, Q["create_many"], {**params, "fetched": json.dumps(rows)})
+    order = {source_id: n for n, source_id in enumerate(fetched)}
+    created.sort(key=lambda item: order[item.source_id])
+    moved = [(item.id, None, 1) for item in created]
+    events.append_many(conn, "item", moved, State.NEW, actor, now, reason="fetched")
+    return created
+
+
+def _storable(source_id: str, payload: dict[str, Any]) -> dict[str, str]:
+    """An item's columns from what was fetched; text SQLite cannot hold is cleaned."""
     stored = json.dumps(payload, ensure_ascii=False)
     if text.unstorable(stored):
         payload = json.loads(text.clean(stored))
         stored = json.dumps(payload, ensure_ascii=False)
-    params = {
-        "pipeline": pipeline,
-        "scope": scope,
-        "source_id": source_id,
-        "payload": stored,
-        "content_hash": content_hash(payload),
-        "now": clock.to_ms(now),
-    }
-    item = _one(conn, Q["create"], params)
-    if item is not None:
-        events.append(
-            conn, "item", item.id, None, State.NEW, actor, now, attempt=1, reason="fetched"
-        )
-    return item
+    return {"source_id": source_id, "payload": stored, "content_hash": content_hash(payload)}
 
 
 def transition_sync(
@@ -227,10 +242,7 @@ def transition_sync(
             f"item {item_id} is at version {version} attempt {attempt}; "
             f"this request is for version {expect_version} attempt {expect_attempt}"
         )
-    _check_floor(conn, item_id, to, actor, now)
-    window = deadline if deadline is not None else machine.DEADLINES.get(to)
-    at = clock.to_ms(now)
-    due = clock.to_ms(now + window) if to in machine.DEADLINES and window else None
+    at, due = clock.to_ms(now), _due(to, now, deadline)
     params = {
         "id": item_id,
         "from_state": state,
@@ -240,8 +252,11 @@ def transition_sync(
         "reason": reason,
         "now": at,
         "deadline": due,
+        "floor_from": _floor_from(actor, now),
     }
     if conn.execute(Q["move"], params).rowcount != 1:
+        # The floor is checked inside the move; only a refused move asks which it was.
+        _check_floor(conn, item_id, to, actor, now)
         # Unreachable with one writer; kept as the compare-and-set guard.
         raise errors.Conflict(f"item {item_id} changed underneath this transition")
     events.append(conn, "item", item_id, state, to, actor, now, attempt=attempt, reason=reason)
@@ -256,6 +271,71 @@ def transition_sync(
         last_transition_at=clock.from_ms(at),
         deadline=clock.maybe_from_ms(due),
     )
+
+
+class Seen(NamedTuple):
+    """An item as a caller knows it without its row (a dispatch row's job, say): what a
+    compare-and-set move needs."""
+
+    id: int
+    state: State
+    attempt: int
+    version: int
+
+
+def move_many_sync(
+    conn: backend.Conn,
+    seen: Sequence[Item | Seen],
+    to: State,
+    actor: str,
+    now: datetime,
+    *,
+    reason: str | None = None,
+    deadline: timedelta | None = None,
+    new_version: bool = False,
+) -> list[Item]:
+    """Move each item of `seen` to `to` in one statement (and write their events in one
+    more), if it is still as it was read and the floor allows; returns those moved, in the
+    order given. An item left behind is the caller's to try with `transition_sync`, which
+    says why (or finds it moved already with the same work). `new_version`: the move
+    takes each item to its next draft version, which the caller stores in the same unit.
+    Never to failed, whose every move `transition_sync` logs."""
+    to = State(to)
+    if to == State.FAILED:
+        raise ValueError("failing an item goes through transition_sync, which logs it")
+    asked = [item for item in seen if machine.allowed(item.state, to)]
+    if not asked:
+        return []
+    rows = [
+        {"id": i.id, "state": str(i.state), "attempt": i.attempt, "version": i.version}
+        for i in asked
+    ]
+    params = {
+        "seen": json.dumps(rows),
+        "to_state": to.value,
+        "reason": reason,
+        "now": clock.to_ms(now),
+        "deadline": _due(to, now, deadline),
+        "floor_from": _floor_from(actor, now),
+        "bump": int(new_version),
+    }
+    moved = {item.id: item for item in _many(conn, Q["move_many"], params)}
+    was = [item for item in asked if item.id in moved]
+    moves = [(i.id, i.state, i.attempt) for i in was]
+    events.append_many(conn, "item", moves, to, actor, now, reason=reason)
+    return [moved[item.id] for item in was]
+
+
+def _due(to: State, now: datetime, deadline: timedelta | None) -> int | None:
+    """When an item moved to `to` now is due (ms), or None when `to` has no deadline."""
+    window = deadline if deadline is not None else machine.DEADLINES.get(to)
+    return clock.to_ms(now + window) if to in machine.DEADLINES and window else None
+
+
+def _floor_from(actor: str, now: datetime) -> int | None:
+    """An automatic move is refused if the item entered its state automatically after
+    this (ms); a person's move has no floor."""
+    return clock.to_ms(now - machine.FLOOR) if actor in events.AUTOMATIC_ACTORS else None
 
 
 def _check_floor(conn: backend.Conn, item_id: int, to: State, actor: str, now: datetime) -> None:

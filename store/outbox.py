@@ -214,12 +214,12 @@ def claim_due_sync(
         "now": clock.to_ms(now),
         "until": clock.to_ms(now + lease),
     }
-    taken: list[int] = []
+    taken: list[Row] = []
     for kind in dict.fromkeys(kinds):
         if len(taken) < limit:
             params.update(kind=kind, limit=limit - len(taken))
-            taken += [int(row[0]) for row in conn.execute(Q["claim_due"], params).fetchall()]
-    return [found for row_id in sorted(taken) for found in _rows(conn, Q["get"], {"id": row_id})]
+            taken += _rows(conn, Q["claim_due"], params)
+    return sorted(taken, key=lambda row: row.id)
 
 
 async def claim_due(

@@ -52,7 +52,6 @@ from pipelines.runs import logfields
 from pipelines.service import workers
 from store import backend, drafts, errors, items, machine, outbox, payloads
 from store.backends import text as store_text
-from store.backends import writer
 from store.db import Store
 from store.intake import runs
 from store.items import Item
@@ -151,7 +150,7 @@ async def run_once(
         try:
             for at in range(0, len(queue), together):
                 chunk = queue[at : at + together]
-                begun = await store.write(_begin_rows, chunk, pipeline is not None, now)
+                begun = await _begin(store, chunk, pipeline is not None, now)
                 for row, task in closing:
                     await settle(row, task)
                 closing = []
@@ -175,21 +174,30 @@ async def run_once(
 Started = tuple[Item, drafts.Draft] | Exception | None
 
 
+async def _begin(
+    store: Store, rows: list[outbox.Row], loaded: bool, now: datetime
+) -> list[Started]:
+    """Start each row (see `_begin_sync`) in one transaction; a row that raises is
+    answered with its exception, so one bad row does not hold up the others.
+
+    Rows rarely raise, so they start with no savepoint each (two statements a row): when
+    one raises, its transaction is rolled back whole and each row starts again alone.
+    A fault of the store (errors.PASSING) is no row's: it escapes."""
+    try:
+        started: list[Started] = await store.write(_begin_rows, rows, loaded, now)
+        return started
+    except errors.PASSING:
+        raise
+    except Exception as exc:
+        if len(rows) == 1:
+            return [exc]
+    return [(await _begin(store, [row], loaded, now))[0] for row in rows]
+
+
 def _begin_rows(
     conn: backend.Conn, rows: list[outbox.Row], loaded: bool, now: datetime
 ) -> list[Started]:
-    """Start each row (see `_begin_sync`); a row that raises is rolled back alone and
-    answered with its exception, so one bad row does not hold up the others."""
-    started: list[Started] = []
-    for row in rows:
-        try:
-            with writer.savepoint(conn, "begin_row"):
-                started.append(_begin_sync(conn, row, payloads.Dispatch.of(row), loaded, now))
-        except Exception as exc:
-            if not conn.in_transaction:  # the store failed (a full disk): the whole unit fails
-                raise
-            started.append(exc)
-    return started
+    return [_begin_sync(conn, row, payloads.Dispatch.of(row), loaded, now) for row in rows]
 
 
 async def _send(
@@ -225,16 +233,19 @@ async def _send(
 
     def done(conn: backend.Conn) -> None:
         # One commit for the item and its row: no window where one is recorded alone.
-        items.transition_sync(
-            conn,
-            item.id,
-            State.DISPATCHED,
-            "system",
-            now,
-            reason=detail,
-            expect_attempt=attempt,
-            expect_version=version,
-        )
+        # The item as it began dispatching moves in one statement; else it is locked,
+        # and the move says why it cannot be made (or finds it made).
+        if not items.move_many_sync(conn, [item], State.DISPATCHED, "system", now, reason=detail):
+            items.transition_sync(
+                conn,
+                item.id,
+                State.DISPATCHED,
+                "system",
+                now,
+                reason=detail,
+                expect_attempt=attempt,
+                expect_version=version,
+            )
         outbox.mark_sent_sync(conn, row.id, external_id, now)
         card_trail.dispatched_sync(conn, item, detail, now, external_id)
 
@@ -268,7 +279,15 @@ def _begin_sync(
 ) -> tuple[Item, drafts.Draft] | None:
     """Move the row's item to dispatching and read the draft to send, in one transaction;
     or, when there is nothing to send, close the row (and fail the item where that is
-    the outcome) and return None."""
+    the outcome) and return None.
+
+    A row whose item is approved as the row says moves it in one statement; any other
+    has its item locked and looked at."""
+    if loaded:
+        approved = items.Seen(job.item_id, State.APPROVED, job.attempt, job.version)
+        moved = items.move_many_sync(conn, [approved], State.DISPATCHING, "system", now)
+        if moved:
+            return moved[0], drafts.get_sync(conn, job.item_id, job.version)
     item = items.lock_sync(conn, job.item_id)
     if item.attempt != job.attempt:
         outbox.mark_failed_sync(conn, row.id, f"stale: item is now at attempt {item.attempt}")

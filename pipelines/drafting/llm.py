@@ -118,7 +118,9 @@ class LlmDrafter:
     async def draft(self, item: Item, now: datetime) -> drafters.DraftResult:
         """Draft one item; the engine never drafts the same item twice at once. A redraft's
         card says which note it was drafted with."""
-        note = await followups.note(self._store, item.id, item.attempt)
+        # Only a redraft, a replay (attempt 2 on), carries a note: a first draft asks none.
+        first = item.attempt == 1
+        note = None if first else await followups.note(self._store, item.id, item.attempt)
         result = await self._draft(item, now, note)
         if note is None:
             return result

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from pipelines.approval import flow
 from pipelines.config import spec
@@ -26,9 +26,16 @@ log = logging.getLogger(__name__)
 
 
 def start_drafting(conn: backend.Conn, waiting: list[Item], now: datetime) -> list[Item]:
-    """Move waiting items to drafting in one transaction; skip those that must wait."""
+    """Move waiting items to drafting in one transaction; skip those that must wait.
+
+    Those still where they were read move together in one statement; each of the rest
+    is tried alone, which says why it waits (or finds it in drafting already)."""
+    together = {i.id: i for i in items.move_many_sync(conn, waiting, State.DRAFTING, "system", now)}
     moved = []
     for item in waiting:
+        if item.id in together:
+            moved.append(together[item.id])
+            continue
         try:
             moved.append(
                 items.transition_sync(
@@ -51,31 +58,56 @@ def to_approval(
 ) -> bool:
     """Store the draft, move to awaiting_approval and queue the card: one transaction.
     False, writing nothing, when the item left this attempt's drafting meanwhile (a
-    worker that read it before another worker's late reply reached approval)."""
-    current = items.lock_sync(conn, item.id)
-    if current.state != State.DRAFTING or current.attempt != item.attempt:
-        return False
-    draft = drafts.add_sync(
-        conn, item.id, result.text, result.provenance, now, cost_micros=result.cost_micros,
-        image_url=item.payload.get("image_url") or result.image_url, locked=current,
-    )  # fmt: skip
-    # The row locked above, at the version the draft just set: not read a third time.
-    drafted = dataclasses.replace(current, version=draft.version)
-    moved = items.transition_sync(
-        conn,
-        item.id,
-        State.AWAITING_APPROVAL,
-        "system",
-        now,
-        deadline=pipeline.approval.window,
-        expect_attempt=item.attempt,
-        locked=drafted,
+    worker that read it before another worker's late reply reached approval).
+
+    An item still as it was read moves to its next version in one statement, and the
+    draft is stored under that version; any other is locked and decided on."""
+    window = pipeline.approval.window
+    quick = items.move_many_sync(
+        conn, [item], State.AWAITING_APPROVAL, "system", now, deadline=window, new_version=True
     )
+    if quick:
+        [moved] = quick
+        draft = drafts.insert_sync(
+            conn, item.id, moved.version, result.text, result.provenance, now,
+            cost_micros=result.cost_micros, image_url=_image(item, result),
+        )  # fmt: skip
+    else:
+        found = _locked_to_approval(conn, item, result, window, now)
+        if found is None:
+            return False
+        moved, draft = found
     if pipeline.approval.digest is None:  # else the pipeline's digest lists it
         flow.queue_card(conn, pipeline, moved, draft, now, note=result.note, duplicate=duplicate)
     if pipeline.dedup.mark_at == "success":
         seen.mark_seen_sync(conn, pipeline.name, item.scope, [item.source_id], now)
     return True
+
+
+def _locked_to_approval(
+    conn: backend.Conn,
+    item: Item,
+    result: drafters.DraftResult,
+    window: timedelta,
+    now: datetime,
+) -> tuple[Item, drafts.Draft] | None:
+    """`to_approval` for an item no longer as it was read: locked, and drafted and moved
+    only if still in this attempt's drafting (None, writing nothing, if not); the move
+    says why it cannot be made."""
+    current = items.lock_sync(conn, item.id)
+    if current.state != State.DRAFTING or current.attempt != item.attempt:
+        return None
+    draft = drafts.add_sync(
+        conn, item.id, result.text, result.provenance, now, cost_micros=result.cost_micros,
+        image_url=_image(item, result), locked=current,
+    )  # fmt: skip
+    # The row locked above, at the version the draft just set: not read a third time.
+    drafted = dataclasses.replace(current, version=draft.version)
+    moved = items.transition_sync(
+        conn, item.id, State.AWAITING_APPROVAL, "system", now, deadline=window,
+        expect_attempt=item.attempt, locked=drafted,
+    )  # fmt: skip
+    return moved, draft
 
 
 def skip(conn: backend.Conn, item: Item, verdict: str, now: datetime) -> None:
@@ -97,3 +129,9 @@ def fail(conn: backend.Conn, item: Item, exc: drafters.DraftFailed, now: datetim
         text += f"\nraw output: {store_text.clean(exc.raw[:1000])}"
     key = f"draft-failed:{item.id}:{item.attempt}"
     outbox.alert_sync(conn, text, now, key=key, item_id=item.id, pipeline=item.pipeline)
+
+
+def _image(item: Item, result: drafters.DraftResult) -> str | None:
+    """The draft's image: the feed's, else one its drafting found (the article page's)."""
+    image = item.payload.get("image_url")
+    return str(image) if image else result.image_url

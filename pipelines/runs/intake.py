@@ -77,15 +77,14 @@ def record_sync(
         keep = set(seen.mark_seen_sync(conn, pipeline.name, scope, ids, now))
     elif dedup:  # mark_at success: marked when its draft reaches approval (engine.py)
         keep = set(seen.filter_unseen_sync(conn, pipeline.name, scope, ids))
-    created = []
+    payloads: dict[str, dict[str, object]] = {}
     for fetched in chunk:
         if fetched.source_id not in keep:
             continue
         keep.discard(fetched.source_id)  # the first of repeated ids wins
-        payload = _payload(fetched)
-        item = items.create_sync(conn, pipeline.name, scope, fetched.source_id, payload, now)
-        if item is not None:
-            created.append(_filtered(conn, pipeline, item, payload, now))
+        payloads[fetched.source_id] = _payload(fetched)
+    new = items.create_many_sync(conn, pipeline.name, scope, payloads, now)
+    created = [_filtered(conn, pipeline, item, payloads[item.source_id], now) for item in new]
     if source_state is not None:
         timetable.save_source_state_sync(conn, pipeline.name, scope, source_state, now)
     return created

@@ -19,7 +19,7 @@ import dataclasses
 import hashlib
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Literal, cast
 
@@ -124,6 +124,35 @@ def append(
         "at": clock.to_ms(now),
     }
     conn.execute(Q["insert"], fields)
+
+
+def append_many(
+    conn: backend.Conn,
+    entity: Entity,
+    moved: Sequence[tuple[str | int, str | None, int]],
+    to_state: str,
+    actor: str,
+    now: datetime,
+    *,
+    reason: str | None = None,
+) -> None:
+    """Append one unsealed event per (entity id, from state, attempt) of `moved`, alike
+    in the rest, in one statement: a chunk's events cost one round trip, not one each."""
+    if not moved:
+        return
+    rows = [
+        {"entity_id": str(entity_id), "from_state": None if old is None else str(old), "attempt": n}
+        for entity_id, old, n in moved
+    ]
+    params = {
+        "entity": entity,
+        "moved": json.dumps(rows),
+        "to_state": str(to_state),
+        "actor": check_actor(actor),
+        "reason": reason,
+        "at": clock.to_ms(now),
+    }
+    conn.execute(Q["insert_many"], params)
 
 
 def last_automatic_entry(

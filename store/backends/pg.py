@@ -21,6 +21,7 @@ import contextlib
 import logging
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -111,20 +112,37 @@ class Cursor:
         return iter(self.fetchall())
 
 
-_sent = 0
+#: Statements sent by this process's store connections, by label (`_label`).
+_sent: Counter[str] = Counter()
 _sent_lock = threading.Lock()
 
 
 def statements_sent() -> int:
     """Statements this process's store connections sent to the server (each a round
     trip; savepoints, COMMITs and NOTIFYs included): what `bench scale` counts."""
-    return _sent
-
-
-def _count(n: int = 1) -> None:
-    global _sent
     with _sent_lock:
-        _sent += n
+        return sum(_sent.values())
+
+
+def statements_by_label() -> dict[str, int]:
+    """`statements_sent` by statement: a named query as `noun.name`, any other by its
+    first words; a read lane's prefixed `read `. What `bench scale --by-statement` lists."""
+    with _sent_lock:
+        return dict(_sent)
+
+
+def _label(query: str, reader: bool) -> str:
+    if isinstance(query, sql.Query):
+        label = f"{query.noun}.{query.name}"
+    else:
+        label = " ".join(query.split()[:3])
+    return f"read {label}" if reader else label
+
+
+def _count(query: str, reader: bool, n: int = 1) -> None:
+    label = _label(query, reader)
+    with _sent_lock:
+        _sent[label] += n
 
 
 class Conn:
@@ -166,13 +184,13 @@ class Conn:
 
     def execute(self, query: str, parameters: Any = None, /) -> Cursor:
         self._track(query)
-        _count()
+        _count(query, self._reader)
         # Always with parameters, so psycopg reads `%%` as `%` whether or not any are used.
         return Cursor(self.raw.execute(sql.postgres(query), parameters or {}))
 
     def executemany(self, query: str, parameters: Iterable[Any], /) -> Cursor:
         rows = list(parameters)
-        _count(len(rows))
+        _count(query, self._reader, len(rows))
         cursor = self.raw.cursor()
         cursor.executemany(sql.postgres(query), rows)
         return Cursor(cursor)
@@ -191,7 +209,7 @@ class Conn:
         word, _, name = query.partition(" ")
         if word == "COMMIT":
             for channel in sorted(self._channels):
-                _count()
+                _count(notify.Q["notify"], self._reader)
                 self.raw.execute(sql.postgres(notify.Q["notify"]), {"channel": channel})
         if word in ("BEGIN", "COMMIT", "ROLLBACK") and not name.startswith("TO "):
             self._channels.clear()

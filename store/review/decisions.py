@@ -173,6 +173,7 @@ def _move_back(
         "reason": reason,
         "now": clock.to_ms(now),
         "deadline": clock.to_ms(now + deadline),
+        "floor_from": None,  # a person's undo has no floor
     }
     if conn.execute(Q["move"], params).rowcount != 1:
         raise errors.Conflict(f"item {item.id} changed underneath this undo")

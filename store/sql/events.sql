@@ -3,6 +3,14 @@
 INSERT INTO events (entity, entity_id, from_state, to_state, actor, attempt, reason, at)
 VALUES (:entity, :entity_id, :from_state, :to_state, :actor, :attempt, :reason, :at)
 
+-- name: insert_many
+-- Append several unsealed events in one statement, alike but for what :moved gives each
+-- (a JSON array of {"entity_id", "from_state", "attempt"}), in its order.
+INSERT INTO events (entity, entity_id, from_state, to_state, actor, attempt, reason, at)
+SELECT :entity, m.value ->> '$.entity_id', m.value ->> '$.from_state', :to_state, :actor,
+       m.value ->> '$.attempt', :reason, :at
+  FROM json_each(:moved) AS m ORDER BY m.key
+
 -- name: lock_head
 -- Take the newest sealed event for this sealer alone until it commits (no-op on SQLite,
 -- whose one writer runs one sealing unit at a time).
@@ -18,8 +26,16 @@ SELECT id, entity, entity_id, from_state, to_state, actor, attempt, reason, at, 
   FROM events WHERE seq IS NULL ORDER BY id LIMIT :limit
 
 -- name: seal
--- Seal one event, once (the trigger allows no other change).
-UPDATE events SET seq = :seq, hash = :hash WHERE id = :id AND seq IS NULL
+-- Seal a batch of events in one statement, each once (the trigger allows no other
+-- change): :seals is a JSON array of {"id", "seq", "hash"}; the rows changed are those
+-- this sealer sealed.
+UPDATE events SET seq = s.value ->> '$.seq', hash = s.value ->> '$.hash'
+  FROM json_each(:seals) AS s
+ WHERE events.id = s.value ->> '$.id' AND events.seq IS NULL
+
+-- name: any_unsealed
+-- Whether any event waits to be sealed: one look at the partial index events_unsealed.
+SELECT id FROM events WHERE seq IS NULL LIMIT 1
 
 -- name: unsealed_span
 -- The oldest and newest unsealed events' ids, and how many wait (the partial index

@@ -1,7 +1,11 @@
--- name: create
--- Record a newly fetched item; an item already known for its source id is left alone.
+-- name: create_many
+-- Record a chunk of fetched items in one statement (:fetched, a JSON array of
+-- {"source_id", "payload", "content_hash"}); those already known are left alone, and
+-- only the rows inserted come back.
 INSERT INTO items (pipeline, scope, source_id, payload, content_hash, state, created_at, last_transition_at)
-VALUES (:pipeline, :scope, :source_id, :payload, :content_hash, 'new', :now, :now)
+SELECT :pipeline, :scope, f.value ->> '$.source_id', f.value ->> '$.payload',
+       f.value ->> '$.content_hash', 'new', :now, :now
+  FROM json_each(:fetched) AS f WHERE true ORDER BY f.key
     ON CONFLICT (pipeline, scope, source_id) DO NOTHING
 RETURNING *
 
@@ -14,10 +18,34 @@ SELECT * FROM items WHERE id = :id
 SELECT * FROM items WHERE id = :id
 
 -- name: move
--- Compare-and-set: move an item only if it is still where the caller saw it.
+-- Compare-and-set: move an item only if it is still where the caller saw it and, with
+-- :floor_from set (an automatic move), its last automatic entry into :to_state was no
+-- later than that (store.machine.FLOOR): one statement where a read and a write were two.
 UPDATE items
    SET state = :to_state, reason = :reason, last_transition_at = :now, deadline = :deadline
  WHERE id = :id AND state = :from_state AND attempt = :attempt AND version = :version
+   AND (CAST(:floor_from AS BIGINT) IS NULL OR coalesce((
+        SELECT e.at FROM events e
+         WHERE e.entity = 'item' AND e.entity_id = CAST(:id AS TEXT) AND e.to_state = :to_state
+           AND e.actor IN ('system', 'scheduler', 'sweep')
+         ORDER BY e.id DESC LIMIT 1), :floor_from) <= :floor_from)
+
+-- name: move_many
+-- The compare-and-set of `move` for several items at once (a tick's chunk): :seen is a
+-- JSON array of {"id", "state", "attempt", "version"} as the caller read each item;
+-- :bump 1 takes each to its next draft version. Returns the items moved.
+UPDATE items
+   SET state = :to_state, reason = :reason, last_transition_at = :now, deadline = :deadline,
+       version = items.version + :bump
+  FROM json_each(:seen) AS s
+ WHERE items.id = s.value ->> '$.id' AND items.state = s.value ->> '$.state'
+   AND items.attempt = s.value ->> '$.attempt' AND items.version = s.value ->> '$.version'
+   AND (CAST(:floor_from AS BIGINT) IS NULL OR coalesce((
+        SELECT e.at FROM events e
+         WHERE e.entity = 'item' AND e.entity_id = CAST(items.id AS TEXT)
+           AND e.to_state = :to_state AND e.actor IN ('system', 'scheduler', 'sweep')
+         ORDER BY e.id DESC LIMIT 1), :floor_from) <= :floor_from)
+RETURNING *
 
 -- name: replay
 -- Back to new with the next attempt; the draft history is kept.

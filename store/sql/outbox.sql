@@ -16,7 +16,8 @@ SELECT o.*, d.text AS draft_text FROM outbox o
 
 -- name: claim_due
 -- Take up to :limit pending rows of one kind whose time has come and that no live claim
--- holds, for :worker until :until. (PostgreSQL's version skips rows another worker is
+-- holds, for :worker until :until; each comes back whole (a card with its draft's text),
+-- so nothing reads it a second time. (PostgreSQL's version skips rows another worker is
 -- taking at the same moment, instead of waiting for them.)
 UPDATE outbox SET claimed_by = :worker, lease_until = :until
  WHERE id IN (
@@ -24,7 +25,9 @@ UPDATE outbox SET claimed_by = :worker, lease_until = :until
          WHERE state = 'pending' AND kind = :kind AND next_attempt_at <= :now
            AND (lease_until IS NULL OR lease_until < :now)
          ORDER BY id LIMIT :limit)
-RETURNING id
+RETURNING *, (SELECT d.text FROM drafts d
+               WHERE outbox.kind = 'card' AND d.item_id = outbox.item_id
+                 AND d.version = outbox.payload ->> '$.version') AS draft_text
 
 -- name: get
 -- One row (a card with its draft's text).

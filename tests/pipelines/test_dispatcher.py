@@ -17,7 +17,7 @@ from pipelines.config import spec
 from pipelines.dispatch import dispatcher
 from pipelines.runs import engine
 from pipelines.service import runtime, workers
-from store import db, items, machine, outbox
+from store import backend, db, items, machine, outbox
 from store.audit import events
 from store.backends import startup
 from store.cluster import heartbeats
@@ -25,6 +25,7 @@ from store.machine import State
 from tests.fakes.feed_server import FeedServer
 from tests.fakes.feeds import rss
 from tests.fakes.webhook_server import Reply, WebhookServer
+from tests.store import statements
 
 PIPELINE = """
 name: news
@@ -604,6 +605,31 @@ async def test_a_bad_row_among_rows_started_together_is_retried_and_the_others_g
     retried = await store.read(outbox.get_sync, broken)
     assert (retried.state, retried.attempts) == ("pending", 1)
     assert retried.last_error is not None and "unexpected BadPayload" in retried.last_error
+
+
+async def test_rows_start_together_without_a_savepoint_each(
+    store: db.Store, client: httpx.AsyncClient, feeds: FeedServer, tmp_path: Path,
+    now: datetime,
+) -> None:  # fmt: skip
+    """Two statements a row saved on a database server: a bad row rolls back the chunk,
+    and each row then starts alone (the test above)."""
+    feeds.set("/feed.xml", rss([("a1", "One", "First."), ("a2", "Two", "Second.")]))
+    (tmp_path / "files.yaml").write_text(
+        FILES.format(feed=feeds.url("/feed.xml"), out=tmp_path / "out")
+    )
+    files = spec.load_dir(tmp_path).pipelines["files"]
+    await approve_all(store, "files", files, client, now)
+    rows = await outbox.claim_due(store, "w1", now, ["dispatch"], dispatcher.LEASE, limit=50)
+
+    def begin(conn: backend.Conn) -> tuple[list[dispatcher.Started], dict[str, int]]:
+        counted = statements.Counting(conn)
+        return dispatcher._begin_rows(counted, rows, True, now), dict(counted.sent)
+
+    started, sent = await store.write(begin)
+    assert len(started) == 2 and all(isinstance(s, tuple) for s in started)
+    # Each item, approved as its row says, moves in one statement with no lock before it.
+    assert "SAVEPOINT" not in sent and "items.lock" not in sent
+    assert sent["items.move_many"] == 2
 
 
 async def test_rows_started_together_and_cut_off_by_a_crash_go_out_after_the_restart(

@@ -15,12 +15,13 @@ from pipelines.config import spec
 from pipelines.drafting import drafters, moves
 from pipelines.runs import engine, intake
 from pipelines.service import scheduler
-from store import db, items, outbox
+from store import backend, db, items, outbox
 from store.audit import events
 from store.intake import runs, seen, timetable
 from store.machine import State
 from tests.fakes.feed_server import FeedServer
 from tests.fakes.feeds import rss
+from tests.store import statements
 
 PIPELINE = """
 name: {name}
@@ -315,35 +316,28 @@ async def test_a_draft_for_an_item_another_worker_already_brought_to_approval_is
     assert [c.item_id for c in cards] == [stale.id]
 
 
-async def test_a_draft_reaches_approval_locking_its_item_once(
+async def test_a_draft_reaches_approval_in_one_move_of_its_item(
     store: db.Store, tmp_path: Path, now: datetime
 ) -> None:
+    """The item, still as it was read, moves to its next version in one statement that
+    locks it (no read of it first), and its draft is stored under that version."""
     pipeline = write_pipeline(tmp_path, "news", ["http://127.0.0.1:9/feed.xml"])
     made = await store.write(items.create_sync, "news", "s0", "guid", {"title": "T"}, now)
     assert made is not None
     drafting = await store.write(items.transition_sync, made.id, State.DRAFTING, "system", now)
     result = drafters.DraftResult("the draft", {"drafter": "template"})
-    locks: list[str] = []
 
-    class Counting:
-        """The unit's own connection, noting each lock of the item row."""
+    def unit(conn: backend.Conn) -> tuple[bool, dict[str, int]]:
+        counted = statements.Counting(conn)
+        reached = moves.to_approval(counted, pipeline, drafting, result, None, now)
+        return reached, dict(counted.sent)
 
-        def __init__(self, conn: sqlite3.Connection) -> None:
-            self._conn = conn
-
-        def execute(self, query: str, parameters: object = None, /) -> object:
-            if query == items.Q["lock"]:
-                locks.append(query)
-            return self._conn.execute(query, parameters)  # type: ignore[arg-type]
-
-        def __getattr__(self, name: str) -> object:
-            return getattr(self._conn, name)
-
-    def unit(conn: sqlite3.Connection) -> bool:
-        return moves.to_approval(Counting(conn), pipeline, drafting, result, None, now)  # type: ignore[arg-type]
-
-    assert await store.write(unit)
-    assert len(locks) == 1
+    reached, sent = await store.write(unit)
+    assert reached
+    assert sent == {
+        "items.move_many": 1, "events.insert_many": 1, "items.insert_draft": 1,
+        "outbox.enqueue": 1, "notify.notify": 1,  # (PostgreSQL sends it once, at COMMIT)
+    }  # fmt: skip
     moved = await items.get(store, made.id)
     assert (moved.state, moved.version) == (State.AWAITING_APPROVAL, 1)
     assert moved.deadline == now + timedelta(hours=2)

@@ -28,6 +28,7 @@ from store.ledger import outputs as llm_outputs
 from store.ledger import prices as ledger_prices
 from store.ledger.machine import ClaimState
 from store.machine import State
+from store.review import followups
 from tests.fakes.feed_server import FeedServer
 from tests.fakes.feeds import rss
 from tests.fakes.llm_server import FakeLLM
@@ -401,6 +402,25 @@ async def test_a_replay_is_a_new_attempt_with_a_new_claim(
     again = await items.get(store, item.id)
     assert (again.state, again.attempt, llm.calls) == (State.AWAITING_APPROVAL, 2, 2)
     assert [state for _, state in await claim_rows(store)] == ["settled", "settled"]
+
+
+async def test_only_a_replayed_attempt_looks_for_a_redraft_note(
+    store: db.Store, rig_for: Any, llm: FakeLLM, now: datetime
+) -> None:
+    """Notes are kept for the attempt a redraft opens (2 on), so a first draft reads none:
+    one read per item saved. A note planted for attempt 1 shows that it is not read."""
+    rig = rig_for()
+    await budget(store, now)
+    item = await rig.tick(now)
+    await store.write(followups.keep_note_sync, item.id, 1, "never read", "cli", now)
+    again = await rig.drafter.draft(item, now)  # the output kept: no second call
+    assert again.note is None and llm.calls == 1
+    await flow.decide(store, rig.pipeline, item.id, 1, 1, 7, "reject", now)
+    await store.write(items.replay_sync, item.id, events.operator(7), now, "try again")
+    await store.write(followups.keep_note_sync, item.id, 2, "name the city", "cli", now)
+    await rig.engine.tick("news", "replay", now + timedelta(minutes=1))
+    cards = await outbox.due(store, now + timedelta(hours=1), ["card"])
+    assert any("name the city" in json.dumps(c.payload, ensure_ascii=False) for c in cards)
 
 
 async def test_drafters_picks_each_pipelines_drafter_and_says_why(

@@ -19,6 +19,7 @@ from store.audit import events
 from store.machine import State
 from store.review import decisions
 from tests import snapshot
+from tests.store import statements
 
 S = State
 
@@ -370,33 +371,13 @@ async def test_a_lone_surrogate_in_a_payload_is_stored_as_a_replacement_characte
     assert (await items.get(store, made.id)).payload == cleaned
 
 
-class _Counting:
-    """The unit's own connection, keeping the statements it runs (each a round trip on
-    PostgreSQL)."""
-
-    def __init__(self, conn: backend.Conn) -> None:
-        self._conn = conn
-        self.queries: list[str] = []
-
-    @property
-    def locks(self) -> int:
-        return self.queries.count(items.Q["lock"])
-
-    def execute(self, query: str, parameters: object = None, /) -> backend.Cursor:
-        self.queries.append(query)
-        return self._conn.execute(query, parameters)
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self._conn, name)
-
-
 async def test_a_decision_locks_its_item_once_and_moves_it(store: db.Store, now: datetime) -> None:
     item = await _awaiting(store, now)
 
     def unit(conn: backend.Conn) -> tuple[decisions.Decision, int]:
-        counting = _Counting(conn)
-        decided = decisions.decide_sync(counting, item.id, 1, 1, 7, "approve", now)  # type: ignore[arg-type]
-        return decided, counting.locks
+        counting = statements.Counting(conn)
+        decided = decisions.decide_sync(counting, item.id, 1, 1, 7, "approve", now)
+        return decided, counting.sent["items.lock"]
 
     decided, locks = await store.write(unit)
     assert locks == 1
@@ -428,10 +409,10 @@ async def test_a_new_draft_comes_back_from_its_insert_not_a_second_read(
     assert made is not None
 
     def unit(conn: backend.Conn) -> tuple[drafts.Draft, int]:
-        counting = _Counting(conn)
-        draft = drafts.add_sync(counting, made.id, "text", {"drafter": "x"}, now)  # type: ignore[arg-type]
-        return draft, len(counting.queries)
+        counting = statements.Counting(conn)
+        draft = drafts.add_sync(counting, made.id, "text", {"drafter": "x"}, now)
+        return draft, counting.total
 
-    draft, statements = await store.write(unit)
-    assert statements == 3  # lock the item, insert the draft, point the item at it
+    draft, sent = await store.write(unit)
+    assert sent == 3  # lock the item, insert the draft, point the item at it
     assert draft == await drafts.get(store, made.id, 1)

@@ -101,9 +101,11 @@ async def test_a_transaction_notifies_each_channel_once_at_commit(
     woken, other = listener.listen("outbox"), listener.listen("runs")
     marker = listener.listen("marker")
     await asyncio.sleep(2 * notify.POLL_S)  # the listener's LISTEN is in place
-    before = pg.statements_sent()
+    before, by_label = pg.statements_sent(), pg.statements_by_label()
     await sender.write(_sending_many(["outbox", "outbox", "outbox"]))
     assert pg.statements_sent() - before == 3  # BEGIN, one pg_notify, COMMIT
+    sent = {k: n - by_label.get(k, 0) for k, n in pg.statements_by_label().items()}
+    assert {k: n for k, n in sent.items() if n} == {"BEGIN": 1, "notify.notify": 1, "COMMIT": 1}
     await asyncio.wait_for(woken.wait(), WAIT_S)
     woken.clear()
     failing = sender.write(_sending_many(["runs"], fail=True))

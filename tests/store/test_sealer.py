@@ -16,7 +16,9 @@ import pytest
 from pipelines.service import seal_loop
 from store import backend, db, errors, items, outbox
 from store.audit import checkpoints, events, sealer
+from store.backends import pg
 from tests import forger
+from tests.store import statements
 
 EDITED = "its contents do not match its hash (edited after it was written)"
 RELINKED = "its prev_hash does not match the previous event's hash"
@@ -224,3 +226,29 @@ async def test_the_sealer_duty_seals_once_more_when_it_stops(
     stop.set()
     await duty
     assert await events.verify_chain(store) == events.ChainReport(3, None)
+
+
+async def test_a_batch_is_sealed_in_one_statement(store: db.Store, now: datetime) -> None:
+    """One round trip seals the batch, not one per event; the chain verifies."""
+    await written(store, now, 30)
+
+    def seal(conn: backend.Conn) -> tuple[int, int]:
+        counted = statements.Counting(conn)
+        return sealer.seal_sync(counted), counted.sent["events.seal"]
+
+    assert await store.write(seal) == (30, 1)
+    assert await store.read(sealed_places) == [(n, n) for n in range(1, 31)]
+    assert await events.verify_chain(store) == events.ChainReport(30, None, 0, None)
+
+
+async def test_a_pass_with_nothing_to_seal_is_one_read(store: db.Store, now: datetime) -> None:
+    """No transaction, no lock of the head: the leader passes every 100 ms."""
+    await written(store, now, 2)
+    assert await sealer.seal(store) == 2
+    before = pg.statements_by_label()
+    assert await sealer.seal(store) == 0
+    if store.dialect == "postgres":
+        sent = {k: n - before.get(k, 0) for k, n in pg.statements_by_label().items()}
+        assert {k: n for k, n in sent.items() if n} == {"read events.any_unsealed": 1}
+    await written(store, now, 1, tag="h")
+    assert await sealer.seal(store) == 1

@@ -56,7 +56,7 @@ DELETE FROM outbox WHERE id IN (
 -- name: claim_due
 -- Take up to :limit pending rows of one kind whose time has come and that no live claim
 -- holds, for :worker until :until; rows another worker is taking at this moment are
--- skipped, not waited for.
+-- skipped, not waited for. Each comes back whole (a card with its draft's text).
 UPDATE outbox SET claimed_by = :worker, lease_until = :until
  WHERE id IN (
         SELECT id FROM outbox
@@ -64,4 +64,7 @@ UPDATE outbox SET claimed_by = :worker, lease_until = :until
            AND (lease_until IS NULL OR lease_until < :now)
          ORDER BY id LIMIT :limit
            FOR UPDATE SKIP LOCKED)
-RETURNING id
+RETURNING *, (SELECT d.text FROM drafts d
+               WHERE outbox.kind = 'card' AND d.item_id = outbox.item_id
+                 AND d.version = CAST(CAST(outbox.payload AS json) ->> 'version' AS bigint))
+             AS draft_text
