@@ -38,7 +38,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 EQUIVALENT = Path(__file__).with_name("mutants_equivalent.txt")
 MUTMUT = Path(sys.executable).with_name("mutmut")
-COPIED = ("bot", "store", "pipelines", "tests")
+#: What a scratch copy needs: the code, its tests, and the schema files tests read.
+COPIED = ("bot", "store", "pipelines", "tests", "docs/schema")
 
 
 @dataclass(frozen=True)
