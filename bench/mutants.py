@@ -264,6 +264,7 @@ def _configure(project: Path, group: Group) -> None:
     settings = {
         "source_paths": ["store", "bot", "pipelines"],
         "only_mutate": list(group.modules),
+        "also_copy": ["docs/schema"],  # beside the tests in mutmut's own copy too
         "pytest_add_cli_args_test_selection": list(group.tests),
         "pytest_add_cli_args": ["-p", "no:cacheprovider", "-q"],
     }
