@@ -492,3 +492,32 @@ async def test_rows_that_belong_with_a_transition_commit_with_it(
     assert (await items.get(store, item.id)).state == S.NEW
     assert await outbox.for_item(store, item.id, "alert") == []
     assert len(await events.for_entity(store, "item", item.id)) == 1
+
+
+async def test_a_chunk_moved_together_writes_each_items_event_from_its_own_state(
+    store: db.Store, now: datetime
+) -> None:
+    fetched = {f"chunk-{n}": {"title": f"T{n}"} for n in range(3)}
+    made = await store.write(items.create_many_sync, "news", "s", fetched, now)
+    drafting = await store.write(items.move_many_sync, made, State.DRAFTING, "system", now)
+    assert [item.id for item in drafting] == [item.id for item in made]
+    window = timedelta(hours=1)
+    waiting = await store.write(
+        items.move_many_sync, drafting[:2], State.AWAITING_APPROVAL, "system", now, deadline=window
+    )
+    assert len(waiting) == 2
+    for item, path in zip(made, (3, 3, 2), strict=True):
+        history = await events.for_entity(store, "item", item.id)
+        steps = [(e.from_state, e.to_state, e.attempt) for e in history]
+        expected = [(None, "new", 1), ("new", "drafting", 1), ("drafting", "awaiting_approval", 1)]
+        assert steps == expected[:path]
+
+
+async def test_an_entity_that_never_entered_a_state_automatically_has_no_last_entry(
+    store: db.Store, now: datetime
+) -> None:
+    item = await store.write(items.create_sync, "news", "s", "never-drafted", {"title": "T"}, now)
+    assert item is not None
+    found = await store.read(events.last_automatic_entry, "item", item.id, State.DRAFTING)
+    assert found is None
+    assert await store.read(events.last_automatic_entry, "item", item.id, State.NEW) == now
