@@ -301,7 +301,7 @@ def run_group(name: str, group: Group, work: Path, children: int, show: bool) ->
     project = work / name
     again = (project / "mutants").is_dir()
     if again:
-        for sub in ("tests", "bot", "store", "pipelines"):
+        for sub in COPIED:  # copied anew below: the tests and code as they are now
             shutil.rmtree(project / sub)
     else:
         project.mkdir(parents=True)
