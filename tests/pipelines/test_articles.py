@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import zlib
 from collections.abc import Iterator
 
 import httpx
@@ -141,3 +142,28 @@ async def test_pages_are_extracted_off_the_loop_one_at_a_time(
     assert all(a.text for a in found) and len(seen) == len(links)
     assert threading.get_ident() not in {thread for thread, _ in seen}
     assert [at_once for _, at_once in seen] == [1] * len(links)
+
+
+async def test_a_page_without_og_image_gives_its_twitter_image(
+    site: FeedServer, client: httpx.AsyncClient
+) -> None:
+    head = "<head><meta name='twitter:image' content='/pictures/lead.jpg'></head>"
+    site.set("/tweeted", f"<html>{head}<body><article>{BODY}</article></body></html>", "text/html")
+    article = await articles.Fetcher(client).fetch(site.url("/tweeted"), source(), "ua")
+    assert article.text is not None
+    assert article.image_url == site.url("/pictures/lead.jpg")
+
+
+async def test_a_page_that_inflates_past_the_cap_falls_back_with_the_reason(
+    site: FeedServer, client: httpx.AsyncClient
+) -> None:
+    page = PAGE.encode() + b" " * 50_000
+    packer = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    site.set("/big", packer.compress(page) + packer.flush(), "text/html",
+             headers={"Content-Encoding": "gzip"})  # fmt: skip
+    tight = source(max_decompressed_bytes=len(page) - 1)
+    article = await articles.Fetcher(client).fetch(site.url("/big"), tight, "ua")
+    assert article.text is None
+    assert article.reason is not None and "larger than max_decompressed_bytes" in article.reason
+    roomy = await articles.Fetcher(client).fetch(site.url("/big"), source(), "ua")
+    assert roomy.text is not None and "A sentence of the article" in roomy.text
