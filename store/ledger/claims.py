@@ -9,6 +9,10 @@ the same key and request returns the same work (never a new id), and the same
 key with a different request is a Conflict. A key is spent once: after its work
 was released or settled, a retry needs a new key. Every transition writes one
 'claim' event in the same transaction. The states: store/ledger/machine.py.
+
+On PostgreSQL begin and start_provider are one statement each where they can
+(store/sql/postgres/claims.sql); the statement-by-statement way here is SQLite's, and
+PostgreSQL's when a slot needs room, the key has work, or the claim may not start.
 """
 
 from __future__ import annotations

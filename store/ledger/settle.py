@@ -9,6 +9,10 @@ a Conflict. Threshold and overrun alerts are queued in the same transaction.
 If a provider charged more than the worst case held (it cannot, when the worst
 case comes from max_tokens and a correct price), the actual figure is still the
 truth and is spent; `overrun_micros` says so and an error alert is queued.
+
+On PostgreSQL complete() is one statement when the claim is started and its item kept
+its content (store/sql/postgres/ledger_settle.sql); otherwise, and on SQLite, it locks
+the claim and goes statement by statement.
 """
 
 from __future__ import annotations
