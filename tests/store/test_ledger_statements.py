@@ -38,6 +38,7 @@ def _life(
     counted = conn if isinstance(conn, statements.Counting) else statements.Counting(conn)
     sent = []
     work = claims.begin_sync(counted, key, ENDPOINT, {}, WORST, "news", item.id, now, LEASE)
+    assert (work.replayed, work.state, work.reserved_micros) == (False, "reserved", WORST)
     sent.append(dict(counted.sent))
     counted.sent.clear()
     claims.start_provider_sync(counted, work.id, now)
@@ -167,3 +168,31 @@ async def test_a_settlement_in_one_statement_alerts_the_thresholds_its_own_spend
         if alert["about"] == "budget_threshold"
     ]
     assert crossed == [("news/day", 50, 8_500, 0), ("global/month", 50, 8_500, 0)]
+
+
+async def test_a_claim_with_no_budget_begins_in_one_statement_as_step_by_step_begins_it(
+    store: db.Store, dialect: str, now: datetime
+) -> None:
+    first, second = await _item(store, "a", now), await _item(store, "b", now)
+
+    def both(conn: backend.Conn) -> tuple[claims.Work, claims.Work, dict[str, int]]:
+        stepwise = claims.begin_sync(
+            StepByStep(conn), "a", ENDPOINT, {}, WORST, "news", first.id, now, LEASE
+        )
+        counted = statements.Counting(conn)
+        chained = claims.begin_sync(
+            counted, "b", ENDPOINT, {}, WORST, "news", second.id, now, LEASE
+        )
+        return stepwise, chained, dict(counted.sent)
+
+    stepwise, chained, sent = await store.write(both)
+    assert (chained.replayed, chained.state, chained.provider_allowed) == (
+        False, "unbudgeted", False,
+    )  # fmt: skip
+    if dialect == "postgres":
+        assert sent == {"claims.begin": 1}
+    written = await _written(store, chained.id)
+    assert written == await _written(store, stepwise.id)
+    assert (
+        written["events"][0][4] == "no budget configured for 'news' or global: provider not allowed"
+    )

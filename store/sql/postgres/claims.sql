@@ -64,14 +64,14 @@ WITH pairs AS (
 SELECT c.*, (SELECT count(*) FROM held) AS held, (SELECT n FROM wanted) AS pairs FROM claim c
 
 -- name: start
--- The one gate in one statement: a reserved claim with a budget, within its lease, moves
--- to started with its event. No row: nothing written, and the caller locks the claim to
--- say why it may not start.
+-- The one gate in one statement: a reserved claim (so one with a budget: the table's
+-- CHECK), within its lease, moves to started with its event. No row: nothing written, and
+-- the caller locks the claim to say why it may not start.
 WITH started AS (
     UPDATE claims
        SET state = 'started', reason = CAST(:reason AS text), updated_at = CAST(:now AS bigint),
            started_at = CAST(:now AS bigint)
-     WHERE id = CAST(:id AS bigint) AND state = 'reserved' AND provider_allowed = 1
+     WHERE id = CAST(:id AS bigint) AND state = 'reserved'
        AND lease_until > CAST(:now AS bigint)
     RETURNING *
 ), event AS (
