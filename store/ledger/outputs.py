@@ -2,8 +2,9 @@
 
     reply = llm_outputs.Reply(text, model, request_id, None)
     await store.write(ledger_settle.complete_sync, claim.id, usage, cost, evidence, item_hash,
-                      now, reply)           # the output kept with the settlement
+                      now, reply)           # kept in the unit that settles the claim
     await store.write(llm_outputs.save_sync, claim.id, text, model, request_id, None, now)
+                                            # or kept alone (a claim left uncertain)
     kept = await llm_outputs.get(store, claim.id)     # None: the call left nothing
     found = await store.read(llm_outputs.reusable_sync, ENDPOINT, keys, item_id, digest, item_hash)
 
