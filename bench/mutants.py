@@ -76,6 +76,7 @@ GROUPS = {
             "tests/store/test_invariants.py",
             "tests/store/test_ledger_settle.py",
             "tests/store/test_ledger.py",
+            "tests/store/test_ledger_statements.py",
         ),
     ),
     "budget": Group(
@@ -87,6 +88,7 @@ GROUPS = {
             "tests/store/test_ledger_stateful.py",
             "tests/store/test_ledger_settle.py",
             "tests/store/test_ledger_trail.py",
+            "tests/store/test_ledger_statements.py",
             "tests/store/test_work_claims.py",
             "tests/store/test_races.py",
             "tests/pipelines/test_llm_drafter.py",  # a claim's lease renewed through a call
@@ -174,6 +176,57 @@ SQL = (
             "sql.settle.no_usage": ("usage = :usage", "usage = NULL"),
             "sql.settle.reason_kept": ("coalesce(:reason, reason)", "reason"),
             "sql.settle.no_ended_at": ("ended_at = :now", "ended_at = NULL"),
+        },
+    ),
+    # PostgreSQL's one-statement claim steps: each guard the statement-by-statement way
+    # checks in Python is a clause here.
+    SqlMutants(
+        "store/sql/postgres/claims.sql",
+        (
+            "tests/store/test_ledger_statements.py",
+            "tests/store/test_ledger.py",
+            "tests/store/test_budget_slots.py",
+            "tests/store/test_races.py",
+        ),
+        {
+            "sql.pg_begin.no_room": (
+                "+ CAST(:micros AS bigint) <= s.granted_micros\n       FOR",
+                "+ CAST(:micros AS bigint) <= s.granted_micros + 1000000000\n       FOR",
+            ),
+            "sql.pg_begin.some_held": ("WHERE (SELECT count(*) FROM room) = w.n", "WHERE true"),
+            "sql.pg_start.not_reserved": (" AND state = 'reserved'\n", "\n"),
+            "sql.pg_start.at_lease_end": (
+                "lease_until > CAST(:now AS bigint)",
+                "lease_until >= CAST(:now AS bigint)",
+            ),
+        },
+    ),
+    SqlMutants(
+        "store/sql/postgres/ledger_settle.sql",
+        (
+            "tests/store/test_ledger_statements.py",
+            "tests/store/test_ledger_settle.py",
+            "tests/store/test_ledger.py",
+            "tests/store/test_invariants.py",
+        ),
+        {
+            "sql.pg_complete.not_started": (" AND c.state = 'started'", ""),
+            "sql.pg_complete.passed_hash": (
+                "c.item_hash = CAST(:item_hash AS text)\n                AND ",
+                "",
+            ),
+            "sql.pg_complete.stored_hash": (
+                "AND c.item_hash = (SELECT i.content_hash",
+                "AND c.item_hash <> (SELECT i.content_hash",
+            ),
+            "sql.pg_complete.no_overrun_grant": (
+                "greatest(0, s.actual_micros - h.micros)",
+                "0",
+            ),
+            "sql.pg_complete.own_spend_unseen": (
+                "+ s.actual_micros AS spent_micros",
+                "AS spent_micros",
+            ),
         },
     ),
     # The leader's lease: two workers must never both believe they lead.

@@ -53,6 +53,23 @@ class Conn(Protocol):
     def in_transaction(self) -> bool: ...
 
 
+def chains_writes(conn: Conn) -> bool:
+    """Whether one statement may chain writes on `conn` (PostgreSQL's data-modifying CTEs,
+    `WITH x AS (UPDATE ... RETURNING ...) INSERT ...`): a unit's writes then cost one round
+    trip to the server instead of one each. SQLite has no such statements, and its own cost
+    no round trip (the database is in the process), so its units write one by one. The one
+    place a unit asks which database it runs on: a unit tries its chained statement where
+    this is true, and takes its statement-by-statement path otherwise."""
+    return getattr(conn, "dialect", None) == "postgres"
+
+
+def fetch_chained(conn: Conn, query: str, params: Any, into: Callable[[Row], T]) -> T | None:
+    """The first row of `query`, a statement chaining a unit's writes, as `into` makes it;
+    None when it wrote nothing, and on SQLite, where it is not sent (`chains_writes`): the
+    caller then takes its statement-by-statement path."""
+    return fetch_one(conn, query, params, into) if chains_writes(conn) else None
+
+
 def fetch_one(conn: Conn, query: str, params: Any, into: Callable[[Row], T]) -> T | None:
     """The first row `query` finds, as `into` makes it (`into=Event.from_row`); None: no row."""
     row = conn.execute(query, params).fetchone()

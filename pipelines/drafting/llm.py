@@ -135,14 +135,13 @@ class LlmDrafter:
         prompt = drafting.render_prompt(self._template, drafters.draft_item(item))
         if note is not None:
             prompt = calls.with_note(prompt, note)
-        # A redraft's note must reach the model: no earlier answer stands in for it.
-        kept = None if note is not None else await self._reusable(item)
-        if kept is not None:  # answered before (a crash, a replay) and never shown: no call
-            claim, output = kept
-            # A write cut off by a lost connection may have committed after all.
-            self._unrecorded.pop(claim.id, None)
-            return self._result(output.text, output.model, output.request_id, claim)
+        reused = await self._reused(item, note, None)
+        if reused is not None:
+            return reused
         work = await self._begin(item, prompt, now)
+        reused = await self._reused(item, note, work)
+        if reused is not None:
+            return reused
         if not work.provider_allowed:
             return await self._fallback.draft(item, now)
         kept_here = self._unrecorded.pop(work.id, None)
@@ -177,6 +176,26 @@ class LlmDrafter:
             "max_tokens": self._max_tokens,
             "prompt_version": self._version,
         }
+
+    async def _reused(
+        self, item: Item, note: str | None, work: claims.Work | None
+    ) -> drafters.DraftResult | None:
+        """A kept output of the item that no draft showed (answered before a crash, or
+        before a replay), as the draft: no call. Looked for before begin (`work` None)
+        from a second attempt on: an earlier attempt's answer may stand in, and begin
+        would hold the worst case for a new claim. A first attempt has no earlier one and
+        only its own key to look at: begin finds that key's claim (and writes nothing
+        then), so it is looked for only once begin has replayed it. A redraft's note
+        must reach the model: no earlier answer stands in for it."""
+        first = item.attempt == 1
+        wanted = work.replayed and first if work is not None else not first
+        kept = await self._reusable(item) if wanted and note is None else None
+        if kept is None:
+            return None
+        claim, output = kept
+        # A write cut off by a lost connection may have committed after all.
+        self._unrecorded.pop(claim.id, None)
+        return self._result(output.text, output.model, output.request_id, claim)
 
     async def _reusable(self, item: Item) -> tuple[claims.Claim, llm_outputs.Output] | None:
         """A kept output of this item's latest claim that no draft showed yet."""

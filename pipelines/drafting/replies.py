@@ -137,9 +137,11 @@ class Replies:
         # unusable reply is cut, so a huge one does not sit in the database whole.
         text = text[: self.settings.max_kept_chars]
 
+        kept = llm_outputs.Reply(text, model, request_id, error)
+
         def unit(conn: backend.Conn) -> tuple[claims.Claim, str | None]:
-            llm_outputs.save_sync(conn, work.id, text, model, request_id, error, now)
             if usage is None:
+                llm_outputs.save_sync(conn, work.id, text, model, request_id, error, now)
                 reason = f"charged, but the usage is unknown ({evidence}); reconcile with the bill"
                 return claims.fail_sync(conn, work.id, reason, now), None
             settled = ledger_settle.complete_sync(
@@ -150,6 +152,7 @@ class Replies:
                 evidence,
                 item.content_hash,
                 now,
+                kept,
             )
             return settled.claim, settled.content_changed
 

@@ -158,6 +158,9 @@ class Conn:
     listeners); a savepoint rolled back forgets what its unit noted.
     """
 
+    #: What `backend.chains_writes` asks: PostgreSQL runs data-modifying CTEs.
+    dialect: backend.Dialect = "postgres"
+
     def __init__(self, url: str, *, reader: bool = False, prepared: bool = True) -> None:
         self._url = url
         self._reader = reader

@@ -219,7 +219,13 @@ def settle_sync(
     Thresholds crossed by this spend queue their alerts in the same transaction.
     """
     slots.settle_sync(conn, claim_id, actual_micros, reserved)
-    for row in _rows(conn, Q["claim_rows"], {"claim_id": claim_id}):
+    alert_settled_sync(conn, _rows(conn, Q["claim_rows"], {"claim_id": claim_id}), now)
+
+
+def alert_settled_sync(conn: backend.Conn, rows: list[backend.Row], now: datetime) -> None:
+    """Alert the thresholds a settlement's spend crossed in `rows`, the budget rows its
+    claim held against as they are with that spend (each with its `alerted_pct`)."""
+    for row in rows:
         _alert_thresholds(conn, Budget.from_row(row), row["alerted_pct"], now)
 
 

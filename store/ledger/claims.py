@@ -9,6 +9,10 @@ the same key and request returns the same work (never a new id), and the same
 key with a different request is a Conflict. A key is spent once: after its work
 was released or settled, a retry needs a new key. Every transition writes one
 'claim' event in the same transaction. The states: store/ledger/machine.py.
+
+On PostgreSQL begin and start_provider are one statement each where they can
+(store/sql/postgres/claims.sql); the statement-by-statement way here is SQLite's, and
+PostgreSQL's when a slot needs room, the key has work, or the claim may not start.
 """
 
 from __future__ import annotations
@@ -167,6 +171,9 @@ def begin_sync(
     if lease <= timedelta(0):
         raise ValueError(f"the lease must be positive, got {lease}")
     idem, digest = idem_hash(endpoint, key), request_digest(pipeline, item_id, request)
+    begun = _begin_chained(conn, idem, digest, worst_case_micros, pipeline, item_id, now, lease)
+    if begun is not None:
+        return Work.of(begun, replayed=False)
     existing = one_sync(conn, Q["by_idem"], {"idem_hash": idem})
     if existing is None:
         with savepoint(conn, "begin_claim"):  # a BudgetExceeded leaves nothing behind
@@ -182,6 +189,43 @@ def begin_sync(
             f"(claim {existing.id}); use a new key for a new request"
         )
     return Work.of(existing, replayed=True)
+
+
+def _begin_chained(
+    conn: backend.Conn,
+    idem: str,
+    digest: str,
+    worst: int,
+    pipeline: str,
+    item_id: int | None,
+    now: datetime,
+    lease: timedelta,
+) -> Claim | None:
+    """The new claim with its holds and event, in one statement, when this connection's
+    slots have room for the hold and the key is new; None (nothing written) otherwise."""
+    params = {
+        "idem_hash": idem,
+        "request_digest": digest,
+        "pipeline": pipeline,
+        "item_id": item_id,
+        "micros": worst,
+        "lease_until": clock.to_ms(now + lease),
+        "no_budget": _no_budget(pipeline),
+        "now": clock.to_ms(now),
+        "day_start": clock.to_ms(budgets.period_start("day", now)),
+        "month_start": clock.to_ms(budgets.period_start("month", now)),
+    }
+    return backend.fetch_chained(conn, Q["begin"], params, _fully_held)
+
+
+def _fully_held(row: backend.Row) -> Claim:
+    if row["held"] != row["pairs"]:  # its slots were locked with room: unreachable
+        raise errors.StoreError(f"claim {row['id']} held {row['held']} of {row['pairs']} budgets")
+    return Claim.from_row(row)
+
+
+def _no_budget(pipeline: str) -> str:
+    return f"no budget configured for {pipeline!r} or global: provider not allowed"
 
 
 def _create(
@@ -201,7 +245,7 @@ def _create(
     reason = (
         f"holds {worst} micros in " + ", ".join(f"{s}/{p}" for s, p in pairs)
         if pairs
-        else f"no budget configured for {pipeline!r} or global: provider not allowed"
+        else _no_budget(pipeline)
     )
     params = {
         "idem_hash": idem,
@@ -269,6 +313,11 @@ def start_provider_sync(conn: backend.Conn, work_id: int, now: datetime) -> Clai
     A second call raises (it must not authorize a second provider call); so does
     an expired lease or a claim that never had a budget. Refusals change nothing.
     """
+    reason = "provider call authorized"
+    params = {"id": work_id, "reason": reason, "now": clock.to_ms(now)}
+    started = backend.fetch_chained(conn, Q["start"], params, Claim.from_row)
+    if started is not None:
+        return started
     claim = lock_sync(conn, work_id)
     if not claim.provider_allowed:
         raise errors.IllegalTransition(
@@ -285,7 +334,7 @@ def start_provider_sync(conn: backend.Conn, work_id: int, now: datetime) -> Clai
             f"claim {work_id}'s lease expired at {claim.lease_until.isoformat()}; "
             "the provider call is not authorized (recover() will release the hold)"
         )
-    return move_sync(conn, claim, ClaimState.STARTED, "system", now, "provider call authorized")
+    return move_sync(conn, claim, ClaimState.STARTED, "system", now, reason)
 
 
 def renew_sync(conn: backend.Conn, work_id: int, now: datetime, lease: timedelta) -> Claim:

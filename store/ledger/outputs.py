@@ -1,9 +1,10 @@
 """What a paid LLM call produced, kept with its budget claim.
 
-    def unit(conn):
-        llm_outputs.save_sync(conn, claim.id, text, model, request_id, None, now)
-        ledger_settle.complete_sync(conn, claim.id, usage, cost, evidence, item_hash, now)
-    await store.write(unit)
+    reply = llm_outputs.Reply(text, model, request_id, None)
+    await store.write(ledger_settle.complete_sync, claim.id, usage, cost, evidence, item_hash,
+                      now, reply)           # kept in the unit that settles the claim
+    await store.write(llm_outputs.save_sync, claim.id, text, model, request_id, None, now)
+                                            # or kept alone (a claim left uncertain)
     kept = await llm_outputs.get(store, claim.id)     # None: the call left nothing
     found = await store.read(llm_outputs.reusable_sync, ENDPOINT, keys, item_id, digest, item_hash)
 
@@ -44,6 +45,29 @@ class Output(backend.Record):
     created_at: datetime
 
 
+@dataclass(frozen=True)
+class Reply:
+    """What a provider call gave, to keep with its claim: by `save_sync`, or inside the
+    statement that settles the claim (store/ledger/settle.py complete_sync)."""
+
+    text: str
+    model: str
+    request_id: str | None
+    #: Why the output is refused; None when it is used.
+    error: str | None
+
+    def params(self) -> dict[str, str | None]:
+        """The columns to keep, cleaned of text the store cannot hold, so the settlement
+        in the same unit always commits; the caller decides whether such an output is
+        refused."""
+        return {
+            "text": store_text.clean(self.text),
+            "model": store_text.clean(self.model),
+            "request_id": None if self.request_id is None else store_text.clean(self.request_id),
+            "error": None if self.error is None else store_text.clean(self.error),
+        }
+
+
 def save_sync(
     conn: backend.Conn,
     claim_id: int,
@@ -53,20 +77,12 @@ def save_sync(
     error: str | None,
     now: datetime,
 ) -> None:
-    """Record a claim's output inside the caller's unit; an existing record is kept.
+    """Record a claim's output inside the caller's unit; an existing record is kept."""
+    keep_sync(conn, claim_id, Reply(text, model, request_id, error), now)
 
-    Provider text that SQLite cannot hold is cleaned here, so the settlement in the
-    same unit always commits; the caller decides whether such an output is refused.
-    """
-    params = {
-        "claim_id": claim_id,
-        "text": store_text.clean(text),
-        "model": store_text.clean(model),
-        "request_id": None if request_id is None else store_text.clean(request_id),
-        "error": None if error is None else store_text.clean(error),
-        "now": clock.to_ms(now),
-    }
-    conn.execute(Q["save"], params)
+
+def keep_sync(conn: backend.Conn, claim_id: int, reply: Reply, now: datetime) -> None:
+    conn.execute(Q["save"], {**reply.params(), "claim_id": claim_id, "now": clock.to_ms(now)})
 
 
 def get_sync(conn: backend.Conn, claim_id: int) -> Output | None:

@@ -9,6 +9,10 @@ a Conflict. Threshold and overrun alerts are queued in the same transaction.
 If a provider charged more than the worst case held (it cannot, when the worst
 case comes from max_tokens and a correct price), the actual figure is still the
 truth and is spent; `overrun_micros` says so and an error alert is queued.
+
+On PostgreSQL complete() is one statement when the claim is started and its item kept
+its content (store/sql/postgres/ledger_settle.sql); otherwise, and on SQLite, it locks
+the claim and goes statement by statement.
 """
 
 from __future__ import annotations
@@ -19,7 +23,8 @@ from datetime import datetime
 
 from store import backend, clock, errors, sql
 from store.audit import events
-from store.ledger import budgets, claims
+from store.ledger import budgets, claims, slots
+from store.ledger import outputs as llm_outputs
 from store.ledger.machine import ClaimState
 from store.ledger.prices import Usage
 
@@ -60,8 +65,10 @@ def complete_sync(
     evidence: str,
     item_content_hash: str | None,
     now: datetime,
+    reply: llm_outputs.Reply | None = None,
 ) -> Settlement:
-    """started -> settled with the actual cost, exactly once.
+    """started -> settled with the actual cost, exactly once; `reply`, what the call gave,
+    is kept with the claim (llm_outputs) in the same unit.
 
     The item's content hash (as stored now, and as the caller drafted it) must
     be the one the claim began with; otherwise the claim becomes uncertain and
@@ -70,6 +77,20 @@ def complete_sync(
     claims.check_micros("actual_micros", actual_micros)
     _check_evidence(evidence)
     usage = Usage(*usage)
+    params = {
+        "id": work_id,
+        "actual_micros": actual_micros,
+        "evidence": evidence,
+        "usage": json.dumps(usage._asdict()),
+        "item_hash": item_content_hash,
+        "now": clock.to_ms(now),
+        **(reply.params() if reply else dict.fromkeys(("text", "model", "request_id", "error"))),
+    }
+    chained = backend.fetch_chained(conn, Q["complete"], params, lambda row: row)
+    if chained is not None:  # the common case, in one statement
+        return _settled(conn, chained, now)
+    if reply is not None:
+        llm_outputs.keep_sync(conn, work_id, reply, now)
     claim = claims.lock_sync(conn, work_id)
     if claim.state == ClaimState.SETTLED:
         same = (claim.actual_micros, claim.evidence, claim.usage) == (
@@ -95,6 +116,19 @@ def complete_sync(
         moved = claims.move_sync(conn, claim, ClaimState.UNCERTAIN, "system", now, changed)
         return Settlement(moved, content_changed=changed)
     return _settle(conn, claim, actual_micros, evidence, usage, "system", now)
+
+
+def _settled(conn: backend.Conn, row: backend.Row, now: datetime) -> Settlement:
+    """What complete()'s one statement settled: the alerts that go with it (an overrun,
+    thresholds its spend crossed), queued in the same unit."""
+    claim = claims.Claim.from_row(row)
+    actual = claim.actual_micros or 0
+    overrun = max(0, actual - claim.reserved_micros)
+    if overrun:
+        slots.grant_overrun_sync(conn, claim.id, actual)
+        budgets.alert_overrun(conn, claim.id, claim.reserved_micros, actual, now)
+    budgets.alert_settled_sync(conn, row["budgets"], now)
+    return Settlement(claim, overrun_micros=overrun)
 
 
 def _content_change(conn: backend.Conn, claim: claims.Claim, passed: str | None) -> str | None:

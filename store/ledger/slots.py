@@ -85,11 +85,17 @@ def settle_sync(conn: backend.Conn, claim_id: int, actual: int, reserved: int) -
     """Every hold of the claim (`reserved` each) becomes `actual` spend in this
     connection's slot; 0 releases them. An overrun is granted in each budget row too."""
     conn.execute(Q["settle_holds"], {"claim_id": claim_id, "actual": actual})
-    if actual > reserved:  # the slots were granted the overrun: count it in their rows
-        rows = conn.execute(BQ["claim_holds"], {"claim_id": claim_id}).fetchall()
-        for row in rows:
-            key = {k: row[k] for k in ("scope", "period", "period_start")}
-            conn.execute(Q["add_granted"], {**key, "micros": actual - row["micros"]})
+    if actual > reserved:
+        grant_overrun_sync(conn, claim_id, actual)
+
+
+def grant_overrun_sync(conn: backend.Conn, claim_id: int, actual: int) -> None:
+    """A settlement past the claim's holds granted its slot the overrun: count that grant
+    in each budget row the claim held against."""
+    rows = conn.execute(BQ["claim_holds"], {"claim_id": claim_id}).fetchall()
+    for row in rows:
+        key = {k: row[k] for k in ("scope", "period", "period_start")}
+        conn.execute(Q["add_granted"], {**key, "micros": actual - row["micros"]})
 
 
 def set_limit_sync(conn: backend.Conn, key: Key, limit_micros: int) -> bool:

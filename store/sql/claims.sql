@@ -44,3 +44,14 @@ RETURNING *
 SELECT * FROM claims
  WHERE state IN ('reserved', 'started') AND lease_until <= :now
  ORDER BY lease_until, id LIMIT :batch
+
+-- name: begin
+-- PostgreSQL only (its override begins a claim, its holds and its event in one
+-- statement); a unit never sends it to SQLite, whose statements cannot chain writes
+-- (backend.chains_writes). Here it finds nothing, as the override does when it cannot.
+SELECT * FROM claims WHERE 0 = 1
+
+-- name: start
+-- PostgreSQL only (its override starts a claim and writes its event in one statement);
+-- never sent to SQLite (backend.chains_writes).
+SELECT * FROM claims WHERE 0 = 1

@@ -404,6 +404,33 @@ async def test_a_replay_is_a_new_attempt_with_a_new_claim(
     assert [state for _, state in await claim_rows(store)] == ["settled", "settled"]
 
 
+async def test_a_first_draft_looks_for_a_kept_output_only_once_begin_finds_its_claim(
+    store: db.Store, rig_for: Any, llm: FakeLLM, now: datetime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A first attempt's key is new unless a crash left its claim, which begin finds (and
+    writes nothing then): only then is a kept output looked for, one read per item saved.
+    A replay (attempt 2) looks first, since an earlier attempt's output may stand in."""
+    rig = rig_for()
+    await budget(store, now)
+    looked: list[int] = []
+    reusable = llm_outputs.reusable_sync
+
+    def counted(conn: Any, endpoint: str, keys: Any, *rest: Any) -> Any:
+        looked.append(len(keys))
+        return reusable(conn, endpoint, keys, *rest)
+
+    monkeypatch.setattr(llm_outputs, "reusable_sync", counted)
+    item = await rig.tick(now)
+    assert (looked, llm.calls) == ([], 1)
+    # The same attempt again (a crash before its card was queued) finds its claim first.
+    again = await rig.drafter.draft(await items.get(store, item.id), now)
+    assert (looked, llm.calls, again.cost_micros is not None) == ([1], 1, True)
+    await flow.decide(store, rig.pipeline, item.id, 1, 1, 7, "reject", now)
+    await store.write(items.replay_sync, item.id, events.operator(7), now, "try again")
+    await rig.drafter.draft(await items.get(store, item.id), now)
+    assert looked[1] == 2  # attempts 2 and 1 looked at before any begin
+
+
 async def test_only_a_replayed_attempt_looks_for_a_redraft_note(
     store: db.Store, rig_for: Any, llm: FakeLLM, now: datetime
 ) -> None:
