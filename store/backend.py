@@ -53,6 +53,13 @@ class Conn(Protocol):
     def in_transaction(self) -> bool: ...
 
 
+def writes_in_with(conn: Conn) -> bool:
+    """Whether `conn` runs statements that write inside WITH (a data-modifying CTE, as
+    PostgreSQL does; SQLite does not), so a unit may write rows that belong together in
+    one statement where SQLite takes one each (the connection says: `pg.Conn.writes_in_with`)."""
+    return bool(getattr(conn, "writes_in_with", False))
+
+
 def fetch_one(conn: Conn, query: str, params: Any, into: Callable[[Row], T]) -> T | None:
     """The first row `query` finds, as `into` makes it (`into=Event.from_row`); None: no row."""
     row = conn.execute(query, params).fetchone()

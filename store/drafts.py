@@ -64,6 +64,24 @@ def add_sync(
     return stored
 
 
+def unstored(
+    item_id: int,
+    version: int,
+    text: str,
+    provenance: dict[str, Any],
+    now: datetime,
+    *,
+    cost_micros: int | None = None,
+    image_url: str | None = None,
+) -> Draft:
+    """The version `insert_sync` would store, before it is: what its card shows, queued
+    with the move that points the item at it."""
+    created = clock.from_ms(clock.to_ms(now))
+    return Draft(
+        item_id, version, text, _text_hash(text), provenance, cost_micros, created, image_url
+    )
+
+
 def insert_sync(
     conn: backend.Conn,
     item_id: int,

@@ -46,10 +46,16 @@ def _previous_status(conn: backend.Conn, item: Item) -> str:
 def _edit(
     conn: backend.Conn, item: Item, state: State, line: str, now: datetime, buttons: str = ""
 ) -> None:
+    outbox.put_sync(conn, _edit_row(conn, item, state, line, buttons), now)
+
+
+def _edit_row(
+    conn: backend.Conn, item: Item, state: State, line: str, buttons: str = ""
+) -> outbox.Queued:
     before = _previous_status(conn, item)
     status = f"{before}\n{line}" if before else line
     edit = payloads.CardEdit(item.id, item.attempt, item.version, state.value, status, (), buttons)
-    outbox.enqueue_sync(conn, "card_edit", outbox.OPERATORS, edit.to_json(), now, item_id=item.id)
+    return outbox.Queued(item.id, "card_edit", outbox.OPERATORS, edit.to_json())
 
 
 def sent_line(detail: str, external_id: str | None = None) -> str:
@@ -66,7 +72,14 @@ def dispatched_sync(
     conn: backend.Conn, item: Item, detail: str, now: datetime, external_id: str | None
 ) -> None:
     """The card says where the draft went."""
-    _edit(conn, item, State.DISPATCHED, sent_line(detail, external_id), now)
+    outbox.put_sync(conn, dispatched_row(conn, item, detail, external_id), now)
+
+
+def dispatched_row(
+    conn: backend.Conn, item: Item, detail: str, external_id: str | None
+) -> outbox.Queued:
+    """The card edit of `dispatched_sync`, to queue with the item's move to dispatched."""
+    return _edit_row(conn, item, State.DISPATCHED, sent_line(detail, external_id))
 
 
 def failed_sync(conn: backend.Conn, item: Item, reason: str, now: datetime) -> None:

@@ -232,22 +232,19 @@ async def _send(
     external_id = None if result.external_id is None else store_text.clean(result.external_id)
 
     def done(conn: backend.Conn) -> None:
-        # One commit for the item and its row: no window where one is recorded alone.
-        # The item as it began dispatching moves in one statement; else it is locked,
-        # and the move says why it cannot be made (or finds it made).
-        if not items.move_many_sync(conn, [item], State.DISPATCHED, "system", now, reason=detail):
+        # One commit for the item, its row and the card's edit: no window where one is
+        # recorded alone. The item as it began dispatching moves in one statement, the
+        # edit with it; else it is locked, and the move says why it cannot be made (or
+        # finds it made).
+        edit = card_trail.dispatched_row(conn, item, detail, external_id)
+        to = State.DISPATCHED
+        if not items.move_many_sync(conn, [item], to, "system", now, reason=detail, queue=[edit]):
             items.transition_sync(
-                conn,
-                item.id,
-                State.DISPATCHED,
-                "system",
-                now,
-                reason=detail,
-                expect_attempt=attempt,
+                conn, item.id, to, "system", now, reason=detail, expect_attempt=attempt,
                 expect_version=version,
-            )
+            )  # fmt: skip
+            outbox.put_sync(conn, edit, now)
         outbox.mark_sent_sync(conn, row.id, external_id, now)
-        card_trail.dispatched_sync(conn, item, detail, now, external_id)
 
     return done
 

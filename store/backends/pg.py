@@ -158,6 +158,9 @@ class Conn:
     listeners); a savepoint rolled back forgets what its unit noted.
     """
 
+    #: Data-modifying CTEs: a move writes its event in its own statement (backend.writes_in_with).
+    writes_in_with = True
+
     def __init__(self, url: str, *, reader: bool = False, prepared: bool = True) -> None:
         self._url = url
         self._reader = reader
