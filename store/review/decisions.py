@@ -14,6 +14,7 @@ bot's own Unix user); their events name that user.
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -97,9 +98,10 @@ def decide_sync(
         "decision": choice,
         "now": clock.to_ms(now),
     }
-    if conn.execute(Q["vote"], params).rowcount == 0:  # this operator already voted on it
+    cast = conn.execute(Q["vote"], params).fetchone()
+    if cast is None:  # this operator already voted on it
         return Decision(item, "unchanged", approvals_sync(conn, item), quorum)
-    approvals = approvals_sync(conn, item)
+    approvals = tuple(json.loads(cast[0]))
     actor = actor or events.operator(operator_id)
     to: State
     outcome: Outcome

@@ -69,10 +69,17 @@ RETURNING *
 SELECT * FROM drafts WHERE item_id = :item_id AND version = :version
 
 -- name: vote
--- One operator's decision on one draft version; a repeat is ignored.
+-- One operator's decision on one draft version, and (a JSON array) the operators who
+-- approved it so far, this one too, as `approvals` lists them; a repeat is ignored and
+-- returns no row.
 INSERT INTO votes (item_id, attempt, version, operator, decision, at)
 VALUES (:item_id, :attempt, :version, :operator, :decision, :now)
     ON CONFLICT DO NOTHING
+RETURNING (SELECT json_group_array(v.operator) FROM (
+             SELECT operator FROM votes
+              WHERE item_id = :item_id AND attempt = :attempt AND version = :version
+                AND decision = 'approve'
+              ORDER BY at, operator) AS v) AS approvals
 
 -- name: approvals
 -- The operators who approved one draft version of one attempt.

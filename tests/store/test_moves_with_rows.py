@@ -1,9 +1,11 @@
 """A move and what goes with it: its event and the outbox rows its transition causes are
 written only if the item moves, on PostgreSQL by the move's own statement (one round
-trip), on SQLite by one statement each after it."""
+trip), on SQLite by one statement each after it; a vote hands back the approvals it
+counts toward, so nothing reads them again."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 import pytest
@@ -11,10 +13,12 @@ import pytest
 from store import backend, db, drafts, errors, items, outbox
 from store.audit import events
 from store.machine import State
+from store.review import decisions
 from tests import snapshot
 from tests.store import statements
 
 S = State
+Decided = tuple[decisions.Decision, dict[str, int]]
 
 
 async def _awaiting(store: db.Store, now: datetime, source_id: str = "g") -> items.Item:
@@ -132,3 +136,29 @@ async def test_a_chunk_queues_each_moved_items_rows_for_it_alone(
     last = [(await events.for_entity(store, "item", i.id))[-1] for i in (c, a)]
     assert [(e.from_state, e.to_state) for e in last] == [("awaiting_approval", "approved")] * 2
     assert last[0].id < last[1].id  # in the order given
+
+
+async def test_a_vote_hands_back_the_approvals_it_counts_toward(
+    store: db.Store, now: datetime
+) -> None:
+    item = await _awaiting(store, now)
+
+    def vote(operator: int, at: datetime) -> Callable[[backend.Conn], Decided]:
+        def unit(conn: backend.Conn) -> Decided:
+            counted = statements.Counting(conn)
+            decided = decisions.decide_sync(
+                counted, item.id, item.attempt, item.version, operator, "approve", at, quorum=2
+            )
+            return decided, dict(counted.sent)
+
+        return unit
+
+    first, sent = await store.write(vote(9, now))
+    assert (first.outcome, first.approvals) == ("pending", (9,))
+    assert sent == {"items.lock": 1, "items.vote": 1}
+    second, sent = await store.write(vote(3, now + timedelta(seconds=1)))
+    assert (second.outcome, second.approvals) == ("approved", (9, 3))  # in the order cast
+    assert sent == _sent(store, {"items.lock": 1, "items.vote": 1, "items.move": 1},
+                         {"events.insert": 1})  # fmt: skip
+    again, _ = await store.write(vote(9, now + timedelta(seconds=2)))
+    assert (again.outcome, again.approvals) == ("unchanged", (9, 3))

@@ -119,3 +119,20 @@ logged AS (
   SELECT 'item', CAST(c.id AS text), NULL, 'new', :actor, c.attempt, :reason, :now
     FROM created c JOIN fetched f ON f.source_id = c.source_id ORDER BY f.n)
 SELECT * FROM created
+
+-- name: vote
+-- One operator's decision on one draft version, and (a JSON array) the operators who
+-- approved it so far, this one too, as `approvals` lists them; a repeat is ignored and
+-- returns no row. (The item is locked first, so no other vote on it is in flight.)
+WITH cast_vote AS (
+  INSERT INTO votes (item_id, attempt, version, operator, decision, at)
+  VALUES (:item_id, :attempt, :version, :operator, :decision, :now)
+      ON CONFLICT DO NOTHING
+  RETURNING operator, decision, at)
+SELECT CAST(coalesce(json_agg(v.operator ORDER BY v.at, v.operator), '[]') AS text) AS approvals
+  FROM (SELECT operator, at FROM votes
+         WHERE item_id = :item_id AND attempt = :attempt AND version = :version
+           AND decision = 'approve'
+        UNION ALL
+        SELECT operator, at FROM cast_vote WHERE decision = 'approve') AS v
+HAVING EXISTS (SELECT 1 FROM cast_vote)
