@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -184,6 +185,17 @@ def get_sync(conn: backend.Conn, item_id: int, version: int) -> Draft:
     if draft is None:
         raise errors.NotFound(f"item {item_id} has no draft version {version}")
     return draft
+
+
+def get_many_sync(
+    conn: backend.Conn, wanted: Iterable[tuple[int, int]]
+) -> dict[tuple[int, int], Draft]:
+    """Several versions in one statement, by (item id, version); one not found is left out."""
+    asked = [{"item_id": item_id, "version": version} for item_id, version in wanted]
+    if not asked:
+        return {}
+    found = backend.fetch_all(conn, Q["drafts"], {"wanted": json.dumps(asked)}, Draft.from_row)
+    return {(draft.item_id, draft.version): draft for draft in found}
 
 
 async def get(store: Store, item_id: int, version: int) -> Draft:

@@ -68,6 +68,12 @@ RETURNING *
 -- One draft version of an item.
 SELECT * FROM drafts WHERE item_id = :item_id AND version = :version
 
+-- name: drafts
+-- Several draft versions at once: :wanted is a JSON array of {"item_id", "version"}.
+SELECT d.* FROM drafts d
+  JOIN json_each(:wanted) AS w
+    ON d.item_id = w.value ->> '$.item_id' AND d.version = w.value ->> '$.version'
+
 -- name: vote
 -- One operator's decision on one draft version, and (a JSON array) the operators who
 -- approved it so far, this one too, as `approvals` lists them; a repeat is ignored and

@@ -1,7 +1,7 @@
 """A move and what goes with it: its event and the outbox rows its transition causes are
 written only if the item moves, on PostgreSQL by the move's own statement (one round
 trip), on SQLite by one statement each after it; a vote hands back the approvals it
-counts toward, so nothing reads them again."""
+counts toward, so nothing reads them again; a chunk's drafts are read in one statement."""
 
 from __future__ import annotations
 
@@ -162,3 +162,23 @@ async def test_a_vote_hands_back_the_approvals_it_counts_toward(
                          {"events.insert": 1})  # fmt: skip
     again, _ = await store.write(vote(9, now + timedelta(seconds=2)))
     assert (again.outcome, again.approvals) == ("unchanged", (9, 3))
+
+
+async def test_several_draft_versions_are_read_in_one_statement(
+    store: db.Store, now: datetime
+) -> None:
+    a, b = [await _awaiting(store, now, n) for n in "ab"]
+    await store.write(drafts.add_sync, a.id, "second words", {"operator": 7}, now)
+    wanted = [(a.id, 2), (b.id, 1), (a.id, 1), (b.id, 5)]
+
+    def unit(conn: backend.Conn) -> tuple[dict[tuple[int, int], drafts.Draft], dict[str, int]]:
+        counted = statements.Counting(conn)
+        return drafts.get_many_sync(counted, wanted), dict(counted.sent)
+
+    found, sent = await store.write(unit)
+    assert sent == {"items.drafts": 1}
+    assert found == {
+        key: await store.read(drafts.get_sync, *key) for key in [(a.id, 2), (b.id, 1), (a.id, 1)]
+    }
+    assert found[(a.id, 2)].text == "second words"
+    assert await store.write(drafts.get_many_sync, []) == {}

@@ -136,3 +136,9 @@ SELECT CAST(coalesce(json_agg(v.operator ORDER BY v.at, v.operator), '[]') AS te
         UNION ALL
         SELECT operator, at FROM cast_vote WHERE decision = 'approve') AS v
 HAVING EXISTS (SELECT 1 FROM cast_vote)
+
+-- name: drafts
+-- Several draft versions at once: :wanted is a JSON array of {"item_id", "version"}.
+SELECT d.* FROM drafts d
+  JOIN json_to_recordset(CAST(:wanted AS json)) AS w (item_id bigint, version bigint)
+    ON d.item_id = w.item_id AND d.version = w.version
