@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -62,6 +63,24 @@ def add_sync(
     if conn.execute(Q["set_version"], {"id": item_id, "version": version}).rowcount != 1:
         raise errors.Conflict(f"item {item_id} gained a draft version underneath this one")
     return stored
+
+
+def unstored(
+    item_id: int,
+    version: int,
+    text: str,
+    provenance: dict[str, Any],
+    now: datetime,
+    *,
+    cost_micros: int | None = None,
+    image_url: str | None = None,
+) -> Draft:
+    """The version `insert_sync` would store, before it is: what its card shows, queued
+    with the move that points the item at it."""
+    created = clock.from_ms(clock.to_ms(now))
+    return Draft(
+        item_id, version, text, _text_hash(text), provenance, cost_micros, created, image_url
+    )
 
 
 def insert_sync(
@@ -166,6 +185,17 @@ def get_sync(conn: backend.Conn, item_id: int, version: int) -> Draft:
     if draft is None:
         raise errors.NotFound(f"item {item_id} has no draft version {version}")
     return draft
+
+
+def get_many_sync(
+    conn: backend.Conn, wanted: Iterable[tuple[int, int]]
+) -> dict[tuple[int, int], Draft]:
+    """Several versions in one statement, by (item id, version); one not found is left out."""
+    asked = [{"item_id": item_id, "version": version} for item_id, version in wanted]
+    if not asked:
+        return {}
+    found = backend.fetch_all(conn, Q["drafts"], {"wanted": json.dumps(asked)}, Draft.from_row)
+    return {(draft.item_id, draft.version): draft for draft in found}
 
 
 async def get(store: Store, item_id: int, version: int) -> Draft:

@@ -11,6 +11,9 @@ a transition (a draft, a vote, an outbox row) commit in the same transaction:
         outbox.enqueue_sync(conn, "card", "operators", {...}, now, item_id=item_id)
         return moved
     await store.write(unit)
+
+A row the move itself causes goes with it (`queue=[outbox.Queued(...)]`): it is written
+only if the item moves, on PostgreSQL by the move's own statement (store.paired).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
-from store import backend, clock, errors, machine, sql
+from store import backend, clock, errors, machine, outbox, paired, sql
 from store.audit import events
 from store.backends import text
 from store.backends.core import Store
@@ -180,12 +183,19 @@ def create_many_sync(
     if not fetched:
         return []
     rows = [_storable(source_id, payload) for source_id, payload in fetched.items()]
-    params = {"pipeline": pipeline, "scope": scope, "now": clock.to_ms(now)}
-    created = _many(conn, Q["create_many"], {**params, "fetched": json.dumps(rows)})
+    params = {
+        "pipeline": pipeline,
+        "scope": scope,
+        "now": clock.to_ms(now),
+        "fetched": json.dumps(rows),
+        "actor": events.check_actor(actor),
+        "reason": "fetched",
+    }
+    created = _many(conn, Q["create_many"], params)
     order = {source_id: n for n, source_id in enumerate(fetched)}
     created.sort(key=lambda item: order[item.source_id])
-    moved = [(item.id, None, 1) for item in created]
-    events.append_many(conn, "item", moved, State.NEW, actor, now, reason="fetched")
+    made = [(item.id, None, item.attempt) for item in created]
+    paired.follow(conn, made, [], State.NEW, actor, now, "fetched", ())
     return created
 
 
@@ -210,6 +220,7 @@ def transition_sync(
     expect_attempt: int | None = None,
     deadline: timedelta | None = None,
     locked: Item | None = None,
+    queue: Sequence[outbox.Queued] = (),
 ) -> Item:
     """Move an item and write its one event; see the module docstring of store.machine.
 
@@ -218,6 +229,7 @@ def transition_sync(
     accepts repeats silently. A move not in the table raises IllegalTransition.
     `locked` is the item as this unit already locked it (`lock_sync`): its row is not
     read again, and the move's compare-and-set still refuses it if it went stale.
+    `queue`: outbox rows written with the move (not if it is a repeat or refused).
     """
     to = State(to)
     if locked is not None and locked.id != item_id:
@@ -243,23 +255,12 @@ def transition_sync(
             f"this request is for version {expect_version} attempt {expect_attempt}"
         )
     at, due = clock.to_ms(now), _due(to, now, deadline)
-    params = {
-        "id": item_id,
-        "from_state": state,
-        "to_state": to.value,
-        "attempt": attempt,
-        "version": version,
-        "reason": reason,
-        "now": at,
-        "deadline": due,
-        "floor_from": _floor_from(actor, now),
-    }
-    if conn.execute(Q["move"], params).rowcount != 1:
+    floor_from = _floor_from(actor, now)
+    if not move_sync(conn, current, to, actor, now, reason, due, floor_from, queue):
         # The floor is checked inside the move; only a refused move asks which it was.
         _check_floor(conn, item_id, to, actor, now)
         # Unreachable with one writer; kept as the compare-and-set guard.
         raise errors.Conflict(f"item {item_id} changed underneath this transition")
-    events.append(conn, "item", item_id, state, to, actor, now, attempt=attempt, reason=reason)
     if to == State.FAILED:
         # Every path that fails an item comes through here, so each failure is logged
         # once, whatever else (an alert, an event) the caller records with it.
@@ -271,6 +272,42 @@ def transition_sync(
         last_transition_at=clock.from_ms(at),
         deadline=clock.maybe_from_ms(due),
     )
+
+
+def move_sync(
+    conn: backend.Conn,
+    item: Item,
+    to: State,
+    actor: str,
+    now: datetime,
+    reason: str | None,
+    deadline_ms: int | None,
+    floor_from: int | None,
+    queue: Sequence[outbox.Queued] = (),
+) -> bool:
+    """The compare-and-set under every single move: `item` (as this unit locked it) goes
+    to `to` with its event and the rows of `queue`, if its row is still as read and the
+    floor (`floor_from`, ms; None: none) allows; False, writing nothing, if not. The state
+    table is the caller's to check."""
+    params = {
+        "id": item.id,
+        "from_state": str(item.state),
+        "to_state": str(to),
+        "attempt": item.attempt,
+        "version": item.version,
+        "reason": reason,
+        "now": clock.to_ms(now),
+        "deadline": deadline_ms,
+        "floor_from": floor_from,
+        "actor": events.check_actor(actor),
+        "queue": paired.queue_json(queue, now),
+    }
+    cursor = conn.execute(Q["move"], params)
+    if cursor.rowcount != 1:
+        return False
+    moved = [(item.id, item.state, item.attempt)]
+    paired.follow(conn, moved, cursor.fetchall(), to, actor, now, reason, queue)
+    return True
 
 
 class Seen(NamedTuple):
@@ -293,12 +330,14 @@ def move_many_sync(
     reason: str | None = None,
     deadline: timedelta | None = None,
     new_version: bool = False,
+    queue: Sequence[outbox.Queued] = (),
 ) -> list[Item]:
     """Move each item of `seen` to `to` in one statement (and write their events in one
     more), if it is still as it was read and the floor allows; returns those moved, in the
     order given. An item left behind is the caller's to try with `transition_sync`, which
     says why (or finds it moved already with the same work). `new_version`: the move
-    takes each item to its next draft version, which the caller stores in the same unit.
+    takes each item to its next draft version, which the caller stores in the same unit;
+    `queue`: outbox rows written with the moves, each only if its item moved.
     Never to failed, whose every move `transition_sync` logs."""
     to = State(to)
     if to == State.FAILED:
@@ -318,11 +357,14 @@ def move_many_sync(
         "deadline": _due(to, now, deadline),
         "floor_from": _floor_from(actor, now),
         "bump": int(new_version),
+        "actor": events.check_actor(actor),
+        "queue": paired.queue_json(queue, now),
     }
-    moved = {item.id: item for item in _many(conn, Q["move_many"], params)}
+    rows = conn.execute(Q["move_many"], params).fetchall()
+    moved = {item.id: item for item in map(Item.from_row, rows)}
     was = [item for item in asked if item.id in moved]
-    moves = [(i.id, i.state, i.attempt) for i in was]
-    events.append_many(conn, "item", moves, to, actor, now, reason=reason)
+    made = [(i.id, i.state, i.attempt) for i in was]
+    paired.follow(conn, made, rows, to, actor, now, reason, queue)
     return [moved[item.id] for item in was]
 
 

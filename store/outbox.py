@@ -72,6 +72,34 @@ def _rows(conn: backend.Conn, query: str, params: dict[str, Any]) -> list[Row]:
     return backend.fetch_all(conn, query, params, Row.from_row)
 
 
+@dataclass(frozen=True)
+class Queued:
+    """An outbox row to queue about an item: by `enqueue_sync`, or with the item's move
+    (`items.transition_sync(..., queue=...)`), which queues it only if the item moves."""
+
+    item_id: int | None
+    kind: Kind
+    target: str
+    payload: dict[str, Any]
+    dedupe_key: str | None = None
+    #: Held back until then (an approval's dispatch during its undo window); None: due at once.
+    not_before: datetime | None = None
+
+    def fields(self, now: datetime) -> dict[str, Any]:
+        """The row's columns as the enqueue statements take them."""
+        if self.kind not in KINDS:
+            raise ValueError(f"unknown outbox kind {self.kind!r}; valid: {', '.join(KINDS)}")
+        return {
+            "kind": self.kind,
+            "target": self.target,
+            "item_id": self.item_id,
+            "payload": json.dumps(self.payload, ensure_ascii=False),
+            "dedupe_key": self.dedupe_key,
+            "now": clock.to_ms(now),
+            "due": clock.to_ms(self.not_before or now),
+        }
+
+
 def enqueue_sync(
     conn: backend.Conn,
     kind: Kind,
@@ -87,22 +115,23 @@ def enqueue_sync(
 
     `not_before` holds the row back until then (an approval's dispatch during its
     undo window); by default it is due at once."""
-    if kind not in KINDS:
-        raise ValueError(f"unknown outbox kind {kind!r}; valid: {', '.join(KINDS)}")
-    params = {
-        "kind": kind,
-        "target": target,
-        "item_id": item_id,
-        "payload": json.dumps(payload, ensure_ascii=False),
-        "dedupe_key": dedupe_key,
-        "now": clock.to_ms(now),
-        "due": clock.to_ms(not_before or now),
-    }
-    row = conn.execute(Q["enqueue"], params).fetchone()
+    queued = Queued(item_id, kind, target, payload, dedupe_key, not_before)
+    return put_sync(conn, queued, now)
+
+
+def put_sync(conn: backend.Conn, queued: Queued, now: datetime) -> int | None:
+    """`enqueue_sync` for a row already described: its id, None if its key was queued."""
+    row = conn.execute(Q["enqueue"], queued.fields(now)).fetchone()
     if row:
-        core.on_commit(("outbox", kind), functools.partial(_wake, kind))
-        notify.send_sync(conn, channel(kind))
+        announce_sync(conn, queued.kind)
     return int(row[0]) if row else None
+
+
+def announce_sync(conn: backend.Conn, kind: Kind) -> None:
+    """Wake the workers waiting for rows of `kind` once the unit that queued one commits:
+    in this process, and (notify) in the others sharing the store."""
+    core.on_commit(("outbox", kind), functools.partial(_wake, kind))
+    notify.send_sync(conn, channel(kind))
 
 
 def alert_sync(

@@ -4,7 +4,8 @@ Retry button), a retry, and a fresh copy of a card whose message is gone.
 Each function queues outbox rows inside the caller's unit, with the transition they
 report, so a card never says "sent" about a dispatch that did not commit:
 
-    card_trail.dispatched_sync(conn, item, result.detail, now)     # 📤 sent: ...
+    edit = card_trail.dispatched_row(conn, item, detail, external_id)  # 📤 sent: ...
+    items.move_many_sync(conn, [item], State.DISPATCHED, ..., queue=[edit])  # (with the move)
     card_trail.failed_sync(conn, item, reason, now)                # ⚠️ not sent: ... [Retry]
     item = await card_trail.retry(store, pipeline, item_id, attempt, version, operator_id, now)
     await card_trail.show_again(store, item_id, chat_id, now)      # a fresh card to one chat
@@ -46,10 +47,16 @@ def _previous_status(conn: backend.Conn, item: Item) -> str:
 def _edit(
     conn: backend.Conn, item: Item, state: State, line: str, now: datetime, buttons: str = ""
 ) -> None:
+    outbox.put_sync(conn, _edit_row(conn, item, state, line, buttons), now)
+
+
+def _edit_row(
+    conn: backend.Conn, item: Item, state: State, line: str, buttons: str = ""
+) -> outbox.Queued:
     before = _previous_status(conn, item)
     status = f"{before}\n{line}" if before else line
     edit = payloads.CardEdit(item.id, item.attempt, item.version, state.value, status, (), buttons)
-    outbox.enqueue_sync(conn, "card_edit", outbox.OPERATORS, edit.to_json(), now, item_id=item.id)
+    return outbox.Queued(item.id, "card_edit", outbox.OPERATORS, edit.to_json())
 
 
 def sent_line(detail: str, external_id: str | None = None) -> str:
@@ -62,11 +69,12 @@ def sent_line(detail: str, external_id: str | None = None) -> str:
     return line
 
 
-def dispatched_sync(
-    conn: backend.Conn, item: Item, detail: str, now: datetime, external_id: str | None
-) -> None:
-    """The card says where the draft went."""
-    _edit(conn, item, State.DISPATCHED, sent_line(detail, external_id), now)
+def dispatched_row(
+    conn: backend.Conn, item: Item, detail: str, external_id: str | None
+) -> outbox.Queued:
+    """The card's edit saying where the draft went, to queue with the item's move to
+    dispatched."""
+    return _edit_row(conn, item, State.DISPATCHED, sent_line(detail, external_id))
 
 
 def failed_sync(conn: backend.Conn, item: Item, reason: str, now: datetime) -> None:

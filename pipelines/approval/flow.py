@@ -87,6 +87,21 @@ def queue_card(
 ) -> int | None:
     """Queue the approval card for one draft version (at most once per version); with
     `chats`, a copy for those chats alone (an escalation)."""
+    card = card_row(conn, pipeline, item, draft, note=note, duplicate=duplicate, chats=chats)
+    return outbox.put_sync(conn, card, now)
+
+
+def card_row(
+    conn: backend.Conn,
+    pipeline: spec.Pipeline,
+    item: Item,
+    draft: Draft,
+    *,
+    note: str | None = None,
+    duplicate: similarity.Earlier | None = None,
+    chats: Sequence[int] = (),
+) -> outbox.Queued:
+    """The outbox row of `queue_card`, to queue with the move to approval or alone."""
     payload: dict[str, Any] = {
         "pipeline": pipeline.name,
         "title": item.payload.get("title", ""),
@@ -109,9 +124,7 @@ def queue_card(
     if chats:
         payload["chats"] = list(chats)
         key += ":" + ",".join(map(str, chats))
-    return outbox.enqueue_sync(
-        conn, "card", outbox.OPERATORS, payload, now, item_id=item.id, dedupe_key=key
-    )
+    return outbox.Queued(item.id, "card", outbox.OPERATORS, payload, key)
 
 
 def _shortfall(found: quorum.Reach) -> dict[str, Any]:
@@ -130,11 +143,24 @@ def edit_card_sync(
 ) -> None:  # fmt: skip
     """Queue the edit of the card showing `version` of the item's attempt: its status line
     and, from the item's `state` (and `undo_until`), which buttons it keeps."""
+    row = card_edit_row(
+        pipeline, item, version, status, decided_by=decided_by, undo_until=undo_until,
+        state=state,
+    )  # fmt: skip
+    outbox.put_sync(conn, row, now)
+
+
+def card_edit_row(
+    pipeline: spec.Pipeline, item: Item, version: int, status: str, *,
+    decided_by: Sequence[int] = (), undo_until: datetime | None = None,
+    state: State | None = None,
+) -> outbox.Queued:  # fmt: skip
+    """The outbox row of `edit_card_sync`, to queue with a move or alone."""
     edit = payloads.CardEdit(
         item.id, item.attempt, version, (state or item.state).value, status, tuple(decided_by),
         undo_until=undo_until.isoformat() if undo_until else None, pipeline=pipeline.name,
     )  # fmt: skip
-    outbox.enqueue_sync(conn, "card_edit", outbox.OPERATORS, edit.to_json(), now, item_id=item.id)
+    return outbox.Queued(item.id, "card_edit", outbox.OPERATORS, edit.to_json())
 
 
 def _status_line(
@@ -245,34 +271,59 @@ async def decide(
         check_operator(pipeline, operator_id, conn, (item_id, attempt))
         if choice == "approve":
             _check_four_eyes(conn, pipeline, item_id, attempt, version, operator_id)
+        found: list[quorum.Reach] = []
+
+        def reach_now(voted: decisions.Decision) -> quorum.Reach:
+            """Who may still approve (asked once): it matters only while the item waits."""
+            if not found:
+                found.append(reach_sync(conn, pipeline, voted.item, voted.approvals))
+            return found[0]
+
+        def rows(voted: decisions.Decision) -> list[outbox.Queued]:
+            pending = voted.outcome == "pending"
+            decision = Vote(*_fields(voted), reach_now(voted) if pending else None)
+            return _decision_rows(pipeline, decision, version, operator_id, choice, reason,
+                                  actor, now)  # fmt: skip
+
         voted = decisions.decide_sync(
             conn, item_id, attempt, version, operator_id, choice, now,
-            quorum=pipeline.approval.quorum, reason=reason, actor=actor,
+            quorum=pipeline.approval.quorum, reason=reason, actor=actor, queue=rows,
         )  # fmt: skip
-        # Who may still approve matters only while the item waits (the words of a vote).
         waiting = voted.outcome in ("pending", "unchanged")
-        found = reach_sync(conn, pipeline, voted.item, voted.approvals) if waiting else None
-        decision = Vote(voted.item, voted.outcome, voted.approvals, voted.quorum, found)
-        if decision.outcome == "unchanged":
-            return decision
-        window = pipeline.approval.undo_window
-        until = now + window if window and decision.outcome != "pending" else None
-        who = _who(decision, operator_id, actor)
-        status = _status_line(decision, pipeline, who, reason, until, now)
-        edit_card_sync(
-            conn, pipeline, decision.item, version, status,
-            now, decided_by=decision.approvals if choice == "approve" else (operator_id,),
-            undo_until=until,
-        )  # fmt: skip
-        if decision.outcome == "approved":
-            dispatch = payloads.Dispatch(item_id, attempt, version, pipeline.name).to_json()
-            outbox.enqueue_sync(
-                conn, "dispatch", pipeline.name, dispatch, now, item_id=item_id,
-                dedupe_key=decisions.dispatch_key(item_id, attempt, version), not_before=until,
-            )  # fmt: skip
-        return decision
+        return Vote(*_fields(voted), reach_now(voted) if waiting else None)
 
     return await store.write(unit)
+
+
+def _decision_rows(
+    pipeline: spec.Pipeline, decision: Vote, version: int, operator_id: int,
+    choice: decisions.Choice, reason: str | None, actor: str | None, now: datetime,
+) -> list[outbox.Queued]:  # fmt: skip
+    """What a decision that counts queues with it: the card's edit (its status line) and,
+    for an approval, the dispatch, held back through the undo window."""
+    window = pipeline.approval.undo_window
+    until = now + window if window and decision.outcome != "pending" else None
+    who = _who(decision, operator_id, actor)
+    status = _status_line(decision, pipeline, who, reason, until, now)
+    decided_by = decision.approvals if choice == "approve" else (operator_id,)
+    queued = [
+        card_edit_row(pipeline, decision.item, version, status, decided_by=decided_by,
+                      undo_until=until),
+    ]  # fmt: skip
+    if decision.outcome == "approved":
+        item_id, attempt = decision.item.id, decision.item.attempt
+        dispatch = payloads.Dispatch(item_id, attempt, version, pipeline.name).to_json()
+        key = decisions.dispatch_key(item_id, attempt, version)
+        queued.append(
+            outbox.Queued(item_id, "dispatch", pipeline.name, dispatch, key, not_before=until)
+        )
+    return queued
+
+
+def _fields(
+    decision: decisions.Decision,
+) -> tuple[Item, decisions.Outcome, tuple[int, ...], int]:
+    return decision.item, decision.outcome, decision.approvals, decision.quorum
 
 
 def _check_four_eyes(

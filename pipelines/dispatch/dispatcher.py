@@ -197,7 +197,27 @@ async def _begin(
 def _begin_rows(
     conn: backend.Conn, rows: list[outbox.Row], loaded: bool, now: datetime
 ) -> list[Started]:
-    return [_begin_sync(conn, row, payloads.Dispatch.of(row), loaded, now) for row in rows]
+    """Items approved as their rows say move together in one statement and their drafts
+    are read in one more; each other row starts alone (`_begin_sync`), as does a second
+    row of the same item."""
+    jobs = [payloads.Dispatch.of(row) for row in rows]
+    together: dict[int, Item] = {}
+    if loaded:
+        firsts = {job.item_id: job for job in reversed(jobs)}
+        approved = [items.Seen(j.item_id, State.APPROVED, j.attempt, j.version) for j in jobs
+                    if firsts[j.item_id] is j]  # fmt: skip
+        moved = items.move_many_sync(conn, approved, State.DISPATCHING, "system", now)
+        together = {item.id: item for item in moved}
+    texts = drafts.get_many_sync(conn, [(i.id, i.version) for i in together.values()])
+    started: list[Started] = []
+    for row, job in zip(rows, jobs, strict=True):
+        item = together.pop(job.item_id, None)
+        if item is None:
+            started.append(_begin_sync(conn, row, job, loaded, now))
+        else:  # a draft not found is looked for again, to say so
+            draft = texts.get((item.id, job.version))
+            started.append((item, draft or drafts.get_sync(conn, item.id, job.version)))
+    return started
 
 
 async def _send(
@@ -232,22 +252,19 @@ async def _send(
     external_id = None if result.external_id is None else store_text.clean(result.external_id)
 
     def done(conn: backend.Conn) -> None:
-        # One commit for the item and its row: no window where one is recorded alone.
-        # The item as it began dispatching moves in one statement; else it is locked,
-        # and the move says why it cannot be made (or finds it made).
-        if not items.move_many_sync(conn, [item], State.DISPATCHED, "system", now, reason=detail):
+        # One commit for the item, its row and the card's edit: no window where one is
+        # recorded alone. The item as it began dispatching moves in one statement, the
+        # edit with it; else it is locked, and the move says why it cannot be made (or
+        # finds it made).
+        edit = card_trail.dispatched_row(conn, item, detail, external_id)
+        to = State.DISPATCHED
+        if not items.move_many_sync(conn, [item], to, "system", now, reason=detail, queue=[edit]):
             items.transition_sync(
-                conn,
-                item.id,
-                State.DISPATCHED,
-                "system",
-                now,
-                reason=detail,
-                expect_attempt=attempt,
+                conn, item.id, to, "system", now, reason=detail, expect_attempt=attempt,
                 expect_version=version,
-            )
+            )  # fmt: skip
+            outbox.put_sync(conn, edit, now)
         outbox.mark_sent_sync(conn, row.id, external_id, now)
-        card_trail.dispatched_sync(conn, item, detail, now, external_id)
 
     return done
 
@@ -281,13 +298,7 @@ def _begin_sync(
     or, when there is nothing to send, close the row (and fail the item where that is
     the outcome) and return None.
 
-    A row whose item is approved as the row says moves it in one statement; any other
-    has its item locked and looked at."""
-    if loaded:
-        approved = items.Seen(job.item_id, State.APPROVED, job.attempt, job.version)
-        moved = items.move_many_sync(conn, [approved], State.DISPATCHING, "system", now)
-        if moved:
-            return moved[0], drafts.get_sync(conn, job.item_id, job.version)
+    Its item (not moved with the chunk's: `_begin_rows`) is locked and looked at."""
     item = items.lock_sync(conn, job.item_id)
     if item.attempt != job.attempt:
         outbox.mark_failed_sync(conn, row.id, f"stale: item is now at attempt {item.attempt}")

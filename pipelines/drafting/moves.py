@@ -63,22 +63,31 @@ def to_approval(
     An item still as it was read moves to its next version in one statement, and the
     draft is stored under that version; any other is locked and decided on."""
     window = pipeline.approval.window
+    image, digest = _image(item, result), pipeline.approval.digest
+    draft = drafts.unstored(
+        item.id, item.version + 1, result.text, result.provenance, now,
+        cost_micros=result.cost_micros, image_url=image,
+    )  # fmt: skip
+    # The card goes with the move (else the pipeline's digest lists the item).
+    card = () if digest else [flow.card_row(conn, pipeline, item, draft, note=result.note,
+                                            duplicate=duplicate)]  # fmt: skip
     quick = items.move_many_sync(
-        conn, [item], State.AWAITING_APPROVAL, "system", now, deadline=window, new_version=True
-    )
+        conn, [item], State.AWAITING_APPROVAL, "system", now, deadline=window, new_version=True,
+        queue=card,
+    )  # fmt: skip
     if quick:
-        [moved] = quick
-        draft = drafts.insert_sync(
-            conn, item.id, moved.version, result.text, result.provenance, now,
-            cost_micros=result.cost_micros, image_url=_image(item, result),
+        drafts.insert_sync(
+            conn, item.id, draft.version, result.text, result.provenance, now,
+            cost_micros=result.cost_micros, image_url=image,
         )  # fmt: skip
     else:
         found = _locked_to_approval(conn, item, result, window, now)
         if found is None:
             return False
-        moved, draft = found
-    if pipeline.approval.digest is None:  # else the pipeline's digest lists it
-        flow.queue_card(conn, pipeline, moved, draft, now, note=result.note, duplicate=duplicate)
+        moved, stored = found
+        if digest is None:
+            flow.queue_card(conn, pipeline, moved, stored, now, note=result.note,
+                            duplicate=duplicate)  # fmt: skip
     if pipeline.dedup.mark_at == "success":
         seen.mark_seen_sync(conn, pipeline.name, item.scope, [item.source_id], now)
     return True

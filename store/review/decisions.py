@@ -13,6 +13,9 @@ bot's own Unix user); their events name that user.
 
 from __future__ import annotations
 
+import dataclasses
+import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
@@ -65,6 +68,7 @@ def decide_sync(
     quorum: int = 1,
     reason: str | None = None,
     actor: str | None = None,
+    queue: Callable[[Decision], Sequence[outbox.Queued]] | None = None,
 ) -> Decision:
     """Record one operator's decision inside the caller's unit (which may add its own rows).
 
@@ -72,7 +76,9 @@ def decide_sync(
 
     `reason` goes with a reject into its event; `actor` names who decided when it is not
     the Telegram operator `operator_id`. Who may approve (four eyes) is the caller's
-    rule: pipelines.approval.flow checks it first.
+    rule: pipelines.approval.flow checks it first. `queue` answers the outbox rows a
+    decision that counts brings (a card edit, a dispatch), given the decision as it will
+    be: they are written with its move, or alone with a vote toward the quorum.
     """
     if choice not in ("approve", "reject"):
         raise ValueError(f"unknown decision {choice!r}; valid: approve, reject")
@@ -92,31 +98,32 @@ def decide_sync(
         "decision": choice,
         "now": clock.to_ms(now),
     }
-    if conn.execute(Q["vote"], params).rowcount == 0:  # this operator already voted on it
+    cast = conn.execute(Q["vote"], params).fetchone()
+    if cast is None:  # this operator already voted on it
         return Decision(item, "unchanged", approvals_sync(conn, item), quorum)
-    approvals = approvals_sync(conn, item)
+    approvals = tuple(json.loads(cast[0]))
     actor = actor or events.operator(operator_id)
+    to: State
+    outcome: Outcome
     if choice == "reject":
+        to, outcome = State.REJECTED, "rejected"
         why = f"rejected by {actor}" + (f": {reason[:MAX_REASON]}" if reason else "")
-        moved = items.transition_sync(
-            conn, item_id, State.REJECTED, actor, now, reason=why, expect_version=version,
-            locked=item,
-        )  # fmt: skip
     elif len(approvals) >= quorum:
+        to, outcome = State.APPROVED, "approved"
         who = ", ".join(actor if o == operator_id else voter(o) for o in approvals)
-        moved = items.transition_sync(
-            conn,
-            item_id,
-            State.APPROVED,
-            actor,
-            now,
-            reason=f"approved by {who}",
-            expect_version=version,
-            locked=item,
-        )
+        why = f"approved by {who}"
     else:
-        return Decision(item, "pending", approvals, quorum)
-    return Decision(moved, "rejected" if choice == "reject" else "approved", approvals, quorum)
+        pending = Decision(item, "pending", approvals, quorum)
+        for row in queue(pending) if queue else ():
+            outbox.put_sync(conn, row, now)
+        return pending
+    # The rows are asked for with the item as the move leaves it, and written by the move.
+    ahead = Decision(dataclasses.replace(item, state=to, reason=why), outcome, approvals, quorum)
+    moved = items.transition_sync(
+        conn, item_id, to, actor, now, reason=why, expect_version=version, locked=item,
+        queue=queue(ahead) if queue else (),
+    )  # fmt: skip
+    return Decision(moved, outcome, approvals, quorum)
 
 
 def undo_sync(
@@ -164,23 +171,10 @@ def _move_back(
     conn: backend.Conn, item: Item, actor: str, now: datetime, deadline: timedelta
 ) -> Item:
     reason = f"{item.state} undone by {actor}"
-    params = {
-        "id": item.id,
-        "from_state": item.state,
-        "to_state": State.AWAITING_APPROVAL,
-        "attempt": item.attempt,
-        "version": item.version,
-        "reason": reason,
-        "now": clock.to_ms(now),
-        "deadline": clock.to_ms(now + deadline),
-        "floor_from": None,  # a person's undo has no floor
-    }
-    if conn.execute(Q["move"], params).rowcount != 1:
+    due = clock.to_ms(now + deadline)
+    # A person's undo has no floor; the move is outside TRANSITIONS, as replay is.
+    if not items.move_sync(conn, item, State.AWAITING_APPROVAL, actor, now, reason, due, None):
         raise errors.Conflict(f"item {item.id} changed underneath this undo")
-    events.append(
-        conn, "item", item.id, item.state, State.AWAITING_APPROVAL, actor, now,
-        attempt=item.attempt, reason=reason,
-    )  # fmt: skip
     return items.get_sync(conn, item.id)
 
 

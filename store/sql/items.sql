@@ -68,11 +68,24 @@ RETURNING *
 -- One draft version of an item.
 SELECT * FROM drafts WHERE item_id = :item_id AND version = :version
 
+-- name: drafts
+-- Several draft versions at once: :wanted is a JSON array of {"item_id", "version"}.
+SELECT d.* FROM drafts d
+  JOIN json_each(:wanted) AS w
+    ON d.item_id = w.value ->> '$.item_id' AND d.version = w.value ->> '$.version'
+
 -- name: vote
--- One operator's decision on one draft version; a repeat is ignored.
+-- One operator's decision on one draft version, and (a JSON array) the operators who
+-- approved it so far, this one too, as `approvals` lists them; a repeat is ignored and
+-- returns no row.
 INSERT INTO votes (item_id, attempt, version, operator, decision, at)
 VALUES (:item_id, :attempt, :version, :operator, :decision, :now)
     ON CONFLICT DO NOTHING
+RETURNING (SELECT json_group_array(v.operator) FROM (
+             SELECT operator FROM votes
+              WHERE item_id = :item_id AND attempt = :attempt AND version = :version
+                AND decision = 'approve'
+              ORDER BY at, operator) AS v) AS approvals
 
 -- name: approvals
 -- The operators who approved one draft version of one attempt.

@@ -17,7 +17,7 @@ from pipelines.config import spec
 from pipelines.dispatch import dispatcher
 from pipelines.runs import engine
 from pipelines.service import runtime, workers
-from store import backend, db, items, machine, outbox
+from store import backend, db, drafts, items, machine, outbox
 from store.audit import events
 from store.backends import startup
 from store.cluster import heartbeats
@@ -627,9 +627,16 @@ async def test_rows_start_together_without_a_savepoint_each(
 
     started, sent = await store.write(begin)
     assert len(started) == 2 and all(isinstance(s, tuple) for s in started)
-    # Each item, approved as its row says, moves in one statement with no lock before it.
+    # The items, approved as their rows say, move together in one statement with no lock
+    # before it, and their drafts are read in one more.
     assert "SAVEPOINT" not in sent and "items.lock" not in sent
-    assert sent["items.move_many"] == 2
+    assert (sent["items.move_many"], sent["items.drafts"]) == (1, 1)
+    assert "items.draft" not in sent
+    for row, start in zip(rows, started, strict=True):
+        assert isinstance(start, tuple)
+        item, draft = start
+        assert (item.id, item.state) == (row.item_id, State.DISPATCHING)
+        assert draft == await store.read(drafts.get_sync, item.id, item.version)
 
 
 async def test_rows_started_together_and_cut_off_by_a_crash_go_out_after_the_restart(

@@ -1,7 +1,8 @@
 """What a chunk of items costs in statements (each a round trip to a PostgreSQL server):
 recording a fetched chunk and moving it to drafting take the same few statements for one
-item or a hundred, and an automatic move checks its floor inside the move itself. The
-rows written are those the item-by-item path wrote."""
+item or a hundred, and an automatic move checks its floor inside the move itself. On
+PostgreSQL a move writes its events in its own statement; SQLite, which cannot write
+inside WITH, takes one more. The rows written are those the item-by-item path wrote."""
 
 from __future__ import annotations
 
@@ -15,6 +16,11 @@ from tests import snapshot
 from tests.store import statements
 
 S = State
+
+
+def _with_events(store: db.Store, sent: dict[str, int], insert: str) -> dict[str, int]:
+    """`sent`, and on SQLite the statement that writes the events beside the move."""
+    return sent if store.dialect == "postgres" else {**sent, insert: 1}
 
 
 async def _recorded(store: db.Store, now: datetime, ids: list[str]) -> list[items.Item]:
@@ -36,7 +42,7 @@ async def test_a_chunk_is_recorded_in_two_statements_and_known_ids_are_left_alon
         return items.create_many_sync(counted, "news", "feed", fetched, now), dict(counted.sent)
 
     made, sent = await store.write(unit)
-    assert sent == {"items.create_many": 1, "events.insert_many": 1}
+    assert sent == _with_events(store, {"items.create_many": 1}, "events.insert_many")
     assert [item.source_id for item in made] == [i for i in ids if i != "g3"]
     for item in made:
         assert item == await items.get(store, item.id)
@@ -57,7 +63,7 @@ async def test_a_chunk_moves_to_drafting_in_two_statements(store: db.Store, now:
         return moves.start_drafting(counted, made, now), dict(counted.sent)
 
     moved, sent = await store.write(unit)
-    assert sent == {"items.move_many": 1, "events.insert_many": 1}
+    assert sent == _with_events(store, {"items.move_many": 1}, "events.insert_many")
     assert [item.id for item in moved] == [item.id for item in made]
     deadline = now + timedelta(minutes=15)
     for item in moved:
@@ -118,7 +124,8 @@ async def test_an_automatic_move_checks_its_floor_within_the_move(
         items.transition_sync(counted, item.id, S.DRAFTING, "system", now)
         return dict(counted.sent)
 
-    assert await store.write(unit) == {"items.lock": 1, "items.move": 1, "events.insert": 1}
+    sent = await store.write(unit)
+    assert sent == _with_events(store, {"items.lock": 1, "items.move": 1}, "events.insert")
 
 
 async def test_claimed_rows_come_back_from_the_claim_whole(store: db.Store, now: datetime) -> None:
