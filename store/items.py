@@ -13,7 +13,7 @@ a transition (a draft, a vote, an outbox row) commit in the same transaction:
     await store.write(unit)
 
 A row the move itself causes goes with it (`queue=[outbox.Queued(...)]`): it is written
-only if the item moves, on PostgreSQL by the move's own statement (store.paired).
+only if the item moves, on PostgreSQL by the move's own statement (store.audit.paired).
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
-from store import backend, clock, errors, machine, outbox, paired, sql
-from store.audit import events
+from store import backend, clock, errors, machine, outbox, sql
+from store.audit import events, paired
 from store.backends import text
 from store.backends.core import Store
 from store.machine import State
