@@ -55,6 +55,9 @@ async def test_workers_starting_at_once_leave_one_topic(
     """Both find no topic stored and both create one; the store keeps the first, and
     the worker whose topic lost deletes it."""
     workers = [Rooms(store, {"team": TEAM}) for _ in range(2)]
+    # The first create answers late, so the second worker finds no topic stored either,
+    # however busy the machine.
+    api.slow_next("createForumTopic", 1.0)
     await asyncio.gather(*(rooms.prepare(bot, now) for rooms in workers))
     assert len(api.calls("createForumTopic")) == 2  # the race happened
     [kept] = api.topics(FORUM)
