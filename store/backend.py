@@ -63,6 +63,13 @@ def chains_writes(conn: Conn) -> bool:
     return getattr(conn, "dialect", None) == "postgres"
 
 
+def shares_transaction(conn: Conn) -> bool:
+    """Whether the unit running on `conn` shares its transaction with other units (a
+    batch of PostgreSQL's lanes): a lock it takes is then held until every unit of the
+    batch has run. On SQLite's one writer nobody else waits for it, so never."""
+    return getattr(conn, "batch_size", 1) > 1
+
+
 def fetch_chained(conn: Conn, query: str, params: Any, into: Callable[[Row], T]) -> T | None:
     """The first row of `query`, a statement chaining a unit's writes, as `into` makes it;
     None when it wrote nothing, and on SQLite, where it is not sent (`chains_writes`): the

@@ -96,6 +96,13 @@ class Closed(StoreError):
     """The store is closed."""
 
 
+class RunAlone(StoreError):
+    """A unit sharing its transaction with others (PostgreSQL's batches) must take a lock
+    that other processes queue on: nothing of it was written, and the lanes run it again
+    in a transaction of its own, so the lock is held for its few statements rather than
+    until a whole batch commits. Never reaches the unit's caller."""
+
+
 class ConnectionLost(StoreError):
     """The database could not be reached or dropped the connection."""
 

@@ -160,6 +160,8 @@ class Conn:
 
     #: What `backend.chains_writes` asks: PostgreSQL runs data-modifying CTEs.
     dialect: backend.Dialect = "postgres"
+    #: The units sharing the transaction now (`backend.shares_transaction`).
+    batch_size = 1
 
     def __init__(self, url: str, *, reader: bool = False, prepared: bool = True) -> None:
         self._url = url
@@ -256,7 +258,11 @@ def _read(conn: Conn, query: Callable[[Conn], T]) -> T:
 def run_batch(conn: Conn, units: list[pg_writers.Unit]) -> list[tuple[bool, Any]]:
     """Run units in one transaction, each in a savepoint when one fails (as on SQLite)."""
     conn.reopen_if_dropped()
-    return writer.run_batch(conn, units, begin="BEGIN")
+    conn.batch_size = len(units)
+    try:
+        return writer.run_batch(conn, units, begin="BEGIN")
+    finally:
+        conn.batch_size = 1
 
 
 def apply_migrations(conn: Conn, directory: Path = MIGRATIONS_DIR) -> list[int]:

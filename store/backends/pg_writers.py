@@ -13,7 +13,10 @@ batches, and waits for nobody's commit but its own.
 
 A unit that loses a deadlock or a serialization check (alone, or with its batch at
 COMMIT) runs again, ATTEMPTS times in all; units are database work only, so a second
-run is safe. Callers are answered after their batch's COMMIT, in the loop turn its
+run is safe. A unit that must take a lock other processes queue on (a budget row's, to
+grant its slot room) raises RunAlone when it shares a batch: it runs again in a
+transaction of its own, holding that lock for its few statements rather than for a
+whole batch. Callers are answered after their batch's COMMIT, in the loop turn its
 result arrives.
 """
 
@@ -48,6 +51,8 @@ class _Pending:
     future: asyncio.Future[Any]
     urgent: bool
     attempt: int = 1
+    #: Runs in a transaction of its own (it raised RunAlone in a batch).
+    alone: bool = False
 
 
 class Writers:
@@ -120,6 +125,10 @@ class Writers:
             if ok:
                 writer.settle(pending.future, True, value)
                 continue
+            if isinstance(value, errors.RunAlone) and not self._closed:
+                pending.alone = True
+                again.append(pending)
+                continue
             self._faults.failed(value)
             if _retryable(value) and pending.attempt < ATTEMPTS and not self._closed:
                 log.info("a write lost a %s; running it again", value.sqlstate)
@@ -134,12 +143,15 @@ class Writers:
 
 
 def _take(queue: deque[_Pending], size: int) -> list[_Pending]:
-    """Up to `size` waiting units, skipping those whose caller gave up before they ran."""
+    """Up to `size` waiting units, skipping those whose caller gave up before they ran;
+    a unit that must run alone is a batch of its own."""
     batch: list[_Pending] = []
-    while queue and len(batch) < size:
+    while queue and len(batch) < size and not (batch and queue[0].alone):
         pending = queue.popleft()
         if not pending.future.cancelled():
             batch.append(pending)
+            if pending.alone:
+                break
     return batch
 
 

@@ -12,7 +12,9 @@ budget row grants its slots room (the escrow pattern), and a slot's holds and sp
 counted in the slot's row, summed on read (budgets.current_sync, as item_counts are).
 A connection writes its own slot only (its backend pid on PostgreSQL, 0 on SQLite's one
 writer), so two writers meet only when a slot needs more room: its first hold in each
-budget and period, and the holds near the limit.
+budget and period, and the holds near the limit. Even then they wait only for each
+other's grant: a unit that must lock the budget row runs in a transaction of its own,
+never in a batch of other units that would hold the lock until all of them had run.
 
 Why the budget is never overspent, whatever the slots, the crashes or the pauses:
 - every slot keeps spent + held <= granted (a CHECK in the table): a hold is added only
@@ -37,7 +39,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from store import backend, sql
+from store import backend, errors, sql
 
 Q = sql.load("budget_slots")
 BQ = sql.load("budgets")
@@ -56,11 +58,11 @@ def hold_sync(conn: backend.Conn, key: Key, micros: int) -> bool:
     left. The row must be configured (budget_limits)."""
     if conn.execute(Q["add_hold"], {**key, "micros": micros}).fetchone():
         return True
-    budget = conn.execute(Q["lock_budget"], key).fetchone()
+    budget = _lock_budget(conn, key)
     if budget is None:  # the period's first hold opens its row; opening it as a rule
         # would also wait on every writer that changed the row (its unique check)
         conn.execute(BQ["ensure_row"], key)
-        budget = conn.execute(Q["lock_budget"], key).fetchone()
+        budget = _lock_budget(conn, key)
     left = budget["limit_micros"] - budget["granted_micros"]
     taken = 0
     if left < micros:
@@ -101,12 +103,20 @@ def grant_overrun_sync(conn: backend.Conn, claim_id: int, actual: int) -> None:
 def set_limit_sync(conn: backend.Conn, key: Key, limit_micros: int) -> bool:
     """Apply a new limit to an open row, only if what its slots use fits under it; a
     lowered limit first takes back every slot's unused room (waiting for locked slots)."""
-    budget = conn.execute(Q["lock_budget"], key).fetchone()
+    budget = _lock_budget(conn, key)
     taken = 0
     if budget["granted_micros"] > limit_micros:
         taken = _take_back(conn, key, Q["free_slots_waiting"])
     params = {**key, "limit_micros": limit_micros, "taken": taken}
     return conn.execute(Q["set_row_limit"], params).fetchone() is not None
+
+
+def _lock_budget(conn: backend.Conn, key: Key) -> Any:
+    """The budget row's limit and grants, the row locked until the unit commits. Other
+    workers' grants queue on this lock: a unit sharing a batch asks to run alone first."""
+    if backend.shares_transaction(conn):
+        raise errors.RunAlone(f"locks the budget row {key['scope']}/{key['period']}")
+    return conn.execute(Q["lock_budget"], key).fetchone()
 
 
 def _take_back(conn: backend.Conn, key: Key, query: str) -> int:

@@ -23,12 +23,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
 from store import backend, clock, db, errors, ledger
 from store.backends import migrate
 from store.ledger import budgets, claims, slots
 from store.ledger import settle as ledger_settle
+from store.ledger.machine import ClaimState
 from store.ledger.prices import Usage
 from tests import pg_databases
 from tests.store.test_ledger_trail import alert_rows
@@ -183,6 +185,41 @@ async def test_a_worker_paused_inside_a_transaction_holds_up_no_other(
         await stopped
     [row] = (await ledger.report(other, now)).budgets
     assert (row.spent_micros, row.held_micros) == (900 + 20 * 700, 1_000)
+
+
+async def test_a_grant_locks_the_budget_row_for_its_own_transaction_not_a_batch(
+    workers: Callable[[int], Any], url: str
+) -> None:
+    """A first hold, which grants its slot room under the budget row's lock, queued with
+    a slow unit: the batch's other units run while nobody else could grant if the lock
+    were held until the batch commits. Another worker may lock the row meanwhile."""
+    [worker] = await workers(1, writers=2)  # one lane for background units: one batch
+    now = _now()
+    await ledger.set_budget(worker, "global", "day", 1_000_000, "cli", now)
+    inside, probed = threading.Event(), threading.Event()
+
+    def slow(conn: backend.Conn) -> None:
+        if backend.shares_transaction(conn):  # the unit beside the grant, in its batch
+            inside.set()
+            probed.wait(WITHIN_S)
+
+    def row_free() -> bool:
+        with psycopg.connect(url, autocommit=True) as other:
+            try:
+                other.execute("SELECT 1 FROM budgets FOR NO KEY UPDATE NOWAIT")
+                return True
+            except psycopg.errors.LockNotAvailable:
+                return False
+            finally:
+                probed.set()
+
+    begun = asyncio.gather(_begin(worker, "first", 1_000, now), worker.write(slow))
+    assert await asyncio.to_thread(inside.wait, WITHIN_S)
+    assert await asyncio.to_thread(row_free)
+    work, _ = await asyncio.wait_for(begun, WITHIN_S)
+    assert work.state == ClaimState.RESERVED
+    [row] = (await ledger.report(worker, now)).budgets
+    assert row.held_micros == 1_000
 
 
 async def test_a_threshold_two_settlements_passed_together_is_alerted_by_the_sweep(

@@ -1,7 +1,8 @@
 """PostgreSQL's write lanes (store.backends.pg_writers): units that wait share a transaction, each
 caller hears its own outcome, a unit that loses a deadlock runs again without its
 batch, an operator's write does not queue behind a tick's batches, and statements run
-often are prepared unless that is turned off."""
+often are prepared unless that is turned off, and a unit that must take a lock other
+processes queue on runs in a transaction of its own."""
 
 from __future__ import annotations
 
@@ -109,6 +110,29 @@ async def test_a_unit_that_keeps_losing_deadlocks_is_told_so(store: db.Store) ->
         await store.write(always_losing)
     assert lost.value.sqlstate == "40P01"
     assert await store.write(inserting(1)) > 0  # the lanes go on
+
+
+async def test_a_unit_that_asks_to_run_alone_runs_in_a_transaction_of_its_own(
+    store: db.Store,
+) -> None:
+    """It raises RunAlone while it shares a batch: nothing of it is written there, the
+    others commit, and it runs again alone; its caller never hears of it."""
+    shared_runs = 0
+
+    def alone(conn: backend.Conn) -> int:
+        nonlocal shared_runs
+        if backend.shares_transaction(conn):
+            shared_runs += 1
+            raise errors.RunAlone("takes a lock other workers queue on")
+        return inserting(100)(conn)
+
+    units = [inserting(n) for n in range(10)] + [alone] + [inserting(n) for n in range(10, 20)]
+    outcomes = await asyncio.gather(*(store.write(unit) for unit in units))
+    its_own = outcomes.pop(10)
+    assert shared_runs > 0  # it was batched first
+    assert its_own not in outcomes
+    assert len(set(outcomes)) < len(outcomes)  # the others still shared transactions
+    assert await values(store) == [*range(20), 100]
 
 
 async def test_an_operators_write_does_not_wait_for_a_ticks_batches(
