@@ -1,7 +1,7 @@
 """Items per second through fetch, LLM draft, approval and dispatch, with 1, 2 and 4
 worker processes sharing one PostgreSQL database, and the same work on SQLite.
 
-    python -m bench scale [--items 2000] [--pipelines 8] [--template]
+    python -m bench scale [--items 2000] [--pipelines 8] [--template] [--reply-delay S]
 
 Each worker is its own process running the project's own parts as a `gatehouse run`
 worker does: the scheduler claims a pipeline's run (compare-and-set on its schedule
@@ -392,6 +392,10 @@ async def main(argv: list[str]) -> None:
         "--template", action="store_true", help="draft with the template, not the LLM"
     )
     parser.add_argument(
+        "--reply-delay", type=float, default=scale_llm.REPLY_DELAY_S,
+        help="seconds the fake LLM takes to answer (default %(default)s)",
+    )  # fmt: skip
+    parser.add_argument(
         "--by-statement", action="store_true", help="list PostgreSQL's statements per item"
     )
     parser.add_argument(
@@ -405,7 +409,7 @@ async def main(argv: list[str]) -> None:
         return
     per_pipeline = args.items // args.pipelines
     total = per_pipeline * args.pipelines
-    llm_server = FakeLLM(delay_s=scale_llm.REPLY_DELAY_S)
+    llm_server = FakeLLM(delay_s=args.reply_delay)
     with tempfile.TemporaryDirectory() as tmp, FeedServer() as feed, llm_server as llm:
         llm_url = None if args.template else llm.base_url
         folder = Path(tmp) / "pipelines"
@@ -435,6 +439,7 @@ async def main(argv: list[str]) -> None:
     figures: dict[str, Any] = {
         "bench": "scale",
         "drafter": "template" if args.template else "llm",
+        "reply_delay_s": None if args.template else args.reply_delay,
         "sqlite_items_per_s": round(sqlite.items_per_s),
         "pg_items_per_s": {k: round(v) for k, v in pg_rates.items()},
         **{

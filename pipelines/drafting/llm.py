@@ -5,11 +5,13 @@
 
 For the runtime, `choice.Drafters` picks each pipeline's drafter (pipelines/drafting/choice.py).
 
-One draft is: begin (key = pipeline, item, attempt and prompt version) holds the worst
-case; start_provider authorizes the one call; the call; then ONE transaction keeps the
-output (store/ledger/outputs.py) and settles the claim, or leaves it uncertain when the
-cost is unknown. Before any of that, a kept output of the item that no card showed
-(a crash after the answer, or a replay of a dropped item) is used with no new call.
+One draft is, within a turn of the model's client (`max_concurrent_calls` at once, so
+the drafts past it wait before anything is held): begin (key = pipeline, item, attempt
+and prompt version) holds the worst case; start_provider authorizes the one call; the
+call; then ONE transaction keeps the output (store/ledger/outputs.py) and settles the
+claim, or leaves it uncertain when the cost is unknown. Before any of that, a kept
+output of the item that no card showed (a crash after the answer, or a replay of a
+dropped item) is used with no new call.
 
 Resuming after a crash (the engine never drafts one item twice at once, so any claim
 it finds past reserve was left by a crash): reserved, even past its lease, is started
@@ -132,6 +134,12 @@ class LlmDrafter:
         return await self._draft(item, now, None)
 
     async def _draft(self, item: Item, now: datetime, note: str | None) -> drafters.DraftResult:
+        async with self._provider.turn():  # before the hold: the lease starts with the turn
+            return await self._draft_in_turn(item, self._later(now), note)
+
+    async def _draft_in_turn(
+        self, item: Item, now: datetime, note: str | None
+    ) -> drafters.DraftResult:
         prompt = drafting.render_prompt(self._template, drafters.draft_item(item))
         if note is not None:
             prompt = calls.with_note(prompt, note)

@@ -31,6 +31,12 @@ jitter, honouring `retry-after-ms` and `retry-after`, bounded by `max_retries` a
 `max_retry_wait_s` of total waiting. A read timeout or a connection dropped
 mid-response is not retried: the generation may still run and be billed, and a
 second call could spend past the one hold the ledger took.
+
+Turns: at most `max_concurrent_calls` callers hold a turn (`async with client.turn():`)
+at once, and the HTTP pool keeps as many connections, all reused. A drafter takes its
+turn before it holds any budget, so a claim's lease starts when its call may go; the
+others wait on the semaphore, not in the HTTP pool, whose bookkeeping on the event
+loop grows with every request queued in it times its connections.
 """
 
 from __future__ import annotations
@@ -178,7 +184,12 @@ class ProviderClient:
         self.settings = settings
         self._timeout = httpx.Timeout(settings.timeout_s, connect=settings.connect_timeout_s)
         self._owns_client = client is None
-        self._client = client if client is not None else httpclient.new(timeout=self._timeout)
+        turns = settings.max_concurrent_calls
+        self._turns = asyncio.Semaphore(turns)
+        if client is None:
+            limits = httpx.Limits(max_connections=turns, max_keepalive_connections=turns)
+            client = httpclient.new(timeout=self._timeout, limits=limits)
+        self._client = client
         self._sleep = sleep
         self._rng = rng if rng is not None else random.Random()
         self._now = now
@@ -194,6 +205,10 @@ class ProviderClient:
         """Close the HTTP client if this object created it."""
         if self._owns_client:
             await self._client.aclose()
+
+    def turn(self) -> asyncio.Semaphore:
+        """Held while a draft is made: `max_concurrent_calls` of them at once."""
+        return self._turns
 
     async def complete(
         self, system: str, prompt: str, *, max_tokens: int, json_output: bool = False

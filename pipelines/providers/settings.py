@@ -14,6 +14,9 @@ DEFAULT_MAX_REPLY_BYTES = 1024 * 1024
 #: whole; only an unusable reply is cut.
 DEFAULT_MAX_KEPT_CHARS = 40_000
 MIN_KEPT_CHARS = 20_000
+#: Drafts (and triage questions) of one model in flight at once in one process; the rest
+#: wait their turn before anything is held for them.
+DEFAULT_MAX_CONCURRENT_CALLS = 16
 
 #: The providers' own API hosts; any OpenAI-compatible server can stand in via base_url.
 DEFAULT_BASE_URLS = {
@@ -38,6 +41,7 @@ class ProviderSettings(BaseModel):
     max_retry_wait_s: float = Field(default=60, ge=0)
     max_reply_bytes: int = Field(default=DEFAULT_MAX_REPLY_BYTES, ge=1024)
     max_kept_chars: int = Field(default=DEFAULT_MAX_KEPT_CHARS, ge=MIN_KEPT_CHARS)
+    max_concurrent_calls: int = Field(default=DEFAULT_MAX_CONCURRENT_CALLS, ge=1, le=256)
     anthropic_version: str = "2023-06-01"
 
     @model_validator(mode="before")

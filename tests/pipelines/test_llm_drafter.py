@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import threading
 from collections.abc import AsyncIterator, Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -37,6 +39,8 @@ from tests.fakes.llm_server import FakeLLM
 PRICE = ledger_prices.Price(input_micros_per_mtok=1_000_000, output_micros_per_mtok=2_000_000)
 MODEL = "fake-1"
 SCHEMA = '{"type": "object", "required": ["title"], "properties": {"title": {"type": "string"}}}'
+#: Claims whose worst case is held in the budget.
+HOLDING = (ClaimState.RESERVED, ClaimState.STARTED)
 
 PIPELINE = """
 name: {name}
@@ -475,3 +479,38 @@ async def test_drafters_picks_each_pipelines_drafter_and_says_why(
     finally:
         await wired.aclose()
     assert result.provenance["drafter"] == "llm" and llm.calls == 1
+
+
+async def test_drafts_past_the_clients_turns_wait_before_anything_is_held(
+    store: db.Store, tmp_path: Path, feeds: FeedServer, client: httpx.AsyncClient, now: datetime
+) -> None:
+    """Twelve new items, three turns: no more than three calls in flight, and no more
+    than three claims holding budget at any moment (the others' leases have not begun)."""
+    entries = [(f"e{n}", f"Story {n}", f"Body {n}.") for n in range(12)]
+    feeds.set("/feed.xml", rss(entries))
+    in_flight, most_in_flight, most_held = 0, 0, 0
+    lock = threading.Lock()
+
+    def observe(event: str, _request: Any) -> None:
+        nonlocal in_flight, most_in_flight
+        with lock:
+            in_flight += 1 if event == "request" else -1
+            most_in_flight = max(most_in_flight, in_flight)
+
+    with FakeLLM(delay_s=0.1) as llm:
+        llm.observe = observe
+        async with providers.ProviderClient(
+            provider_settings(llm, max_concurrent_calls=3)
+        ) as provider:
+            rig = Rig(store, write_pipeline(tmp_path, feeds.url("/feed.xml")), provider, client)
+            await budget(store, now)
+            ticking = asyncio.ensure_future(rig.engine.tick("news", "schedule", now))
+            while not ticking.done():
+                held = [row for row in await claim_rows(store) if row[1] in HOLDING]
+                most_held = max(most_held, len(held))
+                await asyncio.sleep(0.01)
+            await ticking
+    assert llm.calls == 12
+    assert most_in_flight == 3 and 1 <= most_held <= 3
+    waiting = await items.in_state(store, State.AWAITING_APPROVAL, "news", limit=20)
+    assert len(waiting) == 12
