@@ -29,11 +29,12 @@ a backend at work): the table shows whether workers queue on a lock.
 
 SQLite takes the same work in one process (one process holds an SQLite store). The
 ratios are items/s with 2 and 4 workers over items/s with one. `pg_statements_per_item`
-counts the statements the workers' store connections sent (store.backends.pg.statements_sent:
-each a round trip, BEGIN, COMMIT, savepoints and NOTIFYs included, the workers' polling
-too, but not the bench's own look at how many items are dispatched; `--by-statement`
-lists them by name) and `cpu_ms_per_item` the CPU time of the workers and of a local
-server per item. With no
+counts the statements the workers' store connections sent (store.backends.pg_conn.statements_sent:
+BEGIN, COMMIT, savepoints and NOTIFYs included, the workers' polling too, but not the
+bench's own look at how many items are dispatched; `--by-statement` lists them by name),
+`pg_round_trips_per_item` the round trips that carried them (a BEGIN rides with the
+statement after it, NOTIFYs with their COMMIT), and `cpu_ms_per_item` the CPU time of
+the workers and of a local server per item. With no
 PostgreSQL server reachable (GATEHOUSE_TEST_DATABASE_URL, else the local one) it says
 why and skips; the last line is one JSON object either way.
 """
@@ -149,12 +150,13 @@ class Measured:
     server_cores: float
     #: PostgreSQL only, sampled: lock waits (all, and on the budget rows) and every wait.
     sampled: probes.Sampled = field(default_factory=probes.Sampled)
-    #: PostgreSQL only: statements the workers sent per item (each a round trip).
+    #: PostgreSQL only: statements the workers sent per item, and the round trips.
     statements_per_item: float = 0.0
+    round_trips_per_item: float = 0.0
     #: CPU milliseconds per item of the workers and of a local server.
     worker_cpu_ms: float = 0.0
     server_cpu_ms: float = 0.0
-    #: PostgreSQL only: `statements_per_item` by statement (store.backends.pg.statements_by_label).
+    #: PostgreSQL only: `statements_per_item` by statement (pg_conn.statements_by_label).
     by_statement: dict[str, float] = field(default_factory=dict)
 
 
@@ -196,6 +198,7 @@ async def measure(
                 raise RuntimeError(f"a worker ended with exit code {proc.exitcode}")
         elapsed = time.perf_counter() - started
         statements = probes.summed(sent.get(timeout=10) for _ in procs)
+        trips = statements.pop(probes.TRIPS, 0)
         sampling.set()
         sampled = await sampler
     finally:
@@ -209,6 +212,7 @@ async def measure(
     return Measured(
         total / elapsed, written / elapsed, cores, server, sampled,
         statements_per_item=sum(statements.values()) / total,
+        round_trips_per_item=trips / total,
         by_statement={label: n / total for label, n in statements.items()},
         worker_cpu_ms=cores * per_item_ms, server_cpu_ms=server * per_item_ms,
     )  # fmt: skip
@@ -226,6 +230,7 @@ def _line(found: Measured) -> str:
         line += f", {found.server_cpu_ms:.2f} ms in the server"
     if found.statements_per_item:
         line += f", {found.statements_per_item:.1f} statements sent"
+        line += f" in {found.round_trips_per_item:.1f} round trips"
     if found.sampled.waits:
         line += f"; some connection waited on a lock in {found.sampled.lock_waited:.0%} of samples"
         line += f", on a budget row in {found.sampled.budget_lock_waited:.1%}"
@@ -311,6 +316,9 @@ async def main(argv: list[str]) -> None:
         },
         "pg_statements_per_item": {
             k: round(found.statements_per_item, 1) for k, found in pg_found.items()
+        },
+        "pg_round_trips_per_item": {
+            k: round(found.round_trips_per_item, 1) for k, found in pg_found.items()
         },
         "pg_lock_waited": {k: round(found.sampled.lock_waited, 3) for k, found in pg_found.items()},
         "pg_budget_lock_waited": {

@@ -92,8 +92,12 @@ def children_cpu_s() -> float:
     return used.ru_utime + used.ru_stime
 
 
+#: The key under which a worker reports its round trips beside its statements.
+TRIPS = "(round trips)"
+
+
 def since(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
-    """Statements sent between two `store.backends.pg.statements_by_label()` readings."""
+    """Statements sent between two `store.backends.pg_conn.statements_by_label()` readings."""
     sent = {label: n - before.get(label, 0) for label, n in after.items()}
     return {label: n for label, n in sent.items() if n}
 

@@ -29,7 +29,7 @@ from pipelines.dispatch import dispatcher
 from pipelines.runs import engine
 from pipelines.service import scheduler, seal_loop
 from store import db, items, outbox
-from store.backends import pg
+from store.backends import pg_conn
 from store.cluster import heartbeats
 from store.intake import runs
 from store.machine import State
@@ -147,7 +147,8 @@ def child(store_cfg: db.StoreConfig, folder: Path, index: int, workers: int, tot
           llm_url: str | None, ready: Event, start: Event,
           sent: Queue[dict[str, int]]) -> None:  # fmt: skip
     """A worker process: open the store, say ready, wait for the start, work until done;
-    `sent` gets the statements it sent to PostgreSQL meanwhile, by statement."""
+    `sent` gets the statements it sent to PostgreSQL meanwhile, by statement, and the
+    round trips that carried them (under probes.TRIPS)."""
 
     async def go() -> None:
         store = await db.open(store_cfg)
@@ -156,9 +157,10 @@ def child(store_cfg: db.StoreConfig, folder: Path, index: int, workers: int, tot
             await worker.beat(utcnow())
             ready.set()
             await asyncio.to_thread(start.wait)
-            before = pg.statements_by_label()
+            before, trips = pg_conn.statements_by_label(), pg_conn.round_trips()
             await worker.run(total)
-            sent.put(probes.since(before, pg.statements_by_label()))
+            by_label = probes.since(before, pg_conn.statements_by_label())
+            sent.put({**by_label, probes.TRIPS: pg_conn.round_trips() - trips})
             if worker.finish_line is not None:
                 worker.finish_line.close()
         finally:

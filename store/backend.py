@@ -3,8 +3,8 @@
 Every unit is `fn(conn)`: it runs statements from `store/sql/<noun>.sql` with the
 store's `:name` parameters and reads rows by index or by column name. Two backends
 hand units a connection of this shape: SQLite (`store.backends.sqlite_store`, a sqlite3
-connection) and PostgreSQL (`store.backends.pg`, a psycopg connection behind `pg.Conn`).
-Which one runs is `StoreConfig.database_url`; nothing outside `store/` can tell.
+connection) and PostgreSQL (`store.backends.pg`, a psycopg connection behind
+`pg_conn.Conn`). Which one runs is `StoreConfig.database_url`; nothing outside `store/` can tell.
 
     def unit(conn: backend.Conn) -> int:
         return conn.execute(Q["count_in_state"], {"pipeline": p, "state": s}).fetchone()[0]

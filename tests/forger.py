@@ -12,7 +12,7 @@ import sqlite3
 from collections.abc import Iterator
 
 from store import backend, db
-from store.backends import pg
+from store.backends import pg_conn
 
 
 @contextlib.contextmanager
@@ -21,7 +21,7 @@ def raw(store: db.Store, *, triggers: bool = True) -> Iterator[backend.Conn]:
     triggers off for it alone, as a forger with the database's files or superuser would."""
     if store.dialect == "postgres":
         assert store.config.database_url
-        conn: backend.Conn = pg.connect(store.config.database_url)
+        conn: backend.Conn = pg_conn.connect(store.config.database_url)
         if not triggers:
             conn.execute("SET session_replication_role = replica")  # no trigger fires
     else:

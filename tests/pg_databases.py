@@ -19,7 +19,7 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 from psycopg import sql
 
-from store.backends import pg
+from store.backends import pg, pg_conn
 
 #: The server tests use: the environment's, or the local one (trust auth, user postgres).
 ADMIN_URL = os.environ.get(
@@ -78,7 +78,7 @@ class Server:
         """This run's database, migrated from the template; both dropped at the end."""
         template, run = f"{PREFIX}tpl_{os.getpid()}", f"{PREFIX}run_{os.getpid()}"
         try:
-            conn = pg.connect(self.create(template))
+            conn = pg_conn.connect(self.create(template))
             try:
                 pg.apply_migrations(conn)
             finally:

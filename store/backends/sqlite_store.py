@@ -49,7 +49,7 @@ FRAME_HEADER = 24
 class Row(sqlite3.Row):
     """A result row readable by column name that also equals the tuple of its values.
 
-    Every connection units run on hands these back, as `pg.Row` does on PostgreSQL,
+    Every connection units run on hands these back, as `pg_conn.Row` does on PostgreSQL,
     so a unit reads `row["state"]` on either backend without asking for it.
     """
 

@@ -61,7 +61,7 @@ def postgres_schema(admin_url: str = ADMIN_URL) -> str:
     """What `pg_dump --schema-only` says of a scratch database the migrations built."""
     import psycopg  # only this command and the PostgreSQL store need the driver
 
-    from store.backends import pg
+    from store.backends import pg, pg_conn
 
     pg_dump = shutil.which("pg_dump")
     if pg_dump is None:
@@ -76,7 +76,7 @@ def postgres_schema(admin_url: str = ADMIN_URL) -> str:
         admin.execute(f'CREATE DATABASE "{name}"'.encode())
         try:
             url = urlunsplit(urlsplit(admin_url)._replace(path=f"/{name}"))
-            conn = pg.connect(url)
+            conn = pg_conn.connect(url)
             try:
                 pg.apply_migrations(conn)
             finally:

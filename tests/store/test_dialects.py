@@ -14,7 +14,7 @@ import psycopg
 import pytest
 
 from store import db, errors, sql
-from store.backends import migrate, pg
+from store.backends import migrate, pg, pg_conn
 from store.intake import seen
 from store.sql import generate
 from tests import pg_databases
@@ -66,7 +66,7 @@ def _catalog(url: str) -> list[str]:
 def test_postgres_migrations_replay_to_its_canonical_schema(scratch: dict[str, str]) -> None:
     with psycopg.connect(scratch["canonical"], autocommit=True) as conn:
         conn.execute(generate.POSTGRES_SCHEMA.read_text().encode())
-    replayed = pg.connect(scratch["replayed"])
+    replayed = pg_conn.connect(scratch["replayed"])
     try:
         applied = pg.apply_migrations(replayed)
         assert pg.apply_migrations(replayed) == []  # applying again is a no-op
@@ -96,7 +96,7 @@ def test_a_failing_postgres_migration_leaves_nothing_behind(
     (tmp_path / "0002_bad.sql").write_text(
         "CREATE TABLE b (x BIGINT);\nINSERT INTO nowhere VALUES (1);"
     )
-    conn = pg.connect(scratch["failing"])
+    conn = pg_conn.connect(scratch["failing"])
     try:
         with pytest.raises(errors.MigrationError, match=r"0002_bad\.sql failed.*nowhere"):
             pg.apply_migrations(conn, tmp_path)
@@ -253,14 +253,14 @@ def test_a_database_sorting_text_by_language_is_named_at_start(
             f"CREATE DATABASE {name} TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en'"
         )
     try:
-        conn = pg.connect(pg_databases.url_for(pg_run_database.admin_url, name))
+        conn = pg_conn.connect(pg_databases.url_for(pg_run_database.admin_url, name))
         try:
             with caplog.at_level("WARNING", logger="store.backends.pg"):
                 assert pg._check_collation(conn) is False
             assert "does not sort text by code point" in caplog.text
         finally:
             conn.close()
-        conn = pg.connect(pg_run_database.run_url)
+        conn = pg_conn.connect(pg_run_database.run_url)
         try:
             assert pg._check_collation(conn) is True
         finally:

@@ -10,7 +10,7 @@ import psycopg
 import pytest
 
 from store import backend, db
-from store.backends import pg
+from store.backends import pg_conn
 from store.cluster import notify
 from tests import pg_databases
 
@@ -101,10 +101,15 @@ async def test_a_transaction_notifies_each_channel_once_at_commit(
     woken, other = listener.listen("outbox"), listener.listen("runs")
     marker = listener.listen("marker")
     await asyncio.sleep(2 * notify.POLL_S)  # the listener's LISTEN is in place
-    before, by_label = pg.statements_sent(), pg.statements_by_label()
+    before, by_label, trips = (
+        pg_conn.statements_sent(),
+        pg_conn.statements_by_label(),
+        pg_conn.round_trips(),
+    )
     await sender.write(_sending_many(["outbox", "outbox", "outbox"]))
-    assert pg.statements_sent() - before == 3  # BEGIN, one pg_notify, COMMIT
-    sent = {k: n - by_label.get(k, 0) for k, n in pg.statements_by_label().items()}
+    assert pg_conn.statements_sent() - before == 3  # BEGIN, one pg_notify, COMMIT
+    assert pg_conn.round_trips() - trips == 1  # none of their results is read: sent at once
+    sent = {k: n - by_label.get(k, 0) for k, n in pg_conn.statements_by_label().items()}
     assert {k: n for k, n in sent.items() if n} == {"BEGIN": 1, "notify.notify": 1, "COMMIT": 1}
     await asyncio.wait_for(woken.wait(), WAIT_S)
     woken.clear()

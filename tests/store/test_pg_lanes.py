@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from store import backend, db, errors
+from store.backends import pg_conn
 from tests import pg_databases
 
 #: The server refusing a statement as the loser of a deadlock (SQLSTATE 40P01).
@@ -133,6 +134,44 @@ async def test_a_unit_that_asks_to_run_alone_runs_in_a_transaction_of_its_own(
     assert its_own not in outcomes
     assert len(set(outcomes)) < len(outcomes)  # the others still shared transactions
     assert await values(store) == [*range(20), 100]
+
+
+async def test_begin_rides_with_the_first_statement_and_an_empty_transaction_sends_nothing(
+    store: db.Store,
+) -> None:
+    """BEGIN's result is never read: it shares the first statement's round trip. A unit
+    that sends no statement costs no round trip at all; a read opening a snapshot of its
+    own costs one for BEGIN and its first statement."""
+    trips, sent = pg_conn.round_trips(), pg_conn.statements_sent()
+    assert await store.write(inserting(7)) > 0
+    # BEGIN with the INSERT, then the SELECT, then COMMIT.
+    assert (pg_conn.round_trips() - trips, pg_conn.statements_sent() - sent) == (3, 4)
+    trips, sent = pg_conn.round_trips(), pg_conn.statements_sent()
+    await store.write(lambda conn: None)
+    assert (pg_conn.round_trips() - trips, pg_conn.statements_sent() - sent) == (0, 0)
+
+    def snapshot(conn: backend.Conn) -> list[int]:
+        conn.execute("BEGIN")
+        try:
+            return [row[0] for row in conn.execute("SELECT x FROM lane_t")]
+        finally:
+            conn.execute("COMMIT")
+
+    trips = pg_conn.round_trips()
+    assert await store.read(snapshot) == [7]
+    assert pg_conn.round_trips() - trips == 2
+
+
+async def test_a_failing_first_statement_is_told_and_rolled_back_with_its_begin(
+    store: db.Store,
+) -> None:
+    def failing(conn: backend.Conn) -> None:
+        conn.execute("INSERT INTO lane_t VALUES (CAST('not a number' AS INTEGER))")
+
+    with pytest.raises(errors.StoreError, match="not a number"):
+        await store.write(failing)
+    assert await store.write(inserting(8)) > 0
+    assert await values(store) == [8]
 
 
 async def test_an_operators_write_does_not_wait_for_a_ticks_batches(

@@ -16,7 +16,7 @@ import pytest
 from pipelines.service import seal_loop
 from store import backend, db, errors, items, outbox
 from store.audit import checkpoints, events, sealer
-from store.backends import pg
+from store.backends import pg_conn
 from tests import forger
 from tests.store import statements
 
@@ -245,10 +245,10 @@ async def test_a_pass_with_nothing_to_seal_is_one_read(store: db.Store, now: dat
     """No transaction, no lock of the head: the leader passes every 100 ms."""
     await written(store, now, 2)
     assert await sealer.seal(store) == 2
-    before = pg.statements_by_label()
+    before = pg_conn.statements_by_label()
     assert await sealer.seal(store) == 0
     if store.dialect == "postgres":
-        sent = {k: n - before.get(k, 0) for k, n in pg.statements_by_label().items()}
+        sent = {k: n - before.get(k, 0) for k, n in pg_conn.statements_by_label().items()}
         assert {k: n for k, n in sent.items() if n} == {"read events.any_unsealed": 1}
     await written(store, now, 1, tag="h")
     assert await sealer.seal(store) == 1
