@@ -103,8 +103,8 @@ _sent_lock = threading.Lock()
 
 
 def statements_sent() -> int:
-    """Statements this process's store connections sent to the server (each a round
-    trip; savepoints, COMMITs and NOTIFYs included): what `bench scale` counts."""
+    """Statements this process's store connections sent to the server (savepoints,
+    COMMITs and NOTIFYs included; `round_trips` counts the trips that carried them)."""
     with _sent_lock:
         return sum(_sent.values())
 
@@ -190,25 +190,22 @@ class Conn:
 
     def execute(self, query: str, parameters: Any = None, /) -> Cursor:
         word, _, rest = query.partition(" ")
-        ends = word in ("COMMIT", "ROLLBACK") and not rest.startswith("TO ")
-        if word == "BEGIN" and not rest:
-            self._track(query)
-            self._begun = True
-            return Cursor(self.raw.cursor())  # sent with the next statement
-        if ends and self._begun and not (word == "COMMIT" and self._channels):
-            self._track(query)  # the transaction sent nothing: nothing to end
-            self._begun = False
-            return Cursor(self.raw.cursor())
-        before = [notify.Q["notify"]] * len(self._channels) if word == "COMMIT" else []
-        channels = sorted(self._channels) if before else []
+        ending = word in ("COMMIT", "ROLLBACK") and not rest.startswith("TO ")
+        channels = sorted(self._channels) if word == "COMMIT" else []
         self._track(query)
-        first = ["BEGIN"] if self._begun else []
-        self._begun = False
-        _count([*first, *before, query], self._reader)
-        if not first and not before:
+        if word == "BEGIN" and not rest:
+            self._begun = True  # sent with the transaction's first statement
+            return Cursor(self.raw.cursor())
+        if ending and self._begun and not channels:
+            self._begun = False  # the transaction sent nothing: nothing to end
+            return Cursor(self.raw.cursor())
+        begin, self._begun = self._begun, False
+        notifies = [notify.Q["notify"]] * len(channels)
+        _count([*(["BEGIN"] if begin else []), *notifies, query], self._reader)
+        if not begin and not channels:
             return Cursor(self._send(query, parameters))
         with self.raw.pipeline():
-            if first:
+            if begin:
                 self.raw.execute("BEGIN")
             for channel in channels:
                 self._send(notify.Q["notify"], {"channel": channel})

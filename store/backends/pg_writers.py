@@ -125,9 +125,12 @@ class Writers:
             if ok:
                 writer.settle(pending.future, True, value)
                 continue
-            if isinstance(value, errors.RunAlone) and not self._closed:
-                pending.alone = True
-                again.append(pending)
+            if isinstance(value, errors.RunAlone):  # never its caller's to hear
+                if self._closed:
+                    writer.settle(pending.future, False, errors.Closed())
+                else:
+                    pending.alone = True
+                    again.append(pending)
                 continue
             self._faults.failed(value)
             if _retryable(value) and pending.attempt < ATTEMPTS and not self._closed:
