@@ -48,6 +48,7 @@ from bot.process import control, logs, startup, storage_alarm
 from bot.web import api, metrics
 from pipelines import httpclient
 from pipelines.approval import card_trail, nudges
+from pipelines.audit import trust as audit_trust
 from pipelines.audit import witness as audit_witness
 from pipelines.dispatch import dispatcher
 from pipelines.drafting import choice
@@ -351,12 +352,19 @@ def runtime_config(cfg: settings_mod.Settings, application: App) -> runtime_mod.
             nudges.worker,
             *listeners(cfg),
         ),
-        duties=(audit_witness.worker, triage_digest.worker),
+        duties=(_witness(cfg), triage_digest.worker),
         max_items_per_tick=cfg.engine.max_items_per_tick,
         lease_ttl=timedelta(seconds=cfg.cluster.lease_ttl_s),
         dispatch_lease=timedelta(seconds=cfg.cluster.dispatch_lease_s),
         max_seal_delay=timedelta(seconds=cfg.audit.max_seal_delay_s),
     )
+
+
+def _witness(cfg: settings_mod.Settings) -> runtime_mod.Worker:
+    """The audit witness, with the deployment key when the workers share a secret to
+    derive it from (each leader's key then verifies on every worker)."""
+    secret = settings_mod.deployment_secret(cfg)
+    return audit_witness.make_worker(audit_trust.deployment_key(secret) if secret else None)
 
 
 def listeners(cfg: settings_mod.Settings) -> list[runtime_mod.Worker]:

@@ -335,3 +335,12 @@ def store_config(cfg: Settings) -> db.StoreConfig:
         database_url=cfg.database_url.get_secret_value() if cfg.database_url else None,
         prepared_statements=cfg.store.prepared_statements,
     )
+
+
+def deployment_secret(cfg: Settings) -> str | None:
+    """What the deployment key is derived from: the buttons' secret when set, else the
+    bot token (every worker of a deployment holds the same; None: neither is set)."""
+    for held in (cfg.telegram.callback_secret, cfg.telegram.token):
+        if held is not None and held.get_secret_value():
+            return held.get_secret_value()
+    return None

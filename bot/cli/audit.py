@@ -3,11 +3,15 @@ and print the public key that checks it.
 
     gatehouse audit verify [--public-key KEY ...]            the store's chain and its newest
                                   signed checkpoint (exit 1 if broken or not signed by the
-                                  data directory's key or a KEY given)
+                                  data directory's key, a worker's key the deployment key
+                                  endorsed, or a KEY given)
     gatehouse audit export [--since DATE] [--format jsonl|csv] [--out FILE]
     gatehouse audit verify --export FILE --public-key KEY    offline: no store, no bot
                                   [--public-key OLD ...]    each key the checkpoints name
     gatehouse audit key                                      the public key (ed25519:<base64>)
+
+The deployment key (pipelines.audit.trust) is derived from GATEHOUSE_TELEGRAM__CALLBACK_SECRET,
+else GATEHOUSE_TELEGRAM__TOKEN: what every worker of a deployment already shares.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
@@ -82,16 +86,20 @@ def run(cfg: settings_mod.Settings, args: argparse.Namespace, read: Read) -> int
         return _export(cfg, args, read)
     if args.export is not None:
         return _verify_export(args)
-    signature = _signature_check(cfg, args.public_key or [])
-    report = read(cfg, lambda store: operations.audit(store, signature))
+    check = _signature_check(cfg, args.public_key or [])
+    report = read(cfg, check)
     cli_output.emit(args, report, lambda: cli_output.audit(report))
     return 0 if report.ok else 1
 
 
-def _signature_check(cfg: settings_mod.Settings, given: list[str]) -> events.SignatureCheck:
-    """The newest checkpoint's signature is checked with the data directory's own key and
-    any --public-key given (another leader's, or the key before a restore)."""
+def _signature_check(
+    cfg: settings_mod.Settings, given: list[str]
+) -> Callable[[Any], Awaitable[events.ChainReport]]:
+    """The verify in place: the newest checkpoint's signature is checked with the data
+    directory's own key, every worker's key the deployment key endorsed (another leader's)
+    and any --public-key given (a key before a restore, or a worker gone since)."""
     from pipelines.audit import keys as audit_keys
+    from pipelines.audit import trust
 
     try:
         publics = [audit_keys.parse_public(_key_text(text)) for text in given]
@@ -100,7 +108,15 @@ def _signature_check(cfg: settings_mod.Settings, given: list[str]) -> events.Sig
         raise operations.Invalid(str(exc)) from None
     except OSError as exc:
         raise operations.Invalid(f"cannot read {exc.filename}: {exc.strerror or exc}") from None
-    return audit_keys.checkpoint_check(publics + ([local] if local else []))
+    secret = settings_mod.deployment_secret(cfg)
+    deployment = trust.deployment_key(secret).public_key() if secret else None
+
+    async def verify(store: Any) -> events.ChainReport:
+        keys = publics + ([local] if local else [])
+        signature = await trust.signature_check(store, keys, deployment)
+        return await operations.audit(store, signature)
+
+    return verify
 
 
 def _export(cfg: settings_mod.Settings, args: argparse.Namespace, read: Read) -> int:

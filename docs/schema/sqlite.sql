@@ -394,3 +394,12 @@ CREATE TABLE budget_slots (
     PRIMARY KEY (scope, period, period_start, slot),
     FOREIGN KEY (scope, period, period_start) REFERENCES budgets (scope, period, period_start)
 ) WITHOUT ROWID;
+
+CREATE TABLE audit_signers (
+    key_id        TEXT PRIMARY KEY,
+    public_key    TEXT NOT NULL,
+    endorsed_by   TEXT NOT NULL,
+    endorsement   TEXT NOT NULL,
+    worker        TEXT NOT NULL,
+    registered_at INTEGER NOT NULL
+);

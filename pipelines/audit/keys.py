@@ -6,6 +6,9 @@
     audit_keys.check(public, message, signature)    # False for a forged or altered checkpoint
     audit_keys.checkpoint_check([public, ...])      # for `events.verify_chain` in the store
 
+Each worker has its own key; pipelines.audit.trust says which other workers' keys a
+verify trusts.
+
 The private key never leaves the data directory and is never logged; the public key is
 what an auditor keeps elsewhere to check an export offline.
 """
@@ -16,7 +19,7 @@ import base64
 import binascii
 import hashlib
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from cryptography.exceptions import InvalidSignature
@@ -123,13 +126,19 @@ def check(public: ed25519.Ed25519PublicKey, message: bytes, signature: str) -> b
     return True
 
 
-def checkpoint_check(publics: Sequence[ed25519.Ed25519PublicKey]) -> events.SignatureCheck:
+def checkpoint_check(
+    publics: Sequence[ed25519.Ed25519PublicKey], refused: Mapping[str, str] | None = None
+) -> events.SignatureCheck:
     """A check of a checkpoint's signature with these keys: the key its `key_id` names
-    must be one of them, and must have signed exactly its event, hash and time."""
+    must be one of them, and must have signed exactly its event, hash and time.
+    `refused` says why a key seen but not trusted (by its id) is not."""
     by_id = {key_id(public): public for public in publics}
+    refused = refused or {}
 
     def problem(event_id: int, hash_: str, signed_at: int, kid: str, signature: str) -> str | None:
         public = by_id.get(kid)
+        if public is None and kid in refused:
+            return f"its signed checkpoint names key {kid[:16]!r}, not trusted: {refused[kid]}"
         if public is None:
             known = ", ".join(by_id) or "none: no audit-signing.key in the data directory"
             return (

@@ -2,27 +2,34 @@
 head to the operators' chat: a witness outside this machine, so rewriting history would
 mean rewriting the chat too.
 
-    RuntimeConfig(..., duties=(witness.worker, ...))
+    RuntimeConfig(..., duties=(witness.make_worker(deployment_key), ...))
+    RuntimeConfig(..., duties=(witness.worker, ...))     # one worker: no deployment key
 
 A leader duty: among workers sharing a store, only the leader signs and posts, so no
 two sign the same head. The key is the signing worker's data directory's
-(pipelines.audit.keys); each checkpoint names its key by key_id. Each pass signs the
-head if it moved since the last checkpoint; the first pass of each UTC day also queues
-one message with the signed head (an outbox alert with a per-day key, so a restart
-posts no second).
+(pipelines.audit.keys); each checkpoint names its key by key_id. A leader first stores
+its public key endorsed by the deployment key (pipelines.audit.trust), so a verify on
+any other worker trusts what it signs; a key new to the store is announced in the
+operators' chat once, so a key nobody expected is seen. Each pass signs the head if it
+moved since the last checkpoint; the first pass of each UTC day also queues one message
+with the signed head (an outbox alert with a per-day key, so a restart posts no second).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import socket
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
 from pipelines.audit import keys as audit_keys
+from pipelines.audit import trust
 from pipelines.service import workers
 from store import backend, outbox, units
-from store.audit import checkpoints, sealer
+from store.audit import checkpoints, sealer, signers
 from store.db import Store
 
 log = logging.getLogger(__name__)
@@ -60,11 +67,53 @@ async def sign(
     return await store.write(unit)
 
 
+def key_text(signer: signers.Signer) -> str:
+    """The chat's word on a key new to the store: who signs with it, and whose key
+    vouches for it; one line, plain text."""
+    return (
+        f"🔑 a new audit signing key {signer.key_id[:8]}… from {signer.worker}, endorsed "
+        f"by the deployment key {signer.endorsed_by[:8]}…: it signs the chain's head "
+        "while that worker leads (gatehouse audit verify trusts it on every worker)"
+    )
+
+
+async def register(store: Store, deployment: Any, key: Any, now: datetime) -> signers.Signer:
+    """Store this worker's public key endorsed by the deployment key, and announce it in
+    the chat the first time (a per-key alert key: a restart announces nothing again)."""
+    signer = trust.endorse(deployment, key, f"{socket.gethostname()}:{os.getpid()}", now)
+
+    def unit(conn: backend.Conn) -> None:
+        if signers.register_sync(conn, signer):
+            alert = f"audit-key:{signer.key_id}"
+            outbox.alert_sync(conn, key_text(signer), now, key=alert, level="info")
+
+    await store.write(unit)
+    return signer
+
+
+def make_worker(deployment: Any | None) -> Callable[[Any, asyncio.Event], Awaitable[None]]:
+    """The witness duty; with a deployment key, each leader registers its own key first
+    (without one, only the data directory that signed can verify in place)."""
+
+    async def duty(runtime: Any, stop: asyncio.Event) -> None:
+        await _witness(runtime, stop, deployment)
+
+    return duty
+
+
 async def worker(runtime: Any, stop: asyncio.Event) -> None:
+    """The witness without a deployment key (one worker, or a test of signing alone)."""
+    await _witness(runtime, stop, None)
+
+
+async def _witness(runtime: Any, stop: asyncio.Event, deployment: Any | None) -> None:
     """Sign every SIGN_EVERY_S, and once more when the leader stands down (after its
     other duties and the engine have ended, its lease still held; after a lost lease
     another leader signs); post the first head of each day."""
     key = audit_keys.load_or_create(runtime.store.config.data_dir)
+    if deployment is not None:
+        # Before the first signature: a checkpoint must never name a key not yet stored.
+        await register(runtime.store, deployment, key, runtime.now())
 
     async def at_shutdown() -> None:
         # Nothing of this process writes any more: the head signed is the newest event.
