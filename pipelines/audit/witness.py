@@ -68,22 +68,24 @@ async def sign(
 
 
 def key_text(signer: signers.Signer) -> str:
-    """The chat's word on a key new to the store: who signs with it, and whose key
-    vouches for it; one line, plain text."""
+    """The chat's word on a key joining those of the deployment: who signs with it, and
+    whose key vouches for it; one line, plain text."""
     return (
-        f"🔑 a new audit signing key {signer.key_id[:8]}… from {signer.worker}, endorsed "
-        f"by the deployment key {signer.endorsed_by[:8]}…: it signs the chain's head "
-        "while that worker leads (gatehouse audit verify trusts it on every worker)"
+        f"🔑 another worker's audit signing key: {signer.key_id[:8]}… from {signer.worker}, "
+        f"endorsed by the deployment key {signer.endorsed_by[:8]}…; it signs the chain's "
+        "head while that worker leads, and gatehouse audit verify trusts it on every worker"
     )
 
 
 async def register(store: Store, deployment: Any, key: Any, now: datetime) -> signers.Signer:
-    """Store this worker's public key endorsed by the deployment key, and announce it in
-    the chat the first time (a per-key alert key: a restart announces nothing again)."""
+    """Store this worker's public key endorsed by the deployment key. A key joining other
+    keys is announced in the chat, once (a per-key alert key), so an operator sees every
+    key that may sign; the deployment's first key is in the day's head post already."""
     signer = trust.endorse(deployment, key, f"{socket.gethostname()}:{os.getpid()}", now)
 
     def unit(conn: backend.Conn) -> None:
-        if signers.register_sync(conn, signer):
+        others = [row for row in signers.all_sync(conn) if row.key_id != signer.key_id]
+        if signers.register_sync(conn, signer) and others:
             alert = f"audit-key:{signer.key_id}"
             outbox.alert_sync(conn, key_text(signer), now, key=alert, level="info")
 

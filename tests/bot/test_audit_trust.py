@@ -57,16 +57,22 @@ def worker_config(tmp_path: Path, name: str, url: str) -> runtime.RuntimeConfig:
 
 async def verify(tmp_path: Path, name: str, url: str) -> tuple[int, str]:
     """`gatehouse audit verify` as an operator runs it on worker `name`."""
+    settings = {"DATABASE_URL": url, "TELEGRAM__TOKEN": TOKEN}
+    return await verify_in(tmp_path / name, tmp_path / "pipelines", settings)
+
+
+async def verify_in(
+    data_dir: Path, pipelines_dir: Path, settings: dict[str, str]
+) -> tuple[int, str]:
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("GATEHOUSE_")},
-        "GATEHOUSE_DATA_DIR": str(tmp_path / name),
-        "GATEHOUSE_PIPELINES_DIR": str(tmp_path / "pipelines"),
-        "GATEHOUSE_DATABASE_URL": url,
-        "GATEHOUSE_TELEGRAM__TOKEN": TOKEN,
+        "GATEHOUSE_DATA_DIR": str(data_dir),
+        "GATEHOUSE_PIPELINES_DIR": str(pipelines_dir),
+        **{f"GATEHOUSE_{name}": value for name, value in settings.items()},
     }
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "bot.cli", "audit", "verify",
-        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        cwd=data_dir.parent, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
     )  # fmt: skip
     out, _ = await proc.communicate()
     assert proc.returncode is not None
@@ -123,8 +129,10 @@ async def test_verify_is_ok_on_every_worker_after_a_change_of_leader(
             assert code == 0 and text.startswith("ok:"), text
         stored = {row.key_id for row in await store.read(signers.all_sync)}
         assert stored == {a_key, newest.key_id}
-        for kid in stored:  # each new key announced in the operators' chat
-            assert await outbox.queued(store, f"audit-key:{kid}")
+        # The key that joined is announced in the operators' chat; the first one was not
+        # (the day's head post names it).
+        assert await outbox.queued(store, f"audit-key:{newest.key_id}")
+        assert not await outbox.queued(store, f"audit-key:{a_key}")
 
         foreign = ed25519.Ed25519PrivateKey.generate()
         await forged_head(store, now, foreign)
@@ -143,3 +151,31 @@ async def test_verify_is_ok_on_every_worker_after_a_change_of_leader(
         for worker in others:
             await worker.stop()
         await store.close()
+
+
+async def test_a_stored_key_is_trusted_only_with_the_secret_it_was_endorsed_under(
+    data_dir: Path, tmp_path: Path, now: datetime
+) -> None:
+    """One store (SQLite), a checkpoint by another worker's key, endorsed under the token:
+    verify trusts it with that token, not without a secret, and not under another
+    callback secret (which, when set, is what the deployment key is derived from)."""
+    (tmp_path / "pipelines").mkdir()
+    other = ed25519.Ed25519PrivateKey.generate()
+    store = await db.open(db.StoreConfig(data_dir=data_dir))
+    try:
+        await witness.register(store, trust.deployment_key(TOKEN), other, now)
+        await forged_head(store, now, other)
+    finally:
+        await store.close()
+
+    async def run(**settings: str) -> tuple[int, str]:
+        return await verify_in(data_dir, tmp_path / "pipelines", settings)
+
+    code, text = await run(TELEGRAM__TOKEN=TOKEN)
+    assert code == 0 and text.startswith("ok:"), text
+    code, text = await run()
+    assert code == 1 and "no deployment secret is set here" in text, text
+    code, text = await run(TELEGRAM__TOKEN=TOKEN, TELEGRAM__CALLBACK_SECRET="another")
+    assert code == 1 and "does not check with this deployment's key" in text, text
+    code, text = await run(TELEGRAM__CALLBACK_SECRET=TOKEN)
+    assert code == 0 and text.startswith("ok:"), text
