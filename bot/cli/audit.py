@@ -49,8 +49,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--public-key",
         action="append",
         help="verify: ed25519:<base64>, or a file with it; once per key the checkpoints "
-        "name (a store restored under a new key: the old one too; another leader's). "
-        "In place, the data directory's own key is used as well",
+        "name (a store restored under a new key: the old one too). In place, the data "
+        "directory's own key and every worker's key the deployment key endorsed are "
+        "used as well",
     )
     parser.add_argument("--since", type=since_arg, help="export: events from this UTC date on")
     parser.add_argument(
