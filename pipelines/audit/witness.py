@@ -9,7 +9,7 @@ A leader duty: among workers sharing a store, only the leader signs and posts, s
 two sign the same head. The key is the signing worker's data directory's
 (pipelines.audit.keys); each checkpoint names its key by key_id. A leader first stores
 its public key endorsed by the deployment key (pipelines.audit.trust), so a verify on
-any other worker trusts what it signs; a key new to the store is announced in the
+any other worker trusts what it signs; a key joining others is announced in the
 operators' chat once, so a key nobody expected is seen. Each pass signs the head if it
 moved since the last checkpoint; the first pass of each UTC day also queues one message
 with the signed head (an outbox alert with a per-day key, so a restart posts no second).
@@ -25,6 +25,8 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
+from cryptography.hazmat.primitives.asymmetric import ed25519
+
 from pipelines.audit import keys as audit_keys
 from pipelines.audit import trust
 from pipelines.service import workers
@@ -33,6 +35,9 @@ from store.audit import checkpoints, sealer, signers
 from store.db import Store
 
 log = logging.getLogger(__name__)
+
+#: The deployment key (pipelines.audit.trust), which endorses each leader's key.
+Deployment = ed25519.Ed25519PrivateKey
 
 #: Seconds between two signatures of the chain head (when it moved).
 SIGN_EVERY_S = 600.0
@@ -77,7 +82,9 @@ def key_text(signer: signers.Signer) -> str:
     )
 
 
-async def register(store: Store, deployment: Any, key: Any, now: datetime) -> signers.Signer:
+async def register(
+    store: Store, deployment: Deployment, key: ed25519.Ed25519PrivateKey, now: datetime
+) -> signers.Signer:
     """Store this worker's public key endorsed by the deployment key. A key joining other
     keys is announced in the chat, once (a per-key alert key), so an operator sees every
     key that may sign; the deployment's first key is in the day's head post already."""
@@ -93,7 +100,7 @@ async def register(store: Store, deployment: Any, key: Any, now: datetime) -> si
     return signer
 
 
-def make_worker(deployment: Any | None) -> Callable[[Any, asyncio.Event], Awaitable[None]]:
+def make_worker(deployment: Deployment | None) -> Callable[[Any, asyncio.Event], Awaitable[None]]:
     """The witness duty; with a deployment key, each leader registers its own key first
     (without one, only the data directory that signed can verify in place)."""
 
@@ -108,7 +115,7 @@ async def worker(runtime: Any, stop: asyncio.Event) -> None:
     await _witness(runtime, stop, None)
 
 
-async def _witness(runtime: Any, stop: asyncio.Event, deployment: Any | None) -> None:
+async def _witness(runtime: Any, stop: asyncio.Event, deployment: Deployment | None) -> None:
     """Sign every SIGN_EVERY_S, and once more when the leader stands down (after its
     other duties and the engine have ended, its lease still held; after a lost lease
     another leader signs); post the first head of each day."""
