@@ -73,12 +73,12 @@ async def sign(
 
 
 def key_text(signer: signers.Signer) -> str:
-    """The chat's word on a key joining those of the deployment: who signs with it, and
+    """The chat's word on a key joining those the store held: who signs with it, and
     whose key vouches for it; one line, plain text."""
     return (
-        f"🔑 another worker's audit signing key: {signer.key_id[:8]}… from {signer.worker}, "
-        f"endorsed by the deployment key {signer.endorsed_by[:8]}…; it signs the chain's "
-        "head while that worker leads, and gatehouse audit verify trusts it on every worker"
+        f"🔑 a new audit signing key, {signer.key_id[:8]}… from {signer.worker} (another "
+        "worker, or a data directory whose key was made anew), endorsed by the deployment "
+        f"key {signer.endorsed_by[:8]}…: gatehouse audit verify trusts it on every worker"
     )
 
 
