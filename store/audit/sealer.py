@@ -9,7 +9,7 @@ order the events were written, in one transaction, so a crash leaves the whole b
 sealed or none of it. On SQLite the batch is one more unit in the writer's queue.
 
 Only the leader seals, but a deposed leader may still be finishing a batch: each
-sealer first locks the sealed head (`lock_head`, a row lock on PostgreSQL), then reads
+sealer first takes the sealing lock (`lock_head`, an advisory lock on PostgreSQL), then reads
 the head and the unsealed events afresh, so the second seals after the first. The
 unique index on `seq` stays as the last guard: a fork of the chain cannot commit.
 """

@@ -252,3 +252,23 @@ async def test_a_pass_with_nothing_to_seal_is_one_read(store: db.Store, now: dat
         assert {k: n for k, n in sent.items() if n} == {"read events.any_unsealed": 1}
     await written(store, now, 1, tag="h")
     assert await sealer.seal(store) == 1
+
+
+async def test_two_sealers_at_once_never_conflict_even_on_an_empty_chain(
+    dialect: str, store_config: db.StoreConfig, now: datetime
+) -> None:
+    """A leader's sealer and its witness (or a deposed leader's sealer) seal at the same
+    moment from their own connections: the second waits for the first and seals after it,
+    also before the chain has any sealed head to lock."""
+    if dialect != "postgres":
+        pytest.skip("one SQLite writer runs one sealing unit at a time")
+    stores = [await db.open(store_config) for _ in range(2)]
+    try:
+        for round_ in range(8):
+            await written(stores[0], now, 20, tag=f"r{round_}-")
+            sealed = await asyncio.gather(*(sealer.seal(s) for s in stores))
+            assert sum(sealed) == 20
+        assert await events.verify_chain(stores[0]) == events.ChainReport(160, None, 0, None)
+    finally:
+        for opened in stores:
+            await opened.close()

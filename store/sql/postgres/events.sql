@@ -1,8 +1,10 @@
 -- name: lock_head
--- Take the newest sealed event for this sealer alone until it commits: a deposed
--- leader's sealer and the new one's then seal one after the other, the second from the
--- head the first left. Writers never touch sealed rows, so they never wait on this.
-SELECT seq FROM events WHERE seq IS NOT NULL ORDER BY seq DESC LIMIT 1 FOR UPDATE
+-- Seal for this sealer alone until it commits: a deposed leader's sealer, the new one's
+-- and the witness seal one after the other, the second from the head the first left.
+-- An advisory lock, not a row lock on the head: a chain with no sealed event has no row
+-- to lock, and a head sealed meanwhile is a new row the waiter never locked. Writers
+-- never take it, so they never wait on this. The key spells "gh-seals".
+SELECT pg_advisory_xact_lock(7451255557129858163)
 
 -- name: seal
 -- Seal a batch of events in one statement, each once (the trigger allows no other
