@@ -359,8 +359,15 @@ class ProviderClient:
         try:
             body = json.loads(text)
             reply = wire.parse_reply(self.settings.kind, body, self.settings.model)
-        except ValueError as exc:  # json.JSONDecodeError is a ValueError
-            what = "not JSON" if isinstance(exc, json.JSONDecodeError) else self._scrub(str(exc))
+        except (ValueError, RecursionError) as exc:  # json.JSONDecodeError is a ValueError
+            # Besides JSONDecodeError: an integer past int_max_str_digits is a plain
+            # ValueError, and JSON nested past the recursion limit a RecursionError.
+            if isinstance(exc, json.JSONDecodeError):
+                what = "not JSON"
+            elif isinstance(exc, RecursionError):
+                what = "JSON nested too deeply"
+            else:
+                what = self._scrub(str(exc)[: wire.ERROR_DETAIL_CHARS])
             raw = self._scrub(text)
             return _Failure(
                 f"HTTP {status} from {self._host} but the body is unusable: {what}",

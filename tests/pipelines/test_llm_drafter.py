@@ -514,3 +514,35 @@ async def test_drafts_past_the_clients_turns_wait_before_anything_is_held(
     assert most_in_flight == 3 and 1 <= most_held <= 3
     waiting = await items.in_state(store, State.AWAITING_APPROVAL, "news", limit=20)
     assert len(waiting) == 12
+
+
+@pytest.mark.parametrize(
+    ("reply", "message"),
+    [
+        # Python refuses to read an integer of more than 4,300 digits: a plain ValueError.
+        ('{"title": ' + "7" * 5000 + "}", "not usable JSON: Exceeds the limit (4300 digits)"),
+        ('{"title": ' + "[" * 5000 + "]" * 5000 + "}", "not usable JSON: it is nested too deeply"),
+    ],
+)
+async def test_every_reply_that_fails_to_parse_is_invalid_output_with_its_claim_settled(
+    store: db.Store,
+    rig_for: Any,
+    llm: FakeLLM,
+    now: datetime,
+    caplog: pytest.LogCaptureFixture,
+    reply: str,
+    message: str,
+) -> None:
+    rig = rig_for(schema=SCHEMA)
+    await budget(store, now)
+    llm.queue_reply(reply)
+    item = await rig.tick(now)
+    assert item.state == State.FAILED and item.reason is not None
+    assert item.reason.startswith(f"invalid_output: the output is {message}")
+    [(claim_id, state)] = await claim_rows(store)
+    claim = await ledger.get(store, claim_id)
+    assert state == ClaimState.SETTLED and claim.actual_micros is not None
+    assert claim.actual_micros > 0  # a paid reply, settled at its cost
+    kept = await llm_outputs.get(store, claim_id)
+    assert kept is not None and kept.text == reply and kept.error is not None
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]  # no traceback
