@@ -51,9 +51,11 @@ def prompt_version(template: str) -> str:
     return hashlib.sha256(template.encode()).hexdigest()
 
 
-def claim_key(pipeline: str, item_id: int, attempt: int, version: str) -> str:
-    """The idempotency key of one draft attempt; a replay (attempt + 1) gets a new one."""
-    return f"{pipeline}:{item_id}:{attempt}:{version}"
+def claim_key(pipeline: str, item_id: int, attempt: int, version: str, attempt_try: int = 0) -> str:
+    """The idempotency key of one draft attempt; a replay (attempt + 1) gets a new one,
+    and so does each try after the provider answered the last with an error."""
+    again = f":r{attempt_try}" if attempt_try else ""
+    return f"{pipeline}:{item_id}:{attempt}:{version}{again}"
 
 
 def max_input_tokens(system: str, prompt: str) -> int:

@@ -39,7 +39,12 @@ pipelines.drafting.replies):
   still used, and the card says so;
 - ProviderNotCalled / ProviderRejected: nothing was generated, so the claim settles at
   0 (the hold is released: a started claim can only end settled or uncertain);
-- ProviderUncertain (timeout after sending, 5xx): uncertain; the item fails (`provider`);
+- ProviderErrorAnswer (an HTTP error answer after the retries: 5xx, 429...): not
+  charged, so settled at 0 with the answer as evidence; the item waits in drafting
+  (`drafters.AskAgain`) and its next run begins the attempt's next try (a new key);
+- ProviderUncertain (no reply within the timeout after sending, a connection lost
+  mid-reply, a 5xx from a provider that bills errors): uncertain; the item fails
+  (`provider`);
 - ProviderBadOutput (2xx with an unusable body): charged but the usage is unreadable, so
   uncertain; the item fails (`invalid_output`) with the body kept;
 - ProviderTooLarge (2xx past max_reply_bytes, not read): charged, so settled at the
@@ -74,6 +79,8 @@ log = logging.getLogger(__name__)
 
 #: Earlier attempts whose unshown output a replay may reuse (the newest claim decides).
 REUSE_LOOKBACK = 10
+#: Tries of one attempt at most, each after the provider answered the last with an error.
+MAX_TRIES = 50
 NO_BUDGET_NOTE = "no budget configured: template drafter used"
 
 
@@ -218,13 +225,28 @@ class LlmDrafter:
         )
 
     async def _begin(self, item: Item, prompt: str, now: datetime) -> claims.Work:
+        """The claim of this attempt's current try: a try the provider answered with an
+        HTTP error settled at zero, and the next one begins (no try is ever paid twice)."""
+        for attempt_try in range(MAX_TRIES):
+            work = await self._begin_try(item, prompt, now, attempt_try)
+            if not work.replayed or work.state != ClaimState.SETTLED:
+                return work
+            if not replies.error_answered(await ledger.get(self._store, work.id)):
+                return work
+        return work  # out of tries: the last one answers (its failure, no new call)
+
+    async def _begin_try(
+        self, item: Item, prompt: str, now: datetime, attempt_try: int
+    ) -> claims.Work:
         request = self._request()
         worst = ledger_prices.worst_case(
             self._price,
             calls.max_input_tokens(self._system, prompt),
             self._max_tokens,
         )
-        key = calls.claim_key(self._pipeline.name, item.id, item.attempt, self._version)
+        key = calls.claim_key(
+            self._pipeline.name, item.id, item.attempt, self._version, attempt_try
+        )
         try:
             return await ledger.begin(
                 self._store,

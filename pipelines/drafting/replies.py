@@ -30,8 +30,12 @@ from store.ledger import claims
 from store.ledger import outputs as llm_outputs
 from store.ledger import prices as ledger_prices
 from store.ledger import settle as ledger_settle
+from store.ledger.machine import ClaimState
 
 log = logging.getLogger(__name__)
+
+#: How the evidence of a claim settled on an HTTP error answer begins (error_answered).
+ERROR_ANSWER = "not charged: the provider answered with an error: "
 
 #: What a provider call gave, to be recorded once the store answers: the write (keep
 #: the output, settle or leave uncertain) and what the item gets then.
@@ -53,8 +57,14 @@ class Replies:
         """The record of a call that gave no usable reply, and the failure it means."""
 
         async def not_called(at: datetime) -> drafters.DraftResult:
-            await self._not_charged(work, item, exc, at)
+            await self._not_charged(work, item, f"not charged: {exc}", at)
             raise drafters.DraftFailed(str(exc), reason="provider")
+
+        async def error_answer(at: datetime) -> drafters.DraftResult:
+            # An HTTP error answer carries no usage and is not billed: the answer itself
+            # is the evidence, and the next run asks again under a new key.
+            await self._not_charged(work, item, f"{ERROR_ANSWER}{exc}", at)
+            raise drafters.AskAgain(str(exc), reason="provider")
 
         async def unusable(at: datetime) -> drafters.DraftResult:
             assert isinstance(exc, providers.ProviderBadOutput)
@@ -80,6 +90,8 @@ class Replies:
             await self.record(work, item, "", model, request_id, usage, message, at)
             raise drafters.DraftFailed(message, reason="invalid_output")
 
+        if isinstance(exc, providers.ProviderErrorAnswer):
+            return error_answer
         if isinstance(exc, providers.ProviderNotCalled):
             return not_called
         if isinstance(exc, providers.ProviderTooLarge):
@@ -161,11 +173,9 @@ class Replies:
             raise drafters.DraftFailed(changed, reason="content_changed")
         return claim
 
-    async def _not_charged(
-        self, work: claims.Work, item: Item, exc: Exception, now: datetime
-    ) -> None:
-        """Nothing was generated: settle at 0, which releases the hold."""
-        evidence = f"not charged: {exc}"[: ledger_settle.MAX_EVIDENCE]
+    async def _not_charged(self, work: claims.Work, item: Item, why: str, now: datetime) -> None:
+        """Nothing was generated: settle at 0 with `why` as evidence (the hold is released)."""
+        evidence = why[: ledger_settle.MAX_EVIDENCE]
         try:
             await ledger.complete(
                 self.store,
@@ -178,6 +188,13 @@ class Replies:
             )
         except errors.Conflict as conflict:  # the item changed: the claim stays uncertain
             log.warning("claim %s not settled: %s", work.id, conflict)
+
+
+def error_answered(claim: claims.Claim) -> bool:
+    """Whether the claim settled at zero on the provider's HTTP error answer, so that the
+    next run may ask again under a new key."""
+    settled = claim.state == ClaimState.SETTLED and claim.actual_micros == 0
+    return settled and (claim.evidence or "").startswith(ERROR_ANSWER)
 
 
 def _unstorable(text: str) -> str | None:

@@ -516,6 +516,45 @@ async def test_drafts_past_the_clients_turns_wait_before_anything_is_held(
     assert len(waiting) == 12
 
 
+async def test_a_draft_answered_500_settles_at_zero_and_the_next_run_drafts_it(
+    store: db.Store, rig_for: Any, llm: FakeLLM, now: datetime
+) -> None:
+    """An HTTP error answer is not billed: the claim settles at zero with the answer as
+    its evidence, the item waits in drafting, and the next run asks again (a new key)."""
+    rig = rig_for(max_retries=1)
+    await budget(store, now)
+    for _ in range(2):  # the call and its one retry
+        llm.queue_fault("500")
+    await rig.engine.tick("news", "schedule", now)
+    [item] = await items.in_state(store, State.DRAFTING, "news")
+    [(claim_id, state)] = await claim_rows(store)
+    claim = await ledger.get(store, claim_id)
+    assert (state, claim.actual_micros, llm.calls) == (ClaimState.SETTLED, 0, 2)
+    assert (
+        claim.evidence is not None and "HTTP 500 from 127.0.0.1: fake error 500" in claim.evidence
+    )
+    report = await ledger.report(store, now)
+    assert (report.uncertain, report.budgets[0].held_micros) == ([], 0)
+
+    item = await rig.tick(now + timedelta(minutes=5))
+    assert item.state == State.AWAITING_APPROVAL and llm.calls == 3
+    assert [state for _, state in await claim_rows(store)] == ["settled", "settled"]
+    draft = await drafts.get(store, item.id, 1)
+    assert draft.provenance["claim"] != claim_id
+
+
+async def test_a_500_from_a_provider_that_bills_errors_leaves_the_claim_uncertain(
+    store: db.Store, rig_for: Any, llm: FakeLLM, now: datetime
+) -> None:
+    rig = rig_for(max_retries=0, bills_errors=True)
+    await budget(store, now)
+    llm.queue_fault("500")
+    item = await rig.tick(now)
+    assert item.state == State.FAILED and item.reason is not None
+    assert item.reason.startswith("provider: ") and "HTTP 500" in item.reason
+    assert [state for _, state in await claim_rows(store)] == [ClaimState.UNCERTAIN]
+
+
 @pytest.mark.parametrize(
     ("reply", "message"),
     [

@@ -328,3 +328,36 @@ async def test_with_pass_a_triage_call_cut_off_and_reconciled_is_not_asked_again
     assert card.payload["note"].startswith("⚠️ not triaged: ")
     assert llm.calls == calls_before + 1  # the draft's alone
     assert [c[1] for c in await _claims(store)] == ["llm.triage", "llm.triage", "llm.draft"]
+
+
+async def test_a_500_to_triage_under_hold_settles_at_zero_and_the_next_run_cards_it(
+    store: db.Store, rig_for: object, llm: FakeLLM, feeds: FeedServer, now: datetime
+) -> None:
+    """An HTTP error answer carries no usage and is not billed: its claim settles at zero
+    with the answer as evidence, and the held entry is asked again at the next run,
+    with no operator step (no reconcile-claim, no replay)."""
+    await ledger.set_budget(store, "global", "day", 10_000_000, "cli", now)
+    feeds.set("/feed.xml", rss(ENTRIES[:1]))
+    for _ in range(2):  # the call and its one retry (max_retries: 1)
+        llm.queue_fault("500")
+    rig = rig_for("hold")  # type: ignore[operator]
+    await rig.tick(now)
+    [item] = (await _by_guid(store)).values()
+    assert item.state == State.DRAFTING and llm.calls == 2
+    [(_, endpoint, state, actual)] = await _claims(store)
+    assert (endpoint, state, actual) == ("llm.triage", "settled", 0)
+    report = await ledger.report(store, now)
+    assert report.uncertain == [] and report.budgets[0].held_micros == 0
+    [claim] = await store.read(lambda conn: conn.execute("SELECT id FROM claims").fetchall())
+    evidence = (await ledger.get(store, claim[0])).evidence
+    assert evidence is not None and "HTTP 500 from 127.0.0.1: " in evidence
+
+    await rig.tick(now + timedelta(minutes=5))  # the provider answers now
+    assert (await items.get(store, item.id)).state == State.AWAITING_APPROVAL
+    assert [(c[1], c[2]) for c in await _claims(store)] == [
+        ("llm.triage", "settled"),
+        ("llm.triage", "settled"),
+        ("llm.draft", "settled"),
+    ]
+    assert llm.calls == 4
+    assert (await ledger.report(store, now)).uncertain == []
