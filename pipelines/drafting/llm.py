@@ -212,6 +212,12 @@ class LlmDrafter:
         self._unrecorded.pop(claim.id, None)
         return self._result(output.text, output.model, output.request_id, claim)
 
+    async def reused_by_replay(self, item: Item) -> claims.Claim | None:
+        """The claim whose kept output a plain replay of the dropped `item` (attempt + 1,
+        no note) shows with no provider call, found as that draft will find it."""
+        kept = await self._reusable(dataclasses.replace(item, attempt=item.attempt + 1))
+        return None if kept is None else kept[0]
+
     async def _reusable(self, item: Item) -> tuple[claims.Claim, llm_outputs.Output] | None:
         """A kept output of this item's latest claim that no draft showed yet."""
         first = max(1, item.attempt - REUSE_LOOKBACK + 1)

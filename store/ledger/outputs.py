@@ -130,13 +130,6 @@ def shown_sync(conn: backend.Conn, item_id: int, claim_id: int) -> bool:
     return conn.execute(Q["shown"], params).fetchone() is not None
 
 
-async def unshown(store: Store, item_id: int) -> list[int]:
-    """Claims of the item whose kept, usable output no draft shows (what a replay reuses)."""
-    return await store.read(
-        lambda conn: [row[0] for row in conn.execute(Q["unshown"], {"item_id": item_id})]
-    )
-
-
 def refuse_unshown_sync(conn: backend.Conn, item_id: int, reason: str) -> int:
     """Refuse the item's kept outputs that no draft shows; returns how many."""
     return conn.execute(Q["refuse_unshown"], {"item_id": item_id, "error": reason}).rowcount
