@@ -66,7 +66,7 @@ from pipelines.config import spec
 from pipelines.drafting import calls, drafters, replies
 from pipelines.drafting import prompt as drafting
 from pipelines.providers import client as providers
-from store import errors, ledger, units
+from store import backend, errors, ledger, units
 from store.db import Store
 from store.items import Item
 from store.ledger import claims
@@ -79,8 +79,6 @@ log = logging.getLogger(__name__)
 
 #: Earlier attempts whose unshown output a replay may reuse (the newest claim decides).
 REUSE_LOOKBACK = 10
-#: Tries of one attempt at most, each after the provider answered the last with an error.
-MAX_TRIES = 50
 NO_BUDGET_NOTE = "no budget configured: template drafter used"
 
 
@@ -219,25 +217,30 @@ class LlmDrafter:
         return None if kept is None else kept[0]
 
     async def _reusable(self, item: Item) -> tuple[claims.Claim, llm_outputs.Output] | None:
-        """A kept output of this item's latest claim that no draft showed yet."""
+        """A kept output of this item's latest claim (latest try) that no draft showed."""
         first = max(1, item.attempt - REUSE_LOOKBACK + 1)
-        keys = [
-            calls.claim_key(self._pipeline.name, item.id, attempt, self._version)
-            for attempt in range(item.attempt, first - 1, -1)
-        ]
         digest = claims.request_digest(item.pipeline, item.id, self._request())
-        return await self._store.read(
-            llm_outputs.reusable_sync, self._endpoint, keys, item.id, digest, item.content_hash
-        )
+
+        def unit(conn: backend.Conn) -> tuple[claims.Claim, llm_outputs.Output] | None:
+            name, version = self._pipeline.name, self._version
+            keys = (  # lazily: the newest attempt with a claim decides
+                calls.latest_key_sync(conn, self._endpoint, name, item.id, attempt, version)
+                for attempt in range(item.attempt, first - 1, -1)
+            )
+            return llm_outputs.reusable_sync(
+                conn, self._endpoint, keys, item.id, digest, item.content_hash
+            )
+
+        return await self._store.read(unit)
 
     async def _begin(self, item: Item, prompt: str, now: datetime) -> claims.Work:
         """The claim of this attempt's current try: a try the provider answered with an
         HTTP error settled at zero, and the next one begins (no try is ever paid twice)."""
-        for attempt_try in range(MAX_TRIES):
+        for attempt_try in range(calls.MAX_TRIES):
             work = await self._begin_try(item, prompt, now, attempt_try)
             if not work.replayed or work.state != ClaimState.SETTLED:
                 return work
-            if not replies.error_answered(await ledger.get(self._store, work.id)):
+            if not calls.error_answered(await ledger.get(self._store, work.id)):
                 return work
         return work  # out of tries: the last one answers (its failure, no new call)
 

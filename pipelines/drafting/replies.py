@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from pipelines.drafting import drafters
-from pipelines.drafting.calls import max_input_tokens
+from pipelines.drafting.calls import ERROR_ANSWER, max_input_tokens
 from pipelines.providers import client as providers
 from pipelines.text import validation
 from store import backend, errors, ledger
@@ -30,12 +30,8 @@ from store.ledger import claims
 from store.ledger import outputs as llm_outputs
 from store.ledger import prices as ledger_prices
 from store.ledger import settle as ledger_settle
-from store.ledger.machine import ClaimState
 
 log = logging.getLogger(__name__)
-
-#: How the evidence of a claim settled on an HTTP error answer begins (error_answered).
-ERROR_ANSWER = "not charged: the provider answered with an error: "
 
 #: What a provider call gave, to be recorded once the store answers: the write (keep
 #: the output, settle or leave uncertain) and what the item gets then.
@@ -188,13 +184,6 @@ class Replies:
             )
         except errors.Conflict as conflict:  # the item changed: the claim stays uncertain
             log.warning("claim %s not settled: %s", work.id, conflict)
-
-
-def error_answered(claim: claims.Claim) -> bool:
-    """Whether the claim settled at zero on the provider's HTTP error answer, so that the
-    next run may ask again under a new key."""
-    settled = claim.state == ClaimState.SETTLED and claim.actual_micros == 0
-    return settled and (claim.evidence or "").startswith(ERROR_ANSWER)
 
 
 def _unstorable(text: str) -> str | None:

@@ -21,7 +21,7 @@ refuses it (`refuse_unshown_sync`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -96,7 +96,7 @@ async def get(store: Store, claim_id: int) -> Output | None:
 def reusable_sync(
     conn: backend.Conn,
     endpoint: str,
-    keys: Sequence[str],
+    keys: Iterable[str],
     item_id: int,
     request_digest: str,
     item_hash: str,

@@ -16,7 +16,8 @@ import pytest
 from pydantic import SecretStr
 
 from bot.chat import alerts as bot_alerts
-from pipelines.approval import flow
+from pipelines import operations
+from pipelines.approval import flow, sla
 from pipelines.config import spec
 from pipelines.drafting import choice, drafters
 from pipelines.drafting import llm as llm_drafter
@@ -420,6 +421,7 @@ async def test_a_first_draft_looks_for_a_kept_output_only_once_begin_finds_its_c
     reusable = llm_outputs.reusable_sync
 
     def counted(conn: Any, endpoint: str, keys: Any, *rest: Any) -> Any:
+        keys = list(keys)  # the keys come lazily, each attempt's latest try
         looked.append(len(keys))
         return reusable(conn, endpoint, keys, *rest)
 
@@ -585,3 +587,29 @@ async def test_every_reply_that_fails_to_parse_is_invalid_output_with_its_claim_
     kept = await llm_outputs.get(store, claim_id)
     assert kept is not None and kept.text == reply and kept.error is not None
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]  # no traceback
+
+
+async def test_a_draft_a_later_try_wrote_is_offered_and_shown_by_a_replay(
+    store: db.Store, rig_for: Any, llm: FakeLLM, now: datetime
+) -> None:
+    """Try 0 was answered 500; try 1 was answered, then the item breached before its
+    card: the replay offer finds try 1's draft, and the replay shows it with no call."""
+    rig = rig_for(max_retries=0)
+    await budget(store, now)
+    llm.queue_fault("500")
+    await rig.engine.tick("news", "schedule", now)
+    [waiting] = await items.in_state(store, State.DRAFTING, "news")
+    later = now + timedelta(minutes=5)
+    await rig.drafter.draft(waiting, later)  # try 1 answers; a crash before the card
+    await sla.sweep(store, later + timedelta(hours=1))
+    dropped = await items.get(store, waiting.id)
+    assert dropped.state == State.BREACH and llm.calls == 2
+    [(_, _), (answered, _)] = await claim_rows(store)
+
+    kept = await operations.kept_draft(dropped, rig.drafter)
+    assert kept is not None and kept.claim_id == answered
+    assert kept.cost_micros == (await ledger.get(store, answered)).actual_micros
+    await operations.replay(store, waiting.id, "operator:42", later + timedelta(hours=2))
+    item = await rig.tick(later + timedelta(hours=2))
+    assert item.state == State.AWAITING_APPROVAL and llm.calls == 2
+    assert (await drafts.get(store, item.id, 1)).provenance["claim"] == answered
