@@ -613,3 +613,20 @@ async def test_a_draft_a_later_try_wrote_is_offered_and_shown_by_a_replay(
     item = await rig.tick(later + timedelta(hours=2))
     assert item.state == State.AWAITING_APPROVAL and llm.calls == 2
     assert (await drafts.get(store, item.id, 1)).provenance["claim"] == answered
+
+
+async def test_an_error_answers_evidence_is_bounded_and_holds_no_secret(
+    store: db.Store, rig_for: Any, llm: FakeLLM, now: datetime
+) -> None:
+    rig = rig_for(max_retries=0)
+    await budget(store, now)
+    said = "upstream failed for Authorization: Bearer sk-live-0123456789abcdef; " + "x" * 5000
+    llm.queue_fault("503", message=said)
+    await rig.engine.tick("news", "schedule", now)
+    [(claim_id, state)] = await claim_rows(store)
+    evidence = (await ledger.get(store, claim_id)).evidence
+    assert state == ClaimState.SETTLED and evidence is not None
+    assert (
+        "HTTP 503 from 127.0.0.1: upstream failed for Authorization: Bearer <redacted>" in evidence
+    )
+    assert "sk-live" not in evidence and len(evidence) < 500
