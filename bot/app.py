@@ -251,6 +251,7 @@ async def serve(
     application.bot_data["deps"] = handlers.Deps(
         runtime.store, runtime.pipelines, runtime.scheduler, gate, key, outbox_sender, runtime.now,
         workers=runtime.workers, lease_ttl=runtime.config.lease_ttl, broken=runtime.loaded.broken,
+        drafter_for=runtime.config.drafter_for,
     )  # fmt: skip
     async with application:
         await application.start()

@@ -23,6 +23,7 @@ from bot.chat import auth, cluster, people, render, sender
 from bot.web import charts
 from pipelines import operations
 from pipelines.config import spec
+from pipelines.drafting import drafters
 from pipelines.operations import review
 from pipelines.service import leader
 from pipelines.service import workers as workers_mod
@@ -80,6 +81,8 @@ class Deps:
     lease_ttl: timedelta = timedelta(seconds=leader.TTL_S)
     #: The pipelines whose files failed to load, with their errors.
     broken: Mapping[str, Sequence[object]] = field(default_factory=dict)
+    #: The engine's drafter for a pipeline, asked what a replay would reuse (None: nothing).
+    drafter_for: Callable[[Store, spec.Pipeline], drafters.Drafter] | None = None
 
 
 class BotData(TypedDict, total=False):
@@ -320,7 +323,9 @@ async def replay(update: Update, context: Context, d: Deps, now: datetime) -> No
             update, d.store, item.id, await people.humanize(d.store, text, as_html=True)
         )
         return
-    kept = await operations.unshown_drafts(d.store, item.id)
+    pipeline = d.pipelines.get(item.pipeline)
+    drafter = d.drafter_for(d.store, pipeline) if d.drafter_for and pipeline else None
+    kept = await operations.kept_draft(item, drafter) if drafter else None
 
     def button(label: str, action: callbacks.Action) -> InlineKeyboardButton:
         data = callbacks.encode(

@@ -251,13 +251,21 @@ def own_words(event: events.Event) -> str:
     )
 
 
-def replay_offer(item: items.Item, trail: Sequence[events.Event], kept: Sequence[int] = ()) -> str:
+def replay_offer(
+    item: items.Item, trail: Sequence[events.Event], kept: operations.KeptDraft | None = None
+) -> str:
     why = item.reason or "no reason recorded"
     text = f"{history(item, trail)}\n\n<b>dropped</b>: {esc(wording.state(item.state))}, {esc(why)}"
-    if kept:
+    if kept is not None:
+        saves = (
+            f"saves about {units.usd(kept.cost_micros)}, what that draft cost"
+            if kept.cost_micros is not None
+            else "saves a new call (what that draft cost is not known yet)"
+        )
         text += (
-            f"\nThe provider already wrote a draft no card showed (budget claim {kept[-1]}): "
-            "Replay shows it without a new call; Fresh draft pays for a new one."
+            f"\nThe provider already wrote a draft no card showed (budget claim "
+            f"{kept.claim_id}): Replay shows it without a new call, which {saves}; "
+            "Fresh draft pays for a new one."
         )
     return text + "\nReplay it?"
 

@@ -15,11 +15,18 @@ from typing import Any
 
 from pipelines.drafting import prompt as drafting
 from pipelines.providers import client as providers
+from store import backend
+from store.ledger import claims
+from store.ledger.machine import ClaimState
 
 #: The ledger endpoint of draft calls: the same key on another endpoint is another key.
 ENDPOINT = "llm.draft"
 #: Tokens a provider adds around the messages (roles, separators); generous on purpose.
 FRAMING_TOKENS = 64
+#: Tries of one attempt at most, each after the provider answered the last with an error.
+MAX_TRIES = 50
+#: How the evidence of a claim settled on an HTTP error answer begins (error_answered).
+ERROR_ANSWER = "not charged: the provider answered with an error: "
 #: Extra lease beyond the longest the provider client can take, for the settling write.
 LEASE_MARGIN = timedelta(minutes=1)
 SYSTEM = (
@@ -51,9 +58,36 @@ def prompt_version(template: str) -> str:
     return hashlib.sha256(template.encode()).hexdigest()
 
 
-def claim_key(pipeline: str, item_id: int, attempt: int, version: str) -> str:
-    """The idempotency key of one draft attempt; a replay (attempt + 1) gets a new one."""
-    return f"{pipeline}:{item_id}:{attempt}:{version}"
+def claim_key(pipeline: str, item_id: int, attempt: int, version: str, attempt_try: int = 0) -> str:
+    """The idempotency key of one draft attempt; a replay (attempt + 1) gets a new one,
+    and so does each try after the provider answered the last with an error."""
+    again = f":r{attempt_try}" if attempt_try else ""
+    return f"{pipeline}:{item_id}:{attempt}:{version}{again}"
+
+
+def error_answered(claim: claims.Claim) -> bool:
+    """Whether the claim settled at zero on the provider's HTTP error answer, so that the
+    attempt's next try may ask again under a new key."""
+    settled = claim.state == ClaimState.SETTLED and claim.actual_micros == 0
+    return settled and (claim.evidence or "").startswith(ERROR_ANSWER)
+
+
+def latest_key_sync(
+    conn: backend.Conn, endpoint: str, pipeline: str, item_id: int, attempt: int, version: str
+) -> str:
+    """The key of the attempt's latest try: past every try its provider answered with an
+    error (the key of try 0 when the attempt has no claim)."""
+    key = claim_key(pipeline, item_id, attempt, version)
+    claim = claims.by_key_sync(conn, endpoint, key)
+    for attempt_try in range(1, MAX_TRIES):
+        if claim is None or not error_answered(claim):
+            return key
+        following = claim_key(pipeline, item_id, attempt, version, attempt_try)
+        found = claims.by_key_sync(conn, endpoint, following)
+        if found is None:
+            return key
+        key, claim = following, found
+    return key
 
 
 def max_input_tokens(system: str, prompt: str) -> int:

@@ -37,6 +37,11 @@ class DraftWaits(DraftFailed):
     run tries it again (a triage held by `on_failure: hold`, say)."""
 
 
+class AskAgain(DraftWaits):
+    """The provider answered with an HTTP error and charged nothing (its claim settled at
+    zero): the item waits in drafting, and its next run asks again under a new try."""
+
+
 class Skipped(DraftFailed):
     """The pipeline's triage scored the item below its threshold: it ends skipped, the
     score and the model's reason (`verdict`) in its event; nothing is drafted."""

@@ -39,7 +39,12 @@ pipelines.drafting.replies):
   still used, and the card says so;
 - ProviderNotCalled / ProviderRejected: nothing was generated, so the claim settles at
   0 (the hold is released: a started claim can only end settled or uncertain);
-- ProviderUncertain (timeout after sending, 5xx): uncertain; the item fails (`provider`);
+- ProviderErrorAnswer (an HTTP error answer after the retries: 5xx, 429...): not
+  charged, so settled at 0 with the answer as evidence; the item waits in drafting
+  (`drafters.AskAgain`) and its next run begins the attempt's next try (a new key);
+- ProviderUncertain (no reply within the timeout after sending, a connection lost
+  mid-reply, a 5xx from a provider that bills errors): uncertain; the item fails
+  (`provider`);
 - ProviderBadOutput (2xx with an unusable body): charged but the usage is unreadable, so
   uncertain; the item fails (`invalid_output`) with the body kept;
 - ProviderTooLarge (2xx past max_reply_bytes, not read): charged, so settled at the
@@ -61,7 +66,7 @@ from pipelines.config import spec
 from pipelines.drafting import calls, drafters, replies
 from pipelines.drafting import prompt as drafting
 from pipelines.providers import client as providers
-from store import errors, ledger, units
+from store import backend, errors, ledger, units
 from store.db import Store
 from store.items import Item
 from store.ledger import claims
@@ -205,26 +210,52 @@ class LlmDrafter:
         self._unrecorded.pop(claim.id, None)
         return self._result(output.text, output.model, output.request_id, claim)
 
+    async def reused_by_replay(self, item: Item) -> claims.Claim | None:
+        """The claim whose kept output a plain replay of the dropped `item` (attempt + 1,
+        no note) shows with no provider call, found as that draft will find it."""
+        kept = await self._reusable(dataclasses.replace(item, attempt=item.attempt + 1))
+        return None if kept is None else kept[0]
+
     async def _reusable(self, item: Item) -> tuple[claims.Claim, llm_outputs.Output] | None:
-        """A kept output of this item's latest claim that no draft showed yet."""
+        """A kept output of this item's latest claim (latest try) that no draft showed."""
         first = max(1, item.attempt - REUSE_LOOKBACK + 1)
-        keys = [
-            calls.claim_key(self._pipeline.name, item.id, attempt, self._version)
-            for attempt in range(item.attempt, first - 1, -1)
-        ]
         digest = claims.request_digest(item.pipeline, item.id, self._request())
-        return await self._store.read(
-            llm_outputs.reusable_sync, self._endpoint, keys, item.id, digest, item.content_hash
-        )
+
+        def unit(conn: backend.Conn) -> tuple[claims.Claim, llm_outputs.Output] | None:
+            name, version = self._pipeline.name, self._version
+            keys = (  # lazily: the newest attempt with a claim decides
+                calls.latest_key_sync(conn, self._endpoint, name, item.id, attempt, version)
+                for attempt in range(item.attempt, first - 1, -1)
+            )
+            return llm_outputs.reusable_sync(
+                conn, self._endpoint, keys, item.id, digest, item.content_hash
+            )
+
+        return await self._store.read(unit)
 
     async def _begin(self, item: Item, prompt: str, now: datetime) -> claims.Work:
+        """The claim of this attempt's current try: a try the provider answered with an
+        HTTP error settled at zero, and the next one begins (no try is ever paid twice)."""
+        for attempt_try in range(calls.MAX_TRIES):
+            work = await self._begin_try(item, prompt, now, attempt_try)
+            if not work.replayed or work.state != ClaimState.SETTLED:
+                return work
+            if not calls.error_answered(await ledger.get(self._store, work.id)):
+                return work
+        return work  # out of tries: the last one answers (its failure, no new call)
+
+    async def _begin_try(
+        self, item: Item, prompt: str, now: datetime, attempt_try: int
+    ) -> claims.Work:
         request = self._request()
         worst = ledger_prices.worst_case(
             self._price,
             calls.max_input_tokens(self._system, prompt),
             self._max_tokens,
         )
-        key = calls.claim_key(self._pipeline.name, item.id, item.attempt, self._version)
+        key = calls.claim_key(
+            self._pipeline.name, item.id, item.attempt, self._version, attempt_try
+        )
         try:
             return await ledger.begin(
                 self._store,

@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from pipelines.drafting import drafters
-from pipelines.drafting.calls import max_input_tokens
+from pipelines.drafting.calls import ERROR_ANSWER, max_input_tokens
 from pipelines.providers import client as providers
 from pipelines.text import validation
 from store import backend, errors, ledger
@@ -53,8 +53,14 @@ class Replies:
         """The record of a call that gave no usable reply, and the failure it means."""
 
         async def not_called(at: datetime) -> drafters.DraftResult:
-            await self._not_charged(work, item, exc, at)
+            await self._not_charged(work, item, f"not charged: {exc}", at)
             raise drafters.DraftFailed(str(exc), reason="provider")
+
+        async def error_answer(at: datetime) -> drafters.DraftResult:
+            # An HTTP error answer carries no usage and is not billed: the answer itself
+            # is the evidence, and the next run asks again under a new key.
+            await self._not_charged(work, item, f"{ERROR_ANSWER}{exc}", at)
+            raise drafters.AskAgain(str(exc), reason="provider")
 
         async def unusable(at: datetime) -> drafters.DraftResult:
             assert isinstance(exc, providers.ProviderBadOutput)
@@ -80,6 +86,8 @@ class Replies:
             await self.record(work, item, "", model, request_id, usage, message, at)
             raise drafters.DraftFailed(message, reason="invalid_output")
 
+        if isinstance(exc, providers.ProviderErrorAnswer):
+            return error_answer
         if isinstance(exc, providers.ProviderNotCalled):
             return not_called
         if isinstance(exc, providers.ProviderTooLarge):
@@ -161,11 +169,9 @@ class Replies:
             raise drafters.DraftFailed(changed, reason="content_changed")
         return claim
 
-    async def _not_charged(
-        self, work: claims.Work, item: Item, exc: Exception, now: datetime
-    ) -> None:
-        """Nothing was generated: settle at 0, which releases the hold."""
-        evidence = f"not charged: {exc}"[: ledger_settle.MAX_EVIDENCE]
+    async def _not_charged(self, work: claims.Work, item: Item, why: str, now: datetime) -> None:
+        """Nothing was generated: settle at 0 with `why` as evidence (the hold is released)."""
+        evidence = why[: ledger_settle.MAX_EVIDENCE]
         try:
             await ledger.complete(
                 self.store,

@@ -6,10 +6,11 @@ ledger exactly as a draft is (the LlmDrafter makes the call under its own endpoi
 
 - score >= threshold: the inner drafter drafts; the card shows the score and reason;
 - score < threshold: `drafters.Skipped` (the engine ends the item skipped);
-- triage cannot run (no budget configured, budget spent, the provider down after its
-  retries, an unusable answer, an earlier try that ended with none): `on_failure: pass`
-  drafts and the card says it was not triaged, never asking a second time; `hold`
-  raises `drafters.DraftWaits` (the item waits in drafting, tried again each run);
+- triage cannot run (no budget configured, budget spent, the provider down or answering
+  an HTTP error after its retries, an unusable answer, an earlier try that ended with
+  none): `on_failure: pass` drafts and the card says it was not triaged, never asking a
+  second time; `hold` raises `drafters.DraftWaits` (the item waits in drafting, tried
+  again each run);
 - a replay (attempt > 1) is the operator's overruling: it goes past triage.
 
 Idempotency: a try's key is (pipeline, item, attempt, prompt version, try). A try whose
@@ -85,6 +86,8 @@ class Triaged:
             return await self._inner.draft(item, now)
         try:
             verdict = await self._judge(item, now)
+        except drafters.AskAgain as exc:  # an error answer, not charged: triage did not run
+            return await self._cannot_run(item, now, f"{exc}")
         except drafters.DraftWaits:
             raise  # a try whose call may have been paid: never a second one
         except (drafters.DraftFailed, triage.InvalidVerdict) as exc:

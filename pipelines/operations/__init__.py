@@ -37,7 +37,7 @@ from pipelines.operations.budget import (
 )
 from pipelines.operations.dropped import FILTERED_SHOWN, filtered, filtered_today, skipped
 from pipelines.operations.inputs import MAX_ID, Invalid, check_pipeline, whole_number
-from pipelines.operations.replays import replay, unshown_drafts
+from pipelines.operations.replays import KeptDraft, kept_draft, replay
 from pipelines.operations.scheduling import (
     MAX_SWEEP_DAYS,
     SCHEDULE_ACTIONS,
@@ -74,6 +74,7 @@ __all__ = [
     "WINDOWS",
     "History",
     "Invalid",
+    "KeptDraft",
     "Overview",
     "PipelineRuns",
     "PipelineStatus",
@@ -85,6 +86,7 @@ __all__ = [
     "filtered",
     "filtered_today",
     "history",
+    "kept_draft",
     "overview",
     "parse_usd",
     "pending",
@@ -98,7 +100,6 @@ __all__ = [
     "skipped",
     "stats",
     "sweep",
-    "unshown_drafts",
     "whole_number",
     "window",
 ]

@@ -1,7 +1,8 @@
-"""Bringing a dropped item back, with its unshown LLM output or a fresh draft."""
+"""Bringing a dropped item back: the LLM draft a replay would reuse, or a fresh one."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -12,7 +13,19 @@ from store.ledger import outputs as llm_outputs
 from store.machine import State
 
 if TYPE_CHECKING:  # the CLI reads operations without loading the engine
+    from pipelines.drafting import drafters
     from pipelines.service.scheduler import Scheduler
+
+
+@dataclass(frozen=True)
+class KeptDraft:
+    """A draft the provider already wrote for a dropped item and no card showed: a plain
+    replay shows it with no new provider call."""
+
+    claim_id: int
+    #: What that draft cost, so about what a new one would cost again; None while its
+    #: claim is uncertain (the provider reported no usage).
+    cost_micros: int | None
 
 
 async def replay(
@@ -50,7 +63,18 @@ async def replay(
     return replayed
 
 
-async def unshown_drafts(store: Store, item_id: int) -> list[int]:
-    """Budget claims whose LLM output for this item no card showed: a replay shows it
-    without a new provider call, unless the operator asks for a fresh draft."""
-    return await llm_outputs.unshown(store, item_id)
+async def kept_draft(item: items.Item, drafter: drafters.Drafter) -> KeptDraft | None:
+    """The draft a plain replay of `item` would show without a new provider call, or None.
+
+    Asked of the drafter that will draft the replay (past its pipeline's triage, which a
+    replay skips), so the offer is what the replay does: a triage's answer, another
+    prompt's or model's draft, or one a card showed is never offered.
+    """
+    from pipelines.drafting import llm, triage  # the CLI reads operations without the engine
+
+    if isinstance(drafter, triage.Triaged):
+        drafter = drafter.inner
+    if not isinstance(drafter, llm.LlmDrafter):
+        return None  # the template drafter: nothing is paid, nothing kept
+    claim = await drafter.reused_by_replay(item)
+    return None if claim is None else KeptDraft(claim.id, claim.actual_micros)

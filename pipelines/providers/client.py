@@ -11,11 +11,17 @@ outcome says whether the provider may have charged for it:
 
 - `Completion`: the reply and its token usage. Either count is None when the
   provider did not report it; the cost is then unknown and must be settled as
-  uncertain. `uncertain_attempts` counts earlier attempts that got a 5xx after
-  sending (providers do not bill those in practice, but nothing proves it).
-- `ProviderNotCalled` and its subclass `ProviderRejected`: no generation ran and
-  nothing was charged; the hold can be released.
-- `ProviderUncertain`: the request reached the provider and may have been charged.
+  uncertain. `uncertain_attempts` counts earlier attempts that got a 5xx from a
+  provider whose settings say it bills errors (`bills_errors`).
+- `ProviderNotCalled` and its subclasses `ProviderRejected` and `ProviderErrorAnswer`:
+  no generation ran and nothing was charged; the hold can be released.
+- `ProviderErrorAnswer`: the provider answered with an HTTP error (a status and an
+  error body: 5xx, 408, 409, 429) after its retries. Such an answer carries no usage,
+  and the synchronous APIs gatehouse speaks do not bill one, so nothing was charged
+  and the same call may succeed later. For a provider that says it bills errors
+  (`bills_errors: true`), a 5xx is `ProviderUncertain` instead.
+- `ProviderUncertain`: the request reached the provider and may have been charged: no
+  reply within the timeout after sending, a connection lost mid-reply.
 - `ProviderBadOutput`: the provider answered 2xx with an unusable body; it was
   charged. `raw_text` holds the body for the operator.
 - `ProviderTooLarge`: the provider answered 2xx with a body larger than
@@ -83,7 +89,7 @@ class Completion:
     raw: dict[str, Any]
     #: Attempts made, this one included.
     attempts: int = 1
-    #: Earlier attempts that got a 5xx after sending and may have been charged.
+    #: Earlier attempts that got a 5xx from a provider that bills errors (bills_errors).
     uncertain_attempts: int = 0
 
     @property
@@ -116,6 +122,10 @@ class ProviderNotCalled(ProviderError):
 
 class ProviderRejected(ProviderNotCalled):
     """The provider refused the request with a definitive 4xx before generating anything."""
+
+
+class ProviderErrorAnswer(ProviderNotCalled):
+    """The provider answered with an HTTP error and no usage: nothing was charged."""
 
 
 class ProviderUncertain(ProviderError):
@@ -261,7 +271,7 @@ class ProviderClient:
             parts.append(stop)
         if uncertain:
             parts.append(
-                f"{uncertain} earlier attempt(s) got a 5xx after sending and may have been charged"
+                f"{uncertain} earlier attempt(s) got a 5xx from a provider that bills errors"
             )
         message = self._describe("; ".join(parts))
         common: dict[str, Any] = {
@@ -323,11 +333,11 @@ class ProviderClient:
             return text
         if 200 <= status < 300:
             return self._parse(text, request_id, status)
-        reason = f"HTTP {status} from {self._host}: {self._scrub(wire.error_detail(text))}"
+        reason = f"HTTP {status} from {self._host}: {self._summary(text)}"
         if status in RETRYABLE_NOT_CHARGED:
-            error: type[ProviderError] = ProviderNotCalled
+            error: type[ProviderError] = ProviderErrorAnswer
         elif status >= 500:
-            error = ProviderUncertain
+            error = ProviderUncertain if self.settings.bills_errors else ProviderErrorAnswer
         else:
             return _Failure(reason, ProviderRejected, False, status, response.headers, request_id)
         return _Failure(reason, error, True, status, response.headers, request_id)
@@ -359,8 +369,15 @@ class ProviderClient:
         try:
             body = json.loads(text)
             reply = wire.parse_reply(self.settings.kind, body, self.settings.model)
-        except ValueError as exc:  # json.JSONDecodeError is a ValueError
-            what = "not JSON" if isinstance(exc, json.JSONDecodeError) else self._scrub(str(exc))
+        except (ValueError, RecursionError) as exc:  # json.JSONDecodeError is a ValueError
+            # Besides JSONDecodeError: an integer past int_max_str_digits is a plain
+            # ValueError, and JSON nested past the recursion limit a RecursionError.
+            if isinstance(exc, json.JSONDecodeError):
+                what = "not JSON"
+            elif isinstance(exc, RecursionError):
+                what = "JSON nested too deeply"
+            else:
+                what = self._scrub(str(exc)[: wire.ERROR_DETAIL_CHARS])
             raw = self._scrub(text)
             return _Failure(
                 f"HTTP {status} from {self._host} but the body is unusable: {what}",
@@ -381,6 +398,12 @@ class ProviderClient:
 
     def _describe(self, reason: str) -> str:
         return f"{self.settings.kind} {self.settings.model}: {reason}"
+
+    def _summary(self, text: str) -> str:
+        """An error body as evidence: its message, bounded, with no secret in it."""
+        from pipelines.text import redaction
+
+        return redaction.redact(self._scrub(wire.error_detail(text)))
 
     def _exc_text(self, exc: Exception) -> str:
         # httpx messages carry no headers, but a base_url may embed a credential; scrub anyway.

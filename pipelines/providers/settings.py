@@ -43,6 +43,11 @@ class ProviderSettings(BaseModel):
     max_kept_chars: int = Field(default=DEFAULT_MAX_KEPT_CHARS, ge=MIN_KEPT_CHARS)
     max_concurrent_calls: int = Field(default=DEFAULT_MAX_CONCURRENT_CALLS, ge=1, le=256)
     anthropic_version: str = "2023-06-01"
+    #: Whether the provider bills a call it answered with a 5xx error. False (the norm for
+    #: the synchronous APIs gatehouse speaks): such an answer settles at zero and the item
+    #: asks again at its next run. True: the call may have been charged, so its claim is
+    #: uncertain until reconciled, as after a timeout.
+    bills_errors: bool = False
 
     @model_validator(mode="before")
     @classmethod

@@ -169,7 +169,7 @@ def error_detail(text: str) -> str:
     message: Any = None
     try:
         body = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, a huge integer, nested too deeply
         body = None
     if isinstance(body, dict):
         error = body.get("error")

@@ -69,16 +69,30 @@ def validate(text: str, schema: dict[str, Any] | None) -> None:
     # a bot whose pipelines have no schema never loads it.
     import jsonschema
 
+    document = _parsed(text)
     try:
-        document = json.loads(text)
+        error = jsonschema.exceptions.best_match(_validator()(schema).iter_errors(document))
+    except RecursionError:  # a schema that refers to itself, walked as deep as the output
+        raise InvalidDraft("the output is nested too deeply to check against the schema") from None
+    if error is not None:
+        where = "/".join(str(part) for part in error.absolute_path) or "(the top level)"
+        raise InvalidDraft(f"the output does not match the schema at {where}: {error.message}")
+
+
+def _parsed(text: str) -> Any:
+    """The JSON document in `text`, or InvalidDraft for every way it fails to parse."""
+    try:
+        return json.loads(text)
     except json.JSONDecodeError as exc:
         raise InvalidDraft(
             f"the output is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
         ) from None
-    error = jsonschema.exceptions.best_match(_validator()(schema).iter_errors(document))
-    if error is not None:
-        where = "/".join(str(part) for part in error.absolute_path) or "(the top level)"
-        raise InvalidDraft(f"the output does not match the schema at {where}: {error.message}")
+    except RecursionError:
+        raise InvalidDraft("the output is not usable JSON: it is nested too deeply") from None
+    except ValueError as exc:
+        # Not a JSONDecodeError: an integer past Python's int_max_str_digits (4,300
+        # digits) is refused by int() itself while the JSON is read.
+        raise InvalidDraft(f"the output is not usable JSON: {str(exc)[:200]}") from None
 
 
 def check_patterns(schema: object) -> None:

@@ -21,7 +21,7 @@ refuses it (`refuse_unshown_sync`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -96,7 +96,7 @@ async def get(store: Store, claim_id: int) -> Output | None:
 def reusable_sync(
     conn: backend.Conn,
     endpoint: str,
-    keys: Sequence[str],
+    keys: Iterable[str],
     item_id: int,
     request_digest: str,
     item_hash: str,
@@ -128,13 +128,6 @@ def shown_sync(conn: backend.Conn, item_id: int, claim_id: int) -> bool:
     """Whether a draft version of the item was made from this claim's output."""
     params = {"item_id": item_id, "claim_id": claim_id}
     return conn.execute(Q["shown"], params).fetchone() is not None
-
-
-async def unshown(store: Store, item_id: int) -> list[int]:
-    """Claims of the item whose kept, usable output no draft shows (what a replay reuses)."""
-    return await store.read(
-        lambda conn: [row[0] for row in conn.execute(Q["unshown"], {"item_id": item_id})]
-    )
 
 
 def refuse_unshown_sync(conn: backend.Conn, item_id: int, reason: str) -> int:

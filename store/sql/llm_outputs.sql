@@ -14,16 +14,6 @@ SELECT 1 FROM drafts
  WHERE item_id = :item_id AND json_extract(provenance, '$.claim') = :claim_id
  LIMIT 1
 
--- name: unshown
--- Claims of an item whose kept, usable output no draft shows (oldest first).
-SELECT claim_id FROM llm_outputs
- WHERE error IS NULL
-   AND claim_id IN (SELECT id FROM claims WHERE item_id = :item_id)
-   AND NOT EXISTS (SELECT 1 FROM drafts d
-                    WHERE d.item_id = :item_id
-                      AND json_extract(d.provenance, '$.claim') = llm_outputs.claim_id)
- ORDER BY claim_id
-
 -- name: refuse_unshown
 -- Refuse every kept, usable output of an item that no draft shows (a fresh draft was asked for).
 UPDATE llm_outputs SET error = :error

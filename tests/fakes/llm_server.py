@@ -72,6 +72,8 @@ class _Script:
     text: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
     hold_s: float = DEFAULT_HOLD_S
+    #: A status fault's error message; None: the fake's default for the status.
+    message: str | None = None
 
 
 class FakeLLM:
@@ -144,8 +146,10 @@ class FakeLLM:
         retry_after: float | str | None = None,
         retry_after_ms: float | None = None,
         hold_s: float = DEFAULT_HOLD_S,
+        message: str | None = None,
     ) -> None:
-        """Make the next unscripted call fail this way; see the module docstring for names."""
+        """Make the next unscripted call fail this way; see the module docstring for names
+        (`message`: what a status fault's error body says)."""
         known = {"timeout", "malformed", "missing_usage", "drop"}
         if fault not in known and not (fault.isdigit() and len(fault) == 3):
             raise ValueError(
@@ -157,7 +161,9 @@ class FakeLLM:
         if retry_after_ms is not None:
             headers["retry-after-ms"] = str(retry_after_ms)
         with self._lock:
-            self._script.append(_Script(fault=fault, headers=headers, hold_s=hold_s))
+            self._script.append(
+                _Script(fault=fault, headers=headers, hold_s=hold_s, message=message)
+            )
 
     def queue_reply(self, text: str) -> None:
         """Make the next unscripted call answer with exactly this text."""
@@ -278,7 +284,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._send(200, body, demo_llm.request_id_header(shape, n))
         else:
             status = int(fault or 500)
-            self._send(status, _error_body(shape, status), script.headers)
+            self._send(status, _error_body(shape, status, script.message), script.headers)
 
     def _send(
         self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None

@@ -16,7 +16,8 @@ import pytest
 from pydantic import SecretStr
 
 from bot.chat import alerts as bot_alerts
-from pipelines.approval import flow
+from pipelines import operations
+from pipelines.approval import flow, sla
 from pipelines.config import spec
 from pipelines.drafting import choice, drafters
 from pipelines.drafting import llm as llm_drafter
@@ -420,6 +421,7 @@ async def test_a_first_draft_looks_for_a_kept_output_only_once_begin_finds_its_c
     reusable = llm_outputs.reusable_sync
 
     def counted(conn: Any, endpoint: str, keys: Any, *rest: Any) -> Any:
+        keys = list(keys)  # the keys come lazily, each attempt's latest try
         looked.append(len(keys))
         return reusable(conn, endpoint, keys, *rest)
 
@@ -514,3 +516,117 @@ async def test_drafts_past_the_clients_turns_wait_before_anything_is_held(
     assert most_in_flight == 3 and 1 <= most_held <= 3
     waiting = await items.in_state(store, State.AWAITING_APPROVAL, "news", limit=20)
     assert len(waiting) == 12
+
+
+async def test_a_draft_answered_500_settles_at_zero_and_the_next_run_drafts_it(
+    store: db.Store, rig_for: Any, llm: FakeLLM, now: datetime
+) -> None:
+    """An HTTP error answer is not billed: the claim settles at zero with the answer as
+    its evidence, the item waits in drafting, and the next run asks again (a new key)."""
+    rig = rig_for(max_retries=1)
+    await budget(store, now)
+    for _ in range(2):  # the call and its one retry
+        llm.queue_fault("500")
+    await rig.engine.tick("news", "schedule", now)
+    [item] = await items.in_state(store, State.DRAFTING, "news")
+    [(claim_id, state)] = await claim_rows(store)
+    claim = await ledger.get(store, claim_id)
+    assert (state, claim.actual_micros, llm.calls) == (ClaimState.SETTLED, 0, 2)
+    assert (
+        claim.evidence is not None and "HTTP 500 from 127.0.0.1: fake error 500" in claim.evidence
+    )
+    report = await ledger.report(store, now)
+    assert (report.uncertain, report.budgets[0].held_micros) == ([], 0)
+
+    item = await rig.tick(now + timedelta(minutes=5))
+    assert item.state == State.AWAITING_APPROVAL and llm.calls == 3
+    assert [state for _, state in await claim_rows(store)] == ["settled", "settled"]
+    draft = await drafts.get(store, item.id, 1)
+    assert draft.provenance["claim"] != claim_id
+
+
+async def test_a_500_from_a_provider_that_bills_errors_leaves_the_claim_uncertain(
+    store: db.Store, rig_for: Any, llm: FakeLLM, now: datetime
+) -> None:
+    rig = rig_for(max_retries=0, bills_errors=True)
+    await budget(store, now)
+    llm.queue_fault("500")
+    item = await rig.tick(now)
+    assert item.state == State.FAILED and item.reason is not None
+    assert item.reason.startswith("provider: ") and "HTTP 500" in item.reason
+    assert [state for _, state in await claim_rows(store)] == [ClaimState.UNCERTAIN]
+
+
+@pytest.mark.parametrize(
+    ("reply", "message"),
+    [
+        # Python refuses to read an integer of more than 4,300 digits: a plain ValueError.
+        ('{"title": ' + "7" * 5000 + "}", "not usable JSON: Exceeds the limit (4300 digits)"),
+        ('{"title": ' + "[" * 5000 + "]" * 5000 + "}", "not usable JSON: it is nested too deeply"),
+    ],
+)
+async def test_every_reply_that_fails_to_parse_is_invalid_output_with_its_claim_settled(
+    store: db.Store,
+    rig_for: Any,
+    llm: FakeLLM,
+    now: datetime,
+    caplog: pytest.LogCaptureFixture,
+    reply: str,
+    message: str,
+) -> None:
+    rig = rig_for(schema=SCHEMA)
+    await budget(store, now)
+    llm.queue_reply(reply)
+    item = await rig.tick(now)
+    assert item.state == State.FAILED and item.reason is not None
+    assert item.reason.startswith(f"invalid_output: the output is {message}")
+    [(claim_id, state)] = await claim_rows(store)
+    claim = await ledger.get(store, claim_id)
+    assert state == ClaimState.SETTLED and claim.actual_micros is not None
+    assert claim.actual_micros > 0  # a paid reply, settled at its cost
+    kept = await llm_outputs.get(store, claim_id)
+    assert kept is not None and kept.text == reply and kept.error is not None
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]  # no traceback
+
+
+async def test_a_draft_a_later_try_wrote_is_offered_and_shown_by_a_replay(
+    store: db.Store, rig_for: Any, llm: FakeLLM, now: datetime
+) -> None:
+    """Try 0 was answered 500; try 1 was answered, then the item breached before its
+    card: the replay offer finds try 1's draft, and the replay shows it with no call."""
+    rig = rig_for(max_retries=0)
+    await budget(store, now)
+    llm.queue_fault("500")
+    await rig.engine.tick("news", "schedule", now)
+    [waiting] = await items.in_state(store, State.DRAFTING, "news")
+    later = now + timedelta(minutes=5)
+    await rig.drafter.draft(waiting, later)  # try 1 answers; a crash before the card
+    await sla.sweep(store, later + timedelta(hours=1))
+    dropped = await items.get(store, waiting.id)
+    assert dropped.state == State.BREACH and llm.calls == 2
+    [(_, _), (answered, _)] = await claim_rows(store)
+
+    kept = await operations.kept_draft(dropped, rig.drafter)
+    assert kept is not None and kept.claim_id == answered
+    assert kept.cost_micros == (await ledger.get(store, answered)).actual_micros
+    await operations.replay(store, waiting.id, "operator:42", later + timedelta(hours=2))
+    item = await rig.tick(later + timedelta(hours=2))
+    assert item.state == State.AWAITING_APPROVAL and llm.calls == 2
+    assert (await drafts.get(store, item.id, 1)).provenance["claim"] == answered
+
+
+async def test_an_error_answers_evidence_is_bounded_and_holds_no_secret(
+    store: db.Store, rig_for: Any, llm: FakeLLM, now: datetime
+) -> None:
+    rig = rig_for(max_retries=0)
+    await budget(store, now)
+    said = "upstream failed for Authorization: Bearer sk-live-0123456789abcdef; " + "x" * 5000
+    llm.queue_fault("503", message=said)
+    await rig.engine.tick("news", "schedule", now)
+    [(claim_id, state)] = await claim_rows(store)
+    evidence = (await ledger.get(store, claim_id)).evidence
+    assert state == ClaimState.SETTLED and evidence is not None
+    assert (
+        "HTTP 503 from 127.0.0.1: upstream failed for Authorization: Bearer <redacted>" in evidence
+    )
+    assert "sk-live" not in evidence and len(evidence) < 500

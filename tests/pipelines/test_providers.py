@@ -201,23 +201,32 @@ async def test_retry_after_ms_wins_over_retry_after(llm: FakeLLM) -> None:
     assert sleeps.calls == [0.25]
 
 
-async def test_500_is_retried_and_the_success_counts_the_uncertain_attempt(llm: FakeLLM) -> None:
+@pytest.mark.parametrize(("bills_errors", "uncertain"), [(False, 0), (True, 1)])
+async def test_500_is_retried_and_counts_as_uncertain_only_where_errors_are_billed(
+    llm: FakeLLM, bills_errors: bool, uncertain: int
+) -> None:
     sleeps = Sleeps()
     llm.queue_fault("500")
-    async with client(llm, sleeps) as provider:
+    async with client(llm, sleeps, bills_errors=bills_errors) as provider:
         done = await provider.complete("sys", PROMPT, max_tokens=10)
     assert llm.calls == 2
-    assert (done.attempts, done.uncertain_attempts) == (2, 1)
+    assert (done.attempts, done.uncertain_attempts) == (2, uncertain)
     [waited] = sleeps.calls
     assert 0 <= waited <= providers.BACKOFF_BASE_S
 
 
-async def test_500_until_retries_run_out_is_uncertain(claude: FakeLLM) -> None:
+@pytest.mark.parametrize(
+    ("bills_errors", "expected"),
+    [(False, providers.ProviderErrorAnswer), (True, providers.ProviderUncertain)],
+)
+async def test_500_until_retries_run_out_is_an_error_answer_unless_errors_are_billed(
+    claude: FakeLLM, bills_errors: bool, expected: type[providers.ProviderError]
+) -> None:
     sleeps = Sleeps()
     for _ in range(3):
         claude.queue_fault("529")
-    exc = await failure(claude, sleeps, max_retries=2)
-    assert type(exc) is providers.ProviderUncertain
+    exc = await failure(claude, sleeps, max_retries=2, bills_errors=bills_errors)
+    assert type(exc) is expected
     assert (exc.status, exc.attempts, claude.calls) == (529, 3, 3)
     assert len(sleeps.calls) == 2
     assert "gave up after 3 attempts" in str(exc)
@@ -227,25 +236,31 @@ async def test_429_until_retries_run_out_was_never_charged(llm: FakeLLM) -> None
     for _ in range(3):
         llm.queue_fault("429", retry_after=0)
     exc = await failure(llm, max_retries=2)
-    assert type(exc) is providers.ProviderNotCalled
+    assert type(exc) is providers.ProviderErrorAnswer
+    assert isinstance(exc, providers.ProviderNotCalled)
     assert (exc.status, llm.calls) == (429, 3)
 
 
-async def test_a_rejection_after_a_500_is_still_uncertain(llm: FakeLLM) -> None:
-    """The 500 may have been charged, so the whole call may have been."""
+async def test_a_rejection_after_a_500_is_uncertain_where_errors_are_billed(
+    llm: FakeLLM,
+) -> None:
+    """There the 500 may have been charged, so the whole call may have been."""
     llm.queue_fault("500")
     llm.queue_fault("400")
-    exc = await failure(llm)
+    exc = await failure(llm, bills_errors=True)
     assert type(exc) is providers.ProviderUncertain
     assert "1 earlier attempt(s)" in str(exc)
     assert llm.calls == 2
+    llm.queue_fault("500")
+    llm.queue_fault("400")
+    assert type(await failure(llm)) is providers.ProviderRejected  # the default: not billed
 
 
 async def test_retry_after_beyond_the_budget_stops_at_once(llm: FakeLLM) -> None:
     sleeps = Sleeps()
     llm.queue_fault("429", retry_after=30)
     exc = await failure(llm, sleeps, max_retry_wait_s=5)
-    assert type(exc) is providers.ProviderNotCalled
+    assert type(exc) is providers.ProviderErrorAnswer
     assert "retry budget" in str(exc)
     assert (llm.calls, sleeps.calls) == (1, [])
 
@@ -317,8 +332,8 @@ async def test_malformed_body_is_bad_output_carrying_the_raw_text(llm: FakeLLM) 
     [
         ("401", providers.ProviderRejected),
         ("404", providers.ProviderRejected),
-        ("500", providers.ProviderUncertain),
-        ("429", providers.ProviderNotCalled),
+        ("500", providers.ProviderErrorAnswer),
+        ("429", providers.ProviderErrorAnswer),
         ("timeout", providers.ProviderUncertain),
         ("drop", providers.ProviderUncertain),
         ("malformed", providers.ProviderBadOutput),
@@ -428,3 +443,11 @@ def test_usage_that_is_not_a_count_is_unknown() -> None:
 )
 def test_error_detail_reads_each_servers_error_shape(text: str, detail: str) -> None:
     assert wire.error_detail(text) == detail
+
+
+def test_an_error_body_json_cannot_read_is_summarized_as_text() -> None:
+    """An error answer's body is evidence, whatever it holds: nested past the recursion
+    limit or holding an integer past 4,300 digits, it is quoted as text, bounded."""
+    for body in ("[" * 5000, '{"error": ' + "9" * 5000 + "}"):
+        summary = wire.error_detail(body)
+        assert summary == body[: wire.ERROR_DETAIL_CHARS]

@@ -56,6 +56,7 @@ class Rig:
     def __init__(self, store: db.Store, pipeline: spec.Pipeline, drafter: drafters.Drafter,
                  client: httpx.AsyncClient) -> None:  # fmt: skip
         self.store = store
+        self.pipeline = pipeline
         self.drafter = drafter
         self.engine = engine.Engine(
             store, {pipeline.name: pipeline}, client=client, drafter_for=lambda _: drafter
@@ -303,14 +304,13 @@ async def test_text_sqlite_cannot_hold_is_cleaned_when_an_item_is_recorded(
 
 
 async def test_the_cli_and_the_replay_offer_ask_for_a_fresh_draft(
-    rig: Rig, feeds: FeedServer, tmp_path: Path, now: datetime
+    rig: Rig, feeds: FeedServer, llm: FakeLLM, tmp_path: Path, now: datetime
 ) -> None:
     item = await one_item_answered_but_never_shown(rig, feeds, now)
-    [claim_id] = await operations.unshown_drafts(rig.store, item.id)
-    offer = render.replay_offer(
-        item, await events.for_entity(rig.store, "item", item.id), [claim_id]
-    )
-    assert f"a draft no card showed (budget claim {claim_id})" in offer
+    kept = await operations.kept_draft(item, rig.drafter)
+    assert kept is not None
+    offer = render.replay_offer(item, await events.for_entity(rig.store, "item", item.id), kept)
+    assert f"a draft no card showed (budget claim {kept.claim_id})" in offer
     key = b"k" * 32
     data = callbacks.encode(key, callbacks.Button("fresh", item.id, item.attempt, item.version))
     assert callbacks.decode(key, data).action == "fresh"
@@ -322,7 +322,10 @@ async def test_the_cli_and_the_replay_offer_ask_for_a_fresh_draft(
     assert out.strip() == f"item {item.id} replayed: attempt 2, now new"
     store = await db.open(db.StoreConfig(data_dir=data_dir))
     try:
-        assert await operations.unshown_drafts(store, item.id) == []
+        replayed = await items.get(store, item.id)
+        async with providers.ProviderClient(provider_settings(llm)) as provider:
+            drafter = llm_drafter.LlmDrafter(store, rig.pipeline, provider, PRICE)
+            assert await operations.kept_draft(replayed, drafter) is None  # refused: fresh
         last = (await events.for_entity(store, "item", item.id))[-1]
         assert (last.actor, last.reason) == ("cli", "replayed by cli with a fresh draft")
     finally:

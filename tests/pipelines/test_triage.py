@@ -15,9 +15,11 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
+from bot.chat import render
 from pipelines import operations
+from pipelines.approval import sla
 from pipelines.config import spec
-from pipelines.drafting import calls, choice
+from pipelines.drafting import calls, choice, drafters
 from pipelines.drafting import triage as triage_drafter
 from pipelines.providers import client as providers
 from pipelines.runs import engine, triage
@@ -86,9 +88,12 @@ def feeds() -> Iterator[FeedServer]:
 
 
 class Rig:
-    def __init__(self, eng: engine.Engine, pipeline: spec.Pipeline) -> None:
+    def __init__(
+        self, eng: engine.Engine, pipeline: spec.Pipeline, drafter: drafters.Drafter
+    ) -> None:
         self.engine = eng
         self.pipeline = pipeline
+        self.drafter = drafter
 
     async def tick(self, now: datetime) -> engine.TickReport:
         return await self.engine.tick("city", "schedule", now)
@@ -113,7 +118,7 @@ async def rig_for(
         pipeline = loaded.pipelines["city"]
         drafter = chooser(store, pipeline)
         eng = engine.Engine(store, {"city": pipeline}, client=client, drafter_for=lambda _: drafter)
-        return Rig(eng, pipeline)
+        return Rig(eng, pipeline, drafter)
 
     yield build
     await chooser.aclose()
@@ -328,3 +333,98 @@ async def test_with_pass_a_triage_call_cut_off_and_reconciled_is_not_asked_again
     assert card.payload["note"].startswith("⚠️ not triaged: ")
     assert llm.calls == calls_before + 1  # the draft's alone
     assert [c[1] for c in await _claims(store)] == ["llm.triage", "llm.triage", "llm.draft"]
+
+
+async def test_a_500_to_triage_under_hold_settles_at_zero_and_the_next_run_cards_it(
+    store: db.Store, rig_for: object, llm: FakeLLM, feeds: FeedServer, now: datetime
+) -> None:
+    """An HTTP error answer carries no usage and is not billed: its claim settles at zero
+    with the answer as evidence, and the held entry is asked again at the next run,
+    with no operator step (no reconcile-claim, no replay)."""
+    await ledger.set_budget(store, "global", "day", 10_000_000, "cli", now)
+    feeds.set("/feed.xml", rss(ENTRIES[:1]))
+    for _ in range(2):  # the call and its one retry (max_retries: 1)
+        llm.queue_fault("500")
+    rig = rig_for("hold")  # type: ignore[operator]
+    await rig.tick(now)
+    [item] = (await _by_guid(store)).values()
+    assert item.state == State.DRAFTING and llm.calls == 2
+    [(_, endpoint, state, actual)] = await _claims(store)
+    assert (endpoint, state, actual) == ("llm.triage", "settled", 0)
+    report = await ledger.report(store, now)
+    assert report.uncertain == [] and report.budgets[0].held_micros == 0
+    [claim] = await store.read(lambda conn: conn.execute("SELECT id FROM claims").fetchall())
+    evidence = (await ledger.get(store, claim[0])).evidence
+    assert evidence is not None and "HTTP 500 from 127.0.0.1: " in evidence
+
+    await rig.tick(now + timedelta(minutes=5))  # the provider answers now
+    assert (await items.get(store, item.id)).state == State.AWAITING_APPROVAL
+    assert [(c[1], c[2]) for c in await _claims(store)] == [
+        ("llm.triage", "settled"),
+        ("llm.triage", "settled"),
+        ("llm.draft", "settled"),
+    ]
+    assert llm.calls == 4
+    assert (await ledger.report(store, now)).uncertain == []
+
+
+async def test_replay_offers_no_draft_on_a_triaged_item_whose_draft_a_card_showed(
+    store: db.Store, rig_for: object, llm: FakeLLM, feeds: FeedServer, now: datetime
+) -> None:
+    """The item's triage answer is kept too, but it is no draft: a rejected item's offer
+    promises nothing, and its replay pays for a new draft, as the offer says."""
+    await ledger.set_budget(store, "global", "day", 10_000_000, "cli", now)
+    feeds.set("/feed.xml", rss(ENTRIES[:1]))  # about trams: triaged in, drafted, carded
+    rig = rig_for()  # type: ignore[operator]
+    await rig.tick(now)
+    [item] = (await _by_guid(store)).values()
+    assert item.state == State.AWAITING_APPROVAL and llm.calls == 2
+    await operations.review.reject(
+        store, rig.pipeline, item.id, item.attempt, item.version, 42, "off topic", now
+    )
+    rejected = await items.get(store, item.id)
+    assert await operations.kept_draft(rejected, rig.drafter) is None
+    trail = await events.for_entity(store, "item", item.id)
+    assert "already wrote" not in render.replay_offer(rejected, trail, None)
+
+    later = now + timedelta(minutes=5)
+    await operations.replay(store, item.id, "operator:42", later)
+    await rig.tick(later)
+    assert (await items.get(store, item.id)).state == State.AWAITING_APPROVAL
+    assert llm.calls == 3  # a new draft, paid
+
+
+async def test_replay_offers_the_draft_no_card_showed_and_what_it_saves(
+    store: db.Store, rig_for: object, llm: FakeLLM, feeds: FeedServer, now: datetime
+) -> None:
+    await ledger.set_budget(store, "global", "day", 10_000_000, "cli", now)
+    feeds.set("/feed.xml", rss([]))
+    rig = rig_for()  # type: ignore[operator]
+    made = await store.write(
+        items.create_sync, "city", "s0", "k9", {"title": "Tram news", "text": "trams"}, now
+    )
+    assert made is not None
+    drafting = await store.write(items.transition_sync, made.id, State.DRAFTING, "system", now)
+    await rig.drafter.draft(drafting, now)  # triaged, drafted, then a crash before the card
+    await sla.sweep(store, now + timedelta(hours=1))
+    dropped = await items.get(store, made.id)
+    assert dropped.state == State.BREACH and llm.calls == 2
+    triaged, drafted = await _claims(store)
+    assert (triaged[1], drafted[1]) == ("llm.triage", "llm.draft")
+    cost = drafted[3]
+
+    kept = await operations.kept_draft(dropped, rig.drafter)
+    assert kept is not None and kept.cost_micros == cost
+    draft_claim = await store.read(
+        lambda conn: conn.execute("SELECT max(id) FROM claims").fetchone()[0]
+    )
+    assert kept.claim_id == draft_claim
+    offer = render.replay_offer(dropped, await events.for_entity(store, "item", made.id), kept)
+    assert f"a draft no card showed (budget claim {draft_claim})" in offer
+    assert "without a new call, which saves about $0.00" in offer
+
+    later = now + timedelta(hours=2)
+    await operations.replay(store, made.id, "operator:42", later)
+    await rig.tick(later)
+    assert (await items.get(store, made.id)).state == State.AWAITING_APPROVAL
+    assert llm.calls == 2  # shown with no new call, as offered
