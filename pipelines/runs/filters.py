@@ -37,6 +37,8 @@ FIELDS: tuple[str, ...] = get_args(FieldName)
 DEFAULT_FIELDS: tuple[FieldName, ...] = ("title", "text")
 #: Characters of the matched text kept in an event, at most.
 MAX_MATCH_SHOWN = 60
+#: Include rules a reason names before saying how many more there are.
+INCLUDE_LISTED = 5
 #: Regex rules asked together in one pattern. RE2 answers an alternation in one pass
 #: while its DFA fits its memory; past that it falls back to its NFA, which costs an
 #: entry hundreds of times more.
@@ -267,9 +269,16 @@ class FilterConfig(BaseModel):
             rule = self.exclude[number - 1]
             return Verdict(f"filter exclude #{number} ({rule.describe()}) matched {where}")
         if self.include and not self._include.any(payload, texts):
-            listed = "; ".join(rule.describe() for rule in self.include)
-            return Verdict(f"filter include: no rule matched ({listed})")
+            return Verdict(f"filter include: no rule matched ({_listed(self.include)})")
         return KEPT
+
+
+def _listed(rules: list[Rule]) -> str:
+    """The include rules as a reason names them: the first INCLUDE_LISTED, then how many
+    more (an event per dropped entry must not hold a list of thousands)."""
+    listed = "; ".join(rule.describe() for rule in rules[:INCLUDE_LISTED])
+    more = len(rules) - INCLUDE_LISTED
+    return f"{listed}; and {more} more rules" if more > 0 else listed
 
 
 def verdict(config: FilterConfig | None, payload: dict[str, Any]) -> Verdict:

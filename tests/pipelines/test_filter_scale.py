@@ -100,7 +100,10 @@ def test_among_thousands_of_rules_the_first_that_matches_is_named() -> None:
     assert block.verdict({"title": "BREAKING w2999x", "text": ""}).reason == (
         "filter exclude #3000 (words [w2999x]) matched 'w2999x' in title"
     )
-    assert block.verdict({"title": "w17", "text": "w17xy i4499"}).reason is not None
+    assert block.verdict({"title": "w17", "text": "w17xy i4499"}).reason == (
+        "filter include: no rule matched (words [i0y]; words [i1y]; words [i2y]; words [i3y];"
+        " words [i4y]; and 4495 more rules)"
+    )
     assert not block.verdict({"title": "weather", "text": "w9000x I4499Y"}).dropped
 
 
