@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 import urllib.parse
 from datetime import timedelta
 from pathlib import Path
@@ -120,6 +121,15 @@ class TelegramSettings(BaseModel):
     #: cards are not paced, so a tap's answer is never held back.
     chat_messages_per_second: float = Field(default=1.0, gt=0)
 
+    @field_validator("token", "webhook_secret")
+    @classmethod
+    def _one_printable_word(cls, value: SecretStr | None) -> SecretStr | None:
+        # A trailing newline (`echo token > file`) reaches every Bot API URL or header, and
+        # Telegram only ever answers "not found": say it here, never the value.
+        if value is not None:
+            refuse_unprintable(value.get_secret_value())
+        return value
+
     @field_validator("operators", mode="before")
     @classmethod
     def _split_ids(cls, value: object) -> object:
@@ -130,6 +140,24 @@ class TelegramSettings(BaseModel):
                     raise ValueError("must be Telegram user ids (integers) separated by commas")
             return [int(part) for part in parts]
         return value
+
+
+def refuse_unprintable(secret: str) -> None:
+    """Raise ValueError naming the first character a token cannot hold (a control or
+    invisible character, a space) by its kind, never the secret or where in it."""
+    for at, char in enumerate(secret):
+        category = unicodedata.category(char)
+        if char in "\r\n":
+            end = "a trailing newline?" if not secret[at:].strip() else "a line break"
+            raise ValueError(f"holds a control character ({end})")
+        if char == "\t":
+            raise ValueError("holds a control character (a tab)")
+        if category == "Cc":
+            raise ValueError(f"holds a control character (U+{ord(char):04X})")
+        if category in ("Cf", "Zl", "Zp"):  # a BOM, a zero-width space: invisible
+            raise ValueError(f"holds an invisible character (U+{ord(char):04X})")
+        if char.isspace():
+            raise ValueError("holds a space: a token is one word, with nothing around it")
 
 
 def split_address(text: str) -> tuple[str, int]:

@@ -2,8 +2,10 @@
 
 Pure functions from store rows to text; nothing here reads the clock (`now` is passed)
 or does I/O. Every fetched or generated text goes through `esc` (html.escape), so a
-feed title with `<b>` in it stays text. Tags never span a line, so
-`pipelines.text.telegram.split` can cut a long text into messages Telegram accepts.
+feed title with `<b>` in it stays text, and a bidi control or zero-width character in
+it shows as a mark (`pipelines.text.visible`) instead of reordering or hiding the line.
+Tags never span a line, so `pipelines.text.telegram.split` can cut a long text into
+messages Telegram accepts.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from bot.process import logs, storage_alarm
 from pipelines import operations
 from pipelines.service import workers
 from pipelines.text import telegram as telegram_text
-from pipelines.text import validation
+from pipelines.text import validation, visible
 from store import items, units
 from store.audit import events
 from store.intake import runs
@@ -31,7 +33,7 @@ DECISION_ROOM = 300
 
 
 def esc(text: object) -> str:
-    return html.escape(str(text), quote=True)
+    return html.escape(visible.shown(str(text)), quote=True)
 
 
 when = units.when

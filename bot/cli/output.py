@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from bot.chat import people, render, wording
 from bot.process import storage_alarm
 from pipelines import operations
+from pipelines.text import visible
 from store import items, ledger, units
 from store.audit import events
 from store.backends import backup as store_backup
@@ -279,7 +280,8 @@ def reconcile(reports: Sequence[files.FolderReport]) -> str:
 
 
 def emit(args: argparse.Namespace, value: Any, text: Callable[[], str]) -> None:
-    print(json.dumps(operations.plain(value), indent=2) if args.json else text())
+    # JSON escapes every such character itself (ensure_ascii); a terminal would obey them.
+    print(json.dumps(operations.plain(value), indent=2) if args.json else visible.shown(text()))
 
 
 def progress(text: str) -> None:

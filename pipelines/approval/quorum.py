@@ -88,14 +88,24 @@ def names(people: Sequence[int]) -> str:
 
 
 def shortfall(found: Reach) -> str:
-    """What a card says when too few may approve: "needs 2 approvals from people other
-    than operator:1001; only operator:1002 can: escalate or reject"."""
+    """What a card says when too few may approve, in one sentence of what can be done:
+    "needs 2 approvals from people other than operator:1001, but only operator:1002 may
+    approve it: escalate it to bring in more approvers, or reject it"."""
     others = f" from people other than {names(found.barred)}" if found.barred else ""
     able = sorted(set(found.may or ()) | set(found.voted))
-    who = f"only {names(able)} can" if able else "no one else can"
-    way = "escalate or reject" if found.can_escalate else "reject"
+    who = f"but only {_listed(able)} may approve it" if able else "and no one else may approve it"
+    if found.can_escalate:
+        then = "escalate it to bring in more approvers, or reject it"
+    else:
+        then = "reject it, or it waits until its approval window passes"
     need = f"{found.quorum} approval" + ("s" if found.quorum != 1 else "")
-    return f"needs {need}{others}; {who}: {way}"
+    return f"needs {need}{others}, {who}: {then}"
+
+
+def _listed(people: Sequence[int]) -> str:
+    """ "operator:1", "operator:1 and operator:2", "operator:1, operator:2 and operator:3"."""
+    said = [decisions.voter(o) for o in people]
+    return said[0] if len(said) == 1 else f"{', '.join(said[:-1])} and {said[-1]}"
 
 
 def after_any_edit(rules: spec.ApprovalConfig) -> str | None:

@@ -90,8 +90,10 @@ class Triaged:
             return await self._cannot_run(item, now, f"{exc}")
         except drafters.DraftWaits:
             raise  # a try whose call may have been paid: never a second one
-        except (drafters.DraftFailed, triage.InvalidVerdict) as exc:
-            return await self._cannot_run(item, now, f"{exc}")
+        except drafters.DraftFailed as exc:
+            return await self._cannot_run(item, now, of_the_answer(str(exc), exc.reason))
+        except triage.InvalidVerdict as exc:
+            return await self._cannot_run(item, now, str(exc))
         if not verdict.passes(self._config.threshold):
             raise drafters.Skipped(verdict.said())
         return _noted(await self._inner.draft(item, now), f"🔎 {verdict.said()}")
@@ -127,6 +129,25 @@ class Triaged:
                 reason="triage",
             )
         return _noted(await self._inner.draft(item, now), f"⚠️ not triaged: {why}")
+
+
+#: A draft's validation words ("the draft is empty") as said of a triage answer: the
+#: answer is checked as a draft is, but nothing was drafted.
+_AS_DRAFT = {"the draft is empty": "the triage model's answer was empty"}
+_SUBJECTS = ("the draft ", "the output ", "the provider's reply ", "the reply ")
+
+
+def of_the_answer(said: str, reason: str | None) -> str:
+    """Why a triage call failed, about the triage: an unusable answer is the triage
+    model's answer, never "the draft" (which is not written yet)."""
+    if reason != "invalid_output":
+        return said
+    if said in _AS_DRAFT:
+        return _AS_DRAFT[said]
+    for subject in _SUBJECTS:
+        if said.startswith(subject):
+            return "the triage model's answer " + said.removeprefix(subject)
+    return f"the triage model's answer was unusable: {said}"
 
 
 def _ended_unusable(conn: backend.Conn, claim: claims.Claim) -> bool:

@@ -12,13 +12,14 @@ drafted or paid for, and the rule that dropped each one.
     verdict = pipeline.filter.verdict(payload)   # payload as items store it
     if verdict.dropped: ...verdict.reason       # names the rule and what it matched
 
-Exclude wins over include: an entry matching both is dropped by its exclude rule. Each
-list first asks, per field, alternations of up to ASKED_TOGETHER of its rules whether any
-rule matches at all (most entries match none): a few passes over each field instead of
-one per rule, and the rules themselves run one by one only on an entry that did. Every
-pattern, the words' included, runs on RE2 (`pipelines.text.safe_regex`), never on
-Python's `re`: a rule's time is linear in the entry's length whatever it says. A pattern
-RE2 cannot compile, an unknown field and an empty rule are refused when the file loads.
+Exclude wins over include: an entry matching both is dropped by its exclude rule. The
+words of all a list's rules sit in one index per field (`pipelines.text.words`): a field
+is cut into its words once and each is looked up, so neither loading nor matching grows
+with the number of words rules. Regex rules run on RE2 (`pipelines.text.safe_regex`),
+never on Python's `re`, first asked together per field in alternations of up to
+ASKED_TOGETHER rules (most entries match none), then one by one on an entry that did: a
+rule's time is linear in the entry's length whatever it says. A pattern RE2 cannot
+compile, an unknown field and an empty rule are refused when the file loads.
 """
 
 from __future__ import annotations
@@ -28,36 +29,20 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
-from pipelines.text import safe_regex
+from pipelines.text import safe_regex, words
 
 FieldName = Literal["title", "text", "link", "author", "categories"]
 FIELDS: tuple[str, ...] = get_args(FieldName)
 #: Where a rule looks when it names no field.
 DEFAULT_FIELDS: tuple[FieldName, ...] = ("title", "text")
-#: A word's edges: anything but a letter, a digit, a combining mark or "_" (RE2's `\b`
-#: knows only ASCII letters, so "émeute" would have an edge inside it).
-_EDGE = r"[^\pL\pN\pM_]"
 #: Characters of the matched text kept in an event, at most.
 MAX_MATCH_SHOWN = 60
-#: Rules asked together in one pattern. RE2 answers an alternation in one pass while its
-#: DFA fits its memory; 50 words rules (each edge a class of every Unicode letter) outgrow
-#: it and RE2 falls back to its NFA, which costs an entry hundreds of times more.
+#: Include rules a reason names before saying how many more there are.
+INCLUDE_LISTED = 5
+#: Regex rules asked together in one pattern. RE2 answers an alternation in one pass
+#: while its DFA fits its memory; past that it falls back to its NFA, which costs an
+#: entry hundreds of times more.
 ASKED_TOGETHER = 16
-
-
-def _escape(word: str) -> str:
-    """`word` as an RE2 literal: letters and digits as they are, a run of spaces as any
-    whitespace, anything else by its code point (so no character is ever syntax)."""
-    parts = []
-    for char in word:
-        if char.isalnum():
-            parts.append(char)
-        elif char.isspace():
-            if not parts or parts[-1] != r"\s+":
-                parts.append(r"\s+")
-        else:
-            parts.append(f"\\x{{{ord(char):x}}}")
-    return "".join(parts)
 
 
 class Rule(BaseModel):
@@ -69,8 +54,7 @@ class Rule(BaseModel):
     regex: str | None = None
     field: list[FieldName] = Field(default_factory=lambda: list(DEFAULT_FIELDS))
 
-    _pattern: safe_regex.Pattern | None = PrivateAttr(default=None)
-    _source: str = PrivateAttr(default="")
+    _pattern: safe_regex.Pattern | None = PrivateAttr(default=None)  # a regex rule's
 
     @field_validator("field", mode="before")
     @classmethod
@@ -119,18 +103,9 @@ class Rule(BaseModel):
             )
         if self.words is not None and self.regex is not None:
             raise ValueError("a rule has words or regex, not both: make them two rules")
-        if self.words is not None:
-            alternatives = "|".join(_escape(word) for word in self.words)
-            self._source = f"(?i)(?:^|{_EDGE})(?:{alternatives})(?:{_EDGE}|$)"
-        else:
-            self._source = str(self.regex)
-        self._pattern = safe_regex.compile(self._source)
+        if self.regex is not None:
+            self._pattern = safe_regex.compile(self.regex)
         return self
-
-    @property
-    def source(self) -> str:
-        """The RE2 pattern this rule runs."""
-        return self._source
 
     def describe(self) -> str:
         # As written in the file (a repr would double every backslash).
@@ -140,22 +115,23 @@ class Rule(BaseModel):
         return f"{what} in {', '.join(self.field)}"
 
     def find(self, payload: dict[str, Any]) -> str | None:
-        """Where this rule matches the entry (`"Sponsored" in title`), or None."""
-        assert self._pattern is not None  # set by _one_kind
+        """Where this regex rule matches the entry (`"Sponsored" in title`), or None."""
+        assert self._pattern is not None  # a words rule is looked up in its list's index
         for name in self.field:
             text = field_text(payload, name)
             found = self._pattern.search(text) if text else None
             if found is not None:
                 start, end = found.span()
-                shown = _trimmed(text[start:end]) if self.words else text[start:end]
-                return f"{shown[:MAX_MATCH_SHOWN]!r} in {name}"
+                return f"{text[start:end][:MAX_MATCH_SHOWN]!r} in {name}"
         return None
 
 
-def _trimmed(text: str) -> str:
-    """A words match without the edge characters around it."""
-    keep = [i for i, char in enumerate(text) if char.isalnum() or char == "_"]
-    return text[keep[0] : keep[-1] + 1] if keep else text
+def _shown(text: str, start: int, end: int) -> str:
+    """A words match as events have always shown it: with the edge characters on either
+    side taken in, then trimmed to its first and last letter, digit or "_"."""
+    around = text[max(start - 1, 0) : min(end + 1, len(text))]
+    keep = [i for i, char in enumerate(around) if char.isalnum() or char == "_"]
+    return around[keep[0] : keep[-1] + 1] if keep else around
 
 
 def field_text(payload: dict[str, Any], name: str) -> str:
@@ -189,11 +165,11 @@ Together = dict[str, list[safe_regex.Pattern] | None]
 
 
 def _any_of(rules: list[Rule]) -> Together:
-    """Per field, patterns that match where any of `rules` reading that field does (None:
-    too large for RE2 together; the rules then run one by one, with the same verdicts)."""
+    """Per field, patterns that match where any of the regex `rules` reading that field
+    does (None: too large for RE2 together; the rules then run one by one)."""
     combined: Together = {}
     for name in FIELDS:
-        sources = [rule.source for rule in rules if name in rule.field]
+        sources = [str(rule.regex) for rule in rules if name in rule.field]
         if not sources:
             continue
         groups = [sources[n : n + ASKED_TOGETHER] for n in range(0, len(sources), ASKED_TOGETHER)]
@@ -206,6 +182,67 @@ def _any_of(rules: list[Rule]) -> Together:
     return combined
 
 
+Texts = dict[str, words.Text]
+
+
+class _Rules:
+    """One list of rules, ready to ask: its words in one index per field (keyed by the
+    rule's place in the list), its regexes asked together first."""
+
+    def __init__(self, rules: list[Rule]) -> None:
+        self.rules = rules
+        self.regexes = [rule for rule in rules if rule.regex is not None]
+        self.any_regex = _any_of(self.regexes)
+        self.words: dict[str, words.Index] = {}
+        for place, rule in enumerate(rules):
+            for word in rule.words or ():
+                for name in rule.field:
+                    self.words.setdefault(name, words.Index()).add(place, word)
+
+    def _word_hits(self, payload: dict[str, Any], texts: Texts) -> dict[str, dict[int, Span]]:
+        hits = {}
+        for name, index in self.words.items():
+            if name not in texts:
+                texts[name] = words.Text(field_text(payload, name))
+            hits[name] = index.find(texts[name])
+        return hits
+
+    def _any_regex(self, payload: dict[str, Any]) -> bool:
+        if None in self.any_regex.values():
+            return any(rule.find(payload) is not None for rule in self.regexes)
+        for name, patterns in self.any_regex.items():
+            text = field_text(payload, name)
+            if text and any(pattern.search(text) is not None for pattern in patterns or ()):
+                return True
+        return False
+
+    def any(self, payload: dict[str, Any], texts: Texts) -> bool:
+        """Whether any rule of the list matches the entry."""
+        hits = self._word_hits(payload, texts)
+        return any(hits.values()) or (bool(self.regexes) and self._any_regex(payload))
+
+    def first(self, payload: dict[str, Any], texts: Texts) -> tuple[int, str] | None:
+        """The first rule of the list that matches (its number from 1) and where."""
+        hits = self._word_hits(payload, texts)
+        worded = min((place for found in hits.values() for place in found), default=None)
+        if self.regexes and self._any_regex(payload):
+            for place, rule in enumerate(self.rules):
+                if worded is not None and place >= worded:
+                    break
+                if rule.regex is not None and (where := rule.find(payload)) is not None:
+                    return place + 1, where
+        if worded is None:
+            return None
+        for name in self.rules[worded].field:
+            if (span := hits[name].get(worded)) is not None:
+                shown = _shown(texts[name].text, *span)
+                return worded + 1, f"{shown[:MAX_MATCH_SHOWN]!r} in {name}"
+        raise AssertionError("a hit is in one of its rule's fields")  # pragma: no cover
+
+
+Span = tuple[int, int]
+
+
 class FilterConfig(BaseModel):
     """`exclude`: any match drops the entry; `include`: when listed, one must match."""
 
@@ -214,38 +251,34 @@ class FilterConfig(BaseModel):
     exclude: list[Rule] = Field(default_factory=list)
     include: list[Rule] = Field(default_factory=list)
 
-    _any_exclude: Together = PrivateAttr(default_factory=dict)
-    _any_include: Together = PrivateAttr(default_factory=dict)
+    _exclude: _Rules = PrivateAttr()
+    _include: _Rules = PrivateAttr()
 
     @model_validator(mode="after")
     def _some_rules(self) -> FilterConfig:
         if not self.exclude and not self.include:
             raise ValueError("filter has no rules: list some under exclude: or include:")
-        self._any_exclude = _any_of(self.exclude)
-        self._any_include = _any_of(self.include)
+        self._exclude = _Rules(self.exclude)
+        self._include = _Rules(self.include)
         return self
 
     def verdict(self, payload: dict[str, Any]) -> Verdict:
-        if self.exclude and _any_match(self._any_exclude, self.exclude, payload):
-            for number, rule in enumerate(self.exclude, start=1):
-                if (where := rule.find(payload)) is not None:
-                    return Verdict(f"filter exclude #{number} ({rule.describe()}) matched {where}")
-        if self.include and not _any_match(self._any_include, self.include, payload):
-            listed = "; ".join(rule.describe() for rule in self.include)
-            return Verdict(f"filter include: no rule matched ({listed})")
+        texts: Texts = {}  # each field folded and cut into words once, for both lists
+        if self.exclude and (found := self._exclude.first(payload, texts)) is not None:
+            number, where = found
+            rule = self.exclude[number - 1]
+            return Verdict(f"filter exclude #{number} ({rule.describe()}) matched {where}")
+        if self.include and not self._include.any(payload, texts):
+            return Verdict(f"filter include: no rule matched ({_listed(self.include)})")
         return KEPT
 
 
-def _any_match(combined: Together, rules: list[Rule], payload: dict[str, Any]) -> bool:
-    """Whether any of `rules` matches the entry: rules asked together per field when RE2
-    could take them so, else rule by rule."""
-    if None in combined.values():
-        return any(rule.find(payload) is not None for rule in rules)
-    for name, patterns in combined.items():
-        text = field_text(payload, name)
-        if text and any(pattern.search(text) is not None for pattern in patterns or ()):
-            return True
-    return False
+def _listed(rules: list[Rule]) -> str:
+    """The include rules as a reason names them: the first INCLUDE_LISTED, then how many
+    more (an event per dropped entry must not hold a list of thousands)."""
+    listed = "; ".join(rule.describe() for rule in rules[:INCLUDE_LISTED])
+    more = len(rules) - INCLUDE_LISTED
+    return f"{listed}; and {more} more rules" if more > 0 else listed
 
 
 def verdict(config: FilterConfig | None, payload: dict[str, Any]) -> Verdict:

@@ -12,6 +12,7 @@ when the configuration is loaded, never at match time. Compiled patterns are cac
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterator
 from typing import Protocol, cast
 
 import re2
@@ -28,6 +29,8 @@ class Pattern(Protocol):
     """What callers use of a compiled RE2 pattern."""
 
     def search(self, text: str) -> Match | None: ...
+
+    def finditer(self, text: str) -> Iterator[Match]: ...
 
 
 class Unsupported(ValueError):

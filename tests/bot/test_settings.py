@@ -221,3 +221,56 @@ def test_every_secret_setting_is_listed_for_redaction(
     monkeypatch.setenv("GATEHOUSE_LLM__MODEL", "m")
     found = settings.load().secrets()
     assert set(held.values()) | {"db-pass-4c1e"} == set(found)
+
+
+TOKEN = "123456:s3cr3t-VALUE-AAEEhh_k"
+
+
+@pytest.mark.parametrize(
+    ("token", "reason"),
+    [
+        (TOKEN + "\n", "holds a control character (a trailing newline?)"),
+        (TOKEN + "\r\n", "holds a control character (a trailing newline?)"),
+        (TOKEN[:8] + "\n" + TOKEN[8:], "holds a control character (a line break)"),
+        (TOKEN + "\t", "holds a control character (a tab)"),
+        (TOKEN[:8] + "\x07" + TOKEN[8:], "holds a control character (U+0007)"),
+        ("\ufeff" + TOKEN, "holds an invisible character (U+FEFF)"),
+        (TOKEN + " ", "holds a space: a token is one word, with nothing around it"),
+    ],
+)
+def test_a_token_with_a_control_character_is_refused_by_name(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, token: str, reason: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("GATEHOUSE_TELEGRAM__TOKEN", token)
+    with pytest.raises(settings.SettingsInvalid) as caught:
+        settings.load()
+    assert str(caught.value).splitlines()[1:] == [f"  GATEHOUSE_TELEGRAM__TOKEN: {reason}"]
+    assert "s3cr3t" not in str(caught.value)
+
+
+def test_a_webhook_secret_with_a_trailing_newline_is_refused(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("GATEHOUSE_TELEGRAM__WEBHOOK_SECRET", "s3cr3t-VALUE\n")
+    with pytest.raises(settings.SettingsInvalid, match="WEBHOOK_SECRET: holds a control"):
+        settings.load()
+
+
+@pytest.mark.parametrize("command", ["check", "run"])
+def test_check_and_start_exit_2_on_a_token_read_from_a_file_with_its_newline(
+    tmp_path: Path, command: str
+) -> None:
+    # `echo token > file`, then an env file that quotes it in: the newline comes along.
+    (tmp_path / "gatehouse.env").write_text(
+        f'GATEHOUSE_TELEGRAM__TOKEN="{TOKEN}\\n"\nGATEHOUSE_TELEGRAM__OPERATORS=11\n'
+    )
+    data_dir = tmp_path / "data"
+    done = _cli(tmp_path, "--env-file", "gatehouse.env", "--data-dir", str(data_dir), command)
+    assert done.returncode == 2, done.stderr
+    assert (
+        "GATEHOUSE_TELEGRAM__TOKEN: holds a control character (a trailing newline?)" in done.stderr
+    )
+    assert "s3cr3t" not in done.stderr + done.stdout
+    assert "unreachable" not in done.stderr

@@ -256,7 +256,9 @@ async def test_separate_editor_refused_under_quorum_two(
     theirs = api.wait_for(
         lambda: [m for m in api.sent(SECOND) if "My own words" in m.text and m.reply_markup]
     )[0]
-    stuck = re.compile(r"needs 2 approvals from people other than (.+); only (.+) can: reject")
+    stuck = re.compile(
+        r"needs 2 approvals from people other than (.+), but only (.+) may approve it: reject it"
+    )
     shown = stuck.search(theirs.text)
     assert shown is not None and shown[1] != shown[2], theirs.text
     # (Names as the bot knows them: the second operator's from their first tap on.)
@@ -289,7 +291,10 @@ async def test_a_card_too_few_may_approve_offers_escalate_which_brings_in_escala
     theirs = api.wait_for(
         lambda: [m for m in api.sent(SECOND) if "Edited words" in m.text and m.reply_markup]
     )[0]
-    assert "can: escalate or reject" in theirs.text and "Escalate" in str(theirs.reply_markup)
+    assert (
+        "escalate it to bring in more approvers, or reject it" in theirs.text
+        and "Escalate" in str(theirs.reply_markup)
+    )
     # Reject's reasons and back again: the card keeps its Escalate.
     card_id = theirs.message_id
     for label, then in (("Reject", "back"), ("back", "Escalate")):

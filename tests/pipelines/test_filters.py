@@ -171,16 +171,16 @@ def test_check_names_file_line_and_fix(tmp_path: Path) -> None:
 
 
 def test_the_one_pass_shortcut_gives_the_rules_own_verdicts() -> None:
-    """Each list first asks the alternation of its rules per field; without it (RE2 could
-    not take them together) the rules run one by one: the verdicts are the same."""
+    """Each list first asks the alternation of its regex rules per field; without it (RE2
+    could not take them together) the rules run one by one: the verdicts are the same."""
     rules = {
         "exclude": [{"words": ["sponsored"]}, {"regex": "^ad:", "field": "title"}],
         "include": [{"words": ["tram"]}, {"regex": "bus$", "field": ["text", "link"]}],
     }
     fast = _filter(**rules)
     slow = _filter(**rules)
-    slow._any_exclude = dict.fromkeys(slow._any_exclude)
-    slow._any_include = dict.fromkeys(slow._any_include)
+    slow._exclude.any_regex = dict.fromkeys(slow._exclude.any_regex)
+    slow._include.any_regex = dict.fromkeys(slow._include.any_regex)
     entries = [
         _entry("tram news"), _entry("ad: tram"), _entry("x", "take the bus"),
         _entry("x", "y", link="https://e.org/bus"), _entry("sponsored tram"), _entry("weather"),

@@ -62,12 +62,22 @@ def test_who_may_approve_a_version(
 def test_the_card_says_plainly_who_can_and_what_helps() -> None:
     stuck = quorum.reach((A, B), 2, four_eyes=True, author=A, escalate_to=(X,))
     assert quorum.shortfall(stuck) == (
-        "needs 2 approvals from people other than operator:1; only operator:2 can: "
-        "escalate or reject"
+        "needs 2 approvals from people other than operator:1, but only operator:2 may approve"
+        " it: escalate it to bring in more approvers, or reject it"
     )
     alone = quorum.reach((A,), 1, four_eyes=True, author=A)
     assert quorum.shortfall(alone) == (
-        "needs 1 approval from people other than operator:1; no one else can: reject"
+        "needs 1 approval from people other than operator:1, and no one else may approve it:"
+        " reject it, or it waits until its approval window passes"
+    )
+
+
+def test_several_who_may_approve_are_listed_in_the_sentence() -> None:
+    stuck = quorum.reach((A, B, C, X), 4, four_eyes=True, author=A)
+    assert quorum.shortfall(stuck) == (
+        f"needs 4 approvals from people other than operator:1, but only operator:2,"
+        f" operator:{C} and operator:{X} may approve it: reject it, or it waits until its"
+        " approval window passes"
     )
 
 
@@ -93,8 +103,8 @@ async def test_after_an_edit_the_card_says_who_can_and_never_waits_for_its_autho
     await flow.edit(store, p, item.id, 1, "Alice's words", alice, now)
     card = payloads.Card.of((await outbox.for_item(store, item.id, "card"))[-1])
     stuck = (
-        f"needs 2 approvals from people other than operator:{alice}; "
-        f"only operator:{bob} can: reject"
+        f"needs 2 approvals from people other than operator:{alice}, but only operator:{bob}"
+        " may approve it: reject it, or it waits until its approval window passes"
     )
     assert (card.version, card.short_of, card.buttons) == (2, stuck, "")
     vote = await flow.decide(store, p, item.id, 1, 2, bob, "approve", now)
@@ -111,7 +121,9 @@ async def test_after_an_edit_the_card_says_who_can_and_never_waits_for_its_autho
     await flow.edit(store, helped, other.id, 1, "mine", alice, now)
     offered = payloads.Card.of((await outbox.for_item(store, other.id, "card"))[-1])
     assert offered.buttons == payloads.ESCALATE_BUTTONS
-    assert offered.short_of is not None and offered.short_of.endswith("escalate or reject")
+    assert offered.short_of is not None and offered.short_of.endswith(
+        "escalate it to bring in more approvers, or reject it"
+    )
     assert await nudges.escalate(store, helped, other.id, 1, bob, now)
     assert not await nudges.escalate(store, helped, other.id, 1, bob, now)
     await flow.decide(store, helped, other.id, 1, 2, bob, "approve", now)
@@ -134,7 +146,7 @@ async def test_at_load_a_waiting_card_too_few_may_approve_says_so_once(
     assert await flow.recheck(store, {"news": two}, now) == 0  # said once
     edits = [payloads.CardEdit.of(r) for r in await outbox.for_item(store, item.id, "card_edit")]
     assert [e.status for e in edits if e.version == 2] == [
-        f"⚠️ needs 2 approvals from people other than operator:{alice}; "
-        f"only operator:{bob} can: reject"
+        f"⚠️ needs 2 approvals from people other than operator:{alice}, but only operator:{bob}"
+        " may approve it: reject it, or it waits until its approval window passes"
     ]
     assert await outbox.for_item(store, untouched.id, "card_edit") == []

@@ -234,6 +234,33 @@ async def test_on_failure_pass_drafts_and_the_card_says_not_triaged(
     ]
 
 
+@pytest.mark.parametrize(
+    ("answer", "said"),
+    [
+        ("", "⚠️ not triaged: the triage model's answer was empty"),
+        (
+            "x" * 100_036,
+            "⚠️ not triaged: the triage model's answer has 100036 characters; at most 20000"
+            " are allowed",
+        ),
+        ("{oops", "⚠️ not triaged: the triage model's answer is not valid JSON: "),
+    ],
+)
+async def test_an_unusable_triage_answer_is_said_of_the_triage_not_of_a_draft(
+    store: db.Store, rig_for: object, llm: FakeLLM, feeds: FeedServer, now: datetime,
+    answer: str, said: str,
+) -> None:  # fmt: skip
+    await ledger.set_budget(store, "global", "day", 10_000_000, "cli", now)
+    feeds.set("/feed.xml", rss(ENTRIES[1:2]))
+    llm.queue_reply(answer)  # the triage's answer; the draft after it is the usual one
+    rig = rig_for("pass")  # type: ignore[operator]
+    await rig.tick(now)
+    [item] = (await _by_guid(store)).values()
+    [card] = await outbox.for_item(store, item.id, "card")
+    assert card.payload["note"].startswith(said), card.payload["note"]
+    assert "draft" not in card.payload["note"].split("\n")[0]
+
+
 async def test_on_failure_hold_waits_and_triages_once_the_provider_answers(
     store: db.Store, rig_for: object, llm: FakeLLM, feeds: FeedServer, now: datetime
 ) -> None:
