@@ -1,7 +1,9 @@
 """A clean stop: SIGTERM while a run drafts. The real bot process (`gatehouse run`)
 drafts a feed of many items with a slow fake LLM; SIGTERM arrives while calls are in
 flight. It exits 0 with every event sealed and the newest one signed; the drafts already
-paid for reach approval, the rest wait, untouched, for the next start, which drafts them."""
+paid for reach approval, the rest wait, untouched, for the next start, which drafts them.
+Drafts that wait for a turn of the model's client when the signal comes begin nothing: a
+stop starts no paid call, so none is cut off by the stop's grace and left uncertain."""
 
 from __future__ import annotations
 
@@ -133,8 +135,9 @@ def test_sigterm_while_drafting_seals_signs_and_exits_0(
 #: Drafts more than one round of the model client's turns (GATEHOUSE_LLM__MAX_CONCURRENT_CALLS).
 TURNS = 16
 WAITING_ITEMS = 30
-#: Slower than the stop's grace allows for two rounds (runtime.STOP_WORK_S, 12 s): a draft
-#: that took its turn after the signal would be cut off at the provider.
+#: Slower than the stop's grace allows for two rounds (runtime.STOP_WORK_S, 12 s, the
+#: stop timeout the bot runs with): a draft that took its turn after the signal would be
+#: cut off at the provider, its claim left started (14 of them before the fix).
 SLOW_MODEL_S = 8.0
 
 
@@ -147,6 +150,7 @@ async def claim_states(data_dir: Path) -> dict[str, int]:
         await store.close()
 
 
+@pytest.mark.slow  # two starts and stops of the bot around an 8 s model
 def test_sigterm_while_drafts_wait_for_a_turn_starts_no_new_call(
     tmp_path: Path, api: localapi.LocalBotApi, feed: FeedServer
 ) -> None:
