@@ -64,7 +64,9 @@ class Drafters:
     """`drafter_for` for RuntimeConfig: template pipelines get the template drafter; llm
     pipelines the LlmDrafter when a provider and the model's price are configured, else
     the template drafter with a note saying why. It owns one provider client per model;
-    add `worker` to RuntimeConfig.workers so they are closed on stop.
+    add `worker` to RuntimeConfig.workers so they are closed on stop. `park()` (the
+    runtime calls it as a clean stop begins) makes every draft that gets its turn of a
+    client from then on begin nothing: the stop starts no paid call.
     """
 
     def __init__(
@@ -80,6 +82,7 @@ class Drafters:
         self._clients: dict[str, providers.ProviderClient] = {}
         #: What calls gave while the store failed, kept across ticks (see LlmDrafter).
         self._unrecorded: dict[int, replies.Record] = {}
+        self._parked = False
 
     def __call__(self, store: Store, pipeline: spec.Pipeline) -> drafters.Drafter:
         drafter = self._drafter(store, pipeline)
@@ -110,6 +113,7 @@ class Drafters:
                 unrecorded=self._unrecorded,
                 call=call,
                 fallback=triage_drafter.NoBudget(),
+                parked=self.parked,
             )
 
         return ask
@@ -125,8 +129,21 @@ class Drafters:
         client = self._client(model)
         price = ledger_prices.lookup(self._prices, model)
         return llm_drafter.LlmDrafter(
-            store, pipeline, client, price, clock=self._clock, unrecorded=self._unrecorded
+            store,
+            pipeline,
+            client,
+            price,
+            clock=self._clock,
+            unrecorded=self._unrecorded,
+            parked=self.parked,
         )
+
+    def park(self) -> None:
+        """A clean stop began: drafts still waiting for a turn stay in drafting, untouched."""
+        self._parked = True
+
+    def parked(self) -> bool:
+        return self._parked
 
     def _client(self, model: str) -> providers.ProviderClient:
         """The one provider client of this model."""

@@ -60,6 +60,11 @@ class DraftHeld(DraftWaits):
         self.claim_id = claim_id
 
 
+class Parked(Exception):
+    """A clean stop began while the draft waited for its turn of the model's client:
+    nothing was held or asked, and the item stays in drafting for the next start."""
+
+
 @dataclass(frozen=True)
 class DraftResult:
     text: str

@@ -11,7 +11,9 @@ and prompt version) holds the worst case; start_provider authorizes the one call
 call; then ONE transaction keeps the output (store/ledger/outputs.py) and settles the
 claim, or leaves it uncertain when the cost is unknown. Before any of that, a kept
 output of the item that no card showed (a crash after the answer, or a replay of a
-dropped item) is used with no new call.
+dropped item) is used with no new call. A draft that gets its turn once a clean stop
+began (`parked`) begins nothing and raises drafters.Parked: no claim, no call, and the
+item waits in drafting for the next start.
 
 Resuming after a crash (the engine never drafts one item twice at once, so any claim
 it finds past reserve was left by a crash): reserved, even past its lease, is started
@@ -96,6 +98,7 @@ class LlmDrafter:
         unrecorded: dict[int, replies.Record] | None = None,
         call: calls.Call | None = None,
         fallback: drafters.Drafter | None = None,
+        parked: Callable[[], bool] = lambda: False,
     ) -> None:
         if call is None:
             call = _draft_call(pipeline)
@@ -121,6 +124,8 @@ class LlmDrafter:
         #: connection, a full disk): the next tick records it instead of calling again.
         #: Shared by the drafters of one process (choice.Drafters), which outlive a tick.
         self._unrecorded = {} if unrecorded is None else unrecorded
+        #: True once a clean stop began: a draft that gets its turn then begins nothing.
+        self._parked = parked
 
     async def draft(self, item: Item, now: datetime) -> drafters.DraftResult:
         """Draft one item; the engine never drafts the same item twice at once. A redraft's
@@ -140,6 +145,8 @@ class LlmDrafter:
 
     async def _draft(self, item: Item, now: datetime, note: str | None) -> drafters.DraftResult:
         async with self._provider.turn():  # before the hold: the lease starts with the turn
+            if self._parked():  # the stop came while this draft waited: hold nothing, ask nothing
+                raise drafters.Parked(f"item {item.id} waits in drafting for the next start")
             return await self._draft_in_turn(item, self._later(now), note)
 
     async def _draft_in_turn(

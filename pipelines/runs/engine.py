@@ -305,6 +305,9 @@ class Engine:
                 return None
             log.debug("item %s drafted; its card is queued", item.id)
             return True
+        except drafters.Parked as parked:
+            log.debug("%s", parked)
+            return None
         except drafters.Skipped as skipped:
             await self._skip(item, skipped, now)
             report.counts = dataclasses.replace(report.counts, skipped=report.counts.skipped + 1)

@@ -11,7 +11,8 @@ logged, reported once and followed by a restart after a capped backoff.
 `now` comes from one clock function, so tests can drive time.
 
 A clean stop goes in order: take no new work (`take_no_new_work`: no run starts, no
-draft begins, the workers end), let what is in flight finish or park (`finish_work`:
+draft begins, not even one that was waiting for a turn of its model's client, the
+workers end), let what is in flight finish or park (`finish_work`:
 drafts already at the provider are kept; items not begun stay where they are for the
 next start), then stand down as the leader, whose last act seals every event written
 and signs the head, then close. It fits the 30 s the deploy files give a stop.
@@ -237,6 +238,11 @@ class Runtime:
         """A clean stop's first step: no run starts, no draft begins, the workers end."""
         self.stopping.set()
         self.engine.park()
+        # Drafts past the engine's gate that wait for a turn of the model's client begin
+        # nothing once they get it (choice.Drafters.park): only calls already out finish.
+        park = getattr(self.config.drafter_for, "park", None)
+        if park is not None:
+            park()
 
     async def finish_work(self) -> None:
         """Let the work in flight finish or park (cancelled after STOP_WORK_S); the

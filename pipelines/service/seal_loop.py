@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from typing import TypeVar
 
 from pipelines.service import workers
-from store import backend, errors, outbox
+from store import backend, episodes, errors, outbox
 from store.audit import sealer
 from store.db import Store
 
@@ -60,24 +60,33 @@ async def run(
     checked = float("-inf")
     watch = sealer.Watch()
     loop = asyncio.get_running_loop()
+    # A full disk fails a pass every `every_s`: one line when it begins, one a minute.
+    failures = episodes.Episode(log, "sealing pass failed", "sealing passes work again")
+    late_failures = episodes.Episode(log, "seal delay check failed", "seal delay checks work")
     while not stop.is_set():
-        sealed = await _quietly(sealer.seal(store), 0)
+        sealed = await _quietly(sealer.seal(store), 0, failures, clock)
         if loop.time() - checked >= CHECK_EVERY_S:
             checked = loop.time()
-            await _quietly(store.write(alert_if_late_sync, watch, clock(), max_delay), 0.0)
+            late = store.write(alert_if_late_sync, watch, clock(), max_delay)
+            await _quietly(late, 0.0, late_failures, clock)
         if sealed < sealer.BATCH:
             await workers.wait_any((stop,), every_s)
     with contextlib.suppress(errors.Closed):
-        await _quietly(sealer.seal(store), 0)
+        await _quietly(sealer.seal(store), 0, failures, clock)
 
 
-async def _quietly(work: Awaitable[T], failed: T) -> T:
+async def _quietly(
+    work: Awaitable[T], failed: T, failures: episodes.Episode, clock: Callable[[], datetime]
+) -> T:
     """`work`'s result, or `failed` when the store refused it: a deposed leader's batch
-    that lost to the new leader's, a connection that dropped; the next pass retries."""
+    that lost to the new leader's, a connection that dropped, a full disk; the next pass
+    retries, and `failures` says so once per episode (then once a minute)."""
     try:
-        return await work
+        done = await work
     except errors.Closed:
         raise
     except errors.StoreError as exc:
-        log.warning("sealing pass failed, trying again: %s", exc)
+        failures.failed(exc, clock().timestamp())
         return failed
+    failures.worked()
+    return done

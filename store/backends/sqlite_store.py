@@ -15,7 +15,9 @@ the WAL holds a quarter of its bound, a RESTART runs from the writer's queue, be
 two of its transactions: it copies the last few frames (the PASSIVE runs copied the
 rest) and waits, briefly, for readers of older snapshots; the next write then starts
 the file over, and `journal_size_limit` trims it back to the bound. RESTART and
-TRUNCATE run only there, and give up after CHECKPOINT_BUSY_MS of readers.
+TRUNCATE run only there, and give up after CHECKPOINT_BUSY_MS of readers. A checkpoint
+that keeps failing (a full disk fails every pass) is one episode in the log
+(store.episodes): its first failure, a line a minute, and its recovery.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from store import backend, errors
+from store import backend, episodes, errors
 from store.backends import core, datadir, migrate
 from store.backends.core import CheckpointMode, StoreConfig
 from store.backends.lanes import Lane
@@ -243,6 +245,9 @@ class SqliteStore(core.Store):
 
     async def _checkpoint_by_size(self) -> None:
         copied_version = None  # data_version when the WAL was last fully copied
+        # A full disk fails every pass: one line when it begins, one a minute, one at the end.
+        failures = episodes.Episode(log, "checkpoint failed", "checkpoints work again")
+        loop = asyncio.get_running_loop()
         while True:
             await asyncio.sleep(self.config.checkpoint_every_s)
             size = self.wal_bytes()
@@ -257,7 +262,9 @@ class SqliteStore(core.Store):
                 if await self._checkpoint_step(size):
                     copied_version = version
             except errors.StoreError as exc:
-                log.warning("checkpoint failed: %s", exc)
+                failures.failed(exc, loop.time())
+            else:
+                failures.worked()
 
     async def _checkpoint_step(self, size: int) -> bool:
         """One look at the WAL; True when every frame was copied into the database."""
