@@ -104,6 +104,8 @@ class Running:
     #: The pipeline files it runs, and whether they are yours (--pipelines) and read only.
     pipelines_dir: Path | None = None
     yours: bool = False
+    #: The demo's own files someone changed since it wrote them, left as they are.
+    kept: tuple[str, ...] = ()
 
 
 class DemoError(Exception):
@@ -244,7 +246,7 @@ async def run(
                 running = Running(
                     web.url, data_dir, files.out_dir, env_file, api, web,
                     restored, resent, temporary, files.pipelines_dir,
-                    options.pipelines_dir is not None,
+                    options.pipelines_dir is not None, files.kept,
                 )  # fmt: skip
                 await _serve(cfg, stop, lambda: ready(running) if ready else None)
             finally:
@@ -317,6 +319,8 @@ def _print_banner(running: Running) -> None:
             f"{len(running.resent)} open card(s) were sent again.\n"
         )
     removed = "  (removed when the demo stops)" if running.temporary else ""
+    if running.kept:
+        resumed += f"\nKept as you changed them: {', '.join(running.kept)}.\n"
     if running.yours:
         _print_yours(running, removed)
         return

@@ -208,3 +208,18 @@ def test_a_demo_news_draft_says_its_headline_once() -> None:
     post = demo_llm.write_post(prompt.render_prompt(content.PROMPT, news))
     assert post.count(story.title) == 1, post
     assert post.startswith(f"{story.title}: From 1 June"), post
+
+
+def test_a_later_start_rewrites_only_the_demo_files_nobody_changed(tmp_path: Path) -> None:
+    """The demo writes its pipelines at every start (their feed URLs follow its port), but
+    never rewrites a file changed since it wrote it."""
+    first = content.write(tmp_path, "http://127.0.0.1:1/")
+    assert first.kept == ()
+    news, team = first.pipelines_dir / "news.yaml", first.pipelines_dir / "team.yaml"
+    mine = news.read_text().replace("schedule: 15m", "schedule: 5m")
+    news.write_text(mine)
+    again = content.write(tmp_path, "http://127.0.0.1:2/")
+    assert again.kept == ("news.yaml",)
+    assert news.read_text() == mine
+    assert "127.0.0.1:2" in (first.pipelines_dir / "urgent.yaml").read_text()
+    assert team.read_text().startswith(content.HEADER)
