@@ -208,6 +208,12 @@ def test_a_demo_news_draft_says_its_headline_once() -> None:
     post = demo_llm.write_post(prompt.render_prompt(content.PROMPT, news))
     assert post.count(story.title) == 1, post
     assert post.startswith(f"{story.title}: From 1 June"), post
+    # Nor does the model repeat a headline the story's text still opens with.
+    headed = prompt.DraftItem(
+        title=story.title, text=f"{story.title}\n{text}", link=None, pipeline="news"
+    )
+    post = demo_llm.write_post(prompt.render_prompt(content.PROMPT, headed))
+    assert post.count(story.title) == 1, post
 
 
 def test_a_later_start_rewrites_only_the_demo_files_nobody_changed(tmp_path: Path) -> None:
