@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -21,6 +22,7 @@ from tests.e2e import test_demo_browser as browser
 from tests.e2e import test_readme_first_pipeline as readme
 from tests.fakes import feeds, real
 from tests.fakes.feed_server import FeedServer
+from tests.fakes.llm_server import FakeLLM
 from tests.fakes.webhook_server import WebhookServer
 
 pytestmark = pytest.mark.slow
@@ -38,6 +40,13 @@ def servers() -> Iterator[tuple[FeedServer, WebhookServer]]:
         stories = [("c1", "Bridge reopens", "The Elm bridge reopens on Monday.")]
         feed.set("/city/feed.xml", feeds.rss(stories), "application/rss+xml")
         yield feed, hook
+
+
+def readme_env(where: Path, model: FakeLLM) -> None:
+    """The README's step 1 settings in `where`/.env, the model played by a local server."""
+    settings = dict(line.split("=", 1) for line in readme.readme_block("env").strip().splitlines())
+    settings |= {"GATEHOUSE_LLM__API_KEY": "local-key", "GATEHOUSE_LLM__BASE_URL": model.base_url}
+    (where / ".env").write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
 
 
 def readme_pipelines(where: Path, feed: FeedServer, hook: WebhookServer) -> Path:
@@ -84,14 +93,29 @@ async def test_the_demo_runs_your_pipelines_and_leaves_their_directory_as_it_was
 ) -> None:
     feed, hook = servers
     monkeypatch.setenv("NEWS_HOOK_TOKEN", readme.HOOK_TOKEN)
+    for name in [name for name in os.environ if name.startswith("GATEHOUSE_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
     mine = readme_pipelines(tmp_path, feed, hook)
     before = snapshot(mine)
-    options = demo.Options(data_dir=tmp_path / "data", port=0, pipelines_dir=mine)
+    with FakeLLM() as model:
+        readme_env(tmp_path, model)  # step 1: your model and its price, in ./.env
+        llm, prices = yours.llm_settings(None)
+        options = demo.Options(tmp_path / "data", 0, mine, llm, prices)
+        await _run_yours(options, page, hook, tmp_path)
+        assert model.requests  # your model drafted it, not the demo's
+    assert snapshot(mine) == before
+    assert not (tmp_path / "data" / "pipelines").exists()  # nor the demo's own files
+
+
+async def _run_yours(
+    options: demo.Options, page: async_api.Page, hook: WebhookServer, tmp_path: Path
+) -> None:
     running, stop, task = await test_demo.start_demo(options)
     try:
-        assert running.yours and running.pipelines_dir == mine
+        assert running.yours and running.pipelines_dir == options.pipelines_dir
         await page.goto(running.url)
-        # The demo's own pipelines are not run: only yours, drafted by the local model.
+        # The demo's own pipelines are not run: only yours.
         card = page.locator(".msg.bot", has_text="📝 city · item")
         await async_api.expect(card).to_contain_text("Bridge reopens")
         await async_api.expect(card).to_contain_text("drafter llm")
@@ -114,8 +138,6 @@ async def test_the_demo_runs_your_pipelines_and_leaves_their_directory_as_it_was
     finally:
         stop.set()
         await task
-    assert snapshot(mine) == before
-    assert not (tmp_path / "data" / "pipelines").exists()  # nor the demo's own files
 
 
 def test_a_pipelines_directory_the_demo_cannot_run_is_named_with_the_reason(
@@ -139,3 +161,17 @@ async def test_the_command_line_takes_pipelines(tmp_path: Path) -> None:
     _, err = await cli.communicate()
     assert cli.returncode == 2, err
     assert b"--pipelines" in err and b"no such directory" in err
+
+
+def test_your_llm_settings_and_prices_are_read_as_gatehouse_run_reads_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in [name for name in os.environ if name.startswith("GATEHOUSE_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+    assert yours.llm_settings(None) == (None, {})  # no .env: the demo's local model
+    with FakeLLM() as model:
+        readme_env(tmp_path, model)
+        llm, prices = yours.llm_settings(None)
+    assert llm is not None and llm.model == "gpt-4o-mini" and llm.base_url == model.base_url
+    assert prices["gpt-4o-mini"].input_micros_per_mtok == 150_000
