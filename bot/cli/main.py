@@ -2,7 +2,8 @@
 
     gatehouse run                              start the operator bot and the engine
     gatehouse init                             create an empty store in the data directory
-    gatehouse demo [--port N] [--data-dir D]   offline demo in a browser: no token, no API key
+    gatehouse demo [--port N] [--data-dir D] [--pipelines DIR]
+                                              offline demo in a browser: no token, no API key
     gatehouse check [--online]                 settings, pipeline files, secrets (exit 1 on errors)
     gatehouse dry-run <pipeline> [--limit 5] [--llm]   fetch now, draft the newest 5; print them
     gatehouse health                           exit 0 while the bot and all its workers run
@@ -231,6 +232,13 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
         help="keep its data here, and resume from it next time "
         "(default: a temporary directory, removed when the demo stops)",
     )
+    demo.add_argument(
+        "--pipelines",
+        type=Path,
+        metavar="DIR",
+        help="run your pipeline files in DIR (only read) instead of the demo's own, drafted "
+        "by your LLM when GATEHOUSE_LLM__* is set (environment or ./.env)",
+    )
     demo.add_argument("--verbose", action="store_true", help="log what the bot and engine do")
     check = add("check", cli_check.check, "check settings and pipeline files; exit 1 on any error")
     check.add_argument(
@@ -338,7 +346,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         with early.loading():
             from bot.demo import run as demo  # PTB loads only for the commands that need it
 
-        return demo.main(port=args.port, data_dir=args.data_dir, verbose=args.verbose)
+        return demo.main(
+            port=args.port, data_dir=args.data_dir, verbose=args.verbose, pipelines=args.pipelines
+        )
     if args.command == "run":
         from bot.process import early
 

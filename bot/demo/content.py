@@ -1,6 +1,7 @@
 """The demo's pipelines, written into its data directory at each start, and its budget.
 
     files = content.write(data_dir, web_url)     # pipeline YAML, prompt, out/ dirs
+    files.kept                                   # files of the demo's you changed: left as they are
     settings.llm, settings.prices = content.llm(llm_server.base_url), content.PRICES
 
 - `news`: the bundled Riverside Gazette feed, drafted by the demo's LLM (so cards show a
@@ -19,11 +20,16 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
 from pipelines.providers import client as providers
 from store.ledger import prices as ledger_prices
+
+log = logging.getLogger(__name__)
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "pipelines" / "examples"
 #: The feeds the page server serves, by path.
@@ -148,28 +154,70 @@ dispatch:
 """
 
 
+#: In the pipelines directory: the SHA-256 of each file as the demo last wrote it, so a
+#: later start rewrites only files still as it left them (their feed URLs follow the port).
+WRITTEN = ".written.json"
+#: How every pipeline file of the demo's begins (one from before WRITTEN was kept is its own).
+HEADER = "# Written by `gatehouse demo`"
+
+
 @dataclass(frozen=True)
 class Files:
     pipelines_dir: Path
     #: Where approved posts land, one folder per pipeline.
     out_dir: Path
+    #: The demo's files someone changed since it wrote them: left as they are.
+    kept: tuple[str, ...] = ()
 
 
 def write(data_dir: Path, web_url: str) -> Files:
-    """Write the pipelines (pointed at the page server's feeds) and the prompt."""
+    """Write the pipelines (pointed at the page server's feeds) and the prompt, except a
+    file changed since the demo wrote it: the demo never rewrites what it did not write."""
     pipelines_dir, out = data_dir / "pipelines", data_dir / "out"
     (pipelines_dir / "prompts").mkdir(mode=0o700, parents=True, exist_ok=True)
-    (pipelines_dir / "prompts" / "news.txt").write_text(PROMPT)
     web = web_url.rstrip("/")
     operators = ", ".join(map(str, OPERATORS))
     texts = {
-        "news": NEWS.format(web=web, out=out, triage_model=TRIAGE_MODEL),
-        "team": TEAM.format(notes=NOTES, operators=operators, out=out, room=ROOM, topic=ROOM_TOPIC),
-        "urgent": URGENT.format(web=web, out=out),
+        "prompts/news.txt": PROMPT,
+        "news.yaml": NEWS.format(web=web, out=out, triage_model=TRIAGE_MODEL),
+        "team.yaml": TEAM.format(
+            notes=NOTES, operators=operators, out=out, room=ROOM, topic=ROOM_TOPIC
+        ),
+        "urgent.yaml": URGENT.format(web=web, out=out),
     }
+    record = pipelines_dir / WRITTEN
+    written = _read_record(record)
+    kept = []
     for name, text in texts.items():
-        (pipelines_dir / f"{name}.yaml").write_text(text)
-    return Files(pipelines_dir, out)
+        path = pipelines_dir / name
+        if path.exists() and not _ours(path, written.get(name), text):
+            kept.append(name)
+            log.warning("kept %s as it is: it changed since the demo wrote it", path)
+            continue
+        path.write_text(text)
+        written[name] = _digest(text.encode())
+    record.write_text(json.dumps(written, indent=1, sort_keys=True))
+    return Files(pipelines_dir, out, tuple(kept))
+
+
+def _ours(path: Path, digest: str | None, text: str) -> bool:
+    """Whether `path` is still as the demo wrote it (or already what it would write)."""
+    found = path.read_bytes()
+    if digest is None:  # a data directory from before the record: the demo's own header
+        return found == text.encode() or found.startswith(HEADER.encode())
+    return _digest(found) == digest
+
+
+def _read_record(record: Path) -> dict[str, str]:
+    try:
+        found = json.loads(record.read_text())
+    except (OSError, ValueError):
+        return {}
+    return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
 
 
 def llm(base_url: str) -> providers.ProviderSettings:

@@ -105,6 +105,10 @@ def write_post(prompt: str) -> str:
     if not fields:
         return "A short post about this item."
     title, text = fields[0], fields[1] if len(fields) > 1 else ""
+    # A story that opens with its own headline (a page's heading kept in its text) must
+    # not make the post say it twice, as a writer would not.
+    if title and text.casefold().startswith(title.casefold()):
+        text = text[len(title) :].lstrip(" .:-")
     sentences = re.split(r"(?<=[.!?])\s+", text)
     body = ""
     for sentence in sentences:

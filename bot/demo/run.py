@@ -2,6 +2,7 @@
 
     gatehouse demo                      # or, from a fresh clone: python3 dev.py demo
     gatehouse demo --port 8080 --data-dir ~/gatehouse-demo
+    gatehouse demo --pipelines pipelines/mine   # your own pipelines as cards (bot.demo.yours)
 
 Everything runs in this one process, on loopback only:
 
@@ -16,6 +17,9 @@ Everything runs in this one process, on loopback only:
   entries dropped by its filter or skipped by its triage, see /skipped news), `team`
   (quorum 2: two of the three operators approve, an edited draft too) and `urgent` (a
   short approval window, so an SLA warning arrives in the first minute).
+
+With `--pipelines DIR` the pipelines are the files of DIR instead, read and never written
+(see `bot.demo.yours`), drafted by your LLM when its settings are set.
 
 Data goes into a fresh private temporary directory, removed at the end, unless
 `--data-dir` names one: then a later run with the same directory resumes, with the
@@ -42,17 +46,19 @@ import pydantic_settings
 
 from bot import app, demo
 from bot import settings as settings_mod
-from bot.demo import content, site, webchat
+from bot.demo import content, site, webchat, yours
 from bot.demo import llm as demo_llm
 from bot.demo import resume as demo_resume
 from bot.demo.botapi import localapi
 from bot.process import logs
 from pipelines import operations
 from pipelines.approval import card_trail
+from pipelines.providers import client as providers
 from pipelines.service import runtime as runtime_mod
 from store import db, errors
 from store.backends import datadir
 from store.ledger import budgets
+from store.ledger import prices as ledger_prices
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +78,11 @@ class Options:
     data_dir: Path | None = None
     #: The web page's port on 127.0.0.1; 0 picks a free one.
     port: int = demo.DEFAULT_PORT
+    #: Your pipeline files (only read), instead of the demo's own; None: the demo's.
+    pipelines_dir: Path | None = None
+    #: Your LLM provider and its prices; None: the demo's local model at its price.
+    llm: providers.ProviderSettings | None = None
+    prices: dict[str, ledger_prices.Price] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,6 +101,11 @@ class Running:
     resent: tuple[int, ...] = ()
     #: True when the data directory is a temporary one, removed when the demo stops.
     temporary: bool = False
+    #: The pipeline files it runs, and whether they are yours (--pipelines) and read only.
+    pipelines_dir: Path | None = None
+    yours: bool = False
+    #: The demo's own files someone changed since it wrote them, left as they are.
+    kept: tuple[str, ...] = ()
 
 
 class DemoError(Exception):
@@ -152,14 +168,27 @@ def write_env_file(cfg: settings_mod.Settings) -> Path:
 BANNER_COMMANDS = ("status", "pending", "check", "dry-run news")
 
 
+def banner_commands(running: Running) -> tuple[str, ...]:
+    """BANNER_COMMANDS, with your first pipeline's dry run when the pipelines are yours."""
+    if running.yours and running.pipelines_dir is not None:
+        return (*BANNER_COMMANDS[:-1], f"dry-run {yours.first_pipeline(running.pipelines_dir)}")
+    return BANNER_COMMANDS
+
+
 def cli_command(running: Running, command: str) -> str:
     """A CLI command that reads this demo's store and pipelines, from any directory."""
     return f"{shlex.quote(_cli())} --env-file {shlex.quote(str(running.env_file))} {command}"
 
 
 def settings(
-    data_dir: Path, pipelines_dir: Path, base_url: str, llm_url: str
+    data_dir: Path,
+    pipelines_dir: Path,
+    base_url: str,
+    llm_url: str,
+    llm: providers.ProviderSettings | None = None,
+    prices: dict[str, ledger_prices.Price] | None = None,
 ) -> settings_mod.Settings:
+    """The demo's settings; `llm` and `prices` are yours when given, else the local model's."""
     telegram = settings_mod.TelegramSettings(
         token=TOKEN,  # type: ignore[arg-type]  # pydantic makes it a SecretStr
         base_url=base_url,
@@ -170,8 +199,8 @@ def settings(
         data_dir=data_dir,
         pipelines_dir=pipelines_dir,
         telegram=telegram,
-        llm=content.llm(llm_url),
-        prices=content.PRICES,
+        llm=llm or content.llm(llm_url),
+        prices=(prices or {}) if llm else content.PRICES,
     )
 
 
@@ -205,15 +234,19 @@ async def run(
             web = _start_web(api, options.port)
             saver = demo_resume.Saver(api, data_dir).start()
             try:
-                files = content.write(data_dir, web.url)
+                files = _pipelines(options, data_dir, web.url)
                 # The news site's pages and pictures: the page server's own URL is in them.
                 web.files.update(site.files(web.url))
-                cfg = settings(data_dir, files.pipelines_dir, api.base_url, llm.base_url)
+                cfg = settings(
+                    data_dir, files.pipelines_dir, api.base_url, llm.base_url,
+                    options.llm, options.prices,
+                )  # fmt: skip
                 env_file = write_env_file(cfg)
                 resent = await prepare_store(cfg, datetime.now(UTC))
                 running = Running(
                     web.url, data_dir, files.out_dir, env_file, api, web,
-                    restored, resent, temporary,
+                    restored, resent, temporary, files.pipelines_dir,
+                    options.pipelines_dir is not None, files.kept,
                 )  # fmt: skip
                 await _serve(cfg, stop, lambda: ready(running) if ready else None)
             finally:
@@ -223,6 +256,14 @@ async def run(
     finally:
         if temporary:
             shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def _pipelines(options: Options, data_dir: Path, web_url: str) -> content.Files:
+    """Your pipeline files, read where they are, or the demo's own, written into its data
+    directory (never into yours)."""
+    if options.pipelines_dir is not None:
+        return content.Files(yours.check(options.pipelines_dir), data_dir / "out")
+    return content.write(data_dir, web_url)
 
 
 async def _serve(
@@ -278,6 +319,11 @@ def _print_banner(running: Running) -> None:
             f"{len(running.resent)} open card(s) were sent again.\n"
         )
     removed = "  (removed when the demo stops)" if running.temporary else ""
+    if running.kept:
+        resumed += f"\nKept as you changed them: {', '.join(running.kept)}.\n"
+    if running.yours:
+        _print_yours(running, removed)
+        return
     print(
         "\ngatehouse demo is running (no Telegram, no API key: everything is on this machine).\n"
         f"\n  open  {running.url}\n"
@@ -296,6 +342,13 @@ def _print_banner(running: Running) -> None:
         + "\n\nPress Ctrl-C to stop.\n",
         flush=True,
     )
+
+
+def _print_yours(running: Running, removed: str) -> None:
+    assert running.pipelines_dir is not None
+    commands = [cli_command(running, command) for command in banner_commands(running)]
+    print(yours.banner(running.url, running.pipelines_dir, running.data_dir, removed, commands),
+          flush=True)  # fmt: skip
 
 
 async def _main(options: Options) -> None:
@@ -322,19 +375,38 @@ async def _main(options: Options) -> None:
 
 
 def main(
-    *, port: int = demo.DEFAULT_PORT, data_dir: Path | None = None, verbose: bool = False
+    *,
+    port: int = demo.DEFAULT_PORT,
+    data_dir: Path | None = None,
+    verbose: bool = False,
+    pipelines: Path | None = None,
 ) -> int:
-    """`gatehouse demo`: 0 after Ctrl-C, 2 for a bad port or data directory."""
+    """`gatehouse demo`: 0 after Ctrl-C, 2 for a bad port, data directory, pipelines
+    directory or LLM setting."""
     if not 0 <= port <= 65535:
         print(
             f"gatehouse demo: --port must be 0 (any free port) to 65535, got {port}",
             file=sys.stderr,
         )
         return 2
-    logs.setup("INFO" if verbose else "WARNING", [TOKEN])
     try:
-        asyncio.run(_main(Options(data_dir=data_dir, port=port)))
-    except (DemoError, *errors.STARTUP_ERRORS) as exc:
+        options = _options(port, data_dir, pipelines)
+    except (yours.PipelinesError, settings_mod.SettingsInvalid) as exc:
+        print(f"gatehouse demo: {exc}", file=sys.stderr)
+        return 2
+    secrets = [options.llm.api_key.get_secret_value()] if options.llm else []
+    logs.setup("INFO" if verbose else "WARNING", [TOKEN, *filter(None, secrets)])
+    try:
+        asyncio.run(_main(options))
+    except (DemoError, yours.PipelinesError, *errors.STARTUP_ERRORS) as exc:
         print(f"gatehouse demo: {exc}", file=sys.stderr)
         return 2
     return 0
+
+
+def _options(port: int, data_dir: Path | None, pipelines: Path | None) -> Options:
+    """The demo's options; with your pipelines, checked first, and your LLM when set."""
+    if pipelines is None:
+        return Options(data_dir=data_dir, port=port)
+    llm, prices = yours.llm_settings(None)
+    return Options(data_dir, port, yours.check(pipelines), llm, prices)

@@ -31,9 +31,13 @@ from store.reports.stats import Stats
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-#: Every chart is a portrait twice a phone's 390 px width, so a phone shows it at half
-#: size; text is drawn at FONT_PX or more, at least 11 px on the phone's screen.
-WIDTH, HEIGHT, DPI, FONT_PX = 780, 1170, 100, 22
+#: Every chart is a portrait twice a phone's 390 px width, so a phone shows it at about
+#: half size; text is drawn at FONT_PX or more: at least 12 px on the phone's screen also
+#: in the demo page's bubble (about SHOWN_PX wide at a 390 px width).
+WIDTH, HEIGHT, DPI, FONT_PX = 780, 1170, 100, 28
+SHOWN_PX = 340
+#: Room above a chart's highest value, so a limit line at the top stays inside the frame.
+HEADROOM = 1.15
 #: matplotlib sizes type in points.
 POINTS = FONT_PX * 72 / DPI
 #: What an entry became, in the order of the bars, and each one's colour.
@@ -95,24 +99,50 @@ def budget_figure(spend: list[figures.DaySpend], now: datetime) -> Figure:
     axes = figure.add_subplot()
     scopes = sorted({row.scope for row in spend}, key=lambda s: (s != "global", s))
     x = list(range(len(days)))
+    highest = 0.0
     for scope in scopes:
         rows = {row.day.date(): row for row in spend if row.scope == scope}
         found = [rows.get(day.date()) for day in days]
         spent = [row.spent_micros / 1e6 if row else 0.0 for row in found]
-        limit = [row.limit_micros / 1e6 if row else float("nan") for row in found]
+        limit = _limits(found)
         (line,) = axes.plot(x, spent, marker=".", linewidth=3, label=f"{scope} spent")
-        axes.plot(x, limit, "--", linewidth=3, color=line.get_color(), label=f"{scope} limit")
+        axes.plot(*_steps(limit), "--", linewidth=3, color=line.get_color(), label=f"{scope} limit")
+        highest = max(highest, *spent, *(value for value in limit if value == value))
     ticks = [0, 10, 20, x[-1]]  # four dates fit across a phone in big type
     axes.set_xticks(ticks, [days[n].strftime("%b %d") for n in ticks])
+    # Half a day each side: the first and last days' limits are not drawn on the frame.
+    axes.set_xlim(-0.5, x[-1] + 0.5)
     if not scopes:
         axes.text(0.5, 0.5, "no AI spend recorded", ha="center", transform=axes.transAxes)
     axes.set_title(f"AI spend per day\nlast {BUDGET_DAYS} days (UTC)", fontsize=POINTS)
     axes.set_ylabel("USD", fontsize=POINTS)
-    axes.set_ylim(bottom=0)
-    _big_type(axes, 6)
+    # Headroom above the highest limit, so its dashed line is not hidden by the frame.
+    axes.set_ylim(0, highest * HEADROOM if highest else 1)
+    _big_type(axes, 5)
     if scopes:  # below the plot, one scope's two lines per row
         axes.legend(loc="upper center", bbox_to_anchor=(0.5, -0.08), ncols=2, fontsize=POINTS)
     return figure
+
+
+def _limits(found: list[figures.DaySpend | None]) -> list[float]:
+    """Each day's limit (USD): a day without a budget row keeps the limit of the last day
+    that had one (limits hold until changed); NaN before the first."""
+    limits, last = [], float("nan")
+    for row in found:
+        last = row.limit_micros / 1e6 if row else last
+        limits.append(last)
+    return limits
+
+
+def _steps(values: list[float]) -> tuple[list[float], list[float]]:
+    """A line across each day's whole width (day n from n - 0.5 to n + 0.5), so a limit
+    known for one day only is still a visible dash, not a lone point."""
+    xs: list[float] = []
+    ys: list[float] = []
+    for n, value in enumerate(values):
+        xs += [n - 0.5, n + 0.5]
+        ys += [value, value]
+    return xs, ys
 
 
 def status_png(week: figures.Week, now: datetime) -> bytes:
@@ -179,7 +209,7 @@ def stats_figure(found: list[Stats], days: int) -> Figure:
         became.barh(names, counts, left=left, color=colour, label=outcome)
         left = [a + b for a, b in zip(left, counts, strict=True)]
     became.set_title(f"what entries became, last {days} days", fontsize=POINTS)
-    became.legend(loc="upper center", bbox_to_anchor=(0.5, -0.1), ncols=3, fontsize=POINTS)
+    became.legend(loc="upper center", bbox_to_anchor=(0.5, -0.1), ncols=2, fontsize=POINTS)
     rate = [100 * (row.approval_rate or 0.0) for row in found]
     rates.barh(names, rate, color="tab:green")
     for n, row in enumerate(found):

@@ -104,7 +104,9 @@ def with_article(item: Item, article: articles.Article) -> Item:
     payload = dict(item.payload)
     payload["summary"] = payload.get("text", "")
     if article.text:
-        payload["text"] = validation.clean(article.text, sources.MAX_TEXT_CHARS)
+        # The page's heading may be worded as the feed's title, not the page's <title>.
+        text = articles.without_heading(article.text, payload.get("title"))
+        payload["text"] = validation.clean(text, sources.MAX_TEXT_CHARS)
     if article.image_url and not payload.get("image_url"):
         payload["image_url"] = article.image_url
     return dataclasses.replace(item, payload_json=json.dumps(payload, ensure_ascii=False))

@@ -5,7 +5,7 @@ network, `allow_private_addresses: true`).
 
     fetcher = articles.Fetcher(client)                  # one per engine
     article = await fetcher.fetch(link, source, articles.user_agent("news"))
-    article.text       # the article's main text, or None: draft from the teaser
+    article.text       # the article's main text (without its heading), or None: the teaser
     article.reason     # why not ("GET ... timed out after 30 s", "no article found ...")
     article.image_url  # the page's og:image / twitter:image, or None
 
@@ -180,5 +180,20 @@ def extract(page: bytes, url: str) -> tuple[str | None, str | None]:
     if found is None or isinstance(found, dict):
         return None, None
     image = images.checked(urllib.parse.urljoin(url, found.image)) if found.image else None
-    text = (found.text or "").strip()
+    text = without_heading((found.text or "").strip(), found.title)
     return (text if len(text) >= MIN_ARTICLE_CHARS else None), image
+
+
+def without_heading(text: str, title: str | None) -> str:
+    """`text` without a first line that only repeats the page's title: the article's own
+    heading is not body text, and a prompt's {text} after its {title} would say it twice
+    (a draft that opens "Library extends ...: Library extends ...")."""
+    first, _, rest = text.partition("\n")
+    if title and _words(first) == _words(title):
+        return rest.strip()
+    return text
+
+
+def _words(line: str) -> str:
+    # Case and spacing differ between a page's <title>, its <h1> and a feed's title.
+    return " ".join(line.casefold().split()).rstrip(".:")

@@ -17,8 +17,9 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 NOW = datetime(2026, 12, 1, 9, 30, tzinfo=UTC)
-#: A phone's screen width in CSS pixels, at which Telegram shows a photo.
-PHONE_PX = 390
+#: How wide a phone shows a chart (CSS pixels): the demo page's bubble at a 390 px
+#: screen (Telegram shows it the screen's width, wider still).
+PHONE_PX = charts.SHOWN_PX
 
 
 def size_of(png: bytes) -> tuple[int, int]:
@@ -36,6 +37,22 @@ def test_budget_chart_with_two_scopes() -> None:
         for n in range(12)
     ]
     assert size_of(charts.budget_png(spend, NOW)) == (charts.WIDTH, charts.HEIGHT)
+
+
+def test_a_limit_known_for_one_day_is_drawn_inside_the_budget_charts_frame() -> None:
+    """The demo's first day: one budget row. Its limit is a visible dash below the top of
+    the frame, not a lone point nor a line on the frame."""
+    spend = [figures.DaySpend("global", NOW.replace(hour=0), 65_231, 100_000)]
+    with charts._drawing:
+        axes = charts.budget_figure(spend, NOW).axes[0]
+    (limit,) = [line for line in axes.get_lines() if line.get_label() == "global limit"]
+    line: Any = limit  # matplotlib types its data as any array-like
+    points = zip(line.get_xdata(), line.get_ydata(), strict=True)
+    xs = [float(x) for x, y in points if y == y]  # NaN: no limit known that day
+    assert max(xs) - min(xs) >= 1  # a day wide
+    low, high = axes.get_xlim()
+    assert low <= min(xs) and max(xs) <= high
+    assert axes.get_ylim()[1] > 0.1
 
 
 def test_empty_charts_still_draw() -> None:
@@ -66,7 +83,7 @@ def test_the_stats_chart_is_a_portrait_for_a_phone() -> None:
 
 
 def test_every_word_of_the_stats_chart_is_readable_at_phone_width() -> None:
-    """Shown 390 px wide, each text is at least 11 px high and wholly inside the picture."""
+    """Shown on a phone, each text is at least 12 px high and wholly inside the picture."""
     shown = readable(lambda: charts.stats_figure(STATS, 7))
     assert {"city-transport", "releases", "skipped", "75% · $0.0042"} <= shown
 
@@ -87,8 +104,8 @@ def test_every_word_of_the_status_and_budget_charts_is_readable_at_phone_width()
 
 
 def readable(draw: Callable[[], Figure]) -> set[str]:
-    """Draws a chart's figure and checks that, shown 390 px wide, each text is at least
-    11 px high and wholly inside the picture; returns the texts drawn."""
+    """Draws a chart's figure and checks that, shown PHONE_PX wide, each text is at least
+    12 px high and wholly inside the picture; returns the texts drawn."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.text import Text
 
@@ -102,7 +119,7 @@ def readable(draw: Callable[[], Figure]) -> set[str]:
         texts = [t for t in figure.findobj(Text) if t.get_text().strip() and _drawn(t)]
         scale = PHONE_PX / width
         for text in texts:
-            assert text.get_fontsize() * charts.DPI / 72 * scale >= 11, text.get_text()
+            assert text.get_fontsize() * charts.DPI / 72 * scale >= 12, text.get_text()
             box = text.get_window_extent(renderer)
             assert box.x0 >= 0 and box.y0 >= 0, text.get_text()
             assert box.x1 <= width and box.y1 <= height, text.get_text()

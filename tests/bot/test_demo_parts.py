@@ -193,3 +193,39 @@ def test_the_demo_news_filter_drops_the_sponsored_and_its_triage_skips_the_wire(
 def _fetched(path: str) -> list[rss.base.FetchedItem]:
     feed = content.FEEDS[path]
     return list(rss._parse(str(feed), feed.read_bytes(), "application/rss+xml"))
+
+
+def test_a_demo_news_draft_says_its_headline_once() -> None:
+    """The demo model's post for a Gazette story, drafted from the story's page as full
+    text reads it: the headline, then the story's first sentences, not the headline twice."""
+    from bot.demo import site
+    from pipelines.sources import articles
+
+    story = site.ARTICLES["2024/05/12/library-weekend-hours"]
+    text, _ = articles.extract(site.page(story, "/p.png"), "http://127.0.0.1:1/gazette/l")
+    assert text is not None
+    news = prompt.DraftItem(title=story.title, text=text, link=None, pipeline="news")
+    post = demo_llm.write_post(prompt.render_prompt(content.PROMPT, news))
+    assert post.count(story.title) == 1, post
+    assert post.startswith(f"{story.title}: From 1 June"), post
+    # Nor does the model repeat a headline the story's text still opens with.
+    headed = prompt.DraftItem(
+        title=story.title, text=f"{story.title}\n{text}", link=None, pipeline="news"
+    )
+    post = demo_llm.write_post(prompt.render_prompt(content.PROMPT, headed))
+    assert post.count(story.title) == 1, post
+
+
+def test_a_later_start_rewrites_only_the_demo_files_nobody_changed(tmp_path: Path) -> None:
+    """The demo writes its pipelines at every start (their feed URLs follow its port), but
+    never rewrites a file changed since it wrote it."""
+    first = content.write(tmp_path, "http://127.0.0.1:1/")
+    assert first.kept == ()
+    news, team = first.pipelines_dir / "news.yaml", first.pipelines_dir / "team.yaml"
+    mine = news.read_text().replace("schedule: 15m", "schedule: 5m")
+    news.write_text(mine)
+    again = content.write(tmp_path, "http://127.0.0.1:2/")
+    assert again.kept == ("news.yaml",)
+    assert news.read_text() == mine
+    assert "127.0.0.1:2" in (first.pipelines_dir / "urgent.yaml").read_text()
+    assert team.read_text().startswith(content.HEADER)

@@ -18,6 +18,7 @@ import pytest
 from playwright import async_api
 
 from bot.demo import run as demo
+from bot.web import charts
 from tests.e2e import test_demo
 from tests.e2e import test_demo_browser as browser
 from tests.fakes import real
@@ -202,7 +203,7 @@ async def test_the_team_room_on_a_phone_shows_both_votes_on_one_card(
 
     # Sam, in the same room, sees Alex's vote on the same card and completes the quorum.
     await page.get_by_role("button", name="Sam (@sam)").click()  # named as on the cards
-    await async_api.expect(page.locator("#operator")).to_have_text("1002")
+    await async_api.expect(page.locator("#operator")).to_have_text("Sam (@sam)")
     theirs = page.locator(".msg.bot", has_text="📝 team · item")
     await async_api.expect(theirs).to_contain_text(
         "✅ Alex (@alex) · waiting for 1 more of Sam (@sam), Kim (@kim)"
@@ -216,7 +217,7 @@ async def test_the_team_room_on_a_phone_shows_both_votes_on_one_card(
     assert await page.evaluate(OVERFLOWS) == []
     # The address keeps who the page speaks as, and where.
     await page.reload()
-    await async_api.expect(page.locator("#operator")).to_have_text("1002")
+    await async_api.expect(page.locator("#operator")).to_have_text("Sam (@sam)")
     await async_api.expect(page.locator(".msg.bot", has_text="📝 team · item")).to_contain_text(
         "approved by Alex (@alex), Sam (@sam)"
     )
@@ -226,3 +227,82 @@ async def test_the_team_room_on_a_phone_shows_both_votes_on_one_card(
         page.locator(".msg.bot", has_text="📝 news · item").first
     ).to_be_visible()
     assert await page.locator(".msg.bot", has_text="📝 team · item").count() == 0
+
+
+#: Everything on the page one taps that is shorter than a thumb (phone guidelines ask for
+#: 44 to 48 px): buttons, the message box, a reply's quote (a tap scrolls to its message).
+SMALL_TARGETS = """(least) => {
+  const found = [];
+  for (const el of document.querySelectorAll('button, textarea, input, .quote')) {
+    const box = el.getBoundingClientRect();
+    if (box.width === 0 || box.height === 0) continue;  // hidden
+    const label = `${el.tagName} "${el.textContent.slice(0, 30)}"`;
+    if (box.height < least) found.push(`${label}: ${box.height}px`);
+  }
+  return found;
+}"""
+#: Whether an element's box lies wholly inside the chat's visible part (its scroller).
+IN_VIEW = """(el) => {
+  const box = el.getBoundingClientRect();
+  const view = document.getElementById('chat').getBoundingClientRect();
+  return el.complete && el.naturalWidth > 0 && box.height > 0
+    && box.top >= view.top - 1 && box.bottom <= view.bottom + 1;
+}"""
+#: The text of the message drawn highest on the page.
+FIRST_LINE = """() => [...document.querySelectorAll('#chat .msg')]
+  .sort((a, b) => a.getBoundingClientRect().top - b.getBoundingClientRect().top)[0].innerText"""
+DRAFT_300 = (
+    "Weekend library hours change from 1 June: Saturdays 9:00 to 18:00, Sundays 11:00 to "
+    "16:00, after a survey in which 68% of members asked for longer hours. Tuesday "
+    "evenings close an hour earlier to pay for it, so no new staff are needed; the "
+    "council thanks everyone who answered the survey this spring. "
+)[:300]
+
+
+async def test_on_a_phone_the_page_fits_a_thumb(
+    running: demo.Running, phone: async_api.Page, tmp_path: Path
+) -> None:
+    page = phone
+    await page.goto(running.url)
+    card = page.locator(".msg.bot", has_text="Council approves bike lanes")
+    await card.get_by_role("button", name="Approve").wait_for()
+    # The header names the operator as the cards do; the first line is not the audit head.
+    await async_api.expect(page.locator(".top .note")).to_have_text(
+        "offline demo · you are Alex (@alex)"
+    )
+    await page.locator(".msg", has_text="audit head").wait_for()
+    first = await page.evaluate(FIRST_LINE)
+    assert "audit head" not in first, first
+    await page.screenshot(path=str(tmp_path / "thumb-first-screen.png"))
+    assert await page.evaluate(SMALL_TARGETS, 44) == []
+
+    # Edit: a 300-character draft wraps in a box grown to show it, not scrolled sideways.
+    await card.get_by_role("button", name="Edit").click()
+    await page.locator(".msg.bot", has_text="tap the draft to copy it").last.wait_for()
+    box = page.locator("#text")
+    await box.fill(DRAFT_300)
+    sizes = await box.evaluate(
+        "el => [el.tagName, el.scrollWidth, el.clientWidth, el.scrollHeight, el.clientHeight]"
+    )
+    tag, wide, shown_wide, tall, shown_tall = sizes
+    assert tag == "TEXTAREA" and wide <= shown_wide, sizes
+    assert tall <= shown_tall + 1 and shown_tall > 3 * 44, sizes  # grown to several lines
+    await page.screenshot(path=str(tmp_path / "thumb-edit.png"))
+    assert await page.evaluate(SMALL_TARGETS, 44) == []  # the reply banner's ✕ too
+    await page.locator("#cancel-reply").click()
+    await box.fill("")
+
+    # A chart asked for lands wholly in view once its picture has loaded.
+    await ask(page, "/stats chart", "the editor's numbers")
+    chart = page.locator(".msg.chart img.photo").last
+    await page.wait_for_function(IN_VIEW, arg=await chart.element_handle())
+    await page.screenshot(path=str(tmp_path / "thumb-stats-chart.png"))
+    # The budget chart's type, as shown, is 12 px and more.
+    await ask(page, "/budget chart", "AI spend per scope")
+    chart = page.locator(".msg.chart img.photo").last
+    await page.wait_for_function(IN_VIEW, arg=await chart.element_handle())
+    shown = await chart.evaluate("el => el.getBoundingClientRect().width")
+    assert shown >= charts.SHOWN_PX and shown * charts.FONT_PX / charts.WIDTH >= 12, shown
+    await page.screenshot(path=str(tmp_path / "thumb-budget-chart.png"))
+    assert await page.evaluate(SMALL_TARGETS, 44) == []
+    assert await page.evaluate(OVERFLOWS) == []

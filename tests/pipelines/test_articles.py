@@ -167,3 +167,18 @@ async def test_a_page_that_inflates_past_the_cap_falls_back_with_the_reason(
     assert article.reason is not None and "larger than max_decompressed_bytes" in article.reason
     roomy = await articles.Fetcher(client).fetch(site.url("/big"), source(), "ua")
     assert roomy.text is not None and "A sentence of the article" in roomy.text
+
+
+async def test_the_articles_heading_is_not_part_of_its_text(
+    site: FeedServer, client: httpx.AsyncClient
+) -> None:
+    """A draft's {text} follows its {title}: the page's own heading would say it twice."""
+    head = "<head><title>Library extends weekend hours</title></head>"
+    heading = "<h1>Library  extends weekend hours</h1>"
+    site.set("/library", f"<html>{head}<body><article>{heading}{BODY}</article></body></html>",
+             "text/html")  # fmt: skip
+    article = await articles.Fetcher(client).fetch(site.url("/library"), source(), "ua")
+    assert article.text is not None and article.text.startswith("A sentence of the article")
+    # A first line that is not the title is the article's own.
+    assert articles.without_heading("Opening\nbody", "Library") == "Opening\nbody"
+    assert articles.without_heading("Library.\nbody", "library") == "body"

@@ -69,6 +69,7 @@ function wrap(node, entity, text) {
 
 function copyToInput(text) {
   input.value = text;
+  grow();
   input.focus();
   if (navigator.clipboard) navigator.clipboard.writeText(text).catch(() => {}); // http: may refuse
   flash("Copied: change it below and send");
@@ -160,6 +161,7 @@ function renderMessage(message, byId) {
   const preview = linkPreview(message.link_preview_options);
   if (preview && message.link_preview_options.show_above_text) bubble.appendChild(preview);
   if (message.photo) {  // a chart: the picture, then its caption
+    item.classList.add("chart");
     const picture = document.createElement("img");
     picture.className = "photo";
     picture.alt = message.text;
@@ -180,7 +182,26 @@ function renderMessage(message, byId) {
     item.appendChild(renderKeyboard(message));
   }
   if (isDeadlineWarning(message)) item.classList.add("warning");
+  if (isSystemLine(message)) item.classList.add("system");
   return item;
+}
+
+// The bot's notes about its own upkeep (the day's signed audit head, a new signing key):
+// worth keeping, not worth the first line of the page. Shown quietly, below the rest.
+const SYSTEM_LINES = /^(🔏 audit head |🔑 a new audit signing key)/;
+function isSystemLine(message) {
+  return message.from_bot && SYSTEM_LINES.test(message.text) && !message.reply_markup;
+}
+
+// A chart that arrives while one watches is brought wholly into view once its picture
+// has loaded: scrolling to the bottom before then leaves its lower part below the fold.
+function showWhenLoaded(item) {
+  const picture = item.querySelector("img.photo");
+  if (!picture) return;
+  picture.addEventListener("load", () => {
+    const tall = item.offsetHeight > chat.clientHeight;
+    item.scrollIntoView({ block: tall ? "start" : "end" });
+  }, { once: true });
 }
 
 // An SLA warning one can still act on: "⏳ item 7 (urgent) is waiting for approval, 40 s
@@ -196,8 +217,10 @@ function isDeadlineWarning(message) {
 function render(state) {
   if (speakAs !== null && state.user_id !== speakAs) return; // an answer from before a switch
   if (state.room && state.room.open !== inRoom) return;
-  document.getElementById("operator").textContent = state.user_id;
-  renderOperators(state.operators || [state.user_id], state.user_id, state.room, state.names || {});
+  // Named as the cards name people ("Alex (@alex)"), not by a number.
+  const names = state.names || {};
+  document.getElementById("operator").textContent = names[state.user_id] || "operator " + state.user_id;
+  renderOperators(state.operators || [state.user_id], state.user_id, state.room, names);
   const nearBottom = chat.scrollHeight - chat.scrollTop - chat.clientHeight < 80;
   const known = new Map([...chat.querySelectorAll(".msg")].map((el) => [el.dataset.messageId, el]));
   const messages = state.messages.filter((m) => !m.deleted);
@@ -216,6 +239,7 @@ function render(state) {
     } else {
       chat.appendChild(fresh);
       added = true;
+      if (!firstDraw) showWhenLoaded(fresh);
       if (fresh.classList.contains("warning")) warned = fresh;
     }
   }
@@ -392,8 +416,25 @@ form.addEventListener("submit", (event) => {
   const text = input.value.trim();
   if (!text) return;
   input.value = "";
+  grow();
   send(text);
 });
+// Enter sends, as in a chat app; Shift+Enter starts a new line of a draft.
+input.addEventListener("keydown", (event) => {
+  if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+    event.preventDefault();
+    form.requestSubmit();
+  }
+});
+input.addEventListener("input", grow);
+
+// The message box grows with its text (up to its CSS max-height, then it scrolls), so a
+// long draft is seen whole, wrapped, while it is edited.
+function grow() {
+  input.style.height = "auto";
+  const border = input.offsetHeight - input.clientHeight;
+  input.style.height = input.scrollHeight + border + "px";
+}
 document.getElementById("cancel-reply").addEventListener("click", () => setReplyTo(null));
 
 follow();
