@@ -11,10 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from bot.cli import dry_run
 from pipelines import httpclient
+from pipelines.service import runtime
 from pipelines.sources import addresses, articles, rss
 from store import db, outbox
-from tests.fakes import network
+from tests.fakes import network, site
 from tests.fakes.dns import DnsServer
 from tests.fakes.feed_server import FeedServer
 from tests.fakes.llm_server import FakeLLM
@@ -197,3 +199,31 @@ async def test_a_rebinding_link_drafts_from_the_teaser_and_the_card_says_why(
         note = cards[drafted[guid].id]["note"]
         assert f"GET http://{name}:{intranet.port}/secret failed: ConnectError" in note, note
         assert note.endswith("drafted from the feed's teaser")
+
+
+async def test_the_bot_and_the_dry_run_fetch_with_the_client_that_judges_addresses(
+    news_site: FeedServer, tmp_path: Path, now: datetime
+) -> None:
+    """A strict source's loopback link is refused for its address, by the client each
+    command builds itself (not turned away for want of that client)."""
+    (tmp_path / "pipelines").mkdir()
+    pipeline = test_full_text.write_pipeline(tmp_path, news_site.url("/feed.xml"), private=False)
+    report = await dry_run._run(pipeline, now, None, 5)
+    [note] = [payload["note"] for _, payload in report.cards]
+    assert "resolves to a private address (127.0.0.1)" in note
+    assert not news_site.requests_to(site.page_path("good"))
+    cfg = runtime.RuntimeConfig(
+        store=db.StoreConfig(data_dir=tmp_path / "data"), pipelines_dir=tmp_path / "pipelines"
+    )
+    started = await runtime.Runtime.start(cfg)
+    try:
+        assert isinstance(started.client, httpclient.Fetching)
+    finally:
+        await started.stop()
+
+
+@pytest.fixture
+def news_site() -> Iterator[FeedServer]:
+    with FeedServer() as server:
+        site.serve(server, [test_full_text.GOOD])
+        yield server
