@@ -16,7 +16,7 @@ from pipelines import httpclient
 from pipelines.service import runtime
 from pipelines.sources import addresses, articles, rss
 from store import db, outbox
-from tests.fakes import network, site
+from tests.fakes import network, site, tls
 from tests.fakes.dns import DnsServer
 from tests.fakes.feed_server import FeedServer
 from tests.fakes.llm_server import FakeLLM
@@ -227,3 +227,35 @@ def news_site() -> Iterator[FeedServer]:
     with FeedServer() as server:
         site.serve(server, [test_full_text.GOOD])
         yield server
+
+
+@pytest.fixture
+def made(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tls.Made]:
+    """A CA the shared TLS context trusts (SSL_CERT_FILE), and a certificate for secure.test."""
+    made = tls.Made.for_names(tmp_path, ["secure.test"])
+    monkeypatch.setenv("SSL_CERT_FILE", str(made.ca_file))
+    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+    httpclient._made.cache_clear()
+    yield made
+    httpclient._made.cache_clear()
+
+
+async def test_an_https_link_dialed_at_its_address_is_verified_for_its_name(
+    made: tls.Made,
+) -> None:
+    """The connection goes to the judged IP, but TLS asks for the link's name (SNI) and
+    checks the certificate against it: a name the certificate does not hold is refused."""
+    with FeedServer(tls=made.server) as secure:
+        secure.set("/story", PAGE, "text/html")
+        net = network.Network({SITE: secure.port})
+        with DnsServer({"secure.test": [SITE], "other.test": [SITE]}) as dns:
+            article = await fetch(dns, net, "https://secure.test/story")
+            assert article.text is not None and "the public article" in article.text
+            wrong = await fetch(dns, net, "https://other.test/story")
+    assert made.asked == ["secure.test", "other.test"]
+    assert net.dialed == [(SITE, 443), (SITE, 443)]
+    assert (
+        wrong.text is None and wrong.reason == "GET https://other.test/story failed: ConnectError"
+    )
+    [request] = secure.requests  # the one whose certificate matched
+    assert request.headers["Host"] == "secure.test"
