@@ -4,8 +4,8 @@ judges every address it got, and dials one of those addresses, never a second lo
     transport = dialer.Transport(tls, addresses.system_resolve)   # httpclient.fetching()
     await client.get(url, extensions=dialer.PUBLIC_ONLY)           # private addresses refused
 
-The rule for an address (and the lookup, bounded by the connect timeout) is
-pipelines.sources.addresses'; this module is where httpcore meets it.
+The rule for an address and the lookup (bounded here by the connect timeout) live in
+pipelines.sources.addresses; this module is where httpcore meets them.
 
 Why here: a check that resolves a name and a client that resolves it again to connect
 can get two answers (DNS rebinding: a public address first, 127.0.0.1 second). The

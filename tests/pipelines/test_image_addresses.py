@@ -46,7 +46,12 @@ FEED = (
     )
     + "</channel></rss>"
 )
-ANSWERS = {"inward.test": ["10.0.0.7"], "img.example.test": [network.PUBLIC]}
+#: localhost as a hosts file answers it.
+ANSWERS = {
+    "inward.test": ["10.0.0.7"],
+    "img.example.test": [network.PUBLIC],
+    "localhost": ["127.0.0.1"],
+}
 
 
 def pipeline(directory: Path, url: str, *, private: bool) -> spec.Pipeline:
@@ -64,11 +69,16 @@ def feed() -> Iterator[FeedServer]:
         yield server
 
 
-async def images_of(store: db.Store, news: spec.Pipeline, now: datetime) -> dict[str, object]:
+async def images_of(
+    store: db.Store, news: spec.Pipeline, now: datetime, asked: list[str] | None = None
+) -> dict[str, object]:
+    """Each item's kept image after one tick; the names the DNS server was asked go in
+    `asked`."""
     with DnsServer(ANSWERS) as dns:
         async with httpclient.fetching(resolve=dns.resolve, network=network.Network()) as client:
             await engine.Engine(store, {"news": news}, client=client).tick("news", "manual", now)
     waiting = await items.in_state(store, State.AWAITING_APPROVAL, "news")
+    (asked if asked is not None else []).extend(dns.queries)
     return {item.source_id: item.payload.get("image_url") for item in waiting}
 
 
@@ -77,11 +87,14 @@ async def test_a_feed_image_on_a_private_host_is_dropped_and_the_log_says_why(
     caplog: pytest.LogCaptureFixture,
 ) -> None:  # fmt: skip
     news = pipeline(tmp_path, feed.url("/feed.xml"), private=False)
+    asked: list[str] = []
     with caplog.at_level(logging.WARNING, "pipelines.sources.images"):
-        found = await images_of(store, news, now)
+        found = await images_of(store, news, now, asked)
     assert found == {guid: url if kept else None for guid, (url, kept) in IMAGES.items()}
+    assert sorted(asked) == ["img.example.test", "inward.test", "localhost", "nowhere.test"]
     said = "\n".join(caplog.messages)
     assert "item metadata: its image is dropped: 169.254.169.254 resolves to a private" in said
+    assert "item localhost: its image is dropped: localhost resolves to a private" in said
     assert "item inward: its image is dropped: inward.test resolves to a private address" in said
     assert "item unknown: its image is dropped: nowhere.test could not be resolved" in said
     assert "item public" not in said
