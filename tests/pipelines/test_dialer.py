@@ -259,3 +259,22 @@ async def test_an_https_link_dialed_at_its_address_is_verified_for_its_name(
     )
     [request] = secure.requests  # the one whose certificate matched
     assert request.headers["Host"] == "secure.test"
+
+
+async def test_a_connection_a_lenient_source_opened_is_never_lent_to_a_strict_fetch(
+    intranet: FeedServer,
+) -> None:
+    """Kept-alive connections live in one pool per rule: the strict fetch of the same
+    intranet link looks the name up itself and is refused, without reusing the socket."""
+    net = network.Network()
+    link = f"http://intranet.test:{intranet.port}/secret"
+    with DnsServer({"intranet.test": ["127.0.0.1"]}) as dns:
+        async with httpclient.fetching(resolve=dns.resolve, network=net) as client:
+            fetcher = articles.Fetcher(client)
+            lenient = strict().model_copy(update={"allow_private_addresses": True})
+            assert (await fetcher.fetch(link, lenient, "ua")).text is not None
+            refused = await fetcher.fetch(link, strict(), "ua")
+            assert (await fetcher.fetch(link, lenient, "ua")).text is not None
+    assert refused.reason is not None and "private address (127.0.0.1)" in refused.reason
+    assert dns.queries == ["intranet.test", "intranet.test"]  # the third reused the first's
+    assert net.dialed == [("127.0.0.1", intranet.port)] and len(intranet.requests) == 2
