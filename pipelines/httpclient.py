@@ -1,6 +1,8 @@
 """HTTP clients that share the process's one TLS context.
 
     client = httpclient.new(timeout=httpx.Timeout(30.0, connect=10.0))
+    client = httpclient.fetching(timeout=...)  # the engine's: each connection dials what
+                                                # its one lookup found and judged (dialer)
     HTTPXRequest(httpx_kwargs=httpclient.shared_tls())   # python-telegram-bot's requests
 
 An httpx client left to itself builds its own TLS context and parses the whole CA
@@ -23,9 +25,14 @@ import contextlib
 import functools
 import ssl
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
+
+if TYPE_CHECKING:
+    import httpcore
+
+    from pipelines.sources import addresses
 
 #: Held while the context is made: a caller waits for the one a prefetch is making.
 _making = threading.Lock()
@@ -65,3 +72,30 @@ def new(**kwargs: Any) -> httpx.AsyncClient:
     if kwargs.get("http2"):
         raise ValueError("the shared TLS context serves HTTP/1.1 clients only (see httpclient)")
     return httpx.AsyncClient(**shared_tls(), **kwargs)
+
+
+class Fetching(httpx.AsyncClient):
+    """A client over dialer.Transport: the one that may fetch what sources name, since
+    only it can refuse a private address at the connection (dialer.PUBLIC_ONLY)."""
+
+    def __init__(self, resolve: addresses.Resolver, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        #: What its connections resolve with; image URLs are judged with it too.
+        self.resolve = resolve
+
+
+def fetching(
+    *,
+    resolve: addresses.Resolver | None = None,
+    network: httpcore.AsyncNetworkBackend | None = None,
+    **kwargs: Any,
+) -> Fetching:
+    """A Fetching client with the shared context. `resolve` (default: the system's
+    resolver) and `network` (default: real sockets) are where tests put a local DNS
+    server and a dialer that records each address; HTTP(S)_PROXY is not used, since a
+    proxy would resolve the names itself."""
+    from pipelines import dialer  # with the engine only: it loads the sources' package
+    from pipelines.sources import addresses
+
+    resolve = resolve or addresses.system_resolve
+    return Fetching(resolve, transport=dialer.Transport(tls_context(), resolve, network), **kwargs)

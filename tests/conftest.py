@@ -10,8 +10,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from pipelines import httpclient
 from pipelines.text import redaction
 from store import db
+from tests.fakes import network
 
 #: Whole processes, browsers and real servers: every end-to-end test, and the few files
 #: elsewhere that run many subprocesses or stateful searches (each over 15 s a run).
@@ -58,6 +60,8 @@ async def store(data_dir: Path) -> AsyncIterator[db.Store]:
 
 @pytest.fixture
 async def client() -> AsyncIterator[httpx.AsyncClient]:
-    """An HTTP client for sources, providers and dispatchers under test."""
-    async with httpx.AsyncClient() as http:
+    """An HTTP client for sources, providers and dispatchers under test: the engine's own
+    kind, which judges the address each connection dials, on a network that reaches
+    loopback only and a resolver that asks no DNS server (tests.fakes.network)."""
+    async with httpclient.fetching(resolve=network.resolve, network=network.Network()) as http:
         yield http

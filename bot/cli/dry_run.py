@@ -170,5 +170,5 @@ async def _run(
     from pipelines import httpclient
     from pipelines.runs import trial
 
-    async with httpclient.new(timeout=httpx.Timeout(30.0, connect=10.0)) as client:
+    async with httpclient.fetching(timeout=httpx.Timeout(30.0, connect=10.0)) as client:
         return await trial.run(pipeline, client, now, llm, limit=limit)

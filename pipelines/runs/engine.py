@@ -1,6 +1,6 @@
 """One tick of a pipeline: fetch, dedup, record, draft, and queue each draft for approval.
 
-    engine = Engine(store, pipelines, client=httpx.AsyncClient(), drafter_for=...)
+    engine = Engine(store, pipelines, client=httpclient.fetching(), drafter_for=...)
     report = await engine.tick("news", "schedule", now)
 
 A source that fails fails alone: its reason goes into the run record and the other

@@ -153,7 +153,9 @@ class Runtime:
         except BaseException:
             await store.close()
             raise
-        runtime = cls(cfg, store, loaded, httpclient.new(timeout=httpx.Timeout(30.0, connect=10.0)))
+        runtime = cls(
+            cfg, store, loaded, httpclient.fetching(timeout=httpx.Timeout(30.0, connect=10.0))
+        )
         if fulltext.used(loaded.pipelines.values()):
             await articles.warm()  # before the freeze below, so the extractor is frozen too
         # Everything start-up allocated (modules, models, the bot) leaves the collector's

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 
 from pydantic import Field
 
-from pipelines.sources import base, folder, http_json, images, imap, rss
+from pipelines.sources import addresses, base, folder, http_json, images, imap, rss
 from pipelines.text import validation
 
 if TYPE_CHECKING:
@@ -36,7 +36,12 @@ async def fetch(
 ) -> base.Fetched:
     """Run the source `config` describes; anything but a SourceError is turned into one."""
     fetched = await _fetch(config, state, client)
-    return dataclasses.replace(fetched, items=[_bounded(item) for item in fetched.items])
+    found = [_bounded(item) for item in fetched.items]
+    # Only a web source can allow private addresses; a folder's or a mailbox's may not.
+    allow = bool(getattr(config, "allow_private_addresses", False))
+    resolve = addresses.resolver_of(client)
+    found = await images.public(found, allow_private=allow, resolve=resolve)
+    return dataclasses.replace(fetched, items=found)
 
 
 def _bounded(item: base.FetchedItem) -> base.FetchedItem:

@@ -7,14 +7,15 @@ network, `allow_private_addresses: true`).
     article = await fetcher.fetch(link, source, articles.user_agent("news"))
     article.text       # the article's main text (without its heading), or None: the teaser
     article.reason     # why not ("GET ... timed out after 30 s", "no article found ...")
-    article.image_url  # the page's og:image / twitter:image, or None
+    article.image_url  # the page's og:image / twitter:image, or None (or on a private host)
 
 The page is fetched as a source's answer is (common.get: the source's timeout for the
 whole fetch, its byte caps on the wire and decompressed), following at most
-MAX_REDIRECTS redirects, each hop's host refused when it resolves to a private address
-(addresses.check), at most PER_HOST fetches at once per host. Extraction (trafilatura)
-runs off the event loop, on the process's one extraction thread: parsing a large page
-there would stall the bot.
+MAX_REDIRECTS redirects, each hop's connection refused when its host resolves to a
+private address (the client's one lookup is judged, then dialed: pipelines.dialer), at
+most PER_HOST fetches at once per host. Extraction (trafilatura) runs off the event
+loop, on the process's one extraction thread: parsing a large page there would stall
+the bot.
 """
 
 from __future__ import annotations
@@ -120,7 +121,11 @@ class Fetcher:
             return Article(None, reason=f"the page timed out after {seconds:g} s")
         except base.SourceError as exc:
             return Article(None, reason=str(exc)[:MAX_REASON_CHARS])
-        text, image = await _off_the_loop(page, url)
+        text, found = await _off_the_loop(page, url)
+        image = await images.shown(
+            found, allow_private=source.allow_private_addresses,
+            about=common.redact_url(link), resolve=addresses.resolver_of(self.client),
+        )  # fmt: skip
         if not text:
             return Article(None, image, reason="no article found on the page")
         return Article(text, image)
@@ -129,10 +134,11 @@ class Fetcher:
         headers = {"User-Agent": agent, "Accept": "text/html, application/xhtml+xml"}
         url = link
         for _ in range(MAX_REDIRECTS + 1):
-            await addresses.check(url, allow_private=source.allow_private_addresses)
+            addresses.check(url)
             response = await common.get(
-                self.client, url, headers, source.timeout_seconds, source.limits
-            )
+                self.client, url, headers, source.timeout_seconds, source.limits,
+                public_only=not source.allow_private_addresses,
+            )  # fmt: skip
             if response.status_code not in _REDIRECTS:
                 return _page(response, url), url
             location = response.headers.get("location")

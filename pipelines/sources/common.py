@@ -223,21 +223,34 @@ async def get(
     headers: Mapping[str, str],
     seconds: float,
     limits: Limits,
+    *,
+    public_only: bool = False,
 ) -> Response:
     """GET `url` within `seconds` and `limits`; a 304 is returned, every other failure
-    becomes a SourceError naming the URL.
+    becomes a SourceError naming the URL. With `public_only`, a host that resolves to a
+    private address is refused at the connection (dialer), before anything is sent.
 
     Messages carry the redacted URL and the status only, never header values.
     """
     import httpx  # loaded by the engine's first fetch, so the CLI starts without it
 
+    from pipelines import dialer, httpclient
+
     shown = redact_url(url)
+    if public_only and not isinstance(client, httpclient.Fetching):
+        # Only that client judges the address it dials: any other would fetch unchecked.
+        raise base.SourceError(f"GET {shown} needs httpclient.fetching() to check addresses")
     asked = dict(headers) | {"Accept-Encoding": ACCEPT_ENCODING}
+    marks = dialer.PUBLIC_ONLY if public_only else {}
     try:
         async with asyncio.timeout(seconds):
-            return await _read(client, url, asked, seconds, limits, shown)
+            return await _read(client, url, asked, seconds, limits, shown, marks)
     except (TimeoutError, httpx.TimeoutException):
         raise base.SourceError(f"GET {shown} timed out after {seconds:g} s") from None
+    except httpx.ConnectError as exc:
+        if isinstance(exc.__cause__, dialer.Refused):  # its words name the host, not the URL
+            raise base.SourceError(str(exc.__cause__)) from None
+        raise base.SourceError(f"GET {shown} failed: ConnectError") from None
     except (httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:
         # ValueError: e.g. a header value that is not ASCII, refused before anything is sent.
         # The exception's text may repeat the full URL; its class name is enough to act on.
@@ -251,8 +264,10 @@ async def _read(
     seconds: float,
     limits: Limits,
     shown: str,
+    marks: dict[str, bool],
 ) -> Response:
-    async with client.stream("GET", url, headers=headers, timeout=seconds) as response:
+    stream = client.stream("GET", url, headers=headers, timeout=seconds, extensions=marks)
+    async with stream as response:
         if response.status_code >= 400:
             status = f"{response.status_code} {response.reason_phrase}".rstrip()
             raise base.SourceError(f"GET {shown} answered HTTP {status}")

@@ -16,7 +16,8 @@ from tests.e2e import test_bot_e2e as e2e
 from tests.fakes.feed_server import FeedServer
 
 OPERATOR = e2e.OPERATOR
-IMAGE = "https://img.example.org/bridge.jpg"
+#: On a literal global address: the bot judges an image's host (a name would be looked up).
+IMAGE = "https://93.184.215.14/bridge.jpg"
 FEED = f"""<?xml version="1.0"?><rss version="2.0" xmlns:media="http://search.yahoo.com/mrss/">
 <channel><title>t</title><link>https://example.org/</link><description>d</description>
 <item><guid>g1</guid><title>Bridge vote</title><link>https://example.org/g1</link>

@@ -20,6 +20,7 @@ from __future__ import annotations
 import email.utils
 import http.server
 import json
+import ssl
 import sys
 import threading
 from dataclasses import dataclass, field
@@ -60,13 +61,15 @@ class _Server(http.server.ThreadingHTTPServer):
 class FeedServer:
     """A context manager serving configurable routes on 127.0.0.1; see the module docstring."""
 
-    def __init__(self) -> None:
+    def __init__(self, tls: ssl.SSLContext | None = None) -> None:
         self.requests: list[Request] = []
         self._routes: dict[str, Route] = {}
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._server = _Server(("127.0.0.1", 0), _handler_for(self))
         self._server.daemon_threads = True
+        if tls is not None:  # HTTPS: the context's certificate (tests.fakes.tls) answers
+            self._server.socket = tls.wrap_socket(self._server.socket, server_side=True)
         # A short poll interval keeps shutdown (and so each test's teardown) quick.
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
