@@ -22,6 +22,7 @@ from pipelines.text import validation
 from store import items, units
 from store.audit import events
 from store.intake import runs
+from store.ledger import budgets as ledger_budgets
 from store.ledger import reporting as ledger_report
 
 #: The longest title a card shows (characters).
@@ -41,7 +42,24 @@ age = units.ago
 
 
 def usd(micros: int | None) -> str:
+    """Money as a person reads it on a card or a list ("$0.013"); n/a for none."""
+    return "n/a" if micros is None else units.money(micros)
+
+
+def usd_exact(micros: int | None) -> str:
+    """Money to the micro-dollar, where an amount is acted on (a budget's detail, a hold)."""
     return "n/a" if micros is None else units.usd(micros)
+
+
+def by_day(trail: Sequence[events.Event]) -> list[tuple[str, list[events.Event]]]:
+    """Events under the day they happened on, in order: a history says each date once."""
+    days: list[tuple[str, list[events.Event]]] = []
+    for event in trail:
+        day = units.day(event.at)
+        if not days or days[-1][0] != day:
+            days.append((day, []))
+        days[-1][1].append(event)
+    return days
 
 
 # -- approval cards ---------------------------------------------------------------------
@@ -231,13 +249,15 @@ def pending(waiting: Sequence[items.Item], now: datetime) -> str:
 
 def history(item: items.Item, trail: Sequence[events.Event]) -> str:
     lines = [f"<b>item {item.id}</b> ({esc(item.pipeline)}): {esc(wording.state(item.state))}"]
-    for event in trail:
-        told = own_words(event)
-        reason = f": {esc(told)}" if told else ""
-        lines.append(
-            f"  {when(event.at)} {esc(wording.state(event.to_state))}"
-            f" by {esc(event.actor)} (attempt {event.attempt}){reason}"
-        )
+    for day, happened in by_day(trail):
+        lines.append(f"<i>{day} (UTC)</i>")
+        for event in happened:
+            told = own_words(event)
+            reason = f": {esc(told)}" if told else ""
+            lines.append(
+                f"  {units.clock(event.at)} {esc(wording.state(event.to_state))}"
+                f" by {esc(event.actor)} (attempt {event.attempt}){reason}"
+            )
     return "\n".join(lines)
 
 
@@ -320,18 +340,31 @@ def budget(report: ledger_report.Report, now: datetime) -> str:
         )
         held = f" · {usd(b.held_micros)} held" if b.held_micros else ""
         lines.append(f"  {usd(b.spent_micros)} spent{held} · {usd(b.remaining_micros)} left")
+        exact = exact_detail(b)
+        if exact:
+            lines.append(f"  <i>exact: {exact}</i>")
     if report.uncertain:
         count = wording.plural(len(report.uncertain), "uncertain hold")
         lines.append(f"\n⚠️ <b>{count}</b> (settle: gatehouse reconcile-claim):")
         for hold in report.uncertain:
             lines.append(
                 f"• claim {hold.claim_id} {esc(hold.pipeline)} item {hold.item_id}"
-                f" ({esc(wording.state(hold.item_state or '?'))}): {usd(hold.reserved_micros)}"
+                f" ({esc(wording.state(hold.item_state or '?'))}): "
+                f"{usd_exact(hold.reserved_micros)}"
                 f" since {age(hold.since, now)}; {esc(hold.reason or '')}"
             )
     else:
         lines.append("no uncertain holds")
     return "\n".join(lines)
+
+
+def exact_detail(b: ledger_budgets.Budget) -> str:
+    """A budget's amounts to the micro-dollar when the rounded ones hide something."""
+    amounts = [(b.spent_micros, "spent"), (b.held_micros, "held"), (b.remaining_micros, "left")]
+    shown = [(m, word) for m, word in amounts if m or word != "held"]
+    if all(units.money(m) == units.usd(m) for m, _ in shown):
+        return ""
+    return " · ".join(f"{units.usd(m)} {word}" for m, word in shown)
 
 
 duration = units.duration

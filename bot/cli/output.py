@@ -191,7 +191,14 @@ def history(found: operations.History, names: dict[int, str] | None = None) -> s
     item = found.item
     head = f"item {item.id} ({item.pipeline}): {item.state}, attempt {item.attempt}"
     rows = [_event_row(e, names or {}) for e in found.events]
-    text = head + "\n" + table(("event", "at", "from", "to", "by", "attempt", "reason"), rows)
+    lines = table(("event", "at", "from", "to", "by", "attempt", "reason"), rows).split("\n")
+    # Each day's date once, as a heading above its first row; the rows say the time.
+    days = render.by_day(found.events)
+    first = 1
+    for day, happened in days:
+        lines.insert(first, f"{day} (UTC)")
+        first += len(happened) + 1
+    text = head + "\n" + "\n".join(lines)
     if found.dropped:
         why = people.replace(item.reason or "no reason recorded", names or {})
         text += f"\n\ndropped: {item.state}, {why}"
@@ -201,7 +208,7 @@ def history(found: operations.History, names: dict[int, str] | None = None) -> s
 
 def _event_row(e: events.Event, names: dict[int, str]) -> tuple[object, ...]:
     actor, reason = people.replace(e.actor, names), people.replace(render.own_words(e), names)
-    return (e.id, render.when(e.at), e.from_state or "·", e.to_state, actor, e.attempt,
+    return (e.id, units.clock(e.at), e.from_state or "·", e.to_state, actor, e.attempt,
             reason[:70])  # fmt: skip
 
 
@@ -215,11 +222,13 @@ def budget(report: ledger.Report, now: datetime) -> str:
             for b in sorted(report.budgets, key=lambda b: (b.scope, b.period))
         ]  # fmt: skip
         lines = [table(("scope", "period", "spent", "held", "remaining", "limit", "used"), rows)]
+        if any(render.exact_detail(b) for b in report.budgets):
+            lines.append("(rounded: gatehouse budget --json gives each amount in micro-dollars)")
     if report.uncertain:
         count = wording.plural(len(report.uncertain), "uncertain hold")
         lines.append(f"\n{count} (settle each: gatehouse reconcile-claim):")
         holds = [
-            (h.claim_id, h.pipeline, h.item_id, render.usd(h.reserved_micros),
+            (h.claim_id, h.pipeline, h.item_id, render.usd_exact(h.reserved_micros),
              render.age(h.since, now), h.reason or "")
             for h in report.uncertain
         ]  # fmt: skip
@@ -231,7 +240,7 @@ def budget(report: ledger.Report, now: datetime) -> str:
 
 def budget_set(b: budgets.Budget) -> str:
     return (
-        f"budget {b.scope}/{b.period} set to {render.usd(b.limit_micros)} "
+        f"budget {b.scope}/{b.period} set to {render.usd_exact(b.limit_micros)} "
         f"(spent {render.usd(b.spent_micros)}, held {render.usd(b.held_micros)} this period)"
     )
 
@@ -307,14 +316,14 @@ def dry_run(
         lines += ["", f"… and {report.undrafted} more not drafted (--limit {limit})"]
     if report.spend is not None:
         lines += ["", f"LLM: {report.llm_drafts} draft(s) through the budget ledger, cost "
-                      f"{units.usd(report.spent_micros)}"]  # fmt: skip
+                      f"{units.money(report.spent_micros)}"]  # fmt: skip
         if counted is not None and counted["claim"] is not None:
             lines.append(f"     counted against the store's budgets as claim {counted['claim']}")
         elif counted is not None:
             lines.append(f"     NOT counted against the store's budgets: {counted['problem']}")
         if report.uncertain_micros:
             lines.append(
-                f"     and {units.usd(report.uncertain_micros)} held as uncertain: "
+                f"     and {units.money(report.uncertain_micros)} held as uncertain: "
                 "the provider reported no usage (see its bill)"
             )
     lines += ["", "nothing was marked seen, stored or sent"]

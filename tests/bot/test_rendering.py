@@ -124,16 +124,18 @@ async def test_pending_and_history(world: db.Store) -> None:
     found = await operations.history(world, 1)
     assert render.history(found.item, found.events) == (
         "<b>item 1</b> (news): waiting for approval\n"
-        "  2026-11-30 09:00 UTC new by system (attempt 1): fetched\n"
-        "  2026-11-30 09:00 UTC drafting by system (attempt 1)\n"
-        "  2026-11-30 10:00 UTC waiting for approval by system (attempt 1)"
+        "<i>2026-11-30 (UTC)</i>\n"
+        "  09:00 new by system (attempt 1): fetched\n"
+        "  09:00 drafting by system (attempt 1)\n"
+        "  10:00 waiting for approval by system (attempt 1)"
     )
     assert cli_output.history(found) == (
         "item 1 (news): awaiting_approval, attempt 1\n"
-        "event  at                    from      to                 by      attempt  reason\n"
-        "    1  2026-11-30 09:00 UTC  ·         new                system        1  fetched\n"
-        "    2  2026-11-30 09:00 UTC  new       drafting           system        1\n"
-        "    3  2026-11-30 10:00 UTC  drafting  awaiting_approval  system        1"
+        "event  at     from      to                 by      attempt  reason\n"
+        "2026-11-30 (UTC)\n"
+        "    1  09:00  ·         new                system        1  fetched\n"
+        "    2  09:00  new       drafting           system        1\n"
+        "    3  10:00  drafting  awaiting_approval  system        1"
     )
 
 

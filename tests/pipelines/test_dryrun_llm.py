@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from store import ledger
+from store import ledger, units
 from tests import running
 from tests.fakes.feed_server import FeedServer
 from tests.fakes.feeds import rss
@@ -110,7 +110,10 @@ def test_llm_drafts_are_paid_through_the_ledger_and_the_report_says_what_they_co
 
     text = gatehouse(tmp_path, feed, llm, "dry-run", "news", "--llm")
     assert text.returncode == 0, text.stderr
-    assert "LLM: 2 draft(s) through the budget ledger, cost $0.00" in text.stdout
+    # The same drafts cost the same: the plain text says it as a person reads money.
+    assert f"LLM: 2 draft(s) through the budget ledger, cost {units.money(sum(costs))}\n" in (
+        text.stdout
+    )
     assert "counted against the store's budgets as claim 2" in text.stdout
     assert llm.calls == 4
     # The real store holds the budget and the spend, nothing else: no item or output.
