@@ -139,6 +139,8 @@ def status_overview(overview: operations.Overview) -> str:
         if not p.has_file:
             lines.append("  ⚠️ " + esc(no_file_note(p)))
         lines.append("  last run " + (_run_summary(p.last_run, now) if p.last_run else "none yet"))
+        if p.last_run and dropped_lists(p.name, p.last_run.counts):
+            lines.append("  " + dropped_lists(p.name, p.last_run.counts))
         if not p.paused and p.has_file:
             due = p.next_due_at
             lines.append(f"  next run {age(due, now) if due else 'not scheduled'}")
@@ -199,14 +201,30 @@ def workers_line(down: Sequence[workers.State], total: int, now: datetime, stand
 
 
 def _run_summary(run: runs.Run, now: datetime) -> str:
-    c = run.counts
     mark = {"ok": "🟢", "error": "🔴", "running": "🔄"}.get(run.status, "")
-    text = f"{mark} {esc(run.status)} {age(run.started_at, now)}: {c.new} new of {c.fetched}"
-    text += f", {c.drafted} drafted" + (f", {c.failed} failed" if c.failed else "")
-    text += f", {c.filtered} filtered" if c.filtered else ""
+    text = f"{mark} {esc(run.status)} {age(run.started_at, now)}: {run_counts(run.counts)}"
     if run.error_text:
         text += f": {esc(run.error_text[:200])}"
     return text
+
+
+def run_counts(c: runs.Counts) -> str:
+    """ "10 new of 10: 2 filtered, 3 skipped by triage, 5 drafted": every outcome of the
+    new entries named, so the counts add up (drafted may include earlier runs' entries)."""
+    outcomes = [(c.filtered, "filtered"), (c.skipped, "skipped by triage")]
+    outcomes += [(c.drafted, "drafted"), (c.failed, "failed")]
+    # What neither the filter, the triage nor a draft has settled yet (a held budget).
+    waiting = c.new - c.filtered - c.skipped - c.drafted - c.failed
+    outcomes.append((waiting, "not drafted yet"))
+    named = [f"{n} {word}" for n, word in outcomes if n > 0]
+    return f"{c.new} new of {c.fetched}" + (": " + ", ".join(named) if named else "")
+
+
+def dropped_lists(name: str, c: runs.Counts) -> str:
+    """Where a run's dropped entries are listed in chat, or "" when it dropped none."""
+    lists = [f"/filtered {name}"] if c.filtered else []
+    lists += [f"/skipped {name}"] if c.skipped else []
+    return "lists: " + " · ".join(esc(x) for x in lists) if lists else ""
 
 
 def status_pipeline(found: operations.PipelineRuns, now: datetime) -> str:
@@ -218,9 +236,10 @@ def status_pipeline(found: operations.PipelineRuns, now: datetime) -> str:
     return "\n".join(lines + where_to_look(found, now))
 
 
-def where_to_look(found: operations.PipelineRuns, now: datetime) -> list[str]:
+def where_to_look(found: operations.PipelineRuns, now: datetime, *, chat: bool = True) -> list[str]:
     """The lines under a pipeline's runs (Telegram and the CLI alike): the last green run,
-    the first red one after it, and what the filter dropped today."""
+    the first red one after it, and what the filter and the triage dropped today, with
+    the command that lists them (in chat, or at a terminal when not `chat`)."""
     lines = []
     window = found.window
     if window.last_ok is not None:
@@ -228,8 +247,10 @@ def where_to_look(found: operations.PipelineRuns, now: datetime) -> list[str]:
     if window.first_error_after is not None:
         red = window.first_error_after
         lines.append(f"first red after it: #{red.id} {age(red.started_at, now)}")
-    if found.filtered_today:
-        lines.append(f"{found.filtered_today} filtered today (gatehouse filtered {found.name})")
+    for count, word in ((found.filtered_today, "filtered"), (found.skipped_today, "skipped")):
+        listed = f"/{word} {found.name}" if chat else f"gatehouse {word} {found.name}"
+        if count:
+            lines.append(f"{count} {word} today: {esc(listed) if chat else listed}")
     return lines
 
 
@@ -296,6 +317,21 @@ def skipped(name: str, found: Sequence[items.Item], now: datetime, more: bool) -
     if more:
         lines.append(f"older ones: gatehouse skipped {esc(name)} --limit 200")
     lines.append("Tap a number to bring that entry to a card (a replay past triage).")
+    return "\n".join(lines)
+
+
+def filtered(name: str, found: Sequence[items.Item], now: datetime, more: bool) -> str:
+    """A pipeline's filtered entries, newest first, each with the rule that dropped it."""
+    if not found:
+        return f"Nothing of <b>{esc(name)}</b> was filtered (or every filtered entry was replayed)."
+    lines = [f"<b>{esc(name)}</b>: {len(found)} filtered, newest first"]
+    for item in found:
+        title = str(item.payload.get("title") or item.source_id)[:80]
+        lines.append(f"• #{item.id} {esc(title)} ({age(item.last_transition_at, now)})")
+        lines.append(f"    <i>{esc(item.reason or 'no rule recorded')}</i>")
+    if more:
+        lines.append(f"older ones: gatehouse filtered {esc(name)} --limit 200")
+    lines.append("Bring one back past the filter with /replay &lt;item&gt;.")
     return "\n".join(lines)
 
 

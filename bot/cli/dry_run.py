@@ -84,14 +84,21 @@ def run(
         if report.spend is None
         else {
             "drafts": report.llm_drafts,
+            # Every call through the ledger: the drafts and the others (a triage's).
+            "calls": report.llm_calls,
+            "draft_micros": report.draft_micros,
             "spent_micros": report.spent_micros,
             "uncertain_micros": report.uncertain_micros,
             "counted": counted,
         },
     }
-    has_filter = found[name].filter is not None
+    has_filter, triaged = found[name].filter is not None, found[name].triage is not None
     cli_output.emit(
-        args, value, lambda: cli_output.dry_run(report, args.limit, counted, filtered=has_filter)
+        args,
+        value,
+        lambda: cli_output.dry_run(
+            report, args.limit, counted, filtered=has_filter, triaged=triaged
+        ),
     )
     not_counted = counted is not None and counted["claim"] is None
     return 1 if report.errors or report.failed or not_counted else 0

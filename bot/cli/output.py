@@ -103,16 +103,19 @@ def pipeline_runs(found: operations.PipelineRuns, now: datetime) -> str:
             render.duration(r.ended_at - r.started_at) if r.ended_at else "",
             r.counts.fetched,
             r.counts.new,
+            r.counts.filtered,
+            r.counts.skipped,
             r.counts.drafted,
             r.counts.failed,
             (r.error_text or "")[:60],
         )
         for r in found.recent
     ]
-    head = ("run", "trigger", "status", "started", "took", "fetched", "new", "drafted", "failed")
+    head = ("run", "trigger", "status", "started", "took", "fetched", "new", "filtered",
+            "skipped", "drafted", "failed", "error")  # fmt: skip
     lines = [f"{found.name}: last {len(rows)} runs, newest first"]
-    lines.append(table((*head, "error"), rows) if rows else "  no runs yet")
-    return "\n".join(lines + render.where_to_look(found, now))
+    lines.append(table(head, rows) if rows else "  no runs yet")
+    return "\n".join(lines + render.where_to_look(found, now, chat=False))
 
 
 def pending(waiting: Sequence[items.Item], now: datetime) -> str:
@@ -301,9 +304,11 @@ def dry_run(
     counted: dict[str, Any] | None = None,
     *,
     filtered: bool = False,
+    triaged: bool = False,
 ) -> str:
     """The cards as plain text, as a phone would show them, with what was left undrafted;
-    `filtered` (the pipeline has a filter): each new entry's verdict and rule first."""
+    `filtered` (the pipeline has a filter): each new entry's verdict and rule first;
+    `triaged` (it has a triage): the calls that are not drafts are its triage."""
     lines = [f"dry run of {report.pipeline}: fetched {report.fetched}, {report.new} new"]
     lines += [f"error: {error}" for error in report.errors]
     lines += [f"failed: item {item}: {reason}" for item, reason in report.failed]
@@ -315,8 +320,7 @@ def dry_run(
     if report.undrafted:
         lines += ["", f"… and {report.undrafted} more not drafted (--limit {limit})"]
     if report.spend is not None:
-        lines += ["", f"LLM: {report.llm_drafts} draft(s) through the budget ledger, cost "
-                      f"{units.money(report.spent_micros)}"]  # fmt: skip
+        lines += ["", _llm_calls(report, triaged)]
         if counted is not None and counted["claim"] is not None:
             lines.append(f"     counted against the store's budgets as claim {counted['claim']}")
         elif counted is not None:
@@ -328,6 +332,24 @@ def dry_run(
             )
     lines += ["", "nothing was marked seen, stored or sent"]
     return "\n".join(lines)
+
+
+def _llm_calls(report: trial.Report, triaged: bool) -> str:
+    """ "LLM: 2 draft(s) and 2 triage call(s) through the budget ledger, cost ...": the
+    calls that are not drafts counted apart, so the cost is not all the drafts'."""
+    drafts = f"{report.llm_drafts} draft(s)"
+    others = report.llm_calls - report.llm_drafts
+    total = units.money(report.spent_micros)
+    if others <= 0:
+        return f"LLM: {drafts} through the budget ledger, cost {total}"
+    # Without a triage, a call that is no card's draft is a draft that failed or was retried.
+    kind = "triage call(s)" if triaged else "other call(s) (failed drafts)"
+    split = (
+        f"{units.money(report.draft_micros)} for the drafts, "
+        f"{units.money(report.spent_micros - report.draft_micros)} for the "
+        + ("triage" if triaged else "others")
+    )
+    return f"LLM: {drafts} and {others} {kind} through the budget ledger, cost {total} ({split})"
 
 
 def _verdict(verdict: trial.Verdict) -> str:

@@ -35,7 +35,13 @@ from pipelines.operations.budget import (
     reconcile_claim,
     set_budget,
 )
-from pipelines.operations.dropped import FILTERED_SHOWN, filtered, filtered_today, skipped
+from pipelines.operations.dropped import (
+    FILTERED_SHOWN,
+    filtered,
+    filtered_today,
+    skipped,
+    skipped_today,
+)
 from pipelines.operations.inputs import MAX_ID, Invalid, check_pipeline, whole_number
 from pipelines.operations.replays import replay, unshown_drafts
 from pipelines.operations.scheduling import (
@@ -96,6 +102,7 @@ __all__ = [
     "schedule",
     "set_budget",
     "skipped",
+    "skipped_today",
     "stats",
     "sweep",
     "unshown_drafts",
