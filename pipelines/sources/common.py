@@ -231,6 +231,8 @@ async def get(
     """
     import httpx  # loaded by the engine's first fetch, so the CLI starts without it
 
+    from pipelines import httpclient  # imports httpx too
+
     shown = redact_url(url)
     asked = dict(headers) | {"Accept-Encoding": ACCEPT_ENCODING}
     try:
@@ -238,6 +240,9 @@ async def get(
             return await _read(client, url, asked, seconds, limits, shown)
     except (TimeoutError, httpx.TimeoutException):
         raise base.SourceError(f"GET {shown} timed out after {seconds:g} s") from None
+    except httpx.ConnectError as exc:
+        why = httpclient.why_unreachable(exc)
+        raise base.SourceError(f"GET {shown} failed: {why}") from None
     except (httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:
         # ValueError: e.g. a header value that is not ASCII, refused before anything is sent.
         # The exception's text may repeat the full URL; its class name is enough to act on.
