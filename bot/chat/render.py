@@ -9,7 +9,7 @@ feed title with `<b>` in it stays text. Tags never span a line, so
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -303,20 +303,36 @@ def replay_offer(item: items.Item, trail: Sequence[events.Event], kept: Sequence
     return text + "\nReplay it?"
 
 
-def skipped(name: str, found: Sequence[items.Item], now: datetime, more: bool) -> str:
+def skipped(
+    name: str,
+    found: Sequence[items.Item],
+    now: datetime,
+    more: bool,
+    replayed: Mapping[int, str] | None = None,
+) -> str:
     """A pipeline's skipped entries, each with the triage's score and reason; its buttons
-    (one per entry, in the same order) bring one to a card."""
+    (one per entry, in the same order) bring one to a card. `replayed`: the listed entries
+    a tap brought back (item id to where its card goes), struck through and marked."""
     if not found:
         return f"Nothing of <b>{esc(name)}</b> was skipped (or every skipped entry was replayed)."
+    replayed = replayed or {}
     lines = [f"<b>{esc(name)}</b>: {len(found)} skipped, newest first"]
     for n, item in enumerate(found, 1):
         title = str(item.payload.get("title") or item.source_id)[:80]
         why = item.reason or "no reason recorded"
+        if item.id in replayed:
+            lines.append(
+                f"<s>{n}. #{item.id} {esc(title)}</s> ✓ replayed: {esc(replayed[item.id])}"
+            )
+            continue
         lines.append(f"{n}. #{item.id} {esc(title)} ({age(item.last_transition_at, now)})")
         lines.append(f"    <i>{esc(why)}</i>")
     if more:
         lines.append(f"older ones: gatehouse skipped {esc(name)} --limit 200")
-    lines.append("Tap a number to bring that entry to a card (a replay past triage).")
+    if len(replayed) < len(found):
+        lines.append("Tap a number to bring that entry to a card (a replay past triage).")
+    else:
+        lines.append("Every entry listed was replayed.")
     return "\n".join(lines)
 
 
