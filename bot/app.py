@@ -43,7 +43,7 @@ from telegram.request import HTTPXRequest
 
 from bot import settings as settings_mod
 from bot.cards import actions, keyboards, review_handlers, routes, taps
-from bot.chat import auth, group_events, handlers, polling, rooms, sender
+from bot.chat import auth, group_events, handlers, lists, polling, rooms, sender
 from bot.process import control, logs, startup, storage_alarm
 from bot.web import api, metrics
 from pipelines import httpclient
@@ -119,7 +119,8 @@ def build(cfg: settings_mod.Settings, token: str) -> App:
     add(CommandHandler(["run", "pause", "resume"], handlers.schedule_command))
     add(CommandHandler("history", handlers.history))
     add(CommandHandler("replay", handlers.replay))
-    add(CommandHandler("skipped", handlers.skipped))
+    add(CommandHandler("skipped", lists.skipped))
+    add(CommandHandler("filtered", lists.filtered))
     add(CommandHandler("stats", handlers.stats))
     add(MessageHandler(filters.COMMAND, handlers.unknown))
     add(CallbackQueryHandler(routes.tap))  # every button: its route is in ROUTES

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import socket
 import ssl
 import threading
 from typing import TYPE_CHECKING, Any
@@ -99,3 +100,26 @@ def fetching(
 
     resolve = resolve or addresses.system_resolve
     return Fetching(resolve, transport=dialer.Transport(tls_context(), resolve, network), **kwargs)
+
+
+def why_unreachable(exc: BaseException) -> str:
+    """What stopped a connection, as a person can act on it: "the name did not resolve",
+    "the connection was refused", "the connection timed out", else the error's class.
+
+    Read from the causes httpx chains under its ConnectError (a socket.gaierror, a
+    ConnectionRefusedError, ...); their text is not used, so no URL or header is repeated.
+    """
+    seen: BaseException | None = exc
+    for _ in range(10):  # a chain is short; a cycle must not hang
+        if seen is None:
+            break
+        if isinstance(seen, socket.gaierror):
+            return "the name did not resolve"
+        if isinstance(seen, ConnectionRefusedError):
+            return "the connection was refused (nothing listens on that port)"
+        if isinstance(seen, TimeoutError | httpx.TimeoutException):
+            return "the connection timed out"
+        if isinstance(seen, ssl.SSLError):
+            return f"TLS failed ({seen.reason or type(seen).__name__})"
+        seen = seen.__cause__ or seen.__context__
+    return type(exc).__name__

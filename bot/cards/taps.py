@@ -13,7 +13,7 @@ from telegram import ForceReply, InlineKeyboardMarkup, Message, Update
 from telegram.constants import ParseMode
 
 from bot.cards import actions, callbacks
-from bot.chat import handlers, people, render, wording
+from bot.chat import handlers, lists, people, render, wording
 from bot.web import metrics
 from pipelines import operations
 from pipelines.approval import card_trail, flow, nudges
@@ -138,9 +138,13 @@ async def replay(tap: handlers.ItemTap) -> None:
         d.store, item.id, actor, tap.now, fresh=fresh, scheduler=d.scheduler
     )
     await query.answer(f"replayed: attempt {replayed.attempt}")
-    await query.edit_message_reply_markup(reply_markup=None)
+    private = actions.tapped(query).chat.type == "private"
+    where = lists.card_goes(tap.pipeline, private)
+    # A /skipped list keeps its other entries' buttons; a card or an alert loses its own.
+    if not await lists.replayed_on_list(query, d, tap.now, where):
+        await query.edit_message_reply_markup(reply_markup=None)
     when = render.when(tap.now)
-    text = f"🔁 item {item.id} replayed by {actor} at {when}: attempt {replayed.attempt}"
+    text = f"🔁 item {item.id} replayed by {actor} at {when}: attempt {replayed.attempt}; {where}"
     await actions.tapped(query).reply_text(await people.humanize(d.store, text))
 
 

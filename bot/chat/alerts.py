@@ -43,8 +43,8 @@ def row_text(row: outbox.Row) -> str:
 
 def _budget_threshold(f: Mapping[str, Any], item_id: int | None) -> str:
     return (
-        f"Budget {f['budget']}: {f['pct']}% reached — spent {units.usd(f['spent_micros'])} "
-        f"of {units.usd(f['limit_micros'])} ({units.usd(f['held_micros'])} held)"
+        f"Budget {f['budget']}: {f['pct']}% reached — spent {units.money(f['spent_micros'])} "
+        f"of {units.money(f['limit_micros'])} ({units.money(f['held_micros'])} held)"
     )
 
 

@@ -46,6 +46,7 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("history", "an item's events"),
     ("replay", "why an item dropped, and replay it"),
     ("skipped", "entries the triage skipped, each a tap from a card"),
+    ("filtered", "entries the filter dropped, each with its rule"),
     ("stats", "the editor's numbers: what entries became, decision times, AI spend"),
     ("help", "this list"),
 )
@@ -60,10 +61,9 @@ ARGUMENTS = {
     "history": "<item>",
     "replay": "<item>",
     "skipped": "<pipeline>",
+    "filtered": "<pipeline>",
     "stats": "[pipeline] [7d | 30d] [chart]",
 }
-#: Skipped entries /skipped shows, newest first (a keyboard of one button each).
-SKIPPED_SHOWN = 20
 
 
 @dataclass
@@ -336,23 +336,6 @@ async def replay(update: Update, context: Context, d: Deps, now: datetime) -> No
     row = [button("🔁 Replay", "replay")] + ([button("🆕 Fresh draft", "fresh")] if kept else [])
     text = await people.humanize(d.store, render.replay_offer(item, trail, kept), as_html=True)
     await actions.reply_about(update, d.store, item.id, text, InlineKeyboardMarkup([row]))
-
-
-@command
-async def skipped(update: Update, context: Context, d: Deps, now: datetime) -> None:
-    """The entries a pipeline's triage skipped, with a button each that replays it."""
-    name = pipeline_arg(context, "skipped")
-    found = await operations.skipped(d.store, name, SKIPPED_SHOWN + 1)
-    shown = found[:SKIPPED_SHOWN]
-
-    def button(n: int, item: Any) -> InlineKeyboardButton:
-        tapped = callbacks.Button("replay", item.id, item.attempt, item.version)
-        return InlineKeyboardButton(f"🔁 {n}", callback_data=callbacks.encode(d.key, tapped))
-
-    keys = [button(n, item) for n, item in enumerate(shown, 1)]
-    rows = [keys[i : i + 5] for i in range(0, len(keys), 5)]
-    text = render.skipped(name, shown, now, more=len(found) > SKIPPED_SHOWN)
-    await reply(update, text, InlineKeyboardMarkup(rows) if rows else None)
 
 
 @command

@@ -11,7 +11,7 @@ messages Telegram accepts.
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -24,6 +24,7 @@ from pipelines.text import validation, visible
 from store import items, units
 from store.audit import events
 from store.intake import runs
+from store.ledger import budgets as ledger_budgets
 from store.ledger import reporting as ledger_report
 
 #: The longest title a card shows (characters).
@@ -43,7 +44,24 @@ age = units.ago
 
 
 def usd(micros: int | None) -> str:
+    """Money as a person reads it on a card or a list ("$0.013"); n/a for none."""
+    return "n/a" if micros is None else units.money(micros)
+
+
+def usd_exact(micros: int | None) -> str:
+    """Money to the micro-dollar, where an amount is acted on (a budget's detail, a hold)."""
     return "n/a" if micros is None else units.usd(micros)
+
+
+def by_day(trail: Sequence[events.Event]) -> list[tuple[str, list[events.Event]]]:
+    """Events under the day they happened on, in order: a history says each date once."""
+    days: list[tuple[str, list[events.Event]]] = []
+    for event in trail:
+        day = units.day(event.at)
+        if not days or days[-1][0] != day:
+            days.append((day, []))
+        days[-1][1].append(event)
+    return days
 
 
 # -- approval cards ---------------------------------------------------------------------
@@ -123,6 +141,8 @@ def status_overview(overview: operations.Overview) -> str:
         if not p.has_file:
             lines.append("  ⚠️ " + esc(no_file_note(p)))
         lines.append("  last run " + (_run_summary(p.last_run, now) if p.last_run else "none yet"))
+        if p.last_run and dropped_lists(p.name, p.last_run.counts):
+            lines.append("  " + dropped_lists(p.name, p.last_run.counts))
         if not p.paused and p.has_file:
             due = p.next_due_at
             lines.append(f"  next run {age(due, now) if due else 'not scheduled'}")
@@ -183,14 +203,30 @@ def workers_line(down: Sequence[workers.State], total: int, now: datetime, stand
 
 
 def _run_summary(run: runs.Run, now: datetime) -> str:
-    c = run.counts
     mark = {"ok": "🟢", "error": "🔴", "running": "🔄"}.get(run.status, "")
-    text = f"{mark} {esc(run.status)} {age(run.started_at, now)}: {c.new} new of {c.fetched}"
-    text += f", {c.drafted} drafted" + (f", {c.failed} failed" if c.failed else "")
-    text += f", {c.filtered} filtered" if c.filtered else ""
+    text = f"{mark} {esc(run.status)} {age(run.started_at, now)}: {run_counts(run.counts)}"
     if run.error_text:
         text += f": {esc(run.error_text[:200])}"
     return text
+
+
+def run_counts(c: runs.Counts) -> str:
+    """ "10 new of 10: 2 filtered, 3 skipped by triage, 5 drafted": every outcome of the
+    new entries named, so the counts add up (drafted may include earlier runs' entries)."""
+    outcomes = [(c.filtered, "filtered"), (c.skipped, "skipped by triage")]
+    outcomes += [(c.drafted, "drafted"), (c.failed, "failed")]
+    # What neither the filter, the triage nor a draft has settled yet (a held budget).
+    waiting = c.new - c.filtered - c.skipped - c.drafted - c.failed
+    outcomes.append((waiting, "not drafted yet"))
+    named = [f"{n} {word}" for n, word in outcomes if n > 0]
+    return f"{c.new} new of {c.fetched}" + (": " + ", ".join(named) if named else "")
+
+
+def dropped_lists(name: str, c: runs.Counts) -> str:
+    """Where a run's dropped entries are listed in chat, or "" when it dropped none."""
+    lists = [f"/filtered {name}"] if c.filtered else []
+    lists += [f"/skipped {name}"] if c.skipped else []
+    return "lists: " + " · ".join(esc(x) for x in lists) if lists else ""
 
 
 def status_pipeline(found: operations.PipelineRuns, now: datetime) -> str:
@@ -202,9 +238,10 @@ def status_pipeline(found: operations.PipelineRuns, now: datetime) -> str:
     return "\n".join(lines + where_to_look(found, now))
 
 
-def where_to_look(found: operations.PipelineRuns, now: datetime) -> list[str]:
+def where_to_look(found: operations.PipelineRuns, now: datetime, *, chat: bool = True) -> list[str]:
     """The lines under a pipeline's runs (Telegram and the CLI alike): the last green run,
-    the first red one after it, and what the filter dropped today."""
+    the first red one after it, and what the filter and the triage dropped today, with
+    the command that lists them (in chat, or at a terminal when not `chat`)."""
     lines = []
     window = found.window
     if window.last_ok is not None:
@@ -212,8 +249,10 @@ def where_to_look(found: operations.PipelineRuns, now: datetime) -> list[str]:
     if window.first_error_after is not None:
         red = window.first_error_after
         lines.append(f"first red after it: #{red.id} {age(red.started_at, now)}")
-    if found.filtered_today:
-        lines.append(f"{found.filtered_today} filtered today (gatehouse filtered {found.name})")
+    for count, word in ((found.filtered_today, "filtered"), (found.skipped_today, "skipped")):
+        listed = f"/{word} {found.name}" if chat else f"gatehouse {word} {found.name}"
+        if count:
+            lines.append(f"{count} {word} today: {esc(listed) if chat else listed}")
     return lines
 
 
@@ -233,13 +272,15 @@ def pending(waiting: Sequence[items.Item], now: datetime) -> str:
 
 def history(item: items.Item, trail: Sequence[events.Event]) -> str:
     lines = [f"<b>item {item.id}</b> ({esc(item.pipeline)}): {esc(wording.state(item.state))}"]
-    for event in trail:
-        told = own_words(event)
-        reason = f": {esc(told)}" if told else ""
-        lines.append(
-            f"  {when(event.at)} {esc(wording.state(event.to_state))}"
-            f" by {esc(event.actor)} (attempt {event.attempt}){reason}"
-        )
+    for day, happened in by_day(trail):
+        lines.append(f"<i>{day} (UTC)</i>")
+        for event in happened:
+            told = own_words(event)
+            reason = f": {esc(told)}" if told else ""
+            lines.append(
+                f"  {units.clock(event.at)} {esc(wording.state(event.to_state))}"
+                f" by {esc(event.actor)} (attempt {event.attempt}){reason}"
+            )
     return "\n".join(lines)
 
 
@@ -272,20 +313,51 @@ def replay_offer(
     return text + "\nReplay it?"
 
 
-def skipped(name: str, found: Sequence[items.Item], now: datetime, more: bool) -> str:
+def skipped(
+    name: str,
+    found: Sequence[items.Item],
+    now: datetime,
+    more: bool,
+    replayed: Mapping[int, str] | None = None,
+) -> str:
     """A pipeline's skipped entries, each with the triage's score and reason; its buttons
-    (one per entry, in the same order) bring one to a card."""
+    (one per entry, in the same order) bring one to a card. `replayed`: the listed entries
+    a tap brought back (item id to where its card goes), struck through and marked."""
     if not found:
         return f"Nothing of <b>{esc(name)}</b> was skipped (or every skipped entry was replayed)."
+    replayed = replayed or {}
     lines = [f"<b>{esc(name)}</b>: {len(found)} skipped, newest first"]
     for n, item in enumerate(found, 1):
         title = str(item.payload.get("title") or item.source_id)[:80]
         why = item.reason or "no reason recorded"
+        if item.id in replayed:
+            lines.append(
+                f"<s>{n}. #{item.id} {esc(title)}</s> ✓ replayed: {esc(replayed[item.id])}"
+            )
+            continue
         lines.append(f"{n}. #{item.id} {esc(title)} ({age(item.last_transition_at, now)})")
         lines.append(f"    <i>{esc(why)}</i>")
     if more:
         lines.append(f"older ones: gatehouse skipped {esc(name)} --limit 200")
-    lines.append("Tap a number to bring that entry to a card (a replay past triage).")
+    if len(replayed) < len(found):
+        lines.append("Tap a number to bring that entry to a card (a replay past triage).")
+    else:
+        lines.append("Every entry listed was replayed.")
+    return "\n".join(lines)
+
+
+def filtered(name: str, found: Sequence[items.Item], now: datetime, more: bool) -> str:
+    """A pipeline's filtered entries, newest first, each with the rule that dropped it."""
+    if not found:
+        return f"Nothing of <b>{esc(name)}</b> was filtered (or every filtered entry was replayed)."
+    lines = [f"<b>{esc(name)}</b>: {len(found)} filtered, newest first"]
+    for item in found:
+        title = str(item.payload.get("title") or item.source_id)[:80]
+        lines.append(f"• #{item.id} {esc(title)} ({age(item.last_transition_at, now)})")
+        lines.append(f"    <i>{esc(item.reason or 'no rule recorded')}</i>")
+    if more:
+        lines.append(f"older ones: gatehouse filtered {esc(name)} --limit 200")
+    lines.append("Bring one back past the filter with /replay &lt;item&gt;.")
     return "\n".join(lines)
 
 
@@ -330,18 +402,31 @@ def budget(report: ledger_report.Report, now: datetime) -> str:
         )
         held = f" · {usd(b.held_micros)} held" if b.held_micros else ""
         lines.append(f"  {usd(b.spent_micros)} spent{held} · {usd(b.remaining_micros)} left")
+        exact = exact_detail(b)
+        if exact:
+            lines.append(f"  <i>exact: {exact}</i>")
     if report.uncertain:
         count = wording.plural(len(report.uncertain), "uncertain hold")
         lines.append(f"\n⚠️ <b>{count}</b> (settle: gatehouse reconcile-claim):")
         for hold in report.uncertain:
             lines.append(
                 f"• claim {hold.claim_id} {esc(hold.pipeline)} item {hold.item_id}"
-                f" ({esc(wording.state(hold.item_state or '?'))}): {usd(hold.reserved_micros)}"
+                f" ({esc(wording.state(hold.item_state or '?'))}): "
+                f"{usd_exact(hold.reserved_micros)}"
                 f" since {age(hold.since, now)}; {esc(hold.reason or '')}"
             )
     else:
         lines.append("no uncertain holds")
     return "\n".join(lines)
+
+
+def exact_detail(b: ledger_budgets.Budget) -> str:
+    """A budget's amounts to the micro-dollar when the rounded ones hide something."""
+    amounts = [(b.spent_micros, "spent"), (b.held_micros, "held"), (b.remaining_micros, "left")]
+    shown = [(m, word) for m, word in amounts if m or word != "held"]
+    if all(units.money(m) == units.usd(m) for m, _ in shown):
+        return ""
+    return " · ".join(f"{units.usd(m)} {word}" for m, word in shown)
 
 
 duration = units.duration

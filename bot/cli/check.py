@@ -51,7 +51,15 @@ def check(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -
         "pipelines": loaded,
         "online": [{"part": str(a), "ok": a.ok} for a in answers],
     }
-    summary = f"ok: {len(loaded)} pipeline(s): {', '.join(loaded) or 'none'}"
+    summary = f"ok: {len(loaded)} pipeline(s): {', '.join(loaded)}"
+    if not loaded and not problems:
+        # Not a failure (a new directory is empty until its first pipeline is written),
+        # but "ok: 0 pipeline(s)" read as if something had been checked.
+        summary = (
+            f"ok: the settings; no pipeline file (.yaml, .yml) was found in "
+            f"{cfg.pipelines_dir.absolute()}: nothing will run until one is written there "
+            "(docs/pipelines.md), or GATEHOUSE_PIPELINES_DIR names the directory that holds yours"
+        )
     checked = [f"{'ok' if a.ok else 'FAILED'}  {a}" for a in answers]
     warned = [f"warning: {w}" for w in warnings]
     text = "\n".join([*checked, *problems, *warned, *([] if problems or failed else [summary])])

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -84,14 +85,21 @@ def run(
         if report.spend is None
         else {
             "drafts": report.llm_drafts,
+            # Every call through the ledger: the drafts and the others (a triage's).
+            "calls": report.llm_calls,
+            "draft_micros": report.draft_micros,
             "spent_micros": report.spent_micros,
             "uncertain_micros": report.uncertain_micros,
             "counted": counted,
         },
     }
-    has_filter = found[name].filter is not None
+    has_filter, triaged = found[name].filter is not None, found[name].triage is not None
     cli_output.emit(
-        args, value, lambda: cli_output.dry_run(report, args.limit, counted, filtered=has_filter)
+        args,
+        value,
+        lambda: cli_output.dry_run(
+            report, args.limit, counted, filtered=has_filter, triaged=triaged
+        ),
     )
     not_counted = counted is not None and counted["claim"] is None
     return 1 if report.errors or report.failed or not_counted else 0
@@ -168,7 +176,24 @@ async def _run(
     import httpx  # the engine's client, for this command alone
 
     from pipelines import httpclient
-    from pipelines.runs import trial
+    from pipelines.runs import engine, trial
 
-    async with httpclient.fetching(timeout=httpx.Timeout(30.0, connect=10.0)) as client:
-        return await trial.run(pipeline, client, now, llm, limit=limit)
+    # The report says each source that failed: the engine's log line would say it again.
+    said = _Unless(engine.SOURCE_FAILED)
+    logging.getLogger(engine.__name__).addFilter(said)
+    try:
+        async with httpclient.fetching(timeout=httpx.Timeout(30.0, connect=10.0)) as client:
+            return await trial.run(pipeline, client, now, llm, limit=limit)
+    finally:
+        logging.getLogger(engine.__name__).removeFilter(said)
+
+
+class _Unless(logging.Filter):
+    """Drops the log records of one message (its format string)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__()
+        self.message = message
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.msg != self.message

@@ -104,16 +104,19 @@ def pipeline_runs(found: operations.PipelineRuns, now: datetime) -> str:
             render.duration(r.ended_at - r.started_at) if r.ended_at else "",
             r.counts.fetched,
             r.counts.new,
+            r.counts.filtered,
+            r.counts.skipped,
             r.counts.drafted,
             r.counts.failed,
             (r.error_text or "")[:60],
         )
         for r in found.recent
     ]
-    head = ("run", "trigger", "status", "started", "took", "fetched", "new", "drafted", "failed")
+    head = ("run", "trigger", "status", "started", "took", "fetched", "new", "filtered",
+            "skipped", "drafted", "failed", "error")  # fmt: skip
     lines = [f"{found.name}: last {len(rows)} runs, newest first"]
-    lines.append(table((*head, "error"), rows) if rows else "  no runs yet")
-    return "\n".join(lines + render.where_to_look(found, now))
+    lines.append(table(head, rows) if rows else "  no runs yet")
+    return "\n".join(lines + render.where_to_look(found, now, chat=False))
 
 
 def pending(waiting: Sequence[items.Item], now: datetime) -> str:
@@ -192,7 +195,14 @@ def history(found: operations.History, names: dict[int, str] | None = None) -> s
     item = found.item
     head = f"item {item.id} ({item.pipeline}): {item.state}, attempt {item.attempt}"
     rows = [_event_row(e, names or {}) for e in found.events]
-    text = head + "\n" + table(("event", "at", "from", "to", "by", "attempt", "reason"), rows)
+    lines = table(("event", "at", "from", "to", "by", "attempt", "reason"), rows).split("\n")
+    # Each day's date once, as a heading above its first row; the rows say the time.
+    days = render.by_day(found.events)
+    first = 1
+    for day, happened in days:
+        lines.insert(first, f"{day} (UTC)")
+        first += len(happened) + 1
+    text = head + "\n" + "\n".join(lines)
     if found.dropped:
         why = people.replace(item.reason or "no reason recorded", names or {})
         text += f"\n\ndropped: {item.state}, {why}"
@@ -202,7 +212,7 @@ def history(found: operations.History, names: dict[int, str] | None = None) -> s
 
 def _event_row(e: events.Event, names: dict[int, str]) -> tuple[object, ...]:
     actor, reason = people.replace(e.actor, names), people.replace(render.own_words(e), names)
-    return (e.id, render.when(e.at), e.from_state or "·", e.to_state, actor, e.attempt,
+    return (e.id, units.clock(e.at), e.from_state or "·", e.to_state, actor, e.attempt,
             reason[:70])  # fmt: skip
 
 
@@ -216,11 +226,13 @@ def budget(report: ledger.Report, now: datetime) -> str:
             for b in sorted(report.budgets, key=lambda b: (b.scope, b.period))
         ]  # fmt: skip
         lines = [table(("scope", "period", "spent", "held", "remaining", "limit", "used"), rows)]
+        if any(render.exact_detail(b) for b in report.budgets):
+            lines.append("(rounded: gatehouse budget --json gives each amount in micro-dollars)")
     if report.uncertain:
         count = wording.plural(len(report.uncertain), "uncertain hold")
         lines.append(f"\n{count} (settle each: gatehouse reconcile-claim):")
         holds = [
-            (h.claim_id, h.pipeline, h.item_id, render.usd(h.reserved_micros),
+            (h.claim_id, h.pipeline, h.item_id, render.usd_exact(h.reserved_micros),
              render.age(h.since, now), h.reason or "")
             for h in report.uncertain
         ]  # fmt: skip
@@ -232,7 +244,7 @@ def budget(report: ledger.Report, now: datetime) -> str:
 
 def budget_set(b: budgets.Budget) -> str:
     return (
-        f"budget {b.scope}/{b.period} set to {render.usd(b.limit_micros)} "
+        f"budget {b.scope}/{b.period} set to {render.usd_exact(b.limit_micros)} "
         f"(spent {render.usd(b.spent_micros)}, held {render.usd(b.held_micros)} this period)"
     )
 
@@ -294,9 +306,11 @@ def dry_run(
     counted: dict[str, Any] | None = None,
     *,
     filtered: bool = False,
+    triaged: bool = False,
 ) -> str:
     """The cards as plain text, as a phone would show them, with what was left undrafted;
-    `filtered` (the pipeline has a filter): each new entry's verdict and rule first."""
+    `filtered` (the pipeline has a filter): each new entry's verdict and rule first;
+    `triaged` (it has a triage): the calls that are not drafts are its triage."""
     lines = [f"dry run of {report.pipeline}: fetched {report.fetched}, {report.new} new"]
     lines += [f"error: {error}" for error in report.errors]
     lines += [f"failed: item {item}: {reason}" for item, reason in report.failed]
@@ -308,19 +322,36 @@ def dry_run(
     if report.undrafted:
         lines += ["", f"… and {report.undrafted} more not drafted (--limit {limit})"]
     if report.spend is not None:
-        lines += ["", f"LLM: {report.llm_drafts} draft(s) through the budget ledger, cost "
-                      f"{units.usd(report.spent_micros)}"]  # fmt: skip
+        lines += ["", _llm_calls(report, triaged)]
         if counted is not None and counted["claim"] is not None:
             lines.append(f"     counted against the store's budgets as claim {counted['claim']}")
         elif counted is not None:
             lines.append(f"     NOT counted against the store's budgets: {counted['problem']}")
         if report.uncertain_micros:
             lines.append(
-                f"     and {units.usd(report.uncertain_micros)} held as uncertain: "
+                f"     and {units.money(report.uncertain_micros)} held as uncertain: "
                 "the provider reported no usage (see its bill)"
             )
     lines += ["", "nothing was marked seen, stored or sent"]
     return "\n".join(lines)
+
+
+def _llm_calls(report: trial.Report, triaged: bool) -> str:
+    """ "LLM: 2 draft(s) and 2 triage call(s) through the budget ledger, cost ...": the
+    calls that are not drafts counted apart, so the cost is not all the drafts'."""
+    drafts = f"{report.llm_drafts} draft(s)"
+    others = report.llm_calls - report.llm_drafts
+    total = units.money(report.spent_micros)
+    if others <= 0:
+        return f"LLM: {drafts} through the budget ledger, cost {total}"
+    # Without a triage, a call that is no card's draft is a draft that failed or was retried.
+    kind = "triage call(s)" if triaged else "other call(s) (failed drafts)"
+    split = (
+        f"{units.money(report.draft_micros)} for the drafts, "
+        f"{units.money(report.spent_micros - report.draft_micros)} for the "
+        + ("triage" if triaged else "others")
+    )
+    return f"LLM: {drafts} and {others} {kind} through the budget ledger, cost {total} ({split})"
 
 
 def _verdict(verdict: trial.Verdict) -> str:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from telegram import Update
 
+from store import units
 from store.db import Store
 from store.reports import figures
 from store.reports.stats import Stats
@@ -228,7 +229,7 @@ def stats_figure(found: list[Stats], days: int) -> Figure:
 def _rate_label(row: Stats) -> str:
     rate = "n/a" if row.approval_rate is None else f"{100 * row.approval_rate:.0f}%"
     per = row.spend_per_approved_micros
-    return f"{rate} · " + ("no approved post" if per is None else f"${per / 1e6:.4f}")
+    return f"{rate} · " + ("no approved post" if per is None else units.money(per))
 
 
 async def reply_budget(update: Update, store: Store, now: datetime) -> None:

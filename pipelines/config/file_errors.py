@@ -98,6 +98,23 @@ class _BoundedLoader(yaml.SafeLoader):
             self.depth -= 1
 
 
+def _marked(exc: yaml.MarkedYAMLError) -> Problem:
+    """Where PyYAML saw the problem, and where what it was reading began when that is
+    another line: an unclosed quote is found at the end of the file, but opened earlier."""
+    mark = exc.problem_mark or exc.context_mark
+    line = mark.line + 1 if mark else None
+    began = exc.context_mark.line + 1 if exc.context_mark else None
+    if exc.context == "while scanning a quoted scalar" and began is not None:
+        # The line to fix is the one the quote opened on.
+        found = f"{exc.problem} at line {line}" if line is not None else exc.problem
+        return Problem(began, None, f"invalid YAML: the quote opened on line {began} is "
+                                    f"never closed ({found})")  # fmt: skip
+    hint = _ALIAS_HINT if exc.context == "while scanning an alias" else ""
+    if began is not None and began != line and exc.context:
+        hint += f" ({exc.context.removeprefix('while ')} that starts on line {began})"
+    return Problem(line, None, f"invalid YAML: {exc.problem}{hint}")
+
+
 def parse_yaml(text: str) -> tuple[yaml.Node, dict[str, Any]]:
     """The node tree (for line numbers) and the data, or a Problem."""
     found = _with_libyaml(text)
@@ -161,10 +178,7 @@ def _with_python(text: str) -> tuple[yaml.Node | None, Any]:
             _check_size(node)
         return node, loader.construct_document(node) if node is not None else None
     except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        hint = _ALIAS_HINT if exc.context == "while scanning an alias" else ""
-        line = mark.line + 1 if mark else None
-        raise Problem(line, None, f"invalid YAML: {exc.problem}{hint}") from None
+        raise _marked(exc) from None
     except yaml.YAMLError as exc:
         raise Problem(None, None, f"invalid YAML: {exc}") from None
     finally:

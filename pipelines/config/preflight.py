@@ -24,7 +24,7 @@ import aiosmtplib
 import httpx
 from pydantic import BaseModel, SecretStr
 
-from pipelines import dispatch
+from pipelines import dispatch, httpclient
 from pipelines.config import spec
 from pipelines.drafting import choice
 from pipelines.providers import client as providers
@@ -160,7 +160,7 @@ async def _telegram(needs: Needs, client: httpx.AsyncClient) -> Finding:
     try:
         answer = await client.get(url, timeout=ONLINE_TIMEOUT_S)
     except httpx.HTTPError as exc:
-        return Finding("", "telegram", False, f"unreachable: {type(exc).__name__}")
+        return Finding("", "telegram", False, f"unreachable: {httpclient.why_unreachable(exc)}")
     if answer.status_code in (401, 404):
         return Finding("", "telegram", False, "the bot token was rejected")
     if answer.status_code != 200:
@@ -181,7 +181,9 @@ async def _llm(llm: providers.ProviderSettings, client: httpx.AsyncClient) -> Fi
     try:
         answer = await client.get(url, headers=headers, timeout=ONLINE_TIMEOUT_S)
     except httpx.HTTPError as exc:
-        return Finding("", "llm", False, f"{llm.base_url} unreachable: {type(exc).__name__}")
+        return Finding(
+            "", "llm", False, f"{llm.base_url} unreachable: {httpclient.why_unreachable(exc)}"
+        )
     if answer.status_code in (401, 403):
         return Finding("", "llm", False, f"the API key was rejected (HTTP {answer.status_code})")
     if answer.status_code != 200:
@@ -226,7 +228,8 @@ async def _smtp(pipeline: str, target: dispatch.SmtpTarget, env: Mapping[str, st
     except aiosmtplib.SMTPAuthenticationError as exc:
         return Finding(pipeline, part, False, f"{where} refused the login ({exc.code})")
     except (aiosmtplib.SMTPException, OSError) as exc:
-        return Finding(pipeline, part, False, f"{where} unreachable: {type(exc).__name__}")
+        why = httpclient.why_unreachable(exc)
+        return Finding(pipeline, part, False, f"{where} unreachable: {why}")
     finally:
         smtp.close()
     what = "login accepted" if target.username else "server answered"
@@ -239,7 +242,9 @@ async def _webhook(
     try:
         answer = await client.head(target.url, timeout=ONLINE_TIMEOUT_S)
     except httpx.HTTPError as exc:
-        return Finding(pipeline, "dispatch webhook", False, f"unreachable: {type(exc).__name__}")
+        return Finding(
+            pipeline, "dispatch webhook", False, f"unreachable: {httpclient.why_unreachable(exc)}"
+        )
     # Any HTTP answer means the host is there; HEAD is never a delivery.
     detail = f"{httpx.URL(target.url).host} answered HEAD with HTTP {answer.status_code}"
     return Finding(pipeline, "dispatch webhook", True, detail)

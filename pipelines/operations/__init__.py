@@ -35,7 +35,13 @@ from pipelines.operations.budget import (
     reconcile_claim,
     set_budget,
 )
-from pipelines.operations.dropped import FILTERED_SHOWN, filtered, filtered_today, skipped
+from pipelines.operations.dropped import (
+    FILTERED_SHOWN,
+    filtered,
+    filtered_today,
+    skipped,
+    skipped_today,
+)
 from pipelines.operations.inputs import MAX_ID, Invalid, check_pipeline, whole_number
 from pipelines.operations.replays import KeptDraft, kept_draft, replay
 from pipelines.operations.scheduling import (
@@ -98,6 +104,7 @@ __all__ = [
     "schedule",
     "set_budget",
     "skipped",
+    "skipped_today",
     "stats",
     "sweep",
     "whole_number",

@@ -3,6 +3,7 @@ rule that matched (from the item's reason, as its event recorded it), and today'
 
     found = await operations.filtered(store, "news")        # gatehouse filtered news
     n = await operations.filtered_today(store, "news", now)  # /status news
+    n = await operations.skipped_today(store, "news", now)   # /status news
 
 /replay brings one back as a new attempt, past the filter: only intake filters.
 """
@@ -41,3 +42,9 @@ async def filtered_today(store: Store, name: str, now: datetime) -> int:
     replayed since."""
     midnight = datetime.combine(now.date(), time(), tzinfo=now.tzinfo)
     return await dropped.count_since(store, name, State.FILTERED, midnight)
+
+
+async def skipped_today(store: Store, name: str, now: datetime) -> int:
+    """Entries the pipeline's triage skipped since midnight UTC and not replayed since."""
+    midnight = datetime.combine(now.date(), time(), tzinfo=now.tzinfo)
+    return await dropped.count_since(store, name, State.SKIPPED, midnight)

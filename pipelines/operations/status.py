@@ -97,6 +97,8 @@ class PipelineRuns:
     window: runs.Window
     #: Entries its filter dropped today (UTC) and not replayed since.
     filtered_today: int = 0
+    #: Entries its triage skipped today (UTC) and not replayed since.
+    skipped_today: int = 0
 
 
 async def pipeline_runs(
@@ -108,7 +110,9 @@ async def pipeline_runs(
         raise Invalid(f"the number of runs must be at least 1, not {n}")
     recent = await runs.recent_runs(store, name, n)
     window = await runs.investigation_window(store, name)
-    return PipelineRuns(name, recent, window, await dropped.filtered_today(store, name, now))
+    filtered = await dropped.filtered_today(store, name, now)
+    skipped = await dropped.skipped_today(store, name, now)
+    return PipelineRuns(name, recent, window, filtered, skipped)
 
 
 async def pending(store: Store, limit: int = PENDING_LIMIT) -> list[items.Item]:

@@ -42,6 +42,8 @@ from store.items import Item
 from store.machine import State
 
 log = logging.getLogger(__name__)
+#: The log line of a source that failed (a dry run says it in its report instead).
+SOURCE_FAILED = "pipeline %s: source %s failed: %s"
 
 #: Items drafted at once; their transactions share commits (group commit).
 CONCURRENCY = 32
@@ -179,7 +181,7 @@ class Engine:
         try:
             return intake.storable(await sources.fetch(source, state, self.client))
         except base.SourceError as exc:
-            log.warning("pipeline %s: source %s failed: %s", pipeline.name, source.scope, exc)
+            log.warning(SOURCE_FAILED, pipeline.name, source.scope, exc)
             report.errors.append(f"source {source.scope}: {exc}")
             return None
 

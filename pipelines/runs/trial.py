@@ -97,6 +97,18 @@ class Report:
         return sum(1 for _, payload in self.cards if payload.get("drafter") == "llm")
 
     @property
+    def llm_calls(self) -> int:
+        """Every call paid through the ledger: the drafts on the cards, and the others (a
+        triage's score of each entry, a draft that failed)."""
+        return sum(p.claims for p in self.spend.pipelines) if self.spend else 0
+
+    @property
+    def draft_micros(self) -> int:
+        """What the drafts on the cards cost; the rest of `spent_micros` is the other calls."""
+        costs = (payload.get("cost_micros") or 0 for _, payload in self.cards)
+        return sum(costs) if self.spend else 0
+
+    @property
     def spent_micros(self) -> int:
         return sum(p.spent_micros for p in self.spend.pipelines) if self.spend else 0
 

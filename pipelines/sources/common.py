@@ -250,7 +250,8 @@ async def get(
     except httpx.ConnectError as exc:
         if isinstance(exc.__cause__, dialer.Refused):  # its words name the host, not the URL
             raise base.SourceError(str(exc.__cause__)) from None
-        raise base.SourceError(f"GET {shown} failed: ConnectError") from None
+        why = httpclient.why_unreachable(exc)
+        raise base.SourceError(f"GET {shown} failed: {why}") from None
     except (httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:
         # ValueError: e.g. a header value that is not ASCII, refused before anything is sent.
         # The exception's text may repeat the full URL; its class name is enough to act on.

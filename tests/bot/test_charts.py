@@ -85,7 +85,7 @@ def test_the_stats_chart_is_a_portrait_for_a_phone() -> None:
 def test_every_word_of_the_stats_chart_is_readable_at_phone_width() -> None:
     """Shown on a phone, each text is at least 12 px high and wholly inside the picture."""
     shown = readable(lambda: charts.stats_figure(STATS, 7))
-    assert {"city-transport", "releases", "skipped", "75% · $0.0042"} <= shown
+    assert {"city-transport", "releases", "skipped", "75% · 0.42¢"} <= shown
 
 
 def test_every_word_of_the_status_and_budget_charts_is_readable_at_phone_width() -> None:

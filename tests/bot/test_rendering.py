@@ -85,19 +85,20 @@ async def test_runs_with_the_last_green_and_the_first_red(world: db.Store) -> No
     found = await operations.pipeline_runs(world, "news", NOW)
     assert render.status_pipeline(found, NOW) == (
         "<b>news</b>: last 2 runs, newest first\n"
-        "  #2 manual: 🔴 error 30 min ago: 0 new of 0, 0 drafted: "
+        "  #2 manual: 🔴 error 30 min ago: 0 new of 0: "
         "feed answered 503 &lt;Unavailable&gt;\n"
-        "  #1 schedule: 🟢 ok 5 h ago: 2 new of 3, 2 drafted\n"
+        "  #1 schedule: 🟢 ok 5 h ago: 2 new of 3: 2 drafted\n"
         "last green: #1 5 h ago\n"
         "first red after it: #2 30 min ago"
     )
     assert cli_output.pipeline_runs(found, NOW) == (
         "news: last 2 runs, newest first\n"
-        "run  trigger   status  started               took   fetched  new  drafted  failed"
-        "  error\n"
-        "#2   manual    error   2026-11-30 11:30 UTC  1 min        0    0        0       0"
-        "  feed answered 503 <Unavailable>\n"
-        "#1   schedule  ok      2026-11-30 07:00 UTC  4 s          3    2        2       0\n"
+        "run  trigger   status  started               took   fetched  new  filtered  skipped"
+        "  drafted  failed  error\n"
+        "#2   manual    error   2026-11-30 11:30 UTC  1 min        0    0         0        0"
+        "        0       0  feed answered 503 <Unavailable>\n"
+        "#1   schedule  ok      2026-11-30 07:00 UTC  4 s          3    2         0        0"
+        "        2       0\n"
         "last green: #1 5 h ago\n"
         "first red after it: #2 30 min ago"
     )
@@ -105,7 +106,7 @@ async def test_runs_with_the_last_green_and_the_first_red(world: db.Store) -> No
     # The worst news first, and nothing about the store's internals.
     assert overview == (
         "<b>gatehouse</b> · 1 uncertain hold · 1 failed run · 1 waiting\n\n<b>news</b>\n"
-        "  last run 🔴 error 30 min ago: 0 new of 0, 0 drafted: "
+        "  last run 🔴 error 30 min ago: 0 new of 0: "
         "feed answered 503 &lt;Unavailable&gt;\n"
         "  next run not scheduled\n"
         "  1 item waiting"
@@ -124,16 +125,18 @@ async def test_pending_and_history(world: db.Store) -> None:
     found = await operations.history(world, 1)
     assert render.history(found.item, found.events) == (
         "<b>item 1</b> (news): waiting for approval\n"
-        "  2026-11-30 09:00 UTC new by system (attempt 1): fetched\n"
-        "  2026-11-30 09:00 UTC drafting by system (attempt 1)\n"
-        "  2026-11-30 10:00 UTC waiting for approval by system (attempt 1)"
+        "<i>2026-11-30 (UTC)</i>\n"
+        "  09:00 new by system (attempt 1): fetched\n"
+        "  09:00 drafting by system (attempt 1)\n"
+        "  10:00 waiting for approval by system (attempt 1)"
     )
     assert cli_output.history(found) == (
         "item 1 (news): awaiting_approval, attempt 1\n"
-        "event  at                    from      to                 by      attempt  reason\n"
-        "    1  2026-11-30 09:00 UTC  ·         new                system        1  fetched\n"
-        "    2  2026-11-30 09:00 UTC  new       drafting           system        1\n"
-        "    3  2026-11-30 10:00 UTC  drafting  awaiting_approval  system        1"
+        "event  at     from      to                 by      attempt  reason\n"
+        "2026-11-30 (UTC)\n"
+        "    1  09:00  ·         new                system        1  fetched\n"
+        "    2  09:00  new       drafting           system        1\n"
+        "    3  10:00  drafting  awaiting_approval  system        1"
     )
 
 

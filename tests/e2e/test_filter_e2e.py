@@ -90,7 +90,7 @@ async def test_a_filtered_entry_is_counted_and_replayed_to_a_card(
     [dropped] = await read(data, lambda s: items.in_state(s, State.FILTERED, "news"))
     assert dropped.reason == RULE
 
-    assert "1 filtered today (gatehouse filtered news)" in command(api, "/status news")
+    assert "1 filtered today: /filtered news" in command(api, "/status news")
     offer_text = command(api, f"/replay {dropped.id}")
     assert RULE in offer_text
     assert tap(api, OPERATOR, api.sent(OPERATOR)[-1], "Replay")["text"] == "replayed: attempt 2"

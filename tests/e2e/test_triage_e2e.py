@@ -89,6 +89,19 @@ async def test_skipped_entries_are_listed_and_a_tap_brings_one_to_a_card(
                 timeout=60,
             )
             assert e2e.item_id_of(again[0]) == second.id
+            # The list says what the tap did: the entry struck and marked with where its
+            # card comes, its button marked (not removed), no "Tap a number" left to do.
+            edited = (
+                await api.await_for(
+                    lambda: api.history(OPERATOR, listing.message_id)[1:], timeout=10
+                )
+            )[-1]
+            assert "✓ replayed: its card comes here once drafted" in edited.text, edited.text
+            assert "Every entry listed was replayed." in edited.text
+            assert "Tap a number" not in edited.text
+            assert any(e["type"] == "strikethrough" for e in edited.entities)
+            assert e2e.button(edited, "🔁 1 ✓ replayed")
+            assert "its card comes here once drafted" in told(api, "replayed by")[-1].text
             # Two triage calls, each paid once, and two drafts: the replay is not triaged.
             report = await ledger.report(store, bot.clock())
             [spend] = report.pipelines

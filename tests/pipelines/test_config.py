@@ -88,9 +88,39 @@ def test_yaml_syntax_error(tmp_path: Path) -> None:
     )
     error = only_error(tmp_path)
     assert error == ConfigError(
-        file, 4, None, "invalid YAML: expected <block end>, but found '<block mapping start>'"
+        file,
+        4,
+        None,
+        "invalid YAML: expected <block end>, but found '<block mapping start>' "
+        "(parsing a block collection that starts on line 3)",
     )
     assert str(error).startswith(f"{file}:4: invalid YAML")
+
+
+def test_an_unclosed_quote_names_the_line_it_opened_on(tmp_path: Path) -> None:
+    """PyYAML finds an unclosed quote at the end of the file; the line to fix is earlier."""
+    file = write(
+        tmp_path,
+        "news.yaml",
+        """\
+        name: news
+        schedule: 5m
+        sources:
+          - type: rss
+            url: "http://127.0.0.1/x
+            scope: news
+        draft:
+          prompt: prompt.txt
+        """,
+    )
+    error = only_error(tmp_path)
+    assert error == ConfigError(
+        file,
+        5,
+        None,
+        "invalid YAML: the quote opened on line 5 is never closed "
+        "(found unexpected end of stream at line 9)",
+    )
 
 
 def test_unquoted_cron_gets_a_hint(tmp_path: Path) -> None:

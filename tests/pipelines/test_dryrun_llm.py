@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from store import ledger
+from store import ledger, units
 from tests import running
 from tests.fakes.feed_server import FeedServer
 from tests.fakes.feeds import rss
@@ -48,11 +48,16 @@ def servers() -> Iterator[tuple[FeedServer, FakeLLM]]:
 
 
 def gatehouse(
-    tmp_path: Path, feed: FeedServer, llm: FakeLLM, *argv: str, unset: tuple[str, ...] = ()
+    tmp_path: Path,
+    feed: FeedServer,
+    llm: FakeLLM,
+    *argv: str,
+    unset: tuple[str, ...] = (),
+    pipeline: str = PIPELINE,
 ) -> subprocess.CompletedProcess[str]:
     folder = tmp_path / "pipelines"
     folder.mkdir(exist_ok=True)
-    (folder / "news.yaml").write_text(PIPELINE.format(feed=feed.url("/feed.xml")))
+    (folder / "news.yaml").write_text(pipeline.format(feed=feed.url("/feed.xml")))
     (folder / "prompt.txt").write_text("Write a post.\n{title}\n{text}\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("GATEHOUSE_")}
     env |= {
@@ -110,7 +115,10 @@ def test_llm_drafts_are_paid_through_the_ledger_and_the_report_says_what_they_co
 
     text = gatehouse(tmp_path, feed, llm, "dry-run", "news", "--llm")
     assert text.returncode == 0, text.stderr
-    assert "LLM: 2 draft(s) through the budget ledger, cost $0.00" in text.stdout
+    # The same drafts cost the same: the plain text says it as a person reads money.
+    assert f"LLM: 2 draft(s) through the budget ledger, cost {units.money(sum(costs))}\n" in (
+        text.stdout
+    )
     assert "counted against the store's budgets as claim 2" in text.stdout
     assert llm.calls == 4
     # The real store holds the budget and the spend, nothing else: no item or output.
@@ -231,3 +239,42 @@ async def test_while_the_bot_runs_the_spend_is_counted_through_its_control_socke
             assert report["llm"]["counted"] == {"claim": 1}
             spent = await ledger.report(bot.store, datetime.now(UTC))
             assert [b.spent_micros for b in spent.budgets] == [report["llm"]["spent_micros"]]
+
+
+TRIAGED = PIPELINE.replace(
+    "draft:\n", 'triage:\n  question: "Is this about a bridge?"\n  threshold: 0.5\ndraft:\n'
+)
+
+
+def triage_answer(text: str) -> str | None:
+    """The fake model's triage: the bridge story scores high, the other low; drafts as usual."""
+    if not text.startswith("Question:"):
+        return None
+    score = 0.9 if "reopens" in text.lower() else 0.1
+    return json.dumps({"score": score, "reason": "about a bridge" if score > 0.5 else "no"})
+
+
+def test_a_dry_run_counts_its_triage_calls_apart_from_its_drafts(
+    tmp_path: Path, servers: tuple[FeedServer, FakeLLM]
+) -> None:
+    feed, llm = servers
+    llm.answer = triage_answer
+    assert gatehouse(tmp_path, feed, llm, "init", pipeline=TRIAGED).returncode == 0
+    budget = gatehouse(tmp_path, feed, llm, "set-budget", "global", "day", "1", pipeline=TRIAGED)
+    assert budget.returncode == 0, budget.stderr
+    done = gatehouse(tmp_path, feed, llm, "dry-run", "news", "--llm", "--json", pipeline=TRIAGED)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    # Two entries triaged, one of them drafted: three calls, one a draft.
+    assert llm.calls == 3
+    assert report["llm"]["drafts"] == 1 and report["llm"]["calls"] == 3
+    draft = report["cards"][0]["cost_micros"]
+    assert report["llm"]["draft_micros"] == draft < report["llm"]["spent_micros"]
+    text = gatehouse(tmp_path, feed, llm, "dry-run", "news", "--llm", pipeline=TRIAGED)
+    assert text.returncode == 0, text.stderr
+    spent, triage = report["llm"]["spent_micros"], report["llm"]["spent_micros"] - draft
+    assert (
+        f"LLM: 1 draft(s) and 2 triage call(s) through the budget ledger, cost "
+        f"{units.money(spent)} ({units.money(draft)} for the drafts, "
+        f"{units.money(triage)} for the triage)\n"
+    ) in text.stdout, text.stdout

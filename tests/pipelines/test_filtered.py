@@ -135,9 +135,7 @@ async def test_filtered_entries_are_recorded_never_charged_and_replayed_past_the
             listed = await operations.filtered(store, "city")
             assert {(i.source_id, i.reason) for i in listed} == set(RULES.items())
             status = await operations.pipeline_runs(store, "city", now + timedelta(minutes=1))
-            assert "4 filtered today (gatehouse filtered city)" in render.status_pipeline(
-                status, now
-            )
+            assert "4 filtered today: /filtered city" in render.status_pipeline(status, now)
             shown = cli_output.filtered("city", listed, now)
             assert "matched 'Sponsored' in title" in shown and "Weather today" in shown
 

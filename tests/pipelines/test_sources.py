@@ -145,7 +145,7 @@ async def test_timeout_is_a_source_error(
 async def test_connection_refused_is_a_source_error(client: httpx.AsyncClient) -> None:
     with feed_server.FeedServer() as stopped:
         url = stopped.url("/feed.xml")
-    with pytest.raises(base.SourceError, match="ConnectError"):
+    with pytest.raises(base.SourceError, match="the connection was refused"):
         await rss.fetch(rss_config(url), {}, client)
 
 
