@@ -97,9 +97,9 @@ async def lookup(resolve: Resolver, host: str, port: int, seconds: float | None)
     except TimeoutError:
         raise Unreachable(f"{host} was not resolved within {seconds:g} s") from None
     except (OSError, ValueError) as exc:
-        raise Unreachable(f"{host} could not be resolved: {type(exc).__name__}") from None
+        raise Unreachable(f"the name {host} did not resolve ({type(exc).__name__})") from None
     if not found:
-        raise Unreachable(f"{host} could not be resolved: no address")
+        raise Unreachable(f"the name {host} did not resolve (no address)")
     return found
 
 

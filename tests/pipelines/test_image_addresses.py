@@ -96,7 +96,7 @@ async def test_a_feed_image_on_a_private_host_is_dropped_and_the_log_says_why(
     assert "item metadata: its image is dropped: 169.254.169.254 resolves to a private" in said
     assert "item localhost: its image is dropped: localhost resolves to a private" in said
     assert "item inward: its image is dropped: inward.test resolves to a private address" in said
-    assert "item unknown: its image is dropped: nowhere.test could not be resolved" in said
+    assert "item unknown: its image is dropped: the name nowhere.test did not resolve" in said
     assert "item public" not in said
 
 
