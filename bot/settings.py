@@ -14,7 +14,15 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from pydantic_settings import SettingsError as _SourceError
 
@@ -97,6 +105,9 @@ class TelegramSettings(BaseModel):
     base_url: str = "https://api.telegram.org/bot"
     #: Telegram user ids allowed to operate the bot, comma-separated.
     operators: Annotated[list[int], NoDecode] = Field(default_factory=list)
+    #: Operators who may settle uncertain AI spend from the chat (the Not charged and
+    #: Charged buttons), comma-separated; unset: every operator.
+    settlers: Annotated[list[int], NoDecode] = Field(default_factory=list)
     #: Where alerts go; default: each operator's private chat.
     alerts_chat: int | None = None
     #: One card per item in this group (id or @username) for every pipeline that names
@@ -120,7 +131,7 @@ class TelegramSettings(BaseModel):
     #: cards are not paced, so a tap's answer is never held back.
     chat_messages_per_second: float = Field(default=1.0, gt=0)
 
-    @field_validator("operators", mode="before")
+    @field_validator("operators", "settlers", mode="before")
     @classmethod
     def _split_ids(cls, value: object) -> object:
         if isinstance(value, str):
@@ -130,6 +141,16 @@ class TelegramSettings(BaseModel):
                     raise ValueError("must be Telegram user ids (integers) separated by commas")
             return [int(part) for part in parts]
         return value
+
+    @model_validator(mode="after")
+    def _settlers_operate(self) -> TelegramSettings:
+        strangers = sorted(set(self.settlers) - set(self.operators))
+        if strangers:
+            raise ValueError(
+                f"settlers must be operators too: {', '.join(map(str, strangers))} "
+                "not in GATEHOUSE_TELEGRAM__OPERATORS"
+            )
+        return self
 
 
 def split_address(text: str) -> tuple[str, int]:

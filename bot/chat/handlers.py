@@ -80,6 +80,12 @@ class Deps:
     lease_ttl: timedelta = timedelta(seconds=leader.TTL_S)
     #: The pipelines whose files failed to load, with their errors.
     broken: Mapping[str, Sequence[object]] = field(default_factory=dict)
+    #: Who may settle uncertain claims from the chat (GATEHOUSE_TELEGRAM__SETTLERS);
+    #: empty: every operator.
+    settlers: frozenset[int] = frozenset()
+
+    def may_settle(self, user_id: int) -> bool:
+        return user_id in (self.settlers or self.gate.operators)
 
 
 class BotData(TypedDict, total=False):

@@ -16,8 +16,10 @@ dropped item) is used with no new call.
 Resuming after a crash (the engine never drafts one item twice at once, so any claim
 it finds past reserve was left by a crash): reserved, even past its lease, is started
 under the same key; started becomes uncertain; uncertain with no output raises
-DraftHeld (the item waits; the claim's one alert names it and reconcile-claim); settled
-with no output, or released, fails the item saying what to do (replay). On a store
+DraftHeld (the item waits; its episode's alert offers Not charged / Charged, as does
+reconcile-claim); settled with no output (an operator settled it) begins the next try
+of the draft under a key of its own (`key:try1`, ...), so the item goes on with no
+replay; released fails the item saying what to do (replay). On a store
 other workers share, a claim started and still within its lease may be another
 worker's call in flight (that worker paused past its run's lease): the item waits in
 drafting for its reply, with no second call, and claim recovery makes the claim
@@ -74,6 +76,9 @@ log = logging.getLogger(__name__)
 
 #: Earlier attempts whose unshown output a replay may reuse (the newest claim decides).
 REUSE_LOOKBACK = 10
+#: Tries of one attempt's draft: a try whose uncertain claim an operator settled without
+#: an answer is followed by the next; past the last the item fails (a replay drafts it).
+MAX_TRIES = 10
 NO_BUDGET_NOTE = "no budget configured: template drafter used"
 
 
@@ -225,22 +230,26 @@ class LlmDrafter:
             self._max_tokens,
         )
         key = calls.claim_key(self._pipeline.name, item.id, item.attempt, self._version)
-        try:
-            return await ledger.begin(
-                self._store,
-                key,
-                self._endpoint,
-                request,
-                worst,
-                item.pipeline,
-                item.id,
-                now,
-                self._lease,
-            )
-        except errors.BudgetExceeded as exc:
-            raise drafters.DraftFailed(f"budget exceeded: {exc}", reason="budget") from None
-        except errors.Conflict as exc:
-            raise drafters.DraftFailed(str(exc), reason="conflict") from None
+        for attempt_try in range(MAX_TRIES):
+            try:
+                work = await ledger.begin(
+                    self._store, _try_key(key, attempt_try), self._endpoint, request, worst,
+                    item.pipeline, item.id, now, self._lease,
+                )  # fmt: skip
+            except errors.BudgetExceeded as exc:
+                raise drafters.DraftFailed(f"budget exceeded: {exc}", reason="budget") from None
+            except errors.Conflict as exc:
+                raise drafters.DraftFailed(str(exc), reason="conflict") from None
+            if not (work.replayed and await self._settled_unanswered(work)):
+                return work
+        return work  # out of tries: the last one's settlement fails the item (replay it)
+
+    async def _settled_unanswered(self, work: claims.Work) -> bool:
+        """An operator settled this try's uncertain claim and no answer was kept: the
+        item waited behind it, so it goes on under the next try's key."""
+        if work.state != ClaimState.SETTLED:
+            return False
+        return await llm_outputs.get(self._store, work.id) is None
 
     async def _call(
         self, work: claims.Work, item: Item, prompt: str, now: datetime
@@ -362,8 +371,13 @@ def _draft_call(pipeline: spec.Pipeline) -> calls.Call:
 
 
 def held_reason(item_id: int) -> str:
-    """Why a claim found started on resume is uncertain, as its one alert tells it."""
+    """Why a claim found started on resume is uncertain, as its episode's alert tells it."""
     return (
         f"the process stopped during its provider call; item {item_id} waits in drafting "
-        "until this claim is settled, then fails so that /replay can draft it again"
+        "until this claim is settled, then is drafted again by itself"
     )
+
+
+def _try_key(key: str, attempt_try: int) -> str:
+    """The key of one try of an attempt's draft: the first is the attempt's own key."""
+    return key if attempt_try == 0 else f"{key}:try{attempt_try}"

@@ -34,6 +34,7 @@ from pipelines.operations.budget import (
     parse_usd,
     reconcile_claim,
     set_budget,
+    settle_uncertain,
 )
 from pipelines.operations.dropped import FILTERED_SHOWN, filtered, filtered_today, skipped
 from pipelines.operations.inputs import MAX_ID, Invalid, check_pipeline, whole_number
@@ -95,6 +96,7 @@ __all__ = [
     "review",
     "schedule",
     "set_budget",
+    "settle_uncertain",
     "skipped",
     "stats",
     "sweep",
