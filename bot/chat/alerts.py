@@ -33,7 +33,7 @@ def html(alert: payloads.Alert) -> str:
     shown = render.esc(text(alert))
     if alert.level == "info":  # news, not a warning (the day's signed audit head)
         return shown
-    return shown if shown[:1] in ("⏳", "🚨", "⚠") else f"{mark} {shown}"
+    return shown if shown[:1] in ("⏳", "🚨", "⚠", "💸") else f"{mark} {shown}"
 
 
 def row_text(row: outbox.Row) -> str:
