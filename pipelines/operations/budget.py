@@ -15,6 +15,9 @@ from store.ledger import settle as ledger_settle
 from store.ledger import uncertain as ledger_uncertain
 from store.machine import State
 
+#: Where an item waiting behind a settled claim is now: its pipeline's next tick drafts it.
+_GOES_ON = (State.DRAFTING, State.NEW)
+
 #: The largest budget one command may set (USD): a typo guard, not a policy.
 MAX_BUDGET_USD = Decimal(1_000_000)
 
@@ -61,9 +64,12 @@ async def reconcile_claim(
     """
     if not evidence.strip():
         raise Invalid("evidence is required: e.g. the provider's request id or invoice line")
-    settled = await ledger.reconcile(store, claim_id, parse_usd(amount_usd), evidence, actor, now)
+    micros = parse_usd(amount_usd)
+    settled = await store.write(
+        ledger_uncertain.reconcile_sync, claim_id, micros, evidence, actor, now
+    )
     held = settled.claim.item_id
-    if held is not None and (await items.get(store, held)).state == State.DRAFTING:
+    if held is not None and (await items.get(store, held)).state in _GOES_ON:
         await timetable.request_run(store, settled.claim.pipeline, now)
     return settled
 

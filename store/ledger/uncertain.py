@@ -17,6 +17,9 @@ uncertain once retention forgot its alert is named again by the next pass.
 Settling at `zero` (the provider did not charge) or `reserve` (it charged the worst case
 held) goes through settle.reconcile_sync for each claim, in the caller's one unit; a
 claim no longer uncertain is left as it is and counted apart, so a repeat changes nothing.
+An item waiting in drafting behind a settled claim goes on at its next draft (the
+drafter begins the next try); one the SLA dropped as a breach while it waited comes
+back here, as a new attempt (`go_on_sync`): either way no /replay is needed.
 """
 
 from __future__ import annotations
@@ -27,9 +30,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from store import backend, clock, outbox, sql
-from store.ledger import reporting
+from store import backend, clock, items, outbox, sql
+from store.ledger import claims, reporting
+from store.ledger import outputs as llm_outputs
 from store.ledger import settle as ledger_settle
+from store.machine import State
 
 Q = sql.load("uncertain")
 
@@ -49,6 +54,9 @@ class Settled:
     settled: tuple[ledger_settle.Settlement, ...]
     #: Claims asked for that were no longer uncertain: left as they were.
     already: tuple[int, ...]
+    #: Items the SLA dropped (breach) while they waited behind a claim settled now,
+    #: brought back as a new attempt.
+    replayed: tuple[int, ...] = ()
 
     @property
     def micros(self) -> int:
@@ -134,4 +142,32 @@ def settle_sync(
         if claim_id in still
     ]  # fmt: skip
     already = tuple(claim_id for claim_id in wanted if claim_id not in still)
-    return Settled(tuple(settled), already)
+    replayed = [go_on_sync(conn, s.claim, actor, now) for s in settled]
+    return Settled(tuple(settled), already, tuple(i for i in replayed if i is not None))
+
+
+def reconcile_sync(
+    conn: backend.Conn, claim_id: int, micros: int, evidence: str, actor: str, now: datetime
+) -> ledger_settle.Settlement:
+    """One claim settled at the figure given (reconcile-claim <claim>), and its item let go on."""
+    done = ledger_settle.reconcile_sync(conn, claim_id, micros, evidence, actor, now)
+    if not done.replayed:
+        go_on_sync(conn, done.claim, actor, now)
+    return done
+
+
+def go_on_sync(conn: backend.Conn, claim: claims.Claim, actor: str, now: datetime) -> int | None:
+    """The settled claim's item, if the SLA dropped it (breach) while it waited in drafting
+    behind this claim, back as a new attempt, as /replay would; its id, else None. An item
+    still in drafting needs nothing here: its next draft begins the next try."""
+    if claim.item_id is None:
+        return None
+    item = items.lock_sync(conn, claim.item_id)
+    if item.state != State.BREACH:
+        return None
+    newest = conn.execute(Q["newest_of_item"], {"item_id": item.id}).fetchone()[0]
+    if newest != claim.id or llm_outputs.get_sync(conn, claim.id) is not None:
+        return None  # it had moved past this claim before it breached
+    reason = f"budget claim {claim.id}, which it waited behind, was settled"
+    items.replay_sync(conn, item.id, actor, now, reason)
+    return item.id

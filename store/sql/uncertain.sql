@@ -12,3 +12,7 @@ SELECT c.id AS claim_id, c.pipeline, c.item_id, i.state AS item_state, c.reserve
 -- name: announced
 -- The alerts about uncertain claims still kept in the outbox: each names its claims.
 SELECT payload FROM outbox WHERE dedupe_key LIKE 'claims-uncertain:%'
+
+-- name: newest_of_item
+-- The id of an item's newest claim: the one the item waits behind, if any.
+SELECT max(id) FROM claims WHERE item_id = :item_id

@@ -254,6 +254,29 @@ async def test_an_item_behind_a_settled_claim_goes_on_by_itself(
     assert llm.calls == 1
 
 
+async def test_an_item_the_sla_dropped_behind_an_uncertain_claim_comes_back_when_settled(
+    rig: Rig, llm: FakeLLM, feeds: FeedServer, now: datetime
+) -> None:
+    """Settled after the drafting SLA dropped the item (a night's wait): one Not charged
+    for the episode brings it back as a new attempt, drafted at the next tick."""
+    feeds.set("/feed.xml", rss([]))
+    item, claim_id = await orphan_claim(rig, now, timedelta(minutes=5))
+    await ledger.start_provider(rig.store, claim_id, now)  # then the process died
+    await rig.tick(now + timedelta(minutes=1))
+    night = now + timedelta(hours=8)
+    await sla.sweep(rig.store, night)
+    assert (await items.get(rig.store, item.id)).state == State.BREACH
+
+    done = await operations.settle_uncertain(
+        rig.store, "zero", "console: no such request", "operator:7", night
+    )
+    assert [s.claim.id for s in done.settled] == [claim_id] and done.replayed == (item.id,)
+    await rig.tick(night)
+    drafted = await items.get(rig.store, item.id)
+    assert (drafted.state, drafted.attempt) == (State.AWAITING_APPROVAL, 2)
+    assert llm.calls == 1
+
+
 async def test_a_reserved_claim_past_its_lease_is_drafted_under_the_same_key(
     rig: Rig, llm: FakeLLM, feeds: FeedServer, now: datetime
 ) -> None:
