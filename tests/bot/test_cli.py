@@ -293,6 +293,26 @@ async def test_reconcile_claim_uncertain_lists_and_settles_what_the_filters_find
         await store.close()
 
 
+async def test_reconcile_claim_uncertain_goes_through_the_running_bot(
+    runtime: runtime_mod.Runtime, data_dir: Path, pipelines_dir: Path, now: datetime
+) -> None:
+    store = runtime.store
+    await ledger.set_budget(store, "global", "day", 1_000_000, "cli", now)
+    work = await ledger.begin(
+        store, "k", "chat", {"p": 1}, 3_000, "news", None, now, lease=timedelta(hours=1)
+    )
+    await ledger.start_provider(store, work.id, now)
+    await ledger.fail(store, work.id, "cut off by the stop", now)
+    code, out, err = await gatehouse(
+        data_dir, pipelines_dir, "reconcile-claim", "--uncertain", "--before",
+        f"{now + timedelta(minutes=1):%Y-%m-%dT%H:%M}", "--at", "zero", "--evidence", "none",
+    )  # fmt: skip
+    assert code == 0 and f"pid {os.getpid()}" in err, err
+    assert f"claim {work.id} · news no item · settled at $0.00 of $0.003 held" in out
+    settled = await ledger.get(store, work.id)
+    assert (settled.state, settled.actual_micros, settled.evidence) == ("settled", 0, "none")
+
+
 # -- reads beside the writer ---------------------------------------------------------------
 
 
