@@ -20,8 +20,8 @@ from pydantic import (
     Field,
     SecretStr,
     ValidationError,
+    ValidationInfo,
     field_validator,
-    model_validator,
 )
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from pydantic_settings import SettingsError as _SourceError
@@ -142,15 +142,16 @@ class TelegramSettings(BaseModel):
             return [int(part) for part in parts]
         return value
 
-    @model_validator(mode="after")
-    def _settlers_operate(self) -> TelegramSettings:
-        strangers = sorted(set(self.settlers) - set(self.operators))
+    @field_validator("settlers")
+    @classmethod
+    def _settlers_operate(cls, value: list[int], info: ValidationInfo) -> list[int]:
+        strangers = sorted(set(value) - set(info.data.get("operators", ())))
         if strangers:
             raise ValueError(
-                f"settlers must be operators too: {', '.join(map(str, strangers))} "
+                f"must be operators too: {', '.join(map(str, strangers))} "
                 "not in GATEHOUSE_TELEGRAM__OPERATORS"
             )
-        return self
+        return value
 
 
 def split_address(text: str) -> tuple[str, int]:
