@@ -322,7 +322,10 @@ def budget(report: ledger_report.Report, now: datetime) -> str:
         lines.append(f"  {usd(b.spent_micros)} spent{held} · {usd(b.remaining_micros)} left")
     if report.uncertain:
         count = wording.plural(len(report.uncertain), "uncertain hold")
-        lines.append(f"\n⚠️ <b>{count}</b> (settle: gatehouse reconcile-claim):")
+        lines.append(
+            f"\n⚠️ <b>{count}</b> (settle: the alert's Not charged / Charged, or gatehouse "
+            "reconcile-claim --uncertain):"
+        )
         for hold in report.uncertain:
             lines.append(
                 f"• claim {hold.claim_id} {esc(hold.pipeline)} item {hold.item_id}"
