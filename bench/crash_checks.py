@@ -37,7 +37,10 @@ WHERE i.id IS NULL
 """
 ITEMS = "SELECT id, source_id, state, attempt FROM items"
 CLAIMS = """
-SELECT c.id, c.item_id, c.state, c.lease_until, o.claim_id IS NOT NULL
+SELECT c.id, c.item_id, c.state, c.lease_until, o.claim_id IS NOT NULL,
+       EXISTS (SELECT 1 FROM events e WHERE e.entity = 'claim'
+                  AND e.entity_id = CAST(c.id AS TEXT) AND e.from_state = 'uncertain'
+                  AND e.to_state = 'settled')
 FROM claims c LEFT JOIN llm_outputs o ON o.claim_id = c.id ORDER BY c.id
 """
 DISPATCH_ROWS = "SELECT item_id, state, attempts FROM outbox WHERE kind = 'dispatch'"
@@ -60,6 +63,8 @@ class Claim:
     state: str
     lease_until: int
     has_output: bool
+    #: Settled by an operator after it was uncertain (a call cut off by a kill).
+    reconciled: bool = False
 
 
 @dataclass
@@ -113,7 +118,8 @@ def _snapshot_sync(conn: Any) -> Snapshot:
     return Snapshot(
         items=[Item(*row) for row in conn.execute(ITEMS)],
         claims=[
-            Claim(i, item, s, lease, bool(out)) for i, item, s, lease, out in conn.execute(CLAIMS)
+            Claim(i, item, s, lease, bool(out), bool(settled))
+            for i, item, s, lease, out, settled in conn.execute(CLAIMS)
         ],
         dispatch_rows={
             item: f"{state}, {n} attempts" for item, state, n in conn.execute(DISPATCH_ROWS)
@@ -185,12 +191,18 @@ def double_paid(
 ) -> list[str]:
     """Provider calls, claims and settlements beyond one per item attempt. With
     `triage_calls` (the pipeline triages), also triage calls beyond one per entry (only a
-    first attempt is triaged), and one more claim is allowed per item: its triage's."""
+    first attempt is triaged), and one more claim is allowed per item: its triage's.
+    A call a kill cut off, whose uncertain claim the operator settled with no answer
+    kept, is followed by the next try of the same attempt (its item goes on by itself):
+    one more call and claim each, not a double payment."""
     found = []
     claims_per_item = collections.Counter(c.item_id for c in snap.claims if c.item_id)
+    tries = collections.Counter(
+        c.item_id for c in snap.claims if c.item_id and c.reconciled and not c.has_output
+    )
     triaged = triage_calls is not None
     for item in snap.items:
-        extra_calls = calls.get(item.source_id, 0) - item.attempt
+        extra_calls = calls.get(item.source_id, 0) - item.attempt - tries[item.id]
         found += [
             f"item {item.id}: provider call {n + 1} for {item.attempt} attempt(s)"
             for n in range(item.attempt, item.attempt + max(0, extra_calls))
@@ -200,7 +212,7 @@ def double_paid(
                 f"item {item.id}: triage call {n + 1}"
                 for n in range(1, triage_calls.get(item.source_id, 0))
             ]
-        allowed = item.attempt + triaged
+        allowed = item.attempt + triaged + tries[item.id]
         extra_claims = claims_per_item.get(item.id, 0) - allowed
         found += [
             f"item {item.id}: claim {n + 1} for {item.attempt} attempt(s)"

@@ -42,7 +42,7 @@ from telegram.ext import (
 from telegram.request import HTTPXRequest
 
 from bot import settings as settings_mod
-from bot.cards import actions, keyboards, review_handlers, routes, taps
+from bot.cards import actions, keyboards, review_handlers, routes, taps, uncertain
 from bot.chat import auth, group_events, handlers, lists, polling, rooms, sender
 from bot.process import control, logs, startup, storage_alarm
 from bot.web import api, metrics
@@ -198,6 +198,8 @@ def _keyboard(key: bytes, runtime: runtime_mod.Runtime) -> sender.Keyboard:
         listed = payloads.Alert.of(row) if row.kind == "alert" else None
         if listed is not None and listed.offer is not None:  # a digest's list
             return keyboards.listed_keyboard(key, listed.offer, listed.count or 0)
+        if listed is not None and listed.about == "claims_uncertain":  # an episode
+            return uncertain.keyboard(key, row.id, len(listed.facts.get("claim_ids", ())))
         if listed is not None and listed.buttons and row.item_id is not None:
             return _item_buttons(
                 key, listed.buttons, row.item_id, listed.attempt, listed.reply_to_version
@@ -253,6 +255,7 @@ async def serve(
         runtime.store, runtime.pipelines, runtime.scheduler, gate, key, outbox_sender, runtime.now,
         workers=runtime.workers, lease_ttl=runtime.config.lease_ttl, broken=runtime.loaded.broken,
         drafter_for=runtime.config.drafter_for,
+        settlers=frozenset(cfg.telegram.settlers),
     )  # fmt: skip
     async with application:
         await application.start()

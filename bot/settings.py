@@ -15,7 +15,15 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from pydantic_settings import SettingsError as _SourceError
 
@@ -98,6 +106,9 @@ class TelegramSettings(BaseModel):
     base_url: str = "https://api.telegram.org/bot"
     #: Telegram user ids allowed to operate the bot, comma-separated.
     operators: Annotated[list[int], NoDecode] = Field(default_factory=list)
+    #: Operators who may settle uncertain AI spend from the chat (the Not charged and
+    #: Charged buttons), comma-separated; unset: every operator.
+    settlers: Annotated[list[int], NoDecode] = Field(default_factory=list)
     #: Where alerts go; default: each operator's private chat.
     alerts_chat: int | None = None
     #: One card per item in this group (id or @username) for every pipeline that names
@@ -130,7 +141,7 @@ class TelegramSettings(BaseModel):
             refuse_unprintable(value.get_secret_value())
         return value
 
-    @field_validator("operators", mode="before")
+    @field_validator("operators", "settlers", mode="before")
     @classmethod
     def _split_ids(cls, value: object) -> object:
         if isinstance(value, str):
@@ -139,6 +150,17 @@ class TelegramSettings(BaseModel):
                 if not part.lstrip("-").isdigit():
                     raise ValueError("must be Telegram user ids (integers) separated by commas")
             return [int(part) for part in parts]
+        return value
+
+    @field_validator("settlers")
+    @classmethod
+    def _settlers_operate(cls, value: list[int], info: ValidationInfo) -> list[int]:
+        strangers = sorted(set(value) - set(info.data.get("operators", ())))
+        if strangers:
+            raise ValueError(
+                f"must be operators too: {', '.join(map(str, strangers))} "
+                "not in GATEHOUSE_TELEGRAM__OPERATORS"
+            )
         return value
 
 

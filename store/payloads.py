@@ -20,7 +20,7 @@ from store import errors
 
 Level = Literal["info", "warning", "error"]
 #: The facts an alert raised by the store may be about.
-About = Literal["budget_threshold", "claim_uncertain", "claim_overrun"]
+About = Literal["budget_threshold", "claim_uncertain", "claims_uncertain", "claim_overrun"]
 
 P = TypeVar("P", bound="_Payload")
 

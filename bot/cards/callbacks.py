@@ -31,7 +31,7 @@ TAG_BYTES = 12
 Action = Literal[
     "approve", "reject", "edit", "replay", "fresh", "retry", "show", "why", "other", "back",
     "undo", "redraft", "extend", "escalate", "all_approve", "all_reject", "yes_approve",
-    "yes_reject", "cancel", "noimage",
+    "yes_reject", "cancel", "noimage", "not_charged", "charged", "list_claims",
 ]  # fmt: skip
 _CODES: dict[Action, str] = {
     "approve": "a",
@@ -55,6 +55,10 @@ _CODES: dict[Action, str] = {
     "yes_reject": "N",
     "cancel": "c",
     "noimage": "i",  # a new version without the image
+    # An alert's uncertain claims: item_id is the alert's outbox row, version their number.
+    "not_charged": "z",  # settle them at 0
+    "charged": "g",  # settle them at the reserve each held
+    "list_claims": "l",
 }
 _ACTIONS: dict[str, Action] = {code: action for action, code in _CODES.items()}
 _REPLAYS: frozenset[Action] = frozenset({"replay", "fresh"})

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from telegram import Update
 
-from bot.cards import actions, callbacks, review_handlers, taps
+from bot.cards import actions, callbacks, review_handlers, taps, uncertain
 from bot.chat import handlers
 from store import errors, items
 
@@ -34,7 +34,8 @@ class OnItem:
 
 @dataclass(frozen=True)
 class OnList:
-    """The button names a listed set (item_id is the list's id, version its count)."""
+    """The button names a listed set (item_id is the list's id, version its count), or
+    an alert's uncertain claims (item_id is the alert's outbox row)."""
 
     handle: Callable[[handlers.Tap], Awaitable[None]]
 
@@ -60,6 +61,9 @@ ROUTES: dict[callbacks.Action, OnItem | OnList] = {
     "cancel": OnList(review_handlers.cancel),
     "yes_approve": OnList(review_handlers.decide_listed),
     "yes_reject": OnList(review_handlers.decide_listed),
+    "not_charged": OnList(uncertain.settle),
+    "charged": OnList(uncertain.settle),
+    "list_claims": OnList(uncertain.listed),
 }
 #: What a tap on a button with no route is answered (a newer bot's, after a downgrade).
 NO_ROUTE = "This button is no longer offered: nothing was done."

@@ -4,7 +4,7 @@
     alerts.html(payloads.Alert.of(row))      # escaped and marked, as the sender sends it
     alerts.row_text(row)                     # the same, from the outbox row
 
-The store records what happened (a budget crossed 80 %, a claim became uncertain) and
+The store records what happened (a budget crossed 80 %, calls became uncertain) and
 leaves the wording, which names the CLI commands an operator can use, to this module.
 """
 
@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from bot.chat import render
-from store import outbox, payloads, units
+from store import clock, outbox, payloads, units
 
 
 def text(alert: payloads.Alert) -> str:
@@ -33,7 +33,7 @@ def html(alert: payloads.Alert) -> str:
     shown = render.esc(text(alert))
     if alert.level == "info":  # news, not a warning (the day's signed audit head)
         return shown
-    return shown if shown[:1] in ("⏳", "🚨", "⚠") else f"{mark} {shown}"
+    return shown if shown[:1] in ("⏳", "🚨", "⚠", "💸") else f"{mark} {shown}"
 
 
 def row_text(row: outbox.Row) -> str:
@@ -57,6 +57,22 @@ def _claim_uncertain(f: Mapping[str, Any], item_id: int | None) -> str:
     )
 
 
+def _claims_uncertain(f: Mapping[str, Any], item_id: int | None) -> str:
+    """One episode: the calls a stop or a crash cut off, told once with what they hold."""
+    count = len(f["claim_ids"])
+    calls = "1 call was" if count == 1 else f"{count} calls were"
+    begun = f["last_started"]
+    when = f"begun by {units.when(clock.from_ms(begun))}; " if begun else ""
+    where = ", ".join(f["pipelines"])
+    return (
+        f"💸 {calls} cut off ({when}{where}) · {units.usd(f['held_micros'])} held: "
+        f"{f['reason']}. The provider may have charged them; its console says. "
+        "Not charged settles them at $0, Charged at what each held (or: gatehouse "
+        "reconcile-claim --uncertain --at zero|reserve --evidence TEXT); the items "
+        "waiting behind them then go on by themselves."
+    )
+
+
 def _claim_overrun(f: Mapping[str, Any], item_id: int | None) -> str:
     return (
         f"Claim {f['claim_id']} cost {units.usd(f['cost_micros'])} ({f['cost_micros']} micros), "
@@ -68,5 +84,6 @@ def _claim_overrun(f: Mapping[str, Any], item_id: int | None) -> str:
 _WORDS: dict[payloads.About, Callable[[Mapping[str, Any], int | None], str]] = {
     "budget_threshold": _budget_threshold,
     "claim_uncertain": _claim_uncertain,
+    "claims_uncertain": _claims_uncertain,
     "claim_overrun": _claim_overrun,
 }

@@ -83,6 +83,12 @@ class Deps:
     broken: Mapping[str, Sequence[object]] = field(default_factory=dict)
     #: The engine's drafter for a pipeline, asked what a replay would reuse (None: nothing).
     drafter_for: Callable[[Store, spec.Pipeline], drafters.Drafter] | None = None
+    #: Who may settle uncertain claims from the chat (GATEHOUSE_TELEGRAM__SETTLERS);
+    #: empty: every operator.
+    settlers: frozenset[int] = frozenset()
+
+    def may_settle(self, user_id: int) -> bool:
+        return user_id in (self.settlers or self.gate.operators)
 
 
 class BotData(TypedDict, total=False):

@@ -407,7 +407,10 @@ def budget(report: ledger_report.Report, now: datetime) -> str:
             lines.append(f"  <i>exact: {exact}</i>")
     if report.uncertain:
         count = wording.plural(len(report.uncertain), "uncertain hold")
-        lines.append(f"\n⚠️ <b>{count}</b> (settle: gatehouse reconcile-claim):")
+        lines.append(
+            f"\n⚠️ <b>{count}</b> (settle: the alert's Not charged / Charged, or gatehouse "
+            "reconcile-claim --uncertain):"
+        )
         for hold in report.uncertain:
             lines.append(
                 f"• claim {hold.claim_id} {esc(hold.pipeline)} item {hold.item_id}"

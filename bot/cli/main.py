@@ -19,6 +19,8 @@
     gatehouse set-budget <scope> <day|month> <usd>   set a limit (scope: global or a pipeline)
     gatehouse run-now|pause|resume <pipeline>  run a pipeline now, stop or restart its schedule
     gatehouse reconcile-claim <claim> <usd> <evidence>   settle an uncertain AI spend claim
+    gatehouse reconcile-claim --uncertain [--pipeline P] [--before TIME] --at zero|reserve
+                              --evidence TEXT   settle every uncertain claim found, at once
     gatehouse reconcile [--backfill|--prune]   file dispatch folders against the store
     gatehouse audit verify                     check the hash chain and its signed head (1: broken)
     gatehouse audit export|key                 export events with hashes; print the signing key
@@ -305,9 +307,12 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
     settle = add(
         "reconcile-claim", cli_writes.cmd_reconcile_claim, "settle an uncertain AI spend claim"
     )
-    settle.add_argument("claim", type=positive, help="the claim id (from /budget or its alert)")
-    settle.add_argument("amount", help="what the provider charged, in USD (0 if nothing)")
-    settle.add_argument("evidence", help="the provider's request id or invoice line")
+    settle.add_argument(
+        "claim", type=positive, nargs="?", help="the claim id (from /budget or its alert)"
+    )
+    settle.add_argument("amount", nargs="?", help="what the provider charged in USD (0: nothing)")
+    settle.add_argument("evidence", nargs="?", help="the provider's request id or invoice line")
+    cli_writes.add_uncertain_arguments(settle)
     reconcile = add(
         "reconcile", cli_reads.cmd_reconcile, "compare file dispatch folders with the store"
     )

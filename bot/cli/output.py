@@ -230,7 +230,7 @@ def budget(report: ledger.Report, now: datetime) -> str:
             lines.append("(rounded: gatehouse budget --json gives each amount in micro-dollars)")
     if report.uncertain:
         count = wording.plural(len(report.uncertain), "uncertain hold")
-        lines.append(f"\n{count} (settle each: gatehouse reconcile-claim):")
+        lines.append(f"\n{count} (settle: gatehouse reconcile-claim --uncertain or <claim>):")
         holds = [
             (h.claim_id, h.pipeline, h.item_id, render.usd_exact(h.reserved_micros),
              render.age(h.since, now), h.reason or "")

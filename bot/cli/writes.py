@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 from collections.abc import Awaitable, Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from bot import settings as settings_mod
@@ -16,6 +16,7 @@ from pipelines import operations
 from store import db, errors, units
 from store.backends import datadir
 from store.ledger import budgets
+from store.ledger import uncertain as ledger_uncertain
 
 T = TypeVar("T")
 
@@ -96,7 +97,47 @@ def cmd_set_budget(cfg: settings_mod.Settings, args: argparse.Namespace, now: da
     return 0
 
 
+def add_uncertain_arguments(parser: argparse.ArgumentParser) -> None:
+    """reconcile-claim's bulk form: every uncertain claim found, settled in one transaction."""
+    parser.add_argument(
+        "--uncertain", action="store_true",
+        help="settle every uncertain claim found (filtered by --pipeline and --before)",
+    )  # fmt: skip
+    parser.add_argument("--pipeline", help="with --uncertain: only this pipeline's claims")
+    parser.add_argument(
+        "--before", type=moment,
+        help="with --uncertain: only claims uncertain since before this ISO 8601 time "
+        "(2026-12-07T06:15; without a zone: UTC)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--at", choices=ledger_uncertain.AT,
+        help="with --uncertain: zero (not charged) or reserve (charged what each held)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--evidence", dest="bulk_evidence", metavar="TEXT",
+        help="with --uncertain: what you checked (the provider's console, an invoice)",
+    )  # fmt: skip
+
+
+def moment(text: str) -> datetime:
+    """An ISO 8601 time; one without a zone is UTC, as everything the store shows."""
+    try:
+        at = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an ISO 8601 time; give one like 2026-12-07T06:15 (UTC)"
+        ) from None
+    return at if at.tzinfo else at.replace(tzinfo=UTC)
+
+
 def cmd_reconcile_claim(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
+    if args.uncertain:
+        return _settle_uncertain(cfg, args, now)
+    if args.claim is None or args.amount is None or args.evidence is None:
+        raise operations.Invalid(
+            "reconcile-claim needs <claim> <usd> <evidence>, or --uncertain --at zero|reserve "
+            "--evidence TEXT to settle every uncertain claim at once"
+        )
     operations.parse_usd(args.amount)
     request = {"claim": args.claim, "amount": args.amount, "evidence": args.evidence}
     result = write(
@@ -114,6 +155,52 @@ def cmd_reconcile_claim(cfg: settings_mod.Settings, args: argparse.Namespace, no
         args, data, lambda: text + (" (already settled so)" if data["replayed"] else "")
     )
     return 0
+
+
+def _settle_uncertain(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
+    if args.claim is not None or args.amount is not None:
+        raise operations.Invalid(
+            "--uncertain settles the claims it finds: give no claim id or amount "
+            "(filter with --pipeline and --before)"
+        )
+    if args.at is None or not (args.bulk_evidence or "").strip():
+        raise operations.Invalid(
+            "--uncertain needs --at zero|reserve and --evidence TEXT (what you checked)"
+        )
+    before = args.before.isoformat() if args.before else None
+    request = {"at": args.at, "evidence": args.bulk_evidence, "pipeline": args.pipeline,
+               "before": before}  # fmt: skip
+    result = write(
+        cfg,
+        "settle-uncertain",
+        request,
+        lambda s: operations.settle_uncertain(
+            s, args.at, args.bulk_evidence, control.ACTOR, now,
+            pipeline=args.pipeline, before=args.before,
+        ),
+    )  # fmt: skip
+    data = operations.plain(result)
+    cli_output.emit(args, data, lambda: settled_text(data))
+    return 0
+
+
+def settled_text(data: dict[str, Any]) -> str:
+    """Each claim settled, with its item and figures, then the total."""
+    done = [s["claim"] for s in data["settled"]]
+    if not done:
+        return "no uncertain claims match: nothing settled"
+    lines = [
+        f"claim {c['id']} · {c['pipeline']} "
+        + (f"item {c['item_id']}" if c["item_id"] is not None else "no item")
+        + f" · settled at {units.usd(c['actual_micros'])} of {units.usd(c['reserved_micros'])} held"
+        for c in done
+    ]
+    total = sum(c["actual_micros"] for c in done)
+    lines.append(
+        f"{len(done)} uncertain claim(s) settled at {units.usd(total)} in one transaction; "
+        "their items go on at the next run"
+    )
+    return "\n".join(lines)
 
 
 def _budget(data: dict[str, Any]) -> budgets.Budget:

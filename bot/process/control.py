@@ -126,6 +126,15 @@ async def _reconcile_claim(rt: Any, args: dict[str, Any]) -> Any:
     )
 
 
+async def _settle_uncertain(rt: Any, args: dict[str, Any]) -> Any:
+    before = args.get("before")
+    return await operations.settle_uncertain(
+        rt.store, str(args.get("at")), str(args.get("evidence") or ""), ACTOR, rt.now(),
+        pipeline=args.get("pipeline") and str(args["pipeline"]),
+        before=datetime.fromisoformat(str(before)) if before else None,
+    )  # fmt: skip
+
+
 async def _sweep(rt: Any, args: dict[str, Any]) -> Any:
     days = operations.whole_number(args.get("days"), "days", high=operations.MAX_SWEEP_DAYS)
     return await operations.sweep(rt.store, rt.now(), days)
@@ -214,6 +223,7 @@ OPS: dict[str, Handler] = {
     "resume": _schedule("resume"),
     "sweep": _sweep,
     "reconcile-claim": _reconcile_claim,
+    "settle-uncertain": _settle_uncertain,
     "token-create": _token_create,
     "token-revoke": _token_revoke,
     **{action: _decision(action) for action in review.TERMINAL_ACTIONS},

@@ -17,6 +17,7 @@ from pipelines.drafting import prompt as drafting
 from pipelines.providers import client as providers
 from store import backend
 from store.ledger import claims
+from store.ledger import outputs as llm_outputs
 from store.ledger.machine import ClaimState
 
 #: The ledger endpoint of draft calls: the same key on another endpoint is another key.
@@ -25,7 +26,7 @@ ENDPOINT = "llm.draft"
 FRAMING_TOKENS = 64
 #: Tries of one attempt at most, each after the provider answered the last with an error.
 MAX_TRIES = 50
-#: How the evidence of a claim settled on an HTTP error answer begins (error_answered).
+#: How the evidence of a claim settled on an HTTP error answer begins.
 ERROR_ANSWER = "not charged: the provider answered with an error: "
 #: Extra lease beyond the longest the provider client can take, for the settling write.
 LEASE_MARGIN = timedelta(minutes=1)
@@ -65,22 +66,23 @@ def claim_key(pipeline: str, item_id: int, attempt: int, version: str, attempt_t
     return f"{pipeline}:{item_id}:{attempt}:{version}{again}"
 
 
-def error_answered(claim: claims.Claim) -> bool:
-    """Whether the claim settled at zero on the provider's HTTP error answer, so that the
-    attempt's next try may ask again under a new key."""
-    settled = claim.state == ClaimState.SETTLED and claim.actual_micros == 0
-    return settled and (claim.evidence or "").startswith(ERROR_ANSWER)
+def asks_again_sync(conn: backend.Conn, claim_id: int) -> bool:
+    """Whether a settled try left no answer kept, so the attempt's next try may ask again
+    under a new key: the provider answered with an HTTP error (settled at zero), or an
+    operator settled a call a stop cut off (its item waited behind it)."""
+    claim = claims.get_sync(conn, claim_id)
+    return claim.state == ClaimState.SETTLED and llm_outputs.get_sync(conn, claim_id) is None
 
 
 def latest_key_sync(
     conn: backend.Conn, endpoint: str, pipeline: str, item_id: int, attempt: int, version: str
 ) -> str:
-    """The key of the attempt's latest try: past every try its provider answered with an
-    error (the key of try 0 when the attempt has no claim)."""
+    """The key of the attempt's latest try: past every try settled with no answer kept
+    (asks_again_sync; the key of try 0 when the attempt has no claim)."""
     key = claim_key(pipeline, item_id, attempt, version)
     claim = claims.by_key_sync(conn, endpoint, key)
     for attempt_try in range(1, MAX_TRIES):
-        if claim is None or not error_answered(claim):
+        if claim is None or not asks_again_sync(conn, claim.id):
             return key
         following = claim_key(pipeline, item_id, attempt, version, attempt_try)
         found = claims.by_key_sync(conn, endpoint, following)

@@ -18,8 +18,10 @@ item waits in drafting for the next start.
 Resuming after a crash (the engine never drafts one item twice at once, so any claim
 it finds past reserve was left by a crash): reserved, even past its lease, is started
 under the same key; started becomes uncertain; uncertain with no output raises
-DraftHeld (the item waits; the claim's one alert names it and reconcile-claim); settled
-with no output, or released, fails the item saying what to do (replay). On a store
+DraftHeld (the item waits; its episode's alert offers Not charged / Charged, as does
+reconcile-claim); settled with no output (an operator settled it) begins the next try
+of the draft under a key of its own (`key:r1`, ...), so the item goes on with no
+replay; released fails the item saying what to do (replay). On a store
 other workers share, a claim started and still within its lease may be another
 worker's call in flight (that worker paused past its run's lease): the item waits in
 drafting for its reply, with no second call, and claim recovery makes the claim
@@ -81,6 +83,8 @@ log = logging.getLogger(__name__)
 
 #: Earlier attempts whose unshown output a replay may reuse (the newest claim decides).
 REUSE_LOOKBACK = 10
+#: Tries of one attempt's draft: a try whose uncertain claim an operator settled without
+#: an answer is followed by the next; past the last the item fails (a replay drafts it).
 NO_BUDGET_NOTE = "no budget configured: template drafter used"
 
 
@@ -241,13 +245,14 @@ class LlmDrafter:
         return await self._store.read(unit)
 
     async def _begin(self, item: Item, prompt: str, now: datetime) -> claims.Work:
-        """The claim of this attempt's current try: a try the provider answered with an
-        HTTP error settled at zero, and the next one begins (no try is ever paid twice)."""
+        """The claim of this attempt's current try: a try settled with no answer kept (the
+        provider answered an HTTP error, or an operator settled a call cut off) is past,
+        and the next one begins (no try is ever paid twice)."""
         for attempt_try in range(calls.MAX_TRIES):
             work = await self._begin_try(item, prompt, now, attempt_try)
             if not work.replayed or work.state != ClaimState.SETTLED:
                 return work
-            if not calls.error_answered(await ledger.get(self._store, work.id)):
+            if not await self._store.read(calls.asks_again_sync, work.id):
                 return work
         return work  # out of tries: the last one answers (its failure, no new call)
 
@@ -400,8 +405,9 @@ def _draft_call(pipeline: spec.Pipeline) -> calls.Call:
 
 
 def held_reason(item_id: int) -> str:
-    """Why a claim found started on resume is uncertain, as its one alert tells it."""
+    """Why a claim found started on resume is uncertain, as its episode's alert tells it."""
     return (
         f"the process stopped during its provider call; item {item_id} waits in drafting "
-        "until this claim is settled, then fails so that /replay can draft it again"
+        "until this claim is settled, then is drafted again by itself"
     )
+

@@ -34,6 +34,7 @@ from pipelines.operations.budget import (
     parse_usd,
     reconcile_claim,
     set_budget,
+    settle_uncertain,
 )
 from pipelines.operations.dropped import (
     FILTERED_SHOWN,
@@ -103,6 +104,7 @@ __all__ = [
     "review",
     "schedule",
     "set_budget",
+    "settle_uncertain",
     "skipped",
     "skipped_today",
     "stats",

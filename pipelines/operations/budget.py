@@ -1,7 +1,8 @@
-"""AI spend: the budget report, setting limits, settling an uncertain claim."""
+"""AI spend: the budget report, setting limits, settling uncertain claims (one, or many)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
 
@@ -11,7 +12,11 @@ from store.db import Store
 from store.intake import timetable
 from store.ledger import budgets
 from store.ledger import settle as ledger_settle
+from store.ledger import uncertain as ledger_uncertain
 from store.machine import State
+
+#: Where an item waiting behind a settled claim is now: its pipeline's next tick drafts it.
+_GOES_ON = (State.DRAFTING, State.NEW)
 
 #: The largest budget one command may set (USD): a typo guard, not a policy.
 MAX_BUDGET_USD = Decimal(1_000_000)
@@ -54,13 +59,49 @@ async def reconcile_claim(
 ) -> ledger_settle.Settlement:
     """Settle an uncertain claim at the figure the provider's evidence shows.
 
-    An item held in drafting by this claim is then failed (so it can be replayed) by
-    its pipeline's next tick, which is asked for now.
+    An item held in drafting by this claim goes on at its pipeline's next tick, which is
+    asked for now: the drafter begins the draft's next try (store/ledger/uncertain.py).
     """
     if not evidence.strip():
         raise Invalid("evidence is required: e.g. the provider's request id or invoice line")
-    settled = await ledger.reconcile(store, claim_id, parse_usd(amount_usd), evidence, actor, now)
+    micros = parse_usd(amount_usd)
+    settled = await store.write(
+        ledger_uncertain.reconcile_sync, claim_id, micros, evidence, actor, now
+    )
     held = settled.claim.item_id
-    if held is not None and (await items.get(store, held)).state == State.DRAFTING:
+    if held is not None and (await items.get(store, held)).state in _GOES_ON:
         await timetable.request_run(store, settled.claim.pipeline, now)
     return settled
+
+
+async def settle_uncertain(
+    store: Store,
+    at: str,
+    evidence: str,
+    actor: str,
+    now: datetime,
+    *,
+    claim_ids: Sequence[int] | None = None,
+    pipeline: str | None = None,
+    before: datetime | None = None,
+) -> ledger_uncertain.Settled:
+    """Settle many uncertain claims in one transaction, at `zero` (not charged) or at
+    `reserve` (charged the worst case held): those named, or those of `pipeline` that
+    became uncertain before `before`. The CLI's --uncertain and an episode alert's
+    buttons both come here. The items waiting behind them go on at their pipelines'
+    next ticks, which are asked for now (the drafter begins the next try of the draft).
+    """
+    try:
+        checked = ledger_uncertain.check_at(at)
+    except ValueError as exc:
+        raise Invalid(str(exc)) from None
+    if not evidence.strip():
+        raise Invalid("evidence is required: e.g. what the provider's console showed")
+    done = await store.write(
+        ledger_uncertain.settle_sync, checked, evidence, actor, now,
+        claim_ids=claim_ids, pipeline=pipeline, before=before,
+    )  # fmt: skip
+    waiting = {s.claim.pipeline for s in done.settled if s.claim.item_id is not None}
+    for name in sorted(waiting):
+        await timetable.request_run(store, name, now)
+    return done

@@ -12,12 +12,14 @@
     # on an error:   await ledger.fail(store, work.id, "timeout", later)
     # periodically:  await ledger.recover(store, now, batch=100)
     # an operator:   await ledger.reconcile(store, work.id, 1234, "invoice line 7", actor, now)
+    #   or many:     await store.write(uncertain.settle_sync, ids, "zero", evidence, actor, now)
     report = await ledger.report(store, now)                  # what /budget shows
 
 Money is integer micros (1 USD = 1_000_000). The parts, each under its own noun:
 store/ledger/prices.py (what a call costs), store/ledger/budgets.py (limits, period rows,
 threshold alerts), store/ledger/claims.py (begin, start_provider, fail, recover),
-store/ledger/settle.py (complete, reconcile), store/ledger/machine.py (the claim
+store/ledger/settle.py (complete, reconcile), store/ledger/uncertain.py (uncertain claims by
+the episode: one alert, one settlement of many), store/ledger/machine.py (the claim
 states and why), store/ledger/reporting.py (the /budget queries). Each function
 here is one write unit (one BEGIN IMMEDIATE transaction) or one read.
 """
@@ -32,6 +34,7 @@ from store.backends.core import Store
 from store.ledger import budgets, claims
 from store.ledger import reporting as ledger_report
 from store.ledger import settle as ledger_settle
+from store.ledger import uncertain as ledger_uncertain
 from store.ledger.machine import ClaimState
 from store.ledger.prices import Usage
 
@@ -101,8 +104,16 @@ async def fail(store: Store, work_id: int, reason: str, now: datetime) -> Claim:
 
 async def recover(store: Store, now: datetime, batch: int = 100) -> list[Claim]:
     """Fail one bounded batch of expired leases; call again while it returns `batch` claims.
-    Also alerts the budget thresholds reached by settlements made at once."""
-    return await store.write(claims.recover_sync, now, batch)
+    Also alerts the budget thresholds reached by settlements made at once, and, once the
+    batch was the last, the uncertain claims no alert named yet, in one alert."""
+
+    def unit(conn: backend.Conn) -> list[Claim]:
+        failed = claims.recover_sync(conn, now, batch)
+        if len(failed) < batch:
+            ledger_uncertain.announce_sync(conn, now)
+        return failed
+
+    return await store.write(unit)
 
 
 async def reconcile(

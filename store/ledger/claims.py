@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Self
 
-from store import backend, clock, errors, outbox, sql
+from store import backend, clock, errors, sql
 from store.audit import events
 from store.backends.writer import savepoint
 from store.ledger import budgets
@@ -287,24 +287,10 @@ def move_sync(
     moved = one_sync(conn, Q["move"], params)
     if moved is None:  # unreachable with one writer; kept as the compare-and-set guard
         raise errors.Conflict(f"claim {claim.id} changed underneath this transition")
+    # An uncertain claim is told with the others of its episode, by the next pass of
+    # claim recovery (store/ledger/uncertain.py), not one alert each.
     events.append(conn, "claim", claim.id, claim.state, to, actor, now, reason=reason)
-    if to == ClaimState.UNCERTAIN:
-        _alert_uncertain(conn, moved, now)
     return moved
-
-
-def _alert_uncertain(conn: backend.Conn, claim: Claim, now: datetime) -> None:
-    """An uncertain hold stays until an operator reconciles it: tell them, once."""
-    facts = {
-        "claim_id": claim.id,
-        "pipeline": claim.pipeline,
-        "reason": claim.reason,
-        "held_micros": claim.reserved_micros,
-    }
-    outbox.alert_about_sync(
-        conn, "claim_uncertain", facts, now,
-        key=f"claim-uncertain:{claim.id}", item_id=claim.item_id, pipeline=claim.pipeline,
-    )  # fmt: skip
 
 
 def start_provider_sync(conn: backend.Conn, work_id: int, now: datetime) -> Claim:

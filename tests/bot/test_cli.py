@@ -229,6 +229,90 @@ async def test_reconcile_claim_settles_an_uncertain_hold_once(
         await store.close()
 
 
+async def test_reconcile_claim_uncertain_lists_and_settles_what_the_filters_find(
+    data_dir: Path, pipelines_dir: Path, now: datetime
+) -> None:
+    store = await db.open(db.StoreConfig(data_dir=data_dir))
+    try:
+        await ledger.set_budget(store, "global", "day", 1_000_000, "cli", now)
+        found = {}
+        for key, pipeline, worst, at in (
+            ("a", "news", 1_000, now), ("b", "news", 2_000, now),
+            ("c", "news", 4_000, now + timedelta(minutes=10)), ("d", "sport", 8_000, now),
+        ):  # fmt: skip
+            work = await ledger.begin(
+                store, key, "chat", {"p": key}, worst, pipeline, None, now, timedelta(hours=1)
+            )
+            await ledger.start_provider(store, work.id, now)
+            await ledger.fail(store, work.id, "cut off by the stop", at)
+            found[key] = work.id
+        before = await snapshot.tables(store)
+    finally:
+        await store.close()
+
+    code, _, err = await gatehouse(
+        data_dir, pipelines_dir, "reconcile-claim", "--uncertain", "--at", "zero"
+    )
+    assert code == 2 and "--uncertain needs --at zero|reserve and --evidence TEXT" in err
+    code, _, err = await gatehouse(data_dir, pipelines_dir, "reconcile-claim", "7")
+    assert code == 2 and "reconcile-claim needs <claim> <usd> <evidence>, or --uncertain" in err
+    assert await tables_at(data_dir) == before
+    settle = (
+        "reconcile-claim", "--uncertain", "--pipeline", "news",
+        "--before", f"{now + timedelta(minutes=5):%Y-%m-%dT%H:%M}", "--at", "reserve",
+        "--evidence", "console: charged",
+    )  # fmt: skip
+    # One transaction: a fault at the second settlement leaves the first unwritten too.
+    raw = sqlite3.connect(data_dir / "gatehouse.db", isolation_level=None)
+    raw.execute(
+        "CREATE TRIGGER fault BEFORE UPDATE OF state ON claims "
+        f"WHEN NEW.id = {found['b']} BEGIN SELECT RAISE(ABORT, 'a disk fault'); END"
+    )
+    raw.close()
+    code, _, err = await gatehouse(data_dir, pipelines_dir, *settle)
+    assert code != 0 and "a disk fault" in err
+    raw = sqlite3.connect(data_dir / "gatehouse.db", isolation_level=None)
+    raw.execute("DROP TRIGGER fault")
+    raw.close()
+    assert await tables_at(data_dir) == before
+    code, out, err = await gatehouse(data_dir, pipelines_dir, *settle)
+    assert code == 0, err
+    assert out.splitlines() == [
+        f"claim {found['a']} · news no item · settled at $0.001 of $0.001 held",
+        f"claim {found['b']} · news no item · settled at $0.002 of $0.002 held",
+        "2 uncertain claim(s) settled at $0.003 in one transaction; their items go on at "
+        "the next run",
+    ]
+    store = await db.open(db.StoreConfig(data_dir=data_dir), readonly=True)
+    try:
+        states = {key: (await ledger.get(store, claim_id)).state for key, claim_id in found.items()}
+        assert states == {"a": "settled", "b": "settled", "c": "uncertain", "d": "uncertain"}
+        (day,) = (await ledger.report(store, now)).budgets
+        assert (day.spent_micros, day.held_micros) == (3_000, 12_000)
+    finally:
+        await store.close()
+
+
+async def test_reconcile_claim_uncertain_goes_through_the_running_bot(
+    runtime: runtime_mod.Runtime, data_dir: Path, pipelines_dir: Path, now: datetime
+) -> None:
+    store = runtime.store
+    await ledger.set_budget(store, "global", "day", 1_000_000, "cli", now)
+    work = await ledger.begin(
+        store, "k", "chat", {"p": 1}, 3_000, "news", None, now, lease=timedelta(hours=1)
+    )
+    await ledger.start_provider(store, work.id, now)
+    await ledger.fail(store, work.id, "cut off by the stop", now)
+    code, out, err = await gatehouse(
+        data_dir, pipelines_dir, "reconcile-claim", "--uncertain", "--before",
+        f"{now + timedelta(minutes=1):%Y-%m-%dT%H:%M}", "--at", "zero", "--evidence", "none",
+    )  # fmt: skip
+    assert code == 0 and f"pid {os.getpid()}" in err, err
+    assert f"claim {work.id} · news no item · settled at $0.00 of $0.003 held" in out
+    settled = await ledger.get(store, work.id)
+    assert (settled.state, settled.actual_micros, settled.evidence) == ("settled", 0, "none")
+
+
 # -- reads beside the writer ---------------------------------------------------------------
 
 

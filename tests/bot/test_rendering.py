@@ -68,14 +68,15 @@ async def test_budget_with_an_uncertain_hold(world: db.Store) -> None:
         "  $0.00 spent · $0.05 held · $9.95 left\n"
         "<b>news</b> ░░░░░ 0% of $2.00 this month\n"
         "  $0.00 spent · $0.05 held · $1.95 left\n"
-        "\n⚠️ <b>1 uncertain hold</b> (settle: gatehouse reconcile-claim):\n"
+        "\n⚠️ <b>1 uncertain hold</b> (settle: the alert's Not charged / Charged, or gatehouse "
+        "reconcile-claim --uncertain):\n"
         "• claim 1 news item 1 (waiting for approval): $0.05 since 1 h ago; timeout after sending"
     )
     assert cli_output.budget(report, NOW) == (
         "scope   period  spent  held   remaining  limit   used\n"
         "global  day     $0.00  $0.05  $9.95      $10.00  0%\n"
         "news    month   $0.00  $0.05  $1.95      $2.00   0%\n"
-        "\n1 uncertain hold (settle each: gatehouse reconcile-claim):\n"
+        "\n1 uncertain hold (settle: gatehouse reconcile-claim --uncertain or <claim>):\n"
         "claim  pipeline  item  reserved  since    reason\n"
         "    1  news         1  $0.05     1 h ago  timeout after sending"
     )

@@ -54,6 +54,22 @@ def test_bad_setting_names_the_path_not_the_value(
     assert "s3cr3t-VALUE" not in message
 
 
+def test_a_settler_who_is_no_operator_is_refused_by_name(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("GATEHOUSE_TELEGRAM__OPERATORS", "11,22")
+    monkeypatch.setenv("GATEHOUSE_TELEGRAM__SETTLERS", "22,33")
+    with pytest.raises(settings.SettingsInvalid) as caught:
+        settings.load()
+    assert (
+        "GATEHOUSE_TELEGRAM__SETTLERS: must be operators too: 33 not in "
+        "GATEHOUSE_TELEGRAM__OPERATORS"
+    ) in str(caught.value)
+    monkeypatch.setenv("GATEHOUSE_TELEGRAM__SETTLERS", "22")
+    assert settings.load().telegram.settlers == [22]
+
+
 def test_cli_exits_2_on_a_bad_setting(tmp_path: Path) -> None:
     env = {**os.environ, "GATEHOUSE_STORE__SYNCHRONOUS": "s3cr3t-VALUE"}
     done = subprocess.run(

@@ -224,30 +224,58 @@ async def test_a_call_that_may_have_been_charged_waits_for_an_operator(
         assert (report.counts.drafted, report.counts.failed, report.status) == (0, 0, "ok")
     assert (await items.get(rig.store, item.id)).state == State.DRAFTING
     assert llm.calls == 0 and await claim_states(rig.store) == ["uncertain"]
-    alerts = [
-        bot_alerts.row_text(a)
-        for a in await outbox.due(rig.store, now + timedelta(hours=1), ["alert"])
-    ]
-    told = [text for text in alerts if f"item {item.id}" in text]
-    assert len(told) == 1 and f"gatehouse reconcile-claim {claim_id} <usd> <evidence>" in told[0]
-    assert f"item {item.id} waits in drafting until this claim is settled" in told[0]
+    await ledger.recover(rig.store, now + timedelta(minutes=2))  # the sweep's pass
+    alerts = await outbox.due(rig.store, now + timedelta(hours=1), ["alert"])
+    [told] = [bot_alerts.row_text(a) for a in alerts if a.payload.get("about")]
+    assert told.startswith("💸 1 call was cut off") and "Not charged" in told
+    assert f"item {item.id} waits in drafting until this claim is settled" in told
 
-    # The operator settles it; the item then fails, and a replay drafts it once more.
+
+async def test_an_item_behind_a_settled_claim_goes_on_by_itself(
+    rig: Rig, llm: FakeLLM, feeds: FeedServer, now: datetime
+) -> None:
+    """Settled with no answer kept, the claim no longer holds its item back: the next
+    tick drafts it under the next try's key, with no replay and the same attempt."""
+    feeds.set("/feed.xml", rss([]))
+    item, claim_id = await orphan_claim(rig, now, timedelta(minutes=5))
+    await ledger.start_provider(rig.store, claim_id, now)  # then the process died
+    await rig.tick(now + timedelta(minutes=1))
+    assert await claim_states(rig.store) == ["uncertain"]
+
     later = now + timedelta(minutes=3)
     await operations.reconcile_claim(
         rig.store, claim_id, "0.001234", "invoice 7", "operator:7", later
     )
     assert (await timetable.all_states(rig.store))["news"].run_requested_at == later
     await rig.tick(later)
-    failed = await items.get(rig.store, item.id)
-    assert failed.state == State.FAILED and failed.reason is not None
-    assert (
-        f"budget claim {claim_id} for this attempt was settled without an output" in failed.reason
-    )
-    await operations.replay(rig.store, item.id, "operator:7", later)
-    await rig.tick(later + timedelta(minutes=1))
-    assert (await items.get(rig.store, item.id)).state == State.AWAITING_APPROVAL
+    drafted = await items.get(rig.store, item.id)
+    assert (drafted.state, drafted.attempt) == (State.AWAITING_APPROVAL, 1)
     assert llm.calls == 1 and await claim_states(rig.store) == ["settled", "settled"]
+    await rig.tick(later + timedelta(minutes=1))  # nothing more is paid for
+    assert llm.calls == 1
+
+
+async def test_an_item_the_sla_dropped_behind_an_uncertain_claim_comes_back_when_settled(
+    rig: Rig, llm: FakeLLM, feeds: FeedServer, now: datetime
+) -> None:
+    """Settled after the drafting SLA dropped the item (a night's wait): one Not charged
+    for the episode brings it back as a new attempt, drafted at the next tick."""
+    feeds.set("/feed.xml", rss([]))
+    item, claim_id = await orphan_claim(rig, now, timedelta(minutes=5))
+    await ledger.start_provider(rig.store, claim_id, now)  # then the process died
+    await rig.tick(now + timedelta(minutes=1))
+    night = now + timedelta(hours=8)
+    await sla.sweep(rig.store, night)
+    assert (await items.get(rig.store, item.id)).state == State.BREACH
+
+    done = await operations.settle_uncertain(
+        rig.store, "zero", "console: no such request", "operator:7", night
+    )
+    assert [s.claim.id for s in done.settled] == [claim_id] and done.replayed == (item.id,)
+    await rig.tick(night)
+    drafted = await items.get(rig.store, item.id)
+    assert (drafted.state, drafted.attempt) == (State.AWAITING_APPROVAL, 2)
+    assert llm.calls == 1
 
 
 async def test_a_reserved_claim_past_its_lease_is_drafted_under_the_same_key(

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from store import db, errors, items, ledger
+from store import clock, db, errors, items, ledger
 from store.audit import events
 from store.ledger import budgets, claims
 from store.ledger.machine import ClaimState
@@ -121,18 +121,23 @@ async def test_an_uncertain_claim_alerts_once_naming_its_item(
     await ledger.start_provider(store, work.id, now)
     await ledger.fail(store, work.id, "timed out", now)
     await ledger.fail(store, work.id, "timed out again", now)  # uncertain stays: no change
+    assert await alert_rows(store) == []  # told with its episode, by claim recovery
+    await ledger.recover(store, now)
+    await ledger.recover(store, now)  # named already: no second alert
     [(item_id, key, payload)] = await alert_rows(store)
-    assert (item_id, key, payload["item_id"], payload["about"]) == (
-        item.id,
-        f"claim-uncertain:{work.id}",
-        item.id,
-        "claim_uncertain",
+    assert (item_id, key, payload["about"]) == (
+        None,
+        f"claims-uncertain:{work.id}:{clock.to_ms(now)}",
+        "claims_uncertain",
     )
     assert payload["facts"] == {
-        "claim_id": work.id,
-        "pipeline": "news",
+        "claim_ids": [work.id],
+        "pipelines": ["news"],
+        "items": 1,
         "reason": "timed out",
         "held_micros": 1_000,
+        "first_started": clock.to_ms(now),
+        "last_started": clock.to_ms(now),
     }
 
 
