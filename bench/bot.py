@@ -250,7 +250,7 @@ async def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench bot")
     parser.add_argument("--taps", type=int, default=200)
     parser.add_argument("--feed-items", type=int, default=1000, help="new items per tick")
-    args = parser.parse_args(argv)
+    args = common.parse(parser, argv, taps=20, feed_items=100)
     with tempfile.TemporaryDirectory() as tmp:
         ours = await gatehouse(args.taps, args.feed_items, Path(tmp))
     theirs = await bare(args.taps)

@@ -188,7 +188,7 @@ async def main(argv: list[str]) -> None:
     )
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--callers", type=int, default=64)
-    args = parser.parse_args(argv)
+    args = common.parse(parser, argv, count=50, rounds=1, callers=8)
     seq, con, plain, grouped, group_sizes, in_writer = [], [], [], [], [], []
     handoff: list[float] = []
     #: Each round's ratios, side by side in time (see the module docstring).
