@@ -5,6 +5,7 @@
     python3 dev.py test --fast   # all but the slow end-to-end tests (pytest -m "not slow")
     python3 dev.py lint     # ruff and mypy
     python3 dev.py coverage # the test suite under coverage: line and branch, per package
+    python3 dev.py bench --smoke   # every bench at its small size: each must end in its JSON line
     python3 dev.py schema   # write docs/schema/*.sql from the migrations
     python3 dev.py schema --check   # fail when either schema file is not what the migrations make
     python3 dev.py setup    # only create .venv and install the locked dependencies
@@ -17,10 +18,13 @@ README commands work on a machine that has only Python and git.
 
 from __future__ import annotations
 
+import importlib
+import json
 import os
 import signal
 import subprocess
 import sys
+import time
 import venv
 from pathlib import Path
 
@@ -83,6 +87,35 @@ def _coverage(rest: list[str]) -> int:
     return tests or (1 if short else 0)
 
 
+def _benches() -> list[str]:
+    """The benches `python -m bench` knows (its table imports nothing but the stdlib)."""
+    return list(importlib.import_module("bench.__main__").BENCHES)
+
+
+def _bench(rest: list[str]) -> int:
+    """Run every bench with `rest` (CI: --smoke), one after another; each must exit 0
+    and print one JSON object as its last line. A failed one is shown whole."""
+    failed = []
+    for name in _benches():
+        started = time.monotonic()
+        done = subprocess.run(
+            [str(PY), "-m", "bench", name, *rest], cwd=ROOT, capture_output=True, text=True
+        )
+        seconds = time.monotonic() - started
+        lines = done.stdout.strip().splitlines()
+        try:
+            ok = done.returncode == 0 and isinstance(json.loads(lines[-1]), dict)
+        except (IndexError, ValueError):
+            ok = False
+        print(f"bench {name:<12} {seconds:6.1f} s  {'ok' if ok else 'FAILED'}", flush=True)
+        if not ok:
+            failed.append(name)
+            print(done.stdout[-4000:], done.stderr[-4000:], sep="\n", file=sys.stderr)
+    if failed:
+        print(f"benches failed: {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
+
+
 def _demo(rest: list[str]) -> int:
     # Its own session: a terminal's Ctrl-C reaches this process alone, which passes
     # it on once; SIGINT or SIGTERM sent to this pid stop the demo the same way.
@@ -123,9 +156,11 @@ def main(argv: list[str]) -> int:
         return _demo(rest)
     if command == "coverage":
         return _coverage(rest)
+    if command == "bench":
+        return _bench(rest)
     if command == "schema":  # PostgreSQL's needs the local server (see store/sql/generate.py)
         return subprocess.call([str(PY), "-m", "store.sql.generate", *rest], cwd=ROOT)
-    valid = "demo, test, lint, coverage, schema, setup"
+    valid = "demo, test, lint, coverage, bench, schema, setup"
     print(f"unknown command {command!r}; valid: {valid}", file=sys.stderr)
     return 2
 

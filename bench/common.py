@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sqlite3
@@ -10,6 +11,19 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+
+def parse(parser: argparse.ArgumentParser, argv: list[str], **smoke: Any) -> argparse.Namespace:
+    """`parser`'s arguments, with `--smoke` added: a run at the small size `smoke` gives
+    (flags given with it still win), which exercises the bench's whole path in seconds.
+    CI runs every bench so (`python3 dev.py bench --smoke`), so none rots unnoticed; its
+    figures mean nothing."""
+    parser.add_argument(
+        "--smoke", action="store_true", help="a small run that only shows the bench works (CI)"
+    )
+    if "--smoke" in argv:
+        parser.set_defaults(**smoke)
+    return parser.parse_args(argv)
 
 
 def percentile(samples: list[float], p: float) -> float:

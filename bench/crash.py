@@ -389,7 +389,7 @@ async def main(argv: list[str]) -> None:
         help="do not wait out the leases of claims a kill left started (faster; such items"
         " are counted as orphaned and as held)",
     )
-    args = parser.parse_args(argv)
+    args = common.parse(parser, argv, kills=2, wait_leases=False)
     if args.kills < 1:
         parser.error("--kills must be at least 1")
     if args.keep:

@@ -97,7 +97,7 @@ async def main(argv: list[str]) -> None:
     parser.add_argument("--batches", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=5, help="alternating measurements")
     parser.add_argument("--dir", type=Path, default=None, help="where to build the database")
-    args = parser.parse_args(argv)
+    args = common.parse(parser, argv, rows=2000, batches=20, rounds=2)
     rng = random.Random(42)
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         data_dir = Path(tmp) / "data"

@@ -155,7 +155,9 @@ async def main(argv: list[str]) -> None:
     parser.add_argument("--tick-items", type=int, default=1000)
     parser.add_argument("--tick-rules", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=3)
-    args = parser.parse_args(argv)
+    args = common.parse(
+        parser, argv, load_rules=300, rules=10, entries=200, tick_items=50, tick_rules=5, rounds=1
+    )
     loaded = time_load(args.load_rules)
     gc.freeze()
     matched = time_rules(args.rules, args.entries)

@@ -85,7 +85,8 @@ async def _fetch_bomb() -> tuple[float, float, str]:
 
 
 async def main(argv: list[str]) -> None:
-    argparse.ArgumentParser(prog="python -m bench hostile").parse_args(argv)
+    # Small already: --smoke runs it as it is.
+    common.parse(argparse.ArgumentParser(prog="python -m bench hostile"), argv)
     # The first load pays for pydantic's model building; time a warm one as well.
     cold, _, _ = _load_hostile_dir()
     warm, loaded, errors = _load_hostile_dir()

@@ -198,7 +198,7 @@ async def main(argv: list[str]) -> None:
     parser.add_argument("--workers", type=int, default=32)
     parser.add_argument("--latency-ms", type=float, default=20.0, help="each provider call")
     parser.add_argument("--dir", type=Path, default=None, help="where to build the database")
-    args = parser.parse_args(argv)
+    args = common.parse(parser, argv, cycles=100, workers=4, latency_ms=1.0)
     n, w, latency = args.cycles, args.workers, args.latency_ms / 1000
     seq_n = max(100, n // 20)
     warm_n = max(500, n // 10)

@@ -213,7 +213,7 @@ def bytes_in_use(conn: backend.Conn) -> tuple[int, dict[str, int]]:
 async def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench lifecycle")
     parser.add_argument("--items", type=int, default=100_000)
-    args = parser.parse_args(argv)
+    args = common.parse(parser, argv, items=200)
     with tempfile.TemporaryDirectory() as tmp:
         pipeline = pipeline_config(Path(tmp))
         store = await db.open(db.StoreConfig(data_dir=Path(tmp) / "data"))

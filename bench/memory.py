@@ -96,7 +96,7 @@ async def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench memory")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--idle", type=float, default=5.0, help="seconds idle before reading")
-    args = parser.parse_args(argv)
+    args = common.parse(parser, argv, runs=1, idle=0.5)
     plain: list[float] = []
     observed: list[float] = []
     charted: list[float] = []

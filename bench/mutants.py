@@ -4,6 +4,7 @@
     python -m bench mutants --only chain ledger  # some groups
     python -m bench mutants --show               # also print the diff of each survivor
     python -m bench mutants --work /tmp/mutants  # keep the copies: a second run is incremental
+    python -m bench mutants --smoke              # check the groups and SQL mutations, run none
 
 The tool is mutmut 3, chosen over cosmic-ray 8.7 after running both here on
 bot/cards/callbacks.py (Python 3.11, three top-level packages, pytest-asyncio). mutmut
@@ -34,6 +35,8 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from bench import mutants_dry
 
 ROOT = Path(__file__).resolve().parent.parent
 EQUIVALENT = Path(__file__).with_name("mutants_equivalent.txt")
@@ -434,7 +437,14 @@ async def main(argv: list[str]) -> None:
     parser.add_argument("--children", type=int, default=1, help="mutants run at once")
     parser.add_argument("--show", action="store_true", help="print each survivor's diff")
     parser.add_argument("--work", type=Path, help="keep the scratch copies here, to rerun fast")
+    parser.add_argument(
+        "--smoke", action="store_true", help="check every group and SQL mutation, run none (CI)"
+    )
     args = parser.parse_args(argv)
+    if args.smoke:
+        with tempfile.TemporaryDirectory(prefix="gatehouse-mutants-") as tmp:
+            print(json.dumps(mutants_dry.check(Path(tmp))))
+        return
 
     def run_in(work: Path) -> dict[str, str]:
         outcomes: dict[str, str] = {}

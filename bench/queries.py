@@ -166,7 +166,7 @@ async def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench queries")
     parser.add_argument("--items", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=200)
-    args = parser.parse_args(argv)
+    args = common.parse(parser, argv, items=2000, repeat=5)
     if args.items < 2 * AWAITING:
         parser.error(f"--items must be at least {2 * AWAITING}")
     data_dir = cache_dir(args.items)

@@ -268,7 +268,7 @@ async def main(argv: list[str]) -> None:
     parser.add_argument(
         "--workers", type=int, nargs="+", default=[1, 2, 4], help="PostgreSQL worker counts"
     )
-    args = parser.parse_args(argv)
+    args = common.parse(parser, argv, items=64, pipelines=2, workers=[1, 2], reply_delay=0.01)
     server = pg_databases.Server.find()
     if server.unreachable:
         print(f"skipped: no PostgreSQL server ({server.unreachable})")

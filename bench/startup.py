@@ -133,7 +133,7 @@ def time_python(code: str = "pass") -> float:
 async def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench startup")
     parser.add_argument("--runs", type=int, default=10)
-    args = parser.parse_args(argv)
+    args = common.parse(parser, argv, runs=2)
     with tempfile.TemporaryDirectory() as tmp:
         data_dir = Path(tmp) / "data"
         time_run(data_dir, bytecode=True)  # creates the store; untimed

@@ -206,7 +206,7 @@ async def main(argv: list[str]) -> None:
     parser.add_argument(
         "--load", type=int, default=0, help="with --full-text: processes burning CPU beside it"
     )
-    args = parser.parse_args(argv)
+    args = common.parse(parser, argv, items=100, history=50, rounds=1)
     if args.full_text:
         await full_text(args.items, args.rounds, args.load)
         return

@@ -1,6 +1,6 @@
 """Transition throughput: a state change plus its event in one transaction, synchronous=FULL.
 
-    python -m bench transitions [--count 500] [--rounds 5] [--callers 64]
+    python -m bench transitions [--count 500] [--rounds 5] [--callers 64] [--smoke]
 
 Per round: the store API with one caller at a time; plain sqlite3 doing the same work,
 one transaction each (same pragmas); the store API with 64 concurrent callers, whose
@@ -18,12 +18,13 @@ the writer's thread from BEGIN to COMMIT (the same statements as plain sqlite3's
 hand-off to that thread and back, which plain sqlite3 never pays. On a VM the hand-off is
 mostly two thread wake-ups across vCPUs, and it moves with the machine, not the code.
 
-"The same work" is the store's own four statements per transition: read the row to
-decide on (compare-and-set), look up the last automatic entry (the re-entry floor), the
-UPDATE and INSERT the (unsealed) event; the leader's sealer hashes events later, in
-batches. The store cannot skip the two reads without giving up an invariant. The
-`*_update_insert` figures compare with plain sqlite3 running the UPDATE and INSERT
-alone, as this bench did before.
+"The same work" is the store's own statements, recorded from its unit
+(`items.transition_sync` on a connection that notes what it sends, in a transaction rolled
+back before the clock starts) and replayed: today a read of the row to decide on, the
+compare-and-set UPDATE (which checks the re-entry floor inside) and the INSERT of the
+(unsealed) event; the leader's sealer hashes events later, in batches. Recorded, not
+copied, so the baseline follows the store's statements as they change. The
+`*_update_insert` figures compare with plain sqlite3 sending the writes alone.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
+import sqlite3
 import tempfile
 import time
 from collections.abc import Callable
@@ -39,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import common
-from store import clock, db, items, machine, sql
+from store import db, items
 from store.backends import lanes, sqlite_store, writer
 from store.machine import State
 
@@ -101,47 +103,62 @@ async def concurrent(store: db.Store, ids: list[int], callers: int) -> float:
     return len(ids) / (time.perf_counter() - started)
 
 
+class _Recording:
+    """A plain sqlite3 connection that notes each statement a unit sends and its
+    parameters: the baseline then sends exactly the store's own, whatever they become."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+        self.sent: list[tuple[str, Any]] = []
+
+    @property
+    def in_transaction(self) -> bool:
+        return self.conn.in_transaction
+
+    def execute(self, statement: str, parameters: Any = ()) -> sqlite3.Cursor:
+        self.sent.append((statement, parameters))
+        return self.conn.execute(statement, parameters)
+
+    def executemany(self, statement: str, parameters: Any) -> sqlite3.Cursor:
+        raise AssertionError("a single transition sends no executemany; the replay needs one")
+
+
+def store_statements(conn: sqlite3.Connection, ids: list[int]) -> list[list[tuple[str, Any]]]:
+    """Each transition's statements and parameters as the store's own unit sends them
+    (items.transition_sync on a recording connection), in a transaction rolled back."""
+    recording = _Recording(conn)
+    sent: list[list[tuple[str, Any]]] = []
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for item_id in ids:
+            recording.sent = []
+            items.transition_sync(recording, item_id, State.DRAFTING, "system", NOW)
+            sent.append(recording.sent)
+    finally:
+        conn.execute("ROLLBACK")
+    return sent
+
+
+def _is_read(statement: str) -> bool:
+    return statement.lstrip().upper().startswith("SELECT")
+
+
 def raw(path: Path, ids: list[int], groups: list[int], *, reads: bool = True) -> float:
-    """The store's own statements in plain sqlite3, `groups[i]` transitions per transaction;
-    without `reads`, the UPDATE and event INSERT alone."""
-    q_items, q_events = sql.load("items"), sql.load("events")
-    move, insert = q_items["move"], q_events["insert"]
+    """The store's own statements (recorded from its unit, untimed) in plain sqlite3,
+    `groups[i]` transitions per transaction; without `reads`, its writes alone (the
+    UPDATE and the event's INSERT)."""
     conn = common.raw_connect(path)
-    at = clock.to_ms(NOW)
-    deadline = clock.to_ms(NOW + machine.DEADLINES[State.DRAFTING])
-    pending = iter(ids)
+    conn.row_factory = sqlite_store.Row  # the rows the store's unit reads its item from
+    sent = store_statements(conn, ids)
+    if not reads:
+        sent = [[(q, p) for q, p in one if not _is_read(q)] for one in sent]
+    pending = iter(sent)
     started = time.perf_counter()
     for size in groups:
         conn.execute("BEGIN IMMEDIATE")
-        for item_id in itertools.islice(pending, size):
-            if reads:
-                conn.execute(q_items["lock"], {"id": item_id}).fetchone()
-                floor = {"entity": "item", "entity_id": str(item_id), "to_state": "drafting"}
-                conn.execute(q_events["last_entry"], floor).fetchone()
-            conn.execute(
-                move,
-                {
-                    "id": item_id,
-                    "from_state": "new",
-                    "to_state": "drafting",
-                    "attempt": 1,
-                    "version": 0,
-                    "reason": None,
-                    "now": at,
-                    "deadline": deadline,
-                },
-            )
-            event = {
-                "entity": "item",
-                "entity_id": str(item_id),
-                "from_state": "new",
-                "to_state": "drafting",
-                "actor": "system",
-                "attempt": 1,
-                "reason": None,
-                "at": at,
-            }
-            conn.execute(insert, event)
+        for statements in itertools.islice(pending, size):
+            for statement, parameters in statements:
+                conn.execute(statement, parameters).fetchall()
         conn.execute("COMMIT")
     rate = sum(groups) / (time.perf_counter() - started)
     conn.close()
@@ -171,7 +188,7 @@ async def main(argv: list[str]) -> None:
     )
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--callers", type=int, default=64)
-    args = parser.parse_args(argv)
+    args = common.parse(parser, argv, count=50, rounds=1, callers=8)
     seq, con, plain, grouped, group_sizes, in_writer = [], [], [], [], [], []
     handoff: list[float] = []
     #: Each round's ratios, side by side in time (see the module docstring).

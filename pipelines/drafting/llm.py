@@ -410,4 +410,3 @@ def held_reason(item_id: int) -> str:
         f"the process stopped during its provider call; item {item_id} waits in drafting "
         "until this claim is settled, then is drafted again by itself"
     )
-
