@@ -119,9 +119,10 @@ async def recover(store: Store, now: datetime, batch: int = 100) -> list[Claim]:
 async def reconcile(
     store: Store, work_id: int, actual_micros: int, evidence: str, actor: str, now: datetime
 ) -> Settlement:
-    """Settle an uncertain claim with the figure its evidence shows (an operator action)."""
+    """Settle an uncertain claim with the figure its evidence shows (an operator action),
+    and let the item that waited behind it go on (ledger_uncertain.reconcile_sync)."""
     return await store.write(
-        ledger_settle.reconcile_sync, work_id, actual_micros, evidence, actor, now
+        ledger_uncertain.reconcile_sync, work_id, actual_micros, evidence, actor, now
     )
 
 

@@ -123,7 +123,7 @@ def test_a_button_of_exactly_64_bytes_is_made() -> None:
         ("2:a:12:1:3", "older version of the bot"),
         ("1:a:12:1", "older version of the bot"),
         ("1:a:12:1:3:4", "older version of the bot"),
-        ("1:z:12:1:3", "malformed"),
+        ("1:q:12:1:3", "malformed"),  # no action has the code q
         ("1:w0:12:1:3", "malformed"),  # an arg is 1 to 9, and absent for none
         ("1:w10:12:1:3", "malformed"),
         ("1:wx:12:1:3", "malformed"),

@@ -31,6 +31,7 @@ import pytest
 
 from bot.demo.botapi import localapi
 from bot.demo.botapi import state as localapi_state
+from store import sql
 from tests import pg_databases
 from tests.fakes import feeds
 from tests.fakes.feed_server import FeedServer
@@ -242,17 +243,8 @@ SEALER_WAITING = (
     "SELECT count(*) FROM pg_stat_activity"
     " WHERE wait_event_type = 'Lock' AND query LIKE '%UPDATE events SET seq%'"
 )
-#: The sealed head, locked as the sealer locks it before a batch (store/sql/postgres).
-LOCK_HEAD = "SELECT seq FROM events WHERE seq IS NOT NULL ORDER BY seq DESC LIMIT 1 FOR UPDATE"
-
-
-def _locked_the_head(head: psycopg.Connection[Any]) -> bool:
-    locked = head.execute(LOCK_HEAD).fetchone()
-    newest = head.execute("SELECT max(seq) FROM events").fetchone()
-    if locked is not None and newest is not None and locked[0] == newest[0]:
-        return True
-    head.rollback()
-    return False
+#: The sealing lock, taken as the sealer takes it before a batch (store/sql/postgres).
+LOCK_HEAD = sql.parse((sql.POSTGRES_DIR / "events.sql").read_text())["lock_head"]
 
 
 @contextlib.contextmanager
@@ -260,9 +252,9 @@ def sealer_held_mid_batch(url: str, worker: Worker) -> Iterator[None]:
     """Hold the sealer still between the head and three new events, then let it seal
     the first two and wait on the third: the body runs with the batch half done."""
     with psycopg.connect(url) as head, psycopg.connect(url) as last:
-        # The sealer's next batch waits for it; a lock taken while a batch was committing
-        # lands on the head that batch moved past, so take it again until it is the head.
-        wait_for(lambda: _locked_the_head(head), 30, "the head locked")
+        # The sealer's next batch waits for it (a transaction's advisory lock: held until
+        # the rollback below).
+        head.execute(LOCK_HEAD)
         for usd in ("101", "102", "103"):  # three audited changes, as an operator makes
             made = cli(worker, "set-budget", "news", "day", usd)
             assert made.returncode == 0, made.stdout + made.stderr
