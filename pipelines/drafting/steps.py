@@ -86,6 +86,8 @@ async def walk(steps: tuple[Step, ...], item: Item, now: datetime) -> drafters.D
         work = await step.run(work)
     assert work.result is not None, "a plan ends with its draft step"
     result, note = work.result, work.result.note
+    if not work.ahead and not work.after and work.image_url is None:
+        return result
     if work.ahead or work.after:
         note = "\n".join((*work.ahead, *((note,) if note else ()), *work.after))
     return dataclasses.replace(result, note=note, image_url=work.image_url or result.image_url)

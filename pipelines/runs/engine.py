@@ -5,7 +5,8 @@
 
 A source that fails fails alone: its reason goes into the run record and the other
 sources still deliver. Each item's path is new -> drafting -> awaiting_approval, with
-its approval card queued in the outbox in the same transaction as the last step.
+its approval card queued in the outbox in the same transaction as the last step; in
+drafting it walks its pipeline's steps (pipelines/drafting/steps.py: triage, full text, draft).
 
 Every tick also resumes the pipeline's items left in drafting by a crash (startup asks
 for a run at once, see store/backends/startup.py): the drafter reuses an output the provider
