@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from pipelines.drafting import drafters, question
+from pipelines.drafting import drafters
+from pipelines.drafting import question as triage_question
 from pipelines.runs import triage
 from store.items import Item
 
@@ -107,7 +108,7 @@ class Draft:
 class Triage:
     """Asks the triage's question, and lets on the entries that pass."""
 
-    question: question.Question
+    question: triage_question.Question
 
     async def run(self, work: Work) -> Work:
         if work.item.attempt > 1:  # a replay: the operator overruled triage
@@ -120,7 +121,7 @@ class Triage:
         except drafters.DraftWaits:
             raise  # a try whose call may have been paid: never a second one
         except drafters.DraftFailed as exc:
-            return _cannot_run(config, work, question.of_the_answer(str(exc), exc.reason))
+            return _cannot_run(config, work, triage_question.of_the_answer(str(exc), exc.reason))
         except triage.InvalidVerdict as exc:
             return _cannot_run(config, work, str(exc))
         if not verdict.passes(config.threshold):
