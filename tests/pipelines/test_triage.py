@@ -20,7 +20,7 @@ from pipelines import operations
 from pipelines.approval import sla
 from pipelines.config import spec
 from pipelines.drafting import calls, choice, drafters
-from pipelines.drafting import triage as triage_drafter
+from pipelines.drafting import question as triage_drafter
 from pipelines.providers import client as providers
 from pipelines.runs import engine, triage
 from store import db, items, ledger, outbox
