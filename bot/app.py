@@ -46,15 +46,15 @@ from bot.cards import actions, keyboards, review_handlers, routes, taps, uncerta
 from bot.chat import auth, group_events, handlers, lists, polling, rooms, sender
 from bot.process import control, logs, startup, storage_alarm
 from bot.web import api, metrics
-from pipelines import httpclient
-from pipelines.approval import card_trail, nudges
+from pipelines.approval import card_trail
 from pipelines.audit import trust as audit_trust
 from pipelines.audit import witness as audit_witness
 from pipelines.dispatch import dispatcher
 from pipelines.drafting import choice
+from pipelines.ground import httpclient, waiting
 from pipelines.runs import triage_digest
+from pipelines.service import nudges
 from pipelines.service import runtime as runtime_mod
-from pipelines.service import workers
 from store import db, errors, outbox, payloads
 
 log = logging.getLogger(__name__)
@@ -301,7 +301,7 @@ async def _start_updates(
         async def poll(lost: asyncio.Event) -> None:
             # Until the lead is lost, or a clean stop begins (no new taps from then on).
             stop = asyncio.Event()
-            watch = asyncio.ensure_future(workers.set_when_any(stop, (lost, runtime.stopping)))
+            watch = asyncio.ensure_future(waiting.set_when_any(stop, (lost, runtime.stopping)))
             try:
                 await polling.poll(application, runtime.leader, ALLOWED_UPDATES, stop)
             finally:

@@ -16,7 +16,8 @@ from bot.cards import actions, callbacks
 from bot.chat import handlers, lists, people, render, wording
 from bot.web import metrics
 from pipelines import operations
-from pipelines.approval import card_trail, flow, nudges
+from pipelines.approval import card_trail, flow
+from pipelines.service import nudges
 from store import drafts, errors, items, outbox, units
 from store.audit import events
 from store.machine import State

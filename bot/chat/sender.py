@@ -50,6 +50,7 @@ from bot.cards.sent_messages import UNREAD, Sent
 from bot.chat import alerts, people, render
 from bot.chat.rooms import Rooms
 from bot.process import logs
+from pipelines.ground import waiting
 from pipelines.runs import logfields, retry
 from pipelines.service import workers
 from pipelines.text import telegram as telegram_text
@@ -189,12 +190,12 @@ class Sender:
             self._wake.clear()  # before reading: a row committed meanwhile wakes the wait
             now = self._clock()
             rows = await outbox.due(self.store, now, KINDS, limit=BATCH)
-            waiting = [row for row in rows if self._skip(row, now)]
+            skipped = [row for row in rows if self._skip(row, now)]
             for row in rows:
                 await self.send_row(row, now)
             # A full batch is followed at once, unless every row in it has to wait.
-            if len(rows) < BATCH or len(waiting) == len(rows):
-                await workers.wait_any((self._wake, stop), await self._idle_s(self._clock()))
+            if len(rows) < BATCH or len(skipped) == len(rows):
+                await waiting.wait_any((self._wake, stop), await self._idle_s(self._clock()))
 
     async def _idle_s(self, now: datetime) -> float:
         """Seconds until the next retry falls due or a flood hold ends (POLL_EVERY_S at most)."""
@@ -277,7 +278,7 @@ class Sender:
             log.error("outbox row %d (%s) failed unexpectedly", row.id, row.kind, exc_info=exc)
             if self._report is not None:
                 await self._report(NAME, exc, f"on outbox row {row.id}")
-            reason = _redact(f"unexpected {workers.describe(exc)}")
+            reason = _redact(f"unexpected {waiting.describe(exc)}")
             await self._retry(row, reason, now + self._backoff(row))
 
     def _backoff(self, row: outbox.Row) -> timedelta:

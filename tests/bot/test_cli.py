@@ -602,7 +602,7 @@ def test_status_lists_pipelines_without_loading_their_models(tmp_path: Path) -> 
         "from pipelines.config import names\n"
         f"print(names.declared(Path({str(tmp_path)!r})))\n"
         "heavy = ('pipelines.config.spec', 'croniter', 'jsonschema', 'cryptography',\n"
-        "         'pipelines.providers.client', 'store.backends.to_postgres', 'bot.demo.content')\n"
+        "         'pipelines.providers.client', 'store.upkeep.to_postgres', 'bot.demo.content')\n"
         "print(sorted(n for n in heavy if n in sys.modules))"
     )
     done = subprocess.run(
