@@ -43,8 +43,10 @@ from telegram.request import HTTPXRequest
 
 from bot import settings as settings_mod
 from bot.cards import actions, keyboards, review_handlers, routes, taps, uncertain
-from bot.chat import auth, group_events, handlers, lists, polling, rooms, sender
-from bot.process import control, logs, startup, storage_alarm
+from bot.chat import auth, group_events, kit, lists, polling, rooms, sender
+from bot.commands import handlers
+from bot.ground import logs, storage_alarm
+from bot.process import control, startup
 from bot.web import api, metrics
 from pipelines.approval import card_trail
 from pipelines.audit import trust as audit_trust
@@ -95,7 +97,7 @@ def build(cfg: settings_mod.Settings, token: str) -> App:
     application: App = (
         ApplicationBuilder()
         .token(token)
-        .context_types(handlers.CONTEXT_TYPES)
+        .context_types(kit.CONTEXT_TYPES)
         .base_url(cfg.telegram.base_url)
         .base_file_url(file_url(cfg.telegram.base_url))
         .rate_limiter(limiter)
@@ -251,7 +253,7 @@ async def serve(
         per_group_per_second=cfg.telegram.group_messages_per_minute / 60,
     )
     gate = auth.Gate(cfg.telegram.operators, cfg.telegram.rate_limit_per_minute)
-    application.bot_data["deps"] = handlers.Deps(
+    application.bot_data["deps"] = kit.Deps(
         runtime.store, runtime.pipelines, runtime.scheduler, gate, key, outbox_sender, runtime.now,
         workers=runtime.workers, lease_ttl=runtime.config.lease_ttl, broken=runtime.loaded.broken,
         drafter_for=runtime.config.drafter_for,

@@ -28,7 +28,7 @@ from telegram import error as tg_error
 from telegram.ext import Application, ApplicationHandlerStop
 from telegram.warnings import PTBUserWarning
 
-from bot.chat import handlers
+from bot.chat import kit
 from bot.web import metrics
 from pipelines.ground import waiting
 from pipelines.runs import retry
@@ -191,9 +191,9 @@ async def _unless_stopped(
     return None
 
 
-async def once(update: Update, context: handlers.Context) -> None:
+async def once(update: Update, context: kit.Context) -> None:
     """Stop an update that this or another worker has handled already."""
-    d = handlers.deps(context)
+    d = kit.deps(context)
     if not await updates.first_time(d.store, update.update_id, d.clock()):
         log.info("update %d was handled already; skipped", update.update_id)
         raise ApplicationHandlerStop

@@ -23,7 +23,7 @@ message whose answer could not be read is counted as delivered (id UNREAD), neve
 again. Pacing is PTB's AIORateLimiter's job (set up in bot.app) plus a per-chat
 aiolimiter bucket here. Among several workers only the leader sends (`may_send`): a
 tap handled elsewhere leaves its card edits to the leader's loop. How a card_edit row
-changes the cards already sent is bot.cards.edits' part. Cards of a pipeline that reviews
+changes the cards already sent is bot.chat.edits' part. Cards of a pipeline that reviews
 in a group go there (bot.chat.rooms): a group Telegram moved to a supergroup moves every
 reference and the row goes again; a group refusing the bot sends the row privately.
 """
@@ -44,12 +44,11 @@ from telegram import Bot, InlineKeyboardMarkup, LinkPreviewOptions, ReplyParamet
 from telegram import error as tg_error
 from telegram.constants import ParseMode
 
-from bot.cards import edits, sent_messages
-from bot.cards.edits import NO_PREVIEW
-from bot.cards.sent_messages import UNREAD, Sent
-from bot.chat import alerts, people, render
+from bot.chat import alerts, edits, people, render, sent_messages
+from bot.chat.edits import NO_PREVIEW
 from bot.chat.rooms import Rooms
-from bot.process import logs
+from bot.chat.sent_messages import UNREAD, Sent
+from bot.ground import logs
 from pipelines.ground import waiting
 from pipelines.runs import logfields, retry
 from pipelines.service import workers

@@ -15,8 +15,8 @@ from telegram import Bot, BotCommand
 from telegram import error as tg_error
 
 from bot import settings as settings_mod
-from bot.cards import callbacks
-from bot.chat import handlers
+from bot.commands import handlers
+from bot.ground import callbacks
 from pipelines.ground import waiting
 from pipelines.runs import retry
 from pipelines.service import workers

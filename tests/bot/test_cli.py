@@ -19,7 +19,8 @@ from typing import Any
 
 import pytest
 
-from bot.process import control, early
+from bot import early
+from bot.process import control
 from pipelines import operations
 from pipelines.dispatch import file as dispatch_file
 from pipelines.service import runtime as runtime_mod

@@ -11,9 +11,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bot.cards import callbacks
 from bot.chat import alerts as bot_alerts
 from bot.chat import render
+from bot.ground import callbacks
 from pipelines import operations
 from pipelines.approval import sla
 from pipelines.config import spec
