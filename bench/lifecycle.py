@@ -42,10 +42,11 @@ from pipelines.dispatch import dispatcher
 from pipelines.drafting import drafters
 from pipelines.runs import intake
 from pipelines.service import seal_loop
-from store import backend, db, drafts, items, outbox, retention
+from store import backend, db, drafts, items, outbox
 from store.audit import events
 from store.intake import seen
 from store.machine import State
+from store.upkeep import retention
 
 #: Items recorded per fetch transaction, and moved to drafting per transaction: a tick's.
 CHUNK = intake.RECORD_CHUNK

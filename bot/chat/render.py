@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from bot.chat import wording
-from bot.process import logs, storage_alarm
+from bot.ground import logs, storage_alarm
 from pipelines import operations
 from pipelines.service import workers
 from pipelines.text import telegram as telegram_text

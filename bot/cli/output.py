@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from bot.chat import people, render, wording
-from bot.process import storage_alarm
+from bot.ground import storage_alarm
 from pipelines import operations
 from pipelines.text import visible
 from store import items, ledger, units

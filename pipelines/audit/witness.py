@@ -29,7 +29,7 @@ from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from pipelines.audit import keys as audit_keys
 from pipelines.audit import trust
-from pipelines.service import workers
+from pipelines.ground import waiting
 from store import backend, outbox, units
 from store.audit import checkpoints, sealer, signers
 from store.db import Store
@@ -134,4 +134,4 @@ async def _witness(runtime: Any, stop: asyncio.Event, deployment: Deployment | N
         # Sealing first: a head signed right after start must not miss what waits unsealed
         # (it would sign nothing, or an older head, until the next turn).
         await sign(runtime.store, key, runtime.now(), post=True, seal_first=True)
-        await workers.wait_any((stop,), SIGN_EVERY_S)
+        await waiting.wait_any((stop,), SIGN_EVERY_S)

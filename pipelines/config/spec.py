@@ -34,11 +34,11 @@ from pydantic import (
 )
 
 from pipelines import dispatch, sources
-from pipelines.config import file_errors, names, paths
+from pipelines.config import file_errors, names
 from pipelines.drafting import prompt as drafting
+from pipelines.ground import cadence, paths
 from pipelines.runs import filters
 from pipelines.runs import triage as triage_block
-from pipelines.service import cadence
 from pipelines.sources import common
 from pipelines.text import validation
 

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import pydantic
 
-from pipelines.config import paths
+from pipelines.ground import paths
 from pipelines.runs import retry
 from pipelines.text import redaction
 

@@ -189,7 +189,7 @@ class ProviderClient:
     ) -> None:
         import httpx
 
-        from pipelines import httpclient
+        from pipelines.ground import httpclient
 
         self.settings = settings
         self._timeout = httpx.Timeout(settings.timeout_s, connect=settings.connect_timeout_s)

@@ -15,9 +15,9 @@ from telegram import Update
 
 from bot import app
 from bot import settings as settings_mod
-from bot.cards import callbacks
-from bot.chat import auth, handlers, render
-from bot.process import logs
+from bot.chat import auth, kit, render
+from bot.commands import handlers
+from bot.ground import callbacks, logs
 from pipelines import operations
 from pipelines.text import redaction
 
@@ -376,13 +376,13 @@ def test_help_names_each_command_once_with_its_arguments() -> None:
 def test_a_command_naming_a_pipeline_whose_file_failed_names_its_errors() -> None:
     """/status city, /run city ... when city.yaml did not load: its errors, not 'unknown'."""
     error = "/p/city.yaml:7: nope: unknown field 'nope'"
-    deps = handlers.Deps(
+    deps = kit.Deps(
         None, {}, None, auth.Gate([1], 0), KEY, None, datetime.now,  # type: ignore[arg-type]
         broken={"city": [error]},
     )  # fmt: skip
     context = types.SimpleNamespace(bot_data={"deps": deps}, args=["city"])
-    with pytest.raises(handlers.BadInput) as refused:
-        handlers.pipeline_arg(context, "status")  # type: ignore[arg-type]
+    with pytest.raises(kit.BadInput) as refused:
+        kit.pipeline_arg(context, "status")  # type: ignore[arg-type]
     assert str(refused.value) == (
         "pipeline &#x27;city&#x27; did not load: its file has errors (gatehouse check lists"
         f" every file&#x27;s):\n  {render.esc(error)}"

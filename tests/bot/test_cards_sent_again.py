@@ -17,10 +17,10 @@ from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, Update
 
 from bot import app as bot_app
 from bot import settings as settings_mod
-from bot.cards import callbacks, edits
-from bot.chat import auth, handlers, render, sender
+from bot.chat import auth, edits, kit, render, sender
 from bot.demo.botapi import localapi
 from bot.demo.botapi.state import ChatMessage
+from bot.ground import callbacks
 from pipelines.approval import card_trail, flow
 from store import db, drafts, items, outbox
 from tests.pipelines import test_review
@@ -177,7 +177,7 @@ async def application(
         ),
     )
     built = bot_app.build(cfg, TOKEN)
-    built.bot_data["deps"] = handlers.Deps(
+    built.bot_data["deps"] = kit.Deps(
         store, {"news": test_review.pipeline()}, None, auth.Gate(CHATS, 0), KEY,
         make_sender(store, bot, now), lambda: now,
     )  # fmt: skip

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from bot.process import logs
+from bot.ground import logs
 from pipelines.runs import logfields
 
 TOKEN = "123456:AAHsecretsecretsecretsecretsecret_xyz"

@@ -35,11 +35,11 @@ from pipelines.providers import client as providers
 from pipelines.runs import engine
 from pipelines.service import runtime
 from store import db, drafts, items, ledger, outbox
-from store.backends import startup
 from store.intake import runs, timetable
 from store.ledger import outputs as llm_outputs
 from store.ledger.machine import ClaimState
 from store.machine import State
+from store.upkeep import startup
 from tests.fakes.feed_server import FeedServer
 from tests.fakes.feeds import rss
 from tests.fakes.llm_server import FakeLLM

@@ -13,10 +13,9 @@ import pytest
 from pipelines.approval import sla
 from store import db, drafts, errors, items, machine, outbox, payloads, sql
 from store.audit import events, sealer
-from store.backends import migrate
+from store.backends import generate, migrate
 from store.machine import State
 from store.review import decisions
-from store.sql import generate
 from tests import forger, snapshot
 
 S = State

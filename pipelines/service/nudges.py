@@ -26,8 +26,8 @@ from typing import Any
 
 from pipelines.approval import flow
 from pipelines.config import spec
+from pipelines.ground import waiting
 from pipelines.operations import review
-from pipelines.service import workers
 from store import backend, drafts, errors, items, outbox, payloads, units
 from store.audit import events
 from store.db import Store
@@ -195,4 +195,4 @@ async def worker(runtime: Any, stop: asyncio.Event) -> None:
     """A pass every CHECK_EVERY_S until `stop` (a RuntimeConfig worker)."""
     while not stop.is_set():
         await sweep(runtime.store, runtime.pipelines, runtime.now())
-        await workers.wait_any((stop,), CHECK_EVERY_S)
+        await waiting.wait_any((stop,), CHECK_EVERY_S)

@@ -6,7 +6,7 @@ The sender (bot.chat.sender) calls this for each card_edit row and records what 
 as the row's message ids. Every live copy of the card is edited (the first one and any
 copy sent again), in place, in each chat: the last part of the card gets the decision's
 line and the buttons the edit calls for. SLA warnings about the version are brought up
-to date too (bot.cards.warning_edits).
+to date too (bot.chat.warning_edits).
 
 A card sent again (pipelines.approval.card_trail: `again_of`) comes with an edit naming it
 (`again_as`): once it is sent, the copy it replaced in each chat it reached says
@@ -24,9 +24,8 @@ from telegram import Bot, InlineKeyboardMarkup, LinkPreviewOptions
 from telegram import error as tg_error
 from telegram.constants import ParseMode
 
-from bot.cards import sent_messages, warning_edits
-from bot.cards.sent_messages import UNREAD, Sent
-from bot.chat import people, render
+from bot.chat import people, render, sent_messages, warning_edits
+from bot.chat.sent_messages import UNREAD, Sent
 from pipelines.approval import card_trail
 from store import errors, outbox
 from store.db import Store
