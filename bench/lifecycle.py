@@ -38,10 +38,9 @@ import httpx
 from bench import common
 from pipelines.approval import flow
 from pipelines.config import spec
-from pipelines.dispatch import dispatcher
 from pipelines.drafting import drafters
 from pipelines.runs import intake
-from pipelines.service import seal_loop
+from pipelines.service import dispatcher, seal_loop
 from store import backend, db, drafts, items, outbox
 from store.audit import events
 from store.intake import seen

@@ -51,11 +51,9 @@ from bot.web import api, metrics
 from pipelines.approval import card_trail
 from pipelines.audit import trust as audit_trust
 from pipelines.audit import witness as audit_witness
-from pipelines.dispatch import dispatcher
 from pipelines.drafting import choice
 from pipelines.ground import httpclient, waiting
-from pipelines.runs import triage_digest
-from pipelines.service import nudges
+from pipelines.service import dispatcher, nudges, triage_digest
 from pipelines.service import runtime as runtime_mod
 from store import db, errors, outbox, payloads
 

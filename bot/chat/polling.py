@@ -30,8 +30,7 @@ from telegram.warnings import PTBUserWarning
 
 from bot.chat import kit
 from bot.web import metrics
-from pipelines.ground import waiting
-from pipelines.runs import retry
+from pipelines.ground import retry, waiting
 from pipelines.service import leader, workers
 from store.review import updates
 

@@ -49,8 +49,7 @@ from bot.chat.edits import NO_PREVIEW
 from bot.chat.rooms import Rooms
 from bot.chat.sent_messages import UNREAD, Sent
 from bot.ground import logs
-from pipelines.ground import waiting
-from pipelines.runs import logfields, retry
+from pipelines.ground import logfields, retry, waiting
 from pipelines.service import workers
 from pipelines.text import telegram as telegram_text
 from store import errors, outbox, payloads

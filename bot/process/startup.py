@@ -17,8 +17,7 @@ from telegram import error as tg_error
 from bot import settings as settings_mod
 from bot.commands import handlers
 from bot.ground import callbacks
-from pipelines.ground import waiting
-from pipelines.runs import retry
+from pipelines.ground import retry, waiting
 from pipelines.service import workers
 
 log = logging.getLogger(__name__)

@@ -11,11 +11,10 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from pipelines.config import spec
+from pipelines.config import spec, triage
 from pipelines.drafting import calls, drafters, paid, question, replies, steps
 from pipelines.drafting import llm as llm_drafter
 from pipelines.providers import client as providers
-from pipelines.runs import triage
 from store.db import Store
 from store.ledger import prices as ledger_prices
 

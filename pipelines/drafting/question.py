@@ -18,8 +18,8 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Protocol
 
+from pipelines.config import triage
 from pipelines.drafting import calls, drafters
-from pipelines.runs import triage
 from store import backend
 from store.db import Store
 from store.items import Item

@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
+from pipelines.config import triage
 from pipelines.drafting import drafters
 from pipelines.drafting import question as triage_question
-from pipelines.runs import triage
 from store.items import Item
 
 

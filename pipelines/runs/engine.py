@@ -9,7 +9,7 @@ its approval card queued in the outbox in the same transaction as the last step;
 drafting it walks its pipeline's steps (pipelines/drafting/steps.py: triage, full text, draft).
 
 Every tick also resumes the pipeline's items left in drafting by a crash (startup asks
-for a run at once, see store/backends/startup.py): the drafter reuses an output the provider
+for a run at once, see store/upkeep/startup.py): the drafter reuses an output the provider
 already gave, drafts again under the same claim when no call was made, and holds the
 item (the claim's one alert says what to run) when a call may have been charged and
 left nothing. An exception in one item fails that item alone, with its reason, and the
@@ -32,7 +32,8 @@ import httpx
 from pipelines import sources
 from pipelines.config import spec
 from pipelines.drafting import drafters, moves, steps
-from pipelines.runs import fulltext, intake, logfields
+from pipelines.ground import logfields
+from pipelines.runs import fulltext, intake
 from pipelines.sources import articles, base
 from pipelines.text import similarity
 from store import backend, errors, items, outbox

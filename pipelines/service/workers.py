@@ -23,13 +23,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Literal
 
-from pipelines.ground import waiting
-
-# Re-exported until pipelines/dispatch/dispatcher.py and pipelines/runs/triage_digest.py
-# (other branches' files today) import them from pipelines.ground.waiting.
-from pipelines.ground.waiting import describe as describe
-from pipelines.ground.waiting import wait_any as wait_any
-from pipelines.runs import retry
+from pipelines.ground import retry, waiting
 from store import clock, errors, outbox
 from store.db import Store
 

@@ -18,7 +18,7 @@ from store.audit import events
 from store.machine import State
 
 Q = sql.load("redispatch")
-#: How a dispatch failure's reason begins (pipelines.dispatch.dispatcher writes it).
+#: How a dispatch failure's reason begins (pipelines.service.dispatcher writes it).
 DISPATCH_FAILURE = "dispatch:"
 
 

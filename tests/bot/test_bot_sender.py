@@ -19,7 +19,7 @@ from bot import app
 from bot.chat import sender, sent_messages
 from bot.demo.botapi import localapi
 from bot.demo.botapi import state as localapi_state
-from pipelines.runs import retry
+from pipelines.ground import retry
 from pipelines.service import workers
 from store import db, items, outbox
 

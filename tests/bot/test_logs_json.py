@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from bot.ground import logs
-from pipelines.runs import logfields
+from pipelines.ground import logfields
 
 TOKEN = "123456:AAHsecretsecretsecretsecretsecret_xyz"
 

@@ -14,9 +14,8 @@ import pytest
 from pipelines import dispatch
 from pipelines.approval import flow
 from pipelines.config import spec
-from pipelines.dispatch import dispatcher
 from pipelines.runs import engine
-from pipelines.service import runtime, workers
+from pipelines.service import dispatcher, runtime, workers
 from store import backend, db, drafts, items, machine, outbox
 from store.audit import events
 from store.cluster import heartbeats

@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 
 import pytest
 
+from pipelines.config import triage
 from pipelines.drafting import drafters, steps
-from pipelines.runs import triage
 from store.items import Item
 from store.machine import State
 

@@ -15,8 +15,7 @@ import pytest
 from bot.chat import render
 from bot.process import control
 from pipelines import operations
-from pipelines.ground import waiting
-from pipelines.runs import retry
+from pipelines.ground import retry, waiting
 from pipelines.service import runtime as runtime_mod
 from pipelines.service import workers
 from store import db, errors, outbox

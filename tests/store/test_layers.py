@@ -46,14 +46,14 @@ FLOORS: dict[str, list[tuple[str, set[str]]]] = {
         ("ground", {"ground"}),
         ("text", {"text"}),
         ("sources", {"sources"}),
+        ("dispatch", {"dispatch"}),
+        ("providers", {"providers"}),
         ("config", {"config"}),
         ("approval", {"approval"}),
-        ("providers", {"providers"}),
         ("drafting", {"drafting"}),
         ("runs", {"runs"}),
         ("audit", {"audit"}),
         ("service", {"service"}),
-        ("dispatch", {"dispatch"}),
         ("operations", {"operations"}),
     ],
     "bot": [
@@ -76,15 +76,6 @@ BACK_UP: dict[str, set[str]] = {
         "store.audit.paired -> store.outbox",
     },
     "pipelines": {
-        # Config models that live beside their runs: filters' and triage's go to config/.
-        "pipelines.config.spec -> pipelines.runs.filters",
-        "pipelines.config.spec -> pipelines.runs.triage",
-        "pipelines.drafting.choice -> pipelines.runs.triage",
-        "pipelines.drafting.triage -> pipelines.runs.triage",
-        # The retry formulas go to ground/, the dispatcher and the triage digest to service/.
-        "pipelines.providers.client -> pipelines.runs.retry",
-        "pipelines.runs.triage_digest -> pipelines.service.workers",
-        "pipelines.config.spec -> pipelines.dispatch",
         # A pipeline's template is checked when its file loads.
         "pipelines.config.spec -> pipelines.drafting.prompt",
         # The digest lists what awaits approval as the /pending list does.

@@ -16,7 +16,7 @@ from datetime import datetime, time, timedelta
 from typing import Any
 
 from pipelines.config import spec
-from pipelines.service import workers
+from pipelines.ground import waiting
 from store import outbox, units
 from store.db import Store
 from store.intake import dropped
@@ -65,4 +65,4 @@ async def worker(runtime: Any, stop: asyncio.Event) -> None:
     """A leader duty: post each day's lists once the day is over."""
     while not stop.is_set():
         await post(runtime.store, runtime.pipelines, runtime.now())
-        await workers.wait_any((stop,), CHECK_EVERY_S)
+        await waiting.wait_any((stop,), CHECK_EVERY_S)
