@@ -213,16 +213,10 @@ def decide_sync(
     rules = rule.Rules.of(pipeline.approval) if pipeline else rule.Rules(quorum)
     item = decisions.shown_sync(conn, item_id, attempt, version)
     ballot = _cast_sync(conn, item, operator_id, choice, now, actor, reason)
-    asked = pipeline is not None and rule.asks_version(rules, ballot)
-    verdict = rule.judge(rules, ballot, _version_sync(conn, item) if asked else None)
-    if verdict.outcome == "refused":  # the unit rolls back: the vote is not kept
-        raise WroteThisVersion(
-            f"you wrote version {item.version} of item {item.id}: another approver must "
-            "approve it (four eyes: approval.separate_editor)"
-        )
-    outcome = verdict.outcome
-    decision = Decision(item, outcome, ballot.approvals, rules.quorum, verdict.reach)
-    if outcome == "unchanged":
+    verdict = _judged_sync(conn, rules, item, ballot, asks=pipeline is not None)
+    assert verdict.outcome != "refused"  # _judged_sync raised
+    decision = Decision(item, verdict.outcome, ballot.approvals, rules.quorum, verdict.reach)
+    if verdict.outcome == "unchanged":
         return decision
     if verdict.to is None:  # a vote toward the quorum: the card says who is in
         for row in _rows(pipeline, decision, operator_id, choice, reason, actor, now):
@@ -231,7 +225,25 @@ def decide_sync(
     # The rows are asked for with the item as the move leaves it, and written by the move.
     ahead = replace(decision, item=replace(item, state=verdict.to, reason=verdict.reason))
     rows = _rows(pipeline, ahead, operator_id, choice, reason, actor, now)
-    return replace(decision, item=_move(conn, item, verdict, ballot, rows, now))
+    who = actor or events.operator(operator_id)
+    moved = _move(conn, item, verdict.to, who, now, verdict.reason, rows)
+    return replace(decision, item=moved)
+
+
+def _judged_sync(
+    conn: backend.Conn, rules: rule.Rules, item: Item, ballot: rule.Ballot, *, asks: bool
+) -> rule.Verdict:
+    """rule.judge's verdict, with who wrote the version when it matters (and `asks`: a
+    bare vote never reads it); WroteThisVersion when four eyes refuses the vote, which
+    rolls the unit back, the vote with it."""
+    version = _version_sync(conn, item) if asks and rule.asks_version(rules, ballot) else None
+    verdict = rule.judge(rules, ballot, version)
+    if verdict.outcome == "refused":
+        raise WroteThisVersion(
+            f"you wrote version {item.version} of item {item.id}: another approver must "
+            "approve it (four eyes: approval.separate_editor)"
+        )
+    return verdict
 
 
 def _cast_sync(
@@ -262,15 +274,13 @@ def _rows(
 
 
 def _move(
-    conn: backend.Conn, item: Item, verdict: rule.Verdict, ballot: rule.Ballot,
-    rows: Sequence[outbox.Queued], now: datetime,
+    conn: backend.Conn, item: Item, to: State, actor: str, now: datetime, reason: str | None,
+    rows: Sequence[outbox.Queued],
 ) -> Item:  # fmt: skip
     """The vote's move with its rows: the one call into the store's item moves."""
-    assert verdict.to is not None
-    actor = ballot.actor or events.operator(ballot.voter)
     return items.transition_sync(
-        conn, item.id, verdict.to, actor, now, reason=verdict.reason, expect_version=item.version,
-        locked=item, queue=rows,
+        conn, item.id, to, actor, now, reason=reason, expect_version=item.version, locked=item,
+        queue=rows,
     )  # fmt: skip
 
 
