@@ -10,7 +10,7 @@ to date too (bot.chat.warning_edits).
 
 A card sent again (pipelines.approval.card_trail: `again_of`) comes with an edit naming it
 (`again_as`): once it is sent, the copy it replaced in each chat it reached says
-render.SENT_AGAIN, without buttons, and later edits leave that copy alone.
+card_text.SENT_AGAIN, without buttons, and later edits leave that copy alone.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from telegram import Bot, InlineKeyboardMarkup, LinkPreviewOptions
 from telegram import error as tg_error
 from telegram.constants import ParseMode
 
-from bot.chat import people, render, sent_messages, warning_edits
+from bot.chat import card_text, people, sent_messages, warning_edits
 from bot.chat.sent_messages import UNREAD, Sent
 from pipelines.approval import card_trail
 from store import errors, outbox
@@ -75,8 +75,8 @@ async def edit(store: Store, bot: Bot, keyboard: Keyboard, row: outbox.Row) -> S
     replaced: set[str] = set()  # chats where a copy sent again took over from the older ones
     for card in cards:  # newest first
         shown = await people.card_payload(store, card.payload)
-        parts = render.card_parts(row.item_id, shown)
-        text = render.decided_card(parts[-1], change, row.created_at)
+        parts = card_text.card_parts(row.item_id, shown)
+        text = card_text.decided_card(parts[-1], change, row.created_at)
         markup = _markup(keyboard, row, card)
         shows = preview(shown, len(parts) - 1)
         edited.update(await _edit_messages(store, bot, markup, row, card, text, shows, replaced))
@@ -155,8 +155,8 @@ async def _point_to_copy(
         if chat not in reached:
             continue  # the new copy is not there (its chat was not a target): leave it
         shown = await people.card_payload(store, earlier.payload)
-        parts = render.card_parts(item_id, shown)
-        text = f"{parts[-1]}\n\n{render.SENT_AGAIN}"
+        parts = card_text.card_parts(item_id, shown)
+        text = f"{parts[-1]}\n\n{card_text.SENT_AGAIN}"
         shows = preview(shown, len(parts) - 1)
         if await _edit_quietly(bot, row, int(chat), message_id, text, shows):
             edited[chat] = [message_id]

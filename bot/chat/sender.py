@@ -44,7 +44,7 @@ from telegram import Bot, InlineKeyboardMarkup, LinkPreviewOptions, ReplyParamet
 from telegram import error as tg_error
 from telegram.constants import ParseMode
 
-from bot.chat import alerts, edits, people, render, sent_messages
+from bot.chat import alerts, card_text, edits, people, sent_messages
 from bot.chat.edits import NO_PREVIEW
 from bot.chat.rooms import Rooms
 from bot.chat.sent_messages import UNREAD, Sent
@@ -330,7 +330,7 @@ class Sender:
         if row.kind == "card":
             assert row.item_id is not None, "a card row names its item"
             payload = await people.card_payload(self.store, row.payload)
-            parts = render.card_parts(row.item_id, payload)
+            parts = card_text.card_parts(row.item_id, payload)
             markup = self.keyboard(row)
         else:
             payload = row.payload
