@@ -39,7 +39,8 @@ def cmd(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> 
     from pipelines.voice import lint
 
     text = _read(args.file)
-    tells = lint.lint(text, _rules(cfg, args))
+    rules = _rules(cfg, args)
+    tells = lint.lint(text, rules)
     value = {
         "blocked": tells.blocked,
         "summary": lint.summary(tells),
@@ -49,7 +50,7 @@ def cmd(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> 
             for hit in tells.hits
         ],
     }  # fmt: skip
-    cli_output.emit(args, value, lambda: _shown(text, tells))
+    cli_output.emit(args, value, lambda: _shown(text, tells, rules))
     return 1 if tells.blocked else 0
 
 
@@ -89,15 +90,20 @@ def _rules(cfg: settings_mod.Settings, args: argparse.Namespace) -> lint.Rules:
     return block.rules if block is not None else lint.default_rules()
 
 
-def _shown(text: str, tells: lint.Tells) -> str:
+def _shown(text: str, tells: lint.Tells, rules: lint.Rules) -> str:
     from pipelines.voice import lint
+    from pipelines.voice import rules as voice_rules
 
     if not tells:
         return "no tells"
     lines = []
     for hit in tells.hits:
+        metric = rules.by_name[hit.rule].metric
+        figure = f" ({hit.figure:g} {voice_rules.UNITS[metric]})" if metric else ""
         line = text.count("\n", 0, hit.start) + 1
         column = hit.start - (text.rfind("\n", 0, hit.start) + 1) + 1
         where = f"{line}:{column}"
-        lines.append(f"{hit.severity:<6} {where:<7} {hit.rule:<18} {hit.text!r}  {hit.hint}")
+        lines.append(
+            f"{hit.severity:<6} {where:<7} {hit.rule:<18} {hit.text!r}  {hit.hint}{figure}"
+        )
     return "\n".join([*lines, lint.summary(tells)])

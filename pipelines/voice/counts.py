@@ -2,7 +2,7 @@
 emoji, hashtags, and sentence lengths in words, each with the spans it counted.
 
     figures = counts.measure("Big news! Really — big.")
-    figures.value("em_dashes"), figures.spans("em_dashes")    # 50.0, [(15, 16)]
+    figures.value("em_dashes"), figures.spans("em_dashes")    # 1.0, [(17, 18)]
 
 Python's `re` is safe here: each pattern is one character class, repeated or not, which
 cannot backtrack; a voice file's own patterns never come here (they run on RE2).
@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pipelines.voice.rules import Metric
 
 _WORD = re.compile(r"\w+")
+# "#4" (digits alone) is a number, as in "issue #4", not a hashtag.
 _HASHTAG = re.compile(r"(?<!\w)#\w+")
 # A sentence ends at . ! ? … (a run of them) or at a line break.
 _SENTENCE = re.compile(r"[^.!?…\n]+[.!?…]*")
@@ -44,22 +45,25 @@ class Figures:
 
 def measure(text: str) -> Figures:
     figures = Figures()
-    words = len(_WORD.findall(text))
+    words = _sentences(text, figures)
     dashes = [(m.start(), m.end()) for m in re.finditer("—", text)]
-    # One em dash is anyone's: the rate counts from the second one on.
-    many = len(dashes) >= 2 and words
-    figures.values["em_dashes"] = round(len(dashes) * 100 / words, 2) if many else 0.0
+    # Over at least 100 words: one dash in a short post is anyone's, two are a habit.
+    figures.values["em_dashes"] = round(len(dashes) * 100 / max(words, 100), 2)
     figures.marks["em_dashes"] = dashes
     for metric, pattern in _COUNTED:
-        spans = [found.span() for found in pattern.finditer(text)]
+        spans = [
+            found.span()
+            for found in pattern.finditer(text)
+            if pattern is not _HASHTAG or not found.group()[1:].isdigit()
+        ]
         figures.values[metric] = len(spans)
         figures.marks[metric] = spans
-    _sentences(text, figures)
     return figures
 
 
-def _sentences(text: str, figures: Figures) -> None:
-    """The longest sentence (its span) and the mean length, in words."""
+def _sentences(text: str, figures: Figures) -> int:
+    """The longest sentence (its span) and the mean length, in words; the text's words
+    (every word is in a sentence: what ends one holds no word character)."""
     lengths: list[tuple[int, tuple[int, int]]] = []
     for found in _SENTENCE.finditer(text):
         count = len(_WORD.findall(found.group()))
@@ -73,3 +77,4 @@ def _sentences(text: str, figures: Figures) -> None:
     # A long average is the whole text's: marked from its first sentence to its last.
     whole = (lengths[0][1][0], lengths[-1][1][1]) if lengths else (0, 0)
     figures.marks["mean_sentence_words"] = [whole] if lengths else []
+    return sum(count for count, _ in lengths)

@@ -94,6 +94,7 @@ class Rules:
 
     def __init__(self, rules: Sequence[Rule]) -> None:
         self.rules = tuple(rules)
+        self.by_name = {rule.name: rule for rule in self.rules}
         names = [rule.name for rule in self.rules]
         twice = sorted({name for name in names if names.count(name) > 1})
         if twice:
