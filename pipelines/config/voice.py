@@ -16,6 +16,7 @@ pipeline's `voice.profile` line (so `gatehouse check` names both files).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -24,7 +25,8 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    PrivateAttr,
+    PlainSerializer,
+    PlainValidator,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -200,41 +202,46 @@ def _error(file: Path, error: Any, node: Any, data: object) -> ConfigError:
     return ConfigError(found.file, found.line, field, found.reason)
 
 
+@dataclass(frozen=True)
+class Profile:
+    """A loaded voice file: where it is, and its rules compiled."""
+
+    file: Path
+    rules: lint.Rules
+
+
+def _profile(value: object, info: ValidationInfo) -> Profile:
+    """`voice.profile`: the file beside the pipeline file, loaded and compiled once; its
+    errors, one line each, under the pipeline's line (`gatehouse check` shows both)."""
+    if isinstance(value, Profile):
+        return value
+    if not isinstance(value, str | Path) or not str(value):
+        raise ValueError("must be the path of a voice file, like voice/city.yaml")
+    base = paths.base_dir(info)
+    file = base / value
+    if not file.resolve().is_relative_to(base.resolve()):
+        raise ValueError(f"voice file {str(value)!r} is outside the pipelines directory")
+    if not file.is_file():
+        raise ValueError(f"voice file not found: {file}")
+    parsed, errors = load(file)
+    if parsed is None:
+        listed = "".join(f"\n  {error}" for error in errors)
+        raise ValueError(f"the voice file has {len(errors)} error(s):{listed}")
+    return Profile(file, lint.Rules(parsed.compiled()))
+
+
+ProfileField = Annotated[
+    Profile, PlainValidator(_profile), PlainSerializer(lambda profile: str(profile.file))
+]
+
+
 class VoiceConfig(_Model):
     """A pipeline's `voice:` block."""
 
     #: The voice file, relative to the pipeline file; none: the built-in rules.
-    profile: Path | None = None
-
-    _rules: lint.Rules | None = PrivateAttr(default=None)
-
-    @field_validator("profile", mode="after")
-    @classmethod
-    def _profile(cls, value: Path | None, info: ValidationInfo) -> Path | None:
-        if value is None:
-            return None
-        base = paths.base_dir(info)
-        file = base / value
-        if not file.resolve().is_relative_to(base.resolve()):
-            raise ValueError(f"voice file {str(value)!r} is outside the pipelines directory")
-        if not file.is_file():
-            raise ValueError(f"voice file not found: {file}")
-        parsed, errors = load(file)
-        if parsed is None:
-            # One line each, under the pipeline's: `gatehouse check` shows both files.
-            listed = "".join(f"\n  {error}" for error in errors)
-            raise ValueError(f"the voice file has {len(errors)} error(s):{listed}")
-        return file
-
-    @model_validator(mode="after")
-    def _compile(self) -> VoiceConfig:
-        if self.profile is not None:
-            parsed, _ = load(self.profile)
-            assert parsed is not None  # the field's check loaded it already
-            self._rules = lint.Rules(parsed.compiled())
-        return self
+    profile: ProfileField | None = None
 
     @property
     def rules(self) -> lint.Rules:
         """The rules this pipeline's drafts are linted with."""
-        return self._rules or lint.default_rules()
+        return self.profile.rules if self.profile is not None else lint.default_rules()

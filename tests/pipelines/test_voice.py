@@ -139,3 +139,14 @@ def test_the_time_grows_with_the_text_not_faster() -> None:
 
     # 8 times the text: well under 8 squared the time, whatever the machine's load.
     assert best(long) < best(short) * 24
+
+
+def test_patterns_asked_together_still_report_each_rule_on_its_own() -> None:
+    rules = [Rule(f"r{n}", "note", "x", pattern=rf"(?i)\bz{n}q\b") for n in range(40)]
+    rules.append(Rule("upper", "note", "x", pattern="XYZ"))  # (?i) must not reach it
+    compiled = lint.Rules(rules)
+    found = lint.lint("Café: Z20Q and z37q, not xyz.", compiled)
+    assert [(hit.rule, hit.start, hit.text) for hit in found.hits] == [
+        ("r20", 6, "Z20Q"),  # a character offset: "é" is one, not two bytes
+        ("r37", 15, "z37q"),
+    ]

@@ -55,7 +55,8 @@ def _pipeline(tmp_path: Path, profile: str) -> tuple[spec.Pipeline | None, list[
 def test_a_voice_file_adds_removes_and_tunes_rules(tmp_path: Path) -> None:
     pipeline, errors = _pipeline(tmp_path, CITY)
     assert errors == [] and pipeline is not None and pipeline.voice is not None
-    assert pipeline.voice.profile == tmp_path / "voice" / "city.yaml"
+    assert pipeline.voice.profile is not None
+    assert pipeline.voice.profile.file == tmp_path / "voice" / "city.yaml"
     rules = pipeline.voice.rules
     names = [rule.name for rule in rules.rules]
     assert "delve" not in names and "stock-verbs" not in names
