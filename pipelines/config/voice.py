@@ -16,6 +16,7 @@ pipeline's `voice.profile` line (so `gatehouse check` names both files).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -41,6 +42,7 @@ from pipelines.voice.rules import Metric, Rule, Severity
 ConfigError = file_errors.ConfigError
 #: The most rules a voice file may add (a real one adds a handful; 200 are benched).
 MAX_RULES = 2000
+_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")  # one character class, repeated: no backtracking
 _WHAT = "a mapping of voice fields (rules: ..., remove: ..., tune: ..., builtin: ...)"
 
 
@@ -57,7 +59,24 @@ def _one_line(value: str) -> str:
     return value
 
 
+def _rule_name(value: str) -> str:
+    if not _NAME.fullmatch(value):
+        raise ValueError(
+            f"invalid rule name {value!r}: 1 to 40 lowercase letters, digits, - and _,"
+            " like cliche-city"
+        )
+    return value
+
+
+def _words(value: list[str]) -> list[str]:
+    words = [word.strip() for word in value]
+    if not words or not all(words):
+        raise ValueError("must list at least one non-empty word or phrase, like [vibrant city]")
+    return words
+
+
 BuiltinName = Annotated[str, AfterValidator(_builtin_name)]
+WordList = Annotated[list[Annotated[str, Field(max_length=200)]], AfterValidator(_words)]
 Hint = Annotated[str, Field(max_length=200), AfterValidator(_one_line)]
 Label = Annotated[str, Field(max_length=40), AfterValidator(_one_line)]
 
@@ -69,8 +88,8 @@ class _Model(BaseModel):
 class RuleEntry(_Model):
     """One rule of the file's own: words, an RE2 regex, or a count over a `max`."""
 
-    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,39}$")
-    words: list[Annotated[str, Field(min_length=1, max_length=200)]] | None = None
+    name: Annotated[str, AfterValidator(_rule_name)]
+    words: WordList | None = None
     regex: str | None = None
     count: Metric | None = None
     max: float | None = Field(default=None, ge=0)
