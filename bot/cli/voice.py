@@ -29,7 +29,11 @@ MAX_TEXT_BYTES = 1024 * 1024
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", help="the text to lint, or - to read standard input")
     which = parser.add_mutually_exclusive_group()
-    which.add_argument("--pipeline", metavar="NAME", help="the rules of this pipeline's voice")
+    which.add_argument(
+        "--pipeline",
+        metavar="NAME",
+        help="the rules of this pipeline's voice (default: the built-in rules)",
+    )
     which.add_argument(
         "--profile", type=Path, metavar="FILE", help="the rules of this voice file (YAML)"
     )
