@@ -5,6 +5,7 @@ python -m bench startup [--runs 10]
 python -m bench memory [--runs 3]        idle memory, with and without metrics and the trigger
 python -m bench tick [--items 1000] [--history 500]
 python -m bench filters [--rules 100] [--entries 10000]   the filter's cost, RE2 on (a+)+$
+python -m bench voice [--rules 200] [--rounds 500]   a draft's tells: p50/p99 at 1k-8k chars
 python -m bench queries [--items N]      operator queries on a store of N items (1M)
 python -m bench lifecycle [--items N]    N items fetched, drafted, approved, dispatched
 python -m bench scale [--items N]        the same with 1, 2, 4 workers on PostgreSQL
@@ -32,6 +33,7 @@ BENCHES = {
     "tick": "bench.tick",
     "transitions": "bench.transitions",
     "hostile": "bench.hostile",
+    "voice": "bench.voice",
     "mutants": "bench.mutants",
 }
 

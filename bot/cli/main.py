@@ -6,6 +6,7 @@
                                               offline demo in a browser: no token, no API key
     gatehouse check [--online]                 settings, pipeline files, secrets (exit 1 on errors)
     gatehouse dry-run <pipeline> [--limit 5] [--llm]   fetch now, draft the newest 5; print them
+    gatehouse voice FILE|- [--pipeline P|--profile F]   a text's tells (exit 1 on a block tell)
     gatehouse health                           exit 0 while the bot and all its workers run
     gatehouse status [pipeline] [--verbose]    every pipeline, or one pipeline's recent runs
     gatehouse runs [pipeline] [--limit 10]     recent runs, with the last green / first red run
@@ -37,11 +38,11 @@ Reads work while the bot runs (read-only connections).
 Writes while the bot runs go through its control socket (bot/process/control.py) as actor "cli",
 or are refused naming the bot's pid; with no bot running the command holds the store's
 writer lock itself for its duration. Progress of long operations goes to stderr.
-Every command but run, init, demo, check and dry-run refuses a data directory that
+Every command but run, init, demo, check, dry-run and voice refuses a data directory that
 holds no store, naming the path it looked at: a mistyped --data-dir would otherwise
 read as an empty store.
 
-Exit codes: 0 ok, 1 a check failed (check, audit verify, reconcile differences),
+Exit codes: 0 ok, 1 a check failed (check, audit verify, reconcile differences, voice),
 2 bad usage, bad settings, an unusable data directory, or a refused write.
 """
 
@@ -63,6 +64,7 @@ from bot.cli import dry_run as cli_dry_run
 from bot.cli import output as cli_output
 from bot.cli import reads as cli_reads
 from bot.cli import tokens as cli_tokens
+from bot.cli import voice as cli_voice
 from bot.cli import writes as cli_writes
 from bot.demo import DEFAULT_PORT as DEMO_PORT
 from bot.process import control
@@ -80,7 +82,7 @@ USAGE_ERRORS = (*errors.STARTUP_ERRORS, errors.Refused, ValueError, control.NoAn
 
 
 #: The commands that work without a store: they create one, or never open one.
-NEED_NO_STORE = frozenset({"run", "demo", "init", "check", "dry-run"})
+NEED_NO_STORE = frozenset({"run", "demo", "init", "check", "dry-run", "voice"})
 
 
 class NoStore(errors.Refused):
@@ -251,6 +253,13 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
     cli_dry_run.add_arguments(
         add("dry-run", cmd_dry_run, "fetch and draft now, print the cards; nothing kept or sent"),
         positive,
+    )
+    cli_voice.add_arguments(
+        add(
+            "voice",
+            cli_voice.cmd,
+            "a text's tells, with a pipeline's voice rules; exit 1 on a block",
+        )
     )
     add(
         "health", cli_reads.cmd_health, "exit 0 while the bot runs, answers and all its workers run"

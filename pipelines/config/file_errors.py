@@ -115,18 +115,18 @@ def _marked(exc: yaml.MarkedYAMLError) -> Problem:
     return Problem(line, None, f"invalid YAML: {exc.problem}{hint}")
 
 
-def parse_yaml(text: str) -> tuple[yaml.Node, dict[str, Any]]:
-    """The node tree (for line numbers) and the data, or a Problem."""
+def parse_yaml(text: str, expected: str | None = None) -> tuple[yaml.Node, dict[str, Any]]:
+    """The node tree (for line numbers) and the data, or a Problem. `expected` says what
+    the file holds when it is not a pipeline file (a voice file)."""
     found = _with_libyaml(text)
     node, data = found if found is not None else _with_python(text)
     if node is None:
-        raise Problem(None, None, "empty file: expected the fields of one pipeline")
-    if not isinstance(node, yaml.MappingNode) or not isinstance(data, dict):
         raise Problem(
-            node.start_mark.line + 1,
-            None,
-            f"expected a mapping of pipeline fields (name: ..., schedule: ...), got {node.tag}",
+            None, None, f"empty file: expected {expected or 'the fields of one pipeline'}"
         )
+    if not isinstance(node, yaml.MappingNode) or not isinstance(data, dict):
+        mapping = expected or "a mapping of pipeline fields (name: ..., schedule: ...)"
+        raise Problem(node.start_mark.line + 1, None, f"expected {mapping}, got {node.tag}")
     _check_duplicate_keys(node, ())
     return node, data
 

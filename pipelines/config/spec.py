@@ -36,6 +36,7 @@ from pydantic import (
 from pipelines import dispatch, sources
 from pipelines.config import file_errors, filters, names
 from pipelines.config import triage as triage_block
+from pipelines.config import voice as voice_block
 from pipelines.drafting import prompt as drafting
 from pipelines.ground import cadence, paths
 from pipelines.sources import common
@@ -296,6 +297,8 @@ class Pipeline(_Model):
     triage: triage_block.TriageConfig | None = None
     draft: DraftConfig = Field(default_factory=DraftConfig)
     approval: ApprovalConfig = Field(default_factory=ApprovalConfig)
+    #: The tells its drafts are linted for (pipelines.config.voice); none: the built-in ones.
+    voice: voice_block.VoiceConfig | None = None
     #: Where an approved draft goes; the models and behaviour live in pipelines.dispatch.
     dispatch: dispatch.DispatchTarget
 

@@ -12,7 +12,7 @@ when the configuration is loaded, never at match time. Compiled patterns are cac
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Protocol, cast
 
 import re2
@@ -22,11 +22,14 @@ CACHE_SIZE = 512
 
 
 class Match(Protocol):
-    def span(self) -> tuple[int, int]: ...
+    def span(self, group: int = 0) -> tuple[int, int]: ...
 
 
 class Pattern(Protocol):
     """What callers use of a compiled RE2 pattern."""
+
+    @property
+    def groupindex(self) -> Mapping[str, int]: ...
 
     def search(self, text: str) -> Match | None: ...
 

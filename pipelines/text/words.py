@@ -166,6 +166,24 @@ class Index:
                 start = text.folded.find(char, start + 1)
         return {key: (start, end) for key, (start, _, end) in best.items()}
 
+    def find_all(self, text: Text) -> list[tuple[int, int, int]]:
+        """Every match as (key, start, end), left to right: what `find` gives per key,
+        and every later match too (the voice tells count each "delve")."""
+        found: dict[tuple[int, int], tuple[int, int]] = {}  # (key, start): (order, end)
+        if not self._by_run.keys().isdisjoint(text.tokens):
+            for start, end in text.runs():
+                for word in self._by_run.get(text.words[start:end], ()):
+                    _keep_all(found, word, start, text.end_of(word.chunks, start))
+        for char, listed in self._by_char.items():
+            start = text.folded.find(char)
+            while start != -1:
+                if text.edge_before(start):
+                    for word in listed:
+                        _keep_all(found, word, start, text.end_of(word.chunks, start))
+                start = text.folded.find(char, start + 1)
+        hits = [(key, start, end) for (key, start), (_, end) in found.items()]
+        return sorted(hits, key=lambda hit: (hit[1], hit[0]))
+
 
 def _keep(best: dict[int, tuple[int, int, int]], word: _Word, start: int, end: int | None) -> None:
     if end is None:
@@ -173,3 +191,11 @@ def _keep(best: dict[int, tuple[int, int, int]], word: _Word, start: int, end: i
     found = (start, word.order, end)
     if word.key not in best or found < best[word.key]:
         best[word.key] = found
+
+
+def _keep_all(
+    found: dict[tuple[int, int], tuple[int, int]], word: _Word, start: int, end: int | None
+) -> None:
+    # At one place a key is found once, by the word added first (as in `find`).
+    if end is not None and found.get((word.key, start), (word.order + 1,))[0] > word.order:
+        found[(word.key, start)] = (word.order, end)

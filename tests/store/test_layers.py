@@ -44,7 +44,7 @@ FLOORS: dict[str, list[tuple[str, set[str]]]] = {
     ],
     "pipelines": [
         ("ground", {"ground"}),
-        ("text", {"text"}),
+        ("text", {"text", "voice"}),
         ("sources", {"sources"}),
         ("dispatch", {"dispatch"}),
         ("providers", {"providers"}),
