@@ -374,7 +374,7 @@ def _witness(cfg: settings_mod.Settings) -> runtime_mod.Worker:
 
 def listeners(cfg: settings_mod.Settings) -> list[runtime_mod.Worker]:
     """The opt-in HTTP listeners: Prometheus metrics and the HTTP trigger."""
-    found = []
+    found: list[runtime_mod.Worker] = []
     if cfg.metrics.listen:
         found.append(metrics.worker(cfg.metrics.listen))
     if cfg.api.listen:

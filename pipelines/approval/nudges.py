@@ -22,12 +22,11 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from pipelines.approval import flow
 from pipelines.config import spec
 from pipelines.operations import review
-from pipelines.service import workers
+from pipelines.service import seams, workers
 from store import backend, drafts, errors, items, outbox, payloads, units
 from store.audit import events
 from store.db import Store
@@ -191,7 +190,7 @@ async def _digest(store: Store, pipeline: spec.Pipeline, now: datetime) -> bool:
     return await store.write(unit)
 
 
-async def worker(runtime: Any, stop: asyncio.Event) -> None:
+async def worker(runtime: seams.Piped, stop: asyncio.Event) -> None:
     """A pass every CHECK_EVERY_S until `stop` (a RuntimeConfig worker)."""
     while not stop.is_set():
         await sweep(runtime.store, runtime.pipelines, runtime.now())

@@ -29,7 +29,7 @@ from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from pipelines.audit import keys as audit_keys
 from pipelines.audit import trust
-from pipelines.service import workers
+from pipelines.service import seams, workers
 from store import backend, outbox, units
 from store.audit import checkpoints, sealer, signers
 from store.db import Store
@@ -100,22 +100,24 @@ async def register(
     return signer
 
 
-def make_worker(deployment: Deployment | None) -> Callable[[Any, asyncio.Event], Awaitable[None]]:
+def make_worker(
+    deployment: Deployment | None,
+) -> Callable[[seams.Led, asyncio.Event], Awaitable[None]]:
     """The witness duty; with a deployment key, each leader registers its own key first
     (without one, only the data directory that signed can verify in place)."""
 
-    async def duty(runtime: Any, stop: asyncio.Event) -> None:
+    async def duty(runtime: seams.Led, stop: asyncio.Event) -> None:
         await _witness(runtime, stop, deployment)
 
     return duty
 
 
-async def worker(runtime: Any, stop: asyncio.Event) -> None:
+async def worker(runtime: seams.Led, stop: asyncio.Event) -> None:
     """The witness without a deployment key (one worker, or a test of signing alone)."""
     await _witness(runtime, stop, None)
 
 
-async def _witness(runtime: Any, stop: asyncio.Event, deployment: Deployment | None) -> None:
+async def _witness(runtime: seams.Led, stop: asyncio.Event, deployment: Deployment | None) -> None:
     """Sign every SIGN_EVERY_S, and once more when the leader stands down (after its
     other duties and the engine have ended, its lease still held; after a lost lease
     another leader signs); post the first head of each day."""
