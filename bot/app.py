@@ -56,6 +56,7 @@ from pipelines.runs import triage_digest
 from pipelines.service import runtime as runtime_mod
 from pipelines.service import workers
 from store import db, errors, outbox, payloads
+from store.review import followups
 
 log = logging.getLogger(__name__)
 
@@ -182,14 +183,15 @@ def _item_buttons(
     """The buttons a card edit or an alert asks for under one item's message."""
     if attempt is None or version is None:
         return None
+    shown = followups.Shown(item_id, attempt, version)
     if buttons == payloads.RETRY_BUTTONS:
-        return actions.retry_keyboard(key, item_id, attempt, version)
+        return actions.retry_keyboard(key, shown)
     if buttons == payloads.DECIDE_BUTTONS:
-        return taps.warning_keyboard(key, item_id, attempt, version)
+        return taps.warning_keyboard(key, shown)
     if buttons == payloads.REPLAY_BUTTONS:
-        return actions.replay_keyboard(key, item_id, attempt, version)
+        return actions.replay_keyboard(key, shown)
     if buttons == payloads.ESCALATE_BUTTONS:
-        return taps.card_keyboard(key, item_id, attempt, version, escalate=True)
+        return taps.card_keyboard(key, shown, escalate=True)
     return None
 
 
@@ -209,10 +211,8 @@ def _keyboard(key: bytes, runtime: runtime_mod.Runtime) -> sender.Keyboard:
         if row.kind == "card":
             card = payloads.Card.of(row)
             escalate = card.buttons == payloads.ESCALATE_BUTTONS
-            return taps.card_keyboard(
-                key, row.item_id, card.attempt, card.version, escalate=escalate,
-                image=bool(card.image_url),
-            )  # fmt: skip
+            shown = followups.Shown(row.item_id, card.attempt, card.version)
+            return taps.card_keyboard(key, shown, escalate=escalate, image=bool(card.image_url))
         edit = payloads.CardEdit.of(row)
         if edit.buttons:
             return _item_buttons(key, edit.buttons, row.item_id, edit.attempt, edit.version)

@@ -17,7 +17,9 @@ import base64
 import hashlib
 import hmac
 from dataclasses import dataclass
-from typing import Literal, NamedTuple
+from typing import Literal
+
+from store.review import followups
 
 #: Bump when the layout changes; older buttons are then refused with a clear answer.
 FORMAT = "1"
@@ -71,14 +73,6 @@ class InvalidButton(ValueError):
     """The callback_data is not a button this bot made (forged, garbled or too old)."""
 
 
-class Shown(NamedTuple):
-    """What a card showed: an item's attempt and draft version, the one a decision applies to."""
-
-    item_id: int
-    attempt: int
-    version: int
-
-
 @dataclass(frozen=True)
 class Button:
     action: Action
@@ -89,8 +83,8 @@ class Button:
     arg: int = 0
 
     @property
-    def shown(self) -> Shown:
-        return Shown(self.item_id, self.attempt, self.version)
+    def shown(self) -> followups.Shown:
+        return followups.Shown(self.item_id, self.attempt, self.version)
 
 
 def derive_key(token: str) -> bytes:

@@ -42,7 +42,7 @@ async def reasons(tap: handlers.ItemTap) -> None:
     if await _closed(tap, "reject"):
         return
     await tap.query.answer()
-    markup = keyboards.reasons_keyboard(tap.deps.key, tap.pipeline, *tap.button.shown)
+    markup = keyboards.reasons_keyboard(tap.deps.key, tap.pipeline, tap.button.shown)
     await _buttons(tap.query, markup)
 
 
@@ -55,7 +55,7 @@ async def back(tap: handlers.ItemTap) -> None:
     escalate = found.short and found.can_escalate
     image = (await drafts.get(tap.deps.store, tap.item.id, tap.item.version)).image_url
     markup = taps.card_keyboard(
-        tap.deps.key, *tap.button.shown, escalate=escalate, image=image is not None
+        tap.deps.key, tap.button.shown, escalate=escalate, image=image is not None
     )
     await _buttons(tap.query, markup)
 
@@ -74,13 +74,13 @@ async def why(tap: handlers.ItemTap) -> None:
         await tap.query.answer("That reason is no longer offered.", show_alert=True)
         return
     reason = reasons[tap.button.arg]
-    await review.reject(tap.deps.store, tap.pipeline, *tap.button.shown, tap.user, reason, tap.now)
+    await review.reject(tap.deps.store, tap.pipeline, tap.button.shown, tap.user, reason, tap.now)
     await _answered(tap, "❌ rejected")
 
 
 async def undo(tap: handlers.ItemTap) -> None:
     """Take a decision back while its grace period lasts."""
-    await review.undo(tap.deps.store, tap.pipeline, *tap.button.shown, tap.user, tap.now)
+    await review.undo(tap.deps.store, tap.pipeline, tap.button.shown, tap.user, tap.now)
     await _answered(tap, "↩️ undone: it awaits a decision again")
 
 
@@ -209,9 +209,8 @@ async def reply(update: Update, context: handlers.Context) -> None:
         pipeline = d.pipelines.get(item.pipeline)
         if pipeline is None:
             raise review.Refused(f"pipeline {item.pipeline} is no longer configured")
-        ids = (asked.item_id, asked.attempt, asked.version)
         if asked.kind == "reject":
-            await review.reject(d.store, pipeline, *ids, user, message.text or "", now)
+            await review.reject(d.store, pipeline, asked.shown, user, message.text or "", now)
             answer = f"❌ item {item.id} rejected: {message.text or ''}"
         else:
             note, actor = message.text or "", events.operator(user)

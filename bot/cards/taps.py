@@ -20,36 +20,36 @@ from pipelines.approval import card_trail, flow, nudges
 from store import drafts, errors, items, outbox, units
 from store.audit import events
 from store.machine import State
-from store.review import prompts
+from store.review import followups, prompts
 
 #: What the reply box says while an Edit prompt waits (Telegram shows at most 64 characters).
 EDIT_PLACEHOLDER = "your text becomes the new draft"
 
 
 def card_keyboard(
-    key: bytes, item_id: int, attempt: int, version: int, *, escalate: bool = False,
-    image: bool = False,
-) -> InlineKeyboardMarkup:  # fmt: skip
+    key: bytes, shown: followups.Shown, *, escalate: bool = False, image: bool = False
+) -> InlineKeyboardMarkup:
     """A card's buttons; with `escalate` (too few may approve it), Escalate too; with
     `image` (the version has one), a second row that removes it."""
     buttons: list[tuple[str, callbacks.Action]] = [
-        ("✅ Approve", "approve"), ("❌ Reject", "reject"), ("✏️ Edit", "edit"),
-    ]  # fmt: skip
+        ("✅ Approve", "approve"),
+        ("❌ Reject", "reject"),
+        ("✏️ Edit", "edit"),
+    ]
     if escalate:
         buttons.append(("🔺 Escalate", "escalate"))
-    row = actions.item_row(key, item_id, attempt, version, *buttons)
+    row = actions.item_row(key, shown, *buttons)
     if not image:
         return row
-    remove = actions.item_row(key, item_id, attempt, version, ("🖼 Remove image", "noimage"))
+    remove = actions.item_row(key, shown, ("🖼 Remove image", "noimage"))
     return InlineKeyboardMarkup([*row.inline_keyboard, *remove.inline_keyboard])
 
 
-def warning_keyboard(key: bytes, item_id: int, attempt: int, version: int) -> InlineKeyboardMarkup:
+def warning_keyboard(key: bytes, shown: followups.Shown) -> InlineKeyboardMarkup:
     """Under an SLA warning: decide now, or give the item its window once more."""
     return actions.item_row(
-        key, item_id, attempt, version,
-        ("✅ Approve", "approve"), ("❌ Reject", "reject"), ("⏳ Extend", "extend"),
-    )  # fmt: skip
+        key, shown, ("✅ Approve", "approve"), ("❌ Reject", "reject"), ("⏳ Extend", "extend")
+    )
 
 
 async def approve(tap: handlers.ItemTap) -> None:
@@ -71,7 +71,7 @@ async def approve(tap: handlers.ItemTap) -> None:
 async def extend(tap: handlers.ItemTap) -> None:
     """Give a waiting item its approval window once more."""
     d, now = tap.deps, tap.now
-    item = await operations.review.extend(d.store, tap.pipeline, *tap.button.shown, tap.user, now)
+    item = await operations.review.extend(d.store, tap.pipeline, tap.button.shown, tap.user, now)
     assert item.deadline is not None
     left = units.duration(item.deadline - now)
     await asyncio.gather(
@@ -171,7 +171,7 @@ async def show(tap: handlers.ItemTap) -> None:
 async def retry(tap: handlers.ItemTap) -> None:
     """Dispatch a failed item again with the same idempotency key."""
     d = tap.deps
-    await card_trail.retry(d.store, tap.pipeline, *tap.button.shown, tap.user, tap.now)
+    await card_trail.retry(d.store, tap.pipeline, tap.button.shown, tap.user, tap.now)
     await tap.query.answer("🔁 dispatching again")
     await d.sender.flush_item(tap.item.id, tap.now)
 

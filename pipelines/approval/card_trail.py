@@ -7,7 +7,7 @@ report, so a card never says "sent" about a dispatch that did not commit:
     edit = card_trail.dispatched_row(conn, item, detail, external_id)  # 📤 sent: ...
     items.move_many_sync(conn, [item], State.DISPATCHED, ..., queue=[edit])  # (with the move)
     card_trail.failed_sync(conn, item, reason, now)                # ⚠️ not sent: ... [Retry]
-    item = await card_trail.retry(store, pipeline, item_id, attempt, version, operator_id, now)
+    item = await card_trail.retry(store, pipeline, shown, operator_id, now)  # Retry's tap
     await card_trail.show_again(store, item_id, chat_id, now)      # a fresh card to one chat
     await card_trail.resend_open(store, now)                       # every open card, anew
 
@@ -27,7 +27,7 @@ from store.audit import events
 from store.db import Store
 from store.items import Item
 from store.machine import State
-from store.review import redispatch
+from store.review import followups, redispatch
 
 #: The target of a card sent to one chat only: "chat:<id>".
 CHAT_TARGET = "chat:"
@@ -83,17 +83,12 @@ def failed_sync(conn: backend.Conn, item: Item, reason: str, now: datetime) -> N
 
 
 async def retry(
-    store: Store,
-    pipeline: spec.Pipeline,
-    item_id: int,
-    attempt: int,
-    version: int,
-    operator_id: int,
-    now: datetime,
+    store: Store, pipeline: spec.Pipeline, shown: followups.Shown, operator_id: int, now: datetime
 ) -> Item:
     """Dispatch again with the same idempotency key (same attempt and version)."""
     flow.check_operator(pipeline, operator_id)
     actor = events.operator(operator_id)
+    item_id, attempt, version = shown
 
     def unit(conn: backend.Conn) -> Item:
         item = redispatch.retry_sync(conn, item_id, attempt, version, actor, now)

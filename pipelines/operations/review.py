@@ -1,9 +1,10 @@
 """Operator actions beyond one tap: a reject with its reason, undo, redraft with a note,
 and decisions on a listed set of items. Telegram and the CLI call these alike.
 
-    await review.reject(store, pipeline, item_id, attempt, version, 1001, "off-topic", now)
-    await review.undo(store, pipeline, item_id, attempt, version, 1001, now)
-    item = await review.extend(store, pipeline, item_id, attempt, version, 1001, now)
+    shown = followups.Shown(item_id, attempt, version)   # what the card showed
+    await review.reject(store, pipeline, shown, 1001, "off-topic", now)
+    await review.undo(store, pipeline, shown, 1001, now)
+    item = await review.extend(store, pipeline, shown, 1001, now)
     await review.redraft(store, pipeline, item_id, 1, "shorter", 1001, actor, now, scheduler=s)
     listed = await review.offer(store, "news", now)         # what /pending lists, bound
     result = await review.decide_listed(store, pipelines, listed.offer.id, 1001, "approve", now)
@@ -54,20 +55,19 @@ def operator_text(text: str, what: str) -> str:
 
 
 async def reject(
-    store: Store, pipeline: spec.Pipeline, item_id: int, attempt: int, version: int,
-    operator_id: int, reason: str, now: datetime, *, actor: str | None = None,
+    store: Store, pipeline: spec.Pipeline, shown: followups.Shown, operator_id: int,
+    reason: str, now: datetime, *, actor: str | None = None,
 ) -> decisions.Decision:  # fmt: skip
     """Reject the version shown, with the reason in the event and on the card."""
     why = operator_text(reason, "reason")
     return await flow.decide(
-        store, pipeline, item_id, attempt, version, operator_id, "reject", now,
-        reason=why, actor=actor,
-    )  # fmt: skip
+        store, pipeline, *shown, operator_id, "reject", now, reason=why, actor=actor
+    )
 
 
 async def undo(
-    store: Store, pipeline: spec.Pipeline, item_id: int, attempt: int, version: int,
-    operator_id: int, now: datetime, *, actor: str | None = None,
+    store: Store, pipeline: spec.Pipeline, shown: followups.Shown, operator_id: int,
+    now: datetime, *, actor: str | None = None,
 ) -> Item:  # fmt: skip
     """Take back an approval (before it is sent) or a reject within the undo window."""
     window = pipeline.approval.undo_window
@@ -76,22 +76,21 @@ async def undo(
 
     def unit(conn: backend.Conn) -> Item:
         moved = decisions.undo_sync(
-            conn, item_id, attempt, version, operator_id, now,
+            conn, *shown, operator_id, now,
             window=window, deadline=pipeline.approval.window, actor=actor,
         )  # fmt: skip
         who = actor or events.operator(operator_id)
         at = units.time_of_day(now)
         status = f"↩️ undone by {who} at {at}: awaiting a decision again"
-        flow.edit_card_sync(conn, pipeline, moved, version, status, now)
+        flow.edit_card_sync(conn, pipeline, moved, shown.version, status, now)
         return moved
 
     return await store.write(unit)
 
 
 async def extend(
-    store: Store, pipeline: spec.Pipeline, item_id: int, attempt: int, version: int,
-    operator_id: int, now: datetime,
-) -> Item:  # fmt: skip
+    store: Store, pipeline: spec.Pipeline, shown: followups.Shown, operator_id: int, now: datetime
+) -> Item:
     """Give a waiting item its pipeline's approval window once more (Extend on a warning)."""
     window = pipeline.approval.window
     most = pipeline.approval.max_extensions
@@ -100,11 +99,11 @@ async def extend(
     who = events.operator(operator_id)
 
     def unit(conn: backend.Conn) -> Item:
-        item = deadlines.extend_sync(conn, item_id, attempt, version, window, who, now, most=most)
+        item = deadlines.extend_sync(conn, *shown, window, who, now, most=most)
         assert item.deadline is not None
         until = units.when(item.deadline)
         status = f"⏳ window extended by {units.duration(window)} by {who}: open until {until}"
-        flow.edit_card_sync(conn, pipeline, item, version, status, now)
+        flow.edit_card_sync(conn, pipeline, item, shown.version, status, now)
         return item
 
     return await store.write(unit)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from store import backend, clock, errors, sql
 from store.backends.core import Store
@@ -31,12 +31,24 @@ OFFER_LIFE = timedelta(days=2)
 MAX_NOTE = 1_000
 
 
+class Shown(NamedTuple):
+    """What a card showed: an item's attempt and draft version, the one a decision applies to."""
+
+    item_id: int
+    attempt: int
+    version: int
+
+
 @dataclass(frozen=True)
 class Asked:
     kind: AskKind
     item_id: int
     attempt: int
     version: int
+
+    @property
+    def shown(self) -> Shown:
+        return Shown(self.item_id, self.attempt, self.version)
 
 
 @dataclass(frozen=True)
@@ -75,10 +87,9 @@ def ask_sync(
 
 
 async def ask(
-    store: Store, chat_id: int, message_id: int, kind: AskKind, item: tuple[int, int, int],
-    now: datetime,
-) -> None:  # fmt: skip
-    await store.write(lambda conn: ask_sync(conn, chat_id, message_id, kind, *item, now))
+    store: Store, chat_id: int, message_id: int, kind: AskKind, shown: Shown, now: datetime
+) -> None:
+    await store.write(lambda conn: ask_sync(conn, chat_id, message_id, kind, *shown, now))
 
 
 async def asked(store: Store, chat_id: int, message_id: int) -> Asked | None:
