@@ -234,9 +234,11 @@ async def serve(
     application = application or build(cfg, token)
     key = startup.callback_key(cfg, token)
     groups = rooms.Rooms(
-        runtime.store, runtime.pipelines, default_chat=cfg.telegram.cards_chat,
+        runtime.store,
+        runtime.pipelines,
+        default_chat=cfg.telegram.cards_chat,
         operators=cfg.telegram.operators,
-    )  # fmt: skip
+    )
     outbox_sender = sender.Sender(
         runtime.store,
         application.bot,
@@ -252,11 +254,19 @@ async def serve(
     )
     gate = auth.Gate(cfg.telegram.operators, cfg.telegram.rate_limit_per_minute)
     application.bot_data["deps"] = handlers.Deps(
-        runtime.store, runtime.pipelines, runtime.scheduler, gate, key, outbox_sender, runtime.now,
-        workers=runtime.workers, lease_ttl=runtime.config.lease_ttl, broken=runtime.loaded.broken,
+        runtime.store,
+        runtime.pipelines,
+        runtime.scheduler,
+        gate,
+        key,
+        outbox_sender,
+        runtime.now,
+        workers=runtime.workers,
+        lease_ttl=runtime.config.lease_ttl,
+        broken=runtime.loaded.broken,
         drafter_for=runtime.config.drafter_for,
         settlers=frozenset(cfg.telegram.settlers),
-    )  # fmt: skip
+    )
     async with application:
         await application.start()
         await groups.prepare(application.bot, runtime.now())

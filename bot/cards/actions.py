@@ -129,8 +129,11 @@ async def card_message(store: Store, item: items.Item, chat_id: int) -> int | No
     """The newest message in this chat showing the item's card (its current version's
     first, else any), or None."""
     rows = await outbox.for_item(store, item.id, "card")
-    current = [r for r in rows if (r.payload.get("attempt"), r.payload.get("version"))
-               == (item.attempt, item.version)]  # fmt: skip
+    current = [
+        r
+        for r in rows
+        if (r.payload.get("attempt"), r.payload.get("version")) == (item.attempt, item.version)
+    ]
     for row in [*current, *rows]:
         ids = sent_messages.message_ids(row).get(str(chat_id))
         if ids and ids[-1] != sent_messages.UNREAD:

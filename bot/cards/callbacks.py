@@ -31,10 +31,30 @@ MAX_NUMBER = 2**63 - 1
 TAG_BYTES = 12
 
 Action = Literal[
-    "approve", "reject", "edit", "replay", "fresh", "retry", "show", "why", "other", "back",
-    "undo", "redraft", "extend", "escalate", "all_approve", "all_reject", "yes_approve",
-    "yes_reject", "cancel", "noimage", "not_charged", "charged", "list_claims",
-]  # fmt: skip
+    "approve",
+    "reject",
+    "edit",
+    "replay",
+    "fresh",
+    "retry",
+    "show",
+    "why",
+    "other",
+    "back",
+    "undo",
+    "redraft",
+    "extend",
+    "escalate",
+    "all_approve",
+    "all_reject",
+    "yes_approve",
+    "yes_reject",
+    "cancel",
+    "noimage",
+    "not_charged",
+    "charged",
+    "list_claims",
+]
 _CODES: dict[Action, str] = {
     "approve": "a",
     "reject": "r",  # shows the reasons

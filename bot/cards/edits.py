@@ -100,9 +100,15 @@ def _markup(keyboard: Keyboard, row: outbox.Row, card: outbox.Row) -> InlineKeyb
 
 
 async def _edit_messages(
-    store: Store, bot: Bot, markup: InlineKeyboardMarkup | None, row: outbox.Row,
-    card: outbox.Row, text: str, shows: LinkPreviewOptions, replaced: set[str],
-) -> Sent:  # fmt: skip
+    store: Store,
+    bot: Bot,
+    markup: InlineKeyboardMarkup | None,
+    row: outbox.Row,
+    card: outbox.Row,
+    text: str,
+    shows: LinkPreviewOptions,
+    replaced: set[str],
+) -> Sent:
     edited: Sent = {}
     for chat, ids in sent_messages.message_ids(card).items():
         if chat in replaced:
@@ -170,9 +176,13 @@ async def _edit_quietly(
     """Edit one message, without buttons; False if it is gone or its chat refuses the bot."""
     try:
         await bot.edit_message_text(
-            text, chat_id=chat, message_id=message_id, parse_mode=ParseMode.HTML,
-            reply_markup=None, link_preview_options=shows,
-        )  # fmt: skip
+            text,
+            chat_id=chat,
+            message_id=message_id,
+            parse_mode=ParseMode.HTML,
+            reply_markup=None,
+            link_preview_options=shows,
+        )
     except tg_error.ChatMigrated as exc:
         raise sent_messages.Moved(chat, exc.new_chat_id) from exc
     except (tg_error.BadRequest, tg_error.Forbidden) as exc:

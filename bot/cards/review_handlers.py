@@ -151,9 +151,14 @@ async def decide_listed(tap: handlers.Tap) -> None:
     d, now, count = tap.deps, tap.now, tap.button.version
     choice: decisions.Choice = "approve" if tap.button.action == "yes_approve" else "reject"
     result = await review.decide_listed(
-        d.store, d.pipelines, tap.button.item_id, tap.user, choice, now,
+        d.store,
+        d.pipelines,
+        tap.button.item_id,
+        tap.user,
+        choice,
+        now,
         actor=events.operator(tap.user),
-    )  # fmt: skip
+    )
     votes = f", {wording.plural(len(result.voted), 'vote')} recorded" if result.voted else ""
     await tap.query.answer(f"{len(result.decided)} of {count} {choice}d{votes}")
     await _relist(tap.query, d, result.pipeline, now)
@@ -215,9 +220,16 @@ async def reply(update: Update, context: handlers.Context) -> None:
         else:
             note, actor = message.text or "", events.operator(user)
             new = await review.redraft(
-                d.store, pipeline, asked.item_id, asked.attempt, note, user, actor, now,
+                d.store,
+                pipeline,
+                asked.item_id,
+                asked.attempt,
+                note,
+                user,
+                actor,
+                now,
                 scheduler=d.scheduler,
-            )  # fmt: skip
+            )
             answer = (
                 f"🔄 item {item.id} goes to attempt {new.attempt} with your note; "
                 "a new card follows."

@@ -372,9 +372,14 @@ class Sender:
         return self._pace.setdefault(str(chat), AsyncLimiter(max(1.0, rate), max(1.0, rate) / rate))
 
     async def _send_part(
-        self, row: outbox.Row, chat: int, text: str, markup: InlineKeyboardMarkup | None,
-        reply_to: int | None = None, shows: LinkPreviewOptions = NO_PREVIEW,
-    ) -> int:  # fmt: skip
+        self,
+        row: outbox.Row,
+        chat: int,
+        text: str,
+        markup: InlineKeyboardMarkup | None,
+        reply_to: int | None = None,
+        shows: LinkPreviewOptions = NO_PREVIEW,
+    ) -> int:
         try:
             message = await self.bot.send_message(
                 chat,

@@ -238,16 +238,29 @@ async def run(
                 # The news site's pages and pictures: the page server's own URL is in them.
                 web.files.update(site.files(web.url))
                 cfg = settings(
-                    data_dir, files.pipelines_dir, api.base_url, llm.base_url,
-                    options.llm, options.prices,
-                )  # fmt: skip
+                    data_dir,
+                    files.pipelines_dir,
+                    api.base_url,
+                    llm.base_url,
+                    options.llm,
+                    options.prices,
+                )
                 env_file = write_env_file(cfg)
                 resent = await prepare_store(cfg, datetime.now(UTC))
                 running = Running(
-                    web.url, data_dir, files.out_dir, env_file, api, web,
-                    restored, resent, temporary, files.pipelines_dir,
-                    options.pipelines_dir is not None, files.kept,
-                )  # fmt: skip
+                    web.url,
+                    data_dir,
+                    files.out_dir,
+                    env_file,
+                    api,
+                    web,
+                    restored,
+                    resent,
+                    temporary,
+                    files.pipelines_dir,
+                    options.pipelines_dir is not None,
+                    files.kept,
+                )
                 await _serve(cfg, stop, lambda: ready(running) if ready else None)
             finally:
                 saver.stop()
@@ -292,9 +305,13 @@ def _start_web(api: localapi.LocalBotApi, port: int) -> webchat.WebChat:
     }
     first, *others = content.OPERATORS
     web = webchat.WebChat(
-        api, user_id=first, others=tuple(others), port=port, files=feeds,
+        api,
+        user_id=first,
+        others=tuple(others),
+        port=port,
+        files=feeds,
         room=(content.ROOM, content.ROOM_TITLE),
-    )  # fmt: skip
+    )
     try:
         return web.start()
     except OSError as exc:
@@ -347,8 +364,10 @@ def _print_banner(running: Running) -> None:
 def _print_yours(running: Running, removed: str) -> None:
     assert running.pipelines_dir is not None
     commands = [cli_command(running, command) for command in banner_commands(running)]
-    print(yours.banner(running.url, running.pipelines_dir, running.data_dir, removed, commands),
-          flush=True)  # fmt: skip
+    print(
+        yours.banner(running.url, running.pipelines_dir, running.data_dir, removed, commands),
+        flush=True,
+    )
 
 
 async def _main(options: Options) -> None:

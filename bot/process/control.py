@@ -102,9 +102,14 @@ async def _set_budget(rt: seams.Controlled, args: dict[str, Any]) -> Any:
 
 async def _replay(rt: seams.Controlled, args: dict[str, Any]) -> Any:
     return await operations.replay(
-        rt.store, operations.whole_number(args.get("item"), "item"), ACTOR, rt.now(),
-        force=bool(args.get("force")), fresh=bool(args.get("fresh")), scheduler=rt.scheduler,
-    )  # fmt: skip
+        rt.store,
+        operations.whole_number(args.get("item"), "item"),
+        ACTOR,
+        rt.now(),
+        force=bool(args.get("force")),
+        fresh=bool(args.get("fresh")),
+        scheduler=rt.scheduler,
+    )
 
 
 def _schedule(action: str) -> Handler:
@@ -112,9 +117,14 @@ def _schedule(action: str) -> Handler:
         # A pipeline whose file failed to load is named with its errors, not as unknown.
         name = operations.check_pipeline(str(args["pipeline"]), rt.pipelines, rt.loaded.broken)
         return await operations.schedule(
-            rt.store, rt.pipelines, action, name, ACTOR, rt.now(),
+            rt.store,
+            rt.pipelines,
+            action,
+            name,
+            ACTOR,
+            rt.now(),
             scheduler=rt.scheduler,
-        )  # fmt: skip
+        )
 
     return run
 
@@ -133,10 +143,14 @@ async def _reconcile_claim(rt: seams.Controlled, args: dict[str, Any]) -> Any:
 async def _settle_uncertain(rt: seams.Controlled, args: dict[str, Any]) -> Any:
     before = args.get("before")
     return await operations.settle_uncertain(
-        rt.store, str(args.get("at")), str(args.get("evidence") or ""), ACTOR, rt.now(),
+        rt.store,
+        str(args.get("at")),
+        str(args.get("evidence") or ""),
+        ACTOR,
+        rt.now(),
         pipeline=args.get("pipeline") and str(args["pipeline"]),
         before=datetime.fromisoformat(str(before)) if before else None,
-    )  # fmt: skip
+    )
 
 
 async def _sweep(rt: seams.Controlled, args: dict[str, Any]) -> Any:
@@ -159,9 +173,16 @@ async def decide_in_words(
     """review.at_terminal, its words naming people as the bot does: the one way the CLI
     decides, through this socket or holding the store itself."""
     decided = await review.at_terminal(
-        store, pipelines, action, item_id, actor, now, version=version, text=text,
+        store,
+        pipelines,
+        action,
+        item_id,
+        actor,
+        now,
+        version=version,
+        text=text,
         scheduler=scheduler,
-    )  # fmt: skip
+    )
     return dataclasses.replace(decided, said=await people.humanize(store, decided.said))
 
 
@@ -169,10 +190,16 @@ def _decision(action: str) -> Handler:
     async def run(rt: seams.Controlled, args: dict[str, Any]) -> Any:
         version = args.get("version")
         return await decide_in_words(
-            rt.store, rt.pipelines, action, operations.whole_number(args.get("item"), "item"),
-            str(args[BY]), rt.now(), text=str(args.get("text") or ""), scheduler=rt.scheduler,
+            rt.store,
+            rt.pipelines,
+            action,
+            operations.whole_number(args.get("item"), "item"),
+            str(args[BY]),
+            rt.now(),
+            text=str(args.get("text") or ""),
+            scheduler=rt.scheduler,
             version=None if version is None else operations.whole_number(version, "version"),
-        )  # fmt: skip
+        )
 
     return run
 
@@ -209,9 +236,15 @@ async def _record_spend(rt: seams.Controlled, args: dict[str, Any]) -> Any:
     )
     micros = operations.whole_number(args.get("micros"), "micros", low=0)
     return await ledger.charge(
-        rt.store, str(args["key"]), DRY_RUN_ENDPOINT, str(args["pipeline"]), usage, micros,
-        str(args["evidence"]), rt.now(),
-    )  # fmt: skip
+        rt.store,
+        str(args["key"]),
+        DRY_RUN_ENDPOINT,
+        str(args["pipeline"]),
+        usage,
+        micros,
+        str(args["evidence"]),
+        rt.now(),
+    )
 
 
 async def _token_create(rt: seams.Controlled, args: dict[str, Any]) -> Any:

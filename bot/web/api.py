@@ -196,9 +196,10 @@ class Trigger(JsonHandler):
         scheme, _, token = header.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             raise Refused(
-                401, "send Authorization: Bearer <token> (gatehouse token create <name>)",
+                401,
+                "send Authorization: Bearer <token> (gatehouse token create <name>)",
                 WWW_Authenticate="Bearer",
-            )  # fmt: skip
+            )
         found = await tokens.authenticate(self.runtime.store, token.strip())
         if found is None:
             raise Refused(401, "unknown or revoked token", WWW_Authenticate="Bearer")

@@ -98,8 +98,12 @@ def access_log(handler: web.RequestHandler) -> None:
     log.log(
         logging.WARNING if status >= 500 else logging.DEBUG,
         "%d %s %s (%s) %.1f ms",
-        status, request.method, request.path, request.remote_ip, 1000 * request.request_time(),
-    )  # fmt: skip
+        status,
+        request.method,
+        request.path,
+        request.remote_ip,
+        1000 * request.request_time(),
+    )
 
 
 def too_many_headers(handler: web.RequestHandler) -> bool:

@@ -115,13 +115,22 @@ def _again_sync(
     card = outbox.enqueue_sync(conn, "card", target, payload, now, item_id=item.id, dedupe_key=key)
     if card is not None:
         edit = payloads.CardEdit(
-            item.id, item.attempt, int(payload["version"]), item.state.value,
-            pipeline=str(payload.get("pipeline") or ""), again_as=card,
-        )  # fmt: skip
+            item.id,
+            item.attempt,
+            int(payload["version"]),
+            item.state.value,
+            pipeline=str(payload.get("pipeline") or ""),
+            again_as=card,
+        )
         outbox.enqueue_sync(
-            conn, "card_edit", target, edit.to_json(), now, item_id=item.id,
+            conn,
+            "card_edit",
+            target,
+            edit.to_json(),
+            now,
+            item_id=item.id,
             dedupe_key=f"again:{card}",
-        )  # fmt: skip
+        )
     return card
 
 

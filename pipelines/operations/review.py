@@ -55,9 +55,15 @@ def operator_text(text: str, what: str) -> str:
 
 
 async def reject(
-    store: Store, pipeline: spec.Pipeline, shown: followups.Shown, operator_id: int,
-    reason: str, now: datetime, *, actor: str | None = None,
-) -> decisions.Decision:  # fmt: skip
+    store: Store,
+    pipeline: spec.Pipeline,
+    shown: followups.Shown,
+    operator_id: int,
+    reason: str,
+    now: datetime,
+    *,
+    actor: str | None = None,
+) -> decisions.Decision:
     """Reject the version shown, with the reason in the event and on the card."""
     why = operator_text(reason, "reason")
     return await flow.decide(
@@ -66,9 +72,14 @@ async def reject(
 
 
 async def undo(
-    store: Store, pipeline: spec.Pipeline, shown: followups.Shown, operator_id: int,
-    now: datetime, *, actor: str | None = None,
-) -> Item:  # fmt: skip
+    store: Store,
+    pipeline: spec.Pipeline,
+    shown: followups.Shown,
+    operator_id: int,
+    now: datetime,
+    *,
+    actor: str | None = None,
+) -> Item:
     """Take back an approval (before it is sent) or a reject within the undo window."""
     window = pipeline.approval.undo_window
     if not window:
@@ -76,9 +87,14 @@ async def undo(
 
     def unit(conn: backend.Conn) -> Item:
         moved = decisions.undo_sync(
-            conn, *shown, operator_id, now,
-            window=window, deadline=pipeline.approval.window, actor=actor,
-        )  # fmt: skip
+            conn,
+            *shown,
+            operator_id,
+            now,
+            window=window,
+            deadline=pipeline.approval.window,
+            actor=actor,
+        )
         who = actor or events.operator(operator_id)
         at = units.time_of_day(now)
         status = f"↩️ undone by {who} at {at}: awaiting a decision again"
@@ -110,9 +126,17 @@ async def extend(
 
 
 async def redraft(
-    store: Store, pipeline: spec.Pipeline, item_id: int, attempt: int, note: str,
-    operator_id: int, actor: str, now: datetime, *, scheduler: Scheduler | None = None,
-) -> Item:  # fmt: skip
+    store: Store,
+    pipeline: spec.Pipeline,
+    item_id: int,
+    attempt: int,
+    note: str,
+    operator_id: int,
+    actor: str,
+    now: datetime,
+    *,
+    scheduler: Scheduler | None = None,
+) -> Item:
     """Draft a rejected or expired item again (a new attempt, through the ledger), with
     the reviewer's note given to the LLM drafter as an instruction."""
     if pipeline.draft.drafter != "llm":
@@ -156,8 +180,12 @@ async def ask_run(
 
 TerminalAction = Literal["approve", "reject", "edit", "redraft", "remove-image"]
 TERMINAL_ACTIONS: tuple[TerminalAction, ...] = (
-    "approve", "reject", "edit", "redraft", "remove-image",
-)  # fmt: skip
+    "approve",
+    "reject",
+    "edit",
+    "redraft",
+    "remove-image",
+)
 
 
 @dataclass(frozen=True)
@@ -170,10 +198,17 @@ class Decided:
 
 
 async def at_terminal(
-    store: Store, pipelines: Mapping[str, spec.Pipeline], action: str, item_id: int,
-    actor: str, now: datetime, *, version: int | None = None, text: str = "",
+    store: Store,
+    pipelines: Mapping[str, spec.Pipeline],
+    action: str,
+    item_id: int,
+    actor: str,
+    now: datetime,
+    *,
+    version: int | None = None,
+    text: str = "",
     scheduler: Scheduler | None = None,
-) -> Decided:  # fmt: skip
+) -> Decided:
     """approve / reject / edit / redraft from the CLI, voting as decisions.TERMINAL with
     `actor` (the Unix user) in the events. `version` is the one the operator read
     (default: the current one); `text` is the reason, the new text or the note."""
@@ -198,9 +233,17 @@ async def at_terminal(
         raise Refused(f"unknown action {action!r}; valid: {', '.join(TERMINAL_ACTIONS)}")
     reason = operator_text(text, "reason") if text.strip() else None
     decision = await flow.decide(
-        store, pipeline, item_id, item.attempt, shown, voter,
-        "approve" if action == "approve" else "reject", now, reason=reason, actor=actor,
-    )  # fmt: skip
+        store,
+        pipeline,
+        item_id,
+        item.attempt,
+        shown,
+        voter,
+        "approve" if action == "approve" else "reject",
+        now,
+        reason=reason,
+        actor=actor,
+    )
     if decision.outcome == "unchanged" and not flow.repeat_vote(decision, voter):
         raise Refused(f"nothing changed: item {item_id} is {decision.item.state}")
     return Decided(decision.item, flow.vote_words(decision, pipeline, voter))
@@ -245,9 +288,15 @@ async def offer(
 
 
 async def decide_listed(
-    store: Store, pipelines: Mapping[str, spec.Pipeline], offer_id: int, operator_id: int,
-    choice: decisions.Choice, now: datetime, *, actor: str | None = None,
-) -> ListedResult:  # fmt: skip
+    store: Store,
+    pipelines: Mapping[str, spec.Pipeline],
+    offer_id: int,
+    operator_id: int,
+    choice: decisions.Choice,
+    now: datetime,
+    *,
+    actor: str | None = None,
+) -> ListedResult:
     """Apply one decision to exactly the versions listed; one event per item moved.
 
     The list is closed first, so a second confirmation decides nothing. An item that
@@ -267,9 +316,17 @@ async def decide_listed(
             if pipeline is None:
                 raise Refused(f"pipeline {item.pipeline} is no longer configured")
             decision = await flow.decide(
-                store, pipeline, item_id, attempt, version, operator_id, choice, now,
-                reason=reason, actor=actor,
-            )  # fmt: skip
+                store,
+                pipeline,
+                item_id,
+                attempt,
+                version,
+                operator_id,
+                choice,
+                now,
+                reason=reason,
+                actor=actor,
+            )
         except (
             errors.Conflict,
             errors.IllegalTransition,

@@ -28,9 +28,16 @@ def extensions_sync(conn: backend.Conn, item_id: int, attempt: int) -> int:
 
 
 def extend_sync(
-    conn: backend.Conn, item_id: int, attempt: int, version: int, by: timedelta, actor: str,
-    now: datetime, *, most: int,
-) -> Item:  # fmt: skip
+    conn: backend.Conn,
+    item_id: int,
+    attempt: int,
+    version: int,
+    by: timedelta,
+    actor: str,
+    now: datetime,
+    *,
+    most: int,
+) -> Item:
     """Give the card's version `by` more time; refused when it is no longer waiting or
     its attempt was extended `most` times already."""
     item = items.lock_sync(conn, item_id)

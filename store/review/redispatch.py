@@ -57,7 +57,14 @@ def retry_sync(
     if row is None:
         raise errors.Conflict(f"item {item_id} changed underneath this retry")
     events.append(
-        conn, "item", item_id, State.FAILED, State.APPROVED, actor, now, attempt=attempt,
+        conn,
+        "item",
+        item_id,
+        State.FAILED,
+        State.APPROVED,
+        actor,
+        now,
+        attempt=attempt,
         reason=reason,
-    )  # fmt: skip
+    )
     return items.Item.from_row(row)
