@@ -22,7 +22,7 @@ from pipelines.operations import review
 from store import drafts, errors, items
 from store.audit import events
 from store.machine import State
-from store.review import decisions, followups
+from store.review import decisions, followups, prompts
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +126,8 @@ async def _ask(tap: handlers.ItemTap, kind: followups.AskKind, text: str) -> Non
         reply_markup=ForceReply(selective=True, input_field_placeholder=PLACEHOLDERS[kind]),
     )
     d, shown = tap.deps, tap.button.shown
-    await followups.ask(d.store, prompt.chat_id, prompt.message_id, kind, shown, d.clock())
+    asked = prompts.Message(prompt.chat_id, prompt.message_id)
+    await followups.ask(d.store, asked, kind, shown, d.clock())
 
 
 async def confirm(tap: handlers.Tap) -> None:

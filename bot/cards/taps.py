@@ -119,9 +119,8 @@ async def ask_for_edit(tap: handlers.ItemTap) -> None:
         parse_mode=ParseMode.HTML,
         reply_markup=ForceReply(selective=True, input_field_placeholder=EDIT_PLACEHOLDER),
     )
-    await prompts.remember(
-        d.store, prompt.chat_id, prompt.message_id, item.id, item.version, d.clock()
-    )
+    asked = prompts.Message(prompt.chat_id, prompt.message_id)
+    await prompts.remember(d.store, asked, item.id, item.version, d.clock())
 
 
 async def replay(tap: handlers.ItemTap) -> None:

@@ -161,45 +161,27 @@ async def _sweep(rt: seams.Controlled, args: dict[str, Any]) -> Any:
 async def decide_in_words(
     store: db.Store,
     pipelines: Mapping[str, Any],
-    action: str,
-    item_id: int,
-    actor: str,
+    typed: review.Typed,
     now: datetime,
-    *,
-    version: int | None = None,
-    text: str = "",
     scheduler: Scheduler | None = None,
 ) -> review.Decided:
     """review.at_terminal, its words naming people as the bot does: the one way the CLI
     decides, through this socket or holding the store itself."""
-    decided = await review.at_terminal(
-        store,
-        pipelines,
-        action,
-        item_id,
-        actor,
-        now,
-        version=version,
-        text=text,
-        scheduler=scheduler,
-    )
+    decided = await review.at_terminal(store, pipelines, typed, now, scheduler=scheduler)
     return dataclasses.replace(decided, said=await people.humanize(store, decided.said))
 
 
 def _decision(action: str) -> Handler:
     async def run(rt: seams.Controlled, args: dict[str, Any]) -> Any:
         version = args.get("version")
-        return await decide_in_words(
-            rt.store,
-            rt.pipelines,
+        typed = review.Typed(
             action,
             operations.whole_number(args.get("item"), "item"),
             str(args[BY]),
-            rt.now(),
-            text=str(args.get("text") or ""),
-            scheduler=rt.scheduler,
-            version=None if version is None else operations.whole_number(version, "version"),
+            None if version is None else operations.whole_number(version, "version"),
+            str(args.get("text") or ""),
         )
+        return await decide_in_words(rt.store, rt.pipelines, typed, rt.now(), rt.scheduler)
 
     return run
 

@@ -91,7 +91,7 @@ async def retry(
     item_id, attempt, version = shown
 
     def unit(conn: backend.Conn) -> Item:
-        item = redispatch.retry_sync(conn, item_id, attempt, version, actor, now)
+        item = redispatch.retry_sync(conn, shown, actor, now)
         tries = len(outbox.for_item_sync(conn, item_id, "dispatch"))
         payload = payloads.Dispatch(item_id, attempt, version, pipeline.name).to_json()
         key = f"dispatch:{item_id}:{attempt}:{version}:{tries}"

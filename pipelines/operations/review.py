@@ -61,14 +61,10 @@ async def reject(
     operator_id: int,
     reason: str,
     now: datetime,
-    *,
-    actor: str | None = None,
 ) -> decisions.Decision:
     """Reject the version shown, with the reason in the event and on the card."""
     why = operator_text(reason, "reason")
-    return await flow.decide(
-        store, pipeline, *shown, operator_id, "reject", now, reason=why, actor=actor
-    )
+    return await flow.decide(store, pipeline, *shown, operator_id, "reject", now, reason=why)
 
 
 async def undo(
@@ -77,8 +73,6 @@ async def undo(
     shown: followups.Shown,
     operator_id: int,
     now: datetime,
-    *,
-    actor: str | None = None,
 ) -> Item:
     """Take back an approval (before it is sent) or a reject within the undo window."""
     window = pipeline.approval.undo_window
@@ -93,9 +87,8 @@ async def undo(
             now,
             window=window,
             deadline=pipeline.approval.window,
-            actor=actor,
         )
-        who = actor or events.operator(operator_id)
+        who = events.operator(operator_id)
         at = units.time_of_day(now)
         status = f"↩️ undone by {who} at {at}: awaiting a decision again"
         flow.edit_card_sync(conn, pipeline, moved, shown.version, status, now)
@@ -189,6 +182,19 @@ TERMINAL_ACTIONS: tuple[TerminalAction, ...] = (
 
 
 @dataclass(frozen=True)
+class Typed:
+    """An action typed at a terminal: `actor` (the Unix user) names who in the events;
+    `version` is the one the operator read (None: the current one); `text` is the reason,
+    the new text or the note."""
+
+    action: str
+    item_id: int
+    actor: str
+    version: int | None = None
+    text: str = ""
+
+
+@dataclass(frozen=True)
 class Decided:
     """What a terminal's action left: the item, and what it did in words (a vote toward
     a quorum says how many are in and who is awaited; people as `operator:<id>`)."""
@@ -200,23 +206,19 @@ class Decided:
 async def at_terminal(
     store: Store,
     pipelines: Mapping[str, spec.Pipeline],
-    action: str,
-    item_id: int,
-    actor: str,
+    typed: Typed,
     now: datetime,
     *,
-    version: int | None = None,
-    text: str = "",
     scheduler: Scheduler | None = None,
 ) -> Decided:
     """approve / reject / edit / redraft from the CLI, voting as decisions.TERMINAL with
-    `actor` (the Unix user) in the events. `version` is the one the operator read
-    (default: the current one); `text` is the reason, the new text or the note."""
+    the typed actor in the events."""
+    action, item_id, actor, text = typed.action, typed.item_id, typed.actor, typed.text
     item = await items.get(store, item_id)
     pipeline = pipelines.get(item.pipeline)
     if pipeline is None:
         raise Refused(f"pipeline {item.pipeline} is not loaded")
-    shown = item.version if version is None else version
+    shown = item.version if typed.version is None else typed.version
     voter = decisions.TERMINAL
     if action == "edit":
         draft = await flow.edit(store, pipeline, item_id, shown, text, voter, now, actor=actor)

@@ -350,12 +350,12 @@ async def test_a_vote_toward_a_quorum_says_how_many_are_in_and_who_is_awaited(
     p, item = pipeline(quorum=2, operators=[ALICE, BOB, CAROL]), await awaiting(store, now)
     pipelines = {"news": p}
     cli = "cli:ana"
-    voted = await review.at_terminal(store, pipelines, "approve", item.id, cli, now)
+    voted = await review.at_terminal(store, pipelines, review.Typed("approve", item.id, cli), now)
     who = f"operator:{ALICE}, operator:{BOB}, operator:{CAROL}"
     assert voted.said == f"your vote is in: 1 of 2 (waiting for 1 more of {who})"
     assert voted.item.state == S.AWAITING_APPROVAL
     unchanged = await snapshot.tables(store)
-    again = await review.at_terminal(store, pipelines, "approve", item.id, cli, now)
+    again = await review.at_terminal(store, pipelines, review.Typed("approve", item.id, cli), now)
     assert again.said == f"you already approved this version: 1 of 2 (waiting for 1 more of {who})"
     assert await snapshot.tables(store) == unchanged
 
@@ -364,7 +364,7 @@ async def test_a_vote_toward_a_quorum_says_how_many_are_in_and_who_is_awaited(
     late = await flow.decide(store, p, item.id, 1, 1, BOB, "approve", now)
     assert flow.vote_words(late, p, BOB) == "nothing changed: the item is approved"
     with pytest.raises(review.Refused, match=f"nothing changed: item {item.id} is approved"):
-        await review.at_terminal(store, pipelines, "approve", item.id, cli, now)
+        await review.at_terminal(store, pipelines, review.Typed("approve", item.id, cli), now)
 
 
 async def test_the_awaited_approver_is_named_when_only_one_can_complete_the_quorum(
@@ -382,7 +382,10 @@ async def test_an_edit_from_the_terminal_is_recorded_as_its_unix_user(
 ) -> None:
     p, item = pipeline(), await awaiting(store, now)
     edited = await review.at_terminal(
-        store, {"news": p}, "edit", item.id, "cli:ana", now, text="the words ana chose"
+        store,
+        {"news": p},
+        review.Typed("edit", item.id, "cli:ana", text="the words ana chose"),
+        now,
     )
     assert edited.said == "edited: version 2"
     last = (await events.for_entity(store, "item", item.id))[-1]
