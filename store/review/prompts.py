@@ -24,7 +24,7 @@ KEEP = timedelta(days=7)
 
 
 class Message(NamedTuple):
-    """A message the bot sent to ask something, as Telegram names it."""
+    """A message in a chat, as Telegram names it: a prompt the bot asked, a card it sent."""
 
     chat_id: int
     message_id: int
