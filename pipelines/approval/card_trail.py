@@ -44,12 +44,6 @@ def _previous_status(conn: backend.Conn, item: Item) -> str:
     return ""
 
 
-def _edit(
-    conn: backend.Conn, item: Item, state: State, line: str, now: datetime, buttons: str = ""
-) -> None:
-    outbox.put_sync(conn, _edit_row(conn, item, state, line, buttons), now)
-
-
 def _edit_row(
     conn: backend.Conn, item: Item, state: State, line: str, buttons: str = ""
 ) -> outbox.Queued:
@@ -79,7 +73,8 @@ def dispatched_row(
 
 def failed_sync(conn: backend.Conn, item: Item, reason: str, now: datetime) -> None:
     """The card shows the error, with a Retry button."""
-    _edit(conn, item, State.FAILED, f"⚠️ not sent: {reason}", now, buttons=payloads.RETRY_BUTTONS)
+    edit = _edit_row(conn, item, State.FAILED, f"⚠️ not sent: {reason}", payloads.RETRY_BUTTONS)
+    outbox.put_sync(conn, edit, now)
 
 
 async def retry(
@@ -98,7 +93,8 @@ async def retry(
         outbox.enqueue_sync(
             conn, "dispatch", pipeline.name, payload, now, item_id=item_id, dedupe_key=key
         )
-        _edit(conn, item, State.APPROVED, f"🔁 retry by {actor} at {now:%H:%M} UTC", now)
+        line = f"🔁 retry by {actor} at {now:%H:%M} UTC"
+        outbox.put_sync(conn, _edit_row(conn, item, State.APPROVED, line), now)
         return item
 
     return await store.write(unit)

@@ -50,6 +50,7 @@ from store import db, errors, ledger, outbox, retention
 from store.backends import startup
 from store.cluster import heartbeats
 from store.db import Store
+from store.intake import runs
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +122,7 @@ class Runtime:
         #: This process as one of the workers sharing the store.
         self.me = heartbeats.Me.here()
         self.scheduler = Scheduler(
-            store, self.engine, self.pipelines, worker=self.me.id, run_lease=self.run_lease
+            store, self.engine, self.pipelines, hold=runs.Hold(self.me.id, self.run_lease)
         )
         #: Set at a clean stop's first step: take no new work.
         self.stopping = asyncio.Event()
