@@ -108,7 +108,7 @@ async def extend(
     who = events.operator(operator_id)
 
     def unit(conn: backend.Conn) -> Item:
-        item = deadlines.extend_sync(conn, *shown, window, who, now, most=most)
+        item = deadlines.extend_sync(conn, shown, deadlines.Extension(window, most), who, now)
         assert item.deadline is not None
         until = units.when(item.deadline)
         status = f"⏳ window extended by {units.duration(window)} by {who}: open until {until}"
