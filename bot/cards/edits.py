@@ -49,7 +49,7 @@ NO_PREVIEW = LinkPreviewOptions(is_disabled=True)
 
 @dataclass(frozen=True)
 class Face:
-    """What an edited message shows: its HTML, its link preview and its buttons."""
+    """What a message shows, sent or edited: its HTML, its link preview and its buttons."""
 
     text: str
     shows: LinkPreviewOptions
