@@ -83,9 +83,7 @@ async def extend(tap: handlers.ItemTap) -> None:
 async def escalate(tap: handlers.ItemTap) -> None:
     """Bring in approval.escalate_to now."""
     d, pipeline, button = tap.deps, tap.pipeline, tap.button
-    brought = await nudges.escalate(
-        d.store, pipeline, button.item_id, button.attempt, tap.user, tap.now
-    )
+    brought = await nudges.escalate(d.store, pipeline, button.shown, tap.user, tap.now)
     if not brought:
         await tap.query.answer("already escalated, or no longer waiting", show_alert=True)
         return

@@ -100,15 +100,12 @@ async def _send(
 
 
 async def escalate(
-    store: Store,
-    pipeline: spec.Pipeline,
-    item_id: int,
-    attempt: int,
-    operator_id: int,
-    now: datetime,
+    store: Store, pipeline: spec.Pipeline, shown: followups.Shown, operator_id: int, now: datetime
 ) -> bool:
-    """Bring in `escalate_to` now, at an approver's tap (a card too few may approve offers
-    it); False when this attempt was escalated already or is no longer waiting."""
+    """Bring in `escalate_to` now, at an approver's tap on the card `shown` (a card too few
+    may approve offers it); False when its attempt was escalated already or is no longer
+    waiting."""
+    item_id, attempt = shown.item_id, shown.attempt
     if not pipeline.approval.escalate_to:
         raise errors.Conflict(f"{pipeline.name} has no approval.escalate_to to bring in")
 
