@@ -181,14 +181,11 @@ def cli_command(running: Running, command: str) -> str:
 
 
 def settings(
-    data_dir: Path,
-    pipelines_dir: Path,
-    base_url: str,
-    llm_url: str,
-    llm: providers.ProviderSettings | None = None,
-    prices: dict[str, ledger_prices.Price] | None = None,
+    data_dir: Path, pipelines_dir: Path, base_url: str, llm_url: str, options: Options
 ) -> settings_mod.Settings:
-    """The demo's settings; `llm` and `prices` are yours when given, else the local model's."""
+    """The demo's settings; the options' LLM and prices are yours when given, else the
+    local model's at `llm_url`."""
+    llm, prices = options.llm, options.prices
     telegram = settings_mod.TelegramSettings(
         token=TOKEN,  # type: ignore[arg-type]  # pydantic makes it a SecretStr
         base_url=base_url,
@@ -237,14 +234,7 @@ async def run(
                 files = _pipelines(options, data_dir, web.url)
                 # The news site's pages and pictures: the page server's own URL is in them.
                 web.files.update(site.files(web.url))
-                cfg = settings(
-                    data_dir,
-                    files.pipelines_dir,
-                    api.base_url,
-                    llm.base_url,
-                    options.llm,
-                    options.prices,
-                )
+                cfg = settings(data_dir, files.pipelines_dir, api.base_url, llm.base_url, options)
                 env_file = write_env_file(cfg)
                 resent = await prepare_store(cfg, datetime.now(UTC))
                 running = Running(
