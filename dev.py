@@ -158,8 +158,8 @@ def main(argv: list[str]) -> int:
         return _coverage(rest)
     if command == "bench":
         return _bench(rest)
-    if command == "schema":  # PostgreSQL's needs the local server (see store/sql/generate.py)
-        return subprocess.call([str(PY), "-m", "store.sql.generate", *rest], cwd=ROOT)
+    if command == "schema":  # PostgreSQL's needs the local server (see store/backends/generate.py)
+        return subprocess.call([str(PY), "-m", "store.backends.generate", *rest], cwd=ROOT)
     valid = "demo, test, lint, coverage, bench, schema, setup"
     print(f"unknown command {command!r}; valid: {valid}", file=sys.stderr)
     return 2

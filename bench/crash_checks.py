@@ -21,7 +21,7 @@ from store.audit import events
 
 #: Feed entries carry this tag in their title, so a provider request names its entry.
 ENTRY_TAG = re.compile(r"crash-\d{5}")
-#: How a triage question's prompt begins (pipelines/runs/triage.py), and a draft's never does.
+#: How a triage question's prompt begins (pipelines/config/triage.py), and a draft's never does.
 TRIAGE_PROMPT_START = "Question:"
 _CARD_HEAD = re.compile(r"· item (\d+)\b")
 _CARD_META = re.compile(r"version (\d+) · attempt (\d+)")

@@ -30,8 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import common, tick
-from pipelines.config import spec
-from pipelines.runs import filters
+from pipelines.config import filters, spec
 from tests.fakes.feed_server import FeedServer
 from tests.fakes.feeds import rss
 

@@ -38,14 +38,14 @@ import httpx
 from bench import common
 from pipelines.approval import flow
 from pipelines.config import spec
-from pipelines.dispatch import dispatcher
 from pipelines.drafting import drafters
 from pipelines.runs import intake
-from pipelines.service import seal_loop
-from store import backend, db, drafts, items, outbox, retention
+from pipelines.service import dispatcher, seal_loop
+from store import backend, db, drafts, items, outbox
 from store.audit import events
 from store.intake import seen
 from store.machine import State
+from store.upkeep import retention
 
 #: Items recorded per fetch transaction, and moved to drafting per transaction: a tick's.
 CHUNK = intake.RECORD_CHUNK

@@ -7,7 +7,7 @@
     python -m bench mutants --smoke              # check the groups and SQL mutations, run none
 
 The tool is mutmut 3, chosen over cosmic-ray 8.7 after running both here on
-bot/cards/callbacks.py (Python 3.11, three top-level packages, pytest-asyncio). mutmut
+bot/ground/callbacks.py (Python 3.11, three top-level packages, pytest-asyncio). mutmut
 copies the sources into a `mutants/` folder, switches mutants at run time, forks each
 one from a process that has already imported everything, and runs only the tests that
 executed the mutated function: 82 mutants in 12 s. cosmic-ray starts a new pytest per
@@ -53,7 +53,7 @@ class Group:
 
 
 GROUPS = {
-    "bot": Group(("bot/cards/callbacks.py", "bot/chat/auth.py"), ("tests/bot/test_bot_units.py",)),
+    "bot": Group(("bot/ground/callbacks.py", "bot/chat/auth.py"), ("tests/bot/test_bot_units.py",)),
     "chain": Group(
         ("store/audit/events.py",),
         (

@@ -30,9 +30,8 @@ from typing import Any
 from bench import common
 from pipelines import operations
 from store import backend, clock, db
-from store.backends import migrate
+from store.backends import generate, migrate
 from store.reports import figures, info
-from store.sql import generate
 
 #: The newest moment in the built store: items and claims spread over the year before.
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)

@@ -19,7 +19,7 @@ approves its share of the waiting items (`flow.decide`, as an operator's tap
 does) and dispatches with `dispatcher.run_once`, which claims rows with a lease
 (`FOR UPDATE SKIP LOCKED` on PostgreSQL) to a `none` target; as in production, the
 scheduler passes once a second and an idle worker waits for a card or dispatch row to be
-committed (store.cluster.notify), not polling. Worker 0 also runs the
+committed (store.backends.notify), not polling. Worker 0 also runs the
 sealer, as the leader does (pipelines.service.seal_loop). The clock runs from the moment every
 worker is ready until the last item is dispatched.
 

@@ -25,9 +25,8 @@ from bench import scale_llm
 from bench import scale_probes as probes
 from pipelines.approval import flow
 from pipelines.config import spec
-from pipelines.dispatch import dispatcher
 from pipelines.runs import engine
-from pipelines.service import scheduler, seal_loop
+from pipelines.service import dispatcher, scheduler, seal_loop
 from store import db, items, outbox
 from store.backends import pg_conn
 from store.cluster import heartbeats

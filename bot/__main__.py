@@ -6,6 +6,6 @@ lock is taken before the bot is imported, so a second instance is refused at onc
 
 import sys
 
-from bot.process import early
+from bot import early
 
 sys.exit(early.run())

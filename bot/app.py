@@ -43,18 +43,18 @@ from telegram.request import HTTPXRequest
 
 from bot import settings as settings_mod
 from bot.cards import actions, keyboards, review_handlers, routes, taps, uncertain
-from bot.chat import auth, group_events, handlers, lists, polling, rooms, sender
-from bot.process import control, logs, startup, storage_alarm
+from bot.chat import auth, group_events, kit, lists, polling, rooms, sender
+from bot.commands import handlers
+from bot.ground import logs, storage_alarm
+from bot.process import control, startup
 from bot.web import api, metrics
-from pipelines import httpclient
-from pipelines.approval import card_trail, nudges
+from pipelines.approval import card_trail
 from pipelines.audit import trust as audit_trust
 from pipelines.audit import witness as audit_witness
-from pipelines.dispatch import dispatcher
 from pipelines.drafting import choice
-from pipelines.runs import triage_digest
+from pipelines.ground import httpclient, waiting
+from pipelines.service import dispatcher, nudges, triage_digest
 from pipelines.service import runtime as runtime_mod
-from pipelines.service import workers
 from store import db, errors, outbox, payloads
 from store.review import followups
 
@@ -96,7 +96,7 @@ def build(cfg: settings_mod.Settings, token: str) -> App:
     application: App = (
         ApplicationBuilder()
         .token(token)
-        .context_types(handlers.CONTEXT_TYPES)
+        .context_types(kit.CONTEXT_TYPES)
         .base_url(cfg.telegram.base_url)
         .base_file_url(file_url(cfg.telegram.base_url))
         .rate_limiter(limiter)
@@ -253,7 +253,7 @@ async def serve(
         per_group_per_second=cfg.telegram.group_messages_per_minute / 60,
     )
     gate = auth.Gate(cfg.telegram.operators, cfg.telegram.rate_limit_per_minute)
-    application.bot_data["deps"] = handlers.Deps(
+    application.bot_data["deps"] = kit.Deps(
         runtime.store,
         runtime.pipelines,
         runtime.scheduler,
@@ -311,7 +311,7 @@ async def _start_updates(
         async def poll(lost: asyncio.Event) -> None:
             # Until the lead is lost, or a clean stop begins (no new taps from then on).
             stop = asyncio.Event()
-            watch = asyncio.ensure_future(workers.set_when_any(stop, (lost, runtime.stopping)))
+            watch = asyncio.ensure_future(waiting.set_when_any(stop, (lost, runtime.stopping)))
             try:
                 await polling.poll(application, runtime.leader, ALLOWED_UPDATES, stop)
             finally:

@@ -88,7 +88,7 @@ class StorageIOError(StoreError):
 
 
 #: Failures of the disk under the store rather than of the work: operators must hear of
-#: them even though the store cannot record an alert (see bot/process/storage_alarm.py).
+#: them even though the store cannot record an alert (see bot/ground/storage_alarm.py).
 STORAGE_FAULTS = (StorageFull, StorageIOError)
 
 

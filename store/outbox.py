@@ -27,9 +27,8 @@ from datetime import datetime, timedelta
 from typing import Any, Literal, Self
 
 from store import backend, clock, errors, machine, payloads, sql
-from store.backends import core
+from store.backends import core, notify
 from store.backends.core import Store
-from store.cluster import notify
 
 Q = sql.load("outbox")
 
@@ -196,7 +195,7 @@ def wakeup(store: Store, kinds: Iterable[Kind]) -> asyncio.Event:
 
 
 #: The longest a worker on a shared store waits without looking for rows other workers
-#: queued (seconds): their notification wakes it sooner (store.cluster.notify); this is the
+#: queued (seconds): their notification wakes it sooner (store.backends.notify); this is the
 #: fallback should one be lost.
 SHARED_POLL_S = 5.0
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from pipelines import httpclient
+from pipelines.ground import httpclient
 from pipelines.text import redaction
 from store import db
 from tests.fakes import network

@@ -1,2 +1,1 @@
-"""A card's life in the chat: its buttons' data and routes, the taps, edits and
-review actions, and the messages a card became."""
+"""A card's life in the chat: its buttons and their routes, the taps and review actions."""

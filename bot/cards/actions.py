@@ -27,8 +27,8 @@ from telegram import (
 from telegram import error as tg_error
 from telegram.constants import ParseMode
 
-from bot.cards import callbacks, sent_messages
-from bot.chat import render, wording
+from bot.chat import render, sent_messages, wording
+from bot.ground import callbacks
 from pipelines.text import telegram as telegram_text
 from store import errors, items, outbox
 from store.db import Store

@@ -1,7 +1,7 @@
 """The buttons of decisions beyond one tap: reject reasons, Undo and Redraft under a
 decided card, and "Approve all" / "Reject all" under a list (each behind a confirmation).
 
-Every button is a tagged bot.cards.callbacks.Button naming the item version (or the list) it
+Every button is a tagged bot.ground.callbacks.Button naming the item version (or the list) it
 acts on; bot.cards.review_handlers answers them.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from telegram import InlineKeyboardButton, InlineKeyboardMarkup
 
-from bot.cards import callbacks
+from bot.ground import callbacks
 from pipelines.config import spec
 from pipelines.operations import review
 from store import payloads

@@ -15,8 +15,8 @@ from telegram import CallbackQuery, ForceReply, InlineKeyboardMarkup, Update
 from telegram import error as tg_error
 from telegram.constants import ParseMode
 
-from bot.cards import actions, keyboards, sent_messages, taps
-from bot.chat import handlers, people, render, wording
+from bot.cards import actions, keyboards, taps
+from bot.chat import kit, people, render, sent_messages, wording
 from pipelines.approval import flow
 from pipelines.operations import review
 from store import drafts, errors, items
@@ -37,7 +37,7 @@ _REFUSALS = (errors.Conflict, errors.IllegalTransition, errors.NotFound, flow.No
 # -- buttons (routed by bot.cards.routes) -----------------------------------------------
 
 
-async def reasons(tap: handlers.ItemTap) -> None:
+async def reasons(tap: kit.ItemTap) -> None:
     """Reject: the pipeline's preset reasons in place of the card's buttons."""
     if await _closed(tap, "reject"):
         return
@@ -46,7 +46,7 @@ async def reasons(tap: handlers.ItemTap) -> None:
     await _buttons(tap.query, markup)
 
 
-async def back(tap: handlers.ItemTap) -> None:
+async def back(tap: kit.ItemTap) -> None:
     """The card's own buttons again, Escalate too if the card had it."""
     if await _closed(tap, "reject"):
         return
@@ -60,14 +60,14 @@ async def back(tap: handlers.ItemTap) -> None:
     await _buttons(tap.query, markup)
 
 
-async def other(tap: handlers.ItemTap) -> None:
+async def other(tap: kit.ItemTap) -> None:
     """Reject with a typed reason: prompt for it."""
     if await _closed(tap, "reject"):
         return
     await _ask(tap, "reject", f"Why reject item {tap.item.id}? Reply with the reason.")
 
 
-async def why(tap: handlers.ItemTap) -> None:
+async def why(tap: kit.ItemTap) -> None:
     """Reject with the preset reason the button numbers."""
     reasons = tap.pipeline.approval.reject_reasons
     if tap.button.arg >= len(reasons):
@@ -78,13 +78,13 @@ async def why(tap: handlers.ItemTap) -> None:
     await _answered(tap, "❌ rejected")
 
 
-async def undo(tap: handlers.ItemTap) -> None:
+async def undo(tap: kit.ItemTap) -> None:
     """Take a decision back while its grace period lasts."""
     await review.undo(tap.deps.store, tap.pipeline, tap.button.shown, tap.user, tap.now)
     await _answered(tap, "↩️ undone: it awaits a decision again")
 
 
-async def redraft(tap: handlers.ItemTap) -> None:
+async def redraft(tap: kit.ItemTap) -> None:
     """Prompt for a note to the model for a new draft."""
     if not (tap.current and tap.item.state in review.REDRAFTABLE):
         text = "This card is out of date: nothing to redraft here."
@@ -94,7 +94,7 @@ async def redraft(tap: handlers.ItemTap) -> None:
     await _ask(tap, "redraft", text)
 
 
-async def _closed(tap: handlers.ItemTap, what: str) -> bool:
+async def _closed(tap: kit.ItemTap, what: str) -> bool:
     """Answer a card that no longer shows a version awaiting a decision; True if so."""
     if tap.current and tap.item.state == State.AWAITING_APPROVAL:
         return False
@@ -112,13 +112,13 @@ async def _buttons(query: CallbackQuery, markup: InlineKeyboardMarkup | None) ->
             raise
 
 
-async def _answered(tap: handlers.ItemTap, text: str) -> None:
+async def _answered(tap: kit.ItemTap, text: str) -> None:
     # Edit the card now rather than at the sender's next pass, while the tap is answered.
     await asyncio.gather(tap.query.answer(text), tap.deps.sender.flush_item(tap.item.id, tap.now))
     await actions.settle_reply(tap.query)
 
 
-async def _ask(tap: handlers.ItemTap, kind: followups.AskKind, text: str) -> None:
+async def _ask(tap: kit.ItemTap, kind: followups.AskKind, text: str) -> None:
     await tap.query.answer()
     prompt = await actions.tapped(tap.query).reply_text(
         actions.addressed(tap.query, render.esc(text)),
@@ -130,7 +130,7 @@ async def _ask(tap: handlers.ItemTap, kind: followups.AskKind, text: str) -> Non
     await followups.ask(d.store, asked, kind, shown, d.clock())
 
 
-async def confirm(tap: handlers.Tap) -> None:
+async def confirm(tap: kit.Tap) -> None:
     """Approve all or Reject all on a list: ask to confirm, naming the count."""
     offer_id, count = tap.button.item_id, tap.button.version
     asked = "approve" if tap.button.action == "all_approve" else "reject"
@@ -140,14 +140,14 @@ async def confirm(tap: handlers.Tap) -> None:
     await _buttons(tap.query, markup)
 
 
-async def cancel(tap: handlers.Tap) -> None:
+async def cancel(tap: kit.Tap) -> None:
     """The list's own buttons again."""
     await tap.query.answer("nothing decided")
     markup = keyboards.listed_keyboard(tap.deps.key, tap.button.item_id, tap.button.version)
     await _buttons(tap.query, markup)
 
 
-async def decide_listed(tap: handlers.Tap) -> None:
+async def decide_listed(tap: kit.Tap) -> None:
     """Yes: decide every item on the list, and say what was decided and what was not."""
     d, now, count = tap.deps, tap.now, tap.button.version
     choice: decisions.Choice = "approve" if tap.button.action == "yes_approve" else "reject"
@@ -169,9 +169,7 @@ async def decide_listed(tap: handlers.Tap) -> None:
     await actions.tapped(tap.query).reply_text(summary)
 
 
-async def _relist(
-    query: CallbackQuery, d: handlers.Deps, pipeline: str | None, now: datetime
-) -> None:
+async def _relist(query: CallbackQuery, d: kit.Deps, pipeline: str | None, now: datetime) -> None:
     """The decided list, edited to what waits now and without its buttons: it must not
     go on saying "2 items waiting" once they were decided."""
     waiting = await items.in_state(
@@ -201,9 +199,9 @@ def listed_summary(result: review.ListedResult, count: int) -> str:
 # -- replies ------------------------------------------------------------------------------
 
 
-async def reply(update: Update, context: handlers.Context) -> None:
+async def reply(update: Update, context: kit.Context) -> None:
     """A reply to a reason or note prompt; any other reply goes on to the Edit handler."""
-    message, d, prompt_id = handlers.prompt_reply(update, context)
+    message, d, prompt_id = kit.prompt_reply(update, context)
     asked = await followups.asked(d.store, message.chat_id, prompt_id)
     if asked is None:
         await taps.edit_reply(update, context)

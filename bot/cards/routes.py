@@ -5,8 +5,8 @@ The preamble verifies the button's tag before anything is read, so a forged butt
 changes nothing; for an item's button it reads the item and checks its pipeline is still
 configured; a refusal from any handler is answered in one place. Adding a button:
 
-    1. its action and one-letter code in bot.cards.callbacks (Action and _CODES);
-    2. its handler, `async def name(tap: handlers.ItemTap) -> None` (or `handlers.Tap`
+    1. its action and one-letter code in bot.ground.callbacks (Action and _CODES);
+    2. its handler, `async def name(tap: kit.ItemTap) -> None` (or `kit.Tap`
        for a button whose item_id names something else, as a listed set's do);
     3. one line here: `"name": OnItem(module.name),` (or `OnList(...)`).
 
@@ -20,8 +20,9 @@ from dataclasses import dataclass
 
 from telegram import Update
 
-from bot.cards import actions, callbacks, review_handlers, taps, uncertain
-from bot.chat import handlers
+from bot.cards import actions, review_handlers, taps, uncertain
+from bot.chat import kit
+from bot.ground import callbacks
 from store import errors, items
 
 
@@ -29,7 +30,7 @@ from store import errors, items
 class OnItem:
     """The button names an item: its handler gets the item and its pipeline."""
 
-    handle: Callable[[handlers.ItemTap], Awaitable[None]]
+    handle: Callable[[kit.ItemTap], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,7 @@ class OnList:
     """The button names a listed set (item_id is the list's id, version its count), or
     an alert's uncertain claims (item_id is the alert's outbox row)."""
 
-    handle: Callable[[handlers.Tap], Awaitable[None]]
+    handle: Callable[[kit.Tap], Awaitable[None]]
 
 
 ROUTES: dict[callbacks.Action, OnItem | OnList] = {
@@ -69,13 +70,13 @@ ROUTES: dict[callbacks.Action, OnItem | OnList] = {
 NO_ROUTE = "This button is no longer offered: nothing was done."
 
 
-async def tap(update: Update, context: handlers.Context) -> None:
+async def tap(update: Update, context: kit.Context) -> None:
     """Any button: verify its tag, find its route, read what it names, then act."""
     query = update.callback_query
     assert query is not None
-    d = handlers.deps(context)
+    d = kit.deps(context)
     now = d.clock()
-    button = await handlers.verified_button(query, d.key)
+    button = await kit.verified_button(query, d.key)
     if button is None:
         return
     route = ROUTES.get(button.action)
@@ -84,13 +85,13 @@ async def tap(update: Update, context: handlers.Context) -> None:
         return
     try:
         if isinstance(route, OnList):
-            await route.handle(handlers.Tap(query, d, button, now))
+            await route.handle(kit.Tap(query, d, button, now))
             return
         item = await items.get(d.store, button.item_id)
         pipeline = d.pipelines.get(item.pipeline)
         if pipeline is None:
             await query.answer(f"pipeline {item.pipeline} is no longer configured")
             return
-        await route.handle(handlers.ItemTap(query, d, button, now, item, pipeline))
+        await route.handle(kit.ItemTap(query, d, button, now, item, pipeline))
     except errors.Refused as exc:
         await query.answer(actions.short(str(exc)), show_alert=True)

@@ -2,7 +2,7 @@
 show, replay (bot.cards.review_handlers has Reject, Undo, Redraft and a listed set's).
 
 bot.cards.routes routes each button here once its tag is verified and its item read; each
-handler gets a handlers.ItemTap and answers the tap.
+handler gets a kit.ItemTap and answers the tap.
 """
 
 from __future__ import annotations
@@ -12,11 +12,13 @@ import asyncio
 from telegram import ForceReply, InlineKeyboardMarkup, Message, Update
 from telegram.constants import ParseMode
 
-from bot.cards import actions, callbacks
-from bot.chat import handlers, lists, people, render, wording
+from bot.cards import actions
+from bot.chat import kit, lists, people, render, wording
+from bot.ground import callbacks
 from bot.web import metrics
 from pipelines import operations
-from pipelines.approval import card_trail, flow, nudges
+from pipelines.approval import card_trail, flow
+from pipelines.service import nudges
 from store import drafts, errors, items, outbox, units
 from store.audit import events
 from store.machine import State
@@ -52,7 +54,7 @@ def warning_keyboard(key: bytes, shown: followups.Shown) -> InlineKeyboardMarkup
     )
 
 
-async def approve(tap: handlers.ItemTap) -> None:
+async def approve(tap: kit.ItemTap) -> None:
     """Approve (or a vote toward a quorum) on the version the card showed."""
     d, pipeline = tap.deps, tap.pipeline
     shown, user = tap.button.shown, tap.user
@@ -68,7 +70,7 @@ async def approve(tap: handlers.ItemTap) -> None:
     await metrics.decided(d.store, pipeline.name, decision, tap.now)
 
 
-async def extend(tap: handlers.ItemTap) -> None:
+async def extend(tap: kit.ItemTap) -> None:
     """Give a waiting item its approval window once more."""
     d, now = tap.deps, tap.now
     item = await operations.review.extend(d.store, tap.pipeline, tap.button.shown, tap.user, now)
@@ -80,7 +82,7 @@ async def extend(tap: handlers.ItemTap) -> None:
     await actions.settle_reply(tap.query)
 
 
-async def escalate(tap: handlers.ItemTap) -> None:
+async def escalate(tap: kit.ItemTap) -> None:
     """Bring in approval.escalate_to now."""
     d, pipeline, button = tap.deps, tap.pipeline, tap.button
     brought = await nudges.escalate(d.store, pipeline, button.shown, tap.user, tap.now)
@@ -92,7 +94,7 @@ async def escalate(tap: handlers.ItemTap) -> None:
     d.sender.wake()
 
 
-async def remove_image(tap: handlers.ItemTap) -> None:
+async def remove_image(tap: kit.ItemTap) -> None:
     """A new version of the shown draft without its image (audited, like an edit)."""
     d, now = tap.deps, tap.now
     draft = await flow.remove_image(
@@ -104,7 +106,7 @@ async def remove_image(tap: handlers.ItemTap) -> None:
     )
 
 
-async def ask_for_edit(tap: handlers.ItemTap) -> None:
+async def ask_for_edit(tap: kit.ItemTap) -> None:
     """Prompt for the new draft's text, as a reply to the card."""
     item, d = tap.item, tap.deps
     if not (tap.current and item.state == State.AWAITING_APPROVAL):
@@ -121,7 +123,7 @@ async def ask_for_edit(tap: handlers.ItemTap) -> None:
     await prompts.remember(d.store, asked, item.id, item.version, d.clock())
 
 
-async def replay(tap: handlers.ItemTap) -> None:
+async def replay(tap: kit.ItemTap) -> None:
     """Replay (or Fresh: paying for a new draft) under a card or an alert about the item."""
     item, d, query = tap.item, tap.deps, tap.query
     # For the item's approvers, as Approve is.
@@ -145,7 +147,7 @@ async def replay(tap: handlers.ItemTap) -> None:
     await actions.tapped(query).reply_text(await people.humanize(d.store, text))
 
 
-async def show(tap: handlers.ItemTap) -> None:
+async def show(tap: kit.ItemTap) -> None:
     """Point to the item's card with a reply to it, or queue a fresh card when it is gone."""
     item, d, query = tap.item, tap.deps, tap.query
     chat_id = actions.tapped(query).chat_id
@@ -165,7 +167,7 @@ async def show(tap: handlers.ItemTap) -> None:
     await query.answer("A fresh card follows.")
 
 
-async def retry(tap: handlers.ItemTap) -> None:
+async def retry(tap: kit.ItemTap) -> None:
     """Dispatch a failed item again with the same idempotency key."""
     d = tap.deps
     await card_trail.retry(d.store, tap.pipeline, tap.button.shown, tap.user, tap.now)
@@ -173,9 +175,9 @@ async def retry(tap: handlers.ItemTap) -> None:
     await d.sender.flush_item(tap.item.id, tap.now)
 
 
-async def edit_reply(update: Update, context: handlers.Context) -> None:
+async def edit_reply(update: Update, context: kit.Context) -> None:
     """A reply to an Edit prompt becomes the item's new draft version and a new card."""
-    message, d, prompt_id = handlers.prompt_reply(update, context)
+    message, d, prompt_id = kit.prompt_reply(update, context)
     asked = await prompts.get(d.store, message.chat_id, prompt_id)
     if asked is None:
         await message.reply_text("That prompt is no longer open: tap Edit on the card again.")

@@ -18,8 +18,9 @@ from __future__ import annotations
 from telegram import InlineKeyboardButton, InlineKeyboardMarkup
 from telegram.constants import ParseMode
 
-from bot.cards import actions, callbacks
-from bot.chat import handlers, render, wording
+from bot.cards import actions
+from bot.chat import kit, render, wording
+from bot.ground import callbacks
 from pipelines import operations
 from pipelines.text import telegram as telegram_text
 from store import backend, errors, outbox, payloads, units
@@ -65,7 +66,7 @@ async def episode(store: Store, row_id: int) -> list[int]:
     return [int(claim_id) for claim_id in alert.facts["claim_ids"]]
 
 
-async def settle(tap: handlers.Tap) -> None:
+async def settle(tap: kit.Tap) -> None:
     """Not charged / Charged: settle the alert's claims still uncertain, in one transaction."""
     d, user = tap.deps, tap.user
     if not d.may_settle(user):
@@ -102,7 +103,7 @@ async def settle(tap: handlers.Tap) -> None:
     await actions.tapped(tap.query).reply_text(f"💸 {said}; the items waiting go on by themselves.")
 
 
-async def listed(tap: handlers.Tap) -> None:
+async def listed(tap: kit.Tap) -> None:
     """List: each claim of the alert with its item and what it holds or cost."""
     d = tap.deps
     claim_ids = await episode(d.store, tap.button.item_id)

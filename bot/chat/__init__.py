@@ -1,2 +1,2 @@
-"""The bot in conversation: commands, what it says and to whom, who may speak, the
-outbox sender and the polling of updates."""
+"""The bot in conversation: the handlers' kit, what it says and to whom, who may speak,
+the outbox sender and the messages it sent, and the polling of updates."""

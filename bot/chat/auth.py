@@ -5,7 +5,7 @@
 
 Strangers are counted and logged by id only, never with what they sent: their text is
 untrusted and may carry anything (python-telegram-bot's own DEBUG dumps of updates are
-cut down to ids by `bot.process.logs.HideUpdates`). The app runs the check once per
+cut down to ids by `bot.ground.logs.HideUpdates`). The app runs the check once per
 update, before any handler, so no handler can forget it.
 """
 

@@ -17,14 +17,14 @@ from telegram import (
 )
 from telegram.ext import ApplicationHandlerStop
 
-from bot.chat import handlers
+from bot.chat import kit
 
 
-async def migrated(update: Update, context: handlers.Context) -> None:
+async def migrated(update: Update, context: kit.Context) -> None:
     """A group became a supergroup: every card reference follows it to the new id."""
     message = update.effective_message
     assert message is not None
-    d = handlers.deps(context)
+    d = kit.deps(context)
     if d.sender.rooms is not None:
         if message.migrate_from_chat_id is not None:
             await d.sender.rooms.moved(message.migrate_from_chat_id, message.chat_id, d.clock())
@@ -33,11 +33,11 @@ async def migrated(update: Update, context: handlers.Context) -> None:
     raise ApplicationHandlerStop
 
 
-async def membership(update: Update, context: handlers.Context) -> None:
+async def membership(update: Update, context: kit.Context) -> None:
     """The bot's own membership changed in a group its cards go to."""
     change = update.my_chat_member
     assert change is not None
-    d = handlers.deps(context)
+    d = kit.deps(context)
     rooms, chat = d.sender.rooms, change.chat.id
     if rooms is not None and rooms.is_room(chat):
         member = change.new_chat_member

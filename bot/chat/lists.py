@@ -14,8 +14,8 @@ from datetime import datetime
 from telegram import CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup, Update
 from telegram.constants import ParseMode
 
-from bot.cards import callbacks
-from bot.chat import handlers, render
+from bot.chat import kit, render
+from bot.ground import callbacks
 from pipelines import operations
 from pipelines.config import spec
 from store import items
@@ -31,27 +31,23 @@ PER_ROW = 5
 REPLAYED_MARK = "✓ replayed"
 
 
-@handlers.command
-async def skipped(
-    update: Update, context: handlers.Context, d: handlers.Deps, now: datetime
-) -> None:
+@kit.command
+async def skipped(update: Update, context: kit.Context, d: kit.Deps, now: datetime) -> None:
     """The entries a pipeline's triage skipped, with a button each that replays it."""
-    name = handlers.pipeline_arg(context, "skipped")
+    name = kit.pipeline_arg(context, "skipped")
     found = await operations.skipped(d.store, name, SKIPPED_SHOWN + 1)
     shown = found[:SKIPPED_SHOWN]
     text = render.skipped(name, shown, now, more=len(found) > SKIPPED_SHOWN)
-    await handlers.reply(update, text, skipped_keyboard(d.key, shown))
+    await kit.reply(update, text, skipped_keyboard(d.key, shown))
 
 
-@handlers.command
-async def filtered(
-    update: Update, context: handlers.Context, d: handlers.Deps, now: datetime
-) -> None:
+@kit.command
+async def filtered(update: Update, context: kit.Context, d: kit.Deps, now: datetime) -> None:
     """The entries a pipeline's filter dropped, each with its rule (/replay brings one back)."""
-    name = handlers.pipeline_arg(context, "filtered")
+    name = kit.pipeline_arg(context, "filtered")
     found = await operations.filtered(d.store, name, FILTERED_SHOWN + 1)
     shown = found[:FILTERED_SHOWN]
-    await handlers.reply(update, render.filtered(name, shown, now, len(found) > FILTERED_SHOWN))
+    await kit.reply(update, render.filtered(name, shown, now, len(found) > FILTERED_SHOWN))
 
 
 def skipped_keyboard(key: bytes, shown: list[items.Item]) -> InlineKeyboardMarkup | None:
@@ -75,9 +71,7 @@ def card_goes(pipeline: spec.Pipeline, private: bool) -> str:
     return "its card comes to each approver's private chat once drafted"
 
 
-async def replayed_on_list(
-    query: CallbackQuery, d: handlers.Deps, now: datetime, where: str
-) -> bool:
+async def replayed_on_list(query: CallbackQuery, d: kit.Deps, now: datetime, where: str) -> bool:
     """Edit a /skipped list after one of its entries was replayed: that entry struck
     through with where its card goes, its button marked, every other button kept.
     False when the tapped message is no such list (a card, an alert): nothing edited."""

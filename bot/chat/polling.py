@@ -28,9 +28,9 @@ from telegram import error as tg_error
 from telegram.ext import Application, ApplicationHandlerStop
 from telegram.warnings import PTBUserWarning
 
-from bot.chat import handlers
+from bot.chat import kit
 from bot.web import metrics
-from pipelines.runs import retry
+from pipelines.ground import retry, waiting
 from pipelines.service import leader, workers
 from store.review import updates
 
@@ -70,7 +70,7 @@ async def poll(
     while not stop.is_set():
         timeout = poll_timeout(leadership.trust_left_s())
         if timeout is None:
-            await workers.wait_any((stop,), RECHECK_S)
+            await waiting.wait_any((stop,), RECHECK_S)
             continue
         if not webhook_checked:
             webhook_checked = await drop_leftover_webhook(application.bot)
@@ -102,7 +102,7 @@ async def poll(
             failures += 1
             delay = retry.backoff_s(failures, FIRST_RETRY_S, workers.MAX_BACKOFF_S)
             log.warning("getUpdates failed (%s); polling again in %g s", exc, delay)
-            await workers.wait_any((stop,), delay)
+            await waiting.wait_any((stop,), delay)
             continue
         failures = 0
         if found is None:
@@ -190,9 +190,9 @@ async def _unless_stopped(
     return None
 
 
-async def once(update: Update, context: handlers.Context) -> None:
+async def once(update: Update, context: kit.Context) -> None:
     """Stop an update that this or another worker has handled already."""
-    d = handlers.deps(context)
+    d = kit.deps(context)
     if not await updates.first_time(d.store, update.update_id, d.clock()):
         log.info("update %d was handled already; skipped", update.update_id)
         raise ApplicationHandlerStop

@@ -23,7 +23,7 @@ message whose answer could not be read is counted as delivered (id UNREAD), neve
 again. Pacing is PTB's AIORateLimiter's job (set up in bot.app) plus a per-chat
 aiolimiter bucket here. Among several workers only the leader sends (`may_send`): a
 tap handled elsewhere leaves its card edits to the leader's loop. How a card_edit row
-changes the cards already sent is bot.cards.edits' part. Cards of a pipeline that reviews
+changes the cards already sent is bot.chat.edits' part. Cards of a pipeline that reviews
 in a group go there (bot.chat.rooms): a group Telegram moved to a supergroup moves every
 reference and the row goes again; a group refusing the bot sends the row privately.
 """
@@ -44,12 +44,11 @@ from telegram import Bot, ReplyParameters
 from telegram import error as tg_error
 from telegram.constants import ParseMode
 
-from bot.cards import edits, sent_messages
-from bot.cards.sent_messages import UNREAD, Sent
-from bot.chat import alerts, people, render
+from bot.chat import alerts, card_text, edits, people, sent_messages
 from bot.chat.rooms import Rooms
-from bot.process import logs
-from pipelines.runs import logfields, retry
+from bot.chat.sent_messages import UNREAD, Sent
+from bot.ground import logs
+from pipelines.ground import logfields, retry, waiting
 from pipelines.service import workers
 from pipelines.text import telegram as telegram_text
 from store import errors, outbox, payloads
@@ -188,12 +187,12 @@ class Sender:
             self._wake.clear()  # before reading: a row committed meanwhile wakes the wait
             now = self._clock()
             rows = await outbox.due(self.store, now, KINDS, limit=BATCH)
-            waiting = [row for row in rows if self._skip(row, now)]
+            skipped = [row for row in rows if self._skip(row, now)]
             for row in rows:
                 await self.send_row(row, now)
             # A full batch is followed at once, unless every row in it has to wait.
-            if len(rows) < BATCH or len(waiting) == len(rows):
-                await workers.wait_any((self._wake, stop), await self._idle_s(self._clock()))
+            if len(rows) < BATCH or len(skipped) == len(rows):
+                await waiting.wait_any((self._wake, stop), await self._idle_s(self._clock()))
 
     async def _idle_s(self, now: datetime) -> float:
         """Seconds until the next retry falls due or a flood hold ends (POLL_EVERY_S at most)."""
@@ -276,7 +275,7 @@ class Sender:
             log.error("outbox row %d (%s) failed unexpectedly", row.id, row.kind, exc_info=exc)
             if self._report is not None:
                 await self._report(NAME, exc, f"on outbox row {row.id}")
-            reason = _redact(f"unexpected {workers.describe(exc)}")
+            reason = _redact(f"unexpected {waiting.describe(exc)}")
             await self._retry(row, reason, now + self._backoff(row))
 
     def _backoff(self, row: outbox.Row) -> timedelta:
@@ -330,7 +329,7 @@ class Sender:
         if row.kind == "card":
             assert row.item_id is not None, "a card row names its item"
             payload = await people.card_payload(self.store, row.payload)
-            parts = render.card_parts(row.item_id, payload)
+            parts = card_text.card_parts(row.item_id, payload)
             markup = self.keyboard(row)
         else:
             payload = row.payload

@@ -16,13 +16,15 @@ from store.backends import datadir
 from store.ledger import budgets
 
 if TYPE_CHECKING:
-    from pipelines.config import preflight, spec
+    from pipelines.config import spec
+    from pipelines.operations import preflight
 
 
 def check(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
     from bot.process import startup
     from pipelines.approval import quorum
-    from pipelines.config import preflight, spec
+    from pipelines.config import spec
+    from pipelines.operations import preflight
 
     problems = [str(e) for e in spec.check(cfg.pipelines_dir, settings_mod.pipeline_context(cfg))]
     try:
@@ -75,7 +77,7 @@ def _preflight_needs(
     limits: list[tuple[str, budgets.Period]] = []
     if (cfg.data_dir / datadir.DB_NAME).exists():
         limits = cli_reads.read(cfg, lambda s: s.read(budgets.configured_sync, scopes))
-    from pipelines.config import preflight
+    from pipelines.operations import preflight
 
     return preflight.Needs(
         llm=cfg.llm,
@@ -89,8 +91,8 @@ def _preflight_needs(
 async def _online(
     found: dict[str, spec.Pipeline], needs: preflight.Needs
 ) -> list[preflight.Finding]:
-    from pipelines import httpclient
-    from pipelines.config import preflight
+    from pipelines.ground import httpclient
+    from pipelines.operations import preflight
 
     async with httpclient.new() as client:
         return await preflight.online(found, needs, client)

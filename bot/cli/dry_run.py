@@ -185,7 +185,7 @@ async def _run(
 ) -> trial.Report:
     import httpx  # the engine's client, for this command alone
 
-    from pipelines import httpclient
+    from pipelines.ground import httpclient
     from pipelines.runs import engine, trial
 
     # The report says each source that failed: the engine's log line would say it again.

@@ -346,7 +346,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser, table = _parser()
     args = parser.parse_args(argv)
     if args.command == "demo":  # its own settings: the environment's must not matter
-        from bot.process import early
+        from bot import early
 
         with early.loading():
             from bot.demo import run as demo  # PTB loads only for the commands that need it
@@ -355,7 +355,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             port=args.port, data_dir=args.data_dir, verbose=args.verbose, pipelines=args.pipelines
         )
     if args.command == "run":
-        from bot.process import early
+        from bot import early
 
         return early.run(args.env_file, args.data_dir)
     try:

@@ -15,8 +15,8 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from bot.chat import people, render, wording
-from bot.process import storage_alarm
+from bot.chat import card_text, people, render, wording
+from bot.ground import storage_alarm
 from pipelines import operations
 from pipelines.text import visible
 from store import items, ledger, units
@@ -339,7 +339,7 @@ def dry_run(
         lines += ["", f"filter: {report.filtered} of {report.new} new entries dropped"]
         lines += [_verdict(verdict) for verdict in report.verdicts]
     for item_id, payload in report.cards:
-        lines += ["", "─" * 40, _plain(render.card(item_id, payload))]
+        lines += ["", "─" * 40, _plain(card_text.card(item_id, payload))]
     if report.undrafted:
         lines += ["", f"… and {report.undrafted} more not drafted (--limit {limit})"]
     if report.spend is not None:

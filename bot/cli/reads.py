@@ -20,7 +20,8 @@ from bot.chat import cluster, people
 from bot.cli import audit as cli_audit
 from bot.cli import output as cli_output
 from bot.cli import writes as cli_writes
-from bot.process import control, storage_alarm
+from bot.ground import storage_alarm
+from bot.process import control
 from pipelines import operations
 from pipelines.service import workers as workers_mod
 from store import db

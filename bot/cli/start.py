@@ -1,12 +1,12 @@
 """The `gatehouse` console script and `python -m bot.cli`: the command line, loaded with
-the cyclic collector paused (see `bot.process.early.loading`).
+the cyclic collector paused (see `bot.early.loading`).
 
     sys.exit(start.main())
 """
 
 from __future__ import annotations
 
-from bot.process import early
+from bot import early
 
 
 def main() -> int:

@@ -19,7 +19,7 @@ from bot import settings as settings_mod
 from bot.cli import output as cli_output
 from bot.cli import writes as cli_writes
 from store import errors
-from store.backends import to_postgres
+from store.upkeep import to_postgres
 
 
 class Refused(errors.Refused):

@@ -120,7 +120,7 @@ def write_post(prompt: str) -> str:
 
 #: Words that make an entry local news for the demo model's triage (whole words, any case).
 LOCAL_WORDS = ("council", "library", "road", "street", "riverside", "market", "park", "school")
-#: How a triage question's prompt begins (pipelines/runs/triage.py).
+#: How a triage question's prompt begins (pipelines/config/triage.py).
 TRIAGE_START = "Question:"
 
 

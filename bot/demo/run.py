@@ -50,7 +50,7 @@ from bot.demo import content, site, webchat, yours
 from bot.demo import llm as demo_llm
 from bot.demo import resume as demo_resume
 from bot.demo.botapi import localapi
-from bot.process import logs
+from bot.ground import logs
 from pipelines import operations
 from pipelines.approval import card_trail
 from pipelines.providers import client as providers

@@ -1,2 +1,1 @@
-"""The bot as a process: start-up checks, the single-writer lock, the control
-socket, logging and storage alarms."""
+"""The bot as a process: start-up checks and the control socket."""

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bot.chat import people
-from bot.process import logs
+from bot.ground import logs
 from pipelines import operations
 from pipelines.operations import review
 from pipelines.service import seams

@@ -15,9 +15,9 @@ from telegram import Bot, BotCommand
 from telegram import error as tg_error
 
 from bot import settings as settings_mod
-from bot.cards import callbacks
-from bot.chat import handlers
-from pipelines.runs import retry
+from bot.commands import handlers
+from bot.ground import callbacks
+from pipelines.ground import retry, waiting
 from pipelines.service import workers
 
 log = logging.getLogger(__name__)
@@ -78,8 +78,8 @@ async def publish_commands(bot: Bot, stop: asyncio.Event) -> bool:
         except Exception as exc:  # a 5xx, the network, an unreadable answer: try again
             failures += 1
             delay = retry.backoff_s(failures, MENU_FIRST_RETRY_S, workers.MAX_BACKOFF_S)
-            log.warning("command menu not set (%s); retrying in %g s", workers.describe(exc), delay)
-            await workers.wait_any((stop,), delay)
+            log.warning("command menu not set (%s); retrying in %g s", waiting.describe(exc), delay)
+            await waiting.wait_any((stop,), delay)
     return False
 
 

@@ -34,13 +34,13 @@ from telegram.ext import AIORateLimiter
 from tornado import web
 
 from bot.web import listen
+from pipelines.approval import rule
 from pipelines.service import seams
 from pipelines.service import workers as workers_mod
 from store import errors, outbox
 from store.audit import sealer
 from store.db import Store
 from store.reports import figures
-from store.review import decisions
 
 PREFIX = "gatehouse"
 #: Seconds one scrape may take reading the store.
@@ -120,7 +120,7 @@ def observe_store(store: Store) -> None:
     store.write_observer = STORE_WRITE_SECONDS.observe
 
 
-async def decided(store: Store, pipeline: str, decision: decisions.Decision, now: datetime) -> None:
+async def decided(store: Store, pipeline: str, decision: rule.Decision, now: datetime) -> None:
     """Observe the wait from the item's card reaching Telegram to a final decision."""
     if decision.outcome not in ("approved", "rejected"):
         return

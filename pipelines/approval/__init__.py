@@ -1,2 +1,2 @@
-"""The approval step: cards and decisions, quorum, the card's trail after a
-decision, reminders and the SLA sweep."""
+"""The approval step: cards and decisions, quorum, the card's trail after a decision and
+the SLA sweep."""

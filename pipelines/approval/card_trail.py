@@ -13,7 +13,7 @@ report, so a card never says "sent" about a dispatch that did not commit:
 
 Status lines name people as `operator:<id>`; the bot shows their names when it sends. A
 card sent again answers its earlier copy in each chat, and that copy is edited to say
-so, without buttons (`again_of` on the card, `again_as` on the edit; bot.cards.edits).
+so, without buttons (`again_of` on the card, `again_as` on the edit; bot.chat.edits).
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ def _again_sync(
 ) -> int | None:
     """Queue `copied` again as a new card and, with it, the edit that points its earlier
     copies at the new one: one unit, so a crash keeps both or neither, and the edit waits
-    in the outbox until the new card is sent (bot.cards.edits)."""
+    in the outbox until the new card is sent (bot.chat.edits)."""
     # The card row does not repeat its draft: readers join the draft's text.
     payload = {k: v for k, v in copied.payload.items() if k != "text"} | {"again_of": copied.id}
     card = outbox.enqueue_sync(conn, "card", target, payload, now, item_id=item.id, dedupe_key=key)

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from pipelines.approval import quorum
+from pipelines.approval import card_edits, quorum, rule
+from pipelines.approval.rule import Decision
 from pipelines.text import similarity, validation
-from store import backend, drafts, errors, items, outbox, payloads, units
+from store import backend, drafts, errors, items, outbox, payloads
 from store.audit import events
 from store.db import Store
 from store.drafts import Draft
@@ -35,34 +36,24 @@ class WroteThisVersion(errors.Conflict):
     """Four eyes: the operator who wrote a draft version may not approve it."""
 
 
-@dataclass(frozen=True)
-class Vote(decisions.Decision):
-    """A decision and who may still approve the version it was on."""
-
-    reach: quorum.Reach | None = None
-
-
-def reach_of(decision: decisions.Decision, pipeline: spec.Pipeline) -> quorum.Reach:
-    """Who may approve the decided version (as `decide` found it)."""
-    if isinstance(decision, Vote) and decision.reach is not None:
-        return decision.reach
-    return quorum.of(pipeline.approval, voted=decision.approvals)
-
-
 def reach_sync(
     conn: backend.Conn, pipeline: spec.Pipeline, item: Item, voted: Sequence[int] = (),
     draft: Draft | None = None,
 ) -> quorum.Reach:  # fmt: skip
-    """Who may approve the item's current version (`draft`, read when not given): its
-    author is the operator who wrote it (an edit); its escalation is read from its
-    follow-ups."""
+    """Who may approve the item's current version (`draft`, read when not given)."""
+    found = _version_sync(conn, item, draft)
+    return quorum.of(pipeline.approval, author=found.author, voted=voted, escalated=found.escalated)
+
+
+def _version_sync(conn: backend.Conn, item: Item, draft: Draft | None = None) -> rule.Version:
+    """Who wrote the item's current version: the operator of an edit (then its escalation
+    is read from its follow-ups), or a drafter."""
     draft = draft or drafts.get_sync(conn, item.id, item.version)
     author = draft.provenance.get("operator")
     if not isinstance(author, int):
         # A drafter's version: everyone listed may approve it, escalated or not.
-        return quorum.of(pipeline.approval, voted=voted)
-    escalated = followups.nudged_sync(conn, item.id, item.attempt, "escalate")
-    return quorum.of(pipeline.approval, author=author, voted=voted, escalated=escalated)
+        return rule.Version()
+    return rule.Version(author, followups.nudged_sync(conn, item.id, item.attempt, "escalate"))
 
 
 async def reach(store: Store, pipeline: spec.Pipeline, item: Item) -> quorum.Reach:
@@ -136,74 +127,13 @@ def _shortfall(found: quorum.Reach) -> dict[str, Any]:
     return {"short_of": quorum.shortfall(found), "buttons": escalate}
 
 
-def edit_card_sync(
-    conn: backend.Conn, pipeline: spec.Pipeline, item: Item, version: int, status: str,
-    now: datetime, *, decided_by: Sequence[int] = (), undo_until: datetime | None = None,
-    state: State | None = None,
-) -> None:  # fmt: skip
-    """Queue the edit of the card showing `version` of the item's attempt: its status line
-    and, from the item's `state` (and `undo_until`), which buttons it keeps."""
-    row = card_edit_row(
-        pipeline, item, version, status, decided_by=decided_by, undo_until=undo_until,
-        state=state,
-    )  # fmt: skip
-    outbox.put_sync(conn, row, now)
-
-
-def card_edit_row(
-    pipeline: spec.Pipeline, item: Item, version: int, status: str, *,
-    decided_by: Sequence[int] = (), undo_until: datetime | None = None,
-    state: State | None = None,
-) -> outbox.Queued:  # fmt: skip
-    """The outbox row of `edit_card_sync`, to queue with a move or alone."""
-    edit = payloads.CardEdit(
-        item.id, item.attempt, version, (state or item.state).value, status, tuple(decided_by),
-        undo_until=undo_until.isoformat() if undo_until else None, pipeline=pipeline.name,
-    )  # fmt: skip
-    return outbox.Queued(item.id, "card_edit", outbox.OPERATORS, edit.to_json())
-
-
-def _status_line(
-    decision: decisions.Decision, pipeline: spec.Pipeline, who: str, reason: str | None,
-    undo_until: datetime | None, now: datetime,
-) -> str:  # fmt: skip
-    at = units.when(now)
-    if decision.outcome == "approved":
-        line = f"✅ approved by {who} at {at}"
-    elif decision.outcome == "rejected":
-        line = f"❌ rejected by {who} at {at}" + (f": {reason}" if reason else "")
-    else:  # a vote toward the quorum: everyone looking at the card sees who is in
-        voters = ", ".join(decisions.voter(o) for o in decision.approvals)
-        return f"✅ {voters} · {awaited(decision, pipeline)}"
-    if undo_until is not None:
-        action = "sends" if decision.outcome == "approved" else "final"
-        line += f"\n↩️ Undo until {units.time_of_day(undo_until)} ({action} then)"
-    return line
-
-
-def awaited(decision: decisions.Decision, pipeline: spec.Pipeline) -> str:
-    """Who the quorum still waits for: "waiting for operator:2", "waiting for 1 more of
-    operator:2, operator:3" (those who may approve and have not), "waiting for 1 more";
-    when too few may approve the version, what the card says instead (quorum.shortfall).
-    """
-    found = reach_of(decision, pipeline)
-    if found.short:
-        return quorum.shortfall(found)
-    more = decision.quorum - len(decision.approvals)
-    left = found.waiting or ()
-    names = quorum.names(left)
-    if not left:
-        return f"waiting for {more} more"
-    return f"waiting for {names}" if len(left) == more else f"waiting for {more} more of {names}"
-
-
-def repeat_vote(decision: decisions.Decision, voter: int) -> bool:
+def repeat_vote(decision: Decision, voter: int) -> bool:
     """Whether nothing changed because `voter` already approved this waiting version."""
     waiting = decision.item.state == State.AWAITING_APPROVAL
     return decision.outcome == "unchanged" and waiting and voter in decision.approvals
 
 
-def vote_words(decision: decisions.Decision, pipeline: spec.Pipeline, voter: int) -> str:
+def vote_words(decision: Decision, pipeline: spec.Pipeline, voter: int) -> str:
     """What one vote did, for whoever cast it: "your vote is in: 1 of 2 (waiting for
     operator:1002)", "you already approved this version". People are `operator:<id>`;
     the bot and the CLI show their names."""
@@ -214,7 +144,7 @@ def vote_words(decision: decisions.Decision, pipeline: spec.Pipeline, voter: int
     if decision.outcome == "unchanged" and not repeat_vote(decision, voter):
         return f"nothing changed: the item is {decision.item.state.replace('_', ' ')}"
     votes = f"{len(decision.approvals)} of {decision.quorum}"
-    tail = awaited(decision, pipeline)
+    tail = card_edits.awaited(decision, pipeline)
     if decision.outcome == "pending":
         return f"your vote is in: {votes} ({tail})"
     return f"you already approved this version: {votes} ({tail})"
@@ -238,16 +168,6 @@ def check_operator(
     )
 
 
-def _who(decision: decisions.Decision, operator_id: int, actor: str | None) -> str:
-    """Who decided, as actors ("operator:1001", "cli:ana"): the bot shows names for them."""
-    if decision.outcome == "approved":
-        named = [
-            actor if o == operator_id and actor else decisions.voter(o) for o in decision.approvals
-        ]
-        return ", ".join(named)
-    return actor or events.operator(operator_id)
-
-
 async def decide(
     store: Store,
     pipeline: spec.Pipeline,
@@ -260,88 +180,108 @@ async def decide(
     *,
     reason: str | None = None,
     actor: str | None = None,
-) -> decisions.Decision:
+) -> Decision:
     """Record one operator's decision on the version their card showed.
 
     An approval's dispatch waits out the pipeline's undo window, and the card says
     until when; `reason` goes with a reject into its event and onto the card.
     """
+    return await store.write(
+        decide_sync, item_id, attempt, version, operator_id, choice, now, reason=reason,
+        actor=actor, pipeline=pipeline,
+    )  # fmt: skip
 
-    def unit(conn: backend.Conn) -> decisions.Decision:
+
+def decide_sync(
+    conn: backend.Conn, item_id: int, attempt: int, version: int, operator_id: int,
+    choice: decisions.Choice, now: datetime, *, quorum: int = 1, reason: str | None = None,
+    actor: str | None = None, pipeline: spec.Pipeline | None = None,
+) -> Decision:  # fmt: skip
+    """One decision inside the caller's unit (which may add its own rows): the item
+    locked, the vote recorded, rule.judge asked, and the move it decides made with its
+    rows, so fifty simultaneous taps produce exactly one transition.
+
+    `await store.write(flow.decide_sync, item_id, attempt, version, operator, "approve", now)`
+
+    With `pipeline`, its approvers and rules apply (four eyes too) and the card's edit
+    and the dispatch go with the vote; without, a bare vote: `quorum` approvals approve.
+    """
+    if pipeline is not None:
         check_operator(pipeline, operator_id, conn, (item_id, attempt))
-        if choice == "approve":
-            _check_four_eyes(conn, pipeline, item_id, attempt, version, operator_id)
-        found: list[quorum.Reach] = []
-
-        def reach_now(voted: decisions.Decision) -> quorum.Reach:
-            """Who may still approve (asked once): it matters only while the item waits."""
-            if not found:
-                found.append(reach_sync(conn, pipeline, voted.item, voted.approvals))
-            return found[0]
-
-        def rows(voted: decisions.Decision) -> list[outbox.Queued]:
-            pending = voted.outcome == "pending"
-            decision = Vote(*_fields(voted), reach_now(voted) if pending else None)
-            return _decision_rows(pipeline, decision, version, operator_id, choice, reason,
-                                  actor, now)  # fmt: skip
-
-        voted = decisions.decide_sync(
-            conn, item_id, attempt, version, operator_id, choice, now,
-            quorum=pipeline.approval.quorum, reason=reason, actor=actor, queue=rows,
-        )  # fmt: skip
-        waiting = voted.outcome in ("pending", "unchanged")
-        return Vote(*_fields(voted), reach_now(voted) if waiting else None)
-
-    return await store.write(unit)
+    if choice not in ("approve", "reject"):
+        raise ValueError(f"unknown decision {choice!r}; valid: approve, reject")
+    rules = rule.Rules.of(pipeline.approval) if pipeline else rule.Rules(quorum)
+    item = decisions.shown_sync(conn, item_id, attempt, version)
+    ballot = _cast_sync(conn, item, operator_id, choice, now, actor, reason)
+    verdict = _judged_sync(conn, rules, item, ballot, asks=pipeline is not None)
+    assert verdict.outcome != "refused"  # _judged_sync raised
+    decision = Decision(item, verdict.outcome, ballot.approvals, rules.quorum, verdict.reach)
+    if verdict.outcome == "unchanged":
+        return decision
+    if verdict.to is None:  # a vote toward the quorum: the card says who is in
+        for row in _rows(pipeline, decision, operator_id, choice, reason, actor, now):
+            outbox.put_sync(conn, row, now)
+        return decision
+    # The rows are asked for with the item as the move leaves it, and written by the move.
+    ahead = replace(decision, item=replace(item, state=verdict.to, reason=verdict.reason))
+    rows = _rows(pipeline, ahead, operator_id, choice, reason, actor, now)
+    who = actor or events.operator(operator_id)
+    moved = _move(conn, item, verdict.to, who, now, verdict.reason, rows)
+    return replace(decision, item=moved)
 
 
-def _decision_rows(
-    pipeline: spec.Pipeline, decision: Vote, version: int, operator_id: int,
-    choice: decisions.Choice, reason: str | None, actor: str | None, now: datetime,
-) -> list[outbox.Queued]:  # fmt: skip
-    """What a decision that counts queues with it: the card's edit (its status line) and,
-    for an approval, the dispatch, held back through the undo window."""
-    window = pipeline.approval.undo_window
-    until = now + window if window and decision.outcome != "pending" else None
-    who = _who(decision, operator_id, actor)
-    status = _status_line(decision, pipeline, who, reason, until, now)
-    decided_by = decision.approvals if choice == "approve" else (operator_id,)
-    queued = [
-        card_edit_row(pipeline, decision.item, version, status, decided_by=decided_by,
-                      undo_until=until),
-    ]  # fmt: skip
-    if decision.outcome == "approved":
-        item_id, attempt = decision.item.id, decision.item.attempt
-        dispatch = payloads.Dispatch(item_id, attempt, version, pipeline.name).to_json()
-        key = decisions.dispatch_key(item_id, attempt, version)
-        queued.append(
-            outbox.Queued(item_id, "dispatch", pipeline.name, dispatch, key, not_before=until)
-        )
-    return queued
-
-
-def _fields(
-    decision: decisions.Decision,
-) -> tuple[Item, decisions.Outcome, tuple[int, ...], int]:
-    return decision.item, decision.outcome, decision.approvals, decision.quorum
-
-
-def _check_four_eyes(
-    conn: backend.Conn, pipeline: spec.Pipeline, item_id: int, attempt: int, version: int,
-    operator_id: int,
-) -> None:  # fmt: skip
-    """WroteThisVersion when the operator wrote the version awaiting approval."""
-    if not pipeline.approval.four_eyes:
-        return
-    item = items.lock_sync(conn, item_id)
-    if (item.state, item.attempt, item.version) != (State.AWAITING_APPROVAL, attempt, version):
-        return  # decide_sync answers a stale card or a decided item
-    found = reach_sync(conn, pipeline, item)
-    if operator_id in found.barred:
+def _judged_sync(
+    conn: backend.Conn, rules: rule.Rules, item: Item, ballot: rule.Ballot, *, asks: bool
+) -> rule.Verdict:
+    """rule.judge's verdict, with who wrote the version when it matters (and `asks`: a
+    bare vote never reads it); WroteThisVersion when four eyes refuses the vote, which
+    rolls the unit back, the vote with it."""
+    version = _version_sync(conn, item) if asks and rule.asks_version(rules, ballot) else None
+    verdict = rule.judge(rules, ballot, version)
+    if verdict.outcome == "refused":
         raise WroteThisVersion(
             f"you wrote version {item.version} of item {item.id}: another approver must "
             "approve it (four eyes: approval.separate_editor)"
         )
+    return verdict
+
+
+def _cast_sync(
+    conn: backend.Conn, item: Item, operator_id: int, choice: decisions.Choice, now: datetime,
+    actor: str | None, reason: str | None,
+) -> rule.Ballot:  # fmt: skip
+    """The vote, recorded while the item waits; what the store answered to it."""
+    if item.state != State.AWAITING_APPROVAL:
+        approvals = decisions.approvals_sync(conn, item)
+        return rule.Ballot(choice, operator_id, approvals, False, False, actor, reason)
+    cast = decisions.vote_sync(conn, item, operator_id, choice, now)
+    if cast is None:  # this operator already voted on it
+        approvals = decisions.approvals_sync(conn, item)
+        return rule.Ballot(choice, operator_id, approvals, False, True, actor, reason)
+    return rule.Ballot(choice, operator_id, cast, True, True, actor, reason)
+
+
+def _rows(
+    pipeline: spec.Pipeline | None, decision: Decision, operator_id: int,
+    choice: decisions.Choice, reason: str | None, actor: str | None, now: datetime,
+) -> list[outbox.Queued]:  # fmt: skip
+    if pipeline is None:
+        return []
+    version = decision.item.version
+    return card_edits.decision_rows(
+        pipeline, decision, version, operator_id, choice, reason, actor, now
+    )
+
+
+def _move(
+    conn: backend.Conn, item: Item, to: State, actor: str, now: datetime, reason: str | None,
+    rows: Sequence[outbox.Queued],
+) -> Item:  # fmt: skip
+    """The vote's move with its rows: the one call into the store's item moves."""
+    return items.transition_sync(
+        conn, item.id, to, actor, now, reason=reason, expect_version=item.version, locked=item,
+        queue=rows,
+    )  # fmt: skip
 
 
 #: Waiting items looked at per pipeline when the pipelines are loaded (longest-waiting first).
@@ -435,6 +375,6 @@ def _revise_sync(
         mark, done = "✏️", "edited"
     item = items.get_sync(conn, item_id)
     status = f"{mark} {done} by {who}: see version {draft.version} below"
-    edit_card_sync(conn, pipeline, item, shown_version, status, now)
+    card_edits.edit_card_sync(conn, pipeline, item, shown_version, status, now)
     queue_card(conn, pipeline, item, draft, now, note=f"{done} by {who}")
     return draft

@@ -5,7 +5,7 @@
     reach.waiting      # whom the card may say it waits for (never someone barred)
     quorum.shortfall(reach)   # "needs 2 approvals from people other than operator:1001; ..."
 
-The one place that decides it, for the card, the vote and `gatehouse check`. Four eyes
+The one place that decides it, for the card, the vote (rule.judge) and `gatehouse check`. Four eyes
 (`approval.separate_editor`, on by default from quorum 2): whoever wrote a version (an
 edit) may not approve it. The people who may approve are the pipeline's approvers
 (`approval.operators`, else every bot operator) and, once the item was escalated,

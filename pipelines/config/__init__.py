@@ -1,2 +1,2 @@
-"""Pipeline files: the definitions (spec), their errors as an operator reads them,
-the names they declare, paths relative to a file, and the preflight check."""
+"""Pipeline files: the definitions (spec), their errors as an operator reads them, and
+the names they declare."""

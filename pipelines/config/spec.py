@@ -34,11 +34,10 @@ from pydantic import (
 )
 
 from pipelines import dispatch, sources
-from pipelines.config import file_errors, names, paths
+from pipelines.config import file_errors, filters, names
+from pipelines.config import triage as triage_block
 from pipelines.drafting import prompt as drafting
-from pipelines.runs import filters
-from pipelines.runs import triage as triage_block
-from pipelines.service import cadence
+from pipelines.ground import cadence, paths
 from pipelines.sources import common
 from pipelines.text import validation
 
@@ -291,9 +290,9 @@ class Pipeline(_Model):
     misfire_window: Interval = timedelta(hours=1)
     sources: SourceList
     dedup: DedupConfig = Field(default_factory=DedupConfig)
-    #: Entries dropped before anything is drafted (pipelines.runs.filters); none: all go on.
+    #: Entries dropped before anything is drafted (pipelines.config.filters); none: all go on.
     filter: filters.FilterConfig | None = None
-    #: A cheap model's score of each entry before drafting (pipelines.runs.triage); none: all
+    #: A cheap model's score of each entry before drafting (pipelines.config.triage); none: all
     #: entries are drafted.
     triage: triage_block.TriageConfig | None = None
     draft: DraftConfig = Field(default_factory=DraftConfig)

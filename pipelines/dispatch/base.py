@@ -37,8 +37,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import pydantic
 
-from pipelines.config import paths
-from pipelines.runs import retry
+from pipelines.ground import paths, retry
 from pipelines.text import redaction
 
 if TYPE_CHECKING:  # types only: reading pipeline files loads no store

@@ -25,7 +25,7 @@ from telegram import error as tg_error
 from telegram import warnings as tg_warnings
 
 from pipelines.dispatch import base
-from pipelines.runs import retry
+from pipelines.ground import retry
 from pipelines.text import redaction
 from pipelines.text import telegram as telegram_text
 

@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 
 from pipelines.dispatch import base
-from pipelines.runs import retry
+from pipelines.ground import retry
 
 # Statuses that mean "not now" rather than "never": timeout, a concurrent
 # request with the same key still running, and rate limiting.

@@ -40,7 +40,7 @@ SYSTEM = (
 @dataclass(frozen=True)
 class Call:
     """What one kind of call sends and how the ledger knows it: a draft (`draft_call`) or
-    a triage (pipelines/drafting/triage.py). The endpoint keeps their keys apart."""
+    a triage (pipelines/drafting/question.py). The endpoint keeps their keys apart."""
 
     endpoint: str
     template: str

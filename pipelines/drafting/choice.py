@@ -11,14 +11,11 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from pipelines.config import spec
-from pipelines.drafting import calls, drafters, replies
+from pipelines.config import spec, triage
+from pipelines.drafting import calls, drafters, paid, question, replies, steps
 from pipelines.drafting import llm as llm_drafter
-from pipelines.drafting import triage as triage_drafter
 from pipelines.providers import client as providers
-from pipelines.runs import triage
 from store.db import Store
-from store.items import Item
 from store.ledger import prices as ledger_prices
 
 
@@ -50,20 +47,11 @@ def _unpriced(
     return None
 
 
-class _CannotAsk:
-    """A triage that cannot be asked (no provider, no price): on_failure decides."""
-
-    def __init__(self, why: str) -> None:
-        self._why = why
-
-    async def draft(self, item: Item, now: datetime) -> drafters.DraftResult:
-        raise drafters.DraftFailed(self._why, reason="triage")
-
-
 class Drafters:
     """`drafter_for` for RuntimeConfig: template pipelines get the template drafter; llm
     pipelines the LlmDrafter when a provider and the model's price are configured, else
-    the template drafter with a note saying why. It owns one provider client per model;
+    the template drafter with a note saying why; a pipeline with a triage, the steps.Plan
+    of its triage's question and that drafter. It owns one provider client per model;
     add `worker` to RuntimeConfig.workers so they are closed on stop. `park()` (the
     runtime calls it as a clean stop begins) makes every draft that gets its turn of a
     client from then on begin nothing: the stop starts no paid call.
@@ -89,30 +77,31 @@ class Drafters:
         if pipeline.triage is None:
             return drafter
         asker = self._asker(store, pipeline, pipeline.triage)
-        return triage_drafter.Triaged(store, pipeline.name, pipeline.triage, drafter, asker)
+        asked = question.Question(store, pipeline.name, pipeline.triage, asker)
+        return steps.Plan(drafter, triage=steps.Triage(asked))
 
     def _asker(
         self, store: Store, pipeline: spec.Pipeline, config_: triage.TriageConfig
-    ) -> triage_drafter.Asker:
-        """The LlmDrafter for each try of a triage, or what says why it cannot run."""
+    ) -> question.Asker:
+        """The paid call of each try of a triage, or what says why it cannot run."""
         why = triage_reason(config_, self._llm, self._prices)
         if why is not None:
-            return lambda call: _CannotAsk(why)
+            return lambda call: question.CannotAsk(why)
         assert self._llm is not None
         model = config_.model or self._llm.model
         client = self._client(model)
         price = ledger_prices.lookup(self._prices, model)
 
-        def ask(call: calls.Call) -> drafters.Drafter:
-            return llm_drafter.LlmDrafter(
+        def ask(call: calls.Call) -> question.Asking:
+            return paid.PaidCall(
                 store,
-                pipeline,
+                pipeline.name,
                 client,
                 price,
+                call,
+                unpaid=question.NoBudget(),
                 clock=self._clock,
                 unrecorded=self._unrecorded,
-                call=call,
-                fallback=triage_drafter.NoBudget(),
                 parked=self.parked,
             )
 

@@ -70,10 +70,9 @@ async def kept_draft(item: items.Item, drafter: drafters.Drafter) -> KeptDraft |
     replay skips), so the offer is what the replay does: a triage's answer, another
     prompt's or model's draft, or one a card showed is never offered.
     """
-    from pipelines.drafting import llm, triage  # the CLI reads operations without the engine
+    from pipelines.drafting import llm, steps  # the CLI reads operations without the engine
 
-    if isinstance(drafter, triage.Triaged):
-        drafter = drafter.inner
+    drafter = steps.plan_of(drafter).drafter  # past the pipeline's triage
     if not isinstance(drafter, llm.LlmDrafter):
         return None  # the template drafter: nothing is paid, nothing kept
     claim = await drafter.reused_by_replay(item)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Literal
 
-from pipelines.approval import flow
+from pipelines.approval import card_edits, flow, rule
 from pipelines.text import validation
 from store import backend, errors, items, units
 from store.audit import events
@@ -61,7 +61,7 @@ async def reject(
     operator_id: int,
     reason: str,
     now: datetime,
-) -> decisions.Decision:
+) -> rule.Decision:
     """Reject the version shown, with the reason in the event and on the card."""
     why = operator_text(reason, "reason")
     return await flow.decide(store, pipeline, *shown, operator_id, "reject", now, reason=why)
@@ -91,7 +91,7 @@ async def undo(
         who = events.operator(operator_id)
         at = units.time_of_day(now)
         status = f"↩️ undone by {who} at {at}: awaiting a decision again"
-        flow.edit_card_sync(conn, pipeline, moved, shown.version, status, now)
+        card_edits.edit_card_sync(conn, pipeline, moved, shown.version, status, now)
         return moved
 
     return await store.write(unit)
@@ -112,7 +112,7 @@ async def extend(
         assert item.deadline is not None
         until = units.when(item.deadline)
         status = f"⏳ window extended by {units.duration(window)} by {who}: open until {until}"
-        flow.edit_card_sync(conn, pipeline, item, shown.version, status, now)
+        card_edits.edit_card_sync(conn, pipeline, item, shown.version, status, now)
         return item
 
     return await store.write(unit)
@@ -150,7 +150,8 @@ async def redraft(
         llm_outputs.refuse_unshown_sync(conn, item_id, "a redraft with a note was asked")
         # The old card names its attempt; the item's state (new) leaves it no buttons.
         status = f"🔄 redraft asked by {actor}: {text}"
-        flow.edit_card_sync(conn, pipeline, item, item.version, status, now, state=replayed.state)
+        shown = item.version
+        card_edits.edit_card_sync(conn, pipeline, item, shown, status, now, state=replayed.state)
         return replayed
 
     replayed = await store.write(unit)
@@ -341,7 +342,7 @@ async def decide_listed(
             refused.append((item_id, f"nothing changed: it is {decision.item.state}"))
         elif decision.outcome == "pending":
             stands = f"{len(decision.approvals)} of {decision.quorum}"
-            voted.append((item_id, f"{stands}; {flow.awaited(decision, pipeline)}"))
+            voted.append((item_id, f"{stands}; {card_edits.awaited(decision, pipeline)}"))
         else:
             decided.append(item_id)
     return ListedResult(choice, decided, voted, refused, listed.pipeline)

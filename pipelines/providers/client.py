@@ -57,10 +57,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from pipelines.ground import retry
 from pipelines.providers import wire
 from pipelines.providers.settings import DEFAULT_BASE_URLS as DEFAULT_BASE_URLS
 from pipelines.providers.settings import ProviderSettings as ProviderSettings
-from pipelines.runs import retry
 
 # Imported where used: the settings import this module, and the CLI must start quickly.
 if TYPE_CHECKING:
@@ -189,7 +189,7 @@ class ProviderClient:
     ) -> None:
         import httpx
 
-        from pipelines import httpclient
+        from pipelines.ground import httpclient
 
         self.settings = settings
         self._timeout = httpx.Timeout(settings.timeout_s, connect=settings.connect_timeout_s)

@@ -5,10 +5,11 @@
 
 A source that fails fails alone: its reason goes into the run record and the other
 sources still deliver. Each item's path is new -> drafting -> awaiting_approval, with
-its approval card queued in the outbox in the same transaction as the last step.
+its approval card queued in the outbox in the same transaction as the last step; in
+drafting it walks its pipeline's steps (pipelines/drafting/steps.py: triage, full text, draft).
 
 Every tick also resumes the pipeline's items left in drafting by a crash (startup asks
-for a run at once, see store/backends/startup.py): the drafter reuses an output the provider
+for a run at once, see store/upkeep/startup.py): the drafter reuses an output the provider
 already gave, drafts again under the same claim when no call was made, and holds the
 item (the claim's one alert says what to run) when a call may have been charged and
 left nothing. An exception in one item fails that item alone, with its reason, and the
@@ -30,8 +31,9 @@ import httpx
 
 from pipelines import sources
 from pipelines.config import spec
-from pipelines.drafting import drafters, moves
-from pipelines.runs import fulltext, intake, logfields
+from pipelines.drafting import drafters, moves, steps
+from pipelines.ground import logfields
+from pipelines.runs import fulltext, intake
 from pipelines.sources import articles, base
 from pipelines.text import similarity
 from store import backend, errors, items, outbox
@@ -220,9 +222,10 @@ class Engine:
                 "pipeline %s: resuming %d item(s) left in drafting", pipeline.name, len(orphans)
             )
         earlier = await self._approved_recently(pipeline, now)
-        drafter = fulltext.reading(
-            self._drafter_for(pipeline), self._articles, pipeline, lengths=self._lengths
-        )
+        plan = steps.plan_of(self._drafter_for(pipeline))
+        if fulltext.used([pipeline]):
+            plan = plan.reading(fulltext.Reading(self._articles, pipeline, self._lengths))
+        walked = plan.steps()  # triage, full text, draft: each item walks them in order
         gate = asyncio.Semaphore(CONCURRENCY)
 
         async def one(item: Item) -> bool | None:
@@ -230,7 +233,7 @@ class Engine:
                 if self._parked:
                     return None  # stopping: left in drafting for the next start
                 with logfields.bound(item=item.id, attempt=item.attempt):
-                    return await self._draft_one(pipeline, drafter, item, earlier, report, now)
+                    return await self._draft_one(pipeline, walked, item, earlier, report, now)
 
         self._in_flight.update(item.id for item in drafting)
         try:
@@ -278,7 +281,7 @@ class Engine:
     async def _draft_one(
         self,
         pipeline: spec.Pipeline,
-        drafter: drafters.Drafter,
+        walked: tuple[steps.Step, ...],
         item: Item,
         earlier: similarity.Gate,
         report: TickReport,
@@ -288,7 +291,7 @@ class Engine:
         it failed, None when it waits in drafting for an operator. Whatever goes wrong
         stays with this item; the others go on."""
         try:
-            result = await drafter.draft(item, now)
+            result = await steps.walk(walked, item, now)
             # CPU work that grows with the text: in a thread, so taps keep being answered.
             duplicate = (
                 await asyncio.to_thread(earlier.find, result.text, _sources(item))

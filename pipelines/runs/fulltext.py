@@ -1,8 +1,8 @@
 """The full-text step of drafting: for an item of a source with `full_text: true`, the
 drafter reads the linked article as `text` and the feed's teaser as `summary`.
 
-    drafter = fulltext.reading(drafter, fetcher, pipeline)   # the engine, each tick
-    result = await drafter.draft(item, now)   # the article fetched, then drafted from
+    plan = plan.reading(fulltext.Reading(fetcher, pipeline, lengths))   # the engine, each tick
+    work = await step.run(work)   # the article fetched; the draft step drafts from it
 
 It runs after dedup, filters and triage (only items that will be drafted are fetched)
 and before the draft's budget claim. The article is not stored: the item's payload and its content
@@ -16,12 +16,10 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Iterable
-from datetime import datetime
 from typing import TYPE_CHECKING
 
 from pipelines import sources
-from pipelines.drafting import drafters
-from pipelines.drafting import triage as triage_drafter
+from pipelines.drafting import steps
 from pipelines.sources import articles, http_json, rss
 from pipelines.text import validation
 from store.items import Item
@@ -30,36 +28,20 @@ if TYPE_CHECKING:
     from pipelines.config import spec
 
 
-def reading(
-    drafter: drafters.Drafter,
-    fetcher: articles.Fetcher,
-    pipeline: spec.Pipeline,
-    *,
-    lengths: bool = False,
-) -> drafters.Drafter:
-    """`drafter` with the full-text step right before the draft: behind any triage, so an
-    entry triage skips is never fetched, and ahead of the draft's budget claim."""
-    if not used([pipeline]):
-        return drafter
-    if isinstance(drafter, triage_drafter.Triaged):
-        return drafter.drafting_with(Reading(drafter.inner, fetcher, pipeline, lengths))
-    return Reading(drafter, fetcher, pipeline, lengths)
-
-
 @dataclasses.dataclass(frozen=True)
 class Reading:
-    """Reads the item's article (with its card's line when the teaser stands in), then
-    lets `inner` draft from it."""
+    """The step that reads the item's article (with its card's line when the teaser stands
+    in) for the draft step after it."""
 
-    inner: drafters.Drafter
     fetcher: articles.Fetcher
     pipeline: spec.Pipeline
     lengths: bool
 
-    async def draft(self, item: Item, now: datetime) -> drafters.DraftResult:
-        read, line = await enrich(self.fetcher, self.pipeline, item, lengths=self.lengths)
-        result = with_note(await self.inner.draft(read, now), line)
-        return dataclasses.replace(result, image_url=read.payload.get("image_url"))
+    async def run(self, work: steps.Work) -> steps.Work:
+        read, line = await enrich(self.fetcher, self.pipeline, work.item, lengths=self.lengths)
+        after = work.after if line is None else (*work.after, line)
+        image = read.payload.get("image_url")
+        return dataclasses.replace(work, item=read, after=after, image_url=image)
 
 
 def source_of(pipeline: spec.Pipeline, item: Item) -> sources.SourceConfig | None:
@@ -117,10 +99,3 @@ def note(article: articles.Article) -> str | None:
     if article.text:
         return None
     return f"📄 full text not used ({article.reason}): drafted from the feed's teaser"
-
-
-def with_note(result: drafters.DraftResult, line: str | None) -> drafters.DraftResult:
-    """The draft with one more line for its card."""
-    if line is None:
-        return result
-    return dataclasses.replace(result, note=f"{result.note}\n{line}" if result.note else line)

@@ -14,8 +14,7 @@ import dataclasses
 import logging
 from datetime import datetime
 
-from pipelines.config import spec
-from pipelines.runs import filters
+from pipelines.config import filters, spec
 from pipelines.sources import base
 from store import backend, errors, items
 from store.backends import text as store_text

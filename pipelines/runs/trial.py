@@ -3,7 +3,7 @@
     report = await dryrun.run(pipeline, client, now, limit=5)        # template drafts
     report = await dryrun.run(pipeline, client, now, dryrun.Llm(settings, prices, left), limit=2)
     for item_id, payload in report.cards:
-        print(render.card(item_id, payload))
+        print(card_text.card(item_id, payload))
 
 The engine fetches, dedups, filters, records and drafts as a scheduled run would (each new
 entry's verdict under the pipeline's `filter:` is in the report, with the rule that dropped

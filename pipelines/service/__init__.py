@@ -1,2 +1,2 @@
-"""The engine as a long-running service: its lifecycle, the scheduler and
-when runs are due, supervised workers, the leader and its sealer."""
+"""The engine as a long-running service: its lifecycle, the scheduler, supervised workers
+and the reminders, the leader and its sealer."""

@@ -38,19 +38,19 @@ from pathlib import Path
 
 import httpx
 
-from pipelines import httpclient
 from pipelines.approval import flow, sla
 from pipelines.config import spec
 from pipelines.drafting import drafters
+from pipelines.ground import httpclient, waiting
 from pipelines.runs import engine, fulltext
 from pipelines.service import leader, seal_loop, workers
 from pipelines.service.scheduler import Scheduler
 from pipelines.sources import articles
-from store import db, errors, ledger, outbox, retention
-from store.backends import startup
+from store import db, errors, ledger, outbox
 from store.cluster import heartbeats
 from store.db import Store
 from store.intake import runs
+from store.upkeep import retention, startup
 
 log = logging.getLogger(__name__)
 
@@ -221,7 +221,7 @@ class Runtime:
                 if not workers.waits_for_store(exc, "%s", name):
                     log.exception("%s failed; trying again in %g s", name, every_s)
                     await self.workers.report(name, exc)
-            await workers.wait_any((stop,), every_s)
+            await waiting.wait_any((stop,), every_s)
 
     async def _beat(self) -> None:
         run_ids = self.scheduler.run_ids()
@@ -231,7 +231,7 @@ class Runtime:
         """Say this worker is alive and renew (or seek) the leader's lease, every quarter
         of its TTL. A failed beat escapes to the supervisor, which reports it."""
         while not self._closing.is_set():
-            await workers.wait_any((self._closing,), self.leader.renew_every_s)
+            await waiting.wait_any((self._closing,), self.leader.renew_every_s)
             if self._closing.is_set():
                 return
             await self.leader.step()  # first: the lease has the tighter deadline

@@ -26,8 +26,8 @@ from collections.abc import Callable
 from datetime import datetime
 
 from pipelines.config import spec
+from pipelines.ground import cadence
 from pipelines.runs.engine import Engine
-from pipelines.service import cadence
 from store import errors
 from store.cluster import heartbeats
 from store.db import Store

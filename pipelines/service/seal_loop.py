@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from typing import TypeVar
 
-from pipelines.service import workers
+from pipelines.ground import waiting
 from store import backend, episodes, errors, outbox
 from store.audit import sealer
 from store.db import Store
@@ -70,7 +70,7 @@ async def run(
             late = store.write(alert_if_late_sync, watch, clock(), max_delay)
             await _quietly(late, 0.0, late_failures, clock)
         if sealed < sealer.BATCH:
-            await workers.wait_any((stop,), every_s)
+            await waiting.wait_any((stop,), every_s)
     with contextlib.suppress(errors.Closed):
         await _quietly(sealer.seal(store), 0, failures, clock)
 

@@ -10,7 +10,6 @@ hand a worker anything of the same shape.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
@@ -53,14 +52,3 @@ class Controlled(Watched, Protocol):
 
     @property
     def loaded(self) -> spec.LoadResult: ...
-
-
-class StandsDown(Protocol):
-    def at_stand_down(self, name: str, final: Callable[[], Awaitable[object]]) -> None: ...
-
-
-class Led(Stored, Protocol):
-    """A leader's duty that acts once more when the leader stands down."""
-
-    @property
-    def leader(self) -> StandsDown: ...

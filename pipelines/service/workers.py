@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Literal
 
-from pipelines.runs import retry
+from pipelines.ground import retry, waiting
 from store import clock, errors, outbox
 from store.db import Store
 
@@ -35,8 +35,6 @@ FIRST_BACKOFF_S = 1.0
 MAX_BACKOFF_S = 60.0
 #: A worker that ran this long before crashing again starts its backoff afresh (seconds).
 HEALTHY_AFTER_S = 300.0
-#: The longest exception text kept in a state or a row's reason (characters).
-MAX_ERROR_CHARS = 300
 
 #: standby: a leader-only worker in a worker that does not lead (pipelines.service.leader).
 Status = Literal["running", "restarting", "stopped", "standby"]
@@ -81,33 +79,6 @@ def waits_for_store(exc: BaseException, what: str, *args: object) -> bool:
         return False
     log.warning(f"{what} waits for the store: %s", *args, exc)
     return True
-
-
-def describe(exc: BaseException) -> str:
-    """`Type: message`, shortened, for a log line, a state or a parked row's reason."""
-    text = f"{type(exc).__name__}: {exc}".strip().removesuffix(":")
-    return text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 1] + "…"
-
-
-async def wait_any(events: tuple[asyncio.Event, ...], seconds: float) -> None:
-    """Return when any of `events` is set, or after `seconds`."""
-    waits = [asyncio.ensure_future(event.wait()) for event in events]
-    try:
-        await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for waiting in waits:
-            waiting.cancel()
-
-
-async def set_when_any(target: asyncio.Event, events: tuple[asyncio.Event, ...]) -> None:
-    """Set `target` as soon as any of `events` is set."""
-    waits = [asyncio.ensure_future(event.wait()) for event in events]
-    try:
-        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for waiting in waits:
-            waiting.cancel()
-    target.set()
 
 
 class Registry:
@@ -156,11 +127,11 @@ class Registry:
                 except Exception as exc:
                     failures = 1 if loop.time() - started > HEALTHY_AFTER_S else failures + 1
                     delay = retry.backoff_s(failures, self._first_backoff_s, MAX_BACKOFF_S)
-                    self._set(name, "restarting", describe(exc))
+                    self._set(name, "restarting", waiting.describe(exc))
                     if not waits_for_store(exc, "worker %s", name):
                         log.exception("worker %s crashed; starting it again in %g s", name, delay)
                         await self.report(name, exc)
-                await wait_any((stop,), delay)
+                await waiting.wait_any((stop,), delay)
                 self._set(name, "running")
         finally:
             self._set(name, "stopped")

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Annotated
 
 from pydantic import Field
 
-from pipelines.sources import addresses, base, folder, http_json, images, imap, rss
+from pipelines.ground import addresses
+from pipelines.sources import base, folder, http_json, images, imap, rss
 from pipelines.text import validation
 
 if TYPE_CHECKING:

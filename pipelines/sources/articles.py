@@ -12,7 +12,7 @@ network, `allow_private_addresses: true`).
 The page is fetched as a source's answer is (common.get: the source's timeout for the
 whole fetch, its byte caps on the wire and decompressed), following at most
 MAX_REDIRECTS redirects, each hop's connection refused when its host resolves to a
-private address (the client's one lookup is judged, then dialed: pipelines.dialer), at
+private address (the client's one lookup is judged, then dialed: pipelines.ground.dialer), at
 most PER_HOST fetches at once per host. Extraction (trafilatura) runs off the event
 loop, on the process's one extraction thread: parsing a large page there would stall
 the bot.
@@ -30,7 +30,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from pipelines.sources import addresses, base, common, images
+from pipelines.ground import addresses
+from pipelines.sources import base, common, images
 
 if TYPE_CHECKING:
     import httpx
@@ -136,7 +137,7 @@ class Fetcher:
         headers = {"User-Agent": agent, "Accept": "text/html, application/xhtml+xml"}
         url = link
         for _ in range(MAX_REDIRECTS + 1):
-            addresses.check(url)
+            _check_link(url)
             response = await common.get(
                 self.client,
                 url,
@@ -213,3 +214,10 @@ def without_heading(text: str, title: str | None) -> str:
 def _words(line: str) -> str:
     # Case and spacing differ between a page's <title>, its <h1> and a feed's title.
     return " ".join(line.casefold().split()).rstrip(".:")
+
+
+def _check_link(url: str) -> None:
+    """Raise SourceError unless `url` is an http(s) URL with a host."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        raise base.SourceError("the link is not an http:// or https:// URL")

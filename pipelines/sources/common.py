@@ -235,7 +235,7 @@ async def get(
     """
     import httpx  # loaded by the engine's first fetch, so the CLI starts without it
 
-    from pipelines import dialer, httpclient
+    from pipelines.ground import dialer, httpclient
 
     shown = redact_url(url)
     if public_only and not isinstance(client, httpclient.Fetching):

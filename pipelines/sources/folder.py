@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import yaml
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from pipelines.config import paths
+from pipelines.ground import paths
 from pipelines.sources import base, common
 from pipelines.text import markdown
 

@@ -19,7 +19,8 @@ import logging
 import urllib.parse
 from typing import Any
 
-from pipelines.sources import addresses, base
+from pipelines.ground import addresses
+from pipelines.sources import base
 
 log = logging.getLogger(__name__)
 

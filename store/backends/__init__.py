@@ -1,3 +1,3 @@
-"""The machinery under the units: the Store both backends share, SQLite's and
-PostgreSQL's, the writer and its lanes, migrations, start-up recovery, the data
-directory, backups and the copy to PostgreSQL."""
+"""The machinery under the nouns: the Store both backends share, SQLite's and
+PostgreSQL's, the writer and its lanes, wake-ups across processes, migrations and
+the generated schema, the data directory and backups."""

@@ -18,8 +18,7 @@ from pathlib import Path
 from typing import ClassVar, Concatenate, Literal, ParamSpec, TypeVar
 
 from store import backend, errors
-from store.backends import datadir, writer
-from store.cluster import notify
+from store.backends import datadir, notify, writer
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -65,7 +64,7 @@ class StoreConfig:
     checkpoint_every_s: float = 0.02
     #: The WAL file's bound; a held-writer checkpoint starts it over at a quarter of this.
     wal_max_bytes: int = 64 * 1024 * 1024
-    #: Sent messages and stored LLM outputs older than this are pruned (store.retention).
+    #: Sent messages and stored LLM outputs older than this are pruned (store.upkeep.retention).
     retention: timedelta = timedelta(days=30)
     #: `postgresql://...`: the store lives there instead of in the data directory. It may
     #: hold a password, so it is never printed (repr=False) nor put into an error.

@@ -3,7 +3,7 @@
 Each migration and its bookkeeping row commit in one transaction, so a failed
 migration leaves the database exactly as it was. The migrations are the schema's
 only source: `docs/schema/sqlite.sql` and `postgres.sql` are generated from them
-(`python3 dev.py schema`, see store.sql.generate), and a test fails when either is not
+(`python3 dev.py schema`, see store.backends.generate), and a test fails when either is not
 current.
 """
 

@@ -27,10 +27,9 @@ from typing import Any, TypeVar
 import psycopg
 
 from store import backend, errors, sql
-from store.backends import core, migrate, pg_writers, writer
+from store.backends import core, migrate, notify, pg_writers, writer
 from store.backends.lanes import Lane
 from store.backends.pg_conn import Conn, connect
-from store.cluster import notify
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

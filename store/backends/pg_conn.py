@@ -18,7 +18,7 @@ import psycopg
 from psycopg import pq
 
 from store import backend, sql
-from store.cluster import notify
+from store.backends import notify
 
 if TYPE_CHECKING:
     from psycopg.rows import RowMaker

@@ -1,1 +1,1 @@
-"""Processes sharing one store: heartbeats, leases and wake-ups."""
+"""Processes sharing one store: heartbeats and leases."""

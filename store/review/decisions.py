@@ -1,8 +1,9 @@
-"""Operator decisions on a draft: votes toward a quorum, one reject vetoes.
+"""Operator decisions on a draft, as the store keeps them: the votes on a version.
 
-A decision names the draft version and attempt its card showed; a tap on an
-older card is refused (invariant 4). The vote and the transition it triggers
-commit together, so fifty simultaneous taps produce exactly one transition.
+A vote names the draft version and attempt its card showed (`shown_sync` locks the item
+and refuses an older card, invariant 4); `vote_sync` records one and hands back the
+approvals it counts toward. What a vote decides (the quorum, a reject's veto, four eyes)
+is pipelines.approval.rule's; the move it causes is the caller's, in the same unit.
 
 A decision can be taken back within the pipeline's undo window (`undo_sync`): the
 item returns to awaiting_approval with the same version, its votes are forgotten and
@@ -13,10 +14,7 @@ bot's own Unix user); their events name that user.
 
 from __future__ import annotations
 
-import dataclasses
 import json
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
@@ -28,12 +26,9 @@ from store.machine import State
 Q = sql.load("items")
 
 Choice = Literal["approve", "reject"]
-Outcome = Literal["approved", "rejected", "pending", "unchanged"]
 
 #: The voter id of decisions made at the terminal (Telegram user ids start at 1).
 TERMINAL = 0
-#: The longest reject reason kept (characters); a longer one is cut.
-MAX_REASON = 300
 
 
 def voter(operator_id: int) -> str:
@@ -46,84 +41,39 @@ def dispatch_key(item_id: int, attempt: int, version: int) -> str:
     return f"dispatch:{item_id}:{attempt}:{version}"
 
 
-@dataclass(frozen=True)
-class Decision:
-    item: Item
-    #: approved/rejected: this decision moved the item; pending: a vote toward the
-    #: quorum was recorded; unchanged: a repeat, or the item was decided already.
-    outcome: Outcome
-    approvals: tuple[int, ...]
-    quorum: int
-
-
-def decide_sync(
-    conn: backend.Conn,
-    item_id: int,
-    attempt: int,
-    version: int,
-    operator_id: int,
-    choice: Choice,
-    now: datetime,
-    *,
-    quorum: int = 1,
-    reason: str | None = None,
-    actor: str | None = None,
-    queue: Callable[[Decision], Sequence[outbox.Queued]] | None = None,
-) -> Decision:
-    """Record one operator's decision inside the caller's unit (which may add its own rows).
-
-    `await store.write(decisions.decide_sync, item_id, attempt, version, operator, "approve", now)`
-
-    `reason` goes with a reject into its event; `actor` names who decided when it is not
-    the Telegram operator `operator_id`. Who may approve (four eyes) is the caller's
-    rule: pipelines.approval.flow checks it first. `queue` answers the outbox rows a
-    decision that counts brings (a card edit, a dispatch), given the decision as it will
-    be: they are written with its move, or alone with a vote toward the quorum.
-    """
-    if choice not in ("approve", "reject"):
-        raise ValueError(f"unknown decision {choice!r}; valid: approve, reject")
+def shown_sync(conn: backend.Conn, item_id: int, attempt: int, version: int) -> Item:
+    """The item, locked for the unit; Conflict unless it is at the version and attempt
+    its card showed."""
     item = items.lock_sync(conn, item_id)
     if (item.attempt, item.version) != (attempt, version):
         raise errors.Conflict(
             f"this card shows version {version} of attempt {attempt}; item {item_id} is now at "
             f"version {item.version} of attempt {item.attempt}"
         )
-    if item.state != State.AWAITING_APPROVAL:
-        return Decision(item, "unchanged", approvals_sync(conn, item), quorum)
+    return item
+
+
+def vote_sync(
+    conn: backend.Conn, item: Item, operator_id: int, choice: Choice, now: datetime
+) -> tuple[int, ...] | None:
+    """Record one operator's vote on the locked item's version: who approved it so far,
+    this vote included, in the order cast; None when this operator had voted on it."""
     params = {
-        "item_id": item_id,
-        "attempt": attempt,
-        "version": version,
+        "item_id": item.id,
+        "attempt": item.attempt,
+        "version": item.version,
         "operator": operator_id,
         "decision": choice,
         "now": clock.to_ms(now),
     }
     cast = conn.execute(Q["vote"], params).fetchone()
-    if cast is None:  # this operator already voted on it
-        return Decision(item, "unchanged", approvals_sync(conn, item), quorum)
-    approvals = tuple(json.loads(cast[0]))
-    actor = actor or events.operator(operator_id)
-    to: State
-    outcome: Outcome
-    if choice == "reject":
-        to, outcome = State.REJECTED, "rejected"
-        why = f"rejected by {actor}" + (f": {reason[:MAX_REASON]}" if reason else "")
-    elif len(approvals) >= quorum:
-        to, outcome = State.APPROVED, "approved"
-        who = ", ".join(actor if o == operator_id else voter(o) for o in approvals)
-        why = f"approved by {who}"
-    else:
-        pending = Decision(item, "pending", approvals, quorum)
-        for row in queue(pending) if queue else ():
-            outbox.put_sync(conn, row, now)
-        return pending
-    # The rows are asked for with the item as the move leaves it, and written by the move.
-    ahead = Decision(dataclasses.replace(item, state=to, reason=why), outcome, approvals, quorum)
-    moved = items.transition_sync(
-        conn, item_id, to, actor, now, reason=why, expect_version=version, locked=item,
-        queue=queue(ahead) if queue else (),
-    )  # fmt: skip
-    return Decision(moved, outcome, approvals, quorum)
+    return None if cast is None else tuple(json.loads(cast[0]))
+
+
+def approvals_sync(conn: backend.Conn, item: Item) -> tuple[int, ...]:
+    """Who approved the item's current version so far."""
+    params = {"item_id": item.id, "attempt": item.attempt, "version": item.version}
+    return tuple(row[0] for row in conn.execute(Q["approvals"], params))
 
 
 def undo_sync(
@@ -143,12 +93,7 @@ def undo_sync(
     The item is awaiting approval again (a fresh `deadline`), its votes on the version
     are forgotten and an approval's held-back dispatch row is called off.
     """
-    item = items.lock_sync(conn, item_id)
-    if (item.attempt, item.version) != (attempt, version):
-        raise errors.Conflict(
-            f"this card shows version {version} of attempt {attempt}; item {item_id} is now at "
-            f"version {item.version} of attempt {item.attempt}"
-        )
+    item = shown_sync(conn, item_id, attempt, version)
     if item.state not in machine.UNDOABLE:
         raise errors.IllegalTransition(
             f"item {item_id} is {item.state}: only an approval not yet sent or a reject "
@@ -176,9 +121,3 @@ def _move_back(
     if not items.move_sync(conn, item, State.AWAITING_APPROVAL, actor, now, reason, due, None):
         raise errors.Conflict(f"item {item.id} changed underneath this undo")
     return items.get_sync(conn, item.id)
-
-
-def approvals_sync(conn: backend.Conn, item: Item) -> tuple[int, ...]:
-    """Who approved the item's current version so far."""
-    params = {"item_id": item.id, "attempt": item.attempt, "version": item.version}
-    return tuple(row[0] for row in conn.execute(Q["approvals"], params))

@@ -19,7 +19,7 @@ from store.machine import State
 from store.review import followups
 
 Q = sql.load("redispatch")
-#: How a dispatch failure's reason begins (pipelines.dispatch.dispatcher writes it).
+#: How a dispatch failure's reason begins (pipelines.service.dispatcher writes it).
 DISPATCH_FAILURE = "dispatch:"
 
 

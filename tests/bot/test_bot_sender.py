@@ -16,11 +16,10 @@ from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup
 from telegram.ext import AIORateLimiter, ExtBot
 
 from bot import app
-from bot.cards import sent_messages
-from bot.chat import sender
+from bot.chat import sender, sent_messages
 from bot.demo.botapi import localapi
 from bot.demo.botapi import state as localapi_state
-from pipelines.runs import retry
+from pipelines.ground import retry
 from pipelines.service import workers
 from store import db, items, outbox
 

@@ -15,9 +15,9 @@ from telegram import Update
 
 from bot import app
 from bot import settings as settings_mod
-from bot.cards import callbacks
-from bot.chat import auth, handlers, render
-from bot.process import logs
+from bot.chat import auth, card_text, kit, render
+from bot.commands import handlers
+from bot.ground import callbacks, logs
 from pipelines import operations
 from pipelines.text import redaction
 
@@ -170,7 +170,7 @@ def test_a_card_escapes_what_it_fetched() -> None:
         "duplicate_of": 7,
         "duplicate_reason": "same <title>",
     }
-    text = render.card(3, payload)
+    text = card_text.card(3, payload)
     assert "&lt;script&gt;" in text and "a &lt; b &amp; c" in text
     assert 'href="https://x.example/?a=1&amp;b=&quot;2&quot;"' in text
     assert "possible duplicate of item 7: same &lt;title&gt;" in text
@@ -180,9 +180,9 @@ def test_a_card_escapes_what_it_fetched() -> None:
 def test_a_card_says_a_title_once_and_as_the_feed_meant_it() -> None:
     base = {"pipeline": "news", "version": 1, "attempt": 1, "drafter": "template"}
     # A title stored before titles were cleaned at load, and its cleaned draft.
-    old = render.card(1, base | {"title": "Zero\u200bwidth", "text": "Zerowidth\n\nbody"})
+    old = card_text.card(1, base | {"title": "Zero\u200bwidth", "text": "Zerowidth\n\nbody"})
     assert old.count("Zerowidth") == 1 and "\u200b" not in old
-    at_t = render.card(2, base | {"title": "AT&T cuts prices <again>", "text": "Prices fall"})
+    at_t = card_text.card(2, base | {"title": "AT&T cuts prices <again>", "text": "Prices fall"})
     assert at_t.split("\n")[1] == "AT&amp;T cuts prices &lt;again&gt;"  # escaped once, for HTML
 
 
@@ -272,8 +272,10 @@ def test_python_telegram_bots_update_dumps_keep_ids_only() -> None:
 
 def test_decision_lines() -> None:
     at = datetime(2026, 1, 2, 3, 4, tzinfo=None).astimezone()
-    assert render.decision_line({"status": "✅ approved by 5 at x"}, at) == "✅ approved by 5 at x"
-    rejected = render.decision_line({"state": "rejected", "decided_by": [5]}, at)
+    assert (
+        card_text.decision_line({"status": "✅ approved by 5 at x"}, at) == "✅ approved by 5 at x"
+    )
+    rejected = card_text.decision_line({"state": "rejected", "decided_by": [5]}, at)
     assert rejected.startswith("❌ rejected by 5")
 
 
@@ -376,13 +378,13 @@ def test_help_names_each_command_once_with_its_arguments() -> None:
 def test_a_command_naming_a_pipeline_whose_file_failed_names_its_errors() -> None:
     """/status city, /run city ... when city.yaml did not load: its errors, not 'unknown'."""
     error = "/p/city.yaml:7: nope: unknown field 'nope'"
-    deps = handlers.Deps(
+    deps = kit.Deps(
         None, {}, None, auth.Gate([1], 0), KEY, None, datetime.now,  # type: ignore[arg-type]
         broken={"city": [error]},
     )  # fmt: skip
     context = types.SimpleNamespace(bot_data={"deps": deps}, args=["city"])
-    with pytest.raises(handlers.BadInput) as refused:
-        handlers.pipeline_arg(context, "status")  # type: ignore[arg-type]
+    with pytest.raises(kit.BadInput) as refused:
+        kit.pipeline_arg(context, "status")  # type: ignore[arg-type]
     assert str(refused.value) == (
         "pipeline &#x27;city&#x27; did not load: its file has errors (gatehouse check lists"
         f" every file&#x27;s):\n  {render.esc(error)}"

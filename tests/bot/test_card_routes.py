@@ -16,9 +16,10 @@ from telegram.ext import CallbackQueryHandler
 
 from bot import app
 from bot import settings as settings_mod
-from bot.cards import callbacks, routes
-from bot.chat import auth, handlers, sender
+from bot.cards import routes
+from bot.chat import auth, kit, sender
 from bot.demo.botapi import localapi
+from bot.ground import callbacks
 from store import db, items
 from tests.pipelines.test_review import pipeline
 
@@ -64,7 +65,7 @@ async def application(
         ),
     )
     built = app.build(cfg, TOKEN)
-    built.bot_data["deps"] = handlers.Deps(
+    built.bot_data["deps"] = kit.Deps(
         store, {"news": pipeline()}, None, auth.Gate([OPERATOR], 0), KEY,
         sender.Sender(store, bot, lambda row: [], lambda row: None), lambda: now,
     )  # fmt: skip

@@ -17,10 +17,10 @@ from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, Update
 
 from bot import app as bot_app
 from bot import settings as settings_mod
-from bot.cards import callbacks, edits
-from bot.chat import auth, handlers, render, sender
+from bot.chat import auth, card_text, edits, kit, sender
 from bot.demo.botapi import localapi
 from bot.demo.botapi.state import ChatMessage
+from bot.ground import callbacks
 from pipelines.approval import card_trail, flow
 from store import db, drafts, items, outbox
 from tests.pipelines import test_review
@@ -78,9 +78,9 @@ def pointed(old: ChatMessage, new: ChatMessage) -> bool:
     """The new copy answers the old one, and the old one says so, with no buttons."""
     return (
         new.reply_to_message_id == old.message_id
-        and old.text.endswith(render.SENT_AGAIN)
+        and old.text.endswith(card_text.SENT_AGAIN)
         and old.reply_markup is None
-        and render.SENT_AGAIN not in new.text
+        and card_text.SENT_AGAIN not in new.text
         and new.reply_markup == KEYBOARD.to_dict()
     )
 
@@ -107,7 +107,7 @@ async def test_open_cards_sent_again_after_a_restart_answer_and_retire_their_old
         assert await make_sender(store, bot, later).send_due(later) == 1
         for chat in CHATS:
             old, new = copies(api, chat)
-            assert "approved by" in new.text and old.text.endswith(render.SENT_AGAIN)
+            assert "approved by" in new.text and old.text.endswith(card_text.SENT_AGAIN)
     finally:
         await store.close()
 
@@ -155,7 +155,7 @@ async def test_a_fresh_card_for_one_chat_answers_and_retires_the_copy_there_only
     old, new = copies(api, CHATS[0])
     [other] = copies(api, CHATS[1])
     assert "approved by" in new.text and "approved by" in other.text
-    assert old.text.endswith(render.SENT_AGAIN)
+    assert old.text.endswith(card_text.SENT_AGAIN)
 
 
 # -- the Show card tap, through the bot's own handler ------------------------------------
@@ -177,7 +177,7 @@ async def application(
         ),
     )
     built = bot_app.build(cfg, TOKEN)
-    built.bot_data["deps"] = handlers.Deps(
+    built.bot_data["deps"] = kit.Deps(
         store, {"news": test_review.pipeline()}, None, auth.Gate(CHATS, 0), KEY,
         make_sender(store, bot, now), lambda: now,
     )  # fmt: skip

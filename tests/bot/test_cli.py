@@ -19,7 +19,8 @@ from typing import Any
 
 import pytest
 
-from bot.process import control, early
+from bot import early
+from bot.process import control
 from pipelines import operations
 from pipelines.dispatch import file as dispatch_file
 from pipelines.service import runtime as runtime_mod
@@ -602,7 +603,7 @@ def test_status_lists_pipelines_without_loading_their_models(tmp_path: Path) -> 
         "from pipelines.config import names\n"
         f"print(names.declared(Path({str(tmp_path)!r})))\n"
         "heavy = ('pipelines.config.spec', 'croniter', 'jsonschema', 'cryptography',\n"
-        "         'pipelines.providers.client', 'store.backends.to_postgres', 'bot.demo.content')\n"
+        "         'pipelines.providers.client', 'store.upkeep.to_postgres', 'bot.demo.content')\n"
         "print(sorted(n for n in heavy if n in sys.modules))"
     )
     done = subprocess.run(

@@ -11,8 +11,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from bot.chat import handlers, lists, render
+from bot.chat import lists, render
 from bot.cli import output as cli_output
+from bot.commands import handlers
 from pipelines import operations
 from store import db, items
 from store.intake import runs

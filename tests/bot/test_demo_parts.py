@@ -159,7 +159,8 @@ def test_the_demo_news_filter_drops_the_sponsored_and_its_triage_skips_the_wire(
     """The news pipeline's filter drops the wire's sponsored entries; the demo model,
     asked the triage question over a real socket, passes every Gazette story with a
     reason and skips the rest of the wire with one; its triage model has a price."""
-    from pipelines.runs import filters, intake
+    from pipelines.config import filters
+    from pipelines.runs import intake
 
     files = content.write(tmp_path, "http://127.0.0.1:1/")
     loaded = spec.load_dir(files.pipelines_dir)

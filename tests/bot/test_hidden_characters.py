@@ -8,7 +8,7 @@ import argparse
 
 import pytest
 
-from bot.chat import render
+from bot.chat import card_text
 from bot.cli import output
 
 HIDDEN = [
@@ -19,7 +19,7 @@ HIDDEN = [
 
 def _card(text: str, title: str = "") -> str:
     payload = {"pipeline": "news", "title": title, "text": text, "version": 1, "attempt": 1}
-    return render.card(7, payload)
+    return card_text.card(7, payload)
 
 
 @pytest.mark.parametrize("char", HIDDEN)

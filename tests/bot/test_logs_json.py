@@ -9,8 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from bot.process import logs
-from pipelines.runs import logfields
+from bot.ground import logs
+from pipelines.ground import logfields
 
 TOKEN = "123456:AAHsecretsecretsecretsecretsecret_xyz"
 

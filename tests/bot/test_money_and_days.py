@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from bot.chat import alerts, render
+from bot.chat import alerts, card_text, render
 from bot.cli import output as cli_output
 from pipelines import operations
 from store import db, items, ledger, payloads, units
@@ -25,8 +25,8 @@ NOW = datetime(2026, 12, 2, 9, 30, tzinfo=UTC)
 async def test_a_card_says_its_cost_to_two_figures() -> None:
     payload = {"pipeline": "news", "text": "Body", "version": 1, "attempt": 1,
                "drafter": "llm", "cost_micros": 13_088}  # fmt: skip
-    assert "cost $0.013</i>" in render.card(1, payload)
-    assert "cost 0.28¢</i>" in render.card(1, payload | {"cost_micros": 2_800})
+    assert "cost $0.013</i>" in card_text.card(1, payload)
+    assert "cost 0.28¢</i>" in card_text.card(1, payload | {"cost_micros": 2_800})
 
 
 async def test_budget_rounds_the_summary_and_says_the_exact_amounts_once(

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from bot.chat import cluster, render, wording
+from bot.chat import card_text, cluster, render, wording
 from bot.cli import output as cli_output
 from pipelines import operations
 from pipelines.service import workers
@@ -71,8 +71,8 @@ def test_words_and_plurals() -> None:
 def test_every_version_of_a_card_has_the_same_lines() -> None:
     base = {"pipeline": "news", "title": "Bike lanes", "link": "https://example.org/a",
             "attempt": 1, "drafter": "template", "cost_micros": 0}  # fmt: skip
-    first = render.card(1, base | {"version": 1, "text": "Bike lanes\n\nThe council voted."})
-    edited = render.card(1, base | {"version": 2, "text": "New words", "note": "edited by x"})
+    first = card_text.card(1, base | {"version": 1, "text": "Bike lanes\n\nThe council voted."})
+    edited = card_text.card(1, base | {"version": 2, "text": "New words", "note": "edited by x"})
     for card in (first, edited):
         head = card.split("\n")
         assert head[0] == "📝 <b>news</b> · item 1"

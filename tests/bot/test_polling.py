@@ -14,7 +14,7 @@ import pytest
 from telegram import Bot, Update
 from telegram.ext import ApplicationBuilder, TypeHandler
 
-from bot.chat import auth, handlers, polling, sender
+from bot.chat import auth, kit, polling, sender
 from bot.demo.botapi import localapi
 from bot.web import metrics
 from pipelines.service import leader, workers
@@ -78,7 +78,7 @@ async def test_an_update_read_again_is_acted_on_once(
     application.add_handler(TypeHandler(Update, act))
     outbox_sender = sender.Sender(store, bot, lambda row: [], lambda row: None)
     gate = auth.Gate([1001], 0)
-    application.bot_data["deps"] = handlers.Deps(
+    application.bot_data["deps"] = kit.Deps(
         store, {}, None, gate, b"key", outbox_sender, lambda: now
     )
     message = {

@@ -8,7 +8,8 @@ import hmac
 
 import pytest
 
-from bot.cards import callbacks, keyboards, review_handlers
+from bot.cards import keyboards, review_handlers
+from bot.ground import callbacks
 from pipelines.operations import review
 from store import payloads
 from store.review.followups import Shown

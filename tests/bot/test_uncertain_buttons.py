@@ -16,7 +16,7 @@ from telegram import Bot, Update
 
 from bot import app
 from bot import settings as settings_mod
-from bot.chat import auth, handlers, sender
+from bot.chat import auth, kit, sender
 from bot.demo.botapi import localapi
 from store import db, ledger
 from tests.pipelines.test_review import pipeline
@@ -49,7 +49,7 @@ async def application(
         ),
     )
     built = app.build(cfg, TOKEN)
-    built.bot_data["deps"] = handlers.Deps(
+    built.bot_data["deps"] = kit.Deps(
         store, {"news": pipeline()}, None, auth.Gate([OPERATOR, CLERK], 0), KEY,
         sender.Sender(store, bot, lambda row: [], lambda row: None), lambda: now,
         settlers=frozenset({OPERATOR}),

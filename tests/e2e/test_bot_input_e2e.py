@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from bot.cards import callbacks
 from bot.demo.botapi import localapi
+from bot.ground import callbacks
 from pipelines import operations
 from store import items
 from store.machine import State

@@ -59,8 +59,7 @@ def test_twenty_kills_break_nothing(tmp_path: Path) -> None:
     # A kill at "dispatch" resends with the same key: seen here, so that counter is known to
     # count. A kill at "card" need not repeat its card (the operator may tap the card the
     # server kept before the restarted bot would send it again, and a decided item's card is
-    # not sent): that counter is shown to count by
-    # test_cards_sent_twice_for_one_version_are_counted.
+    # not sent): test_cards_sent_twice_for_one_version_are_counted shows that counter counts.
     if report["points"].get("dispatch"):
         assert report["webhook_resent"] >= 1, done.stdout
     assert (report["violations"], report["orphaned"], report["double_paid"]) == (0, 0, 0), (

@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from bot.chat import render
+from bot.chat import card_text
 from bot.demo import run as demo
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -100,7 +100,7 @@ def cards(state: dict[str, Any], pipeline: str = "news") -> list[dict[str, Any]]
 
 def pointing(state: dict[str, Any]) -> list[dict[str, Any]]:
     """The cards edited to point to a copy sent again below them."""
-    return [m for m in cards(state) if m["text"].endswith(render.SENT_AGAIN)]
+    return [m for m in cards(state) if m["text"].endswith(card_text.SENT_AGAIN)]
 
 
 def button(card: dict[str, Any], label: str) -> str:
@@ -288,7 +288,7 @@ async def test_a_restart_with_its_data_dir_shows_the_chat_and_sends_open_cards_a
             old, new = cards(after)[:5], cards(after)[5:]
             # The conversation so far, ids kept; each old card says it was sent again,
             # without buttons, and its new copy answers it (a quote that jumps to it).
-            pointer = f"\n\n{render.SENT_AGAIN}"
+            pointer = f"\n\n{card_text.SENT_AGAIN}"
             assert [m["text"] for m in old] == [m["text"] + pointer for m in cards(before)]
             assert [m["message_id"] for m in old] == [m["message_id"] for m in cards(before)]
             assert all(m["reply_markup"] is None for m in old)

@@ -163,7 +163,7 @@ def test_run_takes_the_lock_where_its_options_say(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`gatehouse run --env-file F --data-dir D` locks the store the settings will open."""
-    from bot.process import early
+    from bot import early
 
     monkeypatch.delenv("GATEHOUSE_DATA_DIR", raising=False)
     env_file = tmp_path / "server.env"

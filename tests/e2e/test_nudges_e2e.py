@@ -18,7 +18,7 @@ import pytest
 from bot import app
 from bot import settings as settings_mod
 from bot.demo.botapi import localapi
-from pipelines.approval import nudges
+from pipelines.service import nudges
 from pipelines.service import runtime as runtime_mod
 from store import db, items, ledger
 from store.audit import events

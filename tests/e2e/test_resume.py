@@ -28,18 +28,17 @@ from pydantic import SecretStr
 from bot.chat import alerts as bot_alerts
 from pipelines.approval import flow
 from pipelines.config import spec
-from pipelines.dispatch import dispatcher
 from pipelines.drafting import choice, moves
 from pipelines.drafting import llm as llm_drafter
 from pipelines.providers import client as providers
 from pipelines.runs import engine
-from pipelines.service import runtime
+from pipelines.service import dispatcher, runtime
 from store import db, drafts, items, ledger, outbox
-from store.backends import startup
 from store.intake import runs, timetable
 from store.ledger import outputs as llm_outputs
 from store.ledger.machine import ClaimState
 from store.machine import State
+from store.upkeep import startup
 from tests.fakes.feed_server import FeedServer
 from tests.fakes.feeds import rss
 from tests.fakes.llm_server import FakeLLM

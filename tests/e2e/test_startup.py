@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from bot import early
 from bot import settings as settings_mod
 from bot.demo.botapi import localapi
-from bot.process import early
 from store.backends import datadir
 
 TOKEN = "987654:startup-secret-token-value_ABCDEFGHIJ"

@@ -24,7 +24,7 @@ import pytest
 from bot import app
 from bot import settings as settings_mod
 from bot.demo.botapi import localapi
-from bot.process import storage_alarm
+from bot.ground import storage_alarm
 from pipelines.service import runtime as runtime_mod
 from store import db, errors, items
 from store.backends import writer

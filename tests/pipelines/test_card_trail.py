@@ -13,8 +13,8 @@ import pytest
 from pipelines import dispatch
 from pipelines.approval import card_trail
 from pipelines.config import spec
-from pipelines.dispatch import dispatcher
 from pipelines.runs import engine
+from pipelines.service import dispatcher
 from store import db, errors, items, outbox, payloads
 from store.audit import events
 from store.machine import State

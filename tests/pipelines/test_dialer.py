@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from bot.cli import dry_run
-from pipelines import httpclient
+from pipelines.ground import addresses, httpclient
 from pipelines.service import runtime
-from pipelines.sources import addresses, articles, rss
+from pipelines.sources import articles, rss
 from store import db, outbox
 from tests.fakes import network, site, tls
 from tests.fakes.dns import DnsServer

@@ -9,8 +9,7 @@ from typing import Any
 
 import pytest
 
-from pipelines.config import file_errors, spec
-from pipelines.runs import filters
+from pipelines.config import file_errors, filters, spec
 from pipelines.text import safe_regex
 
 #: How words rules were compiled before the index: one RE2 pattern per rule.

@@ -9,8 +9,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from pipelines.config import spec
-from pipelines.runs import filters
+from pipelines.config import filters, spec
 
 
 def _entry(title: str = "", text: str = "", **extra: Any) -> dict[str, Any]:

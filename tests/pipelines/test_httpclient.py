@@ -18,7 +18,7 @@ import pytest
 
 from bot import app
 from bot import settings as settings_mod
-from pipelines import httpclient
+from pipelines.ground import httpclient
 from pipelines.providers import client as provider_client
 from pipelines.providers import settings as provider_settings
 from pipelines.service import runtime as runtime_mod

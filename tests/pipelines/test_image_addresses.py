@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from pipelines import httpclient
 from pipelines.config import spec
+from pipelines.ground import httpclient
 from pipelines.runs import engine
 from pipelines.sources import articles, rss
 from store import db, items

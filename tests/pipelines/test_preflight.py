@@ -16,7 +16,8 @@ import pytest
 from pydantic import SecretStr
 
 from bot.demo.botapi import localapi
-from pipelines.config import preflight, spec
+from pipelines.config import spec
+from pipelines.operations import preflight
 from pipelines.providers import client as providers
 from store.ledger import prices
 from tests.fakes import dovecot, smtp_server

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from pipelines.approval import flow, nudges, quorum
+from pipelines.approval import flow, quorum
+from pipelines.service import nudges
 from store import db, outbox, payloads
 from store.review.followups import Shown
 from tests.pipelines import test_review

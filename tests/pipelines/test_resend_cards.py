@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bot.cards import sent_messages
+from bot.chat import sent_messages
 from pipelines.approval import card_trail, flow
 from pipelines.runs import engine
 from store import db, items, outbox
@@ -51,6 +51,6 @@ async def test_each_awaiting_items_sent_card_is_queued_again_once(
     await flow.decide(store, pipeline, sent.id, 1, 1, 1001, "approve", later)
     edit, _ = await outbox.for_item(store, sent.id, "card_edit")
     # The sender edits the copies of the version an edit names: the new one too (and,
-    # in a chat the new one reached, not the old one: bot.cards.edits).
+    # in a chat the new one reached, not the old one: bot.chat.edits).
     edited = await sent_messages.cards_for(store, sent.id, edit.payload)
     assert {card.id for card in edited} == {first.id, again.id}

@@ -11,9 +11,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bot.cards import callbacks
 from bot.chat import alerts as bot_alerts
 from bot.chat import render
+from bot.ground import callbacks
 from pipelines import operations
 from pipelines.approval import sla
 from pipelines.config import spec
@@ -23,12 +23,12 @@ from pipelines.providers import client as providers
 from pipelines.runs import engine
 from store import db, drafts, errors, items, ledger, outbox
 from store.audit import events
-from store.backends import startup
 from store.intake import runs, timetable
 from store.ledger import claims
 from store.ledger import outputs as llm_outputs
 from store.ledger.machine import ClaimState
 from store.machine import State
+from store.upkeep import startup
 from tests.bot.test_cli import gatehouse
 from tests.fakes.feed_server import FeedServer
 from tests.fakes.feeds import rss

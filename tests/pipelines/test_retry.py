@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from pipelines.runs import retry
+from pipelines.ground import retry
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 

@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
-from pipelines.approval import flow, nudges
+from pipelines.approval import flow
 from pipelines.config import spec
 from pipelines.operations import review
+from pipelines.service import nudges
 from store import db, drafts, errors, items, outbox, payloads
 from store.audit import events
 from store.machine import State

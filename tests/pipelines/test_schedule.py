@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from pipelines.service import cadence
-from pipelines.service.cadence import Action
+from pipelines.ground import cadence
+from pipelines.ground.cadence import Action
 
 
 def utc(

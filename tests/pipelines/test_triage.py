@@ -18,11 +18,11 @@ from pydantic import SecretStr
 from bot.chat import render
 from pipelines import operations
 from pipelines.approval import sla
-from pipelines.config import spec
+from pipelines.config import spec, triage
 from pipelines.drafting import calls, choice, drafters
-from pipelines.drafting import triage as triage_drafter
+from pipelines.drafting import question as triage_drafter
 from pipelines.providers import client as providers
-from pipelines.runs import engine, triage
+from pipelines.runs import engine
 from store import db, items, ledger, outbox
 from store.audit import events
 from store.intake import runs

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from pipelines.config import spec
-from pipelines.runs import triage_digest
+from pipelines.service import triage_digest
 from store import backend, db, items
 from store.machine import State
 

@@ -15,7 +15,7 @@ import pytest
 from bot.chat import render
 from bot.process import control
 from pipelines import operations
-from pipelines.runs import retry
+from pipelines.ground import retry, waiting
 from pipelines.service import runtime as runtime_mod
 from pipelines.service import workers
 from store import db, errors, outbox
@@ -136,9 +136,9 @@ def test_backoff_doubles_and_is_capped() -> None:
 
 
 def test_describe_shortens_long_messages() -> None:
-    assert workers.describe(ValueError("x" * 1000)).endswith("…")
-    assert len(workers.describe(ValueError("x" * 1000))) == workers.MAX_ERROR_CHARS
-    assert workers.describe(KeyError()) == "KeyError"
+    assert waiting.describe(ValueError("x" * 1000)).endswith("…")
+    assert len(waiting.describe(ValueError("x" * 1000))) == waiting.MAX_ERROR_CHARS
+    assert waiting.describe(KeyError()) == "KeyError"
 
 
 #: An error message may quote a Bot API URL, whose path holds the bot token.

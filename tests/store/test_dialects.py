@@ -14,9 +14,8 @@ import psycopg
 import pytest
 
 from store import db, errors, sql
-from store.backends import migrate, pg, pg_conn
+from store.backends import generate, migrate, pg, pg_conn
 from store.intake import seen
-from store.sql import generate
 from tests import pg_databases
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)

@@ -1,4 +1,6 @@
 """The store is the only door to the database, and imports run one way: bot → pipelines → store.
+Inside each layer too: its rooms stand on floors, and a module imports from its own floor
+or the floors below.
 
 Read from the source (every import, module-level or inside a function), so an import
 that slipped through fails here before it is ever run.
@@ -23,6 +25,63 @@ STORE_INSIDES = {
     "store.backends.sqlite_store",
     "store.backends.pg",
     "store.backends.lanes",
+}
+#: Each layer's floors, ground floor first, each with its rooms: a folder of the layer, or
+#: a module at the layer's top (store/errors.py is the room `errors`).
+FLOORS: dict[str, list[tuple[str, set[str]]]] = {
+    "store": [
+        ("ground", {"errors", "clock", "backend", "episodes", "units"}),
+        ("sql", {"sql"}),
+        ("backends", {"backends"}),
+        ("audit", {"audit"}),
+        ("nouns", {"db", "machine", "payloads", "outbox", "items", "drafts"}),
+        ("cluster", {"cluster"}),
+        ("intake", {"intake"}),
+        ("ledger", {"ledger"}),
+        ("reports", {"reports"}),
+        ("review", {"review"}),
+        ("upkeep", {"upkeep"}),
+    ],
+    "pipelines": [
+        ("ground", {"ground"}),
+        ("text", {"text"}),
+        ("sources", {"sources"}),
+        ("dispatch", {"dispatch"}),
+        ("providers", {"providers"}),
+        ("config", {"config"}),
+        ("approval", {"approval"}),
+        ("drafting", {"drafting"}),
+        ("runs", {"runs"}),
+        ("audit", {"audit"}),
+        ("service", {"service"}),
+        ("operations", {"operations"}),
+    ],
+    "bot": [
+        ("ground", {"ground", "settings"}),
+        ("web", {"web"}),
+        ("chat", {"chat"}),
+        ("cards", {"cards"}),
+        ("commands", {"commands"}),
+        ("process", {"process"}),
+        ("app", {"app", "early", "__main__"}),
+        ("demo", {"demo"}),
+        ("cli", {"cli"}),
+    ],
+}
+#: The imports that still run back up a floor, each to go (issue 55); a new one fails.
+BACK_UP: dict[str, set[str]] = {
+    "store": {
+        # The SQLite half of a move's event and outbox rows, until store/items/ writes both.
+        "store.audit.paired -> store.machine",
+        "store.audit.paired -> store.outbox",
+    },
+    "pipelines": {
+        # A pipeline's template is checked when its file loads.
+        "pipelines.config.spec -> pipelines.drafting.prompt",
+        # The digest lists what awaits approval as the /pending list does.
+        "pipelines.service.nudges -> pipelines.operations.review",
+    },
+    "bot": set(),
 }
 # A string that opens like a statement is SQL written outside the store.
 _SQL = re.compile(r"^\s*(SELECT|INSERT|UPDATE|DELETE|PRAGMA|BEGIN|CREATE|ALTER|DROP)\s")
@@ -184,3 +243,52 @@ def test_every_async_function_of_the_store_has_a_caller_outside_the_tests() -> N
     ]
     listed = "\n".join(unused)
     assert not unused, f"async functions nothing in bot/, pipelines/ or store/ calls:\n{listed}"
+
+
+def floor_index(layer: str) -> dict[str, int]:
+    """Each room of `layer` and the number of its floor, the ground floor 0."""
+    return {room: n for n, (_, rooms) in enumerate(FLOORS[layer]) for room in rooms}
+
+
+def back_up(graph: dict[str, set[str]], floors: dict[str, int]) -> set[str]:
+    """Every import `a -> b` between two rooms (`layer.room...`) where b's floor is higher."""
+
+    def floor(module: str) -> int:
+        parts = module.split(".")
+        return floors[parts[1]] if len(parts) > 1 else -1
+
+    return {
+        f"{a} -> {b}"
+        for a, targets in graph.items()
+        for b in targets
+        if b.split(".")[0] == a.split(".")[0] and -1 < floor(a) < floor(b)
+    }
+
+
+@pytest.mark.parametrize("layer", sorted(LAYERS))
+def test_every_room_stands_on_one_floor(layer: str) -> None:
+    rooms = {name.split(".")[1] for name in import_graph() if name.startswith(f"{layer}.")}
+    listed = [room for _, members in FLOORS[layer] for room in members]
+    assert len(listed) == len(set(listed)), f"a room of {layer} is on two floors"
+    assert not rooms - set(listed), f"name the floor of {sorted(rooms - set(listed))} in FLOORS"
+
+
+@pytest.mark.parametrize("layer", sorted(LAYERS))
+def test_no_import_runs_back_up_a_floor(layer: str) -> None:
+    graph = {a: b for a, b in import_graph().items() if a.startswith(f"{layer}.")}
+    found = back_up(graph, floor_index(layer))
+    order = " < ".join(name for name, _ in FLOORS[layer])
+    new, gone = sorted(found - BACK_UP[layer]), sorted(BACK_UP[layer] - found)
+    assert not new, (
+        f"{layer}'s floors are {order}; these imports run back up:\n"
+        + "\n".join(new)
+        + f"\n(all {len(found)} found: "
+        + "; ".join(sorted(found))
+        + ")"
+    )
+    assert not gone, "these no longer run back up; take them off BACK_UP:\n" + "\n".join(gone)
+
+
+def test_the_floor_check_finds_an_import_back_up() -> None:
+    graph = {"x.a.m": {"x.b.n", "y.c"}, "x.b.n": {"x.a.m"}, "x.top": {"x.b.n"}, "x": {"x.b.n"}}
+    assert back_up(graph, {"a": 0, "b": 1, "top": 1}) == {"x.a.m -> x.b.n"}

@@ -13,11 +13,11 @@ import pytest
 
 from store import db, errors, items, ledger, sql
 from store.audit import events
+from store.backends import generate
 from store.ledger import budgets, claims, prices
 from store.ledger import machine as ledger_machine
 from store.ledger.machine import ClaimState
 from store.ledger.prices import Usage
-from store.sql import generate
 from tests import snapshot
 
 OP = events.operator(42)

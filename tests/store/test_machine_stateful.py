@@ -26,11 +26,11 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from pipelines.approval import sla
+from pipelines.approval import flow, sla
+from pipelines.approval.rule import Decision
 from store import db, drafts, errors, items, machine
 from store.audit import events
 from store.machine import State
-from store.review import decisions
 from tests import snapshot
 
 ACTORS = st.sampled_from(["system", "scheduler", "sweep", "cli", "operator:1", "operator:2"])
@@ -165,7 +165,7 @@ class ItemMachine(RuleBasedStateMachine):
         async def all_at_once() -> list[Any]:
             calls = [
                 self.store.write(
-                    decisions.decide_sync,
+                    flow.decide_sync,
                     item_id,
                     attempt,
                     version,
@@ -180,13 +180,11 @@ class ItemMachine(RuleBasedStateMachine):
 
         results = self.run(all_at_once())
         moved = [
-            r
-            for r in results
-            if isinstance(r, decisions.Decision) and r.outcome in ("approved", "rejected")
+            r for r in results if isinstance(r, Decision) and r.outcome in ("approved", "rejected")
         ]
         assert len(moved) <= 1
         for result in results:
-            assert isinstance(result, decisions.Decision | errors.Conflict), result
+            assert isinstance(result, Decision | errors.Conflict), result
         self._account()
 
     @precondition(lambda self: self.ids)

@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from store import errors, sql
-from store.backends import migrate
-from store.sql import generate
+from store.backends import generate, migrate
 
 ROOT = Path(migrate.__file__).resolve().parents[2]
 #: Every package whose modules may load named SQL.

@@ -10,15 +10,15 @@ from datetime import datetime, timedelta
 
 import pytest
 
+from pipelines.approval import flow, rule
 from store import backend, db, drafts, errors, items, outbox
 from store.audit import events
 from store.machine import State
-from store.review import decisions
 from tests import snapshot
 from tests.store import statements
 
 S = State
-Decided = tuple[decisions.Decision, dict[str, int]]
+Decided = tuple[rule.Decision, dict[str, int]]
 
 
 async def _awaiting(store: db.Store, now: datetime, source_id: str = "g") -> items.Item:
@@ -146,7 +146,7 @@ async def test_a_vote_hands_back_the_approvals_it_counts_toward(
     def vote(operator: int, at: datetime) -> Callable[[backend.Conn], Decided]:
         def unit(conn: backend.Conn) -> Decided:
             counted = statements.Counting(conn)
-            decided = decisions.decide_sync(
+            decided = flow.decide_sync(
                 counted, item.id, item.attempt, item.version, operator, "approve", at, quorum=2
             )
             return decided, dict(counted.sent)

@@ -10,8 +10,7 @@ import psycopg
 import pytest
 
 from store import backend, db
-from store.backends import pg_conn
-from store.cluster import notify
+from store.backends import notify, pg_conn
 from tests import pg_databases
 
 #: Plenty for a notification over loopback, even on a busy machine.

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from store import backend, db, outbox
-from store.cluster import notify
+from store.backends import notify
 from tests import pg_databases
 
 #: A bound for the test, not a speed: a loaded machine is slow.

@@ -19,9 +19,10 @@ from typing import Any
 import pytest
 
 from pipelines import operations
-from store import db, items, outbox, retention
+from store import db, items, outbox
 from store.machine import State
 from store.reports import info
+from store.upkeep import retention
 
 #: The big tables: a full pass over any of them grows with the installation's age.
 BIG = ("items", "events", "claims", "outbox", "llm_outputs")

@@ -19,6 +19,7 @@ from typing import Any, TypeVar, cast
 
 import pytest
 
+from pipelines.approval import flow, rule
 from pipelines.config import spec
 from pipelines.runs import trigger
 from store import backend, db, drafts, errors, items, ledger
@@ -26,7 +27,6 @@ from store.audit import events, sealer
 from store.intake import seen, tokens
 from store.ledger import budgets, claims
 from store.machine import State
-from store.review import decisions
 from tests import snapshot
 
 T = TypeVar("T")
@@ -113,11 +113,9 @@ async def test_a_two_of_two_quorum_decided_at_once_is_approved(
     item = await _awaiting(store, now)
     meeting = Meeting(2, after="vote")
 
-    def deciding(operator: int) -> Callable[[backend.Conn], decisions.Decision]:
+    def deciding(operator: int) -> Callable[[backend.Conn], rule.Decision]:
         return meeting.holding(
-            lambda conn: decisions.decide_sync(
-                conn, item.id, 1, 1, operator, "approve", now, quorum=2
-            )
+            lambda conn: flow.decide_sync(conn, item.id, 1, 1, operator, "approve", now, quorum=2)
         )
 
     results = await asyncio.gather(store.write(deciding(1)), store.write(deciding(2)))

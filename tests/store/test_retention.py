@@ -14,11 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from store import db, drafts, items, outbox, retention
+from store import db, drafts, items, outbox
 from store.audit import events, sealer
 from store.backends import migrate, sqlite_store
 from store.ledger import outputs as llm_outputs
 from store.machine import State
+from store.upkeep import retention
 from tests import forger
 
 DAY = timedelta(days=1)

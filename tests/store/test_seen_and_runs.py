@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from store import clock, db, errors
-from store.backends import startup
 from store.intake import runs, seen
+from store.upkeep import startup
 from tests import snapshot
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from pipelines.approval import flow
 from store import backend, db, drafts, items, ledger
 from store.ledger.prices import Usage
 from store.machine import State
@@ -34,7 +35,7 @@ def _history(conn: backend.Conn, t0: datetime) -> None:
 
     def decide(item: items.Item, choice: decisions.Choice, at: datetime, why: str | None) -> None:
         now = items.get_sync(conn, item.id)
-        decisions.decide_sync(conn, item.id, now.attempt, now.version, 42, choice, at, reason=why)
+        flow.decide_sync(conn, item.id, now.attempt, now.version, 42, choice, at, reason=why)
 
     a, b, c, d = (carded(entry(n), t0 + MIN) for n in "abcd")
     decide(a, "approve", t0 + 11 * MIN, None)

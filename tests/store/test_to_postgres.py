@@ -12,10 +12,10 @@ import pytest
 
 from store import db, errors, items, outbox
 from store.audit import events, sealer
-from store.backends import to_postgres
 from store.cluster import heartbeats
 from store.intake import runs
 from store.machine import State
+from store.upkeep import to_postgres
 from tests import pg_databases
 
 

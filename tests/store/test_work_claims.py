@@ -11,11 +11,11 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from store import db, errors, outbox, retention
-from store.backends import startup
+from store import db, errors, outbox
 from store.cluster import heartbeats
 from store.intake import runs, timetable
 from store.review import updates
+from store.upkeep import retention, startup
 
 LEASE = timedelta(seconds=30)
 

@@ -25,8 +25,9 @@ from datetime import UTC, datetime, timedelta
 
 from pipelines.approval import flow
 from pipelines.config import spec
+from pipelines.ground import waiting
 from pipelines.operations import review
-from pipelines.service import seams, workers
+from pipelines.service import seams
 from store import backend, drafts, errors, items, outbox, payloads, units
 from store.audit import events
 from store.db import Store
@@ -228,4 +229,4 @@ async def worker(runtime: seams.Piped, stop: asyncio.Event) -> None:
     """A pass every CHECK_EVERY_S until `stop` (a RuntimeConfig worker)."""
     while not stop.is_set():
         await sweep(runtime.store, runtime.pipelines, runtime.now())
-        await workers.wait_any((stop,), CHECK_EVERY_S)
+        await waiting.wait_any((stop,), CHECK_EVERY_S)

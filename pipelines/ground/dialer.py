@@ -5,7 +5,7 @@ judges every address it got, and dials one of those addresses, never a second lo
     await client.get(url, extensions=dialer.PUBLIC_ONLY)           # private addresses refused
 
 The rule for an address and the lookup (bounded here by the connect timeout) live in
-pipelines.sources.addresses; this module is where httpcore meets them.
+pipelines.ground.addresses; this module is where httpcore meets them.
 
 Why here: a check that resolves a name and a client that resolves it again to connect
 can get two answers (DNS rebinding: a public address first, 127.0.0.1 second). The
@@ -28,7 +28,7 @@ from typing import Any
 import httpcore
 import httpx
 
-from pipelines.sources import addresses
+from pipelines.ground import addresses
 
 #: The request extension that refuses private addresses for this request's connection.
 PUBLIC_ONLY_KEY = "gatehouse.public_only"

@@ -1,6 +1,7 @@
 """A pipeline's triage: a cheap model asked one question about each entry before it is
 drafted (pure: the config model, the prompt and the reading of the answer; the call
-itself goes through the ledger in pipelines/drafting/triage.py).
+itself is a paid call of its own: pipelines/drafting/question.py; what the verdict
+does to the entry, the triage step in pipelines/drafting/steps.py).
 
     triage:
       question: "Is this about public transport in the city?"

@@ -84,7 +84,7 @@ def run(env_file: Path | None = None, data_dir_override: Path | None = None) -> 
         print(f"gatehouse: cannot use the data directory {path}: {exc}", file=sys.stderr)
         return 2
     with loading():
-        from pipelines import httpclient
+        from pipelines.ground import httpclient
 
         httpclient.prefetch()  # made beside the imports below (see httpclient)
         from bot import app  # the slow part, once the store is ours

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from pipelines.runs import logfields
+from pipelines.ground import logfields
 from pipelines.text import redaction
 
 #: Libraries whose INFO/DEBUG lines include request URLs.
@@ -112,7 +112,7 @@ def install(secrets: Iterable[str] = ()) -> RedactTokens:
 
 class JsonLines(logging.Formatter):
     """One JSON object per record: time, level, logger, message, the work's fields
-    (pipeline, run, item, attempt, outbox; see pipelines.runs.logfields) and any traceback.
+    (pipeline, run, item, attempt, outbox; see pipelines.ground.logfields) and any traceback.
 
     It formats what the filters left, so the redaction is that of text lines."""
 

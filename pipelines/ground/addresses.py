@@ -3,13 +3,12 @@ the images cards and posts show, so without this a feed could make gatehouse rea
 host's own services (cloud metadata at 169.254.169.254, an admin page on localhost), or
 have a self-hosted Bot API server fetch them from the operator's network.
 
-    addresses.check("https://example.org/a")            # SourceError unless http(s)
     await common.get(client, url, ..., public_only=True) # refused at the connection
     await addresses.refusal("http://localhost/x.png")   # why not, or None
 
 An article is judged where it is fetched: the engine's client (httpclient.fetching)
 resolves each connection's host once, judges every address, and dials one of those
-(pipelines.dialer), for each hop of a redirect. An image gatehouse never fetches, so
+(pipelines.ground.dialer), for each hop of a redirect. An image gatehouse never fetches, so
 its URL is judged by a lookup of its own (bounded by LOOKUP_SECONDS). The rule is
 `private`: not a global address, an IPv6 address embedding an IPv4 one judged by
 the IPv4 address too.
@@ -22,8 +21,6 @@ import ipaddress
 import socket
 import urllib.parse
 from collections.abc import Awaitable, Callable, Iterable
-
-from pipelines.sources import base
 
 #: The longest an image URL's host may take to resolve (seconds) before it is dropped.
 LOOKUP_SECONDS = 3.0
@@ -117,13 +114,6 @@ def resolver_of(client: object) -> Resolver:
     the answers its articles would be; the system's for any other client."""
     found = getattr(client, "resolve", None)
     return found if callable(found) else system_resolve
-
-
-def check(url: str) -> None:
-    """Raise SourceError unless `url` is an http(s) URL with a host."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
-        raise base.SourceError("the link is not an http:// or https:// URL")
 
 
 async def refusal(

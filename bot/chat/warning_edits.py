@@ -5,7 +5,7 @@ and Extend) is true only while its version waits. When a card edit says the vers
 was decided, expired, replaced by an edit or given more time, each warning sent about
 that version is edited in place: its buttons go and its text says what happened.
 
-    await warning_edits.settle(store, bot, card_edit_row)   # from bot.cards.edits
+    await warning_edits.settle(store, bot, card_edit_row)   # from bot.chat.edits
 """
 
 from __future__ import annotations
@@ -17,9 +17,8 @@ from telegram import Bot
 from telegram import error as tg_error
 from telegram.constants import ParseMode
 
-from bot.cards import sent_messages
-from bot.cards.sent_messages import UNREAD
-from bot.chat import people, render
+from bot.chat import people, render, sent_messages
+from bot.chat.sent_messages import UNREAD
 from store import outbox, payloads
 from store.db import Store
 

@@ -33,7 +33,7 @@ import httpx
 if TYPE_CHECKING:
     import httpcore
 
-    from pipelines.sources import addresses
+    from pipelines.ground import addresses
 
 #: Held while the context is made: a caller waits for the one a prefetch is making.
 _making = threading.Lock()
@@ -95,8 +95,10 @@ def fetching(
     resolver) and `network` (default: real sockets) are where tests put a local DNS
     server and a dialer that records each address; HTTP(S)_PROXY is not used, since a
     proxy would resolve the names itself."""
-    from pipelines import dialer  # with the engine only: it loads the sources' package
-    from pipelines.sources import addresses
+    from pipelines.ground import (
+        addresses,
+        dialer,  # with the engine only: it loads the sources' package
+    )
 
     resolve = resolve or addresses.system_resolve
     return Fetching(resolve, transport=dialer.Transport(tls_context(), resolve, network), **kwargs)

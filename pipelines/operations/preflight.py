@@ -24,11 +24,11 @@ import aiosmtplib
 import httpx
 from pydantic import BaseModel, SecretStr
 
-from pipelines import dispatch, httpclient
-from pipelines.config import spec
+from pipelines import dispatch
+from pipelines.config import spec, triage
 from pipelines.drafting import choice
+from pipelines.ground import httpclient
 from pipelines.providers import client as providers
-from pipelines.runs import triage
 from pipelines.sources import imap
 from store.ledger import prices as ledger_prices
 

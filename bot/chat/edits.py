@@ -6,11 +6,11 @@ The sender (bot.chat.sender) calls this for each card_edit row and records what 
 as the row's message ids. Every live copy of the card is edited (the first one and any
 copy sent again), in place, in each chat: the last part of the card gets the decision's
 line and the buttons the edit calls for. SLA warnings about the version are brought up
-to date too (bot.cards.warning_edits).
+to date too (bot.chat.warning_edits).
 
 A card sent again (pipelines.approval.card_trail: `again_of`) comes with an edit naming it
 (`again_as`): once it is sent, the copy it replaced in each chat it reached says
-render.SENT_AGAIN, without buttons, and later edits leave that copy alone.
+card_text.SENT_AGAIN, without buttons, and later edits leave that copy alone.
 """
 
 from __future__ import annotations
@@ -25,9 +25,8 @@ from telegram import Bot, InlineKeyboardMarkup, LinkPreviewOptions
 from telegram import error as tg_error
 from telegram.constants import ParseMode
 
-from bot.cards import sent_messages, warning_edits
-from bot.cards.sent_messages import UNREAD, Sent
-from bot.chat import people, render
+from bot.chat import card_text, people, sent_messages, warning_edits
+from bot.chat.sent_messages import UNREAD, Sent
 from pipelines.approval import card_trail
 from store import errors, outbox
 from store.db import Store
@@ -87,8 +86,8 @@ async def edit(store: Store, bot: Bot, keyboard: Keyboard, row: outbox.Row) -> S
     replaced: set[str] = set()  # chats where a copy sent again took over from the older ones
     for card in cards:  # newest first
         shown = await people.card_payload(store, card.payload)
-        parts = render.card_parts(row.item_id, shown)
-        text = render.decided_card(parts[-1], change, row.created_at)
+        parts = card_text.card_parts(row.item_id, shown)
+        text = card_text.decided_card(parts[-1], change, row.created_at)
         face = Face(text, preview(shown, len(parts) - 1), _markup(keyboard, row, card))
         # Where a copy sent again took over, that newer copy is edited instead.
         chats = {c: ids for c, ids in sent_messages.message_ids(card).items() if c not in replaced}
@@ -165,8 +164,8 @@ async def _point_to_copy(
         if chat not in reached:
             continue  # the new copy is not there (its chat was not a target): leave it
         shown = await people.card_payload(store, earlier.payload)
-        parts = render.card_parts(item_id, shown)
-        text = f"{parts[-1]}\n\n{render.SENT_AGAIN}"
+        parts = card_text.card_parts(item_id, shown)
+        text = f"{parts[-1]}\n\n{card_text.SENT_AGAIN}"
         face = Face(text, preview(shown, len(parts) - 1))
         if await _edit_quietly(bot, row, prompts.Message(int(chat), message_id), face):
             edited[chat] = [message_id]

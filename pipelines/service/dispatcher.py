@@ -48,7 +48,7 @@ import httpx
 from pipelines import dispatch
 from pipelines.approval import card_trail
 from pipelines.config import spec
-from pipelines.runs import logfields
+from pipelines.ground import logfields, waiting
 from pipelines.service import workers
 from store import backend, drafts, errors, items, machine, outbox, payloads
 from store.backends import text as store_text
@@ -107,7 +107,7 @@ async def run_once(
         log.error("dispatch row %s failed unexpectedly", row.id, exc_info=exc)
         if report is not None:
             await report(NAME, exc, f"on dispatch row {row.id}")
-        reason = f"unexpected {workers.describe(exc)}"
+        reason = f"unexpected {waiting.describe(exc)}"
         await _retry_or_fail(store, row, reason, None, now, rng)
 
     async def settle(row: outbox.Row, closing: asyncio.Task[None]) -> None:
@@ -380,7 +380,7 @@ def make_worker(bot: Any = None, *, poll_s: float = POLL_S) -> Worker:
             if handled < BATCH:
                 longest = outbox.longest_wait(runtime.store, poll_s)
                 wait = await _until_next_due(runtime.store, runtime.now(), longest)
-                await workers.wait_any((woken, stop), wait)
+                await waiting.wait_any((woken, stop), wait)
 
     return dispatcher
 

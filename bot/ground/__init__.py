@@ -1,0 +1,1 @@
+"""The ground floor of bot/: logs, the storage alarm and signed buttons, for every room."""
