@@ -101,14 +101,10 @@ async def _set_budget(rt: seams.Controlled, args: dict[str, Any]) -> Any:
 
 
 async def _replay(rt: seams.Controlled, args: dict[str, Any]) -> Any:
+    item = operations.whole_number(args.get("item"), "item")
+    force, fresh = bool(args.get("force")), bool(args.get("fresh"))
     return await operations.replay(
-        rt.store,
-        operations.whole_number(args.get("item"), "item"),
-        ACTOR,
-        rt.now(),
-        force=bool(args.get("force")),
-        fresh=bool(args.get("fresh")),
-        scheduler=rt.scheduler,
+        rt.store, item, ACTOR, rt.now(), force=force, fresh=fresh, scheduler=rt.scheduler
     )
 
 
@@ -116,28 +112,18 @@ def _schedule(action: str) -> Handler:
     async def run(rt: seams.Controlled, args: dict[str, Any]) -> Any:
         # A pipeline whose file failed to load is named with its errors, not as unknown.
         name = operations.check_pipeline(str(args["pipeline"]), rt.pipelines, rt.loaded.broken)
+        known, now = rt.pipelines, rt.now()
         return await operations.schedule(
-            rt.store,
-            rt.pipelines,
-            action,
-            name,
-            ACTOR,
-            rt.now(),
-            scheduler=rt.scheduler,
+            rt.store, known, action, name, ACTOR, now, scheduler=rt.scheduler
         )
 
     return run
 
 
 async def _reconcile_claim(rt: seams.Controlled, args: dict[str, Any]) -> Any:
-    return await operations.reconcile_claim(
-        rt.store,
-        operations.whole_number(args.get("claim"), "claim"),
-        str(args["amount"]),
-        str(args["evidence"]),
-        ACTOR,
-        rt.now(),
-    )
+    claim = operations.whole_number(args.get("claim"), "claim")
+    amount, evidence = str(args["amount"]), str(args["evidence"])
+    return await operations.reconcile_claim(rt.store, claim, amount, evidence, ACTOR, rt.now())
 
 
 async def _settle_uncertain(rt: seams.Controlled, args: dict[str, Any]) -> Any:
@@ -217,15 +203,9 @@ async def _record_spend(rt: seams.Controlled, args: dict[str, Any]) -> Any:
         operations.whole_number(args.get("output_tokens"), "output_tokens", low=0),
     )
     micros = operations.whole_number(args.get("micros"), "micros", low=0)
+    key, pipeline, evidence = str(args["key"]), str(args["pipeline"]), str(args["evidence"])
     return await ledger.charge(
-        rt.store,
-        str(args["key"]),
-        DRY_RUN_ENDPOINT,
-        str(args["pipeline"]),
-        usage,
-        micros,
-        str(args["evidence"]),
-        rt.now(),
+        rt.store, key, DRY_RUN_ENDPOINT, pipeline, usage, micros, evidence, rt.now()
     )
 
 
