@@ -81,7 +81,7 @@ class Worker:
         async with httpx.AsyncClient() as client:
             drafter_for = functools.partial(self.drafters, self.store) if self.drafters else None
             eng = engine.Engine(self.store, self.pipelines, client=client, drafter_for=drafter_for)
-            sched = scheduler.Scheduler(self.store, eng, self.pipelines, worker=self.me)
+            sched = scheduler.Scheduler(self.store, eng, self.pipelines, hold=runs.Hold(self.me))
             # Woken as `gatehouse run`'s workers are: by a card or a dispatch row committed
             # (here or by another worker), not by a look every few milliseconds.
             woken = outbox.wakeup(self.store, ["card", "dispatch"])

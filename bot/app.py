@@ -56,6 +56,7 @@ from pipelines.ground import httpclient, waiting
 from pipelines.service import dispatcher, nudges, triage_digest
 from pipelines.service import runtime as runtime_mod
 from store import db, errors, outbox, payloads
+from store.review import followups
 
 log = logging.getLogger(__name__)
 
@@ -182,14 +183,15 @@ def _item_buttons(
     """The buttons a card edit or an alert asks for under one item's message."""
     if attempt is None or version is None:
         return None
+    shown = followups.Shown(item_id, attempt, version)
     if buttons == payloads.RETRY_BUTTONS:
-        return actions.retry_keyboard(key, item_id, attempt, version)
+        return actions.retry_keyboard(key, shown)
     if buttons == payloads.DECIDE_BUTTONS:
-        return taps.warning_keyboard(key, item_id, attempt, version)
+        return taps.warning_keyboard(key, shown)
     if buttons == payloads.REPLAY_BUTTONS:
-        return actions.replay_keyboard(key, item_id, attempt, version)
+        return actions.replay_keyboard(key, shown)
     if buttons == payloads.ESCALATE_BUTTONS:
-        return taps.card_keyboard(key, item_id, attempt, version, escalate=True)
+        return taps.card_keyboard(key, shown, escalate=True)
     return None
 
 
@@ -209,10 +211,8 @@ def _keyboard(key: bytes, runtime: runtime_mod.Runtime) -> sender.Keyboard:
         if row.kind == "card":
             card = payloads.Card.of(row)
             escalate = card.buttons == payloads.ESCALATE_BUTTONS
-            return taps.card_keyboard(
-                key, row.item_id, card.attempt, card.version, escalate=escalate,
-                image=bool(card.image_url),
-            )  # fmt: skip
+            shown = followups.Shown(row.item_id, card.attempt, card.version)
+            return taps.card_keyboard(key, shown, escalate=escalate, image=bool(card.image_url))
         edit = payloads.CardEdit.of(row)
         if edit.buttons:
             return _item_buttons(key, edit.buttons, row.item_id, edit.attempt, edit.version)
@@ -234,9 +234,11 @@ async def serve(
     application = application or build(cfg, token)
     key = startup.callback_key(cfg, token)
     groups = rooms.Rooms(
-        runtime.store, runtime.pipelines, default_chat=cfg.telegram.cards_chat,
+        runtime.store,
+        runtime.pipelines,
+        default_chat=cfg.telegram.cards_chat,
         operators=cfg.telegram.operators,
-    )  # fmt: skip
+    )
     outbox_sender = sender.Sender(
         runtime.store,
         application.bot,
@@ -252,11 +254,19 @@ async def serve(
     )
     gate = auth.Gate(cfg.telegram.operators, cfg.telegram.rate_limit_per_minute)
     application.bot_data["deps"] = kit.Deps(
-        runtime.store, runtime.pipelines, runtime.scheduler, gate, key, outbox_sender, runtime.now,
-        workers=runtime.workers, lease_ttl=runtime.config.lease_ttl, broken=runtime.loaded.broken,
+        runtime.store,
+        runtime.pipelines,
+        runtime.scheduler,
+        gate,
+        key,
+        outbox_sender,
+        runtime.now,
+        workers=runtime.workers,
+        lease_ttl=runtime.config.lease_ttl,
+        broken=runtime.loaded.broken,
         drafter_for=runtime.config.drafter_for,
         settlers=frozenset(cfg.telegram.settlers),
-    )  # fmt: skip
+    )
     async with application:
         await application.start()
         await groups.prepare(application.bot, runtime.now())
@@ -374,7 +384,7 @@ def _witness(cfg: settings_mod.Settings) -> runtime_mod.Worker:
 
 def listeners(cfg: settings_mod.Settings) -> list[runtime_mod.Worker]:
     """The opt-in HTTP listeners: Prometheus metrics and the HTTP trigger."""
-    found = []
+    found: list[runtime_mod.Worker] = []
     if cfg.metrics.listen:
         found.append(metrics.worker(cfg.metrics.listen))
     if cfg.api.listen:

@@ -57,9 +57,15 @@ def add_sync(
     item = locked if locked is not None else items.lock_sync(conn, item_id)
     version = item.version + 1
     stored = insert_sync(
-        conn, item_id, version, text, provenance, now, cost_micros=cost_micros,
+        conn,
+        item_id,
+        version,
+        text,
+        provenance,
+        now,
+        cost_micros=cost_micros,
         image_url=image_url,
-    )  # fmt: skip
+    )
     if conn.execute(Q["set_version"], {"id": item_id, "version": version}).rowcount != 1:
         raise errors.Conflict(f"item {item_id} gained a draft version underneath this one")
     return stored
@@ -143,9 +149,16 @@ def remove_image_sync(
 
 
 def _revise(
-    conn: backend.Conn, item_id: int, shown_version: int, operator_id: int, now: datetime,
-    actor: str | None, *, text: str | None = None, image: bool = True,
-) -> Draft:  # fmt: skip
+    conn: backend.Conn,
+    item_id: int,
+    shown_version: int,
+    operator_id: int,
+    now: datetime,
+    actor: str | None,
+    *,
+    text: str | None = None,
+    image: bool = True,
+) -> Draft:
     """The version after `shown_version`: its text replaced (`text`) or its image dropped."""
     item = items.lock_sync(conn, item_id)
     if item.state != State.AWAITING_APPROVAL:
@@ -160,10 +173,13 @@ def _revise(
     if not image and shown.image_url is None:
         raise errors.Conflict(f"item {item_id} version {shown_version} has no image to remove")
     draft = add_sync(
-        conn, item_id, shown.text if text is None else text,
-        {"operator": operator_id, "edit_of": shown_version}, now,
+        conn,
+        item_id,
+        shown.text if text is None else text,
+        {"operator": operator_id, "edit_of": shown_version},
+        now,
         image_url=shown.image_url if image else None,
-    )  # fmt: skip
+    )
     what = "edited" if text is not None else "image removed"
     events.append(
         conn,

@@ -51,14 +51,15 @@ class Episode:
         """One more failure: logged if it begins the episode or a minute has passed."""
         self.failures += 1
         if self.failures == 1:
-            self._log.warning(
-                "%s: %s (while it lasts, one line a minute)", self._failing, exc
-            )  # fmt: skip
+            self._log.warning("%s: %s (while it lasts, one line a minute)", self._failing, exc)
         elif now - self._said_at >= self._every_s:
             self._log.warning(
                 "%s again: %s (%d failures in a row, %d since the last line)",
-                self._failing, exc, self.failures, self._unsaid + 1,
-            )  # fmt: skip
+                self._failing,
+                exc,
+                self.failures,
+                self._unsaid + 1,
+            )
         else:
             self._unsaid += 1
             return

@@ -32,6 +32,7 @@ from bot.ground import callbacks
 from pipelines.text import telegram as telegram_text
 from store import errors, items, outbox
 from store.db import Store
+from store.review import followups
 
 log = logging.getLogger(__name__)
 
@@ -69,24 +70,21 @@ def edit_prompt(item: items.Item, draft_text: str) -> str:
 
 
 def item_row(
-    key: bytes, item_id: int, attempt: int, version: int,
-    *buttons: tuple[str, callbacks.Action],
-) -> InlineKeyboardMarkup:  # fmt: skip
+    key: bytes, shown: followups.Shown, *buttons: tuple[str, callbacks.Action]
+) -> InlineKeyboardMarkup:
     """One row of buttons bound to an item's attempt and version: (label, action) each."""
-    return InlineKeyboardMarkup([[
+    row = [
         InlineKeyboardButton(
-            label,
-            callback_data=callbacks.encode(
-                key, callbacks.Button(action, item_id, attempt, version)
-            ),
+            label, callback_data=callbacks.encode(key, callbacks.Button(action, *shown))
         )
         for label, action in buttons
-    ]])  # fmt: skip
+    ]
+    return InlineKeyboardMarkup([row])
 
 
-def replay_keyboard(key: bytes, item_id: int, attempt: int, version: int) -> InlineKeyboardMarkup:
+def replay_keyboard(key: bytes, shown: followups.Shown) -> InlineKeyboardMarkup:
     """Under an expired card or a breach alert: bring the item back, as /replay does."""
-    return item_row(key, item_id, attempt, version, ("🔁 Replay", "replay"))
+    return item_row(key, shown, ("🔁 Replay", "replay"))
 
 
 async def settle_reply(query: CallbackQuery) -> None:
@@ -123,16 +121,19 @@ def addressed(query: CallbackQuery, text: str) -> str:
     return f'<a href="tg://user?id={user.id}">{render.esc(user.first_name)}</a>, {text}'
 
 
-def retry_keyboard(key: bytes, item_id: int, attempt: int, version: int) -> InlineKeyboardMarkup:
-    return item_row(key, item_id, attempt, version, ("🔁 Retry", "retry"))
+def retry_keyboard(key: bytes, shown: followups.Shown) -> InlineKeyboardMarkup:
+    return item_row(key, shown, ("🔁 Retry", "retry"))
 
 
 async def card_message(store: Store, item: items.Item, chat_id: int) -> int | None:
     """The newest message in this chat showing the item's card (its current version's
     first, else any), or None."""
     rows = await outbox.for_item(store, item.id, "card")
-    current = [r for r in rows if (r.payload.get("attempt"), r.payload.get("version"))
-               == (item.attempt, item.version)]  # fmt: skip
+    current = [
+        r
+        for r in rows
+        if (r.payload.get("attempt"), r.payload.get("version")) == (item.attempt, item.version)
+    ]
     for row in [*current, *rows]:
         ids = sent_messages.message_ids(row).get(str(chat_id))
         if ids and ids[-1] != sent_messages.UNREAD:

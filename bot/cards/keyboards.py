@@ -13,6 +13,7 @@ from bot.ground import callbacks
 from pipelines.config import spec
 from pipelines.operations import review
 from store import payloads
+from store.review import followups
 
 
 def _button(key: bytes, label: str, action: callbacks.Action, *ids: int) -> InlineKeyboardButton:
@@ -22,10 +23,9 @@ def _button(key: bytes, label: str, action: callbacks.Action, *ids: int) -> Inli
 
 
 def reasons_keyboard(
-    key: bytes, pipeline: spec.Pipeline, item_id: int, attempt: int, version: int
+    key: bytes, pipeline: spec.Pipeline, ids: followups.Shown
 ) -> InlineKeyboardMarkup:
     """Reject's second step: the pipeline's reasons, "other…" (typed) and back."""
-    ids = (item_id, attempt, version)
     presets = [
         _button(key, f"❌ {reason}", "why", *ids, index)
         for index, reason in enumerate(pipeline.approval.reject_reasons)

@@ -22,7 +22,7 @@ from pipelines.operations import review
 from store import drafts, errors, items
 from store.audit import events
 from store.machine import State
-from store.review import decisions, followups
+from store.review import decisions, followups, prompts
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ async def reasons(tap: kit.ItemTap) -> None:
     if await _closed(tap, "reject"):
         return
     await tap.query.answer()
-    markup = keyboards.reasons_keyboard(tap.deps.key, tap.pipeline, *tap.button.shown)
+    markup = keyboards.reasons_keyboard(tap.deps.key, tap.pipeline, tap.button.shown)
     await _buttons(tap.query, markup)
 
 
@@ -55,7 +55,7 @@ async def back(tap: kit.ItemTap) -> None:
     escalate = found.short and found.can_escalate
     image = (await drafts.get(tap.deps.store, tap.item.id, tap.item.version)).image_url
     markup = taps.card_keyboard(
-        tap.deps.key, *tap.button.shown, escalate=escalate, image=image is not None
+        tap.deps.key, tap.button.shown, escalate=escalate, image=image is not None
     )
     await _buttons(tap.query, markup)
 
@@ -74,13 +74,13 @@ async def why(tap: kit.ItemTap) -> None:
         await tap.query.answer("That reason is no longer offered.", show_alert=True)
         return
     reason = reasons[tap.button.arg]
-    await review.reject(tap.deps.store, tap.pipeline, *tap.button.shown, tap.user, reason, tap.now)
+    await review.reject(tap.deps.store, tap.pipeline, tap.button.shown, tap.user, reason, tap.now)
     await _answered(tap, "❌ rejected")
 
 
 async def undo(tap: kit.ItemTap) -> None:
     """Take a decision back while its grace period lasts."""
-    await review.undo(tap.deps.store, tap.pipeline, *tap.button.shown, tap.user, tap.now)
+    await review.undo(tap.deps.store, tap.pipeline, tap.button.shown, tap.user, tap.now)
     await _answered(tap, "↩️ undone: it awaits a decision again")
 
 
@@ -126,7 +126,8 @@ async def _ask(tap: kit.ItemTap, kind: followups.AskKind, text: str) -> None:
         reply_markup=ForceReply(selective=True, input_field_placeholder=PLACEHOLDERS[kind]),
     )
     d, shown = tap.deps, tap.button.shown
-    await followups.ask(d.store, prompt.chat_id, prompt.message_id, kind, shown, d.clock())
+    asked = prompts.Message(prompt.chat_id, prompt.message_id)
+    await followups.ask(d.store, asked, kind, shown, d.clock())
 
 
 async def confirm(tap: kit.Tap) -> None:
@@ -151,9 +152,14 @@ async def decide_listed(tap: kit.Tap) -> None:
     d, now, count = tap.deps, tap.now, tap.button.version
     choice: decisions.Choice = "approve" if tap.button.action == "yes_approve" else "reject"
     result = await review.decide_listed(
-        d.store, d.pipelines, tap.button.item_id, tap.user, choice, now,
+        d.store,
+        d.pipelines,
+        tap.button.item_id,
+        tap.user,
+        choice,
+        now,
         actor=events.operator(tap.user),
-    )  # fmt: skip
+    )
     votes = f", {wording.plural(len(result.voted), 'vote')} recorded" if result.voted else ""
     await tap.query.answer(f"{len(result.decided)} of {count} {choice}d{votes}")
     await _relist(tap.query, d, result.pipeline, now)
@@ -207,16 +213,22 @@ async def reply(update: Update, context: kit.Context) -> None:
         pipeline = d.pipelines.get(item.pipeline)
         if pipeline is None:
             raise review.Refused(f"pipeline {item.pipeline} is no longer configured")
-        ids = (asked.item_id, asked.attempt, asked.version)
         if asked.kind == "reject":
-            await review.reject(d.store, pipeline, *ids, user, message.text or "", now)
+            await review.reject(d.store, pipeline, asked.shown, user, message.text or "", now)
             answer = f"❌ item {item.id} rejected: {message.text or ''}"
         else:
             note, actor = message.text or "", events.operator(user)
             new = await review.redraft(
-                d.store, pipeline, asked.item_id, asked.attempt, note, user, actor, now,
+                d.store,
+                pipeline,
+                asked.item_id,
+                asked.attempt,
+                note,
+                user,
+                actor,
+                now,
                 scheduler=d.scheduler,
-            )  # fmt: skip
+            )
             answer = (
                 f"🔄 item {item.id} goes to attempt {new.attempt} with your note; "
                 "a new card follows."

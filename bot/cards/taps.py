@@ -22,36 +22,36 @@ from pipelines.service import nudges
 from store import drafts, errors, items, outbox, units
 from store.audit import events
 from store.machine import State
-from store.review import prompts
+from store.review import followups, prompts
 
 #: What the reply box says while an Edit prompt waits (Telegram shows at most 64 characters).
 EDIT_PLACEHOLDER = "your text becomes the new draft"
 
 
 def card_keyboard(
-    key: bytes, item_id: int, attempt: int, version: int, *, escalate: bool = False,
-    image: bool = False,
-) -> InlineKeyboardMarkup:  # fmt: skip
+    key: bytes, shown: followups.Shown, *, escalate: bool = False, image: bool = False
+) -> InlineKeyboardMarkup:
     """A card's buttons; with `escalate` (too few may approve it), Escalate too; with
     `image` (the version has one), a second row that removes it."""
     buttons: list[tuple[str, callbacks.Action]] = [
-        ("✅ Approve", "approve"), ("❌ Reject", "reject"), ("✏️ Edit", "edit"),
-    ]  # fmt: skip
+        ("✅ Approve", "approve"),
+        ("❌ Reject", "reject"),
+        ("✏️ Edit", "edit"),
+    ]
     if escalate:
         buttons.append(("🔺 Escalate", "escalate"))
-    row = actions.item_row(key, item_id, attempt, version, *buttons)
+    row = actions.item_row(key, shown, *buttons)
     if not image:
         return row
-    remove = actions.item_row(key, item_id, attempt, version, ("🖼 Remove image", "noimage"))
+    remove = actions.item_row(key, shown, ("🖼 Remove image", "noimage"))
     return InlineKeyboardMarkup([*row.inline_keyboard, *remove.inline_keyboard])
 
 
-def warning_keyboard(key: bytes, item_id: int, attempt: int, version: int) -> InlineKeyboardMarkup:
+def warning_keyboard(key: bytes, shown: followups.Shown) -> InlineKeyboardMarkup:
     """Under an SLA warning: decide now, or give the item its window once more."""
     return actions.item_row(
-        key, item_id, attempt, version,
-        ("✅ Approve", "approve"), ("❌ Reject", "reject"), ("⏳ Extend", "extend"),
-    )  # fmt: skip
+        key, shown, ("✅ Approve", "approve"), ("❌ Reject", "reject"), ("⏳ Extend", "extend")
+    )
 
 
 async def approve(tap: kit.ItemTap) -> None:
@@ -73,7 +73,7 @@ async def approve(tap: kit.ItemTap) -> None:
 async def extend(tap: kit.ItemTap) -> None:
     """Give a waiting item its approval window once more."""
     d, now = tap.deps, tap.now
-    item = await operations.review.extend(d.store, tap.pipeline, *tap.button.shown, tap.user, now)
+    item = await operations.review.extend(d.store, tap.pipeline, tap.button.shown, tap.user, now)
     assert item.deadline is not None
     left = units.duration(item.deadline - now)
     await asyncio.gather(
@@ -85,9 +85,7 @@ async def extend(tap: kit.ItemTap) -> None:
 async def escalate(tap: kit.ItemTap) -> None:
     """Bring in approval.escalate_to now."""
     d, pipeline, button = tap.deps, tap.pipeline, tap.button
-    brought = await nudges.escalate(
-        d.store, pipeline, button.item_id, button.attempt, tap.user, tap.now
-    )
+    brought = await nudges.escalate(d.store, pipeline, button.shown, tap.user, tap.now)
     if not brought:
         await tap.query.answer("already escalated, or no longer waiting", show_alert=True)
         return
@@ -121,9 +119,8 @@ async def ask_for_edit(tap: kit.ItemTap) -> None:
         parse_mode=ParseMode.HTML,
         reply_markup=ForceReply(selective=True, input_field_placeholder=EDIT_PLACEHOLDER),
     )
-    await prompts.remember(
-        d.store, prompt.chat_id, prompt.message_id, item.id, item.version, d.clock()
-    )
+    asked = prompts.Message(prompt.chat_id, prompt.message_id)
+    await prompts.remember(d.store, asked, item.id, item.version, d.clock())
 
 
 async def replay(tap: kit.ItemTap) -> None:
@@ -173,7 +170,7 @@ async def show(tap: kit.ItemTap) -> None:
 async def retry(tap: kit.ItemTap) -> None:
     """Dispatch a failed item again with the same idempotency key."""
     d = tap.deps
-    await card_trail.retry(d.store, tap.pipeline, *tap.button.shown, tap.user, tap.now)
+    await card_trail.retry(d.store, tap.pipeline, tap.button.shown, tap.user, tap.now)
     await tap.query.answer("🔁 dispatching again")
     await d.sender.flush_item(tap.item.id, tap.now)
 

@@ -79,9 +79,13 @@ async def settle(tap: kit.Tap) -> None:
     claim_ids = await episode(d.store, tap.button.item_id)
     at, label = _AT[tap.button.action]
     done = await operations.settle_uncertain(
-        d.store, at, f"{label}, tapped under alert {tap.button.item_id}",
-        events.operator(user), tap.now, claim_ids=claim_ids,
-    )  # fmt: skip
+        d.store,
+        at,
+        f"{label}, tapped under alert {tap.button.item_id}",
+        events.operator(user),
+        tap.now,
+        claim_ids=claim_ids,
+    )
     if not done.settled:
         await tap.query.answer(
             f"Nothing changed: the {wording.plural(len(claim_ids), 'claim')} of this alert "

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from telegram import Bot, InlineKeyboardMarkup, LinkPreviewOptions
@@ -29,6 +30,7 @@ from bot.chat.sent_messages import UNREAD, Sent
 from pipelines.approval import card_trail
 from store import errors, outbox
 from store.db import Store
+from store.review import prompts
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +44,15 @@ REPLACED = ("✏️", "🖼")
 
 #: Cards show the source link as a link, not as a large preview.
 NO_PREVIEW = LinkPreviewOptions(is_disabled=True)
+
+
+@dataclass(frozen=True)
+class Face:
+    """What a message shows, sent or edited: its HTML, its link preview and its buttons."""
+
+    text: str
+    shows: LinkPreviewOptions
+    markup: InlineKeyboardMarkup | None = None
 
 
 def preview(card: dict[str, Any], index: int) -> LinkPreviewOptions:
@@ -77,9 +88,10 @@ async def edit(store: Store, bot: Bot, keyboard: Keyboard, row: outbox.Row) -> S
         shown = await people.card_payload(store, card.payload)
         parts = card_text.card_parts(row.item_id, shown)
         text = card_text.decided_card(parts[-1], change, row.created_at)
-        markup = _markup(keyboard, row, card)
-        shows = preview(shown, len(parts) - 1)
-        edited.update(await _edit_messages(store, bot, markup, row, card, text, shows, replaced))
+        face = Face(text, preview(shown, len(parts) - 1), _markup(keyboard, row, card))
+        # Where a copy sent again took over, that newer copy is edited instead.
+        chats = {c: ids for c, ids in sent_messages.message_ids(card).items() if c not in replaced}
+        edited.update(await _edit_messages(store, bot, row, chats, face))
         if card.payload.get("again_of"):
             replaced.update(sent_messages.message_ids(card))
     await warning_edits.settle(store, bot, row)  # the replies that counted down to it
@@ -98,25 +110,22 @@ def _markup(keyboard: Keyboard, row: outbox.Row, card: outbox.Row) -> InlineKeyb
     return keyboard(card) if still_open else keyboard(row)
 
 
-async def _edit_messages(
-    store: Store, bot: Bot, markup: InlineKeyboardMarkup | None, row: outbox.Row,
-    card: outbox.Row, text: str, shows: LinkPreviewOptions, replaced: set[str],
-) -> Sent:  # fmt: skip
+async def _edit_messages(store: Store, bot: Bot, row: outbox.Row, chats: Sent, face: Face) -> Sent:
+    """Edit the card's message in each of `chats` (chat -> its message ids)."""
+    assert row.item_id is not None, "a card_edit row names its item"
     edited: Sent = {}
-    for chat, ids in sent_messages.message_ids(card).items():
-        if chat in replaced:
-            continue  # this copy points to the newer one below it, which is edited instead
+    for chat, ids in chats.items():
         if not ids or ids[-1] == UNREAD:
             log.warning("card_edit %d: chat %s has no readable message id", row.id, chat)
             continue
         try:
             await bot.edit_message_text(
-                text,
+                face.text,
                 chat_id=int(chat),
                 message_id=ids[-1],
                 parse_mode=ParseMode.HTML,
-                reply_markup=markup,
-                link_preview_options=shows,
+                reply_markup=face.markup,
+                link_preview_options=face.shows,
             )
         except tg_error.ChatMigrated as exc:
             raise sent_messages.Moved(int(chat), exc.new_chat_id) from exc
@@ -131,7 +140,7 @@ async def _edit_messages(
             log.info("card_edit %d: the card in chat %s is gone: %s", row.id, chat, exc.message)
             if sent_messages.gone(exc) and row.payload.get("state") == "awaiting_approval":
                 with contextlib.suppress(errors.Conflict):  # decided meanwhile: no card needed
-                    await card_trail.show_again(store, card.item_id or 0, int(chat), row.created_at)
+                    await card_trail.show_again(store, row.item_id, int(chat), row.created_at)
             continue
         edited[chat] = ids[-1:]
     return edited
@@ -157,21 +166,24 @@ async def _point_to_copy(
         shown = await people.card_payload(store, earlier.payload)
         parts = card_text.card_parts(item_id, shown)
         text = f"{parts[-1]}\n\n{card_text.SENT_AGAIN}"
-        shows = preview(shown, len(parts) - 1)
-        if await _edit_quietly(bot, row, int(chat), message_id, text, shows):
+        face = Face(text, preview(shown, len(parts) - 1))
+        if await _edit_quietly(bot, row, prompts.Message(int(chat), message_id), face):
             edited[chat] = [message_id]
     return edited
 
 
-async def _edit_quietly(
-    bot: Bot, row: outbox.Row, chat: int, message_id: int, text: str, shows: LinkPreviewOptions
-) -> bool:
+async def _edit_quietly(bot: Bot, row: outbox.Row, message: prompts.Message, face: Face) -> bool:
     """Edit one message, without buttons; False if it is gone or its chat refuses the bot."""
+    chat, message_id = message
     try:
         await bot.edit_message_text(
-            text, chat_id=chat, message_id=message_id, parse_mode=ParseMode.HTML,
-            reply_markup=None, link_preview_options=shows,
-        )  # fmt: skip
+            face.text,
+            chat_id=chat,
+            message_id=message_id,
+            parse_mode=ParseMode.HTML,
+            reply_markup=None,
+            link_preview_options=face.shows,
+        )
     except tg_error.ChatMigrated as exc:
         raise sent_messages.Moved(chat, exc.new_chat_id) from exc
     except (tg_error.BadRequest, tg_error.Forbidden) as exc:

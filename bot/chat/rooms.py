@@ -48,9 +48,13 @@ class Room:
 
 class Rooms:
     def __init__(
-        self, store: Store, pipelines: Mapping[str, spec.Pipeline], *,
-        default_chat: int | str | None = None, operators: Iterable[int] = (),
-    ) -> None:  # fmt: skip
+        self,
+        store: Store,
+        pipelines: Mapping[str, spec.Pipeline],
+        *,
+        default_chat: int | str | None = None,
+        operators: Iterable[int] = (),
+    ) -> None:
         self._store = store
         self._operators = list(operators)
         self._rooms: dict[str, Room] = {}
@@ -147,8 +151,12 @@ class Rooms:
         except tg_error.TelegramError as exc:
             log.warning(
                 "another worker created forum topic %r in chat %d first; deleting this "
-                "worker's copy (thread %d) failed: %s", name, chat, made, exc.message,
-            )  # fmt: skip
+                "worker's copy (thread %d) failed: %s",
+                name,
+                chat,
+                made,
+                exc.message,
+            )
         return kept
 
     async def moved(self, old: int, new: int, now: datetime) -> None:
@@ -161,8 +169,11 @@ class Rooms:
         log.warning(
             "group %d became supergroup %d: %d sent card(s) moved; set approval.chat to %d "
             "in the pipeline files that name the old id",
-            old, new, changed, new,
-        )  # fmt: skip
+            old,
+            new,
+            changed,
+            new,
+        )
 
     async def lost(self, chat: int, why: str, now: datetime, *, shown: str = "") -> None:
         """The bot may not post in `chat` (`shown` as configured, when it has no id yet):
@@ -178,9 +189,13 @@ class Rooms:
         alert = payloads.Alert("error", text).to_json()
         for operator in self._operators:
             await outbox.enqueue(
-                self._store, "alert", f"{card_trail.CHAT_TARGET}{operator}", alert, now,
+                self._store,
+                "alert",
+                f"{card_trail.CHAT_TARGET}{operator}",
+                alert,
+                now,
                 dedupe_key=f"{key}:{operator}",
-            )  # fmt: skip
+            )
         log.error("cards for group %s go to private chats for now: %s", shown or chat, why)
 
     def found(self, chat: int) -> None:

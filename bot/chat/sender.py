@@ -40,12 +40,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from aiolimiter import AsyncLimiter
-from telegram import Bot, InlineKeyboardMarkup, LinkPreviewOptions, ReplyParameters
+from telegram import Bot, ReplyParameters
 from telegram import error as tg_error
 from telegram.constants import ParseMode
 
 from bot.chat import alerts, card_text, edits, people, sent_messages
-from bot.chat.edits import NO_PREVIEW
 from bot.chat.rooms import Rooms
 from bot.chat.sent_messages import UNREAD, Sent
 from bot.ground import logs
@@ -346,14 +345,11 @@ class Sender:
                 last = index == len(parts) - 1
                 await self._limiter(chat).acquire()
                 reply_to = replies.get(str(chat)) if index == 0 else None
-                part = parts[index]
-                shows = edits.preview(payload, index)  # an alert has no image
+                # An alert has no image to preview; the buttons go under the last part.
+                buttons = markup if last else None
+                face = edits.Face(parts[index], edits.preview(payload, index), buttons)
                 try:
-                    ids.append(
-                        await self._send_part(
-                            row, chat, part, markup if last else None, reply_to, shows
-                        )
-                    )
+                    ids.append(await self._send_part(row, chat, face, reply_to))
                 except tg_error.ChatMigrated as exc:
                     raise sent_messages.Moved(chat, exc.new_chat_id) from exc
                 except (tg_error.Forbidden, tg_error.BadRequest) as exc:
@@ -371,17 +367,16 @@ class Sender:
         return self._pace.setdefault(str(chat), AsyncLimiter(max(1.0, rate), max(1.0, rate) / rate))
 
     async def _send_part(
-        self, row: outbox.Row, chat: int, text: str, markup: InlineKeyboardMarkup | None,
-        reply_to: int | None = None, shows: LinkPreviewOptions = NO_PREVIEW,
-    ) -> int:  # fmt: skip
+        self, row: outbox.Row, chat: int, face: edits.Face, reply_to: int | None
+    ) -> int:
         try:
             message = await self.bot.send_message(
                 chat,
-                text,
+                face.text,
                 message_thread_id=self._threads(row, chat),
                 parse_mode=ParseMode.HTML,
-                reply_markup=markup,
-                link_preview_options=shows,
+                reply_markup=face.markup,
+                link_preview_options=face.shows,
                 reply_parameters=(
                     ReplyParameters(reply_to, allow_sending_without_reply=True)
                     if reply_to

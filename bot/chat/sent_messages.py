@@ -81,8 +81,14 @@ class Moved(Exception):
 
 #: Telegram's words when a group will not take the bot's messages (removed, no right to
 #: post, a topic gone), as opposed to a message of ours it could not read.
-_REFUSALS = ("not enough rights", "have no rights", "chat not found", "thread not found",
-             "chat_write_forbidden", "topic_closed")  # fmt: skip
+_REFUSALS = (
+    "not enough rights",
+    "have no rights",
+    "chat not found",
+    "thread not found",
+    "chat_write_forbidden",
+    "topic_closed",
+)
 
 
 def refused_by_chat(exc: tg_error.TelegramError) -> bool:

@@ -65,9 +65,12 @@ async def _warnings(store: Store, item_id: int, version: tuple[Any, Any]) -> lis
 async def _edit(bot: Bot, chat: int, message_id: int, text: str) -> None:
     try:
         await bot.edit_message_text(
-            text, chat_id=chat, message_id=message_id, parse_mode=ParseMode.HTML,
+            text,
+            chat_id=chat,
+            message_id=message_id,
+            parse_mode=ParseMode.HTML,
             reply_markup=None,
-        )  # fmt: skip
+        )
     except tg_error.ChatMigrated as exc:
         raise sent_messages.Moved(chat, exc.new_chat_id) from exc
     except (tg_error.BadRequest, tg_error.Forbidden) as exc:

@@ -80,8 +80,9 @@ def run(cfg: settings_mod.Settings, args: argparse.Namespace, read: Read) -> int
         if not cfg.data_dir.is_dir():
             raise operations.Invalid(f"no data directory at {cfg.data_dir}: the key is made there")
         key = audit_keys.load_or_create(datadir.prepare(cfg.data_dir))
-        cli_output.emit(args, {"public_key": audit_keys.public_text(key)},
-                        lambda: audit_keys.public_text(key))  # fmt: skip
+        cli_output.emit(
+            args, {"public_key": audit_keys.public_text(key)}, lambda: audit_keys.public_text(key)
+        )
         return 0
     if args.action == "export":
         return _export(cfg, args, read)

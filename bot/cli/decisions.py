@@ -64,9 +64,8 @@ def cmd_decide(cfg: settings_mod.Settings, args: argparse.Namespace, now: dateti
     known = cli_reads.pipelines(cfg)
 
     def local(store: db.Store) -> Awaitable[review.Decided]:
-        return control.decide_in_words(
-            store, known, action, args.item, actor, now, version=args.version, text=text
-        )
+        typed = review.Typed(action, args.item, actor, args.version, text)
+        return control.decide_in_words(store, known, typed, now)
 
     data = operations.plain(cli_writes.write(cfg, action, request, local))
     item = data["item"]

@@ -113,15 +113,25 @@ def _count_spend(cfg: settings_mod.Settings, report: trial.Report, now: datetime
     evidence = evidence[: ledger_settle.MAX_EVIDENCE]
     key = f"dry-run:{report.pipeline}:{now.isoformat()}"
     request = {
-        "pipeline": report.pipeline, "key": key, "micros": report.spent_micros,
-        "input_tokens": report.usage[0], "output_tokens": report.usage[1], "evidence": evidence,
-    }  # fmt: skip
+        "pipeline": report.pipeline,
+        "key": key,
+        "micros": report.spent_micros,
+        "input_tokens": report.usage[0],
+        "output_tokens": report.usage[1],
+        "evidence": evidence,
+    }
 
     def local(store: db.Store) -> Awaitable[ledger.Claim | None]:
         return ledger.charge(
-            store, key, control.DRY_RUN_ENDPOINT, report.pipeline, report.usage,
-            report.spent_micros, evidence, now,
-        )  # fmt: skip
+            store,
+            key,
+            control.DRY_RUN_ENDPOINT,
+            report.pipeline,
+            report.usage,
+            report.spent_micros,
+            evidence,
+            now,
+        )
 
     try:
         found = operations.plain(cli_writes.write(cfg, "record-spend", request, local))

@@ -112,10 +112,9 @@ def pipeline_runs(found: operations.PipelineRuns, now: datetime) -> str:
         )
         for r in found.recent
     ]
-    head = ("run", "trigger", "status", "started", "took", "fetched", "new", "filtered",
-            "skipped", "drafted", "failed", "error")  # fmt: skip
+    head = "run trigger status started took fetched new filtered skipped drafted failed error"
     lines = [f"{found.name}: last {len(rows)} runs, newest first"]
-    lines.append(table(head, rows) if rows else "  no runs yet")
+    lines.append(table(head.split(), rows) if rows else "  no runs yet")
     return "\n".join(lines + render.where_to_look(found, now, chat=False))
 
 
@@ -170,18 +169,25 @@ def stats(found: Sequence[operations.Stats], days: int) -> str:
         return "No pipelines."
     rows = [
         (
-            s.pipeline, s.entries, s.filtered, s.skipped, s.carded, s.approved, s.rejected,
-            s.expired, s.undone,
+            s.pipeline,
+            s.entries,
+            s.filtered,
+            s.skipped,
+            s.carded,
+            s.approved,
+            s.rejected,
+            s.expired,
+            s.undone,
             "n/a" if s.approval_rate is None else f"{s.approval_rate:.0%}",
-            render.wait(s.median_wait_s), render.wait(s.p90_wait_s),
-            render.usd(s.spend_micros), render.usd(s.spend_per_approved_micros),
+            render.wait(s.median_wait_s),
+            render.wait(s.p90_wait_s),
+            render.usd(s.spend_micros),
+            render.usd(s.spend_per_approved_micros),
         )
         for s in found
-    ]  # fmt: skip
-    headers = (
-        "pipeline", "entries", "filtered", "skipped", "carded", "approved", "rejected",
-        "expired", "undone", "rate", "median", "p90", "spend", "per approved",
-    )  # fmt: skip
+    ]
+    words = "pipeline entries filtered skipped carded approved rejected expired undone rate"
+    headers = (*words.split(), "median", "p90", "spend", "per approved")
     lines = [f"last {days} days", table(headers, rows)]
     for s in found:
         if s.reject_reasons:
@@ -212,8 +218,7 @@ def history(found: operations.History, names: dict[int, str] | None = None) -> s
 
 def _event_row(e: events.Event, names: dict[int, str]) -> tuple[object, ...]:
     actor, reason = people.replace(e.actor, names), people.replace(render.own_words(e), names)
-    return (e.id, units.clock(e.at), e.from_state or "·", e.to_state, actor, e.attempt,
-            reason[:70])  # fmt: skip
+    return (e.id, units.clock(e.at), e.from_state or "·", e.to_state, actor, e.attempt, reason[:70])
 
 
 def budget(report: ledger.Report, now: datetime) -> str:
@@ -221,10 +226,17 @@ def budget(report: ledger.Report, now: datetime) -> str:
         lines = ["No budgets configured: LLM drafting is off; the template drafter runs."]
     else:
         rows = [
-            (b.scope, b.period, render.usd(b.spent_micros), render.usd(b.held_micros),
-             render.usd(b.remaining_micros), render.usd(b.limit_micros), f"{b.pct_used:.0f}%")
+            (
+                b.scope,
+                b.period,
+                render.usd(b.spent_micros),
+                render.usd(b.held_micros),
+                render.usd(b.remaining_micros),
+                render.usd(b.limit_micros),
+                f"{b.pct_used:.0f}%",
+            )
             for b in sorted(report.budgets, key=lambda b: (b.scope, b.period))
-        ]  # fmt: skip
+        ]
         lines = [table(("scope", "period", "spent", "held", "remaining", "limit", "used"), rows)]
         if any(render.exact_detail(b) for b in report.budgets):
             lines.append("(rounded: gatehouse budget --json gives each amount in micro-dollars)")
@@ -232,10 +244,16 @@ def budget(report: ledger.Report, now: datetime) -> str:
         count = wording.plural(len(report.uncertain), "uncertain hold")
         lines.append(f"\n{count} (settle: gatehouse reconcile-claim --uncertain or <claim>):")
         holds = [
-            (h.claim_id, h.pipeline, h.item_id, render.usd_exact(h.reserved_micros),
-             render.age(h.since, now), h.reason or "")
+            (
+                h.claim_id,
+                h.pipeline,
+                h.item_id,
+                render.usd_exact(h.reserved_micros),
+                render.age(h.since, now),
+                h.reason or "",
+            )
             for h in report.uncertain
-        ]  # fmt: skip
+        ]
         lines.append(table(("claim", "pipeline", "item", "reserved", "since", "reason"), holds))
     else:
         lines.append("no uncertain holds")
@@ -281,8 +299,11 @@ def reconcile(reports: Sequence[files.FolderReport]) -> str:
     for r in reports:
         lines.append(f"{r.folder} ({', '.join(r.pipelines)}): {r.expected} files expected")
         for o in r.orphans:
-            done = "pruned" if o.name in r.pruned else ("not gatehouse's" if o.name in r.foreign
-                                                         else "orphan")  # fmt: skip
+            done = (
+                "pruned"
+                if o.name in r.pruned
+                else ("not gatehouse's" if o.name in r.foreign else "orphan")
+            )
             lines.append(f"  orphan  {o.name}  item {o.item_id or '?'}  [{done}]")
         for g in r.ghosts:
             lines.append(f"  ghost   {g}  [{'backfilled' if g in r.backfilled else 'missing'}]")

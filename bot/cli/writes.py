@@ -100,23 +100,28 @@ def cmd_set_budget(cfg: settings_mod.Settings, args: argparse.Namespace, now: da
 def add_uncertain_arguments(parser: argparse.ArgumentParser) -> None:
     """reconcile-claim's bulk form: every uncertain claim found, settled in one transaction."""
     parser.add_argument(
-        "--uncertain", action="store_true",
+        "--uncertain",
+        action="store_true",
         help="settle every uncertain claim found (filtered by --pipeline and --before)",
-    )  # fmt: skip
+    )
     parser.add_argument("--pipeline", help="with --uncertain: only this pipeline's claims")
     parser.add_argument(
-        "--before", type=moment,
+        "--before",
+        type=moment,
         help="with --uncertain: only claims uncertain since before this ISO 8601 time "
         "(2026-12-07T06:15; without a zone: UTC)",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--at", choices=ledger_uncertain.AT,
+        "--at",
+        choices=ledger_uncertain.AT,
         help="with --uncertain: zero (not charged) or reserve (charged what each held)",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--evidence", dest="bulk_evidence", metavar="TEXT",
+        "--evidence",
+        dest="bulk_evidence",
+        metavar="TEXT",
         help="with --uncertain: what you checked (the provider's console, an invoice)",
-    )  # fmt: skip
+    )
 
 
 def moment(text: str) -> datetime:
@@ -168,17 +173,26 @@ def _settle_uncertain(cfg: settings_mod.Settings, args: argparse.Namespace, now:
             "--uncertain needs --at zero|reserve and --evidence TEXT (what you checked)"
         )
     before = args.before.isoformat() if args.before else None
-    request = {"at": args.at, "evidence": args.bulk_evidence, "pipeline": args.pipeline,
-               "before": before}  # fmt: skip
+    request = {
+        "at": args.at,
+        "evidence": args.bulk_evidence,
+        "pipeline": args.pipeline,
+        "before": before,
+    }
     result = write(
         cfg,
         "settle-uncertain",
         request,
         lambda s: operations.settle_uncertain(
-            s, args.at, args.bulk_evidence, control.ACTOR, now,
-            pipeline=args.pipeline, before=args.before,
+            s,
+            args.at,
+            args.bulk_evidence,
+            control.ACTOR,
+            now,
+            pipeline=args.pipeline,
+            before=args.before,
         ),
-    )  # fmt: skip
+    )
     data = operations.plain(result)
     cli_output.emit(args, data, lambda: settled_text(data))
     return 0
@@ -205,9 +219,13 @@ def settled_text(data: dict[str, Any]) -> str:
 
 def _budget(data: dict[str, Any]) -> budgets.Budget:
     return budgets.Budget(
-        data["scope"], data["period"], datetime.fromisoformat(data["period_start"]),
-        data["limit_micros"], data["spent_micros"], data["held_micros"],
-    )  # fmt: skip
+        data["scope"],
+        data["period"],
+        datetime.fromisoformat(data["period_start"]),
+        data["limit_micros"],
+        data["spent_micros"],
+        data["held_micros"],
+    )
 
 
 def cmd_schedule(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:

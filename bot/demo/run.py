@@ -181,14 +181,11 @@ def cli_command(running: Running, command: str) -> str:
 
 
 def settings(
-    data_dir: Path,
-    pipelines_dir: Path,
-    base_url: str,
-    llm_url: str,
-    llm: providers.ProviderSettings | None = None,
-    prices: dict[str, ledger_prices.Price] | None = None,
+    data_dir: Path, pipelines_dir: Path, base_url: str, llm_url: str, options: Options
 ) -> settings_mod.Settings:
-    """The demo's settings; `llm` and `prices` are yours when given, else the local model's."""
+    """The demo's settings; the options' LLM and prices are yours when given, else the
+    local model's at `llm_url`."""
+    llm, prices = options.llm, options.prices
     telegram = settings_mod.TelegramSettings(
         token=TOKEN,  # type: ignore[arg-type]  # pydantic makes it a SecretStr
         base_url=base_url,
@@ -237,17 +234,23 @@ async def run(
                 files = _pipelines(options, data_dir, web.url)
                 # The news site's pages and pictures: the page server's own URL is in them.
                 web.files.update(site.files(web.url))
-                cfg = settings(
-                    data_dir, files.pipelines_dir, api.base_url, llm.base_url,
-                    options.llm, options.prices,
-                )  # fmt: skip
+                cfg = settings(data_dir, files.pipelines_dir, api.base_url, llm.base_url, options)
                 env_file = write_env_file(cfg)
                 resent = await prepare_store(cfg, datetime.now(UTC))
                 running = Running(
-                    web.url, data_dir, files.out_dir, env_file, api, web,
-                    restored, resent, temporary, files.pipelines_dir,
-                    options.pipelines_dir is not None, files.kept,
-                )  # fmt: skip
+                    web.url,
+                    data_dir,
+                    files.out_dir,
+                    env_file,
+                    api,
+                    web,
+                    restored,
+                    resent,
+                    temporary,
+                    files.pipelines_dir,
+                    options.pipelines_dir is not None,
+                    files.kept,
+                )
                 await _serve(cfg, stop, lambda: ready(running) if ready else None)
             finally:
                 saver.stop()
@@ -292,9 +295,13 @@ def _start_web(api: localapi.LocalBotApi, port: int) -> webchat.WebChat:
     }
     first, *others = content.OPERATORS
     web = webchat.WebChat(
-        api, user_id=first, others=tuple(others), port=port, files=feeds,
+        api,
+        user_id=first,
+        others=tuple(others),
+        port=port,
+        files=feeds,
         room=(content.ROOM, content.ROOM_TITLE),
-    )  # fmt: skip
+    )
     try:
         return web.start()
     except OSError as exc:
@@ -347,8 +354,10 @@ def _print_banner(running: Running) -> None:
 def _print_yours(running: Running, removed: str) -> None:
     assert running.pipelines_dir is not None
     commands = [cli_command(running, command) for command in banner_commands(running)]
-    print(yours.banner(running.url, running.pipelines_dir, running.data_dir, removed, commands),
-          flush=True)  # fmt: skip
+    print(
+        yours.banner(running.url, running.pipelines_dir, running.data_dir, removed, commands),
+        flush=True,
+    )
 
 
 async def _main(options: Options) -> None:

@@ -17,7 +17,9 @@ import base64
 import hashlib
 import hmac
 from dataclasses import dataclass
-from typing import Literal, NamedTuple
+from typing import Literal
+
+from store.review import followups
 
 #: Bump when the layout changes; older buttons are then refused with a clear answer.
 FORMAT = "1"
@@ -29,10 +31,30 @@ MAX_NUMBER = 2**63 - 1
 TAG_BYTES = 12
 
 Action = Literal[
-    "approve", "reject", "edit", "replay", "fresh", "retry", "show", "why", "other", "back",
-    "undo", "redraft", "extend", "escalate", "all_approve", "all_reject", "yes_approve",
-    "yes_reject", "cancel", "noimage", "not_charged", "charged", "list_claims",
-]  # fmt: skip
+    "approve",
+    "reject",
+    "edit",
+    "replay",
+    "fresh",
+    "retry",
+    "show",
+    "why",
+    "other",
+    "back",
+    "undo",
+    "redraft",
+    "extend",
+    "escalate",
+    "all_approve",
+    "all_reject",
+    "yes_approve",
+    "yes_reject",
+    "cancel",
+    "noimage",
+    "not_charged",
+    "charged",
+    "list_claims",
+]
 _CODES: dict[Action, str] = {
     "approve": "a",
     "reject": "r",  # shows the reasons
@@ -71,14 +93,6 @@ class InvalidButton(ValueError):
     """The callback_data is not a button this bot made (forged, garbled or too old)."""
 
 
-class Shown(NamedTuple):
-    """What a card showed: an item's attempt and draft version, the one a decision applies to."""
-
-    item_id: int
-    attempt: int
-    version: int
-
-
 @dataclass(frozen=True)
 class Button:
     action: Action
@@ -89,8 +103,8 @@ class Button:
     arg: int = 0
 
     @property
-    def shown(self) -> Shown:
-        return Shown(self.item_id, self.attempt, self.version)
+    def shown(self) -> followups.Shown:
+        return followups.Shown(self.item_id, self.attempt, self.version)
 
 
 def derive_key(token: str) -> bytes:

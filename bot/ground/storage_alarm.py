@@ -17,8 +17,8 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
 
+from pipelines.service import seams
 from store import errors, units
 from store.backends import writer
 
@@ -87,10 +87,10 @@ class Alarm:
         self._unresolved = True
 
 
-def make_worker(send: Send) -> Callable[[Any, asyncio.Event], Awaitable[None]]:
+def make_worker(send: Send) -> Callable[[seams.Stored, asyncio.Event], Awaitable[None]]:
     """The runtime worker that watches `runtime.store.faults` and sends with `send`."""
 
-    async def storage_alarm(runtime: Any, stop: asyncio.Event) -> None:
+    async def storage_alarm(runtime: seams.Stored, stop: asyncio.Event) -> None:
         store = runtime.store
         alarm = Alarm(store.faults, time.monotonic)
         while not stop.is_set():

@@ -28,17 +28,21 @@ import struct
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bot.chat import people
 from bot.ground import logs
 from pipelines import operations
 from pipelines.operations import review
+from pipelines.service import seams
 from pipelines.text import validation
 from store import db, errors, ledger
 from store.audit import events
 from store.intake import tokens
 from store.ledger import prices
+
+if TYPE_CHECKING:  # a type only: the CLI loads this module without the engine
+    from pipelines.service.scheduler import Scheduler
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +66,7 @@ CLIENT_TIMEOUT_S = 600.0
 #: sun_path holds 108 bytes with its terminating NUL on Linux.
 MAX_SOCKET_PATH = 107
 
-Handler = Callable[[Any, dict[str, Any]], Awaitable[Any]]
+Handler = Callable[[seams.Controlled, dict[str, Any]], Awaitable[Any]]
 #: A worker's last error may quote a URL: token-shaped text never leaves the process.
 _redact = logs.RedactTokens().redact
 
@@ -90,82 +94,85 @@ def socket_path(data_dir: Path) -> Path:
 # -- operations -----------------------------------------------------------------------------
 
 
-async def _set_budget(rt: Any, args: dict[str, Any]) -> Any:
+async def _set_budget(rt: seams.Controlled, args: dict[str, Any]) -> Any:
     return await operations.set_budget(
         rt.store, str(args["scope"]), str(args["period"]), str(args["amount"]), ACTOR, rt.now()
     )
 
 
-async def _replay(rt: Any, args: dict[str, Any]) -> Any:
+async def _replay(rt: seams.Controlled, args: dict[str, Any]) -> Any:
+    item = operations.whole_number(args.get("item"), "item")
+    force, fresh = bool(args.get("force")), bool(args.get("fresh"))
     return await operations.replay(
-        rt.store, operations.whole_number(args.get("item"), "item"), ACTOR, rt.now(),
-        force=bool(args.get("force")), fresh=bool(args.get("fresh")), scheduler=rt.scheduler,
-    )  # fmt: skip
+        rt.store, item, ACTOR, rt.now(), force=force, fresh=fresh, scheduler=rt.scheduler
+    )
 
 
 def _schedule(action: str) -> Handler:
-    async def run(rt: Any, args: dict[str, Any]) -> Any:
+    async def run(rt: seams.Controlled, args: dict[str, Any]) -> Any:
         # A pipeline whose file failed to load is named with its errors, not as unknown.
         name = operations.check_pipeline(str(args["pipeline"]), rt.pipelines, rt.loaded.broken)
+        known, now = rt.pipelines, rt.now()
         return await operations.schedule(
-            rt.store, rt.pipelines, action, name, ACTOR, rt.now(),
-            scheduler=rt.scheduler,
-        )  # fmt: skip
+            rt.store, known, action, name, ACTOR, now, scheduler=rt.scheduler
+        )
 
     return run
 
 
-async def _reconcile_claim(rt: Any, args: dict[str, Any]) -> Any:
-    return await operations.reconcile_claim(
+async def _reconcile_claim(rt: seams.Controlled, args: dict[str, Any]) -> Any:
+    claim = operations.whole_number(args.get("claim"), "claim")
+    amount, evidence = str(args["amount"]), str(args["evidence"])
+    return await operations.reconcile_claim(rt.store, claim, amount, evidence, ACTOR, rt.now())
+
+
+async def _settle_uncertain(rt: seams.Controlled, args: dict[str, Any]) -> Any:
+    before = args.get("before")
+    return await operations.settle_uncertain(
         rt.store,
-        operations.whole_number(args.get("claim"), "claim"),
-        str(args["amount"]),
-        str(args["evidence"]),
+        str(args.get("at")),
+        str(args.get("evidence") or ""),
         ACTOR,
         rt.now(),
+        pipeline=args.get("pipeline") and str(args["pipeline"]),
+        before=datetime.fromisoformat(str(before)) if before else None,
     )
 
 
-async def _settle_uncertain(rt: Any, args: dict[str, Any]) -> Any:
-    before = args.get("before")
-    return await operations.settle_uncertain(
-        rt.store, str(args.get("at")), str(args.get("evidence") or ""), ACTOR, rt.now(),
-        pipeline=args.get("pipeline") and str(args["pipeline"]),
-        before=datetime.fromisoformat(str(before)) if before else None,
-    )  # fmt: skip
-
-
-async def _sweep(rt: Any, args: dict[str, Any]) -> Any:
+async def _sweep(rt: seams.Controlled, args: dict[str, Any]) -> Any:
     days = operations.whole_number(args.get("days"), "days", high=operations.MAX_SWEEP_DAYS)
     return await operations.sweep(rt.store, rt.now(), days)
 
 
 async def decide_in_words(
-    store: db.Store, pipelines: Mapping[str, Any], action: str, item_id: int, actor: str,
-    now: datetime, *, version: int | None = None, text: str = "", scheduler: Any = None,
-) -> review.Decided:  # fmt: skip
+    store: db.Store,
+    pipelines: Mapping[str, Any],
+    typed: review.Typed,
+    now: datetime,
+    scheduler: Scheduler | None = None,
+) -> review.Decided:
     """review.at_terminal, its words naming people as the bot does: the one way the CLI
     decides, through this socket or holding the store itself."""
-    decided = await review.at_terminal(
-        store, pipelines, action, item_id, actor, now, version=version, text=text,
-        scheduler=scheduler,
-    )  # fmt: skip
+    decided = await review.at_terminal(store, pipelines, typed, now, scheduler=scheduler)
     return dataclasses.replace(decided, said=await people.humanize(store, decided.said))
 
 
 def _decision(action: str) -> Handler:
-    async def run(rt: Any, args: dict[str, Any]) -> Any:
+    async def run(rt: seams.Controlled, args: dict[str, Any]) -> Any:
         version = args.get("version")
-        return await decide_in_words(
-            rt.store, rt.pipelines, action, operations.whole_number(args.get("item"), "item"),
-            str(args[BY]), rt.now(), text=str(args.get("text") or ""), scheduler=rt.scheduler,
-            version=None if version is None else operations.whole_number(version, "version"),
-        )  # fmt: skip
+        typed = review.Typed(
+            action,
+            operations.whole_number(args.get("item"), "item"),
+            str(args[BY]),
+            None if version is None else operations.whole_number(version, "version"),
+            str(args.get("text") or ""),
+        )
+        return await decide_in_words(rt.store, rt.pipelines, typed, rt.now(), rt.scheduler)
 
     return run
 
 
-async def _ping(rt: Any, args: dict[str, Any]) -> Any:
+async def _ping(rt: seams.Controlled, args: dict[str, Any]) -> Any:
     """The pid, the writer's storage fault and each supervised worker's state (what
     `gatehouse health` and `status` read). The fault lives in this process's memory
     only: a full disk cannot hold it."""
@@ -175,12 +182,12 @@ async def _ping(rt: Any, args: dict[str, Any]) -> Any:
     return {"pid": os.getpid(), "storage": rt.store.faults.current, "workers": states}
 
 
-async def _pipelines(rt: Any, args: dict[str, Any]) -> Any:
+async def _pipelines(rt: seams.Controlled, args: dict[str, Any]) -> Any:
     """The pipelines this bot has loaded: what CLI reads list and CLI writes accept."""
     return {"names": sorted(rt.pipelines)}
 
 
-async def _reconcile(rt: Any, args: dict[str, Any]) -> Any:
+async def _reconcile(rt: seams.Controlled, args: dict[str, Any]) -> Any:
     """File dispatch folders against the store, with the bot's own pipelines and paths."""
     from pipelines.operations import files  # the dispatch models: the CLI loads control too
 
@@ -189,25 +196,25 @@ async def _reconcile(rt: Any, args: dict[str, Any]) -> Any:
     )
 
 
-async def _record_spend(rt: Any, args: dict[str, Any]) -> Any:
+async def _record_spend(rt: seams.Controlled, args: dict[str, Any]) -> Any:
     """A dry run's LLM spend, counted against this bot's budgets (`gatehouse dry-run --llm`)."""
     usage = prices.Usage(
         operations.whole_number(args.get("input_tokens"), "input_tokens", low=0),
         operations.whole_number(args.get("output_tokens"), "output_tokens", low=0),
     )
     micros = operations.whole_number(args.get("micros"), "micros", low=0)
+    key, pipeline, evidence = str(args["key"]), str(args["pipeline"]), str(args["evidence"])
     return await ledger.charge(
-        rt.store, str(args["key"]), DRY_RUN_ENDPOINT, str(args["pipeline"]), usage, micros,
-        str(args["evidence"]), rt.now(),
-    )  # fmt: skip
+        rt.store, key, DRY_RUN_ENDPOINT, pipeline, usage, micros, evidence, rt.now()
+    )
 
 
-async def _token_create(rt: Any, args: dict[str, Any]) -> Any:
+async def _token_create(rt: seams.Controlled, args: dict[str, Any]) -> Any:
     """Only the token's hash comes here: the CLI made the token and keeps it."""
     return await tokens.create(rt.store, str(args["name"]), str(args["hash"]), ACTOR, rt.now())
 
 
-async def _token_revoke(rt: Any, args: dict[str, Any]) -> Any:
+async def _token_revoke(rt: seams.Controlled, args: dict[str, Any]) -> Any:
     return await tokens.revoke(rt.store, str(args["name"]), ACTOR, rt.now())
 
 
@@ -233,7 +240,7 @@ OPS: dict[str, Handler] = {
 # -- server ---------------------------------------------------------------------------------
 
 
-async def serve(runtime: Any, stop: asyncio.Event) -> None:
+async def serve(runtime: seams.Controlled, stop: asyncio.Event) -> None:
     """Answer control requests until `stop` is set (a RuntimeConfig worker)."""
     path = socket_path(runtime.store.config.data_dir)
     if len(os.fsencode(path)) > MAX_SOCKET_PATH:
@@ -263,7 +270,7 @@ def _peer_uid(writer: asyncio.StreamWriter) -> int | None:
 
 
 async def _connection(
-    runtime: Any, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    runtime: seams.Controlled, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
 ) -> None:
     try:
         uid = _peer_uid(writer)
@@ -325,7 +332,7 @@ def unix_user(uid: int) -> str:
     return cleaned or f"uid{uid}"
 
 
-async def _answer(runtime: Any, line: bytes, by: str) -> dict[str, Any]:
+async def _answer(runtime: seams.Controlled, line: bytes, by: str) -> dict[str, Any]:
     try:
         request = json.loads(line)
         op, args = request["op"], request.get("args") or {}

@@ -100,8 +100,10 @@ async def connect(bot: Bot, stop: asyncio.Event) -> bool:
         except tg_error.NetworkError as exc:  # also TimedOut and 5xx answers
             log.warning(
                 "Telegram is unreachable (attempt %d: %s); trying again in %.1f s",
-                attempt, exc, wait,
-            )  # fmt: skip
+                attempt,
+                exc,
+                wait,
+            )
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), wait)
             return False

@@ -35,6 +35,7 @@ from tornado import web
 from bot.web import listen
 from pipelines.config import file_errors
 from pipelines.runs import trigger
+from pipelines.service import seams
 from store import errors
 from store.intake import tokens
 
@@ -83,7 +84,7 @@ class TokenLimits:
         await bucket.acquire()  # at once: the bucket has room
 
 
-def make_app(runtime: Any, limits: TokenLimits) -> web.Application:
+def make_app(runtime: seams.Piped, limits: TokenLimits) -> web.Application:
     handled = {"runtime": runtime, "limits": limits}
     return web.Application(
         [
@@ -96,7 +97,7 @@ def make_app(runtime: Any, limits: TokenLimits) -> web.Application:
     )
 
 
-def worker(address: str, per_minute: int) -> listen.Worker:
+def worker(address: str, per_minute: int) -> listen.Worker[seams.Piped]:
     """The trigger on `address`; each token may make `per_minute` requests a minute."""
     limits = TokenLimits(per_minute)
     return listen.worker("api", address, lambda runtime: make_app(runtime, limits))
@@ -137,7 +138,7 @@ class Spec(JsonHandler):
 class Trigger(JsonHandler):
     """A POST with a bounded JSON body from a live token's caller."""
 
-    def initialize(self, runtime: Any, limits: TokenLimits) -> None:
+    def initialize(self, runtime: seams.Piped, limits: TokenLimits) -> None:
         self.runtime = runtime
         self.limits = limits
         self.body_parts: list[bytes] = []
@@ -195,9 +196,10 @@ class Trigger(JsonHandler):
         scheme, _, token = header.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             raise Refused(
-                401, "send Authorization: Bearer <token> (gatehouse token create <name>)",
+                401,
+                "send Authorization: Bearer <token> (gatehouse token create <name>)",
                 WWW_Authenticate="Bearer",
-            )  # fmt: skip
+            )
         found = await tokens.authenticate(self.runtime.store, token.strip())
         if found is None:
             raise Refused(401, "unknown or revoked token", WWW_Authenticate="Bearer")

@@ -16,7 +16,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from tornado import httpserver, iostream, web
 
@@ -39,7 +39,9 @@ BODY_TIMEOUT_S = 10.0
 #: The hard bound on a body (bytes); handlers refuse smaller bodies with a clear 413 first.
 MAX_BODY_BYTES = 1024 * 1024
 
-Worker = Callable[[Any, asyncio.Event], Awaitable[None]]
+#: What a served app is made from: the runtime, or the part of it the app reads.
+R = TypeVar("R")
+Worker = Callable[[R, asyncio.Event], Awaitable[None]]
 
 
 class BoundedServer(httpserver.HTTPServer):
@@ -71,11 +73,11 @@ def serve_app(app: web.Application, address: str) -> BoundedServer:
     return server
 
 
-def worker(name: str, address: str, make_app: Callable[[Any], web.Application]) -> Worker:
+def worker(name: str, address: str, make_app: Callable[[R], web.Application]) -> Worker[R]:
     """A runtime worker serving `make_app(runtime)` on `address` until stopped; a failed
     bind (the port taken) crashes it, and its supervisor reports and retries."""
 
-    async def serve(runtime: Any, stop: asyncio.Event) -> None:
+    async def serve(runtime: R, stop: asyncio.Event) -> None:
         server = serve_app(make_app(runtime), address)
         log.info("%s listening on %s", name, address)
         try:
@@ -96,8 +98,12 @@ def access_log(handler: web.RequestHandler) -> None:
     log.log(
         logging.WARNING if status >= 500 else logging.DEBUG,
         "%d %s %s (%s) %.1f ms",
-        status, request.method, request.path, request.remote_ip, 1000 * request.request_time(),
-    )  # fmt: skip
+        status,
+        request.method,
+        request.path,
+        request.remote_ip,
+        1000 * request.request_time(),
+    )
 
 
 def too_many_headers(handler: web.RequestHandler) -> bool:

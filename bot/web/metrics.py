@@ -35,6 +35,7 @@ from tornado import web
 
 from bot.web import listen
 from pipelines.approval import rule
+from pipelines.service import seams
 from pipelines.service import workers as workers_mod
 from store import errors, outbox
 from store.audit import sealer
@@ -242,7 +243,7 @@ class Scraper:
     however often scrapes come (at a million items a read takes about 0.15 s of a
     reader thread: see `python -m bench queries`)."""
 
-    def __init__(self, runtime: Any) -> None:
+    def __init__(self, runtime: seams.Watched) -> None:
         self.runtime = runtime
         self._lock = asyncio.Lock()
         self._read_at = -MIN_READ_INTERVAL_S
@@ -283,7 +284,7 @@ class MetricsHandler(web.RequestHandler):
         self.finish(body)
 
 
-def make_app(runtime: Any) -> web.Application:
+def make_app(runtime: seams.Watched) -> web.Application:
     observe_store(runtime.store)
     return web.Application(
         [(r"/metrics", MetricsHandler, {"scraper": Scraper(runtime)})],
@@ -291,5 +292,5 @@ def make_app(runtime: Any) -> web.Application:
     )
 
 
-def worker(address: str) -> listen.Worker:
+def worker(address: str) -> listen.Worker[seams.Watched]:
     return listen.worker("metrics", address, make_app)

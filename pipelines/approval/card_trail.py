@@ -7,7 +7,7 @@ report, so a card never says "sent" about a dispatch that did not commit:
     edit = card_trail.dispatched_row(conn, item, detail, external_id)  # 📤 sent: ...
     items.move_many_sync(conn, [item], State.DISPATCHED, ..., queue=[edit])  # (with the move)
     card_trail.failed_sync(conn, item, reason, now)                # ⚠️ not sent: ... [Retry]
-    item = await card_trail.retry(store, pipeline, item_id, attempt, version, operator_id, now)
+    item = await card_trail.retry(store, pipeline, shown, operator_id, now)  # Retry's tap
     await card_trail.show_again(store, item_id, chat_id, now)      # a fresh card to one chat
     await card_trail.resend_open(store, now)                       # every open card, anew
 
@@ -27,7 +27,7 @@ from store.audit import events
 from store.db import Store
 from store.items import Item
 from store.machine import State
-from store.review import redispatch
+from store.review import followups, redispatch
 
 #: The target of a card sent to one chat only: "chat:<id>".
 CHAT_TARGET = "chat:"
@@ -42,12 +42,6 @@ def _previous_status(conn: backend.Conn, item: Item) -> str:
         if shown == (item.attempt, item.version) and row.payload.get("status"):
             return str(row.payload["status"]).split("\n")[0]
     return ""
-
-
-def _edit(
-    conn: backend.Conn, item: Item, state: State, line: str, now: datetime, buttons: str = ""
-) -> None:
-    outbox.put_sync(conn, _edit_row(conn, item, state, line, buttons), now)
 
 
 def _edit_row(
@@ -79,31 +73,28 @@ def dispatched_row(
 
 def failed_sync(conn: backend.Conn, item: Item, reason: str, now: datetime) -> None:
     """The card shows the error, with a Retry button."""
-    _edit(conn, item, State.FAILED, f"⚠️ not sent: {reason}", now, buttons=payloads.RETRY_BUTTONS)
+    edit = _edit_row(conn, item, State.FAILED, f"⚠️ not sent: {reason}", payloads.RETRY_BUTTONS)
+    outbox.put_sync(conn, edit, now)
 
 
 async def retry(
-    store: Store,
-    pipeline: spec.Pipeline,
-    item_id: int,
-    attempt: int,
-    version: int,
-    operator_id: int,
-    now: datetime,
+    store: Store, pipeline: spec.Pipeline, shown: followups.Shown, operator_id: int, now: datetime
 ) -> Item:
     """Dispatch again with the same idempotency key (same attempt and version)."""
     flow.check_operator(pipeline, operator_id)
     actor = events.operator(operator_id)
+    item_id, attempt, version = shown
 
     def unit(conn: backend.Conn) -> Item:
-        item = redispatch.retry_sync(conn, item_id, attempt, version, actor, now)
+        item = redispatch.retry_sync(conn, shown, actor, now)
         tries = len(outbox.for_item_sync(conn, item_id, "dispatch"))
         payload = payloads.Dispatch(item_id, attempt, version, pipeline.name).to_json()
         key = f"dispatch:{item_id}:{attempt}:{version}:{tries}"
         outbox.enqueue_sync(
             conn, "dispatch", pipeline.name, payload, now, item_id=item_id, dedupe_key=key
         )
-        _edit(conn, item, State.APPROVED, f"🔁 retry by {actor} at {now:%H:%M} UTC", now)
+        line = f"🔁 retry by {actor} at {now:%H:%M} UTC"
+        outbox.put_sync(conn, _edit_row(conn, item, State.APPROVED, line), now)
         return item
 
     return await store.write(unit)
@@ -120,13 +111,22 @@ def _again_sync(
     card = outbox.enqueue_sync(conn, "card", target, payload, now, item_id=item.id, dedupe_key=key)
     if card is not None:
         edit = payloads.CardEdit(
-            item.id, item.attempt, int(payload["version"]), item.state.value,
-            pipeline=str(payload.get("pipeline") or ""), again_as=card,
-        )  # fmt: skip
+            item.id,
+            item.attempt,
+            int(payload["version"]),
+            item.state.value,
+            pipeline=str(payload.get("pipeline") or ""),
+            again_as=card,
+        )
         outbox.enqueue_sync(
-            conn, "card_edit", target, edit.to_json(), now, item_id=item.id,
+            conn,
+            "card_edit",
+            target,
+            edit.to_json(),
+            now,
+            item_id=item.id,
             dedupe_key=f"again:{card}",
-        )  # fmt: skip
+        )
     return card
 
 

@@ -80,10 +80,14 @@ def _warn(conn: backend.Conn, item: Item, now: datetime) -> bool:
     else:
         text = f"is still {item.state}, {_left(item, now)} left before it counts as stuck"
     warning = payloads.Alert(
-        "warning", f"⏳ item {item.id} ({item.pipeline}) {text}", item.id,
-        pipeline=item.pipeline, attempt=item.attempt, reply_to_version=item.version,
+        "warning",
+        f"⏳ item {item.id} ({item.pipeline}) {text}",
+        item.id,
+        pipeline=item.pipeline,
+        attempt=item.attempt,
+        reply_to_version=item.version,
         buttons=payloads.DECIDE_BUTTONS if waiting else "",
-    )  # fmt: skip
+    )
     target = outbox.OPERATORS if waiting else outbox.ALERTS
     row = outbox.enqueue_sync(
         conn, "alert", target, warning.to_json(), now, item_id=item.id, dedupe_key=key
@@ -106,19 +110,27 @@ def _act(conn: backend.Conn, item: Item, now: datetime) -> None:
     if item.state == machine.State.AWAITING_APPROVAL:
         # Its card still shows Approve and Reject: it says it expired, and offers Replay.
         edit = payloads.CardEdit(
-            item.id, item.attempt, item.version, moved.state.value,
+            item.id,
+            item.attempt,
+            item.version,
+            moved.state.value,
             f"⌛ expired at {units.when(now)}: nobody decided within the approval "
             f"window (waiting since {_since(item)})",
-            buttons=payloads.REPLAY_BUTTONS, pipeline=item.pipeline,
-        )  # fmt: skip
+            buttons=payloads.REPLAY_BUTTONS,
+            pipeline=item.pipeline,
+        )
         outbox.enqueue_sync(
             conn, "card_edit", outbox.OPERATORS, edit.to_json(), now, item_id=item.id
         )
     alert = payloads.Alert(
-        "error", f"🚨 item {item.id} ({item.pipeline}): {reason}", item.id,
-        pipeline=item.pipeline, attempt=item.attempt, reply_to_version=item.version,
+        "error",
+        f"🚨 item {item.id} ({item.pipeline}): {reason}",
+        item.id,
+        pipeline=item.pipeline,
+        attempt=item.attempt,
+        reply_to_version=item.version,
         buttons=payloads.REPLAY_BUTTONS,
-    )  # fmt: skip
+    )
     outbox.enqueue_sync(
         conn, "alert", outbox.ALERTS, alert.to_json(), now, item_id=item.id, dedupe_key=key
     )

@@ -37,9 +37,18 @@ BATCH = 5000
 MAX_LINE = 1 << 20
 NULL = "\\N"
 EVENT_FIELDS = (
-    "id", "entity", "entity_id", "from_state", "to_state", "actor", "attempt", "reason", "at",
-    "prev_hash", "hash",
-)  # fmt: skip
+    "id",
+    "entity",
+    "entity_id",
+    "from_state",
+    "to_state",
+    "actor",
+    "attempt",
+    "reason",
+    "at",
+    "prev_hash",
+    "hash",
+)
 CHECKPOINT_FIELDS = ("event_id", "hash", "signed_at", "key_id", "signature")
 COLUMNS = ("record", *EVENT_FIELDS, "signed_at", "key_id", "signature", "at_utc")
 _INTS = ("id", "attempt", "at", "event_id", "signed_at")
@@ -72,9 +81,17 @@ async def write(
     if first_id is not None:
         for cp in await checkpoints.since(store, first_id):
             signed = clock.to_ms(cp.signed_at)
-            emit({"record": "checkpoint", "event_id": cp.event_id, "hash": cp.hash,
-                  "signed_at": signed, "key_id": cp.key_id, "signature": cp.signature,
-                  "at_utc": cp.signed_at.isoformat()})  # fmt: skip
+            emit(
+                {
+                    "record": "checkpoint",
+                    "event_id": cp.event_id,
+                    "hash": cp.hash,
+                    "signed_at": signed,
+                    "key_id": cp.key_id,
+                    "signature": cp.signature,
+                    "at_utc": cp.signed_at.isoformat(),
+                }
+            )
     return written
 
 

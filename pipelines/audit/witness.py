@@ -23,7 +23,7 @@ import os
 import socket
 from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
@@ -38,6 +38,24 @@ log = logging.getLogger(__name__)
 
 #: The deployment key (pipelines.audit.trust), which endorses each leader's key.
 Deployment = ed25519.Ed25519PrivateKey
+
+
+class StandsDown(Protocol):
+    def at_stand_down(self, name: str, final: Callable[[], Awaitable[object]]) -> None: ...
+
+
+class Led(Protocol):
+    """What the witness uses of the runtime: the store, the clock, and the leader, to
+    sign once more when it stands down."""
+
+    @property
+    def store(self) -> Store: ...
+
+    @property
+    def leader(self) -> StandsDown: ...
+
+    def now(self) -> datetime: ...
+
 
 #: Seconds between two signatures of the chain head (when it moved).
 SIGN_EVERY_S = 600.0
@@ -100,22 +118,24 @@ async def register(
     return signer
 
 
-def make_worker(deployment: Deployment | None) -> Callable[[Any, asyncio.Event], Awaitable[None]]:
+def make_worker(
+    deployment: Deployment | None,
+) -> Callable[[Led, asyncio.Event], Awaitable[None]]:
     """The witness duty; with a deployment key, each leader registers its own key first
     (without one, only the data directory that signed can verify in place)."""
 
-    async def duty(runtime: Any, stop: asyncio.Event) -> None:
+    async def duty(runtime: Led, stop: asyncio.Event) -> None:
         await _witness(runtime, stop, deployment)
 
     return duty
 
 
-async def worker(runtime: Any, stop: asyncio.Event) -> None:
+async def worker(runtime: Led, stop: asyncio.Event) -> None:
     """The witness without a deployment key (one worker, or a test of signing alone)."""
     await _witness(runtime, stop, None)
 
 
-async def _witness(runtime: Any, stop: asyncio.Event, deployment: Deployment | None) -> None:
+async def _witness(runtime: Led, stop: asyncio.Event, deployment: Deployment | None) -> None:
     """Sign every SIGN_EVERY_S, and once more when the leader stands down (after its
     other duties and the engine have ended, its lease still held; after a lost lease
     another leader signs); post the first head of each day."""

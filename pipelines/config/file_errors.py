@@ -107,8 +107,9 @@ def _marked(exc: yaml.MarkedYAMLError) -> Problem:
     if exc.context == "while scanning a quoted scalar" and began is not None:
         # The line to fix is the one the quote opened on.
         found = f"{exc.problem} at line {line}" if line is not None else exc.problem
-        return Problem(began, None, f"invalid YAML: the quote opened on line {began} is "
-                                    f"never closed ({found})")  # fmt: skip
+        return Problem(
+            began, None, f"invalid YAML: the quote opened on line {began} is never closed ({found})"
+        )
     hint = _ALIAS_HINT if exc.context == "while scanning an alias" else ""
     if began is not None and began != line and exc.context:
         hint += f" ({exc.context.removeprefix('while ')} that starts on line {began})"

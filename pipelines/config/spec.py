@@ -210,9 +210,10 @@ class ApprovalConfig(_Model):
         configured = set(context.get("operators") or ())
         listed = self.operators
         self._approvers = tuple(
-            [o for o in listed if o in configured] if listed and configured else
-            listed or sorted(configured)
-        )  # fmt: skip
+            [o for o in listed if o in configured]
+            if listed and configured
+            else listed or sorted(configured)
+        )
         return self
 
     @model_validator(mode="after")

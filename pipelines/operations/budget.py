@@ -96,9 +96,15 @@ async def settle_uncertain(
     if not evidence.strip():
         raise Invalid("evidence is required: e.g. what the provider's console showed")
     done = await store.write(
-        ledger_uncertain.settle_sync, checked, evidence, actor, now,
-        claim_ids=claim_ids, pipeline=pipeline, before=before,
-    )  # fmt: skip
+        ledger_uncertain.settle_sync,
+        checked,
+        evidence,
+        actor,
+        now,
+        claim_ids=claim_ids,
+        pipeline=pipeline,
+        before=before,
+    )
     waiting = {s.claim.pipeline for s in done.settled if s.claim.item_id is not None}
     for name in sorted(waiting):
         await timetable.request_run(store, name, now)

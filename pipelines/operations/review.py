@@ -1,9 +1,10 @@
 """Operator actions beyond one tap: a reject with its reason, undo, redraft with a note,
 and decisions on a listed set of items. Telegram and the CLI call these alike.
 
-    await review.reject(store, pipeline, item_id, attempt, version, 1001, "off-topic", now)
-    await review.undo(store, pipeline, item_id, attempt, version, 1001, now)
-    item = await review.extend(store, pipeline, item_id, attempt, version, 1001, now)
+    shown = followups.Shown(item_id, attempt, version)   # what the card showed
+    await review.reject(store, pipeline, shown, 1001, "off-topic", now)
+    await review.undo(store, pipeline, shown, 1001, now)
+    item = await review.extend(store, pipeline, shown, 1001, now)
     await review.redraft(store, pipeline, item_id, 1, "shorter", 1001, actor, now, scheduler=s)
     listed = await review.offer(store, "news", now)         # what /pending lists, bound
     result = await review.decide_listed(store, pipelines, listed.offer.id, 1001, "approve", now)
@@ -54,21 +55,25 @@ def operator_text(text: str, what: str) -> str:
 
 
 async def reject(
-    store: Store, pipeline: spec.Pipeline, item_id: int, attempt: int, version: int,
-    operator_id: int, reason: str, now: datetime, *, actor: str | None = None,
-) -> rule.Decision:  # fmt: skip
+    store: Store,
+    pipeline: spec.Pipeline,
+    shown: followups.Shown,
+    operator_id: int,
+    reason: str,
+    now: datetime,
+) -> rule.Decision:
     """Reject the version shown, with the reason in the event and on the card."""
     why = operator_text(reason, "reason")
-    return await flow.decide(
-        store, pipeline, item_id, attempt, version, operator_id, "reject", now,
-        reason=why, actor=actor,
-    )  # fmt: skip
+    return await flow.decide(store, pipeline, *shown, operator_id, "reject", now, reason=why)
 
 
 async def undo(
-    store: Store, pipeline: spec.Pipeline, item_id: int, attempt: int, version: int,
-    operator_id: int, now: datetime, *, actor: str | None = None,
-) -> Item:  # fmt: skip
+    store: Store,
+    pipeline: spec.Pipeline,
+    shown: followups.Shown,
+    operator_id: int,
+    now: datetime,
+) -> Item:
     """Take back an approval (before it is sent) or a reject within the undo window."""
     window = pipeline.approval.undo_window
     if not window:
@@ -76,22 +81,25 @@ async def undo(
 
     def unit(conn: backend.Conn) -> Item:
         moved = decisions.undo_sync(
-            conn, item_id, attempt, version, operator_id, now,
-            window=window, deadline=pipeline.approval.window, actor=actor,
-        )  # fmt: skip
-        who = actor or events.operator(operator_id)
+            conn,
+            *shown,
+            operator_id,
+            now,
+            window=window,
+            deadline=pipeline.approval.window,
+        )
+        who = events.operator(operator_id)
         at = units.time_of_day(now)
         status = f"↩️ undone by {who} at {at}: awaiting a decision again"
-        card_edits.edit_card_sync(conn, pipeline, moved, version, status, now)
+        card_edits.edit_card_sync(conn, pipeline, moved, shown.version, status, now)
         return moved
 
     return await store.write(unit)
 
 
 async def extend(
-    store: Store, pipeline: spec.Pipeline, item_id: int, attempt: int, version: int,
-    operator_id: int, now: datetime,
-) -> Item:  # fmt: skip
+    store: Store, pipeline: spec.Pipeline, shown: followups.Shown, operator_id: int, now: datetime
+) -> Item:
     """Give a waiting item its pipeline's approval window once more (Extend on a warning)."""
     window = pipeline.approval.window
     most = pipeline.approval.max_extensions
@@ -100,20 +108,28 @@ async def extend(
     who = events.operator(operator_id)
 
     def unit(conn: backend.Conn) -> Item:
-        item = deadlines.extend_sync(conn, item_id, attempt, version, window, who, now, most=most)
+        item = deadlines.extend_sync(conn, shown, deadlines.Extension(window, most), who, now)
         assert item.deadline is not None
         until = units.when(item.deadline)
         status = f"⏳ window extended by {units.duration(window)} by {who}: open until {until}"
-        card_edits.edit_card_sync(conn, pipeline, item, version, status, now)
+        card_edits.edit_card_sync(conn, pipeline, item, shown.version, status, now)
         return item
 
     return await store.write(unit)
 
 
 async def redraft(
-    store: Store, pipeline: spec.Pipeline, item_id: int, attempt: int, note: str,
-    operator_id: int, actor: str, now: datetime, *, scheduler: Scheduler | None = None,
-) -> Item:  # fmt: skip
+    store: Store,
+    pipeline: spec.Pipeline,
+    item_id: int,
+    attempt: int,
+    note: str,
+    operator_id: int,
+    actor: str,
+    now: datetime,
+    *,
+    scheduler: Scheduler | None = None,
+) -> Item:
     """Draft a rejected or expired item again (a new attempt, through the ledger), with
     the reviewer's note given to the LLM drafter as an instruction."""
     if pipeline.draft.drafter != "llm":
@@ -158,8 +174,25 @@ async def ask_run(
 
 TerminalAction = Literal["approve", "reject", "edit", "redraft", "remove-image"]
 TERMINAL_ACTIONS: tuple[TerminalAction, ...] = (
-    "approve", "reject", "edit", "redraft", "remove-image",
-)  # fmt: skip
+    "approve",
+    "reject",
+    "edit",
+    "redraft",
+    "remove-image",
+)
+
+
+@dataclass(frozen=True)
+class Typed:
+    """An action typed at a terminal: `actor` (the Unix user) names who in the events;
+    `version` is the one the operator read (None: the current one); `text` is the reason,
+    the new text or the note."""
+
+    action: str
+    item_id: int
+    actor: str
+    version: int | None = None
+    text: str = ""
 
 
 @dataclass(frozen=True)
@@ -172,18 +205,21 @@ class Decided:
 
 
 async def at_terminal(
-    store: Store, pipelines: Mapping[str, spec.Pipeline], action: str, item_id: int,
-    actor: str, now: datetime, *, version: int | None = None, text: str = "",
+    store: Store,
+    pipelines: Mapping[str, spec.Pipeline],
+    typed: Typed,
+    now: datetime,
+    *,
     scheduler: Scheduler | None = None,
-) -> Decided:  # fmt: skip
+) -> Decided:
     """approve / reject / edit / redraft from the CLI, voting as decisions.TERMINAL with
-    `actor` (the Unix user) in the events. `version` is the one the operator read
-    (default: the current one); `text` is the reason, the new text or the note."""
+    the typed actor in the events."""
+    action, item_id, actor, text = typed.action, typed.item_id, typed.actor, typed.text
     item = await items.get(store, item_id)
     pipeline = pipelines.get(item.pipeline)
     if pipeline is None:
         raise Refused(f"pipeline {item.pipeline} is not loaded")
-    shown = item.version if version is None else version
+    shown = item.version if typed.version is None else typed.version
     voter = decisions.TERMINAL
     if action == "edit":
         draft = await flow.edit(store, pipeline, item_id, shown, text, voter, now, actor=actor)
@@ -200,9 +236,17 @@ async def at_terminal(
         raise Refused(f"unknown action {action!r}; valid: {', '.join(TERMINAL_ACTIONS)}")
     reason = operator_text(text, "reason") if text.strip() else None
     decision = await flow.decide(
-        store, pipeline, item_id, item.attempt, shown, voter,
-        "approve" if action == "approve" else "reject", now, reason=reason, actor=actor,
-    )  # fmt: skip
+        store,
+        pipeline,
+        item_id,
+        item.attempt,
+        shown,
+        voter,
+        "approve" if action == "approve" else "reject",
+        now,
+        reason=reason,
+        actor=actor,
+    )
     if decision.outcome == "unchanged" and not flow.repeat_vote(decision, voter):
         raise Refused(f"nothing changed: item {item_id} is {decision.item.state}")
     return Decided(decision.item, flow.vote_words(decision, pipeline, voter))
@@ -247,9 +291,15 @@ async def offer(
 
 
 async def decide_listed(
-    store: Store, pipelines: Mapping[str, spec.Pipeline], offer_id: int, operator_id: int,
-    choice: decisions.Choice, now: datetime, *, actor: str | None = None,
-) -> ListedResult:  # fmt: skip
+    store: Store,
+    pipelines: Mapping[str, spec.Pipeline],
+    offer_id: int,
+    operator_id: int,
+    choice: decisions.Choice,
+    now: datetime,
+    *,
+    actor: str | None = None,
+) -> ListedResult:
     """Apply one decision to exactly the versions listed; one event per item moved.
 
     The list is closed first, so a second confirmation decides nothing. An item that
@@ -269,9 +319,17 @@ async def decide_listed(
             if pipeline is None:
                 raise Refused(f"pipeline {item.pipeline} is no longer configured")
             decision = await flow.decide(
-                store, pipeline, item_id, attempt, version, operator_id, choice, now,
-                reason=reason, actor=actor,
-            )  # fmt: skip
+                store,
+                pipeline,
+                item_id,
+                attempt,
+                version,
+                operator_id,
+                choice,
+                now,
+                reason=reason,
+                actor=actor,
+            )
         except (
             errors.Conflict,
             errors.IllegalTransition,

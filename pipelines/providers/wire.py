@@ -49,15 +49,13 @@ def build_request(
     json_output: bool,
 ) -> WireRequest:
     """The request for `settings.kind`, with the key in a header and never in the URL."""
-    key = settings.api_key.get_secret_value()
     if settings.kind == "anthropic":
-        return _anthropic_request(settings, key, system, prompt, max_tokens, json_output)
-    return _openai_request(settings, key, system, prompt, max_tokens, json_output)
+        return _anthropic_request(settings, system, prompt, max_tokens, json_output)
+    return _openai_request(settings, system, prompt, max_tokens, json_output)
 
 
 def _openai_request(
     settings: ProviderSettings,
-    key: str,
     system: str,
     prompt: str,
     max_tokens: int,
@@ -69,6 +67,7 @@ def _openai_request(
     body: dict[str, Any] = {"model": settings.model, "messages": messages, "max_tokens": max_tokens}
     if json_output:
         body["response_format"] = {"type": "json_object"}
+    key = settings.api_key.get_secret_value()
     # Local servers (Ollama, vLLM) often run without a key; an empty Bearer is malformed.
     headers = {"authorization": f"Bearer {key}"} if key else {}
     return WireRequest(f"{settings.base_url}/chat/completions", headers, body)
@@ -76,7 +75,6 @@ def _openai_request(
 
 def _anthropic_request(
     settings: ProviderSettings,
-    key: str,
     system: str,
     prompt: str,
     max_tokens: int,
@@ -93,6 +91,7 @@ def _anthropic_request(
     }
     if system:
         body["system"] = system
+    key = settings.api_key.get_secret_value()
     headers = {"x-api-key": key, "anthropic-version": settings.anthropic_version}
     return WireRequest(f"{settings.base_url}/v1/messages", headers, body)
 

@@ -124,9 +124,14 @@ class Leadership:
         try:
             async with asyncio.timeout(self.renew_deadline_s):
                 term = await leases.acquire(
-                    self.store, LEASE, self.holder, self.term, self._clock(), self.ttl,
+                    self.store,
+                    LEASE,
+                    self.holder,
+                    self.term,
+                    self._clock(),
+                    self.ttl,
                     steal=self._exclusive,
-                )  # fmt: skip
+                )
         except TimeoutError:
             # The next step asks again; the trust already earned still holds, and its
             # timer ends it in time.

@@ -22,12 +22,12 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from pipelines.approval import flow
 from pipelines.config import spec
 from pipelines.ground import waiting
 from pipelines.operations import review
+from pipelines.service import seams
 from store import backend, drafts, errors, items, outbox, payloads, units
 from store.audit import events
 from store.db import Store
@@ -91,18 +91,22 @@ async def _pipeline(store: Store, pipeline: spec.Pipeline, now: datetime, report
 
 
 async def _send(
-    store: Store, pipeline: spec.Pipeline, item: items.Item, kind: followups.NudgeKind,
+    store: Store,
+    pipeline: spec.Pipeline,
+    item: items.Item,
+    kind: followups.NudgeKind,
     now: datetime,
-) -> bool:  # fmt: skip
+) -> bool:
     return await store.write(_nudge, pipeline, item.id, item.attempt, kind, now)
 
 
 async def escalate(
-    store: Store, pipeline: spec.Pipeline, item_id: int, attempt: int, operator_id: int,
-    now: datetime,
-) -> bool:  # fmt: skip
-    """Bring in `escalate_to` now, at an approver's tap (a card too few may approve offers
-    it); False when this attempt was escalated already or is no longer waiting."""
+    store: Store, pipeline: spec.Pipeline, shown: followups.Shown, operator_id: int, now: datetime
+) -> bool:
+    """Bring in `escalate_to` now, at an approver's tap on the card `shown` (a card too few
+    may approve offers it); False when its attempt was escalated already or is no longer
+    waiting."""
+    item_id, attempt = shown.item_id, shown.attempt
     if not pipeline.approval.escalate_to:
         raise errors.Conflict(f"{pipeline.name} has no approval.escalate_to to bring in")
 
@@ -115,9 +119,15 @@ async def escalate(
 
 
 def _nudge(
-    conn: backend.Conn, pipeline: spec.Pipeline, item_id: int, attempt: int,
-    kind: followups.NudgeKind, now: datetime, *, by: str | None = None,
-) -> bool:  # fmt: skip
+    conn: backend.Conn,
+    pipeline: spec.Pipeline,
+    item_id: int,
+    attempt: int,
+    kind: followups.NudgeKind,
+    now: datetime,
+    *,
+    by: str | None = None,
+) -> bool:
     """One reminder or escalation, due after a wait (the sweep) or asked for (`by`)."""
     item = items.lock_sync(conn, item_id)  # re-read: it may have been decided meanwhile
     if item.state != State.AWAITING_APPROVAL or item.attempt != attempt:
@@ -129,25 +139,46 @@ def _nudge(
         reason = f"reminded the approvers after {wait}"
         text = f"🔔 Reminder: item {item_id} ({pipeline.name}) has waited {wait} for a decision"
         reminder = payloads.Alert(
-            "info", text, item_id, pipeline=pipeline.name, attempt=attempt,
+            "info",
+            text,
+            item_id,
+            pipeline=pipeline.name,
+            attempt=attempt,
             reply_to_version=item.version,
-        )  # fmt: skip
+        )
         outbox.enqueue_sync(
-            conn, "alert", outbox.OPERATORS, reminder.to_json(), now, item_id=item_id,
+            conn,
+            "alert",
+            outbox.OPERATORS,
+            reminder.to_json(),
+            now,
+            item_id=item_id,
             dedupe_key=f"remind:{item_id}:{attempt}",
-        )  # fmt: skip
+        )
     else:
         who = ", ".join(map(str, pipeline.approval.escalate_to))
         reason = f"escalated to {who} " + (f"by {by}" if by else f"after {wait}")
         draft = drafts.get_sync(conn, item_id, item.version)
         flow.queue_card(
-            conn, pipeline, item, draft, now, chats=pipeline.approval.escalate_to,
+            conn,
+            pipeline,
+            item,
+            draft,
+            now,
+            chats=pipeline.approval.escalate_to,
             note=f"🔺 escalated to you: waiting for a decision for {wait}",
-        )  # fmt: skip
+        )
     events.append(
-        conn, "item", item_id, item.state, item.state, by or "sweep", now, attempt=attempt,
+        conn,
+        "item",
+        item_id,
+        item.state,
+        item.state,
+        by or "sweep",
+        now,
+        attempt=attempt,
         reason=reason,
-    )  # fmt: skip
+    )
     return True
 
 
@@ -179,9 +210,12 @@ async def _digest(store: Store, pipeline: spec.Pipeline, now: datetime) -> bool:
         for item in listed.items
     ]
     digest = payloads.Alert(
-        "info", "\n".join(lines), pipeline=pipeline.name, offer=listed.offer.id,
+        "info",
+        "\n".join(lines),
+        pipeline=pipeline.name,
+        offer=listed.offer.id,
         count=len(listed.items),
-    )  # fmt: skip
+    )
     payload = digest.to_json()
 
     def unit(conn: backend.Conn) -> bool:
@@ -191,7 +225,7 @@ async def _digest(store: Store, pipeline: spec.Pipeline, now: datetime) -> bool:
     return await store.write(unit)
 
 
-async def worker(runtime: Any, stop: asyncio.Event) -> None:
+async def worker(runtime: seams.Piped, stop: asyncio.Event) -> None:
     """A pass every CHECK_EVERY_S until `stop` (a RuntimeConfig worker)."""
     while not stop.is_set():
         await sweep(runtime.store, runtime.pipelines, runtime.now())

@@ -49,6 +49,7 @@ from pipelines.sources import articles
 from store import db, errors, ledger, outbox
 from store.cluster import heartbeats
 from store.db import Store
+from store.intake import runs
 from store.upkeep import retention, startup
 
 log = logging.getLogger(__name__)
@@ -121,7 +122,7 @@ class Runtime:
         #: This process as one of the workers sharing the store.
         self.me = heartbeats.Me.here()
         self.scheduler = Scheduler(
-            store, self.engine, self.pipelines, worker=self.me.id, run_lease=self.run_lease
+            store, self.engine, self.pipelines, hold=runs.Hold(self.me.id, self.run_lease)
         )
         #: Set at a clean stop's first step: take no new work.
         self.stopping = asyncio.Event()

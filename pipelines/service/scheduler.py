@@ -23,7 +23,7 @@ import contextlib
 import logging
 import random
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from pipelines.config import spec
 from pipelines.ground import cadence
@@ -48,16 +48,14 @@ class Scheduler:
         pipelines: dict[str, spec.Pipeline],
         *,
         rng: random.Random | None = None,
-        worker: str = runs.NOBODY,
-        run_lease: timedelta = runs.DEFAULT_LEASE,
+        hold: runs.Hold = runs.LOCAL,
     ) -> None:
         self.store = store
         self.engine = engine
         self.pipelines = pipelines
         self._rng = rng or random.Random()
         #: Who holds the runs this scheduler starts, and for how long unless renewed.
-        self.worker = worker
-        self.run_lease = run_lease
+        self.hold = hold
         self._running: dict[str, asyncio.Task[object]] = {}
         self._run_ids: dict[str, int] = {}
         self._wake = asyncio.Event()
@@ -98,7 +96,7 @@ class Scheduler:
         (a worker that died a moment ago still counts until its heartbeat is stale,
         which only delays a run to a later pass)."""
         found = await heartbeats.recent(self.store, now)
-        alive = sum(1 for worker in found if worker.alive(now, self.run_lease))
+        alive = sum(1 for worker in found if worker.alive(now, self.hold.lease))
         return -(-len(self.pipelines) // max(alive, 1))
 
     async def _decide(
@@ -148,7 +146,7 @@ class Scheduler:
     ) -> tuple[runs.Trigger, int] | None:
         """Start the run unless another worker did first (or the pipeline runs already)."""
         run_id = await timetable.claim_run(
-            self.store, seen, next_due_at, trigger, now, worker=self.worker, lease=self.run_lease
+            self.store, seen, next_due_at, trigger, now, hold=self.hold
         )
         return None if run_id is None else (trigger, run_id)
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 from datetime import datetime, time, timedelta
-from typing import Any
 
 from pipelines.config import spec
 from pipelines.ground import waiting
+from pipelines.service import seams
 from store import outbox, units
 from store.db import Store
 from store.intake import dropped
@@ -61,7 +61,7 @@ async def post(store: Store, pipelines: Mapping[str, spec.Pipeline], now: dateti
     return queued
 
 
-async def worker(runtime: Any, stop: asyncio.Event) -> None:
+async def worker(runtime: seams.Piped, stop: asyncio.Event) -> None:
     """A leader duty: post each day's lists once the day is over."""
     while not stop.is_set():
         await post(runtime.store, runtime.pipelines, runtime.now())

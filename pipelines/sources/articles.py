@@ -124,9 +124,11 @@ class Fetcher:
             return Article(None, reason=str(exc)[:MAX_REASON_CHARS])
         text, found = await _off_the_loop(page, url)
         image = await images.shown(
-            found, allow_private=source.allow_private_addresses,
-            about=common.redact_url(link), resolve=addresses.resolver_of(self.client),
-        )  # fmt: skip
+            found,
+            allow_private=source.allow_private_addresses,
+            about=common.redact_url(link),
+            resolve=addresses.resolver_of(self.client),
+        )
         if not text:
             return Article(None, image, reason="no article found on the page")
         return Article(text, image)
@@ -137,9 +139,13 @@ class Fetcher:
         for _ in range(MAX_REDIRECTS + 1):
             _check_link(url)
             response = await common.get(
-                self.client, url, headers, source.timeout_seconds, source.limits,
+                self.client,
+                url,
+                headers,
+                source.timeout_seconds,
+                source.limits,
                 public_only=not source.allow_private_addresses,
-            )  # fmt: skip
+            )
             if response.status_code not in _REDIRECTS:
                 return _page(response, url), url
             location = response.headers.get("location")
@@ -181,9 +187,13 @@ def extract(page: bytes, url: str) -> tuple[str | None, str | None]:
     import trafilatura  # loaded on this thread at first use: the CLI starts without it
 
     found = trafilatura.bare_extraction(
-        page, url=url, with_metadata=True, include_comments=False, include_tables=False,
+        page,
+        url=url,
+        with_metadata=True,
+        include_comments=False,
+        include_tables=False,
         favor_precision=True,
-    )  # fmt: skip
+    )
     if found is None or isinstance(found, dict):
         return None, None
     image = images.checked(urllib.parse.urljoin(url, found.image)) if found.image else None

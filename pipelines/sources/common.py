@@ -16,6 +16,7 @@ import re
 import urllib.parse
 import zlib
 from collections.abc import Mapping
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Self
 
@@ -244,7 +245,8 @@ async def get(
     marks = dialer.PUBLIC_ONLY if public_only else {}
     try:
         async with asyncio.timeout(seconds):
-            return await _read(client, url, asked, seconds, limits, shown, marks)
+            stream = client.stream("GET", url, headers=asked, timeout=seconds, extensions=marks)
+            return await _read(stream, limits, shown)
     except (TimeoutError, httpx.TimeoutException):
         raise base.SourceError(f"GET {shown} timed out after {seconds:g} s") from None
     except httpx.ConnectError as exc:
@@ -259,15 +261,8 @@ async def get(
 
 
 async def _read(
-    client: httpx.AsyncClient,
-    url: str,
-    headers: dict[str, str],
-    seconds: float,
-    limits: Limits,
-    shown: str,
-    marks: dict[str, bool],
+    stream: AbstractAsyncContextManager[httpx.Response], limits: Limits, shown: str
 ) -> Response:
-    stream = client.stream("GET", url, headers=headers, timeout=seconds, extensions=marks)
     async with stream as response:
         if response.status_code >= 400:
             status = f"{response.status_code} {response.reason_phrase}".rstrip()

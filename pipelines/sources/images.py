@@ -50,12 +50,18 @@ def from_entry(entry: Any) -> str | None:
     """The first image a feedparser entry names: an RSS enclosure or Atom link of an image
     type, then `media:content` (an image medium or type), then `media:thumbnail`."""
     candidates = [
-        *(link.get("href") for link in entry.get("links") or []
-          if link.get("rel") == "enclosure" and _is_image(link.get("type"))),
-        *(media.get("url") for media in entry.get("media_content") or []
-          if media.get("medium") == "image" or _is_image(media.get("type"))),
+        *(
+            link.get("href")
+            for link in entry.get("links") or []
+            if link.get("rel") == "enclosure" and _is_image(link.get("type"))
+        ),
+        *(
+            media.get("url")
+            for media in entry.get("media_content") or []
+            if media.get("medium") == "image" or _is_image(media.get("type"))
+        ),
         *(thumbnail.get("url") for thumbnail in entry.get("media_thumbnail") or []),
-    ]  # fmt: skip
+    ]
     return next((found for url in candidates if (found := checked(url))), None)
 
 

@@ -83,10 +83,19 @@ def postgres_schema(admin_url: str = ADMIN_URL) -> str:
                 conn.close()
             # Our own arguments only: the URL is this server's, the database our scratch one.
             dumped = subprocess.run(  # noqa: S603
-                [pg_dump, "--schema-only", "--no-owner", "--no-privileges", "--no-comments",
-                 "--dbname", url],
-                capture_output=True, text=True, check=True,
-            ).stdout  # fmt: skip
+                [
+                    pg_dump,
+                    "--schema-only",
+                    "--no-owner",
+                    "--no-privileges",
+                    "--no-comments",
+                    "--dbname",
+                    url,
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
         finally:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}"'.encode())
     return HEADER.format(source="store/sql/postgres/migrations") + _normalised(dumped)

@@ -65,24 +65,35 @@ NOBODY = "local"
 DEFAULT_LEASE = timedelta(hours=1)
 
 
+@dataclass(frozen=True)
+class Hold:
+    """Who holds a run, and for how long unless the holder's heartbeat renews it."""
+
+    worker: str = NOBODY
+    lease: timedelta = DEFAULT_LEASE
+
+
+#: A run started without a worker.
+LOCAL = Hold()
+
+
 def start_run_sync(
     conn: backend.Conn,
     pipeline: str,
     trigger: Trigger,
     now: datetime,
     *,
-    worker: str = NOBODY,
-    lease: timedelta = DEFAULT_LEASE,
+    hold: Hold = LOCAL,
 ) -> int:
-    """Open a run held by `worker` for `lease`; Conflict if the pipeline is running."""
+    """Open a run held as `hold` says; Conflict if the pipeline is running."""
     if trigger not in TRIGGERS:
         raise ValueError(f"unknown run trigger {trigger!r}; valid: {', '.join(TRIGGERS)}")
     params = {
         "pipeline": pipeline,
         "trigger": trigger,
         "now": clock.to_ms(now),
-        "worker": worker,
-        "until": clock.to_ms(now + lease),
+        "worker": hold.worker,
+        "until": clock.to_ms(now + hold.lease),
     }
     row = conn.execute(Q["start_run"], params).fetchone()
     if row is None:

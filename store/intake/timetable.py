@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from store import backend, clock, errors, sql
 from store.audit import events
@@ -61,10 +61,9 @@ def claim_run_sync(
     trigger: runs.Trigger,
     now: datetime,
     *,
-    worker: str,
-    lease: timedelta,
+    hold: runs.Hold,
 ) -> int | None:
-    """Start the run the scheduler found due in `seen`, held by `worker`; its id, or None
+    """Start the run the scheduler found due in `seen`, held as `hold` says; its id, or None
     when the pipeline is running already or another worker started this run first."""
     pipeline = seen.pipeline
     if runs.running_sync(conn, pipeline):
@@ -78,7 +77,7 @@ def claim_run_sync(
     }
     if conn.execute(Q["claim"], params).rowcount != 1:
         return None
-    return runs.start_run_sync(conn, pipeline, trigger, now, worker=worker, lease=lease)
+    return runs.start_run_sync(conn, pipeline, trigger, now, hold=hold)
 
 
 claim_run = core.writes(claim_run_sync)

@@ -171,13 +171,14 @@ def begin_sync(
     if lease <= timedelta(0):
         raise ValueError(f"the lease must be positive, got {lease}")
     idem, digest = idem_hash(endpoint, key), request_digest(pipeline, item_id, request)
-    begun = _begin_chained(conn, idem, digest, worst_case_micros, pipeline, item_id, now, lease)
+    new = _New(idem, digest, worst_case_micros, pipeline, item_id, lease)
+    begun = _begin_chained(conn, new, now)
     if begun is not None:
         return Work.of(begun, replayed=False)
     existing = one_sync(conn, Q["by_idem"], {"idem_hash": idem})
     if existing is None:
         with savepoint(conn, "begin_claim"):  # a BudgetExceeded leaves nothing behind
-            created = _create(conn, idem, digest, worst_case_micros, pipeline, item_id, now, lease)
+            created = _create(conn, new, now)
         if created is not None:
             return Work.of(created, replayed=False)
         # Another writer began this key between the look above and the insert.
@@ -191,26 +192,29 @@ def begin_sync(
     return Work.of(existing, replayed=True)
 
 
-def _begin_chained(
-    conn: backend.Conn,
-    idem: str,
-    digest: str,
-    worst: int,
-    pipeline: str,
-    item_id: int | None,
-    now: datetime,
-    lease: timedelta,
-) -> Claim | None:
+@dataclass(frozen=True)
+class _New:
+    """A claim about to be created: its key's and request's hashes, what it holds, for whom."""
+
+    idem: str
+    digest: str
+    worst: int
+    pipeline: str
+    item_id: int | None
+    lease: timedelta
+
+
+def _begin_chained(conn: backend.Conn, new: _New, now: datetime) -> Claim | None:
     """The new claim with its holds and event, in one statement, when this connection's
     slots have room for the hold and the key is new; None (nothing written) otherwise."""
     params = {
-        "idem_hash": idem,
-        "request_digest": digest,
-        "pipeline": pipeline,
-        "item_id": item_id,
-        "micros": worst,
-        "lease_until": clock.to_ms(now + lease),
-        "no_budget": _no_budget(pipeline),
+        "idem_hash": new.idem,
+        "request_digest": new.digest,
+        "pipeline": new.pipeline,
+        "item_id": new.item_id,
+        "micros": new.worst,
+        "lease_until": clock.to_ms(now + new.lease),
+        "no_budget": _no_budget(new.pipeline),
         "now": clock.to_ms(now),
         "day_start": clock.to_ms(budgets.period_start("day", now)),
         "month_start": clock.to_ms(budgets.period_start("month", now)),
@@ -228,17 +232,9 @@ def _no_budget(pipeline: str) -> str:
     return f"no budget configured for {pipeline!r} or global: provider not allowed"
 
 
-def _create(
-    conn: backend.Conn,
-    idem: str,
-    digest: str,
-    worst: int,
-    pipeline: str,
-    item_id: int | None,
-    now: datetime,
-    lease: timedelta,
-) -> Claim | None:
+def _create(conn: backend.Conn, new: _New, now: datetime) -> Claim | None:
     """The new claim with its holds and event; None if the key's row exists already."""
+    worst, pipeline, item_id = new.worst, new.pipeline, new.item_id
     item_hash = None if item_id is None else item_hash_sync(conn, item_id)
     pairs = budgets.configured_sync(conn, [pipeline, budgets.GLOBAL])
     state = ClaimState.RESERVED if pairs else ClaimState.UNBUDGETED
@@ -248,15 +244,15 @@ def _create(
         else _no_budget(pipeline)
     )
     params = {
-        "idem_hash": idem,
-        "request_digest": digest,
+        "idem_hash": new.idem,
+        "request_digest": new.digest,
         "pipeline": pipeline,
         "item_id": item_id,
         "item_hash": item_hash,
         "state": state,
         "provider_allowed": int(bool(pairs)),
         "reserved_micros": worst if pairs else 0,
-        "lease_until": clock.to_ms(now + lease),
+        "lease_until": clock.to_ms(now + new.lease),
         "reason": reason,
         "now": clock.to_ms(now),
     }

@@ -135,12 +135,16 @@ def settle_sync(
     wanted = sorted(still if claim_ids is None else set(claim_ids))
     settled = [
         ledger_settle.reconcile_sync(
-            conn, claim_id, 0 if at == "zero" else still[claim_id].reserved_micros,
-            evidence, actor, now,
+            conn,
+            claim_id,
+            0 if at == "zero" else still[claim_id].reserved_micros,
+            evidence,
+            actor,
+            now,
         )
         for claim_id in wanted
         if claim_id in still
-    ]  # fmt: skip
+    ]
     already = tuple(claim_id for claim_id in wanted if claim_id not in still)
     replayed = [go_on_sync(conn, s.claim, actor, now) for s in settled]
     return Settled(tuple(settled), already, tuple(i for i in replayed if i is not None))

@@ -1,7 +1,7 @@
 """Extending an item's approval window: the deadline moves, and an event says who moved it.
 
-    item = await store.write(deadlines.extend_sync, item_id, attempt, version, by, actor, now,
-                             most=pipeline.approval.max_extensions)
+    rule = deadlines.Extension(pipeline.approval.window, pipeline.approval.max_extensions)
+    item = await store.write(deadlines.extend_sync, shown, rule, actor, now)
 
 The event is the record: how many times an attempt was extended is counted from its
 events, so the limit holds across restarts and workers without a counter of its own.
@@ -10,16 +10,26 @@ events, so the limit holds across restarts and workers without a counter of its 
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from store import backend, clock, errors, items, sql, units
 from store.audit import events
 from store.items import Item
 from store.machine import State
+from store.review import followups
 
 Q = sql.load("deadlines")
 #: How an extension's event reason starts (the count looks for it).
 EXTENDED = "window extended"
+
+
+@dataclass(frozen=True)
+class Extension:
+    """A pipeline's rule for extending: `by` more time each, `most` times per attempt."""
+
+    by: timedelta
+    most: int
 
 
 def extensions_sync(conn: backend.Conn, item_id: int, attempt: int) -> int:
@@ -28,11 +38,12 @@ def extensions_sync(conn: backend.Conn, item_id: int, attempt: int) -> int:
 
 
 def extend_sync(
-    conn: backend.Conn, item_id: int, attempt: int, version: int, by: timedelta, actor: str,
-    now: datetime, *, most: int,
-) -> Item:  # fmt: skip
-    """Give the card's version `by` more time; refused when it is no longer waiting or
-    its attempt was extended `most` times already."""
+    conn: backend.Conn, shown: followups.Shown, rule: Extension, actor: str, now: datetime
+) -> Item:
+    """Give the card's version `rule.by` more time; refused when it is no longer waiting or
+    its attempt was extended `rule.most` times already."""
+    item_id, attempt, version = shown
+    by, most = rule.by, rule.most
     item = items.lock_sync(conn, item_id)
     if (item.state, item.attempt, item.version) != (State.AWAITING_APPROVAL, attempt, version):
         raise errors.Conflict(f"this card is out of date: item {item_id} is {item.state}")

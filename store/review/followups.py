@@ -1,6 +1,6 @@
 """What operators ask beyond one tap: reply prompts, redraft notes, bulk offers, nudges.
 
-    followups.ask_sync(conn, chat, message, "reject", item_id, attempt, version, now)
+    followups.ask_sync(conn, prompts.Message(chat, message), "reject", shown, now)
     asked = await followups.asked(store, chat, reply_to)       # None: not open (or answered)
     offer = await followups.offer(store, "news", [(12, 1, 3), ...], now)
     followups.nudge_sync(conn, item_id, attempt, "remind", now)   # False: sent before
@@ -14,10 +14,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from store import backend, clock, errors, sql
 from store.backends.core import Store
+from store.review import prompts
 
 Q = sql.load("followups")
 
@@ -31,12 +32,24 @@ OFFER_LIFE = timedelta(days=2)
 MAX_NOTE = 1_000
 
 
+class Shown(NamedTuple):
+    """What a card showed: an item's attempt and draft version, the one a decision applies to."""
+
+    item_id: int
+    attempt: int
+    version: int
+
+
 @dataclass(frozen=True)
 class Asked:
     kind: AskKind
     item_id: int
     attempt: int
     version: int
+
+    @property
+    def shown(self) -> Shown:
+        return Shown(self.item_id, self.attempt, self.version)
 
 
 @dataclass(frozen=True)
@@ -50,35 +63,27 @@ class Offer:
 
 
 def ask_sync(
-    conn: backend.Conn,
-    chat_id: int,
-    message_id: int,
-    kind: AskKind,
-    item_id: int,
-    attempt: int,
-    version: int,
-    now: datetime,
+    conn: backend.Conn, message: prompts.Message, kind: AskKind, shown: Shown, now: datetime
 ) -> None:
     conn.execute(Q["forget_older_asks"], {"before": clock.to_ms(now - KEEP)})
     conn.execute(
         Q["ask"],
         {
-            "chat_id": chat_id,
-            "message_id": message_id,
+            "chat_id": message.chat_id,
+            "message_id": message.message_id,
             "kind": kind,
-            "item_id": item_id,
-            "attempt": attempt,
-            "version": version,
+            "item_id": shown.item_id,
+            "attempt": shown.attempt,
+            "version": shown.version,
             "now": clock.to_ms(now),
         },
     )
 
 
 async def ask(
-    store: Store, chat_id: int, message_id: int, kind: AskKind, item: tuple[int, int, int],
-    now: datetime,
-) -> None:  # fmt: skip
-    await store.write(lambda conn: ask_sync(conn, chat_id, message_id, kind, *item, now))
+    store: Store, message: prompts.Message, kind: AskKind, shown: Shown, now: datetime
+) -> None:
+    await store.write(ask_sync, message, kind, shown, now)
 
 
 async def asked(store: Store, chat_id: int, message_id: int) -> Asked | None:

@@ -1,6 +1,6 @@
 """Edit prompts the bot has asked: which item and draft version a reply replaces.
 
-    await prompts.remember(store, chat_id, message_id, item_id, version, now)
+    await prompts.remember(store, prompts.Message(chat_id, message_id), item_id, version, now)
     asked = await prompts.get(store, chat_id, reply_to_message_id)   # None: not open
     await prompts.forget(store, chat_id, reply_to_message_id)
 
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 from store import backend, clock, sql
 from store.backends.core import Store
@@ -20,6 +21,13 @@ from store.backends.core import Store
 Q = sql.load("prompts")
 #: How long an unanswered prompt stays open.
 KEEP = timedelta(days=7)
+
+
+class Message(NamedTuple):
+    """A message in a chat, as Telegram names it: a prompt the bot asked, a card it sent."""
+
+    chat_id: int
+    message_id: int
 
 
 @dataclass(frozen=True)
@@ -32,18 +40,13 @@ class Prompt(backend.Record):
 
 
 def remember_sync(
-    conn: backend.Conn,
-    chat_id: int,
-    message_id: int,
-    item_id: int,
-    version: int,
-    now: datetime,
+    conn: backend.Conn, message: Message, item_id: int, version: int, now: datetime
 ) -> None:
     """Record a prompt, and forget those older than KEEP (the table stays small)."""
     conn.execute(Q["forget_older"], {"before": clock.to_ms(now - KEEP)})
     params = {
-        "chat_id": chat_id,
-        "message_id": message_id,
+        "chat_id": message.chat_id,
+        "message_id": message.message_id,
         "item_id": item_id,
         "version": version,
         "now": clock.to_ms(now),
@@ -52,9 +55,9 @@ def remember_sync(
 
 
 async def remember(
-    store: Store, chat_id: int, message_id: int, item_id: int, version: int, now: datetime
+    store: Store, message: Message, item_id: int, version: int, now: datetime
 ) -> None:
-    await store.write(remember_sync, chat_id, message_id, item_id, version, now)
+    await store.write(remember_sync, message, item_id, version, now)
 
 
 def get_sync(conn: backend.Conn, chat_id: int, message_id: int) -> Prompt | None:

@@ -2,7 +2,7 @@
 attempt and version, so the new dispatch carries the same idempotency key and the
 destination can drop a repeat.
 
-    item = redispatch.retry_sync(conn, item_id, attempt, version, actor, now)
+    item = redispatch.retry_sync(conn, shown, actor, now)
 
 Only an item whose last move was a failure at dispatch (approved or dispatching to
 failed) can be retried; a drafting failure is replayed instead (a new attempt). Like a
@@ -16,6 +16,7 @@ from datetime import datetime
 from store import backend, clock, errors, items, sql
 from store.audit import events
 from store.machine import State
+from store.review import followups
 
 Q = sql.load("redispatch")
 #: How a dispatch failure's reason begins (pipelines.service.dispatcher writes it).
@@ -32,10 +33,9 @@ def failed_at_dispatch_sync(conn: backend.Conn, item_id: int) -> bool:
     )
 
 
-def retry_sync(
-    conn: backend.Conn, item_id: int, attempt: int, version: int, actor: str, now: datetime
-) -> items.Item:
+def retry_sync(conn: backend.Conn, shown: followups.Shown, actor: str, now: datetime) -> items.Item:
     """failed (at dispatch) -> approved, same attempt and version; Conflict otherwise."""
+    item_id, attempt, version = shown
     item = items.get_sync(conn, item_id)
     if (item.attempt, item.version) != (attempt, version):
         raise errors.Conflict(
@@ -57,7 +57,14 @@ def retry_sync(
     if row is None:
         raise errors.Conflict(f"item {item_id} changed underneath this retry")
     events.append(
-        conn, "item", item_id, State.FAILED, State.APPROVED, actor, now, attempt=attempt,
+        conn,
+        "item",
+        item_id,
+        State.FAILED,
+        State.APPROVED,
+        actor,
+        now,
+        attempt=attempt,
         reason=reason,
-    )  # fmt: skip
+    )
     return items.Item.from_row(row)

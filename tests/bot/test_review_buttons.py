@@ -12,6 +12,7 @@ from bot.cards import keyboards, review_handlers
 from bot.ground import callbacks
 from pipelines.operations import review
 from store import payloads
+from store.review.followups import Shown
 from tests.pipelines.test_review import pipeline
 
 KEY = b"k" * 32
@@ -50,7 +51,9 @@ def labels(markup: object) -> list[str]:
 
 
 def test_reject_offers_the_pipelines_reasons_then_other_and_back() -> None:
-    markup = keyboards.reasons_keyboard(KEY, pipeline(reject_reasons=["a", "b", "c"]), 1, 1, 1)
+    markup = keyboards.reasons_keyboard(
+        KEY, pipeline(reject_reasons=["a", "b", "c"]), Shown(1, 1, 1)
+    )
     assert labels(markup) == ["❌ a", "❌ b", "❌ c", "✍️ other…", "← back"]
     whys = [callbacks.decode(KEY, str(b.callback_data)) for b in markup.inline_keyboard[0]]
     assert [(w.action, w.arg) for w in whys] == [("why", 0), ("why", 1)]

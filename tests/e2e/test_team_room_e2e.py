@@ -179,10 +179,8 @@ async def test_a_forum_topic_holds_one_card_per_item_and_everyones_votes(
 
         # An admin deleted a card: the next edit finds it gone and sends a fresh one there.
         api.state.delete(FORUM, new[0].message_id)
-        await review.at_terminal(
-            store, team.runtime.pipelines, "approve", e2e.item_id_of(new[0]), "cli:ana",
-            team.runtime.now(),
-        )  # fmt: skip
+        typed = review.Typed("approve", e2e.item_id_of(new[0]), "cli:ana")
+        await review.at_terminal(store, team.runtime.pipelines, typed, team.runtime.now())
         fresh = await api.await_for(
             lambda: [m for m in cards(api, FORUM) if "in Li's words" in m.text], 15
         )

@@ -18,6 +18,7 @@ from pipelines.service import dispatcher
 from store import db, errors, items, outbox, payloads
 from store.audit import events
 from store.machine import State
+from store.review.followups import Shown
 from tests.fakes.webhook_server import Reply, WebhookServer
 from tests.pipelines import test_dispatcher
 
@@ -43,7 +44,7 @@ async def test_a_failure_offers_retry_and_the_retry_keeps_the_key(
     assert "⚠️ not sent: " in str(failed["status"]) and "422" in str(failed["status"])
 
     later = now + timedelta(minutes=1)
-    retried = await card_trail.retry(store, pipeline, item.id, 1, 1, 8, later)
+    retried = await card_trail.retry(store, pipeline, Shown(item.id, 1, 1), 8, later)
     assert (retried.state, retried.attempt, retried.version) == (State.APPROVED, 1, 1)
     trail = await events.for_entity(store, "item", item.id)
     assert (trail[-1].from_state, trail[-1].to_state, trail[-1].actor) == (
@@ -59,7 +60,7 @@ async def test_a_failure_offers_retry_and_the_retry_keeps_the_key(
     assert sent_line.startswith("📤 sent: webhook http://") and sent_line.endswith(" 200")
     # Dispatched: a second retry is refused and changes nothing.
     with pytest.raises(errors.Conflict, match="not failed at dispatch"):
-        await card_trail.retry(store, pipeline, item.id, 1, 1, 8, later)
+        await card_trail.retry(store, pipeline, Shown(item.id, 1, 1), 8, later)
 
 
 async def test_only_a_dispatch_failure_of_the_shown_version_is_retried(
@@ -72,9 +73,9 @@ async def test_only_a_dispatch_failure_of_the_shown_version_is_retried(
         items.transition_sync, item.id, State.FAILED, "system", now, reason="drafting: boom"
     )
     with pytest.raises(errors.Conflict, match="not failed at dispatch"):
-        await card_trail.retry(store, pipeline, item.id, 1, 1, 7, now)
+        await card_trail.retry(store, pipeline, Shown(item.id, 1, 1), 7, now)
     with pytest.raises(errors.Conflict, match="is now at version 1"):
-        await card_trail.retry(store, pipeline, item.id, 1, 2, 7, now)
+        await card_trail.retry(store, pipeline, Shown(item.id, 1, 2), 7, now)
     assert (await items.get(store, item.id)).state == State.FAILED
 
 

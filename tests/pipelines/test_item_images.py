@@ -141,7 +141,9 @@ async def test_the_terminal_removes_the_image_as_the_card_button_does(
         flow.queue_card(conn, p, moved, draft, now)
 
     await store.write(pictured)
-    done = await review.at_terminal(store, {"news": p}, "remove-image", item.id, "cli:ana", now)
+    done = await review.at_terminal(
+        store, {"news": p}, review.Typed("remove-image", item.id, "cli:ana"), now
+    )
     assert done.said == "image removed: version 2" and done.item.version == 2
     last = (await events.for_entity(store, "item", item.id))[-1]
     assert (last.actor, last.reason) == ("cli:ana", "image removed: version 1 -> 2")
@@ -150,4 +152,6 @@ async def test_the_terminal_removes_the_image_as_the_card_button_does(
     assert [c.get("image_url") for c in cards] == ["https://x.org/i.png", None]
     assert cards[-1]["note"] == "image removed by cli:ana"
     with pytest.raises(errors.Conflict, match="has no image to remove"):
-        await review.at_terminal(store, {"news": p}, "remove-image", item.id, "cli:ana", now)
+        await review.at_terminal(
+            store, {"news": p}, review.Typed("remove-image", item.id, "cli:ana"), now
+        )

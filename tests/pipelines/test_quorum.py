@@ -10,6 +10,7 @@ import pytest
 from pipelines.approval import flow, quorum
 from pipelines.service import nudges
 from store import db, outbox, payloads
+from store.review.followups import Shown
 from tests.pipelines import test_review
 from tests.pipelines.test_review import pipeline
 
@@ -125,8 +126,8 @@ async def test_after_an_edit_the_card_says_who_can_and_never_waits_for_its_autho
     assert offered.short_of is not None and offered.short_of.endswith(
         "escalate it to bring in more approvers, or reject it"
     )
-    assert await nudges.escalate(store, helped, other.id, 1, bob, now)
-    assert not await nudges.escalate(store, helped, other.id, 1, bob, now)
+    assert await nudges.escalate(store, helped, Shown(other.id, 1, 1), bob, now)
+    assert not await nudges.escalate(store, helped, Shown(other.id, 1, 1), bob, now)
     await flow.decide(store, helped, other.id, 1, 2, bob, "approve", now)
     carol = await flow.decide(store, helped, other.id, 1, 2, test_review.CAROL, "approve", now)
     assert carol.outcome == "approved"

@@ -18,6 +18,7 @@ from store import db, drafts, errors, items, outbox, payloads
 from store.audit import events
 from store.machine import State
 from store.review import decisions, followups
+from store.review.followups import Shown
 from tests import snapshot
 
 S = State
@@ -59,7 +60,7 @@ async def test_a_reason_goes_into_the_event_and_onto_the_card(
     store: db.Store, now: datetime
 ) -> None:
     p, item = pipeline(), await awaiting(store, now)
-    await review.reject(store, p, item.id, 1, 1, ALICE, "  off\u200b-topic \n", now)
+    await review.reject(store, p, Shown(item.id, 1, 1), ALICE, "  off\u200b-topic \n", now)
     moved = (await events.for_entity(store, "item", item.id))[-1]
     assert moved.reason == f"rejected by {events.operator(ALICE)}: off-topic"
     edit = (await outbox.for_item(store, item.id, "card_edit"))[0].payload
@@ -68,7 +69,7 @@ async def test_a_reason_goes_into_the_event_and_onto_the_card(
         and ": off-topic\n" in edit["status"]
     )
     with pytest.raises(review.Refused, match="reason is empty"):
-        await review.reject(store, p, item.id, 1, 1, BOB, " \u200b ", now)
+        await review.reject(store, p, Shown(item.id, 1, 1), BOB, " \u200b ", now)
 
 
 async def test_an_undone_approval_calls_off_its_dispatch_and_can_be_approved_again(
@@ -81,9 +82,9 @@ async def test_an_undone_approval_calls_off_its_dispatch_and_can_be_approved_aga
     assert await outbox.due(store, now, ["dispatch"]) == []
 
     with pytest.raises(errors.Conflict, match="only an operator who decided"):
-        await review.undo(store, p, item.id, 1, 1, BOB, now)
+        await review.undo(store, p, Shown(item.id, 1, 1), BOB, now)
     at = now + timedelta(seconds=9)
-    undone = await review.undo(store, p, item.id, 1, 1, ALICE, at)
+    undone = await review.undo(store, p, Shown(item.id, 1, 1), ALICE, at)
     why = f"approved undone by operator:{ALICE}"
     assert (undone.state, undone.version, undone.reason) == (S.AWAITING_APPROVAL, 1, why)
     assert undone.deadline == at + p.approval.window  # a fresh approval window
@@ -107,20 +108,20 @@ async def test_undo_after_the_window_or_once_sent_changes_nothing(
     store: db.Store, now: datetime
 ) -> None:
     p, item = pipeline(), await awaiting(store, now)
-    await review.reject(store, p, item.id, 1, 1, ALICE, "tone", now)
+    await review.reject(store, p, Shown(item.id, 1, 1), ALICE, "tone", now)
     before = await snapshot.tables(store)
     closed = (now + timedelta(seconds=10)).strftime("%H:%M:%S")
     too_late = f"too late to undo: the window closed at {closed} UTC"
     with pytest.raises(errors.Conflict, match=f"^{re.escape(too_late)}$"):
-        await review.undo(store, p, item.id, 1, 1, ALICE, now + timedelta(seconds=10))
+        await review.undo(store, p, Shown(item.id, 1, 1), ALICE, now + timedelta(seconds=10))
     stale = (
         f"this card shows version 2 of attempt 1; item {item.id} is now at version 1 of attempt 1"
     )
     with pytest.raises(errors.Conflict, match=f"^{re.escape(stale)}$"):
-        await review.undo(store, p, item.id, 1, 2, ALICE, now)
+        await review.undo(store, p, Shown(item.id, 1, 2), ALICE, now)
     assert await snapshot.tables(store) == before
     with pytest.raises(review.Refused, match="undo is off"):
-        await review.undo(store, pipeline(undo_window="0s"), item.id, 1, 1, ALICE, now)
+        await review.undo(store, pipeline(undo_window="0s"), Shown(item.id, 1, 1), ALICE, now)
 
     other = await awaiting(store, now, "g2")
     await flow.decide(store, p, other.id, 1, 1, ALICE, "approve", now)
@@ -131,7 +132,7 @@ async def test_undo_after_the_window_or_once_sent_changes_nothing(
         f"item {other.id} is dispatching: only an approval not yet sent or a reject can be undone"
     )
     with pytest.raises(errors.IllegalTransition, match=f"^{re.escape(sent)}$"):
-        await review.undo(store, p, other.id, 1, 1, ALICE, now)
+        await review.undo(store, p, Shown(other.id, 1, 1), ALICE, now)
 
 
 async def test_no_undo_window_dispatches_at_once(store: db.Store, now: datetime) -> None:
@@ -240,7 +241,7 @@ async def test_a_redraft_is_a_new_attempt_carrying_the_note(store: db.Store, now
     item = await awaiting(store, now)
     with pytest.raises(review.Refused, match="only a rejected or expired draft"):
         await review.redraft(store, llm, item.id, 1, "shorter", ALICE, "operator:11", now)
-    await review.reject(store, p, item.id, 1, 1, ALICE, "too long", now)
+    await review.reject(store, p, Shown(item.id, 1, 1), ALICE, "too long", now)
     with pytest.raises(review.Refused, match="drafts from a template"):
         await review.redraft(store, p, item.id, 1, "shorter", ALICE, "operator:11", now)
     later = now + timedelta(minutes=1)
@@ -253,7 +254,7 @@ async def test_a_redraft_is_a_new_attempt_carrying_the_note(store: db.Store, now
     # Only the pipeline's approvers may ask for one.
     strict = llm.model_copy(update={"approval": pipeline(operators=[BOB]).approval})
     await review.reject(
-        store, p, (other := await awaiting(store, now, "g2")).id, 1, 1, BOB, "no", now
+        store, p, Shown((other := await awaiting(store, now, "g2")).id, 1, 1), BOB, "no", now
     )
     with pytest.raises(flow.NotAllowed):
         await review.redraft(store, strict, other.id, 1, "again", ALICE, "operator:11", later)
@@ -350,12 +351,12 @@ async def test_a_vote_toward_a_quorum_says_how_many_are_in_and_who_is_awaited(
     p, item = pipeline(quorum=2, operators=[ALICE, BOB, CAROL]), await awaiting(store, now)
     pipelines = {"news": p}
     cli = "cli:ana"
-    voted = await review.at_terminal(store, pipelines, "approve", item.id, cli, now)
+    voted = await review.at_terminal(store, pipelines, review.Typed("approve", item.id, cli), now)
     who = f"operator:{ALICE}, operator:{BOB}, operator:{CAROL}"
     assert voted.said == f"your vote is in: 1 of 2 (waiting for 1 more of {who})"
     assert voted.item.state == S.AWAITING_APPROVAL
     unchanged = await snapshot.tables(store)
-    again = await review.at_terminal(store, pipelines, "approve", item.id, cli, now)
+    again = await review.at_terminal(store, pipelines, review.Typed("approve", item.id, cli), now)
     assert again.said == f"you already approved this version: 1 of 2 (waiting for 1 more of {who})"
     assert await snapshot.tables(store) == unchanged
 
@@ -364,7 +365,7 @@ async def test_a_vote_toward_a_quorum_says_how_many_are_in_and_who_is_awaited(
     late = await flow.decide(store, p, item.id, 1, 1, BOB, "approve", now)
     assert flow.vote_words(late, p, BOB) == "nothing changed: the item is approved"
     with pytest.raises(review.Refused, match=f"nothing changed: item {item.id} is approved"):
-        await review.at_terminal(store, pipelines, "approve", item.id, cli, now)
+        await review.at_terminal(store, pipelines, review.Typed("approve", item.id, cli), now)
 
 
 async def test_the_awaited_approver_is_named_when_only_one_can_complete_the_quorum(
@@ -382,7 +383,10 @@ async def test_an_edit_from_the_terminal_is_recorded_as_its_unix_user(
 ) -> None:
     p, item = pipeline(), await awaiting(store, now)
     edited = await review.at_terminal(
-        store, {"news": p}, "edit", item.id, "cli:ana", now, text="the words ana chose"
+        store,
+        {"news": p},
+        review.Typed("edit", item.id, "cli:ana", text="the words ana chose"),
+        now,
     )
     assert edited.said == "edited: version 2"
     last = (await events.for_entity(store, "item", item.id))[-1]

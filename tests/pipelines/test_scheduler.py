@@ -182,7 +182,7 @@ async def test_pipelines_due_together_spread_over_the_live_workers(
     await heartbeats.beat(store, other, now, runs.DEFAULT_LEASE)
     eng = engine.Engine(store, pipelines, client=client)
     first, second = (
-        scheduler.Scheduler(store, eng, pipelines, worker=me.id) for me in (live, other)
+        scheduler.Scheduler(store, eng, pipelines, hold=runs.Hold(me.id)) for me in (live, other)
     )
     try:
         assert await first.run_once(now, wait=False) == ["a", "b"]

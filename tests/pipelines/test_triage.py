@@ -29,6 +29,7 @@ from store.intake import runs
 from store.ledger import claims as ledger_claims
 from store.ledger import prices as ledger_prices
 from store.machine import State
+from store.review.followups import Shown
 from tests.fakes.feed_server import FeedServer
 from tests.fakes.feeds import rss
 from tests.fakes.llm_server import FakeLLM
@@ -407,7 +408,7 @@ async def test_replay_offers_no_draft_on_a_triaged_item_whose_draft_a_card_showe
     [item] = (await _by_guid(store)).values()
     assert item.state == State.AWAITING_APPROVAL and llm.calls == 2
     await operations.review.reject(
-        store, rig.pipeline, item.id, item.attempt, item.version, 42, "off topic", now
+        store, rig.pipeline, Shown(item.id, item.attempt, item.version), 42, "off topic", now
     )
     rejected = await items.get(store, item.id)
     assert await operations.kept_draft(rejected, rig.drafter) is None

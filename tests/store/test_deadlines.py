@@ -12,6 +12,7 @@ from store import backend, db, drafts, errors, items, outbox, payloads
 from store.audit import events
 from store.machine import State
 from store.review import deadlines
+from store.review.followups import Shown
 from tests import snapshot
 
 WINDOW = timedelta(hours=2)
@@ -35,10 +36,10 @@ def _extend(
     item: items.Item, now: datetime, *, most: int = 1, version: int | None = None
 ) -> Callable[[backend.Conn], items.Item]:
     def unit(conn: backend.Conn) -> items.Item:
+        shown = Shown(item.id, item.attempt, version or item.version)
         return deadlines.extend_sync(
-            conn, item.id, item.attempt, version or item.version, WINDOW, "operator:7", now,
-            most=most,
-        )  # fmt: skip
+            conn, shown, deadlines.Extension(WINDOW, most), "operator:7", now
+        )
 
     return unit
 
@@ -128,7 +129,11 @@ async def test_a_short_window_is_extended_by_what_it_is(
     item = await _waiting(store, now)
     await store.write(
         lambda conn: deadlines.extend_sync(
-            conn, item.id, item.attempt, item.version, window, "operator:7", now, most=1
+            conn,
+            Shown(item.id, item.attempt, item.version),
+            deadlines.Extension(window, 1),
+            "operator:7",
+            now,
         )
     )
     [event] = (await events.for_entity(store, "item", item.id))[-1:]

@@ -75,11 +75,11 @@ async def test_a_due_run_is_started_by_one_worker_only(store: db.Store, now: dat
     await timetable.ensure(store, "news", now)
     seen = _seen((await timetable.all_states(store)).get("news"))
     nxt = now + timedelta(hours=1)
-    first = await timetable.claim_run(store, seen, nxt, "schedule", now, worker="a", lease=LEASE)
+    first = await timetable.claim_run(store, seen, nxt, "schedule", now, hold=runs.Hold("a", LEASE))
     assert first is not None
     await runs.finish_run(store, first, "ok", runs.Counts(), None, now)
     # Another worker read the same row before the first claimed it: the slot is gone.
-    again = await timetable.claim_run(store, seen, nxt, "schedule", now, worker="b", lease=LEASE)
+    again = await timetable.claim_run(store, seen, nxt, "schedule", now, hold=runs.Hold("b", LEASE))
     assert again is None
     state = _seen((await timetable.all_states(store)).get("news"))
     assert (state.next_due_at, state.last_started_at) == (nxt, now)
@@ -93,7 +93,7 @@ async def test_workers_racing_for_one_due_run_start_exactly_one(
     nxt = now + timedelta(hours=1)
     started = await asyncio.gather(
         *(
-            timetable.claim_run(store, seen, nxt, "schedule", now, worker=f"w{i}", lease=LEASE)
+            timetable.claim_run(store, seen, nxt, "schedule", now, hold=runs.Hold(f"w{i}", LEASE))
             for i in range(8)
         )
     )
@@ -101,14 +101,15 @@ async def test_workers_racing_for_one_due_run_start_exactly_one(
 
 
 async def test_a_pipeline_never_has_two_running_runs(store: db.Store, now: datetime) -> None:
-    await runs.start_run(store, "news", "schedule", now, worker="a")
+    await runs.start_run(store, "news", "schedule", now, hold=runs.Hold("a"))
     with pytest.raises(errors.Conflict, match="running already"):
-        await runs.start_run(store, "news", "manual", now, worker="b")
+        await runs.start_run(store, "news", "manual", now, hold=runs.Hold("b"))
     # A manual request while it runs waits: nothing is claimed, the request stays.
     await timetable.request_run(store, "news", now)
     seen = _seen((await timetable.all_states(store)).get("news"))
     assert (
-        await timetable.claim_run(store, seen, None, "manual", now, worker="b", lease=LEASE) is None
+        await timetable.claim_run(store, seen, None, "manual", now, hold=runs.Hold("b", LEASE))
+        is None
     )
     assert _seen((await timetable.all_states(store)).get("news")).run_requested_at == now
 
@@ -117,8 +118,8 @@ async def test_a_run_whose_worker_died_is_closed_when_its_lease_lapses(
     store: db.Store, now: datetime
 ) -> None:
     alive, dead = heartbeats.Me("alive", "h", 1), heartbeats.Me("dead", "h", 2)
-    kept = await runs.start_run(store, "news", "schedule", now, worker=alive.id, lease=LEASE)
-    left = await runs.start_run(store, "digest", "schedule", now, worker=dead.id, lease=LEASE)
+    kept = await runs.start_run(store, "news", "schedule", now, hold=runs.Hold(alive.id, LEASE))
+    left = await runs.start_run(store, "digest", "schedule", now, hold=runs.Hold(dead.id, LEASE))
     later = now + LEASE - timedelta(seconds=1)
     await heartbeats.beat(store, alive, later, LEASE, [kept])  # renews the run it runs
     assert await startup.recover_lapsed(store, later) == []
@@ -132,7 +133,7 @@ async def test_a_run_whose_worker_died_is_closed_when_its_lease_lapses(
 async def test_startup_on_a_shared_store_closes_only_lapsed_runs(
     store: db.Store, now: datetime
 ) -> None:
-    live = await runs.start_run(store, "news", "schedule", now, worker="a", lease=LEASE)
+    live = await runs.start_run(store, "news", "schedule", now, hold=runs.Hold("a", LEASE))
     await startup.recover(store, now + timedelta(seconds=1), exclusive=False)
     assert (await store.read(runs.get_sync, live)).status == "running"
     await startup.recover(store, now + timedelta(seconds=1))
@@ -165,7 +166,7 @@ async def test_startup_closes_at_once_the_runs_of_a_process_on_this_host_that_is
     for (name, me), pipeline in zip(workers.items(), ("digest", "news", "mail"), strict=True):
         await heartbeats.beat(store, me, now, LEASE)
         started[name] = await runs.start_run(
-            store, pipeline, "schedule", now, worker=me.id, lease=LEASE
+            store, pipeline, "schedule", now, hold=runs.Hold(me.id, LEASE)
         )
     # Well within every lease: only the run whose process is gone is closed.
     await startup.recover(store, now + timedelta(seconds=1), exclusive=False)
@@ -212,9 +213,9 @@ async def test_a_beat_renews_only_the_runs_its_worker_still_runs(
     store: db.Store, now: datetime
 ) -> None:
     me = heartbeats.Me("me", "h", 1)
-    live = await runs.start_run(store, "news", "schedule", now, worker=me.id, lease=LEASE)
+    live = await runs.start_run(store, "news", "schedule", now, hold=runs.Hold(me.id, LEASE))
     # A run whose tick crashed and could not even be closed: the worker no longer names it.
-    stuck = await runs.start_run(store, "digest", "schedule", now, worker=me.id, lease=LEASE)
+    stuck = await runs.start_run(store, "digest", "schedule", now, hold=runs.Hold(me.id, LEASE))
     later = now + LEASE - timedelta(seconds=1)
     await heartbeats.beat(store, me, later, LEASE, [live])
     assert await startup.recover_lapsed(store, now + LEASE + timedelta(seconds=1)) == ["digest"]

@@ -119,17 +119,34 @@ class Groups:
         group.migrated_to = new
         return self.add(
             dataclasses.replace(
-                group, id=new, members=set(group.members), topics=dict(group.topics),
+                group,
+                id=new,
+                members=set(group.members),
+                topics=dict(group.topics),
                 migrated_to=None,
             )
-        )  # fmt: skip
+        )
 
 
 #: What a restricted member may not do here: everything (the bot may not post).
-_RESTRICTED = ("change_info", "invite_users", "pin_messages", "send_messages", "send_polls",
-               "send_other_messages", "add_web_page_previews", "manage_topics", "send_audios",
-               "send_documents", "send_photos", "send_videos", "send_video_notes",
-               "send_voice_notes", "edit_tag", "react_to_messages")  # fmt: skip
+_RESTRICTED = (
+    "change_info",
+    "invite_users",
+    "pin_messages",
+    "send_messages",
+    "send_polls",
+    "send_other_messages",
+    "add_web_page_previews",
+    "manage_topics",
+    "send_audios",
+    "send_documents",
+    "send_photos",
+    "send_videos",
+    "send_video_notes",
+    "send_voice_notes",
+    "edit_tag",
+    "react_to_messages",
+)
 
 
 def member_object(user: dict[str, Any], status: BotStatus) -> dict[str, Any]:
@@ -138,5 +155,10 @@ def member_object(user: dict[str, Any], status: BotStatus) -> dict[str, Any]:
         return {"status": "member", "user": user}
     if status == "kicked":
         return {"status": "kicked", "user": user, "until_date": 0}
-    return {"status": "restricted", "user": user, "is_member": True, "until_date": 0,
-            **{f"can_{right}": False for right in _RESTRICTED}}  # fmt: skip
+    return {
+        "status": "restricted",
+        "user": user,
+        "is_member": True,
+        "until_date": 0,
+        **{f"can_{right}": False for right in _RESTRICTED},
+    }

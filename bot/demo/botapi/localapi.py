@@ -172,9 +172,14 @@ class LocalBotApi:
     # -- groups -----------------------------------------------------------------
 
     def add_group(
-        self, chat_id: int, title: str, members: list[int], *, forum: bool = False,
+        self,
+        chat_id: int,
+        title: str,
+        members: list[int],
+        *,
+        forum: bool = False,
         username: str | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         """A group (or, with a -100 id, a supergroup; with `forum`, a forum) the bot is in."""
         group = localapi_groups.Group(chat_id, title, set(members), forum, username)
         with self.state.lock:

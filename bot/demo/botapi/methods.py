@@ -159,8 +159,13 @@ def get_chat(request: Request) -> Any:
     chat_id = request.chat_id()
     if chat_id < 0 and request.state.groups.get(chat_id) is None:
         raise bad_request("chat not found")
-    gifts = {"unlimited_gifts": False, "limited_gifts": False, "unique_gifts": False,
-             "premium_subscription": False, "gifts_from_channels": False}  # fmt: skip
+    gifts = {
+        "unlimited_gifts": False,
+        "limited_gifts": False,
+        "unique_gifts": False,
+        "premium_subscription": False,
+        "gifts_from_channels": False,
+    }
     full = {"accent_color_id": 0, "max_reaction_count": 11, "accepted_gift_types": gifts}
     return request.state.chat(chat_id) | full
 

@@ -324,12 +324,19 @@ class LocalApiState:
                 moved = [dataclasses.replace(v, chat_id=new) for v in versions]
                 self._chats.setdefault(new, {})[message_id] = moved
             self._next_message_id[new] = self._next_message_id.get(old, 1)
-            for chat, field, other in ((old, "migrate_to_chat_id", new),
-                                       (new, "migrate_from_chat_id", old)):  # fmt: skip
+            for chat, field, other in (
+                (old, "migrate_to_chat_id", new),
+                (new, "migrate_from_chat_id", old),
+            ):
                 message_id = self._next_message_id.get(chat, 1)
                 self._next_message_id[chat] = message_id + 1
-                service = {"message_id": message_id, "from": by, "chat": self.chat(chat),
-                           "date": now, field: other}  # fmt: skip
+                service = {
+                    "message_id": message_id,
+                    "from": by,
+                    "chat": self.chat(chat),
+                    "date": now,
+                    field: other,
+                }
                 self.push_update({"message": service})
 
     # -- callback queries ----------------------------------------------------
