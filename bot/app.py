@@ -26,7 +26,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeAlias
 
-from telegram import Bot, InlineKeyboardMarkup, Update
+from telegram import Bot, Update
 from telegram import error as tg_error
 from telegram.ext import (
     Application,
@@ -42,21 +42,19 @@ from telegram.ext import (
 from telegram.request import HTTPXRequest
 
 from bot import settings as settings_mod
-from bot.cards import actions, keyboards, review_handlers, routes, taps, uncertain
+from bot.cards import review_handlers, routes
 from bot.chat import auth, group_events, kit, lists, polling, rooms, sender
 from bot.commands import handlers
 from bot.ground import logs, storage_alarm
-from bot.process import control, startup
+from bot.process import control, outbox_routes, startup
 from bot.web import api, metrics
-from pipelines.approval import card_trail
 from pipelines.audit import trust as audit_trust
 from pipelines.audit import witness as audit_witness
 from pipelines.drafting import choice
 from pipelines.ground import httpclient, waiting
 from pipelines.service import dispatcher, nudges, triage_digest
 from pipelines.service import runtime as runtime_mod
-from store import db, errors, outbox, payloads
-from store.review import followups
+from store import db, errors
 
 log = logging.getLogger(__name__)
 
@@ -132,96 +130,6 @@ def build(cfg: settings_mod.Settings, token: str) -> App:
     return application
 
 
-def alert_chats(cfg: settings_mod.Settings) -> list[int]:
-    """Where alerts go: the alerts chat if one is set, else each operator's private chat."""
-    chat = cfg.telegram.alerts_chat
-    return [chat] if chat is not None else list(cfg.telegram.operators)
-
-
-def _targets(
-    cfg: settings_mod.Settings, runtime: runtime_mod.Runtime, groups: rooms.Rooms
-) -> sender.Targets:
-    operators = list(cfg.telegram.operators)
-
-    def approvers(name: str) -> list[int]:
-        pipeline = runtime.pipelines.get(name)
-        # An operator's private chat has the operator's user id.
-        return list(pipeline.approval.operators or operators) if pipeline else operators
-
-    def targets(row: outbox.Row) -> list[int]:
-        name = str(row.payload.get("pipeline") or "")
-        room = groups.chat(name, runtime.now()) if name else None
-        if row.target == outbox.ALERTS:  # about an item of a group's pipeline: the group
-            if room is not None:
-                return [room]
-            about_an_item = row.item_id is not None and name in runtime.pipelines
-            # About one item: where its card is (its approvers), not to everyone.
-            return approvers(name) if about_an_item else alert_chats(cfg)
-        chats = payloads.Card.of(row).chats if row.kind == "card" else ()
-        if chats:  # an escalation's card: the people brought in
-            return list(chats)
-        if row.target.startswith(card_trail.CHAT_TARGET):  # one chat (a fresh card, a note)
-            return [int(row.target.removeprefix(card_trail.CHAT_TARGET))]
-        if room is not None:  # one card for the whole team
-            return [room]
-        return approvers(name)
-
-    return targets
-
-
-def _threads(groups: rooms.Rooms) -> sender.Threads:
-    def thread(row: outbox.Row, chat: int) -> int | None:
-        name = str(row.payload.get("pipeline") or "")
-        return groups.thread(name) if chat < 0 and groups.is_room(chat) else None
-
-    return thread
-
-
-def _item_buttons(
-    key: bytes, buttons: str, item_id: int, attempt: int | None, version: int | None
-) -> InlineKeyboardMarkup | None:
-    """The buttons a card edit or an alert asks for under one item's message."""
-    if attempt is None or version is None:
-        return None
-    shown = followups.Shown(item_id, attempt, version)
-    if buttons == payloads.RETRY_BUTTONS:
-        return actions.retry_keyboard(key, shown)
-    if buttons == payloads.DECIDE_BUTTONS:
-        return taps.warning_keyboard(key, shown)
-    if buttons == payloads.REPLAY_BUTTONS:
-        return actions.replay_keyboard(key, shown)
-    if buttons == payloads.ESCALATE_BUTTONS:
-        return taps.card_keyboard(key, shown, escalate=True)
-    return None
-
-
-def _keyboard(key: bytes, runtime: runtime_mod.Runtime) -> sender.Keyboard:
-    def keyboard(row: outbox.Row) -> InlineKeyboardMarkup | None:
-        listed = payloads.Alert.of(row) if row.kind == "alert" else None
-        if listed is not None and listed.offer is not None:  # a digest's list
-            return keyboards.listed_keyboard(key, listed.offer, listed.count or 0)
-        if listed is not None and listed.about == "claims_uncertain":  # an episode
-            return uncertain.keyboard(key, row.id, len(listed.facts.get("claim_ids", ())))
-        if listed is not None and listed.buttons and row.item_id is not None:
-            return _item_buttons(
-                key, listed.buttons, row.item_id, listed.attempt, listed.reply_to_version
-            )
-        if row.item_id is None or row.kind not in ("card", "card_edit"):
-            return None
-        if row.kind == "card":
-            card = payloads.Card.of(row)
-            escalate = card.buttons == payloads.ESCALATE_BUTTONS
-            shown = followups.Shown(row.item_id, card.attempt, card.version)
-            return taps.card_keyboard(key, shown, escalate=escalate, image=bool(card.image_url))
-        edit = payloads.CardEdit.of(row)
-        if edit.buttons:
-            return _item_buttons(key, edit.buttons, row.item_id, edit.attempt, edit.version)
-        # A decided card: Undo while it lasts, Redraft.
-        return keyboards.decided_keyboard(key, edit, runtime.pipelines.get(edit.pipeline))
-
-    return keyboard
-
-
 async def serve(
     cfg: settings_mod.Settings,
     token: str,
@@ -242,14 +150,14 @@ async def serve(
     outbox_sender = sender.Sender(
         runtime.store,
         application.bot,
-        _targets(cfg, runtime, groups),
-        _keyboard(key, runtime),
+        outbox_routes.targets(cfg, runtime, groups),
+        outbox_routes.keyboard(key, runtime),
         cfg.telegram.chat_messages_per_second,
         clock=runtime.now,
         report=runtime.workers.report,
         may_send=runtime.leader.trusted,
         rooms=groups,
-        threads=_threads(groups),
+        threads=outbox_routes.threads(groups),
         per_group_per_second=cfg.telegram.group_messages_per_minute / 60,
     )
     gate = auth.Gate(cfg.telegram.operators, cfg.telegram.rate_limit_per_minute)
@@ -336,7 +244,7 @@ def _alert_sender(cfg: settings_mod.Settings, bot: Bot) -> storage_alarm.Send:
     async def send(text: str) -> None:
         # Each chat alone: one that blocked the bot must not make the others hear it twice.
         errors_seen: list[tg_error.TelegramError] = []
-        chats = alert_chats(cfg)
+        chats = outbox_routes.alert_chats(cfg)
         for chat in chats:
             try:
                 await bot.send_message(chat, text)

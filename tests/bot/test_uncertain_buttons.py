@@ -18,6 +18,7 @@ from bot import app
 from bot import settings as settings_mod
 from bot.chat import auth, kit, sender
 from bot.demo.botapi import localapi
+from bot.process import outbox_routes
 from store import db, ledger
 from tests.pipelines.test_review import pipeline
 
@@ -75,7 +76,7 @@ async def cut_off(store: db.Store, now: datetime, count: int) -> list[int]:
 async def sent_alert(store: db.Store, bot: Bot, api: localapi.LocalBotApi, now: datetime) -> Any:
     """The alert as the bot's sender sends it, with the keyboard bot.app builds."""
     runtime: Any = types.SimpleNamespace(pipelines={})
-    keyboard = app._keyboard(KEY, runtime)
+    keyboard = outbox_routes.keyboard(KEY, runtime)
     out = sender.Sender(store, bot, lambda row: [OPERATOR, CLERK], keyboard, clock=lambda: now)
     assert await out.send_due(now + LEASE) == 1
     [message] = [m for m in api.sent(OPERATOR) if m.text.startswith("💸")]
