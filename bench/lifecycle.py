@@ -45,7 +45,7 @@ from pipelines.service import seal_loop
 from store import backend, db, drafts, items, outbox, retention
 from store.audit import events
 from store.intake import seen
-from store.machine import State
+from store.items.machine import State
 
 #: Items recorded per fetch transaction, and moved to drafting per transaction: a tick's.
 CHUNK = intake.RECORD_CHUNK

@@ -134,7 +134,7 @@ GROUPS = {
         ),
     ),
     "machine": Group(
-        ("store/machine.py", "store/cluster/leases.py"),
+        ("store/items/machine.py", "store/cluster/leases.py"),
         (
             "tests/store/test_invariants.py",
             "tests/store/test_machine.py",

@@ -26,10 +26,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal, Self
 
-from store import backend, clock, errors, machine, payloads, sql
+from store import backend, clock, errors, payloads, sql
 from store.backends import core
 from store.backends.core import Store
 from store.cluster import notify
+from store.items import machine
 
 Q = sql.load("outbox")
 

@@ -19,7 +19,7 @@ from pipelines import operations
 from pipelines.approval import card_trail, flow, nudges
 from store import drafts, errors, items, outbox, units
 from store.audit import events
-from store.machine import State
+from store.items.machine import State
 from store.review import prompts
 
 #: What the reply box says while an Edit prompt waits (Telegram shows at most 64 characters).

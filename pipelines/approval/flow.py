@@ -20,7 +20,7 @@ from store.audit import events
 from store.db import Store
 from store.drafts import Draft
 from store.items import Item
-from store.machine import State
+from store.items.machine import State
 from store.review import decisions, followups
 
 if TYPE_CHECKING:

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 from pipelines.operations import review
 from store import backend, items
 from store.db import Store
+from store.items.machine import State
 from store.ledger import outputs as llm_outputs
-from store.machine import State
 
 if TYPE_CHECKING:  # the CLI reads operations without loading the engine
     from pipelines.drafting import drafters

@@ -25,8 +25,8 @@ from store.audit import events
 from store.db import Store
 from store.intake import timetable
 from store.items import Item
+from store.items.machine import State
 from store.ledger import outputs as llm_outputs
-from store.machine import State
 from store.review import deadlines, decisions, followups
 
 if TYPE_CHECKING:

@@ -31,10 +31,10 @@ from datetime import datetime
 from typing import Literal
 
 from store import backend, clock, items, outbox, sql
+from store.items.machine import State
 from store.ledger import claims, reporting
 from store.ledger import outputs as llm_outputs
 from store.ledger import settle as ledger_settle
-from store.machine import State
 
 Q = sql.load("uncertain")
 

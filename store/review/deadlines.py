@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from store import backend, clock, errors, items, sql, units
 from store.audit import events
 from store.items import Item
-from store.machine import State
+from store.items.machine import State
 
 Q = sql.load("deadlines")
 #: How an extension's event reason starts (the count looks for it).

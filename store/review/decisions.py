@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
-from store import backend, clock, errors, items, machine, outbox, sql, units
+from store import backend, clock, errors, items, outbox, sql, units
 from store.audit import events
-from store.items import Item
-from store.machine import State
+from store.items import Item, machine
+from store.items.machine import State
 
 Q = sql.load("items")
 
@@ -119,10 +119,8 @@ def decide_sync(
         return pending
     # The rows are asked for with the item as the move leaves it, and written by the move.
     ahead = Decision(dataclasses.replace(item, state=to, reason=why), outcome, approvals, quorum)
-    moved = items.transition_sync(
-        conn, item_id, to, actor, now, reason=why, expect_version=version, locked=item,
-        queue=queue(ahead) if queue else (),
-    )  # fmt: skip
+    effects = queue(ahead) if queue else ()
+    moved = items.apply_one(conn, items.Move(item, to, actor, now, why, effects=effects))
     return Decision(moved, outcome, approvals, quorum)
 
 
@@ -171,11 +169,9 @@ def _move_back(
     conn: backend.Conn, item: Item, actor: str, now: datetime, deadline: timedelta
 ) -> Item:
     reason = f"{item.state} undone by {actor}"
-    due = clock.to_ms(now + deadline)
     # A person's undo has no floor; the move is outside TRANSITIONS, as replay is.
-    if not items.move_sync(conn, item, State.AWAITING_APPROVAL, actor, now, reason, due, None):
-        raise errors.Conflict(f"item {item.id} changed underneath this undo")
-    return items.get_sync(conn, item.id)
+    back = items.Move(item, State.AWAITING_APPROVAL, actor, now, reason, deadline, way="undo")
+    return items.apply_one(conn, back)
 
 
 def approvals_sync(conn: backend.Conn, item: Item) -> tuple[int, ...]:

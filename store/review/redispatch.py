@@ -15,7 +15,7 @@ from datetime import datetime
 
 from store import backend, clock, errors, items, sql
 from store.audit import events
-from store.machine import State
+from store.items.machine import State
 
 Q = sql.load("redispatch")
 #: How a dispatch failure's reason begins (pipelines.dispatch.dispatcher writes it).

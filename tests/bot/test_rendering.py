@@ -17,7 +17,7 @@ from bot.cli import output as cli_output
 from pipelines import operations
 from store import db, drafts, items, ledger
 from store.intake import runs
-from store.machine import State
+from store.items.machine import State
 from store.review import decisions
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)

@@ -37,9 +37,9 @@ from pipelines.service import runtime
 from store import db, drafts, items, ledger, outbox
 from store.backends import startup
 from store.intake import runs, timetable
+from store.items.machine import State
 from store.ledger import outputs as llm_outputs
 from store.ledger.machine import ClaimState
-from store.machine import State
 from tests.fakes.feed_server import FeedServer
 from tests.fakes.feeds import rss
 from tests.fakes.llm_server import FakeLLM

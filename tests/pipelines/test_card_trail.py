@@ -17,7 +17,7 @@ from pipelines.dispatch import dispatcher
 from pipelines.runs import engine
 from store import db, errors, items, outbox, payloads
 from store.audit import events
-from store.machine import State
+from store.items.machine import State
 from tests.fakes.webhook_server import Reply, WebhookServer
 from tests.pipelines import test_dispatcher
 

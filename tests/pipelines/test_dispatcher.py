@@ -17,11 +17,12 @@ from pipelines.config import spec
 from pipelines.dispatch import dispatcher
 from pipelines.runs import engine
 from pipelines.service import runtime, workers
-from store import backend, db, drafts, items, machine, outbox
+from store import backend, db, drafts, items, outbox
 from store.audit import events
 from store.backends import startup
 from store.cluster import heartbeats
-from store.machine import State
+from store.items import machine
+from store.items.machine import State
 from tests.fakes.feed_server import FeedServer
 from tests.fakes.feeds import rss
 from tests.fakes.webhook_server import Reply, WebhookServer

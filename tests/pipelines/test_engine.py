@@ -18,7 +18,7 @@ from pipelines.service import scheduler
 from store import backend, db, items, outbox
 from store.audit import events
 from store.intake import runs, seen, timetable
-from store.machine import State
+from store.items.machine import State
 from tests.fakes.feed_server import FeedServer
 from tests.fakes.feeds import rss
 from tests.store import statements

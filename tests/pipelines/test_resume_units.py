@@ -25,10 +25,10 @@ from store import db, drafts, errors, items, ledger, outbox
 from store.audit import events
 from store.backends import startup
 from store.intake import runs, timetable
+from store.items.machine import State
 from store.ledger import claims
 from store.ledger import outputs as llm_outputs
 from store.ledger.machine import ClaimState
-from store.machine import State
 from tests.bot.test_cli import gatehouse
 from tests.fakes.feed_server import FeedServer
 from tests.fakes.feeds import rss

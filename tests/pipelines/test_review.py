@@ -15,7 +15,7 @@ from pipelines.config import spec
 from pipelines.operations import review
 from store import db, drafts, errors, items, outbox, payloads
 from store.audit import events
-from store.machine import State
+from store.items.machine import State
 from store.review import decisions, followups
 from tests import snapshot
 

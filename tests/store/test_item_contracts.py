@@ -16,7 +16,7 @@ import pytest
 
 from store import backend, db, drafts, errors, items, outbox
 from store.audit import events
-from store.machine import State
+from store.items.machine import State
 from store.review import decisions
 from tests import snapshot
 from tests.store import statements

@@ -27,9 +27,10 @@ from hypothesis.stateful import (
 )
 
 from pipelines.approval import sla
-from store import db, drafts, errors, items, machine
+from store import db, drafts, errors, items
 from store.audit import events
-from store.machine import State
+from store.items import machine
+from store.items.machine import State
 from store.review import decisions
 from tests import snapshot
 

@@ -20,7 +20,7 @@ import pytest
 
 from pipelines import operations
 from store import db, items, outbox, retention
-from store.machine import State
+from store.items.machine import State
 from store.reports import info
 
 #: The big tables: a full pass over any of them grows with the installation's age.

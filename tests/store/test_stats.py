@@ -6,8 +6,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from store import backend, db, drafts, items, ledger
+from store.items.machine import State
 from store.ledger.prices import Usage
-from store.machine import State
 from store.reports import stats
 from store.review import decisions
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from store import db, items, outbox
-from store.machine import State
+from store.items.machine import State
 from store.review import decisions
 from tests.store.test_item_contracts import _awaiting
 

@@ -15,7 +15,7 @@ from store.audit import events, sealer
 from store.backends import to_postgres
 from store.cluster import heartbeats
 from store.intake import runs
-from store.machine import State
+from store.items.machine import State
 from tests import pg_databases
 
 
