@@ -64,7 +64,12 @@ GROUPS = {
         ),
     ),
     "items": Group(
-        ("store/items.py", "store/review/decisions.py", "store/drafts.py"),
+        (
+            "store/items/moves.py",
+            "store/items/rows.py",
+            "store/review/decisions.py",
+            "store/drafts.py",
+        ),
         (
             "tests/store/test_invariants.py",
             "tests/store/test_item_contracts.py",

@@ -164,7 +164,7 @@ def transition_sync(
     attempt = current.attempt if expect_attempt is None else expect_attempt
     version = current.version if expect_version is None else expect_version
     seen = Seen(current.id, current.state, attempt, version)
-    move = Move(seen, State(to), actor, now, reason, deadline, queue, any_version=True)
+    move = Move(seen, State(to), actor, now, reason, deadline, queue)
     wanted = (expect_version, expect_attempt)
     answer = _judge(move, current, wanted) or _made(conn, move, current, "transition")
     return _item(answer)

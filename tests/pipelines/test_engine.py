@@ -335,7 +335,7 @@ async def test_a_draft_reaches_approval_in_one_move_of_its_item(
     reached, sent = await store.write(unit)
     assert reached
     assert sent == {
-        "items.move_many": 1, "events.insert": 1, "items.insert_draft": 1,
+        "items.move": 1, "events.insert": 1, "items.insert_draft": 1,
         "outbox.enqueue": 1, "notify.notify": 1,  # (PostgreSQL sends it once, at COMMIT)
     }  # fmt: skip
     moved = await items.get(store, made.id)
