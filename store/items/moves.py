@@ -204,35 +204,41 @@ def _legal(move: Move, state: State) -> bool:
 
 def _move(conn: backend.Conn, moves: Sequence[Move]) -> dict[int, Item]:
     """The compare-and-set under every move: each item of `moves` still as seen (and
-    allowed by its floor) moves, with its event and effects; item id -> the item moved.
-    One move is one statement (`move`), several are one more (`move_many`)."""
+    allowed by its floor) moves, with its event and effects; item id -> the item moved."""
     if not moves:
         return {}
-    queue = paired.queue_json((row, move.at) for move in moves for row in move.effects)
-    if len(moves) == 1:
-        rows = conn.execute(Q["move"], {**_fields(moves[0]), "queue": queue}).fetchall()
-    else:
-        seen = json.dumps([_fields(move) for move in moves])
-        rows = conn.execute(Q["move_many"], {"seen": seen, "queue": queue}).fetchall()
+    rows = _sent(conn, moves)
     returned = {row["id"]: row for row in rows}
     made = {m.seen.id: Item.from_row(returned[m.seen.id]) for m in moves if m.seen.id in returned}
     done = [move for move in moves if move.seen.id in made]
-    entries = [
-        paired.Entry(
-            m.seen.id, m.seen.state, m.to, made[m.seen.id].attempt, m.actor, m.at, m.reason
-        )
-        for m in done
-    ]
+    entries = [_entry(move, made[move.seen.id]) for move in done]
     paired.follow(conn, entries, rows, [row for move in done for row in move.effects])
     for move in done:
         if move.to == State.FAILED:
             # Every path that fails an item comes through here, so each failure is
             # logged once, whatever else (an alert, an event) the caller records with it.
-            item = made[move.seen.id]
-            log.warning(
-                "item %s (%s) failed: %s", item.id, item.pipeline, move.reason or "no reason"
-            )
+            item, why = made[move.seen.id], move.reason or "no reason"
+            log.warning("item %s (%s) failed: %s", item.id, item.pipeline, why)
     return made
+
+
+def _sent(conn: backend.Conn, moves: Sequence[Move]) -> list[backend.Row]:
+    """The rows of the items moved: one move is one statement (`move`), several are one
+    (`move_many`), their effects with them (on PostgreSQL written by it)."""
+    queue = paired.queue_json((row, move.at) for move in moves for row in move.effects)
+    if len(moves) == 1:
+        return conn.execute(Q["move"], {**_fields(moves[0]), "queue": queue}).fetchall()
+    seen = json.dumps([_fields(move) for move in moves])
+    return conn.execute(Q["move_many"], {"seen": seen, "queue": queue}).fetchall()
+
+
+def _entry(move: Move, moved: Item) -> paired.Entry:
+    """A move made, as its event tells it (the attempt as the move left it: a replay's
+    next one)."""
+    seen = move.seen
+    return paired.Entry(
+        seen.id, seen.state, move.to, moved.attempt, move.actor, move.at, move.reason
+    )
 
 
 def _fields(move: Move) -> dict[str, object]:
