@@ -23,7 +23,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from store import backend, clock, errors, outbox, sql
 from store.audit import events
@@ -78,7 +78,7 @@ class Move:
     way: Way = "table"
 
     def __post_init__(self) -> None:
-        if any(row.item_id != self.seen.id for row in self.effects):
+        if self.effects and any(row.item_id != self.seen.id for row in self.effects):
             raise ValueError(f"an effect of item {self.seen.id}'s move is about another item")
 
 
@@ -163,7 +163,8 @@ def transition_sync(
     current = locked if locked is not None else lock_sync(conn, item_id)
     attempt = current.attempt if expect_attempt is None else expect_attempt
     version = current.version if expect_version is None else expect_version
-    seen = Seen(current.id, current.state, attempt, version)
+    same = (attempt, version) == (current.attempt, current.version)
+    seen = current if same else Seen(current.id, current.state, attempt, version)
     move = Move(seen, State(to), actor, now, reason, deadline, queue)
     wanted = (expect_version, expect_attempt)
     answer = _judge(move, current, wanted) or _made(conn, move, current, "transition")
@@ -204,12 +205,23 @@ def _legal(move: Move, state: State) -> bool:
 
 def _move(conn: backend.Conn, moves: Sequence[Move]) -> dict[int, Item]:
     """The compare-and-set under every move: each item of `moves` still as seen (and
-    allowed by its floor) moves, with its event and effects; item id -> the item moved."""
+    allowed by its floor) moves, with its event and effects; item id -> the item moved.
+    One item whose row the caller holds moves by `move`, any other list by `move_many`."""
     if not moves:
         return {}
-    rows = _sent(conn, moves)
-    returned = {row["id"]: row for row in rows}
-    made = {m.seen.id: Item.from_row(returned[m.seen.id]) for m in moves if m.seen.id in returned}
+    effects = [(row, move.at) for move in moves for row in move.effects]
+    queue = paired.queue_json(effects) if effects else "[]"
+    one = moves[0] if len(moves) == 1 else None
+    if one is not None and isinstance(one.seen, Item):
+        # One item whose row the caller holds: built from it, not sent back whole.
+        fields = _fields(one)
+        cursor = conn.execute(Q["move"], {**fields, "queue": queue})
+        made = {one.seen.id: _left(one.seen, one, fields)} if cursor.rowcount == 1 else {}
+        rows = cursor.fetchall()
+    else:
+        seen = json.dumps([_fields(move) for move in moves])
+        rows = conn.execute(Q["move_many"], {"seen": seen, "queue": queue}).fetchall()
+        made = {row["id"]: Item.from_row(row) for row in rows}
     done = [move for move in moves if move.seen.id in made]
     entries = [_entry(move, made[move.seen.id]) for move in done]
     paired.follow(conn, entries, rows, [row for move in done for row in move.effects])
@@ -222,14 +234,14 @@ def _move(conn: backend.Conn, moves: Sequence[Move]) -> dict[int, Item]:
     return made
 
 
-def _sent(conn: backend.Conn, moves: Sequence[Move]) -> list[backend.Row]:
-    """The rows of the items moved: one move is one statement (`move`), several are one
-    (`move_many`), their effects with them (on PostgreSQL written by it)."""
-    queue = paired.queue_json((row, move.at) for move in moves for row in move.effects)
-    if len(moves) == 1:
-        return conn.execute(Q["move"], {**_fields(moves[0]), "queue": queue}).fetchall()
-    seen = json.dumps([_fields(move) for move in moves])
-    return conn.execute(Q["move_many"], {"seen": seen, "queue": queue}).fetchall()
+def _left(item: Item, move: Move, fields: dict[str, Any]) -> Item:
+    """`item` as `move` left it: the columns it wrote, the rest as read."""
+    return Item(
+        item.id, item.pipeline, item.scope, item.source_id, item.payload_json,
+        item.content_hash, move.to, item.attempt + fields["again"],
+        item.version + fields["bump"], move.reason, item.created_at,
+        clock.from_ms(fields["now"]), clock.maybe_from_ms(fields["deadline"]),
+    )  # fmt: skip
 
 
 def _entry(move: Move, moved: Item) -> paired.Entry:
@@ -241,7 +253,7 @@ def _entry(move: Move, moved: Item) -> paired.Entry:
     )
 
 
-def _fields(move: Move) -> dict[str, object]:
+def _fields(move: Move) -> dict[str, Any]:
     """A move's values as its statement takes them (`move`'s parameters, a `move_many`
     :seen row). Plain str, not a State: sqlite3 binds a str subclass more slowly."""
     seen = move.seen
@@ -289,20 +301,26 @@ def _judge(
     `wanted`: the (version, attempt) asked for, as a refusal names them."""
     seen, to, item_id = move.seen, move.to, current.id
     version, attempt = current.version, current.attempt
-    wanted = wanted or (None if move.any_version else seen.version, seen.attempt)
     same = attempt == seen.attempt and (move.any_version or version == seen.version)
-    asked = f"this request is for version {wanted[0]} attempt {wanted[1]}"
     if move.way == "table" and current.state == to:
         if to in machine.TERMINAL or same:
             return Refused(move, "repeat", f"item {item_id} is {to} already", current)
-        detail = f"item {item_id} is already {to} with version {version} attempt {attempt}; {asked}"
+        detail = f"item {item_id} is already {to} with version {version} attempt {attempt}; "
+        detail += _asked(move, wanted)
         return Refused(move, "stale", detail, current)
     if not _legal(move, current.state):
         return Refused(move, "illegal", _illegal(move, current), current)
     if not same:
-        detail = f"item {item_id} is at version {version} attempt {attempt}; {asked}"
+        detail = f"item {item_id} is at version {version} attempt {attempt}; {_asked(move, wanted)}"
         return Refused(move, "stale", detail, current)
     return None
+
+
+def _asked(move: Move, wanted: tuple[int | None, int | None] | None) -> str:
+    """The work a stale move asked for, as its refusal names it (None: any)."""
+    seen = move.seen
+    version, attempt = wanted or (None if move.any_version else seen.version, seen.attempt)
+    return f"this request is for version {version} attempt {attempt}"
 
 
 def _illegal(move: Move, current: Item) -> str:
@@ -327,8 +345,14 @@ def _illegal(move: Move, current: Item) -> str:
 def _made(conn: backend.Conn, move: Move, current: Item, what: str) -> Moved | Refused:
     """`move` made from `current` (locked, and judged to allow it), or why not: its
     floor, or (with one writer, never) a row changed since it was locked."""
-    again = dataclasses.replace(move, seen=current)
-    made = _move(conn, [again])
+    seen = move.seen
+    if (seen.state, seen.attempt, seen.version) != (
+        current.state,
+        current.attempt,
+        current.version,
+    ):
+        move = dataclasses.replace(move, seen=current)  # (a transition's is its row already)
+    made = _move(conn, [move])
     if current.id in made:
         return Moved(move, made[current.id])
     return _throttled(move, current, conn) or Refused(

@@ -22,7 +22,7 @@ SELECT * FROM items WHERE id = :id
 -- :floor_from set (an automatic move), its last automatic entry into :to_state was no
 -- later than that (store.items.machine.FLOOR): one statement where a read and a write
 -- were two. :bump 1 takes it to its next draft version, :again 1 to its next attempt (a
--- replay). Returns the item moved; no row if it did not move.
+-- replay). The caller holds the item's row, and builds the moved one from it.
 UPDATE items
    SET state = :to_state, reason = :reason, last_transition_at = :now, deadline = :deadline,
        version = version + :bump, attempt = attempt + :again
@@ -32,7 +32,6 @@ UPDATE items
          WHERE e.entity = 'item' AND e.entity_id = CAST(:id AS TEXT) AND e.to_state = :to_state
            AND e.actor IN ('system', 'scheduler', 'sweep')
          ORDER BY e.id DESC LIMIT 1), :floor_from) <= :floor_from)
-RETURNING *
 
 -- name: move_many
 -- The compare-and-set of `move` for several items at once (a tick's chunk): :seen is a

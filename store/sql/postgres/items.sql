@@ -25,9 +25,9 @@ SELECT * FROM items WHERE id = :id FOR UPDATE
 -- The compare-and-set of store/sql/items.sql's `move`, writing in the same statement
 -- what goes with the move: its event (from :from_state, the state the item left) and
 -- the outbox rows queued with it (:queue, a JSON array of {"item_id", "kind", "target",
--- "payload", "dedupe_key", "due"}; a row whose dedupe_key is taken is left out). The item
--- comes back if it moved, with the kinds queued; no row if it did not, and then nothing
--- was written.
+-- "payload", "dedupe_key", "due"}; a row whose dedupe_key is taken is left out). One row
+-- comes back if the item moved, with the kinds queued; none if it did not, and then
+-- nothing was written.
 WITH moved AS (
   UPDATE items
      SET state = :to_state, reason = :reason, last_transition_at = :now, deadline = :deadline,
@@ -38,7 +38,7 @@ WITH moved AS (
            WHERE e.entity = 'item' AND e.entity_id = CAST(:id AS text) AND e.to_state = :to_state
              AND e.actor IN ('system', 'scheduler', 'sweep')
            ORDER BY e.id DESC LIMIT 1), :floor_from) <= :floor_from)
-  RETURNING *),
+  RETURNING id, attempt),
 logged AS (
   INSERT INTO events (entity, entity_id, from_state, to_state, actor, attempt, reason, at)
   SELECT 'item', CAST(moved.id AS text), :from_state, :to_state, :actor, moved.attempt,
@@ -55,7 +55,7 @@ queued AS (
    ORDER BY q.n
       ON CONFLICT (dedupe_key) DO NOTHING
   RETURNING kind)
-SELECT moved.*, ARRAY(SELECT kind FROM queued) AS queued FROM moved
+SELECT moved.id, ARRAY(SELECT kind FROM queued) AS queued FROM moved
 
 -- name: move_many
 -- The compare-and-set of `move` for several items at once (a tick's chunk): :seen is a
