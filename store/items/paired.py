@@ -56,19 +56,34 @@ def follow(
             for kind in row["queued"]:
                 outbox.announce_sync(conn, kind)
         return
-    for (to, actor, at, reason), alike in itertools.groupby(made, _told):
-        moved = [(entry.item_id, entry.left, entry.attempt) for entry in alike]
-        if len(moved) == 1:
-            [(item_id, left, attempt)] = moved
-            events.append(
-                conn, "item", item_id, left, to, actor, at, attempt=attempt, reason=reason
-            )
-        else:
-            events.append_many(conn, "item", moved, to, actor, at, reason=reason)
+    if len(made) == 1:  # the common case, without the grouping
+        [entry] = made
+        _log(conn, [(entry.item_id, entry.left, entry.attempt)], *_told(entry))
+    else:
+        for told, alike in itertools.groupby(made, _told):
+            _log(conn, [(entry.item_id, entry.left, entry.attempt) for entry in alike], *told)
+    if not effects:
+        return
     when = {entry.item_id: entry.at for entry in made}
     for queued in effects:
         if queued.item_id in when:
             outbox.put_sync(conn, queued, when[queued.item_id])
+
+
+def _log(
+    conn: backend.Conn,
+    moved: list[tuple[int, State | None, int]],
+    to: State,
+    actor: str,
+    at: datetime,
+    reason: str | None,
+) -> None:
+    """The events of moves alike in all but their item: one statement."""
+    if len(moved) == 1:
+        [(item_id, left, attempt)] = moved
+        events.append(conn, "item", item_id, left, to, actor, at, attempt=attempt, reason=reason)
+    else:
+        events.append_many(conn, "item", moved, to, actor, at, reason=reason)
 
 
 def _told(entry: Entry) -> tuple[State, str, datetime, str | None]:
