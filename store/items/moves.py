@@ -11,8 +11,9 @@ where it now is), or Refused with why: stale (other work), repeat (there already
 illegal (not a move of the table), throttled (an automatic re-entry within
 machine.FLOOR) or gone. Nothing is written for a refused move.
 
-`transition_sync` is the same for one item a unit has locked already (a decision reads
-its row first): it judges the move on that row, and raises a refusal.
+`transition_sync` and `replay_sync` are the keyword forms of one move of an item named by
+its id (the suite and the benches use them): each locks its row (unless given it),
+judges the move on that row, makes it as `apply` does, and raises a refusal.
 """
 
 from __future__ import annotations
