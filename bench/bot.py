@@ -46,7 +46,7 @@ from pipelines.config import spec
 from pipelines.runs import engine
 from pipelines.service import runtime as runtime_mod
 from store import backend, drafts, items
-from store.machine import State
+from store.items.machine import State
 from tests.fakes.feed_server import FeedServer
 from tests.fakes.feeds import rss
 

@@ -44,7 +44,7 @@ from pipelines.service import dispatcher, seal_loop
 from store import backend, db, drafts, items, outbox
 from store.audit import events
 from store.intake import seen
-from store.machine import State
+from store.items.machine import State
 from store.upkeep import retention
 
 #: Items recorded per fetch transaction, and moved to drafting per transaction: a tick's.

@@ -64,7 +64,12 @@ GROUPS = {
         ),
     ),
     "items": Group(
-        ("store/items.py", "store/review/decisions.py", "store/drafts.py"),
+        (
+            "store/items/moves.py",
+            "store/items/rows.py",
+            "store/review/decisions.py",
+            "store/drafts.py",
+        ),
         (
             "tests/store/test_invariants.py",
             "tests/store/test_item_contracts.py",
@@ -134,7 +139,7 @@ GROUPS = {
         ),
     ),
     "machine": Group(
-        ("store/machine.py", "store/cluster/leases.py"),
+        ("store/items/machine.py", "store/cluster/leases.py"),
         (
             "tests/store/test_invariants.py",
             "tests/store/test_machine.py",

@@ -60,7 +60,7 @@ from bench import scale_probes as probes
 from store import db, items
 from store.audit import events, sealer
 from store.intake import timetable
-from store.machine import State
+from store.items.machine import State
 from tests import pg_databases
 from tests.fakes.feed_server import FeedServer
 from tests.fakes.feeds import rss

@@ -31,7 +31,7 @@ from store import db, items, outbox
 from store.backends import pg_conn
 from store.cluster import heartbeats
 from store.intake import runs
-from store.machine import State
+from store.items.machine import State
 
 OPERATOR = 1001
 _DISPATCHED = "SELECT count(*) FROM items WHERE state = 'dispatched'"

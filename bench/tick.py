@@ -50,7 +50,7 @@ from pipelines.drafting import drafters
 from pipelines.runs import engine
 from pipelines.sources import articles as sources_articles
 from store import backend, db, drafts, items
-from store.machine import State
+from store.items.machine import State
 from tests.fakes import site
 from tests.fakes.feed_server import FeedServer
 from tests.fakes.feeds import rss

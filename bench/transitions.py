@@ -43,7 +43,7 @@ from typing import Any
 from bench import common
 from store import db, items
 from store.backends import lanes, sqlite_store, writer
-from store.machine import State
+from store.items.machine import State
 
 NOW = datetime(2026, 11, 30, tzinfo=UTC)
 

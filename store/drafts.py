@@ -16,7 +16,7 @@ from typing import Any
 from store import backend, clock, errors, items, sql
 from store.audit import events
 from store.backends.core import Store
-from store.machine import State
+from store.items.machine import State
 
 Q = sql.load("items")
 
@@ -101,7 +101,7 @@ def insert_sync(
     image_url: str | None = None,
 ) -> Draft:
     """Store one draft version as given: the item already points at it, or is moved to it
-    in the same unit (`items.move_many_sync(..., new_version=True)`)."""
+    in the same unit (`items.Move(..., new_version=True)`)."""
     params = {
         "item_id": item_id,
         "version": version,

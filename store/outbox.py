@@ -5,7 +5,7 @@ sender reads due rows, does the I/O, and records the result. A crash between the
 two leaves the row pending, so the work is resumed after a restart, never lost.
 
     def unit(conn):
-        items.transition_sync(conn, ...)
+        items.apply(conn, [items.Move(...)])
         outbox.alert_sync(conn, "...", now, key="...")
 
 Workers wait on `wakeup(store, kinds)`, an asyncio.Event set once a row of those kinds
@@ -26,9 +26,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal, Self
 
-from store import backend, clock, errors, machine, payloads, sql
+from store import backend, clock, errors, payloads, sql
 from store.backends import core, notify
 from store.backends.core import Store
+from store.items import machine
 
 Q = sql.load("outbox")
 
@@ -74,7 +75,7 @@ def _rows(conn: backend.Conn, query: str, params: dict[str, Any]) -> list[Row]:
 @dataclass(frozen=True)
 class Queued:
     """An outbox row to queue about an item: by `enqueue_sync`, or with the item's move
-    (`items.transition_sync(..., queue=...)`), which queues it only if the item moves."""
+    (`items.Move(..., effects=[...])`), which queues it only if the item moves."""
 
     item_id: int | None
     kind: Kind

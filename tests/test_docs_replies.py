@@ -28,8 +28,8 @@ from pipelines import operations
 from pipelines.config import spec
 from store import db, drafts, items, ledger, payloads
 from store.intake import runs, timetable
+from store.items.machine import State
 from store.ledger import prices
-from store.machine import State
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", ROOT / "docs" / "operations.md", ROOT / "docs" / "troubleshooting.md"]

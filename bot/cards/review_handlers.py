@@ -21,7 +21,7 @@ from pipelines.approval import flow
 from pipelines.operations import review
 from store import drafts, errors, items
 from store.audit import events
-from store.machine import State
+from store.items.machine import State
 from store.review import decisions, followups, prompts
 
 log = logging.getLogger(__name__)

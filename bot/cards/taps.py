@@ -21,7 +21,7 @@ from pipelines.approval import card_trail, flow
 from pipelines.service import nudges
 from store import drafts, errors, items, outbox, units
 from store.audit import events
-from store.machine import State
+from store.items.machine import State
 from store.review import followups, prompts
 
 #: What the reply box says while an Edit prompt waits (Telegram shows at most 64 characters).

@@ -19,7 +19,7 @@ from bot.ground import callbacks
 from pipelines import operations
 from pipelines.config import spec
 from store import items
-from store.machine import State
+from store.items.machine import State
 
 #: Skipped entries /skipped shows, newest first (a keyboard of one button each).
 SKIPPED_SHOWN = 20

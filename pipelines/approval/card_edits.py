@@ -18,7 +18,7 @@ from pipelines.approval.rule import Decision
 from store import backend, outbox, payloads, units
 from store.audit import events
 from store.items import Item
-from store.machine import State
+from store.items.machine import State
 from store.review import decisions
 
 if TYPE_CHECKING:

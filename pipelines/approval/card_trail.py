@@ -5,7 +5,7 @@ Each function queues outbox rows inside the caller's unit, with the transition t
 report, so a card never says "sent" about a dispatch that did not commit:
 
     edit = card_trail.dispatched_row(conn, item, detail, external_id)  # 📤 sent: ...
-    items.move_many_sync(conn, [item], State.DISPATCHED, ..., queue=[edit])  # (with the move)
+    items.apply(conn, [items.Move(item, State.DISPATCHED, ..., effects=[edit])])  # (with the move)
     card_trail.failed_sync(conn, item, reason, now)                # ⚠️ not sent: ... [Retry]
     item = await card_trail.retry(store, pipeline, shown, operator_id, now)  # Retry's tap
     await card_trail.show_again(store, item_id, chat_id, now)      # a fresh card to one chat
@@ -26,7 +26,7 @@ from store import backend, errors, items, outbox, payloads
 from store.audit import events
 from store.db import Store
 from store.items import Item
-from store.machine import State
+from store.items.machine import State
 from store.review import followups, redispatch
 
 #: The target of a card sent to one chat only: "chat:<id>".

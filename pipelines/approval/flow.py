@@ -21,7 +21,7 @@ from store.audit import events
 from store.db import Store
 from store.drafts import Draft
 from store.items import Item
-from store.machine import State
+from store.items.machine import State
 from store.review import decisions, followups
 
 if TYPE_CHECKING:
@@ -278,10 +278,7 @@ def _move(
     rows: Sequence[outbox.Queued],
 ) -> Item:  # fmt: skip
     """The vote's move with its rows: the one call into the store's item moves."""
-    return items.transition_sync(
-        conn, item.id, to, actor, now, reason=reason, expect_version=item.version, locked=item,
-        queue=rows,
-    )  # fmt: skip
+    return items.apply_one(conn, items.Move(item, to, actor, now, reason, effects=tuple(rows)))
 
 
 #: Waiting items looked at per pipeline when the pipelines are loaded (longest-waiting first).

@@ -20,7 +20,7 @@ from pipelines.approval import quorum
 from pipelines.approval.quorum import Reach
 from store.audit import events
 from store.items import Item
-from store.machine import State
+from store.items.machine import State
 from store.review import decisions
 
 if TYPE_CHECKING:

@@ -18,9 +18,9 @@ import functools
 from dataclasses import dataclass
 from datetime import datetime
 
-from store import backend, clock, items, machine, outbox, payloads, units
+from store import backend, clock, items, outbox, payloads, units
 from store.db import Store
-from store.items import Item
+from store.items import Item, machine
 
 #: Items looked at per sweep transaction, so one sweep never holds the writer long.
 BATCH = 200
@@ -104,9 +104,8 @@ def _act(conn: backend.Conn, item: Item, now: datetime) -> None:
     else:
         reason = f"stuck in {item.state} since {_since(item)}"
     key = f"sla-{target}:{_entry_key(item)}"
-    moved = items.transition_sync(
-        conn, item.id, target, "sweep", now, reason=reason, expect_attempt=item.attempt
-    )
+    due = items.Move(item, target, "sweep", now, reason, any_version=True)
+    moved = items.apply_one(conn, due)
     if item.state == machine.State.AWAITING_APPROVAL:
         # Its card still shows Approve and Reject: it says it expired, and offers Replay.
         edit = payloads.CardEdit(

@@ -10,10 +10,10 @@ from pipelines.operations.inputs import Invalid
 from store import items, ledger
 from store.db import Store
 from store.intake import timetable
+from store.items.machine import State
 from store.ledger import budgets
 from store.ledger import settle as ledger_settle
 from store.ledger import uncertain as ledger_uncertain
-from store.machine import State
 
 #: Where an item waiting behind a settled claim is now: its pipeline's next tick drafts it.
 _GOES_ON = (State.DRAFTING, State.NEW)

@@ -16,7 +16,7 @@ from pipelines.operations.inputs import Invalid
 from store import items
 from store.db import Store
 from store.intake import dropped
-from store.machine import State
+from store.items.machine import State
 
 #: Filtered entries `gatehouse filtered` lists by default, the most recent first.
 FILTERED_SHOWN = 50

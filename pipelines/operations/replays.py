@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 from pipelines.operations import review
 from store import backend, items
 from store.db import Store
+from store.items.machine import State
 from store.ledger import outputs as llm_outputs
-from store.machine import State
 
 if TYPE_CHECKING:  # the CLI reads operations without loading the engine
     from pipelines.drafting import drafters
@@ -50,10 +50,12 @@ async def replay(
     def unit(conn: backend.Conn) -> items.Item:
         # Only intake filters, so a replayed entry is drafted whatever the filter says:
         # the event records that the operator overruled it.
-        overruled = items.lock_sync(conn, item_id).state == State.FILTERED
+        item = items.lock_sync(conn, item_id)
+        overruled = item.state == State.FILTERED
         reason = f"replayed by {actor}" + (" past the filter" if overruled else "")
         reason += " with a fresh draft" if fresh else ""
-        replayed = items.replay_sync(conn, item_id, actor, now, reason, force=force)
+        way: items.Way = "force" if force else "replay"
+        replayed = items.apply_one(conn, items.Move(item, State.NEW, actor, now, reason, way=way))
         if fresh:
             llm_outputs.refuse_unshown_sync(conn, item_id, f"a fresh draft was asked ({reason})")
         return replayed

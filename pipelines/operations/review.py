@@ -26,8 +26,8 @@ from store.audit import events
 from store.db import Store
 from store.intake import timetable
 from store.items import Item
+from store.items.machine import State
 from store.ledger import outputs as llm_outputs
-from store.machine import State
 from store.review import deadlines, decisions, followups
 
 if TYPE_CHECKING:
@@ -144,7 +144,8 @@ async def redraft(
                 f"item {item_id} is {item.state} at attempt {item.attempt}: only a rejected "
                 "or expired draft can be redrafted from its card"
             )
-        replayed = items.replay_sync(conn, item_id, actor, now, f"redraft asked by {actor}: {text}")
+        why = f"redraft asked by {actor}: {text}"
+        replayed = items.apply_one(conn, items.Move(item, State.NEW, actor, now, why, way="replay"))
         followups.keep_note_sync(conn, item_id, replayed.attempt, text, actor, now)
         # The note must reach a model: an answer kept from before would skip the call.
         llm_outputs.refuse_unshown_sync(conn, item_id, "a redraft with a note was asked")

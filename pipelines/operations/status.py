@@ -9,13 +9,14 @@ from datetime import datetime
 from pipelines.operations import dropped
 from pipelines.operations.inputs import Invalid
 from pipelines.service import workers
-from store import items, machine
+from store import items
 from store.audit import events
 from store.backends import writer
 from store.db import Store
 from store.intake import runs, timetable
+from store.items import machine
+from store.items.machine import State
 from store.ledger import reporting as ledger_report
-from store.machine import State
 
 #: Items /pending and `gatehouse pending` list at most (oldest first).
 PENDING_LIMIT = 50

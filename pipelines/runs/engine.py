@@ -41,7 +41,7 @@ from store.backends import text as store_text
 from store.db import Store
 from store.intake import runs, timetable
 from store.items import Item
-from store.machine import State
+from store.items.machine import State
 
 log = logging.getLogger(__name__)
 #: The log line of a source that failed (a dry run says it in its report instead).

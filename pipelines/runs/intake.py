@@ -21,7 +21,7 @@ from store.backends import text as store_text
 from store.backends.core import Store
 from store.intake import seen, timetable
 from store.items import Item
-from store.machine import State
+from store.items.machine import State
 
 log = logging.getLogger(__name__)
 
@@ -100,9 +100,8 @@ def _filtered(
     verdict = filters.verdict(pipeline.filter, payload)
     if not verdict.dropped:
         return item
-    return items.transition_sync(
-        conn, item.id, State.FILTERED, "system", now, reason=verdict.reason
-    )
+    dropped = items.Move(item, State.FILTERED, "system", now, verdict.reason, any_version=True)
+    return items.apply_one(conn, dropped)
 
 
 async def record(

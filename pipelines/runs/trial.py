@@ -41,8 +41,8 @@ from pipelines.providers import client as providers
 from pipelines.runs.engine import Engine
 from store import db, drafts, items, ledger, outbox
 from store.db import Store
+from store.items.machine import State
 from store.ledger import prices as ledger_prices
-from store.machine import State
 
 NO_USAGE = ledger_prices.Usage(0, 0)
 LLM_NOTE = "dry run: drafted with the template; the LLM is not called (add --llm to call it)"

@@ -50,12 +50,12 @@ from pipelines.approval import card_trail
 from pipelines.config import spec
 from pipelines.ground import logfields, waiting
 from pipelines.service import workers
-from store import backend, drafts, errors, items, machine, outbox, payloads
+from store import backend, drafts, errors, items, outbox, payloads
 from store.backends import text as store_text
 from store.db import Store
 from store.intake import runs
-from store.items import Item
-from store.machine import State
+from store.items import Item, machine
+from store.items.machine import State
 
 log = logging.getLogger(__name__)
 
@@ -177,7 +177,7 @@ Started = tuple[Item, drafts.Draft] | Exception | None
 async def _begin(
     store: Store, rows: list[outbox.Row], loaded: bool, now: datetime
 ) -> list[Started]:
-    """Start each row (see `_begin_sync`) in one transaction; a row that raises is
+    """Start each row (see `_begin_rows`) in one transaction; a row that raises is
     answered with its exception, so one bad row does not hold up the others.
 
     Rows rarely raise, so they start with no savepoint each (two statements a row): when
@@ -197,23 +197,28 @@ async def _begin(
 def _begin_rows(
     conn: backend.Conn, rows: list[outbox.Row], loaded: bool, now: datetime
 ) -> list[Started]:
-    """Items approved as their rows say move together in one statement and their drafts
-    are read in one more; each other row starts alone (`_begin_sync`), as does a second
-    row of the same item."""
+    """Move each row's item to dispatching (all in one statement) and read the drafts to
+    send in one more; or, when a row has nothing to send, close it (and fail the item
+    where that is the outcome) and answer None. A second row of one item finds it
+    dispatching already, and is sent again with the same key."""
     jobs = [payloads.Dispatch.of(row) for row in rows]
-    together: dict[int, Item] = {}
-    if loaded:
-        firsts = {job.item_id: job for job in reversed(jobs)}
-        approved = [items.Seen(j.item_id, State.APPROVED, j.attempt, j.version) for j in jobs
-                    if firsts[j.item_id] is j]  # fmt: skip
-        moved = items.move_many_sync(conn, approved, State.DISPATCHING, "system", now)
-        together = {item.id: item for item in moved}
-    texts = drafts.get_many_sync(conn, [(i.id, i.version) for i in together.values()])
+    if not loaded:
+        for row, job in zip(rows, jobs, strict=True):
+            _unloaded(conn, row, job, now)
+        return [None] * len(rows)
+    asked = [
+        items.Move(items.Seen(j.item_id, State.APPROVED, j.attempt, j.version),
+                   State.DISPATCHING, "system", now)
+        for j in jobs
+    ]  # fmt: skip
+    answers = items.apply(conn, asked)
+    moved = [answer.item for answer in answers if isinstance(answer, items.Moved)]
+    texts = drafts.get_many_sync(conn, [(item.id, item.version) for item in moved])
     started: list[Started] = []
-    for row, job in zip(rows, jobs, strict=True):
-        item = together.pop(job.item_id, None)
+    for row, job, answer in zip(rows, jobs, answers, strict=True):
+        item = _started(conn, row, job, answer, now)
         if item is None:
-            started.append(_begin_sync(conn, row, job, loaded, now))
+            started.append(None)
         else:  # a draft not found is looked for again, to say so
             draft = texts.get((item.id, job.version))
             started.append((item, draft or drafts.get_sync(conn, item.id, job.version)))
@@ -235,7 +240,7 @@ async def _send(
 ) -> Callable[[backend.Conn], None] | None:
     """Call the row's target once and answer the unit that records the success (the
     caller writes it); None when the call failed (recorded already)."""
-    attempt, version = item.attempt, draft.version
+    attempt = item.attempt
     delivery = dispatch.Delivery.of(item, draft, attempt)
     # What a destination said (an error body, its id for the delivery) is kept as text
     # the store can hold: a NUL in it would fail the write on PostgreSQL.
@@ -253,16 +258,14 @@ async def _send(
 
     def done(conn: backend.Conn) -> None:
         # One commit for the item, its row and the card's edit: no window where one is
-        # recorded alone. The item as it began dispatching moves in one statement, the
-        # edit with it; else it is locked, and the move says why it cannot be made (or
-        # finds it made).
+        # recorded alone. The item as it began dispatching moves, the edit with it; a
+        # move found made already (a crash after it) still queues the edit.
         edit = card_trail.dispatched_row(conn, item, detail, external_id)
-        to = State.DISPATCHED
-        if not items.move_many_sync(conn, [item], to, "system", now, reason=detail, queue=[edit]):
-            items.transition_sync(
-                conn, item.id, to, "system", now, reason=detail, expect_attempt=attempt,
-                expect_version=version,
-            )  # fmt: skip
+        sent = items.Move(item, State.DISPATCHED, "system", now, reason=detail, effects=[edit])
+        [answer] = items.apply(conn, [sent])
+        if isinstance(answer, items.Refused):
+            if answer.why != "repeat":
+                raise answer.error()
             outbox.put_sync(conn, edit, now)
         outbox.mark_sent_sync(conn, row.id, external_id, now)
 
@@ -291,62 +294,62 @@ async def _retry_or_fail(
     await outbox.mark_retry(store, row.id, error, now + timedelta(seconds=delay))
 
 
-def _begin_sync(
-    conn: backend.Conn, row: outbox.Row, job: payloads.Dispatch, loaded: bool, now: datetime
-) -> tuple[Item, drafts.Draft] | None:
-    """Move the row's item to dispatching and read the draft to send, in one transaction;
-    or, when there is nothing to send, close the row (and fail the item where that is
-    the outcome) and return None.
-
-    Its item (not moved with the chunk's: `_begin_rows`) is locked and looked at."""
+def _unloaded(conn: backend.Conn, row: outbox.Row, job: payloads.Dispatch, now: datetime) -> None:
+    """A row of a pipeline not loaded: closed, or its item failed saying why."""
     item = items.lock_sync(conn, job.item_id)
+    if not _closed(conn, row, job, item, now):
+        _fail_sync(conn, row, item, f"pipeline {row.target!r} is not loaded", now)
+
+
+def _started(
+    conn: backend.Conn,
+    row: outbox.Row,
+    job: payloads.Dispatch,
+    answer: items.Moved | items.Refused,
+    now: datetime,
+) -> Item | None:
+    """The item a row's move to dispatching started, or None when the row closed or
+    waits (its floor); a refusal no row explains raises."""
+    if isinstance(answer, items.Moved):
+        return answer.item
+    item = answer.item
+    if item is None:
+        raise answer.error()
+    if _closed(conn, row, job, item, now):
+        return None
+    if answer.why == "throttled":
+        # Not an attempt: the item re-entered dispatching moments ago (a crash loop).
+        log.info("dispatch of item %s waits: %s", item.id, answer.detail)
+        outbox.defer_sync(conn, row.id, answer.detail, now + machine.FLOOR)
+        return None
+    if answer.why != "repeat":
+        raise answer.error()
+    return item  # dispatching already, with this work: sent again with the same key
+
+
+def _closed(
+    conn: backend.Conn, row: outbox.Row, job: payloads.Dispatch, item: Item, now: datetime
+) -> bool:
+    """Close the row if its item (as locked) leaves it nothing to send; True if it did."""
     if item.attempt != job.attempt:
         outbox.mark_failed_sync(conn, row.id, f"stale: item is now at attempt {item.attempt}")
-        return None
-    if item.state in (State.DISPATCHED, State.FAILED, State.BREACH):
+    elif item.state == State.DISPATCHED:
         # The item's own commit landed before a crash stopped the row's: close the row.
-        if item.state == State.DISPATCHED:
-            outbox.mark_sent_sync(conn, row.id, None, now)
-        else:
-            outbox.mark_failed_sync(conn, row.id, item.reason or f"item is {item.state}")
-        return None
-    if item.state == State.AWAITING_APPROVAL:
+        outbox.mark_sent_sync(conn, row.id, None, now)
+    elif item.state in (State.FAILED, State.BREACH):
+        outbox.mark_failed_sync(conn, row.id, item.reason or f"item is {item.state}")
+    elif item.state == State.AWAITING_APPROVAL:
         # The approval was undone after this row was claimed: nothing to send.
         outbox.mark_failed_sync(conn, row.id, "the approval was undone")
-        return None
-    if not loaded:
-        _fail_sync(conn, row, item, f"pipeline {row.target!r} is not loaded", now)
-        return None
-    try:
-        item = items.transition_sync(
-            conn,
-            item.id,
-            State.DISPATCHING,
-            "system",
-            now,
-            expect_attempt=job.attempt,
-            expect_version=job.version,
-            locked=item,
-        )
-    except items.Throttled as exc:  # checked before anything is written
-        # Not an attempt: the item re-entered dispatching moments ago (a crash loop).
-        log.info("dispatch of item %s waits: %s", item.id, exc)
-        outbox.defer_sync(conn, row.id, str(exc), now + machine.FLOOR)
-        return None
-    return item, drafts.get_sync(conn, item.id, job.version)
+    else:
+        return False
+    return True
 
 
 def _fail_sync(conn: backend.Conn, row: outbox.Row, item: Item, reason: str, now: datetime) -> None:
     """The item fails with the reason and an alert, and its row closes."""
-    items.transition_sync(
-        conn,
-        item.id,
-        State.FAILED,
-        "system",
-        now,
-        reason=f"dispatch: {reason}",
-        expect_attempt=item.attempt,
-    )
+    failed = f"dispatch: {reason}"
+    items.apply_one(conn, items.Move(item, State.FAILED, "system", now, failed, any_version=True))
     text = f"❌ item {item.id} ({item.pipeline}) was not dispatched: {reason}"
     key = f"dispatch-failed:{item.id}:{item.attempt}:{item.version}"
     outbox.alert_sync(conn, text, now, key=key, item_id=item.id, pipeline=item.pipeline)

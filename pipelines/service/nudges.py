@@ -31,7 +31,7 @@ from pipelines.service import seams
 from store import backend, drafts, errors, items, outbox, payloads, units
 from store.audit import events
 from store.db import Store
-from store.machine import State
+from store.items.machine import State
 from store.review import followups
 
 log = logging.getLogger(__name__)

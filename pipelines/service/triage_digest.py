@@ -21,7 +21,7 @@ from store import outbox, units
 from store.db import Store
 from store.intake import dropped
 from store.items import Item
-from store.machine import State
+from store.items.machine import State
 
 #: How often the leader looks whether a new day's list is due.
 CHECK_EVERY_S = 60.0

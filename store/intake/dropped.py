@@ -12,7 +12,7 @@ from datetime import datetime
 from store import backend, clock, sql
 from store.backends.core import Store
 from store.items import Item
-from store.machine import State
+from store.items.machine import State
 
 Q = sql.load("dropped")
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from store.machine import check_tables
+from store.items.machine import check_tables
 
 
 class ClaimState(StrEnum):

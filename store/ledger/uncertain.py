@@ -31,10 +31,10 @@ from datetime import datetime
 from typing import Literal
 
 from store import backend, clock, items, outbox, sql
+from store.items.machine import State
 from store.ledger import claims, reporting
 from store.ledger import outputs as llm_outputs
 from store.ledger import settle as ledger_settle
-from store.machine import State
 
 Q = sql.load("uncertain")
 
@@ -173,5 +173,5 @@ def go_on_sync(conn: backend.Conn, claim: claims.Claim, actor: str, now: datetim
     if newest != claim.id or llm_outputs.get_sync(conn, claim.id) is not None:
         return None  # it had moved past this claim before it breached
     reason = f"budget claim {claim.id}, which it waited behind, was settled"
-    items.replay_sync(conn, item.id, actor, now, reason)
+    items.apply_one(conn, items.Move(item, State.NEW, actor, now, reason, way="replay"))
     return item.id

@@ -13,8 +13,9 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from store import backend, clock, items, machine, sql
+from store import backend, clock, items, sql
 from store.backends.core import Store
+from store.items import machine
 from store.ledger import budgets
 from store.ledger import machine as ledger_machine
 

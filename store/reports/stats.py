@@ -17,7 +17,7 @@ from datetime import datetime
 
 from store import backend, clock, sql
 from store.backends.core import Store
-from store.machine import State
+from store.items.machine import State
 
 Q = sql.load("stats")
 

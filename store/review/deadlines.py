@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from store import backend, clock, errors, items, sql, units
 from store.audit import events
 from store.items import Item
-from store.machine import State
+from store.items.machine import State
 from store.review import followups
 
 Q = sql.load("deadlines")

@@ -18,10 +18,10 @@ import json
 from datetime import datetime, timedelta
 from typing import Literal
 
-from store import backend, clock, errors, items, machine, outbox, sql, units
+from store import backend, clock, errors, items, outbox, sql, units
 from store.audit import events
-from store.items import Item
-from store.machine import State
+from store.items import Item, machine
+from store.items.machine import State
 
 Q = sql.load("items")
 
@@ -116,8 +116,6 @@ def _move_back(
     conn: backend.Conn, item: Item, actor: str, now: datetime, deadline: timedelta
 ) -> Item:
     reason = f"{item.state} undone by {actor}"
-    due = clock.to_ms(now + deadline)
     # A person's undo has no floor; the move is outside TRANSITIONS, as replay is.
-    if not items.move_sync(conn, item, State.AWAITING_APPROVAL, actor, now, reason, due, None):
-        raise errors.Conflict(f"item {item.id} changed underneath this undo")
-    return items.get_sync(conn, item.id)
+    back = items.Move(item, State.AWAITING_APPROVAL, actor, now, reason, deadline, way="undo")
+    return items.apply_one(conn, back)

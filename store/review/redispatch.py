@@ -15,7 +15,7 @@ from datetime import datetime
 
 from store import backend, clock, errors, items, sql
 from store.audit import events
-from store.machine import State
+from store.items.machine import State
 from store.review import followups
 
 Q = sql.load("redispatch")

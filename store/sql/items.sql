@@ -20,9 +20,12 @@ SELECT * FROM items WHERE id = :id
 -- name: move
 -- Compare-and-set: move an item only if it is still where the caller saw it and, with
 -- :floor_from set (an automatic move), its last automatic entry into :to_state was no
--- later than that (store.machine.FLOOR): one statement where a read and a write were two.
+-- later than that (store.items.machine.FLOOR): one statement where a read and a write
+-- were two. :bump 1 takes it to its next draft version, :again 1 to its next attempt (a
+-- replay). The caller holds the item's row, and builds the moved one from it.
 UPDATE items
-   SET state = :to_state, reason = :reason, last_transition_at = :now, deadline = :deadline
+   SET state = :to_state, reason = :reason, last_transition_at = :now, deadline = :deadline,
+       version = version + :bump, attempt = attempt + :again
  WHERE id = :id AND state = :from_state AND attempt = :attempt AND version = :version
    AND (CAST(:floor_from AS BIGINT) IS NULL OR coalesce((
         SELECT e.at FROM events e
@@ -32,26 +35,22 @@ UPDATE items
 
 -- name: move_many
 -- The compare-and-set of `move` for several items at once (a tick's chunk): :seen is a
--- JSON array of {"id", "state", "attempt", "version"} as the caller read each item;
--- :bump 1 takes each to its next draft version. Returns the items moved.
+-- JSON array of `move`'s parameters, one object per item ("id", "from_state", "attempt",
+-- "version" as the caller read it; "to_state", "reason", "now", "deadline", "floor_from",
+-- "bump", "again"). Returns the items moved.
 UPDATE items
-   SET state = :to_state, reason = :reason, last_transition_at = :now, deadline = :deadline,
-       version = items.version + :bump
+   SET state = s.value ->> '$.to_state', reason = s.value ->> '$.reason',
+       last_transition_at = s.value ->> '$.now', deadline = s.value ->> '$.deadline',
+       version = items.version + (s.value ->> '$.bump'),
+       attempt = items.attempt + (s.value ->> '$.again')
   FROM json_each(:seen) AS s
- WHERE items.id = s.value ->> '$.id' AND items.state = s.value ->> '$.state'
+ WHERE items.id = s.value ->> '$.id' AND items.state = s.value ->> '$.from_state'
    AND items.attempt = s.value ->> '$.attempt' AND items.version = s.value ->> '$.version'
-   AND (CAST(:floor_from AS BIGINT) IS NULL OR coalesce((
+   AND (s.value ->> '$.floor_from' IS NULL OR coalesce((
         SELECT e.at FROM events e
          WHERE e.entity = 'item' AND e.entity_id = CAST(items.id AS TEXT)
-           AND e.to_state = :to_state AND e.actor IN ('system', 'scheduler', 'sweep')
-         ORDER BY e.id DESC LIMIT 1), :floor_from) <= :floor_from)
-RETURNING *
-
--- name: replay
--- Back to new with the next attempt; the draft history is kept.
-UPDATE items
-   SET state = 'new', attempt = attempt + 1, reason = :reason, last_transition_at = :now, deadline = NULL
- WHERE id = :id AND state = :from_state AND attempt = :attempt
+           AND e.to_state = s.value ->> '$.to_state' AND e.actor IN ('system', 'scheduler', 'sweep')
+         ORDER BY e.id DESC LIMIT 1), s.value ->> '$.floor_from') <= s.value ->> '$.floor_from')
 RETURNING *
 
 -- name: set_version
@@ -101,7 +100,7 @@ SELECT * FROM items
 
 -- name: sla_due
 -- Items in a transient state past their deadline, its warning share or its warning lead
--- (store.machine.WARN_LEAD before it, in ms), soonest first.
+-- (store.items.machine.WARN_LEAD before it, in ms), soonest first.
 SELECT * FROM items
  WHERE deadline IS NOT NULL
    AND (deadline <= :now

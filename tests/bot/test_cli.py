@@ -28,7 +28,7 @@ from store import db, drafts, items, ledger, outbox
 from store.audit import events, sealer
 from store.backends import datadir, sqlite_store
 from store.intake import timetable
-from store.machine import State
+from store.items.machine import State
 from store.reports import info
 from tests import running, snapshot
 

@@ -22,7 +22,7 @@ from pipelines import operations
 from pipelines.service import runtime as runtime_mod
 from store import db, items
 from store.audit import events
-from store.machine import State
+from store.items.machine import State
 from store.reports import info
 from tests import running
 

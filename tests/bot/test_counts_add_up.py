@@ -17,7 +17,7 @@ from bot.commands import handlers
 from pipelines import operations
 from store import db, items
 from store.intake import runs
-from store.machine import State
+from store.items.machine import State
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 EARLY = NOW - timedelta(hours=2)

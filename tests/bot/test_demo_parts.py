@@ -16,7 +16,7 @@ from pipelines.approval import quorum
 from pipelines.config import spec
 from pipelines.drafting import calls, prompt
 from pipelines.sources import rss
-from store import machine
+from store.items import machine
 from store.ledger import budgets, prices
 
 

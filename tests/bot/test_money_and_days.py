@@ -16,8 +16,8 @@ from bot.chat import alerts, card_text, render
 from bot.cli import output as cli_output
 from pipelines import operations
 from store import db, items, ledger, payloads, units
+from store.items.machine import State
 from store.ledger import prices
-from store.machine import State
 
 NOW = datetime(2026, 12, 2, 9, 30, tzinfo=UTC)
 

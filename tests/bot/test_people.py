@@ -10,7 +10,7 @@ from bot.chat import people
 from bot.cli import output as cli_output
 from pipelines import operations
 from store import db, items
-from store.machine import State
+from store.items.machine import State
 from store.review import people as people_store
 
 

@@ -17,7 +17,7 @@ from store import items
 from store.audit import events
 from store.cluster import heartbeats
 from store.intake import runs
-from store.machine import State
+from store.items.machine import State
 from store.reports import info
 
 NOW = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)

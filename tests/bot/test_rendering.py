@@ -18,7 +18,7 @@ from pipelines import operations
 from pipelines.approval import flow
 from store import db, drafts, items, ledger
 from store.intake import runs
-from store.machine import State
+from store.items.machine import State
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 AGO = {n: NOW - timedelta(hours=n) for n in (1, 2, 3, 5)}

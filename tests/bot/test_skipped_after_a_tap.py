@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 from bot.chat import lists, render
 from pipelines import operations
 from store import db, items
-from store.machine import State
+from store.items.machine import State
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 KEY = b"k" * 32

@@ -16,7 +16,7 @@ import pytest
 
 from bot.demo.botapi import localapi
 from store import items
-from store.machine import State
+from store.items.machine import State
 from tests.e2e.test_bot_e2e import (
     OPERATOR,
     TOKEN,

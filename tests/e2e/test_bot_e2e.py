@@ -18,7 +18,7 @@ from bot.demo.botapi import localapi
 from bot.demo.botapi import state as localapi_state
 from store import db, items
 from store.audit import events
-from store.machine import State
+from store.items.machine import State
 from tests import snapshot
 from tests.fakes import feeds
 from tests.fakes.feed_server import FeedServer

@@ -15,7 +15,7 @@ from bot.demo.botapi import localapi
 from bot.ground import callbacks
 from pipelines import operations
 from store import items
-from store.machine import State
+from store.items.machine import State
 from store.reports import info
 from store.review import prompts
 from tests.e2e import test_bot_e2e as e2e

@@ -21,7 +21,7 @@ from bench import crash_checks
 from store import db, items, ledger
 from store.audit import events, sealer
 from store.intake import seen
-from store.machine import State
+from store.items.machine import State
 from tests.fakes.llm_server import FakeLLM
 from tests.fakes.webhook_server import WebhookServer
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from bot.demo.botapi import localapi
 from store import items
-from store.machine import State
+from store.items.machine import State
 from tests.e2e import test_bot_e2e as e2e
 from tests.e2e.test_nudges_e2e import BROUGHT_IN, OPERATOR, answers, card_texts, running, tap, trail
 from tests.fakes.feed_server import FeedServer

@@ -22,8 +22,8 @@ from pipelines.service import nudges
 from pipelines.service import runtime as runtime_mod
 from store import db, items, ledger
 from store.audit import events
+from store.items.machine import State
 from store.ledger import prices as ledger_prices
-from store.machine import State
 from tests.e2e import test_bot_e2e as e2e
 from tests.fakes import feeds
 from tests.fakes.feed_server import FeedServer
@@ -252,7 +252,7 @@ async def test_redraft_passes_the_note_to_the_model(tmp_path: Path, feed: FeedSe
             rejected = await api.await_for(lambda: with_label(api, card, "Redraft"), timeout=10)
             await tap(api, rejected, "Redraft")
             asked = (await api.await_for(lambda: told(api, "next draft?"), timeout=10))[-1]
-            # Past the floor between automatic entries into drafting (store.machine.FLOOR).
+            # Past the floor between automatic entries into drafting (store.items.machine.FLOOR).
             bot.clock.offset = timedelta(seconds=6)
             api.inject_message(
                 OPERATOR, OPERATOR, "Name the city in the first line", asked.message_id

@@ -25,7 +25,7 @@ from bot.demo.botapi import localapi
 from pipelines import dispatch
 from store import items, outbox
 from store.audit import events
-from store.machine import State
+from store.items.machine import State
 from tests.e2e import test_bot_e2e as e2e
 from tests.fakes import feeds
 from tests.fakes.feed_server import FeedServer

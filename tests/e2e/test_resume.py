@@ -35,9 +35,9 @@ from pipelines.runs import engine
 from pipelines.service import dispatcher, runtime
 from store import db, drafts, items, ledger, outbox
 from store.intake import runs, timetable
+from store.items.machine import State
 from store.ledger import outputs as llm_outputs
 from store.ledger.machine import ClaimState
-from store.machine import State
 from store.upkeep import startup
 from tests.fakes.feed_server import FeedServer
 from tests.fakes.feeds import rss

@@ -15,7 +15,7 @@ import pytest
 from bot.demo.botapi import localapi
 from store import items
 from store.audit import events
-from store.machine import State
+from store.items.machine import State
 from tests import snapshot
 from tests.e2e import test_bot_e2e as e2e
 from tests.fakes.feed_server import FeedServer

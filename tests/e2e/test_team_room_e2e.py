@@ -21,7 +21,7 @@ from pipelines.operations import review
 from pipelines.service import runtime as runtime_mod
 from store import items
 from store.audit import events
-from store.machine import State
+from store.items.machine import State
 from tests.e2e import test_bot_e2e as e2e
 from tests.fakes import feeds
 from tests.fakes.feed_server import FeedServer

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from store.audit import events
-from store.machine import State
+from store.items.machine import State
 from tests.e2e import test_bot_e2e as e2e
 from tests.e2e import test_nudges_e2e as live
 from tests.fakes.feed_server import FeedServer

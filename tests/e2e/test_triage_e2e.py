@@ -10,8 +10,8 @@ from datetime import timedelta
 from pathlib import Path
 
 from store import items, ledger
+from store.items.machine import State
 from store.ledger import prices as ledger_prices
-from store.machine import State
 from tests.e2e import test_bot_e2e as e2e
 from tests.e2e.test_nudges_e2e import (
     OPERATOR,
@@ -77,7 +77,7 @@ async def test_skipped_entries_are_listed_and_a_tap_brings_one_to_a_card(
             api.inject_command(OPERATOR, OPERATOR, "/skipped news")
             listing = (await api.await_for(lambda: told(api, "skipped, newest first"), 10))[0]
             assert "Second story" in listing.text and REASON in listing.text
-            # Past the floor between automatic entries into drafting (store.machine.FLOOR).
+            # Past the floor between automatic entries into drafting (store.items.machine.FLOOR).
             bot.clock.offset = timedelta(seconds=6)
             tap = api.inject_callback(
                 OPERATOR, OPERATOR, listing.message_id, e2e.button(listing, "🔁 1")

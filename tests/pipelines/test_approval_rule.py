@@ -10,7 +10,7 @@ import pytest
 from pipelines.approval import rule
 from pipelines.approval.rule import Ballot, Rules, Version
 from pipelines.config import spec
-from store.machine import State
+from store.items.machine import State
 
 ONE = Rules(quorum=1)
 TWO = Rules(quorum=2, four_eyes=True, approvers=(1, 2, 3))

@@ -18,7 +18,7 @@ from pipelines.audit import keys as audit_keys
 from pipelines.audit import witness as audit_witness
 from store import db, items, outbox
 from store.audit import checkpoints, sealer
-from store.machine import State
+from store.items.machine import State
 
 
 async def some_events(store: db.Store, now: datetime, n: int = 3, tag: str = "g") -> None:

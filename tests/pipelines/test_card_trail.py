@@ -17,7 +17,7 @@ from pipelines.runs import engine
 from pipelines.service import dispatcher
 from store import db, errors, items, outbox, payloads
 from store.audit import events
-from store.machine import State
+from store.items.machine import State
 from store.review.followups import Shown
 from tests.fakes.webhook_server import Reply, WebhookServer
 from tests.pipelines import test_dispatcher

@@ -17,8 +17,8 @@ from pipelines.drafting import drafters
 from pipelines.drafting import llm as llm_drafter
 from pipelines.providers import client as providers
 from store import db, items, ledger
+from store.items.machine import State
 from store.ledger.machine import ClaimState
-from store.machine import State
 from tests.fakes.llm_server import FakeLLM, RecordedRequest
 from tests.pipelines.test_cluster_health import database  # noqa: F401 (a fixture)
 from tests.pipelines.test_llm_drafter import PRICE, provider_settings, write_pipeline

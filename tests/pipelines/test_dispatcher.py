@@ -16,10 +16,11 @@ from pipelines.approval import flow
 from pipelines.config import spec
 from pipelines.runs import engine
 from pipelines.service import dispatcher, runtime, workers
-from store import backend, db, drafts, items, machine, outbox
+from store import backend, db, drafts, items, outbox
 from store.audit import events
 from store.cluster import heartbeats
-from store.machine import State
+from store.items import machine
+from store.items.machine import State
 from store.upkeep import startup
 from tests.fakes.feed_server import FeedServer
 from tests.fakes.feeds import rss

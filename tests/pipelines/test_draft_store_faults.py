@@ -29,7 +29,7 @@ from pipelines.runs import engine
 from pipelines.service import scheduler
 from store import db, errors, items, outbox
 from store.intake import runs, timetable
-from store.machine import State
+from store.items.machine import State
 from tests import pg_databases
 from tests.e2e.test_storage_faults import NO_LIMIT, set_page_limit
 from tests.fakes.feed_server import FeedServer

@@ -18,7 +18,7 @@ from pipelines.service import scheduler
 from store import backend, db, items, outbox
 from store.audit import events
 from store.intake import runs, seen, timetable
-from store.machine import State
+from store.items.machine import State
 from tests.fakes.feed_server import FeedServer
 from tests.fakes.feeds import rss
 from tests.store import statements
@@ -335,7 +335,7 @@ async def test_a_draft_reaches_approval_in_one_move_of_its_item(
     reached, sent = await store.write(unit)
     assert reached
     assert sent == {
-        "items.move_many": 1, "events.insert": 1, "items.insert_draft": 1,
+        "items.move": 1, "events.insert": 1, "items.insert_draft": 1,
         "outbox.enqueue": 1, "notify.notify": 1,  # (PostgreSQL sends it once, at COMMIT)
     }  # fmt: skip
     moved = await items.get(store, made.id)

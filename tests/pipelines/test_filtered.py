@@ -27,8 +27,8 @@ from pipelines.runs import engine
 from store import db, items, ledger, outbox
 from store.audit import events
 from store.intake import runs
+from store.items.machine import State
 from store.ledger import prices as ledger_prices
-from store.machine import State
 from tests.fakes.feed_server import FeedServer
 from tests.fakes.feeds import rss
 from tests.fakes.llm_server import FakeLLM

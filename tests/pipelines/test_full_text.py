@@ -18,7 +18,7 @@ from pipelines.drafting import llm as llm_drafter
 from pipelines.providers import client as providers
 from pipelines.runs import engine, trial
 from store import db, drafts, items, outbox
-from store.machine import State
+from store.items.machine import State
 from tests.fakes import site
 from tests.fakes.feed_server import FeedServer
 from tests.fakes.llm_server import FakeLLM

@@ -17,7 +17,7 @@ from pipelines.ground import httpclient
 from pipelines.runs import engine
 from pipelines.sources import articles, rss
 from store import db, items
-from store.machine import State
+from store.items.machine import State
 from tests.fakes import network
 from tests.fakes.dns import DnsServer
 from tests.fakes.feed_server import FeedServer

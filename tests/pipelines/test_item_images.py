@@ -15,7 +15,7 @@ from pipelines.runs import engine
 from pipelines.sources import images
 from store import backend, db, drafts, errors, items, outbox
 from store.audit import events
-from store.machine import State
+from store.items.machine import State
 from tests.fakes.feed_server import FeedServer
 from tests.pipelines import test_review as review_tests
 from tests.pipelines.test_engine import write_pipeline

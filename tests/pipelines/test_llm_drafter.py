@@ -27,10 +27,10 @@ from pipelines.runs import engine
 from pipelines.text import validation
 from store import db, drafts, items, ledger, outbox
 from store.audit import events
+from store.items.machine import State
 from store.ledger import outputs as llm_outputs
 from store.ledger import prices as ledger_prices
 from store.ledger.machine import ClaimState
-from store.machine import State
 from store.review import followups
 from tests.fakes.feed_server import FeedServer
 from tests.fakes.feeds import rss

@@ -15,7 +15,7 @@ from pipelines import operations
 from store import db, items, ledger
 from store.audit import events
 from store.intake import timetable
-from store.machine import State
+from store.items.machine import State
 from tests import snapshot
 
 KNOWN = ("news", "digest")

@@ -16,7 +16,7 @@ import pytest
 from pipelines.drafting import choice
 from pipelines.runs import engine
 from store import db, items
-from store.machine import State
+from store.items.machine import State
 from tests.fakes.feed_server import FeedServer
 from tests.fakes.feeds import rss
 from tests.fakes.llm_server import FakeLLM

@@ -14,7 +14,7 @@ from bot.chat import sent_messages
 from pipelines.approval import card_trail, flow
 from pipelines.runs import engine
 from store import db, items, outbox
-from store.machine import State
+from store.items.machine import State
 from tests.fakes.feed_server import FeedServer
 from tests.fakes.feeds import rss
 from tests.pipelines.test_engine import write_pipeline

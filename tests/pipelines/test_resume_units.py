@@ -24,10 +24,10 @@ from pipelines.runs import engine
 from store import db, drafts, errors, items, ledger, outbox
 from store.audit import events
 from store.intake import runs, timetable
+from store.items.machine import State
 from store.ledger import claims
 from store.ledger import outputs as llm_outputs
 from store.ledger.machine import ClaimState
-from store.machine import State
 from store.upkeep import startup
 from tests.bot.test_cli import gatehouse
 from tests.fakes.feed_server import FeedServer

@@ -16,7 +16,7 @@ from pipelines.operations import review
 from pipelines.service import nudges
 from store import db, drafts, errors, items, outbox, payloads
 from store.audit import events
-from store.machine import State
+from store.items.machine import State
 from store.review import decisions, followups
 from store.review.followups import Shown
 from tests import snapshot

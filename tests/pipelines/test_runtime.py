@@ -16,7 +16,7 @@ from pipelines.sources import articles
 from store import db, errors, items, ledger, outbox
 from store.backends import datadir
 from store.intake import runs
-from store.machine import State
+from store.items.machine import State
 from tests.fakes.feed_server import FeedServer
 from tests.fakes.feeds import rss
 

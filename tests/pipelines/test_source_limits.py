@@ -21,7 +21,7 @@ from pipelines.runs import engine
 from pipelines.sources import base, common, rss
 from store import db, items
 from store.intake import runs
-from store.machine import State
+from store.items.machine import State
 from tests.fakes.feed_server import FeedServer
 from tests.fakes.feeds import rss as rss_document
 

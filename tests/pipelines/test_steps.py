@@ -12,7 +12,7 @@ import pytest
 from pipelines.config import triage
 from pipelines.drafting import drafters, steps
 from store.items import Item
-from store.machine import State
+from store.items.machine import State
 
 NOW = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 

@@ -26,9 +26,9 @@ from pipelines.runs import engine
 from store import db, items, ledger, outbox
 from store.audit import events
 from store.intake import runs
+from store.items.machine import State
 from store.ledger import claims as ledger_claims
 from store.ledger import prices as ledger_prices
-from store.machine import State
 from store.review.followups import Shown
 from tests.fakes.feed_server import FeedServer
 from tests.fakes.feeds import rss

@@ -9,7 +9,7 @@ from pathlib import Path
 from pipelines.config import spec
 from pipelines.service import triage_digest
 from store import backend, db, items
-from store.machine import State
+from store.items.machine import State
 
 PIPELINE = """
 name: {name}

@@ -10,7 +10,7 @@ import pytest
 from pipelines.approval import sla
 from store import backend, db, drafts, errors, items, outbox, payloads
 from store.audit import events
-from store.machine import State
+from store.items.machine import State
 from store.review import deadlines
 from store.review.followups import Shown
 from tests import snapshot

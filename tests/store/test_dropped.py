@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from store import db, items
 from store.audit import events
 from store.intake import dropped
-from store.machine import State
+from store.items.machine import State
 
 
 async def _filtered(store: db.Store, pipeline: str, n: int, at: datetime) -> items.Item:

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 from pipelines import operations
 from store import db, items, units
 from store.intake import runs
-from store.machine import State
+from store.items.machine import State
 from store.reports import figures
 from tests.store.test_query_plans import assert_no_full_scan, awaiting_item
 from tests.store.test_query_plans import store as store  # one reader, traced

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 from pipelines import operations
 from store import backend, db, items
 from store.intake import runs
-from store.machine import State
+from store.items.machine import State
 from store.reports import figures
 from tests.store.test_query_plans import awaiting_item
 

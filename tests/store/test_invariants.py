@@ -18,11 +18,11 @@ import pytest
 from pipelines.approval import sla
 from store import backend, db, drafts, errors, items, ledger
 from store.audit import events, sealer
+from store.items.machine import State
 from store.ledger import claims
 from store.ledger import settle as ledger_settle
 from store.ledger.machine import ClaimState
 from store.ledger.prices import Usage
-from store.machine import State
 from tests import forger, snapshot
 
 FIELDS = {

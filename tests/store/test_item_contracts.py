@@ -17,7 +17,7 @@ import pytest
 from pipelines.approval import flow, rule
 from store import backend, db, drafts, errors, items, outbox
 from store.audit import events
-from store.machine import State
+from store.items.machine import State
 from tests import snapshot
 from tests.store import statements
 

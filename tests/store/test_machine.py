@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 
 from pipelines.approval import flow, sla
-from store import db, drafts, errors, items, machine, outbox, payloads, sql
+from store import db, drafts, errors, items, outbox, payloads, sql
 from store.audit import events, sealer
 from store.backends import generate, migrate
-from store.machine import State
+from store.items import machine
+from store.items.machine import State
 from tests import forger, snapshot
 
 S = State
@@ -497,13 +498,14 @@ async def test_a_chunk_moved_together_writes_each_items_event_from_its_own_state
 ) -> None:
     fetched = {f"chunk-{n}": {"title": f"T{n}"} for n in range(3)}
     made = await store.write(items.create_many_sync, "news", "s", fetched, now)
-    drafting = await store.write(items.move_many_sync, made, State.DRAFTING, "system", now)
+    asked = [items.Move(item, State.DRAFTING, "system", now) for item in made]
+    drafting = [answer.item for answer in await store.write(items.apply, asked)]
     assert [item.id for item in drafting] == [item.id for item in made]
     window = timedelta(hours=1)
-    waiting = await store.write(
-        items.move_many_sync, drafting[:2], State.AWAITING_APPROVAL, "system", now, deadline=window
-    )
-    assert len(waiting) == 2
+    to = State.AWAITING_APPROVAL
+    asked = [items.Move(item, to, "system", now, deadline=window) for item in drafting[:2]]
+    waiting = await store.write(items.apply, asked)
+    assert [type(answer) for answer in waiting] == [items.Moved] * 2
     for item, path in zip(made, (3, 3, 2), strict=True):
         history = await events.for_entity(store, "item", item.id)
         steps = [(e.from_state, e.to_state, e.attempt) for e in history]

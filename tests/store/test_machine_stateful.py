@@ -28,9 +28,10 @@ from hypothesis.stateful import (
 
 from pipelines.approval import flow, sla
 from pipelines.approval.rule import Decision
-from store import db, drafts, errors, items, machine
+from store import db, drafts, errors, items
 from store.audit import events
-from store.machine import State
+from store.items import machine
+from store.items.machine import State
 from tests import snapshot
 
 ACTORS = st.sampled_from(["system", "scheduler", "sweep", "cli", "operator:1", "operator:2"])

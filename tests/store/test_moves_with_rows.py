@@ -13,7 +13,7 @@ import pytest
 from pipelines.approval import flow, rule
 from store import backend, db, drafts, errors, items, outbox
 from store.audit import events
-from store.machine import State
+from store.items.machine import State
 from tests import snapshot
 from tests.store import statements
 
@@ -92,9 +92,9 @@ async def test_a_refused_or_repeated_move_writes_none_of_its_rows(
             queue=_rows(item, "d1"),
         )  # fmt: skip
     stale = items.Seen(item.id, S.AWAITING_APPROVAL, item.attempt, item.version + 1)
-    assert await store.write(
-        items.move_many_sync, [stale], S.APPROVED, "system", now, queue=_rows(item, "d2")
-    ) == []  # fmt: skip
+    move = items.Move(stale, S.APPROVED, "system", now, effects=_rows(item, "d2"))
+    [answer] = await store.write(items.apply, [move])
+    assert isinstance(answer, items.Refused) and answer.why == "stale"
     assert await store.write(
         items.transition_sync, item.id, S.AWAITING_APPROVAL, "system", now, queue=_rows(item, "d3")
     ) == item  # fmt: skip
@@ -122,12 +122,14 @@ async def test_a_chunk_queues_each_moved_items_rows_for_it_alone(
 ) -> None:
     a, b, c = [await _awaiting(store, now, n) for n in "abc"]
     stale = items.Seen(b.id, S.AWAITING_APPROVAL, b.attempt, b.version + 1)
-    rows = [row for item in (a, b, c) for row in _rows(item, f"d{item.id}")]
+    asked = [
+        items.Move(seen, S.APPROVED, "operator:7", now, effects=_rows(item, f"d{item.id}"))
+        for seen, item in ((c, c), (stale, b), (a, a))
+    ]
 
-    moved = await store.write(
-        items.move_many_sync, [c, stale, a], S.APPROVED, "operator:7", now, queue=rows
-    )
+    answers = await store.write(items.apply, asked)
 
+    moved = [answer.item for answer in answers if isinstance(answer, items.Moved)]
     assert [item.id for item in moved] == [c.id, a.id]
     for item, queued in ((a, 1), (b, 0), (c, 1)):
         dispatches = await outbox.for_item(store, item.id, "dispatch")

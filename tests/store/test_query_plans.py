@@ -20,7 +20,7 @@ import pytest
 
 from pipelines import operations
 from store import db, items, outbox
-from store.machine import State
+from store.items.machine import State
 from store.reports import info
 from store.upkeep import retention
 

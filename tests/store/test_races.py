@@ -25,8 +25,8 @@ from pipelines.runs import trigger
 from store import backend, db, drafts, errors, items, ledger
 from store.audit import events, sealer
 from store.intake import seen, tokens
+from store.items.machine import State
 from store.ledger import budgets, claims
-from store.machine import State
 from tests import snapshot
 
 T = TypeVar("T")

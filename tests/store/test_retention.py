@@ -17,8 +17,8 @@ import pytest
 from store import db, drafts, items, outbox
 from store.audit import events, sealer
 from store.backends import migrate, sqlite_store
+from store.items.machine import State
 from store.ledger import outputs as llm_outputs
-from store.machine import State
 from store.upkeep import retention
 from tests import forger
 

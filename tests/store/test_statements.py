@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from pipelines.drafting import moves
 from store import backend, db, drafts, items, outbox
 from store.audit import events
-from store.machine import State
+from store.items.machine import State
 from tests import snapshot
 from tests.store import statements
 
@@ -110,7 +110,9 @@ async def test_a_throttled_chunk_writes_nothing(store: db.Store, now: datetime) 
     replayed = await store.write(items.replay_sync, item.id, "operator:5", now, "again")
     before = await snapshot.tables(store)
     later = now + timedelta(seconds=1)
-    assert await store.write(items.move_many_sync, [replayed], S.DRAFTING, "system", later) == []
+    move = items.Move(replayed, S.DRAFTING, "system", later)
+    [answer] = await store.write(items.apply, [move])
+    assert isinstance(answer, items.Refused) and answer.why == "throttled"
     assert await snapshot.tables(store) == before
 
 

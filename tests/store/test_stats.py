@@ -7,8 +7,8 @@ from datetime import datetime, timedelta
 
 from pipelines.approval import flow
 from store import backend, db, drafts, items, ledger
+from store.items.machine import State
 from store.ledger.prices import Usage
-from store.machine import State
 from store.reports import stats
 from store.review import decisions
 

@@ -6,7 +6,7 @@ from datetime import datetime, timedelta
 
 from pipelines.approval import flow
 from store import db, items, outbox
-from store.machine import State
+from store.items.machine import State
 from tests.store.test_item_contracts import _awaiting
 
 

@@ -14,7 +14,7 @@ from store import db, errors, items, outbox
 from store.audit import events, sealer
 from store.cluster import heartbeats
 from store.intake import runs
-from store.machine import State
+from store.items.machine import State
 from store.upkeep import to_postgres
 from tests import pg_databases
 

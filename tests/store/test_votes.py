@@ -10,7 +10,7 @@ import pytest
 
 from pipelines.approval import flow, rule
 from store import backend, db, drafts, errors, items
-from store.machine import State
+from store.items.machine import State
 from tests import snapshot
 from tests.pipelines import test_review
 from tests.store import statements

@@ -30,7 +30,8 @@ SELECT * FROM items WHERE id = :id FOR UPDATE
 -- nothing was written.
 WITH moved AS (
   UPDATE items
-     SET state = :to_state, reason = :reason, last_transition_at = :now, deadline = :deadline
+     SET state = :to_state, reason = :reason, last_transition_at = :now, deadline = :deadline,
+         version = version + :bump, attempt = attempt + :again
    WHERE id = :id AND state = :from_state AND attempt = :attempt AND version = :version
      AND (CAST(:floor_from AS bigint) IS NULL OR coalesce((
           SELECT e.at FROM events e
@@ -58,35 +59,40 @@ SELECT moved.id, ARRAY(SELECT kind FROM queued) AS queued FROM moved
 
 -- name: move_many
 -- The compare-and-set of `move` for several items at once (a tick's chunk): :seen is a
--- JSON array of {"id", "state", "attempt", "version"} as the caller read each item;
--- :bump 1 takes each to its next draft version. Each item moved gets its event (from the
--- state it left) and its rows of :queue (as `move`), written by this same statement.
--- Returns the items moved, in :seen's order, each with the kinds queued for it.
+-- JSON array of `move`'s parameters, one object per item (store/sql/items.sql). Each item
+-- moved gets its event (from the state it left) and its rows of :queue (as `move`),
+-- written by this same statement. Returns the items moved, in :seen's order, each with
+-- the kinds queued for it.
 WITH seen AS (
   SELECT * FROM ROWS FROM (json_to_recordset(CAST(:seen AS json))
-                           AS (id bigint, state text, attempt bigint, version bigint))
-                WITH ORDINALITY AS s (id, state, attempt, version, n)),
+                           AS (id bigint, from_state text, attempt bigint, version bigint,
+                               to_state text, reason text, now bigint, deadline bigint,
+                               floor_from bigint, bump bigint, again bigint, actor text))
+                WITH ORDINALITY
+                AS s (id, from_state, attempt, version, to_state, reason, now, deadline,
+                      floor_from, bump, again, actor, n)),
 moved AS (
   UPDATE items
-     SET state = :to_state, reason = :reason, last_transition_at = :now, deadline = :deadline,
-         version = items.version + :bump
+     SET state = s.to_state, reason = s.reason, last_transition_at = s.now,
+         deadline = s.deadline, version = items.version + s.bump,
+         attempt = items.attempt + s.again
     FROM seen s
-   WHERE items.id = s.id AND items.state = s.state AND items.attempt = s.attempt
+   WHERE items.id = s.id AND items.state = s.from_state AND items.attempt = s.attempt
      AND items.version = s.version
-     AND (CAST(:floor_from AS bigint) IS NULL OR coalesce((
+     AND (s.floor_from IS NULL OR coalesce((
           SELECT e.at FROM events e
            WHERE e.entity = 'item' AND e.entity_id = CAST(items.id AS text)
-             AND e.to_state = :to_state AND e.actor IN ('system', 'scheduler', 'sweep')
-           ORDER BY e.id DESC LIMIT 1), :floor_from) <= :floor_from)
-  RETURNING items.*, s.state AS from_state, s.n),
+             AND e.to_state = s.to_state AND e.actor IN ('system', 'scheduler', 'sweep')
+           ORDER BY e.id DESC LIMIT 1), s.floor_from) <= s.floor_from)
+  RETURNING items.*, s.from_state, s.actor, s.n),
 logged AS (
   INSERT INTO events (entity, entity_id, from_state, to_state, actor, attempt, reason, at)
-  SELECT 'item', CAST(moved.id AS text), moved.from_state, :to_state, :actor, moved.attempt,
-         :reason, :now
+  SELECT 'item', CAST(moved.id AS text), moved.from_state, moved.state, moved.actor,
+         moved.attempt, moved.reason, moved.last_transition_at
     FROM moved ORDER BY moved.n),
 queued AS (
   INSERT INTO outbox (kind, target, item_id, payload, dedupe_key, next_attempt_at, created_at)
-  SELECT q.kind, q.target, moved.id, q.payload, q.dedupe_key, q.due, :now
+  SELECT q.kind, q.target, moved.id, q.payload, q.dedupe_key, q.due, moved.last_transition_at
     FROM moved
     JOIN ROWS FROM (json_to_recordset(CAST(:queue AS json))
                     AS (item_id bigint, kind text, target text, payload text,
