@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import Protocol
 
 from pipelines.config import spec, triage
 from pipelines.drafting import calls, drafters, paid, question, replies, steps
@@ -45,6 +45,17 @@ def _unpriced(
     if model not in price_table:
         return f"no price for model {model!r} in GATEHOUSE_PRICES"
     return None
+
+
+class _Idles(Protocol):
+    async def idle(self) -> None: ...
+
+
+class _Scheduled(Protocol):
+    """What the drafters' worker uses of the runtime: its scheduler, to wait for the runs."""
+
+    @property
+    def scheduler(self) -> _Idles: ...
 
 
 class Drafters:
@@ -143,7 +154,7 @@ class Drafters:
             self._clients[model] = client
         return client
 
-    async def worker(self, runtime: Any, stop: asyncio.Event) -> None:
+    async def worker(self, runtime: _Scheduled, stop: asyncio.Event) -> None:
         """A RuntimeConfig worker: close the provider clients when the runtime stops,
         once the runs in flight have ended (a clean stop keeps the drafts they began)."""
         await stop.wait()
