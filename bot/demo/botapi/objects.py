@@ -109,3 +109,38 @@ def chat_object(chat_id: int) -> dict[str, Any]:
 
 def update_type(update: dict[str, Any]) -> str:
     return next(key for key in update if key != "update_id")
+
+
+def message_object(message: ChatMessage, chat: dict[str, Any]) -> dict[str, Any]:
+    """The Message object Telegram would return for this version, without the message it
+    replies to (the state adds that)."""
+    result: dict[str, Any] = {
+        "message_id": message.message_id,
+        "from": message.sender,
+        "chat": chat,
+        "date": message.date,
+    }
+    if message.message_thread_id is not None:
+        result["message_thread_id"] = message.message_thread_id
+        result["is_topic_message"] = True
+    if message.photo is not None or message.photo_url is not None:
+        file_id = f"photo-{message.chat_id}-{message.message_id}"
+        # A photo by URL is not fetched here: its size is Telegram's usual largest.
+        size = message.photo or {"width": 1280, "height": 720}
+        result["photo"] = [{"file_id": file_id, "file_unique_id": file_id, **size}]
+        if message.text:
+            result["caption"] = message.text
+        if message.entities:
+            result["caption_entities"] = message.entities
+    else:
+        result["text"] = message.text
+        if message.entities:
+            result["entities"] = message.entities
+    if message.link_preview_options:
+        result["link_preview_options"] = message.link_preview_options
+    if message.edit_date is not None:
+        result["edit_date"] = message.edit_date
+    # Only inline keyboards show on a Message; force_reply and keyboards do not.
+    if message.reply_markup and "inline_keyboard" in message.reply_markup:
+        result["reply_markup"] = message.reply_markup
+    return result

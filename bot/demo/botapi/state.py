@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import threading
 import time
 from collections import deque
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 # Re-exported: the server, its methods and the tests name these through `state`.
 from bot.demo.botapi.groups import Groups
@@ -24,22 +22,20 @@ from bot.demo.botapi.objects import ChatMessage as ChatMessage
 from bot.demo.botapi.objects import Fault as Fault
 from bot.demo.botapi.objects import bad_request as bad_request
 from bot.demo.botapi.objects import chat_object as chat_object
+from bot.demo.botapi.objects import message_object
 from bot.demo.botapi.objects import update_type as update_type
 from bot.demo.botapi.objects import user_object as user_object
-
-T = TypeVar("T")
+from bot.demo.botapi.watched import Watched
 
 #: Telegram returns at most this many updates per getUpdates call.
 MAX_UPDATES = 100
 
 
-class LocalApiState:
+class LocalApiState(Watched):
     """The server's memory. All public methods are thread-safe."""
 
     def __init__(self) -> None:
-        self._cond = threading.Condition()  # an RLock underneath: predicates may re-enter
-        self._closed = False
-        self.revision = 0
+        super().__init__()
         # Update ids go on across restarts, as Telegram's do for one bot: a bot that
         # remembers the ids it handled (a demo resumed with its data dir, several
         # workers) must not take a new server's first updates for ones it has seen.
@@ -66,20 +62,9 @@ class LocalApiState:
 
     # -- bookkeeping ---------------------------------------------------------
 
-    @property
-    def lock(self) -> threading.Condition:
-        """Held to change the groups from outside (the server's control methods)."""
-        return self._cond
-
-    def _changed(self) -> None:
-        self.revision += 1
-        self._cond.notify_all()
-
-    def close(self) -> None:
-        """Wake every waiter for good: long polls return empty, waits stop."""
-        with self._cond:
-            self._closed = True
-            self._changed()
+    def summary(self) -> str:
+        sent = [(m.chat_id, m.message_id, m.text[:60]) for m in self.sent()]
+        return f"the bot has sent {sent}"
 
     def record_call(
         self, method: str, status: int, params: dict[str, Any], token: str | None
@@ -104,13 +89,6 @@ class LocalApiState:
         with self._cond:
             queue = self._faults.get(method)
             return queue.popleft() if queue else None
-
-    def sleep(self, seconds: float) -> None:
-        """Sleep, but wake at once when the server closes."""
-        deadline = time.monotonic() + seconds
-        with self._cond:
-            while not self._closed and (left := deadline - time.monotonic()) > 0:
-                self._cond.wait(left)
 
     # -- updates -------------------------------------------------------------
 
@@ -259,40 +237,12 @@ class LocalApiState:
 
     def telegram_message(self, message: ChatMessage) -> dict[str, Any]:
         """The Message object Telegram would return for this version."""
-        result: dict[str, Any] = {
-            "message_id": message.message_id,
-            "from": message.sender,
-            "chat": self.chat(message.chat_id),
-            "date": message.date,
-        }
-        if message.message_thread_id is not None:
-            result["message_thread_id"] = message.message_thread_id
-            result["is_topic_message"] = True
-        if message.photo is not None or message.photo_url is not None:
-            file_id = f"photo-{message.chat_id}-{message.message_id}"
-            # A photo by URL is not fetched here: its size is Telegram's usual largest.
-            size = message.photo or {"width": 1280, "height": 720}
-            result["photo"] = [{"file_id": file_id, "file_unique_id": file_id, **size}]
-            if message.text:
-                result["caption"] = message.text
-            if message.entities:
-                result["caption_entities"] = message.entities
-        else:
-            result["text"] = message.text
-            if message.entities:
-                result["entities"] = message.entities
-        if message.link_preview_options:
-            result["link_preview_options"] = message.link_preview_options
-        if message.edit_date is not None:
-            result["edit_date"] = message.edit_date
-        # Only inline keyboards show on a Message; force_reply and keyboards do not.
-        if message.reply_markup and "inline_keyboard" in message.reply_markup:
-            result["reply_markup"] = message.reply_markup
         replied = (
             self.find(message.chat_id, message.reply_to_message_id)
             if message.reply_to_message_id
             else None
         )
+        result = message_object(message, self.chat(message.chat_id))
         if replied is not None:
             result["reply_to_message"] = self.telegram_message(
                 dataclasses.replace(replied, reply_to_message_id=None)
@@ -418,28 +368,3 @@ class LocalApiState:
         """Every version of a message, the original first, a deletion last."""
         with self._cond:
             return list(self._chats.get(chat_id, {}).get(message_id, []))
-
-    def wait_for(self, predicate: Callable[[], T], timeout: float) -> T:
-        """Wait until `predicate()` is truthy and return it; TimeoutError after `timeout`."""
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while not (result := predicate()):
-                left = deadline - time.monotonic()
-                if left <= 0 or self._closed:
-                    summary = [(m.chat_id, m.message_id, m.text[:60]) for m in self.sent()]
-                    raise TimeoutError(
-                        f"condition not met within {timeout} s; the bot has sent {summary}"
-                    )
-                self._cond.wait(left)
-            return result
-
-    def wait_revision(self, after: int, timeout: float) -> int:
-        """Wait until anything changes past revision `after`; return the current revision."""
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while self.revision <= after and not self._closed:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    break
-                self._cond.wait(left)
-            return self.revision
