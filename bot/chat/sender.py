@@ -117,10 +117,7 @@ class Flood(Exception):
         self.seconds = seconds
 
 
-def utcnow() -> datetime:
-    return datetime.now(UTC)
-
-
+_NOW = functools.partial(datetime.now, UTC)
 SendRow = Callable[[Any, outbox.Row, datetime], Awaitable[bool]]
 
 
@@ -144,7 +141,7 @@ class Sender:
         keyboard: Keyboard,
         per_chat_per_second: float = 1.0,
         *,
-        clock: Callable[[], datetime] = utcnow,
+        clock: Callable[[], datetime] = _NOW,
         report: workers.Report | None = None,
         may_send: Callable[[], bool] = lambda: True,
         rooms: Rooms | None = None,
