@@ -31,22 +31,18 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import logging
 import shlex
 import shutil
 import signal
 import sys
-import tempfile
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-import pydantic_settings
-
 from bot import app, demo
 from bot import settings as settings_mod
-from bot.demo import content, site, webchat, yours
+from bot.demo import config, content, site, webchat, yours
 from bot.demo import llm as demo_llm
 from bot.demo import resume as demo_resume
 from bot.demo.botapi import localapi
@@ -56,14 +52,13 @@ from pipelines.approval import card_trail
 from pipelines.providers import client as providers
 from pipelines.service import runtime as runtime_mod
 from store import db, errors
-from store.backends import datadir
 from store.ledger import budgets
 from store.ledger import prices as ledger_prices
 
 log = logging.getLogger(__name__)
 
 #: A made-up token in Telegram's shape; only the local Bot API server ever sees it.
-TOKEN = "123456789:gatehouse-offline-demo-token"  # noqa: S105  # not a secret: a fake
+TOKEN = config.TOKEN
 #: The operator the page speaks as first (their private chat has the same id).
 OPERATOR = content.OPERATORS[0]
 FEED_PATH = "/feeds/demo.xml"
@@ -112,58 +107,6 @@ class DemoError(Exception):
     """The demo cannot start; the message says what to change."""
 
 
-class _DemoSettings(settings_mod.Settings):
-    """Only what the demo passes: a real bot's environment or .env must not leak in."""
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[pydantic_settings.BaseSettings],
-        init_settings: pydantic_settings.PydanticBaseSettingsSource,
-        env_settings: pydantic_settings.PydanticBaseSettingsSource,
-        dotenv_settings: pydantic_settings.PydanticBaseSettingsSource,
-        file_secret_settings: pydantic_settings.PydanticBaseSettingsSource,
-    ) -> tuple[pydantic_settings.PydanticBaseSettingsSource, ...]:
-        return (init_settings,)
-
-
-def prepare_data_dir(data_dir: Path | None) -> tuple[Path, bool]:
-    """The demo's data directory and whether it is temporary: a fresh private temp dir
-    (0700), or the one given."""
-    if data_dir is None:
-        return Path(tempfile.mkdtemp(prefix="gatehouse-demo-")), True
-    # The store's own rules (0700, ours, not a symlink), checked before anything is written.
-    return datadir.prepare(data_dir.expanduser().absolute()), False
-
-
-def write_env_file(cfg: settings_mod.Settings) -> Path:
-    """The demo's own settings, so that every command the banner suggests (status, check,
-    dry-run --llm, ...) works as printed from any directory against the running demo
-    (the CLI reads them with --env-file). Its token and key are the demo's made-up ones."""
-    env_file = cfg.data_dir / "demo.env"
-    llm = cfg.llm
-    assert llm is not None, "the demo drafts with its own LLM"
-    prices = {model: price.model_dump() for model, price in cfg.prices.items()}
-    lines = {
-        "DATA_DIR": str(cfg.data_dir),
-        "PIPELINES_DIR": str(cfg.pipelines_dir),
-        "TELEGRAM__OPERATORS": ",".join(map(str, cfg.telegram.operators)),
-        "TELEGRAM__TOKEN": TOKEN,
-        "TELEGRAM__BASE_URL": cfg.telegram.base_url,
-        "LLM__KIND": llm.kind,
-        "LLM__BASE_URL": llm.base_url,
-        "LLM__API_KEY": llm.api_key.get_secret_value(),
-        "LLM__MODEL": llm.model,
-        "PRICES": f"'{json.dumps(prices)}'",  # quoted: dotenv keeps the JSON's quotes
-    }
-    text = "".join(f"{settings_mod.ENV_PREFIX}{key}={value}\n" for key, value in lines.items())
-    with datadir.private_files():
-        env_file.write_text(
-            "# Written by `gatehouse demo`: what the CLI needs to find it.\n" + text
-        )
-    return env_file
-
-
 #: The CLI commands the banner suggests: each works against the running demo (a test runs them).
 BANNER_COMMANDS = ("status", "pending", "check", "dry-run news")
 
@@ -178,27 +121,6 @@ def banner_commands(running: Running) -> tuple[str, ...]:
 def cli_command(running: Running, command: str) -> str:
     """A CLI command that reads this demo's store and pipelines, from any directory."""
     return f"{shlex.quote(_cli())} --env-file {shlex.quote(str(running.env_file))} {command}"
-
-
-def settings(
-    data_dir: Path, pipelines_dir: Path, base_url: str, llm_url: str, options: Options
-) -> settings_mod.Settings:
-    """The demo's settings; the options' LLM and prices are yours when given, else the
-    local model's at `llm_url`."""
-    llm, prices = options.llm, options.prices
-    telegram = settings_mod.TelegramSettings(
-        token=TOKEN,  # type: ignore[arg-type]  # pydantic makes it a SecretStr
-        base_url=base_url,
-        operators=list(content.OPERATORS),
-        rate_limit_per_minute=0,  # a person clicking around a demo is not a flood
-    )
-    return _DemoSettings(
-        data_dir=data_dir,
-        pipelines_dir=pipelines_dir,
-        telegram=telegram,
-        llm=llm or content.llm(llm_url),
-        prices=(prices or {}) if llm else content.PRICES,
-    )
 
 
 async def prepare_store(cfg: settings_mod.Settings, now: datetime) -> tuple[int, ...]:
@@ -218,7 +140,7 @@ async def run(
     options: Options, stop: asyncio.Event, ready: Callable[[Running], None] | None = None
 ) -> None:
     """Start every part, call `ready`, run until `stop` is set, then stop in reverse order."""
-    data_dir, temporary = prepare_data_dir(options.data_dir)
+    data_dir, temporary = config.prepare_data_dir(options.data_dir)
     try:
         with (
             demo_llm.DemoLLM(delay_s=content.LLM_DELAY_S) as llm,
@@ -234,8 +156,15 @@ async def run(
                 files = _pipelines(options, data_dir, web.url)
                 # The news site's pages and pictures: the page server's own URL is in them.
                 web.files.update(site.files(web.url))
-                cfg = settings(data_dir, files.pipelines_dir, api.base_url, llm.base_url, options)
-                env_file = write_env_file(cfg)
+                cfg = config.settings(
+                    data_dir,
+                    files.pipelines_dir,
+                    api.base_url,
+                    llm.base_url,
+                    options.llm,
+                    options.prices,
+                )
+                env_file = config.write_env_file(cfg)
                 resent = await prepare_store(cfg, datetime.now(UTC))
                 running = Running(
                     web.url,
