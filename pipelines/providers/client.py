@@ -174,7 +174,8 @@ class ProviderClient:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Close the HTTP client if this object created it."""
+        """Close the HTTP client if this object created it; its pace is no longer shown."""
+        self.pace.close()
         if self._owns_client:
             await self._client.aclose()
 

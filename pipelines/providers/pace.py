@@ -159,6 +159,10 @@ class Pacer:
         finally:
             self._gate.release()
 
+    def close(self) -> None:
+        """Its client is closed: no longer listed by snapshot()."""
+        _LIVE.discard(self)
+
     def paused_for(self) -> float:
         """Seconds until a 429's pause ends (0 when not paused)."""
         return max(0.0, self._paused_until - _clock())

@@ -141,6 +141,18 @@ async def test_a_429_pauses_its_own_model_only() -> None:
     assert slow.calls == 2 and other.calls == 5
 
 
+async def test_a_call_begun_in_a_pause_longer_than_its_retry_budget_is_not_made() -> None:
+    with FakeLLM() as llm:
+        llm.queue_fault("429", retry_after=5)
+        async with client(llm, max_retry_wait_s=1) as provider:
+            with pytest.raises(providers.ProviderErrorAnswer):
+                await ask(provider)
+            # A caller that held its turn as the 429 came: nothing sent, nothing charged.
+            with pytest.raises(providers.ProviderErrorAnswer, match="paused"):
+                await provider.complete("sys", "prompt", max_tokens=10)
+    assert llm.calls == 1
+
+
 async def test_too_few_tokens_left_makes_a_call_wait_for_the_reset() -> None:
     with FakeLLM() as llm:
         llm.stated_limit = 10
@@ -156,11 +168,12 @@ async def test_too_few_tokens_left_makes_a_call_wait_for_the_reset() -> None:
     assert llm.calls == 3
 
 
-async def test_each_live_model_shows_in_the_snapshot(llm: FakeLLM) -> None:
+async def test_each_open_client_shows_in_the_snapshot(llm: FakeLLM) -> None:
     async with client(llm, "model-z") as provider:
         await ask(provider)
         mine = [s for s in pace.snapshot() if s.model == "model-z"]
     assert mine and mine[0].in_flight == 0 and mine[0].stated is None
+    assert not [s for s in pace.snapshot() if s.model == "model-z"]  # closed: not listed
 
 
 # -- the pieces: a gate whose limit changes, and the headers read -------------------------
