@@ -2,6 +2,7 @@
 worker processes sharing one PostgreSQL database, and the same work on SQLite.
 
     python -m bench scale [--items 2000] [--pipelines 8] [--template] [--reply-delay S]
+                         [--stated-limit N] [--max-calls N]
 
 Each worker is its own process running the project's own parts as a `gatehouse run`
 worker does: the scheduler claims a pipeline's run (compare-and-set on its schedule
@@ -13,8 +14,10 @@ and settled in two budgets, the pipeline's and the global one (bench.scale_llm);
 reply delay (20 ms) the work waits on the machine's cores, which the workers share with
 the server and the fakes: items/s and CPU per item measure what an item costs. With a
 model's delay (`--reply-delay 0.5`) the work waits on the model, each worker drafting
-within its provider client's turns (GATEHOUSE_LLM__MAX_CONCURRENT_CALLS): nothing but a
-lock can keep two workers from doing twice the work of one (`ratio_2`). The worker
+within its provider client's turns (at most `--max-calls`, GATEHOUSE_LLM__MAX_CONCURRENT_CALLS,
+16 by default; `--stated-limit N` makes the fake state N calls in its headers, enforced
+with 429s, and the turns follow it): nothing but a lock can keep two workers from doing
+twice the work of one (`ratio_2`). The worker
 approves its share of the waiting items (`flow.decide`, as an operator's tap
 does) and dispatches with `dispatcher.run_once`, which claims rows with a lease
 (`FOR UPDATE SKIP LOCKED` on PostgreSQL) to a `none` target; as in production, the
@@ -57,6 +60,7 @@ import psycopg
 
 from bench import common, scale_llm, scale_worker
 from bench import scale_probes as probes
+from pipelines.providers import settings
 from store import db, items
 from store.audit import events, sealer
 from store.intake import timetable
@@ -166,10 +170,10 @@ async def measure(
     names: list[str],
     workers: int,
     total: int,
-    llm_url: str | None,
+    llm: scale_llm.Target | None,
 ) -> Measured:
     """Items and audit events per second with `workers` processes on this store."""
-    await prepare(store_cfg, names, llm_url is not None)
+    await prepare(store_cfg, names, llm is not None)
     spawn = multiprocessing.get_context("spawn")
     start = spawn.Event()
     readies = [spawn.Event() for _ in range(workers)]
@@ -177,7 +181,7 @@ async def measure(
     procs = [
         spawn.Process(
             target=scale_worker.child,
-            args=(store_cfg, folder, i, workers, total, llm_url, readies[i], start, sent),
+            args=(store_cfg, folder, i, workers, total, llm, readies[i], start, sent),
         )
         for i in range(workers)
     ]
@@ -263,6 +267,14 @@ async def main(argv: list[str]) -> None:
         help="seconds the fake LLM takes to answer (default %(default)s)",
     )  # fmt: skip
     parser.add_argument(
+        "--stated-limit", type=int, default=None,
+        help="calls in flight the fake LLM states in its headers (and enforces with 429s)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--max-calls", type=int, default=settings.DEFAULT_MAX_CONCURRENT_CALLS,
+        help="each worker's ceiling of calls in flight (GATEHOUSE_LLM__MAX_CONCURRENT_CALLS)",
+    )  # fmt: skip
+    parser.add_argument(
         "--by-statement", action="store_true", help="list PostgreSQL's statements per item"
     )
     parser.add_argument(
@@ -277,12 +289,13 @@ async def main(argv: list[str]) -> None:
     per_pipeline = args.items // args.pipelines
     total = per_pipeline * args.pipelines
     llm_server = FakeLLM(delay_s=args.reply_delay)
-    with tempfile.TemporaryDirectory() as tmp, FeedServer() as feed, llm_server as llm:
-        llm_url = None if args.template else llm.base_url
+    llm_server.stated_limit = args.stated_limit
+    with tempfile.TemporaryDirectory() as tmp, FeedServer() as feed, llm_server as fake:
+        llm = None if args.template else scale_llm.Target(fake.base_url, args.max_calls)
         folder = Path(tmp) / "pipelines"
         names = write_pipelines(folder, feed, args.pipelines, per_pipeline, not args.template)
         sqlite_cfg = db.StoreConfig(data_dir=Path(tmp) / "sqlite")
-        sqlite = await measure(sqlite_cfg, folder, names, 1, total, llm_url)
+        sqlite = await measure(sqlite_cfg, folder, names, 1, total, llm)
         print(f"  sqlite, 1 worker: {_line(sqlite)}", flush=True)
         pg_found: dict[str, Measured] = {}
         for workers in args.workers:
@@ -293,7 +306,7 @@ async def main(argv: list[str]) -> None:
                 if workers == 1:
                     print(f"  postgres: one durable commit alone takes {commit_ms(url):.2f} ms")
                 cfg = db.StoreConfig(data_dir=Path(tmp) / f"pg{workers}", database_url=url)
-                found = await measure(cfg, folder, names, workers, total, llm_url)
+                found = await measure(cfg, folder, names, workers, total, llm)
             finally:
                 server.drop(name)
             pg_found[str(workers)] = found
@@ -307,6 +320,10 @@ async def main(argv: list[str]) -> None:
         "bench": "scale",
         "drafter": "template" if args.template else "llm",
         "reply_delay_s": None if args.template else args.reply_delay,
+        "llm_stated_limit": args.stated_limit,
+        "llm_max_calls": args.max_calls,
+        "llm_peak_in_flight": llm_server.peak_in_flight,
+        "llm_rate_limited": llm_server.rate_limited,
         "sqlite_items_per_s": round(sqlite.items_per_s),
         "pg_items_per_s": {k: round(v) for k, v in pg_rates.items()},
         **{

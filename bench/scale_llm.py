@@ -2,12 +2,13 @@
 local fake LLM server (a small delay per reply, as a model takes), every call held and
 settled in two budgets, the pipeline's and the global one.
 
-    drafts = LlmPath(base_url)        # in a worker: drafter_for=drafts.choose
+    drafts = drafters(Target(base_url, max_calls))   # in a worker
     await set_budgets(store, names)   # once, before the workers start
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -42,11 +43,20 @@ def write_prompt(folder: Path) -> None:
     (folder / "ask.txt").write_text(PROMPT)
 
 
-def drafters(base_url: str) -> choice.Drafters:
+@dataclass(frozen=True)
+class Target:
+    """The fake server a worker drafts on, and its client's ceiling of calls in flight
+    (GATEHOUSE_LLM__MAX_CONCURRENT_CALLS)."""
+
+    base_url: str
+    max_calls: int
+
+
+def drafters(target: Target) -> choice.Drafters:
     """`drafter_for` of a worker: the LlmDrafter on the fake server, priced."""
     settings = providers.ProviderSettings(
-        kind="openai", base_url=base_url, api_key=SecretStr("bench-key"), model=MODEL,
-        timeout_s=30, max_retries=1, max_retry_wait_s=1,
+        kind="openai", base_url=target.base_url, api_key=SecretStr("bench-key"), model=MODEL,
+        timeout_s=30, max_retries=1, max_retry_wait_s=1, max_concurrent_calls=target.max_calls,
     )  # fmt: skip
     return choice.Drafters(settings, PRICES)
 

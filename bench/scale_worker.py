@@ -2,7 +2,7 @@
 worker does (the scheduler's runs, the engine's drafts, the dispatcher), and approves
 its share of the waiting items as an operator's taps would.
 
-    spawn.Process(target=child, args=(store_cfg, folder, index, workers, total, llm_url,
+    spawn.Process(target=child, args=(store_cfg, folder, index, workers, total, llm,
                                       ready, start, sent))
 """
 
@@ -52,10 +52,10 @@ class Worker:
     """One worker process's loop: claim runs, approve its share, dispatch."""
 
     def __init__(
-        self, store: db.Store, folder: Path, index: int, workers: int, llm_url: str | None
+        self, store: db.Store, folder: Path, index: int, workers: int, llm: scale_llm.Target | None
     ) -> None:
         self.store = store
-        self.drafters = scale_llm.drafters(llm_url) if llm_url else None
+        self.drafters = scale_llm.drafters(llm) if llm else None
         self.pipelines = spec.load_dir(folder).pipelines
         self.index, self.workers = index, workers
         self.me = f"bench-{index}"
@@ -143,7 +143,7 @@ class Worker:
 
 
 def child(store_cfg: db.StoreConfig, folder: Path, index: int, workers: int, total: int,
-          llm_url: str | None, ready: Event, start: Event,
+          llm: scale_llm.Target | None, ready: Event, start: Event,
           sent: Queue[dict[str, int]]) -> None:  # fmt: skip
     """A worker process: open the store, say ready, wait for the start, work until done;
     `sent` gets the statements it sent to PostgreSQL meanwhile, by statement, and the
@@ -152,7 +152,7 @@ def child(store_cfg: db.StoreConfig, folder: Path, index: int, workers: int, tot
     async def go() -> None:
         store = await db.open(store_cfg)
         try:
-            worker = Worker(store, folder, index, workers, llm_url)
+            worker = Worker(store, folder, index, workers, llm)
             await worker.beat(utcnow())
             ready.set()
             await asyncio.to_thread(start.wait)

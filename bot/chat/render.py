@@ -17,6 +17,7 @@ from datetime import datetime
 from bot.chat import wording
 from bot.ground import logs, storage_alarm
 from pipelines import operations
+from pipelines.providers import pace
 from pipelines.service import workers
 from pipelines.text import visible
 from store import items, units
@@ -85,7 +86,17 @@ def status_overview(overview: operations.Overview) -> str:
     if overview.worker_states and not overview.workers_down:
         standby = sum(w.status == "standby" for w in overview.worker_states)
         lines.append("\n" + workers_line((), len(overview.worker_states), now, standby))
+    if overview.models:
+        lines.append("\n" + "\n".join(esc(pace_line(m)) for m in overview.models))
     return "\n".join(lines)
+
+
+def pace_line(m: pace.Snapshot) -> str:
+    """`gpt-4o-mini: 38 in flight / 40 (stated 40) · 429s 1h: 0`: calls in flight of the
+    pace's limit, the provider's stated limit, and its 429s in the last hour."""
+    stated = f" (stated {m.stated})" if m.stated is not None else ""
+    limited = f"{'⚠️ ' if m.rate_limited_last_hour else ''}429s 1h: {m.rate_limited_last_hour}"
+    return f"{m.model}: {m.in_flight} in flight / {m.limit}{stated} · {limited}"
 
 
 def no_file_note(p: operations.PipelineStatus) -> str:

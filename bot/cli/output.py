@@ -90,6 +90,7 @@ def status(
             *([f"wal     {overview.wal_bytes / 1024:.0f} KiB"] if verbose else []),
             f"bot     {writer}",
             *([f"disk    {storage_alarm.describe(overview.storage)}"] if overview.storage else []),
+            *(f"model   {render.pace_line(m)}" for m in overview.models),
         ]
     )
 

@@ -23,6 +23,7 @@ from bot.cli import writes as cli_writes
 from bot.ground import storage_alarm
 from bot.process import control
 from pipelines import operations
+from pipelines.providers import pace
 from pipelines.service import workers as workers_mod
 from store import db
 from store.backends import backup, datadir, writer
@@ -99,7 +100,8 @@ def cmd_status(cfg: settings_mod.Settings, args: argparse.Namespace, now: dateti
     overview, summary, workers = read(cfg, fn)
     pid = cli_writes.writer_pid(cfg)
     if pid:
-        overview = dataclasses.replace(overview, storage=_bot_storage(cfg))
+        storage, models = _bot_state(cfg)
+        overview = dataclasses.replace(overview, storage=storage, models=models)
     value = {"overview": overview, "store": summary, "writer_pid": pid, "cluster": workers}
     verbose = getattr(args, "verbose", False)
 
@@ -229,11 +231,23 @@ def _storage(answer: dict[str, object]) -> writer.StorageFault | None:
     return writer.StorageFault(found["kind"], str(found["detail"]), since)
 
 
-def _bot_storage(cfg: settings_mod.Settings) -> writer.StorageFault | None:
+def _bot_state(
+    cfg: settings_mod.Settings,
+) -> tuple[writer.StorageFault | None, list[pace.Snapshot]]:
+    """The running bot's storage fault and each model's pace, from its ping answer."""
     try:
-        return _storage(control.request(cfg.data_dir, "ping", {}, timeout=PING_TIMEOUT_S))
+        answer = control.request(cfg.data_dir, "ping", {}, timeout=PING_TIMEOUT_S)
     except (control.Unavailable, control.NoAnswer, control.Refused):
-        return None  # status still shows what the store holds; health says what is wrong
+        return None, []  # status still shows what the store holds; health says what is wrong
+    return _storage(answer), _models(answer.get("models"))
+
+
+def _models(found: object) -> list[pace.Snapshot]:
+    """Each model's pace as the bot's ping said it (nothing from a bot of another version)."""
+    try:
+        return [pace.Snapshot(**m) for m in found] if isinstance(found, list) else []
+    except TypeError:
+        return []
 
 
 def cmd_health(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:

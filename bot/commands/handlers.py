@@ -21,6 +21,7 @@ from bot.ground import callbacks
 from bot.web import charts
 from pipelines import operations
 from pipelines.operations import review
+from pipelines.providers import pace
 from store.audit import events
 
 log = logging.getLogger(__name__)
@@ -124,7 +125,7 @@ async def status(update: Update, context: Context, d: Deps, now: datetime) -> No
         await reply(update, render.status_pipeline(found, now))
         return
     states = d.workers.snapshot() if d.workers else []
-    overview = await operations.overview(d.store, d.pipelines, now, states)
+    overview = await operations.overview(d.store, d.pipelines, now, states, pace.snapshot())
     workers_now = cluster.lines(await cluster.read(d.store, now, d.lease_ttl))
     await reply(
         update, "\n".join([render.status_overview(overview), *map(render.esc, workers_now)])

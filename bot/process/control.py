@@ -34,6 +34,7 @@ from bot.chat import people
 from bot.ground import logs
 from pipelines import operations
 from pipelines.operations import review
+from pipelines.providers import pace
 from pipelines.service import seams
 from pipelines.text import validation
 from store import db, errors, ledger
@@ -173,13 +174,18 @@ def _decision(action: str) -> Handler:
 
 
 async def _ping(rt: seams.Controlled, args: dict[str, Any]) -> Any:
-    """The pid, the writer's storage fault and each supervised worker's state (what
-    `gatehouse health` and `status` read). The fault lives in this process's memory
-    only: a full disk cannot hold it."""
+    """The pid, the writer's storage fault, each supervised worker's state and each
+    model's pace (what `gatehouse health` and `status` read). The fault lives in this
+    process's memory only: a full disk cannot hold it."""
     states = [
         dataclasses.replace(s, error=s.error and _redact(s.error)) for s in rt.workers.snapshot()
     ]
-    return {"pid": os.getpid(), "storage": rt.store.faults.current, "workers": states}
+    return {
+        "pid": os.getpid(),
+        "storage": rt.store.faults.current,
+        "workers": states,
+        "models": pace.snapshot(),
+    }
 
 
 async def _pipelines(rt: seams.Controlled, args: dict[str, Any]) -> Any:

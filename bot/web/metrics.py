@@ -8,7 +8,8 @@ Two kinds of figures. What the store holds (items by state, runs and their count
 outbox depth, spend and holds, claims, SLA warnings, the WAL) is read at each scrape
 in one read transaction (store/reports/figures.py), so the counters always agree with the
 store and survive restarts. What only this process sees (Telegram errors, store write
-latency, the wait from a card to its decision) lives in this module's registry.
+latency, the wait from a card to its decision, each model's calls in flight, its
+limit and its 429s) lives in this module's registry or is read at each scrape.
 Scrapes closer together than MIN_READ_INTERVAL_S share one read of the store; the age
 of the oldest audit event waiting to be sealed is read at every scrape (a partial
 index holds only those rows, so it costs one small lookup at any size).
@@ -35,6 +36,7 @@ from tornado import web
 
 from bot.web import listen
 from pipelines.approval import rule
+from pipelines.providers import pace
 from pipelines.service import seams
 from pipelines.service import workers as workers_mod
 from store import errors, outbox
@@ -196,6 +198,24 @@ def seal_families(age_s: float, waiting: int) -> Iterator[Metric]:
     yield _value("audit_unsealed_events", "Audit events waiting to be sealed", waiting)
 
 
+def model_families(models: list[pace.Snapshot]) -> Iterator[Metric]:
+    """Each model's pace in this process (pipelines/providers/pace.py), read at every scrape."""
+    labels = ["model"]
+    in_flight = _gauge("llm_calls_in_flight", "LLM calls in flight (turns held)", labels)
+    limit = _gauge("llm_call_limit", "LLM calls allowed in flight now, by the pace", labels)
+    stated = _gauge("llm_stated_limit", "The request limit the provider last stated", labels)
+    recent = _gauge("llm_rate_limited_last_hour", "429s from the provider in the last hour", labels)
+    total = _counter("llm_rate_limited", "429s from the provider since this process began", labels)
+    for m in models:
+        in_flight.add_metric([m.model], m.in_flight)
+        limit.add_metric([m.model], m.limit)
+        if m.stated is not None:
+            stated.add_metric([m.model], m.stated)
+        recent.add_metric([m.model], m.rate_limited_last_hour)
+        total.add_metric([m.model], m.rate_limited_total)
+    yield from (in_flight, limit, stated, recent, total)
+
+
 def _run_families(snap: figures.Snapshot) -> Iterator[Metric]:
     runs = _counter("runs", "Finished runs by pipeline and outcome", ["pipeline", "status"])
     counted = {
@@ -259,8 +279,8 @@ class Scraper:
                 self._figures = list(families(snap, rt.store.wal_bytes(), rt.workers.snapshot()))
                 self._read_at = loop.time()
             unsealed = await self._seals.age(self.runtime.store, self.runtime.now())
-        sealing = list(seal_families(*unsealed))
-        return bytes(exposition.generate_latest(_Scrape(self._figures + sealing)))
+        now = [*seal_families(*unsealed), *model_families(pace.snapshot())]
+        return bytes(exposition.generate_latest(_Scrape(self._figures + now)))
 
 
 class MetricsHandler(web.RequestHandler):

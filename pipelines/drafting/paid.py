@@ -128,7 +128,8 @@ class PaidCall:
     async def ask(self, item: Item, now: datetime, note: str | None = None) -> drafters.DraftResult:
         """The call's answer for this item (with a reviewer's `note` on an earlier draft,
         if any), paid once; the engine never asks the same item twice at once."""
-        async with self._provider.turn():  # before the hold: the lease starts with the turn
+        # Before the hold: the lease starts with the turn, once the provider has room.
+        async with self._provider.turn(self._max_tokens):
             if self._parked():  # the stop came while this draft waited: hold nothing, ask nothing
                 raise drafters.Parked(f"item {item.id} waits in drafting for the next start")
             return await self._draft_in_turn(item, self._later(now), note)

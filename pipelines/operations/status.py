@@ -8,6 +8,7 @@ from datetime import datetime
 
 from pipelines.operations import dropped
 from pipelines.operations.inputs import Invalid
+from pipelines.providers import pace
 from pipelines.service import workers
 from store import items
 from store.audit import events
@@ -50,6 +51,8 @@ class Overview:
     worker_states: Sequence[workers.State] = ()
     #: AI spend holds waiting for an operator's settlement (at most UNCERTAIN_COUNTED).
     uncertain_holds: int = 0
+    #: Each model's pace in the running process (empty when it was not asked).
+    models: Sequence[pace.Snapshot] = ()
 
     @property
     def workers_down(self) -> list[workers.State]:
@@ -62,6 +65,7 @@ async def overview(
     pipelines: Collection[str],
     now: datetime,
     worker_states: Sequence[workers.State] = (),
+    models: Sequence[pace.Snapshot] = (),
 ) -> Overview:
     """Every pipeline configured or in the store: last run, next due, paused, awaiting
     and breached items. A pipeline whose file is gone stays listed (its items wait)."""
@@ -86,7 +90,13 @@ async def overview(
         )
     uncertain = len(await ledger_report.uncertain(store, UNCERTAIN_COUNTED))
     return Overview(
-        now, rows, store.wal_bytes(), store.faults.current, worker_states, uncertain_holds=uncertain
+        now,
+        rows,
+        store.wal_bytes(),
+        store.faults.current,
+        worker_states,
+        uncertain_holds=uncertain,
+        models=models,
     )
 
 

@@ -38,11 +38,14 @@ jitter, honouring `retry-after-ms` and `retry-after`, bounded by `max_retries` a
 mid-response is not retried: the generation may still run and be billed, and a
 second call could spend past the one hold the ledger took.
 
-Turns: at most `max_concurrent_calls` callers hold a turn (`async with client.turn():`)
-at once, and the HTTP pool keeps as many connections, all reused. A drafter takes its
-turn before it holds any budget, so a claim's lease starts when its call may go; the
-others wait on the semaphore, not in the HTTP pool, whose bookkeeping on the event
-loop grows with every request queued in it times its connections.
+Turns: a caller holds a turn (`async with client.turn(max_tokens):`) while it drafts.
+How many at once follows what the provider says on every answer, never above
+`max_concurrent_calls`, the ceiling (pipelines/providers/pace.py); the HTTP pool keeps
+that many connections, all reused. A drafter takes its turn before it holds any
+budget, so a claim's lease starts when its call may go; the others wait for a turn,
+not in the HTTP pool, whose bookkeeping on the event loop grows with every request
+queued in it times its connections. While a 429 pauses the model, an attempt waits
+for the pause within `max_retry_wait_s`, or is not made.
 """
 
 from __future__ import annotations
@@ -53,14 +56,41 @@ import json
 import logging
 import random
 from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from pipelines.ground import retry
-from pipelines.providers import wire
+from pipelines.providers import pace, wire
+from pipelines.providers.outcomes import (
+    Completion,
+    ProviderBadOutput,
+    ProviderError,
+    ProviderErrorAnswer,
+    ProviderNotCalled,
+    ProviderRejected,
+    ProviderTooLarge,
+    ProviderUncertain,
+)
 from pipelines.providers.settings import DEFAULT_BASE_URLS as DEFAULT_BASE_URLS
 from pipelines.providers.settings import ProviderSettings as ProviderSettings
+
+#: The outcomes live in pipelines/providers/outcomes.py; callers name them providers.X.
+__all__ = [
+    "DEFAULT_BASE_URLS",
+    "Completion",
+    "ProviderBadOutput",
+    "ProviderClient",
+    "ProviderError",
+    "ProviderErrorAnswer",
+    "ProviderNotCalled",
+    "ProviderRejected",
+    "ProviderSettings",
+    "ProviderTooLarge",
+    "ProviderUncertain",
+    "retry_delay",
+]
 
 # Imported where used: the settings import this module, and the CLI must start quickly.
 if TYPE_CHECKING:
@@ -74,74 +104,6 @@ BACKOFF_BASE_S = 0.5
 BACKOFF_CAP_S = 8.0
 #: Sent but refused before generation: a timeout waiting for the body, a conflict, a rate limit.
 RETRYABLE_NOT_CHARGED = frozenset({408, 409, 429})
-
-
-@dataclass(frozen=True)
-class Completion:
-    """A provider's reply; token counts are None when the provider did not report them."""
-
-    text: str
-    input_tokens: int | None
-    output_tokens: int | None
-    model: str
-    request_id: str | None
-    #: The parsed body, kept as evidence for the ledger and the operator.
-    raw: dict[str, Any]
-    #: Attempts made, this one included.
-    attempts: int = 1
-    #: Earlier attempts that got a 5xx from a provider that bills errors (bills_errors).
-    uncertain_attempts: int = 0
-
-    @property
-    def usage_known(self) -> bool:
-        """True when both token counts were reported, so the cost can be computed."""
-        return self.input_tokens is not None and self.output_tokens is not None
-
-
-class ProviderError(Exception):
-    """The provider call failed."""
-
-    def __init__(
-        self,
-        message: str | None = None,
-        *,
-        status: int | None = None,
-        attempts: int = 1,
-        request_id: str | None = None,
-    ) -> None:
-        self.message = message or (self.__doc__ or "").strip()
-        self.status = status
-        self.attempts = attempts
-        self.request_id = request_id
-        super().__init__(self.message)
-
-
-class ProviderNotCalled(ProviderError):
-    """The provider ran no generation and charged nothing, so the hold can be released."""
-
-
-class ProviderRejected(ProviderNotCalled):
-    """The provider refused the request with a definitive 4xx before generating anything."""
-
-
-class ProviderErrorAnswer(ProviderNotCalled):
-    """The provider answered with an HTTP error and no usage: nothing was charged."""
-
-
-class ProviderUncertain(ProviderError):
-    """The request reached the provider and may have been charged."""
-
-
-class ProviderBadOutput(ProviderError):
-    """The provider answered 2xx, and so charged, but the body could not be used."""
-
-    def __init__(self, message: str | None = None, *, raw_text: str = "", **kwargs: Any) -> None:
-        super().__init__(message, **kwargs)
-        self.raw_text = raw_text
-
-
-class ProviderTooLarge(ProviderError):
-    """The provider answered 2xx, and so charged, with a reply larger than max_reply_bytes."""
 
 
 def retry_delay(
@@ -195,7 +157,7 @@ class ProviderClient:
         self._timeout = httpx.Timeout(settings.timeout_s, connect=settings.connect_timeout_s)
         self._owns_client = client is None
         turns = settings.max_concurrent_calls
-        self._turns = asyncio.Semaphore(turns)
+        self.pace = pace.Pacer(settings.model, ceiling=turns)
         if client is None:
             limits = httpx.Limits(max_connections=turns, max_keepalive_connections=turns)
             client = httpclient.new(timeout=self._timeout, limits=limits)
@@ -212,13 +174,14 @@ class ProviderClient:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Close the HTTP client if this object created it."""
+        """Close the HTTP client if this object created it; its pace is no longer shown."""
+        self.pace.close()
         if self._owns_client:
             await self._client.aclose()
 
-    def turn(self) -> asyncio.Semaphore:
-        """Held while a draft is made: `max_concurrent_calls` of them at once."""
-        return self._turns
+    def turn(self, max_tokens: int = 0) -> AbstractAsyncContextManager[None]:
+        """Held while a draft of up to `max_tokens` is made, at the model's pace."""
+        return self.pace.turn(max_tokens)
 
     async def complete(
         self, system: str, prompt: str, *, max_tokens: int, json_output: bool = False
@@ -229,7 +192,7 @@ class ProviderClient:
         request = wire.build_request(
             self.settings, system, prompt, max_tokens=max_tokens, json_output=json_output
         )
-        waited = 0.0
+        waited = await self._pause()  # later attempts follow their own retry-after
         uncertain = 0
         attempt = 0
         while True:
@@ -245,6 +208,19 @@ class ProviderClient:
             log.warning("%s; retry %d in %.2fs", self._describe(outcome.reason), attempt, delay)
             await self._sleep(delay)
             waited += delay
+
+    async def _pause(self) -> float:
+        """Wait out a pause that a 429 of another call began since this one got its turn."""
+        paused = self.pace.paused_for()
+        if paused > self.settings.max_retry_wait_s:
+            raise ProviderErrorAnswer(  # nothing sent: nothing charged
+                self._describe(f"rate limited: paused {paused:.2f}s, past the retry budget"),
+                status=429,
+                attempts=0,
+            )
+        if paused:
+            await self._sleep(paused)
+        return paused
 
     def _stop_or_delay(
         self, failure: _Failure, attempt: int, waited: float
@@ -327,6 +303,7 @@ class ProviderClient:
 
     async def _judge(self, response: httpx.Response) -> Completion | _Failure:
         status = response.status_code
+        self.pace.heard(status, response.headers, self._now())
         request_id = response.headers.get("x-request-id") or response.headers.get("request-id")
         text = await self._body(response, request_id)
         if isinstance(text, _Failure):

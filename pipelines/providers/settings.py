@@ -14,8 +14,9 @@ DEFAULT_MAX_REPLY_BYTES = 1024 * 1024
 #: whole; only an unusable reply is cut.
 DEFAULT_MAX_KEPT_CHARS = 40_000
 MIN_KEPT_CHARS = 20_000
-#: Drafts (and triage questions) of one model in flight at once in one process; the rest
-#: wait their turn before anything is held for them.
+#: The ceiling of drafts (and triage questions) of one model in flight at once in one
+#: process; below it, the number follows what the provider states (providers/pace.py).
+#: The rest wait their turn before anything is held for them.
 DEFAULT_MAX_CONCURRENT_CALLS = 16
 
 #: The providers' own API hosts; any OpenAI-compatible server can stand in via base_url.

@@ -23,6 +23,14 @@ Faults, one per call, in queue order: any status code ("429", "500", "401", "529
 "malformed" (200, not JSON), "missing_usage" (200 without usage) and "drop" (close
 the socket halfway through the body). `answer`, when set, answers unscripted calls
 from their text.
+
+A stated limit (`stated_limit`, changeable mid-run): every answer carries OpenAI's
+rate-limit headers (`x-ratelimit-limit-requests`, `-remaining-requests` with the calls
+left in flight once this one is answered, `-reset-requests` of `delay_s`; with
+`stated_tokens`, `-remaining-tokens` and `-reset-tokens` of `tokens_reset_s`), and a
+call that arrives while `stated_limit` are already in flight gets a 429 with
+`retry-after: limit_retry_after_s`, as a provider's concurrency limit answers.
+`in_flight`, `peak_in_flight` and `rate_limited` say what the fake saw.
 """
 
 from __future__ import annotations
@@ -92,6 +100,17 @@ class FakeLLM:
         #: When set, answers an unscripted call from its last message's text (None: the
         #: default reply): a triage's score by the entry, say, whatever the call order.
         self.answer: Callable[[str], str | None] | None = None
+        #: Calls at once this fake states (and enforces with 429s); None: it states nothing.
+        self.stated_limit: int | None = None
+        #: Tokens left that each answer states (None: not stated), renewed after tokens_reset_s.
+        self.stated_tokens: int | None = None
+        self.tokens_reset_s = 1.0
+        #: What a 429 for a call past the stated limit says in retry-after (seconds).
+        self.limit_retry_after_s = 1.0
+        self.in_flight = 0
+        self.peak_in_flight = 0
+        #: 429s answered for calls past the stated limit.
+        self.rate_limited = 0
         self._script: collections.deque[_Script] = collections.deque()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -178,6 +197,40 @@ class FakeLLM:
 
     # -- used by the handler -----------------------------------------------------
 
+    def _arrive(self) -> bool:
+        """Count a call in flight; False (and not counted) when it is past the stated limit."""
+        with self._lock:
+            if self.stated_limit is not None and self.in_flight >= self.stated_limit:
+                self.rate_limited += 1
+                return False
+            self.in_flight += 1
+            self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+            return True
+
+    def _leave(self) -> dict[str, str]:
+        """The call is answered (counted out before its reply is written, so the caller
+        never sees a slot the fake still counts); the limit headers for its answer."""
+        with self._lock:
+            self.in_flight -= 1
+            return self._limit_headers()
+
+    def _limit_headers(self) -> dict[str, str]:
+        if self.stated_limit is None:
+            return {}
+        headers = {
+            "x-ratelimit-limit-requests": str(self.stated_limit),
+            "x-ratelimit-remaining-requests": str(max(0, self.stated_limit - self.in_flight)),
+            "x-ratelimit-reset-requests": f"{self.delay_s:g}s",
+        }
+        if self.stated_tokens is not None:
+            headers["x-ratelimit-remaining-tokens"] = str(self.stated_tokens)
+            headers["x-ratelimit-reset-tokens"] = f"{self.tokens_reset_s:g}s"
+        return headers
+
+    def _refused(self) -> dict[str, str]:
+        with self._lock:
+            return {**self._limit_headers(), "retry-after": f"{self.limit_retry_after_s:g}"}
+
     def _record(self, request: RecordedRequest) -> tuple[_Script, int]:
         """Keep the request; return its script and its 1-based number (for ids)."""
         with self._lock:
@@ -243,12 +296,15 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._send(401, _error_body(shape, 401, echoed))
         elif script.fault is not None:
             self._fault(shape, script, body, n)
+        elif not fake._arrive():
+            self._send(429, _error_body(shape, 429), fake._refused())
         else:
             fake._stopping.wait(fake.delay_s)
             text = script.text
             if text is None and fake.answer is not None:
                 text = fake.answer(demo_llm.user_text(body))
-            self._send(200, _reply(shape, body, text, n), demo_llm.request_id_header(shape, n))
+            headers = {**demo_llm.request_id_header(shape, n), **fake._leave()}
+            self._send(200, _reply(shape, body, text, n), headers)
             self.wfile.flush()
             if fake.observe is not None:
                 fake.observe("answered", request)
