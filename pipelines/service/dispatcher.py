@@ -41,7 +41,7 @@ import logging
 import random
 from collections.abc import Callable, Coroutine, Mapping
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
 import httpx
 
@@ -52,14 +52,10 @@ from pipelines.ground import logfields, waiting
 from pipelines.service import seams, workers
 from store import backend, drafts, errors, items, outbox, payloads
 from store.backends import text as store_text
-from store.cluster import heartbeats
 from store.db import Store
 from store.intake import runs
 from store.items import Item, machine
 from store.items.machine import State
-
-if TYPE_CHECKING:  # a type only: the runtime imports this module
-    from pipelines.service.runtime import RuntimeConfig
 
 log = logging.getLogger(__name__)
 
@@ -365,23 +361,10 @@ async def _fail(store: Store, row: outbox.Row, item: Item, reason: str, now: dat
     await store.write(_fail_sync, row, item, reason, now)
 
 
-class Dispatching(seams.Watched, Protocol):
-    """What the dispatch worker uses of the runtime: its HTTP client, who it is, its lease."""
-
-    @property
-    def client(self) -> httpx.AsyncClient: ...
-
-    @property
-    def me(self) -> heartbeats.Me: ...
-
-    @property
-    def config(self) -> RuntimeConfig: ...
-
-
 def make_worker(bot: Any = None, *, poll_s: float = POLL_S) -> Worker:
     """A RuntimeConfig worker that dispatches until stopped; `bot` serves telegram_channel."""
 
-    async def dispatcher(runtime: Dispatching, stop: asyncio.Event) -> None:
+    async def dispatcher(runtime: seams.Dispatching, stop: asyncio.Event) -> None:
         rng = random.Random()
         woken = outbox.wakeup(runtime.store, ["dispatch"])
         while not stop.is_set():

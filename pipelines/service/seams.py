@@ -13,10 +13,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
+from store.cluster import heartbeats
 from store.db import Store
 
 if TYPE_CHECKING:  # types only: any worker may import this module without the engine's
+    import httpx
+
     from pipelines.config import spec
+    from pipelines.service.runtime import RuntimeConfig
     from pipelines.service.scheduler import Scheduler
     from pipelines.service.workers import Registry
 
@@ -52,3 +56,16 @@ class Controlled(Watched, Protocol):
 
     @property
     def loaded(self) -> spec.LoadResult: ...
+
+
+class Dispatching(Watched, Protocol):
+    """What the dispatch worker uses of the runtime: its HTTP client, who it is, its lease."""
+
+    @property
+    def client(self) -> httpx.AsyncClient: ...
+
+    @property
+    def me(self) -> heartbeats.Me: ...
+
+    @property
+    def config(self) -> RuntimeConfig: ...
