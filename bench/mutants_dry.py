@@ -9,6 +9,7 @@ made or configured, or a mutmut that does not start.
 from __future__ import annotations
 
 import subprocess
+import tempfile
 from pathlib import Path
 
 from bench import mutants
@@ -32,7 +33,14 @@ def check(work: Path) -> dict[str, object]:
                 raise SystemExit(f"{name}: {old!r} is not once in {step.file}; update SQL")
             sql += 1
     print(f"sql: {sql} mutations apply", flush=True)
-    version = subprocess.run([str(mutants.MUTMUT), "--version"], capture_output=True, text=True)
+    # mutmut reads its config (or guesses the code's folder from the working directory's
+    # name) even for --version: ask it where a config names the code, as a real run does.
+    with tempfile.TemporaryDirectory() as scratch:
+        (Path(scratch) / "pyproject.toml").write_text('[tool.mutmut]\nsource_paths = ["store"]\n')
+        (Path(scratch) / "store").mkdir()
+        version = subprocess.run(
+            [str(mutants.MUTMUT), "--version"], capture_output=True, text=True, cwd=scratch
+        )
     if version.returncode != 0:
         raise SystemExit(f"{mutants.MUTMUT} --version failed: {version.stderr.strip()}")
     return {
