@@ -64,9 +64,9 @@ class Drafters:
     the template drafter with a note saying why; each in a steps.Plan with the pipeline's
     voice rules after it, and its triage's question ahead of it if it has one. It owns
     one provider client per model; add `worker` to RuntimeConfig.workers so they are
-    closed on stop. `park()` (the
-    runtime calls it as a clean stop begins) makes every draft that gets its turn of a
-    client from then on begin nothing: the stop starts no paid call.
+    closed on stop. `park()` (the runtime calls it as a clean stop begins) makes every
+    draft that gets its turn of a client from then on begin nothing: the stop starts no
+    paid call.
     """
 
     def __init__(
