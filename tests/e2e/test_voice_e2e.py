@@ -1,0 +1,54 @@
+"""End to end: the real bot (in this process) with the template drafter: a draft whose text
+has tells gets a card with the tells line and keeps its tells with its version; a draft
+without any gets no line; an operator's edit without the tells is a version 2 whose card
+has no line, its tells (none) kept with it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from store import drafts
+from tests.e2e import test_bot_e2e as e2e
+from tests.e2e.test_nudges_e2e import OPERATOR, card_texts, running, tap, told
+from tests.fakes import feeds
+from tests.fakes.feed_server import FeedServer
+
+TELLING = "We delve into the budget. In today's fast-paced world, buses matter."
+LINE = "✍️ 2 tells: delve · 'in today's fast-paced world'"
+
+
+@pytest.fixture
+def feed() -> Iterator[FeedServer]:
+    with FeedServer() as server:
+        entries = [("g1", "Budget night", TELLING), ("g2", "Bridge shut", "The bridge shuts.")]
+        server.set("/feed.xml", feeds.rss(entries), "application/rss+xml")
+        yield server
+
+
+async def test_a_draft_with_tells_shows_them_and_an_edit_without_them_does_not(
+    tmp_path: Path, feed: FeedServer
+) -> None:
+    async with running(tmp_path, feed, "") as bot:
+        api, store = bot.api, bot.runtime.store
+        cards = await api.await_for(
+            lambda: card_texts(api, OPERATOR)[1:] and card_texts(api, OPERATOR), timeout=60
+        )
+        telling = next(c for c in cards if "Budget night" in c.text)
+        plain = next(c for c in cards if "Bridge shut" in c.text)
+        assert LINE in telling.text
+        assert "✍️" not in plain.text
+        item_id = e2e.item_id_of(telling)
+        kept = await drafts.get(store, item_id, 1)
+        assert kept.tells is not None and kept.tells["line"] == LINE
+
+        await tap(api, telling, "Edit")
+        prompt = (await api.await_for(lambda: told(api, "tap the draft"), timeout=10))[-1]
+        api.inject_message(OPERATOR, OPERATOR, "Budget night: buses matter.", prompt.message_id)
+        new = await api.await_for(
+            lambda: [c for c in card_texts(api, OPERATOR) if "version 2" in c.text], timeout=30
+        )
+        assert "✍️" not in new[0].text
+        assert (await drafts.get(store, item_id, 2)).tells is None
