@@ -132,9 +132,8 @@ async def replay(tap: kit.ItemTap) -> None:
         return
     actor = events.operator(tap.user)
     fresh = tap.button.action == "fresh"
-    replayed = await operations.replay(
-        d.store, item.id, actor, tap.now, fresh=fresh, scheduler=d.scheduler
-    )
+    asked = operations.Replay(item.id, actor, fresh=fresh)
+    replayed = await operations.replay(d.store, asked, tap.now, scheduler=d.scheduler)
     await query.answer(f"replayed: attempt {replayed.attempt}")
     private = actions.tapped(query).chat.type == "private"
     where = lists.card_goes(tap.pipeline, private)

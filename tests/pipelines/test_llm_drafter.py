@@ -612,7 +612,9 @@ async def test_a_draft_a_later_try_wrote_is_offered_and_shown_by_a_replay(
     kept = await operations.kept_draft(dropped, rig.drafter)
     assert kept is not None and kept.claim_id == answered
     assert kept.cost_micros == (await ledger.get(store, answered)).actual_micros
-    await operations.replay(store, waiting.id, "operator:42", later + timedelta(hours=2))
+    await operations.replay(
+        store, operations.Replay(waiting.id, "operator:42"), later + timedelta(hours=2)
+    )
     item = await rig.tick(later + timedelta(hours=2))
     assert item.state == State.AWAITING_APPROVAL and llm.calls == 2
     assert (await drafts.get(store, item.id, 1)).provenance["claim"] == answered
