@@ -22,21 +22,16 @@ KNOWN = ("news", "digest")
 
 
 async def test_pause_resume_and_run_without_a_scheduler(store: db.Store, now: datetime) -> None:
-    assert await operations.schedule(
-        store, KNOWN, operations.Scheduling("pause", "news", "cli"), now
-    )
-    assert not await operations.schedule(
-        store, KNOWN, operations.Scheduling("pause", "news", "cli"), now
-    )  # already
+    pause = operations.Scheduling("pause", "news", "cli")
+    assert await operations.schedule(store, KNOWN, pause, now)
+    assert not await operations.schedule(store, KNOWN, pause, now)  # already
     later = now + timedelta(minutes=1)
-    assert await operations.schedule(
-        store, KNOWN, operations.Scheduling("run", "news", "cli"), later
-    )
+    run = operations.Scheduling("run", "news", "cli")
+    assert await operations.schedule(store, KNOWN, run, later)
     state = (await timetable.all_states(store))["news"]
     assert (state.paused, state.run_requested_at) == (True, later)
-    assert await operations.schedule(
-        store, KNOWN, operations.Scheduling("resume", "news", "operator:3"), now
-    )
+    resume = operations.Scheduling("resume", "news", "operator:3")
+    assert await operations.schedule(store, KNOWN, resume, now)
     trail = [
         (e.from_state, e.to_state, e.actor)
         for e in await events.for_entity(store, "pipeline", "news")
