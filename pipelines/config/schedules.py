@@ -165,9 +165,11 @@ def _duration(value: object) -> timedelta:
 
 
 def _span(value: timedelta) -> str:
-    minutes = int(value.total_seconds()) // 60
-    hours, minutes = divmod(minutes, 60)
-    return (f"{hours}h" if hours else "") + (f"{minutes}m" if minutes or not hours else "")
+    """A duration as the file writes one: 1h30m, 15m, 0s."""
+    seconds = int(value.total_seconds())
+    parts = ((seconds // 86400, "d"), (seconds // 3600 % 24, "h"), (seconds // 60 % 60, "m"))
+    written = "".join(f"{n}{unit}" for n, unit in (*parts, (seconds % 60, "s")) if n)
+    return written or "0s"
 
 
 Zone = Annotated[zoneinfo.ZoneInfo, PlainValidator(_zone), PlainSerializer(lambda z: z.key)]
@@ -210,12 +212,11 @@ class PublishConfig(BaseModel):
     #: How late a missed slot may still fire; None: DEFAULT_GRACE.
     grace: Duration | None = None
 
-    _resolved: Schedule | None = PrivateAttr(default=None)
+    _resolved: Schedule = PrivateAttr()
 
     @property
     def resolved(self) -> Schedule:
-        """The schedule this block publishes by, named or its own."""
-        assert self._resolved is not None, "set by validation"
+        """The schedule this block publishes by, named or its own (set by validation)."""
         return self._resolved
 
     @field_validator("slots", mode="after")

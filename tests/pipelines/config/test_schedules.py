@@ -81,6 +81,9 @@ def test_a_schedule_of_its_own_resolves(
     pipeline, errors = _load(tmp_path, publish)
     assert errors == [] and pipeline is not None and pipeline.publish is not None
     assert pipeline.publish.resolved == expected
+    # Written back out, it reads the same.
+    again = schedules.PublishConfig.model_validate(pipeline.publish.model_dump())
+    assert again.resolved == expected
 
 
 def test_without_a_publish_block_nothing_changes(tmp_path: Path) -> None:
