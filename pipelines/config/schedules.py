@@ -15,7 +15,7 @@ Named schedules live in one file beside the pipeline files, `schedules.yaml`
 version of the file (`named`); each schedule in it loads or fails alone, and `check` lists
 its errors as `file:line: field: reason`, like a pipeline file's. A pipeline naming a
 schedule that did not load carries that schedule's errors under its `publish.schedule` line.
-When slots fall is pipelines.publishing.times.
+When the slots fall, in UTC: pipelines.publishing.times.
 """
 
 from __future__ import annotations
