@@ -49,6 +49,7 @@ FLOORS: dict[str, list[tuple[str, set[str]]]] = {
         ("dispatch", {"dispatch"}),
         ("providers", {"providers"}),
         ("config", {"config"}),
+        ("publishing", {"publishing"}),
         ("approval", {"approval"}),
         ("drafting", {"drafting"}),
         ("runs", {"runs"}),
