@@ -167,18 +167,20 @@ def judge(slot: Seen, to: SlotState, item_id: int | None, now: datetime) -> Verd
 
 
 def _check_item(slot: Seen, to: SlotState, item_id: int | None) -> None:
-    if (slot.state, to) in EMPTY_MOVES and item_id is not None:
-        raise errors.IllegalTransition(f"slot {slot.id} moves to {to} empty, not with an item")
-    if (slot.state, to) == (S.OPEN, S.FIRED) and slot.item_id is not None:
-        raise SlotConflict(f"slot {slot.id} holds item {slot.item_id}: it fires, not empty")
-    if to in WITH_ITEM and item_id is None:
+    """A move carries the slot's own item, except a fire with nothing queued (none) and
+    a substitution (another item than the one that failed)."""
+    if (slot.state, to) in EMPTY_MOVES:
+        if item_id is not None:
+            raise errors.IllegalTransition(f"slot {slot.id} moves to {to} empty, not with an item")
+        if slot.state == S.OPEN and slot.item_id is not None:
+            raise SlotConflict(f"slot {slot.id} holds item {slot.item_id}: it fires, not empty")
+    elif to in WITH_ITEM and item_id is None:
         raise errors.IllegalTransition(f"slot {slot.id} cannot move to {to} without an item")
-    if slot.state == S.OPEN and to != S.FIRED and item_id != slot.item_id:
+    elif (slot.state, to) == (S.SUBSTITUTING, S.FIRING):
+        if item_id == slot.item_id:
+            raise SlotConflict(f"slot {slot.id} cannot be substituted by the item that failed")
+    elif item_id != slot.item_id:
         raise SlotConflict(f"slot {slot.id} holds item {slot.item_id}, not item {item_id}")
-    if slot.state == S.SUBSTITUTING and to == S.FIRING and item_id == slot.item_id:
-        raise SlotConflict(f"slot {slot.id} cannot be substituted by the item that failed")
-    if slot.state == S.FIRING and item_id != slot.item_id:
-        raise SlotConflict(f"slot {slot.id} fires item {slot.item_id}, not item {item_id}")
 
 
 def judge_holding(slot: Seen, seen_item: int | None, new_item: int | None) -> Verdict:
