@@ -654,6 +654,8 @@ CREATE INDEX pipeline_runs_recent ON public.pipeline_runs USING btree (pipeline,
 
 CREATE UNIQUE INDEX slots_by_item ON public.slots USING btree (item_id) WHERE ((item_id IS NOT NULL) AND (state = ANY (ARRAY['open'::text, 'firing'::text, 'substituting'::text])));
 
+CREATE INDEX slots_open ON public.slots USING btree (slot_at) WHERE (state = 'open'::text);
+
 CREATE INDEX slots_transient ON public.slots USING btree (changed_at) WHERE (state = ANY (ARRAY['firing'::text, 'substituting'::text]));
 
 CREATE TRIGGER audit_checkpoints_no_delete BEFORE DELETE ON public.audit_checkpoints FOR EACH ROW EXECUTE FUNCTION public.checkpoints_append_only();

@@ -29,9 +29,10 @@ RETURNING *
 -- goes ahead of one queued before it), not before now.
 SELECT * FROM slots
  WHERE schedule = :schedule AND state = 'open' AND item_id IS NULL AND slot_at >= :now
-   AND slot_at > coalesce((SELECT max(slot_at) FROM slots
+   AND slot_at > coalesce((SELECT slot_at FROM slots
                             WHERE schedule = :schedule AND state = 'open'
-                              AND item_id IS NOT NULL), -1)
+                              AND item_id IS NOT NULL
+                            ORDER BY slot_at DESC LIMIT 1), -1)
  ORDER BY slot_at
  LIMIT 1
 

@@ -71,3 +71,4 @@ CREATE TABLE slots (
 CREATE UNIQUE INDEX slots_by_item ON slots (item_id)
     WHERE item_id IS NOT NULL AND state IN ('open', 'firing', 'substituting');
 CREATE INDEX slots_transient ON slots (changed_at) WHERE state IN ('firing', 'substituting');
+CREATE INDEX slots_open ON slots (slot_at) WHERE state = 'open';
