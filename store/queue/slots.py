@@ -103,7 +103,8 @@ def transition_sync(
 ) -> Slot:
     """Move a slot to `to` holding `item_id`, with its event, by machine.judge's rules:
     the slot as it is (a repeat writes nothing); IllegalTransition, SlotConflict or
-    Floored raised, nothing written."""
+    Floored raised, nothing written. The moves that also walk the queue (a substitution,
+    an expiry) are store.queue.holdings': this one moves the slot alone."""
     slot = get_sync(conn, slot_id)
     if machine.judge(slot.seen(), to, item_id, now) == "no-op":
         return slot
