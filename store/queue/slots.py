@@ -27,7 +27,6 @@ from datetime import datetime
 from store import backend, clock, errors, sql
 from store.audit import events
 from store.backends import core
-from store.backends.core import Store
 from store.queue import machine
 from store.queue.machine import Kind, SlotState
 
@@ -207,18 +206,3 @@ deliver = core.writes(deliver_sync)
 fail = core.writes(fail_sync)
 sweep = core.writes(sweep_sync)
 
-
-async def get(store: Store, slot_id: int) -> Slot:
-    return await store.read(get_sync, slot_id)
-
-
-async def due(store: Store, now: datetime) -> list[Slot]:
-    return await store.read(due_sync, now)
-
-
-async def upcoming(store: Store, schedule: str, since: datetime, limit: int = 50) -> list[Slot]:
-    return await store.read(upcoming_sync, schedule, since, limit)
-
-
-async def of_item(store: Store, item_id: int) -> Slot | None:
-    return await store.read(of_item_sync, item_id)

@@ -36,6 +36,7 @@ FLOORS: dict[str, list[tuple[str, set[str]]]] = {
         ("audit", {"audit"}),
         ("nouns", {"db", "payloads", "outbox", "items", "drafts"}),
         ("cluster", {"cluster"}),
+        ("queue", {"queue"}),
         ("intake", {"intake"}),
         ("ledger", {"ledger"}),
         ("reports", {"reports"}),

@@ -30,7 +30,7 @@ async def _window(store: db.Store, queued: int) -> tuple[list[Slot], list[int]]:
 
 
 async def _held(store: db.Store) -> list[int | None]:
-    return [s.item_id for s in await slots.upcoming(store, "city", T0)]
+    return [s.item_id for s in await store.read(slots.upcoming_sync, "city", T0)]
 
 
 async def _kinds(store: db.Store, slot_id: int) -> list[str]:
@@ -99,7 +99,7 @@ async def test_a_fire_within_the_floor_is_refused_until_it_passes(store: db.Stor
     with pytest.raises(machine.Floored) as refused:
         await slots.fire(store, made[0].id, "scheduler", T0)
     assert refused.value.may_move_at == LATE
-    assert (await slots.get(store, made[0].id)).state == S.OPEN
+    assert (await store.read(slots.get_sync, made[0].id)).state == S.OPEN
 
 
 async def test_swap_exchanges_two_items_and_a_stale_tap_changes_nothing(store: db.Store) -> None:
@@ -199,4 +199,4 @@ async def test_illegal_moves_and_conflicts_write_nothing(store: db.Store) -> Non
         await slots.transition(store, made[0].id, S.FIRING, ids[1], "system", LATE)
     assert await events.for_entity(store, "slot", made[0].id) == before
     with pytest.raises(errors.NotFound):
-        await slots.get(store, 999)
+        await store.read(slots.get_sync, 999)

@@ -327,7 +327,7 @@ class SlotMachine(RuleBasedStateMachine):
 
     @invariant()
     def rows_are_the_model(self) -> None:
-        rows = self.run(slots.upcoming(self.store, "city", T0))
+        rows = self.run(self.store.read(slots.upcoming_sync, "city", T0))
         got = [(s.id, str(s.state), s.item_id, s.attempt, s.changed_at) for s in rows]
         assert got == [(m.id, m.state, m.item, m.attempt, m.changed_at) for m in self.q.slots]
 
