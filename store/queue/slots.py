@@ -205,4 +205,3 @@ fire = core.writes(fire_sync)
 deliver = core.writes(deliver_sync)
 fail = core.writes(fail_sync)
 sweep = core.writes(sweep_sync)
-
