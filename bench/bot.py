@@ -118,7 +118,7 @@ def _seed(pipelines: list[spec.Pipeline], n: int, now: datetime) -> Callable[[ba
                 items.transition_sync(conn, item.id, State.DRAFTING, "system", now)
                 draft = drafts.add_sync(conn, item.id, f"draft {i}", {"drafter": "bench"}, now)
                 item = items.transition_sync(conn, item.id, State.AWAITING_APPROVAL, "system", now)
-                flow.queue_card(conn, pipeline, item, draft, now)
+                flow.queue_card(conn, pipeline, item, flow.Card(draft), now)
 
     return unit
 

@@ -36,7 +36,7 @@ from typing import Any
 import httpx
 
 from bench import common
-from pipelines.approval import flow
+from pipelines.approval import flow, rule
 from pipelines.config import spec
 from pipelines.drafting import drafters
 from pipelines.runs import intake
@@ -45,6 +45,7 @@ from store import backend, db, drafts, items, outbox
 from store.audit import events
 from store.intake import seen
 from store.items.machine import State
+from store.review.followups import Shown
 from store.upkeep import retention
 
 #: Items recorded per fetch transaction, and moved to drafting per transaction: a tick's.
@@ -138,7 +139,7 @@ class Lifecycle:
             moved = items.transition_sync(
                 conn, item.id, State.AWAITING_APPROVAL, "system", now, expect_attempt=1
             )
-            flow.queue_card(conn, self.pipeline, moved, draft, now, note=result.note)
+            flow.queue_card(conn, self.pipeline, moved, flow.Card(draft, result.note), now)
 
         await self.store.write(unit)
 
@@ -148,7 +149,10 @@ class Lifecycle:
         async def approve(item: items.Item) -> None:
             async with gate:
                 await flow.decide(
-                    self.store, self.pipeline, item.id, 1, 1, OPERATOR, "approve", self.now()
+                    self.store,
+                    self.pipeline,
+                    rule.Vote(Shown(item.id, 1, 1), OPERATOR, "approve"),
+                    self.now(),
                 )
                 self.approved += 1
                 if self.approved == self.total:

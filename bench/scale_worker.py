@@ -23,7 +23,7 @@ import psycopg
 
 from bench import scale_llm
 from bench import scale_probes as probes
-from pipelines.approval import flow
+from pipelines.approval import flow, rule
 from pipelines.config import spec
 from pipelines.runs import engine
 from pipelines.service import dispatcher, scheduler, seal_loop
@@ -32,6 +32,7 @@ from store.backends import pg_conn
 from store.cluster import heartbeats
 from store.intake import runs
 from store.items.machine import State
+from store.review.followups import Shown
 
 OPERATOR = 1001
 _DISPATCHED = "SELECT count(*) FROM items WHERE state = 'dispatched'"
@@ -124,9 +125,11 @@ class Worker:
             async with gate:
                 pipeline = self.pipelines[item.pipeline]
                 await flow.decide(
-                    self.store, pipeline, item.id, item.attempt, item.version, OPERATOR,
-                    "approve", now,
-                )  # fmt: skip
+                    self.store,
+                    pipeline,
+                    rule.Vote(Shown(item.id, item.attempt, item.version), OPERATOR, "approve"),
+                    now,
+                )
 
         await asyncio.gather(*map(one, mine))
         return len(mine)

@@ -151,15 +151,8 @@ async def decide_listed(tap: kit.Tap) -> None:
     """Yes: decide every item on the list, and say what was decided and what was not."""
     d, now, count = tap.deps, tap.now, tap.button.version
     choice: decisions.Choice = "approve" if tap.button.action == "yes_approve" else "reject"
-    result = await review.decide_listed(
-        d.store,
-        d.pipelines,
-        tap.button.item_id,
-        tap.user,
-        choice,
-        now,
-        actor=events.operator(tap.user),
-    )
+    vote = review.ListedVote(tap.button.item_id, tap.user, choice, events.operator(tap.user))
+    result = await review.decide_listed(d.store, d.pipelines, vote, now)
     votes = f", {wording.plural(len(result.voted), 'vote')} recorded" if result.voted else ""
     await tap.query.answer(f"{len(result.decided)} of {count} {choice}d{votes}")
     await _relist(tap.query, d, result.pipeline, now)
@@ -218,17 +211,8 @@ async def reply(update: Update, context: kit.Context) -> None:
             answer = f"❌ item {item.id} rejected: {message.text or ''}"
         else:
             note, actor = message.text or "", events.operator(user)
-            new = await review.redraft(
-                d.store,
-                pipeline,
-                asked.item_id,
-                asked.attempt,
-                note,
-                user,
-                actor,
-                now,
-                scheduler=d.scheduler,
-            )
+            ask = review.Redraft(asked.item_id, asked.attempt, note, user, actor)
+            new = await review.redraft(d.store, pipeline, ask, now, scheduler=d.scheduler)
             answer = (
                 f"🔄 item {item.id} goes to attempt {new.attempt} with your note; "
                 "a new card follows."

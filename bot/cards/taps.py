@@ -17,7 +17,7 @@ from bot.chat import kit, lists, people, render, wording
 from bot.ground import callbacks
 from bot.web import metrics
 from pipelines import operations
-from pipelines.approval import card_trail, flow
+from pipelines.approval import card_trail, flow, rule
 from pipelines.service import nudges
 from store import drafts, errors, items, outbox, units
 from store.audit import events
@@ -58,7 +58,7 @@ async def approve(tap: kit.ItemTap) -> None:
     """Approve (or a vote toward a quorum) on the version the card showed."""
     d, pipeline = tap.deps, tap.pipeline
     shown, user = tap.button.shown, tap.user
-    decision = await flow.decide(d.store, pipeline, *shown, user, "approve", tap.now)
+    decision = await flow.decide(d.store, pipeline, rule.Vote(shown, user, "approve"), tap.now)
     words = flow.vote_words(decision, pipeline, tap.user)
     said = actions.short(await people.humanize(d.store, words))
     if decision.outcome == "unchanged":
@@ -97,9 +97,8 @@ async def escalate(tap: kit.ItemTap) -> None:
 async def remove_image(tap: kit.ItemTap) -> None:
     """A new version of the shown draft without its image (audited, like an edit)."""
     d, now = tap.deps, tap.now
-    draft = await flow.remove_image(
-        d.store, tap.pipeline, tap.item.id, tap.button.version, tap.user, now
-    )
+    revision = flow.Revision(tap.item.id, tap.button.version, tap.user)
+    draft = await flow.remove_image(d.store, tap.pipeline, revision, now)
     await asyncio.gather(
         tap.query.answer(f"🖼 image removed: version {draft.version} follows"),
         d.sender.flush_item(tap.item.id, now),
@@ -133,9 +132,8 @@ async def replay(tap: kit.ItemTap) -> None:
         return
     actor = events.operator(tap.user)
     fresh = tap.button.action == "fresh"
-    replayed = await operations.replay(
-        d.store, item.id, actor, tap.now, fresh=fresh, scheduler=d.scheduler
-    )
+    asked = operations.Replay(item.id, actor, fresh=fresh)
+    replayed = await operations.replay(d.store, asked, tap.now, scheduler=d.scheduler)
     await query.answer(f"replayed: attempt {replayed.attempt}")
     private = actions.tapped(query).chat.type == "private"
     where = lists.card_goes(tap.pipeline, private)
@@ -187,9 +185,8 @@ async def edit_reply(update: Update, context: kit.Context) -> None:
     pipeline = d.pipelines[item.pipeline]
     assert message.from_user is not None
     try:
-        draft = await flow.edit(
-            d.store, pipeline, item_id, version, message.text or "", message.from_user.id, d.clock()
-        )
+        revision = flow.Revision(item_id, version, message.from_user.id)
+        draft = await flow.edit(d.store, pipeline, revision, message.text or "", d.clock())
     except errors.Refused as exc:
         await message.reply_text(f"Not saved: {exc}")
         return

@@ -23,10 +23,12 @@ if TYPE_CHECKING:
 def check(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
     from bot.process import startup
     from pipelines.approval import quorum
-    from pipelines.config import spec
+    from pipelines.config import schedules, spec
     from pipelines.operations import preflight
 
-    problems = [str(e) for e in spec.check(cfg.pipelines_dir, settings_mod.pipeline_context(cfg))]
+    # The schedules file first: a pipeline naming a broken schedule repeats its errors.
+    problems = [str(e) for e in schedules.check(cfg.pipelines_dir)]
+    problems += [str(e) for e in spec.check(cfg.pipelines_dir, settings_mod.pipeline_context(cfg))]
     try:
         startup.check(cfg)
     except startup.StartupRefused as exc:

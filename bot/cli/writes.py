@@ -65,14 +65,8 @@ async def _as_writer(cfg: settings_mod.Settings, local: Callable[[db.Store], Awa
 
 def cmd_replay(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
     request = {"item": args.item, "force": args.force, "fresh": args.fresh}
-    result = write(
-        cfg,
-        "replay",
-        request,
-        lambda s: operations.replay(
-            s, args.item, control.ACTOR, now, force=args.force, fresh=args.fresh
-        ),
-    )
+    asked = operations.Replay(args.item, control.ACTOR, force=args.force, fresh=args.fresh)
+    result = write(cfg, "replay", request, lambda s: operations.replay(s, asked, now))
     data = operations.plain(result)
     cli_output.emit(
         args, data, lambda: f"item {data['id']} replayed: attempt {data['attempt']}, now new"
@@ -235,7 +229,8 @@ def cmd_schedule(cfg: settings_mod.Settings, args: argparse.Namespace, now: date
         # No bot runs: the pipeline files say which names exist. A running bot checks
         # the name against the pipelines it has loaded.
         known = settings_mod.declared_pipelines(cfg)
-        return operations.schedule(store, known, action, args.pipeline, control.ACTOR, now)
+        asked = operations.Scheduling(action, args.pipeline, control.ACTOR)
+        return operations.schedule(store, known, asked, now)
 
     changed = write(cfg, action, {"pipeline": args.pipeline}, local)
     words = {"run": "run requested", "pause": "paused", "resume": "resumed"}

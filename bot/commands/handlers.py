@@ -222,9 +222,8 @@ async def _schedule_command(update: Update, context: Context, d: Deps, now: date
     word = (update.effective_message.text or "").split()[0][1:].split("@")[0]
     name = pipeline_arg(context, word)
     actor = events.operator(update.effective_user.id)
-    changed = await operations.schedule(
-        d.store, d.pipelines, word, name, actor, now, scheduler=d.scheduler
-    )
+    asked = operations.Scheduling(word, name, actor)
+    changed = await operations.schedule(d.store, d.pipelines, asked, now, scheduler=d.scheduler)
     if word == "run":
         await reply(update, f"▶️ {render.esc(name)}: run requested")
     elif word == "pause":

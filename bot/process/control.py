@@ -104,18 +104,17 @@ async def _set_budget(rt: seams.Controlled, args: dict[str, Any]) -> Any:
 async def _replay(rt: seams.Controlled, args: dict[str, Any]) -> Any:
     item = operations.whole_number(args.get("item"), "item")
     force, fresh = bool(args.get("force")), bool(args.get("fresh"))
-    return await operations.replay(
-        rt.store, item, ACTOR, rt.now(), force=force, fresh=fresh, scheduler=rt.scheduler
-    )
+    asked = operations.Replay(item, ACTOR, force=force, fresh=fresh)
+    return await operations.replay(rt.store, asked, rt.now(), scheduler=rt.scheduler)
 
 
 def _schedule(action: str) -> Handler:
     async def run(rt: seams.Controlled, args: dict[str, Any]) -> Any:
         # A pipeline whose file failed to load is named with its errors, not as unknown.
         name = operations.check_pipeline(str(args["pipeline"]), rt.pipelines, rt.loaded.broken)
-        known, now = rt.pipelines, rt.now()
+        asked = operations.Scheduling(action, name, ACTOR)
         return await operations.schedule(
-            rt.store, known, action, name, ACTOR, now, scheduler=rt.scheduler
+            rt.store, rt.pipelines, asked, rt.now(), scheduler=rt.scheduler
         )
 
     return run

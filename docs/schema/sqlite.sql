@@ -304,47 +304,6 @@ CREATE INDEX handled_updates_by_age ON handled_updates (handled_at);
 
 CREATE UNIQUE INDEX pipeline_runs_one_running ON pipeline_runs (pipeline) WHERE status = 'running';
 
-CREATE TABLE events (
-    id         INTEGER PRIMARY KEY,
-    entity     TEXT NOT NULL CHECK (entity IN ('item', 'claim', 'budget', 'pipeline', 'token')),
-    entity_id  TEXT NOT NULL,
-    from_state TEXT,
-    to_state   TEXT NOT NULL,
-    actor      TEXT NOT NULL CHECK (
-        actor IN ('system', 'scheduler', 'sweep', 'cli')
-        OR (actor GLOB 'operator:[0-9]*' AND substr(actor, 10) NOT GLOB '*[^0-9]*')
-        OR (actor GLOB 'cli:?*' AND length(actor) <= 68
-            AND substr(actor, 5) NOT GLOB '*[^A-Za-z0-9._-]*')),
-    attempt    INTEGER NOT NULL DEFAULT 0,
-    reason     TEXT,
-    at         INTEGER NOT NULL,
-    prev_hash  TEXT,
-    seq        INTEGER,
-    hash       TEXT,
-    CHECK ((seq IS NULL) = (hash IS NULL))
-);
-
-CREATE INDEX events_by_entity ON events (entity, entity_id, id);
-
-CREATE UNIQUE INDEX events_by_seq ON events (seq);
-
-CREATE INDEX events_unsealed ON events (id) WHERE seq IS NULL;
-
-CREATE TRIGGER events_no_update BEFORE UPDATE ON events
-WHEN NOT (OLD.seq IS NULL AND NEW.seq IS NOT NULL
-          AND NEW.id IS OLD.id AND NEW.entity IS OLD.entity AND NEW.entity_id IS OLD.entity_id
-          AND NEW.from_state IS OLD.from_state AND NEW.to_state IS OLD.to_state
-          AND NEW.actor IS OLD.actor AND NEW.attempt IS OLD.attempt
-          AND NEW.reason IS OLD.reason AND NEW.at IS OLD.at AND NEW.prev_hash IS OLD.prev_hash)
-BEGIN
-    SELECT RAISE(ABORT, 'events are append-only (an unsealed event may only be sealed, once)');
-END;
-
-CREATE TRIGGER events_no_delete BEFORE DELETE ON events
-BEGIN
-    SELECT RAISE(ABORT, 'events are append-only');
-END;
-
 CREATE TABLE forum_topics (
     chat_id    INTEGER NOT NULL,
     name       TEXT NOT NULL,
@@ -403,3 +362,63 @@ CREATE TABLE audit_signers (
     worker        TEXT NOT NULL,
     registered_at INTEGER NOT NULL
 );
+
+CREATE TABLE events (
+    id         INTEGER PRIMARY KEY,
+    entity     TEXT NOT NULL CHECK (entity IN ('item', 'claim', 'budget', 'pipeline', 'token', 'slot')),
+    entity_id  TEXT NOT NULL,
+    from_state TEXT,
+    to_state   TEXT NOT NULL,
+    actor      TEXT NOT NULL CHECK (
+        actor IN ('system', 'scheduler', 'sweep', 'cli')
+        OR (actor GLOB 'operator:[0-9]*' AND substr(actor, 10) NOT GLOB '*[^0-9]*')
+        OR (actor GLOB 'cli:?*' AND length(actor) <= 68
+            AND substr(actor, 5) NOT GLOB '*[^A-Za-z0-9._-]*')),
+    attempt    INTEGER NOT NULL DEFAULT 0,
+    reason     TEXT,
+    at         INTEGER NOT NULL,
+    prev_hash  TEXT,
+    seq        INTEGER,
+    hash       TEXT,
+    CHECK ((seq IS NULL) = (hash IS NULL))
+);
+
+CREATE INDEX events_by_entity ON events (entity, entity_id, id);
+
+CREATE UNIQUE INDEX events_by_seq ON events (seq);
+
+CREATE INDEX events_unsealed ON events (id) WHERE seq IS NULL;
+
+CREATE TRIGGER events_no_update BEFORE UPDATE ON events
+WHEN NOT (OLD.seq IS NULL AND NEW.seq IS NOT NULL
+          AND NEW.id IS OLD.id AND NEW.entity IS OLD.entity AND NEW.entity_id IS OLD.entity_id
+          AND NEW.from_state IS OLD.from_state AND NEW.to_state IS OLD.to_state
+          AND NEW.actor IS OLD.actor AND NEW.attempt IS OLD.attempt
+          AND NEW.reason IS OLD.reason AND NEW.at IS OLD.at AND NEW.prev_hash IS OLD.prev_hash)
+BEGIN
+    SELECT RAISE(ABORT, 'events are append-only (an unsealed event may only be sealed, once)');
+END;
+
+CREATE TRIGGER events_no_delete BEFORE DELETE ON events
+BEGIN
+    SELECT RAISE(ABORT, 'events are append-only');
+END;
+
+CREATE TABLE slots (
+    id         INTEGER PRIMARY KEY AUTOINCREMENT,
+    schedule   TEXT NOT NULL,
+    slot_at    INTEGER NOT NULL,
+    state      TEXT NOT NULL CHECK (state IN ('open', 'firing', 'substituting', 'fired', 'expired', 'breach')),
+    item_id    INTEGER REFERENCES items (id),
+    attempt    INTEGER NOT NULL DEFAULT 0 CHECK (attempt >= 0),
+    changed_at INTEGER NOT NULL,
+    reason     TEXT,
+    UNIQUE (schedule, slot_at)
+);
+
+CREATE UNIQUE INDEX slots_by_item ON slots (item_id)
+    WHERE item_id IS NOT NULL AND state IN ('open', 'firing', 'substituting');
+
+CREATE INDEX slots_transient ON slots (changed_at) WHERE state IN ('firing', 'substituting');
+
+CREATE INDEX slots_open ON slots (slot_at) WHERE state = 'open';

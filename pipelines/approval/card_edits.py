@@ -1,7 +1,7 @@
 """The rows a decision queues with it: the card's edit (its status line) and, for an
 approval, the dispatch, held back through the undo window.
 
-    rows = card_edits.decision_rows(pipeline, decision, version, operator, choice, ...)
+    rows = card_edits.decision_rows(pipeline, decision, vote, now)
 
 Also the card edits of an operator's new version, and the words a card uses for who
 the quorum still waits for.
@@ -14,11 +14,9 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from pipelines.approval import quorum
-from pipelines.approval.rule import Decision
+from pipelines.approval.rule import Decision, Vote
 from store import backend, outbox, payloads, units
-from store.audit import events
 from store.items import Item
-from store.items.machine import State
 from store.review import decisions
 
 if TYPE_CHECKING:
@@ -26,48 +24,40 @@ if TYPE_CHECKING:
 
 
 def edit_card_sync(
-    conn: backend.Conn, pipeline: spec.Pipeline, item: Item, version: int, status: str,
-    now: datetime, *, decided_by: Sequence[int] = (), undo_until: datetime | None = None,
-    state: State | None = None,
-) -> None:  # fmt: skip
-    """Queue the edit of the card showing `version` of the item's attempt: its status line
-    and, from the item's `state` (and `undo_until`), which buttons it keeps."""
-    row = card_edit_row(
-        pipeline, item, version, status, decided_by=decided_by, undo_until=undo_until,
-        state=state,
-    )  # fmt: skip
-    outbox.put_sync(conn, row, now)
+    conn: backend.Conn, pipeline: spec.Pipeline, item: Item, status: str, now: datetime
+) -> None:
+    """Queue the edit of the card showing the item's version and attempt: its status line
+    and, from the item's state, which buttons it keeps."""
+    outbox.put_sync(conn, card_edit_row(pipeline, item, status), now)
 
 
 def card_edit_row(
-    pipeline: spec.Pipeline, item: Item, version: int, status: str, *,
-    decided_by: Sequence[int] = (), undo_until: datetime | None = None,
-    state: State | None = None,
+    pipeline: spec.Pipeline, item: Item, status: str, *, decided_by: Sequence[int] = (),
+    undo_until: datetime | None = None,
 ) -> outbox.Queued:  # fmt: skip
-    """The outbox row of `edit_card_sync`, to queue with a move or alone."""
+    """The outbox row of `edit_card_sync`, to queue with a move or alone; a decision's
+    says who decided and until when its undo (the only button then) works."""
     edit = payloads.CardEdit(
-        item.id, item.attempt, version, (state or item.state).value, status, tuple(decided_by),
+        item.id, item.attempt, item.version, item.state.value, status, tuple(decided_by),
         undo_until=undo_until.isoformat() if undo_until else None, pipeline=pipeline.name,
     )  # fmt: skip
     return outbox.Queued(item.id, "card_edit", outbox.OPERATORS, edit.to_json())
 
 
 def decision_rows(
-    pipeline: spec.Pipeline, decision: Decision, version: int, operator_id: int,
-    choice: decisions.Choice, reason: str | None, actor: str | None, now: datetime,
-) -> list[outbox.Queued]:  # fmt: skip
+    pipeline: spec.Pipeline, decision: Decision, vote: Vote, now: datetime
+) -> list[outbox.Queued]:
     """What a decision that counts queues with it (`decision` as it will be): the card's
     edit (its status line) and, for an approval, the dispatch, held back through the undo
     window."""
     window = pipeline.approval.undo_window
     until = now + window if window and decision.outcome != "pending" else None
-    who = _who(decision, operator_id, actor)
-    status = _status_line(decision, pipeline, who, reason, until, now)
-    decided_by = decision.approvals if choice == "approve" else (operator_id,)
+    status = _status_line(decision, pipeline, vote, until, now)
+    decided_by = decision.approvals if vote.choice == "approve" else (vote.operator_id,)
+    version = decision.item.version
     queued = [
-        card_edit_row(pipeline, decision.item, version, status, decided_by=decided_by,
-                      undo_until=until),
-    ]  # fmt: skip
+        card_edit_row(pipeline, decision.item, status, decided_by=decided_by, undo_until=until)
+    ]
     if decision.outcome == "approved":
         item_id, attempt = decision.item.id, decision.item.attempt
         dispatch = payloads.Dispatch(item_id, attempt, version, pipeline.name).to_json()
@@ -79,10 +69,10 @@ def decision_rows(
 
 
 def _status_line(
-    decision: Decision, pipeline: spec.Pipeline, who: str, reason: str | None,
-    undo_until: datetime | None, now: datetime,
+    decision: Decision, pipeline: spec.Pipeline, vote: Vote, undo_until: datetime | None,
+    now: datetime,
 ) -> str:  # fmt: skip
-    at = units.when(now)
+    at, who, reason = units.when(now), _who(decision, vote), vote.reason
     if decision.outcome == "approved":
         line = f"✅ approved by {who} at {at}"
     elif decision.outcome == "rejected":
@@ -96,14 +86,16 @@ def _status_line(
     return line
 
 
-def _who(decision: Decision, operator_id: int, actor: str | None) -> str:
+def _who(decision: Decision, vote: Vote) -> str:
     """Who decided, as actors ("operator:1001", "cli:ana"): the bot shows names for them."""
     if decision.outcome == "approved":
+        actor = vote.actor
         named = [
-            actor if o == operator_id and actor else decisions.voter(o) for o in decision.approvals
+            actor if o == vote.operator_id and actor else decisions.voter(o)
+            for o in decision.approvals
         ]
         return ", ".join(named)
-    return actor or events.operator(operator_id)
+    return vote.who
 
 
 def awaited(decision: Decision, pipeline: spec.Pipeline) -> str:

@@ -100,15 +100,19 @@ async def retry(
     return await store.write(unit)
 
 
-def _again_sync(
-    conn: backend.Conn, item: Item, copied: outbox.Row, target: str, key: str, now: datetime
-) -> int | None:
-    """Queue `copied` again as a new card and, with it, the edit that points its earlier
-    copies at the new one: one unit, so a crash keeps both or neither, and the edit waits
-    in the outbox until the new card is sent (bot.chat.edits)."""
+def _copy(item: Item, copied: outbox.Row, target: str, key: str) -> outbox.Queued:
+    """`copied` as a new card for `target`, saying which card it copies."""
     # The card row does not repeat its draft: readers join the draft's text.
     payload = {k: v for k, v in copied.payload.items() if k != "text"} | {"again_of": copied.id}
-    card = outbox.enqueue_sync(conn, "card", target, payload, now, item_id=item.id, dedupe_key=key)
+    return outbox.Queued(item.id, "card", target, payload, key)
+
+
+def _again_sync(conn: backend.Conn, item: Item, copy: outbox.Queued, now: datetime) -> int | None:
+    """Queue `copy` (a `_copy`) and, with it, the edit that points its earlier copies at
+    the new one: one unit, so a crash keeps both or neither, and the edit waits in the
+    outbox until the new card is sent (bot.chat.edits)."""
+    payload, target = copy.payload, copy.target
+    card = outbox.put_sync(conn, copy, now)
     if card is not None:
         edit = payloads.CardEdit(
             item.id,
@@ -147,7 +151,8 @@ async def show_again(store: Store, item_id: int, chat_id: int, now: datetime) ->
             return None
         # The first card of the version: a later copy may be an escalation's, for others.
         key = f"card:{item_id}:{item.attempt}:{item.version}:{chat_id}:{len(shown)}"
-        return _again_sync(conn, item, shown[-1], f"{CHAT_TARGET}{chat_id}", key, now)
+        copy = _copy(item, shown[-1], f"{CHAT_TARGET}{chat_id}", key)
+        return _again_sync(conn, item, copy, now)
 
     return await store.write(unit)
 
@@ -167,7 +172,7 @@ async def resend_open(store: Store, now: datetime) -> list[int]:
             if newest.state != "sent":
                 continue  # still on its way (or given up on, with an alert): not lost
             key = f"card:{item.id}:{item.attempt}:{newest.payload.get('version')}:again:{newest.id}"
-            if _again_sync(conn, item, newest, outbox.OPERATORS, key, now) is not None:
+            if _again_sync(conn, item, _copy(item, newest, outbox.OPERATORS, key), now) is not None:
                 resent.append(item.id)
         return resent
 

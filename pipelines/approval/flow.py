@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -45,15 +45,15 @@ def reach_sync(
     return quorum.of(pipeline.approval, author=found.author, voted=voted, escalated=found.escalated)
 
 
-def _version_sync(conn: backend.Conn, item: Item, draft: Draft | None = None) -> rule.Version:
+def _version_sync(conn: backend.Conn, item: Item, draft: Draft | None = None) -> quorum.Version:
     """Who wrote the item's current version: the operator of an edit (then its escalation
     is read from its follow-ups), or a drafter."""
     draft = draft or drafts.get_sync(conn, item.id, item.version)
     author = draft.provenance.get("operator")
     if not isinstance(author, int):
         # A drafter's version: everyone listed may approve it, escalated or not.
-        return rule.Version()
-    return rule.Version(author, followups.nudged_sync(conn, item.id, item.attempt, "escalate"))
+        return quorum.Version()
+    return quorum.Version(author, followups.nudged_sync(conn, item.id, item.attempt, "escalate"))
 
 
 async def reach(store: Store, pipeline: spec.Pipeline, item: Item) -> quorum.Reach:
@@ -65,34 +65,29 @@ async def reach(store: Store, pipeline: spec.Pipeline, item: Item) -> quorum.Rea
     return await store.read(read)
 
 
+@dataclass(frozen=True)
+class Card:
+    """An approval card: the draft version it shows, the `note` it shows it with, the
+    item approved recently it may `duplicate`, and `chats` for a copy to those chats
+    alone (an escalation)."""
+
+    draft: Draft
+    note: str | None = None
+    duplicate: similarity.Earlier | None = None
+    chats: Sequence[int] = ()
+
+
 def queue_card(
-    conn: backend.Conn,
-    pipeline: spec.Pipeline,
-    item: Item,
-    draft: Draft,
-    now: datetime,
-    *,
-    note: str | None = None,
-    duplicate: similarity.Earlier | None = None,
-    chats: Sequence[int] = (),
+    conn: backend.Conn, pipeline: spec.Pipeline, item: Item, card: Card, now: datetime
 ) -> int | None:
-    """Queue the approval card for one draft version (at most once per version); with
-    `chats`, a copy for those chats alone (an escalation)."""
-    card = card_row(conn, pipeline, item, draft, note=note, duplicate=duplicate, chats=chats)
-    return outbox.put_sync(conn, card, now)
+    """Queue the approval card for one draft version (at most once per version, and
+    once per set of chats)."""
+    return outbox.put_sync(conn, card_row(conn, pipeline, item, card), now)
 
 
-def card_row(
-    conn: backend.Conn,
-    pipeline: spec.Pipeline,
-    item: Item,
-    draft: Draft,
-    *,
-    note: str | None = None,
-    duplicate: similarity.Earlier | None = None,
-    chats: Sequence[int] = (),
-) -> outbox.Queued:
+def card_row(conn: backend.Conn, pipeline: spec.Pipeline, item: Item, card: Card) -> outbox.Queued:
     """The outbox row of `queue_card`, to queue with the move to approval or alone."""
+    draft, duplicate, chats = card.draft, card.duplicate, card.chats
     payload: dict[str, Any] = {
         "pipeline": pipeline.name,
         "title": item.payload.get("title", ""),
@@ -105,7 +100,7 @@ def card_row(
             "drafter", "operator" if "operator" in draft.provenance else "?"
         ),
         "cost_micros": draft.cost_micros,
-        "note": note,
+        "note": card.note,
         "quorum": pipeline.approval.quorum,
         **_shortfall(reach_sync(conn, pipeline, item, draft=draft)),
         "duplicate_of": duplicate.item_id if duplicate else None,
@@ -168,70 +163,58 @@ def check_operator(
     )
 
 
-async def decide(
-    store: Store,
-    pipeline: spec.Pipeline,
-    item_id: int,
-    attempt: int,
-    version: int,
-    operator_id: int,
-    choice: decisions.Choice,
-    now: datetime,
-    *,
-    reason: str | None = None,
-    actor: str | None = None,
-) -> Decision:
+async def decide(store: Store, pipeline: spec.Pipeline, vote: rule.Vote, now: datetime) -> Decision:
     """Record one operator's decision on the version their card showed.
 
     An approval's dispatch waits out the pipeline's undo window, and the card says
-    until when; `reason` goes with a reject into its event and onto the card.
+    until when; `vote.reason` goes with a reject into its event and onto the card.
     """
-    return await store.write(
-        decide_sync, item_id, attempt, version, operator_id, choice, now, reason=reason,
-        actor=actor, pipeline=pipeline,
-    )  # fmt: skip
+    return await store.write(decide_sync, vote, now, pipeline=pipeline)
 
 
 def decide_sync(
-    conn: backend.Conn, item_id: int, attempt: int, version: int, operator_id: int,
-    choice: decisions.Choice, now: datetime, *, quorum: int = 1, reason: str | None = None,
-    actor: str | None = None, pipeline: spec.Pipeline | None = None,
+    conn: backend.Conn, vote: rule.Vote, now: datetime, *, quorum: int = 1,
+    pipeline: spec.Pipeline | None = None,
 ) -> Decision:  # fmt: skip
     """One decision inside the caller's unit (which may add its own rows): the item
     locked, the vote recorded, rule.judge asked, and the move it decides made with its
     rows, so fifty simultaneous taps produce exactly one transition.
 
-    `await store.write(flow.decide_sync, item_id, attempt, version, operator, "approve", now)`
+    `await store.write(flow.decide_sync, rule.Vote(shown, operator, "approve"), now)`
 
     With `pipeline`, its approvers and rules apply (four eyes too) and the card's edit
     and the dispatch go with the vote; without, a bare vote: `quorum` approvals approve.
     """
     if pipeline is not None:
-        check_operator(pipeline, operator_id, conn, (item_id, attempt))
-    if choice not in ("approve", "reject"):
-        raise ValueError(f"unknown decision {choice!r}; valid: approve, reject")
-    rules = rule.Rules.of(pipeline.approval) if pipeline else rule.Rules(quorum)
-    item = decisions.shown_sync(conn, item_id, attempt, version)
-    ballot = _cast_sync(conn, item, operator_id, choice, now, actor, reason)
+        check_operator(pipeline, vote.operator_id, conn, (vote.shown.item_id, vote.shown.attempt))
+    if vote.choice not in ("approve", "reject"):
+        raise ValueError(f"unknown decision {vote.choice!r}; valid: approve, reject")
+    rules = _rules(pipeline, quorum)
+    item = decisions.shown_sync(conn, *vote.shown)
+    ballot = _cast_sync(conn, item, vote, now)
     verdict = _judged_sync(conn, rules, item, ballot, asks=pipeline is not None)
     assert verdict.outcome != "refused"  # _judged_sync raised
     decision = Decision(item, verdict.outcome, ballot.approvals, rules.quorum, verdict.reach)
     if verdict.outcome == "unchanged":
         return decision
     if verdict.to is None:  # a vote toward the quorum: the card says who is in
-        for row in _rows(pipeline, decision, operator_id, choice, reason, actor, now):
+        for row in _rows(pipeline, decision, vote, now):
             outbox.put_sync(conn, row, now)
         return decision
     # The rows are asked for with the item as the move leaves it, and written by the move.
     ahead = replace(decision, item=replace(item, state=verdict.to, reason=verdict.reason))
-    rows = _rows(pipeline, ahead, operator_id, choice, reason, actor, now)
-    who = actor or events.operator(operator_id)
-    moved = _move(conn, item, verdict.to, who, now, verdict.reason, rows)
-    return replace(decision, item=moved)
+    rows = tuple(_rows(pipeline, ahead, vote, now))
+    move = items.Move(item, verdict.to, vote.who, now, verdict.reason, effects=rows)
+    return replace(decision, item=items.apply_one(conn, move))
+
+
+def _rules(pipeline: spec.Pipeline | None, need: int) -> quorum.Rules:
+    """The pipeline's approval rule; without a pipeline, a bare vote's: `need` approve."""
+    return quorum.Rules.of(pipeline.approval) if pipeline else quorum.Rules(need)
 
 
 def _judged_sync(
-    conn: backend.Conn, rules: rule.Rules, item: Item, ballot: rule.Ballot, *, asks: bool
+    conn: backend.Conn, rules: quorum.Rules, item: Item, ballot: rule.Ballot, *, asks: bool
 ) -> rule.Verdict:
     """rule.judge's verdict, with who wrote the version when it matters (and `asks`: a
     bare vote never reads it); WroteThisVersion when four eyes refuses the vote, which
@@ -246,39 +229,25 @@ def _judged_sync(
     return verdict
 
 
-def _cast_sync(
-    conn: backend.Conn, item: Item, operator_id: int, choice: decisions.Choice, now: datetime,
-    actor: str | None, reason: str | None,
-) -> rule.Ballot:  # fmt: skip
+def _cast_sync(conn: backend.Conn, item: Item, vote: rule.Vote, now: datetime) -> rule.Ballot:
     """The vote, recorded while the item waits; what the store answered to it."""
+    choice, voter, actor, reason = vote.choice, vote.operator_id, vote.actor, vote.reason
     if item.state != State.AWAITING_APPROVAL:
         approvals = decisions.approvals_sync(conn, item)
-        return rule.Ballot(choice, operator_id, approvals, False, False, actor, reason)
-    cast = decisions.vote_sync(conn, item, operator_id, choice, now)
+        return rule.Ballot(choice, voter, approvals, False, False, actor, reason)
+    cast = decisions.vote_sync(conn, item, voter, choice, now)
     if cast is None:  # this operator already voted on it
         approvals = decisions.approvals_sync(conn, item)
-        return rule.Ballot(choice, operator_id, approvals, False, True, actor, reason)
-    return rule.Ballot(choice, operator_id, cast, True, True, actor, reason)
+        return rule.Ballot(choice, voter, approvals, False, True, actor, reason)
+    return rule.Ballot(choice, voter, cast, True, True, actor, reason)
 
 
 def _rows(
-    pipeline: spec.Pipeline | None, decision: Decision, operator_id: int,
-    choice: decisions.Choice, reason: str | None, actor: str | None, now: datetime,
-) -> list[outbox.Queued]:  # fmt: skip
+    pipeline: spec.Pipeline | None, decision: Decision, vote: rule.Vote, now: datetime
+) -> list[outbox.Queued]:
     if pipeline is None:
         return []
-    version = decision.item.version
-    return card_edits.decision_rows(
-        pipeline, decision, version, operator_id, choice, reason, actor, now
-    )
-
-
-def _move(
-    conn: backend.Conn, item: Item, to: State, actor: str, now: datetime, reason: str | None,
-    rows: Sequence[outbox.Queued],
-) -> Item:  # fmt: skip
-    """The vote's move with its rows: the one call into the store's item moves."""
-    return items.apply_one(conn, items.Move(item, to, actor, now, reason, effects=tuple(rows)))
+    return card_edits.decision_rows(pipeline, decision, vote, now)
 
 
 #: Waiting items looked at per pipeline when the pipelines are loaded (longest-waiting first).
@@ -326,43 +295,45 @@ def _flag_sync(
     return queued is not None
 
 
+@dataclass(frozen=True)
+class Revision:
+    """Who writes a new version of a draft, and of which version, as their card showed it;
+    `actor` names them in the events (default: the Telegram operator `operator_id`)."""
+
+    item_id: int
+    shown_version: int
+    operator_id: int
+    actor: str | None = None
+
+    @property
+    def who(self) -> str:
+        return self.actor or events.operator(self.operator_id)
+
+
 async def edit(
-    store: Store,
-    pipeline: spec.Pipeline,
-    item_id: int,
-    shown_version: int,
-    text: str,
-    operator_id: int,
-    now: datetime,
-    *,
-    actor: str | None = None,
+    store: Store, pipeline: spec.Pipeline, revision: Revision, text: str, now: datetime
 ) -> Draft:
     """An operator's replacement text: validated like any draft, then a new card."""
     validation.validate(text, pipeline.draft.output_schema)
-    who = actor or events.operator(operator_id)
-    return await store.write(
-        _revise_sync, pipeline, item_id, shown_version, operator_id, now, who, text
-    )
+    return await store.write(_revise_sync, pipeline, revision, now, text)
 
 
 async def remove_image(
-    store: Store, pipeline: spec.Pipeline, item_id: int, shown_version: int,
-    operator_id: int, now: datetime, *, actor: str | None = None,
-) -> Draft:  # fmt: skip
+    store: Store, pipeline: spec.Pipeline, revision: Revision, now: datetime
+) -> Draft:
     """The shown version without its image, as a new version with a new card (an edit:
     audited with its actor, and the older card's buttons stop working)."""
-    who = actor or events.operator(operator_id)
-    return await store.write(
-        _revise_sync, pipeline, item_id, shown_version, operator_id, now, who, None
-    )
+    return await store.write(_revise_sync, pipeline, revision, now, None)
 
 
 def _revise_sync(
-    conn: backend.Conn, pipeline: spec.Pipeline, item_id: int, shown_version: int,
-    operator_id: int, now: datetime, who: str, text: str | None,
+    conn: backend.Conn, pipeline: spec.Pipeline, revision: Revision, now: datetime,
+    text: str | None,
 ) -> Draft:  # fmt: skip
     """An operator's new version: the text replaced by `text`, or (None) the image taken
     off. The shown card says so and a new card follows, in the same unit."""
+    item_id, shown_version = revision.item_id, revision.shown_version
+    operator_id, who = revision.operator_id, revision.who
     check_operator(pipeline, operator_id, conn, (item_id, items.get_sync(conn, item_id).attempt))
     if text is None:
         draft = drafts.remove_image_sync(conn, item_id, shown_version, operator_id, now, who)
@@ -372,6 +343,7 @@ def _revise_sync(
         mark, done = "✏️", "edited"
     item = items.get_sync(conn, item_id)
     status = f"{mark} {done} by {who}: see version {draft.version} below"
-    card_edits.edit_card_sync(conn, pipeline, item, shown_version, status, now)
-    queue_card(conn, pipeline, item, draft, now, note=f"{done} by {who}")
+    # The edit is of the card that showed the older version.
+    card_edits.edit_card_sync(conn, pipeline, replace(item, version=shown_version), status, now)
+    queue_card(conn, pipeline, item, Card(draft, note=f"{done} by {who}"), now)
     return draft

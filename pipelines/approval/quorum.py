@@ -3,6 +3,7 @@
     reach = quorum.of(pipeline.approval, author=1001, voted=(1002,), escalated=False)
     reach.short        # fewer people may approve this version than the quorum needs
     reach.waiting      # whom the card may say it waits for (never someone barred)
+    quorum.reach(quorum.Rules(2, four_eyes=True, approvers=(1001, 1002)), quorum.Version(1001))
     quorum.shortfall(reach)   # "needs 2 approvals from people other than operator:1001; ..."
 
 The one place that decides it, for the card, the vote (rule.judge) and `gatehouse check`. Four eyes
@@ -50,22 +51,42 @@ class Reach:
         return len(set(self.may) | set(self.voted)) < self.quorum
 
 
-def reach(
-    approvers: Sequence[int],
-    quorum: int,
-    *,
-    four_eyes: bool,
-    author: int | None = None,
-    voted: Sequence[int] = (),
-    escalate_to: Sequence[int] = (),
-    escalated: bool = False,
-) -> Reach:
-    """The rule, from plain values: `approvers` empty means not known (anyone may)."""
-    barred = (author,) if four_eyes and author is not None else ()
-    people = [*approvers, *(escalate_to if escalated else ())]
-    may = None if not approvers else tuple(dict.fromkeys(o for o in people if o not in barred))
+@dataclass(frozen=True)
+class Rules:
+    """A pipeline's approval rule as plain values (`Rules.of(pipeline.approval)`)."""
+
+    quorum: int = 1
+    four_eyes: bool = False
+    #: Who may approve; empty: not known (any bot operator).
+    approvers: tuple[int, ...] = ()
+    escalate_to: tuple[int, ...] = ()
+
+    @classmethod
+    def of(cls, config: spec.ApprovalConfig) -> Rules:
+        return cls(
+            config.quorum, config.four_eyes, tuple(config.approvers), tuple(config.escalate_to)
+        )
+
+
+@dataclass(frozen=True)
+class Version:
+    """Who wrote the version voted on, and whether its item was escalated."""
+
+    #: The operator who wrote it (an edit); None: a drafter did.
+    author: int | None = None
+    escalated: bool = False
+
+
+def reach(rules: Rules, version: Version, voted: Sequence[int] = ()) -> Reach:
+    """Who may approve `version` under `rules`, `voted` having approved it so far;
+    `rules.approvers` empty means not known (anyone may)."""
+    author, escalate_to = version.author, rules.escalate_to
+    barred = (author,) if rules.four_eyes and author is not None else ()
+    people = [*rules.approvers, *(escalate_to if version.escalated else ())]
+    able = tuple(dict.fromkeys(o for o in people if o not in barred))
+    may = able if rules.approvers else None
     brought = [o for o in escalate_to if o not in barred and o not in (may or ())]
-    return Reach(quorum, may, barred, tuple(voted), bool(brought) and not escalated)
+    return Reach(rules.quorum, may, barred, tuple(voted), bool(brought) and not version.escalated)
 
 
 def of(
@@ -76,10 +97,7 @@ def of(
     escalated: bool = False,
 ) -> Reach:
     """The rule for one pipeline's version: `author` wrote it (None: a drafter did)."""
-    return reach(
-        rules.approvers, rules.quorum, four_eyes=rules.four_eyes, author=author, voted=voted,
-        escalate_to=rules.escalate_to, escalated=escalated,
-    )  # fmt: skip
+    return reach(Rules.of(rules), Version(author, escalated), voted)
 
 
 def names(people: Sequence[int]) -> str:

@@ -14,17 +14,14 @@ nothing. Pure: the store records the vote and pipelines.approval.flow moves the 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from pipelines.approval import quorum
 from pipelines.approval.quorum import Reach
 from store.audit import events
 from store.items import Item
 from store.items.machine import State
-from store.review import decisions
-
-if TYPE_CHECKING:
-    from pipelines.config import spec
+from store.review import decisions, followups
 
 #: decide's answer: approved/rejected: the vote moved the item; pending: a vote toward
 #: the quorum was recorded; unchanged: a repeat, or the item was decided already.
@@ -34,20 +31,21 @@ MAX_REASON = 300
 
 
 @dataclass(frozen=True)
-class Rules:
-    """A pipeline's approval rule as plain values (`Rules.of(pipeline.approval)`)."""
+class Vote:
+    """One operator's decision as asked: on the version a card showed, by whom, and what
+    (`rule.Vote(followups.Shown(item_id, attempt, version), 1001, "approve")`)."""
 
-    quorum: int = 1
-    four_eyes: bool = False
-    #: Who may approve; empty: not known (any bot operator).
-    approvers: tuple[int, ...] = ()
-    escalate_to: tuple[int, ...] = ()
+    shown: followups.Shown
+    operator_id: int
+    choice: decisions.Choice
+    #: A reject's reason, for its event and onto the card.
+    reason: str | None = None
+    #: Who the events name as deciding (default: the Telegram operator `operator_id`).
+    actor: str | None = None
 
-    @classmethod
-    def of(cls, config: spec.ApprovalConfig) -> Rules:
-        return cls(
-            config.quorum, config.four_eyes, tuple(config.approvers), tuple(config.escalate_to)
-        )
+    @property
+    def who(self) -> str:
+        return self.actor or events.operator(self.operator_id)
 
 
 @dataclass(frozen=True)
@@ -66,15 +64,6 @@ class Ballot:
     actor: str | None = None
     #: A reject's reason, for its event.
     reason: str | None = None
-
-
-@dataclass(frozen=True)
-class Version:
-    """Who wrote the version voted on, and whether its item was escalated."""
-
-    #: The operator who wrote it (an edit); None: a drafter did.
-    author: int | None = None
-    escalated: bool = False
 
 
 @dataclass(frozen=True)
@@ -100,7 +89,7 @@ class Decision:
     reach: Reach | None = None
 
 
-def judge(rules: Rules, ballot: Ballot, version: Version | None = None) -> Verdict:
+def judge(rules: quorum.Rules, ballot: Ballot, version: quorum.Version | None = None) -> Verdict:
     """What `ballot` decides under `rules`; `version` None: who wrote it was not asked
     (no one is barred, and who may still approve is not known)."""
     if not ballot.waiting:
@@ -121,7 +110,7 @@ def judge(rules: Rules, ballot: Ballot, version: Version | None = None) -> Verdi
     return _waits(rules, ballot, version, "pending")
 
 
-def asks_version(rules: Rules, ballot: Ballot) -> bool:
+def asks_version(rules: quorum.Rules, ballot: Ballot) -> bool:
     """Whether the verdict needs who wrote the version: four eyes on an approval, or who
     may still approve when the item goes on waiting."""
     if ballot.choice == "approve" and rules.four_eyes and ballot.waiting:
@@ -129,17 +118,15 @@ def asks_version(rules: Rules, ballot: Ballot) -> bool:
     return judge(rules, ballot).to is None
 
 
-def _barred(rules: Rules, ballot: Ballot, version: Version | None) -> bool:
+def _barred(rules: quorum.Rules, ballot: Ballot, version: quorum.Version | None) -> bool:
     """Four eyes: the author of the version may not approve it."""
     wrote = version is not None and version.author == ballot.voter
     return ballot.choice == "approve" and rules.four_eyes and wrote
 
 
-def _waits(rules: Rules, ballot: Ballot, version: Version | None, outcome: Outcome) -> Verdict:
+def _waits(
+    rules: quorum.Rules, ballot: Ballot, version: quorum.Version | None, outcome: Outcome
+) -> Verdict:
     if version is None:
         return Verdict(outcome)
-    found = quorum.reach(
-        rules.approvers, rules.quorum, four_eyes=rules.four_eyes, author=version.author,
-        voted=ballot.approvals, escalate_to=rules.escalate_to, escalated=version.escalated,
-    )  # fmt: skip
-    return Verdict(outcome, reach=found)
+    return Verdict(outcome, reach=quorum.reach(rules, version, ballot.approvals))

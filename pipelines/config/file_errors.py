@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, get_args, get_origin
+from types import NoneType, UnionType
+from typing import Annotated, Any, Union, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel
@@ -401,9 +402,15 @@ def _model_at(root: type[BaseModel], loc: tuple[str | int, ...]) -> type[BaseMod
 
 
 def _strip(annotation: Any) -> Any:
-    while get_origin(annotation) is Annotated:
-        annotation = get_args(annotation)[0]
-    return annotation
+    """The type under Annotated and under an optional block's `| None`."""
+    while True:
+        args = get_args(annotation)
+        if get_origin(annotation) is Annotated:
+            annotation = args[0]
+        elif get_origin(annotation) in (Union, UnionType) and len(args) == 2 and NoneType in args:
+            annotation = next(arg for arg in args if arg is not NoneType)
+        else:
+            return annotation
 
 
 def _tag(model: Any) -> str:

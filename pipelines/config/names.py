@@ -25,6 +25,9 @@ from pathlib import Path
 #: A pipeline's name: what its runs, items and budget scope are filed under.
 NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 SUFFIXES = frozenset({".yaml", ".yml"})
+#: The named schedules' file in the pipelines directory (pipelines.config.schedules): it sits
+#: beside the pipeline files but is not one.
+SCHEDULES_FILE = "schedules.yaml"
 #: The cache's file name in the data directory.
 CACHE_NAME = "pipeline-names.json"
 #: A cache larger than this is not read (bytes): one entry is about 100 bytes.
@@ -36,7 +39,11 @@ Entry = tuple[list[int], str | None]
 
 def files(directory: Path) -> list[Path]:
     """The pipeline files in `directory`, in the order they are loaded (not recursive)."""
-    return sorted(p for p in directory.iterdir() if p.suffix in SUFFIXES and p.is_file())
+    return sorted(
+        p
+        for p in directory.iterdir()
+        if p.suffix in SUFFIXES and p.name != SCHEDULES_FILE and p.is_file()
+    )
 
 
 def declared(directory: Path, cache: Path | None = None) -> list[str]:

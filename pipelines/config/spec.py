@@ -34,7 +34,7 @@ from pydantic import (
 )
 
 from pipelines import dispatch, sources
-from pipelines.config import file_errors, filters, names
+from pipelines.config import file_errors, filters, names, schedules
 from pipelines.config import triage as triage_block
 from pipelines.config import voice as voice_block
 from pipelines.drafting import prompt as drafting
@@ -302,6 +302,8 @@ class Pipeline(_Model):
     voice: voice_block.VoiceConfig | None = None
     #: Where an approved draft goes; the models and behaviour live in pipelines.dispatch.
     dispatch: dispatch.DispatchTarget
+    #: When approved posts go out (pipelines.config.schedules); none: once the undo window ends.
+    publish: schedules.PublishConfig | None = None
 
     @field_validator("name")
     @classmethod

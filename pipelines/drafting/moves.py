@@ -65,8 +65,8 @@ def to_approval(
         cost_micros=result.cost_micros, image_url=image,
     )  # fmt: skip
     # The card goes with the move (else the pipeline's digest lists the item).
-    card = () if digest else [flow.card_row(conn, pipeline, item, draft, note=result.note,
-                                            duplicate=duplicate)]  # fmt: skip
+    shows = flow.Card(draft, result.note, duplicate)
+    card = () if digest else [flow.card_row(conn, pipeline, item, shows)]
     move = items.Move(
         item, State.AWAITING_APPROVAL, "system", now, deadline=window, effects=card,
         new_version=True,

@@ -1,7 +1,7 @@
 """What the operator can ask and do, shared by the Telegram handlers and the CLI.
 
     summary = await operations.overview(store, pipelines, now)       # /status, gatehouse status
-    item = await operations.replay(store, 12, "cli", now)            # /replay, gatehouse replay 12
+    item = await operations.replay(store, operations.Replay(12, "cli"), now)  # /replay 12
 
 Every function returns plain dataclasses (or the store's own frozen rows); rendering
 is the caller's business (bot/chat/render.py for Telegram HTML, bot/cli/main.py for a terminal
@@ -44,11 +44,12 @@ from pipelines.operations.dropped import (
     skipped_today,
 )
 from pipelines.operations.inputs import MAX_ID, Invalid, check_pipeline, whole_number
-from pipelines.operations.replays import KeptDraft, kept_draft, replay
+from pipelines.operations.replays import KeptDraft, Replay, kept_draft, replay
 from pipelines.operations.scheduling import (
     MAX_SWEEP_DAYS,
     SCHEDULE_ACTIONS,
     ScheduleAction,
+    Scheduling,
     schedule,
     sweep,
 )
@@ -85,7 +86,9 @@ __all__ = [
     "Overview",
     "PipelineRuns",
     "PipelineStatus",
+    "Replay",
     "ScheduleAction",
+    "Scheduling",
     "Stats",
     "audit",
     "budget",

@@ -28,15 +28,19 @@ class KeptDraft:
     cost_micros: int | None
 
 
+@dataclass(frozen=True)
+class Replay:
+    """An operator's ask to bring a dropped item back: `actor` names them in the events;
+    `force` replays a dispatched item too; `fresh` pays for a new draft."""
+
+    item_id: int
+    actor: str
+    force: bool = False
+    fresh: bool = False
+
+
 async def replay(
-    store: Store,
-    item_id: int,
-    actor: str,
-    now: datetime,
-    *,
-    force: bool = False,
-    fresh: bool = False,
-    scheduler: Scheduler | None = None,
+    store: Store, asked: Replay, now: datetime, *, scheduler: Scheduler | None = None
 ) -> items.Item:
     """Bring a dropped item back to new (attempt + 1) and ask its pipeline to run.
 
@@ -46,6 +50,7 @@ async def replay(
     pays for a new draft. The run request is persisted, so without a
     running scheduler (the CLI writing directly) the bot drafts the item at its next start.
     """
+    item_id, actor, fresh = asked.item_id, asked.actor, asked.fresh
 
     def unit(conn: backend.Conn) -> items.Item:
         # Only intake filters, so a replayed entry is drafted whatever the filter says:
@@ -54,7 +59,7 @@ async def replay(
         overruled = item.state == State.FILTERED
         reason = f"replayed by {actor}" + (" past the filter" if overruled else "")
         reason += " with a fresh draft" if fresh else ""
-        way: items.Way = "force" if force else "replay"
+        way: items.Way = "force" if asked.force else "replay"
         replayed = items.apply_one(conn, items.Move(item, State.NEW, actor, now, reason, way=way))
         if fresh:
             llm_outputs.refuse_unshown_sync(conn, item_id, f"a fresh draft was asked ({reason})")

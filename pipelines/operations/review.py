@@ -5,9 +5,11 @@ and decisions on a listed set of items. Telegram and the CLI call these alike.
     await review.reject(store, pipeline, shown, 1001, "off-topic", now)
     await review.undo(store, pipeline, shown, 1001, now)
     item = await review.extend(store, pipeline, shown, 1001, now)
-    await review.redraft(store, pipeline, item_id, 1, "shorter", 1001, actor, now, scheduler=s)
+    asked = review.Redraft(item_id, 1, "shorter", 1001, actor)
+    await review.redraft(store, pipeline, asked, now, scheduler=s)
     listed = await review.offer(store, "news", now)         # what /pending lists, bound
-    result = await review.decide_listed(store, pipelines, listed.offer.id, 1001, "approve", now)
+    vote = review.ListedVote(listed.offer.id, 1001, "approve")
+    result = await review.decide_listed(store, pipelines, vote, now)
 
 Each change is one unit with its event and the outbox rows that must follow it.
 """
@@ -15,7 +17,7 @@ Each change is one unit with its event and the outbox rows that must follow it.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Literal
 
@@ -64,7 +66,7 @@ async def reject(
 ) -> rule.Decision:
     """Reject the version shown, with the reason in the event and on the card."""
     why = operator_text(reason, "reason")
-    return await flow.decide(store, pipeline, *shown, operator_id, "reject", now, reason=why)
+    return await flow.decide(store, pipeline, rule.Vote(shown, operator_id, "reject", why), now)
 
 
 async def undo(
@@ -91,7 +93,7 @@ async def undo(
         who = events.operator(operator_id)
         at = units.time_of_day(now)
         status = f"↩️ undone by {who} at {at}: awaiting a decision again"
-        card_edits.edit_card_sync(conn, pipeline, moved, shown.version, status, now)
+        card_edits.edit_card_sync(conn, pipeline, moved, status, now)
         return moved
 
     return await store.write(unit)
@@ -112,20 +114,28 @@ async def extend(
         assert item.deadline is not None
         until = units.when(item.deadline)
         status = f"⏳ window extended by {units.duration(window)} by {who}: open until {until}"
-        card_edits.edit_card_sync(conn, pipeline, item, shown.version, status, now)
+        card_edits.edit_card_sync(conn, pipeline, item, status, now)
         return item
 
     return await store.write(unit)
 
 
+@dataclass(frozen=True)
+class Redraft:
+    """A reviewer's ask to draft an item's attempt again, with a note for the drafter;
+    `actor` names them in the events."""
+
+    item_id: int
+    attempt: int
+    note: str
+    operator_id: int
+    actor: str
+
+
 async def redraft(
     store: Store,
     pipeline: spec.Pipeline,
-    item_id: int,
-    attempt: int,
-    note: str,
-    operator_id: int,
-    actor: str,
+    asked: Redraft,
     now: datetime,
     *,
     scheduler: Scheduler | None = None,
@@ -134,10 +144,11 @@ async def redraft(
     the reviewer's note given to the LLM drafter as an instruction."""
     if pipeline.draft.drafter != "llm":
         raise Refused(f"{pipeline.name} drafts from a template: a note cannot change it")
-    text = operator_text(note, "note")
+    text = operator_text(asked.note, "note")
+    item_id, attempt, actor = asked.item_id, asked.attempt, asked.actor
 
     def unit(conn: backend.Conn) -> Item:
-        flow.check_operator(pipeline, operator_id, conn, (item_id, attempt))
+        flow.check_operator(pipeline, asked.operator_id, conn, (item_id, attempt))
         item = items.lock_sync(conn, item_id)
         if item.attempt != attempt or item.state not in REDRAFTABLE:
             raise Refused(
@@ -151,8 +162,8 @@ async def redraft(
         llm_outputs.refuse_unshown_sync(conn, item_id, "a redraft with a note was asked")
         # The old card names its attempt; the item's state (new) leaves it no buttons.
         status = f"🔄 redraft asked by {actor}: {text}"
-        shown = item.version
-        card_edits.edit_card_sync(conn, pipeline, item, shown, status, now, state=replayed.state)
+        old_card = replace(item, state=replayed.state)
+        card_edits.edit_card_sync(conn, pipeline, old_card, status, now)
         return replayed
 
     replayed = await store.write(unit)
@@ -222,32 +233,24 @@ async def at_terminal(
         raise Refused(f"pipeline {item.pipeline} is not loaded")
     shown = item.version if typed.version is None else typed.version
     voter = decisions.TERMINAL
+    revision = flow.Revision(item_id, shown, voter, actor)
     if action == "edit":
-        draft = await flow.edit(store, pipeline, item_id, shown, text, voter, now, actor=actor)
+        draft = await flow.edit(store, pipeline, revision, text, now)
         return Decided(await items.get(store, item_id), f"edited: version {draft.version}")
     if action == "remove-image":
-        draft = await flow.remove_image(store, pipeline, item_id, shown, voter, now, actor=actor)
+        draft = await flow.remove_image(store, pipeline, revision, now)
         return Decided(await items.get(store, item_id), f"image removed: version {draft.version}")
     if action == "redraft":
-        again = await redraft(
-            store, pipeline, item_id, item.attempt, text, voter, actor, now, scheduler=scheduler
-        )
+        asked = Redraft(item_id, item.attempt, text, voter, actor)
+        again = await redraft(store, pipeline, asked, now, scheduler=scheduler)
         return Decided(again, "redrafting with your note")
     if action not in ("approve", "reject"):
         raise Refused(f"unknown action {action!r}; valid: {', '.join(TERMINAL_ACTIONS)}")
     reason = operator_text(text, "reason") if text.strip() else None
-    decision = await flow.decide(
-        store,
-        pipeline,
-        item_id,
-        item.attempt,
-        shown,
-        voter,
-        "approve" if action == "approve" else "reject",
-        now,
-        reason=reason,
-        actor=actor,
-    )
+    choice: decisions.Choice = "approve" if action == "approve" else "reject"
+    card = followups.Shown(item_id, item.attempt, shown)
+    vote = rule.Vote(card, voter, choice, reason, actor)
+    decision = await flow.decide(store, pipeline, vote, now)
     if decision.outcome == "unchanged" and not flow.repeat_vote(decision, voter):
         raise Refused(f"nothing changed: item {item_id} is {decision.item.state}")
     return Decided(decision.item, flow.vote_words(decision, pipeline, voter))
@@ -291,15 +294,19 @@ async def offer(
     return Listed(await followups.offer(store, pipeline, listed, now), waiting)
 
 
+@dataclass(frozen=True)
+class ListedVote:
+    """One operator's decision on every version a list showed (its offer); `actor` names
+    them in the events (default: the Telegram operator `operator_id`)."""
+
+    offer_id: int
+    operator_id: int
+    choice: decisions.Choice
+    actor: str | None = None
+
+
 async def decide_listed(
-    store: Store,
-    pipelines: Mapping[str, spec.Pipeline],
-    offer_id: int,
-    operator_id: int,
-    choice: decisions.Choice,
-    now: datetime,
-    *,
-    actor: str | None = None,
+    store: Store, pipelines: Mapping[str, spec.Pipeline], vote: ListedVote, now: datetime
 ) -> ListedResult:
     """Apply one decision to exactly the versions listed; one event per item moved.
 
@@ -307,11 +314,12 @@ async def decide_listed(
     moved on since it was listed (a new version, decided meanwhile) is refused with
     its reason; the others go ahead, each in its own unit.
     """
-    listed = await followups.get_offer(store, offer_id, now)
-    await store.write(followups.close_offer_sync, offer_id, now)
+    listed = await followups.get_offer(store, vote.offer_id, now)
+    await store.write(followups.close_offer_sync, vote.offer_id, now)
     decided: list[int] = []
     voted: list[tuple[int, str]] = []
     refused: list[tuple[int, str]] = []
+    choice = vote.choice
     reason = "rejected with the whole list" if choice == "reject" else None
     for item_id, attempt, version in listed.items:
         try:
@@ -319,18 +327,9 @@ async def decide_listed(
             pipeline = pipelines.get(item.pipeline)
             if pipeline is None:
                 raise Refused(f"pipeline {item.pipeline} is no longer configured")
-            decision = await flow.decide(
-                store,
-                pipeline,
-                item_id,
-                attempt,
-                version,
-                operator_id,
-                choice,
-                now,
-                reason=reason,
-                actor=actor,
-            )
+            shown = followups.Shown(item_id, attempt, version)
+            one = rule.Vote(shown, vote.operator_id, choice, reason, vote.actor)
+            decision = await flow.decide(store, pipeline, one, now)
         except (
             errors.Conflict,
             errors.IllegalTransition,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Literal
 
@@ -20,17 +21,25 @@ SCHEDULE_ACTIONS: tuple[ScheduleAction, ...] = ("run", "pause", "resume")
 MAX_SWEEP_DAYS = 36_500
 
 
+@dataclass(frozen=True)
+class Scheduling:
+    """An operator's run / pause / resume of one pipeline; `actor` names them in the events."""
+
+    action: str
+    pipeline: str
+    actor: str
+
+
 async def schedule(
     store: Store,
     known: Collection[str],
-    action: str,
-    name: str,
-    actor: str,
+    asked: Scheduling,
     now: datetime,
     *,
     scheduler: Scheduler | None = None,
 ) -> bool:
     """run / pause / resume a pipeline; False when pause or resume changed nothing."""
+    action, name, actor = asked.action, asked.pipeline, asked.actor
     check_pipeline(name, known)
     if action == "run":
         if scheduler is not None:

@@ -159,15 +159,9 @@ def _nudge(
         who = ", ".join(map(str, pipeline.approval.escalate_to))
         reason = f"escalated to {who} " + (f"by {by}" if by else f"after {wait}")
         draft = drafts.get_sync(conn, item_id, item.version)
-        flow.queue_card(
-            conn,
-            pipeline,
-            item,
-            draft,
-            now,
-            chats=pipeline.approval.escalate_to,
-            note=f"🔺 escalated to you: waiting for a decision for {wait}",
-        )
+        note = f"🔺 escalated to you: waiting for a decision for {wait}"
+        card = flow.Card(draft, note, chats=pipeline.approval.escalate_to)
+        flow.queue_card(conn, pipeline, item, card, now)
     events.append(
         conn,
         "item",

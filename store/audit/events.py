@@ -28,7 +28,7 @@ from store.backends.core import Store
 
 Q = sql.load("events")
 
-Entity = Literal["item", "claim", "budget", "pipeline", "token"]
+Entity = Literal["item", "claim", "budget", "pipeline", "token", "slot"]
 GENESIS = "0" * 64
 AUTOMATIC_ACTORS = ("system", "scheduler", "sweep")
 #: Checks a checkpoint's signature: (event id, hash, signed at in ms, key id, signature)

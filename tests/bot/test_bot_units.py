@@ -146,6 +146,12 @@ def test_a_button_arg_past_nine_is_refused_when_made() -> None:
     assert str(refused.value) == "a button's arg is 0 to 9, not 10"
 
 
+def test_the_last_and_the_first_arg_are_made_and_read_back() -> None:
+    for arg in (0, callbacks.MAX_ARG):
+        button = callbacks.Button("why", 1, 1, 1, arg)
+        assert callbacks.decode(KEY, callbacks.encode(KEY, button)) == button
+
+
 def test_a_button_past_64_bytes_is_refused_when_made() -> None:
     with pytest.raises(ValueError, match="Telegram allows 64"):
         callbacks.encode(KEY, callbacks.Button("approve", 10**20, 10**10, 10**10))

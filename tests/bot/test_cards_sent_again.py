@@ -21,8 +21,9 @@ from bot.chat import auth, card_text, edits, kit, sender
 from bot.demo.botapi import localapi
 from bot.demo.botapi.state import ChatMessage
 from bot.ground import callbacks
-from pipelines.approval import card_trail, flow
+from pipelines.approval import card_trail, flow, rule
 from store import db, drafts, items, outbox
+from store.review.followups import Shown
 from tests.pipelines import test_review
 
 TOKEN = "555222:sent-again-test-token_abcdefghijklm"
@@ -57,7 +58,7 @@ async def sent_card(store: db.Store, bot: Bot, now: datetime) -> items.Item:
 
     def unit(conn: Any) -> int | None:
         draft = drafts.get_sync(conn, item.id, item.version)
-        return flow.queue_card(conn, test_review.pipeline(), item, draft, now)
+        return flow.queue_card(conn, test_review.pipeline(), item, flow.Card(draft), now)
 
     await store.write(unit)
     assert await make_sender(store, bot, now).send_due(now) == 1
@@ -103,7 +104,12 @@ async def test_open_cards_sent_again_after_a_restart_answer_and_retire_their_old
         assert last_reply(api)["allow_sending_without_reply"] is True
 
         # The decision edits the live copy; the old one keeps pointing to it.
-        await flow.decide(store, test_review.pipeline(), item.id, 1, 1, CHATS[0], "approve", later)
+        await flow.decide(
+            store,
+            test_review.pipeline(),
+            rule.Vote(Shown(item.id, 1, 1), CHATS[0], "approve"),
+            later,
+        )
         assert await make_sender(store, bot, later).send_due(later) == 1
         for chat in CHATS:
             old, new = copies(api, chat)
@@ -150,7 +156,9 @@ async def test_a_fresh_card_for_one_chat_answers_and_retires_the_copy_there_only
     [other] = copies(api, CHATS[1])
     assert other.reply_markup == KEYBOARD.to_dict() and other.edit_date is None
 
-    await flow.decide(store, test_review.pipeline(), item.id, 1, 1, CHATS[0], "approve", now)
+    await flow.decide(
+        store, test_review.pipeline(), rule.Vote(Shown(item.id, 1, 1), CHATS[0], "approve"), now
+    )
     assert await make_sender(store, bot, now).send_due(now) == 1
     old, new = copies(api, CHATS[0])
     [other] = copies(api, CHATS[1])

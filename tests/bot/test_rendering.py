@@ -15,10 +15,11 @@ import pytest
 from bot.chat import render
 from bot.cli import output as cli_output
 from pipelines import operations
-from pipelines.approval import flow
+from pipelines.approval import flow, rule
 from store import db, drafts, items, ledger
 from store.intake import runs
 from store.items.machine import State
+from store.review.followups import Shown
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 AGO = {n: NOW - timedelta(hours=n) for n in (1, 2, 3, 5)}
@@ -153,7 +154,9 @@ def test_ages_read_naturally(seconds: int, shown: str) -> None:
 
 
 async def test_history_names_the_rejecting_operator_once_per_line(world: db.Store) -> None:
-    await world.write(flow.decide_sync, 1, 1, 1, 7, "reject", NOW, reason="too long")
+    await world.write(
+        flow.decide_sync, rule.Vote(Shown(1, 1, 1), 7, "reject", reason="too long"), NOW
+    )
     found = await operations.history(world, 1)
     last = render.history(found.item, found.events).splitlines()[-1]
     assert last.endswith("rejected by operator:7 (attempt 1): too long"), last

@@ -37,7 +37,7 @@ async def test_the_list_marks_the_replayed_entry_and_keeps_the_others(store: db.
     listed = await two_skipped(store)
     keys = lists.skipped_keyboard(KEY, listed)
     assert keys is not None
-    await operations.replay(store, listed[0].id, "operator:7", NOW)
+    await operations.replay(store, operations.Replay(listed[0].id, "operator:7"), NOW)
     after = [await items.get(store, item.id) for item in listed]
     where = {listed[0].id: "its card comes here once drafted"}
     assert render.skipped("news", after, NOW, False, where) == (

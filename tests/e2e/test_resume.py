@@ -26,7 +26,7 @@ import pytest
 from pydantic import SecretStr
 
 from bot.chat import alerts as bot_alerts
-from pipelines.approval import flow
+from pipelines.approval import flow, rule
 from pipelines.config import spec
 from pipelines.drafting import choice, moves
 from pipelines.drafting import llm as llm_drafter
@@ -38,6 +38,7 @@ from store.intake import runs, timetable
 from store.items.machine import State
 from store.ledger import outputs as llm_outputs
 from store.ledger.machine import ClaimState
+from store.review.followups import Shown
 from store.upkeep import startup
 from tests.fakes.feed_server import FeedServer
 from tests.fakes.feeds import rss
@@ -344,7 +345,7 @@ async def test_a_kill_while_dispatching_resumes_with_the_same_key(
                 "news", "schedule", now
             )
             first = (await in_state(store, State.AWAITING_APPROVAL))[0]
-            await flow.decide(store, pipeline, first.id, 1, 1, 7, "approve", now)
+            await flow.decide(store, pipeline, rule.Vote(Shown(first.id, 1, 1), 7, "approve"), now)
         await store.close()
 
         hook.script(Reply(200, delay=60))  # the delivery hangs until the kill

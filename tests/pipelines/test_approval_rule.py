@@ -8,7 +8,8 @@ from datetime import timedelta
 import pytest
 
 from pipelines.approval import rule
-from pipelines.approval.rule import Ballot, Rules, Version
+from pipelines.approval.quorum import Rules, Version
+from pipelines.approval.rule import Ballot
 from pipelines.config import spec
 from store.items.machine import State
 

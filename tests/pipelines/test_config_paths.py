@@ -114,7 +114,8 @@ def test_dry_run_of_a_pipeline_whose_file_failed_names_its_errors(tmp_path: Path
         "gatehouse dry-run: pipeline 'city' did not load: its file has errors"
         " (gatehouse check lists every file's):",
         f"  {city}:7: nope: unknown field 'nope'; valid: name, schedule, jitter,"
-        " misfire_window, sources, dedup, filter, triage, draft, approval, voice, dispatch",
+        " misfire_window, sources, dedup, filter, triage, draft, approval, voice, dispatch,"
+        " publish",
     ]
 
 

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from pipelines import dispatch
-from pipelines.approval import flow
+from pipelines.approval import flow, rule
 from pipelines.config import spec
 from pipelines.runs import engine
 from pipelines.service import dispatcher, runtime, workers
@@ -21,6 +21,7 @@ from store.audit import events
 from store.cluster import heartbeats
 from store.items import machine
 from store.items.machine import State
+from store.review.followups import Shown
 from store.upkeep import startup
 from tests.fakes.feed_server import FeedServer
 from tests.fakes.feeds import rss
@@ -73,7 +74,7 @@ async def approved_item(
     await eng.tick("news", "schedule", now)
     [item] = await items.in_state(store, State.AWAITING_APPROVAL, "news")
     decision = await flow.decide(
-        store, pipeline, item.id, item.attempt, item.version, 7, "approve", now
+        store, pipeline, rule.Vote(Shown(item.id, item.attempt, item.version), 7, "approve"), now
     )
     assert decision.outcome == "approved"
     return decision.item
@@ -451,7 +452,9 @@ async def test_the_worker_sleeps_until_an_approval_commits(
     fake = FakeRuntime(store, pipeline, client, now)
     task = asyncio.create_task(dispatcher.make_worker(poll_s=3600)(fake, stop))
     await asyncio.sleep(0.2)  # it found nothing and sleeps: an hour, unless woken
-    await flow.decide(store, pipeline, item.id, item.attempt, item.version, 7, "approve", now)
+    await flow.decide(
+        store, pipeline, rule.Vote(Shown(item.id, item.attempt, item.version), 7, "approve"), now
+    )
     await eventually(lambda: bool(hook.requests))
     stop.set()
     await asyncio.wait_for(task, 5)  # stop wakes it too
@@ -477,7 +480,9 @@ async def test_a_hanging_destination_holds_up_only_its_own_rows(
     for name, p in both.items():
         await eng.tick(name, "schedule", now)
         [item] = await items.in_state(store, State.AWAITING_APPROVAL, name)
-        await flow.decide(store, p, item.id, item.attempt, item.version, 7, "approve", now)
+        await flow.decide(
+            store, p, rule.Vote(Shown(item.id, item.attempt, item.version), 7, "approve"), now
+        )
     hook.script(Reply(200, b'{"id": "slow"}', held=True))
     running = asyncio.create_task(dispatcher.run_once(store, both, client, now))
     try:
@@ -505,7 +510,9 @@ async def test_a_closing_write_that_fails_is_retried_and_the_next_row_still_goes
     await eng.tick("news", "schedule", now)
     first, second = await items.in_state(store, State.AWAITING_APPROVAL, "news")
     for item in (first, second):
-        await flow.decide(store, pipeline, item.id, 1, item.version, 7, "approve", now)
+        await flow.decide(
+            store, pipeline, rule.Vote(Shown(item.id, 1, item.version), 7, "approve"), now
+        )
     body = b'{"id": "x"}'
     hook.script(Reply(200, body, {"Content-Type": "application/json"}, delay=0.3))
     running = asyncio.create_task(run(store, pipeline, client, now))
@@ -544,7 +551,9 @@ async def approve_all(
     await engine.Engine(store, {name: pipeline}, client=client).tick(name, "schedule", now)
     waiting = await items.in_state(store, State.AWAITING_APPROVAL, name)
     for item in waiting:
-        await flow.decide(store, pipeline, item.id, 1, item.version, 7, "approve", now)
+        await flow.decide(
+            store, pipeline, rule.Vote(Shown(item.id, 1, item.version), 7, "approve"), now
+        )
     return waiting
 
 

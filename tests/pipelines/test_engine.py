@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from pipelines.approval import flow
+from pipelines.approval import flow, rule
 from pipelines.config import spec
 from pipelines.drafting import drafters, moves
 from pipelines.runs import engine, intake
@@ -19,6 +19,7 @@ from store import backend, db, items, outbox
 from store.audit import events
 from store.intake import runs, seen, timetable
 from store.items.machine import State
+from store.review.followups import Shown
 from tests.fakes.feed_server import FeedServer
 from tests.fakes.feeds import rss
 from tests.store import statements
@@ -111,7 +112,9 @@ async def test_duplicate_gate_marks_the_card(
     eng = engine.Engine(store, {"news": pipeline}, client=client)
     await eng.tick("news", "schedule", now)
     first = (await items.in_state(store, State.AWAITING_APPROVAL, "news"))[0]
-    decision = await flow.decide(store, pipeline, first.id, 1, 1, 7, "approve", now)
+    decision = await flow.decide(
+        store, pipeline, rule.Vote(Shown(first.id, 1, 1), 7, "approve"), now
+    )
     assert decision.outcome == "approved"
 
     feeds.set("/feed.xml", rss([("x2", "Launch day", "The product launches on Monday at noon.")]))
@@ -135,7 +138,7 @@ async def test_a_replayed_item_is_drafted_again(
     eng = engine.Engine(store, {"news": pipeline}, client=client)
     await eng.tick("news", "schedule", now)
     item = (await items.in_state(store, State.AWAITING_APPROVAL, "news"))[0]
-    await flow.decide(store, pipeline, item.id, 1, 1, 7, "reject", now)
+    await flow.decide(store, pipeline, rule.Vote(Shown(item.id, 1, 1), 7, "reject"), now)
     await store.write(items.replay_sync, item.id, "operator:7", now, "try again")
     report = await eng.tick("news", "replay", now + timedelta(minutes=1))
     assert (report.counts.new, report.counts.drafted) == (0, 1)
@@ -150,8 +153,8 @@ async def test_approval_queues_card_edit_and_dispatch_together(
     pipeline = write_pipeline(tmp_path, "news", [feeds.url("/feed.xml")])
     await engine.Engine(store, {"news": pipeline}, client=client).tick("news", "schedule", now)
     item = (await items.in_state(store, State.AWAITING_APPROVAL, "news"))[0]
-    await flow.decide(store, pipeline, item.id, 1, 1, 7, "approve", now)
-    again = await flow.decide(store, pipeline, item.id, 1, 1, 7, "approve", now)
+    await flow.decide(store, pipeline, rule.Vote(Shown(item.id, 1, 1), 7, "approve"), now)
+    again = await flow.decide(store, pipeline, rule.Vote(Shown(item.id, 1, 1), 7, "approve"), now)
     assert again.outcome == "unchanged"
     edits = await outbox.for_item(store, item.id, "card_edit")
     dispatches = await outbox.for_item(store, item.id, "dispatch")

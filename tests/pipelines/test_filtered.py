@@ -142,7 +142,9 @@ async def test_filtered_entries_are_recorded_never_charged_and_replayed_past_the
             # The operator overrules the filter: a new attempt, drafted and carded.
             weather = by_guid["f3"]
             later = now + timedelta(minutes=1)
-            replayed = await operations.replay(store, weather.id, "operator:42", later)
+            replayed = await operations.replay(
+                store, operations.Replay(weather.id, "operator:42"), later
+            )
             assert (replayed.state, replayed.attempt) == (State.NEW, 2)
             await eng.tick("city", "manual", later)
 

@@ -138,7 +138,7 @@ async def test_the_terminal_removes_the_image_as_the_card_button_does(
         draft = drafts.add_sync(conn, item.id, "words", {"drafter": "t"}, now, image_url=image)
         items.transition_sync(conn, item.id, State.DRAFTING, "system", now)
         moved = items.transition_sync(conn, item.id, State.AWAITING_APPROVAL, "system", now)
-        flow.queue_card(conn, p, moved, draft, now)
+        flow.queue_card(conn, p, moved, flow.Card(draft), now)
 
     await store.write(pictured)
     done = await review.at_terminal(

@@ -17,7 +17,7 @@ from pydantic import SecretStr
 
 from bot.chat import alerts as bot_alerts
 from pipelines import operations
-from pipelines.approval import flow, sla
+from pipelines.approval import flow, rule, sla
 from pipelines.config import spec
 from pipelines.drafting import choice, drafters, steps
 from pipelines.drafting import llm as llm_drafter
@@ -32,6 +32,7 @@ from store.ledger import outputs as llm_outputs
 from store.ledger import prices as ledger_prices
 from store.ledger.machine import ClaimState
 from store.review import followups
+from store.review.followups import Shown
 from tests.fakes.feed_server import FeedServer
 from tests.fakes.feeds import rss
 from tests.fakes.llm_server import FakeLLM
@@ -403,7 +404,7 @@ async def test_a_replay_is_a_new_attempt_with_a_new_claim(
     rig = rig_for()
     await budget(store, now)
     item = await rig.tick(now)
-    await flow.decide(store, rig.pipeline, item.id, 1, 1, 7, "reject", now)
+    await flow.decide(store, rig.pipeline, rule.Vote(Shown(item.id, 1, 1), 7, "reject"), now)
     await store.write(items.replay_sync, item.id, events.operator(7), now, "try again")
     await rig.engine.tick("news", "replay", now + timedelta(minutes=1))
     again = await items.get(store, item.id)
@@ -433,7 +434,7 @@ async def test_a_first_draft_looks_for_a_kept_output_only_once_begin_finds_its_c
     # The same attempt again (a crash before its card was queued) finds its claim first.
     again = await rig.drafter.draft(await items.get(store, item.id), now)
     assert (looked, llm.calls, again.cost_micros is not None) == ([1], 1, True)
-    await flow.decide(store, rig.pipeline, item.id, 1, 1, 7, "reject", now)
+    await flow.decide(store, rig.pipeline, rule.Vote(Shown(item.id, 1, 1), 7, "reject"), now)
     await store.write(items.replay_sync, item.id, events.operator(7), now, "try again")
     await rig.drafter.draft(await items.get(store, item.id), now)
     assert looked[1] == 2  # attempts 2 and 1 looked at before any begin
@@ -450,7 +451,7 @@ async def test_only_a_replayed_attempt_looks_for_a_redraft_note(
     await store.write(followups.keep_note_sync, item.id, 1, "never read", "cli", now)
     again = await rig.drafter.draft(item, now)  # the output kept: no second call
     assert again.note is None and llm.calls == 1
-    await flow.decide(store, rig.pipeline, item.id, 1, 1, 7, "reject", now)
+    await flow.decide(store, rig.pipeline, rule.Vote(Shown(item.id, 1, 1), 7, "reject"), now)
     await store.write(items.replay_sync, item.id, events.operator(7), now, "try again")
     await store.write(followups.keep_note_sync, item.id, 2, "name the city", "cli", now)
     await rig.engine.tick("news", "replay", now + timedelta(minutes=1))
@@ -611,7 +612,9 @@ async def test_a_draft_a_later_try_wrote_is_offered_and_shown_by_a_replay(
     kept = await operations.kept_draft(dropped, rig.drafter)
     assert kept is not None and kept.claim_id == answered
     assert kept.cost_micros == (await ledger.get(store, answered)).actual_micros
-    await operations.replay(store, waiting.id, "operator:42", later + timedelta(hours=2))
+    await operations.replay(
+        store, operations.Replay(waiting.id, "operator:42"), later + timedelta(hours=2)
+    )
     item = await rig.tick(later + timedelta(hours=2))
     assert item.state == State.AWAITING_APPROVAL and llm.calls == 2
     assert (await drafts.get(store, item.id, 1)).provenance["claim"] == answered

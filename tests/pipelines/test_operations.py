@@ -22,13 +22,16 @@ KNOWN = ("news", "digest")
 
 
 async def test_pause_resume_and_run_without_a_scheduler(store: db.Store, now: datetime) -> None:
-    assert await operations.schedule(store, KNOWN, "pause", "news", "cli", now)
-    assert not await operations.schedule(store, KNOWN, "pause", "news", "cli", now)  # already
+    pause = operations.Scheduling("pause", "news", "cli")
+    assert await operations.schedule(store, KNOWN, pause, now)
+    assert not await operations.schedule(store, KNOWN, pause, now)  # already
     later = now + timedelta(minutes=1)
-    assert await operations.schedule(store, KNOWN, "run", "news", "cli", later)
+    run = operations.Scheduling("run", "news", "cli")
+    assert await operations.schedule(store, KNOWN, run, later)
     state = (await timetable.all_states(store))["news"]
     assert (state.paused, state.run_requested_at) == (True, later)
-    assert await operations.schedule(store, KNOWN, "resume", "news", "operator:3", now)
+    resume = operations.Scheduling("resume", "news", "operator:3")
+    assert await operations.schedule(store, KNOWN, resume, now)
     trail = [
         (e.from_state, e.to_state, e.actor)
         for e in await events.for_entity(store, "pipeline", "news")
@@ -49,7 +52,7 @@ async def test_schedule_refusals_say_what_is_valid(
 ) -> None:
     before = await snapshot.tables(store)
     with pytest.raises(operations.Invalid, match=f"^{re.escape(message)}"):
-        await operations.schedule(store, KNOWN, action, name, "cli", now)
+        await operations.schedule(store, KNOWN, operations.Scheduling(action, name, "cli"), now)
     assert await snapshot.tables(store) == before
 
 
@@ -79,7 +82,7 @@ async def test_a_replay_without_a_scheduler_requests_a_run(store: db.Store, now:
     item = await store.write(items.create_sync, "news", "feed", "g", {"title": "t"}, now)
     assert item is not None
     await store.write(items.transition_sync, item.id, State.FAILED, "system", now, reason="boom")
-    replayed = await operations.replay(store, item.id, "cli", now)
+    replayed = await operations.replay(store, operations.Replay(item.id, "cli"), now)
     assert (replayed.state, replayed.attempt, replayed.reason) == (
         State.NEW,
         2,

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from pipelines.approval import flow, quorum
+from pipelines.approval import flow, quorum, rule
 from pipelines.service import nudges
 from store import db, outbox, payloads
 from store.review.followups import Shown
@@ -51,10 +51,8 @@ def test_who_may_approve_a_version(
     voted: tuple[int, ...], escalate_to: tuple[int, ...], escalated: bool,
     may: tuple[int, ...] | None, waiting: tuple[int, ...] | None, short: bool, can_escalate: bool,
 ) -> None:  # fmt: skip
-    found = quorum.reach(
-        approvers, need, four_eyes=four_eyes, author=author, voted=voted,
-        escalate_to=escalate_to, escalated=escalated,
-    )  # fmt: skip
+    rules = quorum.Rules(need, four_eyes, approvers, escalate_to)
+    found = quorum.reach(rules, quorum.Version(author, escalated), voted)
     got = (found.may, found.waiting, found.short, found.can_escalate)
     assert got == (may, waiting, short, can_escalate)
     if author is not None and four_eyes:
@@ -62,12 +60,12 @@ def test_who_may_approve_a_version(
 
 
 def test_the_card_says_plainly_who_can_and_what_helps() -> None:
-    stuck = quorum.reach((A, B), 2, four_eyes=True, author=A, escalate_to=(X,))
+    stuck = quorum.reach(quorum.Rules(2, True, (A, B), (X,)), quorum.Version(A))
     assert quorum.shortfall(stuck) == (
         "needs 2 approvals from people other than operator:1, but only operator:2 may approve"
         " it: escalate it to bring in more approvers, or reject it"
     )
-    alone = quorum.reach((A,), 1, four_eyes=True, author=A)
+    alone = quorum.reach(quorum.Rules(1, True, (A,)), quorum.Version(A))
     assert quorum.shortfall(alone) == (
         "needs 1 approval from people other than operator:1, and no one else may approve it:"
         " reject it, or it waits until its approval window passes"
@@ -75,7 +73,7 @@ def test_the_card_says_plainly_who_can_and_what_helps() -> None:
 
 
 def test_several_who_may_approve_are_listed_in_the_sentence() -> None:
-    stuck = quorum.reach((A, B, C, X), 4, four_eyes=True, author=A)
+    stuck = quorum.reach(quorum.Rules(4, True, (A, B, C, X)), quorum.Version(A))
     assert quorum.shortfall(stuck) == (
         f"needs 4 approvals from people other than operator:1, but only operator:2,"
         f" operator:{C} and operator:{X} may approve it: reject it, or it waits until its"
@@ -102,25 +100,25 @@ async def test_after_an_edit_the_card_says_who_can_and_never_waits_for_its_autho
 ) -> None:
     alice, bob = test_review.ALICE, test_review.BOB
     p, item = pipeline(quorum=2, operators=[alice, bob]), await test_review.awaiting(store, now)
-    await flow.edit(store, p, item.id, 1, "Alice's words", alice, now)
+    await flow.edit(store, p, flow.Revision(item.id, 1, alice), "Alice's words", now)
     card = payloads.Card.of((await outbox.for_item(store, item.id, "card"))[-1])
     stuck = (
         f"needs 2 approvals from people other than operator:{alice}, but only operator:{bob}"
         " may approve it: reject it, or it waits until its approval window passes"
     )
     assert (card.version, card.short_of, card.buttons) == (2, stuck, "")
-    vote = await flow.decide(store, p, item.id, 1, 2, bob, "approve", now)
+    vote = await flow.decide(store, p, rule.Vote(Shown(item.id, 1, 2), bob, "approve"), now)
     assert flow.vote_words(vote, p, bob) == f"your vote is in: 1 of 2 ({stuck})"
     edits = [payloads.CardEdit.of(r) for r in await outbox.for_item(store, item.id, "card_edit")]
     assert [e.status for e in edits if e.version == 2] == [f"✅ operator:{bob} · {stuck}"]
     with pytest.raises(flow.WroteThisVersion, match="you wrote version 2"):
-        await flow.decide(store, p, item.id, 1, 2, alice, "approve", now)
+        await flow.decide(store, p, rule.Vote(Shown(item.id, 1, 2), alice, "approve"), now)
     # With someone to bring in, the card offers Escalate; once brought in, they may approve.
     helped = pipeline(
         quorum=2, operators=[alice, bob], escalate_to=[test_review.CAROL], escalate_after="1h"
     )
     other = await test_review.awaiting(store, now, "g2")
-    await flow.edit(store, helped, other.id, 1, "mine", alice, now)
+    await flow.edit(store, helped, flow.Revision(other.id, 1, alice), "mine", now)
     offered = payloads.Card.of((await outbox.for_item(store, other.id, "card"))[-1])
     assert offered.buttons == payloads.ESCALATE_BUTTONS
     assert offered.short_of is not None and offered.short_of.endswith(
@@ -128,8 +126,10 @@ async def test_after_an_edit_the_card_says_who_can_and_never_waits_for_its_autho
     )
     assert await nudges.escalate(store, helped, Shown(other.id, 1, 1), bob, now)
     assert not await nudges.escalate(store, helped, Shown(other.id, 1, 1), bob, now)
-    await flow.decide(store, helped, other.id, 1, 2, bob, "approve", now)
-    carol = await flow.decide(store, helped, other.id, 1, 2, test_review.CAROL, "approve", now)
+    await flow.decide(store, helped, rule.Vote(Shown(other.id, 1, 2), bob, "approve"), now)
+    carol = await flow.decide(
+        store, helped, rule.Vote(Shown(other.id, 1, 2), test_review.CAROL, "approve"), now
+    )
     assert carol.outcome == "approved"
 
 
@@ -140,7 +140,7 @@ async def test_at_load_a_waiting_card_too_few_may_approve_says_so_once(
     three = pipeline(quorum=2, operators=[alice, bob, carol])
     item = await test_review.awaiting(store, now)
     untouched = await test_review.awaiting(store, now, "g2")
-    await flow.edit(store, three, item.id, 1, "Alice's words", alice, now)
+    await flow.edit(store, three, flow.Revision(item.id, 1, alice), "Alice's words", now)
     assert await flow.recheck(store, {"news": three}, now) == 0
     # Carol leaves the approvers: only Bob may approve Alice's version now.
     two = pipeline(quorum=2, operators=[alice, bob])

@@ -11,10 +11,11 @@ import httpx
 import pytest
 
 from bot.chat import sent_messages
-from pipelines.approval import card_trail, flow
+from pipelines.approval import card_trail, flow, rule
 from pipelines.runs import engine
 from store import db, items, outbox
 from store.items.machine import State
+from store.review.followups import Shown
 from tests.fakes.feed_server import FeedServer
 from tests.fakes.feeds import rss
 from tests.pipelines.test_engine import write_pipeline
@@ -48,7 +49,7 @@ async def test_each_awaiting_items_sent_card_is_queued_again_once(
     assert (pointer.state, pointer.payload["again_as"]) == ("pending", again.id)
     assert len(await outbox.for_item(store, waiting.id, "card")) == 1
 
-    await flow.decide(store, pipeline, sent.id, 1, 1, 1001, "approve", later)
+    await flow.decide(store, pipeline, rule.Vote(Shown(sent.id, 1, 1), 1001, "approve"), later)
     edit, _ = await outbox.for_item(store, sent.id, "card_edit")
     # The sender edits the copies of the version an edit names: the new one too (and,
     # in a chat the new one reached, not the old one: bot.chat.edits).

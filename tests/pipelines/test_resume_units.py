@@ -105,7 +105,7 @@ async def test_a_replay_shows_the_kept_output_without_a_new_call(
 ) -> None:
     item = await one_item_answered_but_never_shown(rig, feeds, now)
     later = now + timedelta(hours=2)
-    await operations.replay(rig.store, item.id, "operator:7", later)
+    await operations.replay(rig.store, operations.Replay(item.id, "operator:7"), later)
     await rig.tick(later)
     again = await items.get(rig.store, item.id)
     assert (again.state, again.attempt, llm.calls) == (State.AWAITING_APPROVAL, 2, 1)
@@ -122,7 +122,7 @@ async def test_a_fresh_replay_pays_for_a_new_draft(
 ) -> None:
     item = await one_item_answered_but_never_shown(rig, feeds, now)
     later = now + timedelta(hours=2)
-    await operations.replay(rig.store, item.id, "operator:7", later, fresh=True)
+    await operations.replay(rig.store, operations.Replay(item.id, "operator:7", fresh=True), later)
     trail = await events.for_entity(rig.store, "item", item.id)
     assert trail[-1].reason == "replayed by operator:7 with a fresh draft"
     await rig.tick(later)
@@ -141,7 +141,9 @@ async def test_a_shown_output_is_never_shown_again_after_a_replay(
     await rig.tick(now)
     [item, *_] = await items.in_state(rig.store, State.AWAITING_APPROVAL, "news")
     await rig.store.write(items.transition_sync, item.id, State.REJECTED, "operator:7", now)
-    await operations.replay(rig.store, item.id, "operator:7", now + timedelta(minutes=1))
+    await operations.replay(
+        rig.store, operations.Replay(item.id, "operator:7"), now + timedelta(minutes=1)
+    )
     await rig.tick(now + timedelta(minutes=1))
     assert llm.calls == ITEMS + 1  # the rejected text is not offered again
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from pipelines.approval import flow
+from pipelines.approval import flow, rule
 from pipelines.config import spec
 from pipelines.operations import review
 from pipelines.service import nudges
@@ -76,7 +76,7 @@ async def test_an_undone_approval_calls_off_its_dispatch_and_can_be_approved_aga
     store: db.Store, now: datetime
 ) -> None:
     p, item = pipeline(), await awaiting(store, now)
-    await flow.decide(store, p, item.id, 1, 1, ALICE, "approve", now)
+    await flow.decide(store, p, rule.Vote(Shown(item.id, 1, 1), ALICE, "approve"), now)
     [held] = await dispatch_rows(store, item.id)
     assert held.next_attempt_at == now + timedelta(seconds=10)  # the dispatch waits
     assert await outbox.due(store, now, ["dispatch"]) == []
@@ -99,7 +99,7 @@ async def test_an_undone_approval_calls_off_its_dispatch_and_can_be_approved_aga
     assert called_off.last_error == f"undone by operator:{ALICE}"
 
     # The votes were forgotten: the same operator's approval counts again and dispatches.
-    again = await flow.decide(store, p, item.id, 1, 1, ALICE, "approve", now)
+    again = await flow.decide(store, p, rule.Vote(Shown(item.id, 1, 1), ALICE, "approve"), now)
     assert again.outcome == "approved"
     assert [r.state for r in await dispatch_rows(store, item.id)] == ["pending", "failed"]
 
@@ -124,7 +124,7 @@ async def test_undo_after_the_window_or_once_sent_changes_nothing(
         await review.undo(store, pipeline(undo_window="0s"), Shown(item.id, 1, 1), ALICE, now)
 
     other = await awaiting(store, now, "g2")
-    await flow.decide(store, p, other.id, 1, 1, ALICE, "approve", now)
+    await flow.decide(store, p, rule.Vote(Shown(other.id, 1, 1), ALICE, "approve"), now)
     await store.write(
         items.transition_sync, other.id, S.DISPATCHING, "system", now, expect_version=1
     )
@@ -137,7 +137,7 @@ async def test_undo_after_the_window_or_once_sent_changes_nothing(
 
 async def test_no_undo_window_dispatches_at_once(store: db.Store, now: datetime) -> None:
     p, item = pipeline(undo_window="0s"), await awaiting(store, now)
-    await flow.decide(store, p, item.id, 1, 1, ALICE, "approve", now)
+    await flow.decide(store, p, rule.Vote(Shown(item.id, 1, 1), ALICE, "approve"), now)
     assert [r.item_id for r in await outbox.due(store, now, ["dispatch"])] == [item.id]
     edit = payloads.CardEdit.of((await outbox.for_item(store, item.id, "card_edit"))[0])
     assert edit.undo_until is None and "Undo" not in edit.status
@@ -151,26 +151,26 @@ async def test_the_author_of_a_version_cannot_approve_it_under_four_eyes(
 ) -> None:
     p, item = pipeline(quorum=2), await awaiting(store, now)
     assert p.approval.four_eyes and not pipeline().approval.four_eyes
-    await flow.edit(store, p, item.id, 1, "Alice's words", ALICE, now)
+    await flow.edit(store, p, flow.Revision(item.id, 1, ALICE), "Alice's words", now)
     before = await snapshot.tables(store)
     mine = (
         f"you wrote version 2 of item {item.id}: another approver must approve it "
         "(four eyes: approval.separate_editor)"
     )
     with pytest.raises(flow.WroteThisVersion, match=f"^{re.escape(mine)}$"):
-        await flow.decide(store, p, item.id, 1, 2, ALICE, "approve", now)
+        await flow.decide(store, p, rule.Vote(Shown(item.id, 1, 2), ALICE, "approve"), now)
     assert await snapshot.tables(store) == before
     # Rejecting one's own version is allowed; others approve it.
-    assert (await flow.decide(store, p, item.id, 1, 2, BOB, "approve", now)).outcome == "pending"
-    assert (await flow.decide(store, p, item.id, 1, 2, CAROL, "approve", now)).outcome == (
-        "approved"
-    )
+    version_2 = Shown(item.id, 1, 2)
+    bob = await flow.decide(store, p, rule.Vote(version_2, BOB, "approve"), now)
+    assert bob.outcome == "pending"
+    carol = await flow.decide(store, p, rule.Vote(version_2, CAROL, "approve"), now)
+    assert carol.outcome == "approved"
     # Turned off explicitly, the author may approve even under quorum 2.
     lax, second = pipeline(quorum=2, separate_editor=False), await awaiting(store, now, "g2")
-    await flow.edit(store, lax, second.id, 1, "mine", ALICE, now)
-    assert (await flow.decide(store, lax, second.id, 1, 2, ALICE, "approve", now)).outcome == (
-        "pending"
-    )
+    await flow.edit(store, lax, flow.Revision(second.id, 1, ALICE), "mine", now)
+    own = await flow.decide(store, lax, rule.Vote(Shown(second.id, 1, 2), ALICE, "approve"), now)
+    assert own.outcome == "pending"
 
 
 async def test_an_approval_names_each_voter_and_the_terminal_by_its_user(
@@ -181,11 +181,15 @@ async def test_an_approval_names_each_voter_and_the_terminal_by_its_user(
     first, second = await awaiting(store, now), await awaiting(store, now, "g2")
     # Voters are listed by id (the terminal's is 0). A vote from the terminal counted
     # earlier is "the terminal" in the reason...
-    await flow.decide(store, p, first.id, 1, 1, decisions.TERMINAL, "approve", now, actor=ana)
-    await flow.decide(store, p, first.id, 1, 1, ALICE, "approve", now)
+    await flow.decide(
+        store, p, rule.Vote(Shown(first.id, 1, 1), decisions.TERMINAL, "approve", actor=ana), now
+    )
+    await flow.decide(store, p, rule.Vote(Shown(first.id, 1, 1), ALICE, "approve"), now)
     # ...and the deciding vote is named by the actor who cast it: the terminal's Unix user.
-    await flow.decide(store, p, second.id, 1, 1, ALICE, "approve", now)
-    await flow.decide(store, p, second.id, 1, 1, decisions.TERMINAL, "approve", now, actor=ana)
+    await flow.decide(store, p, rule.Vote(Shown(second.id, 1, 1), ALICE, "approve"), now)
+    await flow.decide(
+        store, p, rule.Vote(Shown(second.id, 1, 1), decisions.TERMINAL, "approve", actor=ana), now
+    )
     reasons = [(await events.for_entity(store, "item", i.id))[-1] for i in (first, second)]
     assert [(e.actor, e.reason) for e in reasons] == [
         (f"operator:{ALICE}", f"approved by the terminal, operator:{ALICE}"),
@@ -203,8 +207,12 @@ async def test_a_listed_decision_applies_to_the_listed_versions_once(
     first, second = await awaiting(store, now, "g1"), await awaiting(store, now, "g2")
     listed = await review.offer(store, "news", now)
     assert listed.offer.items == ((first.id, 1, 1), (second.id, 1, 1))
-    await flow.edit(store, p, first.id, 1, "newer", BOB, now)  # moved on since listed
-    result = await review.decide_listed(store, {"news": p}, listed.offer.id, ALICE, "approve", now)
+    await flow.edit(
+        store, p, flow.Revision(first.id, 1, BOB), "newer", now
+    )  # moved on since listed
+    result = await review.decide_listed(
+        store, {"news": p}, review.ListedVote(listed.offer.id, ALICE, "approve"), now
+    )
     assert result.decided == [second.id]
     [(refused, why)] = result.refused
     assert refused == first.id and "is now at version 2" in why
@@ -214,7 +222,9 @@ async def test_a_listed_decision_applies_to_the_listed_versions_once(
     ]
     assert len(moved) == 1
     with pytest.raises(errors.Conflict, match="decided already"):
-        await review.decide_listed(store, {"news": p}, listed.offer.id, ALICE, "approve", now)
+        await review.decide_listed(
+            store, {"news": p}, review.ListedVote(listed.offer.id, ALICE, "approve"), now
+        )
     stale = await review.offer(store, "news", now)
     with pytest.raises(errors.Conflict, match="too old"):
         await followups.get_offer(store, stale.offer.id, now + followups.OFFER_LIFE * 2)
@@ -229,7 +239,9 @@ async def test_approve_all_on_a_quorum_counts_votes_apart_from_decisions(
     p = pipeline(quorum=2, operators=[ALICE, BOB])
     item = await awaiting(store, now)
     listed = await review.offer(store, "news", now)
-    result = await review.decide_listed(store, {"news": p}, listed.offer.id, ALICE, "approve", now)
+    result = await review.decide_listed(
+        store, {"news": p}, review.ListedVote(listed.offer.id, ALICE, "approve"), now
+    )
     assert (result.decided, result.refused) == ([], [])
     assert result.voted == [(item.id, f"1 of 2; waiting for operator:{BOB}")]
     assert (await items.get(store, item.id)).state == S.AWAITING_APPROVAL
@@ -240,14 +252,17 @@ async def test_a_redraft_is_a_new_attempt_carrying_the_note(store: db.Store, now
     llm = p.model_copy(update={"draft": p.draft.model_copy(update={"drafter": "llm"})})
     item = await awaiting(store, now)
     with pytest.raises(review.Refused, match="only a rejected or expired draft"):
-        await review.redraft(store, llm, item.id, 1, "shorter", ALICE, "operator:11", now)
+        await review.redraft(
+            store, llm, review.Redraft(item.id, 1, "shorter", ALICE, "operator:11"), now
+        )
     await review.reject(store, p, Shown(item.id, 1, 1), ALICE, "too long", now)
     with pytest.raises(review.Refused, match="drafts from a template"):
-        await review.redraft(store, p, item.id, 1, "shorter", ALICE, "operator:11", now)
+        await review.redraft(
+            store, p, review.Redraft(item.id, 1, "shorter", ALICE, "operator:11"), now
+        )
     later = now + timedelta(minutes=1)
-    again = await review.redraft(
-        store, llm, item.id, 1, "Shorter,\x00 please", ALICE, "operator:11", later
-    )
+    asked = review.Redraft(item.id, 1, "Shorter,\x00 please", ALICE, "operator:11")
+    again = await review.redraft(store, llm, asked, later)
     assert (again.state, again.attempt) == (S.NEW, 2)
     assert await followups.note(store, item.id, 2) == "Shorter, please"
     assert await followups.note(store, item.id, 1) is None
@@ -257,7 +272,9 @@ async def test_a_redraft_is_a_new_attempt_carrying_the_note(store: db.Store, now
         store, p, Shown((other := await awaiting(store, now, "g2")).id, 1, 1), BOB, "no", now
     )
     with pytest.raises(flow.NotAllowed):
-        await review.redraft(store, strict, other.id, 1, "again", ALICE, "operator:11", later)
+        await review.redraft(
+            store, strict, review.Redraft(other.id, 1, "again", ALICE, "operator:11"), later
+        )
 
 
 # -- reminders, escalation, digests --------------------------------------------------------
@@ -268,7 +285,7 @@ async def test_one_reminder_and_one_escalation_per_attempt(store: db.Store, now:
     item = await awaiting(store, now)
     assert await nudges.sweep(store, {"news": p}, now + timedelta(minutes=59)) == nudges.Report()
     with pytest.raises(flow.NotAllowed):
-        await flow.decide(store, p, item.id, 1, 1, CAROL, "approve", now)
+        await flow.decide(store, p, rule.Vote(Shown(item.id, 1, 1), CAROL, "approve"), now)
 
     first = await nudges.sweep(store, {"news": p}, now + timedelta(minutes=61))
     assert (first.reminded, first.escalated) == ([item.id], [])
@@ -281,7 +298,7 @@ async def test_one_reminder_and_one_escalation_per_attempt(store: db.Store, now:
     assert reasons == ["reminded the approvers after 1 h 1 min", "escalated to 13 after 3 h"]
     cards = await outbox.for_item(store, item.id, "card")
     assert [c.payload.get("chats") for c in cards] == [[CAROL]]
-    decided = await flow.decide(store, p, item.id, 1, 1, CAROL, "approve", now)
+    decided = await flow.decide(store, p, rule.Vote(Shown(item.id, 1, 1), CAROL, "approve"), now)
     assert decided.outcome == "approved"
 
 
@@ -360,9 +377,9 @@ async def test_a_vote_toward_a_quorum_says_how_many_are_in_and_who_is_awaited(
     assert again.said == f"you already approved this version: 1 of 2 (waiting for 1 more of {who})"
     assert await snapshot.tables(store) == unchanged
 
-    alice = await flow.decide(store, p, item.id, 1, 1, ALICE, "approve", now)
+    alice = await flow.decide(store, p, rule.Vote(Shown(item.id, 1, 1), ALICE, "approve"), now)
     assert flow.vote_words(alice, p, ALICE) == "✅ approved"
-    late = await flow.decide(store, p, item.id, 1, 1, BOB, "approve", now)
+    late = await flow.decide(store, p, rule.Vote(Shown(item.id, 1, 1), BOB, "approve"), now)
     assert flow.vote_words(late, p, BOB) == "nothing changed: the item is approved"
     with pytest.raises(review.Refused, match=f"nothing changed: item {item.id} is approved"):
         await review.at_terminal(store, pipelines, review.Typed("approve", item.id, cli), now)
@@ -372,7 +389,7 @@ async def test_the_awaited_approver_is_named_when_only_one_can_complete_the_quor
     store: db.Store, now: datetime
 ) -> None:
     p, item = pipeline(quorum=2, operators=[ALICE, BOB]), await awaiting(store, now)
-    vote = await flow.decide(store, p, item.id, 1, 1, ALICE, "approve", now)
+    vote = await flow.decide(store, p, rule.Vote(Shown(item.id, 1, 1), ALICE, "approve"), now)
     assert (
         flow.vote_words(vote, p, ALICE) == f"your vote is in: 1 of 2 (waiting for operator:{BOB})"
     )

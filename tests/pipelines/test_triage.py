@@ -208,7 +208,7 @@ async def test_entries_below_the_threshold_end_skipped_with_the_models_reason(
     }
     later = now + timedelta(minutes=10)
     weather = by_guid["s1"]
-    await operations.replay(store, weather.id, "operator:42", later)
+    await operations.replay(store, operations.Replay(weather.id, "operator:42"), later)
     await rig.tick(later)
     assert (await items.get(store, weather.id)).state == State.AWAITING_APPROVAL
     assert [c[1] for c in await _claims(store)][-1] == "llm.draft" and llm.calls == 7
@@ -416,7 +416,7 @@ async def test_replay_offers_no_draft_on_a_triaged_item_whose_draft_a_card_showe
     assert "already wrote" not in render.replay_offer(rejected, trail, None)
 
     later = now + timedelta(minutes=5)
-    await operations.replay(store, item.id, "operator:42", later)
+    await operations.replay(store, operations.Replay(item.id, "operator:42"), later)
     await rig.tick(later)
     assert (await items.get(store, item.id)).state == State.AWAITING_APPROVAL
     assert llm.calls == 3  # a new draft, paid
@@ -452,7 +452,7 @@ async def test_replay_offers_the_draft_no_card_showed_and_what_it_saves(
     assert "without a new call, which saves about $0.00" in offer
 
     later = now + timedelta(hours=2)
-    await operations.replay(store, made.id, "operator:42", later)
+    await operations.replay(store, operations.Replay(made.id, "operator:42"), later)
     await rig.tick(later)
     assert (await items.get(store, made.id)).state == State.AWAITING_APPROVAL
     assert llm.calls == 2  # shown with no new call, as offered

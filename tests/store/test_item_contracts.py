@@ -18,6 +18,7 @@ from pipelines.approval import flow, rule
 from store import backend, db, drafts, errors, items, outbox
 from store.audit import events
 from store.items.machine import State
+from store.review.followups import Shown
 from tests import snapshot
 from tests.store import statements
 
@@ -43,7 +44,9 @@ async def _awaiting(store: db.Store, now: datetime, source_id: str = "guid") -> 
 
 async def test_one_approval_is_enough_by_default(store: db.Store, now: datetime) -> None:
     item = await _awaiting(store, now)
-    decided = await store.write(flow.decide_sync, item.id, 1, 1, 7, "approve", now)
+    decided = await store.write(
+        flow.decide_sync, rule.Vote(Shown(item.id, 1, 1), 7, "approve"), now
+    )
     current = await items.get(store, item.id)
     assert decided == rule.Decision(current, "approved", (7,), 1)
     assert current.reason == "approved by operator:7"
@@ -51,9 +54,13 @@ async def test_one_approval_is_enough_by_default(store: db.Store, now: datetime)
 
 async def test_a_reject_says_who_and_carries_the_votes(store: db.Store, now: datetime) -> None:
     item = await _awaiting(store, now)
-    first = await store.write(flow.decide_sync, item.id, 1, 1, 7, "approve", now, quorum=2)
+    first = await store.write(
+        flow.decide_sync, rule.Vote(Shown(item.id, 1, 1), 7, "approve"), now, quorum=2
+    )
     assert first == rule.Decision(await items.get(store, item.id), "pending", (7,), 2)
-    rejected = await store.write(flow.decide_sync, item.id, 1, 1, 8, "reject", now, quorum=2)
+    rejected = await store.write(
+        flow.decide_sync, rule.Vote(Shown(item.id, 1, 1), 8, "reject"), now, quorum=2
+    )
     current = await items.get(store, item.id)
     assert rejected == rule.Decision(current, "rejected", (7,), 2)
     assert (current.state, current.reason) == (S.REJECTED, "rejected by operator:8")
@@ -65,11 +72,19 @@ async def test_a_decision_on_a_decided_item_is_unchanged_and_says_so(
     store: db.Store, now: datetime
 ) -> None:
     item = await _awaiting(store, now)
-    await store.write(flow.decide_sync, item.id, 1, 1, 7, "approve", now, quorum=2)
-    await store.write(flow.decide_sync, item.id, 1, 1, 8, "approve", now, quorum=2)
+    await store.write(
+        flow.decide_sync, rule.Vote(Shown(item.id, 1, 1), 7, "approve"), now, quorum=2
+    )
+    await store.write(
+        flow.decide_sync, rule.Vote(Shown(item.id, 1, 1), 8, "approve"), now, quorum=2
+    )
     before = await snapshot.tables(store)
-    late = await store.write(flow.decide_sync, item.id, 1, 1, 9, "reject", now, quorum=2)
-    repeat = await store.write(flow.decide_sync, item.id, 1, 1, 7, "approve", now, quorum=2)
+    late = await store.write(
+        flow.decide_sync, rule.Vote(Shown(item.id, 1, 1), 9, "reject"), now, quorum=2
+    )
+    repeat = await store.write(
+        flow.decide_sync, rule.Vote(Shown(item.id, 1, 1), 7, "approve"), now, quorum=2
+    )
     current = await items.get(store, item.id)
     assert late == rule.Decision(current, "unchanged", (7, 8), 2)
     assert repeat == late
@@ -78,9 +93,13 @@ async def test_a_decision_on_a_decided_item_is_unchanged_and_says_so(
 
 async def test_a_repeat_vote_while_waiting_is_unchanged(store: db.Store, now: datetime) -> None:
     item = await _awaiting(store, now)
-    await store.write(flow.decide_sync, item.id, 1, 1, 7, "approve", now, quorum=3)
+    await store.write(
+        flow.decide_sync, rule.Vote(Shown(item.id, 1, 1), 7, "approve"), now, quorum=3
+    )
     before = await snapshot.tables(store)
-    repeat = await store.write(flow.decide_sync, item.id, 1, 1, 7, "approve", now, quorum=3)
+    repeat = await store.write(
+        flow.decide_sync, rule.Vote(Shown(item.id, 1, 1), 7, "approve"), now, quorum=3
+    )
     assert repeat == rule.Decision(await items.get(store, item.id), "unchanged", (7,), 3)
     assert await snapshot.tables(store) == before
 
@@ -93,7 +112,8 @@ async def test_an_unknown_choice_is_refused_and_writes_nothing(
     with pytest.raises(
         ValueError, match=re.escape("unknown decision 'maybe'; valid: approve, reject")
     ):
-        await store.write(flow.decide_sync, item.id, 1, 1, 7, "maybe", now)  # type: ignore[arg-type]
+        vote = rule.Vote(Shown(item.id, 1, 1), 7, "maybe")  # type: ignore[arg-type]
+        await store.write(flow.decide_sync, vote, now)
     assert await snapshot.tables(store) == before
 
 
@@ -103,7 +123,7 @@ async def test_rows_a_caller_adds_commit_in_the_deciding_unit_with_the_moved_ite
     item = await _awaiting(store, now)
 
     def unit(conn: backend.Conn) -> rule.Decision:
-        decided = flow.decide_sync(conn, item.id, 1, 1, 7, "approve", now)
+        decided = flow.decide_sync(conn, rule.Vote(Shown(item.id, 1, 1), 7, "approve"), now)
         outbox.alert_sync(conn, decided.item.state, now)
         return decided
 
@@ -166,7 +186,7 @@ async def test_an_empty_edit_says_so_exactly(store: db.Store, now: datetime) -> 
 
 async def test_a_replay_records_its_reason_and_actor(store: db.Store, now: datetime) -> None:
     item = await _awaiting(store, now)
-    await store.write(flow.decide_sync, item.id, 1, 1, 7, "reject", now)
+    await store.write(flow.decide_sync, rule.Vote(Shown(item.id, 1, 1), 7, "reject"), now)
     replayed = await store.write(items.replay_sync, item.id, "operator:7", now, "second look")
     last = (await events.for_entity(store, "item", item.id))[-1]
     assert (last.from_state, last.to_state, last.actor, last.attempt, last.reason) == (
@@ -182,7 +202,7 @@ async def test_a_replay_records_its_reason_and_actor(store: db.Store, now: datet
 async def test_replay_refusals_say_exactly_why(store: db.Store, now: datetime) -> None:
     waiting = await _awaiting(store, now, "waiting")
     sent = await _awaiting(store, now, "sent")
-    await store.write(flow.decide_sync, sent.id, 1, 1, 7, "approve", now)
+    await store.write(flow.decide_sync, rule.Vote(Shown(sent.id, 1, 1), 7, "approve"), now)
     for state in (S.DISPATCHING, S.DISPATCHED):
         await store.write(items.transition_sync, sent.id, state, "system", now)
     before = await snapshot.tables(store)
@@ -376,7 +396,7 @@ async def test_a_decision_locks_its_item_once_and_moves_it(store: db.Store, now:
 
     def unit(conn: backend.Conn) -> tuple[rule.Decision, int]:
         counting = statements.Counting(conn)
-        decided = flow.decide_sync(counting, item.id, 1, 1, 7, "approve", now)
+        decided = flow.decide_sync(counting, rule.Vote(Shown(item.id, 1, 1), 7, "approve"), now)
         return decided, counting.sent["items.lock"]
 
     decided, locks = await store.write(unit)

@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.approval import flow, sla
+from pipelines.approval import flow, rule, sla
 from store import db, drafts, errors, items, outbox, payloads, sql
 from store.audit import events, sealer
 from store.backends import generate, migrate
 from store.items import machine
 from store.items.machine import State
+from store.review.followups import Shown
 from tests import forger, snapshot
 
 S = State
@@ -271,7 +272,7 @@ async def test_replay_only_from_dropped_or_forced(store: db.Store, now: datetime
     with pytest.raises(errors.IllegalTransition, match="not dropped"):
         await store.write(items.replay_sync, item.id, "cli", now, "why not")
     assert await snapshot.tables(store) == unchanged
-    await store.write(flow.decide_sync, item.id, 1, 1, 42, "reject", now)
+    await store.write(flow.decide_sync, rule.Vote(Shown(item.id, 1, 1), 42, "reject"), now)
     replayed = await store.write(items.replay_sync, item.id, "operator:42", now, "second look")
     assert (replayed.state, replayed.attempt) == (S.NEW, 2)
     last = (await events.for_entity(store, "item", item.id))[-1]
@@ -285,7 +286,7 @@ async def test_replay_only_from_dropped_or_forced(store: db.Store, now: datetime
 
 async def test_replay_of_dispatched_needs_force(store: db.Store, now: datetime) -> None:
     item = await _awaiting(store, now)
-    await store.write(flow.decide_sync, item.id, 1, 1, 42, "approve", now)
+    await store.write(flow.decide_sync, rule.Vote(Shown(item.id, 1, 1), 42, "approve"), now)
     for state in (S.DISPATCHING, S.DISPATCHED):
         await store.write(items.transition_sync, item.id, state, "system", now)
     unchanged = await snapshot.tables(store)
@@ -306,11 +307,7 @@ async def test_fifty_concurrent_decisions_one_winner_one_event(
         *(
             store.write(
                 flow.decide_sync,
-                item.id,
-                1,
-                1,
-                1000 + n,
-                "approve" if n % 3 else "reject",
+                rule.Vote(Shown(item.id, 1, 1), 1000 + n, "approve" if n % 3 else "reject"),
                 now,
             )
             for n in range(50)
@@ -327,17 +324,27 @@ async def test_quorum_counts_distinct_operators_and_one_reject_vetoes(
     store: db.Store, now: datetime
 ) -> None:
     item = await _awaiting(store, now)
-    first = await store.write(flow.decide_sync, item.id, 1, 1, 1, "approve", now, quorum=2)
+    first = await store.write(
+        flow.decide_sync, rule.Vote(Shown(item.id, 1, 1), 1, "approve"), now, quorum=2
+    )
     assert (first.outcome, first.approvals) == ("pending", (1,))
-    repeat = await store.write(flow.decide_sync, item.id, 1, 1, 1, "approve", now, quorum=2)
+    repeat = await store.write(
+        flow.decide_sync, rule.Vote(Shown(item.id, 1, 1), 1, "approve"), now, quorum=2
+    )
     assert repeat.outcome == "unchanged"
-    second = await store.write(flow.decide_sync, item.id, 1, 1, 2, "approve", now, quorum=2)
+    second = await store.write(
+        flow.decide_sync, rule.Vote(Shown(item.id, 1, 1), 2, "approve"), now, quorum=2
+    )
     assert (second.outcome, second.item.state) == ("approved", S.APPROVED)
     assert second.item.reason == "approved by operator:1, operator:2"
 
     other = await _awaiting(store, now, "guid-2")
-    await store.write(flow.decide_sync, other.id, 1, 1, 1, "approve", now, quorum=2)
-    veto = await store.write(flow.decide_sync, other.id, 1, 1, 2, "reject", now, quorum=2)
+    await store.write(
+        flow.decide_sync, rule.Vote(Shown(other.id, 1, 1), 1, "approve"), now, quorum=2
+    )
+    veto = await store.write(
+        flow.decide_sync, rule.Vote(Shown(other.id, 1, 1), 2, "reject"), now, quorum=2
+    )
     assert (veto.outcome, veto.item.state) == ("rejected", S.REJECTED)
 
 
@@ -347,9 +354,11 @@ async def test_an_edit_makes_older_cards_stale(store: db.Store, now: datetime) -
     assert (draft.version, draft.provenance) == (2, {"operator": 7, "edit_of": 1})
     unchanged = await snapshot.tables(store)
     with pytest.raises(errors.Conflict, match="shows version 1"):
-        await store.write(flow.decide_sync, item.id, 1, 1, 7, "approve", now)
+        await store.write(flow.decide_sync, rule.Vote(Shown(item.id, 1, 1), 7, "approve"), now)
     assert await snapshot.tables(store) == unchanged
-    decided = await store.write(flow.decide_sync, item.id, 1, 2, 7, "approve", now)
+    decided = await store.write(
+        flow.decide_sync, rule.Vote(Shown(item.id, 1, 2), 7, "approve"), now
+    )
     assert decided.outcome == "approved"
     history = await events.for_entity(store, "item", item.id)
     assert history[-2].reason == "edited: version 1 -> 2" and history[-2].actor == "operator:7"

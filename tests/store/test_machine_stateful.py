@@ -27,11 +27,12 @@ from hypothesis.stateful import (
 )
 
 from pipelines.approval import flow, sla
-from pipelines.approval.rule import Decision
+from pipelines.approval.rule import Decision, Vote
 from store import db, drafts, errors, items
 from store.audit import events
 from store.items import machine
 from store.items.machine import State
+from store.review.followups import Shown
 from tests import snapshot
 
 ACTORS = st.sampled_from(["system", "scheduler", "sweep", "cli", "operator:1", "operator:2"])
@@ -167,11 +168,7 @@ class ItemMachine(RuleBasedStateMachine):
             calls = [
                 self.store.write(
                     flow.decide_sync,
-                    item_id,
-                    attempt,
-                    version,
-                    op,
-                    "approve" if yes else "reject",
+                    Vote(Shown(item_id, attempt, version), op, "approve" if yes else "reject"),
                     self.now,
                     quorum=2,
                 )

@@ -14,6 +14,7 @@ from pipelines.approval import flow, rule
 from store import backend, db, drafts, errors, items, outbox
 from store.audit import events
 from store.items.machine import State
+from store.review.followups import Shown
 from tests import snapshot
 from tests.store import statements
 
@@ -149,7 +150,10 @@ async def test_a_vote_hands_back_the_approvals_it_counts_toward(
         def unit(conn: backend.Conn) -> Decided:
             counted = statements.Counting(conn)
             decided = flow.decide_sync(
-                counted, item.id, item.attempt, item.version, operator, "approve", at, quorum=2
+                counted,
+                rule.Vote(Shown(item.id, item.attempt, item.version), operator, "approve"),
+                at,
+                quorum=2,
             )
             return decided, dict(counted.sent)
 

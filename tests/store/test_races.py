@@ -27,6 +27,7 @@ from store.audit import events, sealer
 from store.intake import seen, tokens
 from store.items.machine import State
 from store.ledger import budgets, claims
+from store.review.followups import Shown
 from tests import snapshot
 
 T = TypeVar("T")
@@ -115,7 +116,9 @@ async def test_a_two_of_two_quorum_decided_at_once_is_approved(
 
     def deciding(operator: int) -> Callable[[backend.Conn], rule.Decision]:
         return meeting.holding(
-            lambda conn: flow.decide_sync(conn, item.id, 1, 1, operator, "approve", now, quorum=2)
+            lambda conn: flow.decide_sync(
+                conn, rule.Vote(Shown(item.id, 1, 1), operator, "approve"), now, quorum=2
+            )
         )
 
     results = await asyncio.gather(store.write(deciding(1)), store.write(deciding(2)))

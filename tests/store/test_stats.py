@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from pipelines.approval import flow
+from pipelines.approval import flow, rule
 from store import backend, db, drafts, items, ledger
 from store.items.machine import State
 from store.ledger.prices import Usage
 from store.reports import stats
 from store.review import decisions
+from store.review.followups import Shown
 
 MIN = timedelta(minutes=1)
 
@@ -35,7 +36,9 @@ def _history(conn: backend.Conn, t0: datetime) -> None:
 
     def decide(item: items.Item, choice: decisions.Choice, at: datetime, why: str | None) -> None:
         now = items.get_sync(conn, item.id)
-        flow.decide_sync(conn, item.id, now.attempt, now.version, 42, choice, at, reason=why)
+        flow.decide_sync(
+            conn, rule.Vote(Shown(item.id, now.attempt, now.version), 42, choice, reason=why), at
+        )
 
     a, b, c, d = (carded(entry(n), t0 + MIN) for n in "abcd")
     decide(a, "approve", t0 + 11 * MIN, None)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from pipelines.approval import flow
+from pipelines.approval import flow, rule
 from store import db, items, outbox
 from store.items.machine import State
+from store.review.followups import Shown
 from tests.store.test_item_contracts import _awaiting
 
 
@@ -15,9 +16,11 @@ async def test_approved_since_lists_a_pipelines_recent_approved_drafts(
 ) -> None:
     # The kept one first: on a fresh store it is item 1, which nothing may leave out.
     kept = await _awaiting(store, now, "kept")
-    await store.write(flow.decide_sync, kept.id, 1, 1, 7, "approve", now)
+    await store.write(flow.decide_sync, rule.Vote(Shown(kept.id, 1, 1), 7, "approve"), now)
     old = await _awaiting(store, now - timedelta(days=9), "old")
-    await store.write(flow.decide_sync, old.id, 1, 1, 7, "approve", now - timedelta(days=9))
+    await store.write(
+        flow.decide_sync, rule.Vote(Shown(old.id, 1, 1), 7, "approve"), now - timedelta(days=9)
+    )
     waiting = await _awaiting(store, now, "waiting")
     assert waiting.state == State.AWAITING_APPROVAL
 

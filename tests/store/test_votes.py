@@ -11,6 +11,7 @@ import pytest
 from pipelines.approval import flow, rule
 from store import backend, db, drafts, errors, items
 from store.items.machine import State
+from store.review.followups import Shown
 from tests import snapshot
 from tests.pipelines import test_review
 from tests.store import statements
@@ -28,10 +29,14 @@ async def test_a_vote_refused_by_four_eyes_leaves_nothing(store: db.Store, now: 
     p, item = test_review.pipeline(quorum=2), await _edited_by_alice(store, now)
     before = await snapshot.tables(store)
     with pytest.raises(flow.WroteThisVersion):
-        await flow.decide(store, p, item.id, 1, item.version, ALICE, "approve", now)
+        await flow.decide(
+            store, p, rule.Vote(Shown(item.id, 1, item.version), ALICE, "approve"), now
+        )
     assert await snapshot.tables(store) == before
     with pytest.raises(errors.Conflict):  # the refusal is a Conflict, as a stale card is
-        await flow.decide(store, p, item.id, 1, item.version, ALICE, "approve", now)
+        await flow.decide(
+            store, p, rule.Vote(Shown(item.id, 1, item.version), ALICE, "approve"), now
+        )
 
 
 async def test_a_four_eyes_vote_locks_its_item_once(store: db.Store, now: datetime) -> None:
@@ -39,8 +44,9 @@ async def test_a_four_eyes_vote_locks_its_item_once(store: db.Store, now: dateti
 
     def unit(conn: backend.Conn) -> tuple[rule.Decision, int]:
         counting = statements.Counting(conn)
-        decided = flow.decide_sync(counting, item.id, 1, item.version, BOB, "approve", now,
-                                   pipeline=p)  # fmt: skip
+        decided = flow.decide_sync(
+            counting, rule.Vote(Shown(item.id, 1, item.version), BOB, "approve"), now, pipeline=p
+        )
         return decided, counting.sent["items.lock"]
 
     decided, locks = await store.write(unit)

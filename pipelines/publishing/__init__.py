@@ -1,0 +1,1 @@
+"""Publishing: when approved posts go out, by a schedule's slots."""
