@@ -106,10 +106,9 @@ class PaidCall:
         self._price = price
         #: Read once after the provider answers, to date the settlement; None: use `now`.
         self._clock = clock
-        self._endpoint = call.endpoint
+        self._kind = call
         self._max_tokens = call.max_tokens
         self._template = call.template
-        self._version = call.version
         self._schema = call.schema
         self._system = calls.system_prompt(self._schema)
         self._lease = calls.lease_for(provider.settings)
@@ -179,7 +178,7 @@ class PaidCall:
         return {
             "model": self._provider.settings.model,
             "max_tokens": self._max_tokens,
-            "prompt_version": self._version,
+            "prompt_version": self._kind.version,
         }
 
     async def _reused(
@@ -214,13 +213,12 @@ class PaidCall:
         digest = claims.request_digest(item.pipeline, item.id, self._request())
 
         def unit(conn: backend.Conn) -> tuple[claims.Claim, llm_outputs.Output] | None:
-            name, version = self._pipeline, self._version
             keys = (  # lazily: the newest attempt with a claim decides
-                calls.latest_key_sync(conn, self._endpoint, name, item.id, attempt, version)
+                calls.latest_key_sync(conn, self._kind, self._pipeline, item.id, attempt)
                 for attempt in range(item.attempt, first - 1, -1)
             )
             return llm_outputs.reusable_sync(
-                conn, self._endpoint, keys, item.id, digest, item.content_hash
+                conn, self._kind.endpoint, keys, item.id, digest, item.content_hash
             )
 
         return await self._store.read(unit)
@@ -246,12 +244,14 @@ class PaidCall:
             calls.max_input_tokens(self._system, prompt),
             self._max_tokens,
         )
-        key = calls.claim_key(self._pipeline, item.id, item.attempt, self._version, attempt_try)
+        key = calls.claim_key(
+            self._pipeline, item.id, item.attempt, self._kind.version, attempt_try
+        )
         try:
             return await ledger.begin(
                 self._store,
                 key,
-                self._endpoint,
+                self._kind.endpoint,
                 request,
                 worst,
                 item.pipeline,
@@ -353,7 +353,7 @@ class PaidCall:
             "model": model,
             "claim": claim.id,
             "request_id": request_id,
-            "prompt_version": self._version,
+            "prompt_version": self._kind.version,
         }
         note = None
         if claim.state != ClaimState.SETTLED:
