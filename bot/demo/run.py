@@ -156,14 +156,8 @@ async def run(
                 files = _pipelines(options, data_dir, web.url)
                 # The news site's pages and pictures: the page server's own URL is in them.
                 web.files.update(site.files(web.url))
-                cfg = config.settings(
-                    data_dir,
-                    files.pipelines_dir,
-                    api.base_url,
-                    llm.base_url,
-                    options.llm,
-                    options.prices,
-                )
+                model, prices = config.chosen_llm(options.llm, options.prices, llm.base_url)
+                cfg = config.settings(data_dir, files.pipelines_dir, api.base_url, model, prices)
                 env_file = config.write_env_file(cfg)
                 resent = await prepare_store(cfg, datetime.now(UTC))
                 running = Running(
