@@ -216,11 +216,9 @@ def _start_web(api: localapi.LocalBotApi, port: int) -> webchat.WebChat:
         path: webchat.StaticFile(file, "application/rss+xml")
         for path, file in content.FEEDS.items()
     }
-    first, *others = content.OPERATORS
     web = webchat.WebChat(
         api,
-        user_id=first,
-        others=tuple(others),
+        operators=content.OPERATORS,
         port=port,
         files=feeds,
         room=(content.ROOM, content.ROOM_TITLE),
