@@ -162,9 +162,9 @@ class Engine:
             if result is None:
                 continue
             fetched += len(result.items)
-            new_items += await intake.record(
-                self.store, pipeline, source.scope, result, report.errors, now
-            )
+            created, problems = await intake.record(self.store, pipeline, source.scope, result, now)
+            new_items += created
+            report.errors += problems
         waiting = await self._waiting(name, now)
         left = await items.in_state(self.store, State.DRAFTING, name, limit=self.max_items_per_tick)
         orphans = [item for item in left if item.id not in self._in_flight]
