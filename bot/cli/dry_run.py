@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -58,13 +58,13 @@ def run(
     cfg: settings_mod.Settings,
     args: argparse.Namespace,
     now: datetime,
-    found: dict[str, spec.Pipeline],
+    loaded: spec.LoadResult,
     read: Read,
-    broken: Mapping[str, Sequence[object]] | None = None,
 ) -> int:
-    """Fetch and draft one pipeline into a throwaway store; print the cards it would send.
-    `broken`: the pipelines whose files failed to load, with their errors."""
-    name = operations.check_pipeline(args.pipeline, found, broken)
+    """Fetch and draft one pipeline of `loaded` into a throwaway store; print the cards it
+    would send (a pipeline whose file failed to load is refused with its errors)."""
+    found = loaded.pipelines
+    name = operations.check_pipeline(args.pipeline, found, loaded.broken)
     llm = _llm(cfg, found[name], now, read) if args.llm else None
     report = asyncio.run(_run(found[name], now, llm, args.limit))
     counted = _count_spend(cfg, report, now) if report.spent_micros else None

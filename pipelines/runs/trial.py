@@ -38,7 +38,7 @@ import httpx
 from pipelines.config import spec
 from pipelines.drafting import choice, drafters
 from pipelines.providers import client as providers
-from pipelines.runs.engine import Engine
+from pipelines.runs.engine import Engine, Trial
 from store import db, drafts, items, ledger, outbox
 from store.db import Store
 from store.items.machine import State
@@ -172,8 +172,7 @@ async def run(
                 {pipeline.name: pipeline},
                 client=client,
                 drafter_for=_template if choose is None else lambda p: choose(store, p),
-                select=newest,
-                full_text_lengths=True,
+                trial=Trial(select=newest, full_text_lengths=True),
             )
             tick = await engine.tick(pipeline.name, "manual", now)
             cards = [

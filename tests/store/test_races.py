@@ -311,9 +311,8 @@ async def test_one_idempotency_key_sent_twice_at_once_does_the_work_once(
 
     async def handing(n: int, request_hash: str) -> tokens.Answer:
         item = trigger.ItemIn(id=f"guid-{n}", title=f"item {n}")
-        return await trigger.hand_over(
-            held, {"news": NEWS}, caller, "news", item, "k-1", request_hash, now
-        )
+        request = trigger.Request(caller, "k-1", request_hash, now)
+        return await trigger.hand_over(held, {"news": NEWS}, request, "news", item)
 
     results = await asyncio.gather(
         handing(1, "same"), handing(2, second_hash), return_exceptions=True
