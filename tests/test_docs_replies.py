@@ -57,7 +57,7 @@ async def waiting_items(store: db.Store) -> None:
         await store.write(items.transition_sync, item.id, State.DRAFTING, "system", at)
 
         def unit(conn: sqlite3.Connection, item_id: int = item.id) -> None:
-            drafts.add_sync(conn, item_id, "text", {"drafter": "template"}, at)
+            drafts.add_sync(conn, item_id, drafts.Body("text", {"drafter": "template"}), at)
             items.transition_sync(conn, item_id, State.AWAITING_APPROVAL, "system", at)
 
         await store.write(unit)

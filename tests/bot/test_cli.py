@@ -417,7 +417,7 @@ async def test_reconcile_finds_orphans_and_ghosts_and_fixes_them(
     assert item is not None
 
     def dispatched(conn: sqlite3.Connection) -> None:
-        drafts.add_sync(conn, item.id, "approved text", {"drafter": "template"}, now)
+        drafts.add_sync(conn, item.id, drafts.Body("approved text", {"drafter": "template"}), now)
         payload = {"item_id": item.id, "attempt": 1, "version": 1, "pipeline": "news"}
         row = outbox.enqueue_sync(conn, "dispatch", "news", payload, now, item_id=item.id)
         conn.execute("UPDATE outbox SET state = 'sent' WHERE id = ?", (row,))
@@ -698,7 +698,7 @@ async def test_status_lists_the_store_pipelines_whose_file_is_gone(
         await store.write(items.transition_sync, item.id, State.DRAFTING, "system", now)
 
         def unit(conn: sqlite3.Connection) -> items.Item:
-            drafts.add_sync(conn, item.id, "draft", {"drafter": "template"}, now)
+            drafts.add_sync(conn, item.id, drafts.Body("draft", {"drafter": "template"}), now)
             return items.transition_sync(conn, item.id, State.AWAITING_APPROVAL, "system", now)
 
         await store.write(unit)

@@ -34,7 +34,7 @@ async def world(store: db.Store) -> AsyncIterator[db.Store]:
     await store.write(items.transition_sync, item.id, State.DRAFTING, "system", AGO[3])
 
     def unit(conn: sqlite3.Connection) -> None:
-        drafts.add_sync(conn, item.id, "text", {"drafter": "template"}, AGO[2])
+        drafts.add_sync(conn, item.id, drafts.Body("text", {"drafter": "template"}), AGO[2])
         items.transition_sync(conn, item.id, State.AWAITING_APPROVAL, "system", AGO[2])
 
     await store.write(unit)

@@ -182,7 +182,7 @@ async def test_the_sweep_s_breach_and_expiry_each_write_one_event(
     await store.write(items.transition_sync, waiting.id, State.DRAFTING, "system", now)
 
     def to_approval(conn: sqlite3.Connection) -> None:
-        drafts.add_sync(conn, waiting.id, "text", {"drafter": "template"}, now)
+        drafts.add_sync(conn, waiting.id, drafts.Body("text", {"drafter": "template"}), now)
         items.transition_sync(
             conn, waiting.id, State.AWAITING_APPROVAL, "system", now, deadline=timedelta(hours=1)
         )
@@ -211,7 +211,7 @@ async def _awaiting(store: db.Store, now: datetime) -> items.Item:
     await store.write(items.transition_sync, item.id, State.DRAFTING, "system", now)
 
     def unit(conn: sqlite3.Connection) -> items.Item:
-        drafts.add_sync(conn, item.id, "draft text", {"drafter": "template"}, now)
+        drafts.add_sync(conn, item.id, drafts.Body("draft text", {"drafter": "template"}), now)
         return items.transition_sync(conn, item.id, State.AWAITING_APPROVAL, "system", now)
 
     return await store.write(unit)
@@ -219,10 +219,12 @@ async def _awaiting(store: db.Store, now: datetime) -> items.Item:
 
 async def test_a_stale_edit_is_refused_and_writes_nothing(store: db.Store, now: datetime) -> None:
     item = await _awaiting(store, now)
-    await store.write(drafts.edit_sync, item.id, 1, "second words", 7, now)
+    await store.write(drafts.edit_sync, drafts.Edit(item.id, 1, 7), "second words", now)
     before = await snapshot.tables(store)
     with pytest.raises(errors.Conflict, match="is at version 2; the edit was for version 1"):
-        await store.write(drafts.edit_sync, item.id, 1, "late words from an old card", 8, now)
+        await store.write(
+            drafts.edit_sync, drafts.Edit(item.id, 1, 8), "late words from an old card", now
+        )
     assert await snapshot.tables(store) == before
 
 
@@ -232,12 +234,12 @@ async def test_an_edit_outside_approval_or_empty_is_refused_and_writes_nothing(
     item = await _awaiting(store, now)
     before = await snapshot.tables(store)
     with pytest.raises(ValueError, match="replacement text is empty"):
-        await store.write(drafts.edit_sync, item.id, 1, "  \n", 7, now)
+        await store.write(drafts.edit_sync, drafts.Edit(item.id, 1, 7), "  \n", now)
     assert await snapshot.tables(store) == before
     await store.write(items.transition_sync, item.id, State.REJECTED, "operator:7", now)
     before = await snapshot.tables(store)
     with pytest.raises(errors.IllegalTransition, match="only drafts awaiting approval"):
-        await store.write(drafts.edit_sync, item.id, 1, "words", 7, now)
+        await store.write(drafts.edit_sync, drafts.Edit(item.id, 1, 7), "words", now)
     assert await snapshot.tables(store) == before
     with pytest.raises(errors.NotFound, match="no draft version 9"):
         await drafts.get(store, item.id, 9)

@@ -100,7 +100,7 @@ async def _awaiting(store: db.Store, now: datetime) -> items.Item:
     await store.write(items.transition_sync, created.id, State.DRAFTING, "system", now)
 
     def unit(conn: backend.Conn) -> items.Item:
-        drafts.add_sync(conn, created.id, "draft text", {"drafter": "template"}, now)
+        drafts.add_sync(conn, created.id, drafts.Body("draft text", {"drafter": "template"}), now)
         return items.transition_sync(conn, created.id, State.AWAITING_APPROVAL, "system", now)
 
     return await store.write(unit)

@@ -134,7 +134,7 @@ async def test_claimed_rows_come_back_from_the_claim_whole(store: db.Store, now:
     """A claim returns each row as a read gives it (a card with its draft's text), so
     no row is read a second time."""
     [item] = await _recorded(store, now, ["a"])
-    await store.write(drafts.add_sync, item.id, "the draft", {"drafter": "x"}, now)
+    await store.write(drafts.add_sync, item.id, drafts.Body("the draft", {"drafter": "x"}), now)
 
     def queue(conn: backend.Conn) -> None:
         payload = {"attempt": 1, "version": 1}

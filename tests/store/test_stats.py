@@ -28,7 +28,7 @@ def _history(conn: backend.Conn, t0: datetime) -> None:
 
     def carded(item: items.Item, at: datetime) -> items.Item:
         items.transition_sync(conn, item.id, State.DRAFTING, "system", at)
-        drafts.add_sync(conn, item.id, f"draft of {item.source_id}", {}, at)
+        drafts.add_sync(conn, item.id, drafts.Body(f"draft of {item.source_id}", {}), at)
         moved = items.transition_sync(
             conn, item.id, State.AWAITING_APPROVAL, "system", at, deadline=timedelta(hours=24)
         )
