@@ -48,7 +48,9 @@ async def store_cycle(store: db.Store, key: str, item: items.Item, latency: floa
     )
     await ledger.start_provider(store, work.id, NOW)
     await asyncio.sleep(latency)  # the provider call
-    await ledger.complete(store, work.id, USAGE, ACTUAL, f"req-{key}", item.content_hash, NOW)
+    await ledger.complete(
+        store, work.id, ledger.Actual(ACTUAL, f"req-{key}", USAGE), item.content_hash, NOW
+    )
 
 
 async def run_store(

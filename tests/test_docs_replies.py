@@ -83,7 +83,9 @@ async def budget(store: db.Store, tmp_path: Path) -> str:
         store, "k", "chat", {"p": 1}, 4_000_000, "news", None, NOW, timedelta(minutes=5)
     )
     await ledger.start_provider(store, work.id, NOW)
-    await ledger.complete(store, work.id, prices.Usage(10, 10), 3_104_312, "req-1", None, NOW)
+    await ledger.complete(
+        store, work.id, ledger.Actual(3_104_312, "req-1", prices.Usage(10, 10)), None, NOW
+    )
     return shown(render.budget(await operations.budget(store, NOW), NOW))
 
 

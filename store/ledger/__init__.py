@@ -7,11 +7,12 @@
     if work.provider_allowed and work.state == ClaimState.RESERVED:
         await ledger.start_provider(store, work.id, now)     # the one gate
         ... call the provider (never inside the store) ...
-        await ledger.complete(store, work.id, usage, prices.cost(usage, price),
-                              request_id, item.content_hash, later)
+        spent = ledger.Actual(prices.cost(usage, price), request_id, usage)
+        await ledger.complete(store, work.id, spent, item.content_hash, later)
     # on an error:   await ledger.fail(store, work.id, "timeout", later)
     # periodically:  await ledger.recover(store, now, batch=100)
-    # an operator:   await ledger.reconcile(store, work.id, 1234, "invoice line 7", actor, now)
+    # an operator:   await ledger.reconcile(store, work.id, ledger.Actual(1234, "invoice line 7"),
+    #                                     actor, now)
     #   or many:     await store.write(uncertain.settle_sync, ids, "zero", evidence, actor, now)
     report = await ledger.report(store, now)                  # what /budget shows
 
@@ -42,6 +43,7 @@ Budget = budgets.Budget
 Claim = claims.Claim
 Work = claims.Work
 Settlement = ledger_settle.Settlement
+Actual = ledger_settle.Actual
 Report = ledger_report.Report
 
 
@@ -80,18 +82,10 @@ async def start_provider(store: Store, work_id: int, now: datetime) -> Claim:
 
 
 async def complete(
-    store: Store,
-    work_id: int,
-    usage: Usage,
-    actual_micros: int,
-    evidence: str,
-    item_content_hash: str | None,
-    now: datetime,
+    store: Store, work_id: int, actual: Actual, item_content_hash: str | None, now: datetime
 ) -> Settlement:
     """Settle once; raises Conflict (after committing 'uncertain') if the item changed."""
-    result = await store.write(
-        ledger_settle.complete_sync, work_id, usage, actual_micros, evidence, item_content_hash, now
-    )
+    result = await store.write(ledger_settle.complete_sync, work_id, actual, item_content_hash, now)
     if result.content_changed:
         raise errors.Conflict(result.content_changed)
     return result
@@ -117,13 +111,11 @@ async def recover(store: Store, now: datetime, batch: int = 100) -> list[Claim]:
 
 
 async def reconcile(
-    store: Store, work_id: int, actual_micros: int, evidence: str, actor: str, now: datetime
+    store: Store, work_id: int, actual: Actual, actor: str, now: datetime
 ) -> Settlement:
     """Settle an uncertain claim with the figure its evidence shows (an operator action),
     and let the item that waited behind it go on (ledger_uncertain.reconcile_sync)."""
-    return await store.write(
-        ledger_uncertain.reconcile_sync, work_id, actual_micros, evidence, actor, now
-    )
+    return await store.write(ledger_uncertain.reconcile_sync, work_id, actual, actor, now)
 
 
 #: The lease of a charge: it is reserved, started and settled in the same unit.
@@ -154,7 +146,8 @@ async def charge(
             return None
         if work.state == ClaimState.RESERVED:
             claims.start_provider_sync(conn, work.id, now)
-        return ledger_settle.complete_sync(conn, work.id, usage, micros, evidence, None, now).claim
+        spent = Actual(micros, evidence, usage)
+        return ledger_settle.complete_sync(conn, work.id, spent, None, now).claim
 
     return await store.write(unit)
 

@@ -1,8 +1,9 @@
 """What a paid LLM call produced, kept with its budget claim.
 
     reply = llm_outputs.Reply(text, model, request_id, None)
-    await store.write(ledger_settle.complete_sync, claim.id, usage, cost, evidence, item_hash,
-                      now, reply)           # kept in the unit that settles the claim
+    spent = ledger_settle.Actual(cost, evidence, usage)
+    await store.write(ledger_settle.complete_sync, claim.id, spent, item_hash, now, reply)
+                                            # kept in the unit that settles the claim
     await store.write(llm_outputs.save_sync, claim.id, text, model, request_id, None, now)
                                             # or kept alone (a claim left uncertain)
     kept = await llm_outputs.get(store, claim.id)     # None: the call left nothing

@@ -137,8 +137,7 @@ def settle_sync(
         ledger_settle.reconcile_sync(
             conn,
             claim_id,
-            0 if at == "zero" else still[claim_id].reserved_micros,
-            evidence,
+            ledger_settle.Actual(0 if at == "zero" else still[claim_id].reserved_micros, evidence),
             actor,
             now,
         )
@@ -151,10 +150,10 @@ def settle_sync(
 
 
 def reconcile_sync(
-    conn: backend.Conn, claim_id: int, micros: int, evidence: str, actor: str, now: datetime
+    conn: backend.Conn, claim_id: int, actual: ledger_settle.Actual, actor: str, now: datetime
 ) -> ledger_settle.Settlement:
     """One claim settled at the figure given (reconcile-claim <claim>), and its item let go on."""
-    done = ledger_settle.reconcile_sync(conn, claim_id, micros, evidence, actor, now)
+    done = ledger_settle.reconcile_sync(conn, claim_id, actual, actor, now)
     if not done.replayed:
         go_on_sync(conn, done.claim, actor, now)
     return done

@@ -37,7 +37,9 @@ async def test_budget_rounds_the_summary_and_says_the_exact_amounts_once(
         store, "k", "chat", {"p": 1}, 100_000, "news", None, NOW, timedelta(minutes=5)
     )
     await ledger.start_provider(store, work.id, NOW)
-    await ledger.complete(store, work.id, prices.Usage(10, 10), 65_231, "req-1", None, NOW)
+    await ledger.complete(
+        store, work.id, ledger.Actual(65_231, "req-1", prices.Usage(10, 10)), None, NOW
+    )
     report = await operations.budget(store, NOW)
     assert render.budget(report, NOW) == (
         "<b>budgets</b>\n"

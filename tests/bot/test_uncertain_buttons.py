@@ -144,7 +144,7 @@ async def test_list_shows_each_claim_with_its_item_and_amount(
 ) -> None:
     ids = await cut_off(store, now, 2)
     message = await sent_alert(store, bot, api, now)
-    await ledger.reconcile(store, ids[0], 700, "invoice 7", "cli", now + LEASE)
+    await ledger.reconcile(store, ids[0], ledger.Actual(700, "invoice 7"), "cli", now + LEASE)
     await tap(application, api, message, "📋 List")
     assert api.sent(OPERATOR)[-1].text == (
         "💸 2 claims of this alert:\n"

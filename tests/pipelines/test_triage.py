@@ -352,7 +352,7 @@ async def test_with_pass_a_triage_call_cut_off_and_reconciled_is_not_asked_again
     await ledger.start_provider(store, work.id, now)
     later = now + timedelta(minutes=10)
     await ledger.recover(store, later)
-    await ledger.reconcile(store, work.id, 700, "provider console", "cli", later)
+    await ledger.reconcile(store, work.id, ledger.Actual(700, "provider console"), "cli", later)
     calls_before = llm.calls
 
     await rig_for("pass").tick(later)  # type: ignore[operator]

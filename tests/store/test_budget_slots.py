@@ -78,7 +78,9 @@ async def _begin(store: db.Store, key: str, worst: int, now: datetime) -> claims
 async def _spend(store: db.Store, key: str, worst: int, actual: int, now: datetime) -> None:
     work = await _begin(store, key, worst, now)
     await ledger.start_provider(store, work.id, now)
-    await ledger.complete(store, work.id, Usage(1, 1), actual, f"req-{key}", None, now)
+    await ledger.complete(
+        store, work.id, ledger.Actual(actual, f"req-{key}", Usage(1, 1)), None, now
+    )
 
 
 def _claims_total(conn: backend.Conn) -> tuple[int, int]:
@@ -126,7 +128,9 @@ async def test_four_workers_racing_a_small_budget_never_overspend_it(
             await ledger.fail(store, work.id, "no call", now)
             return
         await ledger.start_provider(store, work.id, now)
-        await ledger.complete(store, work.id, Usage(1, 1), actual, f"req-{key}", None, now)
+        await ledger.complete(
+            store, work.id, ledger.Actual(actual, f"req-{key}", Usage(1, 1)), None, now
+        )
 
     jobs = []
     for n in range(240):
@@ -236,7 +240,9 @@ async def test_a_threshold_two_settlements_passed_together_is_alerted_by_the_swe
     inside, resume = threading.Event(), threading.Event()
 
     def settling_then_stopped(conn: backend.Conn) -> ledger_settle.Settlement:
-        settled = ledger_settle.complete_sync(conn, first.id, Usage(1, 1), 300, "req-a", None, now)
+        settled = ledger_settle.complete_sync(
+            conn, first.id, ledger_settle.Actual(300, "req-a", Usage(1, 1)), None, now
+        )
         inside.set()
         resume.wait(WITHIN_S)  # not committed while the other settles
         return settled
@@ -244,7 +250,9 @@ async def test_a_threshold_two_settlements_passed_together_is_alerted_by_the_swe
     stopped = asyncio.ensure_future(a.write(settling_then_stopped))
     try:
         assert await asyncio.to_thread(inside.wait, WITHIN_S)
-        settling = ledger.complete(b, second.id, Usage(1, 1), 300, "req-b", None, now)
+        settling = ledger.complete(
+            b, second.id, ledger.Actual(300, "req-b", Usage(1, 1)), None, now
+        )
         await asyncio.wait_for(settling, WITHIN_S)
     finally:
         resume.set()
@@ -268,7 +276,7 @@ async def main():
     lease = timedelta(seconds=int(sys.argv[4]))
     work = await ledger.begin(store, "spent", "drafts.create", {}, 4_000, "news", None, now, lease)
     await ledger.start_provider(store, work.id, now)
-    await ledger.complete(store, work.id, Usage(1, 1), 1_000, "req-spent", None, now)
+    await ledger.complete(store, work.id, ledger.Actual(1_000, "req-spent", Usage(1, 1)), None, now)
     work = await ledger.begin(store, "open", "drafts.create", {}, 500, "news", None, now, lease)
     await ledger.start_provider(store, work.id, now)
     print("holding", flush=True)
@@ -308,7 +316,7 @@ async def test_a_killed_workers_room_goes_back_to_the_others_and_its_spend_stays
     # The takeover: the dead worker's call is past its lease, uncertain, then settled.
     [recovered] = await ledger.recover(alive, now + timedelta(seconds=61))
     assert recovered.state == "uncertain"
-    await ledger.reconcile(alive, recovered.id, 200, "invoice line 7", "cli", now)
+    await ledger.reconcile(alive, recovered.id, ledger.Actual(200, "invoice line 7"), "cli", now)
     [row] = (await ledger.report(alive, now)).budgets
     assert (row.spent_micros, row.held_micros) == (1_000 + 8_000 + 200, 0)
     await _spend(alive, "the-rest", 800, 800, now)

@@ -264,15 +264,14 @@ async def test_a_second_writer_settling_a_claim_it_read_before_the_first_is_refu
     await ledger.start_provider(store, work.id, now)
     seen_by_second = await store.read(lambda c: claims.get_sync(c, work.id))
     assert seen_by_second.state == ClaimState.STARTED
-    await ledger.complete(store, work.id, Usage(10, 10), 700, "req-1", None, now)
+    await ledger.complete(store, work.id, ledger.Actual(700, "req-1", Usage(10, 10)), None, now)
     before = await snapshot.tables(store)
 
     with forger.raw(store) as second:
         second.execute("BEGIN")
         with pytest.raises(errors.Conflict, match="changed underneath its settlement"):
-            ledger_settle._settle(
-                second, seen_by_second, 900, "req-2", Usage(10, 10), "system", now
-            )
+            late = ledger_settle.Actual(900, "req-2", Usage(10, 10))
+            ledger_settle._settle(second, seen_by_second, late, "system", now)
         second.execute("ROLLBACK")
     assert await snapshot.tables(store) == before
     settled = await store.read(lambda c: claims.get_sync(c, work.id))

@@ -252,7 +252,7 @@ async def test_a_replay_returns_the_same_work_and_writes_nothing(
     assert (again.id, again.replayed, again.state) == (work.id, True, ClaimState.RESERVED)
     assert await snapshot.tables(store) == before
     await ledger.start_provider(store, work.id, now)
-    await ledger.complete(store, work.id, USAGE, 700, "req-1", None, now)
+    await ledger.complete(store, work.id, ledger.Actual(700, "req-1", USAGE), None, now)
     done = await begin(store, now)
     assert (done.id, done.state, done.replayed) == (work.id, ClaimState.SETTLED, True)
     unchanged = await snapshot.tables(store)
@@ -363,10 +363,10 @@ async def test_complete_settles_exactly_once(store: db.Store, now: datetime) -> 
     work = await begin(store, now, worst=1_000)
     unchanged = await snapshot.tables(store)
     with pytest.raises(errors.IllegalTransition, match="start_provider was never called"):
-        await ledger.complete(store, work.id, USAGE, 700, "req-1", None, now)
+        await ledger.complete(store, work.id, ledger.Actual(700, "req-1", USAGE), None, now)
     assert await snapshot.tables(store) == unchanged
     await ledger.start_provider(store, work.id, now)
-    result = await ledger.complete(store, work.id, USAGE, 700, "req-1", None, now)
+    result = await ledger.complete(store, work.id, ledger.Actual(700, "req-1", USAGE), None, now)
     assert (result.claim.state, result.claim.actual_micros, result.replayed) == (
         ClaimState.SETTLED,
         700,
@@ -378,11 +378,11 @@ async def test_complete_settles_exactly_once(store: db.Store, now: datetime) -> 
         assert (row.spent_micros, row.held_micros, row.remaining_micros) == (700, 0, 9_300)
     settled = await snapshot.tables(store)
     again = await ledger.complete(
-        store, work.id, USAGE, 700, "req-1", None, now + timedelta(minutes=1)
+        store, work.id, ledger.Actual(700, "req-1", USAGE), None, now + timedelta(minutes=1)
     )
     assert again.replayed and await snapshot.tables(store) == settled
     with pytest.raises(errors.Conflict, match="already settled at 700"):
-        await ledger.complete(store, work.id, USAGE, 701, "req-1", None, now)
+        await ledger.complete(store, work.id, ledger.Actual(701, "req-1", USAGE), None, now)
     unchanged = await snapshot.tables(store)
     with pytest.raises(errors.Conflict, match="cannot fail"):
         await ledger.fail(store, work.id, "late error", now)
@@ -399,7 +399,10 @@ async def test_fifty_concurrent_completions_settle_once(store: db.Store, now: da
     work = await begin(store, now, worst=1_000)
     await ledger.start_provider(store, work.id, now)
     results = await asyncio.gather(
-        *(ledger.complete(store, work.id, USAGE, 600, "req-1", None, now) for _ in range(50))
+        *(
+            ledger.complete(store, work.id, ledger.Actual(600, "req-1", USAGE), None, now)
+            for _ in range(50)
+        )
     )
     assert sum(not r.replayed for r in results) == 1
     row = await budget_row(store, "global", "day", now)
@@ -426,7 +429,7 @@ async def test_fail_before_start_releases_and_after_start_keeps_the_hold(
     await ledger.fail(store, late.id, "again", now)
     assert await snapshot.tables(store) == repeat
     with pytest.raises(errors.IllegalTransition, match="reconcile"):
-        await ledger.complete(store, late.id, USAGE, 10, "req", None, now)
+        await ledger.complete(store, late.id, ledger.Actual(10, "req", USAGE), None, now)
 
 
 async def test_a_changed_item_makes_the_claim_uncertain(store: db.Store, now: datetime) -> None:
@@ -437,7 +440,9 @@ async def test_a_changed_item_makes_the_claim_uncertain(store: db.Store, now: da
     await ledger.start_provider(store, work.id, now)
     # Refused, but not a no-op: the move to uncertain commits, holding the money.
     with pytest.raises(errors.Conflict, match="not the one the claim began with"):
-        await ledger.complete(store, work.id, USAGE, 500, "req-1", "another-hash", now)
+        await ledger.complete(
+            store, work.id, ledger.Actual(500, "req-1", USAGE), "another-hash", now
+        )
     claim = await ledger.get(store, work.id)
     assert claim.state == ClaimState.UNCERTAIN
     assert (await budget_row(store, "global", "day", now)).held_micros == 1_000
@@ -452,7 +457,9 @@ async def test_a_changed_item_makes_the_claim_uncertain(store: db.Store, now: da
         lambda c: c.execute("UPDATE items SET content_hash = 'x' WHERE id = ?", (item.id,))
     )
     with pytest.raises(errors.Conflict, match="now stored"):
-        await ledger.complete(store, other.id, USAGE, 500, "req-2", item.content_hash, now)
+        await ledger.complete(
+            store, other.id, ledger.Actual(500, "req-2", USAGE), item.content_hash, now
+        )
     assert (await ledger.get(store, other.id)).state == ClaimState.UNCERTAIN
 
 
@@ -489,24 +496,24 @@ async def test_reconcile_needs_evidence_and_an_uncertain_claim(
     work = await begin(store, now, worst=1_000)
     unchanged = await snapshot.tables(store)
     with pytest.raises(errors.IllegalTransition, match="only an uncertain claim"):
-        await ledger.reconcile(store, work.id, 0, "dashboard", OP, now)
+        await ledger.reconcile(store, work.id, ledger.Actual(0, "dashboard"), OP, now)
     assert await snapshot.tables(store) == unchanged
     await ledger.start_provider(store, work.id, now)
     await ledger.fail(store, work.id, "connection reset", now)
     unchanged = await snapshot.tables(store)
     with pytest.raises(ValueError, match="evidence must be a non-empty text"):
-        await ledger.reconcile(store, work.id, 0, " ", OP, now)
+        await ledger.reconcile(store, work.id, ledger.Actual(0, " "), OP, now)
     assert await snapshot.tables(store) == unchanged
     result = await ledger.reconcile(
-        store, work.id, 900, "provider dashboard: req-9 cost $0.0009", OP, now
+        store, work.id, ledger.Actual(900, "provider dashboard: req-9 cost $0.0009"), OP, now
     )
     assert (result.claim.state, result.claim.actual_micros) == (ClaimState.SETTLED, 900)
     row = await budget_row(store, "global", "day", now)
     assert (row.spent_micros, row.held_micros) == (900, 0)
-    assert (await ledger.reconcile(store, work.id, 900, "again", OP, now)).replayed
+    assert (await ledger.reconcile(store, work.id, ledger.Actual(900, "again"), OP, now)).replayed
     unchanged = await snapshot.tables(store)
     with pytest.raises(errors.Conflict, match="already settled at 900"):
-        await ledger.reconcile(store, work.id, 901, "other figure", OP, now)
+        await ledger.reconcile(store, work.id, ledger.Actual(901, "other figure"), OP, now)
     assert await snapshot.tables(store) == unchanged
     last = (await events.for_entity(store, "claim", work.id))[-1]
     assert (last.from_state, last.to_state, last.actor) == ("uncertain", "settled", OP)
@@ -524,7 +531,7 @@ async def test_a_claim_settles_into_the_period_that_authorized_it(
     work = await begin(store, evening, worst=1_000, lease=timedelta(hours=1))
     await ledger.start_provider(store, work.id, evening)
     tomorrow = evening + timedelta(minutes=10)
-    await ledger.complete(store, work.id, USAGE, 800, "req", None, tomorrow)
+    await ledger.complete(store, work.id, ledger.Actual(800, "req", USAGE), None, tomorrow)
     assert (await budget_row(store, "global", "day", evening)).spent_micros == 800
     fresh = await budget_row(store, "global", "day", tomorrow)
     assert (fresh.spent_micros, fresh.held_micros, fresh.limit_micros) == (0, 0, 10_000)
@@ -536,7 +543,7 @@ async def test_thresholds_queue_one_alert_each_per_period(store: db.Store, now: 
     async def spend(key: str, worst: int, actual: int, at: datetime) -> None:
         work = await begin(store, at, key=key, worst=worst)
         await ledger.start_provider(store, work.id, at)
-        await ledger.complete(store, work.id, USAGE, actual, f"req-{key}", None, at)
+        await ledger.complete(store, work.id, ledger.Actual(actual, f"req-{key}", USAGE), None, at)
 
     await spend("a", 400, 499, now)  # overrun: 499 > 400 held
     assert await alerts(store) == [
@@ -578,7 +585,7 @@ async def test_report_ranks_pipelines_by_spend(store: db.Store, now: datetime) -
     for pipeline, actual in (("news", 300), ("digest", 900), ("alerts", 0)):
         work = await begin(store, now, key=pipeline, pipeline=pipeline, worst=1_000)
         await ledger.start_provider(store, work.id, now)
-        await ledger.complete(store, work.id, USAGE, actual, "req", None, now)
+        await ledger.complete(store, work.id, ledger.Actual(actual, "req", USAGE), None, now)
     await begin(store, now, key="pending", pipeline="alerts", worst=2_000)
     report = await ledger.report(store, now)
     assert [(p.pipeline, p.spent_micros, p.held_micros, p.claims) for p in report.pipelines] == [

@@ -166,7 +166,11 @@ class LedgerMachine(RuleBasedStateMachine):
         try:
             result = self.run(
                 ledger.complete(
-                    self.store, model.id, USAGE, actual, f"req-{model.id}", passed, self.now
+                    self.store,
+                    model.id,
+                    ledger.Actual(actual, f"req-{model.id}", USAGE),
+                    passed,
+                    self.now,
                 )
             )
         except errors.Conflict:
@@ -218,7 +222,9 @@ class LedgerMachine(RuleBasedStateMachine):
         actual = model.reserved * share // 100
         try:
             result = self.run(
-                ledger.reconcile(self.store, model.id, actual, "invoice line", OP, self.now)
+                ledger.reconcile(
+                    self.store, model.id, ledger.Actual(actual, "invoice line"), OP, self.now
+                )
             )
         except errors.Conflict:
             assert model.state == S.SETTLED and model.actual != actual

@@ -45,7 +45,12 @@ def _life(
     sent.append(dict(counted.sent))
     counted.sent.clear()
     settled = ledger_settle.complete_sync(
-        counted, work.id, Usage(10, 20), actual, "request req-1", item.content_hash, now, REPLY
+        counted,
+        work.id,
+        ledger_settle.Actual(actual, "request req-1", Usage(10, 20)),
+        item.content_hash,
+        now,
+        REPLY,
     )
     sent.append(dict(counted.sent))
     return sent, settled

@@ -157,7 +157,7 @@ async def test_a_threshold_alerts_when_spend_crosses_it_once_per_period(
     async def spend(key: str, micros: int) -> list[int]:
         work = await begin(store, now, key=key, worst=micros)
         await ledger.start_provider(store, work.id, now)
-        await ledger.complete(store, work.id, Usage(1, 1), micros, key, None, now)
+        await ledger.complete(store, work.id, ledger.Actual(micros, key, Usage(1, 1)), None, now)
         return [p["facts"]["pct"] for _, _, p in await alert_rows(store)]
 
     assert await spend("a", 900) == []  # 45%
@@ -213,7 +213,7 @@ async def test_this_months_row_counts_the_spend_of_earlier_days(
     await ledger.set_budget(store, "news", "month", 10_000, OP, earlier)
     work = await begin(store, earlier, worst=700)
     await ledger.start_provider(store, work.id, earlier)
-    await ledger.complete(store, work.id, Usage(1, 1), 700, "req", None, earlier)
+    await ledger.complete(store, work.id, ledger.Actual(700, "req", Usage(1, 1)), None, earlier)
     [month] = (await ledger.report(store, now)).budgets
     assert (month.period_start, month.spent_micros) == (now.replace(day=1, hour=0), 700)
 
