@@ -223,9 +223,7 @@ class PaidCall:
                 calls.latest_key_sync(conn, self._kind, self._pipeline, item.id, attempt)
                 for attempt in range(item.attempt, first - 1, -1)
             )
-            return llm_outputs.reusable_sync(
-                conn, self._kind.endpoint, keys, item.id, digest, item.content_hash
-            )
+            return llm_outputs.reusable_sync(conn, self._kind.endpoint, keys, item, digest)
 
         return await self._store.read(unit)
 

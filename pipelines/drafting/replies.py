@@ -149,7 +149,7 @@ class Replies:
 
         def unit(conn: backend.Conn) -> tuple[claims.Claim, str | None]:
             if usage is None:
-                llm_outputs.save_sync(conn, work.id, text, model, request_id, error, now)
+                llm_outputs.keep_sync(conn, work.id, kept, now)
                 reason = f"charged, but the usage is unknown ({evidence}); reconcile with the bill"
                 return claims.fail_sync(conn, work.id, reason, now), None
             spent = ledger_settle.Actual(ledger_prices.cost(usage, self.price), evidence, usage)

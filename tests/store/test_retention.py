@@ -120,7 +120,7 @@ async def test_llm_outputs_of_finished_claims_go_after_the_age(
     def unit(conn: sqlite3.Connection) -> None:
         for claim_id, state, at in cases:
             _claim(conn, claim_id, state, int(at.timestamp() * 1000))
-            llm_outputs.save_sync(conn, claim_id, "out", "m", None, None, at)
+            llm_outputs.keep_sync(conn, claim_id, llm_outputs.Reply("out", "m", None, None), at)
 
     await store.write(unit)
     assert await retention.prune(store, now) == retention.Pruned(messages=0, llm_outputs=2)
