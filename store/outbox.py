@@ -229,19 +229,23 @@ async def due(
     return await store.read(query)
 
 
+@dataclass(frozen=True)
+class Claimant:
+    """A worker taking due rows, and how long it holds them: no other worker takes them
+    until now + lease."""
+
+    worker: str
+    lease: timedelta
+
+
 def claim_due_sync(
-    conn: backend.Conn,
-    worker: str,
-    now: datetime,
-    kinds: Iterable[Kind],
-    lease: timedelta,
-    limit: int,
+    conn: backend.Conn, claimant: Claimant, now: datetime, kinds: Iterable[Kind], limit: int
 ) -> list[Row]:
-    """Take due rows no live claim holds, for `worker` until now + lease, oldest first."""
+    """Take due rows no live claim holds, for the claimant until now + lease, oldest first."""
     params: dict[str, Any] = {
-        "worker": worker,
+        "worker": claimant.worker,
         "now": clock.to_ms(now),
-        "until": clock.to_ms(now + lease),
+        "until": clock.to_ms(now + claimant.lease),
     }
     taken: list[Row] = []
     for kind in dict.fromkeys(kinds):
@@ -252,19 +256,14 @@ def claim_due_sync(
 
 
 async def claim_due(
-    store: Store,
-    worker: str,
-    now: datetime,
-    kinds: Iterable[Kind],
-    lease: timedelta,
-    limit: int = 50,
+    store: Store, claimant: Claimant, now: datetime, kinds: Iterable[Kind], limit: int = 50
 ) -> list[Row]:
-    """Take due rows for `worker`: no other worker takes them until the lease lapses.
+    """Take due rows for the claimant: no other worker takes them until the lease lapses.
 
     Recording a row's outcome (mark_sent, mark_retry, defer, mark_failed) ends the
     claim; a worker that dies holding rows leaves them to whoever claims after it.
     """
-    return await store.write(claim_due_sync, worker, now, kinds, lease, limit)
+    return await store.write(claim_due_sync, claimant, now, kinds, limit)
 
 
 def release_claims_sync(conn: backend.Conn) -> int:

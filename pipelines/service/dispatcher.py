@@ -97,7 +97,8 @@ async def run_once(
     again once their lease lapses.
     """
     rng = rng if rng is not None else random.Random()
-    rows = await outbox.claim_due(store, worker, now, ["dispatch"], lease, limit=BATCH)
+    claimant = outbox.Claimant(worker, lease)
+    rows = await outbox.claim_due(store, claimant, now, ["dispatch"], limit=BATCH)
     by_target: dict[str, list[outbox.Row]] = {}
     for row in rows:
         by_target.setdefault(row.target, []).append(row)

@@ -113,9 +113,14 @@ async def test_a_claim_over_several_kinds_returns_every_row_it_took(
 ) -> None:
     cards = [await _queue(store, "card", n, now) for n in range(2)]
     alerts = [await _queue(store, "alert", n, now) for n in range(2)]
-    taken = await outbox.claim_due(store, "a", now, ["card", "alert"], LEASE, limit=10)
+    taken = await outbox.claim_due(
+        store, outbox.Claimant("a", LEASE), now, ["card", "alert"], limit=10
+    )
     assert [row.id for row in taken] == sorted([*cards, *alerts])
-    assert await outbox.claim_due(store, "b", now, ["card", "alert"], LEASE, limit=10) == []
+    assert (
+        await outbox.claim_due(store, outbox.Claimant("b", LEASE), now, ["card", "alert"], limit=10)
+        == []
+    )
 
 
 async def test_a_claims_limit_holds_across_kinds_and_leaves_the_rest_to_others(
@@ -123,10 +128,14 @@ async def test_a_claims_limit_holds_across_kinds_and_leaves_the_rest_to_others(
 ) -> None:
     cards = [await _queue(store, "card", n, now) for n in range(2)]
     alerts = [await _queue(store, "alert", n, now) for n in range(3)]
-    first = await outbox.claim_due(store, "a", now, ["card", "alert"], LEASE, limit=3)
+    first = await outbox.claim_due(
+        store, outbox.Claimant("a", LEASE), now, ["card", "alert"], limit=3
+    )
     # The kinds are taken in the order asked: both cards, then one alert.
     assert [row.id for row in first] == [*cards, alerts[0]]
-    second = await outbox.claim_due(store, "b", now, ["card", "alert"], LEASE, limit=3)
+    second = await outbox.claim_due(
+        store, outbox.Claimant("b", LEASE), now, ["card", "alert"], limit=3
+    )
     assert [row.id for row in second] == alerts[1:]
 
 

@@ -146,7 +146,9 @@ async def test_claimed_rows_come_back_from_the_claim_whole(store: db.Store, now:
     def claim(conn: backend.Conn) -> tuple[list[outbox.Row], dict[str, int]]:
         counted = statements.Counting(conn)
         kinds: list[outbox.Kind] = ["card", "dispatch"]
-        rows = outbox.claim_due_sync(counted, "w1", now, kinds, timedelta(minutes=1), 10)
+        rows = outbox.claim_due_sync(
+            counted, outbox.Claimant("w1", timedelta(minutes=1)), now, kinds, 10
+        )
         return rows, dict(counted.sent)
 
     rows, sent = await store.write(claim)
