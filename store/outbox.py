@@ -6,7 +6,7 @@ two leaves the row pending, so the work is resumed after a restart, never lost.
 
     def unit(conn):
         items.apply(conn, [items.Move(...)])
-        outbox.alert_sync(conn, "...", now, key="...")
+        outbox.alert_sync(conn, payloads.Alert(text="..."), now, key="...")
 
 Workers wait on `wakeup(store, kinds)`, an asyncio.Event set once a row of those kinds
 has committed, so they need no polling loop to notice new work:
@@ -135,41 +135,13 @@ def announce_sync(conn: backend.Conn, kind: Kind) -> None:
 
 
 def alert_sync(
-    conn: backend.Conn,
-    text: str,
-    now: datetime,
-    *,
-    key: str | None = None,
-    item_id: int | None = None,
-    level: payloads.Level = "error",
-    pipeline: str = "",
+    conn: backend.Conn, alert: payloads.Alert, now: datetime, *, key: str | None = None
 ) -> int | None:
-    """Queue words for the operators inside the caller's unit (at most once per key); one
-    about an item of `pipeline` goes where its card goes."""
-    alert = payloads.Alert(level=level, text=text, item_id=item_id, pipeline=pipeline)
+    """Queue an alert for the operators inside the caller's unit, at most once per key:
+    words (`text`), or facts the bot words (`about`, `bot/chat/alerts.py`); one about an
+    item of a pipeline goes where its card goes."""
     return enqueue_sync(
-        conn, "alert", ALERTS, alert.to_json(), now, item_id=item_id, dedupe_key=key
-    )
-
-
-def alert_about_sync(
-    conn: backend.Conn,
-    about: payloads.About,
-    facts: dict[str, Any],
-    now: datetime,
-    *,
-    key: str,
-    item_id: int | None = None,
-    level: payloads.Level = "error",
-    pipeline: str = "",
-) -> int | None:
-    """Queue facts the bot words for the operators (`bot/chat/alerts.py`), at most once per key;
-    one about an item of `pipeline` goes where its card goes."""
-    alert = payloads.Alert(
-        level=level, item_id=item_id, about=about, facts=facts, pipeline=pipeline
-    )
-    return enqueue_sync(
-        conn, "alert", ALERTS, alert.to_json(), now, item_id=item_id, dedupe_key=key
+        conn, "alert", ALERTS, alert.to_json(), now, item_id=alert.item_id, dedupe_key=key
     )
 
 

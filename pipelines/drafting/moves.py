@@ -15,7 +15,7 @@ from pipelines.approval import flow
 from pipelines.config import spec
 from pipelines.drafting import drafters
 from pipelines.text import similarity
-from store import backend, drafts, items, outbox
+from store import backend, drafts, items, outbox, payloads
 from store.backends import text as store_text
 from store.intake import seen
 from store.items import Item
@@ -96,7 +96,9 @@ def fail(conn: backend.Conn, item: Item, exc: drafters.DraftFailed, now: datetim
     if exc.raw is not None:
         text += f"\nraw output: {store_text.clean(exc.raw[:1000])}"
     key = f"draft-failed:{item.id}:{item.attempt}"
-    outbox.alert_sync(conn, text, now, key=key, item_id=item.id, pipeline=item.pipeline)
+    outbox.alert_sync(
+        conn, payloads.Alert(text=text, item_id=item.id, pipeline=item.pipeline), now, key=key
+    )
 
 
 def _image(item: Item, result: drafters.DraftResult) -> str | None:

@@ -258,7 +258,9 @@ def _alert_thresholds(conn: backend.Conn, row: Budget, alerted_pct: int, now: da
         }
         key = f"budget:{row.scope}:{row.period}:{clock.to_ms(row.period_start)}:{pct}"
         level: payloads.Level = "error" if pct >= 100 else "warning"
-        outbox.alert_about_sync(conn, "budget_threshold", facts, now, key=key, level=level)
+        outbox.alert_sync(
+            conn, payloads.Alert(about="budget_threshold", facts=facts, level=level), now, key=key
+        )
 
 
 def _reached(row: Budget) -> list[int]:
@@ -280,7 +282,12 @@ def alert_overrun(
 ) -> None:
     """A provider charged more than the worst case held: spend is the truth; say so."""
     facts = {"claim_id": claim_id, "held_micros": reserved, "cost_micros": actual}
-    outbox.alert_about_sync(conn, "claim_overrun", facts, now, key=f"claim-overrun:{claim_id}")
+    outbox.alert_sync(
+        conn,
+        payloads.Alert(about="claim_overrun", facts=facts),
+        now,
+        key=f"claim-overrun:{claim_id}",
+    )
 
 
 def current_sync(conn: backend.Conn, now: datetime) -> list[Budget]:

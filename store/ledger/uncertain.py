@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from store import backend, clock, items, outbox, sql
+from store import backend, clock, items, outbox, payloads, sql
 from store.items.machine import State
 from store.ledger import claims, reporting
 from store.ledger import outputs as llm_outputs
@@ -113,7 +113,9 @@ def _alert(
         "last_started": clock.to_ms(max(started)) if started else None,
     }
     key = f"{KEY_PREFIX}{holds[0].claim_id}:{clock.to_ms(now)}"
-    return outbox.alert_about_sync(conn, "claims_uncertain", facts, now, key=key)
+    return outbox.alert_sync(
+        conn, payloads.Alert(about="claims_uncertain", facts=facts), now, key=key
+    )
 
 
 def settle_sync(

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 import pytest
 
 from pipelines.approval import flow, rule
-from store import backend, db, drafts, errors, items, outbox
+from store import backend, db, drafts, errors, items, outbox, payloads
 from store.audit import events
 from store.items.machine import State
 from store.review.followups import Shown
@@ -126,7 +126,7 @@ async def test_rows_a_caller_adds_commit_in_the_deciding_unit_with_the_moved_ite
 
     def unit(conn: backend.Conn) -> rule.Decision:
         decided = flow.decide_sync(conn, rule.Vote(Shown(item.id, 1, 1), 7, "approve"), now)
-        outbox.alert_sync(conn, decided.item.state, now)
+        outbox.alert_sync(conn, payloads.Alert(text=decided.item.state), now)
         return decided
 
     decided = await store.write(unit)
