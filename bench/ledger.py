@@ -43,9 +43,8 @@ NOW = datetime(2026, 6, 15, 12, 0, tzinfo=UTC)
 
 
 async def store_cycle(store: db.Store, key: str, item: items.Item, latency: float) -> None:
-    work = await ledger.begin(
-        store, key, ENDPOINT, {"k": key}, WORST, PIPELINE, item.id, NOW, LEASE
-    )
+    call = ledger.Call(key, ENDPOINT, {"k": key}, WORST, PIPELINE, item.id, LEASE)
+    work = await ledger.begin(store, call, NOW)
     await ledger.start_provider(store, work.id, NOW)
     await asyncio.sleep(latency)  # the provider call
     await ledger.complete(

@@ -80,7 +80,9 @@ async def pending(store: db.Store, tmp_path: Path) -> str:
 async def budget(store: db.Store, tmp_path: Path) -> str:
     await ledger.set_budget(store, "global", "day", 5_000_000, "cli", NOW)
     work = await ledger.begin(
-        store, "k", "chat", {"p": 1}, 4_000_000, "news", None, NOW, timedelta(minutes=5)
+        store,
+        ledger.Call("k", "chat", {"p": 1}, 4_000_000, "news", None, timedelta(minutes=5)),
+        NOW,
     )
     await ledger.start_provider(store, work.id, NOW)
     await ledger.complete(

@@ -2,8 +2,9 @@
 
     await ledger.set_budget(store, "global", "month", 50_000_000, events.operator(42), now)
     worst = prices.worst_case(price, max_input_tokens=8_000, max_tokens=1_024)
-    work = await ledger.begin(store, key, "drafts.create", request, worst, "news", item.id,
-                              now, lease=timedelta(minutes=10))
+    call = ledger.Call(key, "drafts.create", request, worst, "news", item.id,
+                       lease=timedelta(minutes=10))
+    work = await ledger.begin(store, call, now)
     if work.provider_allowed and work.state == ClaimState.RESERVED:
         await ledger.start_provider(store, work.id, now)     # the one gate
         ... call the provider (never inside the store) ...
@@ -28,7 +29,6 @@ here is one write unit (one BEGIN IMMEDIATE transaction) or one read.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
 
 from store import backend, errors
 from store.backends.core import Store
@@ -41,6 +41,7 @@ from store.ledger.prices import Usage
 
 Budget = budgets.Budget
 Claim = claims.Claim
+Call = claims.Call
 Work = claims.Work
 Settlement = ledger_settle.Settlement
 Actual = ledger_settle.Actual
@@ -54,26 +55,14 @@ async def set_budget(
     return await store.write(budgets.set_budget_sync, scope, period, limit_micros, actor, now)
 
 
-async def begin(
-    store: Store,
-    key: str,
-    endpoint: str,
-    request: dict[str, Any],
-    worst_case_micros: int,
-    pipeline: str,
-    item_id: int | None,
-    now: datetime,
-    lease: timedelta,
-) -> Work:
+async def begin(store: Store, call: Call, now: datetime) -> Work:
     """Find or create the one work for this key; hold the worst case in every budget.
 
     Same key and request: the same work (`replayed`). Same key, other request:
     Conflict. No budget for the pipeline nor global: work with provider_allowed
     false. Not enough left anywhere: BudgetExceeded naming the scope and period.
     """
-    return await store.write(
-        claims.begin_sync, key, endpoint, request, worst_case_micros, pipeline, item_id, now, lease
-    )
+    return await store.write(claims.begin_sync, call, now)
 
 
 async def start_provider(store: Store, work_id: int, now: datetime) -> Claim:
@@ -139,9 +128,8 @@ async def charge(
 
     def unit(conn: backend.Conn) -> Claim | None:
         request = {"micros": micros, "usage": list(usage)}
-        work = claims.begin_sync(
-            conn, key, endpoint, request, micros, pipeline, None, now, CHARGE_LEASE
-        )
+        call = claims.Call(key, endpoint, request, micros, pipeline, None, CHARGE_LEASE)
+        work = claims.begin_sync(conn, call, now)
         if not work.provider_allowed:
             return None
         if work.state == ClaimState.RESERVED:

@@ -195,7 +195,9 @@ async def test_reconcile_claim_settles_an_uncertain_hold_once(
     try:
         await ledger.set_budget(store, "global", "day", 1_000_000, "cli", now)
         work = await ledger.begin(
-            store, "k", "chat", {"p": 1}, 50_000, "news", None, now, lease=timedelta(minutes=5)
+            store,
+            ledger.Call("k", "chat", {"p": 1}, 50_000, "news", None, timedelta(minutes=5)),
+            now,
         )
         await ledger.start_provider(store, work.id, now)
         await ledger.fail(store, work.id, "timeout after the request was sent", now)
@@ -242,7 +244,9 @@ async def test_reconcile_claim_uncertain_lists_and_settles_what_the_filters_find
             ("c", "news", 4_000, now + timedelta(minutes=10)), ("d", "sport", 8_000, now),
         ):  # fmt: skip
             work = await ledger.begin(
-                store, key, "chat", {"p": key}, worst, pipeline, None, now, timedelta(hours=1)
+                store,
+                ledger.Call(key, "chat", {"p": key}, worst, pipeline, None, timedelta(hours=1)),
+                now,
             )
             await ledger.start_provider(store, work.id, now)
             await ledger.fail(store, work.id, "cut off by the stop", at)
@@ -300,7 +304,7 @@ async def test_reconcile_claim_uncertain_goes_through_the_running_bot(
     store = runtime.store
     await ledger.set_budget(store, "global", "day", 1_000_000, "cli", now)
     work = await ledger.begin(
-        store, "k", "chat", {"p": 1}, 3_000, "news", None, now, lease=timedelta(hours=1)
+        store, ledger.Call("k", "chat", {"p": 1}, 3_000, "news", None, timedelta(hours=1)), now
     )
     await ledger.start_provider(store, work.id, now)
     await ledger.fail(store, work.id, "cut off by the stop", now)

@@ -34,7 +34,7 @@ async def test_budget_rounds_the_summary_and_says_the_exact_amounts_once(
 ) -> None:
     await ledger.set_budget(store, "global", "day", 5_000_000, "cli", NOW)
     work = await ledger.begin(
-        store, "k", "chat", {"p": 1}, 100_000, "news", None, NOW, timedelta(minutes=5)
+        store, ledger.Call("k", "chat", {"p": 1}, 100_000, "news", None, timedelta(minutes=5)), NOW
     )
     await ledger.start_provider(store, work.id, NOW)
     await ledger.complete(

@@ -41,7 +41,9 @@ async def world(store: db.Store) -> AsyncIterator[db.Store]:
     await ledger.set_budget(store, "global", "day", 10_000_000, "cli", NOW)
     await ledger.set_budget(store, "news", "month", 2_000_000, "cli", NOW)
     work = await ledger.begin(
-        store, "k", "chat", {"p": 1}, 50_000, "news", item.id, AGO[1], timedelta(minutes=5)
+        store,
+        ledger.Call("k", "chat", {"p": 1}, 50_000, "news", item.id, timedelta(minutes=5)),
+        AGO[1],
     )
     await ledger.start_provider(store, work.id, AGO[1])
     await ledger.fail(store, work.id, "timeout after sending", AGO[1])

@@ -65,7 +65,9 @@ async def cut_off(store: db.Store, now: datetime, count: int) -> list[int]:
     ids = []
     for n in range(count):
         work = await ledger.begin(
-            store, f"k{n}", "llm.draft", {"n": n}, 1_000 * (n + 1), "news", None, now, LEASE
+            store,
+            ledger.Call(f"k{n}", "llm.draft", {"n": n}, 1_000 * (n + 1), "news", None, LEASE),
+            now,
         )
         await ledger.start_provider(store, work.id, now)
         ids.append(work.id)

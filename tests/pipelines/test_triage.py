@@ -316,10 +316,10 @@ async def test_a_triage_call_cut_off_by_a_crash_is_never_asked_again(
     call = triage_drafter.call_for(block, 1)  # the next try, begun and started, then a kill
     key = calls.claim_key("city", item.id, 1, call.version)
     request = {"model": "fake-1", "max_tokens": 60, "prompt_version": call.version}
-    work = await ledger.begin(
-        store, key, triage_drafter.ENDPOINT, request, 1_000, "city", item.id, now,
-        timedelta(minutes=5),
-    )  # fmt: skip
+    asked = ledger.Call(
+        key, triage_drafter.ENDPOINT, request, 1_000, "city", item.id, timedelta(minutes=5)
+    )
+    work = await ledger.begin(store, asked, now)
     await ledger.start_provider(store, work.id, now)
     calls_before = llm.calls
 
@@ -345,10 +345,10 @@ async def test_with_pass_a_triage_call_cut_off_and_reconciled_is_not_asked_again
     call = triage_drafter.call_for(block, 1)  # the next try, begun and started, then a kill
     key = calls.claim_key("city", item.id, 1, call.version)
     request = {"model": "fake-1", "max_tokens": 60, "prompt_version": call.version}
-    work = await ledger.begin(
-        store, key, triage_drafter.ENDPOINT, request, 1_000, "city", item.id, now,
-        timedelta(minutes=5),
-    )  # fmt: skip
+    asked = ledger.Call(
+        key, triage_drafter.ENDPOINT, request, 1_000, "city", item.id, timedelta(minutes=5)
+    )
+    work = await ledger.begin(store, asked, now)
     await ledger.start_provider(store, work.id, now)
     later = now + timedelta(minutes=10)
     await ledger.recover(store, later)

@@ -72,7 +72,9 @@ def _now() -> datetime:
 
 
 async def _begin(store: db.Store, key: str, worst: int, now: datetime) -> claims.Work:
-    return await ledger.begin(store, key, ENDPOINT, {"k": key}, worst, "news", None, now, LEASE)
+    return await ledger.begin(
+        store, ledger.Call(key, ENDPOINT, {"k": key}, worst, "news", None, LEASE), now
+    )
 
 
 async def _spend(store: db.Store, key: str, worst: int, actual: int, now: datetime) -> None:
@@ -174,7 +176,9 @@ async def test_a_worker_paused_inside_a_transaction_holds_up_no_other(
     inside, resume = threading.Event(), threading.Event()
 
     def holding_then_stopped(conn: backend.Conn) -> claims.Work:
-        work = claims.begin_sync(conn, "paused", ENDPOINT, {}, 1_000, "news", None, now, LEASE)
+        work = claims.begin_sync(
+            conn, claims.Call("paused", ENDPOINT, {}, 1_000, "news", None, LEASE), now
+        )
         inside.set()
         resume.wait(WITHIN_S)  # the transaction stays open, its slot row locked
         return work
@@ -274,10 +278,12 @@ async def main():
     store = await db.open(db.StoreConfig(data_dir=sys.argv[1], database_url=sys.argv[2]))
     now = datetime.fromisoformat(sys.argv[3])
     lease = timedelta(seconds=int(sys.argv[4]))
-    work = await ledger.begin(store, "spent", "drafts.create", {}, 4_000, "news", None, now, lease)
+    spent = ledger.Call("spent", "drafts.create", {}, 4_000, "news", None, lease)
+    work = await ledger.begin(store, spent, now)
     await ledger.start_provider(store, work.id, now)
     await ledger.complete(store, work.id, ledger.Actual(1_000, "req-spent", Usage(1, 1)), None, now)
-    work = await ledger.begin(store, "open", "drafts.create", {}, 500, "news", None, now, lease)
+    held = ledger.Call("open", "drafts.create", {}, 500, "news", None, lease)
+    work = await ledger.begin(store, held, now)
     await ledger.start_provider(store, work.id, now)
     print("holding", flush=True)
     time.sleep(600)

@@ -259,7 +259,9 @@ async def test_a_second_writer_settling_a_claim_it_read_before_the_first_is_refu
     """
     await ledger.set_budget(store, "global", "day", 10_000, "cli", now)
     work = await ledger.begin(
-        store, "k1", "drafts.create", {"p": 1}, 1_000, "news", None, now, timedelta(minutes=5)
+        store,
+        ledger.Call("k1", "drafts.create", {"p": 1}, 1_000, "news", None, timedelta(minutes=5)),
+        now,
     )
     await ledger.start_provider(store, work.id, now)
     seen_by_second = await store.read(lambda c: claims.get_sync(c, work.id))

@@ -60,14 +60,16 @@ async def begin(
     request = kw.pop("request", {"prompt": key})
     return await ledger.begin(
         store,
-        key,
-        "drafts.create",
-        request,
-        worst,
-        pipeline,
-        kw.pop("item_id", None),
+        ledger.Call(
+            key,
+            "drafts.create",
+            request,
+            worst,
+            pipeline,
+            kw.pop("item_id", None),
+            kw.pop("lease", LEASE),
+        ),
         now,
-        kw.pop("lease", LEASE),
     )
 
 
@@ -260,7 +262,7 @@ async def test_a_replay_returns_the_same_work_and_writes_nothing(
         await ledger.start_provider(store, done.id, now)
     assert await snapshot.tables(store) == unchanged
     elsewhere = await ledger.begin(
-        store, "k1", "other.endpoint", {"prompt": "k1"}, 10, "news", None, now, LEASE
+        store, ledger.Call("k1", "other.endpoint", {"prompt": "k1"}, 10, "news", None, LEASE), now
     )
     assert elsewhere.id != work.id  # the key is hashed with its endpoint
 

@@ -26,7 +26,9 @@ LEASE = timedelta(minutes=5)
 
 async def _started(store: db.Store, now: datetime, item_id: int | None = None) -> ledger.Work:
     await ledger.set_budget(store, "global", "day", 10_000, "cli", now)
-    work = await ledger.begin(store, "k1", "chat", {"p": 1}, 1_000, "news", item_id, now, LEASE)
+    work = await ledger.begin(
+        store, ledger.Call("k1", "chat", {"p": 1}, 1_000, "news", item_id, LEASE), now
+    )
     await ledger.start_provider(store, work.id, now)
     return work
 
@@ -106,11 +108,17 @@ async def test_complete_refusals_name_the_state_and_what_to_do(
     store: db.Store, now: datetime
 ) -> None:
     await ledger.set_budget(store, "global", "day", 10_000, "cli", now)
-    reserved = await ledger.begin(store, "r", "chat", {"p": 1}, 100, "news", None, now, LEASE)
-    uncertain = await ledger.begin(store, "u", "chat", {"p": 2}, 100, "news", None, now, LEASE)
+    reserved = await ledger.begin(
+        store, ledger.Call("r", "chat", {"p": 1}, 100, "news", None, LEASE), now
+    )
+    uncertain = await ledger.begin(
+        store, ledger.Call("u", "chat", {"p": 2}, 100, "news", None, LEASE), now
+    )
     await ledger.start_provider(store, uncertain.id, now)
     await ledger.fail(store, uncertain.id, "timeout", now)
-    released = await ledger.begin(store, "f", "chat", {"p": 3}, 100, "news", None, now, LEASE)
+    released = await ledger.begin(
+        store, ledger.Call("f", "chat", {"p": 3}, 100, "news", None, LEASE), now
+    )
     await ledger.fail(store, released.id, "never sent", now)
     before = await snapshot.tables(store)
     expected = {
@@ -191,7 +199,9 @@ async def test_reconcile_value_for_value(store: db.Store, now: datetime) -> None
         store, work.id, ledger.Actual(1_100, "invoice 7 again"), "operator:9", now
     )
     assert again == dataclasses.replace(result, replayed=True)
-    other = await ledger.begin(store, "k2", "chat", {"p": 2}, 100, "news", None, now, LEASE)
+    other = await ledger.begin(
+        store, ledger.Call("k2", "chat", {"p": 2}, 100, "news", None, LEASE), now
+    )
     before = await snapshot.tables(store)
     with pytest.raises(errors.Conflict) as refused:
         await ledger.reconcile(store, work.id, ledger.Actual(1_000, "other"), "operator:9", now)
@@ -247,7 +257,9 @@ async def test_a_free_call_settles_at_zero_without_an_overrun(
     store: db.Store, now: datetime
 ) -> None:
     await ledger.set_budget(store, "global", "day", 10_000, "cli", now)
-    work = await ledger.begin(store, "free", "chat", {"p": 1}, 0, "news", None, now, LEASE)
+    work = await ledger.begin(
+        store, ledger.Call("free", "chat", {"p": 1}, 0, "news", None, LEASE), now
+    )
     await ledger.start_provider(store, work.id, now)
     first = await ledger.complete(store, work.id, ledger.Actual(0, "req-0", USAGE), None, now)
     again = await ledger.complete(store, work.id, ledger.Actual(0, "req-0", USAGE), None, now)
@@ -256,7 +268,9 @@ async def test_a_free_call_settles_at_zero_without_an_overrun(
 
 async def test_settling_one_claim_leaves_the_others_started(store: db.Store, now: datetime) -> None:
     first = await _started(store, now)
-    other = await ledger.begin(store, "k2", "chat", {"p": 2}, 500, "news", None, now, LEASE)
+    other = await ledger.begin(
+        store, ledger.Call("k2", "chat", {"p": 2}, 500, "news", None, LEASE), now
+    )
     await ledger.start_provider(store, other.id, now)
     await ledger.complete(store, first.id, ledger.Actual(700, "req-1", USAGE), None, now)
     untouched = await ledger.get(store, other.id)

@@ -112,14 +112,16 @@ class LedgerMachine(RuleBasedStateMachine):
             work = self.run(
                 ledger.begin(
                     self.store,
-                    name,
-                    "drafts.create",
-                    {"variant": variant},
-                    worst,
-                    pipeline,
-                    item_id,
+                    ledger.Call(
+                        name,
+                        "drafts.create",
+                        {"variant": variant},
+                        worst,
+                        pipeline,
+                        item_id,
+                        timedelta(seconds=lease_s),
+                    ),
                     self.now,
-                    timedelta(seconds=lease_s),
                 )
             )
         except errors.Conflict:

@@ -226,18 +226,18 @@ async def test_refusals_name_what_is_valid(store: db.Store, now: datetime) -> No
         "(letters, digits, _ . : -, at most 100 characters)"
     )
     with pytest.raises(ValueError) as no_key:
-        await ledger.begin(store, "", "llm.draft", {}, 1, "news", None, now, LEASE)
+        await ledger.begin(store, ledger.Call("", "llm.draft", {}, 1, "news", None, LEASE), now)
     assert str(no_key.value) == "an idempotency key and an endpoint are both required"
     with pytest.raises(ValueError) as no_endpoint:
-        await ledger.begin(store, "k", "", {}, 1, "news", None, now, LEASE)
+        await ledger.begin(store, ledger.Call("k", "", {}, 1, "news", None, LEASE), now)
     assert str(no_endpoint.value) == str(no_key.value)
     with pytest.raises(ValueError) as global_pipeline:
-        await ledger.begin(store, "k", "llm.draft", {}, 1, "global", None, now, LEASE)
+        await ledger.begin(store, ledger.Call("k", "llm.draft", {}, 1, "global", None, LEASE), now)
     assert str(global_pipeline.value) == (
         "'global' is the budget scope of all pipelines, not a pipeline name"
     )
     with pytest.raises(ValueError) as fraction:
-        await ledger.begin(store, "k", "llm.draft", {}, 1.5, "news", None, now, LEASE)  # type: ignore[arg-type]
+        await ledger.begin(store, ledger.Call("k", "llm.draft", {}, 1.5, "news", None, LEASE), now)  # type: ignore[arg-type]
     assert str(fraction.value) == "worst_case_micros must be a whole number of micros >= 0, got 1.5"
     with pytest.raises(ValueError) as batch:
         await ledger.recover(store, now, batch=0)

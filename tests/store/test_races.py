@@ -136,7 +136,9 @@ async def test_concurrent_holds_never_pass_the_limit(store: db.Store, now: datet
     def beginning(n: int) -> Callable[[backend.Conn], claims.Work]:
         return meeting.holding(
             lambda conn: claims.begin_sync(
-                conn, f"k{n}", "drafts.create", {"n": n}, 300, "news", None, now, timedelta(1)
+                conn,
+                claims.Call(f"k{n}", "drafts.create", {"n": n}, 300, "news", None, timedelta(1)),
+                now,
             )
         )
 
@@ -176,7 +178,9 @@ async def test_a_limit_lowered_while_a_hold_commits_never_falls_below_use(
 
 def _beginning(n: int, micros: int, now: datetime) -> Callable[[backend.Conn], claims.Work]:
     return lambda conn: claims.begin_sync(
-        conn, f"k{n}", "drafts.create", {"n": n}, micros, "news", None, now, timedelta(1)
+        conn,
+        claims.Call(f"k{n}", "drafts.create", {"n": n}, micros, "news", None, timedelta(1)),
+        now,
     )
 
 
@@ -188,7 +192,9 @@ async def test_one_key_begun_at_once_makes_one_claim(store: db.Store, now: datet
 
     def beginning(conn: backend.Conn) -> claims.Work:
         return claims.begin_sync(
-            conn, "same", "drafts.create", {"n": 1}, 300, "news", None, now, timedelta(1)
+            conn,
+            claims.Call("same", "drafts.create", {"n": 1}, 300, "news", None, timedelta(1)),
+            now,
         )
 
     results = await asyncio.gather(*(store.write(meeting.holding(beginning)) for _ in range(4)))
