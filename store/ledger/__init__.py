@@ -37,7 +37,6 @@ from store.ledger import reporting as ledger_report
 from store.ledger import settle as ledger_settle
 from store.ledger import uncertain as ledger_uncertain
 from store.ledger.machine import ClaimState
-from store.ledger.prices import Usage
 
 Budget = budgets.Budget
 Claim = claims.Claim
@@ -109,17 +108,13 @@ async def reconcile(
 
 #: The lease of a charge: it is reserved, started and settled in the same unit.
 CHARGE_LEASE = timedelta(minutes=1)
+#: The endpoint of every charge (spend a dry run recorded after the fact); a charge's key
+#: is hashed with it, so it stays as it is.
+CHARGE_ENDPOINT = "llm.dry-run"
 
 
 async def charge(
-    store: Store,
-    key: str,
-    endpoint: str,
-    pipeline: str,
-    usage: Usage,
-    micros: int,
-    evidence: str,
-    now: datetime,
+    store: Store, key: str, pipeline: str, actual: Actual, now: datetime
 ) -> Claim | None:
     """Count spend made elsewhere (a dry run's drafts, paid through a throwaway ledger)
     against this store's budgets: one claim without an item, held, started and settled
@@ -127,15 +122,15 @@ async def charge(
     written) when it no longer fits. The same key again is the same claim."""
 
     def unit(conn: backend.Conn) -> Claim | None:
-        request = {"micros": micros, "usage": list(usage)}
-        call = claims.Call(key, endpoint, request, micros, pipeline, None, CHARGE_LEASE)
+        micros = actual.micros
+        request = {"micros": micros, "usage": list(ledger_settle.counted(actual))}
+        call = claims.Call(key, CHARGE_ENDPOINT, request, micros, pipeline, None, CHARGE_LEASE)
         work = claims.begin_sync(conn, call, now)
         if not work.provider_allowed:
             return None
         if work.state == ClaimState.RESERVED:
             claims.start_provider_sync(conn, work.id, now)
-        spent = Actual(micros, evidence, usage)
-        return ledger_settle.complete_sync(conn, work.id, spent, None, now).claim
+        return ledger_settle.complete_sync(conn, work.id, actual, None, now).claim
 
     return await store.write(unit)
 

@@ -59,6 +59,13 @@ class Actual:
     usage: Usage | None = None
 
 
+def counted(actual: Actual) -> Usage:
+    """The tokens the provider counted, which complete() settles with."""
+    if actual.usage is None:
+        raise ValueError("complete() settles what the provider counted: the usage is required")
+    return Usage(*actual.usage)
+
+
 def _check_evidence(evidence: str) -> str:
     if not isinstance(evidence, str) or not evidence.strip() or len(evidence) > MAX_EVIDENCE:
         raise ValueError(
@@ -85,9 +92,7 @@ def complete_sync(
     """
     claims.check_micros("actual_micros", actual.micros)
     _check_evidence(actual.evidence)
-    if actual.usage is None:
-        raise ValueError("complete() settles what the provider counted: the usage is required")
-    usage = Usage(*actual.usage)
+    usage = counted(actual)
     actual = Actual(actual.micros, actual.evidence, usage)
     params = {
         "id": work_id,
