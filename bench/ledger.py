@@ -179,7 +179,7 @@ async def setup(data_dir: Path, count: int) -> list[items.Item]:
     store = await db.open(db.StoreConfig(data_dir=data_dir))
     try:
         for scope in SCOPES:
-            await ledger.set_budget(store, scope, "day", 10**15, "cli", NOW)
+            await ledger.set_budget(store, ledger.Limit(scope, "day", 10**15), "cli", NOW)
 
         def unit(conn: backend.Conn) -> list[items.Item]:
             made = [

@@ -78,7 +78,7 @@ async def pending(store: db.Store, tmp_path: Path) -> str:
 
 
 async def budget(store: db.Store, tmp_path: Path) -> str:
-    await ledger.set_budget(store, "global", "day", 5_000_000, "cli", NOW)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 5_000_000), "cli", NOW)
     work = await ledger.begin(
         store,
         ledger.Call("k", "chat", {"p": 1}, 4_000_000, "news", None, timedelta(minutes=5)),

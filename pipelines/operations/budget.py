@@ -51,7 +51,8 @@ async def set_budget(
         budgets.check_period(period)
     except ValueError as exc:
         raise Invalid(str(exc)) from None
-    return await ledger.set_budget(store, scope, period, parse_usd(amount_usd), actor, now)
+    limit = ledger.Limit(scope, period, parse_usd(amount_usd))
+    return await ledger.set_budget(store, limit, actor, now)
 
 
 async def reconcile_claim(

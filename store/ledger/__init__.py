@@ -1,6 +1,6 @@
 """The budget ledger: reserve the worst case, authorize one provider call, settle once.
 
-    await ledger.set_budget(store, "global", "month", 50_000_000, events.operator(42), now)
+    await ledger.set_budget(store, ledger.Limit("global", "month", 50_000_000), actor, now)
     worst = prices.worst_case(price, max_input_tokens=8_000, max_tokens=1_024)
     call = ledger.Call(key, "drafts.create", request, worst, "news", item.id,
                        lease=timedelta(minutes=10))
@@ -39,6 +39,7 @@ from store.ledger import uncertain as ledger_uncertain
 from store.ledger.machine import ClaimState
 
 Budget = budgets.Budget
+Limit = budgets.Limit
 Claim = claims.Claim
 Call = claims.Call
 Work = claims.Work
@@ -47,11 +48,9 @@ Actual = ledger_settle.Actual
 Report = ledger_report.Report
 
 
-async def set_budget(
-    store: Store, scope: str, period: str, limit_micros: int, actor: str, now: datetime
-) -> Budget:
+async def set_budget(store: Store, limit: Limit, actor: str, now: datetime) -> Budget:
     """Configure a scope's day or month limit (an event with its actor); returns today's row."""
-    return await store.write(budgets.set_budget_sync, scope, period, limit_micros, actor, now)
+    return await store.write(budgets.set_budget_sync, limit, actor, now)
 
 
 async def begin(store: Store, call: Call, now: datetime) -> Work:

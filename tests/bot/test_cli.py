@@ -193,7 +193,7 @@ async def test_reconcile_claim_settles_an_uncertain_hold_once(
 ) -> None:
     store = await db.open(db.StoreConfig(data_dir=data_dir))
     try:
-        await ledger.set_budget(store, "global", "day", 1_000_000, "cli", now)
+        await ledger.set_budget(store, ledger.Limit("global", "day", 1_000_000), "cli", now)
         work = await ledger.begin(
             store,
             ledger.Call("k", "chat", {"p": 1}, 50_000, "news", None, timedelta(minutes=5)),
@@ -237,7 +237,7 @@ async def test_reconcile_claim_uncertain_lists_and_settles_what_the_filters_find
 ) -> None:
     store = await db.open(db.StoreConfig(data_dir=data_dir))
     try:
-        await ledger.set_budget(store, "global", "day", 1_000_000, "cli", now)
+        await ledger.set_budget(store, ledger.Limit("global", "day", 1_000_000), "cli", now)
         found = {}
         for key, pipeline, worst, at in (
             ("a", "news", 1_000, now), ("b", "news", 2_000, now),
@@ -302,7 +302,7 @@ async def test_reconcile_claim_uncertain_goes_through_the_running_bot(
     runtime: runtime_mod.Runtime, data_dir: Path, pipelines_dir: Path, now: datetime
 ) -> None:
     store = runtime.store
-    await ledger.set_budget(store, "global", "day", 1_000_000, "cli", now)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 1_000_000), "cli", now)
     work = await ledger.begin(
         store, ledger.Call("k", "chat", {"p": 1}, 3_000, "news", None, timedelta(hours=1)), now
     )
@@ -325,7 +325,7 @@ async def test_reads_work_while_the_writer_holds_the_store(
     store: db.Store, data_dir: Path, pipelines_dir: Path, now: datetime
 ) -> None:
     item = await dropped_item(store, now)
-    await ledger.set_budget(store, "global", "day", 1_000_000, "cli", now)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 1_000_000), "cli", now)
 
     code, out, err = await gatehouse(data_dir, pipelines_dir, "status", "--json")
     assert code == 0, err

@@ -32,7 +32,7 @@ async def test_a_card_says_its_cost_to_two_figures() -> None:
 async def test_budget_rounds_the_summary_and_says_the_exact_amounts_once(
     store: db.Store,
 ) -> None:
-    await ledger.set_budget(store, "global", "day", 5_000_000, "cli", NOW)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 5_000_000), "cli", NOW)
     work = await ledger.begin(
         store, ledger.Call("k", "chat", {"p": 1}, 100_000, "news", None, timedelta(minutes=5)), NOW
     )

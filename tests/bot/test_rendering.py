@@ -38,8 +38,8 @@ async def world(store: db.Store) -> AsyncIterator[db.Store]:
         items.transition_sync(conn, item.id, State.AWAITING_APPROVAL, "system", AGO[2])
 
     await store.write(unit)
-    await ledger.set_budget(store, "global", "day", 10_000_000, "cli", NOW)
-    await ledger.set_budget(store, "news", "month", 2_000_000, "cli", NOW)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 10_000_000), "cli", NOW)
+    await ledger.set_budget(store, ledger.Limit("news", "month", 2_000_000), "cli", NOW)
     work = await ledger.begin(
         store,
         ledger.Call("k", "chat", {"p": 1}, 50_000, "news", item.id, timedelta(minutes=5)),

@@ -61,7 +61,7 @@ async def application(
 
 async def cut_off(store: db.Store, now: datetime, count: int) -> list[int]:
     """`count` calls a stop cut off, and the alert claim recovery queued for them."""
-    await ledger.set_budget(store, "global", "day", 10_000_000, "cli", now)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 10_000_000), "cli", now)
     ids = []
     for n in range(count):
         work = await ledger.begin(

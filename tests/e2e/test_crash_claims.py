@@ -63,7 +63,7 @@ async def test_sigkill_between_call_and_complete_is_reconciled_exactly_once(
     with FakeLLM() as llm:
         write_pipeline(pipelines_dir, "http://127.0.0.1:9/feed.xml")
         store = await db.open(db.StoreConfig(data_dir=data_dir))
-        await ledger.set_budget(store, "news", "month", 10_000_000, "cli", now)
+        await ledger.set_budget(store, ledger.Limit("news", "month", 10_000_000), "cli", now)
         item = await store.write(
             items.create_sync, "news", "s0", "k1", {"title": "T", "text": "body"}, now
         )

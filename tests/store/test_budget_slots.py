@@ -114,8 +114,8 @@ async def test_four_workers_racing_a_small_budget_never_overspend_it(
     agree with the claims, and the room left in every slot can still be spent."""
     stores: list[db.Store] = await workers(4)
     now = _now()
-    await ledger.set_budget(stores[0], "global", "day", 20_000, "cli", now)
-    await ledger.set_budget(stores[0], "news", "day", 15_000, "cli", now)
+    await ledger.set_budget(stores[0], ledger.Limit("global", "day", 20_000), "cli", now)
+    await ledger.set_budget(stores[0], ledger.Limit("news", "day", 15_000), "cli", now)
     seed = random.Random(45)
     refused = 0
 
@@ -171,7 +171,7 @@ async def test_a_worker_paused_inside_a_transaction_holds_up_no_other(
     [paused] = await workers(1, writers=1)
     [other] = await workers(1)
     now = _now()
-    await ledger.set_budget(paused, "global", "day", 1_000_000, "cli", now)
+    await ledger.set_budget(paused, ledger.Limit("global", "day", 1_000_000), "cli", now)
     await _spend(paused, "before", 1_000, 900, now)  # its slot was granted room
     inside, resume = threading.Event(), threading.Event()
 
@@ -203,7 +203,7 @@ async def test_a_grant_locks_the_budget_row_for_its_own_transaction_not_a_batch(
     were held until the batch commits. Another worker may lock the row meanwhile."""
     [worker] = await workers(1, writers=2)  # one lane for background units: one batch
     now = _now()
-    await ledger.set_budget(worker, "global", "day", 1_000_000, "cli", now)
+    await ledger.set_budget(worker, ledger.Limit("global", "day", 1_000_000), "cli", now)
     inside, probed = threading.Event(), threading.Event()
 
     def slow(conn: backend.Conn) -> None:
@@ -237,7 +237,7 @@ async def test_a_threshold_two_settlements_passed_together_is_alerted_by_the_swe
     is not committed yet): neither alerts 50 %, and the claim sweep does, once."""
     a, b = await workers(2)
     now = _now()
-    await ledger.set_budget(a, "global", "day", 1_000, "cli", now)
+    await ledger.set_budget(a, ledger.Limit("global", "day", 1_000), "cli", now)
     first, second = await _begin(a, "a", 300, now), await _begin(b, "b", 300, now)
     for store, work in ((a, first), (b, second)):
         await ledger.start_provider(store, work.id, now)
@@ -300,7 +300,7 @@ async def test_a_killed_workers_room_goes_back_to_the_others_and_its_spend_stays
     and its open hold stays held until the takeover settles it with evidence."""
     [alive] = await workers(1)
     now = _now()
-    await ledger.set_budget(alive, "global", "day", 10_000, "cli", now)
+    await ledger.set_budget(alive, ledger.Limit("global", "day", 10_000), "cli", now)
     args = [str(tmp_path / "dead"), url, now.isoformat(), "60"]
     child = await asyncio.create_subprocess_exec(
         sys.executable, "-c", CHILD, *args, cwd=REPO, stdout=subprocess.PIPE,

@@ -257,7 +257,7 @@ async def test_a_second_writer_settling_a_claim_it_read_before_the_first_is_refu
     settled it. The second one's UPDATE must match no row, so the holds are not
     turned into spend twice and no second event is written.
     """
-    await ledger.set_budget(store, "global", "day", 10_000, "cli", now)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 10_000), "cli", now)
     work = await ledger.begin(
         store,
         ledger.Call("k1", "drafts.create", {"p": 1}, 1_000, "news", None, timedelta(minutes=5)),

@@ -89,7 +89,7 @@ def test_claim_states_in_code_match_the_migration_and_schema() -> None:
 async def test_the_database_refuses_an_undeclared_claim_state(
     store: db.Store, now: datetime
 ) -> None:
-    await ledger.set_budget(store, "global", "day", 10_000, OP, now)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 10_000), OP, now)
     work = await begin(store, now)
     unchanged = await snapshot.tables(store)
     with pytest.raises(errors.ConstraintViolation):
@@ -133,7 +133,7 @@ def test_bad_prices_and_usage_are_refused_clearly() -> None:
 
 
 async def test_set_budget_is_an_event_with_its_actor(store: db.Store, now: datetime) -> None:
-    row = await ledger.set_budget(store, "news", "month", 5_000_000, OP, now)
+    row = await ledger.set_budget(store, ledger.Limit("news", "month", 5_000_000), OP, now)
     assert (row.limit_micros, row.spent_micros, row.held_micros, row.remaining_micros) == (
         5_000_000,
         0,
@@ -141,7 +141,7 @@ async def test_set_budget_is_an_event_with_its_actor(store: db.Store, now: datet
         5_000_000,
     )
     assert row.period_start == now.replace(day=1, hour=0)
-    await ledger.set_budget(store, "news", "month", 7_000_000, "cli", now)
+    await ledger.set_budget(store, ledger.Limit("news", "month", 7_000_000), "cli", now)
     history = await events.for_entity(store, "budget", "news/month")
     assert [(e.from_state, e.to_state, e.actor) for e in history] == [
         (None, "limit:5000000", OP),
@@ -149,33 +149,37 @@ async def test_set_budget_is_an_event_with_its_actor(store: db.Store, now: datet
     ]
     unchanged = await snapshot.tables(store)
     with pytest.raises(ValueError, match="unknown budget period 'week'; valid: day, month"):
-        await ledger.set_budget(store, "news", "week", 1, OP, now)
+        await ledger.set_budget(store, ledger.Limit("news", "week", 1), OP, now)
     assert await snapshot.tables(store) == unchanged
     with pytest.raises(ValueError, match="unknown actor"):
-        await ledger.set_budget(store, "news", "day", 1, "mallory", now)
+        await ledger.set_budget(store, ledger.Limit("news", "day", 1), "mallory", now)
 
 
 async def test_a_limit_below_what_is_spent_and_held_is_refused(
     store: db.Store, now: datetime
 ) -> None:
-    await ledger.set_budget(store, "global", "day", 10_000, OP, now)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 10_000), OP, now)
     await begin(store, now, worst=4_000)
     before = await snapshot.tables(store)
     with pytest.raises(errors.Conflict, match="must be at least 4000 micros"):
-        await ledger.set_budget(store, "global", "day", 3_999, OP, now)
+        await ledger.set_budget(store, ledger.Limit("global", "day", 3_999), OP, now)
     assert await snapshot.tables(store) == before
-    assert (await ledger.set_budget(store, "global", "day", 4_000, OP, now)).remaining_micros == 0
+    assert (
+        await ledger.set_budget(store, ledger.Limit("global", "day", 4_000), OP, now)
+    ).remaining_micros == 0
 
 
 async def test_a_limit_is_a_whole_number_of_micros_from_zero(
     store: db.Store, now: datetime
 ) -> None:
     # Zero is a limit: it stops every call in its scope.
-    assert (await ledger.set_budget(store, "news", "day", 0, OP, now)).remaining_micros == 0
+    assert (
+        await ledger.set_budget(store, ledger.Limit("news", "day", 0), OP, now)
+    ).remaining_micros == 0
     unchanged = await snapshot.tables(store)
     for bad in (-1, True, 1.5, "5"):
         with pytest.raises(ValueError) as refused:
-            await ledger.set_budget(store, "news", "day", bad, OP, now)  # type: ignore[arg-type]
+            await ledger.set_budget(store, ledger.Limit("news", "day", bad), OP, now)  # type: ignore[arg-type]
         assert str(refused.value) == f"limit_micros must be a whole number >= 0, got {bad!r}"
     assert await snapshot.tables(store) == unchanged
 
@@ -184,8 +188,8 @@ async def test_holding_gives_back_what_it_held_before_a_scope_ran_out(
     store: db.Store, now: datetime
 ) -> None:
     """hold_sync's own promise, with no savepoint around it: all of the holds or none."""
-    await ledger.set_budget(store, "news", "month", 10_000, OP, now)
-    await ledger.set_budget(store, "global", "day", 0, OP, now)
+    await ledger.set_budget(store, ledger.Limit("news", "month", 10_000), OP, now)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 0), OP, now)
 
     def unit(conn: Any) -> None:
         with pytest.raises(errors.BudgetExceeded) as caught:
@@ -221,10 +225,10 @@ async def test_no_budget_anywhere_creates_work_without_the_provider(
 async def test_holds_go_to_every_configured_scope_and_period(
     store: db.Store, now: datetime
 ) -> None:
-    await ledger.set_budget(store, "global", "day", 10_000, OP, now)
-    await ledger.set_budget(store, "global", "month", 100_000, OP, now)
-    await ledger.set_budget(store, "news", "day", 5_000, OP, now)
-    await ledger.set_budget(store, "digest", "day", 5_000, OP, now)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 10_000), OP, now)
+    await ledger.set_budget(store, ledger.Limit("global", "month", 100_000), OP, now)
+    await ledger.set_budget(store, ledger.Limit("news", "day", 5_000), OP, now)
+    await ledger.set_budget(store, ledger.Limit("digest", "day", 5_000), OP, now)
     work = await begin(store, now, worst=1_200)
     assert (work.state, work.provider_allowed, work.lease_until) == (
         ClaimState.RESERVED,
@@ -247,7 +251,7 @@ async def test_holds_go_to_every_configured_scope_and_period(
 async def test_a_replay_returns_the_same_work_and_writes_nothing(
     store: db.Store, now: datetime
 ) -> None:
-    await ledger.set_budget(store, "global", "day", 10_000, OP, now)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 10_000), OP, now)
     work = await begin(store, now)
     before = await snapshot.tables(store)
     again = await begin(store, now + timedelta(seconds=5))
@@ -270,8 +274,8 @@ async def test_a_replay_returns_the_same_work_and_writes_nothing(
 async def test_key_reuse_for_another_request_is_a_conflict_that_changes_nothing(
     store: db.Store, now: datetime
 ) -> None:
-    await ledger.set_budget(store, "global", "day", 10_000, OP, now)
-    await ledger.set_budget(store, "news", "month", 10_000, OP, now)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 10_000), OP, now)
+    await ledger.set_budget(store, ledger.Limit("news", "month", 10_000), OP, now)
     work = await begin(store, now)
     await ledger.start_provider(store, work.id, now)
     before = await snapshot.tables(store)
@@ -307,8 +311,8 @@ def test_a_requests_digest_is_fixed_data_that_outlives_an_upgrade() -> None:
 async def test_not_enough_budget_names_the_scope_and_holds_nothing(
     store: db.Store, now: datetime
 ) -> None:
-    await ledger.set_budget(store, "global", "day", 10_000, OP, now)
-    await ledger.set_budget(store, "news", "month", 1_500, OP, now)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 10_000), OP, now)
+    await ledger.set_budget(store, ledger.Limit("news", "month", 1_500), OP, now)
     await begin(store, now, key="a", worst=1_000)
     before = await snapshot.tables(store)
     with pytest.raises(errors.BudgetExceeded, match=r"news/month .* has 500 micros left") as caught:
@@ -343,7 +347,7 @@ async def test_bad_arguments_are_refused_before_anything_is_written(
 
 
 async def test_start_provider_is_the_one_gate(store: db.Store, now: datetime) -> None:
-    await ledger.set_budget(store, "global", "day", 10_000, OP, now)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 10_000), OP, now)
     work = await begin(store, now)
     before = await snapshot.tables(store)
     with pytest.raises(errors.LeaseExpired, match="lease expired"):
@@ -360,8 +364,8 @@ async def test_start_provider_is_the_one_gate(store: db.Store, now: datetime) ->
 
 
 async def test_complete_settles_exactly_once(store: db.Store, now: datetime) -> None:
-    await ledger.set_budget(store, "global", "day", 10_000, OP, now)
-    await ledger.set_budget(store, "news", "month", 10_000, OP, now)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 10_000), OP, now)
+    await ledger.set_budget(store, ledger.Limit("news", "month", 10_000), OP, now)
     work = await begin(store, now, worst=1_000)
     unchanged = await snapshot.tables(store)
     with pytest.raises(errors.IllegalTransition, match="start_provider was never called"):
@@ -397,7 +401,7 @@ async def test_complete_settles_exactly_once(store: db.Store, now: datetime) -> 
 
 
 async def test_fifty_concurrent_completions_settle_once(store: db.Store, now: datetime) -> None:
-    await ledger.set_budget(store, "global", "day", 10_000, OP, now)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 10_000), OP, now)
     work = await begin(store, now, worst=1_000)
     await ledger.start_provider(store, work.id, now)
     results = await asyncio.gather(
@@ -418,7 +422,7 @@ async def test_fifty_concurrent_completions_settle_once(store: db.Store, now: da
 async def test_fail_before_start_releases_and_after_start_keeps_the_hold(
     store: db.Store, now: datetime
 ) -> None:
-    await ledger.set_budget(store, "global", "day", 10_000, OP, now)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 10_000), OP, now)
     early = await begin(store, now, key="early", worst=1_000)
     late = await begin(store, now, key="late", worst=2_000)
     await ledger.start_provider(store, late.id, now)
@@ -435,7 +439,7 @@ async def test_fail_before_start_releases_and_after_start_keeps_the_hold(
 
 
 async def test_a_changed_item_makes_the_claim_uncertain(store: db.Store, now: datetime) -> None:
-    await ledger.set_budget(store, "global", "day", 10_000, OP, now)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 10_000), OP, now)
     item = await store.write(items.create_sync, "news", "feed", "guid-1", {"title": "a"}, now)
     assert item is not None
     work = await begin(store, now, item_id=item.id)
@@ -471,7 +475,7 @@ async def test_a_changed_item_makes_the_claim_uncertain(store: db.Store, now: da
 async def test_recover_fails_expired_leases_in_batches_and_keeps_uncertain(
     store: db.Store, now: datetime
 ) -> None:
-    await ledger.set_budget(store, "global", "day", 100_000, OP, now)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 100_000), OP, now)
     reserved = [await begin(store, now, key=f"r{i}", worst=100) for i in range(3)]
     started = [await begin(store, now, key=f"s{i}", worst=1_000) for i in range(2)]
     fresh = await begin(store, now, key="fresh", worst=10, lease=timedelta(hours=1))
@@ -494,7 +498,7 @@ async def test_recover_fails_expired_leases_in_batches_and_keeps_uncertain(
 async def test_reconcile_needs_evidence_and_an_uncertain_claim(
     store: db.Store, now: datetime
 ) -> None:
-    await ledger.set_budget(store, "global", "day", 10_000, OP, now)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 10_000), OP, now)
     work = await begin(store, now, worst=1_000)
     unchanged = await snapshot.tables(store)
     with pytest.raises(errors.IllegalTransition, match="only an uncertain claim"):
@@ -528,7 +532,7 @@ async def test_reconcile_needs_evidence_and_an_uncertain_claim(
 async def test_a_claim_settles_into_the_period_that_authorized_it(
     store: db.Store, now: datetime
 ) -> None:
-    await ledger.set_budget(store, "global", "day", 10_000, OP, now)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 10_000), OP, now)
     evening = now.replace(hour=23, minute=55)
     work = await begin(store, evening, worst=1_000, lease=timedelta(hours=1))
     await ledger.start_provider(store, work.id, evening)
@@ -540,7 +544,7 @@ async def test_a_claim_settles_into_the_period_that_authorized_it(
 
 
 async def test_thresholds_queue_one_alert_each_per_period(store: db.Store, now: datetime) -> None:
-    await ledger.set_budget(store, "global", "day", 1_000, OP, now)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 1_000), OP, now)
 
     async def spend(key: str, worst: int, actual: int, at: datetime) -> None:
         work = await begin(store, at, key=key, worst=worst)
@@ -583,7 +587,7 @@ async def test_thresholds_queue_one_alert_each_per_period(store: db.Store, now: 
 
 
 async def test_report_ranks_pipelines_by_spend(store: db.Store, now: datetime) -> None:
-    await ledger.set_budget(store, "global", "month", 100_000, OP, now)
+    await ledger.set_budget(store, ledger.Limit("global", "month", 100_000), OP, now)
     for pipeline, actual in (("news", 300), ("digest", 900), ("alerts", 0)):
         work = await begin(store, now, key=pipeline, pipeline=pipeline, worst=1_000)
         await ledger.start_provider(store, work.id, now)

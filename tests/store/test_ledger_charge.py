@@ -16,7 +16,7 @@ from tests import snapshot
 async def test_a_charge_is_one_settled_claim_without_an_item_and_counted_once(
     store: db.Store, now: datetime
 ) -> None:
-    await ledger.set_budget(store, "global", "day", 10_000, "cli", now)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 10_000), "cli", now)
     claim = await ledger.charge(
         store, "dry-run:news:1", "news", ledger.Actual(3_000, "dry run", Usage(120, 40)), now
     )
@@ -33,7 +33,7 @@ async def test_a_charge_is_one_settled_claim_without_an_item_and_counted_once(
 async def test_a_charge_that_no_longer_fits_is_refused_and_writes_nothing(
     store: db.Store, now: datetime
 ) -> None:
-    await ledger.set_budget(store, "news", "day", 2_000, "cli", now)
+    await ledger.set_budget(store, ledger.Limit("news", "day", 2_000), "cli", now)
     before = await snapshot.tables(store)
     with pytest.raises(errors.BudgetExceeded):
         await ledger.charge(

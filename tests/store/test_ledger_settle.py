@@ -25,7 +25,7 @@ LEASE = timedelta(minutes=5)
 
 
 async def _started(store: db.Store, now: datetime, item_id: int | None = None) -> ledger.Work:
-    await ledger.set_budget(store, "global", "day", 10_000, "cli", now)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 10_000), "cli", now)
     work = await ledger.begin(
         store, ledger.Call("k1", "chat", {"p": 1}, 1_000, "news", item_id, LEASE), now
     )
@@ -107,7 +107,7 @@ async def test_evidence_of_exactly_the_limit_is_kept(store: db.Store, now: datet
 async def test_complete_refusals_name_the_state_and_what_to_do(
     store: db.Store, now: datetime
 ) -> None:
-    await ledger.set_budget(store, "global", "day", 10_000, "cli", now)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 10_000), "cli", now)
     reserved = await ledger.begin(
         store, ledger.Call("r", "chat", {"p": 1}, 100, "news", None, LEASE), now
     )
@@ -256,7 +256,7 @@ async def test_a_changed_stored_item_is_named_and_the_claim_returned_uncertain(
 async def test_a_free_call_settles_at_zero_without_an_overrun(
     store: db.Store, now: datetime
 ) -> None:
-    await ledger.set_budget(store, "global", "day", 10_000, "cli", now)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 10_000), "cli", now)
     work = await ledger.begin(
         store, ledger.Call("free", "chat", {"p": 1}, 0, "news", None, LEASE), now
     )

@@ -61,7 +61,9 @@ class LedgerMachine(RuleBasedStateMachine):
         self.claims: dict[int, Model] = {}
         self.by_key: dict[str, Model] = {}
         for scope, period, limit in LIMITS:
-            self.run(ledger.set_budget(self.store, scope, period, limit, OP, self.now))
+            self.run(
+                ledger.set_budget(self.store, ledger.Limit(scope, period, limit), OP, self.now)
+            )
         item = self.run(
             self.store.write(items.create_sync, "news", "feed", "g1", {"t": 1}, self.now)
         )

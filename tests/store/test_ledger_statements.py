@@ -114,7 +114,7 @@ async def _spent(store: db.Store) -> list[tuple[str, str, int, int]]:
 
 async def _budgets(store: db.Store, limit: int, now: datetime) -> None:
     for scope, period in (("news", "day"), ("global", "month")):
-        await ledger.set_budget(store, scope, period, limit, "cli", now)
+        await ledger.set_budget(store, ledger.Limit(scope, period, limit), "cli", now)
 
 
 @pytest.mark.parametrize("actual", [900, 1_600], ids=["within", "overrun"])

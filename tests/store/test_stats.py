@@ -78,7 +78,7 @@ async def test_the_numbers_match_the_store_for_a_known_history(
 ) -> None:
     t0 = now - timedelta(days=2)
     await store.write(_history, t0)
-    await ledger.set_budget(store, "global", "month", 10_000_000, "cli", t0)
+    await ledger.set_budget(store, ledger.Limit("global", "month", 10_000_000), "cli", t0)
     for n, micros in enumerate((1_000, 2_000, 3_000)):  # triage and drafts, any outcome
         await ledger.charge(store, f"k{n}", "news", ledger.Actual(micros, "r", Usage(1, 1)), t0)
     await ledger.charge(store, "o", "other", ledger.Actual(9_000, "r", Usage(1, 1)), t0)
