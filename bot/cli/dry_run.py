@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 from bot import settings as settings_mod
 from bot.cli import output as cli_output
 from bot.cli import writes as cli_writes
-from bot.process import control
 from pipelines import operations
 from store import db, errors, ledger
 from store.backends import datadir
@@ -122,16 +121,8 @@ def _count_spend(cfg: settings_mod.Settings, report: trial.Report, now: datetime
     }
 
     def local(store: db.Store) -> Awaitable[ledger.Claim | None]:
-        return ledger.charge(
-            store,
-            key,
-            control.DRY_RUN_ENDPOINT,
-            report.pipeline,
-            report.usage,
-            report.spent_micros,
-            evidence,
-            now,
-        )
+        spent = ledger.Actual(report.spent_micros, evidence, report.usage)
+        return ledger.charge(store, key, report.pipeline, spent, now)
 
     try:
         found = operations.plain(cli_writes.write(cfg, "record-spend", request, local))

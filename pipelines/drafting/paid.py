@@ -223,9 +223,7 @@ class PaidCall:
                 calls.latest_key_sync(conn, self._kind, self._pipeline, item.id, attempt)
                 for attempt in range(item.attempt, first - 1, -1)
             )
-            return llm_outputs.reusable_sync(
-                conn, self._kind.endpoint, keys, item.id, digest, item.content_hash
-            )
+            return llm_outputs.reusable_sync(conn, self._kind.endpoint, keys, item, digest)
 
         return await self._store.read(unit)
 
@@ -253,18 +251,10 @@ class PaidCall:
         key = calls.claim_key(
             self._pipeline, item.id, item.attempt, self._kind.version, attempt_try
         )
+        endpoint = self._kind.endpoint
+        call = ledger.Call(key, endpoint, request, worst, item.pipeline, item.id, self._lease)
         try:
-            return await ledger.begin(
-                self._store,
-                key,
-                self._kind.endpoint,
-                request,
-                worst,
-                item.pipeline,
-                item.id,
-                now,
-                self._lease,
-            )
+            return await ledger.begin(self._store, call, now)
         except errors.BudgetExceeded as exc:
             raise drafters.DraftFailed(f"budget exceeded: {exc}", reason="budget") from None
         except errors.Conflict as exc:

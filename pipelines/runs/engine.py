@@ -36,7 +36,7 @@ from pipelines.ground import logfields
 from pipelines.runs import fulltext, intake
 from pipelines.sources import articles, base
 from pipelines.text import similarity
-from store import backend, errors, items, outbox
+from store import backend, errors, items, outbox, payloads
 from store.backends import text as store_text
 from store.db import Store
 from store.intake import runs, timetable
@@ -382,7 +382,9 @@ class Engine:
             runs.finish_run_sync(conn, report.run_id, status, report.counts, error_text, now)
             if error_text:
                 text = f"⚠️ run {report.run_id} of {report.pipeline} failed: {error_text}"
-                outbox.alert_sync(conn, text, now, key=f"run-failed:{report.run_id}")
+                outbox.alert_sync(
+                    conn, payloads.Alert(text=text), now, key=f"run-failed:{report.run_id}"
+                )
 
         try:
             await self.store.write(unit)

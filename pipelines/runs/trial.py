@@ -232,4 +232,4 @@ async def _drafted(
 
 async def _limits(store: Store, left: Sequence[tuple[str, str, int]], now: datetime) -> None:
     for scope, period, micros in left:
-        await ledger.set_budget(store, scope, period, max(micros, 0), "system", now)
+        await ledger.set_budget(store, ledger.Limit(scope, period, max(micros, 0)), "system", now)

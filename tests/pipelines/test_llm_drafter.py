@@ -154,7 +154,7 @@ async def rig_for(
 
 
 async def budget(store: db.Store, now: datetime, limit: int = 10_000_000) -> None:
-    await ledger.set_budget(store, "global", "day", limit, "cli", now)
+    await ledger.set_budget(store, ledger.Limit("global", "day", limit), "cli", now)
 
 
 async def test_a_draft_is_paid_once_and_settled_at_its_cost(
