@@ -116,7 +116,9 @@ def _seed(pipelines: list[spec.Pipeline], n: int, now: datetime) -> Callable[[ba
                 item = items.create_sync(conn, pipeline.name, "bench", f"g{i}", payload, now)
                 assert item is not None
                 items.transition_sync(conn, item.id, State.DRAFTING, "system", now)
-                draft = drafts.add_sync(conn, item.id, f"draft {i}", {"drafter": "bench"}, now)
+                draft = drafts.add_sync(
+                    conn, item.id, drafts.Body(f"draft {i}", {"drafter": "bench"}), now
+                )
                 item = items.transition_sync(conn, item.id, State.AWAITING_APPROVAL, "system", now)
                 flow.queue_card(conn, pipeline, item, flow.Card(draft), now)
 

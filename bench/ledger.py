@@ -43,12 +43,13 @@ NOW = datetime(2026, 6, 15, 12, 0, tzinfo=UTC)
 
 
 async def store_cycle(store: db.Store, key: str, item: items.Item, latency: float) -> None:
-    work = await ledger.begin(
-        store, key, ENDPOINT, {"k": key}, WORST, PIPELINE, item.id, NOW, LEASE
-    )
+    call = ledger.Call(key, ENDPOINT, {"k": key}, WORST, PIPELINE, item.id, LEASE)
+    work = await ledger.begin(store, call, NOW)
     await ledger.start_provider(store, work.id, NOW)
     await asyncio.sleep(latency)  # the provider call
-    await ledger.complete(store, work.id, USAGE, ACTUAL, f"req-{key}", item.content_hash, NOW)
+    await ledger.complete(
+        store, work.id, ledger.Actual(ACTUAL, f"req-{key}", USAGE), item.content_hash, NOW
+    )
 
 
 async def run_store(
@@ -178,7 +179,7 @@ async def setup(data_dir: Path, count: int) -> list[items.Item]:
     store = await db.open(db.StoreConfig(data_dir=data_dir))
     try:
         for scope in SCOPES:
-            await ledger.set_budget(store, scope, "day", 10**15, "cli", NOW)
+            await ledger.set_budget(store, ledger.Limit(scope, "day", 10**15), "cli", NOW)
 
         def unit(conn: backend.Conn) -> list[items.Item]:
             made = [

@@ -135,7 +135,7 @@ class Lifecycle:
 
         def unit(conn: backend.Conn) -> None:
             now = self.now()
-            draft = drafts.add_sync(conn, item.id, result.text, result.provenance, now)
+            draft = drafts.add_sync(conn, item.id, drafts.Body(result.text, result.provenance), now)
             moved = items.transition_sync(
                 conn, item.id, State.AWAITING_APPROVAL, "system", now, expect_attempt=1
             )

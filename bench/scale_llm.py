@@ -18,7 +18,7 @@ from pipelines.drafting import choice
 from pipelines.providers import client as providers
 from store import db
 from store.audit import events
-from store.ledger import budgets, set_budget
+from store.ledger import Limit, budgets, set_budget
 from store.ledger import prices as ledger_prices
 
 MODEL = "bench-model"
@@ -65,4 +65,4 @@ async def set_budgets(store: db.Store, names: list[str]) -> None:
     """A day's budget for the global scope and for each pipeline."""
     now = datetime.now(UTC)
     for scope in (budgets.GLOBAL, *names):
-        await set_budget(store, scope, "day", LIMIT_MICROS, events.operator(1), now)
+        await set_budget(store, Limit(scope, "day", LIMIT_MICROS), events.operator(1), now)

@@ -140,7 +140,7 @@ def seed_history(
             assert item is not None
             items.transition_sync(conn, item.id, State.DRAFTING, "system", at)
             text = f"{title}\n\n{body}\n\nhttps://example.org/old-{n}"
-            drafts.add_sync(conn, item.id, text, {"drafter": "template"}, at)
+            drafts.add_sync(conn, item.id, drafts.Body(text, {"drafter": "template"}), at)
             items.transition_sync(conn, item.id, State.AWAITING_APPROVAL, "system", at)
             items.transition_sync(conn, item.id, State.APPROVED, "operator:1", at)
 

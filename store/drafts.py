@@ -35,6 +35,30 @@ class Draft(backend.Record):
     image_url: str | None = None
 
 
+@dataclass(frozen=True)
+class Body:
+    """What a version says and where it came from: the columns of a draft row its
+    writer gives (the store adds the item, the version, the hash and the time)."""
+
+    text: str
+    #: Who wrote it: {"drafter": "llm", "model": m, "claim": c}, or {"operator": id} for an edit.
+    provenance: dict[str, Any]
+    cost_micros: int | None = None
+    #: The image this version shows and sends (an http(s) URL), or None.
+    image_url: str | None = None
+
+
+@dataclass(frozen=True)
+class Edit:
+    """An operator's change to the version a card showed: which item and version, and
+    who (`actor`, when the caller words it; else the operator's own actor string)."""
+
+    item_id: int
+    shown_version: int
+    operator_id: int
+    actor: str | None = None
+
+
 def _text_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -42,12 +66,9 @@ def _text_hash(text: str) -> str:
 def add_sync(
     conn: backend.Conn,
     item_id: int,
-    text: str,
-    provenance: dict[str, Any],
+    body: Body,
     now: datetime,
     *,
-    cost_micros: int | None = None,
-    image_url: str | None = None,
     locked: items.Item | None = None,
 ) -> Draft:
     """Store the next version and point the item at it (inside the caller's unit).
@@ -56,74 +77,45 @@ def add_sync(
         raise ValueError(f"locked is item {locked.id}, not item {item_id}")
     item = locked if locked is not None else items.lock_sync(conn, item_id)
     version = item.version + 1
-    stored = insert_sync(
-        conn,
-        item_id,
-        version,
-        text,
-        provenance,
-        now,
-        cost_micros=cost_micros,
-        image_url=image_url,
-    )
+    stored = insert_sync(conn, item_id, version, body, now)
     if conn.execute(Q["set_version"], {"id": item_id, "version": version}).rowcount != 1:
         raise errors.Conflict(f"item {item_id} gained a draft version underneath this one")
     return stored
 
 
-def unstored(
-    item_id: int,
-    version: int,
-    text: str,
-    provenance: dict[str, Any],
-    now: datetime,
-    *,
-    cost_micros: int | None = None,
-    image_url: str | None = None,
-) -> Draft:
+def unstored(item_id: int, version: int, body: Body, now: datetime) -> Draft:
     """The version `insert_sync` would store, before it is: what its card shows, queued
     with the move that points the item at it."""
     created = clock.from_ms(clock.to_ms(now))
     return Draft(
-        item_id, version, text, _text_hash(text), provenance, cost_micros, created, image_url
+        item_id,
+        version,
+        body.text,
+        _text_hash(body.text),
+        body.provenance,
+        body.cost_micros,
+        created,
+        body.image_url,
     )
 
 
-def insert_sync(
-    conn: backend.Conn,
-    item_id: int,
-    version: int,
-    text: str,
-    provenance: dict[str, Any],
-    now: datetime,
-    *,
-    cost_micros: int | None = None,
-    image_url: str | None = None,
-) -> Draft:
+def insert_sync(conn: backend.Conn, item_id: int, version: int, body: Body, now: datetime) -> Draft:
     """Store one draft version as given: the item already points at it, or is moved to it
     in the same unit (`items.Move(..., new_version=True)`)."""
     params = {
         "item_id": item_id,
         "version": version,
-        "text": text,
-        "content_hash": _text_hash(text),
-        "provenance": json.dumps(provenance, ensure_ascii=False),
-        "cost_micros": cost_micros,
+        "text": body.text,
+        "content_hash": _text_hash(body.text),
+        "provenance": json.dumps(body.provenance, ensure_ascii=False),
+        "cost_micros": body.cost_micros,
         "now": clock.to_ms(now),
-        "image_url": image_url,
+        "image_url": body.image_url,
     }
     return Draft.from_row(conn.execute(Q["insert_draft"], params).fetchone())
 
 
-def edit_sync(
-    conn: backend.Conn,
-    item_id: int,
-    shown_version: int,
-    text: str,
-    operator_id: int,
-    now: datetime,
-    actor: str | None = None,
-) -> Draft:
+def edit_sync(conn: backend.Conn, edit: Edit, text: str, now: datetime) -> Draft:
     """An operator's replacement text becomes a new version; older cards go stale.
 
     Recorded as an awaiting_approval -> awaiting_approval event with its actor, so
@@ -132,34 +124,25 @@ def edit_sync(
     """
     if not text.strip():
         raise ValueError("the replacement text is empty")
-    return _revise(conn, item_id, shown_version, operator_id, now, actor, text=text)
+    return _revise(conn, edit, now, text=text)
 
 
-def remove_image_sync(
-    conn: backend.Conn,
-    item_id: int,
-    shown_version: int,
-    operator_id: int,
-    now: datetime,
-    actor: str | None = None,
-) -> Draft:
+def remove_image_sync(conn: backend.Conn, edit: Edit, now: datetime) -> Draft:
     """A new version with the shown version's text and no image, recorded as an edit is
     (an event with its actor), so the history shows who took the picture off."""
-    return _revise(conn, item_id, shown_version, operator_id, now, actor, image=False)
+    return _revise(conn, edit, now, image=False)
 
 
 def _revise(
     conn: backend.Conn,
-    item_id: int,
-    shown_version: int,
-    operator_id: int,
+    edit: Edit,
     now: datetime,
-    actor: str | None,
     *,
     text: str | None = None,
     image: bool = True,
 ) -> Draft:
-    """The version after `shown_version`: its text replaced (`text`) or its image dropped."""
+    """The version after the shown one: its text replaced (`text`) or its image dropped."""
+    item_id, shown_version = edit.item_id, edit.shown_version
     item = items.lock_sync(conn, item_id)
     if item.state != State.AWAITING_APPROVAL:
         raise errors.IllegalTransition(
@@ -172,14 +155,12 @@ def _revise(
     shown = get_sync(conn, item_id, shown_version)
     if not image and shown.image_url is None:
         raise errors.Conflict(f"item {item_id} version {shown_version} has no image to remove")
-    draft = add_sync(
-        conn,
-        item_id,
+    body = Body(
         shown.text if text is None else text,
-        {"operator": operator_id, "edit_of": shown_version},
-        now,
+        {"operator": edit.operator_id, "edit_of": shown_version},
         image_url=shown.image_url if image else None,
     )
+    draft = add_sync(conn, item_id, body, now)
     what = "edited" if text is not None else "image removed"
     events.append(
         conn,
@@ -187,7 +168,7 @@ def _revise(
         item_id,
         item.state,
         item.state,
-        actor or events.operator(operator_id),
+        edit.actor or events.operator(edit.operator_id),
         now,
         attempt=item.attempt,
         reason=f"{what}: version {shown_version} -> {draft.version}",

@@ -6,7 +6,7 @@ two leaves the row pending, so the work is resumed after a restart, never lost.
 
     def unit(conn):
         items.apply(conn, [items.Move(...)])
-        outbox.alert_sync(conn, "...", now, key="...")
+        outbox.alert_sync(conn, payloads.Alert(text="..."), now, key="...")
 
 Workers wait on `wakeup(store, kinds)`, an asyncio.Event set once a row of those kinds
 has committed, so they need no polling loop to notice new work:
@@ -135,41 +135,13 @@ def announce_sync(conn: backend.Conn, kind: Kind) -> None:
 
 
 def alert_sync(
-    conn: backend.Conn,
-    text: str,
-    now: datetime,
-    *,
-    key: str | None = None,
-    item_id: int | None = None,
-    level: payloads.Level = "error",
-    pipeline: str = "",
+    conn: backend.Conn, alert: payloads.Alert, now: datetime, *, key: str | None = None
 ) -> int | None:
-    """Queue words for the operators inside the caller's unit (at most once per key); one
-    about an item of `pipeline` goes where its card goes."""
-    alert = payloads.Alert(level=level, text=text, item_id=item_id, pipeline=pipeline)
+    """Queue an alert for the operators inside the caller's unit, at most once per key:
+    words (`text`), or facts the bot words (`about`, `bot/chat/alerts.py`); one about an
+    item of a pipeline goes where its card goes."""
     return enqueue_sync(
-        conn, "alert", ALERTS, alert.to_json(), now, item_id=item_id, dedupe_key=key
-    )
-
-
-def alert_about_sync(
-    conn: backend.Conn,
-    about: payloads.About,
-    facts: dict[str, Any],
-    now: datetime,
-    *,
-    key: str,
-    item_id: int | None = None,
-    level: payloads.Level = "error",
-    pipeline: str = "",
-) -> int | None:
-    """Queue facts the bot words for the operators (`bot/chat/alerts.py`), at most once per key;
-    one about an item of `pipeline` goes where its card goes."""
-    alert = payloads.Alert(
-        level=level, item_id=item_id, about=about, facts=facts, pipeline=pipeline
-    )
-    return enqueue_sync(
-        conn, "alert", ALERTS, alert.to_json(), now, item_id=item_id, dedupe_key=key
+        conn, "alert", ALERTS, alert.to_json(), now, item_id=alert.item_id, dedupe_key=key
     )
 
 
@@ -229,19 +201,23 @@ async def due(
     return await store.read(query)
 
 
+@dataclass(frozen=True)
+class Claimant:
+    """A worker taking due rows, and how long it holds them: no other worker takes them
+    until now + lease."""
+
+    worker: str
+    lease: timedelta
+
+
 def claim_due_sync(
-    conn: backend.Conn,
-    worker: str,
-    now: datetime,
-    kinds: Iterable[Kind],
-    lease: timedelta,
-    limit: int,
+    conn: backend.Conn, claimant: Claimant, now: datetime, kinds: Iterable[Kind], limit: int
 ) -> list[Row]:
-    """Take due rows no live claim holds, for `worker` until now + lease, oldest first."""
+    """Take due rows no live claim holds, for the claimant until now + lease, oldest first."""
     params: dict[str, Any] = {
-        "worker": worker,
+        "worker": claimant.worker,
         "now": clock.to_ms(now),
-        "until": clock.to_ms(now + lease),
+        "until": clock.to_ms(now + claimant.lease),
     }
     taken: list[Row] = []
     for kind in dict.fromkeys(kinds):
@@ -252,19 +228,14 @@ def claim_due_sync(
 
 
 async def claim_due(
-    store: Store,
-    worker: str,
-    now: datetime,
-    kinds: Iterable[Kind],
-    lease: timedelta,
-    limit: int = 50,
+    store: Store, claimant: Claimant, now: datetime, kinds: Iterable[Kind], limit: int = 50
 ) -> list[Row]:
-    """Take due rows for `worker`: no other worker takes them until the lease lapses.
+    """Take due rows for the claimant: no other worker takes them until the lease lapses.
 
     Recording a row's outcome (mark_sent, mark_retry, defer, mark_failed) ends the
     claim; a worker that dies holding rows leaves them to whoever claims after it.
     """
-    return await store.write(claim_due_sync, worker, now, kinds, lease, limit)
+    return await store.write(claim_due_sync, claimant, now, kinds, limit)
 
 
 def release_claims_sync(conn: backend.Conn) -> int:

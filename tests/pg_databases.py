@@ -84,8 +84,8 @@ class Server:
             finally:
                 conn.close()
             self.run_url = self.create(run, template=template)
-            with psycopg.connect(self.run_url) as conn:
-                self.tables = tuple(_tables(conn))
+            with psycopg.connect(self.run_url) as run:
+                self.tables = tuple(_tables(run))
             yield self.run_url
         finally:
             self.drop(run)

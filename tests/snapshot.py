@@ -2,7 +2,7 @@
 
     before = await snapshot.tables(store)
     with pytest.raises(errors.Conflict):
-        await store.write(drafts.edit_sync, item_id, 1, "late words", 7, now)
+        await store.write(drafts.edit_sync, drafts.Edit(item_id, 1, 7), "late words", now)
     assert await snapshot.tables(store) == before
 
 State, events, outbox, votes, drafts and ledger rows are all compared, so a refusal

@@ -57,7 +57,7 @@ async def waiting_items(store: db.Store) -> None:
         await store.write(items.transition_sync, item.id, State.DRAFTING, "system", at)
 
         def unit(conn: sqlite3.Connection, item_id: int = item.id) -> None:
-            drafts.add_sync(conn, item_id, "text", {"drafter": "template"}, at)
+            drafts.add_sync(conn, item_id, drafts.Body("text", {"drafter": "template"}), at)
             items.transition_sync(conn, item_id, State.AWAITING_APPROVAL, "system", at)
 
         await store.write(unit)
@@ -78,12 +78,16 @@ async def pending(store: db.Store, tmp_path: Path) -> str:
 
 
 async def budget(store: db.Store, tmp_path: Path) -> str:
-    await ledger.set_budget(store, "global", "day", 5_000_000, "cli", NOW)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 5_000_000), "cli", NOW)
     work = await ledger.begin(
-        store, "k", "chat", {"p": 1}, 4_000_000, "news", None, NOW, timedelta(minutes=5)
+        store,
+        ledger.Call("k", "chat", {"p": 1}, 4_000_000, "news", None, timedelta(minutes=5)),
+        NOW,
     )
     await ledger.start_provider(store, work.id, NOW)
-    await ledger.complete(store, work.id, prices.Usage(10, 10), 3_104_312, "req-1", None, NOW)
+    await ledger.complete(
+        store, work.id, ledger.Actual(3_104_312, "req-1", prices.Usage(10, 10)), None, NOW
+    )
     return shown(render.budget(await operations.budget(store, NOW), NOW))
 
 

@@ -14,14 +14,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from bot import settings as settings_mod
 from bot.cli import output as cli_output
 from bot.cli import writes as cli_writes
-from bot.process import control
 from pipelines import operations
 from store import db, errors, ledger
 from store.backends import datadir
@@ -58,13 +57,13 @@ def run(
     cfg: settings_mod.Settings,
     args: argparse.Namespace,
     now: datetime,
-    found: dict[str, spec.Pipeline],
+    loaded: spec.LoadResult,
     read: Read,
-    broken: Mapping[str, Sequence[object]] | None = None,
 ) -> int:
-    """Fetch and draft one pipeline into a throwaway store; print the cards it would send.
-    `broken`: the pipelines whose files failed to load, with their errors."""
-    name = operations.check_pipeline(args.pipeline, found, broken)
+    """Fetch and draft one pipeline of `loaded` into a throwaway store; print the cards it
+    would send (a pipeline whose file failed to load is refused with its errors)."""
+    found = loaded.pipelines
+    name = operations.check_pipeline(args.pipeline, found, loaded.broken)
     llm = _llm(cfg, found[name], now, read) if args.llm else None
     report = asyncio.run(_run(found[name], now, llm, args.limit))
     counted = _count_spend(cfg, report, now) if report.spent_micros else None
@@ -122,16 +121,8 @@ def _count_spend(cfg: settings_mod.Settings, report: trial.Report, now: datetime
     }
 
     def local(store: db.Store) -> Awaitable[ledger.Claim | None]:
-        return ledger.charge(
-            store,
-            key,
-            control.DRY_RUN_ENDPOINT,
-            report.pipeline,
-            report.usage,
-            report.spent_micros,
-            evidence,
-            now,
-        )
+        spent = ledger.Actual(report.spent_micros, evidence, report.usage)
+        return ledger.charge(store, key, report.pipeline, spent, now)
 
     try:
         found = operations.plain(cli_writes.write(cfg, "record-spend", request, local))

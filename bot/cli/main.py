@@ -133,8 +133,7 @@ def cmd_migrate_to_postgres(
 
 
 def cmd_dry_run(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -> int:
-    loaded = cli_reads.loaded(cfg)
-    return cli_dry_run.run(cfg, args, now, loaded.pipelines, cli_reads.read, loaded.broken)
+    return cli_dry_run.run(cfg, args, now, cli_reads.loaded(cfg), cli_reads.read)
 
 
 # -- arguments ------------------------------------------------------------------------------

@@ -69,16 +69,26 @@ def write_env_file(cfg: settings_mod.Settings) -> Path:
     return env_file
 
 
+def chosen_llm(
+    yours: providers.ProviderSettings | None,
+    prices: dict[str, ledger_prices.Price],
+    local_url: str,
+) -> tuple[providers.ProviderSettings, dict[str, ledger_prices.Price]]:
+    """The LLM the demo drafts with and its prices: yours when given, else the local
+    model's at `local_url`."""
+    if yours is None:
+        return content.llm(local_url), content.PRICES
+    return yours, prices
+
+
 def settings(
     data_dir: Path,
     pipelines_dir: Path,
     base_url: str,
-    llm_url: str,
-    llm: providers.ProviderSettings | None,
+    llm: providers.ProviderSettings,
     prices: dict[str, ledger_prices.Price],
 ) -> settings_mod.Settings:
-    """The demo's settings; the LLM and prices are yours when given, else the local
-    model's at `llm_url`."""
+    """The demo's settings, drafting with `llm` at `prices` (chosen_llm)."""
     telegram = settings_mod.TelegramSettings(
         token=TOKEN,  # type: ignore[arg-type]  # pydantic makes it a SecretStr
         base_url=base_url,
@@ -89,6 +99,6 @@ def settings(
         data_dir=data_dir,
         pipelines_dir=pipelines_dir,
         telegram=telegram,
-        llm=llm or content.llm(llm_url),
-        prices=(prices or {}) if llm else content.PRICES,
+        llm=llm,
+        prices=prices,
     )

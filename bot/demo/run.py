@@ -156,14 +156,8 @@ async def run(
                 files = _pipelines(options, data_dir, web.url)
                 # The news site's pages and pictures: the page server's own URL is in them.
                 web.files.update(site.files(web.url))
-                cfg = config.settings(
-                    data_dir,
-                    files.pipelines_dir,
-                    api.base_url,
-                    llm.base_url,
-                    options.llm,
-                    options.prices,
-                )
+                model, prices = config.chosen_llm(options.llm, options.prices, llm.base_url)
+                cfg = config.settings(data_dir, files.pipelines_dir, api.base_url, model, prices)
                 env_file = config.write_env_file(cfg)
                 resent = await prepare_store(cfg, datetime.now(UTC))
                 running = Running(
@@ -222,11 +216,9 @@ def _start_web(api: localapi.LocalBotApi, port: int) -> webchat.WebChat:
         path: webchat.StaticFile(file, "application/rss+xml")
         for path, file in content.FEEDS.items()
     }
-    first, *others = content.OPERATORS
     web = webchat.WebChat(
         api,
-        user_id=first,
-        others=tuple(others),
+        operators=content.OPERATORS,
         port=port,
         files=feeds,
         room=(content.ROOM, content.ROOM_TITLE),

@@ -1,7 +1,7 @@
 """The demo's web chat: a page on localhost that plays one operator's side of a Telegram chat
 held by the local Bot API server (`bot.demo.botapi.localapi`).
 
-    web = webchat.WebChat(api, user_id=1001, port=0).start()
+    web = webchat.WebChat(api, operators=(1001,), port=0).start()
     print(web.url)          # open it in a browser
     ...
     web.stop()
@@ -17,7 +17,7 @@ operator. It talks only to this server, same origin, through a small JSON API:
     POST /api/send {text, reply_to_message_id?, as?, room?}   a command or a message
     POST /api/tap  {message_id, data, as?, room?}             a tap; answers {query_id}
 
-The operators are fixed here (`user_id` and `others`; `as` picks one, the first by
+The operators are fixed here (`operators`; `as` picks one, the first by
 default), each in their private chat, so the page can speak only as one of them, in their
 own chat or in the demo's team room (`room`); nothing else of the local server's control
 API (faults, other chats) is exposed.
@@ -83,19 +83,20 @@ class WebChat:
         self,
         api: localapi.LocalBotApi,
         *,
-        user_id: int,
-        others: tuple[int, ...] = (),
+        operators: tuple[int, ...],
         port: int = 0,
         files: dict[str, StaticFile] | None = None,
         room: tuple[int, str] | None = None,
     ) -> None:
-        """`user_id`: the operator the page speaks as unless it asks for one of `others`;
+        """`operators`: whom the page may speak as, the first unless it asks for another;
         each operator's private chat has their id. `room`: a group (id, title) the page
         can show and speak in, as any operator, instead of their private chat."""
+        if not operators:
+            raise ValueError("the page speaks as an operator: give at least one")
         self.api = api
         self.room = room
-        self.user_id = user_id
-        self.operators = (user_id, *others)
+        self.user_id = operators[0]
+        self.operators = operators
         self.files = dict(files or {})
         for name in ("index.html", "app.js", "style.css"):
             self.files["/" + name] = StaticFile(STATIC_DIR / name, STATIC_TYPES[Path(name).suffix])

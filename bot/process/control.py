@@ -49,8 +49,6 @@ log = logging.getLogger(__name__)
 
 SOCKET_NAME = "control.sock"
 ACTOR = "cli"
-#: The ledger endpoint of spend a dry run recorded after the fact.
-DRY_RUN_ENDPOINT = "llm.dry-run"
 #: The argument the server sets to the peer's actor ("cli:<unix user>"); a client's own
 #: value is replaced, so a request cannot name someone else.
 BY = "by"
@@ -209,9 +207,8 @@ async def _record_spend(rt: seams.Controlled, args: dict[str, Any]) -> Any:
     )
     micros = operations.whole_number(args.get("micros"), "micros", low=0)
     key, pipeline, evidence = str(args["key"]), str(args["pipeline"]), str(args["evidence"])
-    return await ledger.charge(
-        rt.store, key, DRY_RUN_ENDPOINT, pipeline, usage, micros, evidence, rt.now()
-    )
+    spent = ledger.Actual(micros, evidence, usage)
+    return await ledger.charge(rt.store, key, pipeline, spent, rt.now())
 
 
 async def _token_create(rt: seams.Controlled, args: dict[str, Any]) -> Any:

@@ -243,9 +243,8 @@ class Runs(Trigger):
         if body:
             raise Refused(422, f"a run takes no fields; got {', '.join(sorted(body))[:200]}")
         rt = self.runtime
-        return await trigger.request_run(
-            rt.store, rt.pipelines, caller, name, key, self.request_hash(None), rt.now()
-        )
+        request = trigger.Request(caller, key, self.request_hash(None), rt.now())
+        return await trigger.request_run(rt.store, rt.pipelines, request, name)
 
 
 class Items(Trigger):
@@ -259,11 +258,9 @@ class Items(Trigger):
         except pydantic.ValidationError as exc:
             raise Refused(422, _invalid(exc)) from None
         rt = self.runtime
-        digest = self.request_hash(body)
+        request = trigger.Request(caller, key, self.request_hash(body), rt.now())
         try:
-            return await trigger.hand_over(
-                rt.store, rt.pipelines, caller, name, item, key, digest, rt.now()
-            )
+            return await trigger.hand_over(rt.store, rt.pipelines, request, name, item)
         except ValueError as exc:
             raise Refused(422, str(exc)) from None
 

@@ -335,11 +335,12 @@ def _revise_sync(
     item_id, shown_version = revision.item_id, revision.shown_version
     operator_id, who = revision.operator_id, revision.who
     check_operator(pipeline, operator_id, conn, (item_id, items.get_sync(conn, item_id).attempt))
+    edit = drafts.Edit(item_id, shown_version, operator_id, who)
     if text is None:
-        draft = drafts.remove_image_sync(conn, item_id, shown_version, operator_id, now, who)
+        draft = drafts.remove_image_sync(conn, edit, now)
         mark, done = "🖼", "image removed"
     else:
-        draft = drafts.edit_sync(conn, item_id, shown_version, text, operator_id, now, who)
+        draft = drafts.edit_sync(conn, edit, text, now)
         mark, done = "✏️", "edited"
     item = items.get_sync(conn, item_id)
     status = f"{mark} {done} by {who}: see version {draft.version} below"

@@ -30,7 +30,7 @@ from cryptography.hazmat.primitives.asymmetric import ed25519
 from pipelines.audit import keys as audit_keys
 from pipelines.audit import trust
 from pipelines.ground import waiting
-from store import backend, outbox, units
+from store import backend, outbox, payloads, units
 from store.audit import checkpoints, sealer, signers
 from store.db import Store
 
@@ -84,7 +84,7 @@ async def sign(
         cp = checkpoints.sign_head_sync(conn, audit_keys.signer(key), now)
         if cp is not None and post:
             text, day = head_text(cp), f"audit-head:{now:%Y-%m-%d}"
-            outbox.alert_sync(conn, text, now, key=day, level="info")
+            outbox.alert_sync(conn, payloads.Alert(text=text, level="info"), now, key=day)
         return cp
 
     return await store.write(unit)
@@ -112,7 +112,9 @@ async def register(
         others = [row for row in signers.all_sync(conn) if row.key_id != signer.key_id]
         if signers.register_sync(conn, signer) and others:
             alert = f"audit-key:{signer.key_id}"
-            outbox.alert_sync(conn, key_text(signer), now, key=alert, level="info")
+            outbox.alert_sync(
+                conn, payloads.Alert(text=key_text(signer), level="info"), now, key=alert
+            )
 
     await store.write(unit)
     return signer

@@ -71,11 +71,11 @@ def declared(directory: Path, cache: Path | None = None) -> list[str]:
 
 def name_in(file: Path) -> str | None:
     """The valid name one file declares; None if it declares none or cannot be read."""
-    from pipelines.config import file_errors
+    from pipelines.config import yaml_file
 
     try:
-        _, data = file_errors.parse_yaml(file_errors.read(file))
-    except file_errors.Problem:
+        _, data = yaml_file.parse_yaml(yaml_file.read(file))
+    except yaml_file.Problem:
         return None
     name = data.get("name")
     return name if isinstance(name, str) and NAME_RE.fullmatch(name) else None

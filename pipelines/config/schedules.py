@@ -45,8 +45,8 @@ from pydantic import (
     model_validator,
 )
 
-from pipelines.config import file_errors, names
-from pipelines.ground import cadence, paths
+from pipelines.config import file_errors, names, timing, yaml_file
+from pipelines.ground import paths
 
 ConfigError = file_errors.ConfigError
 Day = Literal["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
@@ -153,15 +153,10 @@ def _distinct_days(value: list[Day]) -> list[Day]:
     return value
 
 
-def _duration(value: object) -> timedelta:
-    if isinstance(value, timedelta):
-        return value
-    if not isinstance(value, str):
-        raise ValueError(f"invalid interval {value!r}: expected {cadence.VALID_INTERVALS}")
-    found = cadence.parse_interval(value)
-    if found > MAX_SPAN:
-        raise ValueError(f"must be at most 1d, not {value}: a slot a day late is no slot")
-    return found
+def _at_most_a_day(value: timedelta) -> timedelta:
+    if value > MAX_SPAN:
+        raise ValueError(f"must be at most 1d, not {_span(value)}: a slot a day late is no slot")
+    return value
 
 
 def _span(value: timedelta) -> str:
@@ -174,7 +169,7 @@ def _span(value: timedelta) -> str:
 
 Zone = Annotated[zoneinfo.ZoneInfo, PlainValidator(_zone), PlainSerializer(lambda z: z.key)]
 SlotTime = Annotated[time, PlainValidator(_slot), PlainSerializer(_clock)]
-Duration = Annotated[timedelta, PlainValidator(_duration), PlainSerializer(_span)]
+Duration = Annotated[timing.Interval, AfterValidator(_at_most_a_day), PlainSerializer(_span)]
 
 
 def _named_schedule(value: object, info: ValidationInfo) -> Schedule:
@@ -339,11 +334,11 @@ def _read_once(file: Path, stamp: tuple[int, int, int, int]) -> Named:
 def load(file: Path) -> Named:
     """One schedules file, each schedule loaded or refused alone."""
     try:
-        text = file_errors.read(file)
+        text = yaml_file.read(file)
         if not text.strip():
             return Named(file, True)
-        node, data = file_errors.parse_yaml(text, expected=_WHAT)
-    except file_errors.Problem as problem:
+        node, data = yaml_file.parse_yaml(text, expected=_WHAT)
+    except yaml_file.Problem as problem:
         error = ConfigError(file, problem.line, problem.field, problem.reason)
         return Named(file, True, errors=(error,))
     schedules: dict[str, Schedule] = {}

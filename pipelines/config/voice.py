@@ -37,7 +37,7 @@ from pydantic import (
     model_validator,
 )
 
-from pipelines.config import file_errors
+from pipelines.config import file_errors, yaml_file
 from pipelines.ground import paths
 from pipelines.text import safe_regex
 from pipelines.voice import builtin, lint
@@ -204,11 +204,11 @@ def _cross_checks(parsed: VoiceFile) -> list[tuple[tuple[str | int, ...], str]]:
 def load(file: Path) -> tuple[VoiceFile | None, list[ConfigError]]:
     """One voice file: what it says, or None and every error with its line."""
     try:
-        text = file_errors.read(file)
+        text = yaml_file.read(file)
         if not text.strip():
             return VoiceFile(), []  # an empty profile: the built-in rules as they are
-        node, data = file_errors.parse_yaml(text, expected=_WHAT)
-    except file_errors.Problem as problem:
+        node, data = yaml_file.parse_yaml(text, expected=_WHAT)
+    except yaml_file.Problem as problem:
         return None, [ConfigError(file, problem.line, problem.field, problem.reason)]
     try:
         parsed = VoiceFile.model_validate(data)

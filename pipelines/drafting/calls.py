@@ -75,17 +75,17 @@ def asks_again_sync(conn: backend.Conn, claim_id: int) -> bool:
 
 
 def latest_key_sync(
-    conn: backend.Conn, endpoint: str, pipeline: str, item_id: int, attempt: int, version: str
+    conn: backend.Conn, call: Call, pipeline: str, item_id: int, attempt: int
 ) -> str:
-    """The key of the attempt's latest try: past every try settled with no answer kept
-    (asks_again_sync; the key of try 0 when the attempt has no claim)."""
-    key = claim_key(pipeline, item_id, attempt, version)
-    claim = claims.by_key_sync(conn, endpoint, key)
+    """The key of the attempt's latest try of `call`: past every try settled with no
+    answer kept (asks_again_sync; the key of try 0 when the attempt has no claim)."""
+    key = claim_key(pipeline, item_id, attempt, call.version)
+    claim = claims.by_key_sync(conn, call.endpoint, key)
     for attempt_try in range(1, MAX_TRIES):
         if claim is None or not asks_again_sync(conn, claim.id):
             return key
-        following = claim_key(pipeline, item_id, attempt, version, attempt_try)
-        found = claims.by_key_sync(conn, endpoint, following)
+        following = claim_key(pipeline, item_id, attempt, call.version, attempt_try)
+        found = claims.by_key_sync(conn, call.endpoint, following)
         if found is None:
             return key
         key, claim = following, found

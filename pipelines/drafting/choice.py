@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Protocol
 
 from pipelines.config import spec, triage, voice
-from pipelines.drafting import calls, drafters, paid, question, replies, steps
+from pipelines.drafting import calls, drafters, paid, question, steps
 from pipelines.drafting import llm as llm_drafter
 from pipelines.providers import client as providers
 from store.db import Store
@@ -78,10 +78,9 @@ class Drafters:
     ) -> None:
         self._llm = llm
         self._prices = dict(price_table)
-        self._clock = clock
         self._clients: dict[str, providers.ProviderClient] = {}
-        #: What calls gave while the store failed, kept across ticks (see LlmDrafter).
-        self._unrecorded: dict[int, replies.Record] = {}
+        #: What calls gave while the store failed is kept across ticks (paid.Shared).
+        self._shared = paid.Shared(clock, parked=self.parked)
         self._parked = False
 
     def __call__(self, store: Store, pipeline: spec.Pipeline) -> drafters.Drafter:
@@ -113,9 +112,7 @@ class Drafters:
                 price,
                 call,
                 unpaid=question.NoBudget(),
-                clock=self._clock,
-                unrecorded=self._unrecorded,
-                parked=self.parked,
+                shared=self._shared,
             )
 
         return ask
@@ -135,9 +132,7 @@ class Drafters:
             pipeline,
             client,
             price,
-            clock=self._clock,
-            unrecorded=self._unrecorded,
-            parked=self.parked,
+            shared=self._shared,
         )
 
     def park(self) -> None:

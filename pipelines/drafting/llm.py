@@ -15,11 +15,10 @@ a note on the card.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from datetime import datetime
 
 from pipelines.config import spec
-from pipelines.drafting import calls, drafters, paid, replies
+from pipelines.drafting import calls, drafters, paid
 from pipelines.providers import client as providers
 from store.db import Store
 from store.items import Item
@@ -40,9 +39,7 @@ class LlmDrafter:
         provider: providers.ProviderClient,
         price: ledger_prices.Price,
         *,
-        clock: Callable[[], datetime] | None = None,
-        unrecorded: dict[int, replies.Record] | None = None,
-        parked: Callable[[], bool] = lambda: False,
+        shared: paid.Shared | None = None,
     ) -> None:
         self._store = store
         self._paid = paid.PaidCall(
@@ -52,9 +49,7 @@ class LlmDrafter:
             price,
             _draft_call(pipeline),
             unpaid=drafters.TemplateDrafter(pipeline, note=NO_BUDGET_NOTE),
-            clock=clock,
-            unrecorded=unrecorded,
-            parked=parked,
+            shared=shared,
         )
 
     async def draft(self, item: Item, now: datetime) -> drafters.DraftResult:

@@ -15,7 +15,7 @@ from pipelines.approval import flow
 from pipelines.config import spec
 from pipelines.drafting import drafters
 from pipelines.text import similarity
-from store import backend, drafts, items, outbox
+from store import backend, drafts, items, outbox, payloads
 from store.backends import text as store_text
 from store.intake import seen
 from store.items import Item
@@ -60,10 +60,8 @@ def to_approval(
     draft is stored under that version; any other is locked and answered by the move."""
     window = pipeline.approval.window
     image, digest = _image(item, result), pipeline.approval.digest
-    draft = drafts.unstored(
-        item.id, item.version + 1, result.text, result.provenance, now,
-        cost_micros=result.cost_micros, image_url=image,
-    )  # fmt: skip
+    body = drafts.Body(result.text, result.provenance, result.cost_micros, image)
+    draft = drafts.unstored(item.id, item.version + 1, body, now)
     # The card goes with the move (else the pipeline's digest lists the item).
     shows = flow.Card(draft, result.note, duplicate)
     card = () if digest else [flow.card_row(conn, pipeline, item, shows)]
@@ -76,10 +74,7 @@ def to_approval(
         if answer.why in ("throttled", "gone"):
             raise answer.error()
         return False  # it left this attempt's drafting (or this version) meanwhile
-    drafts.insert_sync(
-        conn, item.id, answer.item.version, result.text, result.provenance, now,
-        cost_micros=result.cost_micros, image_url=image,
-    )  # fmt: skip
+    drafts.insert_sync(conn, item.id, answer.item.version, body, now)
     if pipeline.dedup.mark_at == "success":
         seen.mark_seen_sync(conn, pipeline.name, item.scope, [item.source_id], now)
     return True
@@ -101,7 +96,9 @@ def fail(conn: backend.Conn, item: Item, exc: drafters.DraftFailed, now: datetim
     if exc.raw is not None:
         text += f"\nraw output: {store_text.clean(exc.raw[:1000])}"
     key = f"draft-failed:{item.id}:{item.attempt}"
-    outbox.alert_sync(conn, text, now, key=key, item_id=item.id, pipeline=item.pipeline)
+    outbox.alert_sync(
+        conn, payloads.Alert(text=text, item_id=item.id, pipeline=item.pipeline), now, key=key
+    )
 
 
 def _image(item: Item, result: drafters.DraftResult) -> str | None:

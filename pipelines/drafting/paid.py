@@ -64,6 +64,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -84,6 +85,19 @@ log = logging.getLogger(__name__)
 REUSE_LOOKBACK = 10
 
 
+@dataclass(frozen=True)
+class Shared:
+    """What the paid calls of one process share (choice.Drafters holds one)."""
+
+    #: Read once after the provider answers, to date the settlement; None: use `now`.
+    clock: Callable[[], datetime] | None = None
+    #: By claim id, what a call of this process gave while the store failed (a lost
+    #: connection, a full disk): the next tick records it instead of calling again.
+    unrecorded: dict[int, replies.Record] = field(default_factory=dict)
+    #: True once a clean stop began: a call that gets its turn then begins nothing.
+    parked: Callable[[], bool] = lambda: False
+
+
 class PaidCall:
     """One kind of call through one provider and model, with the ledger around every call."""
 
@@ -96,20 +110,15 @@ class PaidCall:
         call: calls.Call,
         *,
         unpaid: drafters.Drafter,
-        clock: Callable[[], datetime] | None = None,
-        unrecorded: dict[int, replies.Record] | None = None,
-        parked: Callable[[], bool] = lambda: False,
+        shared: Shared | None = None,
     ) -> None:
         self._store = store
         self._pipeline = pipeline
         self._provider = provider
         self._price = price
-        #: Read once after the provider answers, to date the settlement; None: use `now`.
-        self._clock = clock
-        self._endpoint = call.endpoint
+        self._kind = call
         self._max_tokens = call.max_tokens
         self._template = call.template
-        self._version = call.version
         self._schema = call.schema
         self._system = calls.system_prompt(self._schema)
         self._lease = calls.lease_for(provider.settings)
@@ -118,12 +127,8 @@ class PaidCall:
         )
         #: What answers when no budget is configured (the ledger allows no provider call).
         self._unpaid = unpaid
-        #: By claim id, what a call of this process gave while the store failed (a lost
-        #: connection, a full disk): the next tick records it instead of calling again.
-        #: Shared by the calls of one process (choice.Drafters), which outlive a tick.
-        self._unrecorded = {} if unrecorded is None else unrecorded
-        #: True once a clean stop began: a call that gets its turn then begins nothing.
-        self._parked = parked
+        shared = shared or Shared()
+        self._clock, self._unrecorded, self._parked = shared.clock, shared.unrecorded, shared.parked
 
     async def ask(self, item: Item, now: datetime, note: str | None = None) -> drafters.DraftResult:
         """The call's answer for this item (with a reviewer's `note` on an earlier draft,
@@ -179,7 +184,7 @@ class PaidCall:
         return {
             "model": self._provider.settings.model,
             "max_tokens": self._max_tokens,
-            "prompt_version": self._version,
+            "prompt_version": self._kind.version,
         }
 
     async def _reused(
@@ -214,14 +219,11 @@ class PaidCall:
         digest = claims.request_digest(item.pipeline, item.id, self._request())
 
         def unit(conn: backend.Conn) -> tuple[claims.Claim, llm_outputs.Output] | None:
-            name, version = self._pipeline, self._version
             keys = (  # lazily: the newest attempt with a claim decides
-                calls.latest_key_sync(conn, self._endpoint, name, item.id, attempt, version)
+                calls.latest_key_sync(conn, self._kind, self._pipeline, item.id, attempt)
                 for attempt in range(item.attempt, first - 1, -1)
             )
-            return llm_outputs.reusable_sync(
-                conn, self._endpoint, keys, item.id, digest, item.content_hash
-            )
+            return llm_outputs.reusable_sync(conn, self._kind.endpoint, keys, item, digest)
 
         return await self._store.read(unit)
 
@@ -246,19 +248,13 @@ class PaidCall:
             calls.max_input_tokens(self._system, prompt),
             self._max_tokens,
         )
-        key = calls.claim_key(self._pipeline, item.id, item.attempt, self._version, attempt_try)
+        key = calls.claim_key(
+            self._pipeline, item.id, item.attempt, self._kind.version, attempt_try
+        )
+        endpoint = self._kind.endpoint
+        call = ledger.Call(key, endpoint, request, worst, item.pipeline, item.id, self._lease)
         try:
-            return await ledger.begin(
-                self._store,
-                key,
-                self._endpoint,
-                request,
-                worst,
-                item.pipeline,
-                item.id,
-                now,
-                self._lease,
-            )
+            return await ledger.begin(self._store, call, now)
         except errors.BudgetExceeded as exc:
             raise drafters.DraftFailed(f"budget exceeded: {exc}", reason="budget") from None
         except errors.Conflict as exc:
@@ -353,7 +349,7 @@ class PaidCall:
             "model": model,
             "claim": claim.id,
             "request_id": request_id,
-            "prompt_version": self._version,
+            "prompt_version": self._kind.version,
         }
         note = None
         if claim.state != ClaimState.SETTLED:

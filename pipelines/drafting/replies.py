@@ -149,18 +149,12 @@ class Replies:
 
         def unit(conn: backend.Conn) -> tuple[claims.Claim, str | None]:
             if usage is None:
-                llm_outputs.save_sync(conn, work.id, text, model, request_id, error, now)
+                llm_outputs.keep_sync(conn, work.id, kept, now)
                 reason = f"charged, but the usage is unknown ({evidence}); reconcile with the bill"
                 return claims.fail_sync(conn, work.id, reason, now), None
+            spent = ledger_settle.Actual(ledger_prices.cost(usage, self.price), evidence, usage)
             settled = ledger_settle.complete_sync(
-                conn,
-                work.id,
-                usage,
-                ledger_prices.cost(usage, self.price),
-                evidence,
-                item.content_hash,
-                now,
-                kept,
+                conn, work.id, spent, item.content_hash, now, kept
             )
             return settled.claim, settled.content_changed
 
@@ -171,17 +165,9 @@ class Replies:
 
     async def _not_charged(self, work: claims.Work, item: Item, why: str, now: datetime) -> None:
         """Nothing was generated: settle at 0 with `why` as evidence (the hold is released)."""
-        evidence = why[: ledger_settle.MAX_EVIDENCE]
+        nothing = ledger.Actual(0, why[: ledger_settle.MAX_EVIDENCE], ledger_prices.Usage(0, 0))
         try:
-            await ledger.complete(
-                self.store,
-                work.id,
-                ledger_prices.Usage(0, 0),
-                0,
-                evidence,
-                item.content_hash,
-                now,
-            )
+            await ledger.complete(self.store, work.id, nothing, item.content_hash, now)
         except errors.Conflict as conflict:  # the item changed: the claim stays uncertain
             log.warning("claim %s not settled: %s", work.id, conflict)
 

@@ -51,7 +51,8 @@ async def set_budget(
         budgets.check_period(period)
     except ValueError as exc:
         raise Invalid(str(exc)) from None
-    return await ledger.set_budget(store, scope, period, parse_usd(amount_usd), actor, now)
+    limit = ledger.Limit(scope, period, parse_usd(amount_usd))
+    return await ledger.set_budget(store, limit, actor, now)
 
 
 async def reconcile_claim(
@@ -65,7 +66,7 @@ async def reconcile_claim(
     if not evidence.strip():
         raise Invalid("evidence is required: e.g. the provider's request id or invoice line")
     micros = parse_usd(amount_usd)
-    settled = await ledger.reconcile(store, claim_id, micros, evidence, actor, now)
+    settled = await ledger.reconcile(store, claim_id, ledger.Actual(micros, evidence), actor, now)
     held = settled.claim.item_id
     if held is not None and (await items.get(store, held)).state in _GOES_ON:
         await timetable.request_run(store, settled.claim.pipeline, now)

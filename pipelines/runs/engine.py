@@ -36,7 +36,7 @@ from pipelines.ground import logfields
 from pipelines.runs import fulltext, intake
 from pipelines.sources import articles, base
 from pipelines.text import similarity
-from store import backend, errors, items, outbox
+from store import backend, errors, items, outbox, payloads
 from store.backends import text as store_text
 from store.db import Store
 from store.intake import runs, timetable
@@ -57,6 +57,15 @@ MAX_ITEMS_PER_TICK = 10_000
 DrafterFactory = Callable[[spec.Pipeline], drafters.Drafter]
 #: Which of a tick's new items it drafts, in the order given; the others stay new.
 Selector = Callable[[list[Item]], list[Item]]
+
+
+@dataclass(frozen=True)
+class Trial:
+    """How a dry run (pipelines/runs/trial.py) drafts, unlike a live run: only the new
+    items `select` picks (`--limit`), its cards saying how long each article was."""
+
+    select: Selector
+    full_text_lengths: bool
 
 
 @dataclass
@@ -83,8 +92,7 @@ class Engine:
         client: httpx.AsyncClient,
         drafter_for: DrafterFactory | None = None,
         max_items_per_tick: int = MAX_ITEMS_PER_TICK,
-        select: Selector | None = None,
-        full_text_lengths: bool = False,
+        trial: Trial | None = None,
     ) -> None:
         if max_items_per_tick < 1:
             raise ValueError(f"max_items_per_tick must be at least 1, got {max_items_per_tick}")
@@ -102,14 +110,12 @@ class Engine:
         #: left there by a crash (or an error) and the next tick resumes it.
         self._in_flight: set[int] = set()
         self.max_items_per_tick = max_items_per_tick
-        #: A dry run drafts only some of what it fetched (`--limit`); a live run drafts all.
-        self._select = select
+        #: A live run drafts all it fetched, a dry run what its Trial picks.
+        self._trial = trial
         #: Set by park(): a clean stop has begun.
         self._parked = False
         #: Articles for sources with full_text, a few at once per host across ticks.
         self._articles = articles.Fetcher(client)
-        #: Cards say how long each article was (a dry run), not only why one was not used.
-        self._lengths = full_text_lengths
 
     def park(self) -> None:
         """Begin no more drafts (a clean stop): drafts already begun finish; the items not
@@ -156,9 +162,9 @@ class Engine:
             if result is None:
                 continue
             fetched += len(result.items)
-            new_items += await intake.record(
-                self.store, pipeline, source.scope, result, report.errors, now
-            )
+            created, problems = await intake.record(self.store, pipeline, source.scope, result, now)
+            new_items += created
+            report.errors += problems
         waiting = await self._waiting(name, now)
         left = await items.in_state(self.store, State.DRAFTING, name, limit=self.max_items_per_tick)
         orphans = [item for item in left if item.id not in self._in_flight]
@@ -197,7 +203,7 @@ class Engine:
                 "pipeline %s: more than %d new items; the rest go to a follow-up run", name, cap
             )
             await timetable.request_run(self.store, name, now)
-        return waiting[:cap] if self._select is None else self._select(waiting[:cap])
+        return waiting[:cap] if self._trial is None else self._trial.select(waiting[:cap])
 
     async def _draft_all(
         self,
@@ -224,7 +230,8 @@ class Engine:
         earlier = await self._approved_recently(pipeline, now)
         plan = steps.plan_of(self._drafter_for(pipeline))
         if fulltext.used([pipeline]):
-            plan = plan.reading(fulltext.Reading(self._articles, pipeline, self._lengths))
+            lengths = self._trial is not None and self._trial.full_text_lengths
+            plan = plan.reading(fulltext.Reading(self._articles, pipeline, lengths))
         walked = plan.steps()  # triage, full text, draft: each item walks them in order
         gate = asyncio.Semaphore(CONCURRENCY)
 
@@ -375,7 +382,9 @@ class Engine:
             runs.finish_run_sync(conn, report.run_id, status, report.counts, error_text, now)
             if error_text:
                 text = f"⚠️ run {report.run_id} of {report.pipeline} failed: {error_text}"
-                outbox.alert_sync(conn, text, now, key=f"run-failed:{report.run_id}")
+                outbox.alert_sync(
+                    conn, payloads.Alert(text=text), now, key=f"run-failed:{report.run_id}"
+                )
 
         try:
             await self.store.write(unit)

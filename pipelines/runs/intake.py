@@ -5,7 +5,7 @@ transaction, its event naming the rule: never drafted, never charged, and /repla
 it back past the filter (only intake filters).
 
     fetched = intake.storable(await sources.fetch(source, state, client))
-    created = await intake.record(store, pipeline, scope, fetched, errors_out, now)
+    created, problems = await intake.record(store, pipeline, scope, fetched, now)
 """
 
 from __future__ import annotations
@@ -109,11 +109,10 @@ async def record(
     pipeline: spec.Pipeline,
     scope: str,
     result: base.Fetched,
-    errors_out: list[str],
     now: datetime,
-) -> list[Item]:
-    """Dedup the batch and create an item row for each new id, RECORD_CHUNK at a time;
-    what went wrong is added to `errors_out` (the run's errors).
+) -> tuple[list[Item], list[str]]:
+    """Dedup the batch and create an item row for each new id, RECORD_CHUNK at a time:
+    the items created, and what went wrong (for the run's errors).
 
     Each chunk's dedup marks and item rows commit together, and the source's saved
     state (its ETag) commits only with the last chunk: a crash can neither lose items
@@ -123,6 +122,7 @@ async def record(
     a large batch.
     """
     created: list[Item] = []
+    problems: list[str] = []
     dedup = True
     batch = result.items
     for first in range(0, max(len(batch), 1), RECORD_CHUNK):
@@ -136,20 +136,20 @@ async def record(
             if not dedup:
                 raise
             if pipeline.dedup.fail_closed:
-                errors_out.append(
+                problems.append(
                     f"source {scope}: dedup unavailable ({exc}); batch skipped (fail_closed)"
                 )
-                return created
+                return created, problems
             # Degrade open: items already recorded stay unique in `items`.
             log.warning(
                 "pipeline %s: dedup unavailable, processing the batch unfiltered: %s",
                 pipeline.name, exc,
             )  # fmt: skip
-            errors_out.append(
+            problems.append(
                 f"source {scope}: dedup unavailable ({exc}); processed the batch unfiltered"
             )
             dedup = False
             created += await store.write(
                 record_sync, pipeline, scope, chunk, state, now, dedup=dedup
             )
-    return created
+    return created, problems

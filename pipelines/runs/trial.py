@@ -38,7 +38,7 @@ import httpx
 from pipelines.config import spec
 from pipelines.drafting import choice, drafters
 from pipelines.providers import client as providers
-from pipelines.runs.engine import Engine
+from pipelines.runs.engine import Engine, Trial
 from store import db, drafts, items, ledger, outbox
 from store.db import Store
 from store.items.machine import State
@@ -172,8 +172,7 @@ async def run(
                 {pipeline.name: pipeline},
                 client=client,
                 drafter_for=_template if choose is None else lambda p: choose(store, p),
-                select=newest,
-                full_text_lengths=True,
+                trial=Trial(select=newest, full_text_lengths=True),
             )
             tick = await engine.tick(pipeline.name, "manual", now)
             cards = [
@@ -233,4 +232,4 @@ async def _drafted(
 
 async def _limits(store: Store, left: Sequence[tuple[str, str, int]], now: datetime) -> None:
     for scope, period, micros in left:
-        await ledger.set_budget(store, scope, period, max(micros, 0), "system", now)
+        await ledger.set_budget(store, ledger.Limit(scope, period, max(micros, 0)), "system", now)

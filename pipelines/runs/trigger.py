@@ -1,8 +1,9 @@
 """What the HTTP trigger does: start a run, or hand over an item, exactly once per
 idempotency key.
 
-    answer = await trigger.request_run(store, pipelines, caller, "news", key, digest, now)
-    answer = await trigger.hand_over(store, pipelines, caller, "news", item, key, digest, now)
+    request = trigger.Request(caller, key, digest, now)
+    answer = await trigger.request_run(store, pipelines, request, "news")
+    answer = await trigger.hand_over(store, pipelines, request, "news", item)
 
 A handed-over item goes the way a fetched one goes: dedup (scope `api`, shared by every
 caller), an item row in `new`, then a run of its pipeline drafts it and queues its card.
@@ -13,6 +14,7 @@ with another request is a conflict. The HTTP side lives in bot/web/api.py.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -67,6 +69,17 @@ class ItemIn(BaseModel):
         )
 
 
+@dataclass(frozen=True)
+class Request:
+    """One call as its idempotency record knows it: who sent it, the key it came with (if
+    any), the hash of what it asked, and when it arrived."""
+
+    caller: tokens.Token
+    key: str | None
+    digest: str
+    at: datetime
+
+
 class Conflict(errors.Conflict):
     """This idempotency key was used for another request."""
 
@@ -79,27 +92,21 @@ def _pipeline(pipelines: dict[str, spec.Pipeline], name: str) -> spec.Pipeline:
     return found
 
 
-async def _once(
-    store: Store,
-    caller: tokens.Token,
-    key: str | None,
-    request_hash: str,
-    now: datetime,
-    work: Any,
-) -> tokens.Answer:
+async def _once(store: Store, request: Request, work: Any) -> tokens.Answer:
     """Run `work(conn) -> (status, body)` in one unit with its idempotency record. When
     another request with the same key commits first, this unit is undone and answers
     as a retry would."""
+    caller, key = request.caller.id, request.key
 
     def unit(conn: backend.Conn) -> tokens.Answer:
         if key is not None:
-            first = tokens.remembered_sync(conn, caller.id, key)
+            first = tokens.remembered_sync(conn, caller, key)
             if first is not None:
-                return _replay(first, request_hash)
+                return _replay(first, request.digest)
         status, body = work(conn)
-        answer = tokens.Answer(request_hash, status, body)
+        answer = tokens.Answer(request.digest, status, body)
         if key is not None:
-            kept = tokens.remember_sync(conn, caller.id, key, answer, now)
+            kept = tokens.remember_sync(conn, caller, key, answer, request.at)
             if kept is not answer:
                 raise _Answered(kept)
         return answer
@@ -107,7 +114,7 @@ async def _once(
     try:
         return await store.write(unit)
     except _Answered as lost:
-        return _replay(lost.first, request_hash)
+        return _replay(lost.first, request.digest)
 
 
 class _Answered(Exception):
@@ -129,38 +136,31 @@ def _replay(first: tokens.Answer, request_hash: str) -> tokens.Answer:
 
 
 async def request_run(
-    store: Store,
-    pipelines: dict[str, spec.Pipeline],
-    caller: tokens.Token,
-    name: str,
-    key: str | None,
-    request_hash: str,
-    now: datetime,
+    store: Store, pipelines: dict[str, spec.Pipeline], request: Request, name: str
 ) -> tokens.Answer:
     """Ask for a run of `name` at the scheduler's next pass (about a second)."""
     _pipeline(pipelines, name)
+    now = request.at
 
     def work(conn: backend.Conn) -> tuple[int, dict[str, Any]]:
         timetable.request_run_sync(conn, name, now)
         return 202, {"pipeline": name, "run": "requested", "requested_at": _iso(now)}
 
-    return await _once(store, caller, key, request_hash, now, work)
+    return await _once(store, request, work)
 
 
 async def hand_over(
     store: Store,
     pipelines: dict[str, spec.Pipeline],
-    caller: tokens.Token,
+    request: Request,
     name: str,
     item: ItemIn,
-    key: str | None,
-    request_hash: str,
-    now: datetime,
 ) -> tokens.Answer:
     """Record `item` as fetched for `name` (202 with its id) or, when dedup has seen its
     id, change nothing (200, duplicate); a new item asks for a run that drafts it."""
     pipeline = _pipeline(pipelines, name)
-    fetched = item.fetched(caller.name)
+    fetched = item.fetched(request.caller.name)
+    now = request.at
 
     def work(conn: backend.Conn) -> tuple[int, dict[str, Any]]:
         created = intake.record_sync(conn, pipeline, SCOPE, [fetched], None, now, dedup=True)
@@ -170,7 +170,7 @@ async def hand_over(
         body = {"pipeline": name, "id": item.id, "item": created[0].id, "duplicate": False}
         return 202, body
 
-    return await _once(store, caller, key, request_hash, now, work)
+    return await _once(store, request, work)
 
 
 def _iso(now: datetime) -> str:

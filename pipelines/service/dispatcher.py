@@ -97,7 +97,8 @@ async def run_once(
     again once their lease lapses.
     """
     rng = rng if rng is not None else random.Random()
-    rows = await outbox.claim_due(store, worker, now, ["dispatch"], lease, limit=BATCH)
+    claimant = outbox.Claimant(worker, lease)
+    rows = await outbox.claim_due(store, claimant, now, ["dispatch"], limit=BATCH)
     by_target: dict[str, list[outbox.Row]] = {}
     for row in rows:
         by_target.setdefault(row.target, []).append(row)
@@ -352,7 +353,9 @@ def _fail_sync(conn: backend.Conn, row: outbox.Row, item: Item, reason: str, now
     items.apply_one(conn, items.Move(item, State.FAILED, "system", now, failed, any_version=True))
     text = f"❌ item {item.id} ({item.pipeline}) was not dispatched: {reason}"
     key = f"dispatch-failed:{item.id}:{item.attempt}:{item.version}"
-    outbox.alert_sync(conn, text, now, key=key, item_id=item.id, pipeline=item.pipeline)
+    outbox.alert_sync(
+        conn, payloads.Alert(text=text, item_id=item.id, pipeline=item.pipeline), now, key=key
+    )
     card_trail.failed_sync(conn, item, reason, now)
     outbox.mark_failed_sync(conn, row.id, reason)
 

@@ -120,17 +120,11 @@ class Leadership:
         already earned (the timer still ends it in time)."""
         if self._closed:
             return False
-        asked = self._monotonic()
+        asked, bid = self._monotonic(), leases.Bid(LEASE, self.holder, self.term)
         try:
             async with asyncio.timeout(self.renew_deadline_s):
                 term = await leases.acquire(
-                    self.store,
-                    LEASE,
-                    self.holder,
-                    self.term,
-                    self._clock(),
-                    self.ttl,
-                    steal=self._exclusive,
+                    self.store, bid, self._clock(), self.ttl, steal=self._exclusive
                 )
         except TimeoutError:
             # The next step asks again; the trust already earned still holds, and its

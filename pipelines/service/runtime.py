@@ -46,7 +46,7 @@ from pipelines.runs import engine, fulltext
 from pipelines.service import leader, seal_loop, workers
 from pipelines.service.scheduler import Scheduler
 from pipelines.sources import articles
-from store import db, errors, ledger, outbox
+from store import db, errors, ledger, outbox, payloads
 from store.cluster import heartbeats
 from store.db import Store
 from store.intake import runs
@@ -315,4 +315,4 @@ async def _report_config_errors(store: Store, loaded: spec.LoadResult, now: date
     text = "⚠️ pipeline files rejected at startup:\n" + spec.format_errors(loaded.errors)
     key = "config-errors:" + hashlib.sha256(text.encode()).hexdigest()[:16]
 
-    await store.write(outbox.alert_sync, text, now, key=key)
+    await store.write(outbox.alert_sync, payloads.Alert(text=text), now, key=key)

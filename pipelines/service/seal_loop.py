@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from typing import TypeVar
 
 from pipelines.ground import waiting
-from store import backend, episodes, errors, outbox
+from store import backend, episodes, errors, outbox, payloads
 from store.audit import sealer
 from store.db import Store
 
@@ -45,7 +45,12 @@ def alert_if_late_sync(
             f"{age:.1f} s (the promise is {max_delay.total_seconds():g} s). Is the "
             "leader's sealer running? `gatehouse audit verify` lists them as pending."
         )
-        outbox.alert_sync(conn, text, now, key=f"seal-delay:{now:%Y-%m-%dT%H}", level="warning")
+        outbox.alert_sync(
+            conn,
+            payloads.Alert(text=text, level="warning"),
+            now,
+            key=f"seal-delay:{now:%Y-%m-%dT%H}",
+        )
     return age
 
 

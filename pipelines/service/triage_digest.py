@@ -17,7 +17,7 @@ from datetime import datetime, time, timedelta
 from pipelines.config import spec
 from pipelines.ground import waiting
 from pipelines.service import seams
-from store import outbox, units
+from store import outbox, payloads, units
 from store.db import Store
 from store.intake import dropped
 from store.items import Item
@@ -55,8 +55,8 @@ async def post(store: Store, pipelines: Mapping[str, spec.Pipeline], now: dateti
         if not found:
             continue
         key = f"skipped-digest:{name}:{yesterday:%Y-%m-%d}"
-        said = text(name, yesterday, found)
-        if await store.write(outbox.alert_sync, said, now, key=key, level="info") is not None:
+        said = payloads.Alert(text=text(name, yesterday, found), level="info")
+        if await store.write(outbox.alert_sync, said, now, key=key) is not None:
             queued += 1
     return queued
 

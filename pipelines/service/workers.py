@@ -24,7 +24,7 @@ from datetime import datetime
 from typing import Literal
 
 from pipelines.ground import retry, waiting
-from store import clock, errors, outbox
+from store import clock, errors, outbox, payloads
 from store.db import Store
 
 log = logging.getLogger(__name__)
@@ -157,7 +157,7 @@ class Registry:
         text = f"⚠️ {worker}: unexpected {kind}{place}. It keeps going; details in the log."
         now = self._now()
         try:
-            await self._store.write(outbox.alert_sync, text, now, key=key)
+            await self._store.write(outbox.alert_sync, payloads.Alert(text=text), now, key=key)
         except errors.StoreError as store_exc:
             log.error("could not queue the alert about %s: %s", worker, store_exc)
             return

@@ -61,15 +61,12 @@ _WARM_PAGE = (
 _extracting = concurrent.futures.ThreadPoolExecutor(EXTRACTORS, thread_name_prefix="extract")
 
 
-class Source(Protocol):
-    """What a source with links declares for full text (rss, http_json)."""
+class Source(common.Bounded, Protocol):
+    """What a source with links declares for full text (rss, http_json), besides the
+    timeout and limits that bound each GET."""
 
     full_text: bool
     allow_private_addresses: bool
-    timeout_seconds: float
-
-    @property
-    def limits(self) -> common.Limits: ...
 
 
 @dataclass(frozen=True)
@@ -139,12 +136,7 @@ class Fetcher:
         for _ in range(MAX_REDIRECTS + 1):
             _check_link(url)
             response = await common.get(
-                self.client,
-                url,
-                headers,
-                source.timeout_seconds,
-                source.limits,
-                public_only=not source.allow_private_addresses,
+                self.client, url, headers, source, public_only=not source.allow_private_addresses
             )
             if response.status_code not in _REDIRECTS:
                 return _page(response, url), url

@@ -18,7 +18,7 @@ import zlib
 from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Protocol, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
@@ -218,18 +218,26 @@ def validators(response: Response) -> dict[str, str]:
     return state
 
 
+class Bounded(Protocol):
+    """What bounds a source's GET: its timeout and its byte limits (a WebSource has both)."""
+
+    timeout_seconds: float
+
+    @property
+    def limits(self) -> Limits: ...
+
+
 async def get(
     client: httpx.AsyncClient,
     url: str,
     headers: Mapping[str, str],
-    seconds: float,
-    limits: Limits,
+    source: Bounded,
     *,
     public_only: bool = False,
 ) -> Response:
-    """GET `url` within `seconds` and `limits`; a 304 is returned, every other failure
-    becomes a SourceError naming the URL. With `public_only`, a host that resolves to a
-    private address is refused at the connection (dialer), before anything is sent.
+    """GET `url` within the source's timeout and limits; a 304 is returned, every other
+    failure becomes a SourceError naming the URL. With `public_only`, a host that resolves
+    to a private address is refused at the connection (dialer), before anything is sent.
 
     Messages carry the redacted URL and the status only, never header values.
     """
@@ -237,7 +245,7 @@ async def get(
 
     from pipelines.ground import dialer, httpclient
 
-    shown = redact_url(url)
+    shown, seconds = redact_url(url), source.timeout_seconds
     if public_only and not isinstance(client, httpclient.Fetching):
         # Only that client judges the address it dials: any other would fetch unchecked.
         raise base.SourceError(f"GET {shown} needs httpclient.fetching() to check addresses")
@@ -246,7 +254,7 @@ async def get(
     try:
         async with asyncio.timeout(seconds):
             stream = client.stream("GET", url, headers=asked, timeout=seconds, extensions=marks)
-            return await _read(stream, limits, shown)
+            return await _read(stream, source.limits, shown)
     except (TimeoutError, httpx.TimeoutException):
         raise base.SourceError(f"GET {shown} timed out after {seconds:g} s") from None
     except httpx.ConnectError as exc:

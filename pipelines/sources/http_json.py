@@ -54,7 +54,7 @@ async def fetch(
             raise base.SourceError(f"header {name}: value must be ASCII on one line")
         headers[name] = resolved
     headers |= common.conditional_headers(state)
-    response = await common.get(client, config.url, headers, config.timeout_seconds, config.limits)
+    response = await common.get(client, config.url, headers, config)
     if response.status_code == 304:
         return base.Fetched(items=[], state=dict(state))
     shown = common.redact_url(config.url)

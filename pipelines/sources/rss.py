@@ -32,7 +32,7 @@ async def fetch(
     """The feed's entries, or none (state kept) when the server answers 304 Not Modified."""
     headers = {"Accept": "application/rss+xml, application/atom+xml, application/xml, text/xml"}
     headers |= common.conditional_headers(state)
-    response = await common.get(client, config.url, headers, config.timeout_seconds, config.limits)
+    response = await common.get(client, config.url, headers, config)
     if response.status_code == 304:
         return base.Fetched(items=[], state=dict(state))
     # Parse the bytes we fetched (a URL would make feedparser do its own I/O) and turn

@@ -1,8 +1,8 @@
 """Leases: one holder of a named role at a time, for a term, until the lease lapses.
 
-    term = await leases.acquire(store, "leader", me, None, now, ttl)    # None: not won
-    term = await leases.acquire(store, "leader", me, term, now, ttl)    # renew each ttl/4
-    await leases.release(store, "leader", me, term, now)                # at a clean stop
+    term = await leases.acquire(store, leases.Bid("leader", me, None), now, ttl)  # None: not won
+    term = await leases.acquire(store, leases.Bid("leader", me, term), now, ttl)  # each ttl/4
+    await leases.release(store, "leader", me, term, now)                   # at a clean stop
 
 A lease is won by inserting its row (elect) or, once it lapsed, by taking it over in a
 new term; only its holder in its term renews it, and only before it lapses. Two
@@ -37,30 +37,33 @@ class Lease(backend.Record):
         return self.expires_at >= now
 
 
+@dataclass(frozen=True)
+class Bid:
+    """Who asks for which lease: `holder` renews `term` if it still holds it (None: it
+    holds no term yet), else wins the lease if it is free."""
+
+    name: str
+    holder: str
+    term: int | None
+
+
 def acquire_sync(
-    conn: backend.Conn,
-    name: str,
-    holder: str,
-    term: int | None,
-    now: datetime,
-    ttl: timedelta,
-    *,
-    steal: bool,
+    conn: backend.Conn, bid: Bid, now: datetime, ttl: timedelta, *, steal: bool
 ) -> int | None:
-    """Renew `term` if given and still ours, else win the lease if free; the term held.
+    """Renew the bid's term if given and still ours, else win the lease if free; the term held.
 
     `steal` takes the lease even from a live holder: only for a store that one process
     alone can open (SQLite), whose earlier holder is therefore dead.
     """
     params = {
-        "name": name,
-        "holder": holder,
-        "term": term,
+        "name": bid.name,
+        "holder": bid.holder,
+        "term": bid.term,
         "steal": int(steal),
         "now": clock.to_ms(now),
         "until": clock.to_ms(now + ttl),
     }
-    if term is not None:
+    if bid.term is not None:
         row = conn.execute(Q["renew"], params).fetchone()
         if row is not None:
             return int(row[0])
@@ -72,18 +75,9 @@ def acquire_sync(
 
 
 async def acquire(
-    store: Store,
-    name: str,
-    holder: str,
-    term: int | None,
-    now: datetime,
-    ttl: timedelta,
-    *,
-    steal: bool = False,
+    store: Store, bid: Bid, now: datetime, ttl: timedelta, *, steal: bool = False
 ) -> int | None:
-    return await store.write_now(
-        lambda conn: acquire_sync(conn, name, holder, term, now, ttl, steal=steal)
-    )
+    return await store.write_now(lambda conn: acquire_sync(conn, bid, now, ttl, steal=steal))
 
 
 async def release(store: Store, name: str, holder: str, term: int, now: datetime) -> None:

@@ -37,6 +37,15 @@ class Entry(NamedTuple):
     reason: str | None
 
 
+class Told(NamedTuple):
+    """What an event says beside its item: moves alike in it share one statement."""
+
+    to: State
+    actor: str
+    at: datetime
+    reason: str | None
+
+
 def queue_json(effects: Iterable[tuple[outbox.Queued, datetime]]) -> str:
     """The rows to queue with moves (each with its move's time), as the :queue parameter
     of a move's statement takes them."""
@@ -58,10 +67,10 @@ def follow(
         return
     if len(made) == 1:  # the common case, without the grouping
         [entry] = made
-        _log(conn, [(entry.item_id, entry.left, entry.attempt)], *_told(entry))
+        _log(conn, [(entry.item_id, entry.left, entry.attempt)], _told(entry))
     else:
         for told, alike in itertools.groupby(made, _told):
-            _log(conn, [(entry.item_id, entry.left, entry.attempt) for entry in alike], *told)
+            _log(conn, [(entry.item_id, entry.left, entry.attempt) for entry in alike], told)
     if not effects:
         return
     when = {entry.item_id: entry.at for entry in made}
@@ -70,15 +79,9 @@ def follow(
             outbox.put_sync(conn, queued, when[queued.item_id])
 
 
-def _log(
-    conn: backend.Conn,
-    moved: list[tuple[int, State | None, int]],
-    to: State,
-    actor: str,
-    at: datetime,
-    reason: str | None,
-) -> None:
+def _log(conn: backend.Conn, moved: list[tuple[int, State | None, int]], told: Told) -> None:
     """The events of moves alike in all but their item: one statement."""
+    to, actor, at, reason = told
     if len(moved) == 1:
         [(item_id, left, attempt)] = moved
         events.append(conn, "item", item_id, left, to, actor, at, attempt=attempt, reason=reason)
@@ -86,6 +89,5 @@ def _log(
         events.append_many(conn, "item", moved, to, actor, at, reason=reason)
 
 
-def _told(entry: Entry) -> tuple[State, str, datetime, str | None]:
-    """What an event says beside its item: moves alike in it share one statement."""
-    return entry.to, entry.actor, entry.at, entry.reason
+def _told(entry: Entry) -> Told:
+    return Told(entry.to, entry.actor, entry.at, entry.reason)

@@ -16,12 +16,13 @@ from datetime import datetime
 from typing import Any
 
 from store import backend, clock, errors, sql
-from store.audit import events
 from store.backends import text
 from store.items import machine, paired
 from store.items.machine import State
 
 Q = sql.load("items")
+#: Who records a fetched item (its first event): the intake, never a person.
+CREATOR = "system"
 
 
 @dataclass
@@ -139,7 +140,6 @@ def create_sync(
     source_id: str,
     payload: dict[str, Any],
     now: datetime,
-    actor: str = "system",
 ) -> Item | None:
     """Record a fetched item in state new with its event; None if it was already known.
 
@@ -147,7 +147,7 @@ def create_sync(
     so one odd entry is still recorded rather than failing its whole batch. A NUL needs
     nothing: JSON writes it as an escape, which PostgreSQL's text holds.
     """
-    made = create_many_sync(conn, pipeline, scope, {source_id: payload}, now, actor)
+    made = create_many_sync(conn, pipeline, scope, {source_id: payload}, now)
     return made[0] if made else None
 
 
@@ -157,7 +157,6 @@ def create_many_sync(
     scope: str,
     fetched: dict[str, dict[str, Any]],
     now: datetime,
-    actor: str = "system",
 ) -> list[Item]:
     """`create_sync` for a chunk (source id -> payload) in two statements, however many
     items: the new ones in the order given; those already known are left alone."""
@@ -169,13 +168,15 @@ def create_many_sync(
         "scope": scope,
         "now": clock.to_ms(now),
         "fetched": json.dumps(rows),
-        "actor": events.check_actor(actor),
+        "actor": CREATOR,
         "reason": "fetched",
     }
     created = _many(conn, Q["create_many"], params)
     order = {source_id: n for n, source_id in enumerate(fetched)}
     created.sort(key=lambda item: order[item.source_id])
-    made = [paired.Entry(i.id, None, State.NEW, i.attempt, actor, now, "fetched") for i in created]
+    made = [
+        paired.Entry(i.id, None, State.NEW, i.attempt, CREATOR, now, "fetched") for i in created
+    ]
     paired.follow(conn, made, [], ())
     return created
 

@@ -1,17 +1,19 @@
 """The budget ledger: reserve the worst case, authorize one provider call, settle once.
 
-    await ledger.set_budget(store, "global", "month", 50_000_000, events.operator(42), now)
+    await ledger.set_budget(store, ledger.Limit("global", "month", 50_000_000), actor, now)
     worst = prices.worst_case(price, max_input_tokens=8_000, max_tokens=1_024)
-    work = await ledger.begin(store, key, "drafts.create", request, worst, "news", item.id,
-                              now, lease=timedelta(minutes=10))
+    call = ledger.Call(key, "drafts.create", request, worst, "news", item.id,
+                       lease=timedelta(minutes=10))
+    work = await ledger.begin(store, call, now)
     if work.provider_allowed and work.state == ClaimState.RESERVED:
         await ledger.start_provider(store, work.id, now)     # the one gate
         ... call the provider (never inside the store) ...
-        await ledger.complete(store, work.id, usage, prices.cost(usage, price),
-                              request_id, item.content_hash, later)
+        spent = ledger.Actual(prices.cost(usage, price), request_id, usage)
+        await ledger.complete(store, work.id, spent, item.content_hash, later)
     # on an error:   await ledger.fail(store, work.id, "timeout", later)
     # periodically:  await ledger.recover(store, now, batch=100)
-    # an operator:   await ledger.reconcile(store, work.id, 1234, "invoice line 7", actor, now)
+    # an operator:   await ledger.reconcile(store, work.id, ledger.Actual(1234, "invoice line 7"),
+    #                                     actor, now)
     #   or many:     await store.write(uncertain.settle_sync, ids, "zero", evidence, actor, now)
     report = await ledger.report(store, now)                  # what /budget shows
 
@@ -27,7 +29,6 @@ here is one write unit (one BEGIN IMMEDIATE transaction) or one read.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
 
 from store import backend, errors
 from store.backends.core import Store
@@ -36,42 +37,30 @@ from store.ledger import reporting as ledger_report
 from store.ledger import settle as ledger_settle
 from store.ledger import uncertain as ledger_uncertain
 from store.ledger.machine import ClaimState
-from store.ledger.prices import Usage
 
 Budget = budgets.Budget
+Limit = budgets.Limit
 Claim = claims.Claim
+Call = claims.Call
 Work = claims.Work
 Settlement = ledger_settle.Settlement
+Actual = ledger_settle.Actual
 Report = ledger_report.Report
 
 
-async def set_budget(
-    store: Store, scope: str, period: str, limit_micros: int, actor: str, now: datetime
-) -> Budget:
+async def set_budget(store: Store, limit: Limit, actor: str, now: datetime) -> Budget:
     """Configure a scope's day or month limit (an event with its actor); returns today's row."""
-    return await store.write(budgets.set_budget_sync, scope, period, limit_micros, actor, now)
+    return await store.write(budgets.set_budget_sync, limit, actor, now)
 
 
-async def begin(
-    store: Store,
-    key: str,
-    endpoint: str,
-    request: dict[str, Any],
-    worst_case_micros: int,
-    pipeline: str,
-    item_id: int | None,
-    now: datetime,
-    lease: timedelta,
-) -> Work:
+async def begin(store: Store, call: Call, now: datetime) -> Work:
     """Find or create the one work for this key; hold the worst case in every budget.
 
     Same key and request: the same work (`replayed`). Same key, other request:
     Conflict. No budget for the pipeline nor global: work with provider_allowed
     false. Not enough left anywhere: BudgetExceeded naming the scope and period.
     """
-    return await store.write(
-        claims.begin_sync, key, endpoint, request, worst_case_micros, pipeline, item_id, now, lease
-    )
+    return await store.write(claims.begin_sync, call, now)
 
 
 async def start_provider(store: Store, work_id: int, now: datetime) -> Claim:
@@ -80,18 +69,10 @@ async def start_provider(store: Store, work_id: int, now: datetime) -> Claim:
 
 
 async def complete(
-    store: Store,
-    work_id: int,
-    usage: Usage,
-    actual_micros: int,
-    evidence: str,
-    item_content_hash: str | None,
-    now: datetime,
+    store: Store, work_id: int, actual: Actual, item_content_hash: str | None, now: datetime
 ) -> Settlement:
     """Settle once; raises Conflict (after committing 'uncertain') if the item changed."""
-    result = await store.write(
-        ledger_settle.complete_sync, work_id, usage, actual_micros, evidence, item_content_hash, now
-    )
+    result = await store.write(ledger_settle.complete_sync, work_id, actual, item_content_hash, now)
     if result.content_changed:
         raise errors.Conflict(result.content_changed)
     return result
@@ -117,28 +98,22 @@ async def recover(store: Store, now: datetime, batch: int = 100) -> list[Claim]:
 
 
 async def reconcile(
-    store: Store, work_id: int, actual_micros: int, evidence: str, actor: str, now: datetime
+    store: Store, work_id: int, actual: Actual, actor: str, now: datetime
 ) -> Settlement:
     """Settle an uncertain claim with the figure its evidence shows (an operator action),
     and let the item that waited behind it go on (ledger_uncertain.reconcile_sync)."""
-    return await store.write(
-        ledger_uncertain.reconcile_sync, work_id, actual_micros, evidence, actor, now
-    )
+    return await store.write(ledger_uncertain.reconcile_sync, work_id, actual, actor, now)
 
 
 #: The lease of a charge: it is reserved, started and settled in the same unit.
 CHARGE_LEASE = timedelta(minutes=1)
+#: The endpoint of every charge (spend a dry run recorded after the fact); a charge's key
+#: is hashed with it, so it stays as it is.
+CHARGE_ENDPOINT = "llm.dry-run"
 
 
 async def charge(
-    store: Store,
-    key: str,
-    endpoint: str,
-    pipeline: str,
-    usage: Usage,
-    micros: int,
-    evidence: str,
-    now: datetime,
+    store: Store, key: str, pipeline: str, actual: Actual, now: datetime
 ) -> Claim | None:
     """Count spend made elsewhere (a dry run's drafts, paid through a throwaway ledger)
     against this store's budgets: one claim without an item, held, started and settled
@@ -146,15 +121,15 @@ async def charge(
     written) when it no longer fits. The same key again is the same claim."""
 
     def unit(conn: backend.Conn) -> Claim | None:
-        request = {"micros": micros, "usage": list(usage)}
-        work = claims.begin_sync(
-            conn, key, endpoint, request, micros, pipeline, None, now, CHARGE_LEASE
-        )
+        micros = actual.micros
+        request = {"micros": micros, "usage": list(ledger_settle.counted(actual))}
+        call = claims.Call(key, CHARGE_ENDPOINT, request, micros, pipeline, None, CHARGE_LEASE)
+        work = claims.begin_sync(conn, call, now)
         if not work.provider_allowed:
             return None
         if work.state == ClaimState.RESERVED:
             claims.start_provider_sync(conn, work.id, now)
-        return ledger_settle.complete_sync(conn, work.id, usage, micros, evidence, None, now).claim
+        return ledger_settle.complete_sync(conn, work.id, actual, None, now).claim
 
     return await store.write(unit)
 

@@ -1,6 +1,6 @@
 """Budgets: configured limits and one row per scope per period instance, in micros.
 
-    budgets.set_budget_sync(conn, "global", "day", 5_000_000, events.operator(42), now)
+    budgets.set_budget_sync(conn, budgets.Limit("global", "day", 5_000_000), actor, now)
     rows = budgets.current_sync(conn, now)   # inside units; callers use store/ledger/__init__.py
 
 A scope is "global" or a pipeline's name; a period is a UTC day or a UTC month.
@@ -106,14 +106,16 @@ def _row(conn: backend.Conn, scope: str, period: str, start_ms: int) -> Budget:
     return Budget.from_row(found)
 
 
-def set_budget_sync(
-    conn: backend.Conn,
-    scope: str,
-    period: str,
-    limit_micros: int,
-    actor: str,
-    now: datetime,
-) -> Budget:
+@dataclass(frozen=True)
+class Limit:
+    """A scope's limit for one kind of period (a UTC "day" or "month"), in micros."""
+
+    scope: str
+    period: str
+    micros: int
+
+
+def set_budget_sync(conn: backend.Conn, limit: Limit, actor: str, now: datetime) -> Budget:
     """Configure a limit (an operator action: one 'budget' event with its actor).
 
     The limit applies to the period instance already open and to every later one.
@@ -121,7 +123,8 @@ def set_budget_sync(
     written: it would break spent + held <= limit; setting exactly that figure stops
     new calls.
     """
-    scope, kind = check_scope(scope), check_period(period)
+    limit_micros = limit.micros
+    scope, kind = check_scope(limit.scope), check_period(limit.period)
     if isinstance(limit_micros, bool) or not isinstance(limit_micros, int) or limit_micros < 0:
         raise ValueError(f"limit_micros must be a whole number >= 0, got {limit_micros!r}")
     start_ms = clock.to_ms(period_start(kind, now))
@@ -258,7 +261,9 @@ def _alert_thresholds(conn: backend.Conn, row: Budget, alerted_pct: int, now: da
         }
         key = f"budget:{row.scope}:{row.period}:{clock.to_ms(row.period_start)}:{pct}"
         level: payloads.Level = "error" if pct >= 100 else "warning"
-        outbox.alert_about_sync(conn, "budget_threshold", facts, now, key=key, level=level)
+        outbox.alert_sync(
+            conn, payloads.Alert(about="budget_threshold", facts=facts, level=level), now, key=key
+        )
 
 
 def _reached(row: Budget) -> list[int]:
@@ -280,7 +285,12 @@ def alert_overrun(
 ) -> None:
     """A provider charged more than the worst case held: spend is the truth; say so."""
     facts = {"claim_id": claim_id, "held_micros": reserved, "cost_micros": actual}
-    outbox.alert_about_sync(conn, "claim_overrun", facts, now, key=f"claim-overrun:{claim_id}")
+    outbox.alert_sync(
+        conn,
+        payloads.Alert(about="claim_overrun", facts=facts),
+        now,
+        key=f"claim-overrun:{claim_id}",
+    )
 
 
 def current_sync(conn: backend.Conn, now: datetime) -> list[Budget]:

@@ -146,32 +146,38 @@ def item_hash_sync(conn: backend.Conn, item_id: int) -> str:
     return str(row[0])
 
 
-def begin_sync(
-    conn: backend.Conn,
-    key: str,
-    endpoint: str,
-    request: dict[str, Any],
-    worst_case_micros: int,
-    pipeline: str,
-    item_id: int | None,
-    now: datetime,
-    lease: timedelta,
-) -> Work:
+@dataclass(frozen=True)
+class Call:
+    """A provider call to reserve for: its idempotency key on its endpoint, what it asks
+    (hashed with its pipeline and item), the worst case it may cost, and how long the
+    reservation holds before the provider must be started."""
+
+    key: str
+    endpoint: str
+    request: dict[str, Any]
+    worst_case_micros: int
+    pipeline: str
+    item_id: int | None
+    lease: timedelta
+
+
+def begin_sync(conn: backend.Conn, call: Call, now: datetime) -> Work:
     """Find or create the work for an idempotency key; see the module docstring.
 
     Holds go to every (scope, period) with a configured limit among the pipeline
     and global, in the current UTC day and month. Only when neither scope has
     any limit is the work created unbudgeted (provider_allowed false).
     """
+    key, endpoint, pipeline, item_id = call.key, call.endpoint, call.pipeline, call.item_id
     if not key or not endpoint:
         raise ValueError("an idempotency key and an endpoint are both required")
     if budgets.check_scope(pipeline) == budgets.GLOBAL:
         raise ValueError("'global' is the budget scope of all pipelines, not a pipeline name")
-    check_micros("worst_case_micros", worst_case_micros)
-    if lease <= timedelta(0):
-        raise ValueError(f"the lease must be positive, got {lease}")
-    idem, digest = idem_hash(endpoint, key), request_digest(pipeline, item_id, request)
-    new = _New(idem, digest, worst_case_micros, pipeline, item_id, lease)
+    check_micros("worst_case_micros", call.worst_case_micros)
+    if call.lease <= timedelta(0):
+        raise ValueError(f"the lease must be positive, got {call.lease}")
+    idem, digest = idem_hash(endpoint, key), request_digest(pipeline, item_id, call.request)
+    new = _New(idem, digest, call.worst_case_micros, pipeline, item_id, call.lease)
     begun = _begin_chained(conn, new, now)
     if begun is not None:
         return Work.of(begun, replayed=False)

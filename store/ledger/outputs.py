@@ -1,12 +1,13 @@
 """What a paid LLM call produced, kept with its budget claim.
 
     reply = llm_outputs.Reply(text, model, request_id, None)
-    await store.write(ledger_settle.complete_sync, claim.id, usage, cost, evidence, item_hash,
-                      now, reply)           # kept in the unit that settles the claim
-    await store.write(llm_outputs.save_sync, claim.id, text, model, request_id, None, now)
+    spent = ledger_settle.Actual(cost, evidence, usage)
+    await store.write(ledger_settle.complete_sync, claim.id, spent, item_hash, now, reply)
+                                            # kept in the unit that settles the claim
+    await store.write(llm_outputs.keep_sync, claim.id, reply, now)
                                             # or kept alone (a claim left uncertain)
     kept = await llm_outputs.get(store, claim.id)     # None: the call left nothing
-    found = await store.read(llm_outputs.reusable_sync, ENDPOINT, keys, item_id, digest, item_hash)
+    found = await store.read(llm_outputs.reusable_sync, ENDPOINT, keys, item, digest)
 
 The output is saved in the same transaction that settles (or marks uncertain) the
 claim, so a retry of the same attempt finds either both or neither: it reuses the
@@ -25,7 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from store import backend, clock, sql
+from store import backend, clock, items, sql
 from store.backends import text as store_text
 from store.backends.core import Store
 from store.ledger import claims
@@ -47,7 +48,7 @@ class Output(backend.Record):
 
 @dataclass(frozen=True)
 class Reply:
-    """What a provider call gave, to keep with its claim: by `save_sync`, or inside the
+    """What a provider call gave, to keep with its claim: by `keep_sync`, or inside the
     statement that settles the claim (store/ledger/settle.py complete_sync)."""
 
     text: str
@@ -68,20 +69,8 @@ class Reply:
         }
 
 
-def save_sync(
-    conn: backend.Conn,
-    claim_id: int,
-    text: str,
-    model: str,
-    request_id: str | None,
-    error: str | None,
-    now: datetime,
-) -> None:
-    """Record a claim's output inside the caller's unit; an existing record is kept."""
-    keep_sync(conn, claim_id, Reply(text, model, request_id, error), now)
-
-
 def keep_sync(conn: backend.Conn, claim_id: int, reply: Reply, now: datetime) -> None:
+    """Record a claim's output inside the caller's unit; an existing record is kept."""
     conn.execute(Q["save"], {**reply.params(), "claim_id": claim_id, "now": clock.to_ms(now)})
 
 
@@ -97,16 +86,16 @@ def reusable_sync(
     conn: backend.Conn,
     endpoint: str,
     keys: Iterable[str],
-    item_id: int,
+    item: items.Item,
     request_digest: str,
-    item_hash: str,
 ) -> tuple[claims.Claim, Output] | None:
     """The output a draft may show instead of calling the provider, with its claim.
 
     `keys` are the item's claim keys, newest attempt first; the newest claim found
     decides. Its output is reusable when the provider answered (settled, or uncertain
     for want of usage), nobody refused it, no draft of the item shows it yet, and it
-    answered the same request (model, limits, prompt) about the same content.
+    answered the same request (model, limits, prompt) about the same content (that of
+    `item`, the item as the draft read it).
     """
     for key in keys:
         claim = claims.by_key_sync(conn, endpoint, key)
@@ -117,8 +106,8 @@ def reusable_sync(
             kept is not None
             and kept.error is None
             and claim.state in (ClaimState.SETTLED, ClaimState.UNCERTAIN)
-            and (claim.request_digest, claim.item_hash) == (request_digest, item_hash)
-            and not shown_sync(conn, item_id, claim.id)
+            and (claim.request_digest, claim.item_hash) == (request_digest, item.content_hash)
+            and not shown_sync(conn, item.id, claim.id)
         )
         return (claim, kept) if usable and kept is not None else None
     return None

@@ -48,6 +48,24 @@ class Settlement:
     content_changed: str | None = None
 
 
+@dataclass(frozen=True)
+class Actual:
+    """What a claim settles at: the cost, the evidence for it (the provider's request id,
+    or what an operator checked), and the tokens the provider counted (complete() needs
+    them; a reconcile from a bill has none)."""
+
+    micros: int
+    evidence: str
+    usage: Usage | None = None
+
+
+def counted(actual: Actual) -> Usage:
+    """The tokens the provider counted, which complete() settles with."""
+    if actual.usage is None:
+        raise ValueError("complete() settles what the provider counted: the usage is required")
+    return Usage(*actual.usage)
+
+
 def _check_evidence(evidence: str) -> str:
     if not isinstance(evidence, str) or not evidence.strip() or len(evidence) > MAX_EVIDENCE:
         raise ValueError(
@@ -60,9 +78,7 @@ def _check_evidence(evidence: str) -> str:
 def complete_sync(
     conn: backend.Conn,
     work_id: int,
-    usage: Usage,
-    actual_micros: int,
-    evidence: str,
+    actual: Actual,
     item_content_hash: str | None,
     now: datetime,
     reply: llm_outputs.Reply | None = None,
@@ -74,13 +90,14 @@ def complete_sync(
     be the one the claim began with; otherwise the claim becomes uncertain and
     the result says so (it does not raise here, so that move commits).
     """
-    claims.check_micros("actual_micros", actual_micros)
-    _check_evidence(evidence)
-    usage = Usage(*usage)
+    claims.check_micros("actual_micros", actual.micros)
+    _check_evidence(actual.evidence)
+    usage = counted(actual)
+    actual = Actual(actual.micros, actual.evidence, usage)
     params = {
         "id": work_id,
-        "actual_micros": actual_micros,
-        "evidence": evidence,
+        "actual_micros": actual.micros,
+        "evidence": actual.evidence,
         "usage": json.dumps(usage._asdict()),
         "item_hash": item_content_hash,
         "now": clock.to_ms(now),
@@ -93,17 +110,16 @@ def complete_sync(
         llm_outputs.keep_sync(conn, work_id, reply, now)
     claim = claims.lock_sync(conn, work_id)
     if claim.state == ClaimState.SETTLED:
-        same = (claim.actual_micros, claim.evidence, claim.usage) == (
-            actual_micros,
-            evidence,
+        if (claim.actual_micros, claim.evidence, claim.usage) == (
+            actual.micros,
+            actual.evidence,
             usage,
-        )
-        if same:
+        ):
             return Settlement(claim, replayed=True, overrun_micros=_overrun(claim))
         raise errors.Conflict(
             f"claim {work_id} is already settled at {claim.actual_micros} micros "
-            f"(evidence {claim.evidence!r}); this completion says {actual_micros} "
-            f"(evidence {evidence!r})"
+            f"(evidence {claim.evidence!r}); this completion says {actual.micros} "
+            f"(evidence {actual.evidence!r})"
         )
     if claim.state != ClaimState.STARTED:
         hint = {
@@ -115,7 +131,7 @@ def complete_sync(
     if changed:
         moved = claims.move_sync(conn, claim, ClaimState.UNCERTAIN, "system", now, changed)
         return Settlement(moved, content_changed=changed)
-    return _settle(conn, claim, actual_micros, evidence, usage, "system", now)
+    return _settle(conn, claim, actual, "system", now)
 
 
 def _settled(conn: backend.Conn, row: backend.Row, now: datetime) -> Settlement:
@@ -149,23 +165,18 @@ def _overrun(claim: claims.Claim) -> int:
 
 
 def _settle(
-    conn: backend.Conn,
-    claim: claims.Claim,
-    actual: int,
-    evidence: str,
-    usage: Usage | None,
-    actor: str,
-    now: datetime,
+    conn: backend.Conn, claim: claims.Claim, actual: Actual, actor: str, now: datetime
 ) -> Settlement:
-    overrun = max(0, actual - claim.reserved_micros)
-    reason = f"actual {actual} of {claim.reserved_micros} micros held; evidence {evidence}"
+    spent, usage = actual.micros, actual.usage
+    overrun = max(0, spent - claim.reserved_micros)
+    reason = f"actual {spent} of {claim.reserved_micros} micros held; evidence {actual.evidence}"
     if overrun:
         reason += f"; OVERRUN by {overrun} micros"
     params = {
         "id": claim.id,
         "from_state": claim.state,
-        "actual_micros": actual,
-        "evidence": evidence,
+        "actual_micros": spent,
+        "evidence": actual.evidence,
         "usage": json.dumps(usage._asdict()) if usage else None,
         "reason": reason,
         "now": clock.to_ms(now),
@@ -173,9 +184,9 @@ def _settle(
     settled = claims.one_sync(conn, Q["settle"], params)
     if settled is None:  # unreachable with one writer; the compare-and-set guard
         raise errors.Conflict(f"claim {claim.id} changed underneath its settlement")
-    budgets.settle_sync(conn, claim.id, claim.reserved_micros, actual, now)
+    budgets.settle_sync(conn, claim.id, claim.reserved_micros, spent, now)
     if overrun:
-        budgets.alert_overrun(conn, claim.id, claim.reserved_micros, actual, now)
+        budgets.alert_overrun(conn, claim.id, claim.reserved_micros, spent, now)
     events.append(
         conn, "claim", claim.id, claim.state, ClaimState.SETTLED, actor, now, reason=reason
     )
@@ -183,31 +194,26 @@ def _settle(
 
 
 def reconcile_sync(
-    conn: backend.Conn,
-    work_id: int,
-    actual_micros: int,
-    evidence: str,
-    actor: str,
-    now: datetime,
+    conn: backend.Conn, work_id: int, actual: Actual, actor: str, now: datetime
 ) -> Settlement:
     """uncertain -> settled with the figure the evidence shows (0 if never charged).
 
     Repeating a settlement with the same figure is a no-op; a different figure is
     a Conflict; any state other than uncertain or settled is refused.
     """
-    claims.check_micros("actual_micros", actual_micros)
-    _check_evidence(evidence)
+    claims.check_micros("actual_micros", actual.micros)
+    _check_evidence(actual.evidence)
     events.check_actor(actor)
     claim = claims.lock_sync(conn, work_id)
     if claim.state == ClaimState.SETTLED:
-        if claim.actual_micros == actual_micros:
+        if claim.actual_micros == actual.micros:
             return Settlement(claim, replayed=True, overrun_micros=_overrun(claim))
         raise errors.Conflict(
             f"claim {work_id} is already settled at {claim.actual_micros} micros; "
-            f"reconcile says {actual_micros}"
+            f"reconcile says {actual.micros}"
         )
     if claim.state != ClaimState.UNCERTAIN:
         raise errors.IllegalTransition(
             f"claim {work_id} is {claim.state}; only an uncertain claim can be reconciled"
         )
-    return _settle(conn, claim, actual_micros, evidence, None, actor, now)
+    return _settle(conn, claim, actual, actor, now)

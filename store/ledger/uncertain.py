@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from store import backend, clock, items, outbox, sql
+from store import backend, clock, items, outbox, payloads, sql
 from store.items.machine import State
 from store.ledger import claims, reporting
 from store.ledger import outputs as llm_outputs
@@ -113,7 +113,9 @@ def _alert(
         "last_started": clock.to_ms(max(started)) if started else None,
     }
     key = f"{KEY_PREFIX}{holds[0].claim_id}:{clock.to_ms(now)}"
-    return outbox.alert_about_sync(conn, "claims_uncertain", facts, now, key=key)
+    return outbox.alert_sync(
+        conn, payloads.Alert(about="claims_uncertain", facts=facts), now, key=key
+    )
 
 
 def settle_sync(
@@ -137,8 +139,7 @@ def settle_sync(
         ledger_settle.reconcile_sync(
             conn,
             claim_id,
-            0 if at == "zero" else still[claim_id].reserved_micros,
-            evidence,
+            ledger_settle.Actual(0 if at == "zero" else still[claim_id].reserved_micros, evidence),
             actor,
             now,
         )
@@ -151,10 +152,10 @@ def settle_sync(
 
 
 def reconcile_sync(
-    conn: backend.Conn, claim_id: int, micros: int, evidence: str, actor: str, now: datetime
+    conn: backend.Conn, claim_id: int, actual: ledger_settle.Actual, actor: str, now: datetime
 ) -> ledger_settle.Settlement:
     """One claim settled at the figure given (reconcile-claim <claim>), and its item let go on."""
-    done = ledger_settle.reconcile_sync(conn, claim_id, micros, evidence, actor, now)
+    done = ledger_settle.reconcile_sync(conn, claim_id, actual, actor, now)
     if not done.replayed:
         go_on_sync(conn, done.claim, actor, now)
     return done

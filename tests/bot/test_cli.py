@@ -193,9 +193,11 @@ async def test_reconcile_claim_settles_an_uncertain_hold_once(
 ) -> None:
     store = await db.open(db.StoreConfig(data_dir=data_dir))
     try:
-        await ledger.set_budget(store, "global", "day", 1_000_000, "cli", now)
+        await ledger.set_budget(store, ledger.Limit("global", "day", 1_000_000), "cli", now)
         work = await ledger.begin(
-            store, "k", "chat", {"p": 1}, 50_000, "news", None, now, lease=timedelta(minutes=5)
+            store,
+            ledger.Call("k", "chat", {"p": 1}, 50_000, "news", None, timedelta(minutes=5)),
+            now,
         )
         await ledger.start_provider(store, work.id, now)
         await ledger.fail(store, work.id, "timeout after the request was sent", now)
@@ -235,14 +237,16 @@ async def test_reconcile_claim_uncertain_lists_and_settles_what_the_filters_find
 ) -> None:
     store = await db.open(db.StoreConfig(data_dir=data_dir))
     try:
-        await ledger.set_budget(store, "global", "day", 1_000_000, "cli", now)
+        await ledger.set_budget(store, ledger.Limit("global", "day", 1_000_000), "cli", now)
         found = {}
         for key, pipeline, worst, at in (
             ("a", "news", 1_000, now), ("b", "news", 2_000, now),
             ("c", "news", 4_000, now + timedelta(minutes=10)), ("d", "sport", 8_000, now),
         ):  # fmt: skip
             work = await ledger.begin(
-                store, key, "chat", {"p": key}, worst, pipeline, None, now, timedelta(hours=1)
+                store,
+                ledger.Call(key, "chat", {"p": key}, worst, pipeline, None, timedelta(hours=1)),
+                now,
             )
             await ledger.start_provider(store, work.id, now)
             await ledger.fail(store, work.id, "cut off by the stop", at)
@@ -298,9 +302,9 @@ async def test_reconcile_claim_uncertain_goes_through_the_running_bot(
     runtime: runtime_mod.Runtime, data_dir: Path, pipelines_dir: Path, now: datetime
 ) -> None:
     store = runtime.store
-    await ledger.set_budget(store, "global", "day", 1_000_000, "cli", now)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 1_000_000), "cli", now)
     work = await ledger.begin(
-        store, "k", "chat", {"p": 1}, 3_000, "news", None, now, lease=timedelta(hours=1)
+        store, ledger.Call("k", "chat", {"p": 1}, 3_000, "news", None, timedelta(hours=1)), now
     )
     await ledger.start_provider(store, work.id, now)
     await ledger.fail(store, work.id, "cut off by the stop", now)
@@ -321,7 +325,7 @@ async def test_reads_work_while_the_writer_holds_the_store(
     store: db.Store, data_dir: Path, pipelines_dir: Path, now: datetime
 ) -> None:
     item = await dropped_item(store, now)
-    await ledger.set_budget(store, "global", "day", 1_000_000, "cli", now)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 1_000_000), "cli", now)
 
     code, out, err = await gatehouse(data_dir, pipelines_dir, "status", "--json")
     assert code == 0, err
@@ -417,7 +421,7 @@ async def test_reconcile_finds_orphans_and_ghosts_and_fixes_them(
     assert item is not None
 
     def dispatched(conn: sqlite3.Connection) -> None:
-        drafts.add_sync(conn, item.id, "approved text", {"drafter": "template"}, now)
+        drafts.add_sync(conn, item.id, drafts.Body("approved text", {"drafter": "template"}), now)
         payload = {"item_id": item.id, "attempt": 1, "version": 1, "pipeline": "news"}
         row = outbox.enqueue_sync(conn, "dispatch", "news", payload, now, item_id=item.id)
         conn.execute("UPDATE outbox SET state = 'sent' WHERE id = ?", (row,))
@@ -698,7 +702,7 @@ async def test_status_lists_the_store_pipelines_whose_file_is_gone(
         await store.write(items.transition_sync, item.id, State.DRAFTING, "system", now)
 
         def unit(conn: sqlite3.Connection) -> items.Item:
-            drafts.add_sync(conn, item.id, "draft", {"drafter": "template"}, now)
+            drafts.add_sync(conn, item.id, drafts.Body("draft", {"drafter": "template"}), now)
             return items.transition_sync(conn, item.id, State.AWAITING_APPROVAL, "system", now)
 
         await store.write(unit)

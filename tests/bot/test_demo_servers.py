@@ -32,7 +32,7 @@ def api() -> Iterator[localapi.LocalBotApi]:
 
 @pytest.fixture
 def web(api: localapi.LocalBotApi) -> Iterator[webchat.WebChat]:
-    chat = webchat.WebChat(api, user_id=USER).start()
+    chat = webchat.WebChat(api, operators=(USER,)).start()
     try:
         yield chat
     finally:

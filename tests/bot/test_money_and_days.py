@@ -32,12 +32,14 @@ async def test_a_card_says_its_cost_to_two_figures() -> None:
 async def test_budget_rounds_the_summary_and_says_the_exact_amounts_once(
     store: db.Store,
 ) -> None:
-    await ledger.set_budget(store, "global", "day", 5_000_000, "cli", NOW)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 5_000_000), "cli", NOW)
     work = await ledger.begin(
-        store, "k", "chat", {"p": 1}, 100_000, "news", None, NOW, timedelta(minutes=5)
+        store, ledger.Call("k", "chat", {"p": 1}, 100_000, "news", None, timedelta(minutes=5)), NOW
     )
     await ledger.start_provider(store, work.id, NOW)
-    await ledger.complete(store, work.id, prices.Usage(10, 10), 65_231, "req-1", None, NOW)
+    await ledger.complete(
+        store, work.id, ledger.Actual(65_231, "req-1", prices.Usage(10, 10)), None, NOW
+    )
     report = await operations.budget(store, NOW)
     assert render.budget(report, NOW) == (
         "<b>budgets</b>\n"

@@ -34,14 +34,16 @@ async def world(store: db.Store) -> AsyncIterator[db.Store]:
     await store.write(items.transition_sync, item.id, State.DRAFTING, "system", AGO[3])
 
     def unit(conn: sqlite3.Connection) -> None:
-        drafts.add_sync(conn, item.id, "text", {"drafter": "template"}, AGO[2])
+        drafts.add_sync(conn, item.id, drafts.Body("text", {"drafter": "template"}), AGO[2])
         items.transition_sync(conn, item.id, State.AWAITING_APPROVAL, "system", AGO[2])
 
     await store.write(unit)
-    await ledger.set_budget(store, "global", "day", 10_000_000, "cli", NOW)
-    await ledger.set_budget(store, "news", "month", 2_000_000, "cli", NOW)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 10_000_000), "cli", NOW)
+    await ledger.set_budget(store, ledger.Limit("news", "month", 2_000_000), "cli", NOW)
     work = await ledger.begin(
-        store, "k", "chat", {"p": 1}, 50_000, "news", item.id, AGO[1], timedelta(minutes=5)
+        store,
+        ledger.Call("k", "chat", {"p": 1}, 50_000, "news", item.id, timedelta(minutes=5)),
+        AGO[1],
     )
     await ledger.start_provider(store, work.id, AGO[1])
     await ledger.fail(store, work.id, "timeout after sending", AGO[1])

@@ -61,11 +61,13 @@ async def application(
 
 async def cut_off(store: db.Store, now: datetime, count: int) -> list[int]:
     """`count` calls a stop cut off, and the alert claim recovery queued for them."""
-    await ledger.set_budget(store, "global", "day", 10_000_000, "cli", now)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 10_000_000), "cli", now)
     ids = []
     for n in range(count):
         work = await ledger.begin(
-            store, f"k{n}", "llm.draft", {"n": n}, 1_000 * (n + 1), "news", None, now, LEASE
+            store,
+            ledger.Call(f"k{n}", "llm.draft", {"n": n}, 1_000 * (n + 1), "news", None, LEASE),
+            now,
         )
         await ledger.start_provider(store, work.id, now)
         ids.append(work.id)
@@ -144,7 +146,7 @@ async def test_list_shows_each_claim_with_its_item_and_amount(
 ) -> None:
     ids = await cut_off(store, now, 2)
     message = await sent_alert(store, bot, api, now)
-    await ledger.reconcile(store, ids[0], 700, "invoice 7", "cli", now + LEASE)
+    await ledger.reconcile(store, ids[0], ledger.Actual(700, "invoice 7"), "cli", now + LEASE)
     await tap(application, api, message, "📋 List")
     assert api.sent(OPERATOR)[-1].text == (
         "💸 2 claims of this alert:\n"

@@ -162,9 +162,11 @@ async def test_items_left_in_drafting_are_orphans_with_their_claim_story(
 
     store = await db.open(db.StoreConfig(data_dir=data_dir))
     try:
-        await ledger.set_budget(store, "global", "month", 10_000_000, "cli", now)
+        await ledger.set_budget(store, ledger.Limit("global", "month", 10_000_000), "cli", now)
         work = await ledger.begin(
-            store, "k", "llm.draft", {}, 1000, "news", item_id, now, timedelta(minutes=1)
+            store,
+            ledger.Call("k", "llm.draft", {}, 1000, "news", item_id, timedelta(minutes=1)),
+            now,
         )
         await ledger.start_provider(store, work.id, now)
     finally:
@@ -202,10 +204,12 @@ async def test_provider_calls_and_claims_beyond_the_attempt_are_double_paid(
 
     store = await db.open(db.StoreConfig(data_dir=data_dir))
     try:
-        await ledger.set_budget(store, "global", "month", 10_000_000, "cli", now)
+        await ledger.set_budget(store, ledger.Limit("global", "month", 10_000_000), "cli", now)
         for key in ("news:1:1:v1", "news:1:1:v2"):  # two claims for one attempt
             await ledger.begin(
-                store, key, "llm.draft", {}, 1000, "news", item_id, now, timedelta(minutes=1)
+                store,
+                ledger.Call(key, "llm.draft", {}, 1000, "news", item_id, timedelta(minutes=1)),
+                now,
             )
     finally:
         await store.close()
@@ -230,10 +234,12 @@ async def test_a_second_triage_call_or_claim_for_an_entry_is_double_paid(
 
     store = await db.open(db.StoreConfig(data_dir=data_dir))
     try:
-        await ledger.set_budget(store, "global", "month", 10_000_000, "cli", now)
+        await ledger.set_budget(store, ledger.Limit("global", "month", 10_000_000), "cli", now)
         for key, endpoint in (("t0", "llm.triage"), ("d1", "llm.draft"), ("t1", "llm.triage")):
             await ledger.begin(
-                store, key, endpoint, {}, 1000, "news", item_id, now, timedelta(minutes=1)
+                store,
+                ledger.Call(key, endpoint, {}, 1000, "news", item_id, timedelta(minutes=1)),
+                now,
             )
     finally:
         await store.close()

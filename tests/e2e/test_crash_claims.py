@@ -63,7 +63,7 @@ async def test_sigkill_between_call_and_complete_is_reconciled_exactly_once(
     with FakeLLM() as llm:
         write_pipeline(pipelines_dir, "http://127.0.0.1:9/feed.xml")
         store = await db.open(db.StoreConfig(data_dir=data_dir))
-        await ledger.set_budget(store, "news", "month", 10_000_000, "cli", now)
+        await ledger.set_budget(store, ledger.Limit("news", "month", 10_000_000), "cli", now)
         item = await store.write(
             items.create_sync, "news", "s0", "k1", {"title": "T", "text": "body"}, now
         )
@@ -112,12 +112,18 @@ async def _check_recovery(store: db.Store, now: datetime) -> None:
     assert (budget.spent_micros, budget.held_micros) == (0, claim.reserved_micros)
     assert await ledger.recover(store, later) == []  # never released by a second sweep
 
-    first = await ledger.reconcile(store, claim_id, 1234, "invoice line 7", "operator:7", later)
-    again = await ledger.reconcile(store, claim_id, 1234, "invoice line 7", "operator:7", later)
+    first = await ledger.reconcile(
+        store, claim_id, ledger.Actual(1234, "invoice line 7"), "operator:7", later
+    )
+    again = await ledger.reconcile(
+        store, claim_id, ledger.Actual(1234, "invoice line 7"), "operator:7", later
+    )
     assert (first.replayed, again.replayed) == (False, True)
     unchanged = await snapshot.tables(store)
     with pytest.raises(errors.Conflict):
-        await ledger.reconcile(store, claim_id, 999, "another figure", "operator:7", later)
+        await ledger.reconcile(
+            store, claim_id, ledger.Actual(999, "another figure"), "operator:7", later
+        )
     assert await snapshot.tables(store) == unchanged
     [budget] = (await ledger.report(store, later)).budgets
     assert (budget.spent_micros, budget.held_micros) == (1234, 0)

@@ -290,6 +290,8 @@ def with_label(api: localapi.LocalBotApi, message: Any, label: str) -> Any:
 async def set_budget(data_dir: Path) -> None:
     store = await db.open(db.StoreConfig(data_dir=data_dir))
     try:
-        await ledger.set_budget(store, "global", "day", 5_000_000, "cli", datetime.now(UTC))
+        await ledger.set_budget(
+            store, ledger.Limit("global", "day", 5_000_000), "cli", datetime.now(UTC)
+        )
     finally:
         await store.close()

@@ -148,7 +148,7 @@ async def setup(data_dir: Path, tmp_path: Path, feeds: FeedServer, now: datetime
     pipelines_dir.mkdir()
     write_pipeline(pipelines_dir, feeds.url("/feed.xml"))
     store = await db.open(db.StoreConfig(data_dir=data_dir))
-    await ledger.set_budget(store, "global", "month", 10_000_000, "cli", now)
+    await ledger.set_budget(store, ledger.Limit("global", "month", 10_000_000), "cli", now)
     # As the scheduler leaves it: the pipeline is known, its next run due in a day, so
     # only startup recovery's request runs it at the restart.
     await timetable.ensure(store, "news", now + timedelta(days=1))

@@ -55,7 +55,7 @@ async def test_a_call_in_flight_on_another_worker_is_waited_for_and_its_reply_us
     with FakeLLM() as llm:
         llm.observe = hold
         pipeline = write_pipeline(tmp_path, "http://127.0.0.1:9/feed.xml")
-        await ledger.set_budget(a, "global", "day", 10_000_000, "cli", now)
+        await ledger.set_budget(a, ledger.Limit("global", "day", 10_000_000), "cli", now)
         made = await a.write(
             items.create_sync, "news", "s0", "g1", {"title": "Launch", "text": "Monday"}, now
         )

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pipelines import dispatch
-from pipelines.config import file_errors, names, spec
+from pipelines.config import names, spec, yaml_file
 from pipelines.config.spec import ConfigError
 from pipelines.sources import folder, rss
 
@@ -483,7 +483,7 @@ def test_an_alias_bomb_is_an_error_on_its_file_and_the_others_load(tmp_path: Pat
     error = result.errors[0]
     assert (error.file, error.field) == (bomb, None)
     assert error.line is not None and 8 <= error.line <= 17  # one of the a0..a9 lines
-    assert f"aliases (&anchor / *alias) expand to more than {file_errors.MAX_ALIAS_VALUES}" in (
+    assert f"aliases (&anchor / *alias) expand to more than {yaml_file.MAX_ALIAS_VALUES}" in (
         error.reason
     )
     assert str(error).startswith(f"{bomb}:{error.line}: ")
@@ -505,7 +505,7 @@ def test_deep_nesting_is_an_error_on_its_file_and_the_others_load(
     result = spec.load_dir(tmp_path)
     assert list(result.pipelines) == ["news"]
     assert [(e.file, e.reason) for e in result.errors] == [
-        (deep, f"nested more than {file_errors.MAX_DEPTH} levels deep")
+        (deep, f"nested more than {yaml_file.MAX_DEPTH} levels deep")
     ]
     assert result.errors[0].line in (2, 3)
 
@@ -524,11 +524,11 @@ def test_a_control_character_fails_its_file_alone(tmp_path: Path, byte: str) -> 
 
 
 def test_a_file_too_large_to_be_a_pipeline_is_refused_unread(tmp_path: Path) -> None:
-    big = write(tmp_path, "big.yaml", GOOD.format(name="big") + "#" * file_errors.MAX_FILE_BYTES)
+    big = write(tmp_path, "big.yaml", GOOD.format(name="big") + "#" * yaml_file.MAX_FILE_BYTES)
     error = only_error(tmp_path)
     assert (error.file, error.line) == (big, None)
     assert error.reason.startswith(
-        f"file larger than {file_errors.MAX_FILE_BYTES} bytes, the most a pipeline file may hold"
+        f"file larger than {yaml_file.MAX_FILE_BYTES} bytes, the most a pipeline file may hold"
     )
 
 

@@ -628,7 +628,9 @@ async def test_rows_start_together_without_a_savepoint_each(
     )
     files = spec.load_dir(tmp_path).pipelines["files"]
     await approve_all(store, "files", files, client, now)
-    rows = await outbox.claim_due(store, "w1", now, ["dispatch"], dispatcher.LEASE, limit=50)
+    rows = await outbox.claim_due(
+        store, outbox.Claimant("w1", dispatcher.LEASE), now, ["dispatch"], limit=50
+    )
 
     def begin(conn: backend.Conn) -> tuple[list[dispatcher.Started], dict[str, int]]:
         counted = statements.Counting(conn)
@@ -660,7 +662,9 @@ async def test_rows_started_together_and_cut_off_by_a_crash_go_out_after_the_res
     store = await db.open(db.StoreConfig(data_dir=data_dir))
     approved = await approve_all(store, "files", files, client, now)
     # The process dies just after the chunk's start committed, before any file is written.
-    rows = await outbox.claim_due(store, "w1", now, ["dispatch"], dispatcher.LEASE, limit=50)
+    rows = await outbox.claim_due(
+        store, outbox.Claimant("w1", dispatcher.LEASE), now, ["dispatch"], limit=50
+    )
     started = await store.write(dispatcher._begin_rows, rows, True, now)
     assert len(started) == 3 and all(isinstance(s, tuple) for s in started)
     await store.close()

@@ -229,7 +229,7 @@ async def test_while_the_bot_runs_the_spend_is_counted_through_its_control_socke
         data_dir.mkdir(mode=0o700)
         async with running.with_control(data_dir, tmp_path / "empty") as bot:
             now = datetime.now(UTC)
-            await ledger.set_budget(bot.store, "global", "day", 1_000_000, "cli", now)
+            await ledger.set_budget(bot.store, ledger.Limit("global", "day", 1_000_000), "cli", now)
             done = await asyncio.to_thread(
                 gatehouse, tmp_path, feed, llm, "--data-dir", str(data_dir), "dry-run", "news",
                 "--llm", "--json",

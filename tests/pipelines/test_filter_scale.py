@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from pipelines.config import file_errors, filters, spec
+from pipelines.config import filters, spec, yaml_file
 from pipelines.text import safe_regex
 
 #: How words rules were compiled before the index: one RE2 pattern per rule.
@@ -124,7 +124,7 @@ def _pipeline(rules: int) -> str:
 
 def test_ten_thousand_rules_written_out_load(tmp_path: Path) -> None:
     text = _pipeline(10_000)
-    assert len(text.encode()) < file_errors.MAX_FILE_BYTES
+    assert len(text.encode()) < yaml_file.MAX_FILE_BYTES
     (tmp_path / "many.yaml").write_text(text)
     result = spec.load_dir(tmp_path)
     assert result.errors == []

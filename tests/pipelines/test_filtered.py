@@ -98,7 +98,7 @@ async def _claimed_items(store: db.Store) -> list[int]:
 async def test_filtered_entries_are_recorded_never_charged_and_replayed_past_the_filter(
     store: db.Store, tmp_path: Path, llm: FakeLLM, client: httpx.AsyncClient, now: datetime
 ) -> None:
-    await ledger.set_budget(store, "global", "day", 10_000_000, "cli", now)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 10_000_000), "cli", now)
     settings = providers.ProviderSettings(
         kind=llm.kind, base_url=llm.base_url, api_key=SecretStr("k"), model="fake-1",
         timeout_s=5, max_retries=1, max_retry_wait_s=1,

@@ -104,25 +104,28 @@ async def test_removing_the_image_is_refused_when_there_is_none_or_the_card_is_s
     assert item is not None
 
     def drafted(conn: backend.Conn) -> None:
-        drafts.add_sync(conn, item.id, "plain", {"drafter": "template"}, now)
+        drafts.add_sync(conn, item.id, drafts.Body("plain", {"drafter": "template"}), now)
         items.transition_sync(conn, item.id, State.DRAFTING, "system", now)
         items.transition_sync(conn, item.id, State.AWAITING_APPROVAL, "system", now)
 
     await store.write(drafted)
     with pytest.raises(errors.Conflict, match="has no image to remove"):
-        await store.write(drafts.remove_image_sync, item.id, 1, 7, now)
+        await store.write(drafts.remove_image_sync, drafts.Edit(item.id, 1, 7), now)
 
     def pictured(conn: backend.Conn) -> None:
         drafts.add_sync(
-            conn, item.id, "with", {"drafter": "template"}, now, image_url="https://x.org/i.png"
+            conn,
+            item.id,
+            drafts.Body("with", {"drafter": "template"}, image_url="https://x.org/i.png"),
+            now,
         )
 
     await store.write(pictured)
     with pytest.raises(errors.Conflict, match="is at version 2; the edit was for version 1"):
-        await store.write(drafts.remove_image_sync, item.id, 1, 7, now)
-    removed = await store.write(drafts.remove_image_sync, item.id, 2, 7, now)
+        await store.write(drafts.remove_image_sync, drafts.Edit(item.id, 1, 7), now)
+    removed = await store.write(drafts.remove_image_sync, drafts.Edit(item.id, 2, 7), now)
     assert (removed.version, removed.text, removed.image_url) == (3, "with", None)
-    edited = await store.write(drafts.edit_sync, item.id, 3, "new words", 7, now)
+    edited = await store.write(drafts.edit_sync, drafts.Edit(item.id, 3, 7), "new words", now)
     assert edited.image_url is None  # an edit keeps what the version it replaces shows
 
 
@@ -135,7 +138,9 @@ async def test_the_terminal_removes_the_image_as_the_card_button_does(
 
     def pictured(conn: backend.Conn) -> None:
         image = "https://x.org/i.png"
-        draft = drafts.add_sync(conn, item.id, "words", {"drafter": "t"}, now, image_url=image)
+        draft = drafts.add_sync(
+            conn, item.id, drafts.Body("words", {"drafter": "t"}, image_url=image), now
+        )
         items.transition_sync(conn, item.id, State.DRAFTING, "system", now)
         moved = items.transition_sync(conn, item.id, State.AWAITING_APPROVAL, "system", now)
         flow.queue_card(conn, p, moved, flow.Card(draft), now)

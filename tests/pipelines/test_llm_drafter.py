@@ -18,6 +18,7 @@ from pydantic import SecretStr
 from bot.chat import alerts as bot_alerts
 from pipelines import operations
 from pipelines.approval import flow, rule, sla
+from pipelines.config import draft as draft_block
 from pipelines.config import spec
 from pipelines.drafting import choice, drafters, steps
 from pipelines.drafting import llm as llm_drafter
@@ -153,7 +154,7 @@ async def rig_for(
 
 
 async def budget(store: db.Store, now: datetime, limit: int = 10_000_000) -> None:
-    await ledger.set_budget(store, "global", "day", limit, "cli", now)
+    await ledger.set_budget(store, ledger.Limit("global", "day", limit), "cli", now)
 
 
 async def test_a_draft_is_paid_once_and_settled_at_its_cost(
@@ -463,7 +464,9 @@ async def test_drafters_picks_each_pipelines_drafter_and_says_why(
     store: db.Store, tmp_path: Path, feeds: FeedServer, llm: FakeLLM, now: datetime
 ) -> None:
     pipeline = write_pipeline(tmp_path, feeds.url("/feed.xml"))
-    plain = pipeline.model_copy(update={"draft": spec.DraftConfig(drafter="template")}, deep=True)
+    plain = pipeline.model_copy(
+        update={"draft": draft_block.DraftConfig(drafter="template")}, deep=True
+    )
     item = await store.write(
         items.create_sync, "news", "s0", "x", {"title": "T", "text": "body"}, now
     )

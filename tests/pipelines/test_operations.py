@@ -57,7 +57,7 @@ async def test_schedule_refusals_say_what_is_valid(
 
 
 async def test_argument_refusals_write_nothing(store: db.Store, now: datetime) -> None:
-    await ledger.set_budget(store, "global", "day", 1_000, "cli", now)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 1_000), "cli", now)
     before = await snapshot.tables(store)
     refusals = [
         (

@@ -210,7 +210,7 @@ async def orphan_claim(rig: Rig, now: datetime, lease: timedelta) -> tuple[items
     key = calls.claim_key("news", item.id, 1, version)
     request = {"model": MODEL, "max_tokens": 200, "prompt_version": version}
     work = await ledger.begin(
-        rig.store, key, calls.ENDPOINT, request, 50_000, "news", item.id, now, lease
+        rig.store, ledger.Call(key, calls.ENDPOINT, request, 50_000, "news", item.id, lease), now
     )
     return item, work.id
 

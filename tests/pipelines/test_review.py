@@ -43,7 +43,7 @@ async def awaiting(store: db.Store, now: datetime, source_id: str = "g1") -> ite
     await store.write(items.transition_sync, item.id, S.DRAFTING, "system", now)
 
     def unit(conn: sqlite3.Connection) -> items.Item:
-        drafts.add_sync(conn, item.id, "draft text", {"drafter": "template"}, now)
+        drafts.add_sync(conn, item.id, drafts.Body("draft text", {"drafter": "template"}), now)
         return items.transition_sync(conn, item.id, S.AWAITING_APPROVAL, "system", now)
 
     return await store.write(unit)

@@ -74,9 +74,9 @@ async def test_runtime_makes_a_crashed_calls_claim_uncertain_and_says_so(
     config = db.StoreConfig(data_dir=tmp_path / "data")
     # A previous process started a paid call and died before complete().
     store = await db.open(config)
-    await ledger.set_budget(store, "global", "day", 1_000_000, "cli", now)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 1_000_000), "cli", now)
     work = await ledger.begin(
-        store, "k", "chat", {"p": 1}, 10_000, "news", None, now, lease=timedelta(minutes=1)
+        store, ledger.Call("k", "chat", {"p": 1}, 10_000, "news", None, timedelta(minutes=1)), now
     )
     await ledger.start_provider(store, work.id, now)
     await store.close()

@@ -158,7 +158,7 @@ async def _by_guid(store: db.Store) -> dict[str, items.Item]:
 async def test_entries_below_the_threshold_end_skipped_with_the_models_reason(
     store: db.Store, rig_for: object, llm: FakeLLM, now: datetime
 ) -> None:
-    await ledger.set_budget(store, "global", "day", 10_000_000, "cli", now)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 10_000_000), "cli", now)
     rig = rig_for()  # type: ignore[operator]
     report = await rig.tick(now)
 
@@ -220,7 +220,7 @@ async def test_entries_below_the_threshold_end_skipped_with_the_models_reason(
 async def test_on_failure_pass_drafts_and_the_card_says_not_triaged(
     store: db.Store, rig_for: object, llm: FakeLLM, feeds: FeedServer, now: datetime
 ) -> None:
-    await ledger.set_budget(store, "global", "day", 10_000_000, "cli", now)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 10_000_000), "cli", now)
     feeds.set("/feed.xml", rss(ENTRIES[1:2]))  # a weather entry: it would be skipped
     llm.queue_fault("401")  # the provider refuses the triage: nothing charged
     rig = rig_for("pass")  # type: ignore[operator]
@@ -251,7 +251,7 @@ async def test_an_unusable_triage_answer_is_said_of_the_triage_not_of_a_draft(
     store: db.Store, rig_for: object, llm: FakeLLM, feeds: FeedServer, now: datetime,
     answer: str, said: str,
 ) -> None:  # fmt: skip
-    await ledger.set_budget(store, "global", "day", 10_000_000, "cli", now)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 10_000_000), "cli", now)
     feeds.set("/feed.xml", rss(ENTRIES[1:2]))
     llm.queue_reply(answer)  # the triage's answer; the draft after it is the usual one
     rig = rig_for("pass")  # type: ignore[operator]
@@ -265,7 +265,7 @@ async def test_an_unusable_triage_answer_is_said_of_the_triage_not_of_a_draft(
 async def test_on_failure_hold_waits_and_triages_once_the_provider_answers(
     store: db.Store, rig_for: object, llm: FakeLLM, feeds: FeedServer, now: datetime
 ) -> None:
-    await ledger.set_budget(store, "global", "day", 10_000_000, "cli", now)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 10_000_000), "cli", now)
     feeds.set("/feed.xml", rss(ENTRIES[:1]))
     llm.queue_fault("401")
     rig = rig_for("hold")  # type: ignore[operator]
@@ -306,7 +306,7 @@ async def test_a_triage_call_cut_off_by_a_crash_is_never_asked_again(
 ) -> None:
     """A claim left started (the process died during the call) may have been paid: the
     entry waits for reconcile-claim, with pass as with hold, and nothing is called."""
-    await ledger.set_budget(store, "global", "day", 10_000_000, "cli", now)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 10_000_000), "cli", now)
     feeds.set("/feed.xml", rss(ENTRIES[:1]))
     llm.queue_fault("401")  # the first run's triage: refused, nothing charged; held
     await rig_for("hold").tick(now)  # type: ignore[operator]
@@ -316,10 +316,10 @@ async def test_a_triage_call_cut_off_by_a_crash_is_never_asked_again(
     call = triage_drafter.call_for(block, 1)  # the next try, begun and started, then a kill
     key = calls.claim_key("city", item.id, 1, call.version)
     request = {"model": "fake-1", "max_tokens": 60, "prompt_version": call.version}
-    work = await ledger.begin(
-        store, key, triage_drafter.ENDPOINT, request, 1_000, "city", item.id, now,
-        timedelta(minutes=5),
-    )  # fmt: skip
+    asked = ledger.Call(
+        key, triage_drafter.ENDPOINT, request, 1_000, "city", item.id, timedelta(minutes=5)
+    )
+    work = await ledger.begin(store, asked, now)
     await ledger.start_provider(store, work.id, now)
     calls_before = llm.calls
 
@@ -336,7 +336,7 @@ async def test_with_pass_a_triage_call_cut_off_and_reconciled_is_not_asked_again
     """A crash cut off the triage call and the operator settled its claim with
     reconcile-claim: with pass the entry is drafted as not triaged, with no second
     triage call (the provider may have charged the first)."""
-    await ledger.set_budget(store, "global", "day", 10_000_000, "cli", now)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 10_000_000), "cli", now)
     feeds.set("/feed.xml", rss(ENTRIES[1:2]))  # a weather entry: it would be skipped
     llm.queue_fault("401")  # the first run's triage: refused, nothing charged; held
     await rig_for("hold").tick(now)  # type: ignore[operator]
@@ -345,14 +345,14 @@ async def test_with_pass_a_triage_call_cut_off_and_reconciled_is_not_asked_again
     call = triage_drafter.call_for(block, 1)  # the next try, begun and started, then a kill
     key = calls.claim_key("city", item.id, 1, call.version)
     request = {"model": "fake-1", "max_tokens": 60, "prompt_version": call.version}
-    work = await ledger.begin(
-        store, key, triage_drafter.ENDPOINT, request, 1_000, "city", item.id, now,
-        timedelta(minutes=5),
-    )  # fmt: skip
+    asked = ledger.Call(
+        key, triage_drafter.ENDPOINT, request, 1_000, "city", item.id, timedelta(minutes=5)
+    )
+    work = await ledger.begin(store, asked, now)
     await ledger.start_provider(store, work.id, now)
     later = now + timedelta(minutes=10)
     await ledger.recover(store, later)
-    await ledger.reconcile(store, work.id, 700, "provider console", "cli", later)
+    await ledger.reconcile(store, work.id, ledger.Actual(700, "provider console"), "cli", later)
     calls_before = llm.calls
 
     await rig_for("pass").tick(later)  # type: ignore[operator]
@@ -369,7 +369,7 @@ async def test_a_500_to_triage_under_hold_settles_at_zero_and_the_next_run_cards
     """An HTTP error answer carries no usage and is not billed: its claim settles at zero
     with the answer as evidence, and the held entry is asked again at the next run,
     with no operator step (no reconcile-claim, no replay)."""
-    await ledger.set_budget(store, "global", "day", 10_000_000, "cli", now)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 10_000_000), "cli", now)
     feeds.set("/feed.xml", rss(ENTRIES[:1]))
     for _ in range(2):  # the call and its one retry (max_retries: 1)
         llm.queue_fault("500")
@@ -401,7 +401,7 @@ async def test_replay_offers_no_draft_on_a_triaged_item_whose_draft_a_card_showe
 ) -> None:
     """The item's triage answer is kept too, but it is no draft: a rejected item's offer
     promises nothing, and its replay pays for a new draft, as the offer says."""
-    await ledger.set_budget(store, "global", "day", 10_000_000, "cli", now)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 10_000_000), "cli", now)
     feeds.set("/feed.xml", rss(ENTRIES[:1]))  # about trams: triaged in, drafted, carded
     rig = rig_for()  # type: ignore[operator]
     await rig.tick(now)
@@ -425,7 +425,7 @@ async def test_replay_offers_no_draft_on_a_triaged_item_whose_draft_a_card_showe
 async def test_replay_offers_the_draft_no_card_showed_and_what_it_saves(
     store: db.Store, rig_for: object, llm: FakeLLM, feeds: FeedServer, now: datetime
 ) -> None:
-    await ledger.set_budget(store, "global", "day", 10_000_000, "cli", now)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 10_000_000), "cli", now)
     feeds.set("/feed.xml", rss([]))
     rig = rig_for()  # type: ignore[operator]
     made = await store.write(

@@ -82,7 +82,7 @@ async def test_an_item_left_behind_with_the_same_work_is_moved_after_all(
     there: two statements more, and its event says the state it left."""
     [item] = await _made(store, now, "a")
     await store.write(items.transition_sync, item.id, S.DRAFTING, "system", now)
-    await store.write(drafts.add_sync, item.id, "a draft", {"drafter": "x"}, now)
+    await store.write(drafts.add_sync, item.id, drafts.Body("a draft", {"drafter": "x"}), now)
     seen = items.Seen(item.id, S.DRAFTING, item.attempt, item.version)  # before the draft
     move = items.Move(seen, S.FAILED, "sweep", now, "stuck", any_version=True)
 

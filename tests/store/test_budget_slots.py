@@ -72,13 +72,17 @@ def _now() -> datetime:
 
 
 async def _begin(store: db.Store, key: str, worst: int, now: datetime) -> claims.Work:
-    return await ledger.begin(store, key, ENDPOINT, {"k": key}, worst, "news", None, now, LEASE)
+    return await ledger.begin(
+        store, ledger.Call(key, ENDPOINT, {"k": key}, worst, "news", None, LEASE), now
+    )
 
 
 async def _spend(store: db.Store, key: str, worst: int, actual: int, now: datetime) -> None:
     work = await _begin(store, key, worst, now)
     await ledger.start_provider(store, work.id, now)
-    await ledger.complete(store, work.id, Usage(1, 1), actual, f"req-{key}", None, now)
+    await ledger.complete(
+        store, work.id, ledger.Actual(actual, f"req-{key}", Usage(1, 1)), None, now
+    )
 
 
 def _claims_total(conn: backend.Conn) -> tuple[int, int]:
@@ -110,8 +114,8 @@ async def test_four_workers_racing_a_small_budget_never_overspend_it(
     agree with the claims, and the room left in every slot can still be spent."""
     stores: list[db.Store] = await workers(4)
     now = _now()
-    await ledger.set_budget(stores[0], "global", "day", 20_000, "cli", now)
-    await ledger.set_budget(stores[0], "news", "day", 15_000, "cli", now)
+    await ledger.set_budget(stores[0], ledger.Limit("global", "day", 20_000), "cli", now)
+    await ledger.set_budget(stores[0], ledger.Limit("news", "day", 15_000), "cli", now)
     seed = random.Random(45)
     refused = 0
 
@@ -126,7 +130,9 @@ async def test_four_workers_racing_a_small_budget_never_overspend_it(
             await ledger.fail(store, work.id, "no call", now)
             return
         await ledger.start_provider(store, work.id, now)
-        await ledger.complete(store, work.id, Usage(1, 1), actual, f"req-{key}", None, now)
+        await ledger.complete(
+            store, work.id, ledger.Actual(actual, f"req-{key}", Usage(1, 1)), None, now
+        )
 
     jobs = []
     for n in range(240):
@@ -165,12 +171,14 @@ async def test_a_worker_paused_inside_a_transaction_holds_up_no_other(
     [paused] = await workers(1, writers=1)
     [other] = await workers(1)
     now = _now()
-    await ledger.set_budget(paused, "global", "day", 1_000_000, "cli", now)
+    await ledger.set_budget(paused, ledger.Limit("global", "day", 1_000_000), "cli", now)
     await _spend(paused, "before", 1_000, 900, now)  # its slot was granted room
     inside, resume = threading.Event(), threading.Event()
 
     def holding_then_stopped(conn: backend.Conn) -> claims.Work:
-        work = claims.begin_sync(conn, "paused", ENDPOINT, {}, 1_000, "news", None, now, LEASE)
+        work = claims.begin_sync(
+            conn, claims.Call("paused", ENDPOINT, {}, 1_000, "news", None, LEASE), now
+        )
         inside.set()
         resume.wait(WITHIN_S)  # the transaction stays open, its slot row locked
         return work
@@ -195,7 +203,7 @@ async def test_a_grant_locks_the_budget_row_for_its_own_transaction_not_a_batch(
     were held until the batch commits. Another worker may lock the row meanwhile."""
     [worker] = await workers(1, writers=2)  # one lane for background units: one batch
     now = _now()
-    await ledger.set_budget(worker, "global", "day", 1_000_000, "cli", now)
+    await ledger.set_budget(worker, ledger.Limit("global", "day", 1_000_000), "cli", now)
     inside, probed = threading.Event(), threading.Event()
 
     def slow(conn: backend.Conn) -> None:
@@ -229,14 +237,16 @@ async def test_a_threshold_two_settlements_passed_together_is_alerted_by_the_swe
     is not committed yet): neither alerts 50 %, and the claim sweep does, once."""
     a, b = await workers(2)
     now = _now()
-    await ledger.set_budget(a, "global", "day", 1_000, "cli", now)
+    await ledger.set_budget(a, ledger.Limit("global", "day", 1_000), "cli", now)
     first, second = await _begin(a, "a", 300, now), await _begin(b, "b", 300, now)
     for store, work in ((a, first), (b, second)):
         await ledger.start_provider(store, work.id, now)
     inside, resume = threading.Event(), threading.Event()
 
     def settling_then_stopped(conn: backend.Conn) -> ledger_settle.Settlement:
-        settled = ledger_settle.complete_sync(conn, first.id, Usage(1, 1), 300, "req-a", None, now)
+        settled = ledger_settle.complete_sync(
+            conn, first.id, ledger_settle.Actual(300, "req-a", Usage(1, 1)), None, now
+        )
         inside.set()
         resume.wait(WITHIN_S)  # not committed while the other settles
         return settled
@@ -244,7 +254,9 @@ async def test_a_threshold_two_settlements_passed_together_is_alerted_by_the_swe
     stopped = asyncio.ensure_future(a.write(settling_then_stopped))
     try:
         assert await asyncio.to_thread(inside.wait, WITHIN_S)
-        settling = ledger.complete(b, second.id, Usage(1, 1), 300, "req-b", None, now)
+        settling = ledger.complete(
+            b, second.id, ledger.Actual(300, "req-b", Usage(1, 1)), None, now
+        )
         await asyncio.wait_for(settling, WITHIN_S)
     finally:
         resume.set()
@@ -266,10 +278,12 @@ async def main():
     store = await db.open(db.StoreConfig(data_dir=sys.argv[1], database_url=sys.argv[2]))
     now = datetime.fromisoformat(sys.argv[3])
     lease = timedelta(seconds=int(sys.argv[4]))
-    work = await ledger.begin(store, "spent", "drafts.create", {}, 4_000, "news", None, now, lease)
+    spent = ledger.Call("spent", "drafts.create", {}, 4_000, "news", None, lease)
+    work = await ledger.begin(store, spent, now)
     await ledger.start_provider(store, work.id, now)
-    await ledger.complete(store, work.id, Usage(1, 1), 1_000, "req-spent", None, now)
-    work = await ledger.begin(store, "open", "drafts.create", {}, 500, "news", None, now, lease)
+    await ledger.complete(store, work.id, ledger.Actual(1_000, "req-spent", Usage(1, 1)), None, now)
+    held = ledger.Call("open", "drafts.create", {}, 500, "news", None, lease)
+    work = await ledger.begin(store, held, now)
     await ledger.start_provider(store, work.id, now)
     print("holding", flush=True)
     time.sleep(600)
@@ -286,7 +300,7 @@ async def test_a_killed_workers_room_goes_back_to_the_others_and_its_spend_stays
     and its open hold stays held until the takeover settles it with evidence."""
     [alive] = await workers(1)
     now = _now()
-    await ledger.set_budget(alive, "global", "day", 10_000, "cli", now)
+    await ledger.set_budget(alive, ledger.Limit("global", "day", 10_000), "cli", now)
     args = [str(tmp_path / "dead"), url, now.isoformat(), "60"]
     child = await asyncio.create_subprocess_exec(
         sys.executable, "-c", CHILD, *args, cwd=REPO, stdout=subprocess.PIPE,
@@ -308,7 +322,7 @@ async def test_a_killed_workers_room_goes_back_to_the_others_and_its_spend_stays
     # The takeover: the dead worker's call is past its lease, uncertain, then settled.
     [recovered] = await ledger.recover(alive, now + timedelta(seconds=61))
     assert recovered.state == "uncertain"
-    await ledger.reconcile(alive, recovered.id, 200, "invoice line 7", "cli", now)
+    await ledger.reconcile(alive, recovered.id, ledger.Actual(200, "invoice line 7"), "cli", now)
     [row] = (await ledger.report(alive, now)).budgets
     assert (row.spent_micros, row.held_micros) == (1_000 + 8_000 + 200, 0)
     await _spend(alive, "the-rest", 800, 800, now)

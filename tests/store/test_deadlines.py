@@ -24,7 +24,7 @@ async def _waiting(store: db.Store, now: datetime) -> items.Item:
     await store.write(items.transition_sync, item.id, State.DRAFTING, "system", now)
 
     def unit(conn: backend.Conn) -> items.Item:
-        drafts.add_sync(conn, item.id, "draft text", {"drafter": "template"}, now)
+        drafts.add_sync(conn, item.id, drafts.Body("draft text", {"drafter": "template"}), now)
         return items.transition_sync(
             conn, item.id, State.AWAITING_APPROVAL, "system", now, deadline=WINDOW
         )
@@ -148,7 +148,7 @@ async def test_a_short_window_warns_early_enough_for_a_person_to_act(
     await store.write(items.transition_sync, item.id, State.DRAFTING, "system", now)
 
     def unit(conn: backend.Conn) -> items.Item:
-        drafts.add_sync(conn, item.id, "draft text", {"drafter": "template"}, now)
+        drafts.add_sync(conn, item.id, drafts.Body("draft text", {"drafter": "template"}), now)
         return items.transition_sync(
             conn, item.id, State.AWAITING_APPROVAL, "system", now, deadline=timedelta(seconds=60)
         )

@@ -69,7 +69,7 @@ def files_may_not_grow_past(size: int) -> Iterator[None]:
 
 
 async def until(check: object, what: str) -> None:
-    for _ in range(500):  # a bound, not a speed
+    for _ in range(3000):  # a bound, not a speed: 30 s, for a machine busy with other work
         if check():  # type: ignore[operator]
             return
         await asyncio.sleep(0.01)

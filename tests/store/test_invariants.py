@@ -182,7 +182,7 @@ async def test_the_sweep_s_breach_and_expiry_each_write_one_event(
     await store.write(items.transition_sync, waiting.id, State.DRAFTING, "system", now)
 
     def to_approval(conn: sqlite3.Connection) -> None:
-        drafts.add_sync(conn, waiting.id, "text", {"drafter": "template"}, now)
+        drafts.add_sync(conn, waiting.id, drafts.Body("text", {"drafter": "template"}), now)
         items.transition_sync(
             conn, waiting.id, State.AWAITING_APPROVAL, "system", now, deadline=timedelta(hours=1)
         )
@@ -211,7 +211,7 @@ async def _awaiting(store: db.Store, now: datetime) -> items.Item:
     await store.write(items.transition_sync, item.id, State.DRAFTING, "system", now)
 
     def unit(conn: sqlite3.Connection) -> items.Item:
-        drafts.add_sync(conn, item.id, "draft text", {"drafter": "template"}, now)
+        drafts.add_sync(conn, item.id, drafts.Body("draft text", {"drafter": "template"}), now)
         return items.transition_sync(conn, item.id, State.AWAITING_APPROVAL, "system", now)
 
     return await store.write(unit)
@@ -219,10 +219,12 @@ async def _awaiting(store: db.Store, now: datetime) -> items.Item:
 
 async def test_a_stale_edit_is_refused_and_writes_nothing(store: db.Store, now: datetime) -> None:
     item = await _awaiting(store, now)
-    await store.write(drafts.edit_sync, item.id, 1, "second words", 7, now)
+    await store.write(drafts.edit_sync, drafts.Edit(item.id, 1, 7), "second words", now)
     before = await snapshot.tables(store)
     with pytest.raises(errors.Conflict, match="is at version 2; the edit was for version 1"):
-        await store.write(drafts.edit_sync, item.id, 1, "late words from an old card", 8, now)
+        await store.write(
+            drafts.edit_sync, drafts.Edit(item.id, 1, 8), "late words from an old card", now
+        )
     assert await snapshot.tables(store) == before
 
 
@@ -232,12 +234,12 @@ async def test_an_edit_outside_approval_or_empty_is_refused_and_writes_nothing(
     item = await _awaiting(store, now)
     before = await snapshot.tables(store)
     with pytest.raises(ValueError, match="replacement text is empty"):
-        await store.write(drafts.edit_sync, item.id, 1, "  \n", 7, now)
+        await store.write(drafts.edit_sync, drafts.Edit(item.id, 1, 7), "  \n", now)
     assert await snapshot.tables(store) == before
     await store.write(items.transition_sync, item.id, State.REJECTED, "operator:7", now)
     before = await snapshot.tables(store)
     with pytest.raises(errors.IllegalTransition, match="only drafts awaiting approval"):
-        await store.write(drafts.edit_sync, item.id, 1, "words", 7, now)
+        await store.write(drafts.edit_sync, drafts.Edit(item.id, 1, 7), "words", now)
     assert await snapshot.tables(store) == before
     with pytest.raises(errors.NotFound, match="no draft version 9"):
         await drafts.get(store, item.id, 9)
@@ -255,22 +257,23 @@ async def test_a_second_writer_settling_a_claim_it_read_before_the_first_is_refu
     settled it. The second one's UPDATE must match no row, so the holds are not
     turned into spend twice and no second event is written.
     """
-    await ledger.set_budget(store, "global", "day", 10_000, "cli", now)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 10_000), "cli", now)
     work = await ledger.begin(
-        store, "k1", "drafts.create", {"p": 1}, 1_000, "news", None, now, timedelta(minutes=5)
+        store,
+        ledger.Call("k1", "drafts.create", {"p": 1}, 1_000, "news", None, timedelta(minutes=5)),
+        now,
     )
     await ledger.start_provider(store, work.id, now)
     seen_by_second = await store.read(lambda c: claims.get_sync(c, work.id))
     assert seen_by_second.state == ClaimState.STARTED
-    await ledger.complete(store, work.id, Usage(10, 10), 700, "req-1", None, now)
+    await ledger.complete(store, work.id, ledger.Actual(700, "req-1", Usage(10, 10)), None, now)
     before = await snapshot.tables(store)
 
     with forger.raw(store) as second:
         second.execute("BEGIN")
         with pytest.raises(errors.Conflict, match="changed underneath its settlement"):
-            ledger_settle._settle(
-                second, seen_by_second, 900, "req-2", Usage(10, 10), "system", now
-            )
+            late = ledger_settle.Actual(900, "req-2", Usage(10, 10))
+            ledger_settle._settle(second, seen_by_second, late, "system", now)
         second.execute("ROLLBACK")
     assert await snapshot.tables(store) == before
     settled = await store.read(lambda c: claims.get_sync(c, work.id))

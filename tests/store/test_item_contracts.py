@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 import pytest
 
 from pipelines.approval import flow, rule
-from store import backend, db, drafts, errors, items, outbox
+from store import backend, db, drafts, errors, items, outbox, payloads
 from store.audit import events
 from store.items.machine import State
 from store.review.followups import Shown
@@ -33,7 +33,9 @@ async def _awaiting(store: db.Store, now: datetime, source_id: str = "guid") -> 
     await store.write(items.transition_sync, item.id, S.DRAFTING, "system", now)
 
     def unit(conn: sqlite3.Connection) -> items.Item:
-        drafts.add_sync(conn, item.id, "draft text", {"drafter": "template"}, now, cost_micros=42)
+        drafts.add_sync(
+            conn, item.id, drafts.Body("draft text", {"drafter": "template"}, cost_micros=42), now
+        )
         return items.transition_sync(conn, item.id, S.AWAITING_APPROVAL, "system", now)
 
     return await store.write(unit)
@@ -124,7 +126,7 @@ async def test_rows_a_caller_adds_commit_in_the_deciding_unit_with_the_moved_ite
 
     def unit(conn: backend.Conn) -> rule.Decision:
         decided = flow.decide_sync(conn, rule.Vote(Shown(item.id, 1, 1), 7, "approve"), now)
-        outbox.alert_sync(conn, decided.item.state, now)
+        outbox.alert_sync(conn, payloads.Alert(text=decided.item.state), now)
         return decided
 
     decided = await store.write(unit)
@@ -157,7 +159,7 @@ async def test_an_edit_is_a_same_state_event_by_the_operator(
 ) -> None:
     item = await _awaiting(store, now)
     later = now + timedelta(minutes=3)
-    edited = await store.write(drafts.edit_sync, item.id, 1, "better words", 7, later)
+    edited = await store.write(drafts.edit_sync, drafts.Edit(item.id, 1, 7), "better words", later)
     assert edited == drafts.Draft(
         item.id, 2, "better words", edited.content_hash, {"operator": 7, "edit_of": 1}, None, later
     )
@@ -177,7 +179,7 @@ async def test_an_empty_edit_says_so_exactly(store: db.Store, now: datetime) -> 
     item = await _awaiting(store, now)
     before = await snapshot.tables(store)
     with pytest.raises(ValueError, match=r"^the replacement text is empty$"):
-        await store.write(drafts.edit_sync, item.id, 1, " ", 7, now)
+        await store.write(drafts.edit_sync, drafts.Edit(item.id, 1, 7), " ", now)
     assert await snapshot.tables(store) == before
 
 
@@ -430,7 +432,7 @@ async def test_a_new_draft_comes_back_from_its_insert_not_a_second_read(
 
     def unit(conn: backend.Conn) -> tuple[drafts.Draft, int]:
         counting = statements.Counting(conn)
-        draft = drafts.add_sync(counting, made.id, "text", {"drafter": "x"}, now)
+        draft = drafts.add_sync(counting, made.id, drafts.Body("text", {"drafter": "x"}), now)
         return draft, counting.total
 
     draft, sent = await store.write(unit)

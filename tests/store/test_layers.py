@@ -75,7 +75,7 @@ BACK_UP: dict[str, set[str]] = {
     "store": set(),
     "pipelines": {
         # A pipeline's template is checked when its file loads.
-        "pipelines.config.spec -> pipelines.drafting.prompt",
+        "pipelines.config.draft -> pipelines.drafting.prompt",
         # The digest lists what awaits approval as the /pending list does.
         "pipelines.service.nudges -> pipelines.operations.review",
     },

@@ -60,14 +60,16 @@ async def begin(
     request = kw.pop("request", {"prompt": key})
     return await ledger.begin(
         store,
-        key,
-        "drafts.create",
-        request,
-        worst,
-        pipeline,
-        kw.pop("item_id", None),
+        ledger.Call(
+            key,
+            "drafts.create",
+            request,
+            worst,
+            pipeline,
+            kw.pop("item_id", None),
+            kw.pop("lease", LEASE),
+        ),
         now,
-        kw.pop("lease", LEASE),
     )
 
 
@@ -87,7 +89,7 @@ def test_claim_states_in_code_match_the_migration_and_schema() -> None:
 async def test_the_database_refuses_an_undeclared_claim_state(
     store: db.Store, now: datetime
 ) -> None:
-    await ledger.set_budget(store, "global", "day", 10_000, OP, now)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 10_000), OP, now)
     work = await begin(store, now)
     unchanged = await snapshot.tables(store)
     with pytest.raises(errors.ConstraintViolation):
@@ -131,7 +133,7 @@ def test_bad_prices_and_usage_are_refused_clearly() -> None:
 
 
 async def test_set_budget_is_an_event_with_its_actor(store: db.Store, now: datetime) -> None:
-    row = await ledger.set_budget(store, "news", "month", 5_000_000, OP, now)
+    row = await ledger.set_budget(store, ledger.Limit("news", "month", 5_000_000), OP, now)
     assert (row.limit_micros, row.spent_micros, row.held_micros, row.remaining_micros) == (
         5_000_000,
         0,
@@ -139,7 +141,7 @@ async def test_set_budget_is_an_event_with_its_actor(store: db.Store, now: datet
         5_000_000,
     )
     assert row.period_start == now.replace(day=1, hour=0)
-    await ledger.set_budget(store, "news", "month", 7_000_000, "cli", now)
+    await ledger.set_budget(store, ledger.Limit("news", "month", 7_000_000), "cli", now)
     history = await events.for_entity(store, "budget", "news/month")
     assert [(e.from_state, e.to_state, e.actor) for e in history] == [
         (None, "limit:5000000", OP),
@@ -147,33 +149,37 @@ async def test_set_budget_is_an_event_with_its_actor(store: db.Store, now: datet
     ]
     unchanged = await snapshot.tables(store)
     with pytest.raises(ValueError, match="unknown budget period 'week'; valid: day, month"):
-        await ledger.set_budget(store, "news", "week", 1, OP, now)
+        await ledger.set_budget(store, ledger.Limit("news", "week", 1), OP, now)
     assert await snapshot.tables(store) == unchanged
     with pytest.raises(ValueError, match="unknown actor"):
-        await ledger.set_budget(store, "news", "day", 1, "mallory", now)
+        await ledger.set_budget(store, ledger.Limit("news", "day", 1), "mallory", now)
 
 
 async def test_a_limit_below_what_is_spent_and_held_is_refused(
     store: db.Store, now: datetime
 ) -> None:
-    await ledger.set_budget(store, "global", "day", 10_000, OP, now)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 10_000), OP, now)
     await begin(store, now, worst=4_000)
     before = await snapshot.tables(store)
     with pytest.raises(errors.Conflict, match="must be at least 4000 micros"):
-        await ledger.set_budget(store, "global", "day", 3_999, OP, now)
+        await ledger.set_budget(store, ledger.Limit("global", "day", 3_999), OP, now)
     assert await snapshot.tables(store) == before
-    assert (await ledger.set_budget(store, "global", "day", 4_000, OP, now)).remaining_micros == 0
+    assert (
+        await ledger.set_budget(store, ledger.Limit("global", "day", 4_000), OP, now)
+    ).remaining_micros == 0
 
 
 async def test_a_limit_is_a_whole_number_of_micros_from_zero(
     store: db.Store, now: datetime
 ) -> None:
     # Zero is a limit: it stops every call in its scope.
-    assert (await ledger.set_budget(store, "news", "day", 0, OP, now)).remaining_micros == 0
+    assert (
+        await ledger.set_budget(store, ledger.Limit("news", "day", 0), OP, now)
+    ).remaining_micros == 0
     unchanged = await snapshot.tables(store)
     for bad in (-1, True, 1.5, "5"):
         with pytest.raises(ValueError) as refused:
-            await ledger.set_budget(store, "news", "day", bad, OP, now)  # type: ignore[arg-type]
+            await ledger.set_budget(store, ledger.Limit("news", "day", bad), OP, now)  # type: ignore[arg-type]
         assert str(refused.value) == f"limit_micros must be a whole number >= 0, got {bad!r}"
     assert await snapshot.tables(store) == unchanged
 
@@ -182,8 +188,8 @@ async def test_holding_gives_back_what_it_held_before_a_scope_ran_out(
     store: db.Store, now: datetime
 ) -> None:
     """hold_sync's own promise, with no savepoint around it: all of the holds or none."""
-    await ledger.set_budget(store, "news", "month", 10_000, OP, now)
-    await ledger.set_budget(store, "global", "day", 0, OP, now)
+    await ledger.set_budget(store, ledger.Limit("news", "month", 10_000), OP, now)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 0), OP, now)
 
     def unit(conn: Any) -> None:
         with pytest.raises(errors.BudgetExceeded) as caught:
@@ -219,10 +225,10 @@ async def test_no_budget_anywhere_creates_work_without_the_provider(
 async def test_holds_go_to_every_configured_scope_and_period(
     store: db.Store, now: datetime
 ) -> None:
-    await ledger.set_budget(store, "global", "day", 10_000, OP, now)
-    await ledger.set_budget(store, "global", "month", 100_000, OP, now)
-    await ledger.set_budget(store, "news", "day", 5_000, OP, now)
-    await ledger.set_budget(store, "digest", "day", 5_000, OP, now)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 10_000), OP, now)
+    await ledger.set_budget(store, ledger.Limit("global", "month", 100_000), OP, now)
+    await ledger.set_budget(store, ledger.Limit("news", "day", 5_000), OP, now)
+    await ledger.set_budget(store, ledger.Limit("digest", "day", 5_000), OP, now)
     work = await begin(store, now, worst=1_200)
     assert (work.state, work.provider_allowed, work.lease_until) == (
         ClaimState.RESERVED,
@@ -245,14 +251,14 @@ async def test_holds_go_to_every_configured_scope_and_period(
 async def test_a_replay_returns_the_same_work_and_writes_nothing(
     store: db.Store, now: datetime
 ) -> None:
-    await ledger.set_budget(store, "global", "day", 10_000, OP, now)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 10_000), OP, now)
     work = await begin(store, now)
     before = await snapshot.tables(store)
     again = await begin(store, now + timedelta(seconds=5))
     assert (again.id, again.replayed, again.state) == (work.id, True, ClaimState.RESERVED)
     assert await snapshot.tables(store) == before
     await ledger.start_provider(store, work.id, now)
-    await ledger.complete(store, work.id, USAGE, 700, "req-1", None, now)
+    await ledger.complete(store, work.id, ledger.Actual(700, "req-1", USAGE), None, now)
     done = await begin(store, now)
     assert (done.id, done.state, done.replayed) == (work.id, ClaimState.SETTLED, True)
     unchanged = await snapshot.tables(store)
@@ -260,7 +266,7 @@ async def test_a_replay_returns_the_same_work_and_writes_nothing(
         await ledger.start_provider(store, done.id, now)
     assert await snapshot.tables(store) == unchanged
     elsewhere = await ledger.begin(
-        store, "k1", "other.endpoint", {"prompt": "k1"}, 10, "news", None, now, LEASE
+        store, ledger.Call("k1", "other.endpoint", {"prompt": "k1"}, 10, "news", None, LEASE), now
     )
     assert elsewhere.id != work.id  # the key is hashed with its endpoint
 
@@ -268,8 +274,8 @@ async def test_a_replay_returns_the_same_work_and_writes_nothing(
 async def test_key_reuse_for_another_request_is_a_conflict_that_changes_nothing(
     store: db.Store, now: datetime
 ) -> None:
-    await ledger.set_budget(store, "global", "day", 10_000, OP, now)
-    await ledger.set_budget(store, "news", "month", 10_000, OP, now)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 10_000), OP, now)
+    await ledger.set_budget(store, ledger.Limit("news", "month", 10_000), OP, now)
     work = await begin(store, now)
     await ledger.start_provider(store, work.id, now)
     before = await snapshot.tables(store)
@@ -305,8 +311,8 @@ def test_a_requests_digest_is_fixed_data_that_outlives_an_upgrade() -> None:
 async def test_not_enough_budget_names_the_scope_and_holds_nothing(
     store: db.Store, now: datetime
 ) -> None:
-    await ledger.set_budget(store, "global", "day", 10_000, OP, now)
-    await ledger.set_budget(store, "news", "month", 1_500, OP, now)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 10_000), OP, now)
+    await ledger.set_budget(store, ledger.Limit("news", "month", 1_500), OP, now)
     await begin(store, now, key="a", worst=1_000)
     before = await snapshot.tables(store)
     with pytest.raises(errors.BudgetExceeded, match=r"news/month .* has 500 micros left") as caught:
@@ -341,7 +347,7 @@ async def test_bad_arguments_are_refused_before_anything_is_written(
 
 
 async def test_start_provider_is_the_one_gate(store: db.Store, now: datetime) -> None:
-    await ledger.set_budget(store, "global", "day", 10_000, OP, now)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 10_000), OP, now)
     work = await begin(store, now)
     before = await snapshot.tables(store)
     with pytest.raises(errors.LeaseExpired, match="lease expired"):
@@ -358,15 +364,15 @@ async def test_start_provider_is_the_one_gate(store: db.Store, now: datetime) ->
 
 
 async def test_complete_settles_exactly_once(store: db.Store, now: datetime) -> None:
-    await ledger.set_budget(store, "global", "day", 10_000, OP, now)
-    await ledger.set_budget(store, "news", "month", 10_000, OP, now)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 10_000), OP, now)
+    await ledger.set_budget(store, ledger.Limit("news", "month", 10_000), OP, now)
     work = await begin(store, now, worst=1_000)
     unchanged = await snapshot.tables(store)
     with pytest.raises(errors.IllegalTransition, match="start_provider was never called"):
-        await ledger.complete(store, work.id, USAGE, 700, "req-1", None, now)
+        await ledger.complete(store, work.id, ledger.Actual(700, "req-1", USAGE), None, now)
     assert await snapshot.tables(store) == unchanged
     await ledger.start_provider(store, work.id, now)
-    result = await ledger.complete(store, work.id, USAGE, 700, "req-1", None, now)
+    result = await ledger.complete(store, work.id, ledger.Actual(700, "req-1", USAGE), None, now)
     assert (result.claim.state, result.claim.actual_micros, result.replayed) == (
         ClaimState.SETTLED,
         700,
@@ -378,11 +384,11 @@ async def test_complete_settles_exactly_once(store: db.Store, now: datetime) -> 
         assert (row.spent_micros, row.held_micros, row.remaining_micros) == (700, 0, 9_300)
     settled = await snapshot.tables(store)
     again = await ledger.complete(
-        store, work.id, USAGE, 700, "req-1", None, now + timedelta(minutes=1)
+        store, work.id, ledger.Actual(700, "req-1", USAGE), None, now + timedelta(minutes=1)
     )
     assert again.replayed and await snapshot.tables(store) == settled
     with pytest.raises(errors.Conflict, match="already settled at 700"):
-        await ledger.complete(store, work.id, USAGE, 701, "req-1", None, now)
+        await ledger.complete(store, work.id, ledger.Actual(701, "req-1", USAGE), None, now)
     unchanged = await snapshot.tables(store)
     with pytest.raises(errors.Conflict, match="cannot fail"):
         await ledger.fail(store, work.id, "late error", now)
@@ -395,11 +401,14 @@ async def test_complete_settles_exactly_once(store: db.Store, now: datetime) -> 
 
 
 async def test_fifty_concurrent_completions_settle_once(store: db.Store, now: datetime) -> None:
-    await ledger.set_budget(store, "global", "day", 10_000, OP, now)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 10_000), OP, now)
     work = await begin(store, now, worst=1_000)
     await ledger.start_provider(store, work.id, now)
     results = await asyncio.gather(
-        *(ledger.complete(store, work.id, USAGE, 600, "req-1", None, now) for _ in range(50))
+        *(
+            ledger.complete(store, work.id, ledger.Actual(600, "req-1", USAGE), None, now)
+            for _ in range(50)
+        )
     )
     assert sum(not r.replayed for r in results) == 1
     row = await budget_row(store, "global", "day", now)
@@ -413,7 +422,7 @@ async def test_fifty_concurrent_completions_settle_once(store: db.Store, now: da
 async def test_fail_before_start_releases_and_after_start_keeps_the_hold(
     store: db.Store, now: datetime
 ) -> None:
-    await ledger.set_budget(store, "global", "day", 10_000, OP, now)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 10_000), OP, now)
     early = await begin(store, now, key="early", worst=1_000)
     late = await begin(store, now, key="late", worst=2_000)
     await ledger.start_provider(store, late.id, now)
@@ -426,18 +435,20 @@ async def test_fail_before_start_releases_and_after_start_keeps_the_hold(
     await ledger.fail(store, late.id, "again", now)
     assert await snapshot.tables(store) == repeat
     with pytest.raises(errors.IllegalTransition, match="reconcile"):
-        await ledger.complete(store, late.id, USAGE, 10, "req", None, now)
+        await ledger.complete(store, late.id, ledger.Actual(10, "req", USAGE), None, now)
 
 
 async def test_a_changed_item_makes_the_claim_uncertain(store: db.Store, now: datetime) -> None:
-    await ledger.set_budget(store, "global", "day", 10_000, OP, now)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 10_000), OP, now)
     item = await store.write(items.create_sync, "news", "feed", "guid-1", {"title": "a"}, now)
     assert item is not None
     work = await begin(store, now, item_id=item.id)
     await ledger.start_provider(store, work.id, now)
     # Refused, but not a no-op: the move to uncertain commits, holding the money.
     with pytest.raises(errors.Conflict, match="not the one the claim began with"):
-        await ledger.complete(store, work.id, USAGE, 500, "req-1", "another-hash", now)
+        await ledger.complete(
+            store, work.id, ledger.Actual(500, "req-1", USAGE), "another-hash", now
+        )
     claim = await ledger.get(store, work.id)
     assert claim.state == ClaimState.UNCERTAIN
     assert (await budget_row(store, "global", "day", now)).held_micros == 1_000
@@ -452,7 +463,9 @@ async def test_a_changed_item_makes_the_claim_uncertain(store: db.Store, now: da
         lambda c: c.execute("UPDATE items SET content_hash = 'x' WHERE id = ?", (item.id,))
     )
     with pytest.raises(errors.Conflict, match="now stored"):
-        await ledger.complete(store, other.id, USAGE, 500, "req-2", item.content_hash, now)
+        await ledger.complete(
+            store, other.id, ledger.Actual(500, "req-2", USAGE), item.content_hash, now
+        )
     assert (await ledger.get(store, other.id)).state == ClaimState.UNCERTAIN
 
 
@@ -462,7 +475,7 @@ async def test_a_changed_item_makes_the_claim_uncertain(store: db.Store, now: da
 async def test_recover_fails_expired_leases_in_batches_and_keeps_uncertain(
     store: db.Store, now: datetime
 ) -> None:
-    await ledger.set_budget(store, "global", "day", 100_000, OP, now)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 100_000), OP, now)
     reserved = [await begin(store, now, key=f"r{i}", worst=100) for i in range(3)]
     started = [await begin(store, now, key=f"s{i}", worst=1_000) for i in range(2)]
     fresh = await begin(store, now, key="fresh", worst=10, lease=timedelta(hours=1))
@@ -485,28 +498,28 @@ async def test_recover_fails_expired_leases_in_batches_and_keeps_uncertain(
 async def test_reconcile_needs_evidence_and_an_uncertain_claim(
     store: db.Store, now: datetime
 ) -> None:
-    await ledger.set_budget(store, "global", "day", 10_000, OP, now)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 10_000), OP, now)
     work = await begin(store, now, worst=1_000)
     unchanged = await snapshot.tables(store)
     with pytest.raises(errors.IllegalTransition, match="only an uncertain claim"):
-        await ledger.reconcile(store, work.id, 0, "dashboard", OP, now)
+        await ledger.reconcile(store, work.id, ledger.Actual(0, "dashboard"), OP, now)
     assert await snapshot.tables(store) == unchanged
     await ledger.start_provider(store, work.id, now)
     await ledger.fail(store, work.id, "connection reset", now)
     unchanged = await snapshot.tables(store)
     with pytest.raises(ValueError, match="evidence must be a non-empty text"):
-        await ledger.reconcile(store, work.id, 0, " ", OP, now)
+        await ledger.reconcile(store, work.id, ledger.Actual(0, " "), OP, now)
     assert await snapshot.tables(store) == unchanged
     result = await ledger.reconcile(
-        store, work.id, 900, "provider dashboard: req-9 cost $0.0009", OP, now
+        store, work.id, ledger.Actual(900, "provider dashboard: req-9 cost $0.0009"), OP, now
     )
     assert (result.claim.state, result.claim.actual_micros) == (ClaimState.SETTLED, 900)
     row = await budget_row(store, "global", "day", now)
     assert (row.spent_micros, row.held_micros) == (900, 0)
-    assert (await ledger.reconcile(store, work.id, 900, "again", OP, now)).replayed
+    assert (await ledger.reconcile(store, work.id, ledger.Actual(900, "again"), OP, now)).replayed
     unchanged = await snapshot.tables(store)
     with pytest.raises(errors.Conflict, match="already settled at 900"):
-        await ledger.reconcile(store, work.id, 901, "other figure", OP, now)
+        await ledger.reconcile(store, work.id, ledger.Actual(901, "other figure"), OP, now)
     assert await snapshot.tables(store) == unchanged
     last = (await events.for_entity(store, "claim", work.id))[-1]
     assert (last.from_state, last.to_state, last.actor) == ("uncertain", "settled", OP)
@@ -519,24 +532,24 @@ async def test_reconcile_needs_evidence_and_an_uncertain_claim(
 async def test_a_claim_settles_into_the_period_that_authorized_it(
     store: db.Store, now: datetime
 ) -> None:
-    await ledger.set_budget(store, "global", "day", 10_000, OP, now)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 10_000), OP, now)
     evening = now.replace(hour=23, minute=55)
     work = await begin(store, evening, worst=1_000, lease=timedelta(hours=1))
     await ledger.start_provider(store, work.id, evening)
     tomorrow = evening + timedelta(minutes=10)
-    await ledger.complete(store, work.id, USAGE, 800, "req", None, tomorrow)
+    await ledger.complete(store, work.id, ledger.Actual(800, "req", USAGE), None, tomorrow)
     assert (await budget_row(store, "global", "day", evening)).spent_micros == 800
     fresh = await budget_row(store, "global", "day", tomorrow)
     assert (fresh.spent_micros, fresh.held_micros, fresh.limit_micros) == (0, 0, 10_000)
 
 
 async def test_thresholds_queue_one_alert_each_per_period(store: db.Store, now: datetime) -> None:
-    await ledger.set_budget(store, "global", "day", 1_000, OP, now)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 1_000), OP, now)
 
     async def spend(key: str, worst: int, actual: int, at: datetime) -> None:
         work = await begin(store, at, key=key, worst=worst)
         await ledger.start_provider(store, work.id, at)
-        await ledger.complete(store, work.id, USAGE, actual, f"req-{key}", None, at)
+        await ledger.complete(store, work.id, ledger.Actual(actual, f"req-{key}", USAGE), None, at)
 
     await spend("a", 400, 499, now)  # overrun: 499 > 400 held
     assert await alerts(store) == [
@@ -574,11 +587,11 @@ async def test_thresholds_queue_one_alert_each_per_period(store: db.Store, now: 
 
 
 async def test_report_ranks_pipelines_by_spend(store: db.Store, now: datetime) -> None:
-    await ledger.set_budget(store, "global", "month", 100_000, OP, now)
+    await ledger.set_budget(store, ledger.Limit("global", "month", 100_000), OP, now)
     for pipeline, actual in (("news", 300), ("digest", 900), ("alerts", 0)):
         work = await begin(store, now, key=pipeline, pipeline=pipeline, worst=1_000)
         await ledger.start_provider(store, work.id, now)
-        await ledger.complete(store, work.id, USAGE, actual, "req", None, now)
+        await ledger.complete(store, work.id, ledger.Actual(actual, "req", USAGE), None, now)
     await begin(store, now, key="pending", pipeline="alerts", worst=2_000)
     report = await ledger.report(store, now)
     assert [(p.pipeline, p.spent_micros, p.held_micros, p.claims) for p in report.pipelines] == [

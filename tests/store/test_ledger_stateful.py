@@ -61,7 +61,9 @@ class LedgerMachine(RuleBasedStateMachine):
         self.claims: dict[int, Model] = {}
         self.by_key: dict[str, Model] = {}
         for scope, period, limit in LIMITS:
-            self.run(ledger.set_budget(self.store, scope, period, limit, OP, self.now))
+            self.run(
+                ledger.set_budget(self.store, ledger.Limit(scope, period, limit), OP, self.now)
+            )
         item = self.run(
             self.store.write(items.create_sync, "news", "feed", "g1", {"t": 1}, self.now)
         )
@@ -112,14 +114,16 @@ class LedgerMachine(RuleBasedStateMachine):
             work = self.run(
                 ledger.begin(
                     self.store,
-                    name,
-                    "drafts.create",
-                    {"variant": variant},
-                    worst,
-                    pipeline,
-                    item_id,
+                    ledger.Call(
+                        name,
+                        "drafts.create",
+                        {"variant": variant},
+                        worst,
+                        pipeline,
+                        item_id,
+                        timedelta(seconds=lease_s),
+                    ),
                     self.now,
-                    timedelta(seconds=lease_s),
                 )
             )
         except errors.Conflict:
@@ -166,7 +170,11 @@ class LedgerMachine(RuleBasedStateMachine):
         try:
             result = self.run(
                 ledger.complete(
-                    self.store, model.id, USAGE, actual, f"req-{model.id}", passed, self.now
+                    self.store,
+                    model.id,
+                    ledger.Actual(actual, f"req-{model.id}", USAGE),
+                    passed,
+                    self.now,
                 )
             )
         except errors.Conflict:
@@ -218,7 +226,9 @@ class LedgerMachine(RuleBasedStateMachine):
         actual = model.reserved * share // 100
         try:
             result = self.run(
-                ledger.reconcile(self.store, model.id, actual, "invoice line", OP, self.now)
+                ledger.reconcile(
+                    self.store, model.id, ledger.Actual(actual, "invoice line"), OP, self.now
+                )
             )
         except errors.Conflict:
             assert model.state == S.SETTLED and model.actual != actual

@@ -37,7 +37,9 @@ def _life(
     (the evidence and the reply alike for every key, so that two lives compare)."""
     counted = conn if isinstance(conn, statements.Counting) else statements.Counting(conn)
     sent = []
-    work = claims.begin_sync(counted, key, ENDPOINT, {}, WORST, "news", item.id, now, LEASE)
+    work = claims.begin_sync(
+        counted, claims.Call(key, ENDPOINT, {}, WORST, "news", item.id, LEASE), now
+    )
     assert (work.replayed, work.state, work.reserved_micros) == (False, "reserved", WORST)
     sent.append(dict(counted.sent))
     counted.sent.clear()
@@ -45,7 +47,12 @@ def _life(
     sent.append(dict(counted.sent))
     counted.sent.clear()
     settled = ledger_settle.complete_sync(
-        counted, work.id, Usage(10, 20), actual, "request req-1", item.content_hash, now, REPLY
+        counted,
+        work.id,
+        ledger_settle.Actual(actual, "request req-1", Usage(10, 20)),
+        item.content_hash,
+        now,
+        REPLY,
     )
     sent.append(dict(counted.sent))
     return sent, settled
@@ -107,7 +114,7 @@ async def _spent(store: db.Store) -> list[tuple[str, str, int, int]]:
 
 async def _budgets(store: db.Store, limit: int, now: datetime) -> None:
     for scope, period in (("news", "day"), ("global", "month")):
-        await ledger.set_budget(store, scope, period, limit, "cli", now)
+        await ledger.set_budget(store, ledger.Limit(scope, period, limit), "cli", now)
 
 
 @pytest.mark.parametrize("actual", [900, 1_600], ids=["within", "overrun"])
@@ -177,11 +184,11 @@ async def test_a_claim_with_no_budget_begins_in_one_statement_as_step_by_step_be
 
     def both(conn: backend.Conn) -> tuple[claims.Work, claims.Work, dict[str, int]]:
         stepwise = claims.begin_sync(
-            StepByStep(conn), "a", ENDPOINT, {}, WORST, "news", first.id, now, LEASE
+            StepByStep(conn), claims.Call("a", ENDPOINT, {}, WORST, "news", first.id, LEASE), now
         )
         counted = statements.Counting(conn)
         chained = claims.begin_sync(
-            counted, "b", ENDPOINT, {}, WORST, "news", second.id, now, LEASE
+            counted, claims.Call("b", ENDPOINT, {}, WORST, "news", second.id, LEASE), now
         )
         return stepwise, chained, dict(counted.sent)
 

@@ -37,8 +37,8 @@ async def alert_rows(store: db.Store) -> list[tuple[int | None, str | None, dict
 async def test_each_step_of_a_claim_is_an_event_that_says_why(
     store: db.Store, now: datetime
 ) -> None:
-    await ledger.set_budget(store, "global", "day", 10_000, OP, now)
-    await ledger.set_budget(store, "news", "month", 10_000, OP, now)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 10_000), OP, now)
+    await ledger.set_budget(store, ledger.Limit("news", "month", 10_000), OP, now)
     work = await begin(store, now)
     started = now + timedelta(seconds=1)
     await ledger.start_provider(store, work.id, started)
@@ -59,7 +59,7 @@ async def test_each_step_of_a_claim_is_an_event_that_says_why(
 async def test_a_renewed_lease_and_a_swept_one_are_in_the_trail(
     store: db.Store, now: datetime
 ) -> None:
-    await ledger.set_budget(store, "global", "day", 10_000, OP, now)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 10_000), OP, now)
     work = await begin(store, now)
     later = now + timedelta(minutes=5)
     renewed = await store.write(claims.renew_sync, work.id, later, LEASE)
@@ -101,7 +101,7 @@ async def test_work_without_a_budget_says_so_and_never_reaches_the_provider(
 async def test_a_lapsed_lease_authorizes_nothing_and_says_what_happens_next(
     store: db.Store, now: datetime
 ) -> None:
-    await ledger.set_budget(store, "global", "day", 10_000, OP, now)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 10_000), OP, now)
     work = await begin(store, now)
     with pytest.raises(errors.LeaseExpired) as refused:
         await ledger.start_provider(store, work.id, now + LEASE)
@@ -114,7 +114,7 @@ async def test_a_lapsed_lease_authorizes_nothing_and_says_what_happens_next(
 async def test_an_uncertain_claim_alerts_once_naming_its_item(
     store: db.Store, now: datetime
 ) -> None:
-    await ledger.set_budget(store, "global", "day", 10_000, OP, now)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 10_000), OP, now)
     item = await store.write(items.create_sync, "news", "feed", "g1", {"title": "t"}, now)
     assert item is not None
     work = await begin(store, now, item_id=item.id)
@@ -142,7 +142,7 @@ async def test_an_uncertain_claim_alerts_once_naming_its_item(
 
 
 async def test_a_limit_is_an_event_in_dollars_and_micros(store: db.Store, now: datetime) -> None:
-    await ledger.set_budget(store, "news", "month", 2_500_000, OP, now)
+    await ledger.set_budget(store, ledger.Limit("news", "month", 2_500_000), OP, now)
     found = await events.for_entity(store, "budget", "news/month")
     assert [(e.from_state, e.to_state, e.reason) for e in found] == [
         (None, "limit:2500000", "month limit $2.50 (2500000 micros)")
@@ -152,30 +152,30 @@ async def test_a_limit_is_an_event_in_dollars_and_micros(store: db.Store, now: d
 async def test_a_threshold_alerts_when_spend_crosses_it_once_per_period(
     store: db.Store, now: datetime
 ) -> None:
-    await ledger.set_budget(store, "global", "day", 2_000, OP, now)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 2_000), OP, now)
 
     async def spend(key: str, micros: int) -> list[int]:
         work = await begin(store, now, key=key, worst=micros)
         await ledger.start_provider(store, work.id, now)
-        await ledger.complete(store, work.id, Usage(1, 1), micros, key, None, now)
+        await ledger.complete(store, work.id, ledger.Actual(micros, key, Usage(1, 1)), None, now)
         return [p["facts"]["pct"] for _, _, p in await alert_rows(store)]
 
     assert await spend("a", 900) == []  # 45%
     # A lower limit puts spend at 90% without new spend: no line was crossed by spend.
-    await ledger.set_budget(store, "global", "day", 1_000, OP, now)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 1_000), OP, now)
     assert await spend("b", 10) == []  # 91%
     assert await spend("c", 90) == [100]
     # A higher limit: its lines are crossed again, but each share alerts once a period.
-    await ledger.set_budget(store, "global", "day", 4_000, OP, now)  # 25%
+    await ledger.set_budget(store, ledger.Limit("global", "day", 4_000), OP, now)  # 25%
     assert await spend("d", 1_000) == [100, 50]
     assert await spend("e", 2_000) == [100, 50, 80]  # 100% again: already said today
 
 
 async def test_a_refused_limit_writes_nothing(store: db.Store, now: datetime) -> None:
-    await ledger.set_budget(store, "global", "day", 1_000, OP, now)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 1_000), OP, now)
     await begin(store, now, worst=600)
     with pytest.raises(errors.Conflict) as refused:
-        await ledger.set_budget(store, "global", "day", 599, OP, now)
+        await ledger.set_budget(store, ledger.Limit("global", "day", 599), OP, now)
     assert str(refused.value) == (
         f"global/day from {now:%Y-%m-%d} already has 0 micros spent and 600 held; "
         "the limit must be at least 600 micros"
@@ -210,34 +210,34 @@ async def test_this_months_row_counts_the_spend_of_earlier_days(
     store: db.Store, now: datetime
 ) -> None:
     earlier = now - timedelta(days=3)
-    await ledger.set_budget(store, "news", "month", 10_000, OP, earlier)
+    await ledger.set_budget(store, ledger.Limit("news", "month", 10_000), OP, earlier)
     work = await begin(store, earlier, worst=700)
     await ledger.start_provider(store, work.id, earlier)
-    await ledger.complete(store, work.id, Usage(1, 1), 700, "req", None, earlier)
+    await ledger.complete(store, work.id, ledger.Actual(700, "req", Usage(1, 1)), None, earlier)
     [month] = (await ledger.report(store, now)).budgets
     assert (month.period_start, month.spent_micros) == (now.replace(day=1, hour=0), 700)
 
 
 async def test_refusals_name_what_is_valid(store: db.Store, now: datetime) -> None:
     with pytest.raises(ValueError) as bad_scope:
-        await ledger.set_budget(store, "news feed", "day", 1, OP, now)
+        await ledger.set_budget(store, ledger.Limit("news feed", "day", 1), OP, now)
     assert str(bad_scope.value) == (
         "invalid budget scope 'news feed'; valid: 'global' or a pipeline name "
         "(letters, digits, _ . : -, at most 100 characters)"
     )
     with pytest.raises(ValueError) as no_key:
-        await ledger.begin(store, "", "llm.draft", {}, 1, "news", None, now, LEASE)
+        await ledger.begin(store, ledger.Call("", "llm.draft", {}, 1, "news", None, LEASE), now)
     assert str(no_key.value) == "an idempotency key and an endpoint are both required"
     with pytest.raises(ValueError) as no_endpoint:
-        await ledger.begin(store, "k", "", {}, 1, "news", None, now, LEASE)
+        await ledger.begin(store, ledger.Call("k", "", {}, 1, "news", None, LEASE), now)
     assert str(no_endpoint.value) == str(no_key.value)
     with pytest.raises(ValueError) as global_pipeline:
-        await ledger.begin(store, "k", "llm.draft", {}, 1, "global", None, now, LEASE)
+        await ledger.begin(store, ledger.Call("k", "llm.draft", {}, 1, "global", None, LEASE), now)
     assert str(global_pipeline.value) == (
         "'global' is the budget scope of all pipelines, not a pipeline name"
     )
     with pytest.raises(ValueError) as fraction:
-        await ledger.begin(store, "k", "llm.draft", {}, 1.5, "news", None, now, LEASE)  # type: ignore[arg-type]
+        await ledger.begin(store, ledger.Call("k", "llm.draft", {}, 1.5, "news", None, LEASE), now)  # type: ignore[arg-type]
     assert str(fraction.value) == "worst_case_micros must be a whole number of micros >= 0, got 1.5"
     with pytest.raises(ValueError) as batch:
         await ledger.recover(store, now, batch=0)

@@ -35,7 +35,7 @@ async def _awaiting(store: db.Store, now: datetime, source_id: str = "guid-1") -
     await store.write(items.transition_sync, item.id, S.DRAFTING, "system", now)
 
     def unit(conn: sqlite3.Connection) -> items.Item:
-        drafts.add_sync(conn, item.id, "draft text", {"drafter": "template"}, now)
+        drafts.add_sync(conn, item.id, drafts.Body("draft text", {"drafter": "template"}), now)
         return items.transition_sync(conn, item.id, S.AWAITING_APPROVAL, "system", now)
 
     return await store.write(unit)
@@ -350,7 +350,7 @@ async def test_quorum_counts_distinct_operators_and_one_reject_vetoes(
 
 async def test_an_edit_makes_older_cards_stale(store: db.Store, now: datetime) -> None:
     item = await _awaiting(store, now)
-    draft = await store.write(drafts.edit_sync, item.id, 1, "better words", 7, now)
+    draft = await store.write(drafts.edit_sync, drafts.Edit(item.id, 1, 7), "better words", now)
     assert (draft.version, draft.provenance) == (2, {"operator": 7, "edit_of": 1})
     unchanged = await snapshot.tables(store)
     with pytest.raises(errors.Conflict, match="shows version 1"):
@@ -405,7 +405,7 @@ async def test_awaiting_approval_expires_after_its_window(store: db.Store, now: 
     await store.write(items.transition_sync, item.id, S.DRAFTING, "system", now)
 
     def unit(conn: sqlite3.Connection) -> items.Item:
-        drafts.add_sync(conn, item.id, "text", {"drafter": "template"}, now)
+        drafts.add_sync(conn, item.id, drafts.Body("text", {"drafter": "template"}), now)
         return items.transition_sync(
             conn, item.id, S.AWAITING_APPROVAL, "system", now, deadline=timedelta(hours=2)
         )

@@ -110,7 +110,10 @@ class ItemMachine(RuleBasedStateMachine):
 
                 def unit(conn: sqlite3.Connection) -> None:
                     drafts.add_sync(
-                        conn, item_id, f"draft at {self.now}", {"drafter": "template"}, self.now
+                        conn,
+                        item_id,
+                        drafts.Body(f"draft at {self.now}", {"drafter": "template"}),
+                        self.now,
                     )
                     items.transition_sync(conn, item_id, to, actor, self.now)
 
@@ -193,7 +196,11 @@ class ItemMachine(RuleBasedStateMachine):
         edits = 0
         before = self._tables()
         try:
-            self.run(self.store.write(drafts.edit_sync, item_id, version, "edited", 3, self.now))
+            self.run(
+                self.store.write(
+                    drafts.edit_sync, drafts.Edit(item_id, version, 3), "edited", self.now
+                )
+            )
             edits = 1
         except (errors.IllegalTransition, errors.Conflict):
             assert state != State.AWAITING_APPROVAL

@@ -28,7 +28,7 @@ async def _awaiting(store: db.Store, now: datetime, source_id: str = "g") -> ite
     await store.write(items.transition_sync, item.id, S.DRAFTING, "system", now)
 
     def unit(conn: backend.Conn) -> items.Item:
-        drafts.add_sync(conn, item.id, "draft text", {"drafter": "template"}, now)
+        drafts.add_sync(conn, item.id, drafts.Body("draft text", {"drafter": "template"}), now)
         return items.transition_sync(conn, item.id, S.AWAITING_APPROVAL, "system", now)
 
     return await store.write(unit)
@@ -174,7 +174,7 @@ async def test_several_draft_versions_are_read_in_one_statement(
     store: db.Store, now: datetime
 ) -> None:
     a, b = [await _awaiting(store, now, n) for n in "ab"]
-    await store.write(drafts.add_sync, a.id, "second words", {"operator": 7}, now)
+    await store.write(drafts.add_sync, a.id, drafts.Body("second words", {"operator": 7}), now)
     wanted = [(a.id, 2), (b.id, 1), (a.id, 1), (b.id, 5)]
 
     def unit(conn: backend.Conn) -> tuple[dict[tuple[int, int], drafts.Draft], dict[str, int]]:

@@ -48,7 +48,9 @@ async def test_an_alert_names_its_item_on_the_row_and_in_its_payload(
     store: db.Store, now: datetime
 ) -> None:
     item_id = await _item(store, now)
-    row_id = await store.write(outbox.alert_sync, "stuck", now, key="a1", item_id=item_id)
+    row_id = await store.write(
+        outbox.alert_sync, payloads.Alert(text="stuck", item_id=item_id), now, key="a1"
+    )
     assert row_id is not None
     row = await store.read(outbox.get_sync, row_id)
     assert (row.kind, row.target, row.item_id, row.dedupe_key) == ("alert", "alerts", item_id, "a1")
@@ -62,13 +64,10 @@ async def test_an_alert_about_facts_carries_them_for_the_bot_to_word(
     item_id = await _item(store, now)
     facts = {"scope": "global", "spent_micros": 900}
     row_id = await store.write(
-        outbox.alert_about_sync,
-        "budget_threshold",
-        facts,
+        outbox.alert_sync,
+        payloads.Alert(about="budget_threshold", facts=facts, level="warning", item_id=item_id),
         now,
         key="budget:90",
-        item_id=item_id,
-        level="warning",
     )
     assert row_id is not None
     row = await store.read(outbox.get_sync, row_id)
@@ -88,7 +87,10 @@ async def test_an_alert_about_facts_carries_them_for_the_bot_to_word(
     )
     # At most once per key: the same facts again queue nothing.
     again = await store.write(
-        outbox.alert_about_sync, "budget_threshold", facts, now, key="budget:90"
+        outbox.alert_sync,
+        payloads.Alert(about="budget_threshold", facts=facts),
+        now,
+        key="budget:90",
     )
     assert again is None
 
@@ -96,7 +98,9 @@ async def test_an_alert_about_facts_carries_them_for_the_bot_to_word(
 async def test_an_alert_about_defaults_to_an_error_about_no_item(
     store: db.Store, now: datetime
 ) -> None:
-    row_id = await store.write(outbox.alert_about_sync, "claim_overrun", {"claim": 3}, now, key="o")
+    row_id = await store.write(
+        outbox.alert_sync, payloads.Alert(about="claim_overrun", facts={"claim": 3}), now, key="o"
+    )
     assert row_id is not None
     row = await store.read(outbox.get_sync, row_id)
     alert = payloads.Alert.from_json(row.payload)
@@ -113,9 +117,14 @@ async def test_a_claim_over_several_kinds_returns_every_row_it_took(
 ) -> None:
     cards = [await _queue(store, "card", n, now) for n in range(2)]
     alerts = [await _queue(store, "alert", n, now) for n in range(2)]
-    taken = await outbox.claim_due(store, "a", now, ["card", "alert"], LEASE, limit=10)
+    taken = await outbox.claim_due(
+        store, outbox.Claimant("a", LEASE), now, ["card", "alert"], limit=10
+    )
     assert [row.id for row in taken] == sorted([*cards, *alerts])
-    assert await outbox.claim_due(store, "b", now, ["card", "alert"], LEASE, limit=10) == []
+    assert (
+        await outbox.claim_due(store, outbox.Claimant("b", LEASE), now, ["card", "alert"], limit=10)
+        == []
+    )
 
 
 async def test_a_claims_limit_holds_across_kinds_and_leaves_the_rest_to_others(
@@ -123,10 +132,14 @@ async def test_a_claims_limit_holds_across_kinds_and_leaves_the_rest_to_others(
 ) -> None:
     cards = [await _queue(store, "card", n, now) for n in range(2)]
     alerts = [await _queue(store, "alert", n, now) for n in range(3)]
-    first = await outbox.claim_due(store, "a", now, ["card", "alert"], LEASE, limit=3)
+    first = await outbox.claim_due(
+        store, outbox.Claimant("a", LEASE), now, ["card", "alert"], limit=3
+    )
     # The kinds are taken in the order asked: both cards, then one alert.
     assert [row.id for row in first] == [*cards, alerts[0]]
-    second = await outbox.claim_due(store, "b", now, ["card", "alert"], LEASE, limit=3)
+    second = await outbox.claim_due(
+        store, outbox.Claimant("b", LEASE), now, ["card", "alert"], limit=3
+    )
     assert [row.id for row in second] == alerts[1:]
 
 

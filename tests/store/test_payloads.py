@@ -56,8 +56,12 @@ def test_keys_a_reader_does_not_know_are_ignored() -> None:
 
 async def test_of_reads_a_row_of_its_own_kind_only(store: db.Store, now: datetime) -> None:
     key = "alert-once"
-    first = await store.write(lambda c: outbox.alert_sync(c, "hi", now, key=key, level="warning"))
-    again = await store.write(lambda c: outbox.alert_sync(c, "hi", now, key=key))
+    first = await store.write(
+        lambda c: outbox.alert_sync(c, payloads.Alert(text="hi", level="warning"), now, key=key)
+    )
+    again = await store.write(
+        lambda c: outbox.alert_sync(c, payloads.Alert(text="hi"), now, key=key)
+    )
     assert first is not None and again is None  # one alert per key
     row = await store.read(outbox.get_sync, first)
     assert payloads.Alert.of(row) == payloads.Alert(level="warning", text="hi")

@@ -100,7 +100,7 @@ async def _awaiting(store: db.Store, now: datetime) -> items.Item:
     await store.write(items.transition_sync, created.id, State.DRAFTING, "system", now)
 
     def unit(conn: backend.Conn) -> items.Item:
-        drafts.add_sync(conn, created.id, "draft text", {"drafter": "template"}, now)
+        drafts.add_sync(conn, created.id, drafts.Body("draft text", {"drafter": "template"}), now)
         return items.transition_sync(conn, created.id, State.AWAITING_APPROVAL, "system", now)
 
     return await store.write(unit)
@@ -130,13 +130,15 @@ async def test_a_two_of_two_quorum_decided_at_once_is_approved(
 async def test_concurrent_holds_never_pass_the_limit(store: db.Store, now: datetime) -> None:
     """Every caller reads the budget with room left before any holds: only a check made
     in the holding UPDATE itself keeps the total within the limit."""
-    await ledger.set_budget(store, "global", "day", 1_000, "cli", now)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 1_000), "cli", now)
     meeting = Meeting(WRITERS, after="add_hold")  # each slot found short of room
 
     def beginning(n: int) -> Callable[[backend.Conn], claims.Work]:
         return meeting.holding(
             lambda conn: claims.begin_sync(
-                conn, f"k{n}", "drafts.create", {"n": n}, 300, "news", None, now, timedelta(1)
+                conn,
+                claims.Call(f"k{n}", "drafts.create", {"n": n}, 300, "news", None, timedelta(1)),
+                now,
             )
         )
 
@@ -155,13 +157,13 @@ async def test_a_limit_lowered_while_a_hold_commits_never_falls_below_use(
 ) -> None:
     """The operator lowers the limit to what is held now while a caller holds more: the
     new limit must be checked against the row as the hold left it, not as first read."""
-    await ledger.set_budget(store, "global", "day", 1_000, "cli", now)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 1_000), "cli", now)
     for n in range(3):
         await store.write(_beginning(n, 300, now))
     meeting = Meeting(2)
 
     def lowering(conn: backend.Conn) -> budgets.Budget:
-        return budgets.set_budget_sync(conn, "global", "day", 920, "cli", now)
+        return budgets.set_budget_sync(conn, budgets.Limit("global", "day", 920), "cli", now)
 
     results = await asyncio.gather(
         store.write(meeting.holding(lowering, after="lock_budget")),
@@ -176,19 +178,23 @@ async def test_a_limit_lowered_while_a_hold_commits_never_falls_below_use(
 
 def _beginning(n: int, micros: int, now: datetime) -> Callable[[backend.Conn], claims.Work]:
     return lambda conn: claims.begin_sync(
-        conn, f"k{n}", "drafts.create", {"n": n}, micros, "news", None, now, timedelta(1)
+        conn,
+        claims.Call(f"k{n}", "drafts.create", {"n": n}, micros, "news", None, timedelta(1)),
+        now,
     )
 
 
 async def test_one_key_begun_at_once_makes_one_claim(store: db.Store, now: datetime) -> None:
     """Every caller looks the key up before any inserts: the losers must get the winner's
     claim back as a replay, not a unique-constraint error."""
-    await ledger.set_budget(store, "global", "day", 10_000, "cli", now)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 10_000), "cli", now)
     meeting = Meeting(4, after="by_idem")
 
     def beginning(conn: backend.Conn) -> claims.Work:
         return claims.begin_sync(
-            conn, "same", "drafts.create", {"n": 1}, 300, "news", None, now, timedelta(1)
+            conn,
+            claims.Call("same", "drafts.create", {"n": 1}, 300, "news", None, timedelta(1)),
+            now,
         )
 
     results = await asyncio.gather(*(store.write(meeting.holding(beginning)) for _ in range(4)))
@@ -311,9 +317,8 @@ async def test_one_idempotency_key_sent_twice_at_once_does_the_work_once(
 
     async def handing(n: int, request_hash: str) -> tokens.Answer:
         item = trigger.ItemIn(id=f"guid-{n}", title=f"item {n}")
-        return await trigger.hand_over(
-            held, {"news": NEWS}, caller, "news", item, "k-1", request_hash, now
-        )
+        request = trigger.Request(caller, "k-1", request_hash, now)
+        return await trigger.hand_over(held, {"news": NEWS}, request, "news", item)
 
     results = await asyncio.gather(
         handing(1, "same"), handing(2, second_hash), return_exceptions=True

@@ -30,7 +30,9 @@ async def ended_item(store: db.Store, now: datetime, source_id: str) -> items.It
     item = await store.write(items.create_sync, "news", "s", source_id, {"title": source_id}, now)
     assert item is not None
     await store.write(items.transition_sync, item.id, State.DRAFTING, "system", now)
-    await store.write(lambda c: drafts.add_sync(c, item.id, f"draft {source_id}", {}, now))
+    await store.write(
+        lambda c: drafts.add_sync(c, item.id, drafts.Body(f"draft {source_id}", {}), now)
+    )
     await store.write(items.transition_sync, item.id, State.AWAITING_APPROVAL, "system", now)
     await store.write(items.transition_sync, item.id, State.REJECTED, "operator:7", now)
     for kind in ("card", "card_edit", "dispatch"):
@@ -118,7 +120,7 @@ async def test_llm_outputs_of_finished_claims_go_after_the_age(
     def unit(conn: sqlite3.Connection) -> None:
         for claim_id, state, at in cases:
             _claim(conn, claim_id, state, int(at.timestamp() * 1000))
-            llm_outputs.save_sync(conn, claim_id, "out", "m", None, None, at)
+            llm_outputs.keep_sync(conn, claim_id, llm_outputs.Reply("out", "m", None, None), at)
 
     await store.write(unit)
     assert await retention.prune(store, now) == retention.Pruned(messages=0, llm_outputs=2)
@@ -133,7 +135,7 @@ async def test_a_card_row_holds_no_draft_text_and_reads_it_from_the_draft(
 ) -> None:
     item = await store.write(items.create_sync, "news", "s", "g", {"title": "T"}, now)
     assert item is not None
-    await store.write(lambda c: drafts.add_sync(c, item.id, "the draft <b>", {}, now))
+    await store.write(lambda c: drafts.add_sync(c, item.id, drafts.Body("the draft <b>", {}), now))
     payload = {"pipeline": "news", "attempt": 1, "version": 1}
     row_id = await outbox.enqueue(store, "card", "operators", payload, now, item_id=item.id)
     assert row_id is not None

@@ -134,7 +134,7 @@ async def test_claimed_rows_come_back_from_the_claim_whole(store: db.Store, now:
     """A claim returns each row as a read gives it (a card with its draft's text), so
     no row is read a second time."""
     [item] = await _recorded(store, now, ["a"])
-    await store.write(drafts.add_sync, item.id, "the draft", {"drafter": "x"}, now)
+    await store.write(drafts.add_sync, item.id, drafts.Body("the draft", {"drafter": "x"}), now)
 
     def queue(conn: backend.Conn) -> None:
         payload = {"attempt": 1, "version": 1}
@@ -146,7 +146,9 @@ async def test_claimed_rows_come_back_from_the_claim_whole(store: db.Store, now:
     def claim(conn: backend.Conn) -> tuple[list[outbox.Row], dict[str, int]]:
         counted = statements.Counting(conn)
         kinds: list[outbox.Kind] = ["card", "dispatch"]
-        rows = outbox.claim_due_sync(counted, "w1", now, kinds, timedelta(minutes=1), 10)
+        rows = outbox.claim_due_sync(
+            counted, outbox.Claimant("w1", timedelta(minutes=1)), now, kinds, 10
+        )
         return rows, dict(counted.sent)
 
     rows, sent = await store.write(claim)

@@ -28,7 +28,7 @@ def _history(conn: backend.Conn, t0: datetime) -> None:
 
     def carded(item: items.Item, at: datetime) -> items.Item:
         items.transition_sync(conn, item.id, State.DRAFTING, "system", at)
-        drafts.add_sync(conn, item.id, f"draft of {item.source_id}", {}, at)
+        drafts.add_sync(conn, item.id, drafts.Body(f"draft of {item.source_id}", {}), at)
         moved = items.transition_sync(
             conn, item.id, State.AWAITING_APPROVAL, "system", at, deadline=timedelta(hours=24)
         )
@@ -78,10 +78,10 @@ async def test_the_numbers_match_the_store_for_a_known_history(
 ) -> None:
     t0 = now - timedelta(days=2)
     await store.write(_history, t0)
-    await ledger.set_budget(store, "global", "month", 10_000_000, "cli", t0)
+    await ledger.set_budget(store, ledger.Limit("global", "month", 10_000_000), "cli", t0)
     for n, micros in enumerate((1_000, 2_000, 3_000)):  # triage and drafts, any outcome
-        await ledger.charge(store, f"k{n}", "llm.draft", "news", Usage(1, 1), micros, "r", t0)
-    await ledger.charge(store, "o", "llm.draft", "other", Usage(1, 1), 9_000, "r", t0)
+        await ledger.charge(store, f"k{n}", "news", ledger.Actual(micros, "r", Usage(1, 1)), t0)
+    await ledger.charge(store, "o", "other", ledger.Actual(9_000, "r", Usage(1, 1)), t0)
 
     found = await stats.pipeline(store, "news", now - timedelta(days=7), now)
 

@@ -45,7 +45,8 @@ async def test_a_provider_output_with_nul_is_kept_cleaned_on_both_backends(
             " updated_at) VALUES (1, 'h1', 'd', 'news', 'settled', 1, 100, 10, 0, ?, ?)",
             (at, at),
         )
-        llm_outputs.save_sync(conn, 1, "Launch\x00 day", "m\x00", "req\x00", "bad\x00", now)
+        reply = llm_outputs.Reply("Launch\x00 day", "m\x00", "req\x00", "bad\x00")
+        llm_outputs.keep_sync(conn, 1, reply, now)
 
     await store.write(unit)
     kept = await llm_outputs.get(store, 1)

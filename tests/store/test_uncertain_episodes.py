@@ -34,7 +34,7 @@ async def episode_alerts(store: db.Store, at: datetime) -> list[outbox.Row]:
 
 
 async def test_one_alert_tells_every_call_one_stop_cut_off(store: db.Store, now: datetime) -> None:
-    await ledger.set_budget(store, "global", "day", 10_000_000, OP, now)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 10_000_000), OP, now)
     ids = await cut_off(store, now, "k1", "k2", "k3", worst=800)
     after = now + LEASE + timedelta(minutes=1)
     await ledger.recover(store, after)  # the restart's pass: all three become uncertain
@@ -61,7 +61,7 @@ async def test_one_alert_tells_every_call_one_stop_cut_off(store: db.Store, now:
 async def test_many_settle_in_one_unit_chosen_by_pipeline_and_moment(
     store: db.Store, now: datetime
 ) -> None:
-    await ledger.set_budget(store, "global", "day", 10_000_000, OP, now)
+    await ledger.set_budget(store, ledger.Limit("global", "day", 10_000_000), OP, now)
     news = await cut_off(store, now, "n1", "n2", worst=1_000)
     [sport] = await cut_off(store, now, "s1", worst=500, pipeline="sport")
     for claim_id in (*news, sport):

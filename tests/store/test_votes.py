@@ -21,7 +21,9 @@ ALICE, BOB = test_review.ALICE, test_review.BOB
 
 async def _edited_by_alice(store: db.Store, now: datetime) -> items.Item:
     item = await test_review.awaiting(store, now)
-    await store.write(drafts.edit_sync, item.id, 1, "Alice's words", ALICE, now, "operator:11")
+    await store.write(
+        drafts.edit_sync, drafts.Edit(item.id, 1, ALICE, "operator:11"), "Alice's words", now
+    )
     return await items.get(store, item.id)
 
 

@@ -32,38 +32,40 @@ async def _rows(store: db.Store, n: int, now: datetime) -> list[int]:
 async def test_two_workers_claim_disjoint_rows(store: db.Store, now: datetime) -> None:
     ids = await _rows(store, 6, now)
     a, b = await asyncio.gather(
-        outbox.claim_due(store, "a", now, ["dispatch"], LEASE, limit=4),
-        outbox.claim_due(store, "b", now, ["dispatch"], LEASE, limit=4),
+        outbox.claim_due(store, outbox.Claimant("a", LEASE), now, ["dispatch"], limit=4),
+        outbox.claim_due(store, outbox.Claimant("b", LEASE), now, ["dispatch"], limit=4),
     )
     assert sorted(r.id for r in a + b) == ids
     assert not {r.id for r in a} & {r.id for r in b}
-    assert await outbox.claim_due(store, "c", now, ["dispatch"], LEASE) == []
+    assert await outbox.claim_due(store, outbox.Claimant("c", LEASE), now, ["dispatch"]) == []
 
 
 async def test_a_dead_workers_rows_are_claimed_again_once_the_lease_lapses(
     store: db.Store, now: datetime
 ) -> None:
     ids = await _rows(store, 2, now)
-    await outbox.claim_due(store, "dead", now, ["dispatch"], LEASE)
-    assert await outbox.claim_due(store, "b", now + LEASE, ["dispatch"], LEASE) == []
+    await outbox.claim_due(store, outbox.Claimant("dead", LEASE), now, ["dispatch"])
+    assert (
+        await outbox.claim_due(store, outbox.Claimant("b", LEASE), now + LEASE, ["dispatch"]) == []
+    )
     later = now + LEASE + timedelta(milliseconds=1)
-    taken = await outbox.claim_due(store, "b", later, ["dispatch"], LEASE)
+    taken = await outbox.claim_due(store, outbox.Claimant("b", LEASE), later, ["dispatch"])
     assert [r.id for r in taken] == ids
 
 
 async def test_recording_an_outcome_ends_the_claim(store: db.Store, now: datetime) -> None:
     [row_id] = await _rows(store, 1, now)
-    await outbox.claim_due(store, "a", now, ["dispatch"], LEASE)
+    await outbox.claim_due(store, outbox.Claimant("a", LEASE), now, ["dispatch"])
     await outbox.mark_retry(store, row_id, "timeout", now + timedelta(seconds=1))
     retried = now + timedelta(seconds=1)
-    [again] = await outbox.claim_due(store, "b", retried, ["dispatch"], LEASE)
+    [again] = await outbox.claim_due(store, outbox.Claimant("b", LEASE), retried, ["dispatch"])
     assert again.id == row_id and again.attempts == 1
 
 
 async def test_claims_take_only_due_rows_of_the_kinds_asked(store: db.Store, now: datetime) -> None:
     await outbox.enqueue(store, "alert", outbox.ALERTS, {"text": "x"}, now)
     await outbox.enqueue(store, "dispatch", "news", {}, now + timedelta(minutes=1))
-    assert await outbox.claim_due(store, "a", now, ["dispatch"], LEASE) == []
+    assert await outbox.claim_due(store, outbox.Claimant("a", LEASE), now, ["dispatch"]) == []
 
 
 def _seen(state: timetable.PipelineState | None) -> timetable.PipelineState:
