@@ -84,8 +84,8 @@ class Server:
             finally:
                 conn.close()
             self.run_url = self.create(run, template=template)
-            with psycopg.connect(self.run_url) as run:
-                self.tables = tuple(_tables(run))
+            with psycopg.connect(self.run_url) as made:
+                self.tables = tuple(_tables(made))
             yield self.run_url
         finally:
             self.drop(run)
