@@ -1,7 +1,7 @@
 """End to end: the real bot (in this process) with the template drafter: a draft whose text
 has tells gets a card with the tells line and keeps its tells with its version; a draft
-without any gets no line; an operator's edit without the tells is a version 2 whose card
-has no line, its tells (none) kept with it."""
+without any gets no line; /history says the newest version's tells; an operator's edit
+is linted as it is stored: a version 2 with another tell has that tell's line."""
 
 from __future__ import annotations
 
@@ -44,12 +44,17 @@ async def test_a_draft_with_tells_shows_them_and_an_edit_without_them_does_not(
         item_id = e2e.item_id_of(telling)
         kept = await drafts.get(store, item_id, 1)
         assert kept.tells is not None and kept.tells["line"] == LINE
+        api.inject_command(OPERATOR, OPERATOR, f"/history {item_id}")
+        told_history = await api.await_for(lambda: told(api, "(news): "), timeout=10)
+        assert f"version 1: {LINE}" in html.unescape(told_history[-1].text)
 
         await tap(api, telling, "Edit")
         prompt = (await api.await_for(lambda: told(api, "tap the draft"), timeout=10))[-1]
-        api.inject_message(OPERATOR, OPERATOR, "Budget night: buses matter.", prompt.message_id)
+        edited = "Budget night: a bustling bus station."
+        api.inject_message(OPERATOR, OPERATOR, edited, prompt.message_id)
         new = await api.await_for(
             lambda: [c for c in card_texts(api, OPERATOR) if "version 2" in c.text], timeout=30
         )
-        assert "✍️" not in new[0].text
-        assert (await drafts.get(store, item_id, 2)).tells is None
+        assert "✍️ 1 tell: bustling" in new[0].text and "delve" not in new[0].text
+        kept = await drafts.get(store, item_id, 2)
+        assert kept.tells is not None and kept.tells["line"] == "✍️ 1 tell: bustling"

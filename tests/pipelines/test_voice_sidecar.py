@@ -8,8 +8,9 @@ from datetime import UTC, datetime
 from pipelines.drafting import drafters, steps
 from pipelines.voice import lint, sidecar
 from pipelines.voice.rules import Rule
-from store import db, items
+from store import backend, db, drafts, items
 from store.items import Item
+from store.items.machine import State
 
 TEXT = "We delve into the budget \u2014 and delve again! It's not just a park, it's a promise."
 
@@ -68,3 +69,26 @@ async def test_the_voice_step_keeps_the_drafts_tells_with_the_result(store: db.S
     assert result.text == TEXT
     assert sidecar.line(result.tells) == "✍️ 1 tell: delve (2)"
     assert (await steps.Plan(_Fixed()).draft(item, now)).tells is None
+
+
+async def test_a_version_keeps_its_tells_and_one_without_its_image_keeps_them_too(
+    store: db.Store,
+) -> None:
+    now = datetime(2026, 12, 7, tzinfo=UTC)
+    item = await store.write(items.create_sync, "news", "s0", "x", {"title": "T"}, now)
+    assert item is not None
+    kept = sidecar.of(lint.lint(TEXT))
+    body = drafts.Body(TEXT, {"drafter": "template"}, image_url="https://x.org/i.png", tells=kept)
+
+    def drafted(conn: backend.Conn) -> drafts.Draft:
+        draft = drafts.add_sync(conn, item.id, body, now)
+        items.transition_sync(conn, item.id, State.DRAFTING, "system", now)
+        items.transition_sync(conn, item.id, State.AWAITING_APPROVAL, "system", now)
+        return draft
+
+    first = await store.write(drafted)
+    assert first.tells == kept and (await drafts.get(store, item.id, 1)).tells == kept
+    removed = await store.write(drafts.remove_image_sync, drafts.Edit(item.id, 1, 7), now)
+    assert removed.image_url is None and removed.tells == kept
+    plain = await store.write(drafts.edit_sync, drafts.Edit(item.id, 2, 7), "Plain words.", now)
+    assert plain.tells is None and (await drafts.get(store, item.id, 3)).tells is None
