@@ -9,9 +9,6 @@ file that adds, removes or tunes the tells rules (pipelines.voice), checked stri
     tune:                         # built-in rules made stricter or milder
       em-dashes: {max: 0.5, severity: block}
     builtin: true                 # false: only the rules above
-    style:                        # how the channel writes, for a rewrite's prompt (<= 10)
-      - Short sentences.
-      - Numbers as digits.
 
 A bad rule is a `file:line: field: reason` of the voice file, reported on the
 pipeline's `voice.profile` line (so `gatehouse check` names both files).
@@ -22,7 +19,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import (
     AfterValidator,
@@ -46,8 +43,6 @@ from pipelines.voice.rules import Metric, Rule, Severity
 ConfigError = file_errors.ConfigError
 #: The most rules a voice file may add (a real one adds a handful; 200 are benched).
 MAX_RULES = 2000
-#: The most style sentences a voice file gives a rewrite (a short hand-written profile).
-MAX_STYLE = 10
 _NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")  # one character class, repeated: no backtracking
 _WHAT = "a mapping of voice fields (rules: ..., remove: ..., tune: ..., builtin: ...)"
 
@@ -85,7 +80,6 @@ BuiltinName = Annotated[str, AfterValidator(_builtin_name)]
 WordList = Annotated[list[Annotated[str, Field(max_length=200)]], AfterValidator(_words)]
 Hint = Annotated[str, Field(max_length=200), AfterValidator(_one_line)]
 Label = Annotated[str, Field(max_length=40), AfterValidator(_one_line)]
-Sentence = Annotated[str, Field(max_length=200), AfterValidator(_one_line)]
 
 
 class _Model(BaseModel):
@@ -153,8 +147,6 @@ class VoiceFile(_Model):
     remove: list[BuiltinName] = Field(default_factory=list)
     tune: dict[BuiltinName, Tune] = Field(default_factory=dict)
     rules: list[RuleEntry] = Field(default_factory=list, max_length=MAX_RULES)
-    #: How the channel writes, one plain sentence each, given to a rewrite.
-    style: list[Sentence] = Field(default_factory=list, max_length=MAX_STYLE)
 
     def kept(self) -> list[Rule]:
         """The built-in rules this file keeps, as they are built in."""
@@ -232,11 +224,10 @@ def _error(file: Path, error: Any, node: Any, data: object) -> ConfigError:
 
 @dataclass(frozen=True)
 class Profile:
-    """A loaded voice file: where it is, its rules compiled, its style sentences."""
+    """A loaded voice file: where it is, and its rules compiled."""
 
     file: Path
     rules: lint.Rules
-    style: tuple[str, ...] = ()
 
 
 def _profile(value: object, info: ValidationInfo) -> Profile:
@@ -256,7 +247,7 @@ def _profile(value: object, info: ValidationInfo) -> Profile:
     if parsed is None:
         listed = "".join(f"\n  {error}" for error in errors)
         raise ValueError(f"the voice file has {len(errors)} error(s):{listed}")
-    return Profile(file, lint.Rules(parsed.compiled()), tuple(parsed.style))
+    return Profile(file, lint.Rules(parsed.compiled()))
 
 
 ProfileField = Annotated[
@@ -269,13 +260,6 @@ class VoiceConfig(_Model):
 
     #: The voice file, relative to the pipeline file; none: the built-in rules.
     profile: ProfileField | None = None
-    #: A draft with tells offers Rewrite (`tap`); `auto` rewrites one with a warn or block
-    #: tell before its card is sent, once per version; `off` offers no rewrite.
-    rewrite: Literal["tap", "auto", "off"] = "tap"
-
-    @property
-    def style(self) -> tuple[str, ...]:
-        return self.profile.style if self.profile is not None else ()
 
     @property
     def rules(self) -> lint.Rules:

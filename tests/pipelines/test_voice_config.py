@@ -126,8 +126,6 @@ def test_builtin_false_keeps_only_the_files_own_rules(tmp_path: Path) -> None:
          "at least one non-empty word"),
         ("rules:\n  - {name: Big Rule, words: [a], hint: h}\n", "2: rules.0.name:",
          "invalid rule name 'Big Rule'"),
-        ("style:\n  - Short sentences.\n  - ''\n", "3: style.1:", "one line"),
-        ("style: [" + ", ".join(["a"] * 11) + "]\n", "1: style:", "at most 10 items"),
         ("colour: blue\n", "1: colour:", "unknown field 'colour'; valid: builtin, remove,"),
         ("- delve\n", "1:", "expected a mapping of voice fields"),
     ],
@@ -157,22 +155,3 @@ def test_load_reads_a_voice_file_alone(tmp_path: Path) -> None:
     parsed, errors = voice.load(file)
     assert errors == [] and parsed is not None
     assert "delve" not in [rule.name for rule in parsed.compiled()]
-
-
-def test_a_voice_files_style_reaches_the_pipeline_and_rewrite_defaults_to_a_tap(
-    tmp_path: Path,
-) -> None:
-    pipeline, errors = _pipeline(tmp_path, "style:\n  - Short sentences.\n  - Numbers as digits.\n")
-    assert errors == [] and pipeline is not None and pipeline.voice is not None
-    assert pipeline.voice.style == ("Short sentences.", "Numbers as digits.")
-    assert pipeline.voice.rewrite == "tap"
-    (tmp_path / "news.yaml").write_text(
-        PIPELINE.replace("  profile: voice/city.yaml", "  rewrite: auto")
-    )
-    auto = spec.load_dir(tmp_path).pipelines["news"].voice
-    assert auto is not None and auto.rewrite == "auto" and auto.style == ()
-    (tmp_path / "news.yaml").write_text(
-        PIPELINE.replace("  profile: voice/city.yaml", "  rewrite: always")
-    )
-    [error] = spec.check(tmp_path)
-    assert error.field == "voice.rewrite" and "'tap', 'auto' or 'off'" in error.reason
