@@ -3,13 +3,16 @@
     python -m bench tick [--items 1000] [--history 500] [--rounds 3]
     python -m bench tick --full-text [--items 1000] [--rounds 3] [--load N]
 
-Two stores per round: an empty one, and one holding `--history` approved drafts in
-the duplicate window, so the duplicate gate compares every new draft with them.
+Three ticks per round: on an empty store, on one holding `--history` approved drafts in
+the duplicate window, so the duplicate gate compares every new draft with them, and on
+an empty store with the runtime's drafter chooser, whose plan finds each draft's voice
+tells (pipelines/voice) and keeps them with it.
 Texts are drawn from a vocabulary (seeded), so stories differ the way real ones do,
 and a few new items repeat an approved story so the gate also finds matches.
 
 Prints items_per_s (fetch, dedup, record, draft, card, for every item, empty store),
-history_items_per_s and history_ratio (with the approved drafts), max_loop_stall_ms
+history_items_per_s and history_ratio (with the approved drafts), voice_items_per_s and
+voice_ratio (with the tells, against the first), max_loop_stall_ms
 (the longest the event loop went unanswered during the history tick) and store_share
 (the share of the empty tick during which at least one store call was in flight).
 Medians over the rounds. The loop's lag is sampled by a ticker task that sleeps 1 ms
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import gc
 import os
 import random
@@ -46,7 +50,7 @@ import httpx
 
 from bench import common, loop
 from pipelines.config import spec
-from pipelines.drafting import drafters
+from pipelines.drafting import choice, drafters
 from pipelines.runs import engine
 from pipelines.sources import articles as sources_articles
 from store import backend, db, drafts, items
@@ -58,6 +62,10 @@ from tests.fakes.feeds import rss
 NOW = datetime(2026, 11, 30, tzinfo=UTC)
 #: One new item in this many repeats an approved story (reworded at its end).
 REPEAT_EVERY = 50
+#: The runtime's drafter chooser, with no provider: each template pipeline's plan, its
+#: voice step included (pipelines/drafting/choice.py).
+VOICED = choice.Drafters(None, {})
+LINTED = "SELECT count(*) FROM drafts WHERE tells IS NOT NULL"
 FLAGGED = (
     "SELECT count(*) FROM outbox WHERE kind = 'card'"
     " AND json_extract(payload, '$.duplicate_of') IS NOT NULL"
@@ -162,9 +170,11 @@ async def one_tick(
     *,
     extra: str = "",
     source_lines: str = "",
+    voiced: bool = False,
 ) -> Tick:
     """`extra`: YAML appended to the pipeline file (bench/filters.py adds a filter);
-    `source_lines`: lines added to its source (`--full-text`)."""
+    `source_lines`: lines added to its source (`--full-text`); `voiced`: drafted by the
+    runtime's chooser (`VOICED`: its plan lints each draft), not the bare template drafter."""
     pipelines_dir = tmp / "pipelines"
     pipelines_dir.mkdir()
     (pipelines_dir / "bench.yaml").write_text(
@@ -179,21 +189,25 @@ async def one_tick(
         clock = StoreClock()
         store.write = clock.wrap(store.write)  # type: ignore[method-assign,assignment]
         store.read = clock.wrap(store.read)  # type: ignore[method-assign,assignment]
+        drafter_for: engine.DrafterFactory = drafters.TemplateDrafter
+        if voiced:
+            drafter_for = functools.partial(VOICED, store)
         async with httpx.AsyncClient() as client:
-            eng = engine.Engine(
-                store, {"bench": pipeline}, client=client, drafter_for=drafters.TemplateDrafter
-            )
+            eng = engine.Engine(store, {"bench": pipeline}, client=client, drafter_for=drafter_for)
             async with loop.LoopTicker() as ticker:
                 started = time.perf_counter()
                 report = await eng.tick("bench", "manual", NOW)
                 elapsed = time.perf_counter() - started
         waiting = await items.in_state(store, State.AWAITING_APPROVAL, "bench", limit=10 * count)
         flagged = await store.read(lambda conn: conn.execute(FLAGGED).fetchone()[0])
+        linted = await store.read(lambda conn: conn.execute(LINTED).fetchone()[0])
     finally:
         await store.close()
     assert report.counts.drafted == count == len(waiting), report
     # Every repeated story, and nothing else, is flagged as a possible duplicate.
     assert flagged == (len(range(0, count, REPEAT_EVERY)) if history else 0), flagged
+    # A story is one 90-word sentence, a tell of the built-in rules: each voiced draft has it.
+    assert linted == (count if voiced else 0), linted
     return Tick(elapsed, clock.busy / elapsed, ticker)
 
 
@@ -214,6 +228,7 @@ async def main(argv: list[str]) -> None:
     gc.freeze()  # as the runtime does once started (pipelines/service/runtime.py)
     empty: list[Tick] = []
     full: list[Tick] = []
+    voiced: list[Tick] = []
     with FeedServer() as feeds:
         feeds.set("/empty.xml", rss(feed_entries(args.items, [])))
         feeds.set("/history.xml", rss(feed_entries(args.items, history)))
@@ -224,11 +239,15 @@ async def main(argv: list[str]) -> None:
                 plain = await one_tick(Path(tmp), feeds, "/empty.xml", [], args.items)
             with tempfile.TemporaryDirectory() as tmp:
                 gated = await one_tick(Path(tmp), feeds, "/history.xml", history, args.items)
+            with tempfile.TemporaryDirectory() as tmp:
+                linted = await one_tick(Path(tmp), feeds, "/empty.xml", [], args.items, voiced=True)
             if round_no:
                 empty.append(plain)
                 full.append(gated)
+                voiced.append(linted)
     rate = args.items / common.median([r.elapsed for r in empty])
     history_rate = args.items / common.median([r.elapsed for r in full])
+    voice_rate = args.items / common.median([r.elapsed for r in voiced])
     common.report(
         {
             "bench": "tick",
@@ -242,6 +261,8 @@ async def main(argv: list[str]) -> None:
             "history_seconds": round(common.median([r.elapsed for r in full]), 3),
             "history_items_per_s": round(history_rate),
             "history_ratio": round(history_rate / rate, 3),
+            "voice_items_per_s": round(voice_rate),
+            "voice_ratio": round(voice_rate / rate, 3),
             "max_loop_stall_ms": round(max(r.ticker.max_stall for r in full) * 1000, 1),
             "empty_max_loop_stall_ms": round(max(r.ticker.max_stall for r in empty) * 1000, 1),
             **loop.figures([r.ticker for r in full], ""),

@@ -138,6 +138,14 @@ def _as_stored(hint: Any) -> bool:
     return isinstance(hint, types.UnionType) and all(_as_stored(a) for a in get_args(hint))
 
 
+def _json_or_none(args: tuple[Any, ...]) -> bool:
+    return len(args) == 2 and type(None) in args and any(get_origin(a) is dict for a in args)
+
+
+def _maybe_json(value: Any) -> Any:
+    return None if value is None else json.loads(value)
+
+
 def _decoder(hint: Any, field: str) -> Callable[[Any], Any] | None:
     if _as_stored(hint):
         return None
@@ -151,11 +159,14 @@ def _decoder(hint: Any, field: str) -> Callable[[Any], Any] | None:
         return hint
     if get_origin(hint) is dict:
         return json.loads
+    if isinstance(hint, types.UnionType) and _json_or_none(get_args(hint)):
+        return _maybe_json
 
     def unread(value: Any) -> Any:
         raise TypeError(
             f"{field} ({hint}) is not read from a column: pass it to from_row by name;"
-            " read from columns: datetime, bool, enums, dicts (JSON), str, int, float, bytes"
+            " read from columns: datetime, bool, enums, dicts (JSON, or None), str, int, float,"
+            " bytes"
         )
 
     return unread

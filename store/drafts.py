@@ -33,6 +33,8 @@ class Draft(backend.Record):
     created_at: datetime
     #: The image this version shows and sends (an http(s) URL), or None.
     image_url: str | None = None
+    #: Its tells, as pipelines.voice.sidecar keeps them; None: it has none.
+    tells: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,8 @@ class Body:
     cost_micros: int | None = None
     #: The image this version shows and sends (an http(s) URL), or None.
     image_url: str | None = None
+    #: Its tells, as pipelines.voice.sidecar keeps them; None: it has none.
+    tells: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -96,6 +100,7 @@ def unstored(item_id: int, version: int, body: Body, now: datetime) -> Draft:
         body.cost_micros,
         created,
         body.image_url,
+        body.tells,
     )
 
 
@@ -111,37 +116,34 @@ def insert_sync(conn: backend.Conn, item_id: int, version: int, body: Body, now:
         "cost_micros": body.cost_micros,
         "now": clock.to_ms(now),
         "image_url": body.image_url,
+        "tells": json.dumps(body.tells, ensure_ascii=False) if body.tells else None,
     }
     return Draft.from_row(conn.execute(Q["insert_draft"], params).fetchone())
 
 
-def edit_sync(conn: backend.Conn, edit: Edit, text: str, now: datetime) -> Draft:
+def edit_sync(
+    conn: backend.Conn, edit: Edit, text: str, now: datetime, tells: dict[str, Any] | None = None
+) -> Draft:
     """An operator's replacement text becomes a new version; older cards go stale.
 
     Recorded as an awaiting_approval -> awaiting_approval event with its actor, so
     the history shows who changed the words the item is approved on. The new version
-    keeps the image of the one it replaces.
+    keeps the image of the one it replaces, and has the `tells` its text was found to have
+    (the store finds none: pipelines.approval.flow lints the text first).
     """
     if not text.strip():
         raise ValueError("the replacement text is empty")
-    return _revise(conn, edit, now, text=text)
+    return _revise(conn, edit, now, Body(text, {}, tells=tells))
 
 
 def remove_image_sync(conn: backend.Conn, edit: Edit, now: datetime) -> Draft:
-    """A new version with the shown version's text and no image, recorded as an edit is
-    (an event with its actor), so the history shows who took the picture off."""
-    return _revise(conn, edit, now, image=False)
+    """A new version with the shown version's text (and tells) and no image, recorded as an
+    edit is (an event with its actor), so the history shows who took the picture off."""
+    return _revise(conn, edit, now, None)
 
 
-def _revise(
-    conn: backend.Conn,
-    edit: Edit,
-    now: datetime,
-    *,
-    text: str | None = None,
-    image: bool = True,
-) -> Draft:
-    """The version after the shown one: its text replaced (`text`) or its image dropped."""
+def _revise(conn: backend.Conn, edit: Edit, now: datetime, new: Body | None) -> Draft:
+    """The version after the shown one: its text replaced (`new`) or (None) its image dropped."""
     item_id, shown_version = edit.item_id, edit.shown_version
     item = items.lock_sync(conn, item_id)
     if item.state != State.AWAITING_APPROVAL:
@@ -153,15 +155,16 @@ def _revise(
             f"item {item_id} is at version {item.version}; the edit was for version {shown_version}"
         )
     shown = get_sync(conn, item_id, shown_version)
-    if not image and shown.image_url is None:
+    if new is None and shown.image_url is None:
         raise errors.Conflict(f"item {item_id} version {shown_version} has no image to remove")
     body = Body(
-        shown.text if text is None else text,
+        shown.text if new is None else new.text,
         {"operator": edit.operator_id, "edit_of": shown_version},
-        image_url=shown.image_url if image else None,
+        image_url=shown.image_url if new is not None else None,
+        tells=shown.tells if new is None else new.tells,
     )
     draft = add_sync(conn, item_id, body, now)
-    what = "edited" if text is not None else "image removed"
+    what = "edited" if new is not None else "image removed"
     events.append(
         conn,
         "item",

@@ -111,6 +111,8 @@ class Card(_Payload):
     duplicate_reason: str | None = None
     #: A copy for these chats alone (an escalation); none: the pipeline's operators.
     chats: tuple[int, ...] = ()
+    #: The version's tells line ("✍️ 2 tells: delve · em dashes (5)"); "": none.
+    tells: str = ""
     #: Why too few may approve this version ("needs 2 approvals from people other than ...").
     short_of: str | None = None
     #: Buttons beyond the card's own (the bot builds them): ESCALATE_BUTTONS.

@@ -36,6 +36,8 @@ def card(item_id: int, payload: dict[str, Any]) -> str:
         lines.append(f"⚠️ possible duplicate of item {esc(payload['duplicate_of'])}: {esc(reason)}")
     lines.append("")
     lines.extend(esc(payload.get("text", "")).split("\n"))
+    if payload.get("tells"):  # the version's tells (pipelines.voice), under its text
+        lines.append(esc(payload["tells"]))
     lines.append("")
     meta = [
         f"version {esc(payload.get('version', '?'))}",

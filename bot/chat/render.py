@@ -213,8 +213,11 @@ def pending(waiting: Sequence[items.Item], now: datetime) -> str:
     return "\n".join(lines)
 
 
-def history(item: items.Item, trail: Sequence[events.Event]) -> str:
+def history(item: items.Item, trail: Sequence[events.Event], tells: str = "") -> str:
+    """An item's events by day; `tells`: its newest version's tells line, said under it."""
     lines = [f"<b>item {item.id}</b> ({esc(item.pipeline)}): {esc(wording.state(item.state))}"]
+    if tells:
+        lines.append(f"version {item.version}: {esc(tells)}")
     for day, happened in by_day(trail):
         lines.append(f"<i>{day} (UTC)</i>")
         for event in happened:
@@ -238,10 +241,14 @@ def own_words(event: events.Event) -> str:
 
 
 def replay_offer(
-    item: items.Item, trail: Sequence[events.Event], kept: operations.KeptDraft | None = None
+    item: items.Item,
+    trail: Sequence[events.Event],
+    kept: operations.KeptDraft | None = None,
+    tells: str = "",
 ) -> str:
     why = item.reason or "no reason recorded"
-    text = f"{history(item, trail)}\n\n<b>dropped</b>: {esc(wording.state(item.state))}, {esc(why)}"
+    dropped = f"<b>dropped</b>: {esc(wording.state(item.state))}, {esc(why)}"
+    text = f"{history(item, trail, tells)}\n\n{dropped}"
     if kept is not None:
         saves = (
             f"saves about {units.usd(kept.cost_micros)}, what that draft cost"

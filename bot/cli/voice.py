@@ -90,8 +90,7 @@ def _rules(cfg: settings_mod.Settings, args: argparse.Namespace) -> lint.Rules:
         return lint.default_rules()
     loaded = cli_reads.loaded(cfg)
     name = operations.check_pipeline(args.pipeline, loaded.pipelines, loaded.broken)
-    block = loaded.pipelines[name].voice
-    return block.rules if block is not None else lint.default_rules()
+    return voice.rules_of(loaded.pipelines[name].voice)
 
 
 def _shown(text: str, tells: lint.Tells, rules: lint.Rules) -> str:

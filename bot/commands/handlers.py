@@ -161,7 +161,8 @@ async def budget(update: Update, context: Context, d: Deps, now: datetime) -> No
 async def history(update: Update, context: Context, d: Deps, now: datetime) -> None:
     """One item's events, oldest first."""
     found = await operations.history(d.store, item_arg(context, "history"))
-    text = await people.humanize(d.store, render.history(found.item, found.events), as_html=True)
+    shown = render.history(found.item, found.events, found.tells)
+    text = await people.humanize(d.store, shown, as_html=True)
     await actions.reply_about(update, d.store, found.item.id, text)
 
 
@@ -171,7 +172,7 @@ async def replay(update: Update, context: Context, d: Deps, now: datetime) -> No
     found = await operations.history(d.store, item_arg(context, "replay"))
     item, trail = found.item, found.events
     if not found.dropped:
-        text = render.history(item, trail) + "\n\nNot dropped: nothing to replay."
+        text = render.history(item, trail, found.tells) + "\n\nNot dropped: nothing to replay."
         await actions.reply_about(
             update, d.store, item.id, await people.humanize(d.store, text, as_html=True)
         )
@@ -187,7 +188,9 @@ async def replay(update: Update, context: Context, d: Deps, now: datetime) -> No
         return InlineKeyboardButton(label, callback_data=data)
 
     row = [button("🔁 Replay", "replay")] + ([button("🆕 Fresh draft", "fresh")] if kept else [])
-    text = await people.humanize(d.store, render.replay_offer(item, trail, kept), as_html=True)
+    text = await people.humanize(
+        d.store, render.replay_offer(item, trail, kept, found.tells), as_html=True
+    )
     await actions.reply_about(update, d.store, item.id, text, InlineKeyboardMarkup([row]))
 
 

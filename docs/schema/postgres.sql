@@ -238,7 +238,9 @@ CREATE TABLE public.drafts (
     cost_micros bigint,
     created_at bigint NOT NULL,
     image_url text,
+    tells text,
     CONSTRAINT drafts_provenance_check CHECK (public.json_valid(provenance)),
+    CONSTRAINT drafts_tells_check CHECK (((tells IS NULL) OR public.json_valid(tells))),
     CONSTRAINT drafts_version_check CHECK ((version >= 1))
 );
 

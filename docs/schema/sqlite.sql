@@ -60,7 +60,7 @@ CREATE TABLE drafts (
     content_hash TEXT NOT NULL,
     provenance   TEXT NOT NULL CHECK (json_valid(provenance)),
     cost_micros  INTEGER,
-    created_at   INTEGER NOT NULL, image_url TEXT,
+    created_at   INTEGER NOT NULL, image_url TEXT, tells TEXT CHECK (tells IS NULL OR json_valid(tells)),
     PRIMARY KEY (item_id, version)
 );
 

@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 from pipelines.approval import card_edits, quorum, rule
 from pipelines.approval.rule import Decision
+from pipelines.config import voice
 from pipelines.text import similarity, validation
+from pipelines.voice import lint, sidecar
 from store import backend, drafts, errors, items, outbox, payloads
 from store.audit import events
 from store.db import Store
@@ -100,6 +102,7 @@ def card_row(conn: backend.Conn, pipeline: spec.Pipeline, item: Item, card: Card
             "drafter", "operator" if "operator" in draft.provenance else "?"
         ),
         "cost_micros": draft.cost_micros,
+        "tells": sidecar.line(draft.tells),
         "note": card.note,
         "quorum": pipeline.approval.quorum,
         **_shortfall(reach_sync(conn, pipeline, item, draft=draft)),
@@ -313,9 +316,12 @@ class Revision:
 async def edit(
     store: Store, pipeline: spec.Pipeline, revision: Revision, text: str, now: datetime
 ) -> Draft:
-    """An operator's replacement text: validated like any draft, then a new card."""
+    """An operator's replacement text: validated like any draft, its tells found (off the
+    store's thread), then a new card."""
     validation.validate(text, pipeline.draft.output_schema)
-    return await store.write(_revise_sync, pipeline, revision, now, text)
+    tells = sidecar.of(lint.lint(text, voice.rules_of(pipeline.voice)))
+    new = drafts.Body(text, {}, tells=tells)
+    return await store.write(_revise_sync, pipeline, revision, now, new)
 
 
 async def remove_image(
@@ -328,19 +334,19 @@ async def remove_image(
 
 def _revise_sync(
     conn: backend.Conn, pipeline: spec.Pipeline, revision: Revision, now: datetime,
-    text: str | None,
+    new: drafts.Body | None,
 ) -> Draft:  # fmt: skip
-    """An operator's new version: the text replaced by `text`, or (None) the image taken
-    off. The shown card says so and a new card follows, in the same unit."""
+    """An operator's new version: the text (and tells) replaced by `new`'s, or (None) the
+    image taken off. The shown card says so and a new card follows, in the same unit."""
     item_id, shown_version = revision.item_id, revision.shown_version
     operator_id, who = revision.operator_id, revision.who
     check_operator(pipeline, operator_id, conn, (item_id, items.get_sync(conn, item_id).attempt))
     edit = drafts.Edit(item_id, shown_version, operator_id, who)
-    if text is None:
+    if new is None:
         draft = drafts.remove_image_sync(conn, edit, now)
         mark, done = "🖼", "image removed"
     else:
-        draft = drafts.edit_sync(conn, edit, text, now)
+        draft = drafts.edit_sync(conn, edit, new.text, now, new.tells)
         mark, done = "✏️", "edited"
     item = items.get_sync(conn, item_id)
     status = f"{mark} {done} by {who}: see version {draft.version} below"

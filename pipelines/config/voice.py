@@ -265,3 +265,8 @@ class VoiceConfig(_Model):
     def rules(self) -> lint.Rules:
         """The rules this pipeline's drafts are linted with."""
         return self.profile.rules if self.profile is not None else lint.default_rules()
+
+
+def rules_of(block: VoiceConfig | None) -> lint.Rules:
+    """The rules a pipeline's drafts are linted with: its voice file's, else the built-in."""
+    return block.rules if block is not None else lint.default_rules()

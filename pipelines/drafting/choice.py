@@ -11,7 +11,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Protocol
 
-from pipelines.config import spec, triage
+from pipelines.config import spec, triage, voice
 from pipelines.drafting import calls, drafters, paid, question, steps
 from pipelines.drafting import llm as llm_drafter
 from pipelines.providers import client as providers
@@ -61,11 +61,12 @@ class _Scheduled(Protocol):
 class Drafters:
     """`drafter_for` for RuntimeConfig: template pipelines get the template drafter; llm
     pipelines the LlmDrafter when a provider and the model's price are configured, else
-    the template drafter with a note saying why; a pipeline with a triage, the steps.Plan
-    of its triage's question and that drafter. It owns one provider client per model;
-    add `worker` to RuntimeConfig.workers so they are closed on stop. `park()` (the
-    runtime calls it as a clean stop begins) makes every draft that gets its turn of a
-    client from then on begin nothing: the stop starts no paid call.
+    the template drafter with a note saying why; each in a steps.Plan with the pipeline's
+    voice rules after it, and its triage's question ahead of it if it has one. It owns
+    one provider client per model; add `worker` to RuntimeConfig.workers so they are
+    closed on stop. `park()` (the runtime calls it as a clean stop begins) makes every
+    draft that gets its turn of a client from then on begin nothing: the stop starts no
+    paid call.
     """
 
     def __init__(
@@ -84,11 +85,12 @@ class Drafters:
 
     def __call__(self, store: Store, pipeline: spec.Pipeline) -> drafters.Drafter:
         drafter = self._drafter(store, pipeline)
+        tells = steps.Voice(voice.rules_of(pipeline.voice))
         if pipeline.triage is None:
-            return drafter
+            return steps.Plan(drafter, voice=tells)
         asker = self._asker(store, pipeline, pipeline.triage)
         asked = question.Question(store, pipeline.name, pipeline.triage, asker)
-        return steps.Plan(drafter, triage=steps.Triage(asked))
+        return steps.Plan(drafter, triage=steps.Triage(asked), voice=tells)
 
     def _asker(
         self, store: Store, pipeline: spec.Pipeline, config_: triage.TriageConfig

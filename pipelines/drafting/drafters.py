@@ -75,6 +75,8 @@ class DraftResult:
     extra: dict[str, Any] = field(default_factory=dict)
     #: An image found while drafting (the article page's), for an item whose feed gave none.
     image_url: str | None = None
+    #: The draft's tells, as kept beside its version (pipelines.voice.sidecar); None: none.
+    tells: dict[str, Any] | None = None
 
 
 class Drafter(Protocol):

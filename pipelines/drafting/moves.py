@@ -60,7 +60,7 @@ def to_approval(
     draft is stored under that version; any other is locked and answered by the move."""
     window = pipeline.approval.window
     image, digest = _image(item, result), pipeline.approval.digest
-    body = drafts.Body(result.text, result.provenance, result.cost_micros, image)
+    body = drafts.Body(result.text, result.provenance, result.cost_micros, image, result.tells)
     draft = drafts.unstored(item.id, item.version + 1, body, now)
     # The card goes with the move (else the pipeline's digest lists the item).
     shows = flow.Card(draft, result.note, duplicate)

@@ -2,7 +2,7 @@
 triage, the full text, the draft. Each step is a small object with one method, `run`,
 that takes the work so far and hands on the work for the next.
 
-    plan = steps.Plan(drafter, triage=steps.Triage(question))   # choice.Drafters builds it
+    plan = steps.Plan(drafter, triage=steps.Triage(question), voice=steps.Voice(rules))
     plan = plan.reading(fulltext.Reading(fetcher, pipeline, lengths))   # the engine adds it
     result = await steps.walk(plan.steps(), item, now)   # or drafters.Skipped, DraftWaits...
 
@@ -18,7 +18,9 @@ transaction: pipelines/runs/intake.py), so an entry it drops never reaches these
   waits in drafting, tried again each run); a replay (attempt > 1) is the operator's
   overruling: it goes past triage;
 - full text (pipelines/runs/fulltext.py): the linked article read as the item's text;
-- draft: the pipeline's drafter, the template's or the LLM's.
+- draft: the pipeline's drafter, the template's or the LLM's;
+- voice: the draft's tells under the pipeline's rules (pipelines/voice: no model, no
+  network), kept beside its version and shown on its card.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from typing import Protocol
 from pipelines.config import triage
 from pipelines.drafting import drafters
 from pipelines.drafting import question as triage_question
+from pipelines.voice import lint, sidecar
 from store.items import Item
 
 
@@ -61,11 +64,13 @@ class Plan:
     drafter: drafters.Drafter
     triage: Step | None = None
     full_text: Step | None = None
+    voice: Step | None = None
 
     def steps(self) -> tuple[Step, ...]:
         """The order, in one place: the triage first (an entry it skips is never fetched
-        nor drafted), then the article, read ahead of the draft's budget claim."""
-        listed = (self.triage, self.full_text, Draft(self.drafter))
+        nor drafted), then the article, read ahead of the draft's budget claim, then the
+        draft and its tells."""
+        listed = (self.triage, self.full_text, Draft(self.drafter), self.voice)
         return tuple(step for step in listed if step is not None)
 
     def reading(self, full_text: Step) -> Plan:
@@ -102,6 +107,18 @@ class Draft:
 
     async def run(self, work: Work) -> Work:
         return dataclasses.replace(work, result=await self.drafter.draft(work.item, work.now))
+
+
+@dataclass(frozen=True)
+class Voice:
+    """Finds the draft's tells, kept beside its version and shown on its card."""
+
+    rules: lint.Rules
+
+    async def run(self, work: Work) -> Work:
+        assert work.result is not None, "the voice step follows the draft step"
+        kept = sidecar.of(lint.lint(work.result.text, self.rules))
+        return dataclasses.replace(work, result=dataclasses.replace(work.result, tells=kept))
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,8 @@ from pipelines.operations import dropped
 from pipelines.operations.inputs import Invalid
 from pipelines.providers import pace
 from pipelines.service import workers
-from store import items
+from pipelines.voice import sidecar
+from store import drafts, items
 from store.audit import events
 from store.backends import writer
 from store.db import Store
@@ -135,6 +136,8 @@ async def pending(store: Store, limit: int = PENDING_LIMIT) -> list[items.Item]:
 class History:
     item: items.Item
     events: list[events.Event]
+    #: The tells line of the item's newest version ("": none, or nothing drafted yet).
+    tells: str = ""
 
     @property
     def dropped(self) -> bool:
@@ -142,9 +145,13 @@ class History:
 
 
 async def history(store: Store, item_id: int) -> History:
-    """The item and its events, oldest first; NotFound for an unknown id."""
+    """The item and its events, oldest first, and its newest version's tells; NotFound for
+    an unknown id."""
     item = await items.get(store, item_id)
-    return History(item, await events.for_entity(store, "item", item_id))
+    newest = (item_id, item.version)
+    found = await store.read(drafts.get_many_sync, [newest]) if item.version else {}
+    tells = sidecar.line(found[newest].tells) if newest in found else ""
+    return History(item, await events.for_entity(store, "item", item_id), tells)
 
 
 async def audit(store: Store, signature: events.SignatureCheck | None = None) -> events.ChainReport:

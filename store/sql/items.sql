@@ -59,8 +59,8 @@ UPDATE items SET version = :version WHERE id = :id AND version = :version - 1
 
 -- name: insert_draft
 -- One draft version, as stored.
-INSERT INTO drafts (item_id, version, text, content_hash, provenance, cost_micros, created_at, image_url)
-VALUES (:item_id, :version, :text, :content_hash, :provenance, :cost_micros, :now, :image_url)
+INSERT INTO drafts (item_id, version, text, content_hash, provenance, cost_micros, created_at, image_url, tells)
+VALUES (:item_id, :version, :text, :content_hash, :provenance, :cost_micros, :now, :image_url, :tells)
 RETURNING *
 
 -- name: draft

@@ -20,7 +20,7 @@ from pipelines import operations
 from pipelines.approval import flow, rule, sla
 from pipelines.config import draft as draft_block
 from pipelines.config import spec
-from pipelines.drafting import choice, drafters
+from pipelines.drafting import choice, drafters, steps
 from pipelines.drafting import llm as llm_drafter
 from pipelines.providers import client as providers
 from pipelines.providers import settings as provider_settings_mod
@@ -478,7 +478,7 @@ async def test_drafters_picks_each_pipelines_drafter_and_says_why(
     assert "no LLM provider configured" in (
         (await unset(store, pipeline).draft(item, now)).note or ""
     )
-    assert isinstance(unset(store, plain), drafters.TemplateDrafter)
+    assert isinstance(steps.plan_of(unset(store, plain)).drafter, drafters.TemplateDrafter)
 
     wired = choice.Drafters(provider_settings(llm), {MODEL: PRICE})
     try:
