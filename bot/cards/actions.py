@@ -107,6 +107,16 @@ def tapped(query: CallbackQuery) -> Message:
     return query.message
 
 
+async def replace_buttons(query: CallbackQuery, markup: InlineKeyboardMarkup | None) -> None:
+    """Replace the buttons under the tapped message; the same buttons again (a double
+    tap) is no error."""
+    try:
+        await query.edit_message_reply_markup(markup)
+    except tg_error.BadRequest as exc:
+        if not sent_messages.not_modified(exc):
+            raise
+
+
 def short(text: str) -> str:
     """A tap's answer: Telegram shows at most 200 characters of it."""
     return text if len(text) <= 190 else text[:187] + "..."

@@ -11,7 +11,7 @@ import asyncio
 import logging
 from datetime import datetime
 
-from telegram import CallbackQuery, ForceReply, InlineKeyboardMarkup, Update
+from telegram import CallbackQuery, ForceReply, Update
 from telegram import error as tg_error
 from telegram.constants import ParseMode
 
@@ -43,7 +43,7 @@ async def reasons(tap: kit.ItemTap) -> None:
         return
     await tap.query.answer()
     markup = keyboards.reasons_keyboard(tap.deps.key, tap.pipeline, tap.button.shown)
-    await _buttons(tap.query, markup)
+    await actions.replace_buttons(tap.query, markup)
 
 
 async def back(tap: kit.ItemTap) -> None:
@@ -57,7 +57,7 @@ async def back(tap: kit.ItemTap) -> None:
     markup = taps.card_keyboard(
         tap.deps.key, tap.button.shown, escalate=escalate, image=image is not None
     )
-    await _buttons(tap.query, markup)
+    await actions.replace_buttons(tap.query, markup)
 
 
 async def other(tap: kit.ItemTap) -> None:
@@ -102,16 +102,6 @@ async def _closed(tap: kit.ItemTap, what: str) -> bool:
     return True
 
 
-async def _buttons(query: CallbackQuery, markup: InlineKeyboardMarkup | None) -> None:
-    """Replace the buttons under the tapped message; the same buttons again (a double
-    tap) is no error."""
-    try:
-        await query.edit_message_reply_markup(markup)
-    except tg_error.BadRequest as exc:
-        if not sent_messages.not_modified(exc):
-            raise
-
-
 async def _answered(tap: kit.ItemTap, text: str) -> None:
     # Edit the card now rather than at the sender's next pass, while the tap is answered.
     await asyncio.gather(tap.query.answer(text), tap.deps.sender.flush_item(tap.item.id, tap.now))
@@ -137,14 +127,14 @@ async def confirm(tap: kit.Tap) -> None:
     await followups.get_offer(tap.deps.store, offer_id, tap.now)  # refused at once if stale
     await tap.query.answer()
     markup = keyboards.confirm_keyboard(tap.deps.key, offer_id, count, asked)
-    await _buttons(tap.query, markup)
+    await actions.replace_buttons(tap.query, markup)
 
 
 async def cancel(tap: kit.Tap) -> None:
     """The list's own buttons again."""
     await tap.query.answer("nothing decided")
     markup = keyboards.listed_keyboard(tap.deps.key, tap.button.item_id, tap.button.version)
-    await _buttons(tap.query, markup)
+    await actions.replace_buttons(tap.query, markup)
 
 
 async def decide_listed(tap: kit.Tap) -> None:

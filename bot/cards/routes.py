@@ -43,6 +43,7 @@ class OnList:
 
 ROUTES: dict[callbacks.Action, OnItem | OnList] = {
     "approve": OnItem(taps.approve),
+    "approve_anyway": OnItem(taps.approve_anyway),
     "edit": OnItem(taps.ask_for_edit),
     "noimage": OnItem(taps.remove_image),
     "extend": OnItem(taps.extend),

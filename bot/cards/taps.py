@@ -54,11 +54,32 @@ def warning_keyboard(key: bytes, shown: followups.Shown) -> InlineKeyboardMarkup
     )
 
 
+def block_keyboard(key: bytes, shown: followups.Shown) -> InlineKeyboardMarkup:
+    """In place of a card's buttons when its version has a block tell: approve it as it
+    is, or back to the card's own buttons (Edit among them)."""
+    return actions.item_row(key, shown, ("⚠️ Approve anyway", "approve_anyway"), ("← back", "back"))
+
+
 async def approve(tap: kit.ItemTap) -> None:
-    """Approve (or a vote toward a quorum) on the version the card showed."""
+    """Approve (or a vote toward a quorum) on the version the card showed; a version with a
+    block tell is not approved by one tap: the answer names the tell, and the card offers
+    Approve anyway."""
+    try:
+        await _approve(tap, anyway=False)
+    except flow.BlockTell as exc:
+        await tap.query.answer(actions.short(str(exc)), show_alert=True)
+        await actions.replace_buttons(tap.query, block_keyboard(tap.deps.key, tap.button.shown))
+
+
+async def approve_anyway(tap: kit.ItemTap) -> None:
+    """Approve past the version's block tells; the override is in the item's events."""
+    await _approve(tap, anyway=True)
+
+
+async def _approve(tap: kit.ItemTap, *, anyway: bool) -> None:
     d, pipeline = tap.deps, tap.pipeline
-    shown, user = tap.button.shown, tap.user
-    decision = await flow.decide(d.store, pipeline, rule.Vote(shown, user, "approve"), tap.now)
+    vote = rule.Vote(tap.button.shown, tap.user, "approve", anyway=anyway)
+    decision = await flow.decide(d.store, pipeline, vote, tap.now)
     words = flow.vote_words(decision, pipeline, tap.user)
     said = actions.short(await people.humanize(d.store, words))
     if decision.outcome == "unchanged":

@@ -83,8 +83,9 @@ ARTICLES = {
     "2024/05/10/farmers-market-park": Article(
         "Farmers' market moves to the riverside park for the summer",
         (
-            "From June to September the Saturday farmers' market moves from the station car"
-            " park to the riverside park, with room for twenty more stalls.",
+            # "bustling": a word machine prose leans on, so this card shows a tells line.
+            "From June to September the bustling Saturday farmers' market moves from the"
+            " station car park to the riverside park, with room for twenty more stalls.",
             "The market keeps its hours, 8:00 to 13:00. Parking is at the leisure centre,"
             " and a free shuttle runs from the station every fifteen minutes.",
         ),

@@ -54,6 +54,7 @@ Action = Literal[
     "not_charged",
     "charged",
     "list_claims",
+    "approve_anyway",
 ]
 _CODES: dict[Action, str] = {
     "approve": "a",
@@ -81,6 +82,7 @@ _CODES: dict[Action, str] = {
     "not_charged": "z",  # settle them at 0
     "charged": "g",  # settle them at the reserve each held
     "list_claims": "l",
+    "approve_anyway": "k",  # approve a version past its block tells (audited)
 }
 _ACTIONS: dict[str, Action] = {code: action for action, code in _CODES.items()}
 _REPLAYS: frozenset[Action] = frozenset({"replay", "fresh"})

@@ -38,6 +38,10 @@ class WroteThisVersion(errors.Conflict):
     """Four eyes: the operator who wrote a draft version may not approve it."""
 
 
+class BlockTell(errors.Refused):
+    """The version has a block tell: one tap does not approve it (Approve anyway does)."""
+
+
 def reach_sync(
     conn: backend.Conn, pipeline: spec.Pipeline, item: Item, voted: Sequence[int] = (),
     draft: Draft | None = None,
@@ -194,6 +198,8 @@ def decide_sync(
         raise ValueError(f"unknown decision {vote.choice!r}; valid: approve, reject")
     rules = _rules(pipeline, quorum)
     item = decisions.shown_sync(conn, *vote.shown)
+    if pipeline is not None and vote.choice == "approve":
+        _check_tells_sync(conn, item, vote, now)
     ballot = _cast_sync(conn, item, vote, now)
     verdict = _judged_sync(conn, rules, item, ballot, asks=pipeline is not None)
     assert verdict.outcome != "refused"  # _judged_sync raised
@@ -209,6 +215,27 @@ def decide_sync(
     rows = tuple(_rows(pipeline, ahead, vote, now))
     move = items.Move(item, verdict.to, vote.who, now, verdict.reason, effects=rows)
     return replace(decision, item=items.apply_one(conn, move))
+
+
+def _check_tells_sync(conn: backend.Conn, item: Item, vote: rule.Vote, now: datetime) -> None:
+    """BlockTell when the version waiting for approval has a block tell and the vote is not
+    Approve anyway; an Approve anyway past one is an event of its own, in the same unit."""
+    if item.state != State.AWAITING_APPROVAL or item.version < 1:
+        return
+    kept = drafts.get_sync(conn, item.id, item.version).tells
+    if not sidecar.blocked(kept):
+        return
+    said = sidecar.line(kept)
+    if not vote.anyway:
+        raise BlockTell(
+            f"version {item.version} of item {item.id} has a block tell ({said}): edit it, "
+            "or tap Approve anyway on its card to approve it as it is"
+        )
+    reason = f"approve anyway past the block tells of version {item.version}: {said}"
+    state, attempt = item.state, item.attempt
+    events.append(
+        conn, "item", item.id, state, state, vote.who, now, attempt=attempt, reason=reason
+    )
 
 
 def _rules(pipeline: spec.Pipeline | None, need: int) -> quorum.Rules:

@@ -42,6 +42,8 @@ class Vote:
     reason: str | None = None
     #: Who the events name as deciding (default: the Telegram operator `operator_id`).
     actor: str | None = None
+    #: An approval asked past the version's block tells ("Approve anyway"): audited.
+    anyway: bool = False
 
     @property
     def who(self) -> str:

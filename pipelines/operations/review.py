@@ -335,6 +335,7 @@ async def decide_listed(
             errors.IllegalTransition,
             errors.NotFound,
             flow.NotAllowed,
+            flow.BlockTell,
         ) as exc:
             refused.append((item_id, str(exc)))
             continue

@@ -4,7 +4,6 @@ its card, its replay and the check before it goes out.
     kept = sidecar.of(lint.lint(text, rules))   # JSON-ready, None for a text without tells
     sidecar.line(kept)                          # "✍️ 2 tells: delve · em dashes (5)" or ""
     sidecar.blocked(kept)                       # a block tell: Approve asks first
-    sidecar.same(kept, other)                   # the same tells at the same places
 
 A hit is kept as [rule, label, severity, start, end]: enough to mark it and to tell
 whether a version's tells changed, a few dozen bytes each. The line and the block are
@@ -38,8 +37,3 @@ def line(kept: dict[str, Any] | None) -> str:
 
 def blocked(kept: dict[str, Any] | None) -> bool:
     return bool((kept or {}).get("blocked", False))
-
-
-def same(kept: dict[str, Any] | None, other: dict[str, Any] | None) -> bool:
-    """Whether two sidecars hold the same tells at the same places."""
-    return (kept or {}) == (other or {})

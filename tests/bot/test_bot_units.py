@@ -55,7 +55,7 @@ WIRE_CODES = {
     "approve": "a", "reject": "r", "edit": "e", "replay": "p", "fresh": "f", "retry": "t",
     "show": "s", "why": "w", "other": "o", "back": "b", "undo": "u", "redraft": "d",
     "all_approve": "A", "all_reject": "R", "yes_approve": "Y", "yes_reject": "N",
-    "cancel": "c",
+    "cancel": "c", "approve_anyway": "k",
 }  # fmt: skip
 #: Buttons as this bot makes them: every action, ids, attempts and versions from 1 (a
 #: replay offer's version 0 is pinned separately), and an arg (a preset reason's number).

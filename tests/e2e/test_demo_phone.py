@@ -1,6 +1,7 @@
 """The demo on a phone-sized screen (390 by 844) in headless Chromium: /status, /pending,
-/budget, /history, /help and a card after dispatch are screenshotted, and no line of any
-reply runs past its bubble (nor a bubble or a button past the screen).
+/budget, /history, /help, a card after dispatch and a card with its tells line are
+screenshotted, and no line of any reply runs past its bubble (nor a bubble or a button
+past the screen).
 
 Uses Debian's chromium through Playwright, as tests/e2e/test_demo_browser.py does.
 """
@@ -119,6 +120,9 @@ async def test_every_reply_fits_a_phone_screen(
     item = found.group(1)
     shots["history"] = await ask(page, f"/history {item}", f"item {item} (news)")
     shots["help"] = await ask(page, "/help", "/replay")
+    # The market story's draft says "bustling": its card has the tells line under the text.
+    shots["tells"] = page.locator(".msg.bot", has_text="Farmers' market moves").first
+    await async_api.expect(shots["tells"]).to_contain_text(re.compile(r"✍️ \d tells?: .*bustling"))
     for name, reply in shots.items():
         await reply.scroll_into_view_if_needed()
         await reply.screenshot(path=str(tmp_path / f"{name}.png"))

@@ -11,9 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from store import drafts
+from store import drafts, items
+from store.audit import events
+from store.items.machine import State
 from tests.e2e import test_bot_e2e as e2e
-from tests.e2e.test_nudges_e2e import OPERATOR, card_texts, running, tap, told
+from tests.e2e.test_nudges_e2e import OPERATOR, card_texts, running, tap, told, with_label
 from tests.fakes import feeds
 from tests.fakes.feed_server import FeedServer
 
@@ -58,3 +60,35 @@ async def test_a_draft_with_tells_shows_them_and_an_edit_without_them_does_not(
         assert "✍️ 1 tell: bustling" in new[0].text and "delve" not in new[0].text
         kept = await drafts.get(store, item_id, 2)
         assert kept.tells is not None and kept.tells["line"] == "✍️ 1 tell: bustling"
+
+
+async def test_a_block_tell_makes_approve_ask_and_approve_anyway_is_audited(
+    tmp_path: Path, feed: FeedServer
+) -> None:
+    (tmp_path / "pipelines" / "voice").mkdir(parents=True)
+    (tmp_path / "pipelines" / "voice" / "strict.yaml").write_text(
+        "tune:\n  delve: {severity: block}\n"
+    )
+    async with running(tmp_path, feed, "", draft="voice:\n  profile: voice/strict.yaml") as bot:
+        api, store = bot.api, bot.runtime.store
+        cards = await api.await_for(
+            lambda: card_texts(api, OPERATOR)[1:] and card_texts(api, OPERATOR), timeout=60
+        )
+        telling = next(c for c in cards if "Budget night" in c.text)
+        plain = next(c for c in cards if "Bridge shut" in c.text)
+        item_id = e2e.item_id_of(telling)
+
+        asked = await tap(api, telling, "Approve")
+        assert asked["show_alert"] and "has a block tell" in asked["text"]
+        assert "Approve anyway" in asked["text"]
+        swapped = await api.await_for(lambda: with_label(api, telling, "Approve anyway"), 10)
+        assert (await items.get(store, item_id)).state == State.AWAITING_APPROVAL
+
+        assert (await tap(api, plain, "Approve"))["text"].startswith("✅")  # no block: one tap
+        said = await tap(api, swapped, "Approve anyway")
+        assert said["text"].startswith("✅"), said
+        assert (await items.get(store, item_id)).state != State.AWAITING_APPROVAL
+        trail = await events.for_entity(store, "item", item_id)
+        [override] = [e for e in trail if (e.reason or "").startswith("approve anyway")]
+        assert override.actor == events.operator(OPERATOR)
+        assert "delve" in (override.reason or "")
