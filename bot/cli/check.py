@@ -48,6 +48,7 @@ def check(cfg: settings_mod.Settings, args: argparse.Namespace, now: datetime) -
     warnings = [
         f"{name}: {w}" for name in loaded if (w := quorum.after_any_edit(found[name].approval))
     ]
+    warnings += [f"{name}: {schedules.NOT_YET}" for name in loaded if found[name].publish]
     value = {
         "ok": not (problems or failed),
         "problems": problems + failed,

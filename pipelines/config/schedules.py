@@ -279,6 +279,14 @@ def _check_spacing(slots: list[time], days: set[int], min_gap: timedelta) -> Non
             )
 
 
+#: Said by `gatehouse check` and logged at start for a pipeline with a `publish:` block,
+#: until the publishing queue acts on it: its posts go out as without one.
+NOT_YET = (
+    "publish: is checked but not acted on yet: approved posts go out when the undo window "
+    "ends, as without it"
+)
+
+
 @dataclasses.dataclass(frozen=True)
 class Named:
     """What schedules.yaml holds: its schedules by name, those that did not load with their

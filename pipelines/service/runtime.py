@@ -39,7 +39,7 @@ from pathlib import Path
 import httpx
 
 from pipelines.approval import flow, sla
-from pipelines.config import spec
+from pipelines.config import schedules, spec
 from pipelines.drafting import drafters
 from pipelines.ground import httpclient, waiting
 from pipelines.runs import engine, fulltext
@@ -151,6 +151,7 @@ class Runtime:
             loaded = spec.load_dir(cfg.pipelines_dir, cfg.load_context)
             await _report_config_errors(store, loaded, cfg.clock())
             await _recheck_quorums(store, loaded.pipelines, cfg.clock())
+            _say_not_scheduled(loaded.pipelines)
         except BaseException:
             await store.close()
             raise
@@ -304,6 +305,11 @@ async def _recheck_quorums(
     flagged = await flow.recheck(store, pipelines, now)
     if flagged:
         log.warning("%d waiting item(s) cannot reach their quorum; their cards say so", flagged)
+
+
+def _say_not_scheduled(pipelines: dict[str, spec.Pipeline]) -> None:
+    for name in sorted(name for name, pipeline in pipelines.items() if pipeline.publish):
+        log.warning("pipeline %s: %s", name, schedules.NOT_YET)
 
 
 async def _report_config_errors(store: Store, loaded: spec.LoadResult, now: datetime) -> None:
