@@ -197,9 +197,9 @@ def decide_sync(
     if vote.choice not in ("approve", "reject"):
         raise ValueError(f"unknown decision {vote.choice!r}; valid: approve, reject")
     rules = _rules(pipeline, quorum)
-    item = decisions.shown_sync(conn, *vote.shown)
+    item, tells = decisions.shown_with_tells_sync(conn, *vote.shown)
     if pipeline is not None and vote.choice == "approve":
-        _check_tells_sync(conn, item, vote, now)
+        _check_tells_sync(conn, item, tells, vote, now)
     ballot = _cast_sync(conn, item, vote, now)
     verdict = _judged_sync(conn, rules, item, ballot, asks=pipeline is not None)
     assert verdict.outcome != "refused"  # _judged_sync raised
@@ -217,13 +217,13 @@ def decide_sync(
     return replace(decision, item=items.apply_one(conn, move))
 
 
-def _check_tells_sync(conn: backend.Conn, item: Item, vote: rule.Vote, now: datetime) -> None:
-    """BlockTell when the version waiting for approval has a block tell and the vote is not
-    Approve anyway; an Approve anyway past one is an event of its own, in the same unit."""
-    if item.state != State.AWAITING_APPROVAL or item.version < 1:
-        return
-    kept = drafts.get_sync(conn, item.id, item.version).tells
-    if not sidecar.blocked(kept):
+def _check_tells_sync(
+    conn: backend.Conn, item: Item, kept: dict[str, Any] | None, vote: rule.Vote, now: datetime
+) -> None:
+    """BlockTell when the version waiting for approval has a block tell (`kept`) and the
+    vote is not Approve anyway; an Approve anyway past one is an event of its own, in the
+    same unit."""
+    if item.state != State.AWAITING_APPROVAL or not sidecar.blocked(kept):
         return
     said = sidecar.line(kept)
     if not vote.anyway:

@@ -47,6 +47,7 @@ from store.items.rows import (
     get_sync,
     in_state_sync,
     lock_sync,
+    lock_with_tells_sync,
     sla_due_sync,
     warn_params,
 )
@@ -73,6 +74,7 @@ __all__ = [
     "in_state",
     "in_state_sync",
     "lock_sync",
+    "lock_with_tells_sync",
     "replay_sync",
     "sla_due_sync",
     "transition_sync",

@@ -125,6 +125,14 @@ def lock_sync(conn: backend.Conn, item_id: int) -> Item:
     return Item.from_row(_locked_row(conn, item_id))
 
 
+def lock_with_tells_sync(conn: backend.Conn, item_id: int) -> tuple[Item, dict[str, Any] | None]:
+    """`lock_sync`, with the tells kept with the version the item is at (None: none), read
+    in the same statement."""
+    row = _locked_row(conn, item_id)
+    tells = row["shown_tells"]
+    return Item.from_row(row), None if tells is None else json.loads(tells)
+
+
 def _locked_row(conn: backend.Conn, item_id: int) -> backend.Row:
     cursor = conn.execute(Q["lock"], {"id": item_id})
     row = cursor.fetchone()

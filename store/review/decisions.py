@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timedelta
-from typing import Literal
+from typing import Any, Literal
 
 from store import backend, clock, errors, items, outbox, sql, units
 from store.audit import events
@@ -44,13 +44,20 @@ def dispatch_key(item_id: int, attempt: int, version: int) -> str:
 def shown_sync(conn: backend.Conn, item_id: int, attempt: int, version: int) -> Item:
     """The item, locked for the unit; Conflict unless it is at the version and attempt
     its card showed."""
-    item = items.lock_sync(conn, item_id)
+    return shown_with_tells_sync(conn, item_id, attempt, version)[0]
+
+
+def shown_with_tells_sync(
+    conn: backend.Conn, item_id: int, attempt: int, version: int
+) -> tuple[Item, dict[str, Any] | None]:
+    """`shown_sync`, with the tells kept with that version (pipelines.voice.sidecar)."""
+    item, tells = items.lock_with_tells_sync(conn, item_id)
     if (item.attempt, item.version) != (attempt, version):
         raise errors.Conflict(
             f"this card shows version {version} of attempt {attempt}; item {item_id} is now at "
             f"version {item.version} of attempt {item.attempt}"
         )
-    return item
+    return item, tells
 
 
 def vote_sync(

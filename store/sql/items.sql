@@ -14,8 +14,12 @@ RETURNING *
 SELECT * FROM items WHERE id = :id
 
 -- name: lock
--- One item by id, to decide on (PostgreSQL locks the row: see its override).
-SELECT * FROM items WHERE id = :id
+-- One item by id, to decide on (PostgreSQL locks the row: see its override), with the
+-- tells of the version it is at (a decision reads them in this same statement).
+SELECT items.*,
+       (SELECT d.tells FROM drafts d WHERE d.item_id = items.id AND d.version = items.version)
+           AS shown_tells
+FROM items WHERE id = :id
 
 -- name: move
 -- Compare-and-set: move an item only if it is still where the caller saw it and, with

@@ -18,8 +18,11 @@ SELECT * FROM items
 
 -- name: lock
 -- One item by id, its row locked until the transaction ends: a second decision on it
--- waits, then reads what the first one wrote.
-SELECT * FROM items WHERE id = :id FOR UPDATE
+-- waits, then reads what the first one wrote; with the tells of the version it is at.
+SELECT items.*,
+       (SELECT d.tells FROM drafts d WHERE d.item_id = items.id AND d.version = items.version)
+           AS shown_tells
+FROM items WHERE id = :id FOR UPDATE OF items
 
 -- name: move
 -- The compare-and-set of store/sql/items.sql's `move`, writing in the same statement
