@@ -22,6 +22,9 @@ _HASHTAG = re.compile(r"(?<!\w)#\w+")
 _SENTENCE = re.compile(r"[^.!?…\n]+[.!?…]*")
 # The emoji blocks: pictographs, symbols, transport, flags, dingbats (not arrows or ©).
 _EMOJI = re.compile("[\U0001f1e6-\U0001f1ff\U0001f300-\U0001faff\u2600-\u27bf\u2b50\u2b55]")
+#: The first character of the emoji blocks: a text whose every character is below it (most
+#: posts) has none, found without a scan of the block's class.
+_FIRST_EMOJI = "\u2600"
 _COUNTED: tuple[tuple[Metric, re.Pattern[str]], ...] = (
     ("exclamations", re.compile("!")),
     ("emoji", _EMOJI),
@@ -46,19 +49,32 @@ class Figures:
 def measure(text: str) -> Figures:
     figures = Figures()
     words = _sentences(text, figures)
-    dashes = [(m.start(), m.end()) for m in re.finditer("—", text)]
+    dashes = [(m.start(), m.end()) for m in re.finditer("—", text)] if "—" in text else []
     # Over at least 100 words: one dash in a short post is anyone's, two are a habit.
     figures.values["em_dashes"] = round(len(dashes) * 100 / max(words, 100), 2)
     figures.marks["em_dashes"] = dashes
     for metric, pattern in _COUNTED:
-        spans = [
-            found.span()
-            for found in pattern.finditer(text)
-            if pattern is not _HASHTAG or not found.group()[1:].isdigit()
-        ]
+        spans = (
+            [
+                found.span()
+                for found in pattern.finditer(text)
+                if pattern is not _HASHTAG or not found.group()[1:].isdigit()
+            ]
+            if _may_hold(metric, text)
+            else []
+        )
         figures.values[metric] = len(spans)
         figures.marks[metric] = spans
     return figures
+
+
+def _may_hold(metric: Metric, text: str) -> bool:
+    """False when a plain test shows the text has nothing `metric` counts (a scan saved)."""
+    if metric == "exclamations":
+        return "!" in text
+    if metric == "hashtags":
+        return "#" in text
+    return bool(text) and max(text) >= _FIRST_EMOJI
 
 
 def _sentences(text: str, figures: Figures) -> int:
@@ -66,7 +82,7 @@ def _sentences(text: str, figures: Figures) -> int:
     (every word is in a sentence: what ends one holds no word character)."""
     lengths: list[tuple[int, tuple[int, int]]] = []
     for found in _SENTENCE.finditer(text):
-        count = len(_WORD.findall(found.group()))
+        count = len(_WORD.findall(text, *found.span()))
         if count:
             lengths.append((count, found.span()))
     longest = max(lengths, default=(0, (0, 0)), key=lambda one: one[0])
