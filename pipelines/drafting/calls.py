@@ -48,6 +48,11 @@ class Call:
     max_tokens: int
     #: In the idempotency key and the request: a changed prompt is a new request.
     version: str
+    #: Whether the PaidCall begins the next try after one settled with no answer kept (a
+    #: draft's); False: its caller numbers the tries in `version` and decides whether to
+    #: ask again (a triage's question), so a try an operator settles mid-run is not asked
+    #: a second time behind its back.
+    next_tries: bool = True
 
 
 def draft_call(template: str, schema: dict[str, Any] | None, max_tokens: int) -> Call:

@@ -231,7 +231,7 @@ class PaidCall:
         """The claim of this attempt's current try: a try settled with no answer kept (the
         provider answered an HTTP error, or an operator settled a call cut off) is past,
         and the next one begins (no try is ever paid twice)."""
-        for attempt_try in range(calls.MAX_TRIES):
+        for attempt_try in range(calls.MAX_TRIES if self._kind.next_tries else 1):
             work = await self._begin_try(item, prompt, now, attempt_try)
             if not work.replayed or work.state != ClaimState.SETTLED:
                 return work

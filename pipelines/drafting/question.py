@@ -63,7 +63,9 @@ class CannotAsk:
 def call_for(config: triage.TriageConfig, attempt_try: int) -> calls.Call:
     template = config.template()
     version = f"{calls.prompt_version(template)}.t{attempt_try}"
-    return calls.Call(ENDPOINT, template, triage.SCHEMA, config.max_tokens, version)
+    return calls.Call(
+        ENDPOINT, template, triage.SCHEMA, config.max_tokens, version, next_tries=False
+    )
 
 
 class Question:

@@ -19,7 +19,7 @@ from bot.chat import render
 from pipelines import operations
 from pipelines.approval import sla
 from pipelines.config import spec, triage
-from pipelines.drafting import calls, choice, drafters
+from pipelines.drafting import calls, choice, drafters, steps
 from pipelines.drafting import question as triage_drafter
 from pipelines.providers import client as providers
 from pipelines.runs import engine
@@ -361,6 +361,41 @@ async def test_with_pass_a_triage_call_cut_off_and_reconciled_is_not_asked_again
     assert card.payload["note"].startswith("⚠️ not triaged: ")
     assert llm.calls == calls_before + 1  # the draft's alone
     assert [c[1] for c in await _claims(store)] == ["llm.triage", "llm.triage", "llm.draft"]
+
+
+async def test_a_triage_try_settled_while_its_run_reads_it_is_not_asked_again(
+    store: db.Store, rig_for: object, llm: FakeLLM, feeds: FeedServer, now: datetime
+) -> None:
+    """The question read its try as started, and the operator settled the try's claim
+    with no answer before its paid call began (the crash bench's scripted operator did, a
+    run of its own): that paid call asks nothing, as the question would not have either
+    (under pass a triage is never asked a second time; its tries are the question's)."""
+    await ledger.set_budget(store, ledger.Limit("global", "day", 10_000_000), "cli", now)
+    feeds.set("/feed.xml", rss(ENTRIES[1:2]))
+    llm.queue_fault("401")  # the first run's triage: refused, nothing charged; held
+    await rig_for("hold").tick(now)  # type: ignore[operator]
+    [item] = (await _by_guid(store)).values()
+    block = triage.TriageConfig(question="Is this about public transport in the city?")
+    call = triage_drafter.call_for(block, 1)  # the try the question read as started
+    key = calls.claim_key("city", item.id, 1, call.version)
+    request = {"model": "fake-1", "max_tokens": 60, "prompt_version": call.version}
+    asked = ledger.Call(
+        key, triage_drafter.ENDPOINT, request, 1_000, "city", item.id, timedelta(minutes=5)
+    )
+    work = await ledger.begin(store, asked, now)
+    await ledger.start_provider(store, work.id, now)
+    later = now + timedelta(minutes=10)
+    await ledger.recover(store, later)
+    await ledger.reconcile(store, work.id, ledger.Actual(700, "provider console"), "cli", later)
+    rig = rig_for("pass")  # type: ignore[operator]
+    plan = rig.drafter
+    assert isinstance(plan, steps.Plan) and isinstance(plan.triage, steps.Triage)
+    paid_call = plan.triage.question._asker(call)  # the try's own paid call, as ask makes it
+    calls_before = llm.calls
+    with pytest.raises(drafters.DraftFailed, match="settled without an output"):
+        await paid_call.ask(await items.get(store, item.id), later)
+    assert llm.calls == calls_before
+    assert [c[1] for c in await _claims(store)] == ["llm.triage", "llm.triage"]
 
 
 async def test_a_500_to_triage_under_hold_settles_at_zero_and_the_next_run_cards_it(
